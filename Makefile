@@ -1,0 +1,110 @@
+# toolmesh — run `make help` for the targets.
+#
+# Every tool is pinned and installed with `go install pkg@version` into ./bin;
+# nothing is downloaded at run time except Go modules from the Go proxy.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+BIN := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+export GOBIN := $(BIN)
+
+BUF_VERSION                   := v1.75.0
+PROTOC_GEN_GO_VERSION         := v1.36.12
+PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
+PROTOC_GEN_GO_GRPC_VERSION    := v1.6.2
+GRPC_GATEWAY_VERSION          := v2.33.0
+TEMPORAL_CLI_VERSION          := v1.5.1
+# buf/validate/validate.proto is copied from this Go module in the module cache.
+PROTOVALIDATE_PROTO_VERSION   := v1.2.2
+
+# Domains with protos under proto/toolmesh/<domain>/v1 and a REST gateway config.
+DOMAINS := $(notdir $(patsubst %/v1/,%,$(dir $(wildcard proto/toolmesh/*/v1/*_gateway.yaml))))
+GO_PACKAGES := ./...
+
+.PHONY: help
+help: ## Show the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# --- tools -------------------------------------------------------------------
+
+$(BIN)/buf:
+	go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go:
+	go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-connect-go:
+	go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+$(BIN)/protoc-gen-go-grpc:
+	go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(BIN)/protoc-gen-grpc-gateway:
+	go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(BIN)/protoc-gen-openapiv2:
+	go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+# The Temporal CLI embeds the dev server and the Web UI; it takes minutes to
+# build, so it is built once and reused.
+$(BIN)/temporal:
+	go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+PROTO_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/protoc-gen-go-grpc \
+	$(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2
+
+.PHONY: tools
+tools: $(PROTO_TOOLS) $(BIN)/temporal ## Install the pinned tools into ./bin
+
+# --- code generation ---------------------------------------------------------
+
+.build/protovalidate/buf/validate/validate.proto:
+	@dir=$$(go mod download -json github.com/bufbuild/protovalidate@$(PROTOVALIDATE_PROTO_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	mkdir -p $(@D); install -m 0644 "$$dir/proto/protovalidate/buf/validate/validate.proto" $@
+
+.PHONY: generate
+generate: $(PROTO_TOOLS) .build/protovalidate/buf/validate/validate.proto ## Regenerate proto/gen from proto/
+	rm -rf proto/gen
+	buf generate
+	@for d in $(DOMAINS); do \
+	  buf generate proto --path proto/toolmesh/$$d/v1 --template "$$(scripts/gateway-template.sh $$d)"; \
+	done
+	scripts/descriptorset.sh
+
+.PHONY: checkgenerate
+checkgenerate: generate ## Fail when the committed generated code is stale
+	@if [ -n "$$(git status --porcelain -- proto/gen)" ]; then \
+	  git status --porcelain -- proto/gen; echo "generated code is stale: run make generate and commit proto/gen"; exit 1; fi
+
+# --- lint and test -----------------------------------------------------------
+
+.PHONY: lint
+lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go vet, buf lint, buf breaking, import rules
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^proto/gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet $(GO_PACKAGES)
+	buf lint
+	scripts/buf-breaking.sh
+	go test -count=1 ./internal/archtest
+
+.PHONY: test
+test: $(BIN)/temporal ## Run every test (installs what the tests need)
+	go test -count=1 -timeout 30m $(GO_PACKAGES)
+
+.PHONY: bench
+bench: ## Run the benchmarks (edge vs direct Connect, ...)
+	go test -run '^$$' -bench . -benchmem -benchtime 3s ./edge/...
+
+# --- run ---------------------------------------------------------------------
+
+.PHONY: build
+build: ## Build ./bin/toolmesh
+	go build -o $(BIN)/toolmesh ./cmd/toolmesh
+
+.PHONY: run
+run: build $(BIN)/temporal ## Start the whole mesh locally (Ctrl-C stops it)
+	$(BIN)/toolmesh up
+
+.PHONY: dev
+dev: build ## Start the mesh under Tilt (tilt up)
+	tilt up
+
+.PHONY: clean
+clean: ## Remove build output and local data
+	rm -rf .build .toolmesh $(BIN)/toolmesh

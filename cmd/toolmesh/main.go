@@ -1,0 +1,71 @@
+// Command toolmesh is the one binary of the mesh:
+//
+//	toolmesh serve <domain>   run one domain service (tasks, ...)
+//	toolmesh edge             run the MCP edge
+//	toolmesh up               run everything locally (what `make run` does)
+//
+// Only this package reads flags and the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/toolmesh/toolmesh/internal/logging"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "toolmesh:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: toolmesh <command> [flags]
+
+commands:
+  serve <domain>   run one domain service (domains: %s)
+  edge             run the MCP edge
+  up               run the whole mesh locally with embedded defaults
+
+Run 'toolmesh <command> -h' for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, usage, domainNames())
+		return errors.New("no command")
+	}
+	log := logging.New(stderr, logging.ParseLevel(getenv("TOOLMESH_LOG_LEVEL")))
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], getenv, log)
+	case "edge":
+		return runEdge(ctx, args[1:], getenv, log)
+	case "up":
+		return runUp(ctx, args[1:], getenv, stdout, log)
+	case "help", "-h", "--help":
+		fmt.Fprintf(stdout, usage, domainNames())
+		return nil
+	}
+	fmt.Fprintf(stderr, usage, domainNames())
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// envOr returns the environment value of key, or def when unset.
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}

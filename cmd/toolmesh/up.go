@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one child of `toolmesh up`.
+type process struct {
+	name   string
+	args   []string
+	health string // URL answering 200 when ready
+	cmd    *exec.Cmd
+}
+
+func runUp(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, logs)")
+	edgeAddr := fs.String("edge-addr", "127.0.0.1:7100", "edge listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+
+	var procs []*process
+	names := make([]string, 0, len(domains))
+	for n := range domains {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	edgeArgs := []string{"edge", "--addr", *edgeAddr}
+	for _, n := range names {
+		addr := fmt.Sprintf("127.0.0.1:%d", domains[n].port)
+		procs = append(procs, &process{name: n, args: []string{"serve", n, "--addr", addr, "--data", *dataDir}, health: "http://" + addr + "/healthz"})
+		edgeArgs = append(edgeArgs, "--service", n+"=http://"+addr)
+	}
+	procs = append(procs, &process{name: "edge", args: edgeArgs, health: "http://" + *edgeAddr + "/healthz"})
+
+	// Children get their own process group so Ctrl-C reaches them through
+	// us, in order, rather than all at once from the terminal.
+	var wg sync.WaitGroup
+	exited := make(chan string, len(procs))
+	stopAll := func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			if p := procs[i]; p.cmd != nil && p.cmd.Process != nil {
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+	}
+	for _, p := range procs {
+		p.cmd = exec.Command(self, p.args...)
+		p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
+		p.cmd.Env = os.Environ()
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := p.cmd.Start(); err != nil {
+			stopAll()
+			return fmt.Errorf("start %s: %w", p.name, err)
+		}
+		wg.Add(1)
+		dead := make(chan struct{})
+		go func(p *process) {
+			defer wg.Done()
+			_ = p.cmd.Wait()
+			close(dead)
+			exited <- p.name
+		}(p)
+		if err := waitHealthy(ctx, p.health, dead, 30*time.Second); err != nil {
+			stopAll()
+			wg.Wait()
+			return fmt.Errorf("%s did not become ready: %w", p.name, err)
+		}
+	}
+
+	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", *dataDir)
+	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp\n", *edgeAddr)
+	for _, n := range names {
+		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
+	}
+	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
+
+	var failed error
+	select {
+	case <-ctx.Done():
+	case name := <-exited:
+		failed = fmt.Errorf("%s exited unexpectedly", name)
+	}
+	log.Info("up.stopping")
+	stopAll()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		for _, p := range procs {
+			_ = p.cmd.Process.Kill()
+		}
+		<-done
+	}
+	fmt.Fprintln(stdout, "toolmesh stopped")
+	return failed
+}
+
+// waitHealthy polls url until it answers 200, the process dies, the timeout
+// passes or ctx ends.
+func waitHealthy(ctx context.Context, url string, dead <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-dead:
+			return errors.New("the process exited (see its log above)")
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("health check did not answer 200")
+			}
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,163 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/edge/registry"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// binding is a tool bound to its backend: built once at start and reused by
+// every call.
+type binding struct {
+	tool      *registry.Tool
+	client    *connect.Client[dynamicpb.Message, dynamicpb.Message] // nil: no backend configured
+	in        protoreflect.MessageDescriptor
+	validator *boundary.Validator
+	log       *slog.Logger
+	timeout   time.Duration
+	fieldList string
+}
+
+var (
+	decodeOpts = protojson.UnmarshalOptions{}
+	encodeOpts = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}
+)
+
+func newBinding(t *registry.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration) *binding {
+	b := &binding{tool: t, in: t.Method.Input(), validator: v, log: log, timeout: timeout}
+	names := make([]string, 0, b.in.Fields().Len())
+	for i := 0; i < b.in.Fields().Len(); i++ {
+		names = append(names, string(b.in.Fields().Get(i).Name()))
+	}
+	b.fieldList = strings.Join(names, ", ")
+	if baseURL != "" {
+		out := t.Method.Output()
+		b.client = connect.NewClient[dynamicpb.Message, dynamicpb.Message](
+			httpClient, strings.TrimRight(baseURL, "/")+t.Procedure,
+			connect.WithSchema(t.Method),
+			connect.WithResponseInitializer(func(_ connect.Spec, msg any) error {
+				*msg.(*dynamicpb.Message) = *dynamicpb.NewMessage(out)
+				return nil
+			}),
+		)
+	}
+	return b
+}
+
+// decode parses tool arguments into the request message. It is the mcp.tool
+// boundary: a rejection is logged once and returned as violations.
+func (b *binding) decode(ctx context.Context, args json.RawMessage) (*dynamicpb.Message, []boundary.Violation) {
+	vs := b.decodeViolations(args)
+	if vs != nil {
+		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
+		return nil, vs
+	}
+	msg := dynamicpb.NewMessage(b.in)
+	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
+		vs = []boundary.Violation{b.decodeError(err)}
+		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
+		return nil, vs
+	}
+	vs, err := b.validator.Check(msg)
+	if err != nil {
+		vs = []boundary.Violation{{Rule: "validation.error", Message: err.Error()}}
+	}
+	if len(vs) > 0 {
+		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
+		return nil, vs
+	}
+	return msg, nil
+}
+
+// decodeViolations rejects arguments that are not a JSON object.
+func (b *binding) decodeViolations(args json.RawMessage) []boundary.Violation {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) || t[0] == '{' {
+		return nil
+	}
+	return []boundary.Violation{{Rule: "arguments.object", Message: "arguments must be a JSON object"}}
+}
+
+func objectOrEmpty(args json.RawMessage) []byte {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return []byte("{}")
+	}
+	return t
+}
+
+var (
+	unknownFieldRE = regexp.MustCompile(`unknown field "([^"]*)"`)
+	fieldRE        = regexp.MustCompile(`field ([A-Za-z0-9_.]+)`)
+	protoPrefixRE  = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
+)
+
+// decodeError turns a protojson error into one violation naming the field.
+func (b *binding) decodeError(err error) boundary.Violation {
+	msg := err.Error()
+	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		return boundary.Violation{Field: m[1], Rule: "unknown_field",
+			Message: fmt.Sprintf("unknown field %q; this tool accepts: %s", m[1], b.fieldList)}
+	}
+	v := boundary.Violation{Rule: "type", Message: protoPrefixRE.ReplaceAllString(msg, "")}
+	if m := fieldRE.FindStringSubmatch(msg); m != nil {
+		v.Field = m[1]
+	}
+	if strings.Contains(msg, "syntax error") || strings.Contains(msg, "unexpected token") || strings.Contains(msg, "EOF") {
+		v.Rule = "json.syntax"
+	}
+	return v
+}
+
+// invoke calls the service with a decoded request and returns the envelope.
+func (b *binding) invoke(ctx context.Context, msg *dynamicpb.Message, call mesh.Call) *Envelope {
+	name := b.tool.Name
+	if b.client == nil {
+		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	req := connect.NewRequest(msg)
+	mesh.SetHeaders(req.Header(), call)
+	res, err := b.client.CallUnary(ctx, req)
+	if err != nil {
+		return FromError(ctx, name, err)
+	}
+	var page *Pagination
+	if pf := b.tool.PageField; pf != nil && res.Msg.Has(pf) {
+		page = readPage(res.Msg.Get(pf).Message())
+		res.Msg.Clear(pf)
+	}
+	data, err := encodeOpts.Marshal(res.Msg)
+	if err != nil {
+		return Fail(name, CodeInternal, "encode response: "+err.Error())
+	}
+	return OK(data, page)
+}
+
+func readPage(m protoreflect.Message) *Pagination {
+	f := m.Descriptor().Fields()
+	p := &Pagination{
+		Offset: int32(m.Get(f.ByName("offset")).Int()),
+		Limit:  int32(m.Get(f.ByName("limit")).Int()),
+		Total:  int32(m.Get(f.ByName("total")).Int()),
+	}
+	if nf := f.ByName("next_offset"); m.Has(nf) {
+		n := int32(m.Get(nf).Int())
+		p.NextOffset = &n
+	}
+	return p
+}

@@ -1,0 +1,205 @@
+// Package registry builds the edge's tool surface from compiled protobuf
+// descriptors: every RPC that carries a toolmesh.tool.v1.tool option becomes
+// one tool, with its description from the RPC comment and its schemas from
+// the request and response messages. The registry is built once at start and
+// never changes afterwards.
+package registry
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/edge/schema"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// pageMessage is the message a list response carries in its `page` field.
+const pageMessage protoreflect.FullName = "toolmesh.page.v1.Page"
+
+// Tool is one MCP tool and the RPC behind it.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	Kind        toolv1.Kind
+	Privileged  bool
+	LongRunning bool
+	// Elicitable lists request fields that may be asked from the user.
+	Elicitable []string
+
+	// Service is the fully-qualified service name.
+	Service string
+	// Method is the RPC.
+	Method protoreflect.MethodDescriptor
+	// Procedure is the Connect/gRPC path, "/pkg.Service/Method".
+	Procedure string
+	// PageField is the response's page field when the tool is a list tool.
+	PageField protoreflect.FieldDescriptor
+
+	// InputSchema and OutputSchema are the marshalled JSON schemas.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+}
+
+// Registry is the immutable set of tools, sorted by name.
+type Registry struct {
+	tools  []*Tool
+	byName map[string]*Tool
+}
+
+// Options adjust the generated schemas.
+type Options struct {
+	// ExtraInput adds properties to the input schema of tools of a kind
+	// (the edge adds confirm and reason to ADMIN tools).
+	ExtraInput func(t *Tool) (props schema.Schema, required []string)
+}
+
+// Build makes the registry for services. Two RPCs that map to the same tool
+// name are an error naming both.
+func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (*Registry, error) {
+	r := &Registry{byName: map[string]*Tool{}}
+	for _, sd := range services {
+		methods := sd.Methods()
+		for i := 0; i < methods.Len(); i++ {
+			md := methods.Get(i)
+			opt := toolOption(md)
+			if opt == nil {
+				continue
+			}
+			t, err := newTool(sd, md, opt, docs, opts)
+			if err != nil {
+				return nil, err
+			}
+			if prev, ok := r.byName[t.Name]; ok {
+				return nil, fmt.Errorf("duplicate tool name %q: %s and %s both map to it",
+					t.Name, prev.Method.FullName(), md.FullName())
+			}
+			r.byName[t.Name] = t
+			r.tools = append(r.tools, t)
+		}
+	}
+	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
+	return r, nil
+}
+
+func toolOption(md protoreflect.MethodDescriptor) *toolv1.Tool {
+	opts := md.Options()
+	if opts == nil || !proto.HasExtension(opts, toolv1.E_Tool) {
+		return nil
+	}
+	t, _ := proto.GetExtension(opts, toolv1.E_Tool).(*toolv1.Tool)
+	return t
+}
+
+func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, opt *toolv1.Tool, docs Docs, opts Options) (*Tool, error) {
+	if md.IsStreamingClient() || md.IsStreamingServer() {
+		return nil, fmt.Errorf("tool %q: %s is a streaming RPC; tools must be unary", opt.GetName(), md.FullName())
+	}
+	if !validName(opt.GetName()) {
+		return nil, fmt.Errorf("tool name %q on %s must be <domain>_<verb> in lower snake case", opt.GetName(), md.FullName())
+	}
+	if opt.GetKind() == toolv1.Kind_KIND_UNSPECIFIED {
+		return nil, fmt.Errorf("tool %q on %s has no kind", opt.GetName(), md.FullName())
+	}
+	t := &Tool{
+		Name:        opt.GetName(),
+		Title:       opt.GetTitle(),
+		Description: docs.Lookup(md.FullName()),
+		Kind:        opt.GetKind(),
+		Privileged:  opt.GetPrivileged(),
+		LongRunning: opt.GetLongRunning(),
+		Elicitable:  opt.GetElicitable(),
+		Service:     string(sd.FullName()),
+		Method:      md,
+		Procedure:   "/" + string(sd.FullName()) + "/" + string(md.Name()),
+	}
+	if t.Title == "" {
+		return nil, fmt.Errorf("tool %q on %s has no title", t.Name, md.FullName())
+	}
+	if t.Description == "" {
+		return nil, fmt.Errorf("tool %q: %s has no leading comment to describe it", t.Name, md.FullName())
+	}
+	for _, f := range t.Elicitable {
+		if md.Input().Fields().ByName(protoreflect.Name(f)) == nil {
+			return nil, fmt.Errorf("tool %q: elicitable field %q is not a field of %s", t.Name, f, md.Input().FullName())
+		}
+	}
+	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {
+		t.PageField = pf
+	}
+
+	in := schema.Input(md.Input(), docs.Lookup)
+	if opts.ExtraInput != nil {
+		props, required := opts.ExtraInput(t)
+		p := in["properties"].(schema.Schema)
+		for k, v := range props {
+			p[k] = v
+		}
+		if len(required) > 0 {
+			req, _ := in["required"].([]string)
+			in["required"] = append(req, required...)
+		}
+	}
+	var err error
+	if t.InputSchema, err = json.Marshal(in); err != nil {
+		return nil, fmt.Errorf("tool %q: marshal input schema: %w", t.Name, err)
+	}
+	if t.OutputSchema, err = json.Marshal(outputSchema(t, docs)); err != nil {
+		return nil, fmt.Errorf("tool %q: marshal output schema: %w", t.Name, err)
+	}
+	return t, nil
+}
+
+// outputSchema describes the success envelope of t.
+func outputSchema(t *Tool, docs Docs) schema.Schema {
+	data := schema.Output(t.Method.Output(), docs.Lookup)
+	props := schema.Schema{
+		"status": schema.Schema{"const": "ok"},
+		"data":   data,
+	}
+	if t.PageField != nil {
+		delete(data["properties"].(schema.Schema), string(t.PageField.Name()))
+		props["pagination"] = schema.Schema{
+			"type": "object",
+			"properties": schema.Schema{
+				"offset":      schema.Schema{"type": "integer"},
+				"limit":       schema.Schema{"type": "integer"},
+				"total":       schema.Schema{"type": "integer"},
+				"next_offset": schema.Schema{"type": "integer", "description": "Offset of the next page; absent on the last page."},
+			},
+			"required": []string{"offset", "limit", "total"},
+		}
+	}
+	return schema.Schema{
+		"$schema":    schema.Draft,
+		"type":       "object",
+		"properties": props,
+		"required":   []string{"status", "data"},
+	}
+}
+
+func validName(n string) bool {
+	i := strings.IndexByte(n, '_')
+	if i <= 0 || i == len(n)-1 || len(n) > 64 {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Tools returns every tool, sorted by name. The slice must not be modified.
+func (r *Registry) Tools() []*Tool { return r.tools }
+
+// Lookup returns the tool with that name.
+func (r *Registry) Lookup(name string) (*Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}

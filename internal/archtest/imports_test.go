@@ -1,0 +1,135 @@
+// Package archtest checks the import rules of DESIGN §1 (run by make lint
+// and make test):
+//
+//   - no services/<a> imports services/<b>; cross-domain calls go through
+//     generated clients;
+//   - edge/ imports generated code (proto/gen) and internal/ only;
+//   - workers/ never import services/ or edge/;
+//   - internal/ never imports a domain (services/, edge/, workers/, cmd/);
+//   - only cmd/ reads flags and the environment (no "flag" import, no
+//     os.Getenv/LookupEnv/Environ outside cmd/ and tests).
+package archtest
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/toolmesh/toolmesh"
+
+type pkg struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+// area returns the top-level area of an import path inside the module
+// ("services/tasks", "edge", "internal", ...), or "" outside the module.
+func area(path string) string {
+	rel, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(rel, "/")
+	if parts[0] == "services" && len(parts) > 1 {
+		return "services/" + parts[1]
+	}
+	return parts[0]
+}
+
+func TestImportRules(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from := area(p.ImportPath)
+		for _, imp := range p.Imports {
+			to := area(imp)
+			if to == "" {
+				continue
+			}
+			var broken string
+			switch {
+			case strings.HasPrefix(from, "services/") && strings.HasPrefix(to, "services/") && from != to:
+				broken = "a service must not import another service; use its generated client"
+			case strings.HasPrefix(from, "services/") && (to == "edge" || to == "workers" || to == "cmd"):
+				broken = "a service must not import the edge, workers or cmd"
+			case from == "edge" && to != "edge" && to != "proto" && to != "internal":
+				broken = "the edge imports generated code and internal/ only"
+			case from == "workers" && (strings.HasPrefix(to, "services/") || to == "edge" || to == "cmd"):
+				broken = "workers must not import services/, edge/ or cmd/; call services through clients"
+			case from == "internal" && to != "internal" && to != "proto":
+				broken = "internal/ is domain-free plumbing and must not import " + to
+			case from == "proto" && to != "proto":
+				broken = "generated code must not import hand-written packages"
+			}
+			if broken != "" {
+				t.Errorf("%s imports %s: %s", p.ImportPath, imp, broken)
+			}
+		}
+	}
+}
+
+func TestOnlyCmdReadsFlagsAndEnvironment(t *testing.T) {
+	for _, p := range listPackages(t) {
+		a := area(p.ImportPath)
+		if a == "cmd" || a == "proto" {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			path := filepath.Join(p.Dir, f)
+			file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatalf("parse %s: %v", path, err)
+			}
+			for _, imp := range file.Imports {
+				if imp.Path.Value == `"flag"` {
+					t.Errorf("%s imports flag: only cmd/ reads flags", path)
+				}
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" {
+					switch sel.Sel.Name {
+					case "Getenv", "LookupEnv", "Environ":
+						t.Errorf("%s calls os.%s: only cmd/ reads the environment", path, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+			for _, d := range file.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" && fn.Recv == nil {
+					t.Errorf("%s has an init function: no init() side effects", path)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,39 @@
+// Package ids makes the mesh's resource ids: a short kind prefix and 26
+// lowercase Crockford base32 characters (48 bits of milliseconds, then 80
+// random bits), so ids sort by creation time, e.g. "tsk_01jd8x...".
+package ids
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+)
+
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// New returns a fresh id with the given prefix ("tsk" gives "tsk_...").
+func New(prefix string) string {
+	return NewAt(prefix, time.Now())
+}
+
+// NewAt returns a fresh id whose time part is t.
+func NewAt(prefix string, t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixMilli())<<16)
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic("ids: crypto/rand failed: " + err.Error())
+	}
+	// 128 bits -> 26 base32 characters (the top 2 bits are zero).
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	out := make([]byte, len(prefix)+1+26)
+	copy(out, prefix)
+	out[len(prefix)] = '_'
+	enc := out[len(prefix)+1:]
+	for i := 25; i >= 0; i-- {
+		enc[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out)
+}

@@ -1,0 +1,28 @@
+package ids
+
+import (
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestNewHasPrefixAndFormat(t *testing.T) {
+	re := regexp.MustCompile(`^tsk_[0-9a-z]{26}$`)
+	for range 100 {
+		if id := New("tsk"); !re.MatchString(id) {
+			t.Fatalf("New(tsk) = %q, want match %s", id, re)
+		}
+	}
+}
+
+func TestIDsSortByTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := NewAt("x", t0)
+	b := NewAt("x", t0.Add(time.Millisecond))
+	if !(a < b) {
+		t.Fatalf("id at t0 %q does not sort before id at t0+1ms %q", a, b)
+	}
+	if NewAt("x", t0) == NewAt("x", t0) {
+		t.Fatal("two ids at the same instant are equal")
+	}
+}

@@ -1,0 +1,244 @@
+// Package server runs one domain service: a single h2c listener that serves
+// Connect, gRPC and gRPC-Web (connect-go), gRPC server reflection,
+// grpc.health.v1, REST/JSON through grpc-gateway, and a plain /healthz for
+// probes. Every request passes the mesh interceptor (caller identity) and the
+// protovalidate interceptor before its handler runs.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Service is one Connect service to mount.
+type Service struct {
+	// Name is the fully-qualified service name, e.g. "toolmesh.tasks.v1.TasksService".
+	Name string
+	// Mount builds the Connect handler with the given options; it is the
+	// generated New<Service>Handler bound to the implementation.
+	Mount func(opts ...connect.HandlerOption) (string, http.Handler)
+	// Gateway registers the service's REST routes on mux, calling it over
+	// conn (the generated Register<Service>Handler). Optional.
+	Gateway func(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error
+}
+
+// Options tune a Server. Zero values get sensible defaults.
+type Options struct {
+	// DrainDelay is how long the server keeps answering, while reporting
+	// NOT_SERVING, before it stops accepting requests on shutdown.
+	DrainDelay time.Duration
+	// ShutdownTimeout bounds how long in-flight requests may finish.
+	ShutdownTimeout time.Duration
+	// Interceptors run after the mesh and validation interceptors.
+	Interceptors []connect.Interceptor
+}
+
+// Server is a running service listener.
+type Server struct {
+	log     *slog.Logger
+	lis     net.Listener
+	http    *http.Server
+	health  *grpchealth.StaticChecker
+	names   []string
+	serving atomic.Bool
+	gwConn  *grpc.ClientConn
+	opts    Options
+}
+
+// New builds a server for services on lis. It does not start serving.
+func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, services ...Service) (*Server, error) {
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	validator, err := boundary.NewValidator()
+	if err != nil {
+		return nil, err
+	}
+	interceptors := append([]connect.Interceptor{
+		newRecoverInterceptor(log),
+		mesh.NewServerInterceptor(),
+		boundary.NewRequestInterceptor(validator, log),
+	}, opts.Interceptors...)
+	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
+
+	names := make([]string, 0, len(services))
+	mux := http.NewServeMux()
+	for _, s := range services {
+		path, h := s.Mount(handlerOpts...)
+		mux.Handle(path, h)
+		names = append(names, s.Name)
+	}
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	checker := grpchealth.NewStaticChecker(names...)
+	mux.Handle(grpchealth.NewHandler(checker))
+
+	s := &Server{log: log, lis: lis, health: checker, names: names, opts: opts}
+	mux.HandleFunc("GET /healthz", s.healthz)
+
+	// REST: grpc-gateway translates JSON/HTTP into gRPC calls to this same
+	// listener, so REST requests pass the same interceptors.
+	gwConn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial own gRPC port for gateway: %w", err)
+	}
+	s.gwConn = gwConn
+	gw := runtime.NewServeMux(
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+	)
+	hasGateway := false
+	for _, svc := range services {
+		if svc.Gateway == nil {
+			continue
+		}
+		if err := svc.Gateway(ctx, gw, gwConn); err != nil {
+			gwConn.Close()
+			return nil, fmt.Errorf("register REST gateway for %s: %w", svc.Name, err)
+		}
+		hasGateway = true
+	}
+	if hasGateway {
+		mux.Handle("/v1/", gw)
+	}
+
+	s.http = NewHTTPServer(mux, log)
+	return s, nil
+}
+
+// incomingHeader forwards the mesh headers from REST requests to the gRPC
+// call, besides the gateway's defaults.
+func incomingHeader(key string) (string, bool) {
+	switch http.CanonicalHeaderKey(key) {
+	case mesh.HeaderAgent, mesh.HeaderSubject, mesh.HeaderDepth, mesh.HeaderIdempotencyKey:
+		return strings.ToLower(key), true
+	}
+	return runtime.DefaultHeaderMatcher(key)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if !s.serving.Load() {
+		http.Error(w, "not serving", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Run serves until ctx is cancelled, then shuts down gracefully: it reports
+// NOT_SERVING on health checks, waits DrainDelay, and lets in-flight requests
+// finish within ShutdownTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	s.setServing(true)
+	s.log.Info("server.started", "addr", s.Addr(), "services", s.names)
+	defer s.gwConn.Close()
+	return RunHTTP(ctx, s.http, s.lis, s.log, HTTPOptions{
+		DrainDelay:      s.opts.DrainDelay,
+		ShutdownTimeout: s.opts.ShutdownTimeout,
+		OnDrain:         func() { s.setServing(false) },
+	})
+}
+
+// HTTPOptions tune RunHTTP.
+type HTTPOptions struct {
+	// DrainDelay is how long to keep serving after OnDrain before closing.
+	DrainDelay time.Duration
+	// ShutdownTimeout bounds how long in-flight requests may finish.
+	ShutdownTimeout time.Duration
+	// OnDrain runs when shutdown begins (e.g. to fail readiness checks).
+	OnDrain func()
+}
+
+// RunHTTP serves hs on lis until ctx is cancelled, then shuts down
+// gracefully. It is the one shutdown sequence of every toolmesh listener.
+func RunHTTP(ctx context.Context, hs *http.Server, lis net.Listener, log *slog.Logger, opts HTTPOptions) error {
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	if opts.OnDrain != nil {
+		opts.OnDrain()
+	}
+	log.Info("server.draining", "addr", lis.Addr().String(), "delay", opts.DrainDelay.String())
+	if opts.DrainDelay > 0 {
+		time.Sleep(opts.DrainDelay)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("server.stopped", "addr", lis.Addr().String())
+	return nil
+}
+
+// NewHTTPServer returns an http.Server with the mesh's timeouts that serves
+// HTTP/1.1 and cleartext HTTP/2 (h2c).
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+func (s *Server) setServing(on bool) {
+	status := grpchealth.StatusNotServing
+	if on {
+		status = grpchealth.StatusServing
+	}
+	s.serving.Store(on)
+	s.health.SetStatus("", status)
+	for _, n := range s.names {
+		s.health.SetStatus(n, status)
+	}
+}
+
+// Listen opens a TCP listener on addr ("127.0.0.1:0" picks a free port).
+func Listen(addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return lis, nil
+}

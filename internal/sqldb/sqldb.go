@@ -1,0 +1,189 @@
+// Package sqldb opens a service's database and runs its embedded migrations.
+// A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
+// PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
+// with ? placeholders, and run it through Rebind.
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+)
+
+// Dialect names the SQL flavour of a DB.
+type Dialect string
+
+// The supported dialects; they are also the folder names of migrations.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// DB is an open database with its dialect.
+type DB struct {
+	*sql.DB
+	Dialect Dialect
+}
+
+// Open opens the database named by dsn: a postgres:// or postgresql:// URL
+// opens PostgreSQL; anything else is a SQLite file path (its directory is
+// created). The connection is checked before Open returns.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	if dsn == "" {
+		return nil, errors.New("open database: empty DSN")
+	}
+	var db *DB
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		sdb, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		sdb.SetMaxOpenConns(16)
+		sdb.SetConnMaxIdleTime(5 * time.Minute)
+		db = &DB{DB: sdb, Dialect: Postgres}
+	} else {
+		sdb, err := openSQLite(dsn)
+		if err != nil {
+			return nil, err
+		}
+		db = &DB{DB: sdb, Dialect: SQLite}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to %s database: %w", db.Dialect, err)
+	}
+	return db, nil
+}
+
+func openSQLite(path string) (*sql.DB, error) {
+	if path != ":memory:" {
+		if dir := filepath.Dir(path); dir != "" {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("create database directory: %w", err)
+			}
+		}
+	}
+	// WAL lets readers run beside the writer; synchronous=FULL makes every
+	// commit durable; immediate transactions take the write lock up front so
+	// concurrent writers queue on busy_timeout instead of failing mid-way.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+	sdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	return sdb, nil
+}
+
+// Rebind rewrites ? placeholders into the DB's dialect ($1, $2, ... for
+// PostgreSQL). Queries must not contain a literal question mark.
+func (db *DB) Rebind(query string) string {
+	if db.Dialect != Postgres || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// Migrate applies, in order, every migration in migrations/<dialect>/ that
+// has not run yet. Files are named NNNN_description.sql; each runs in its own
+// transaction and is recorded in schema_migrations.
+func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
+	dir := string(db.Dialect)
+	entries, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return fmt.Errorf("read %s migrations: %w", dir, err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".sql") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", name)
+		}
+		var applied int
+		if err := db.QueryRowContext(ctx, db.Rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&applied); err != nil {
+			return fmt.Errorf("check migration %s: %w", name, err)
+		}
+		if applied > 0 {
+			continue
+		}
+		body, err := fs.ReadFile(migrations, dir+"/"+name)
+		if err != nil {
+			return fmt.Errorf("read migration %s: %w", name, err)
+		}
+		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+				version, name, time.Now().UTC().Format(time.RFC3339))
+			return err
+		}); err != nil {
+			return fmt.Errorf("apply migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction, committing when it returns nil.
+func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint violation in
+// either dialect.
+func IsUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "UNIQUE constraint failed") || // SQLite
+		strings.Contains(s, "SQLSTATE 23505") // PostgreSQL
+}

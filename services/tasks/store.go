@@ -1,0 +1,37 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+)
+
+// Store keeps tasks. Implementations live in taskstore (SQLite and
+// PostgreSQL); the rules about which changes are legal live here.
+type Store interface {
+	// Create stores t unless the agent already created maxPerDay tasks on
+	// t's UTC creation day (ErrDailyCap). With a non-empty idempotency key,
+	// a second Create with the same agent and key stores nothing and returns
+	// the first task.
+	Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error)
+	// Get returns the agent's task with that id, or ErrNotFound.
+	Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error)
+	// List returns one page of the agent's tasks, newest first, and the total
+	// count; status TASK_STATUS_UNSPECIFIED means any status.
+	List(ctx context.Context, agentID string, status tasksv1.TaskStatus, offset, limit int) ([]*tasksv1.Task, int, error)
+	// Update writes t's status, result, cancel reason and update time if the
+	// stored status is still from; otherwise ErrStale (or ErrNotFound).
+	Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error)
+}
+
+// Store errors.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrDailyCap = errors.New("daily cap reached")
+	ErrStale    = errors.New("task changed concurrently")
+)
+
+// Clock returns the current time; tests inject a fixed one.
+type Clock func() time.Time

@@ -1,0 +1,172 @@
+// Package taskstore keeps work tasks in SQL: SQLite by default, PostgreSQL
+// when the service is given a postgres:// DSN. Both run the same queries; the
+// schemas live in migrations/<dialect>/.
+package taskstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of tasks.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ tasks.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate tasks store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
+
+// Create implements tasks.Store.
+func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error) {
+	var out *tasksv1.Task
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if idempotencyKey != "" {
+			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), t.GetAgentId(), idempotencyKey))
+			if err == nil {
+				out = prev
+				return nil
+			}
+			if !errors.Is(err, tasks.ErrNotFound) {
+				return err
+			}
+		}
+		day := t.GetCreateTime().AsTime().UTC().Format(time.DateOnly)
+		var n int
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO task_daily_counts (agent_id, day, created) VALUES (?, ?, 1)
+			ON CONFLICT (agent_id, day) DO UPDATE SET created = task_daily_counts.created + 1
+			RETURNING created`), t.GetAgentId(), day).Scan(&n); err != nil {
+			return fmt.Errorf("count today's tasks: %w", err)
+		}
+		if n > maxPerDay {
+			return tasks.ErrDailyCap
+		}
+		var key any
+		if idempotencyKey != "" {
+			key = idempotencyKey
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO tasks (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			t.GetId(), t.GetAgentId(), t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
+			t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), key); err != nil {
+			return fmt.Errorf("insert task: %w", err)
+		}
+		out = t
+		return nil
+	})
+	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
+		// A concurrent create with the same key won; return its task.
+		return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), t.GetAgentId(), idempotencyKey))
+	}
+	return out, err
+}
+
+// Get implements tasks.Store.
+func (s *Store) Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error) {
+	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`), id, agentID))
+}
+
+// List implements tasks.Store.
+func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskStatus, offset, limit int) ([]*tasksv1.Task, int, error) {
+	where, args := `agent_id = ?`, []any{agentID}
+	if status != tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED {
+		where += ` AND status = ?`
+		args = append(args, int32(status))
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM tasks WHERE `+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count tasks: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*tasksv1.Task, 0, min(limit, total))
+	for rows.Next() {
+		t, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	return list, total, nil
+}
+
+// Update implements tasks.Store.
+func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error) {
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
+		WHERE id = ? AND agent_id = ? AND status = ?`),
+		int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
+		t.GetId(), t.GetAgentId(), int32(from))
+	if err != nil {
+		return nil, fmt.Errorf("update task: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("update task: %w", err)
+	}
+	if n == 0 {
+		if _, err := s.Get(ctx, t.GetAgentId(), t.GetId()); err != nil {
+			return nil, err
+		}
+		return nil, tasks.ErrStale
+	}
+	return s.Get(ctx, t.GetAgentId(), t.GetId())
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanOne(row *sql.Row) (*tasksv1.Task, error) {
+	t, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, tasks.ErrNotFound
+	}
+	return t, err
+}
+
+func scan(r scanner) (*tasksv1.Task, error) {
+	var (
+		t                  tasksv1.Task
+		status, priority   int64
+		createMS, updateMS int64
+	)
+	if err := r.Scan(&t.Id, &t.AgentId, &t.Description, &status, &priority, &t.Result, &t.CancelReason, &createMS, &updateMS); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read task: %w", err)
+	}
+	t.Status = tasksv1.TaskStatus(status)
+	t.Priority = tasksv1.TaskPriority(priority)
+	t.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
+	t.UpdateTime = timestamppb.New(time.UnixMilli(updateMS).UTC())
+	return &t, nil
+}
