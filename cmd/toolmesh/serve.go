@@ -5,18 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
@@ -55,14 +51,7 @@ func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (
 		}
 		maxPerDay = n
 	}
-	svc := tasks.New(st, tasks.Config{MaxPerDay: maxPerDay})
-	return server.Service{
-		Name: tasksv1connect.TasksServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return tasksv1connect.NewTasksServiceHandler(svc, opts...)
-		},
-		Gateway: tasksv1.RegisterTasksServiceHandler,
-	}, nil
+	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {

@@ -145,3 +145,16 @@ func (serverInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 		return next(WithCall(ctx, c), conn)
 	}
 }
+
+// NewClientInterceptor returns the interceptor that sends the mesh metadata
+// found in the request context (see WithCall) with every outgoing call.
+func NewClientInterceptor() connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().IsClient {
+				SetHeaders(req.Header(), FromContext(ctx))
+			}
+			return next(ctx, req)
+		}
+	})
+}

@@ -161,6 +161,9 @@ func (s *Server) Run(ctx context.Context) error {
 		DrainDelay:      s.opts.DrainDelay,
 		ShutdownTimeout: s.opts.ShutdownTimeout,
 		OnDrain:         func() { s.setServing(false) },
+		// The gateway's connection to this listener would otherwise keep
+		// an HTTP/2 connection open through the shutdown.
+		BeforeShutdown: func() { s.gwConn.Close() },
 	})
 }
 
@@ -172,6 +175,8 @@ type HTTPOptions struct {
 	ShutdownTimeout time.Duration
 	// OnDrain runs when shutdown begins (e.g. to fail readiness checks).
 	OnDrain func()
+	// BeforeShutdown runs after the drain delay, before connections close.
+	BeforeShutdown func()
 }
 
 // RunHTTP serves hs on lis until ctx is cancelled, then shuts down
@@ -196,6 +201,9 @@ func RunHTTP(ctx context.Context, hs *http.Server, lis net.Listener, log *slog.L
 	log.Info("server.draining", "addr", lis.Addr().String(), "delay", opts.DrainDelay.String())
 	if opts.DrainDelay > 0 {
 		time.Sleep(opts.DrainDelay)
+	}
+	if opts.BeforeShutdown != nil {
+		opts.BeforeShutdown()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
 	defer cancel()

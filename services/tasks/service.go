@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/server"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -47,6 +49,18 @@ func New(store Store, cfg Config) *Service {
 		cfg.Now = time.Now
 	}
 	return &Service{store: store, maxPerDay: cfg.MaxPerDay, now: cfg.Now}
+}
+
+// Registration describes the service for internal/server: its Connect
+// handler and its REST gateway routes.
+func (s *Service) Registration() server.Service {
+	return server.Service{
+		Name: tasksv1connect.TasksServiceName,
+		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return tasksv1connect.NewTasksServiceHandler(s, opts...)
+		},
+		Gateway: tasksv1.RegisterTasksServiceHandler,
+	}
 }
 
 // Create implements TasksService.Create.

@@ -1,0 +1,131 @@
+// Package servertest starts mesh services for tests: a real listener on
+// 127.0.0.1, the production server (interceptors, health, reflection, REST
+// gateway) and clients that speak Connect or gRPC to it. Calls carry the
+// caller identity put in their context with mesh.WithCall.
+package servertest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/server"
+)
+
+// Server is a running test server.
+type Server struct {
+	// URL is the base URL, "http://127.0.0.1:<port>".
+	URL string
+	// Addr is host:port.
+	Addr string
+
+	stop   func()
+	client *http.Client
+}
+
+// Options tune Start.
+type Options struct {
+	// Log receives the server's logs (discarded when nil).
+	Log *slog.Logger
+	// DrainDelay is passed to the server.
+	DrainDelay time.Duration
+}
+
+// Start serves services until the test ends.
+func Start(tb testing.TB, services ...server.Service) *Server {
+	tb.Helper()
+	return StartWith(tb, Options{}, services...)
+}
+
+// StartWith is Start with options.
+func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server {
+	tb.Helper()
+	log := opts.Log
+	if log == nil {
+		log = logging.Discard()
+	}
+	lis, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second}, services...)
+	if err != nil {
+		cancel()
+		lis.Close()
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	s := &Server{URL: "http://" + lis.Addr().String(), Addr: lis.Addr().String(), client: HTTPClient()}
+	var stopped bool
+	s.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		// Idle client connections would hold the HTTP/2 shutdown for its
+		// GOAWAY grace period.
+		s.client.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("server stopped with error: %v", err)
+		}
+	}
+	tb.Cleanup(s.stop)
+	return s
+}
+
+// Client returns an h2c HTTP client for this server; its connections are
+// closed before the server stops.
+func (s *Server) Client() *http.Client { return s.client }
+
+// Stop shuts the server down now (it is also stopped when the test ends).
+func (s *Server) Stop() { s.stop() }
+
+// HTTPClient returns a client that speaks cleartext HTTP/2 (h2c), as gRPC
+// and streaming need.
+func HTTPClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: protocols}}
+}
+
+// Protocol is a wire protocol a service is tested over.
+type Protocol struct {
+	Name string
+	Opts []connect.ClientOption
+}
+
+// Protocols returns the protocols every service is tested over: Connect and
+// gRPC.
+func Protocols() []Protocol {
+	return []Protocol{
+		{"connect", nil},
+		{"grpc", []connect.ClientOption{connect.WithGRPC()}},
+	}
+}
+
+// ClientOptions returns the options for a client of a test server: the given
+// protocol options plus the interceptor that sends the caller identity from
+// the call's context.
+func ClientOptions(protocol []connect.ClientOption) []connect.ClientOption {
+	return append([]connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor())}, protocol...)
+}
+
+// As returns ctx acting as agent.
+func As(ctx context.Context, agent string) context.Context {
+	return mesh.WithCall(ctx, mesh.Call{Caller: mesh.Caller{Subject: agent, Agent: agent}})
+}
+
+// WithIdempotencyKey returns ctx whose calls carry key as their idempotency key.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	c := mesh.FromContext(ctx)
+	c.IdempotencyKey = key
+	return mesh.WithCall(ctx, c)
+}

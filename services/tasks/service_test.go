@@ -1,0 +1,396 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+)
+
+// start serves the tasks service on SQLite with the given daily cap and
+// clock, and returns its URL.
+func start(t *testing.T, cfg tasks.Config) *servertest.Server {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := taskstore.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return servertest.Start(t, tasks.New(st, cfg).Registration())
+}
+
+// eachProtocol runs fn against a fresh server once over Connect and once
+// over gRPC.
+func eachProtocol(t *testing.T, cfg tasks.Config, fn func(t *testing.T, c tasksv1connect.TasksServiceClient)) {
+	for _, p := range servertest.Protocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			srv := start(t, cfg)
+			fn(t, tasksv1connect.NewTasksServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...))
+		})
+	}
+}
+
+func codeOf(t *testing.T, err error) connect.Code {
+	t.Helper()
+	if err == nil {
+		t.Fatal("call succeeded, want an error")
+	}
+	return connect.CodeOf(err)
+}
+
+func TestCreateGetListWithPagination(t *testing.T) {
+	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		var created []*tasksv1.Task
+		for i := range 5 {
+			res, err := c.Create(ctx, &tasksv1.CreateRequest{Description: fmt.Sprintf("task %d", i)})
+			if err != nil {
+				t.Fatalf("Create %d: %v", i, err)
+			}
+			created = append(created, res.GetTask())
+		}
+		first := created[0]
+		if first.GetStatus() != tasksv1.TaskStatus_TASK_STATUS_PENDING || first.GetAgentId() != "agent-a" ||
+			first.GetPriority() != tasksv1.TaskPriority_TASK_PRIORITY_NORMAL {
+			t.Errorf("new task = %v, want pending, normal priority, owned by agent-a", first)
+		}
+
+		got, err := c.Get(ctx, &tasksv1.GetRequest{TaskId: first.GetId()})
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if diff := cmp.Diff(first, got.GetTask(), protocmp.Transform()); diff != "" {
+			t.Errorf("Get returned a different task than Create (-create +get):\n%s", diff)
+		}
+
+		page1, err := c.List(ctx, &tasksv1.ListRequest{Limit: 2})
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		wantIDs := []string{created[4].GetId(), created[3].GetId()}
+		if diff := cmp.Diff(wantIDs, ids(page1.GetTasks())); diff != "" {
+			t.Errorf("first page is not the two newest tasks (-want +got):\n%s", diff)
+		}
+		next := int32(2)
+		if diff := cmp.Diff(&pagev1.Page{Offset: 0, Limit: 2, Total: 5, NextOffset: &next}, page1.GetPage(), protocmp.Transform()); diff != "" {
+			t.Errorf("first page (-want +got):\n%s", diff)
+		}
+		last, err := c.List(ctx, &tasksv1.ListRequest{Offset: 4, Limit: 2})
+		if err != nil {
+			t.Fatalf("List last page: %v", err)
+		}
+		if diff := cmp.Diff([]string{created[0].GetId()}, ids(last.GetTasks())); diff != "" {
+			t.Errorf("last page (-want +got):\n%s", diff)
+		}
+		if last.GetPage().NextOffset != nil {
+			t.Errorf("last page has next_offset %d, want none", last.GetPage().GetNextOffset())
+		}
+		all, err := c.List(ctx, &tasksv1.ListRequest{})
+		if err != nil {
+			t.Fatalf("List default: %v", err)
+		}
+		if all.GetPage().GetLimit() != 50 || len(all.GetTasks()) != 5 {
+			t.Errorf("default List: limit %d with %d tasks, want limit 50 with 5", all.GetPage().GetLimit(), len(all.GetTasks()))
+		}
+
+		other := servertest.As(context.Background(), "agent-b")
+		if _, err := c.Get(other, &tasksv1.GetRequest{TaskId: first.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+			t.Errorf("another agent's Get: code %v, want not_found", connect.CodeOf(err))
+		}
+		if res, err := c.List(other, &tasksv1.ListRequest{}); err != nil || res.GetPage().GetTotal() != 0 {
+			t.Errorf("another agent lists %d tasks (err %v), want 0", res.GetPage().GetTotal(), err)
+		}
+	})
+}
+
+func ids(ts []*tasksv1.Task) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.GetId()
+	}
+	return out
+}
+
+func TestStatusMachine(t *testing.T) {
+	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		newTask := func() string {
+			res, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "work"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.GetTask().GetId()
+		}
+		move := func(id string, to tasksv1.TaskStatus, result string) (*tasksv1.Task, error) {
+			res, err := c.UpdateStatus(ctx, &tasksv1.UpdateStatusRequest{TaskId: id, Status: to, Result: result})
+			return res.GetTask(), err
+		}
+
+		id := newTask()
+		if _, err := move(id, tasksv1.TaskStatus_TASK_STATUS_RUNNING, ""); err != nil {
+			t.Fatalf("pending -> running: %v", err)
+		}
+		done, err := move(id, tasksv1.TaskStatus_TASK_STATUS_COMPLETED, "all good")
+		if err != nil {
+			t.Fatalf("running -> completed: %v", err)
+		}
+		if done.GetStatus() != tasksv1.TaskStatus_TASK_STATUS_COMPLETED || done.GetResult() != "all good" {
+			t.Errorf("completed task = %v, want status completed with result", done)
+		}
+		_, err = move(id, tasksv1.TaskStatus_TASK_STATUS_RUNNING, "")
+		if codeOf(t, err) != connect.CodeFailedPrecondition {
+			t.Errorf("completed -> running: code %v, want failed_precondition", connect.CodeOf(err))
+		}
+		if !strings.Contains(err.Error(), "cannot move from completed to running") {
+			t.Errorf("completed -> running: message %q does not say which move was refused", err)
+		}
+		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: id}); codeOf(t, err) != connect.CodeFailedPrecondition {
+			t.Errorf("cancel completed task: code %v, want failed_precondition", connect.CodeOf(err))
+		}
+
+		id2 := newTask()
+		if _, err := move(id2, tasksv1.TaskStatus_TASK_STATUS_FAILED, ""); codeOf(t, err) != connect.CodeFailedPrecondition {
+			t.Errorf("pending -> failed: code %v, want failed_precondition", connect.CodeOf(err))
+		}
+		res, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: id2, Reason: "not needed"})
+		if err != nil {
+			t.Fatalf("cancel pending task: %v", err)
+		}
+		if res.GetTask().GetStatus() != tasksv1.TaskStatus_TASK_STATUS_CANCELLED || res.GetTask().GetCancelReason() != "not needed" {
+			t.Errorf("cancelled task = %v, want cancelled with reason", res.GetTask())
+		}
+		got, err := c.Get(ctx, &tasksv1.GetRequest{TaskId: id2})
+		if err != nil || got.GetTask().GetStatus() != tasksv1.TaskStatus_TASK_STATUS_CANCELLED {
+			t.Errorf("after cancel Get = %v (err %v), want the cancelled task", got.GetTask(), err)
+		}
+
+		missing := "tsk_00000000000000000000000000"
+		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: missing}); codeOf(t, err) != connect.CodeNotFound {
+			t.Errorf("cancel unknown task: code %v, want not_found", connect.CodeOf(err))
+		}
+	})
+}
+
+// violations returns the field -> rule id pairs of an InvalidArgument error.
+func violations(t *testing.T, err error) map[string]string {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		t.Fatalf("error = %v, want invalid_argument", err)
+	}
+	out := map[string]string{}
+	for _, d := range ce.Details() {
+		m, err := d.Value()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vs, ok := m.(*validate.Violations); ok {
+			for _, v := range vs.GetViolations() {
+				var path []string
+				for _, e := range v.GetField().GetElements() {
+					path = append(path, e.GetFieldName())
+				}
+				out[strings.Join(path, ".")] = v.GetRuleId()
+			}
+		}
+	}
+	return out
+}
+
+func TestValidationFailuresCarryFieldViolations(t *testing.T) {
+	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		cases := []struct {
+			name string
+			call func() error
+			want map[string]string
+		}{
+			{"empty description", func() error {
+				_, err := c.Create(ctx, &tasksv1.CreateRequest{})
+				return err
+			}, map[string]string{"description": "required"}},
+			{"too long description", func() error {
+				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: strings.Repeat("x", 4001)})
+				return err
+			}, map[string]string{"description": "string.max_len"}},
+			{"undefined priority", func() error {
+				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "x", Priority: 42})
+				return err
+			}, map[string]string{"priority": "enum.defined_only"}},
+			{"malformed task id", func() error {
+				_, err := c.Get(ctx, &tasksv1.GetRequest{TaskId: "task-1"})
+				return err
+			}, map[string]string{"task_id": "string.pattern"}},
+			{"limit over the bound", func() error {
+				_, err := c.List(ctx, &tasksv1.ListRequest{Limit: 201})
+				return err
+			}, map[string]string{"limit": "int32.gte_lte"}},
+			{"negative offset", func() error {
+				_, err := c.List(ctx, &tasksv1.ListRequest{Offset: -1})
+				return err
+			}, map[string]string{"offset": "int32.gte_lte"}},
+			{"move back to pending", func() error {
+				_, err := c.UpdateStatus(ctx, &tasksv1.UpdateStatusRequest{TaskId: "tsk_00000000000000000000000000", Status: tasksv1.TaskStatus_TASK_STATUS_PENDING})
+				return err
+			}, map[string]string{"status": "enum.not_in"}},
+			{"result while running", func() error {
+				_, err := c.UpdateStatus(ctx, &tasksv1.UpdateStatusRequest{TaskId: "tsk_00000000000000000000000000", Status: tasksv1.TaskStatus_TASK_STATUS_RUNNING, Result: "early"})
+				return err
+			}, map[string]string{"": "result_only_when_finished"}},
+		}
+		for _, tc := range cases {
+			if diff := cmp.Diff(tc.want, violations(t, tc.call())); diff != "" {
+				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
+			}
+		}
+		if res, err := c.List(ctx, &tasksv1.ListRequest{}); err != nil || res.GetPage().GetTotal() != 0 {
+			t.Errorf("rejected requests stored something: %d tasks (err %v)", res.GetPage().GetTotal(), err)
+		}
+	})
+}
+
+func TestDailyCap(t *testing.T) {
+	day := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
+	now := day
+	eachProtocol(t, tasks.Config{MaxPerDay: 3, Now: func() time.Time { return now }}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		now = day
+		ctx := servertest.As(context.Background(), "agent-a")
+		for i := range 3 {
+			if _, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "x"}); err != nil {
+				t.Fatalf("create %d of 3: %v", i+1, err)
+			}
+		}
+		_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "one too many"})
+		if codeOf(t, err) != connect.CodeResourceExhausted {
+			t.Fatalf("4th create: code %v, want resource_exhausted", connect.CodeOf(err))
+		}
+		var ce *connect.Error
+		errors.As(err, &ce)
+		if got, want := ce.Message(), "Rate limit exceeded: maximum 3 work tasks per day."; got != want {
+			t.Errorf("4th create message = %q, want %q", got, want)
+		}
+		if _, err := c.Create(servertest.As(context.Background(), "agent-b"), &tasksv1.CreateRequest{Description: "x"}); err != nil {
+			t.Errorf("another agent is capped too: %v", err)
+		}
+		now = day.Add(2 * time.Minute) // the next UTC day
+		if _, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "tomorrow"}); err != nil {
+			t.Errorf("create on the next UTC day: %v", err)
+		}
+		res, err := c.List(ctx, &tasksv1.ListRequest{})
+		if err != nil || res.GetPage().GetTotal() != 4 {
+			t.Errorf("agent-a has %d tasks (err %v), want 4: the refused create must store nothing", res.GetPage().GetTotal(), err)
+		}
+	})
+}
+
+func TestIdempotencyKeyReturnsTheFirstTask(t *testing.T) {
+	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		create := func(key, desc string) *tasksv1.Task {
+			res, err := c.Create(withKey(ctx, key), &tasksv1.CreateRequest{Description: desc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.GetTask()
+		}
+		a := create("k1", "first")
+		b := create("k1", "retry")
+		if !proto.Equal(a, b) {
+			t.Errorf("retry with the same key returned %v, want the first task %v", b, a)
+		}
+		if create("k2", "other").GetId() == a.GetId() {
+			t.Error("a different key returned the same task")
+		}
+		res, _ := c.List(ctx, &tasksv1.ListRequest{})
+		if res.GetPage().GetTotal() != 2 {
+			t.Errorf("%d tasks stored, want 2", res.GetPage().GetTotal())
+		}
+	})
+}
+
+func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
+	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		_, err := c.Create(context.Background(), &tasksv1.CreateRequest{Description: "x"})
+		if codeOf(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("code %v, want unauthenticated", connect.CodeOf(err))
+		}
+	})
+}
+
+func TestServesReflectionHealthAndREST(t *testing.T) {
+	srv := start(t, tasks.Config{})
+	ctx := context.Background()
+
+	stream := grpcreflect.NewClient(srv.Client(), srv.URL, connect.WithGRPC()).NewStream(ctx)
+	names, err := stream.ListServices()
+	if err != nil {
+		t.Fatalf("reflection ListServices: %v", err)
+	}
+	found := false
+	for _, n := range names {
+		found = found || n == tasksv1connect.TasksServiceName
+	}
+	if !found {
+		t.Errorf("reflection lists %v, want %s among them", names, tasksv1connect.TasksServiceName)
+	}
+	stream.Close()
+
+	health := grpchealth.NewClient(srv.Client(), srv.URL, connect.WithGRPC())
+	res, err := health.Check(ctx, &grpchealth.CheckRequest{Service: tasksv1connect.TasksServiceName})
+	if err != nil || res.Status != grpchealth.StatusServing {
+		t.Errorf("health = %v (err %v), want SERVING", res, err)
+	}
+
+	body := `{"description":"from REST"}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(body))
+	req.Header.Set("Toolmesh-Agent", "agent-rest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"description":"from REST"`) || !strings.Contains(string(out), `"agent_id":"agent-rest"`) {
+		t.Errorf("POST /v1/tasks = %d %s, want 200 with the created task", resp.StatusCode, out)
+	}
+	bad, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(`{"description":""}`))
+	bad.Header.Set("Toolmesh-Agent", "agent-rest")
+	resp, err = http.DefaultClient.Do(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "description") {
+		t.Errorf("POST /v1/tasks with empty description = %d %s, want 400 naming description", resp.StatusCode, out)
+	}
+}
+
+func withKey(ctx context.Context, key string) context.Context {
+	return servertest.WithIdempotencyKey(ctx, key)
+}
