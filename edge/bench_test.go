@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // latencies collects per-call durations from parallel benchmark goroutines
@@ -65,11 +69,18 @@ func runParallel(b *testing.B, fn func(ctx context.Context) error) {
 	l.report(b, time.Since(start))
 }
 
-// BenchmarkTasksGet compares tasks_get through the edge (MCP 2026-07-28,
-// stateless, go-sdk client) with the same Get called directly over Connect,
-// against one real tasks service on SQLite.
+// BenchmarkTasksGet compares, in one run, three ways to read one task:
+//
+//   - direct-connect: TasksService.Get called directly over Connect;
+//   - edge-mcp: the tasks_get tool through the edge (MCP 2026-07-28,
+//     stateless, go-sdk client), which calls the same service;
+//   - stock-sdk: a plain go-sdk server with a typed tool that reads the same
+//     store in process (the DESIGN §7 baseline for the edge).
+//
+// Client, edge and service share this process, so B/op and allocs/op count
+// all three sides of a call.
 func BenchmarkTasksGet(b *testing.B) {
-	svc := startTasksB(b)
+	svc, store := startTasksWithStore(b)
 	direct := tasksv1connect.NewTasksServiceClient(svc.Client(), svc.URL, servertest.ClientOptions(nil)...)
 	ctx := servertest.As(context.Background(), "local")
 	created, err := direct.Create(ctx, &tasksv1.CreateRequest{Description: "benchmark"})
@@ -86,13 +97,52 @@ func BenchmarkTasksGet(b *testing.B) {
 	})
 	b.Run("edge-mcp", func(b *testing.B) {
 		cs := startEdgeB(b, tasksOnly(svc))
-		args := map[string]any{"task_id": id}
-		runParallel(b, func(ctx context.Context) error {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tasks_get", Arguments: args})
-			if err == nil && res.IsError {
-				b.Fatalf("tasks_get failed: %v", res.StructuredContent)
-			}
-			return err
-		})
+		benchCallTool(b, cs, id)
 	})
+	b.Run("stock-sdk", func(b *testing.B) {
+		cs := startStockSDK(b, store)
+		benchCallTool(b, cs, id)
+	})
+}
+
+func benchCallTool(b *testing.B, cs *mcp.ClientSession, id string) {
+	args := map[string]any{"task_id": id}
+	runParallel(b, func(ctx context.Context) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tasks_get", Arguments: args})
+		if err == nil && res.IsError {
+			b.Fatalf("tasks_get failed: %v", res.StructuredContent)
+		}
+		return err
+	})
+}
+
+type getIn struct {
+	TaskID string `json:"task_id"`
+}
+
+// startStockSDK serves a go-sdk server, configured as the SDK documents,
+// whose tasks_get reads the store directly.
+func startStockSDK(b *testing.B, store *taskstore.Store) *mcp.ClientSession {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "stock", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "tasks_get", Description: "Get one work task by its id."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in getIn) (*mcp.CallToolResult, map[string]any, error) {
+			t, err := store.Get(ctx, "local", in.TaskID)
+			if err != nil {
+				return nil, nil, err
+			}
+			js, err := protojson.Marshal(t)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(js)}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	b.Cleanup(hs.Close)
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
 }

@@ -30,6 +30,11 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func startTasks(t *testing.T) *servertest.Server { return startTasksB(t) }
 
 func startTasksB(t testing.TB) *servertest.Server {
+	svc, _ := startTasksWithStore(t)
+	return svc
+}
+
+func startTasksWithStore(t testing.TB) (*servertest.Server, *taskstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"))
@@ -41,7 +46,7 @@ func startTasksB(t testing.TB) *servertest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return servertest.Start(t, tasks.New(st, tasks.Config{}).Registration())
+	return servertest.Start(t, tasks.New(st, tasks.Config{}).Registration()), st
 }
 
 // startEdge serves an edge with cfg and returns a connected go-sdk client
