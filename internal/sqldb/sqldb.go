@@ -17,8 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+	"modernc.org/sqlite"               // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Dialect names the SQL flavour of a DB.
@@ -85,6 +87,10 @@ func openSQLite(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
+	if path == ":memory:" {
+		// Every connection to :memory: is a separate, empty database.
+		sdb.SetMaxOpenConns(1)
+	}
 	return sdb, nil
 }
 
@@ -111,18 +117,14 @@ func (db *DB) Rebind(query string) string {
 
 // Migrate applies, in order, every migration in migrations/<dialect>/ that
 // has not run yet. Files are named NNNN_description.sql; each runs in its own
-// transaction and is recorded in schema_migrations.
+// transaction and is recorded in schema_migrations. Several processes may
+// migrate one database at once (replicas starting together): each migration
+// still runs exactly once.
 func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 	dir := string(db.Dialect)
 	entries, err := fs.ReadDir(migrations, dir)
 	if err != nil {
 		return fmt.Errorf("read %s migrations: %w", dir, err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY,
-		name TEXT NOT NULL,
-		applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -131,23 +133,39 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		}
 	}
 	sort.Strings(names)
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := db.lockMigrations(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY,
+			name TEXT NOT NULL,
+			applied_at TEXT NOT NULL)`)
+		return err
+	}); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
 	for _, name := range names {
 		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
 		if err != nil {
 			return fmt.Errorf("migration %s: name must start with a number", name)
-		}
-		var applied int
-		if err := db.QueryRowContext(ctx, db.Rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&applied); err != nil {
-			return fmt.Errorf("check migration %s: %w", name, err)
-		}
-		if applied > 0 {
-			continue
 		}
 		body, err := fs.ReadFile(migrations, dir+"/"+name)
 		if err != nil {
 			return fmt.Errorf("read migration %s: %w", name, err)
 		}
 		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if err := db.lockMigrations(ctx, tx); err != nil {
+				return err
+			}
+			// Checked under the lock: another process may just have applied it.
+			var applied int
+			if err := tx.QueryRowContext(ctx, db.Rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&applied); err != nil {
+				return err
+			}
+			if applied > 0 {
+				return nil
+			}
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
@@ -157,6 +175,23 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		}); err != nil {
 			return fmt.Errorf("apply migration %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// migrateLockKey names the PostgreSQL advisory lock that serialises
+// migrations of one database ("toolmesh" in ASCII).
+const migrateLockKey int64 = 0x746f6f6c6d657368
+
+// lockMigrations holds tx until no other transaction is migrating this
+// database. SQLite needs nothing: its transactions start with the write
+// lock (_txlock=immediate), which already serialises them.
+func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
+	if db.Dialect != Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey); err != nil {
+		return fmt.Errorf("lock migrations: %w", err)
 	}
 	return nil
 }
@@ -177,13 +212,15 @@ func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// IsUniqueViolation reports whether err is a unique-constraint violation in
-// either dialect.
+// IsUniqueViolation reports whether err is, or wraps, a unique-constraint
+// (or primary-key) violation in either dialect.
 func IsUniqueViolation(err error) bool {
-	if err == nil {
-		return false
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgErr.Code == "23505" // unique_violation
 	}
-	s := err.Error()
-	return strings.Contains(s, "UNIQUE constraint failed") || // SQLite
-		strings.Contains(s, "SQLSTATE 23505") // PostgreSQL
+	if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		code := sqliteErr.Code()
+		return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
 }
