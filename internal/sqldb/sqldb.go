@@ -52,6 +52,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
 		sdb.SetMaxOpenConns(16)
+		sdb.SetMaxIdleConns(16) // the default, 2, reconnects under any concurrency
 		sdb.SetConnMaxIdleTime(5 * time.Minute)
 		db = &DB{DB: sdb, Dialect: Postgres}
 	} else {
