@@ -44,10 +44,21 @@ const columns = `id, agent_id, description, status, priority, result, cancel_rea
 
 // Create implements tasks.Store.
 func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error) {
+	agent, day := t.GetAgentId(), t.GetCreateTime().AsTime().UTC().Format(time.DateOnly)
 	var out *tasksv1.Task
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		// Lock the agent's counter for the day before anything else, so the
+		// agent's creates run one at a time: the cap cannot be overshot, and
+		// a retry that waited here sees the task its first attempt stored
+		// instead of being refused by the cap that task filled.
+		var n int
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO task_daily_counts (agent_id, day, created) VALUES (?, ?, 0)
+			ON CONFLICT (agent_id, day) DO UPDATE SET created = task_daily_counts.created
+			RETURNING created`), agent, day).Scan(&n); err != nil {
+			return fmt.Errorf("count today's tasks: %w", err)
+		}
 		if idempotencyKey != "" {
-			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), t.GetAgentId(), idempotencyKey))
+			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), agent, idempotencyKey))
 			if err == nil {
 				out = prev
 				return nil
@@ -56,14 +67,7 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey stri
 				return err
 			}
 		}
-		day := t.GetCreateTime().AsTime().UTC().Format(time.DateOnly)
-		var n int
-		if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO task_daily_counts (agent_id, day, created) VALUES (?, ?, 1)
-			ON CONFLICT (agent_id, day) DO UPDATE SET created = task_daily_counts.created + 1
-			RETURNING created`), t.GetAgentId(), day).Scan(&n); err != nil {
-			return fmt.Errorf("count today's tasks: %w", err)
-		}
-		if n > maxPerDay {
+		if n >= maxPerDay {
 			return tasks.ErrDailyCap
 		}
 		var key any
@@ -71,16 +75,20 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey stri
 			key = idempotencyKey
 		}
 		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO tasks (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			t.GetId(), t.GetAgentId(), t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
+			t.GetId(), agent, t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
 			t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), key); err != nil {
 			return fmt.Errorf("insert task: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE task_daily_counts SET created = created + 1 WHERE agent_id = ? AND day = ?`), agent, day); err != nil {
+			return fmt.Errorf("count the task: %w", err)
 		}
 		out = t
 		return nil
 	})
 	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
-		// A concurrent create with the same key won; return its task.
-		return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), t.GetAgentId(), idempotencyKey))
+		// A concurrent create with the same key, dated another UTC day (so
+		// not serialised by the counter above), won; return its task.
+		return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), agent, idempotencyKey))
 	}
 	return out, err
 }

@@ -1,0 +1,501 @@
+package taskstore_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "tasks.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the tasks store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, db *sqldb.DB)
+	}{
+		{"create and get", testCreateGet},
+		{"reopen keeps tasks", testReopen},
+		{"list newest first", testList},
+		{"daily cap", testDailyCap},
+		{"daily cap counts UTC days", testDailyCapUTC},
+		{"idempotency key", testIdempotency},
+		{"refused create does not use up its key", testRefusedKeepsKey},
+		{"concurrent creates with one key", testConcurrentSameKey},
+		{"concurrent retries of the last create the cap allows", testConcurrentSameKeyAtCap},
+		{"concurrent creates under the cap", testConcurrentCap},
+		{"update compare-and-swap", testUpdate},
+		{"concurrent updates", testConcurrentUpdate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, open(t))
+		})
+	}
+}
+
+const (
+	agentA = "agent-a"
+	agentB = "agent-b"
+	noKey  = ""
+	noCap  = 1000
+)
+
+// day1 is an arbitrary UTC day.
+var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+func openStore(t *testing.T, db *sqldb.DB) *taskstore.Store {
+	t.Helper()
+	s, err := taskstore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newTask is a pending task as the service builds it: times have
+// millisecond precision and the id sorts by creation time.
+func newTask(agent string, at time.Time) *tasksv1.Task {
+	at = at.Truncate(time.Millisecond)
+	return &tasksv1.Task{
+		Id:          ids.NewAt("tsk", at),
+		AgentId:     agent,
+		Description: "do the thing at " + at.Format(time.RFC3339Nano),
+		Status:      tasksv1.TaskStatus_TASK_STATUS_PENDING,
+		Priority:    tasksv1.TaskPriority_TASK_PRIORITY_NORMAL,
+		CreateTime:  timestamppb.New(at),
+		UpdateTime:  timestamppb.New(at),
+	}
+}
+
+func create(t *testing.T, s *taskstore.Store, task *tasksv1.Task, key string, maxPerDay int) *tasksv1.Task {
+	t.Helper()
+	got, err := s.Create(t.Context(), task, key, maxPerDay)
+	if err != nil {
+		t.Fatalf("Create(%s, key %q, cap %d): %v", task.GetId(), key, maxPerDay, err)
+	}
+	return got
+}
+
+func wantTask(t *testing.T, what string, got, want *tasksv1.Task) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func taskIDs(list []*tasksv1.Task) []string {
+	out := make([]string, len(list))
+	for i, t := range list {
+		out[i] = t.GetId()
+	}
+	return out
+}
+
+func testCreateGet(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	task := newTask(agentA, day1.Add(9*time.Hour+123*time.Millisecond))
+	task.Description = "Résumé prüfen ✓ — 'quotes' and \"double quotes\""
+	task.Priority = tasksv1.TaskPriority_TASK_PRIORITY_HIGH
+	wantTask(t, "Create returned", create(t, s, proto.Clone(task).(*tasksv1.Task), noKey, noCap), task)
+
+	got, err := s.Get(t.Context(), agentA, task.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, "Get returned", got, task)
+
+	_, err = s.Get(t.Context(), agentB, task.GetId())
+	wantErr(t, "another agent's Get", err, tasks.ErrNotFound)
+	_, err = s.Get(t.Context(), agentA, ids.NewAt("tsk", day1))
+	wantErr(t, "Get of an unknown id", err, tasks.ErrNotFound)
+}
+
+func testReopen(t *testing.T, db *sqldb.DB) {
+	task := newTask(agentA, day1)
+	create(t, openStore(t, db), task, noKey, noCap)
+	s := openStore(t, db) // migrations run again: a no-op
+	got, err := s.Get(t.Context(), agentA, task.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, "Get after reopening", got, task)
+}
+
+func testList(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	// Five tasks a minute apart, created out of order; 1 and 3 running.
+	var all [5]*tasksv1.Task
+	for _, i := range []int{2, 0, 4, 1, 3} {
+		all[i] = create(t, s, newTask(agentA, day1.Add(time.Duration(i)*time.Minute)), noKey, noCap)
+	}
+	for _, i := range []int{1, 3} {
+		running := proto.Clone(all[i]).(*tasksv1.Task)
+		running.Status = tasksv1.TaskStatus_TASK_STATUS_RUNNING
+		running.UpdateTime = timestamppb.New(day1.Add(time.Hour))
+		updated, err := s.Update(ctx, running, tasksv1.TaskStatus_TASK_STATUS_PENDING)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[i] = updated
+	}
+	theirs := []*tasksv1.Task{
+		create(t, s, newTask(agentB, day1.Add(10*time.Second)), noKey, noCap),
+		create(t, s, newTask(agentB, day1.Add(time.Hour)), noKey, noCap),
+	}
+
+	any, running := tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, tasksv1.TaskStatus_TASK_STATUS_RUNNING
+	for _, tc := range []struct {
+		agent         string
+		status        tasksv1.TaskStatus
+		offset, limit int
+		want          []*tasksv1.Task
+		total         int
+	}{
+		{agentA, any, 0, 50, []*tasksv1.Task{all[4], all[3], all[2], all[1], all[0]}, 5},
+		{agentA, any, 1, 2, []*tasksv1.Task{all[3], all[2]}, 5},
+		{agentA, any, 4, 2, []*tasksv1.Task{all[0]}, 5},
+		{agentA, any, 5, 2, []*tasksv1.Task{}, 5},
+		{agentA, running, 0, 50, []*tasksv1.Task{all[3], all[1]}, 2},
+		{agentA, running, 1, 1, []*tasksv1.Task{all[1]}, 2},
+		{agentA, tasksv1.TaskStatus_TASK_STATUS_COMPLETED, 0, 50, []*tasksv1.Task{}, 0},
+		{agentB, any, 0, 50, []*tasksv1.Task{theirs[1], theirs[0]}, 2},
+		{"agent-without-tasks", any, 0, 50, []*tasksv1.Task{}, 0},
+	} {
+		what := fmt.Sprintf("List(%s, %s, offset %d, limit %d)", tc.agent, tc.status, tc.offset, tc.limit)
+		got, total, err := s.List(ctx, tc.agent, tc.status, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+			t.Errorf("%s: tasks (-want +got):\n%s", what, diff)
+		}
+		if total != tc.total {
+			t.Errorf("%s: total = %d, want %d", what, total, tc.total)
+		}
+	}
+}
+
+func testDailyCap(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	const maxPerDay = 3
+	for _, at := range []time.Duration{0, 12 * time.Hour, 24*time.Hour - time.Millisecond} {
+		create(t, s, newTask(agentA, day1.Add(at)), noKey, maxPerDay)
+	}
+	refused := newTask(agentA, day1.Add(18*time.Hour))
+	_, err := s.Create(ctx, refused, noKey, maxPerDay)
+	wantErr(t, "create beyond the cap", err, tasks.ErrDailyCap)
+	_, err = s.Get(ctx, agentA, refused.GetId())
+	wantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
+	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != maxPerDay {
+		t.Errorf("List after a refused create: total = %d, %v; want %d", total, err, maxPerDay)
+	}
+
+	create(t, s, newTask(agentB, day1.Add(18*time.Hour)), noKey, maxPerDay) // another agent
+	create(t, s, newTask(agentA, day1.Add(24*time.Hour)), noKey, maxPerDay) // the next UTC day
+}
+
+// The cap counts UTC days whatever the zone a creation time is given in.
+func testDailyCapUTC(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	newYork := time.FixedZone("UTC-5", -5*3600)
+	berlin := time.FixedZone("UTC+2", 2*3600)
+	day2 := day1.Add(24 * time.Hour)
+
+	create(t, s, newTask(agentA, day2.Add(30*time.Minute)), noKey, 1)
+	// 20:00 on day 1 in New York is 01:00 on day 2 in UTC: over the cap.
+	_, err := s.Create(t.Context(), newTask(agentA, day2.Add(time.Hour).In(newYork)), noKey, 1)
+	wantErr(t, "create at 20:00 UTC-5 on the day before", err, tasks.ErrDailyCap)
+	// 01:00 on day 2 in Berlin is 23:00 on day 1 in UTC: under it.
+	create(t, s, newTask(agentA, day2.Add(-time.Hour).In(berlin)), noKey, 1)
+}
+
+func testIdempotency(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	first := newTask(agentA, day1)
+	create(t, s, first, "key-1", noCap)
+
+	retry := newTask(agentA, day1.Add(time.Second))
+	retry.Description = "a different description"
+	wantTask(t, "a second create with the same key", create(t, s, retry, "key-1", noCap), first)
+	_, err := s.Get(ctx, agentA, retry.GetId())
+	wantErr(t, "Get of the retried task", err, tasks.ErrNotFound)
+
+	// The key is the agent's own: another agent's key-1 is a new task.
+	theirs := newTask(agentB, day1.Add(time.Second))
+	wantTask(t, "another agent's create with the same key", create(t, s, theirs, "key-1", noCap), theirs)
+	// Another key, or none, is a new task each time.
+	for i, key := range []string{"key-2", noKey, noKey} {
+		task := newTask(agentA, day1.Add(time.Duration(i+2)*time.Second))
+		wantTask(t, fmt.Sprintf("create with key %q", key), create(t, s, task, key, noCap), task)
+	}
+	// A retry once the cap is reached still answers with the first task.
+	wantTask(t, "a retry at the cap", create(t, s, newTask(agentA, day1.Add(time.Minute)), "key-1", 4), first)
+
+	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 4 {
+		t.Errorf("agent A has %d tasks (%v), want 4", total, err)
+	}
+}
+
+func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	create(t, s, newTask(agentA, day1), noKey, 1)
+	_, err := s.Create(t.Context(), newTask(agentA, day1.Add(time.Hour)), "late", 1)
+	wantErr(t, "create with a key beyond the cap", err, tasks.ErrDailyCap)
+	next := newTask(agentA, day1.Add(24*time.Hour))
+	wantTask(t, "the same key on the next day", create(t, s, next, "late", 1), next)
+}
+
+// createConcurrently runs n creates of distinct tasks for agentA at once.
+func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
+	t.Helper()
+	warmPool(t, db, n)
+	got, errs := make([]*tasksv1.Task, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		task := newTask(agentA, day1.Add(time.Duration(i)*time.Millisecond))
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = s.Create(t.Context(), task, key, maxPerDay)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return got, errs
+}
+
+// warmPool opens up to n connections ahead of a race, so that the racers
+// meet in the database rather than one at a time as their connections open.
+func warmPool(t *testing.T, db *sqldb.DB, n int) {
+	t.Helper()
+	if limit := db.Stats().MaxOpenConnections; limit > 0 {
+		n = min(n, limit)
+	}
+	db.SetMaxIdleConns(n)
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func wantOneTask(t *testing.T, s *taskstore.Store, got []*tasksv1.Task, errs []error) {
+	t.Helper()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 1 {
+		t.Fatalf("%d creates with one key stored %d tasks, want 1", len(got), total)
+	}
+	for i, task := range got {
+		wantTask(t, fmt.Sprintf("create %d returned", i), task, list[0])
+	}
+}
+
+func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	got, errs := createConcurrently(t, db, s, 20, "same-key", noCap)
+	wantOneTask(t, s, got, errs)
+}
+
+// A client retrying while its first create is still in flight, on the last
+// task the cap allows, gets that task, not a rate-limit error.
+func testConcurrentSameKeyAtCap(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	got, errs := createConcurrently(t, db, s, 10, "same-key", 1)
+	wantOneTask(t, s, got, errs)
+}
+
+func testConcurrentCap(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	const maxPerDay = 5
+	got, errs := createConcurrently(t, db, s, 20, noKey, maxPerDay)
+	var created []string
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			created = append(created, got[i].GetId())
+		case !errors.Is(err, tasks.ErrDailyCap):
+			t.Errorf("create %d: %v, want success or ErrDailyCap", i, err)
+		}
+	}
+	if len(created) != maxPerDay {
+		t.Errorf("%d concurrent creates under a cap of %d: %d succeeded", len(errs), maxPerDay, len(created))
+	}
+	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != maxPerDay {
+		t.Errorf("stored %d tasks, want %d", total, maxPerDay)
+	}
+	if diff := cmp.Diff(created, taskIDs(list), cmpSorted); diff != "" {
+		t.Errorf("stored tasks are not the ones whose create succeeded (-created +stored):\n%s", diff)
+	}
+}
+
+var cmpSorted = cmp.Transformer("sort", func(in []string) []string {
+	out := append([]string(nil), in...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+})
+
+func testUpdate(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	task := create(t, s, newTask(agentA, day1), noKey, noCap)
+	pending, running := tasksv1.TaskStatus_TASK_STATUS_PENDING, tasksv1.TaskStatus_TASK_STATUS_RUNNING
+
+	want := proto.Clone(task).(*tasksv1.Task)
+	want.Status = running
+	want.UpdateTime = timestamppb.New(day1.Add(time.Minute))
+	got, err := s.Update(ctx, proto.Clone(want).(*tasksv1.Task), pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, "Update pending → running returned", got, want)
+
+	// A writer that still believes the task is pending loses.
+	stale := proto.Clone(task).(*tasksv1.Task)
+	stale.Status = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
+	stale.CancelReason = "too late"
+	_, err = s.Update(ctx, stale, pending)
+	wantErr(t, "Update from a stale status", err, tasks.ErrStale)
+
+	done := proto.Clone(want).(*tasksv1.Task)
+	done.Status = tasksv1.TaskStatus_TASK_STATUS_COMPLETED
+	done.Result = "all done"
+	done.UpdateTime = timestamppb.New(day1.Add(2 * time.Minute))
+	if _, err := s.Update(ctx, proto.Clone(done).(*tasksv1.Task), running); err != nil {
+		t.Fatal(err)
+	}
+
+	unknown := newTask(agentA, day1)
+	unknown.Status = running
+	_, err = s.Update(ctx, unknown, pending)
+	wantErr(t, "Update of an unknown id", err, tasks.ErrNotFound)
+
+	// Another agent can neither change nor see the task.
+	foreign := proto.Clone(done).(*tasksv1.Task)
+	foreign.AgentId = agentB
+	foreign.Status = tasksv1.TaskStatus_TASK_STATUS_FAILED
+	_, err = s.Update(ctx, foreign, tasksv1.TaskStatus_TASK_STATUS_COMPLETED)
+	wantErr(t, "another agent's Update", err, tasks.ErrNotFound)
+	_, err = s.Get(ctx, agentB, task.GetId())
+	wantErr(t, "another agent's Get", err, tasks.ErrNotFound)
+	if list, total, err := s.List(ctx, agentB, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 0 || len(list) != 0 {
+		t.Errorf("another agent's List = %v, total %d, %v; want nothing", taskIDs(list), total, err)
+	}
+
+	stored, err := s.Get(ctx, agentA, task.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, "stored task", stored, done)
+}
+
+func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	task := create(t, s, newTask(agentA, day1), noKey, noCap)
+	const writers = 10
+	results, errs := make([]*tasksv1.Task, writers), make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		next := proto.Clone(task).(*tasksv1.Task)
+		next.Status = tasksv1.TaskStatus_TASK_STATUS_RUNNING
+		if i%2 == 1 {
+			next.Status = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
+			next.CancelReason = fmt.Sprintf("writer %d", i)
+		}
+		wg.Go(func() { results[i], errs[i] = s.Update(ctx, next, tasksv1.TaskStatus_TASK_STATUS_PENDING) })
+	}
+	wg.Wait()
+	var winner *tasksv1.Task
+	for i, err := range errs {
+		switch {
+		case err == nil && winner == nil:
+			winner = results[i]
+		case err == nil:
+			t.Errorf("writers %s and %d both moved the task from pending", winner.GetCancelReason(), i)
+		case !errors.Is(err, tasks.ErrStale):
+			t.Errorf("writer %d: %v, want success or ErrStale", i, err)
+		}
+	}
+	if winner == nil {
+		t.Fatal("no writer moved the task")
+	}
+	stored, err := s.Get(ctx, agentA, task.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, "stored task", stored, winner)
+}
