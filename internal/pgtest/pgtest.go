@@ -241,6 +241,11 @@ func start() (c *Cluster, err error) {
 		}
 	}
 	base := os.TempDir()
+	if runAs != nil {
+		if err := runAs.canReach(base); err != nil {
+			return nil, fmt.Errorf("pgtest: the cluster runs as user %q, which cannot reach the temporary directory; point TMPDIR at a world-searchable directory such as /tmp: %w", runAsUser, err)
+		}
+	}
 	sweepStale(base)
 	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {

@@ -2,7 +2,9 @@ package pgtest
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,4 +38,30 @@ func processAlive(pid int) bool {
 	// pid (comm) state ...; comm may contain spaces and parentheses.
 	i := strings.LastIndexByte(string(stat), ')')
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// canReach reports an error when a directory on the way to dir is not
+// searchable by the account.
+func (a *account) canReach(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		mode := fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			switch {
+			case int(st.Uid) == a.uid:
+				mode >>= 6
+			case int(st.Gid) == a.gid:
+				mode >>= 3
+			}
+		}
+		if mode&0o1 == 0 {
+			return fmt.Errorf("%s is not searchable", d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
