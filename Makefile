@@ -83,6 +83,9 @@ lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go v
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest
 
+# Store tests start their own throwaway PostgreSQL (internal/pgtest): they
+# need initdb and postgres (PostgreSQL 15) on PATH or in
+# /usr/lib/postgresql/*/bin, and, as root, the postgres system user.
 .PHONY: test
 test: $(BIN)/temporal ## Run every test (installs what the tests need)
 	go test -count=1 -timeout 30m $(GO_PACKAGES)
