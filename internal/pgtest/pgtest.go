@@ -27,7 +27,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -58,21 +57,6 @@ const (
 // fallbackBinGlob is searched, newest version first, when the server
 // binaries are not on PATH (Debian and Ubuntu install them there).
 const fallbackBinGlob = "/usr/lib/postgresql/*/bin"
-
-// serverSettings make the cluster fast and quiet; durability is pointless
-// for a database that is thrown away.
-var serverSettings = []string{
-	"fsync=off",
-	"synchronous_commit=off",
-	"full_page_writes=off",
-	"wal_level=minimal",
-	"max_wal_senders=0",
-	"autovacuum=off",
-	"shared_buffers=32MB",
-	"max_connections=200",
-	"logging_collector=off",
-	"TimeZone=UTC",
-}
 
 // Cluster is a running throwaway PostgreSQL server.
 type Cluster struct {
@@ -156,7 +140,12 @@ func (s *Shared) NewDatabase(tb testing.TB) string {
 // postgres:// DSN; the database is dropped when tb finishes.
 func (c *Cluster) NewDatabase(tb testing.TB) string {
 	tb.Helper()
-	name := fmt.Sprintf("t%d_%s", c.dbs.Add(1), identifierSafe.ReplaceAllString(strings.ToLower(tb.Name()), "_"))
+	name := fmt.Sprintf("t%d_%s", c.dbs.Add(1), strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(tb.Name())))
 	if len(name) > 63 { // NAMEDATALEN - 1
 		name = name[:63]
 	}
@@ -174,8 +163,6 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	})
 	return c.dsn(name)
 }
-
-var identifierSafe = regexp.MustCompile(`[^a-z0-9_]+`)
 
 func (c *Cluster) dsn(database string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", superuser, c.port, database)
@@ -280,8 +267,11 @@ func start() (c *Cluster, err error) {
 	// then try another.
 	for attempt := 1; ; attempt++ {
 		err := c.startServer(ctx, postgres, data, runAs)
-		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
+		if err == nil || !errors.Is(err, errPortTaken) {
 			return c, err
+		}
+		if attempt == 3 {
+			return c, fmt.Errorf("pgtest: postgres found no free port in %d tries: %w", attempt, err)
 		}
 	}
 }
@@ -300,7 +290,19 @@ func (c *Cluster) startServer(ctx context.Context, postgres, data string, runAs 
 	}
 	defer logFile.Close() // the child has its own copy
 	args := []string{"-D", data, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", c.dir}
-	for _, s := range serverSettings {
+	// Fast and quiet: durability is pointless for a database that is thrown away.
+	for _, s := range []string{
+		"fsync=off",
+		"synchronous_commit=off",
+		"full_page_writes=off",
+		"wal_level=minimal",
+		"max_wal_senders=0",
+		"autovacuum=off",
+		"shared_buffers=32MB",
+		"max_connections=200",
+		"logging_collector=off",
+		"TimeZone=UTC",
+	} {
 		args = append(args, "-c", s)
 	}
 	cmd := exec.Command(postgres, args...)
