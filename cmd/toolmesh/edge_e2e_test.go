@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -26,10 +24,10 @@ import (
 )
 
 // startMesh serves the agents and messages services (messages checking its
-// callers against agents, with "local" seeded as under `toolmesh up`) behind
-// an edge, and returns a function that opens an MCP client session to the
-// edge as an agent ("" for the edge's development agent).
-func startMesh(t *testing.T) (connectAs func(agent string) *mcp.ClientSession) {
+// callers against agents, with "local" seeded as under `toolmesh up`), and
+// returns a function that starts an edge in front of them whose callers act
+// as the given agent and opens an MCP client session to it.
+func startMesh(t *testing.T) (sessionAs func(agent string) *mcp.ClientSession) {
 	t.Helper()
 	ctx := context.Background()
 	open := func(name string) *sqldb.DB {
@@ -62,45 +60,30 @@ func startMesh(t *testing.T) (connectAs func(agent string) *mcp.ClientSession) {
 	// connections on shutdown.
 	edgeClient := servertest.HTTPClient()
 	t.Cleanup(edgeClient.CloseIdleConnections)
-	e, err := edge.New(edge.Config{
-		Services: map[string]string{
-			agentsv1connect.AgentsServiceName:     agentsSrv.URL,
-			messagesv1connect.MessagesServiceName: messagesSrv.URL,
-		},
-		DevAgent:   "local",
-		HTTPClient: edgeClient,
-	}, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(e.Handler())
-	t.Cleanup(hs.Close)
 
 	return func(agent string) *mcp.ClientSession {
 		t.Helper()
-		httpClient := &http.Client{Transport: agentHeader{agent: agent, next: http.DefaultTransport}}
+		e, err := edge.New(edge.Config{
+			Services: map[string]string{
+				agentsv1connect.AgentsServiceName:     agentsSrv.URL,
+				messagesv1connect.MessagesServiceName: messagesSrv.URL,
+			},
+			DevAgent:   agent,
+			HTTPClient: edgeClient,
+		}, logging.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(e.Handler())
+		t.Cleanup(hs.Close)
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: httpClient}, nil)
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
 		if err != nil {
 			t.Fatalf("connect to the edge: %v", err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-}
-
-// agentHeader names the calling agent on every MCP request.
-type agentHeader struct {
-	agent string
-	next  http.RoundTripper
-}
-
-func (a agentHeader) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a.agent != "" {
-		r = r.Clone(r.Context())
-		r.Header.Set(mesh.HeaderAgent, a.agent)
-	}
-	return a.next.RoundTrip(r)
 }
 
 // envelope is the part of the edge's result envelope the tests read.
@@ -152,7 +135,7 @@ func listTools(t *testing.T, s *mcp.ClientSession) map[string]*mcp.Tool {
 }
 
 func TestAgentsToolsThroughTheEdge(t *testing.T) {
-	s := startMesh(t)("")
+	s := startMesh(t)("local")
 	tools := listTools(t, s)
 	for _, name := range []string{"agents_register", "agents_get", "agents_list", "agents_set_status"} {
 		tool, ok := tools[name]
@@ -201,8 +184,8 @@ func TestAgentsToolsThroughTheEdge(t *testing.T) {
 }
 
 func TestMessagesToolsThroughTheEdge(t *testing.T) {
-	connectAs := startMesh(t)
-	s := connectAs("")
+	sessionAs := startMesh(t)
+	s := sessionAs("local")
 	tools := listTools(t, s)
 	for _, name := range []string{"messages_send", "messages_list"} {
 		if _, ok := tools[name]; !ok {
@@ -244,7 +227,7 @@ func TestMessagesToolsThroughTheEdge(t *testing.T) {
 	}
 
 	// An agent that is not registered is refused by the messages service.
-	stranger := callTool(t, connectAs("stranger"), "messages_send", map[string]any{"to_agent": "bob", "message": "hi"})
+	stranger := callTool(t, sessionAs("stranger"), "messages_send", map[string]any{"to_agent": "bob", "message": "hi"})
 	if stranger.DomainCode != "permission_denied" || !strings.Contains(stranger.Message, "agent stranger is not registered") {
 		t.Errorf("messages_send as an unregistered agent = %+v, want permission_denied naming it", stranger)
 	}
