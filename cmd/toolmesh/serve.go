@@ -11,8 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/services/agents"
+	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/messages"
+	"github.com/toolmesh/toolmesh/services/messages/messagestore"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
@@ -23,11 +29,22 @@ type domain struct {
 	port int
 	// build opens the domain's store on db and returns its service.
 	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error)
+	// directory marks the agents service: it is what the registration
+	// check asks, so it does not check its own callers (an operator must be
+	// able to register the first agent).
+	directory bool
 }
 
 var domains = map[string]domain{
-	"tasks": {port: 7101, build: buildTasks},
+	"tasks":    {port: 7101, build: buildTasks},
+	"agents":   {port: 7102, build: buildAgents, directory: true},
+	"messages": {port: 7103, build: buildMessages},
 }
+
+// agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
+// at start when they are missing; `toolmesh up` puts the edge's development
+// agent in it.
+const agentsSeedEnv = "TOOLMESH_AGENTS_SEED"
 
 func domainNames() string {
 	names := make([]string, 0, len(domains))
@@ -54,6 +71,32 @@ func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (
 	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
+func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error) {
+	st, err := agentstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	svc := agents.New(st, agents.Config{})
+	var seed []string
+	for _, id := range strings.Split(getenv(agentsSeedEnv), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			seed = append(seed, id)
+		}
+	}
+	if err := svc.Seed(ctx, seed...); err != nil {
+		return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
+	}
+	return svc.Registration(), nil
+}
+
+func buildMessages(ctx context.Context, db *sqldb.DB, _ func(string) string) (server.Service, error) {
+	st, err := messagestore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	return messages.New(st, messages.Config{}).Registration(), nil
+}
+
 func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return fmt.Errorf("serve needs a domain: %s", domainNames())
@@ -68,6 +111,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for SQLite files")
 	dsn := fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
 	drain := fs.Duration("drain", 0, "how long to report NOT_SERVING before closing on shutdown")
+	var agentsURL *string
+	if !d.directory {
+		agentsURL = fs.String("agents-url", getenv("TOOLMESH_AGENTS_URL"),
+			"agents service URL, e.g. http://127.0.0.1:7102: refuse callers that are not registered, active agents (off when empty)")
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -88,7 +136,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second}, svc)
+	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second}
+	if agentsURL != nil && *agentsURL != "" {
+		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log})
+		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
+		log.Info("serve.agent_check", "enabled", true, "agents_url", *agentsURL)
+	} else if agentsURL != nil {
+		log.Warn("serve.agent_check", "enabled", false, "message", "callers are not checked against the agents directory; set --agents-url")
+	}
+	srv, err := server.New(ctx, lis, log, opts, svc)
 	if err != nil {
 		lis.Close()
 		return err

@@ -28,6 +28,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, logs)")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:7100", "edge listen address")
+	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,10 +46,23 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	edgeArgs := []string{"edge", "--addr", *edgeAddr}
+	// Every service refuses callers that are not registered, active agents;
+	// the agents service registers the edge's development agent at start
+	// (when missing), so the mesh works out of the box.
+	agentsURL := fmt.Sprintf("http://127.0.0.1:%d", domains["agents"].port)
+	seed := *devAgent
+	if extra := getenv(agentsSeedEnv); extra != "" {
+		seed += "," + extra
+	}
+	env := append(os.Environ(), agentsSeedEnv+"="+seed)
+	edgeArgs := []string{"edge", "--addr", *edgeAddr, "--dev-agent", *devAgent}
 	for _, n := range names {
 		addr := fmt.Sprintf("127.0.0.1:%d", domains[n].port)
-		procs = append(procs, &process{name: n, args: []string{"serve", n, "--addr", addr, "--data", *dataDir}, health: "http://" + addr + "/healthz"})
+		serveArgs := []string{"serve", n, "--addr", addr, "--data", *dataDir}
+		if !domains[n].directory {
+			serveArgs = append(serveArgs, "--agents-url", agentsURL)
+		}
+		procs = append(procs, &process{name: n, args: serveArgs, health: "http://" + addr + "/healthz"})
 		edgeArgs = append(edgeArgs, "--service", n+"=http://"+addr)
 	}
 	procs = append(procs, &process{name: "edge", args: edgeArgs, health: "http://" + *edgeAddr + "/healthz"})
@@ -67,7 +81,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	for _, p := range procs {
 		p.cmd = exec.Command(self, p.args...)
 		p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
-		p.cmd.Env = os.Environ()
+		p.cmd.Env = env
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := p.cmd.Start(); err != nil {
 			stopAll()
@@ -89,7 +103,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", *dataDir)
-	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp\n", *edgeAddr)
+	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp  (calls act as agent %q)\n", *edgeAddr, *devAgent)
 	for _, n := range names {
 		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	Log *slog.Logger
 	// DrainDelay is passed to the server.
 	DrainDelay time.Duration
+	// Interceptors are passed to the server (they run after the mesh and
+	// validation interceptors).
+	Interceptors []connect.Interceptor
 }
 
 // Start serves services until the test ends.
@@ -54,7 +57,7 @@ func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server 
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second}, services...)
+	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors}, services...)
 	if err != nil {
 		cancel()
 		lis.Close()

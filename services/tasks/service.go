@@ -133,18 +133,15 @@ func (s *Service) List(ctx context.Context, req *tasksv1.ListRequest) (*tasksv1.
 	return &tasksv1.ListResponse{Tasks: list, Page: paging.New(offset, limit, total)}, nil
 }
 
-// legal lists the statuses each status may move to.
-var legal = map[tasksv1.TaskStatus][]tasksv1.TaskStatus{
-	tasksv1.TaskStatus_TASK_STATUS_PENDING: {tasksv1.TaskStatus_TASK_STATUS_RUNNING, tasksv1.TaskStatus_TASK_STATUS_CANCELLED},
-	tasksv1.TaskStatus_TASK_STATUS_RUNNING: {tasksv1.TaskStatus_TASK_STATUS_COMPLETED, tasksv1.TaskStatus_TASK_STATUS_FAILED, tasksv1.TaskStatus_TASK_STATUS_CANCELLED},
-}
-
-// CanMove reports whether a task may move from one status to another.
+// CanMove reports whether a task may move from one status to another:
+// pending -> running | cancelled, running -> completed | failed | cancelled.
 func CanMove(from, to tasksv1.TaskStatus) bool {
-	for _, s := range legal[from] {
-		if s == to {
-			return true
-		}
+	switch from {
+	case tasksv1.TaskStatus_TASK_STATUS_PENDING:
+		return to == tasksv1.TaskStatus_TASK_STATUS_RUNNING || to == tasksv1.TaskStatus_TASK_STATUS_CANCELLED
+	case tasksv1.TaskStatus_TASK_STATUS_RUNNING:
+		return to == tasksv1.TaskStatus_TASK_STATUS_COMPLETED || to == tasksv1.TaskStatus_TASK_STATUS_FAILED ||
+			to == tasksv1.TaskStatus_TASK_STATUS_CANCELLED
 	}
 	return false
 }

@@ -1,0 +1,191 @@
+// Package agentstore keeps the agent directory in SQL: SQLite by default,
+// PostgreSQL when the service is given a postgres:// DSN. Both run the same
+// queries; the schemas live in migrations/<dialect>/.
+package agentstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/services/agents"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of agents.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ agents.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate agents store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `id, display_name, description, status, status_reason, registered_by, create_ms, update_ms`
+
+// Create implements agents.Store.
+func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, idempotencyKey string) (*agentsv1.Agent, error) {
+	var key any
+	if idempotencyKey != "" {
+		key = idempotencyKey
+	}
+	// ON CONFLICT DO NOTHING keeps the statement (and a PostgreSQL
+	// transaction around it) alive when the id is taken.
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO agents (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
+		a.GetId(), a.GetDisplayName(), a.GetDescription(), int32(a.GetStatus()), a.GetStatusReason(), a.GetRegisteredBy(),
+		a.GetCreateTime().AsTime().UnixMilli(), a.GetUpdateTime().AsTime().UnixMilli(), key)
+	if err != nil {
+		return nil, fmt.Errorf("insert agent: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("insert agent: %w", err)
+	}
+	if n == 1 {
+		return a, nil
+	}
+	if idempotencyKey != "" {
+		prev, err := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents
+			WHERE id = ? AND idempotency_key = ? AND registered_by = ?`), a.GetId(), idempotencyKey, a.GetRegisteredBy()))
+		if err == nil {
+			return prev, nil
+		}
+		if !errors.Is(err, agents.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return nil, agents.ErrExists
+}
+
+// Get implements agents.Store.
+func (s *Store) Get(ctx context.Context, id string) (*agentsv1.Agent, error) {
+	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE id = ?`), id))
+}
+
+// List implements agents.Store.
+func (s *Store) List(ctx context.Context, status agentsv1.AgentStatus, offset, limit int) ([]*agentsv1.Agent, int, error) {
+	where, args := `1 = 1`, []any{}
+	if status != agentsv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
+		where = `status = ?`
+		args = append(args, int32(status))
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM agents WHERE `+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count agents: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE `+where+` ORDER BY id LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*agentsv1.Agent, 0, min(limit, total))
+	for rows.Next() {
+		a, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list agents: %w", err)
+	}
+	return list, total, nil
+}
+
+// Summary implements agents.Store.
+func (s *Store) Summary(ctx context.Context) (*agentsv1.StatusSummary, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM agents GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count agents per status: %w", err)
+	}
+	defer rows.Close()
+	sum := &agentsv1.StatusSummary{}
+	for rows.Next() {
+		var status, n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count agents per status: %w", err)
+		}
+		switch agentsv1.AgentStatus(status) {
+		case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:
+			sum.Active = int32(n)
+		case agentsv1.AgentStatus_AGENT_STATUS_PAUSED:
+			sum.Paused = int32(n)
+		case agentsv1.AgentStatus_AGENT_STATUS_RETIRED:
+			sum.Retired = int32(n)
+		}
+		sum.Total += int32(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count agents per status: %w", err)
+	}
+	return sum, nil
+}
+
+// Update implements agents.Store.
+func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.AgentStatus) (*agentsv1.Agent, error) {
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
+		WHERE id = ? AND status = ?`),
+		int32(a.GetStatus()), a.GetStatusReason(), a.GetUpdateTime().AsTime().UnixMilli(), a.GetId(), int32(from))
+	if err != nil {
+		return nil, fmt.Errorf("update agent: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("update agent: %w", err)
+	}
+	if n == 0 {
+		if _, err := s.Get(ctx, a.GetId()); err != nil {
+			return nil, err
+		}
+		return nil, agents.ErrStale
+	}
+	return s.Get(ctx, a.GetId())
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanOne(row *sql.Row) (*agentsv1.Agent, error) {
+	a, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, agents.ErrNotFound
+	}
+	return a, err
+}
+
+func scan(r scanner) (*agentsv1.Agent, error) {
+	var (
+		a                  agentsv1.Agent
+		status             int64
+		createMS, updateMS int64
+	)
+	if err := r.Scan(&a.Id, &a.DisplayName, &a.Description, &status, &a.StatusReason, &a.RegisteredBy, &createMS, &updateMS); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read agent: %w", err)
+	}
+	a.Status = agentsv1.AgentStatus(status)
+	a.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
+	a.UpdateTime = timestamppb.New(time.UnixMilli(updateMS).UTC())
+	return &a, nil
+}

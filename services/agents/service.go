@@ -1,0 +1,212 @@
+// Package agents is the agent directory: which agents exist and whether they
+// may act (active, paused, retired). Other services ask it, through its
+// generated client, whether their caller is a registered, active agent
+// (internal/agentcheck).
+//
+// Who may call what: any authenticated caller may get and list agents.
+// Register and SetStatus are ADMIN, privileged tools: at the edge only
+// callers holding a grant for them (the owner; in development mode the local
+// agent) see and call them, with the admin guardrails. The service itself
+// additionally refuses an agent changing its own status, so that a paused
+// agent cannot unpause itself. Retired is final, and ids are never reused.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/server"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// SeedSubject is recorded as registered_by on agents registered by Seed.
+const SeedSubject = "toolmesh-seed"
+
+// Config tunes the service.
+type Config struct {
+	// Now is the clock; time.Now when nil.
+	Now Clock
+}
+
+// Service implements toolmesh.agents.v1.AgentsService.
+type Service struct {
+	store Store
+	now   Clock
+}
+
+var _ agentsv1connect.AgentsServiceHandler = (*Service)(nil)
+
+// New returns the service over store.
+func New(store Store, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{store: store, now: cfg.Now}
+}
+
+// Registration describes the service for internal/server: its Connect
+// handler and its REST gateway routes.
+func (s *Service) Registration() server.Service {
+	return server.Service{
+		Name: agentsv1connect.AgentsServiceName,
+		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return agentsv1connect.NewAgentsServiceHandler(s, opts...)
+		},
+		Gateway: agentsv1.RegisterAgentsServiceHandler,
+	}
+}
+
+// Seed registers each of ids that is not registered yet, active, so that a
+// deployment's own agents (the development edge's agent under `toolmesh up`)
+// can call the mesh from the first start. Agents that exist are left as
+// they are: a paused or retired agent stays so.
+func (s *Service) Seed(ctx context.Context, ids ...string) error {
+	v, err := boundary.NewValidator()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		// The id must be one the contract accepts.
+		if vs, err := v.Check(&agentsv1.RegisterRequest{AgentId: id}); err != nil || len(vs) > 0 {
+			return fmt.Errorf("seed agent %q: %s", id, boundary.Summary(vs))
+		}
+		_, err := s.store.Create(ctx, s.newAgent(id, id, "Registered at start by the mesh.", SeedSubject), "")
+		if err != nil && !errors.Is(err, ErrExists) {
+			return fmt.Errorf("seed agent %q: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) newAgent(id, displayName, description, by string) *agentsv1.Agent {
+	// Stored times have millisecond precision; answer with what is stored.
+	now := timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
+	if displayName == "" {
+		displayName = id
+	}
+	return &agentsv1.Agent{
+		Id:           id,
+		DisplayName:  displayName,
+		Description:  description,
+		Status:       agentsv1.AgentStatus_AGENT_STATUS_ACTIVE,
+		RegisteredBy: by,
+		CreateTime:   now,
+		UpdateTime:   now,
+	}
+}
+
+// Register implements AgentsService.Register.
+func (s *Service) Register(ctx context.Context, req *agentsv1.RegisterRequest) (*agentsv1.RegisterResponse, error) {
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	call := mesh.FromContext(ctx)
+	a := s.newAgent(req.GetAgentId(), req.GetDisplayName(), req.GetDescription(), call.Caller.Subject)
+	created, err := s.store.Create(ctx, a, call.IdempotencyKey)
+	if errors.Is(err, ErrExists) {
+		return nil, connect.NewError(connect.CodeAlreadyExists,
+			fmt.Errorf("agent %s is already registered; agent ids are permanent, so choose another id", req.GetAgentId()))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("register agent: %w", err))
+	}
+	return &agentsv1.RegisterResponse{Agent: created}, nil
+}
+
+// Get implements AgentsService.Get.
+func (s *Service) Get(ctx context.Context, req *agentsv1.GetRequest) (*agentsv1.GetResponse, error) {
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	a, err := s.get(ctx, req.GetAgentId())
+	if err != nil {
+		return nil, err
+	}
+	return &agentsv1.GetResponse{Agent: a}, nil
+}
+
+func (s *Service) get(ctx context.Context, id string) (*agentsv1.Agent, error) {
+	a, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("agent %s is not registered", id))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get agent: %w", err))
+	}
+	return a, nil
+}
+
+// List implements AgentsService.List.
+func (s *Service) List(ctx context.Context, req *agentsv1.ListRequest) (*agentsv1.ListResponse, error) {
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	list, total, err := s.store.List(ctx, req.GetStatus(), offset, limit)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list agents: %w", err))
+	}
+	summary, err := s.store.Summary(ctx)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("count agents: %w", err))
+	}
+	return &agentsv1.ListResponse{Agents: list, Page: paging.New(offset, limit, total), Summary: summary}, nil
+}
+
+// SetStatus implements AgentsService.SetStatus.
+func (s *Service) SetStatus(ctx context.Context, req *agentsv1.SetStatusRequest) (*agentsv1.SetStatusResponse, error) {
+	caller, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, to := req.GetAgentId(), req.GetStatus()
+	if id == caller {
+		return nil, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("agent %s cannot change its own status; another agent or the owner must do it", id))
+	}
+	a, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	from := a.GetStatus()
+	if from == to {
+		return &agentsv1.SetStatusResponse{Agent: a}, nil
+	}
+	if from == agentsv1.AgentStatus_AGENT_STATUS_RETIRED {
+		return nil, connect.NewError(connect.CodeFailedPrecondition,
+			fmt.Errorf("agent %s is retired and cannot become %s; retiring is final, register a new agent id instead", id, StatusName(to)))
+	}
+	a.Status = to
+	a.StatusReason = req.GetReason()
+	a.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
+	updated, err := s.store.Update(ctx, a, from)
+	if errors.Is(err, ErrStale) {
+		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("agent %s changed while it was being updated; read it and try again", id))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("set agent status: %w", err))
+	}
+	return &agentsv1.SetStatusResponse{Agent: updated}, nil
+}
+
+// StatusName is the lower-case word for an agent status ("active").
+func StatusName(s agentsv1.AgentStatus) string {
+	switch s {
+	case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:
+		return "active"
+	case agentsv1.AgentStatus_AGENT_STATUS_PAUSED:
+		return "paused"
+	case agentsv1.AgentStatus_AGENT_STATUS_RETIRED:
+		return "retired"
+	}
+	return s.String()
+}

@@ -1,0 +1,175 @@
+// Package messagestore keeps messages in SQL: SQLite by default, PostgreSQL
+// when the service is given a postgres:// DSN. Both run the same queries; the
+// schemas live in migrations/<dialect>/.
+package messagestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
+	"github.com/toolmesh/toolmesh/services/messages"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of messages.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ messages.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate messages store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `id, thread_id, from_agent, to_agent, body, create_ms`
+
+// Send implements messages.Store.
+func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string, after time.Time, idempotencyKey string) (*messagesv1.Message, bool, error) {
+	var (
+		out *messagesv1.Message
+		dup bool
+	)
+	byKey := `SELECT ` + columns + ` FROM messages WHERE from_agent = ? AND idempotency_key = ?`
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		out, dup = nil, false
+		if idempotencyKey != "" {
+			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey))
+			if err == nil {
+				out = prev
+				return nil
+			}
+			if !errors.Is(err, messages.ErrNotFound) {
+				return err
+			}
+		}
+		// Claim the dedup slot: the upsert writes (and returns a row) only
+		// when there is no slot yet or its message is not after the cutoff.
+		var claimed string
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO message_dedup (from_agent, to_agent, dedup_key, message_id, create_ms) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (from_agent, to_agent, dedup_key) DO UPDATE SET message_id = excluded.message_id, create_ms = excluded.create_ms
+			WHERE message_dedup.create_ms <= ?
+			RETURNING message_id`),
+			m.GetFromAgent(), m.GetToAgent(), dedupKey, m.GetId(), m.GetCreateTime().AsTime().UnixMilli(), after.UnixMilli()).Scan(&claimed)
+		if errors.Is(err, sql.ErrNoRows) {
+			orig, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE id = (
+				SELECT message_id FROM message_dedup WHERE from_agent = ? AND to_agent = ? AND dedup_key = ?)`),
+				m.GetFromAgent(), m.GetToAgent(), dedupKey))
+			if err != nil {
+				return fmt.Errorf("read original message: %w", err)
+			}
+			out, dup = orig, true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claim dedup slot: %w", err)
+		}
+		var key any
+		if idempotencyKey != "" {
+			key = idempotencyKey
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO messages (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			m.GetId(), m.GetThreadId(), m.GetFromAgent(), m.GetToAgent(), m.GetText(), m.GetCreateTime().AsTime().UnixMilli(), key); err != nil {
+			return fmt.Errorf("insert message: %w", err)
+		}
+		out = m
+		return nil
+	})
+	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
+		// A concurrent send with the same key won; return its message.
+		prev, err := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey))
+		return prev, false, err
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return out, dup, nil
+}
+
+// InThread implements messages.Store.
+func (s *Store) InThread(ctx context.Context, threadID, agent string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM messages
+		WHERE thread_id = ? AND (from_agent = ? OR to_agent = ?) LIMIT 1) AS hit`), threadID, agent, agent).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up thread: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Inbox implements messages.Store.
+func (s *Store) Inbox(ctx context.Context, agent string, offset, limit int) ([]*messagesv1.Message, int, error) {
+	return s.page(ctx, `to_agent = ?`, []any{agent}, offset, limit)
+}
+
+// Thread implements messages.Store.
+func (s *Store) Thread(ctx context.Context, threadID, agent string, offset, limit int) ([]*messagesv1.Message, int, error) {
+	return s.page(ctx, `thread_id = ? AND (from_agent = ? OR to_agent = ?)`, []any{threadID, agent, agent}, offset, limit)
+}
+
+func (s *Store) page(ctx context.Context, where string, args []any, offset, limit int) ([]*messagesv1.Message, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM messages WHERE `+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count messages: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list messages: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*messagesv1.Message, 0, min(limit, total))
+	for rows.Next() {
+		m, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list messages: %w", err)
+	}
+	return list, total, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanOne(row *sql.Row) (*messagesv1.Message, error) {
+	m, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, messages.ErrNotFound
+	}
+	return m, err
+}
+
+func scan(r scanner) (*messagesv1.Message, error) {
+	var (
+		m        messagesv1.Message
+		createMS int64
+	)
+	if err := r.Scan(&m.Id, &m.ThreadId, &m.FromAgent, &m.ToAgent, &m.Text, &createMS); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read message: %w", err)
+	}
+	m.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
+	return &m, nil
+}
