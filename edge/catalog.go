@@ -1,6 +1,7 @@
 package edge
 
 import (
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -10,5 +11,6 @@ import (
 func Contracts() []protoreflect.ServiceDescriptor {
 	return []protoreflect.ServiceDescriptor{
 		tasksv1.File_toolmesh_tasks_v1_tasks_proto.Services().ByName("TasksService"),
+		auditv1.File_toolmesh_audit_v1_audit_proto.Services().ByName("AuditService"),
 	}
 }

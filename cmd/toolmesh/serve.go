@@ -13,6 +13,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/services/audit"
+	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
@@ -22,11 +24,12 @@ type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
 	// build opens the domain's store on db and returns its service.
-	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error)
+	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error)
 }
 
 var domains = map[string]domain{
 	"tasks": {port: 7101, build: buildTasks},
+	"audit": {port: 7108, build: buildAudit},
 }
 
 func domainNames() string {
@@ -38,7 +41,7 @@ func domainNames() string {
 	return strings.Join(names, ", ")
 }
 
-func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error) {
+func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string, _ *slog.Logger) (server.Service, error) {
 	st, err := taskstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -52,6 +55,21 @@ func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (
 		maxPerDay = n
 	}
 	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
+}
+
+func buildAudit(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error) {
+	st, err := auditstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	// Mesh subjects allowed to append; the edge's own subject by default.
+	var appenders []string
+	for _, s := range strings.Split(getenv("TOOLMESH_AUDIT_APPENDERS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			appenders = append(appenders, s)
+		}
+	}
+	return audit.New(st, audit.Config{Appenders: appenders, Log: log}).Registration(), nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
@@ -80,7 +98,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		return err
 	}
 	defer db.Close()
-	svc, err := d.build(ctx, db, getenv)
+	svc, err := d.build(ctx, db, getenv, log)
 	if err != nil {
 		return err
 	}
