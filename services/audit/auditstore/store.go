@@ -85,7 +85,7 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 			r.GetSeq(), r.GetTime().AsTime().UnixMilli(), r.GetActor(), r.GetTool(), r.GetReason(), r.GetArgsDigest(),
 			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash()); err != nil {
 			if sqldb.IsUniqueViolation(err) {
-				return fmt.Errorf("%w: record %d: %v", audit.ErrChainConflict, seq, err)
+				return fmt.Errorf("%w (record %d)", audit.ErrChainConflict, seq)
 			}
 			return fmt.Errorf("insert audit record: %w", err)
 		}
