@@ -2,6 +2,7 @@ package edge
 
 import (
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -14,5 +15,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		tasksv1.File_toolmesh_tasks_v1_tasks_proto.Services().ByName("TasksService"),
 		agentsv1.File_toolmesh_agents_v1_agents_proto.Services().ByName("AgentsService"),
 		messagesv1.File_toolmesh_messages_v1_messages_proto.Services().ByName("MessagesService"),
+		auditv1.File_toolmesh_audit_v1_audit_proto.Services().ByName("AuditService"),
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/audit"
+	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/messages"
 	"github.com/toolmesh/toolmesh/services/messages/messagestore"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -28,7 +30,7 @@ type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
 	// build opens the domain's store on db and returns its service.
-	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error)
+	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error)
 	// directory marks the agents service: it is what the registration
 	// check asks, so it does not check its own callers (an operator must be
 	// able to register the first agent).
@@ -39,6 +41,7 @@ var domains = map[string]domain{
 	"tasks":    {port: 7101, build: buildTasks},
 	"agents":   {port: 7102, build: buildAgents, directory: true},
 	"messages": {port: 7103, build: buildMessages},
+	"audit":    {port: 7108, build: buildAudit},
 }
 
 // agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
@@ -55,7 +58,7 @@ func domainNames() string {
 	return strings.Join(names, ", ")
 }
 
-func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error) {
+func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string, _ *slog.Logger) (server.Service, error) {
 	st, err := taskstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -71,7 +74,7 @@ func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string) (
 	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
-func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string) (server.Service, error) {
+func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string, _ *slog.Logger) (server.Service, error) {
 	st, err := agentstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -89,12 +92,27 @@ func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string) 
 	return svc.Registration(), nil
 }
 
-func buildMessages(ctx context.Context, db *sqldb.DB, _ func(string) string) (server.Service, error) {
+func buildMessages(ctx context.Context, db *sqldb.DB, _ func(string) string, _ *slog.Logger) (server.Service, error) {
 	st, err := messagestore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
 	}
 	return messages.New(st, messages.Config{}).Registration(), nil
+}
+
+func buildAudit(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error) {
+	st, err := auditstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	// Mesh subjects allowed to append; the edge's own subject by default.
+	var appenders []string
+	for _, s := range strings.Split(getenv("TOOLMESH_AUDIT_APPENDERS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			appenders = append(appenders, s)
+		}
+	}
+	return audit.New(st, audit.Config{Appenders: appenders, Log: log}).Registration(), nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
@@ -128,7 +146,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		return err
 	}
 	defer db.Close()
-	svc, err := d.build(ctx, db, getenv)
+	svc, err := d.build(ctx, db, getenv, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,205 @@
+// Package auditstore keeps the audit trail in SQL: SQLite by default,
+// PostgreSQL when the service is given a postgres:// DSN. Both run the same
+// queries; the schemas live in migrations/<dialect>/.
+//
+// Appends are serialised by the row lock of the one-row audit_head table:
+// each append first bumps the head's sequence number (which waits for any
+// other append in flight to commit), then writes the record and the new head
+// hash in the same transaction.
+package auditstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/services/audit"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of audit.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ audit.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate audit store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash`
+
+// errReplay rolls back an append whose call id is already recorded.
+var errReplay = errors.New("call already recorded")
+
+// Append implements audit.Store.
+func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, prevHash string) (*auditv1.Record, error)) (*auditv1.Record, bool, error) {
+	var out *auditv1.Record
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		// Taking the head's row lock first serialises appends: a concurrent
+		// append waits here until this one commits, then sees its head.
+		var (
+			seq  int64
+			prev string
+		)
+		err := tx.QueryRowContext(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&seq, &prev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return audit.ErrHeadMissing
+		}
+		if err != nil {
+			return fmt.Errorf("lock audit head: %w", err)
+		}
+		first, err := scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records WHERE call_id = ?`), callID))
+		if err == nil {
+			out = first
+			return errReplay
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		r, err := seal(seq, prev)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO audit_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			r.GetSeq(), r.GetTime().AsTime().UnixMilli(), r.GetActor(), r.GetTool(), r.GetReason(), r.GetArgsDigest(),
+			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash()); err != nil {
+			if sqldb.IsUniqueViolation(err) {
+				return fmt.Errorf("%w (record %d)", audit.ErrChainConflict, seq)
+			}
+			return fmt.Errorf("insert audit record: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE audit_head SET hash = ? WHERE id = 1`), r.GetHash()); err != nil {
+			return fmt.Errorf("move audit head: %w", err)
+		}
+		out = r
+		return nil
+	})
+	if errors.Is(err, errReplay) {
+		return out, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return out, false, nil
+}
+
+// List implements audit.Store.
+func (s *Store) List(ctx context.Context, f audit.Filter, offset, limit int) ([]*auditv1.Record, int, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	if f.Actor != "" {
+		conds, args = append(conds, `actor = ?`), append(args, f.Actor)
+	}
+	if f.Tool != "" {
+		conds, args = append(conds, `tool = ?`), append(args, f.Tool)
+	}
+	if !f.Since.IsZero() {
+		conds, args = append(conds, `time_ms >= ?`), append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		conds, args = append(conds, `time_ms < ?`), append(args, f.Until.UnixMilli())
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = ` WHERE ` + strings.Join(conds, ` AND `)
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM audit_records`+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count audit records: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records`+where+` ORDER BY seq DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list audit records: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*auditv1.Record, 0, min(limit, total))
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list audit records: %w", err)
+	}
+	return list, total, nil
+}
+
+// Walk implements audit.Store. The head and the records come from one
+// read-only transaction, so appends committed meanwhile are not half seen.
+func (s *Store) Walk(ctx context.Context, visit func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var head *auditv1.Checkpoint
+	var h auditv1.Checkpoint
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); {
+	case err == nil:
+		head = &h
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("read audit head: %w", err)
+	}
+	records := func(yield func(*auditv1.Record, error) bool) {
+		rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM audit_records ORDER BY seq`)
+		if err != nil {
+			yield(nil, fmt.Errorf("read audit records: %w", err))
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scan(rows)
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(nil, fmt.Errorf("read audit records: %w", err))
+		}
+	}
+	return visit(head, records)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scan(row scanner) (*auditv1.Record, error) {
+	var (
+		r       auditv1.Record
+		timeMS  int64
+		outcome int64
+	)
+	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read audit record: %w", err)
+	}
+	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())
+	r.Outcome = auditv1.Outcome(outcome)
+	return &r, nil
+}

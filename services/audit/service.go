@@ -1,0 +1,216 @@
+// Package audit is the audit trail: an append-only, hash-chained record of
+// every successful admin tool call, which anyone may list and verify.
+//
+// Each record's hash is the SHA-256 of the previous record's hash followed by
+// the record's RFC 8785 canonical JSON (Canonical, ChainHash). A head
+// checkpoint (the last sequence number and hash) is written in the same
+// transaction as each record, so a cut-off tail shows too. Verify walks the
+// whole chain and reports the first bad record.
+//
+// What verify can and cannot see: it detects any change made to the records
+// without recomputing the hashes that follow, any removed, inserted or
+// reordered record, and a removed tail. Someone who can write the database
+// and recomputes every later hash and the head checkpoint leaves a chain that
+// checks out by itself; the anchor of Verify (a head kept somewhere else)
+// catches that rewrite for everything up to the anchor.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/server"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Config tunes the service.
+type Config struct {
+	// Appenders are the mesh subjects that may call Append; only the edge
+	// (audittrail.EdgeSubject) when empty.
+	Appenders []string
+	// Now is the clock; time.Now when nil.
+	Now Clock
+	// Log receives the service's events; nothing is logged when nil.
+	Log *slog.Logger
+}
+
+// Service implements toolmesh.audit.v1.AuditService.
+type Service struct {
+	store     Store
+	appenders []string
+	now       Clock
+	log       *slog.Logger
+}
+
+var _ auditv1connect.AuditServiceHandler = (*Service)(nil)
+
+// New returns the service over store.
+func New(store Store, cfg Config) *Service {
+	if len(cfg.Appenders) == 0 {
+		cfg.Appenders = []string{audittrail.EdgeSubject}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: store, appenders: slices.Clone(cfg.Appenders), now: cfg.Now, log: cfg.Log}
+}
+
+// Registration describes the service for internal/server: its Connect
+// handler and its REST gateway routes.
+func (s *Service) Registration() server.Service {
+	return server.Service{
+		Name: auditv1connect.AuditServiceName,
+		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return auditv1connect.NewAuditServiceHandler(s, opts...)
+		},
+		Gateway: auditv1.RegisterAuditServiceHandler,
+	}
+}
+
+// authorizeAppend is the one place that decides who may append. Today mesh
+// identity is a plain header, so the check is the caller's subject against
+// the configured appenders; it is only as strong as the network that keeps
+// other callers away from the service. When the mesh carries signed tokens
+// with roles, this becomes a role check (the edge's role) and nothing else
+// changes.
+func (s *Service) authorizeAppend(ctx context.Context) error {
+	c := mesh.FromContext(ctx).Caller
+	if c.Subject == "" {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("appending to the audit trail needs an identified mesh caller"))
+	}
+	if !slices.Contains(s.appenders, c.Subject) {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s may not append to the audit trail; only the edge records admin calls", c.Subject))
+	}
+	return nil
+}
+
+// requireCaller admits any identified caller to read the trail.
+func requireCaller(ctx context.Context) error {
+	if c := mesh.FromContext(ctx).Caller; c.Subject == "" && c.Agent == "" {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("reading the audit trail needs an identified caller"))
+	}
+	return nil
+}
+
+// Append implements AuditService.Append.
+func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*auditv1.AppendResponse, error) {
+	if err := s.authorizeAppend(ctx); err != nil {
+		return nil, err
+	}
+	rec, replayed, err := s.store.Append(ctx, req.GetCallId(), func(seq int64, prevHash string) (*auditv1.Record, error) {
+		// The time is taken under the chain's lock, so times never run
+		// backwards along the chain (with a clock that does not).
+		r := &auditv1.Record{
+			Seq:        seq,
+			Time:       timestamppb.New(s.now().UTC().Truncate(time.Millisecond)),
+			Actor:      req.GetActor(),
+			Tool:       req.GetTool(),
+			Reason:     req.GetReason(),
+			ArgsDigest: req.GetArgsDigest(),
+			Outcome:    req.GetOutcome(),
+			CallId:     req.GetCallId(),
+			PrevHash:   prevHash,
+		}
+		return r, Seal(r)
+	})
+	switch {
+	case errors.Is(err, ErrHeadMissing), errors.Is(err, ErrChainConflict):
+		boundary.LogRejection(ctx, s.log, boundary.AuditChain, []boundary.Violation{{Field: "head", Rule: "audit_chain.head", Message: err.Error()}})
+		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("cannot append: %w; the trail was changed outside the audit service, run audit_verify", err))
+	case err != nil:
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("append audit record: %w", err))
+	}
+	if replayed && !sameCall(rec, req) {
+		return nil, connect.NewError(connect.CodeAlreadyExists,
+			fmt.Errorf("call %s is already recorded (record %d) with other contents", req.GetCallId(), rec.GetSeq()))
+	}
+	if !replayed {
+		s.log.InfoContext(ctx, "audit.record_appended", "seq", rec.GetSeq(), "tool", rec.GetTool(), "actor", rec.GetActor(), "call_id", rec.GetCallId())
+	}
+	return &auditv1.AppendResponse{Record: rec, Replayed: replayed}, nil
+}
+
+// sameCall reports whether a stored record says what req says.
+func sameCall(r *auditv1.Record, req *auditv1.AppendRequest) bool {
+	return r.GetActor() == req.GetActor() && r.GetTool() == req.GetTool() && r.GetReason() == req.GetReason() &&
+		r.GetArgsDigest() == req.GetArgsDigest() && r.GetOutcome() == req.GetOutcome()
+}
+
+// List implements AuditService.List.
+func (s *Service) List(ctx context.Context, req *auditv1.ListRequest) (*auditv1.ListResponse, error) {
+	if err := requireCaller(ctx); err != nil {
+		return nil, err
+	}
+	f := Filter{Actor: req.GetActor(), Tool: req.GetTool()}
+	if t := req.GetSince(); t != nil {
+		f.Since = t.AsTime()
+	}
+	if t := req.GetUntil(); t != nil {
+		f.Until = t.AsTime()
+	}
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	list, total, err := s.store.List(ctx, f, offset, limit)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list audit records: %w", err))
+	}
+	return &auditv1.ListResponse{Records: list, Page: paging.New(offset, limit, total)}, nil
+}
+
+// Verify implements AuditService.Verify. The stored records are the
+// audit_chain boundary: a bad chain is logged there once, and answered as a
+// result (intact false and the first bad record), not as an error, because
+// the verification itself succeeded.
+func (s *Service) Verify(ctx context.Context, req *auditv1.VerifyRequest) (*auditv1.VerifyResponse, error) {
+	if err := requireCaller(ctx); err != nil {
+		return nil, err
+	}
+	res := &auditv1.VerifyResponse{}
+	err := s.store.Walk(ctx, func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
+		res.Head = head
+		c := newChecker(head, req.GetAnchor())
+		for r, err := range records {
+			if err != nil {
+				return err
+			}
+			if res.FirstBad = c.next(r); res.FirstBad != nil {
+				break
+			}
+		}
+		if res.FirstBad == nil {
+			res.FirstBad = c.end()
+		}
+		res.VerifiedRecords = c.verified
+		return nil
+	})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read audit trail: %w", err))
+	}
+	res.Intact = res.FirstBad == nil
+	if f := res.GetFirstBad(); f != nil {
+		boundary.LogRejection(ctx, s.log, boundary.AuditChain, []boundary.Violation{{
+			Field:   fmt.Sprintf("records[%d]", f.GetSeq()),
+			Rule:    "audit_chain." + problemName(f.GetProblem()),
+			Message: f.GetDetail(),
+		}})
+	}
+	return res, nil
+}
+
+// problemName is a problem in lower case without its prefix ("edited").
+func problemName(p auditv1.Problem) string { return enumWord(p.String(), "PROBLEM_") }

@@ -1,0 +1,770 @@
+package audit_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/services/audit"
+	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// env is one running audit service with its database and its log.
+type env struct {
+	srv *servertest.Server
+	db  *sqldb.DB
+	log *syncBuffer
+	c   auditv1connect.AuditServiceClient
+}
+
+// start serves the audit service on SQLite and returns a client of it
+// speaking protocol p.
+func start(t *testing.T, cfg audit.Config, p servertest.Protocol) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, newDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := auditstore.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuffer{}
+	cfg.Log = logging.New(buf, nil)
+	srv := servertest.Start(t, audit.New(st, cfg).Registration())
+	return &env{srv: srv, db: db, log: buf,
+		c: auditv1connect.NewAuditServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...)}
+}
+
+// newDatabase returns the DSN of a fresh database. The tests use only
+// portable SQL (and dialect-aware tampering), so a PostgreSQL database works
+// here too.
+func newDatabase(t *testing.T) string { return filepath.Join(t.TempDir(), "audit.db") }
+
+// eachProtocol runs fn against a fresh server once over Connect and once
+// over gRPC.
+func eachProtocol(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
+	for _, p := range servertest.Protocols() {
+		t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, p)) })
+	}
+}
+
+// asEdge acts as the edge, the one caller allowed to append.
+func asEdge() context.Context {
+	return servertest.As(context.Background(), audittrail.EdgeSubject)
+}
+
+// asReader acts as an ordinary identified caller.
+func asReader() context.Context { return servertest.As(context.Background(), "operator") }
+
+func appendReq(i int) *auditv1.AppendRequest {
+	return &auditv1.AppendRequest{
+		CallId:     fmt.Sprintf("mcp-call-%03d", i),
+		Actor:      fmt.Sprintf("owner-%d", i%2),
+		Tool:       []string{"credits_grant", "agents_register"}[i%2],
+		Reason:     fmt.Sprintf("reason %d", i),
+		ArgsDigest: fmt.Sprintf("sha256:%064x", i),
+		Outcome:    auditv1.Outcome_OUTCOME_SUCCEEDED,
+	}
+}
+
+// appendN appends records 1..n and returns them in chain order.
+func appendN(t *testing.T, e *env, n int) []*auditv1.Record {
+	t.Helper()
+	out := make([]*auditv1.Record, 0, n)
+	for i := 1; i <= n; i++ {
+		res, err := e.c.Append(asEdge(), appendReq(i))
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		out = append(out, res.GetRecord())
+	}
+	return out
+}
+
+func verify(t *testing.T, e *env, anchor *auditv1.Checkpoint) *auditv1.VerifyResponse {
+	t.Helper()
+	res, err := e.c.Verify(asReader(), &auditv1.VerifyRequest{Anchor: anchor})
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return res
+}
+
+func codeOf(t *testing.T, err error) connect.Code {
+	t.Helper()
+	if err == nil {
+		t.Fatal("call succeeded, want an error")
+	}
+	return connect.CodeOf(err)
+}
+
+func TestAppendChainsRecords(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 123_456_789, time.UTC)
+	eachProtocol(t, audit.Config{Now: func() time.Time { return now }}, func(t *testing.T, e *env) {
+		recs := appendN(t, e, 4)
+		prev := audit.GenesisHash
+		for i, r := range recs {
+			want := appendReq(i + 1)
+			if r.GetSeq() != int64(i+1) || r.GetActor() != want.GetActor() || r.GetTool() != want.GetTool() ||
+				r.GetReason() != want.GetReason() || r.GetArgsDigest() != want.GetArgsDigest() || r.GetCallId() != want.GetCallId() ||
+				r.GetOutcome() != auditv1.Outcome_OUTCOME_SUCCEEDED {
+				t.Errorf("record %d = %v, want seq %d carrying %v", i+1, r, i+1, want)
+			}
+			if !r.GetTime().AsTime().Equal(now.Truncate(time.Millisecond)) {
+				t.Errorf("record %d time = %v, want the service clock at millisecond precision", i+1, r.GetTime().AsTime())
+			}
+			if r.GetPrevHash() != prev {
+				t.Errorf("record %d prev_hash = %s, want the previous record's hash %s", i+1, r.GetPrevHash(), prev)
+			}
+			c, err := audit.Canonical(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := audit.ChainHash(prev, c); r.GetHash() != got {
+				t.Errorf("record %d hash = %s, want SHA-256(prev_hash + canonical JSON) = %s", i+1, r.GetHash(), got)
+			}
+			prev = r.GetHash()
+		}
+		res := verify(t, e, nil)
+		want := &auditv1.VerifyResponse{Intact: true, VerifiedRecords: 4, Head: &auditv1.Checkpoint{Seq: 4, Hash: prev}}
+		if diff := cmp.Diff(want, res, protocmp.Transform()); diff != "" {
+			t.Errorf("Verify (-want +got):\n%s", diff)
+		}
+		if n := e.log.boundaryEvents(t); n != 0 {
+			t.Errorf("an intact chain logged %d boundary.validation_failed events, want 0", n)
+		}
+	})
+}
+
+func TestEmptyTrailVerifies(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		res := verify(t, e, nil)
+		want := &auditv1.VerifyResponse{Intact: true, Head: &auditv1.Checkpoint{Seq: 0, Hash: audit.GenesisHash}}
+		if diff := cmp.Diff(want, res, protocmp.Transform()); diff != "" {
+			t.Errorf("Verify of an empty trail (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestAppendIsIdempotentByCallID(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		first, err := e.c.Append(asEdge(), appendReq(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := e.c.Append(asEdge(), appendReq(1))
+		if err != nil {
+			t.Fatalf("retried append: %v", err)
+		}
+		if !again.GetReplayed() || !proto.Equal(first.GetRecord(), again.GetRecord()) {
+			t.Errorf("retry = %v, want the first record %v marked replayed", again, first.GetRecord())
+		}
+		changed := appendReq(1)
+		changed.Reason = "a different reason"
+		if _, err := e.c.Append(asEdge(), changed); codeOf(t, err) != connect.CodeAlreadyExists {
+			t.Errorf("same call id, other contents: code %v, want already_exists", connect.CodeOf(err))
+		}
+		second, err := e.c.Append(asEdge(), appendReq(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.GetRecord().GetSeq() != 2 || second.GetRecord().GetPrevHash() != first.GetRecord().GetHash() {
+			t.Errorf("next record after a replay = %v, want seq 2 linked to record 1", second.GetRecord())
+		}
+		if res := verify(t, e, nil); !res.GetIntact() || res.GetHead().GetSeq() != 2 {
+			t.Errorf("after a replay and a conflict the trail is %v, want 2 intact records", res)
+		}
+	})
+}
+
+func TestOnlyTheEdgeMayAppend(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		if _, err := e.c.Append(context.Background(), appendReq(1)); codeOf(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("append without identity: code %v, want unauthenticated", connect.CodeOf(err))
+		}
+		if _, err := e.c.Append(servertest.As(context.Background(), "agent-a"), appendReq(1)); codeOf(t, err) != connect.CodePermissionDenied {
+			t.Errorf("append by an agent: code %v, want permission_denied", connect.CodeOf(err))
+		}
+		if _, err := e.c.List(context.Background(), &auditv1.ListRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("list without identity: code %v, want unauthenticated", connect.CodeOf(err))
+		}
+		if _, err := e.c.Verify(context.Background(), &auditv1.VerifyRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("verify without identity: code %v, want unauthenticated", connect.CodeOf(err))
+		}
+		if res := verify(t, e, nil); res.GetHead().GetSeq() != 0 {
+			t.Errorf("refused appends stored records: head %v", res.GetHead())
+		}
+	})
+	t.Run("configured appenders", func(t *testing.T) {
+		e := start(t, audit.Config{Appenders: []string{"edge-2"}}, servertest.Protocols()[0])
+		if _, err := e.c.Append(servertest.As(context.Background(), "edge-2"), appendReq(1)); err != nil {
+			t.Errorf("append by a configured appender: %v", err)
+		}
+		if _, err := e.c.Append(asEdge(), appendReq(2)); codeOf(t, err) != connect.CodePermissionDenied {
+			t.Errorf("append by the default edge subject when others are configured: code %v, want permission_denied", connect.CodeOf(err))
+		}
+	})
+}
+
+// violations returns the field -> rule id pairs of an InvalidArgument error.
+func violations(t *testing.T, err error) map[string]string {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		t.Fatalf("error = %v, want invalid_argument", err)
+	}
+	out := map[string]string{}
+	for _, d := range ce.Details() {
+		m, err := d.Value()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vs, ok := m.(*validate.Violations); ok {
+			for _, v := range vs.GetViolations() {
+				var path []string
+				for _, el := range v.GetField().GetElements() {
+					path = append(path, el.GetFieldName())
+				}
+				out[strings.Join(path, ".")] = v.GetRuleId()
+			}
+		}
+	}
+	return out
+}
+
+func TestValidationFailuresCarryFieldViolations(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		edit := func(f func(r *auditv1.AppendRequest)) func() error {
+			return func() error {
+				r := appendReq(1)
+				f(r)
+				_, err := e.c.Append(asEdge(), r)
+				return err
+			}
+		}
+		ts := func(s string) *timestamppb.Timestamp {
+			tm, _ := time.Parse(time.RFC3339, s)
+			return timestamppb.New(tm)
+		}
+		cases := []struct {
+			name string
+			call func() error
+			want map[string]string
+		}{
+			{"empty append", func() error { _, err := e.c.Append(asEdge(), &auditv1.AppendRequest{}); return err }, map[string]string{
+				"call_id": "required", "actor": "required", "tool": "required", "reason": "required", "args_digest": "required", "outcome": "required",
+			}},
+			{"blank reason", edit(func(r *auditv1.AppendRequest) { r.Reason = " \t\n" }), map[string]string{"reason": "string.pattern"}},
+			{"reason too long", edit(func(r *auditv1.AppendRequest) { r.Reason = strings.Repeat("x", 4001) }), map[string]string{"reason": "string.max_len"}},
+			{"digest without algorithm", edit(func(r *auditv1.AppendRequest) { r.ArgsDigest = strings.Repeat("a", 64) }), map[string]string{"args_digest": "string.pattern"}},
+			{"tool not a tool name", edit(func(r *auditv1.AppendRequest) { r.Tool = "Credits Grant" }), map[string]string{"tool": "string.pattern"}},
+			{"actor with a control character", edit(func(r *auditv1.AppendRequest) { r.Actor = "owner\x00" }), map[string]string{"actor": "string.pattern"}},
+			{"call id with a space", edit(func(r *auditv1.AppendRequest) { r.CallId = "call 1" }), map[string]string{"call_id": "string.pattern"}},
+			{"undefined outcome", edit(func(r *auditv1.AppendRequest) { r.Outcome = 7 }), map[string]string{"outcome": "enum.defined_only"}},
+			{"list: since after until", func() error {
+				_, err := e.c.List(asReader(), &auditv1.ListRequest{Since: ts("2026-03-02T00:00:00Z"), Until: ts("2026-03-01T00:00:00Z")})
+				return err
+			}, map[string]string{"": "since_before_until"}},
+			{"list: bad tool filter", func() error {
+				_, err := e.c.List(asReader(), &auditv1.ListRequest{Tool: "no-such tool"})
+				return err
+			}, map[string]string{"tool": "string.pattern"}},
+			{"list: limit over the bound", func() error {
+				_, err := e.c.List(asReader(), &auditv1.ListRequest{Limit: 201})
+				return err
+			}, map[string]string{"limit": "int32.gte_lte"}},
+			{"list: negative offset", func() error {
+				_, err := e.c.List(asReader(), &auditv1.ListRequest{Offset: -1})
+				return err
+			}, map[string]string{"offset": "int32.gte_lte"}},
+			{"verify: anchor without hash", func() error {
+				_, err := e.c.Verify(asReader(), &auditv1.VerifyRequest{Anchor: &auditv1.Checkpoint{Seq: 3}})
+				return err
+			}, map[string]string{"anchor.hash": "required"}},
+			{"verify: anchor with a malformed hash", func() error {
+				_, err := e.c.Verify(asReader(), &auditv1.VerifyRequest{Anchor: &auditv1.Checkpoint{Seq: 3, Hash: "ABC"}})
+				return err
+			}, map[string]string{"anchor.hash": "string.pattern"}},
+		}
+		for _, tc := range cases {
+			if diff := cmp.Diff(tc.want, violations(t, tc.call())); diff != "" {
+				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
+			}
+		}
+		if res := verify(t, e, nil); res.GetHead().GetSeq() != 0 {
+			t.Errorf("rejected requests stored records: head %v", res.GetHead())
+		}
+	})
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := day
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	eachProtocol(t, audit.Config{Now: clock}, func(t *testing.T, e *env) {
+		// Records 1..6, one hour apart; odd ones by owner-1 with
+		// agents_register, even ones by owner-0 with credits_grant.
+		for i := 1; i <= 6; i++ {
+			mu.Lock()
+			now = day.Add(time.Duration(i) * time.Hour)
+			mu.Unlock()
+			if _, err := e.c.Append(asEdge(), appendReq(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list := func(req *auditv1.ListRequest) ([]int64, *pagev1.Page) {
+			t.Helper()
+			res, err := e.c.List(asReader(), req)
+			if err != nil {
+				t.Fatalf("List(%v): %v", req, err)
+			}
+			var seqs []int64
+			for _, r := range res.GetRecords() {
+				seqs = append(seqs, r.GetSeq())
+			}
+			return seqs, res.GetPage()
+		}
+		at := func(h int) *timestamppb.Timestamp { return timestamppb.New(day.Add(time.Duration(h) * time.Hour)) }
+		next := int32(2)
+		cases := []struct {
+			name     string
+			req      *auditv1.ListRequest
+			want     []int64
+			wantPage *pagev1.Page
+		}{
+			{"everything, newest first", &auditv1.ListRequest{}, []int64{6, 5, 4, 3, 2, 1}, &pagev1.Page{Limit: 50, Total: 6}},
+			{"first page", &auditv1.ListRequest{Limit: 2}, []int64{6, 5}, &pagev1.Page{Limit: 2, Total: 6, NextOffset: &next}},
+			{"last page", &auditv1.ListRequest{Offset: 4, Limit: 2}, []int64{2, 1}, &pagev1.Page{Offset: 4, Limit: 2, Total: 6}},
+			{"by actor", &auditv1.ListRequest{Actor: "owner-1"}, []int64{5, 3, 1}, &pagev1.Page{Limit: 50, Total: 3}},
+			{"by tool", &auditv1.ListRequest{Tool: "credits_grant"}, []int64{6, 4, 2}, &pagev1.Page{Limit: 50, Total: 3}},
+			{"since is inclusive, until exclusive", &auditv1.ListRequest{Since: at(2), Until: at(5)}, []int64{4, 3, 2}, &pagev1.Page{Limit: 50, Total: 3}},
+			{"all filters together", &auditv1.ListRequest{Actor: "owner-0", Tool: "credits_grant", Since: at(3)}, []int64{6, 4}, &pagev1.Page{Limit: 50, Total: 2}},
+			{"unknown actor", &auditv1.ListRequest{Actor: "nobody"}, nil, &pagev1.Page{Limit: 50}},
+		}
+		for _, tc := range cases {
+			got, page := list(tc.req)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: seqs (-want +got):\n%s", tc.name, diff)
+			}
+			if diff := cmp.Diff(tc.wantPage, page, protocmp.Transform()); diff != "" {
+				t.Errorf("%s: page (-want +got):\n%s", tc.name, diff)
+			}
+		}
+	})
+}
+
+func TestConcurrentAppendsNeverFork(t *testing.T) {
+	const writers, each = 8, 10
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*each)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					if _, err := e.c.Append(asEdge(), appendReq(w*each+i)); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("concurrent append: %v", err)
+		}
+		res := verify(t, e, nil)
+		if !res.GetIntact() || res.GetVerifiedRecords() != writers*each || res.GetHead().GetSeq() != writers*each {
+			t.Fatalf("after %d concurrent appends verify = %v, want an intact chain of all of them", writers*each, res)
+		}
+		// One record per call, every predecessor used once: no fork.
+		seen := map[string]bool{}
+		calls := map[string]bool{}
+		for off := int32(0); off < writers*each; off += 50 {
+			page, err := e.c.List(asReader(), &auditv1.ListRequest{Offset: off, Limit: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.GetRecords() {
+				if seen[r.GetPrevHash()] {
+					t.Errorf("two records follow %s: the chain forked", r.GetPrevHash())
+				}
+				seen[r.GetPrevHash()] = true
+				calls[r.GetCallId()] = true
+			}
+		}
+		if len(calls) != writers*each {
+			t.Errorf("%d distinct calls recorded, want %d", len(calls), writers*each)
+		}
+	})
+}
+
+// attacker opens the raw database the way someone with file access would:
+// the append-only guards and the fork guard are dropped first.
+func attacker(t *testing.T, e *env) func(query string, args ...any) {
+	t.Helper()
+	on := ""
+	if e.db.Dialect == sqldb.Postgres {
+		on = " ON audit_records"
+	}
+	for _, q := range []string{
+		`DROP TRIGGER audit_records_no_update` + on,
+		`DROP TRIGGER audit_records_no_delete` + on,
+		`DROP INDEX audit_records_prev_hash`,
+	} {
+		if _, err := e.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return func(query string, args ...any) {
+		t.Helper()
+		if _, err := e.db.Exec(e.db.Rebind(query), args...); err != nil {
+			t.Fatalf("tamper %q: %v", query, err)
+		}
+	}
+}
+
+// forge writes a record that is correctly sealed: a forger who knows the
+// format and recomputes the hash.
+func forge(t *testing.T, exec func(string, ...any), seq int64, prevHash string) *auditv1.Record {
+	t.Helper()
+	r := &auditv1.Record{
+		Seq: seq, Time: timestamppb.New(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)), Actor: "mallory", Tool: "credits_grant",
+		Reason: "forged", ArgsDigest: "sha256:" + audit.GenesisHash, Outcome: auditv1.Outcome_OUTCOME_SUCCEEDED,
+		CallId: fmt.Sprintf("forged-%d", seq), PrevHash: prevHash,
+	}
+	if err := audit.Seal(r); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO audit_records (seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.GetSeq(), r.GetTime().AsTime().UnixMilli(), r.GetActor(), r.GetTool(), r.GetReason(), r.GetArgsDigest(), int32(r.GetOutcome()),
+		r.GetCallId(), r.GetPrevHash(), r.GetHash())
+	return r
+}
+
+// shift renumbers the records from seq on by delta (the primary key forbids
+// doing it in one statement).
+func shift(exec func(string, ...any), from, delta int64) {
+	exec(`UPDATE audit_records SET seq = -seq WHERE seq >= ?`, from)
+	exec(`UPDATE audit_records SET seq = -seq + ? WHERE seq < 0`, delta)
+}
+
+func TestVerifyFindsTheFirstBadRecord(t *testing.T) {
+	const n = 10
+	cases := []struct {
+		name    string
+		tamper  func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record)
+		seq     int64
+		problem auditv1.Problem
+	}{
+		{"edited field", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET reason = 'nothing to see' WHERE seq = 4`)
+		}, 4, auditv1.Problem_PROBLEM_EDITED},
+		{"edited time", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET time_ms = time_ms - 1 WHERE seq = 7`)
+		}, 7, auditv1.Problem_PROBLEM_EDITED},
+		{"edited hash", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET hash = ? WHERE seq = 5`, audit.GenesisHash)
+		}, 5, auditv1.Problem_PROBLEM_EDITED},
+		{"deleted record", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_records WHERE seq = 4`)
+		}, 4, auditv1.Problem_PROBLEM_MISSING},
+		{"deleted first record", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_records WHERE seq = 1`)
+		}, 1, auditv1.Problem_PROBLEM_MISSING},
+		{"deleted record, the rest renumbered", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_records WHERE seq = 4`)
+			shift(exec, 5, -1)
+			exec(`UPDATE audit_head SET seq = seq - 1`)
+		}, 4, auditv1.Problem_PROBLEM_BROKEN_LINK},
+		{"inserted record, correctly sealed", func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record) {
+			shift(exec, 4, 1)
+			forge(t, exec, 4, recs[2].GetHash())
+		}, 4, auditv1.Problem_PROBLEM_INSERTED},
+		{"inserted first record", func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record) {
+			shift(exec, 1, 1)
+			forge(t, exec, 1, audit.GenesisHash)
+		}, 1, auditv1.Problem_PROBLEM_INSERTED},
+		{"inserted record with a made-up hash", func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record) {
+			shift(exec, 4, 1)
+			forge(t, exec, 4, recs[2].GetHash())
+			exec(`UPDATE audit_records SET hash = ? WHERE seq = 4`, strings.Repeat("ab", 32))
+		}, 4, auditv1.Problem_PROBLEM_EDITED},
+		{"inserted past the head", func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record) {
+			forge(t, exec, n+1, recs[n-1].GetHash())
+		}, n + 1, auditv1.Problem_PROBLEM_BEYOND_HEAD},
+		{"two records swapped", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET seq = -5 WHERE seq = 4`)
+			exec(`UPDATE audit_records SET seq = 4 WHERE seq = 5`)
+			exec(`UPDATE audit_records SET seq = 5 WHERE seq = -5`)
+		}, 4, auditv1.Problem_PROBLEM_OUT_OF_ORDER},
+		{"two distant records swapped", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET seq = -8 WHERE seq = 3`)
+			exec(`UPDATE audit_records SET seq = 3 WHERE seq = 8`)
+			exec(`UPDATE audit_records SET seq = 8 WHERE seq = -8`)
+		}, 3, auditv1.Problem_PROBLEM_BROKEN_LINK},
+		{"contents of two records swapped", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`UPDATE audit_records SET reason = 'reason 7' WHERE seq = 6`)
+			exec(`UPDATE audit_records SET reason = 'reason 6' WHERE seq = 7`)
+		}, 6, auditv1.Problem_PROBLEM_EDITED},
+		{"truncated tail", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_records WHERE seq > 7`)
+		}, 8, auditv1.Problem_PROBLEM_TRUNCATED},
+		{"every record deleted", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_records`)
+		}, 1, auditv1.Problem_PROBLEM_TRUNCATED},
+		{"last record replaced, correctly sealed", func(t *testing.T, exec func(string, ...any), recs []*auditv1.Record) {
+			exec(`DELETE FROM audit_records WHERE seq = ?`, n)
+			forge(t, exec, n, recs[n-2].GetHash())
+		}, n, auditv1.Problem_PROBLEM_HEAD_MISMATCH},
+		{"head checkpoint deleted", func(t *testing.T, exec func(string, ...any), _ []*auditv1.Record) {
+			exec(`DELETE FROM audit_head`)
+		}, 0, auditv1.Problem_PROBLEM_HEAD_MISSING},
+	}
+	for _, p := range servertest.Protocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					e := start(t, audit.Config{}, p)
+					recs := appendN(t, e, n)
+					tc.tamper(t, attacker(t, e), recs)
+					res := verify(t, e, nil)
+					f := res.GetFirstBad()
+					if res.GetIntact() || f.GetSeq() != tc.seq || f.GetProblem() != tc.problem {
+						t.Fatalf("verify = intact %v, first bad %v; want record %d: %v", res.GetIntact(), f, tc.seq, tc.problem)
+					}
+					if f.GetDetail() == "" {
+						t.Error("the finding does not say what is wrong")
+					}
+					if want := max(tc.seq-1, 0); tc.problem != auditv1.Problem_PROBLEM_BEYOND_HEAD && tc.problem != auditv1.Problem_PROBLEM_HEAD_MISMATCH &&
+						tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
+						t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
+					}
+					if got := e.log.boundaryEvents(t); got != 1 {
+						t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestAnchorCatchesARewrittenTrail(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		recs := appendN(t, e, 6)
+		head := verify(t, e, nil).GetHead()
+		if head.GetSeq() != 6 {
+			t.Fatalf("head = %v, want record 6", head)
+		}
+		if res := verify(t, e, head); !res.GetIntact() {
+			t.Fatalf("verify with its own head as anchor = %v, want intact", res)
+		}
+
+		// Rewrite from record 3 on, recomputing every hash and the head: the
+		// chain checks out by itself, which is the documented limit.
+		exec := attacker(t, e)
+		exec(`DELETE FROM audit_records WHERE seq >= 3`)
+		prev := recs[1].GetHash()
+		for seq := int64(3); seq <= 6; seq++ {
+			prev = forge(t, exec, seq, prev).GetHash()
+		}
+		exec(`UPDATE audit_head SET hash = ? WHERE id = 1`, prev)
+		if res := verify(t, e, nil); !res.GetIntact() {
+			t.Fatalf("a fully rewritten tail with its head: %v; the chain alone cannot tell, want intact", res)
+		}
+		res := verify(t, e, head)
+		if f := res.GetFirstBad(); res.GetIntact() || f.GetSeq() != 6 || f.GetProblem() != auditv1.Problem_PROBLEM_ANCHOR_MISMATCH {
+			t.Errorf("verify with the old head as anchor = %v, want record 6: anchor mismatch", res)
+		}
+		// An anchor before the rewrite still holds.
+		if res := verify(t, e, &auditv1.Checkpoint{Seq: 2, Hash: recs[1].GetHash()}); !res.GetIntact() {
+			t.Errorf("anchor at record 2, before the rewrite = %v, want intact", res)
+		}
+	})
+}
+
+func TestAnchorCatchesATruncationWithTheHeadRolledBack(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		recs := appendN(t, e, 6)
+		anchor := &auditv1.Checkpoint{Seq: 6, Hash: recs[5].GetHash()}
+		exec := attacker(t, e)
+		exec(`DELETE FROM audit_records WHERE seq > 4`)
+		exec(`UPDATE audit_head SET seq = 4, hash = ? WHERE id = 1`, recs[3].GetHash())
+		if res := verify(t, e, nil); !res.GetIntact() {
+			t.Fatalf("truncated with the head rolled back = %v; the chain alone cannot tell, want intact", res)
+		}
+		res := verify(t, e, anchor)
+		if f := res.GetFirstBad(); res.GetIntact() || f.GetSeq() != 5 || f.GetProblem() != auditv1.Problem_PROBLEM_ANCHOR_MISMATCH {
+			t.Errorf("verify with anchor at record 6 = %v, want record 5: anchor mismatch", res)
+		}
+	})
+}
+
+func TestAppendAfterTamperingDoesNotHideIt(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		appendN(t, e, 10)
+		attacker(t, e)(`DELETE FROM audit_records WHERE seq > 7`)
+		res, err := e.c.Append(asEdge(), appendReq(11))
+		if err != nil {
+			t.Fatalf("append after truncation: %v", err)
+		}
+		if res.GetRecord().GetSeq() != 11 {
+			t.Errorf("append after truncation got seq %d, want 11: it must continue from the head checkpoint", res.GetRecord().GetSeq())
+		}
+		if f := verify(t, e, nil).GetFirstBad(); f.GetSeq() != 8 || f.GetProblem() != auditv1.Problem_PROBLEM_MISSING {
+			t.Errorf("verify after truncation and append = %v, want record 8 missing", f)
+		}
+	})
+}
+
+func TestAppendRefusesARecordPastTheHead(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		recs := appendN(t, e, 3)
+		exec := attacker(t, e)
+		forge(t, exec, 4, recs[2].GetHash())
+		before := e.log.boundaryEvents(t)
+		_, err := e.c.Append(asEdge(), appendReq(4))
+		if codeOf(t, err) != connect.CodeDataLoss {
+			t.Fatalf("append onto a record past the head: code %v (%v), want data_loss", connect.CodeOf(err), err)
+		}
+		if !strings.Contains(err.Error(), "audit_verify") {
+			t.Errorf("error %q does not tell the operator to verify", err)
+		}
+		if got := e.log.boundaryEvents(t) - before; got != 1 {
+			t.Errorf("%d boundary.validation_failed events at audit_chain, want 1", got)
+		}
+	})
+}
+
+func TestRecordsAreAppendOnlyInTheDatabase(t *testing.T) {
+	e := start(t, audit.Config{}, servertest.Protocols()[0])
+	appendN(t, e, 2)
+	for _, q := range []string{
+		`UPDATE audit_records SET reason = 'x' WHERE seq = 1`,
+		`DELETE FROM audit_records WHERE seq = 2`,
+	} {
+		if _, err := e.db.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: err = %v, want the append-only guard to refuse it", q, err)
+		}
+	}
+	if res := verify(t, e, nil); !res.GetIntact() {
+		t.Errorf("after refused edits verify = %v, want intact", res)
+	}
+}
+
+// TestRecorderIsWhatTheEdgeCalls drives the service through
+// audittrail.Recorder, the client the edge uses after an admin call.
+func TestRecorderIsWhatTheEdgeCalls(t *testing.T) {
+	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+		rec := audittrail.NewRecorder(e.c, audittrail.RecorderOptions{})
+		args := &tasksv1.CreateRequest{Description: "rotate the keys"}
+		entry := audittrail.Entry{CallID: "mcp-0123456789abcdef0123456789abcdef", Actor: "owner", Tool: "tasks_create", Reason: "rotation", Arguments: args}
+		r, err := rec.Record(context.Background(), entry)
+		if err != nil {
+			t.Fatalf("Record: %v", err)
+		}
+		digest, err := audittrail.ArgumentsDigest(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetArgsDigest() != digest || r.GetActor() != "owner" || r.GetTool() != "tasks_create" || r.GetReason() != "rotation" ||
+			r.GetCallId() != entry.CallID || r.GetOutcome() != auditv1.Outcome_OUTCOME_SUCCEEDED {
+			t.Errorf("recorded %v, want the entry with digest %s", r, digest)
+		}
+		// The edge retrying the same call does not write a second record.
+		again, err := rec.Record(context.Background(), entry)
+		if err != nil || !proto.Equal(again, r) {
+			t.Errorf("second Record of the same call = %v (err %v), want the first record", again, err)
+		}
+		if res := verify(t, e, nil); res.GetHead().GetSeq() != 1 || !res.GetIntact() {
+			t.Errorf("after recording one call twice the trail is %v, want one intact record", res)
+		}
+	})
+}
+
+func TestServesREST(t *testing.T) {
+	e := start(t, audit.Config{}, servertest.Protocols()[0])
+	appendN(t, e, 3)
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+		req.Header.Set("Toolmesh-Agent", "operator")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
+		t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)
+	}
+	if code, body := get("/v1/audit/verify"); code != http.StatusOK || !strings.Contains(body, `"intact":true`) {
+		t.Errorf("GET /v1/audit/verify = %d %s, want intact", code, body)
+	}
+	if code, body := get("/v1/audit/verify?anchor.seq=2&anchor.hash=" + audit.GenesisHash); code != http.StatusOK || !strings.Contains(body, `"PROBLEM_ANCHOR_MISMATCH"`) {
+		t.Errorf("GET /v1/audit/verify with a wrong anchor = %d %s, want an anchor mismatch", code, body)
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// boundaryEvents counts the boundary.validation_failed events logged at the
+// audit_chain boundary.
+func (s *syncBuffer) boundaryEvents(t *testing.T) int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	for sc.Scan() {
+		var ev struct {
+			Msg      string `json:"msg"`
+			Boundary string `json:"boundary"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("log line is not JSON: %s", sc.Text())
+		}
+		if ev.Msg == "boundary.validation_failed" && ev.Boundary == "audit_chain" {
+			n++
+		}
+	}
+	return n
+}
