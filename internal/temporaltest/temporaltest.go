@@ -1,0 +1,187 @@
+// Package temporaltest runs a real Temporal dev server (the pinned CLI in the
+// module's bin/) for integration tests: on free loopback ports, headless,
+// with its database and log in a temporary directory.
+//
+// One server per test binary: start it in TestMain with Main and keep it in
+// a variable of the test package,
+//
+//	var temporal *temporaltest.Server
+//
+//	func TestMain(m *testing.M) { temporaltest.Main(m, func(s *temporaltest.Server) { temporal = s }) }
+//
+// or, for a test that needs a server of its own, call Start(t).
+//
+// The binary is bin/temporal at the module root, which `make tools` and
+// `make test` build; tests never download it.
+package temporaltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/temporaldev"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+// Server is a dev server for tests.
+type Server struct {
+	// HostPort is the frontend address for clients and workers.
+	HostPort string
+	// Namespace is the namespace to use.
+	Namespace string
+
+	dev *temporaldev.Server
+}
+
+// Start starts a dev server for tb, stopped when tb's test ends. It fails tb
+// when the server cannot start, with "run make tools" when the binary is
+// missing.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := start(context.Background(), tb.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			tb.Errorf("stop temporal dev server: %v", err)
+		}
+		if tb.Failed() {
+			tb.Logf("temporal dev server log (%s):\n%s", s.dev.LogPath(), readFile(s.dev.LogPath()))
+		}
+	})
+	return s
+}
+
+// Main starts one dev server, hands it to use, runs the tests, stops the
+// server and exits with the tests' result. Call it from TestMain. A missing
+// binary, a server that cannot start or one that does not stop cleanly fails
+// the test binary.
+func Main(m *testing.M, use func(*Server)) {
+	os.Exit(runMain(m, use))
+}
+
+func runMain(m *testing.M, use func(*Server)) int {
+	dir, err := os.MkdirTemp("", "temporaltest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temporaltest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	s, err := start(context.Background(), dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temporaltest:", err)
+		return 1
+	}
+	use(s)
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "temporaltest: stop temporal dev server:", err)
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "temporal dev server log (%s):\n%s\n", s.dev.LogPath(), readFile(s.dev.LogPath()))
+	}
+	return code
+}
+
+// start runs a headless dev server with its state in dir. A port picked as
+// free can be taken before the server binds it, so a server that exits
+// during start-up is retried on new ports.
+func start(ctx context.Context, dir string, log *slog.Logger) (*Server, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := Binary(wd)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dev, err := temporaldev.Start(ctx, temporaldev.Config{
+			Binary:  bin,
+			Port:    port,
+			DataDir: dir,
+			Log:     log,
+		})
+		if errors.Is(err, temporaldev.ErrExited) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Server{HostPort: dev.HostPort(), Namespace: dev.Namespace(), dev: dev}, nil
+	}
+}
+
+// Binary finds bin/temporal at the root of the module containing dir (tests
+// run in their package's directory).
+func Binary(dir string) (string, error) {
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			bin := filepath.Join(d, "bin", "temporal")
+			if _, err := os.Stat(bin); err != nil {
+				return "", fmt.Errorf("temporal CLI not found at %s: run make tools", bin)
+			}
+			return bin, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.mod above %s, so no bin/temporal: run the tests inside the module (and make tools)", dir)
+		}
+		d = parent
+	}
+}
+
+// Client dials the server; the client is closed when tb's test ends.
+func (s *Server) Client(tb testing.TB) client.Client {
+	tb.Helper()
+	c, err := client.Dial(client.Options{
+		HostPort:  s.HostPort,
+		Namespace: s.Namespace,
+		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
+	if err != nil {
+		tb.Fatalf("dial temporal at %s: %v", s.HostPort, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.dev.Pid() }
+
+// DBPath is the server's SQLite file.
+func (s *Server) DBPath() string { return s.dev.DBPath() }
+
+// Stop stops the server now (Start's cleanup and Main also do); it is safe
+// to call more than once.
+func (s *Server) Stop() error { return s.dev.Stop() }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func readFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
