@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
 // process is one child of `toolmesh up`.
@@ -29,6 +32,9 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, logs)")
 	edgeAddr := fs.String("edge-addr", "127.0.0.1:7100", "edge listen address")
 	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
+	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
+	temporalPort := fs.Int("temporal-port", 7233, "Temporal dev server frontend (gRPC) port on 127.0.0.1")
+	temporalUIPort := fs.Int("temporal-ui-port", 8233, "Temporal Web UI port on 127.0.0.1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,6 +44,29 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
+	}
+	bin, err := temporalBinary(*temporalBin, self)
+	if err != nil {
+		return err
+	}
+
+	// Temporal starts first and stops last: services, workers and the edge
+	// use it while they run. Its state lives in <data>/temporal.db, so a
+	// restart keeps every workflow.
+	temporal, err := temporaldev.Start(ctx, temporaldev.Config{
+		Binary:  bin,
+		Port:    *temporalPort,
+		UIPort:  *temporalUIPort,
+		DataDir: *dataDir,
+		Log:     log.With("component", "temporal"),
+	})
+	if err != nil {
+		return fmt.Errorf("start temporal: %w", err)
+	}
+	stopTemporal := func() {
+		if err := temporal.Stop(); err != nil {
+			log.Error("up.temporal_stop_failed", "error", err)
+		}
 	}
 
 	var procs []*process
@@ -85,6 +114,8 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := p.cmd.Start(); err != nil {
 			stopAll()
+			wg.Wait()
+			stopTemporal()
 			return fmt.Errorf("start %s: %w", p.name, err)
 		}
 		wg.Add(1)
@@ -98,12 +129,15 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err := waitHealthy(ctx, p.health, dead, 30*time.Second); err != nil {
 			stopAll()
 			wg.Wait()
+			stopTemporal()
 			return fmt.Errorf("%s did not become ready: %w", p.name, err)
 		}
 	}
 
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", *dataDir)
 	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp  (calls act as agent %q)\n", *edgeAddr, *devAgent)
+	fmt.Fprintf(stdout, "  Temporal UI    %s\n", temporal.UIURL())
+	fmt.Fprintf(stdout, "  Temporal       %s  (gRPC frontend, namespace %s, state in %s)\n", temporal.HostPort(), temporal.Namespace(), temporal.DBPath())
 	for _, n := range names {
 		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
 	}
@@ -114,6 +148,8 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	case <-ctx.Done():
 	case name := <-exited:
 		failed = fmt.Errorf("%s exited unexpectedly", name)
+	case <-temporal.Done():
+		failed = fmt.Errorf("temporal exited unexpectedly (see %s)", temporal.LogPath())
 	}
 	log.Info("up.stopping")
 	stopAll()
@@ -127,6 +163,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		<-done
 	}
+	stopTemporal()
 	fmt.Fprintln(stdout, "toolmesh stopped")
 	return failed
 }
@@ -160,4 +197,21 @@ func waitHealthy(ctx context.Context, url string, dead <-chan struct{}, timeout 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// temporalBinary finds the pinned Temporal CLI: the given path, else
+// `temporal` next to this binary (make run builds both into ./bin), else
+// bin/temporal under the working directory (go run ./cmd/toolmesh up from the
+// repository root).
+func temporalBinary(given, self string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	candidates := []string{filepath.Join(filepath.Dir(self), "temporal"), filepath.Join("bin", "temporal")}
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() {
+			return filepath.Abs(c)
+		}
+	}
+	return "", fmt.Errorf("temporal CLI not found at %s or %s: run make tools, or pass --temporal-bin", candidates[0], candidates[1])
 }

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -346,28 +347,44 @@ func (s *Server) stop() error {
 	return fmt.Errorf("temporal dev server did not stop within %s after SIGTERM and was killed", s.cfg.StopTimeout)
 }
 
-// exitError describes an exit that Stop did not ask for.
+// exitError describes an exit that Stop did not ask for, leading with the
+// server's last error (such as "can't set frontend port 7233: ... address
+// already in use").
 func (s *Server) exitError() error {
-	return fmt.Errorf("%w (%v); log %s:\n%s", ErrExited, s.waitErr, s.LogPath(), s.logTail())
+	tail := s.logTail()
+	reason := ""
+	for _, line := range slices.Backward(strings.Split(tail, "\n")) {
+		var entry struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Level == "ERROR" && entry.Msg != "" {
+			reason = ": " + entry.Msg
+			break
+		}
+	}
+	return fmt.Errorf("%w (%v)%s; log %s ends:\n%s", ErrExited, s.waitErr, reason, s.LogPath(), tail)
 }
 
 // logTail returns the last lines of the server log, for error messages.
 func (s *Server) logTail() string {
-	const maxBytes, maxLines = 4096, 15
+	const maxBytes, maxLines = 8192, 10
 	f, err := os.Open(s.LogPath())
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	seeked := false
 	if st, err := f.Stat(); err == nil && st.Size() > maxBytes {
-		_, _ = f.Seek(-maxBytes, io.SeekEnd)
+		_, err = f.Seek(-maxBytes, io.SeekEnd)
+		seeked = err == nil
 	}
 	b, _ := io.ReadAll(f)
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if _, rest, ok := bytes.Cut(b, []byte("\n")); seeked && ok {
+		b = rest // the first line is cut
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > maxLines {
 		lines = lines[len(lines)-maxLines:]
 	}
-	return string(bytes.Join(lines, []byte("\n")))
+	return strings.Join(lines, "\n")
 }
 
 // waitReady polls until the server is usable, the process exits, ctx ends

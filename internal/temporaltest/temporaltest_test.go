@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,95 @@ func TestBinaryMissingSaysMakeTools(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "run make tools") {
 		t.Fatalf("Binary in a module without bin/temporal: err = %v, want it to say run make tools", err)
 	}
+}
+
+// BenchmarkRoundTrips measures, against the dev server as configured by
+// temporaldev, the Temporal round trips a multi-round elicitation makes: an
+// update on a running workflow (a middle round), update-with-start (a first
+// round) and a final round (an update that ends the workflow, which runs an
+// activity and completes).
+func BenchmarkRoundTrips(b *testing.B) {
+	c := devServer.Client(b)
+	queue := "bench"
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(totalWorkflow)
+	w.RegisterActivity(reportTotal)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	ctx := context.Background()
+	start := func(id string) client.WorkflowRun {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, totalWorkflow)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return run
+	}
+	updateDone := func(opts client.UpdateWorkflowOptions) {
+		opts.WaitForStage = client.WorkflowUpdateStageCompleted
+		h, err := c.UpdateWorkflow(ctx, opts)
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	b.Run("update", func(b *testing.B) {
+		run := start(fmt.Sprintf("bench-update-%d", time.Now().UnixNano()))
+		timed(b, func(int) {
+			updateDone(client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: updateAdd, Args: []any{1}})
+		})
+	})
+	b.Run("update-with-start", func(b *testing.B) {
+		prefix := fmt.Sprintf("bench-uws-%d", time.Now().UnixNano())
+		timed(b, func(i int) {
+			op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+				ID: fmt.Sprintf("%s-%d", prefix, i), TaskQueue: queue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			}, totalWorkflow)
+			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: op,
+				UpdateOptions: client.UpdateWorkflowOptions{
+					UpdateName: updateAdd, Args: []any{1}, WaitForStage: client.WorkflowUpdateStageCompleted,
+				},
+			})
+			if err == nil {
+				err = h.Get(ctx, nil)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("final-round", func(b *testing.B) {
+		prefix := fmt.Sprintf("bench-final-%d", time.Now().UnixNano())
+		runs := make([]client.WorkflowRun, b.N)
+		for i := range runs {
+			runs[i] = start(fmt.Sprintf("%s-%d", prefix, i))
+		}
+		timed(b, func(i int) {
+			updateDone(client.UpdateWorkflowOptions{WorkflowID: runs[i].GetID(), UpdateName: updateFinish})
+			if err := runs[i].Get(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// timed runs op b.N times and reports the median and 99th percentile.
+func timed(b *testing.B, op func(i int)) {
+	lat := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		op(i)
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
