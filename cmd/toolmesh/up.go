@@ -34,7 +34,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
 	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
 	temporalPort := fs.Int("temporal-port", 7233, "Temporal dev server frontend (gRPC) port on 127.0.0.1")
-	temporalUIPort := fs.Int("temporal-ui-port", 8233, "Temporal Web UI port on 127.0.0.1")
+	temporalUIPort := fs.Int("temporal-ui-port", 8233, "Temporal Web UI port on 127.0.0.1 (0: no UI)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -136,7 +136,9 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", *dataDir)
 	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp  (calls act as agent %q)\n", *edgeAddr, *devAgent)
-	fmt.Fprintf(stdout, "  Temporal UI    %s\n", temporal.UIURL())
+	if ui := temporal.UIURL(); ui != "" {
+		fmt.Fprintf(stdout, "  Temporal UI    %s\n", ui)
+	}
 	fmt.Fprintf(stdout, "  Temporal       %s  (gRPC frontend, namespace %s, state in %s)\n", temporal.HostPort(), temporal.Namespace(), temporal.DBPath())
 	for _, n := range names {
 		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
