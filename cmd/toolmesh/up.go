@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/childproc"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
@@ -111,7 +112,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		p.cmd = exec.Command(self, p.args...)
 		p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
 		p.cmd.Env = env
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		p.cmd.SysProcAttr = childproc.Attr()
 		if err := p.cmd.Start(); err != nil {
 			stopAll()
 			wg.Wait()

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/childproc"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -178,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.Attr()
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

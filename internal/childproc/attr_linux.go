@@ -1,0 +1,9 @@
+//go:build linux
+
+package childproc
+
+import "syscall"
+
+func attr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
