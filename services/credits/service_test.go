@@ -474,6 +474,10 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 			{"zero grant", func() error {
 				_, err := c.Grant(ctx, &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 0, Reference: "r"})
 				return err
+			}, map[string][]string{"amount": {"required"}}},
+			{"grant over the bound", func() error {
+				_, err := c.Grant(ctx, &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 1_000_000_000_001, Reference: "r"})
+				return err
 			}, map[string][]string{"amount": {"int64.gt_lte"}}},
 			{"negative spend", func() error {
 				_, err := c.Spend(ctx, &creditsv1.SpendRequest{Amount: -5, Reference: "r"})

@@ -889,8 +889,9 @@ type SetConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The setting to change.
 	Key ConfigKey `protobuf:"varint,1,opt,name=key,proto3,enum=toolmesh.credits.v1.ConfigKey" json:"key,omitempty"`
-	// The new value; its allowed range depends on key (see the key's
-	// description).
+	// The new value. Allowed: 1 to 1000000000000 for
+	// CONFIG_KEY_MAX_GRANT_AMOUNT and CONFIG_KEY_MAX_SPEND_AMOUNT, 0 to
+	// 1000000000000 for CONFIG_KEY_LOW_BALANCE_THRESHOLD.
 	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1031,16 +1032,16 @@ const file_toolmesh_credits_v1_credits_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"|\n" +
 	"\x12ListLedgerResponse\x12:\n" +
 	"\aentries\x18\x01 \x03(\v2 .toolmesh.credits.v1.LedgerEntryR\aentries\x12*\n" +
-	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\xdc\x01\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\xdf\x01\n" +
 	"\fGrantRequest\x129\n" +
-	"\x06wallet\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x06wallet\x12&\n" +
-	"\x06amount\x18\x02 \x01(\x03B\x0e\xbaH\v\"\t\x18\x80\xa0\x94\xa5\x8d\x1d \x00R\x06amount\x12K\n" +
+	"\x06wallet\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x06wallet\x12)\n" +
+	"\x06amount\x18\x02 \x01(\x03B\x11\xbaH\x0e\xc8\x01\x01\"\t\x18\x80\xa0\x94\xa5\x8d\x1d \x00R\x06amount\x12K\n" +
 	"\treference\x18\x03 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\treference\x12\x1c\n" +
 	"\x04note\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x04note\"G\n" +
 	"\rGrantResponse\x126\n" +
-	"\x05entry\x18\x01 \x01(\v2 .toolmesh.credits.v1.LedgerEntryR\x05entry\"\xa1\x01\n" +
-	"\fSpendRequest\x12&\n" +
-	"\x06amount\x18\x01 \x01(\x03B\x0e\xbaH\v\"\t\x18\x80\xa0\x94\xa5\x8d\x1d \x00R\x06amount\x12K\n" +
+	"\x05entry\x18\x01 \x01(\v2 .toolmesh.credits.v1.LedgerEntryR\x05entry\"\xa4\x01\n" +
+	"\fSpendRequest\x12)\n" +
+	"\x06amount\x18\x01 \x01(\x03B\x11\xbaH\x0e\xc8\x01\x01\"\t\x18\x80\xa0\x94\xa5\x8d\x1d \x00R\x06amount\x12K\n" +
 	"\treference\x18\x02 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\x80\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\treference\x12\x1c\n" +
 	"\x04note\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x04note\"G\n" +
 	"\rSpendResponse\x126\n" +
