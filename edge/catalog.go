@@ -3,6 +3,8 @@ package edge
 import (
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -16,5 +18,7 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		agentsv1.File_toolmesh_agents_v1_agents_proto.Services().ByName("AgentsService"),
 		messagesv1.File_toolmesh_messages_v1_messages_proto.Services().ByName("MessagesService"),
 		auditv1.File_toolmesh_audit_v1_audit_proto.Services().ByName("AuditService"),
+		memoryv1.File_toolmesh_memory_v1_memory_proto.Services().ByName("MemoryService"),
+		creditsv1.File_toolmesh_credits_v1_credits_proto.Services().ByName("CreditsService"),
 	}
 }

@@ -63,27 +63,35 @@ func startMesh(t *testing.T) (sessionAs func(agent string) *mcp.ClientSession) {
 
 	return func(agent string) *mcp.ClientSession {
 		t.Helper()
-		e, err := edge.New(edge.Config{
+		_, s := connectEdge(t, edge.Config{
 			Services: map[string]string{
 				agentsv1connect.AgentsServiceName:     agentsSrv.URL,
 				messagesv1connect.MessagesServiceName: messagesSrv.URL,
 			},
 			DevAgent:   agent,
 			HTTPClient: edgeClient,
-		}, logging.Discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(e.Handler())
-		t.Cleanup(hs.Close)
-		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
-		if err != nil {
-			t.Fatalf("connect to the edge: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
+		})
 		return s
 	}
+}
+
+// connectEdge serves an edge configured by cfg and opens an MCP client
+// session to it with the go-sdk client.
+func connectEdge(t *testing.T, cfg edge.Config) (*edge.Edge, *mcp.ClientSession) {
+	t.Helper()
+	e, err := edge.New(cfg, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(e.Handler())
+	t.Cleanup(hs.Close)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect to the edge: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return e, s
 }
 
 // envelope is the part of the edge's result envelope the tests read.
@@ -93,9 +101,14 @@ type envelope struct {
 	DomainCode string          `json:"domain_code"`
 	Message    string          `json:"message"`
 	Pagination *struct {
-		Total int `json:"total"`
-		Limit int `json:"limit"`
+		Total      int  `json:"total"`
+		Limit      int  `json:"limit"`
+		NextOffset *int `json:"next_offset"`
 	} `json:"pagination"`
+	Violations []struct {
+		Field string `json:"field"`
+		Rule  string `json:"rule"`
+	} `json:"violations"`
 }
 
 func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) envelope {

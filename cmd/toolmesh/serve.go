@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,10 @@ import (
 	"github.com/toolmesh/toolmesh/services/agents/agentstore"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"github.com/toolmesh/toolmesh/services/credits"
+	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/memory"
+	"github.com/toolmesh/toolmesh/services/memory/memorystore"
 	"github.com/toolmesh/toolmesh/services/messages"
 	"github.com/toolmesh/toolmesh/services/messages/messagestore"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -41,6 +46,8 @@ var domains = map[string]domain{
 	"tasks":    {port: 7101, build: buildTasks},
 	"agents":   {port: 7102, build: buildAgents, directory: true},
 	"messages": {port: 7103, build: buildMessages},
+	"memory":   {port: 7104, build: buildMemory},
+	"credits":  {port: 7105, build: buildCredits},
 	"audit":    {port: 7108, build: buildAudit},
 }
 
@@ -113,6 +120,42 @@ func buildAudit(ctx context.Context, db *sqldb.DB, getenv func(string) string, l
 		}
 	}
 	return audit.New(st, audit.Config{Appenders: appenders, Log: log}).Registration(), nil
+}
+
+// buildMemory encrypts memory content at rest when TOOLMESH_MEMORY_KEY holds
+// a key: 32 random bytes in base64 (`openssl rand -base64 32`).
+func buildMemory(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error) {
+	st, err := memorystore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	cfg := memory.Config{Log: log}
+	if v := getenv("TOOLMESH_MEMORY_KEY"); v != "" {
+		if cfg.Key, err = memory.ParseKey(v); err != nil {
+			return server.Service{}, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
+		}
+	}
+	svc, err := memory.New(ctx, st, cfg)
+	if errors.Is(err, memory.ErrKeyRequired) || errors.Is(err, memory.ErrWrongKey) || errors.Is(err, memory.ErrPlaintextDatabase) {
+		return server.Service{}, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
+	}
+	if err != nil {
+		return server.Service{}, err
+	}
+	if id := svc.KeyID(); id != "" {
+		log.Info("memory.encryption", "enabled", true, "key_id", id)
+	} else {
+		log.Warn("memory.encryption", "enabled", false, "message", "memory content is stored unencrypted; set TOOLMESH_MEMORY_KEY to encrypt it")
+	}
+	return svc.Registration(), nil
+}
+
+func buildCredits(ctx context.Context, db *sqldb.DB, _ func(string) string, _ *slog.Logger) (server.Service, error) {
+	st, err := creditstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	return credits.New(st, credits.Config{}).Registration(), nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {

@@ -6,11 +6,14 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -131,4 +134,35 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	c := mesh.FromContext(ctx)
 	c.IdempotencyKey = key
 	return mesh.WithCall(ctx, c)
+}
+
+// Violations returns the protovalidate violations an InvalidArgument error
+// carries, as field path ("" for message-level rules) -> rule ids. It fails
+// the test when err is not InvalidArgument.
+func Violations(tb testing.TB, err error) map[string][]string {
+	tb.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		tb.Fatalf("error = %v, want invalid_argument", err)
+	}
+	out := map[string][]string{}
+	for _, d := range ce.Details() {
+		m, err := d.Value()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		vs, ok := m.(*validate.Violations)
+		if !ok {
+			continue
+		}
+		for _, v := range vs.GetViolations() {
+			var path []string
+			for _, e := range v.GetField().GetElements() {
+				path = append(path, e.GetFieldName())
+			}
+			f := strings.Join(path, ".")
+			out[f] = append(out[f], v.GetRuleId())
+		}
+	}
+	return out
 }

@@ -1,0 +1,238 @@
+// Package creditstore keeps wallets, ledgers and settings in SQL: SQLite by
+// default, PostgreSQL when the service is given a postgres:// DSN. Both run
+// the same queries; the schemas live in migrations/<dialect>/.
+//
+// A change never overdraws a wallet, under any concurrency: the ledger
+// insert and a conditional UPDATE of the wallet's balance row ("balance >=
+// amount") run in one transaction. SQLite serialises writers (immediate
+// transactions); PostgreSQL re-checks the condition on the latest row
+// version after waiting for the row lock. The CHECK constraints on balance
+// and balance_after back this up in the schema.
+package creditstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+	"github.com/toolmesh/toolmesh/services/credits"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of credits.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ credits.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate credits store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `id, wallet, kind, amount, balance_after, reference, note, actor, create_ms`
+
+// Apply implements credits.Store.
+func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
+	out, err := s.apply(ctx, e)
+	if err != nil && sqldb.IsUniqueViolation(err) {
+		// A concurrent change with the same reference committed first;
+		// answer as for a retry.
+		out, err = s.apply(ctx, e)
+	}
+	return out, err
+}
+
+func (s *Store) apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
+	var out *creditsv1.LedgerEntry
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		prev, err := s.byReference(ctx, tx, e)
+		if err == nil {
+			if prev.GetWallet() == e.GetWallet() && prev.GetAmount() == e.GetAmount() {
+				out = prev
+				return nil
+			}
+			return &credits.ReusedError{First: prev}
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		ms := e.GetCreateTime().AsTime().UnixMilli()
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_wallets (wallet, balance, update_ms) VALUES (?, 0, ?)
+			ON CONFLICT (wallet) DO NOTHING`), e.GetWallet(), ms); err != nil {
+			return fmt.Errorf("open wallet: %w", err)
+		}
+		// The balance after the change must stay within [0, MaxInt64]; the
+		// bounds are on the old balance so the check itself cannot overflow.
+		lo, hi := int64(0), int64(math.MaxInt64)
+		if e.GetAmount() < 0 {
+			lo = -e.GetAmount()
+		} else {
+			hi = math.MaxInt64 - e.GetAmount()
+		}
+		var after int64
+		err = tx.QueryRowContext(ctx, s.db.Rebind(`UPDATE credit_wallets SET balance = balance + ?, update_ms = ?
+			WHERE wallet = ? AND balance >= ? AND balance <= ? RETURNING balance`),
+			e.GetAmount(), ms, e.GetWallet(), lo, hi).Scan(&after)
+		if errors.Is(err, sql.ErrNoRows) {
+			var balance int64
+			if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT balance FROM credit_wallets WHERE wallet = ?`), e.GetWallet()).Scan(&balance); err != nil {
+				return fmt.Errorf("read balance: %w", err)
+			}
+			if balance < lo {
+				return &credits.InsufficientError{Balance: balance}
+			}
+			return credits.ErrBalanceLimit
+		}
+		if err != nil {
+			return fmt.Errorf("move balance: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_ledger (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			e.GetId(), e.GetWallet(), int32(e.GetKind()), e.GetAmount(), after, e.GetReference(), e.GetNote(), e.GetActor(), ms); err != nil {
+			return fmt.Errorf("insert ledger entry: %w", err)
+		}
+		e.BalanceAfter = after
+		out = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// byReference returns the entry that holds e's reference: a grant's
+// reference is unique among grants, a spend's among its wallet's spends.
+func (s *Store) byReference(ctx context.Context, tx *sql.Tx, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
+	if e.GetKind() == creditsv1.EntryKind_ENTRY_KIND_GRANT {
+		return scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE kind = ? AND reference = ?`),
+			int32(e.GetKind()), e.GetReference()))
+	}
+	return scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE kind = ? AND wallet = ? AND reference = ?`),
+		int32(e.GetKind()), e.GetWallet(), e.GetReference()))
+}
+
+// Balance implements credits.Store.
+func (s *Store) Balance(ctx context.Context, wallet string) (int64, error) {
+	var balance int64
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM credit_ledger WHERE wallet = ?`),
+		wallet).Scan(&balance); err != nil {
+		return 0, fmt.Errorf("sum ledger: %w", err)
+	}
+	return balance, nil
+}
+
+// Ledger implements credits.Store.
+func (s *Store) Ledger(ctx context.Context, wallet string, offset, limit int) ([]*creditsv1.LedgerEntry, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM credit_ledger WHERE wallet = ?`), wallet).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count ledger: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE wallet = ? ORDER BY seq DESC LIMIT ? OFFSET ?`),
+		wallet, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list ledger: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*creditsv1.LedgerEntry, 0, min(limit, total))
+	for rows.Next() {
+		e, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list ledger: %w", err)
+	}
+	return list, total, nil
+}
+
+// Settings implements credits.Store.
+func (s *Store) Settings(ctx context.Context) ([]credits.Setting, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT config_key, value, update_ms, updated_by FROM credit_config ORDER BY config_key`)
+	if err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	defer rows.Close()
+	var out []credits.Setting
+	for rows.Next() {
+		var (
+			st credits.Setting
+			ms int64
+		)
+		if err := rows.Scan(&st.Name, &st.Value, &ms, &st.UpdatedBy); err != nil {
+			return nil, fmt.Errorf("read setting: %w", err)
+		}
+		st.UpdateTime = time.UnixMilli(ms).UTC()
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	return out, nil
+}
+
+// SetSetting implements credits.Store.
+func (s *Store) SetSetting(ctx context.Context, st credits.Setting) (credits.Setting, bool, error) {
+	var (
+		prev    credits.Setting
+		existed bool
+	)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var ms int64
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT config_key, value, update_ms, updated_by FROM credit_config WHERE config_key = ?`), st.Name).
+			Scan(&prev.Name, &prev.Value, &ms, &prev.UpdatedBy)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("read setting: %w", err)
+		default:
+			existed = true
+			prev.UpdateTime = time.UnixMilli(ms).UTC()
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
+			ON CONFLICT (config_key) DO UPDATE SET value = excluded.value, update_ms = excluded.update_ms, updated_by = excluded.updated_by`),
+			st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy); err != nil {
+			return fmt.Errorf("write setting: %w", err)
+		}
+		return nil
+	})
+	return prev, existed, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scan(r scanner) (*creditsv1.LedgerEntry, error) {
+	var (
+		e        creditsv1.LedgerEntry
+		kind, ms int64
+	)
+	if err := r.Scan(&e.Id, &e.Wallet, &kind, &e.Amount, &e.BalanceAfter, &e.Reference, &e.Note, &e.Actor, &ms); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read ledger entry: %w", err)
+	}
+	e.Kind = creditsv1.EntryKind(kind)
+	e.CreateTime = timestamppb.New(time.UnixMilli(ms).UTC())
+	return &e, nil
+}

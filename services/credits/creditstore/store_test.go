@@ -1,0 +1,196 @@
+package creditstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+	"github.com/toolmesh/toolmesh/services/credits"
+	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "credits.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the credits store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	ctx := context.Background()
+	newStore := func(t *testing.T) *creditstore.Store {
+		st, err := creditstore.Open(ctx, open(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	entry := func(kind creditsv1.EntryKind, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+		now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+		return &creditsv1.LedgerEntry{Id: ids.NewAt("led", now), Wallet: wallet, Kind: kind, Amount: amount,
+			Reference: ref, Actor: "test", CreateTime: timestamppb.New(now)}
+	}
+	grant := func(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+		return entry(creditsv1.EntryKind_ENTRY_KIND_GRANT, wallet, amount, ref)
+	}
+	spend := func(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+		return entry(creditsv1.EntryKind_ENTRY_KIND_SPEND, wallet, -amount, ref)
+	}
+	balance := func(t *testing.T, st *creditstore.Store, wallet string) int64 {
+		t.Helper()
+		b, err := st.Balance(ctx, wallet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	t.Run("apply, refuse overdraft, dedupe references", func(t *testing.T) {
+		st := newStore(t)
+		g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+		if err != nil || g.GetBalanceAfter() != 100 {
+			t.Fatalf("grant = %v, %v; want balance_after 100", g, err)
+		}
+		again, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+		if err != nil || !proto.Equal(again, g) {
+			t.Errorf("repeated grant = %v, %v; want the first entry", again, err)
+		}
+		var reused *credits.ReusedError
+		if _, err := st.Apply(ctx, grant("b", 100, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+			t.Errorf("grant reference reused for another wallet: %v, want ReusedError with the first entry", err)
+		}
+		var short *credits.InsufficientError
+		if _, err := st.Apply(ctx, spend("a", 101, "job")); !errors.As(err, &short) || short.Balance != 100 {
+			t.Errorf("overdraft: %v, want InsufficientError with balance 100", err)
+		}
+		if _, err := st.Apply(ctx, spend("nobody", 1, "job")); !errors.As(err, &short) || short.Balance != 0 {
+			t.Errorf("spend from a new wallet: %v, want InsufficientError with balance 0", err)
+		}
+		s, err := st.Apply(ctx, spend("a", 100, "job"))
+		if err != nil || s.GetBalanceAfter() != 0 {
+			t.Errorf("spend of the whole balance = %v, %v; want balance_after 0", s, err)
+		}
+		if _, err := st.Apply(ctx, spend("b", 1, "job")); !errors.As(err, &short) {
+			t.Errorf("spend reference of another wallet is not shared, so this is an overdraft: %v", err)
+		}
+		if _, err := st.Apply(ctx, grant("big", math.MaxInt64, "max")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Apply(ctx, grant("big", 1, "over")); !errors.Is(err, credits.ErrBalanceLimit) {
+			t.Errorf("grant past the largest balance: %v, want ErrBalanceLimit", err)
+		}
+		list, total, err := st.Ledger(ctx, "a", 0, 10)
+		if err != nil || total != 2 || list[0].GetReference() != "job" || list[1].GetReference() != "inv-1" {
+			t.Errorf("ledger = %v (total %d, %v), want [job inv-1]", list, total, err)
+		}
+		if b := balance(t, st, "a"); b != 0 {
+			t.Errorf("balance = %d, want 0", b)
+		}
+	})
+
+	t.Run("concurrent changes keep the exact balance", func(t *testing.T) {
+		st := newStore(t)
+		if _, err := st.Apply(ctx, grant("c", 500, "seed")); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		results := make(chan error, 100)
+		for i := range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := st.Apply(ctx, spend("c", 10, fmt.Sprintf("s-%d", i)))
+				results <- err
+			}()
+		}
+		wg.Wait()
+		close(results)
+		won := 0
+		for err := range results {
+			var short *credits.InsufficientError
+			switch {
+			case err == nil:
+				won++
+			case !errors.As(err, &short):
+				t.Errorf("concurrent spend: %v", err)
+			}
+		}
+		if won != 50 || balance(t, st, "c") != 0 {
+			t.Errorf("100 spends of 10 on 500: %d won, balance %d; want 50 and 0", won, balance(t, st, "c"))
+		}
+	})
+
+	t.Run("concurrent retries of one grant apply it once", func(t *testing.T) {
+		st := newStore(t)
+		var wg sync.WaitGroup
+		got := make(chan string, 10)
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := st.Apply(ctx, grant("d", 30, "inv-same"))
+				if err != nil {
+					t.Errorf("concurrent retry: %v", err)
+					return
+				}
+				got <- e.GetId()
+			}()
+		}
+		wg.Wait()
+		close(got)
+		seen := map[string]bool{}
+		for id := range got {
+			seen[id] = true
+		}
+		if len(seen) != 1 || balance(t, st, "d") != 30 {
+			t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", len(seen), balance(t, st, "d"))
+		}
+	})
+
+	t.Run("settings", func(t *testing.T) {
+		st := newStore(t)
+		at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+		if _, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 5, UpdateTime: at, UpdatedBy: "ops"}); err != nil || ok {
+			t.Fatalf("first SetSetting: existed %v, %v", ok, err)
+		}
+		prev, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 7, UpdateTime: at.Add(time.Second), UpdatedBy: "root"})
+		if err != nil || !ok || prev.Value != 5 || prev.UpdatedBy != "ops" || !prev.UpdateTime.Equal(at) {
+			t.Errorf("second SetSetting previous = %+v, %v, %v; want 5 by ops", prev, ok, err)
+		}
+		all, err := st.Settings(ctx)
+		if err != nil || len(all) != 1 || all[0].Value != 7 || all[0].UpdatedBy != "root" {
+			t.Errorf("Settings = %+v, %v; want one setting of 7 by root", all, err)
+		}
+	})
+}

@@ -1,0 +1,71 @@
+package credits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+)
+
+// Store keeps wallets, their ledgers and the settings. Implementations live
+// in creditstore (SQLite and PostgreSQL).
+type Store interface {
+	// Apply records e, a grant (positive amount) or a spend (negative
+	// amount), in e.Wallet's ledger and moves the wallet's balance by the
+	// amount, atomically, and returns the entry with its balance after.
+	//
+	// A grant whose reference was used by an earlier grant, or a spend whose
+	// reference was used by an earlier spend of the same wallet, records
+	// nothing: Apply returns the earlier entry when it has the same wallet
+	// and amount, and a *ReusedError otherwise. A change that would take the
+	// balance below zero records nothing and returns an *InsufficientError.
+	Apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error)
+	// Balance returns the sum of the wallet's ledger entries (0 for a wallet
+	// never used).
+	Balance(ctx context.Context, wallet string) (int64, error)
+	// Ledger returns one page of the wallet's entries, newest first, and the
+	// total count.
+	Ledger(ctx context.Context, wallet string, offset, limit int) ([]*creditsv1.LedgerEntry, int, error)
+	// Settings returns the settings that were ever set.
+	Settings(ctx context.Context) ([]Setting, error)
+	// SetSetting stores s and returns the setting it replaced (ok false when
+	// it was never set).
+	SetSetting(ctx context.Context, s Setting) (prev Setting, ok bool, err error)
+}
+
+// Setting is a stored credits setting.
+type Setting struct {
+	// Name is the key's name, e.g. "max_grant_amount".
+	Name       string
+	Value      int64
+	UpdateTime time.Time
+	UpdatedBy  string
+}
+
+// InsufficientError refuses a change that would take a balance below zero.
+type InsufficientError struct {
+	// Balance is the wallet's balance when the change was refused.
+	Balance int64
+}
+
+func (e *InsufficientError) Error() string {
+	return fmt.Sprintf("insufficient balance %d", e.Balance)
+}
+
+// ReusedError refuses a change whose reference is taken by a different one.
+type ReusedError struct {
+	// First is the entry that holds the reference.
+	First *creditsv1.LedgerEntry
+}
+
+func (e *ReusedError) Error() string {
+	return fmt.Sprintf("reference %q already used by entry %s", e.First.GetReference(), e.First.GetId())
+}
+
+// ErrBalanceLimit refuses a grant that would overflow a balance.
+var ErrBalanceLimit = errors.New("balance would exceed the largest representable amount")
+
+// Clock returns the current time; tests inject a fixed one.
+type Clock func() time.Time

@@ -1,0 +1,235 @@
+// Package memorystore keeps memories in SQL: SQLite by default, PostgreSQL
+// when the service is given a postgres:// DSN. Both run the same queries
+// except for the full-text index: SQLite keeps it in an FTS5 table ranked
+// with bm25, PostgreSQL in a tsvector column ranked with ts_rank. Either way
+// the best match comes first. The schemas live in migrations/<dialect>/.
+package memorystore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/services/memory"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of memory.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate memory store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// InitKeyring implements memory.Store.
+func (s *Store) InitKeyring(ctx context.Context, k memory.Keyring) (memory.Keyring, error) {
+	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO memory_keyring (id, key_id, key_check, create_ms) VALUES (1, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`), k.KeyID, k.Check, time.Now().UnixMilli()); err != nil {
+		return memory.Keyring{}, fmt.Errorf("record keyring: %w", err)
+	}
+	var got memory.Keyring
+	if err := s.db.QueryRowContext(ctx, `SELECT key_id, key_check FROM memory_keyring WHERE id = 1`).Scan(&got.KeyID, &got.Check); err != nil {
+		return memory.Keyring{}, fmt.Errorf("read keyring: %w", err)
+	}
+	return got, nil
+}
+
+const columns = `agent_id, memory_key, body, key_id, create_ms, update_ms`
+
+// Save implements memory.Store.
+func (s *Store) Save(ctx context.Context, r memory.Record) (memory.Record, bool, error) {
+	out, created, err := s.save(ctx, r)
+	if err != nil && sqldb.IsUniqueViolation(err) {
+		// A concurrent first save of the same key won; save over it.
+		out, created, err = s.save(ctx, r)
+	}
+	return out, created, err
+}
+
+func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool, error) {
+	created := false
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var seq, createMS int64
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT seq, create_ms FROM memories WHERE agent_id = ? AND memory_key = ?`),
+			r.AgentID, r.Key).Scan(&seq, &createMS)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			created = true
+			if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO memories (`+columns+`) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`),
+				r.AgentID, r.Key, r.Body, r.KeyID, r.CreateTime.UnixMilli(), r.UpdateTime.UnixMilli()).Scan(&seq); err != nil {
+				return fmt.Errorf("insert memory: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("find memory: %w", err)
+		default:
+			r.CreateTime = time.UnixMilli(createMS).UTC()
+			if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET body = ?, key_id = ?, update_ms = ? WHERE seq = ?`),
+				r.Body, r.KeyID, r.UpdateTime.UnixMilli(), seq); err != nil {
+				return fmt.Errorf("update memory: %w", err)
+			}
+		}
+		return s.index(ctx, tx, seq, r.Terms)
+	})
+	if err != nil {
+		return memory.Record{}, false, err
+	}
+	return r, created, nil
+}
+
+// index replaces the index terms of memory seq.
+func (s *Store) index(ctx context.Context, tx *sql.Tx, seq int64, terms string) error {
+	if s.db.Dialect == sqldb.Postgres {
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET terms = to_tsvector('simple', ?) WHERE seq = ?`), terms, seq); err != nil {
+			return fmt.Errorf("index memory: %w", err)
+		}
+		return nil
+	}
+	if err := s.unindex(ctx, tx, seq); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_index (rowid, terms) VALUES (?, ?)`, seq, terms); err != nil {
+		return fmt.Errorf("index memory: %w", err)
+	}
+	return nil
+}
+
+// unindex removes memory seq from the SQLite index (PostgreSQL keeps the
+// terms in the row itself).
+func (s *Store) unindex(ctx context.Context, tx *sql.Tx, seq int64) error {
+	if s.db.Dialect == sqldb.Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memory_index WHERE rowid = ?`, seq); err != nil {
+		return fmt.Errorf("unindex memory: %w", err)
+	}
+	return nil
+}
+
+// Search implements memory.Store. Terms are letters and digits only (the
+// service splits them), so they are safe to quote into a match expression.
+func (s *Store) Search(ctx context.Context, agentID string, terms []string, limit int) ([]memory.Match, error) {
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	var (
+		query string
+		match string
+	)
+	if s.db.Dialect == sqldb.Postgres {
+		// ts_rank with normalization 1 divides by 1 + log(length), so a
+		// short memory that is all about the words ranks above a long one
+		// that mentions them once, as bm25 does.
+		query = `SELECT ` + columns + `, ts_rank(terms, q, 1) AS score
+			FROM memories, to_tsquery('simple', ?) AS q
+			WHERE agent_id = ? AND terms @@ q
+			ORDER BY score DESC, update_ms DESC, seq DESC LIMIT ?`
+		match = strings.Join(terms, " | ")
+	} else {
+		// bm25 is lower for better matches; the score is its negation.
+		query = `SELECT m.agent_id, m.memory_key, m.body, m.key_id, m.create_ms, m.update_ms, -bm25(memory_index) AS score
+			FROM memory_index JOIN memories m ON m.seq = memory_index.rowid
+			WHERE memory_index MATCH ? AND m.agent_id = ?
+			ORDER BY score DESC, m.update_ms DESC, m.seq DESC LIMIT ?`
+		match = `"` + strings.Join(terms, `" OR "`) + `"`
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(query), match, agentID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search memories: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Match
+	for rows.Next() {
+		var m memory.Match
+		if err := scan(rows, &m.Record, &m.Score); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search memories: %w", err)
+	}
+	return out, nil
+}
+
+// List implements memory.Store.
+func (s *Store) List(ctx context.Context, agentID string, offset, limit int) ([]memory.Record, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM memories WHERE agent_id = ?`), agentID).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count memories: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM memories WHERE agent_id = ?
+		ORDER BY update_ms DESC, seq DESC LIMIT ? OFFSET ?`), agentID, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list memories: %w", err)
+	}
+	defer rows.Close()
+	list := make([]memory.Record, 0, min(limit, total))
+	for rows.Next() {
+		var r memory.Record
+		if err := scan(rows, &r); err != nil {
+			return nil, 0, err
+		}
+		list = append(list, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list memories: %w", err)
+	}
+	return list, total, nil
+}
+
+// Delete implements memory.Store.
+func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record, error) {
+	var r memory.Record
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var seq int64
+		row := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+`, seq FROM memories WHERE agent_id = ? AND memory_key = ?`), agentID, key)
+		if err := scan(row, &r, &seq); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return memory.ErrNotFound
+			}
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM memories WHERE seq = ?`), seq); err != nil {
+			return fmt.Errorf("delete memory: %w", err)
+		}
+		return s.unindex(ctx, tx, seq)
+	})
+	return r, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scan reads the columns into r, then any extra columns into extra.
+func scan(sc scanner, r *memory.Record, extra ...any) error {
+	var createMS, updateMS int64
+	dest := append([]any{&r.AgentID, &r.Key, &r.Body, &r.KeyID, &createMS, &updateMS}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return fmt.Errorf("read memory: %w", err)
+	}
+	r.CreateTime = time.UnixMilli(createMS).UTC()
+	r.UpdateTime = time.UnixMilli(updateMS).UTC()
+	return nil
+}

@@ -1,0 +1,212 @@
+package memorystore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/services/memory"
+	"github.com/toolmesh/toolmesh/services/memory/memorystore"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "memory.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the memory store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	ctx := context.Background()
+	newStore := func(t *testing.T) *memorystore.Store {
+		st, err := memorystore.Open(ctx, open(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	t0 := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	rec := func(agent, key, terms string, at time.Time) memory.Record {
+		return memory.Record{AgentID: agent, Key: key, Body: []byte("body of " + key), Terms: terms, CreateTime: at, UpdateTime: at}
+	}
+
+	t.Run("keyring is recorded once", func(t *testing.T) {
+		st := newStore(t)
+		first := memory.Keyring{KeyID: "aaaa", Check: []byte{1, 2, 3}}
+		got, err := st.InitKeyring(ctx, first)
+		if err != nil || !cmp.Equal(got, first) {
+			t.Fatalf("first InitKeyring = %v, %v; want %v", got, err, first)
+		}
+		got, err = st.InitKeyring(ctx, memory.Keyring{KeyID: "bbbb", Check: []byte{9}})
+		if err != nil || !cmp.Equal(got, first) {
+			t.Errorf("second InitKeyring = %v, %v; want the first keyring %v kept", got, err, first)
+		}
+	})
+
+	t.Run("save upserts and search follows", func(t *testing.T) {
+		st := newStore(t)
+		r, created, err := st.Save(ctx, rec("a", "k", "old words", t0))
+		if err != nil || !created {
+			t.Fatalf("first Save: created %v, err %v", created, err)
+		}
+		r2 := rec("a", "k", "new words", t0.Add(time.Hour))
+		r2.Body = []byte("new body")
+		got, created, err := st.Save(ctx, r2)
+		if err != nil || created {
+			t.Fatalf("second Save: created %v, err %v; want an update", created, err)
+		}
+		if !got.CreateTime.Equal(r.CreateTime) || !got.UpdateTime.Equal(t0.Add(time.Hour)) {
+			t.Errorf("after update: create %v update %v; want create kept %v, update %v", got.CreateTime, got.UpdateTime, r.CreateTime, t0.Add(time.Hour))
+		}
+		if m, _ := st.Search(ctx, "a", []string{"old"}, 10); len(m) != 0 {
+			t.Errorf("search for a replaced term found %d memories", len(m))
+		}
+		m, err := st.Search(ctx, "a", []string{"new"}, 10)
+		if err != nil || len(m) != 1 || string(m[0].Body) != "new body" || !m[0].CreateTime.Equal(t0) {
+			t.Errorf("search for the new term = %+v, %v; want the updated memory", m, err)
+		}
+		list, total, err := st.List(ctx, "a", 0, 10)
+		if err != nil || total != 1 || len(list) != 1 {
+			t.Errorf("List = %d of %d, %v; want exactly one memory", len(list), total, err)
+		}
+	})
+
+	t.Run("search ranks and isolates agents", func(t *testing.T) {
+		st := newStore(t)
+		for _, r := range []memory.Record{
+			rec("a", "both", "deploy to staging with the deploy script", t0),
+			rec("a", "one", "the staging cluster is blue and big today", t0),
+			rec("a", "tf3", "apple apple apple pie", t0),
+			rec("a", "tf1", "apple tart with cream", t0),
+			rec("a", "none", "lunch menu", t0),
+			rec("b", "theirs", "deploy staging deploy staging", t0),
+		} {
+			if _, _, err := st.Save(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys := func(agent string, terms ...string) []string {
+			t.Helper()
+			ms, err := st.Search(ctx, agent, terms, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for i, m := range ms {
+				out = append(out, m.Key)
+				if i > 0 && m.Score > ms[i-1].Score {
+					t.Errorf("scores not in descending order: %v then %v", ms[i-1].Score, m.Score)
+				}
+			}
+			return out
+		}
+		if got := keys("a", "deploy", "staging"); !cmp.Equal(got, []string{"both", "one"}) {
+			t.Errorf("search deploy|staging = %v, want [both one]", got)
+		}
+		if got := keys("a", "apple"); !cmp.Equal(got, []string{"tf3", "tf1"}) {
+			t.Errorf("search apple = %v, want [tf3 tf1]", got)
+		}
+		if got := keys("b", "apple", "deploy"); !cmp.Equal(got, []string{"theirs"}) {
+			t.Errorf("agent b's search = %v, want only its own memory", got)
+		}
+		if ms, err := st.Search(ctx, "a", []string{"apple"}, 1); err != nil || len(ms) != 1 {
+			t.Errorf("search with limit 1 = %d matches, %v", len(ms), err)
+		}
+	})
+
+	t.Run("list pages most recent first", func(t *testing.T) {
+		st := newStore(t)
+		for i := range 5 {
+			if _, _, err := st.Save(ctx, rec("a", fmt.Sprintf("k%d", i), "x", t0.Add(time.Duration(i)*time.Minute))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, total, err := st.List(ctx, "a", 1, 2)
+		if err != nil || total != 5 {
+			t.Fatalf("List total %d, %v; want 5", total, err)
+		}
+		if got := []string{list[0].Key, list[1].Key}; !cmp.Equal(got, []string{"k3", "k2"}) {
+			t.Errorf("List offset 1 limit 2 = %v, want [k3 k2]", got)
+		}
+	})
+
+	t.Run("delete removes from the index", func(t *testing.T) {
+		st := newStore(t)
+		if _, _, err := st.Save(ctx, rec("a", "k", "otter", t0)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Delete(ctx, "b", "k"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("another agent's Delete: %v, want ErrNotFound", err)
+		}
+		r, err := st.Delete(ctx, "a", "k")
+		if err != nil || string(r.Body) != "body of k" {
+			t.Fatalf("Delete = %+v, %v; want the deleted record", r, err)
+		}
+		if ms, _ := st.Search(ctx, "a", []string{"otter"}, 10); len(ms) != 0 {
+			t.Errorf("search after delete found %d memories", len(ms))
+		}
+		if _, err := st.Delete(ctx, "a", "k"); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("second Delete: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("concurrent saves of one key keep one memory", func(t *testing.T) {
+		st := newStore(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, err := st.Save(ctx, rec("a", "same", fmt.Sprintf("word%d", i), t0))
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("concurrent Save: %v", err)
+			}
+		}
+		_, total, err := st.List(ctx, "a", 0, 50)
+		if err != nil || total != 1 {
+			t.Errorf("after concurrent saves of one key: %d memories (err %v), want 1", total, err)
+		}
+		hits := 0
+		for i := range 20 {
+			ms, _ := st.Search(ctx, "a", []string{fmt.Sprintf("word%d", i)}, 10)
+			hits += len(ms)
+		}
+		if hits != 1 {
+			t.Errorf("the index holds terms of %d saves, want only the last one", hits)
+		}
+	})
+}
