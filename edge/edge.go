@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -44,6 +45,8 @@ type Config struct {
 	Contracts []protoreflect.ServiceDescriptor
 	// HTTPClient overrides the client used to reach services.
 	HTTPClient *http.Client
+	// Mesh signs the mesh token each service call carries. Required.
+	Mesh *mesh.Signer
 }
 
 // Edge is a configured MCP edge.
@@ -67,6 +70,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
+	}
+	if cfg.Mesh == nil {
+		return nil, errors.New("edge: no mesh signing key configured")
 	}
 	if cfg.Contracts == nil {
 		cfg.Contracts = Contracts()
@@ -186,19 +192,12 @@ func (e *Edge) call(ctx context.Context, b *binding, req *mcp.CallToolRequest) *
 	if vs != nil {
 		return Invalid(b.tool.Name, vs)
 	}
-	return b.invoke(ctx, msg, mesh.Call{Caller: e.caller(req), IdempotencyKey: newIdempotencyKey()})
+	return b.invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: e.caller(), IdempotencyKey: newIdempotencyKey()})
 }
 
-// caller identifies who is calling. In this development version the agent
-// comes from the Toolmesh-Agent header of the MCP request, else DevAgent.
-func (e *Edge) caller(req *mcp.CallToolRequest) mesh.Caller {
-	agent := e.cfg.DevAgent
-	if req.Extra != nil && req.Extra.Header != nil {
-		if a := req.Extra.Header.Get(mesh.HeaderAgent); a != "" {
-			agent = a
-		}
-	}
-	return mesh.Caller{Subject: agent, Agent: agent}
+// caller identifies who is calling: in this development version, DevAgent.
+func (e *Edge) caller() mesh.Caller {
+	return mesh.Caller{Subject: e.cfg.DevAgent, Agent: e.cfg.DevAgent, Roles: []string{mesh.RoleOwner}}
 }
 
 func newIdempotencyKey() string {

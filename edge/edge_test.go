@@ -55,6 +55,9 @@ func startEdge(t *testing.T, cfg edge.Config) *mcp.ClientSession { return startE
 
 func startEdgeB(t testing.TB, cfg edge.Config) *mcp.ClientSession {
 	t.Helper()
+	if cfg.Mesh == nil {
+		cfg.Mesh = servertest.MeshSigner() // the key every test service accepts
+	}
 	e, err := edge.New(cfg, logging.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +80,13 @@ func startEdgeB(t testing.TB, cfg edge.Config) *mcp.ClientSession {
 // close its connections when it stops.
 func tasksOnly(svc *servertest.Server) edge.Config {
 	if svc == nil {
-		return edge.Config{Services: map[string]string{tasksv1connect.TasksServiceName: "http://127.0.0.1:1"}}
+		return edge.Config{Services: map[string]string{tasksv1connect.TasksServiceName: "http://127.0.0.1:1"}, Mesh: servertest.MeshSigner()}
 	}
 	return edge.Config{
 		Services:    map[string]string{tasksv1connect.TasksServiceName: svc.URL},
 		CallTimeout: 5 * time.Second,
 		HTTPClient:  svc.Client(),
+		Mesh:        servertest.MeshSigner(),
 	}
 }
 
@@ -298,7 +302,7 @@ func TestSlowBrokenAndMissingBackends(t *testing.T) {
 		t.Errorf("unimplemented RPC: %+v, want not_supported", env)
 	}
 
-	unconfigured := startEdge(t, edge.Config{})
+	unconfigured := startEdge(t, edge.Config{Mesh: servertest.MeshSigner()})
 	if res, env := call(t, unconfigured, "tasks_list", map[string]any{}); !res.IsError || env.DomainCode != "not_supported" {
 		t.Errorf("tool without a backend: %+v, want not_supported", env)
 	}

@@ -123,15 +123,21 @@ func (b *binding) decodeError(err error) boundary.Violation {
 }
 
 // invoke calls the service with a decoded request and returns the envelope.
-func (b *binding) invoke(ctx context.Context, msg *dynamicpb.Message, call mesh.Call) *Envelope {
+func (b *binding) invoke(ctx context.Context, msg *dynamicpb.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
 	name := b.tool.Name
 	if b.client == nil {
 		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	now := time.Now()
+	deadline, _ := ctx.Deadline()
+	token, err := signer.Mint(call.Caller, now, deadline)
+	if err != nil {
+		return Fail(name, CodeInternal, "mint mesh token: "+err.Error())
+	}
 	req := connect.NewRequest(msg)
-	mesh.SetHeaders(req.Header(), call)
+	mesh.SetHeaders(req.Header(), token, call.IdempotencyKey)
 	res, err := b.client.CallUnary(ctx, req)
 	if err != nil {
 		return FromError(ctx, name, err)

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 )
 
@@ -33,6 +35,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, log
 	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
 	timeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call")
 	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of calls in development mode")
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
+	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +49,18 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, log
 	if err != nil {
 		return err
 	}
-	e, err := edge.New(edge.Config{Services: urls, CallTimeout: *timeout, DevAgent: *agent}, log.With("service", "edge"))
+	if *keyPath == "" {
+		*keyPath = filepath.Join(*dataDir, meshKeyFile)
+	}
+	key, err := readMeshKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	signer, err := mesh.NewSigner(key, "toolmesh-edge")
+	if err != nil {
+		return err
+	}
+	e, err := edge.New(edge.Config{Services: urls, CallTimeout: *timeout, DevAgent: *agent, Mesh: signer}, log.With("service", "edge"))
 	if err != nil {
 		return err
 	}

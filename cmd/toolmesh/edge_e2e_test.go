@@ -79,6 +79,9 @@ func startMesh(t *testing.T) (sessionAs func(agent string) *mcp.ClientSession) {
 // session to it with the go-sdk client.
 func connectEdge(t *testing.T, cfg edge.Config) (*edge.Edge, *mcp.ClientSession) {
 	t.Helper()
+	if cfg.Mesh == nil {
+		cfg.Mesh = servertest.MeshSigner() // the key every test service accepts
+	}
 	e, err := edge.New(cfg, logging.Discard())
 	if err != nil {
 		t.Fatal(err)

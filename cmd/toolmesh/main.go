@@ -3,6 +3,8 @@
 //	toolmesh serve <domain>   run one domain service (tasks, ...)
 //	toolmesh edge             run the MCP edge
 //	toolmesh up               run everything locally (what `make run` does)
+//	toolmesh keygen           create the mesh key pair under the data dir
+//	toolmesh token            mint a mesh token for calling services directly
 //
 // Only this package reads flags and the environment.
 package main
@@ -37,6 +39,8 @@ commands:
   serve <domain>   run one domain service (domains: %s)
   edge             run the MCP edge
   up               run the whole mesh locally with embedded defaults
+  keygen           create the mesh key pair (.toolmesh/mesh.key, mesh.pub)
+  token            mint a mesh token to call services directly (grpcurl, curl)
 
 Run 'toolmesh <command> -h' for the flags of a command.
 `
@@ -54,6 +58,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runEdge(ctx, args[1:], getenv, log)
 	case "up":
 		return runUp(ctx, args[1:], getenv, stdout, log)
+	case "keygen":
+		return runKeygen(args[1:], getenv, stdout)
+	case "token":
+		return runToken(args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, usage, domainNames())
 		return nil

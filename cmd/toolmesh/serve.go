@@ -177,11 +177,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		agentsURL = fs.String("agents-url", getenv("TOOLMESH_AGENTS_URL"),
 			"agents service URL, e.g. http://127.0.0.1:7102: refuse callers that are not registered, active agents (off when empty)")
 	}
+	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if *dsn == "" {
 		*dsn = filepath.Join(*dataDir, name+".db")
+	}
+	if *pubKey == "" {
+		*pubKey = filepath.Join(*dataDir, meshPubKeyFile)
+	}
+	verifier, err := readMeshVerifier(*pubKey)
+	if err != nil {
+		return err
 	}
 	log = log.With("service", name)
 	db, err := sqldb.Open(ctx, *dsn)
@@ -197,7 +205,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 	if err != nil {
 		return err
 	}
-	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second}
+	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier}
 	if agentsURL != nil && *agentsURL != "" {
 		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -58,6 +60,21 @@ func indexOf(args []string, flag string) int {
 	return -1
 }
 
+// testPublicKey writes the public key of servertest.MeshSigner, whose tokens
+// servertest clients send, and returns its path for --mesh-public-key.
+func testPublicKey(t *testing.T) string {
+	t.Helper()
+	b, err := mesh.MarshalPublicKey(servertest.MeshSigner().PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "mesh.pub")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
@@ -67,8 +84,9 @@ func TestServeChecksCallersAgainstTheAgentsDirectory(t *testing.T) {
 	agentsAddr, messagesAddr := freeAddr(t), freeAddr(t)
 	// As under `toolmesh up`: the agents service seeds the development agent,
 	// the other services ask it about their callers.
-	serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", filepath.Join(data, "a"))
-	serve(t, nil, "messages", "--addr", messagesAddr, "--data", filepath.Join(data, "m"), "--agents-url", "http://"+agentsAddr)
+	pub := testPublicKey(t)
+	serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", filepath.Join(data, "a"), "--mesh-public-key", pub)
+	serve(t, nil, "messages", "--addr", messagesAddr, "--data", filepath.Join(data, "m"), "--agents-url", "http://"+agentsAddr, "--mesh-public-key", pub)
 
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
@@ -95,7 +113,7 @@ func TestServeChecksCallersAgainstTheAgentsDirectory(t *testing.T) {
 }
 
 func TestServeRejectsAMalformedSeed(t *testing.T) {
-	err := run(context.Background(), []string{"serve", "agents", "--addr", freeAddr(t), "--data", t.TempDir()},
+	err := run(context.Background(), []string{"serve", "agents", "--addr", freeAddr(t), "--data", t.TempDir(), "--mesh-public-key", testPublicKey(t)},
 		func(k string) string { return map[string]string{agentsSeedEnv: "local, Not Valid"}[k] }, nil, discard{})
 	if err == nil || !strings.Contains(err.Error(), agentsSeedEnv) || !strings.Contains(err.Error(), "Not Valid") {
 		t.Errorf("serve agents with a malformed seed: %v, want an error naming %s and the id", err, agentsSeedEnv)

@@ -46,6 +46,13 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	keyPath, pubPath, created, err := ensureMeshKeys(*dataDir)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("up.mesh_key_created", "private", keyPath, "public", pubPath)
+	}
 	bin, err := temporalBinary(*temporalBin, self)
 	if err != nil {
 		return err
@@ -85,10 +92,10 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 		seed += "," + extra
 	}
 	env := append(os.Environ(), agentsSeedEnv+"="+seed)
-	edgeArgs := []string{"edge", "--addr", *edgeAddr, "--dev-agent", *devAgent}
+	edgeArgs := []string{"edge", "--addr", *edgeAddr, "--dev-agent", *devAgent, "--mesh-key", keyPath}
 	for _, n := range names {
 		addr := fmt.Sprintf("127.0.0.1:%d", domains[n].port)
-		serveArgs := []string{"serve", n, "--addr", addr, "--data", *dataDir}
+		serveArgs := []string{"serve", n, "--addr", addr, "--data", *dataDir, "--mesh-public-key", pubPath}
 		if !domains[n].directory {
 			serveArgs = append(serveArgs, "--agents-url", agentsURL)
 		}
@@ -144,6 +151,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	for _, n := range names {
 		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
 	}
+	fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s token --agent a1)\" \\\n      -d '{\"description\":\"try the mesh\"}' 127.0.0.1:%d toolmesh.tasks.v1.TasksService/Create\n", self, domains["tasks"].port)
 	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
 
 	var failed error

@@ -83,9 +83,10 @@ func New(baseURL string, opts Options) *Checker {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Checker{
-		// The lookup carries the caller's own identity: it asks about itself.
+		// The lookup carries the caller's own identity (its verified mesh
+		// token, forwarded): it asks about itself.
 		client: agentsv1connect.NewAgentsServiceClient(opts.HTTPClient, strings.TrimRight(baseURL, "/"),
-			connect.WithInterceptors(mesh.NewClientInterceptor())),
+			connect.WithInterceptors(mesh.NewForwardingInterceptor())),
 		ttl:    opts.TTL,
 		now:    opts.Now,
 		log:    opts.Log,

@@ -42,11 +42,17 @@ func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 			return slog.String(a.Key, redacted)
 		}
 	}
-	if a.Value.Kind() == slog.KindString {
+	switch a.Value.Kind() {
+	case slog.KindString:
 		if s := a.Value.String(); s != "" {
 			if scrubbed := Scrub(s); scrubbed != s {
 				return slog.String(a.Key, scrubbed)
 			}
+		}
+	case slog.KindAny:
+		// Errors are written as their text: scrub it too.
+		if err, ok := a.Value.Any().(error); ok && err != nil {
+			return slog.String(a.Key, Scrub(err.Error()))
 		}
 	}
 	return a

@@ -2,6 +2,7 @@ package logging
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,18 @@ func TestLoggerRedactsSecretKeysAndValues(t *testing.T) {
 	}
 	if !strings.Contains(out, `"ok":"plain"`) {
 		t.Fatalf("log line lost an ordinary attribute: %s", out)
+	}
+}
+
+func TestLoggerScrubsErrorsAndMessages(t *testing.T) {
+	var buf bytes.Buffer
+	log := New(&buf, ParseLevel("debug"))
+	log.Error("connect postgres://app:s3cretpw@db/x failed", "err", errors.New("dial: password=hunter2hunter2 refused"))
+	out := buf.String()
+	if strings.Contains(out, "s3cretpw") || strings.Contains(out, "hunter2hunter2") {
+		t.Fatalf("log line leaks a secret: %s", out)
+	}
+	if !strings.Contains(out, "dial: password=") {
+		t.Fatalf("error text lost: %s", out)
 	}
 }

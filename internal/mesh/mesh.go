@@ -1,20 +1,25 @@
 // Package mesh carries what travels with every call inside the mesh: who is
-// calling (the caller's identity and acting agent), how deep the chain of
-// tool invocations already is, and the call's idempotency key.
+// calling (subject, acting agent, roles), how deep the chain of tool
+// invocations already is, and the call's idempotency key.
 //
-// The edge sets it on outgoing requests; every service reads it back in an
-// interceptor, so handlers find it in their context.
+// Identity travels as a short-lived mesh token: a JWT signed with the mesh's
+// Ed25519 key (see Signer and Verifier) in the Authorization header. The edge
+// (and, later, workers) hold the private key and mint a token per call;
+// services hold only the public key and verify it in NewServerInterceptor, so
+// a bare header never establishes identity. The idempotency key is a plain
+// header: it is not identity, and services scope it by agent.
 //
-// This first version takes identity from plain request headers. It is a
-// placeholder for the signed mesh token that replaces it: services must not be
-// reachable by untrusted callers while it is in use.
+// Handlers read the verified call with FromContext, RequireAgent and
+// RequireRole; tests and clients attach identity with WithCall and
+// NewClientInterceptor.
 package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -22,11 +27,18 @@ import (
 
 // Header names used inside the mesh.
 const (
-	HeaderAgent          = "Toolmesh-Agent"
-	HeaderSubject        = "Toolmesh-Subject"
-	HeaderDepth          = "Toolmesh-Depth"
+	// HeaderAuthorization carries "Bearer <mesh token>".
+	HeaderAuthorization = "Authorization"
+	// HeaderIdempotencyKey makes a side-effecting call safe to retry.
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
+
+// RoleOwner is the role of the human owner of the platform; owner-only RPCs
+// require it.
+const RoleOwner = "owner"
+
+// MaxDepth bounds the invocation depth a token may carry.
+const MaxDepth = 1000
 
 // Caller is the identity a service acts for.
 type Caller struct {
@@ -34,9 +46,14 @@ type Caller struct {
 	Subject string
 	// Agent is the agent id the call acts as; domains key their data by it.
 	Agent string
+	// Roles are the caller's roles (RoleOwner, ...).
+	Roles []string
 	// Depth is how many tool invocations led to this call (0 for a direct call).
 	Depth int
 }
+
+// HasRole reports whether the caller holds role.
+func (c Caller) HasRole(role string) bool { return slices.Contains(c.Roles, role) }
 
 // Call is the mesh metadata of one request.
 type Call struct {
@@ -44,6 +61,10 @@ type Call struct {
 	// IdempotencyKey, when set, makes a side-effecting call safe to retry:
 	// the service applies it once and returns the first result again.
 	IdempotencyKey string
+
+	// token is the verified mesh token the call arrived with, for
+	// NewForwardingInterceptor.
+	token string
 }
 
 type ctxKey struct{}
@@ -64,97 +85,42 @@ func FromContext(ctx context.Context) Call {
 func RequireAgent(ctx context.Context) (string, error) {
 	a := FromContext(ctx).Caller.Agent
 	if a == "" {
-		return "", connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("no calling agent: set the %s header", HeaderAgent))
+		return "", connect.NewError(connect.CodeUnauthenticated, errors.New("no calling agent: the call carries no verified mesh identity"))
 	}
 	return a, nil
 }
 
-// SetHeaders writes c into outgoing request headers.
-func SetHeaders(h http.Header, c Call) {
-	if c.Caller.Agent != "" {
-		h.Set(HeaderAgent, c.Caller.Agent)
+// RequireRole returns the caller when it holds role, else PermissionDenied
+// (or Unauthenticated when the call carries no identity).
+func RequireRole(ctx context.Context, role string) (Caller, error) {
+	c := FromContext(ctx).Caller
+	if c.Agent == "" {
+		return Caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("no calling agent: the call carries no verified mesh identity"))
 	}
-	if c.Caller.Subject != "" {
-		h.Set(HeaderSubject, c.Caller.Subject)
-	}
-	h.Set(HeaderDepth, strconv.Itoa(c.Caller.Depth))
-	if c.IdempotencyKey != "" {
-		h.Set(HeaderIdempotencyKey, c.IdempotencyKey)
-	}
-}
-
-// maxHeaderLen bounds every mesh header value.
-const maxHeaderLen = 256
-
-// ParseHeaders reads the mesh metadata from incoming request headers.
-func ParseHeaders(h http.Header) (Call, error) {
-	var c Call
-	c.Caller.Agent = strings.TrimSpace(h.Get(HeaderAgent))
-	c.Caller.Subject = strings.TrimSpace(h.Get(HeaderSubject))
-	c.IdempotencyKey = strings.TrimSpace(h.Get(HeaderIdempotencyKey))
-	for name, v := range map[string]string{HeaderAgent: c.Caller.Agent, HeaderSubject: c.Caller.Subject, HeaderIdempotencyKey: c.IdempotencyKey} {
-		if len(v) > maxHeaderLen {
-			return Call{}, fmt.Errorf("header %s is longer than %d bytes", name, maxHeaderLen)
-		}
-	}
-	if d := h.Get(HeaderDepth); d != "" {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 || n > 1000 {
-			return Call{}, fmt.Errorf("header %s must be a small non-negative integer", HeaderDepth)
-		}
-		c.Caller.Depth = n
-	}
-	if c.Caller.Subject == "" {
-		c.Caller.Subject = c.Caller.Agent
+	if !c.HasRole(role) {
+		return Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s role", role))
 	}
 	return c, nil
 }
 
-// NewServerInterceptor returns the interceptor that reads the mesh metadata
-// of every incoming request into its context. Malformed metadata is
-// Unauthenticated.
-func NewServerInterceptor() connect.Interceptor {
-	return serverInterceptor{}
-}
-
-type serverInterceptor struct{}
-
-func (serverInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			return next(ctx, req)
-		}
-		c, err := ParseHeaders(req.Header())
-		if err != nil {
-			return nil, connect.NewError(connect.CodeUnauthenticated, err)
-		}
-		return next(WithCall(ctx, c), req)
+// SetHeaders writes a mesh token and an idempotency key into outgoing
+// request headers.
+func SetHeaders(h http.Header, token, idempotencyKey string) {
+	h.Set(HeaderAuthorization, "Bearer "+token)
+	if idempotencyKey != "" {
+		h.Set(HeaderIdempotencyKey, idempotencyKey)
 	}
 }
 
-func (serverInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
+// maxIdempotencyKeyLen bounds the idempotency key header.
+const maxIdempotencyKeyLen = 256
 
-func (serverInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		c, err := ParseHeaders(conn.RequestHeader())
-		if err != nil {
-			return connect.NewError(connect.CodeUnauthenticated, err)
-		}
-		return next(WithCall(ctx, c), conn)
+// bearer returns the token of an "Authorization: Bearer <token>" header, ""
+// when there is none.
+func bearer(h http.Header) string {
+	fields := strings.Fields(h.Get(HeaderAuthorization))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		return ""
 	}
-}
-
-// NewClientInterceptor returns the interceptor that sends the mesh metadata
-// found in the request context (see WithCall) with every outgoing call.
-func NewClientInterceptor() connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if req.Spec().IsClient {
-				SetHeaders(req.Header(), FromContext(ctx))
-			}
-			return next(ctx, req)
-		}
-	})
+	return fields[1]
 }

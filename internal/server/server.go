@@ -1,8 +1,9 @@
 // Package server runs one domain service: a single h2c listener that serves
 // Connect, gRPC and gRPC-Web (connect-go), gRPC server reflection,
 // grpc.health.v1, REST/JSON through grpc-gateway, and a plain /healthz for
-// probes. Every request passes the mesh interceptor (caller identity) and the
-// protovalidate interceptor before its handler runs.
+// probes. Every request passes the mesh interceptor (a verified mesh token:
+// no or a bad token is Unauthenticated) and the protovalidate interceptor
+// before its handler runs.
 package server
 
 import (
@@ -48,6 +49,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Interceptors run after the mesh and validation interceptors.
 	Interceptors []connect.Interceptor
+	// Mesh verifies the mesh token of every request. Required: a service
+	// never trusts identity it cannot verify.
+	Mesh *mesh.Verifier
 }
 
 // Server is a running service listener.
@@ -67,13 +71,16 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
+	if opts.Mesh == nil {
+		return nil, errors.New("server: no mesh token verifier configured (the mesh public key)")
+	}
 	validator, err := boundary.NewValidator()
 	if err != nil {
 		return nil, err
 	}
 	interceptors := append([]connect.Interceptor{
 		newRecoverInterceptor(log),
-		mesh.NewServerInterceptor(),
+		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)
 	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
@@ -128,11 +135,11 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	return s, nil
 }
 
-// incomingHeader forwards the mesh headers from REST requests to the gRPC
-// call, besides the gateway's defaults.
+// incomingHeader forwards the idempotency key from REST requests to the gRPC
+// call, besides the gateway's defaults (which pass Authorization, and so the
+// mesh token, through as "authorization").
 func incomingHeader(key string) (string, bool) {
-	switch http.CanonicalHeaderKey(key) {
-	case mesh.HeaderAgent, mesh.HeaderSubject, mesh.HeaderDepth, mesh.HeaderIdempotencyKey:
+	if http.CanonicalHeaderKey(key) == mesh.HeaderIdempotencyKey {
 		return strings.ToLower(key), true
 	}
 	return runtime.DefaultHeaderMatcher(key)

@@ -1,15 +1,28 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // TestShutdownReportsNotServingBeforeClosing checks the drain sequence that
@@ -21,7 +34,7 @@ func TestShutdownReportsNotServingBeforeClosing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, logging.Discard(), server.Options{DrainDelay: 500 * time.Millisecond})
+	srv, err := server.New(ctx, lis, logging.Discard(), server.Options{DrainDelay: 500 * time.Millisecond, Mesh: testVerifier(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +87,191 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testVerifier(t *testing.T) *mesh.Verifier {
+	t.Helper()
+	key, err := mesh.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mesh.NewSigner(key, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Verifier()
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs the test service behind a real listener and returns its base
+// URL and the signer whose tokens it accepts.
+func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
+	t.Helper()
+	key, err := mesh.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := mesh.NewSigner(key, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, lis, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier(), ShutdownTimeout: 5 * time.Second}, testingsvc.New().Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return "http://" + srv.Addr(), signer
+}
+
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}}
+}
+
+func TestIdentityReachesHandlerOverEveryProtocol(t *testing.T) {
+	base, signer := start(t, io.Discard)
+	call := mesh.Call{Caller: mesh.Caller{Subject: "user-1", Agent: "a1", Roles: []string{mesh.RoleOwner}, Depth: 1}, IdempotencyKey: "k-1"}
+	want := &testingv1.EchoResponse{Message: "hi", AgentId: "a1", Subject: "user-1", Roles: []string{"owner"}, Depth: 1, IdempotencyKey: "k-1"}
+	for name, opts := range map[string][]connect.ClientOption{
+		"connect": nil,
+		"grpc":    {connect.WithGRPC()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := append(opts, connect.WithInterceptors(mesh.NewClientInterceptor(signer, time.Minute)))
+			client := testingv1connect.NewTestingServiceClient(h2cClient(), base, opts...)
+			got, err := client.Echo(mesh.WithCall(context.Background(), call), &testingv1.EchoRequest{Message: "hi"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("echo (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("rest", func(t *testing.T) {
+		tok, err := signer.Mint(call.Caller, time.Now(), time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/testing/echo", strings.NewReader(`{"message":"hi"}`))
+		req.Header.Set("Content-Type", "application/json")
+		mesh.SetHeaders(req.Header, tok, "k-1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var got map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusOK || got["agent_id"] != "a1" || got["idempotency_key"] != "k-1" {
+			t.Errorf("REST echo = %d %v, want 200 with agent a1 and key k-1", res.StatusCode, got)
+		}
+	})
+}
+
+func TestCallsWithoutAValidMeshTokenAreUnauthenticated(t *testing.T) {
+	logs := &syncBuffer{}
+	base, signer := start(t, logs)
+	other, err := mesh.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := mesh.NewSigner(other, "stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := signer.Mint(mesh.Caller{Agent: "a1"}, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := stranger.Mint(mesh.Caller{Agent: "a1"}, time.Now(), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		header  http.Header
+		wantMsg string
+		logged  bool
+	}{
+		"no token":             {http.Header{}, "toolmesh token --agent", false},
+		"bare agent header":    {http.Header{"Toolmesh-Agent": {"a1"}}, "missing mesh token", false},
+		"expired token":        {http.Header{"Authorization": {"Bearer " + expired}}, "expired", true},
+		"token from other key": {http.Header{"Authorization": {"Bearer " + foreign}}, "unknown key", true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := strings.Count(logs.String(), "boundary.validation_failed")
+			res, err := testingv1connect.NewTestingServiceClient(h2cClient(), base, connect.WithInterceptors(headerInterceptor(c.header))).Echo(context.Background(), &testingv1.EchoRequest{Message: "hi"})
+			if err == nil {
+				t.Fatalf("Echo = %v, want Unauthenticated", res)
+			}
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated || !strings.Contains(ce.Message(), c.wantMsg) {
+				t.Errorf("Echo error = %v, want Unauthenticated mentioning %q", err, c.wantMsg)
+			}
+			after := strings.Count(logs.String(), "boundary.validation_failed")
+			if c.logged && after-before != 1 {
+				t.Errorf("boundary.validation_failed events = %d, want exactly 1", after-before)
+			}
+		})
+	}
+	if strings.Contains(logs.String(), expired) || strings.Contains(logs.String(), foreign) {
+		t.Error("a presented token reached the log")
+	}
+}
+
+// headerInterceptor adds fixed headers to every outgoing request.
+func headerInterceptor(h http.Header) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			for k, v := range h {
+				req.Header()[k] = v
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+func TestNewRefusesToRunWithoutAVerifier(t *testing.T) {
+	lis, err := server.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if _, err := server.New(context.Background(), lis, logging.Discard(), server.Options{}, testingsvc.New().Server()); err == nil {
+		t.Fatal("server.New without a mesh verifier succeeded")
 	}
 }

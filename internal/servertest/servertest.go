@@ -1,11 +1,14 @@
 // Package servertest starts mesh services for tests: a real listener on
 // 127.0.0.1, the production server (interceptors, health, reflection, REST
 // gateway) and clients that speak Connect or gRPC to it. Calls carry the
-// caller identity put in their context with mesh.WithCall.
+// caller identity put in their context with mesh.WithCall, as a mesh token
+// signed with a fixed test key (MeshSigner) that every test server accepts.
 package servertest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -60,7 +63,7 @@ func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server 
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors}, services...)
+	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors, Mesh: MeshSigner().Verifier()}, services...)
 	if err != nil {
 		cancel()
 		lis.Close()
@@ -119,9 +122,21 @@ func Protocols() []Protocol {
 
 // ClientOptions returns the options for a client of a test server: the given
 // protocol options plus the interceptor that sends the caller identity from
-// the call's context.
+// the call's context as a mesh token.
 func ClientOptions(protocol []connect.ClientOption) []connect.ClientOption {
-	return append([]connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor())}, protocol...)
+	return append([]connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor(MeshSigner(), time.Minute))}, protocol...)
+}
+
+// MeshSigner signs mesh tokens with the test key every test server accepts
+// (give it to an edge under test). The key is derived from a fixed seed: it
+// is public, and only for tests.
+func MeshSigner() *mesh.Signer {
+	seed := sha256.Sum256([]byte("toolmesh servertest mesh key"))
+	s, err := mesh.NewSigner(ed25519.NewKeyFromSeed(seed[:]), "servertest")
+	if err != nil {
+		panic(err) // a fixed, valid key
+	}
+	return s
 }
 
 // As returns ctx acting as agent.
@@ -165,4 +180,20 @@ func Violations(tb testing.TB, err error) map[string][]string {
 		}
 	}
 	return out
+}
+
+// Bearer returns an Authorization header value ("Bearer <mesh token>") that
+// acts as agent, for calls made without a Connect client (REST, raw HTTP).
+func Bearer(agent string) string {
+	return BearerFor(mesh.Caller{Subject: agent, Agent: agent})
+}
+
+// BearerFor is Bearer for any caller (roles, depth, another subject).
+func BearerFor(c mesh.Caller) string {
+	now := time.Now()
+	tok, err := MeshSigner().Mint(c, now, now.Add(time.Minute))
+	if err != nil {
+		panic(err) // only an invalid caller fails, a test bug
+	}
+	return "Bearer " + tok
 }

@@ -436,7 +436,7 @@ func TestServesREST(t *testing.T) {
 	srv := servertest.Start(t, open(t, agents.Config{}).Registration())
 	do := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Toolmesh-Agent", "owner")
+		req.Header.Set("Authorization", servertest.Bearer("owner"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -714,7 +714,7 @@ func TestServesREST(t *testing.T) {
 	appendN(t, e, 3)
 	get := func(path string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
-		req.Header.Set("Toolmesh-Agent", "operator")
+		req.Header.Set("Authorization", servertest.Bearer("operator"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -540,7 +540,7 @@ func TestREST(t *testing.T) {
 	do := func(method, path, agent, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Toolmesh-Agent", agent)
+		req.Header.Set("Authorization", servertest.Bearer(agent))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -642,7 +642,7 @@ func TestREST(t *testing.T) {
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Toolmesh-Agent", "agent-rest")
+		req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

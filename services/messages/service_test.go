@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -440,10 +441,11 @@ func TestServesREST(t *testing.T) {
 	srv := start(t, &clock{t: t0})
 	do := func(method, path, agent, depth, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set(mesh.HeaderAgent, agent)
+		caller := mesh.Caller{Subject: agent, Agent: agent}
 		if depth != "" {
-			req.Header.Set(mesh.HeaderDepth, depth)
+			caller.Depth, _ = strconv.Atoi(depth)
 		}
+		req.Header.Set("Authorization", servertest.BearerFor(caller))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

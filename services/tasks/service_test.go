@@ -368,7 +368,7 @@ func TestServesReflectionHealthAndREST(t *testing.T) {
 
 	body := `{"description":"from REST"}`
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(body))
-	req.Header.Set("Toolmesh-Agent", "agent-rest")
+	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +379,7 @@ func TestServesReflectionHealthAndREST(t *testing.T) {
 		t.Errorf("POST /v1/tasks = %d %s, want 200 with the created task", resp.StatusCode, out)
 	}
 	bad, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(`{"description":""}`))
-	bad.Header.Set("Toolmesh-Agent", "agent-rest")
+	bad.Header.Set("Authorization", servertest.Bearer("agent-rest"))
 	resp, err = http.DefaultClient.Do(bad)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/mesh"
+)
+
+// Mesh key files under the data directory. The private key signs mesh
+// tokens (edge, workers, `toolmesh token`); services only ever read the
+// public key.
+const (
+	meshKeyFile    = "mesh.key"
+	meshPubKeyFile = "mesh.pub"
+)
+
+// ensureMeshKeys creates an Ed25519 mesh key pair under dir unless one is
+// there, and returns the paths of both files.
+func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err error) {
+	keyPath, pubPath = filepath.Join(dir, meshKeyFile), filepath.Join(dir, meshPubKeyFile)
+	if _, err := os.Stat(keyPath); err == nil {
+		if _, err := os.Stat(pubPath); err == nil {
+			return keyPath, pubPath, false, nil
+		}
+		// The public half is derived from the private key when missing.
+		key, err := readMeshKey(keyPath)
+		if err != nil {
+			return "", "", false, err
+		}
+		return keyPath, pubPath, false, writePublicKey(pubPath, key.Public().(ed25519.PublicKey))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", false, fmt.Errorf("mesh key: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", "", false, fmt.Errorf("create data dir: %w", err)
+	}
+	key, err := mesh.GenerateKey()
+	if err != nil {
+		return "", "", false, err
+	}
+	pemKey, err := mesh.MarshalPrivateKey(key)
+	if err != nil {
+		return "", "", false, err
+	}
+	f, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", false, fmt.Errorf("write mesh key: %w", err)
+	}
+	if _, err := f.Write(pemKey); err != nil {
+		f.Close()
+		return "", "", false, fmt.Errorf("write mesh key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", "", false, fmt.Errorf("write mesh key: %w", err)
+	}
+	return keyPath, pubPath, true, writePublicKey(pubPath, key.Public().(ed25519.PublicKey))
+}
+
+func writePublicKey(path string, pub ed25519.PublicKey) error {
+	b, err := mesh.MarshalPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write mesh public key: %w", err)
+	}
+	return nil
+}
+
+func readMeshKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read mesh key (create one with `toolmesh keygen`): %w", err)
+	}
+	return mesh.ParsePrivateKey(b)
+}
+
+func readMeshVerifier(path string) (*mesh.Verifier, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read mesh public key (create one with `toolmesh keygen`): %w", err)
+	}
+	keys, err := mesh.ParsePublicKeys(b)
+	if err != nil {
+		return nil, err
+	}
+	return mesh.NewVerifier(keys...), nil
+}
+
+func runKeygen(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for the key files")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	keyPath, pubPath, created, err := ensureMeshKeys(*dataDir)
+	if err != nil {
+		return err
+	}
+	verb := "kept existing"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s mesh key pair:\n  private (edge, workers, toolmesh token)  %s\n  public  (services)                      %s\n", verb, keyPath, pubPath)
+	return nil
+}
+
+// rolesFlag collects repeated --role flags.
+type rolesFlag []string
+
+func (r *rolesFlag) String() string { return strings.Join(*r, ",") }
+
+func (r *rolesFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty role")
+	}
+	*r = append(*r, v)
+	return nil
+}
+
+// maxDevTokenTTL bounds `toolmesh token --ttl`.
+const maxDevTokenTTL = 24 * time.Hour
+
+func runToken(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
+	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file (default <data>/mesh.key)")
+	agent := fs.String("agent", "", "agent id the token acts as (required)")
+	subject := fs.String("subject", "", "subject of the token (default: the agent)")
+	depth := fs.Int("depth", 0, "invocation depth")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token (at most 24h)")
+	var roles rolesFlag
+	fs.Var(&roles, "role", "a role of the caller, e.g. owner (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *agent == "" {
+		return errors.New("token needs --agent")
+	}
+	if *ttl <= 0 || *ttl > maxDevTokenTTL {
+		return fmt.Errorf("--ttl must be between 1s and %s", maxDevTokenTTL)
+	}
+	if *keyPath == "" {
+		*keyPath = filepath.Join(*dataDir, meshKeyFile)
+	}
+	key, err := readMeshKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	signer, err := mesh.NewSigner(key, "toolmesh-cli")
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tok, err := signer.Mint(mesh.Caller{Subject: *subject, Agent: *agent, Roles: roles, Depth: *depth}, now, now.Add(*ttl))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

@@ -1,0 +1,283 @@
+package mesh
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// The mesh token is a compact JWS (a JWT) signed with Ed25519 ("EdDSA"):
+//
+//	header: {"alg":"EdDSA","kid":"<key id>","typ":"toolmesh-mesh+jwt"}
+//	claims: {"iss":"<minter>","sub":"<subject>","aud":"toolmesh-mesh",
+//	         "agent":"<agent id>","roles":["owner"],"depth":0,
+//	         "iat":<unix>,"exp":<unix>}
+//
+// The explicit typ and audience keep a mesh token from being accepted where a
+// caller's OAuth token is expected, and the reverse.
+const (
+	// TokenType is the JOSE "typ" of a mesh token.
+	TokenType = "toolmesh-mesh+jwt"
+	// Audience is the "aud" of every mesh token.
+	Audience = "toolmesh-mesh"
+)
+
+// maxTokenLen bounds a presented token before it is parsed.
+const maxTokenLen = 4096
+
+// leeway tolerates clock skew between the minter and the verifier.
+const leeway = 5 * time.Second
+
+// Limits on what a token may carry.
+const (
+	maxIDLen    = 256
+	maxRoles    = 16
+	maxRoleLen  = 64
+	maxAgentLen = 128
+)
+
+// claims are the mesh-specific claims next to the registered ones.
+type claims struct {
+	Agent string   `json:"agent"`
+	Roles []string `json:"roles,omitempty"`
+	Depth int      `json:"depth"`
+}
+
+// KeyID derives the key id ("kid") of a public key: the first 16 characters
+// of the base64url SHA-256 of the key. Rotation needs no configuration: a
+// verifier holding several public keys picks the one the token names.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(sum[:])[:16]
+}
+
+// Signer mints mesh tokens. Only the edge, workers and the CLI hold one.
+type Signer struct {
+	issuer string
+	kid    string
+	pub    ed25519.PublicKey
+	signer jose.Signer
+}
+
+// NewSigner returns a signer for key. issuer names the minter in the "iss"
+// claim ("toolmesh-edge", "toolmesh-cli", ...).
+func NewSigner(key ed25519.PrivateKey, issuer string) (*Signer, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, errors.New("mesh signing key: not an Ed25519 private key")
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	kid := KeyID(pub)
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
+		(&jose.SignerOptions{}).WithType(TokenType).WithHeader(jose.HeaderKey("kid"), kid))
+	if err != nil {
+		return nil, fmt.Errorf("mesh signing key: %w", err)
+	}
+	return &Signer{issuer: issuer, kid: kid, pub: pub, signer: s}, nil
+}
+
+// PublicKey is the public half of the signing key, for verifiers.
+func (s *Signer) PublicKey() ed25519.PublicKey { return s.pub }
+
+// Verifier returns a verifier that accepts this signer's tokens.
+func (s *Signer) Verifier() *Verifier { return NewVerifier(s.pub) }
+
+// Mint returns a token for c that expires at exp (rounded down to the
+// second, so it never outlives exp).
+func (s *Signer) Mint(c Caller, now, exp time.Time) (string, error) {
+	if err := checkCaller(c); err != nil {
+		return "", err
+	}
+	if !exp.After(now) {
+		return "", errors.New("mint mesh token: expiry is not in the future")
+	}
+	std := jwt.Claims{
+		Issuer:   s.issuer,
+		Subject:  c.Subject,
+		Audience: jwt.Audience{Audience},
+		IssuedAt: jwt.NewNumericDate(now.Truncate(time.Second)),
+		Expiry:   jwt.NewNumericDate(exp.Truncate(time.Second)),
+	}
+	tok, err := jwt.Signed(s.signer).Claims(std).Claims(claims{Agent: c.Agent, Roles: c.Roles, Depth: c.Depth}).Serialize()
+	if err != nil {
+		return "", fmt.Errorf("mint mesh token: %w", err)
+	}
+	return tok, nil
+}
+
+func checkCaller(c Caller) error {
+	switch {
+	case c.Agent == "":
+		return errors.New("the token has no agent")
+	case len(c.Agent) > maxAgentLen:
+		return fmt.Errorf("the agent is longer than %d bytes", maxAgentLen)
+	case len(c.Subject) > maxIDLen:
+		return fmt.Errorf("the subject is longer than %d bytes", maxIDLen)
+	case c.Depth < 0 || c.Depth > MaxDepth:
+		return fmt.Errorf("the depth must be between 0 and %d", MaxDepth)
+	case len(c.Roles) > maxRoles:
+		return fmt.Errorf("the token has more than %d roles", maxRoles)
+	}
+	for _, r := range c.Roles {
+		if r == "" || len(r) > maxRoleLen {
+			return fmt.Errorf("a role must be 1 to %d bytes", maxRoleLen)
+		}
+	}
+	return nil
+}
+
+// Verifier checks mesh tokens. Services hold one, built from the mesh's
+// public keys only.
+type Verifier struct {
+	keys map[string]ed25519.PublicKey
+}
+
+// NewVerifier returns a verifier accepting tokens signed by any of keys.
+func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
+	v := &Verifier{keys: map[string]ed25519.PublicKey{}}
+	for _, k := range keys {
+		v.keys[KeyID(k)] = k
+	}
+	return v
+}
+
+// TokenError says why a presented mesh token was refused. Field names the
+// offending part ("exp", "aud", "signature", ...); the message never contains
+// the token.
+type TokenError struct {
+	Field  string
+	Reason string
+}
+
+func (e *TokenError) Error() string { return e.Reason }
+
+func tokenErr(field, format string, args ...any) error {
+	return &TokenError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Verify checks token at time now and returns the caller it carries.
+func (v *Verifier) Verify(token string, now time.Time) (Caller, error) {
+	if len(token) > maxTokenLen {
+		return Caller{}, tokenErr("token", "the token is longer than %d bytes", maxTokenLen)
+	}
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return Caller{}, tokenErr("alg", "the token is not an EdDSA-signed JWT")
+	}
+	h := tok.Headers[0]
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != TokenType {
+		return Caller{}, tokenErr("typ", "the token is not a mesh token (typ %q)", typ)
+	}
+	key, ok := v.keys[h.KeyID]
+	if !ok {
+		return Caller{}, tokenErr("kid", "the token is signed with an unknown key")
+	}
+	var std jwt.Claims
+	var c claims
+	if err := tok.Claims(key, &std, &c); err != nil {
+		return Caller{}, tokenErr("signature", "the token signature is invalid")
+	}
+	if std.Expiry == nil {
+		return Caller{}, tokenErr("exp", "the token has no expiry")
+	}
+	if err := std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{Audience}, Time: now}, leeway); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrExpired):
+			return Caller{}, tokenErr("exp", "the token has expired")
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return Caller{}, tokenErr("aud", "the token is not meant for the mesh")
+		case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+			return Caller{}, tokenErr("iat", "the token is not valid yet")
+		}
+		return Caller{}, tokenErr("claims", "the token claims are invalid")
+	}
+	caller := Caller{Subject: std.Subject, Agent: c.Agent, Roles: c.Roles, Depth: c.Depth}
+	if err := checkCaller(caller); err != nil {
+		return Caller{}, tokenErr("claims", "%s", err.Error())
+	}
+	if caller.Subject == "" {
+		caller.Subject = caller.Agent
+	}
+	return caller, nil
+}
+
+// GenerateKey returns a new Ed25519 mesh signing key.
+func GenerateKey() (ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate mesh key: %w", err)
+	}
+	return priv, nil
+}
+
+// MarshalPrivateKey encodes key as a PKCS #8 "PRIVATE KEY" PEM block.
+func MarshalPrivateKey(key ed25519.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode mesh key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// MarshalPublicKey encodes key as a PKIX "PUBLIC KEY" PEM block.
+func MarshalPublicKey(key ed25519.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode mesh public key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// ParsePrivateKey decodes a PKCS #8 PEM Ed25519 private key.
+func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, errors.New("mesh key: no PRIVATE KEY PEM block")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, errors.New("mesh key: not a PKCS #8 private key")
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, errors.New("mesh key: not an Ed25519 key")
+	}
+	return priv, nil
+}
+
+// ParsePublicKeys decodes one or more PKIX PEM Ed25519 public keys (several
+// during a key rotation).
+func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("mesh public key: unexpected PEM block %q", block.Type)
+		}
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, errors.New("mesh public key: not a PKIX public key")
+		}
+		pub, ok := k.(ed25519.PublicKey)
+		if !ok {
+			return nil, errors.New("mesh public key: not an Ed25519 key")
+		}
+		keys = append(keys, pub)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("mesh public key: no PUBLIC KEY PEM block")
+	}
+	return keys, nil
+}

@@ -1,0 +1,190 @@
+// Package testingsvc implements the test-only toolmesh.testing.v1 contract: a
+// backend whose behaviour tests choose (echo the caller's identity, page
+// through a long list, fail in a requested way, wait). It counts the calls
+// that reach it, so tests can tell whether the edge called it at all.
+package testingsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/server"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+)
+
+// ItemCount is how many items ListItems pages through.
+const ItemCount = 120
+
+// SecretInError is the secret-shaped text FAILURE_INTERNAL_SECRET puts into
+// its error message; it must never reach a caller or a log.
+const SecretInError = "password=hunter2-db-secret sk-live0123456789abcdefghijkl"
+
+// Service implements toolmesh.testing.v1.TestingService.
+type Service struct {
+	testingv1connect.UnimplementedTestingServiceHandler
+
+	mu       sync.Mutex
+	calls    map[string]int
+	notes    map[string]int
+	balances map[string]int64
+}
+
+var _ testingv1connect.TestingServiceHandler = (*Service)(nil)
+
+// New returns an empty service.
+func New() *Service {
+	return &Service{calls: map[string]int{}, notes: map[string]int{}, balances: map[string]int64{}}
+}
+
+// Server describes the service for internal/server, REST gateway included.
+func (s *Service) Server() server.Service {
+	return server.Service{
+		Name: testingv1connect.TestingServiceName,
+		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return testingv1connect.NewTestingServiceHandler(s, opts...)
+		},
+		Gateway: testingv1.RegisterTestingServiceHandler,
+	}
+}
+
+// Calls returns how many calls of method ("Echo", "Purge", ...) reached the
+// handler.
+func (s *Service) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+func (s *Service) count(method string) {
+	s.mu.Lock()
+	s.calls[method]++
+	s.mu.Unlock()
+}
+
+// Echo implements TestingService.Echo.
+func (s *Service) Echo(ctx context.Context, req *testingv1.EchoRequest) (*testingv1.EchoResponse, error) {
+	s.count("Echo")
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	if err := failure(req.GetFail()); err != nil {
+		return nil, err
+	}
+	call := mesh.FromContext(ctx)
+	return &testingv1.EchoResponse{
+		Message:        req.GetMessage(),
+		AgentId:        call.Caller.Agent,
+		Subject:        call.Caller.Subject,
+		Roles:          call.Caller.Roles,
+		Depth:          int32(call.Caller.Depth),
+		IdempotencyKey: call.IdempotencyKey,
+	}, nil
+}
+
+func failure(f testingv1.Failure) error {
+	switch f {
+	case testingv1.Failure_FAILURE_NOT_FOUND:
+		return connect.NewError(connect.CodeNotFound, errors.New("item it_42 not found"))
+	case testingv1.Failure_FAILURE_CONFLICT:
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New("item it_42 cannot move from done to open"))
+	case testingv1.Failure_FAILURE_RATE_LIMITED:
+		return connect.NewError(connect.CodeResourceExhausted, errors.New("Rate limit exceeded: maximum 3 echoes per day.")) //nolint:staticcheck // user-facing sentence
+	case testingv1.Failure_FAILURE_PERMISSION_DENIED:
+		return connect.NewError(connect.CodePermissionDenied, errors.New("this call needs the owner role"))
+	case testingv1.Failure_FAILURE_UNAUTHENTICATED:
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("the caller's identity was refused"))
+	case testingv1.Failure_FAILURE_UNIMPLEMENTED:
+		return connect.NewError(connect.CodeUnimplemented, errors.New("echo failures of this kind are not implemented"))
+	case testingv1.Failure_FAILURE_CAPABILITY_GAP:
+		return mesh.NewCapabilityGapError("testing.echo_channel", errors.New("no echo channel is configured on this service; configure one to echo"))
+	case testingv1.Failure_FAILURE_UNAVAILABLE:
+		return connect.NewError(connect.CodeUnavailable, errors.New("upstream store: connection refused"))
+	case testingv1.Failure_FAILURE_INTERNAL_SECRET:
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("open store postgres://app:pa55w0rd@db:5432/x failed (%s)", SecretInError))
+	case testingv1.Failure_FAILURE_PANIC:
+		panic("testing: panic on request")
+	case testingv1.Failure_FAILURE_INVALID_ARGUMENT:
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("message: must not be a palindrome"))
+	}
+	return nil
+}
+
+// ListItems implements TestingService.ListItems.
+func (s *Service) ListItems(ctx context.Context, req *testingv1.ListItemsRequest) (*testingv1.ListItemsResponse, error) {
+	s.count("ListItems")
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	var items []string
+	for i := offset; i < offset+limit && i < ItemCount; i++ {
+		items = append(items, fmt.Sprintf("item-%03d", i))
+	}
+	return &testingv1.ListItemsResponse{Items: items, Page: paging.New(offset, limit, ItemCount)}, nil
+}
+
+// Write implements TestingService.Write.
+func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*testingv1.WriteResponse, error) {
+	s.count("Write")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes[agent]++
+	return &testingv1.WriteResponse{Count: int32(s.notes[agent])}, nil
+}
+
+// Purge implements TestingService.Purge.
+func (s *Service) Purge(ctx context.Context, req *testingv1.PurgeRequest) (*testingv1.PurgeResponse, error) {
+	s.count("Purge")
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.notes[req.GetAgentId()]
+	delete(s.notes, req.GetAgentId())
+	return &testingv1.PurgeResponse{Removed: int32(n)}, nil
+}
+
+// Grant implements TestingService.Grant.
+func (s *Service) Grant(ctx context.Context, req *testingv1.GrantRequest) (*testingv1.GrantResponse, error) {
+	s.count("Grant")
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.balances[req.GetAgentId()] += req.GetAmount()
+	return &testingv1.GrantResponse{Balance: s.balances[req.GetAgentId()]}, nil
+}
+
+// Peek implements TestingService.Peek.
+func (s *Service) Peek(ctx context.Context, _ *testingv1.PeekRequest) (*testingv1.PeekResponse, error) {
+	s.count("Peek")
+	if _, err := mesh.RequireAgent(ctx); err != nil {
+		return nil, err
+	}
+	return &testingv1.PeekResponse{Config: map[string]string{"mode": "test"}}, nil
+}
+
+// Wait implements TestingService.Wait.
+func (s *Service) Wait(ctx context.Context, req *testingv1.WaitRequest) (*testingv1.WaitResponse, error) {
+	s.count("Wait")
+	start := time.Now()
+	t := time.NewTimer(time.Duration(req.GetMillis()) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	}
+	return &testingv1.WaitResponse{WaitedMillis: int32(time.Since(start).Milliseconds())}, nil
+}
