@@ -1,23 +1,34 @@
 // Package edge is the MCP edge of the mesh: it serves the Model Context
-// Protocol over Streamable HTTP at /mcp, derives its tools from the protobuf
-// contracts, turns each tools/call into a service call and answers with one
-// uniform envelope. It holds no state of its own.
+// Protocol over Streamable HTTP at /mcp (and over stdio), derives its tools
+// from the protobuf contracts, turns each tools/call into a service call and
+// answers with one uniform envelope. It holds no state of its own.
+//
+// Both protocol eras share /mcp: requests whose MCP-Protocol-Version is
+// 2026-07-28 or later go to a stateless handler; older versions get the
+// initialize handshake and sessions. In front of both sit the checks every
+// request passes: Host (DNS rebinding), Origin, the caller's bearer JWT (or,
+// in development mode on loopback only, the fixed local owner), a body cap
+// and a well-formed JSON frame. Behind them each tool call passes the same
+// pipeline: permission, read-only mode, rate limit, admin guardrails,
+// argument decoding, and the service call carrying a minted mesh token.
 package edge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"runtime/debug"
+	"net/url"
+	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge/registry"
+	"github.com/toolmesh/toolmesh/edge/schema"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
@@ -28,6 +39,20 @@ import (
 // ModernProtocol is the first MCP protocol version served statelessly.
 const ModernProtocol = "2026-07-28"
 
+// ProtocolVersions are the MCP protocol versions the edge serves, newest
+// first: the stateless era and the two newest versions of the session era.
+var ProtocolVersions = []string{ModernProtocol, "2025-11-25", "2025-06-18"}
+
+// Defaults of Config.
+const (
+	DefaultCallTimeout      = 15 * time.Second
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultToolsPageSize    = 100
+	DefaultListTTL          = 5 * time.Minute
+	DefaultProgressInterval = 2 * time.Second
+	DefaultSessionTimeout   = 30 * time.Minute
+)
+
 // Config configures an edge.
 type Config struct {
 	// Services maps fully-qualified service names to their base URLs
@@ -36,8 +61,8 @@ type Config struct {
 	Services map[string]string
 	// CallTimeout bounds each service call (default 15s).
 	CallTimeout time.Duration
-	// DevAgent is the agent a call acts as when the request names none
-	// (development mode; replaced by verified identity).
+	// DevAgent is the agent of the local caller in development mode and over
+	// stdio (default "local").
 	DevAgent string
 	// Version is reported to MCP clients.
 	Version string
@@ -47,6 +72,39 @@ type Config struct {
 	HTTPClient *http.Client
 	// Mesh signs the mesh token each service call carries. Required.
 	Mesh *mesh.Signer
+
+	// Addr is the address the edge listens on. A non-loopback address needs
+	// Auth. Empty: decided per request from the connection (tests).
+	Addr string
+	// Auth makes the edge an OAuth resource server. Nil is development mode:
+	// no tokens, loopback clients only, every caller is the local owner.
+	Auth *AuthConfig
+	// Grants adds roles, scopes and explicit tool grants per token subject.
+	Grants *Grants
+	// ReadOnly refuses WRITE and ADMIN tools with read_only, without calling
+	// the service.
+	ReadOnly bool
+	// AllowedOrigins are browser origins ("https://app.example.com") that may
+	// call the edge, besides loopback pages on a loopback edge.
+	AllowedOrigins []string
+	// AllowedHosts are Host header values ("mcp.example.com", optionally with
+	// a port) the edge answers to, besides loopback names on a loopback edge
+	// and the host of Auth.Resource.
+	AllowedHosts []string
+	// MaxBodyBytes caps a request body (default 1 MiB); larger is 413.
+	MaxBodyBytes int64
+	// RateLimit bounds tool calls per principal (zero: unlimited).
+	RateLimit RateLimit
+	// ToolsPageSize is the page size of tools/list (default 100).
+	ToolsPageSize int
+	// ListTTL is the ttlMs clients may cache tools/list for (default 5m).
+	ListTTL time.Duration
+	// ProgressInterval is how often a call whose client asked for progress
+	// hears that it is still running (default 2s).
+	ProgressInterval time.Duration
+	// Elicitor, when set, asks the user for missing admin inputs instead of
+	// refusing the call (multi-round elicitation plugs in here).
+	Elicitor Elicitor
 }
 
 // Edge is a configured MCP edge.
@@ -57,13 +115,30 @@ type Edge struct {
 	bindings map[string]*binding
 	server   *mcp.Server
 	handler  http.Handler
+	modern   http.Handler
+	legacy   http.Handler
+	withInfo map[http.Handler]http.Handler
+	versions []string
+
+	auth    *authenticator
+	dev     *Principal // the local owner in development mode and stdio; nil with auth
+	views   *views
+	limits  *limiters
+	hosts   []hostPort
+	origins []string
+
+	bindKnown    bool
+	bindLoopback bool
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
-// client per tool, and the MCP server.
+// client per tool, the MCP server and the HTTP handler.
 func New(cfg Config, log *slog.Logger) (*Edge, error) {
+	if cfg.Mesh == nil {
+		return nil, errors.New("edge: no mesh signing key configured")
+	}
 	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 15 * time.Second
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.DevAgent == "" {
 		cfg.DevAgent = "local"
@@ -71,42 +146,157 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if cfg.Mesh == nil {
-		return nil, errors.New("edge: no mesh signing key configured")
-	}
 	if cfg.Contracts == nil {
 		cfg.Contracts = Contracts()
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = newServiceClient()
 	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ToolsPageSize <= 0 {
+		cfg.ToolsPageSize = DefaultToolsPageSize
+	}
+	if cfg.ListTTL <= 0 {
+		cfg.ListTTL = DefaultListTTL
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions}
+	if err := e.configureAccess(); err != nil {
+		return nil, err
+	}
+
 	docs, err := registry.LoadDocs(descriptorset.Bytes)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registry.Build(cfg.Contracts, docs, registry.Options{})
+	e.reg, err = registry.Build(cfg.Contracts, docs, registry.Options{ExtraInput: adminInputs})
 	if err != nil {
 		return nil, fmt.Errorf("build tool registry: %w", err)
+	}
+	if err := cfg.Grants.check(func(name string) bool { _, ok := e.reg.Lookup(name); return ok }); err != nil {
+		return nil, err
 	}
 	validator, err := boundary.NewValidator()
 	if err != nil {
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, log: log, reg: reg, bindings: map[string]*binding{}}
+	e.views = &views{e: e, m: map[string]*toolView{}}
+	e.limits = newLimiters(cfg.RateLimit)
+
 	e.server = mcp.NewServer(&mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}, &mcp.ServerOptions{
-		Logger:       log,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Logger: log,
+		// Exactly what is served: tools (the list never changes after
+		// start) and logging (logging/setLevel, and a message per failed
+		// call). No prompts, resources or completions.
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		SupportedProtocolVersions: ProtocolVersions,
+		PageSize:                  cfg.ToolsPageSize,
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			// server/discover depends only on the edge's configuration.
+			c.TTLMs = int(cfg.ListTTL.Milliseconds())
+			c.CacheScope = "public"
+		},
 		Instructions: "toolmesh exposes agent-platform services as tools. Every result is a JSON envelope: " +
 			`{"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
-			"on invalid_argument, fix the named fields and call again.",
+			"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.",
 	})
-	for _, t := range reg.Tools() {
+	e.server.AddReceivingMiddleware(e.middleware)
+	for _, t := range e.reg.Tools() {
 		b := newBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, cfg.CallTimeout)
+		b.mcpTool = mcpTool(t, cfg.ReadOnly)
 		e.bindings[t.Name] = b
-		e.server.AddTool(mcpTool(t), e.toolHandler(b))
+		e.server.AddTool(b.mcpTool, e.toolHandler(b))
+	}
+
+	getServer := func(*http.Request) *mcp.Server { return e.server }
+	e.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       log,
+		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
+		// The edge's own Host check is stricter and configurable.
+		DisableLocalhostProtection: true,
+	})
+	e.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Logger:                     log,
+		SessionTimeout:             DefaultSessionTimeout,
+		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
+		DisableLocalhostProtection: true,
+	})
+	e.withInfo = map[http.Handler]http.Handler{}
+	for _, h := range []http.Handler{e.modern, e.legacy} {
+		e.withInfo[h] = withTokenInfo(h)
 	}
 	e.handler = e.routes()
 	return e, nil
+}
+
+// configureAccess sets up authentication, the development principal and
+// the Host and Origin allowlists.
+func (e *Edge) configureAccess() error {
+	cfg := e.cfg
+	if cfg.Addr != "" {
+		host, _, err := net.SplitHostPort(cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("edge: listen address %q: %w", cfg.Addr, err)
+		}
+		e.bindKnown = true
+		e.bindLoopback = isLoopbackName(host)
+	}
+	if cfg.Auth == nil {
+		if e.bindKnown && !e.bindLoopback {
+			return fmt.Errorf("edge: development mode (no authentication) serves loopback only, but the edge listens on %s; configure authentication or bind to 127.0.0.1", cfg.Addr)
+		}
+		e.dev = devPrincipal(cfg.DevAgent)
+	} else {
+		if len(cfg.Auth.HS256Secret) > 0 && !(e.bindKnown && e.bindLoopback) {
+			return errors.New("edge: HS256 tokens are for development only and need a loopback listen address; use RS256/ES256 keys (a JWKS) elsewhere")
+		}
+		a, err := newAuthenticator(*cfg.Auth, cfg.Grants, e.log)
+		if err != nil {
+			return err
+		}
+		e.auth = a
+		res, _ := url.Parse(cfg.Auth.Resource)
+		e.hosts = append(e.hosts, parseHostPort(res.Host))
+		e.origins = append(e.origins, res.Scheme+"://"+strings.ToLower(res.Host))
+	}
+	for _, h := range cfg.AllowedHosts {
+		hp := parseHostPort(h)
+		if hp.host == "" {
+			return fmt.Errorf("edge: allowed host %q is empty", h)
+		}
+		e.hosts = append(e.hosts, hp)
+	}
+	for _, o := range cfg.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("edge: allowed origin %q is not scheme://host[:port]", o)
+		}
+		e.origins = append(e.origins, u.Scheme+"://"+strings.ToLower(u.Host))
+	}
+	if e.bindKnown && !e.bindLoopback && len(e.hosts) == 0 {
+		return errors.New("edge: a non-loopback edge needs the hosts it answers to (AllowedHosts, or the Auth resource URI)")
+	}
+	return nil
+}
+
+// withTokenInfo hands the verified TokenInfo to the SDK, which gives it to
+// every handler of the request as req.Extra.TokenInfo and binds legacy
+// sessions to its UserID. The SDK's bearer middleware is the one way to set
+// it; the token was verified already, so its verifier returns the result.
+func withTokenInfo(next http.Handler) http.Handler {
+	return auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		info, ok := r.Context().Value(tokenInfoKey{}).(*auth.TokenInfo)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return info, nil
+	}, nil)(next)
 }
 
 func newServiceClient() *http.Client {
@@ -119,14 +309,22 @@ func newServiceClient() *http.Client {
 	}}
 }
 
+// readOnlyNote prefixes the description of tools that read-only mode
+// refuses, so a model does not plan around them.
+const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
+
 // mcpTool describes t for tools/list.
-func mcpTool(t *registry.Tool) *mcp.Tool {
+func mcpTool(t *registry.Tool, readOnlyMode bool) *mcp.Tool {
 	readOnly := t.Kind == toolv1.Kind_KIND_READ
 	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
+	desc := t.Description
+	if readOnlyMode && !readOnly {
+		desc = readOnlyNote + desc
+	}
 	return &mcp.Tool{
 		Name:         t.Name,
 		Title:        t.Title,
-		Description:  t.Description,
+		Description:  desc,
 		InputSchema:  t.InputSchema,
 		OutputSchema: t.OutputSchema,
 		Annotations: &mcp.ToolAnnotations{
@@ -139,83 +337,62 @@ func mcpTool(t *registry.Tool) *mcp.Tool {
 	}
 }
 
+// Admin inputs the edge adds to every ADMIN tool's schema.
+const (
+	argConfirm = "confirm"
+	argReason  = "reason"
+)
+
+// adminInputs adds confirm and reason to the input schema of ADMIN tools. A
+// request field already named so keeps its own schema and becomes required.
+func adminInputs(t *registry.Tool) (schema.Schema, []string) {
+	if t.Kind != toolv1.Kind_KIND_ADMIN {
+		return nil, nil
+	}
+	props := schema.Schema{}
+	fields := t.Method.Input().Fields()
+	if fields.ByName(argConfirm) == nil {
+		props[argConfirm] = schema.Schema{"type": "boolean", "const": true,
+			"description": "Must be true: confirms this administrative action."}
+	}
+	if fields.ByName(argReason) == nil {
+		props[argReason] = schema.Schema{"type": "string", "minLength": 1, "maxLength": 500, "pattern": `\S`,
+			"description": "Why this administrative action is taken (recorded)."}
+	}
+	return props, []string{argConfirm, argReason}
+}
+
 // Registry returns the edge's tools.
 func (e *Edge) Registry() *registry.Registry { return e.reg }
 
-// Handler serves /mcp and /healthz.
+// Handler serves /mcp, /healthz and, with authentication, the RFC 9728
+// protected resource metadata.
 func (e *Edge) Handler() http.Handler { return e.handler }
 
-func (e *Edge) routes() http.Handler {
-	getServer := func(*http.Request) *mcp.Server { return e.server }
-	modern := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless:                    true,
-		PropagateRequestCancellation: true,
-		Logger:                       e.log,
-	})
-	legacy := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Logger:         e.log,
-		SessionTimeout: 30 * time.Minute,
-	})
-	mux := http.NewServeMux()
-	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
-		// Both protocol eras share one path: 2026-07-28 and later are
-		// stateless; older versions keep initialize and sessions.
-		if r.Header.Get("Mcp-Protocol-Version") >= ModernProtocol {
-			modern.ServeHTTP(w, r)
-			return
-		}
-		legacy.ServeHTTP(w, r)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
-}
+// DevelopmentMode reports whether the edge runs without authentication.
+func (e *Edge) DevelopmentMode() bool { return e.dev != nil }
 
-// toolHandler answers every call to b's tool with exactly one envelope,
-// whatever happens underneath.
-func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				res, err = result(Fail(b.tool.Name, CodeInternal, "internal error")), nil
-			}
-		}()
-		return result(e.call(ctx, b, req)), nil
+// ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, the
+// stdio transport desktop clients start) until the client disconnects or ctx
+// ends. The caller is the local owner, as in development mode: whoever
+// started the process is the user.
+func (e *Edge) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
+	if e.dev == nil {
+		return errors.New("edge: stdio serves the local user and needs development mode (no Auth)")
 	}
-}
-
-func (e *Edge) call(ctx context.Context, b *binding, req *mcp.CallToolRequest) *Envelope {
-	msg, vs := b.decode(ctx, req.Params.Arguments)
-	if vs != nil {
-		return Invalid(b.tool.Name, vs)
+	err := e.server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
 	}
-	return b.invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: e.caller(), IdempotencyKey: newIdempotencyKey()})
+	return err
 }
 
-// caller identifies who is calling: in this development version, DevAgent.
-func (e *Edge) caller() mesh.Caller {
-	return mesh.Caller{Subject: e.cfg.DevAgent, Agent: e.cfg.DevAgent, Roles: []string{mesh.RoleOwner}}
-}
-
-func newIdempotencyKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "mcp-" + hex.EncodeToString(b[:])
-}
-
-// result renders an envelope as a tool result: structuredContent and the
-// same JSON as text.
-func result(env *Envelope) *mcp.CallToolResult {
-	b, err := json.Marshal(env)
-	if err != nil {
-		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
+// principal is the caller of an MCP request: the verified token's principal
+// over HTTP, or the local owner in development mode and over stdio.
+func (e *Edge) principal(req mcp.Request) *Principal {
+	if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
+		p, _ := x.TokenInfo.Extra[principalKey].(*Principal)
+		return p
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
-		StructuredContent: json.RawMessage(b),
-		IsError:           env.IsError(),
-	}
+	return e.dev
 }

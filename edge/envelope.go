@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 )
 
 // Domain codes of error envelopes (DESIGN §4). A model reads them to decide
@@ -67,6 +70,8 @@ type Envelope struct {
 	Message    string               `json:"message,omitempty"`
 	Violation  string               `json:"violation,omitempty"`
 	Violations []boundary.Violation `json:"violations,omitempty"`
+	// Gap names what a capability_gap backend lacks.
+	Gap string `json:"gap,omitempty"`
 	// RetryAfterSeconds tells a rate-limited caller when to try again.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
 }
@@ -118,6 +123,11 @@ func FromError(ctx context.Context, tool string, err error) *Envelope {
 		return Fail(tool, CodeInternal, err.Error())
 	}
 	msg := ce.Message()
+	if gap, ok := mesh.CapabilityGap(ce); ok {
+		env := Fail(tool, CodeCapabilityGap, fmt.Sprintf("the service lacks %s: %s", gap, msg))
+		env.Gap = gap
+		return env
+	}
 	switch ce.Code() {
 	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
 		if vs := boundary.ViolationsFromError(ce); len(vs) > 0 {
@@ -155,4 +165,18 @@ func unwrapDial(msg string) string {
 		return msg[i+2:]
 	}
 	return msg
+}
+
+// result renders an envelope as a tool result: structuredContent and the
+// same JSON as text.
+func result(env *Envelope) *mcp.CallToolResult {
+	b, err := json.Marshal(env)
+	if err != nil {
+		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+		StructuredContent: json.RawMessage(b),
+		IsError:           env.IsError(),
+	}
 }

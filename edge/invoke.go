@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge/registry"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -23,6 +24,7 @@ import (
 // every call.
 type binding struct {
 	tool      *registry.Tool
+	mcpTool   *mcp.Tool
 	client    *connect.Client[dynamicpb.Message, dynamicpb.Message] // nil: no backend configured
 	in        protoreflect.MessageDescriptor
 	validator *boundary.Validator

@@ -7,11 +7,15 @@ package registry
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"github.com/toolmesh/toolmesh/edge/schema"
+	"github.com/toolmesh/toolmesh/internal/paging"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -133,15 +137,28 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 	}
 
 	in := schema.Input(md.Input(), docs.Lookup)
+	if t.PageField != nil {
+		if err := checkPaging(md.Input()); err != nil {
+			return nil, fmt.Errorf("list tool %q (%s): %w", t.Name, md.FullName(), err)
+		}
+		props := in["properties"].(schema.Schema)
+		props["offset"].(schema.Schema)["default"] = 0
+		props["limit"].(schema.Schema)["default"] = paging.DefaultLimit
+	}
 	if opts.ExtraInput != nil {
 		props, required := opts.ExtraInput(t)
 		p := in["properties"].(schema.Schema)
 		for k, v := range props {
 			p[k] = v
 		}
-		if len(required) > 0 {
-			req, _ := in["required"].([]string)
-			in["required"] = append(req, required...)
+		req, _ := in["required"].([]string)
+		for _, r := range required {
+			if !slices.Contains(req, r) {
+				req = append(req, r)
+			}
+		}
+		if len(req) > 0 {
+			in["required"] = req
 		}
 	}
 	var err error
@@ -152,6 +169,30 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		return nil, fmt.Errorf("tool %q: marshal output schema: %w", t.Name, err)
 	}
 	return t, nil
+}
+
+// checkPaging enforces the one paging contract of list tools: int32 offset
+// and limit arguments, neither negative, the limit bounded. (The default
+// limit is applied by the service, see internal/paging.)
+func checkPaging(in protoreflect.MessageDescriptor) error {
+	for _, name := range []protoreflect.Name{"offset", "limit"} {
+		fd := in.Fields().ByName(name)
+		if fd == nil || fd.Kind() != protoreflect.Int32Kind || fd.IsList() {
+			return fmt.Errorf("a list request needs an int32 %s field", name)
+		}
+		var rules *validate.Int32Rules
+		if opts := fd.Options(); opts != nil && proto.HasExtension(opts, validate.E_Field) {
+			fr, _ := proto.GetExtension(opts, validate.E_Field).(*validate.FieldRules)
+			rules = fr.GetInt32()
+		}
+		if !rules.HasGte() || rules.GetGte() < 0 {
+			return fmt.Errorf("%s needs the rule gte: 0 (negatives are rejected)", name)
+		}
+		if name == "limit" && !rules.HasLte() {
+			return errors.New("limit needs an upper bound (lte)")
+		}
+	}
+	return nil
 }
 
 // outputSchema describes the success envelope of t.

@@ -1,0 +1,290 @@
+package edge
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+)
+
+// AuthConfig makes the edge an OAuth 2.1 resource server: every request to
+// /mcp needs a bearer JWT issued by Issuer for Resource.
+type AuthConfig struct {
+	// Issuer is the exact "iss" every token must carry.
+	Issuer string
+	// Resource is this edge's canonical URI ("https://mcp.example.com/mcp");
+	// every token's "aud" must contain it (RFC 8707), and RFC 9728 metadata
+	// describes it.
+	Resource string
+	// AuthorizationServers are listed in the protected resource metadata
+	// (default: Issuer).
+	AuthorizationServers []string
+	// JWKS is a JSON Web Key Set (RSA and P-256 EC public keys) that verifies
+	// RS256 and ES256 tokens.
+	JWKS []byte
+	// HS256Secret verifies HS256 tokens. Development only: the edge refuses it
+	// unless bound to loopback.
+	HS256Secret []byte
+	// Leeway tolerates clock skew on exp, nbf and iat (default 30s).
+	Leeway time.Duration
+}
+
+// principalKey is where the principal travels in the SDK's TokenInfo.
+const principalKey = "toolmesh.principal"
+
+// minHS256SecretLen is the shortest HS256 secret accepted.
+const minHS256SecretLen = 32
+
+// authenticator verifies bearer tokens.
+type authenticator struct {
+	cfg      AuthConfig
+	rsaKeys  []keyEntry
+	ecKeys   []keyEntry
+	hsSecret []byte
+	algs     []jose.SignatureAlgorithm
+	metaURL  string
+	grants   *Grants
+	log      *slog.Logger
+}
+
+type keyEntry struct {
+	kid string
+	key any
+}
+
+func newAuthenticator(cfg AuthConfig, grants *Grants, log *slog.Logger) (*authenticator, error) {
+	if cfg.Issuer == "" {
+		return nil, errors.New("auth: an issuer is required")
+	}
+	res, err := url.Parse(cfg.Resource)
+	if err != nil || res.Scheme == "" || res.Host == "" || res.Fragment != "" {
+		return nil, fmt.Errorf("auth: resource %q is not an absolute URI without a fragment", cfg.Resource)
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = 30 * time.Second
+	}
+	if len(cfg.AuthorizationServers) == 0 {
+		cfg.AuthorizationServers = []string{cfg.Issuer}
+	}
+	a := &authenticator{cfg: cfg, grants: grants, log: log}
+	a.metaURL = res.Scheme + "://" + res.Host + "/.well-known/oauth-protected-resource" + strings.TrimSuffix(res.Path, "/")
+	if len(cfg.JWKS) > 0 {
+		var set jose.JSONWebKeySet
+		if err := json.Unmarshal(cfg.JWKS, &set); err != nil {
+			return nil, fmt.Errorf("auth: read JWKS: %w", err)
+		}
+		for _, k := range set.Keys {
+			if k.Use != "" && k.Use != "sig" {
+				continue
+			}
+			switch pub := k.Key.(type) {
+			case *rsa.PublicKey:
+				if pub.N.BitLen() < 2048 {
+					return nil, fmt.Errorf("auth: JWKS key %q: RSA keys must have at least 2048 bits", k.KeyID)
+				}
+				a.rsaKeys = append(a.rsaKeys, keyEntry{k.KeyID, pub})
+			case *ecdsa.PublicKey:
+				if pub.Curve != elliptic.P256() {
+					return nil, fmt.Errorf("auth: JWKS key %q: only P-256 EC keys are accepted (ES256)", k.KeyID)
+				}
+				a.ecKeys = append(a.ecKeys, keyEntry{k.KeyID, pub})
+			default:
+				return nil, fmt.Errorf("auth: JWKS key %q: only public RSA and P-256 EC keys are accepted", k.KeyID)
+			}
+		}
+	}
+	if len(a.rsaKeys) > 0 {
+		a.algs = append(a.algs, jose.RS256)
+	}
+	if len(a.ecKeys) > 0 {
+		a.algs = append(a.algs, jose.ES256)
+	}
+	if len(cfg.HS256Secret) > 0 {
+		if len(cfg.HS256Secret) < minHS256SecretLen {
+			return nil, fmt.Errorf("auth: the HS256 secret must be at least %d bytes", minHS256SecretLen)
+		}
+		a.hsSecret = cfg.HS256Secret
+		a.algs = append(a.algs, jose.HS256)
+	}
+	if len(a.algs) == 0 {
+		return nil, errors.New("auth: no verification keys (a JWKS with RS256/ES256 keys, or an HS256 secret in development)")
+	}
+	return a, nil
+}
+
+// authFailure is a refused request: the HTTP status, the WWW-Authenticate
+// challenge and a message safe to show (never the token).
+type authFailure struct {
+	status    int
+	errorCode string // RFC 6750 error: invalid_request, invalid_token, insufficient_scope
+	message   string
+	scope     string
+}
+
+// challenge renders the WWW-Authenticate header of a failure.
+func (a *authenticator) challenge(f *authFailure) string {
+	var parts []string
+	if f.errorCode != "" {
+		parts = append(parts, fmt.Sprintf("error=%q", f.errorCode))
+		if f.message != "" {
+			parts = append(parts, fmt.Sprintf("error_description=%q", strings.ReplaceAll(f.message, `"`, "'")))
+		}
+	}
+	if f.scope != "" {
+		parts = append(parts, fmt.Sprintf("scope=%q", f.scope))
+	}
+	parts = append(parts, fmt.Sprintf("resource_metadata=%q", a.metaURL))
+	return "Bearer " + strings.Join(parts, ", ")
+}
+
+// tokenClaims are the claims beyond the registered ones.
+type tokenClaims struct {
+	Scope   string   `json:"scope"`
+	Scp     any      `json:"scp"`
+	Roles   []string `json:"roles"`
+	AgentID string   `json:"agent_id"`
+}
+
+// agentPattern bounds agent ids taken from tokens.
+var agentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// maxBearerLen bounds a presented token before it is parsed.
+const maxBearerLen = 16 << 10
+
+// authenticate checks the request's credentials and returns the caller.
+func (a *authenticator) authenticate(r *http.Request) (*Principal, *auth.TokenInfo, *authFailure) {
+	q := r.URL.Query()
+	if q.Has("access_token") || q.Has("token") {
+		return nil, nil, &authFailure{status: http.StatusBadRequest, errorCode: "invalid_request", message: "access tokens are accepted only in the Authorization header, never in the query string"}
+	}
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		return nil, nil, &authFailure{status: http.StatusUnauthorized, message: "this endpoint needs a bearer token"}
+	}
+	raw := fields[1]
+	p, info, field, err := a.verify(raw)
+	if err != nil {
+		boundary.LogRejection(r.Context(), a.log, boundary.JWT, []boundary.Violation{{Field: field, Rule: "jwt." + field, Message: err.Error()}})
+		return nil, nil, &authFailure{status: http.StatusUnauthorized, errorCode: "invalid_token", message: err.Error()}
+	}
+	if !p.hasAnyAccess() {
+		return nil, nil, &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope", message: "the token grants no toolmesh scope", scope: ScopeRead}
+	}
+	return p, info, nil
+}
+
+// verify checks a raw token; on failure it names the offending part.
+func (a *authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string, error) {
+	if len(raw) > maxBearerLen {
+		return nil, nil, "token", errors.New("the token is too long")
+	}
+	tok, err := jwt.ParseSigned(raw, a.algs)
+	if err != nil {
+		return nil, nil, "alg", errors.New("the token is not a JWT signed with an accepted algorithm")
+	}
+	h := tok.Headers[0]
+	var candidates []any
+	switch jose.SignatureAlgorithm(h.Algorithm) {
+	case jose.HS256:
+		candidates = []any{a.hsSecret}
+	case jose.RS256:
+		candidates = pick(a.rsaKeys, h.KeyID)
+	case jose.ES256:
+		candidates = pick(a.ecKeys, h.KeyID)
+	}
+	if len(candidates) == 0 {
+		return nil, nil, "kid", errors.New("the token is signed with an unknown key")
+	}
+	var std jwt.Claims
+	var extra tokenClaims
+	verified := false
+	for _, k := range candidates {
+		if err := tok.Claims(k, &std, &extra); err == nil {
+			verified = true
+			break
+		}
+	}
+	if !verified {
+		return nil, nil, "signature", errors.New("the token signature is invalid")
+	}
+	if std.Expiry == nil {
+		return nil, nil, "exp", errors.New("the token has no expiry")
+	}
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: a.cfg.Issuer, AnyAudience: jwt.Audience{a.cfg.Resource}}, a.cfg.Leeway); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrInvalidIssuer):
+			return nil, nil, "iss", errors.New("the token is from an untrusted issuer")
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return nil, nil, "aud", errors.New("the token is not meant for this resource")
+		case errors.Is(err, jwt.ErrExpired):
+			return nil, nil, "exp", errors.New("the token has expired")
+		case errors.Is(err, jwt.ErrNotValidYet):
+			return nil, nil, "nbf", errors.New("the token is not valid yet")
+		case errors.Is(err, jwt.ErrIssuedInTheFuture):
+			return nil, nil, "iat", errors.New("the token is issued in the future")
+		}
+		return nil, nil, "claims", errors.New("the token claims are invalid")
+	}
+	agent := extra.AgentID
+	if agent == "" {
+		agent = std.Subject
+	}
+	if !agentPattern.MatchString(agent) {
+		return nil, nil, "agent_id", errors.New("the token names no valid agent (agent_id or sub)")
+	}
+	if len(std.Subject) > 256 {
+		return nil, nil, "sub", errors.New("the token subject is too long")
+	}
+	for _, r := range extra.Roles {
+		if r == "" || len(r) > 64 {
+			return nil, nil, "roles", errors.New("a role must be 1 to 64 characters")
+		}
+	}
+	if len(extra.Roles) > 16 {
+		return nil, nil, "roles", errors.New("the token has too many roles")
+	}
+	scopes := strings.Fields(extra.Scope)
+	switch v := extra.Scp.(type) {
+	case string:
+		scopes = append(scopes, strings.Fields(v)...)
+	case []any:
+		for _, s := range v {
+			if str, ok := s.(string); ok {
+				scopes = append(scopes, str)
+			}
+		}
+	}
+	p := newPrincipal(std.Subject, agent, scopes, extra.Roles, a.grants.lookup(std.Subject))
+	info := &auth.TokenInfo{
+		Scopes:     p.Scopes,
+		Expiration: std.Expiry.Time().Add(a.cfg.Leeway), // the SDK checks it again, without leeway
+		UserID:     p.limitKey(),
+		Extra:      map[string]any{principalKey: p},
+	}
+	return p, info, "", nil
+}
+
+// pick returns the keys a token with kid may be verified with: the key with
+// that id, or every key when the token names none.
+func pick(keys []keyEntry, kid string) []any {
+	var out []any
+	for _, k := range keys {
+		if kid == "" || k.kid == kid {
+			out = append(out, k.key)
+		}
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Elicitor asks the user for admin inputs (confirm, reason) a call is
+// missing. It is the seam where multi-round elicitation plugs in: with an
+// MRTR-capable client it returns an interim input_required result; with a
+// client that answers server-sent elicitation it returns the answers. When
+// it cannot ask (ok false), the call is refused with guardrail_violated.
+type Elicitor interface {
+	ElicitAdmin(ctx context.Context, req *mcp.CallToolRequest, tool string, missing []string) (answers map[string]json.RawMessage, interim *mcp.CallToolResult, ok bool)
+}
+
+// Guardrail violations of ADMIN calls.
+const (
+	ViolationMissingActor   = "missing_actor"
+	ViolationMissingConfirm = "missing_confirm"
+	ViolationMissingReason  = "missing_reason"
+)
+
+// MetaIdempotencyKey is the request _meta key a client may set to make a
+// retried tools/call apply once; without it every call gets a fresh key.
+const MetaIdempotencyKey = "dev.toolmesh/idempotencyKey"
+
+var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// toolHandler answers every call to b's tool with exactly one envelope,
+// whatever happens underneath.
+func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		start := time.Now()
+		var p *Principal
+		defer func() {
+			if r := recover(); r != nil {
+				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				res, err = result(Fail(b.tool.Name, CodeInternal, "internal error")), nil
+			}
+		}()
+		p = e.principal(req)
+		env, interim := e.call(ctx, b, p, req)
+		if interim != nil {
+			return interim, nil
+		}
+		e.observe(ctx, b, p, req, env, time.Since(start))
+		return result(env), nil
+	}
+}
+
+// call runs the pipeline of one tool call. Each refusal happens before
+// anything is sent to the service.
+func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*Envelope, *mcp.CallToolResult) {
+	t := b.tool
+	if p == nil {
+		return Fail(t.Name, CodeUnauthenticated, "the caller is not authenticated"), nil
+	}
+	if ok, why := p.mayCall(t); !ok {
+		return Fail(t.Name, CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)), nil
+	}
+	if b.client == nil {
+		return Fail(t.Name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", t.Name, t.Service)), nil
+	}
+	if e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ {
+		return Fail(t.Name, CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", lowerFirst(t.Title))), nil
+	}
+	if ok, wait := e.limits.allow(p.limitKey(), time.Now()); !ok {
+		env := Fail(t.Name, CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
+		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+		return env, nil
+	}
+	key, env := idempotencyKey(t.Name, req.Params.Meta)
+	if env != nil {
+		return env, nil
+	}
+
+	args := req.Params.Arguments
+	if vs := b.decodeViolations(args); vs != nil {
+		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
+		return Invalid(t.Name, vs), nil
+	}
+	if t.Kind == toolv1.Kind_KIND_ADMIN {
+		var interim *mcp.CallToolResult
+		args, env, interim = e.guard(ctx, b, p, req)
+		if env != nil || interim != nil {
+			return env, interim
+		}
+	}
+	msg, vs := b.decode(ctx, args)
+	if vs != nil {
+		return Invalid(t.Name, vs), nil
+	}
+	stop := e.progress(ctx, b, req)
+	defer stop()
+	return b.invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key}), nil
+}
+
+// guard checks the admin triple — an authenticated actor, confirm that is
+// the JSON literal true, a non-blank reason — and returns the arguments the
+// request message decodes from (confirm and reason removed unless the
+// message has such fields).
+func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (json.RawMessage, *Envelope, *mcp.CallToolResult) {
+	t := b.tool
+	obj := map[string]json.RawMessage{}
+	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
+		if err := json.Unmarshal(a, &obj); err != nil {
+			vs := []boundary.Violation{b.decodeError(err)}
+			boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
+			return nil, Invalid(t.Name, vs), nil
+		}
+	}
+	if p.Subject == "" {
+		return nil, guardrail(t.Name, ViolationMissingActor,
+			fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
+	}
+	missing := missingAdminInputs(obj)
+	if len(missing) > 0 && e.cfg.Elicitor != nil {
+		answers, interim, ok := e.cfg.Elicitor.ElicitAdmin(ctx, req, t.Name, missing)
+		if interim != nil {
+			return nil, nil, interim
+		}
+		if ok {
+			for k, v := range answers {
+				obj[k] = v
+			}
+			missing = missingAdminInputs(obj)
+		}
+	}
+	if len(missing) > 0 {
+		v := ViolationMissingConfirm
+		msg := fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) to confirm it", t.Name)
+		if missing[0] == argReason {
+			v = ViolationMissingReason
+			msg = fmt.Sprintf("%s is an administrative tool: give a non-blank reason for it", t.Name)
+		}
+		if len(missing) == 2 {
+			msg = fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) and give a non-blank reason", t.Name)
+		}
+		return nil, guardrail(t.Name, v, msg), nil
+	}
+	fields := b.in.Fields()
+	for _, k := range []string{argConfirm, argReason} {
+		if fields.ByName(protoreflect.Name(k)) == nil {
+			delete(obj, k)
+		}
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, Fail(t.Name, CodeInternal, "re-encode arguments"), nil
+	}
+	return out, nil, nil
+}
+
+// missingAdminInputs lists, in order, the admin inputs args lacks.
+func missingAdminInputs(args map[string]json.RawMessage) []string {
+	var missing []string
+	if !bytes.Equal(bytes.TrimSpace(args[argConfirm]), []byte("true")) {
+		missing = append(missing, argConfirm)
+	}
+	var reason string
+	if json.Unmarshal(args[argReason], &reason) != nil || strings.TrimSpace(reason) == "" {
+		missing = append(missing, argReason)
+	}
+	return missing
+}
+
+func guardrail(tool, violation, msg string) *Envelope {
+	env := Fail(tool, CodeGuardrailViolated, msg)
+	env.Violation = violation
+	return env
+}
+
+// idempotencyKey returns the key the call carries: the client's, from
+// _meta, or a fresh one.
+func idempotencyKey(tool string, meta mcp.Meta) (string, *Envelope) {
+	v, ok := meta[MetaIdempotencyKey]
+	if !ok {
+		return newIdempotencyKey(), nil
+	}
+	s, isString := v.(string)
+	if !isString || !idempotencyKeyRE.MatchString(s) {
+		return "", Invalid(tool, []boundary.Violation{{Field: "_meta." + MetaIdempotencyKey, Rule: "idempotency_key",
+			Message: "must be 1 to 128 characters of letters, digits, '.', '_', ':' or '-'"}})
+	}
+	return "mcp-client-" + s, nil
+}
+
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "mcp-" + hex.EncodeToString(b[:])
+}
+
+// progress tells a client that asked for progress that a call is still
+// running, every ProgressInterval, so it can keep waiting; the returned
+// function stops it. A long-running tool also reports its start.
+func (e *Edge) progress(ctx context.Context, b *binding, req *mcp.CallToolRequest) func() {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n := 0
+		notify := func(msg string) {
+			n++
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg})
+		}
+		if b.tool.LongRunning {
+			notify(b.tool.Title + ": started")
+		}
+		tick := time.NewTicker(e.cfg.ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				notify(b.tool.Title + ": still running")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// observe logs the outcome of a call and emits the events some outcomes
+// promise: exactly one mcp.admin_op.executed per successful admin call, one
+// mcp.capability_gap or mcp.not_supported per such envelope. A failed call
+// is also reported to a client that set a log level.
+func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, env *Envelope, took time.Duration) {
+	t := b.tool
+	subject, agent := "", ""
+	if p != nil {
+		subject, agent = p.Subject, p.Agent
+	}
+	switch {
+	case env.Status == "ok" && t.Kind == toolv1.Kind_KIND_ADMIN:
+		var reason string
+		var args map[string]json.RawMessage
+		if json.Unmarshal(req.Params.Arguments, &args) == nil {
+			_ = json.Unmarshal(args[argReason], &reason)
+		}
+		e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", t.Name, "subject", subject, "agent", agent, "reason", truncate(reason, 500))
+	case env.DomainCode == CodeCapabilityGap:
+		e.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
+	case env.DomainCode == CodeNotSupported:
+		e.log.WarnContext(ctx, "mcp.not_supported", "tool", t.Name, "service", t.Service, "message", env.Message)
+	}
+	if env.Status == "ok" {
+		e.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())
+		return
+	}
+	e.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
+	if req.Session != nil {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
+			Data: map[string]string{"tool": t.Name, "domain_code": env.DomainCode, "message": env.Message}})
+	}
+}
+
+// lowerFirst lowercases the first letter of a title for use mid-sentence,
+// unless it starts an acronym ("Create work task" → "create work task").
+func lowerFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	if next, _ := utf8.DecodeRuneInString(s[n:]); unicode.IsUpper(next) {
+		return s
+	}
+	return string(unicode.ToLower(r)) + s[n:]
+}

@@ -1,0 +1,166 @@
+package edge
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/edge/registry"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// Token scopes the edge understands. A caller may call a tool when its
+// scopes cover the tool's kind, or when it holds an explicit grant for that
+// tool; a privileged tool needs the explicit grant.
+const (
+	// ScopeRead allows READ tools.
+	ScopeRead = "toolmesh:read"
+	// ScopeWrite allows READ and WRITE tools.
+	ScopeWrite = "toolmesh:write"
+	// ScopeAdmin allows ADMIN tools (still subject to the admin guardrails).
+	ScopeAdmin = "toolmesh:admin"
+	// ScopeToolPrefix + a tool name is an explicit grant for that tool.
+	ScopeToolPrefix = "toolmesh:tool:"
+)
+
+// DevSubject is the subject of the development principal.
+const DevSubject = "local"
+
+// Principal is an authenticated caller of the edge.
+type Principal struct {
+	// Subject identifies the caller (the token's sub; DevSubject in
+	// development mode). Empty when the token names only an agent.
+	Subject string
+	// Agent is the agent the caller acts as; services key data by it.
+	Agent string
+	// Roles are carried to services in the mesh token (mesh.RoleOwner, ...).
+	Roles []string
+	// Scopes are the caller's token scopes plus those its grants add.
+	Scopes []string
+
+	// grants are tools the caller holds an explicit grant for.
+	grants map[string]bool
+	// all marks the development principal, which holds every grant.
+	all bool
+	// key names the principal's permissions, for caching its tool view.
+	key string
+}
+
+// devPrincipal is the local caller of development mode and stdio: the owner,
+// holding every grant.
+func devPrincipal(agent string) *Principal {
+	p := &Principal{Subject: DevSubject, Agent: agent, Roles: []string{mesh.RoleOwner}, Scopes: []string{ScopeRead, ScopeWrite, ScopeAdmin}, all: true}
+	p.key = "*"
+	return p
+}
+
+// newPrincipal builds a principal from verified token claims and the
+// caller's entry in the grants file (nil when none).
+func newPrincipal(subject, agent string, scopes, roles []string, g *Grant) *Principal {
+	p := &Principal{Subject: subject, Agent: agent, grants: map[string]bool{}}
+	scopeSet := map[string]bool{}
+	addScope := func(s string) {
+		if s == "" || scopeSet[s] {
+			return
+		}
+		scopeSet[s] = true
+		if tool, ok := strings.CutPrefix(s, ScopeToolPrefix); ok {
+			p.grants[tool] = true
+		}
+	}
+	for _, s := range scopes {
+		addScope(s)
+	}
+	roleSet := map[string]bool{}
+	for _, r := range roles {
+		roleSet[r] = true
+	}
+	if g != nil {
+		for _, s := range g.Scopes {
+			addScope(s)
+		}
+		for _, r := range g.Roles {
+			roleSet[r] = true
+		}
+		for _, t := range g.Tools {
+			p.grants[t] = true
+		}
+	}
+	for s := range scopeSet {
+		p.Scopes = append(p.Scopes, s)
+	}
+	sort.Strings(p.Scopes)
+	for r := range roleSet {
+		p.Roles = append(p.Roles, r)
+	}
+	sort.Strings(p.Roles)
+	p.key = p.permissionKey()
+	return p
+}
+
+func (p *Principal) hasScope(s string) bool { return slices.Contains(p.Scopes, s) }
+
+// permissionKey is the same for two principals that may call the same tools.
+func (p *Principal) permissionKey() string {
+	var b strings.Builder
+	for _, s := range []string{ScopeRead, ScopeWrite, ScopeAdmin} {
+		if p.hasScope(s) {
+			b.WriteString(s)
+		}
+		b.WriteByte('|')
+	}
+	tools := make([]string, 0, len(p.grants))
+	for t := range p.grants {
+		tools = append(tools, t)
+	}
+	sort.Strings(tools)
+	b.WriteString(strings.Join(tools, ","))
+	return b.String()
+}
+
+// hasAnyAccess reports whether the principal may call any tool at all.
+func (p *Principal) hasAnyAccess() bool {
+	return p.all || len(p.grants) > 0 || p.hasScope(ScopeRead) || p.hasScope(ScopeWrite) || p.hasScope(ScopeAdmin)
+}
+
+// mayCall reports whether p may call t, and if not, what it lacks.
+func (p *Principal) mayCall(t *registry.Tool) (bool, string) {
+	if p.all || p.grants[t.Name] {
+		return true, ""
+	}
+	if t.Privileged {
+		return false, "it is privileged and needs an explicit grant (the grants file, or scope " + ScopeToolPrefix + t.Name + ")"
+	}
+	switch t.Kind {
+	case toolv1.Kind_KIND_READ:
+		if p.hasScope(ScopeRead) || p.hasScope(ScopeWrite) {
+			return true, ""
+		}
+		return false, "it needs scope " + ScopeRead
+	case toolv1.Kind_KIND_WRITE:
+		if p.hasScope(ScopeWrite) {
+			return true, ""
+		}
+		return false, "it needs scope " + ScopeWrite
+	case toolv1.Kind_KIND_ADMIN:
+		if p.hasScope(ScopeAdmin) {
+			return true, ""
+		}
+		return false, "it needs scope " + ScopeAdmin
+	}
+	return false, "its kind is unknown"
+}
+
+// caller is the identity the principal's service calls carry.
+func (p *Principal) caller() mesh.Caller {
+	return mesh.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles}
+}
+
+// limitKey is the key of the principal's rate limit.
+func (p *Principal) limitKey() string {
+	if p.Subject != "" {
+		return "s:" + p.Subject
+	}
+	return "a:" + p.Agent
+}
