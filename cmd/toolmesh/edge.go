@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,15 +31,55 @@ func (s serviceFlag) Set(v string) error {
 	return nil
 }
 
-func runEdge(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+// listFlag collects a repeatable string flag; its default comes from a
+// comma-separated environment variable.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+func envList(getenv func(string) string, key string) listFlag {
+	var out listFlag
+	for _, v := range strings.Split(getenv(key), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func runEdge(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	addr := fs.String("addr", envOr(getenv, "TOOLMESH_EDGE_ADDR", "127.0.0.1:7100"), "listen address")
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for desktop clients) instead of HTTP")
 	services := serviceFlag{}
 	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
 	timeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call")
-	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of calls in development mode")
+	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the local caller in development mode and over stdio")
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
 	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
+	readOnly := fs.Bool("read-only", getenv("TOOLMESH_EDGE_READ_ONLY") == "true", "refuse WRITE and ADMIN tools (read_only) without calling services")
+	issuer := fs.String("issuer", getenv("TOOLMESH_OAUTH_ISSUER"), "OAuth issuer whose bearer JWTs the edge accepts; enables authentication")
+	resource := fs.String("resource", getenv("TOOLMESH_EDGE_RESOURCE"), "canonical URI of this edge, the audience tokens must name (default http://<addr>/mcp)")
+	jwksFile := fs.String("jwks-file", getenv("TOOLMESH_OAUTH_JWKS_FILE"), "JSON Web Key Set file with the issuer's RS256/ES256 public keys")
+	hsFile := fs.String("dev-hs256-secret-file", getenv("TOOLMESH_OAUTH_DEV_HS256_SECRET_FILE"), "file with an HS256 secret (development only: loopback addresses)")
+	grantsFile := fs.String("grants-file", getenv("TOOLMESH_EDGE_GRANTS_FILE"), "YAML file granting roles, scopes and tools per token subject")
+	authServers := envList(getenv, "TOOLMESH_OAUTH_AUTHORIZATION_SERVERS")
+	fs.Var(&authServers, "authorization-server", "authorization server listed in the resource metadata (repeatable; default the issuer)")
+	origins := envList(getenv, "TOOLMESH_EDGE_ALLOWED_ORIGINS")
+	fs.Var(&origins, "allow-origin", "browser origin allowed to call the edge, scheme://host[:port] (repeatable)")
+	hosts := envList(getenv, "TOOLMESH_EDGE_ALLOWED_HOSTS")
+	fs.Var(&hosts, "allow-host", "Host header value the edge answers to, besides loopback names on loopback (repeatable)")
+	maxBody := fs.Int64("max-body", edge.DefaultMaxBodyBytes, "largest request body in bytes (larger is 413)")
+	rateLimit := fs.Float64("rate-limit", 0, "tool calls per second per caller (0: unlimited)")
+	rateBurst := fs.Int("rate-burst", 0, "tool calls a caller may make at once (default: the rate)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,18 +103,75 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, log
 	if err != nil {
 		return err
 	}
-	e, err := edge.New(edge.Config{Services: urls, CallTimeout: *timeout, DevAgent: *agent, Mesh: signer}, log.With("service", "edge"))
+	cfg := edge.Config{
+		Services:       urls,
+		CallTimeout:    *timeout,
+		DevAgent:       *agent,
+		Mesh:           signer,
+		Addr:           *addr,
+		ReadOnly:       *readOnly,
+		AllowedOrigins: origins,
+		AllowedHosts:   hosts,
+		MaxBodyBytes:   *maxBody,
+		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+	}
+	if *grantsFile != "" {
+		b, err := os.ReadFile(*grantsFile)
+		if err != nil {
+			return fmt.Errorf("read grants file: %w", err)
+		}
+		if cfg.Grants, err = edge.ParseGrants(b); err != nil {
+			return err
+		}
+	}
+	if !*stdio && (*issuer != "" || *jwksFile != "" || *hsFile != "") {
+		if *issuer == "" {
+			return errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
+		}
+		a := &edge.AuthConfig{Issuer: *issuer, Resource: *resource, AuthorizationServers: authServers}
+		if a.Resource == "" {
+			a.Resource = "http://" + *addr + "/mcp"
+		}
+		if *jwksFile != "" {
+			if a.JWKS, err = os.ReadFile(*jwksFile); err != nil {
+				return fmt.Errorf("read JWKS file: %w", err)
+			}
+		}
+		if *hsFile != "" {
+			secret, err := os.ReadFile(*hsFile)
+			if err != nil {
+				return fmt.Errorf("read HS256 secret file: %w", err)
+			}
+			a.HS256Secret = []byte(strings.TrimSpace(string(secret)))
+		}
+		cfg.Auth = a
+	}
+	if *stdio {
+		cfg.Addr = ""
+	}
+	log = log.With("service", "edge")
+	e, err := edge.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if *stdio {
+		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", *readOnly)
+		return e.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
 	}
 	lis, err := server.Listen(*addr)
 	if err != nil {
 		return err
 	}
-	log.Warn("edge.dev_mode", "message", "no authentication: every caller acts as the development agent; bind to loopback only", "agent", *agent)
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()))
+	if e.DevelopmentMode() {
+		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
+	}
+	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode())
 	return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
 }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 // serviceURLs maps domain names to the fully-qualified names of their
 // services in the edge's contracts.

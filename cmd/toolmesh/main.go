@@ -25,7 +25,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "toolmesh:", err)
 		}
@@ -37,7 +37,7 @@ const usage = `usage: toolmesh <command> [flags]
 
 commands:
   serve <domain>   run one domain service (domains: %s)
-  edge             run the MCP edge
+  edge             run the MCP edge (--stdio: over stdin/stdout for desktop clients)
   up               run the whole mesh locally with embedded defaults
   keygen           create the mesh key pair (.toolmesh/mesh.key, mesh.pub)
   token            mint a mesh token to call services directly (grpcurl, curl)
@@ -45,7 +45,7 @@ commands:
 Run 'toolmesh <command> -h' for the flags of a command.
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, usage, domainNames())
 		return errors.New("no command")
@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve":
 		return runServe(ctx, args[1:], getenv, log)
 	case "edge":
-		return runEdge(ctx, args[1:], getenv, log)
+		return runEdge(ctx, args[1:], getenv, stdin, stdout, log)
 	case "up":
 		return runUp(ctx, args[1:], getenv, stdout, log)
 	case "keygen":

@@ -36,7 +36,7 @@ func serve(t *testing.T, env map[string]string, args ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve"}, args...), func(k string) string { return env[k] }, nil, discard{})
+		done <- run(ctx, append([]string{"serve"}, args...), func(k string) string { return env[k] }, nil, nil, discard{})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -114,7 +114,7 @@ func TestServeChecksCallersAgainstTheAgentsDirectory(t *testing.T) {
 
 func TestServeRejectsAMalformedSeed(t *testing.T) {
 	err := run(context.Background(), []string{"serve", "agents", "--addr", freeAddr(t), "--data", t.TempDir(), "--mesh-public-key", testPublicKey(t)},
-		func(k string) string { return map[string]string{agentsSeedEnv: "local, Not Valid"}[k] }, nil, discard{})
+		func(k string) string { return map[string]string{agentsSeedEnv: "local, Not Valid"}[k] }, nil, nil, discard{})
 	if err == nil || !strings.Contains(err.Error(), agentsSeedEnv) || !strings.Contains(err.Error(), "Not Valid") {
 		t.Errorf("serve agents with a malformed seed: %v, want an error naming %s and the id", err, agentsSeedEnv)
 	}
