@@ -1,0 +1,277 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// logBuffer collects an edge's JSON log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// events returns the logged events named msg, decoded.
+func (l *logBuffer) events(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(l.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// testingService is the test-only contract's service.
+func testingService() protoreflect.ServiceDescriptor {
+	return testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")
+}
+
+// fixture is an edge in front of the test-only backend.
+type fixture struct {
+	backend *testingsvc.Service
+	svc     *servertest.Server
+	edge    *edge.Edge
+	http    *httptest.Server
+	url     string // the /mcp endpoint
+	logs    *logBuffer
+}
+
+// resourceFor is the canonical URI of the edge listening on ts: the
+// audience its tokens name.
+func resourceFor(ts *httptest.Server) string { return "http://" + ts.Listener.Addr().String() + "/mcp" }
+
+// newFixture serves an edge whose only backend is the test service;
+// configure adjusts the edge's configuration before it is built.
+func newFixture(t testing.TB, configure func(*edge.Config)) *fixture {
+	t.Helper()
+	f := &fixture{backend: testingsvc.New(), logs: &logBuffer{}}
+	f.svc = servertest.Start(t, f.backend.Server())
+	cfg := edge.Config{
+		Contracts:   []protoreflect.ServiceDescriptor{testingService()},
+		Services:    map[string]string{testingv1connect.TestingServiceName: f.svc.URL},
+		HTTPClient:  f.svc.Client(),
+		Mesh:        servertest.MeshSigner(),
+		CallTimeout: 5 * time.Second,
+	}
+	f.http = httptest.NewUnstartedServer(nil)
+	if configure != nil {
+		configure(&cfg)
+	}
+	if cfg.Auth != nil && cfg.Auth.Resource == "" {
+		cfg.Auth.Resource = resourceFor(f.http)
+	}
+	e, err := edge.New(cfg, logging.New(f.logs, logging.ParseLevel("debug")))
+	if err != nil {
+		f.http.Close()
+		t.Fatal(err)
+	}
+	f.edge = e
+	f.http.Config.Handler = e.Handler()
+	f.http.Start()
+	t.Cleanup(f.http.Close)
+	f.url = f.http.URL + "/mcp"
+	return f
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens a go-sdk client session at protocol version (the latest
+// when empty), with a bearer token when token is set.
+func (f *fixture) connect(t testing.TB, version, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	transport := &mcp.StreamableClientTransport{Endpoint: f.url}
+	if token != "" {
+		transport.HTTPClient = &http.Client{Transport: bearerTransport{token, http.DefaultTransport}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var sopts *mcp.ClientSessionOptions
+	if version != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := client.Connect(ctx, transport, sopts)
+	if err != nil {
+		t.Fatalf("connect MCP client at %q: %v", version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callEnv calls a tool and returns its envelope (see call in edge_test.go,
+// which also checks the result's shape).
+func callEnv(t *testing.T, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, fullEnvelope) {
+	t.Helper()
+	res, _ := call(t, cs, tool, args)
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env fullEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatalf("structuredContent is not an envelope: %s", raw)
+	}
+	return res, env
+}
+
+// fullEnvelope is every field of an envelope.
+type fullEnvelope struct {
+	envelopeCore
+	Violation         string `json:"violation"`
+	Gap               string `json:"gap"`
+	RetryAfterSeconds int    `json:"retry_after_seconds"`
+}
+
+type envelopeCore = envelope
+
+// issuer signs access tokens the way an authorization server would.
+type issuer struct {
+	url      string
+	rsaKey   *rsa.PrivateKey
+	ecKey    *ecdsa.PrivateKey
+	hsSecret []byte
+}
+
+func newIssuer(t testing.TB) *issuer {
+	t.Helper()
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &issuer{url: "https://auth.example.com", rsaKey: rk, ecKey: ek, hsSecret: []byte("dev-secret-0123456789abcdef-0123456789")}
+}
+
+// jwks is the issuer's public key set.
+func (i *issuer) jwks(t testing.TB) []byte {
+	t.Helper()
+	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
+		{Key: &i.rsaKey.PublicKey, KeyID: "rsa-1", Algorithm: "RS256", Use: "sig"},
+		{Key: &i.ecKey.PublicKey, KeyID: "ec-1", Algorithm: "ES256", Use: "sig"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// claims of a test token; zero fields are left out.
+type claims struct {
+	Subject  string
+	Audience string
+	Issuer   string
+	Expiry   time.Time
+	Scope    string
+	AgentID  string
+	Roles    []string
+}
+
+// sign mints a token with alg (RS256, ES256 or HS256).
+func (i *issuer) sign(t testing.TB, alg jose.SignatureAlgorithm, c claims) string {
+	t.Helper()
+	var key jose.SigningKey
+	var kid string
+	switch alg {
+	case jose.RS256:
+		key, kid = jose.SigningKey{Algorithm: alg, Key: i.rsaKey}, "rsa-1"
+	case jose.ES256:
+		key, kid = jose.SigningKey{Algorithm: alg, Key: i.ecKey}, "ec-1"
+	case jose.HS256:
+		key = jose.SigningKey{Algorithm: alg, Key: i.hsSecret}
+	}
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if kid != "" {
+		opts = opts.WithHeader("kid", kid)
+	}
+	s, err := jose.NewSigner(key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i.serialize(t, s, c)
+}
+
+func (i *issuer) serialize(t testing.TB, s jose.Signer, c claims) string {
+	t.Helper()
+	std := jwt.Claims{Subject: c.Subject, Issuer: c.Issuer, IssuedAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}
+	if c.Audience != "" {
+		std.Audience = jwt.Audience{c.Audience}
+	}
+	if !c.Expiry.IsZero() {
+		std.Expiry = jwt.NewNumericDate(c.Expiry)
+	}
+	extra := map[string]any{}
+	if c.Scope != "" {
+		extra["scope"] = c.Scope
+	}
+	if c.AgentID != "" {
+		extra["agent_id"] = c.AgentID
+	}
+	if len(c.Roles) > 0 {
+		extra["roles"] = c.Roles
+	}
+	tok, err := jwt.Signed(s).Claims(std).Claims(extra).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// valid are claims the edge at resource accepts.
+func (i *issuer) valid(resource, subject, scope string) claims {
+	return claims{Subject: subject, Audience: resource, Issuer: i.url, Expiry: time.Now().Add(time.Hour), Scope: scope}
+}
+
+// authConfig makes a fixture's edge require the issuer's tokens (the
+// fixture fills in the resource).
+func (i *issuer) authConfig(t testing.TB) *edge.AuthConfig {
+	return &edge.AuthConfig{Issuer: i.url, JWKS: i.jwks(t)}
+}
