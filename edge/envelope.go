@@ -108,6 +108,8 @@ func Invalid(tool string, vs []boundary.Violation) *Envelope {
 	e := Fail(tool, CodeInvalidArgument, boundary.Summary(vs))
 	e.Violations = vs
 	for i := range e.Violations {
+		// A field path can be caller-chosen (an unknown argument's name).
+		e.Violations[i].Field = logging.Scrub(e.Violations[i].Field)
 		e.Violations[i].Message = logging.Scrub(e.Violations[i].Message)
 	}
 	return e

@@ -69,7 +69,8 @@ func LogRejection(ctx context.Context, log *slog.Logger, label string, vs []Viol
 		if i == maxLoggedFields {
 			break
 		}
-		fields = append(fields, v.Field)
+		// A field path can be caller-chosen (an unknown argument's name).
+		fields = append(fields, logging.Scrub(v.Field))
 	}
 	desc := logging.Scrub(Summary(vs))
 	if len(desc) > maxDescription {

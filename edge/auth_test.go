@@ -1,0 +1,364 @@
+package edge_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+)
+
+// modernList is a complete stateless tools/list request.
+const modernList = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+// modernHeaders are the headers of a stateless request for method.
+func modernHeaders(method string) http.Header {
+	return http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}}
+}
+
+// post sends one raw MCP POST and returns the response and its body.
+func post(t testing.TB, url string, h http.Header, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+func withBearer(h http.Header, token string) http.Header {
+	h = h.Clone()
+	h.Set("Authorization", "Bearer "+token)
+	return h
+}
+
+// forge builds a compact JWS from raw header and claims JSON, signed by sign
+// (nil: no signature).
+func forge(header, claims string, sign func([]byte) []byte) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	in := enc([]byte(header)) + "." + enc([]byte(claims))
+	if sign == nil {
+		return in + "."
+	}
+	return in + "." + enc(sign([]byte(in)))
+}
+
+func TestAuthMatrix(t *testing.T) {
+	iss := newIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	res := resourceFor(f.http)
+	metaURL := strings.TrimSuffix(f.http.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
+	valid := iss.valid(res, "alice", "toolmesh:read")
+	expired, wrongAud, wrongIss, noExp := valid, valid, valid, valid
+	expired.Expiry = time.Now().Add(-time.Hour)
+	wrongAud.Audience = "https://other.example.com/mcp"
+	wrongIss.Issuer = "https://evil.example.com"
+	noExp.Expiry = time.Time{}
+	noScope := valid
+	noScope.Scope = "openid profile"
+
+	claimsJSON, _ := json.Marshal(map[string]any{"sub": "alice", "aud": res, "iss": iss.url, "exp": time.Now().Add(time.Hour).Unix(), "scope": "toolmesh:admin"})
+	rsaPub, _ := x509.MarshalPKIXPublicKey(&iss.rsaKey.PublicKey)
+	hmacWith := func(key []byte) func([]byte) []byte {
+		return func(in []byte) []byte {
+			m := hmac.New(sha256.New, key)
+			m.Write(in)
+			return m.Sum(nil)
+		}
+	}
+	rsTok := iss.sign(t, jose.RS256, valid)
+	parts := strings.Split(rsTok, ".")
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(mustDecode(parts[1])), "toolmesh:read", "toolmesh:admin", 1))) + "." + parts[2]
+
+	cases := []struct {
+		name      string
+		header    http.Header
+		url       string
+		status    int
+		errorCode string // error= in WWW-Authenticate ("" for none)
+		logged    bool
+	}{
+		{"valid RS256", withBearer(modernHeaders("tools/list"), rsTok), f.url, 200, "", false},
+		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.ES256, valid)), f.url, 200, "", false},
+		{"missing token", modernHeaders("tools/list"), f.url, 401, "", false},
+		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.url, 401, "", false},
+		{"token in query string", modernHeaders("tools/list"), f.url + "?access_token=" + rsTok, 400, "invalid_request", false},
+		{"expired", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true},
+		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true},
+		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true},
+		{"no expiry", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true},
+		{"tampered claims", withBearer(modernHeaders("tools/list"), tampered), f.url, 401, "invalid_token", true},
+		{"alg none", withBearer(modernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.url, 401, "invalid_token", true},
+		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true},
+		// The classic confusion: HS256 keyed with the RSA public key.
+		{"HS256 keyed with the RSA public key", withBearer(modernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.url, 401, "invalid_token", true},
+		{"garbage", withBearer(modernHeaders("tools/list"), "not.a.jwt"), f.url, 401, "invalid_token", true},
+		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(f.logs.events("boundary.validation_failed"))
+			resp, body := post(t, c.url, c.header, modernList)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, c.status, body)
+			}
+			after := len(f.logs.events("boundary.validation_failed"))
+			if c.logged != (after-before == 1) || after-before > 1 {
+				t.Errorf("boundary.validation_failed events = %d, want logged=%v (exactly one)", after-before, c.logged)
+			}
+			if c.status == 200 {
+				return
+			}
+			www := resp.Header.Get("WWW-Authenticate")
+			if !strings.HasPrefix(www, "Bearer ") || !strings.Contains(www, `resource_metadata="`+metaURL+`"`) {
+				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge with resource_metadata=%q", www, metaURL)
+			}
+			if got := strings.Contains(www, `error="`); (c.errorCode != "") != got || (c.errorCode != "" && !strings.Contains(www, `error="`+c.errorCode+`"`)) {
+				t.Errorf("WWW-Authenticate = %q, want error=%q", www, c.errorCode)
+			}
+			if c.errorCode == "insufficient_scope" && !strings.Contains(www, `scope="toolmesh:read"`) {
+				t.Errorf("WWW-Authenticate = %q, want the scope to ask for", www)
+			}
+			var rpc struct {
+				Error struct{ Code int } `json:"error"`
+			}
+			if json.Unmarshal(body, &rpc) != nil || rpc.Error.Code == 0 {
+				t.Errorf("body = %s, want a JSON-RPC error", body)
+			}
+		})
+	}
+	if logs := f.logs.String(); strings.Contains(logs, parts[2]) || strings.Contains(logs, rsTok) {
+		t.Error("a bearer token reached the logs")
+	}
+}
+
+func mustDecode(s string) []byte {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
+	iss := newIssuer(t)
+	cfg := func(addr string) edge.Config {
+		return edge.Config{Mesh: servertest.MeshSigner(), Addr: addr, Contracts: nil,
+			Auth: &edge.AuthConfig{Issuer: iss.url, Resource: "http://" + addr + "/mcp", HS256Secret: iss.hsSecret}}
+	}
+	if _, err := edge.New(cfg("0.0.0.0:7100"), logging.Discard()); err == nil {
+		t.Error("an HS256 edge on 0.0.0.0 started")
+	}
+	if _, err := edge.New(cfg("127.0.0.1:7100"), logging.Discard()); err != nil {
+		t.Errorf("an HS256 edge on loopback: %v", err)
+	}
+	f := newFixture(t, func(c *edge.Config) {
+		c.Addr = "127.0.0.1:7100"
+		c.Auth = &edge.AuthConfig{Issuer: iss.url, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.hsSecret}
+	})
+	tok := iss.sign(t, jose.HS256, iss.valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
+	if resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok), modernList); resp.StatusCode != 200 {
+		t.Errorf("HS256 token on a loopback edge = %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
+	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), Addr: "0.0.0.0:7100"}, logging.Discard()); err == nil ||
+		!strings.Contains(err.Error(), "loopback") {
+		t.Errorf("edge.New without auth on 0.0.0.0 = %v, want a refusal naming loopback", err)
+	}
+	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), Addr: "[::1]:7100"}, logging.Discard()); err != nil {
+		t.Errorf("edge.New without auth on [::1]: %v", err)
+	}
+}
+
+func TestProtectedResourceMetadata(t *testing.T) {
+	iss := newIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		resp, err := http.Get(f.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Resource               string   `json:"resource"`
+			AuthorizationServers   []string `json:"authorization_servers"`
+			ScopesSupported        []string `json:"scopes_supported"`
+			BearerMethodsSupported []string `json:"bearer_methods_supported"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&meta)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s = %d (%v)", path, resp.StatusCode, err)
+		}
+		if meta.Resource != resourceFor(f.http) || !slices.Equal(meta.AuthorizationServers, []string{iss.url}) ||
+			!slices.Contains(meta.ScopesSupported, edge.ScopeWrite) || !slices.Equal(meta.BearerMethodsSupported, []string{"header"}) {
+			t.Errorf("GET %s = %+v", path, meta)
+		}
+	}
+	dev := newFixture(t, nil)
+	if resp, err := http.Get(dev.http.URL + "/.well-known/oauth-protected-resource"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("metadata in development mode = %v, %v, want 404 (there is no authorization)", resp.StatusCode, err)
+	}
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func TestScopesAndGrantsDecideWhatACallerSeesAndMayCall(t *testing.T) {
+	iss := newIssuer(t)
+	grants, err := edge.ParseGrants([]byte(`
+subjects:
+  alice:
+    roles: [owner]
+    tools: [testing_grant, testing_peek]
+  carol:
+    scopes: [toolmesh:admin]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t); c.Grants = grants })
+	res := resourceFor(f.http)
+	tok := func(subject, scope string) string { return iss.sign(t, jose.ES256, iss.valid(res, subject, scope)) }
+	cases := []struct {
+		name        string
+		token       string
+		visible     []string
+		refused     string // a tool the caller may not call
+		refusalWhy  string
+		callable    string
+		callableArg map[string]any
+	}{
+		{"read scope", tok("bob", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_wait"},
+			"testing_write", "toolmesh:write", "testing_echo", map[string]any{"message": "x"}},
+		{"write scope", tok("bob", "toolmesh:write"), []string{"testing_echo", "testing_list_items", "testing_wait", "testing_write"},
+			"testing_purge", "toolmesh:admin", "testing_write", map[string]any{"note": "n"}},
+		{"admin scope without grant", tok("bob", "toolmesh:read toolmesh:admin"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_wait"},
+			"testing_grant", "explicit grant", "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"}},
+		{"grants file", tok("alice", "toolmesh:read"), []string{"testing_echo", "testing_grant", "testing_list_items", "testing_peek", "testing_wait"},
+			"testing_write", "toolmesh:write", "testing_peek", map[string]any{}},
+		{"grant by scope", tok("bob", "toolmesh:read toolmesh:tool:testing_peek"), []string{"testing_echo", "testing_list_items", "testing_peek", "testing_wait"},
+			"testing_grant", "explicit grant", "testing_peek", map[string]any{}},
+		{"scope from grants file", tok("carol", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_wait"},
+			"testing_peek", "explicit grant", "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cs := f.connect(t, "", c.token, nil)
+			if got := toolNames(t, cs); !slices.Equal(got, c.visible) {
+				t.Errorf("tools/list = %v, want %v", got, c.visible)
+			}
+			_, env := callEnv(t, cs, c.refused, map[string]any{})
+			if env.DomainCode != "permission_denied" || !strings.Contains(env.Message, c.refusalWhy) {
+				t.Errorf("calling %s = %+v, want permission_denied mentioning %q", c.refused, env, c.refusalWhy)
+			}
+			if _, env := callEnv(t, cs, c.callable, c.callableArg); env.Status != "ok" {
+				t.Errorf("calling %s = %+v, want ok", c.callable, env)
+			}
+		})
+	}
+	if n := f.backend.Calls("Grant") + f.backend.Calls("Peek"); n != 2 {
+		t.Errorf("privileged calls reaching the service = %d, want only the 2 granted ones", n)
+	}
+
+	// The list depends on the caller, so clients may cache it only privately.
+	resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok("bob", "toolmesh:read")), modernList)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"cacheScope":"private"`) || !strings.Contains(string(body), `"ttlMs":`) {
+		t.Errorf("tools/list = %s, want ttlMs and cacheScope private", body)
+	}
+
+	// Identity comes from the token: agent_id, roles from the grants file.
+	agentTok := iss.sign(t, jose.RS256, claims{Subject: "alice", AgentID: "agent-7", Audience: res, Issuer: iss.url, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:read"})
+	_, env := callEnv(t, f.connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who", "agent_id": "someone-else"})
+	if env.DomainCode != "invalid_argument" {
+		t.Errorf("agent_id in tool arguments = %+v, want it refused as an unknown argument", env)
+	}
+	_, env = callEnv(t, f.connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who"})
+	if !strings.Contains(string(env.Data), `"agent_id":"agent-7"`) || !strings.Contains(string(env.Data), `"subject":"alice"`) || !strings.Contains(string(env.Data), `"roles":["owner"]`) {
+		t.Errorf("identity at the service = %s, want agent-7 / alice / owner", env.Data)
+	}
+
+	// A token naming only an agent is no actor for admin tools.
+	agentOnly := iss.sign(t, jose.RS256, claims{AgentID: "bot-1", Audience: res, Issuer: iss.url, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:admin"})
+	_, env = callEnv(t, f.connect(t, "", agentOnly, nil), "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"})
+	if env.DomainCode != "guardrail_violated" || env.Violation != "missing_actor" {
+		t.Errorf("admin call without a subject = %+v, want missing_actor", env)
+	}
+}
+
+func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
+	iss := newIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	res := resourceFor(f.http)
+	alice := iss.sign(t, jose.RS256, iss.valid(res, "alice", "toolmesh:read"))
+	mallory := iss.sign(t, jose.RS256, iss.valid(res, "mallory", "toolmesh:read"))
+	resp, body := post(t, f.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize = %d %s", resp.StatusCode, body)
+	}
+	h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	if resp, _ := post(t, f.url, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized = %d", resp.StatusCode)
+	}
+	if resp, body := post(t, f.url, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusForbidden || !json.Valid(body) {
+		t.Errorf("another caller on alice's session = %d %s, want 403 with a JSON-RPC error", resp.StatusCode, body)
+	}
+	if resp, body := post(t, f.url, withBearer(h, alice), `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); resp.StatusCode != 200 {
+		t.Errorf("alice on her session = %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestToolsListIsPaginated(t *testing.T) {
+	f := newFixture(t, func(c *edge.Config) { c.ToolsPageSize = 3 })
+	for _, v := range allVersions {
+		cs := f.connect(t, v, "", nil)
+		first, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first.Tools) != 3 || first.NextCursor == "" {
+			t.Errorf("%s: first page = %d tools, cursor %q; want 3 and a cursor", v, len(first.Tools), first.NextCursor)
+		}
+		if got := toolNames(t, cs); len(got) != 7 || !slices.IsSorted(got) {
+			t.Errorf("%s: all pages = %v, want 7 sorted tools", v, got)
+		}
+		if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "!!not-a-cursor"}); err == nil {
+			t.Errorf("%s: a forged cursor was accepted", v)
+		}
+	}
+}
