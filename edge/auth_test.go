@@ -41,7 +41,7 @@ func post(t testing.TB, url string, h http.Header, body string) (*http.Response,
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

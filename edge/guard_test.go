@@ -25,6 +25,9 @@ func send(t *testing.T, url, host, origin string, h http.Header, body string) (*
 	return post(t, url, h, body)
 }
 
+// testClient sends the tests' raw requests; X-Test-Host sets the Host.
+var testClient = &http.Client{Transport: hostTransport{}}
+
 // hostTransport moves X-Test-Host into the request's Host.
 type hostTransport struct{}
 
@@ -38,9 +41,6 @@ func (hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestOriginAndHostMatrix(t *testing.T) {
-	http.DefaultClient.Transport = hostTransport{}
-	t.Cleanup(func() { http.DefaultClient.Transport = nil })
-
 	// A loopback edge in development mode.
 	local := newFixture(t, func(c *edge.Config) {
 		c.AllowedHosts = []string{"mcp.internal"}
@@ -116,7 +116,7 @@ func TestOriginAndHostMatrix(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodOptions, local.url, nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Access-Control-Request-Method", "POST")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,24 +58,29 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	_, _ = w.Write(b)
 }
 
-// peekID returns the id of a single JSON-RPC request body, for error
-// responses written before the SDK reads it (null when there is none).
-func peekID(body []byte) json.RawMessage {
+// peek returns the id and method of a single JSON-RPC message body, for
+// decisions and error responses made before the SDK reads it (a nil id when
+// there is none or it is not a valid id; batch: false when the body is not
+// a single object).
+func peek(body []byte) (id json.RawMessage, method string, single bool) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
-		return nil
+		return nil, "", false
 	}
 	var m struct {
-		ID json.RawMessage `json:"id"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 	}
-	if json.Unmarshal(t, &m) != nil || len(m.ID) == 0 {
-		return nil
+	if json.Unmarshal(t, &m) != nil {
+		return nil, "", true
 	}
-	switch m.ID[0] {
-	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return m.ID
+	if len(m.ID) > 0 {
+		switch m.ID[0] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			id = m.ID
+		}
 	}
-	return nil
+	return id, m.Method, true
 }
 
 // routes is the edge's HTTP surface.
@@ -186,6 +191,8 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var id json.RawMessage
+	var method string
+	single := false
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.cfg.MaxBodyBytes))
 		if err != nil {
@@ -201,7 +208,7 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "Parse error: the request body is not valid JSON", nil)
 			return
 		}
-		id = peekID(body)
+		id, method, single = peek(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
@@ -217,6 +224,13 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 		if v >= ModernProtocol {
 			handler = e.modern
 		}
+	}
+	// The session era: only initialize may come without a session (a
+	// stray request would otherwise open, and fail, a session of its own).
+	if handler == e.legacy && r.Method == http.MethodPost && single && method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
+		writeRPCError(w, http.StatusBadRequest, id, codeInvalidRequest,
+			"Bad Request: missing Mcp-Session-Id; start a session with initialize (or send MCP-Protocol-Version: "+ModernProtocol+" for the stateless protocol)", nil)
+		return
 	}
 	if info != nil {
 		r = r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, info))

@@ -1,0 +1,301 @@
+package edge_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/edge"
+)
+
+// Golden JSON-RPC transcripts: testdata/transcripts/*.txtar hold HTTP
+// requests ("-- NN request --") and the edge's answers ("-- NN response
+// --"). The requests are written by hand; `go test -run TestTranscripts
+// -update` rewrites the responses. The archive comment's "config:" lines
+// choose how the edge is configured:
+//
+//	config: read-only          WRITE and ADMIN tools refused
+//	config: auth               bearer JWTs required ({{token SUBJECT SCOPES...}},
+//	                           {{expired-token}} in requests)
+//	config: call-timeout=300ms service call deadline
+//	config: max-body=1024      request body cap
+//	config: rate-limit         one call, then rate_limited
+//	config: no-backend         no service configured
+//
+// In requests, {{session}} is the last Mcp-Session-Id the edge issued and
+// {{meta}} the per-request _meta of the 2026-07-28 protocol. Default
+// Content-Type and Accept headers are added unless the request sets them.
+// Responses show the status, the headers a client acts on and the body with
+// every JSON message indented; ports, session ids and random keys are
+// replaced by placeholders.
+
+type archive struct {
+	comment string
+	files   []archiveFile
+}
+
+type archiveFile struct {
+	name string
+	data string
+}
+
+var markerRE = regexp.MustCompile(`(?m)^-- (.+) --$`)
+
+func parseArchive(data string) archive {
+	var a archive
+	locs := markerRE.FindAllStringSubmatchIndex(data, -1)
+	if len(locs) == 0 {
+		a.comment = data
+		return a
+	}
+	a.comment = data[:locs[0][0]]
+	for i, loc := range locs {
+		end := len(data)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		body := data[loc[1]:end]
+		body = strings.TrimPrefix(body, "\n")
+		a.files = append(a.files, archiveFile{name: data[loc[2]:loc[3]], data: body})
+	}
+	return a
+}
+
+func (a archive) format() string {
+	var b strings.Builder
+	b.WriteString(a.comment)
+	for _, f := range a.files {
+		fmt.Fprintf(&b, "-- %s --\n", f.name)
+		b.WriteString(f.data)
+		if !strings.HasSuffix(f.data, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+const modernMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+func TestTranscripts(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txtar"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no transcripts (%v)", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := parseArchive(string(raw))
+			tr := newTranscriptRunner(t, a.comment)
+			var out []archiveFile
+			for _, f := range a.files {
+				if !strings.HasSuffix(f.name, " request") {
+					continue
+				}
+				n := strings.TrimSuffix(f.name, " request")
+				got := tr.run(t, f.data)
+				out = append(out, f, archiveFile{name: n + " response", data: got})
+				want, ok := find(a.files, n+" response")
+				if *update {
+					continue
+				}
+				if !ok {
+					t.Errorf("%s: request %s has no response (run with -update)", path, n)
+					continue
+				}
+				if diff := cmp.Diff(strings.TrimSpace(want), strings.TrimSpace(got)); diff != "" {
+					t.Errorf("%s: response %s differs (-want +got); rerun with -update if intended:\n%s", path, n, diff)
+				}
+			}
+			if *update {
+				a.files = out
+				if err := os.WriteFile(path, []byte(a.format()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func find(files []archiveFile, name string) (string, bool) {
+	for _, f := range files {
+		if f.name == name {
+			return f.data, true
+		}
+	}
+	return "", false
+}
+
+type transcriptRunner struct {
+	f       *fixture
+	iss     *issuer
+	session string
+	replace []string // old, new pairs applied to responses
+}
+
+func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
+	tr := &transcriptRunner{}
+	var opts []func(*edge.Config)
+	for _, line := range strings.Split(comment, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "config: ")
+		if !ok {
+			continue
+		}
+		key, val, _ := strings.Cut(v, "=")
+		switch key {
+		case "read-only":
+			opts = append(opts, func(c *edge.Config) { c.ReadOnly = true })
+		case "auth":
+			tr.iss = newIssuer(t)
+			opts = append(opts, func(c *edge.Config) { c.Auth = tr.iss.authConfig(t) })
+		case "call-timeout":
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, func(c *edge.Config) { c.CallTimeout = d })
+		case "max-body":
+			var n int64
+			fmt.Sscan(val, &n)
+			opts = append(opts, func(c *edge.Config) { c.MaxBodyBytes = n })
+		case "rate-limit":
+			opts = append(opts, func(c *edge.Config) { c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 1} })
+		case "no-backend":
+			opts = append(opts, func(c *edge.Config) { c.Services = nil })
+		default:
+			t.Fatalf("unknown transcript config %q", v)
+		}
+	}
+	tr.f = newFixture(t, func(c *edge.Config) {
+		for _, o := range opts {
+			o(c)
+		}
+	})
+	addr := tr.f.http.Listener.Addr().String()
+	tr.replace = []string{addr, "127.0.0.1:PORT"}
+	return tr
+}
+
+var (
+	tokenTemplateRE = regexp.MustCompile(`\{\{token ([^ }]+)((?: [^ }]+)*)\}\}`)
+	randomKeyRE     = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
+)
+
+// run sends one request and renders the response.
+func (tr *transcriptRunner) run(t *testing.T, text string) string {
+	t.Helper()
+	text = strings.ReplaceAll(text, "{{meta}}", modernMeta)
+	text = strings.ReplaceAll(text, "{{session}}", tr.session)
+	text = tokenTemplateRE.ReplaceAllStringFunc(text, func(m string) string {
+		parts := tokenTemplateRE.FindStringSubmatch(m)
+		return tr.iss.sign(t, jose.RS256, tr.iss.valid(resourceFor(tr.f.http), parts[1], strings.TrimSpace(parts[2])))
+	})
+	if strings.Contains(text, "{{expired-token}}") {
+		c := tr.iss.valid(resourceFor(tr.f.http), "alice", "toolmesh:read")
+		c.Expiry = time.Now().Add(-time.Hour)
+		text = strings.ReplaceAll(text, "{{expired-token}}", tr.iss.sign(t, jose.RS256, c))
+	}
+	head, body, _ := strings.Cut(text, "\n\n")
+	lines := strings.Split(strings.TrimSpace(head), "\n")
+	method, target, _ := strings.Cut(lines[0], " ")
+	req, err := http.NewRequest(method, tr.f.http.URL+target, strings.NewReader(strings.TrimSpace(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			t.Fatalf("bad header line %q", l)
+		}
+		if strings.EqualFold(k, "Host") {
+			req.Host = strings.TrimSpace(v)
+			continue
+		}
+		req.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	if method == http.MethodPost && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
+	res, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if sid := res.Header.Get("Mcp-Session-Id"); sid != "" {
+		tr.session = sid
+	}
+	return tr.render(t, res)
+}
+
+// shownHeaders are the response headers a transcript records.
+var shownHeaders = []string{"Content-Type", "Mcp-Session-Id", "WWW-Authenticate", "Allow", "Access-Control-Allow-Origin"}
+
+func (tr *transcriptRunner) render(t *testing.T, res *http.Response) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s\n", res.StatusCode, http.StatusText(res.StatusCode))
+	sort.Strings(shownHeaders)
+	for _, h := range shownHeaders {
+		if v := res.Header.Get(h); v != "" {
+			if h == "Mcp-Session-Id" {
+				v = "{{session}}"
+			}
+			fmt.Fprintf(&b, "%s: %s\n", h, v)
+		}
+	}
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 0 {
+		b.WriteString("\n")
+	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				b.WriteString("data: " + indent(data) + "\n")
+			} else if line != "" {
+				b.WriteString(line + "\n")
+			}
+		}
+	} else if len(raw) > 0 {
+		b.WriteString(indent(string(raw)) + "\n")
+	}
+	out := b.String()
+	for i := 0; i < len(tr.replace); i += 2 {
+		out = strings.ReplaceAll(out, tr.replace[i], tr.replace[i+1])
+	}
+	out = randomKeyRE.ReplaceAllString(out, "mcp-{{random}}")
+	if tr.session != "" {
+		out = strings.ReplaceAll(out, tr.session, "{{session}}")
+	}
+	return out
+}
+
+func indent(s string) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(strings.TrimSpace(s)), "", "  "); err != nil {
+		return strings.TrimSpace(s)
+	}
+	return buf.String()
+}
