@@ -1,0 +1,46 @@
+package boundary
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// maxPayload bounds a JSON payload parsed at a boundary.
+const maxPayload = 1 << 20
+
+var strictJSON = protojson.UnmarshalOptions{} // unknown fields are errors
+
+// protoErrPrefix is the "proto: (line 1:2): " of protojson errors.
+var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
+
+// DecodeJSON parses an untrusted JSON payload (a webhook body, a callback)
+// into msg at the boundary named label: strict protojson (unknown fields are
+// an error, not dropped), then msg's protovalidate rules. A rejection is
+// logged once as boundary.validation_failed and returned as violations; nil
+// means msg holds a valid payload.
+func (v *Validator) DecodeJSON(ctx context.Context, log *slog.Logger, label string, data []byte, msg proto.Message) []Violation {
+	vs := v.decodeJSON(data, msg)
+	if len(vs) > 0 {
+		LogRejection(ctx, log, label, vs)
+	}
+	return vs
+}
+
+func (v *Validator) decodeJSON(data []byte, msg proto.Message) []Violation {
+	if len(data) > maxPayload {
+		return []Violation{{Rule: "payload.size", Message: "the payload is larger than 1 MiB"}}
+	}
+	if err := strictJSON.Unmarshal(data, msg); err != nil {
+		return []Violation{{Rule: "payload.json", Message: logging.Scrub(protoErrPrefix.ReplaceAllString(err.Error(), ""))}}
+	}
+	vs, err := v.Check(msg)
+	if err != nil {
+		return []Violation{{Rule: "validation.error", Message: err.Error()}}
+	}
+	return vs
+}
