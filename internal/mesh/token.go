@@ -9,6 +9,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -66,7 +69,18 @@ type Signer struct {
 	kid    string
 	pub    ed25519.PublicKey
 	signer jose.Signer
+
+	mu     sync.Mutex
+	minted map[string]mintedToken
 }
+
+type mintedToken struct {
+	token string
+	exp   time.Time
+}
+
+// maxMinted bounds the tokens MintFor keeps for reuse.
+const maxMinted = 4096
 
 // NewSigner returns a signer for key. issuer names the minter in the "iss"
 // claim ("toolmesh-edge", "toolmesh-cli", ...).
@@ -81,7 +95,7 @@ func NewSigner(key ed25519.PrivateKey, issuer string) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh signing key: %w", err)
 	}
-	return &Signer{issuer: issuer, kid: kid, pub: pub, signer: s}, nil
+	return &Signer{issuer: issuer, kid: kid, pub: pub, signer: s, minted: map[string]mintedToken{}}, nil
 }
 
 // PublicKey is the public half of the signing key, for verifiers.
@@ -113,6 +127,38 @@ func (s *Signer) Mint(c Caller, now, exp time.Time) (string, error) {
 	return tok, nil
 }
 
+// MintFor returns a token for c for a call with deadline: one that expires
+// no later than the deadline and is still valid for at least fresh. A token
+// minted for an earlier call of the same caller is reused while it
+// qualifies, so a busy caller costs one signature (and, at the service, one
+// verification) per token lifetime rather than per call; a new token lives
+// until deadline.
+func (s *Signer) MintFor(c Caller, now, deadline time.Time, fresh time.Duration) (string, error) {
+	key := callerKey(c)
+	s.mu.Lock()
+	m, ok := s.minted[key]
+	s.mu.Unlock()
+	if ok && !m.exp.After(deadline) && m.exp.Sub(now) >= fresh {
+		return m.token, nil
+	}
+	tok, err := s.Mint(c, now, deadline)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if len(s.minted) >= maxMinted {
+		clear(s.minted)
+	}
+	s.minted[key] = mintedToken{token: tok, exp: deadline.Truncate(time.Second)}
+	s.mu.Unlock()
+	return tok, nil
+}
+
+// callerKey identifies everything a token says about its caller.
+func callerKey(c Caller) string {
+	return c.Subject + "\x00" + c.Agent + "\x00" + strings.Join(c.Roles, ",") + "\x00" + strconv.Itoa(c.Depth)
+}
+
 func checkCaller(c Caller) error {
 	switch {
 	case c.Agent == "":
@@ -138,11 +184,25 @@ func checkCaller(c Caller) error {
 // public keys only.
 type Verifier struct {
 	keys map[string]ed25519.PublicKey
+
+	// verified remembers tokens that passed, until they expire: a minter
+	// reuses a token for the calls of one caller while it is fresh (see
+	// Signer.MintFor), so most calls skip the signature check.
+	mu       sync.Mutex
+	verified map[string]verifiedToken
 }
+
+type verifiedToken struct {
+	caller Caller
+	exp    time.Time
+}
+
+// maxVerified bounds the remembered tokens.
+const maxVerified = 4096
 
 // NewVerifier returns a verifier accepting tokens signed by any of keys.
 func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
-	v := &Verifier{keys: map[string]ed25519.PublicKey{}}
+	v := &Verifier{keys: map[string]ed25519.PublicKey{}, verified: map[string]verifiedToken{}}
 	for _, k := range keys {
 		v.keys[KeyID(k)] = k
 	}
@@ -165,48 +225,76 @@ func tokenErr(field, format string, args ...any) error {
 
 // Verify checks token at time now and returns the caller it carries.
 func (v *Verifier) Verify(token string, now time.Time) (Caller, error) {
+	v.mu.Lock()
+	hit, ok := v.verified[token]
+	v.mu.Unlock()
+	if ok && !now.After(hit.exp.Add(leeway)) {
+		return hit.caller, nil
+	}
+	c, exp, err := v.verify(token, now)
+	if err != nil {
+		return Caller{}, err
+	}
+	v.mu.Lock()
+	if len(v.verified) >= maxVerified {
+		for k, t := range v.verified {
+			if now.After(t.exp.Add(leeway)) {
+				delete(v.verified, k)
+			}
+		}
+		if len(v.verified) >= maxVerified {
+			clear(v.verified)
+		}
+	}
+	v.verified[token] = verifiedToken{caller: c, exp: exp}
+	v.mu.Unlock()
+	return c, nil
+}
+
+func (v *Verifier) verify(token string, now time.Time) (Caller, time.Time, error) {
+	fail := func(err error) (Caller, time.Time, error) { return Caller{}, time.Time{}, err }
 	if len(token) > maxTokenLen {
-		return Caller{}, tokenErr("token", "the token is longer than %d bytes", maxTokenLen)
+		return fail(tokenErr("token", "the token is longer than %d bytes", maxTokenLen))
 	}
 	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
-		return Caller{}, tokenErr("alg", "the token is not an EdDSA-signed JWT")
+		return fail(tokenErr("alg", "the token is not an EdDSA-signed JWT"))
 	}
 	h := tok.Headers[0]
 	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != TokenType {
-		return Caller{}, tokenErr("typ", "the token is not a mesh token (typ %q)", typ)
+		return fail(tokenErr("typ", "the token is not a mesh token (typ %q)", typ))
 	}
 	key, ok := v.keys[h.KeyID]
 	if !ok {
-		return Caller{}, tokenErr("kid", "the token is signed with an unknown key")
+		return fail(tokenErr("kid", "the token is signed with an unknown key"))
 	}
 	var std jwt.Claims
 	var c claims
 	if err := tok.Claims(key, &std, &c); err != nil {
-		return Caller{}, tokenErr("signature", "the token signature is invalid")
+		return fail(tokenErr("signature", "the token signature is invalid"))
 	}
 	if std.Expiry == nil {
-		return Caller{}, tokenErr("exp", "the token has no expiry")
+		return fail(tokenErr("exp", "the token has no expiry"))
 	}
 	if err := std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{Audience}, Time: now}, leeway); err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrExpired):
-			return Caller{}, tokenErr("exp", "the token has expired")
+			return fail(tokenErr("exp", "the token has expired"))
 		case errors.Is(err, jwt.ErrInvalidAudience):
-			return Caller{}, tokenErr("aud", "the token is not meant for the mesh")
+			return fail(tokenErr("aud", "the token is not meant for the mesh"))
 		case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
-			return Caller{}, tokenErr("iat", "the token is not valid yet")
+			return fail(tokenErr("iat", "the token is not valid yet"))
 		}
-		return Caller{}, tokenErr("claims", "the token claims are invalid")
+		return fail(tokenErr("claims", "the token claims are invalid"))
 	}
 	caller := Caller{Subject: std.Subject, Agent: c.Agent, Roles: c.Roles, Depth: c.Depth}
 	if err := checkCaller(caller); err != nil {
-		return Caller{}, tokenErr("claims", "%s", err.Error())
+		return fail(tokenErr("claims", "%s", err.Error()))
 	}
 	if caller.Subject == "" {
 		caller.Subject = caller.Agent
 	}
-	return caller, nil
+	return caller, std.Expiry.Time(), nil
 }
 
 // GenerateKey returns a new Ed25519 mesh signing key.

@@ -192,3 +192,67 @@ func TestKeyFilesRoundTrip(t *testing.T) {
 		t.Error("ParsePublicKeys accepted a private key file")
 	}
 }
+
+func TestMintForReusesOnlyTokensThatEndByTheDeadline(t *testing.T) {
+	s := newSigner(t)
+	v := s.Verifier()
+	a1 := Caller{Subject: "u", Agent: "a1"}
+	first, err := s.MintFor(a1, now, now.Add(15*time.Second), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := func(t *testing.T, tok string, at time.Time) time.Time {
+		t.Helper()
+		_, exp, err := v.verify(tok, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exp
+	}
+	cases := []struct {
+		name     string
+		caller   Caller
+		at       time.Time
+		deadline time.Time
+		reuse    bool
+	}{
+		{"a later call of the same caller", a1, now.Add(2 * time.Second), now.Add(17 * time.Second), true},
+		{"a call with an earlier deadline", a1, now.Add(2 * time.Second), now.Add(10 * time.Second), false},
+		{"a token too close to expiry", a1, now.Add(12 * time.Second), now.Add(27 * time.Second), false},
+		{"another agent", Caller{Subject: "u", Agent: "a2"}, now.Add(time.Second), now.Add(16 * time.Second), false},
+		{"another depth", Caller{Subject: "u", Agent: "a1", Depth: 1}, now.Add(time.Second), now.Add(16 * time.Second), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tok, err := s.MintFor(c.caller, c.at, c.deadline, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tok == first) != c.reuse {
+				t.Errorf("reused = %v, want %v", tok == first, c.reuse)
+			}
+			if exp := expiry(t, tok, c.at); exp.After(c.deadline) {
+				t.Errorf("token expires at %v, after the call deadline %v", exp, c.deadline)
+			}
+			got, err := v.Verify(tok, c.at)
+			if err != nil || got.Agent != c.caller.Agent || got.Depth != c.caller.Depth {
+				t.Errorf("Verify = %+v, %v; want %+v", got, err, c.caller)
+			}
+		})
+	}
+}
+
+func TestVerifyRemembersOnlyUntilExpiry(t *testing.T) {
+	s := newSigner(t)
+	v := s.Verifier()
+	tok, err := s.Mint(Caller{Agent: "a1"}, now, now.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(tok, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(tok, now.Add(time.Minute)); err == nil {
+		t.Error("a remembered token passed after it expired")
+	}
+}
