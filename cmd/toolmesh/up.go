@@ -151,7 +151,11 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	for _, n := range names {
 		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
 	}
-	fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s token --agent a1)\" \\\n      -d '{\"description\":\"try the mesh\"}' 127.0.0.1:%d toolmesh.tasks.v1.TasksService/Create\n", self, domains["tasks"].port)
+	tokenCmd := fmt.Sprintf("%s token --agent %s", self, *devAgent)
+	if *dataDir != ".toolmesh" {
+		tokenCmd += " --data " + *dataDir
+	}
+	fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s)\" \\\n      -d '{\"description\":\"try the mesh\"}' 127.0.0.1:%d toolmesh.tasks.v1.TasksService/Create\n", tokenCmd, domains["tasks"].port)
 	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
 
 	var failed error
