@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -373,5 +374,70 @@ func TestIdempotencyKeyFromMeta(t *testing.T) {
 		Meta: mcp.Meta{edge.MetaIdempotencyKey: "bad key with spaces"}})
 	if err != nil || !res.IsError {
 		t.Errorf("bad idempotency key = %v, %v, want an invalid_argument envelope", res, err)
+	}
+}
+
+func TestAClientThatGivesUpCancelsTheServiceCall(t *testing.T) {
+	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 30 * time.Second })
+	for i, v := range allVersions {
+		t.Run(v, func(t *testing.T) {
+			cs := f.connect(t, v, "", nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "testing_wait", Arguments: map[string]any{"millis": 20000}})
+				done <- err
+			}()
+			waitFor(t, func() bool { return f.backend.Calls("Wait") == i+1 }, "the wait to reach the service")
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the cancelled call returned a result")
+			}
+			waitFor(t, func() bool { return f.backend.Calls("Wait.cancelled") == i+1 }, "the service call to be cancelled")
+		})
+	}
+}
+
+func TestSessionStreamAndDelete(t *testing.T) {
+	f := newFixture(t, nil)
+	resp, body := post(t, f.url, http.Header{}, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize = %d %s", resp.StatusCode, body)
+	}
+	h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-06-18"}}
+	post(t, f.url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	get := func() *http.Response {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
+		req.Header = h.Clone()
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+	stream := get()
+	if stream.StatusCode != http.StatusOK || stream.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET stream = %d %s", stream.StatusCode, stream.Header.Get("Content-Type"))
+	}
+	stream.Body.Close()
+
+	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
+	req.Header = h.Clone()
+	res, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE = %d, want 204", res.StatusCode)
+	}
+	if after := get(); after.StatusCode != http.StatusNotFound {
+		t.Errorf("GET after DELETE = %d, want 404 (the session is gone)", after.StatusCode)
 	}
 }

@@ -56,7 +56,7 @@ func (s *Service) Server() server.Service {
 }
 
 // Calls returns how many calls of method ("Echo", "Purge", ...) reached the
-// handler.
+// handler; "Wait.cancelled" counts waits cut short by their caller.
 func (s *Service) Calls(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,6 +184,7 @@ func (s *Service) Wait(ctx context.Context, req *testingv1.WaitRequest) (*testin
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+		s.count("Wait.cancelled")
 		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
 	}
 	return &testingv1.WaitResponse{WaitedMillis: int32(time.Since(start).Milliseconds())}, nil
