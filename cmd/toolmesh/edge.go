@@ -148,6 +148,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if *stdio {
 		cfg.Addr = ""
+		if *issuer != "" {
+			log.Warn("edge.stdio_without_auth", "message", "--stdio serves the local user who started the process; --issuer and the token settings do not apply")
+		}
 	}
 	log = log.With("service", "edge")
 	e, err := edge.New(cfg, log)
