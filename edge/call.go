@@ -16,10 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Elicitor asks the user for admin inputs (confirm, reason) a call is
@@ -53,7 +55,7 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 		defer func() {
 			if r := recover(); r != nil {
 				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				res, err = result(Fail(b.tool.Name, CodeInternal, "internal error")), nil
+				res, err = result(toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "internal error")), nil
 			}
 		}()
 		p = e.principal(req)
@@ -68,22 +70,22 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 
 // call runs the pipeline of one tool call. Each refusal happens before
 // anything is sent to the service.
-func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*Envelope, *mcp.CallToolResult) {
+func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
 	t := b.tool
 	if p == nil {
-		return Fail(t.Name, CodeUnauthenticated, "the caller is not authenticated"), nil
+		return toolcall.Fail(t.Name, toolcall.CodeUnauthenticated, "the caller is not authenticated"), nil
 	}
 	if ok, why := p.mayCall(t); !ok {
-		return Fail(t.Name, CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)), nil
+		return toolcall.Fail(t.Name, toolcall.CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)), nil
 	}
-	if b.client == nil {
-		return Fail(t.Name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", t.Name, t.Service)), nil
+	if !b.HasBackend() {
+		return toolcall.Fail(t.Name, toolcall.CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", t.Name, t.Service)), nil
 	}
 	if e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ {
-		return Fail(t.Name, CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", lowerFirst(t.Title))), nil
+		return toolcall.Fail(t.Name, toolcall.CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", lowerFirst(t.Title))), nil
 	}
 	if ok, wait := e.limits.allow(p.limitKey(), time.Now()); !ok {
-		env := Fail(t.Name, CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
+		env := toolcall.Fail(t.Name, toolcall.CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
 		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
 		return env, nil
 	}
@@ -93,9 +95,9 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 	}
 
 	args := req.Params.Arguments
-	if vs := b.decodeViolations(args); vs != nil {
+	if vs := toolcall.CheckObject(args); vs != nil {
 		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-		return Invalid(t.Name, vs), nil
+		return toolcall.Invalid(t.Name, vs), nil
 	}
 	if t.Kind == toolv1.Kind_KIND_ADMIN {
 		var interim *mcp.CallToolResult
@@ -104,27 +106,27 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 			return env, interim
 		}
 	}
-	msg, vs := b.decode(ctx, args)
+	msg, vs := b.Decode(ctx, args)
 	if vs != nil {
-		return Invalid(t.Name, vs), nil
+		return toolcall.Invalid(t.Name, vs), nil
 	}
 	stop := e.progress(ctx, b, req)
 	defer stop()
-	return b.invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key}), nil
+	return b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key}), nil
 }
 
 // guard checks the admin triple — an authenticated actor, confirm that is
 // the JSON literal true, a non-blank reason — and returns the arguments the
 // request message decodes from (confirm and reason removed unless the
 // message has such fields).
-func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (json.RawMessage, *Envelope, *mcp.CallToolResult) {
+func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (json.RawMessage, *toolcall.Envelope, *mcp.CallToolResult) {
 	t := b.tool
 	obj := map[string]json.RawMessage{}
 	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
 		if err := json.Unmarshal(a, &obj); err != nil {
-			vs := []boundary.Violation{b.decodeError(err)}
+			vs := []boundary.Violation{b.DecodeError(err)}
 			boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-			return nil, Invalid(t.Name, vs), nil
+			return nil, toolcall.Invalid(t.Name, vs), nil
 		}
 	}
 	if p.Subject == "" {
@@ -156,7 +158,7 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 		}
 		return nil, guardrail(t.Name, v, msg), nil
 	}
-	fields := b.in.Fields()
+	fields := b.Input().Fields()
 	for _, k := range []string{argConfirm, argReason} {
 		if fields.ByName(protoreflect.Name(k)) == nil {
 			delete(obj, k)
@@ -164,7 +166,7 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 	}
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return nil, Fail(t.Name, CodeInternal, "re-encode arguments"), nil
+		return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
 	}
 	return out, nil, nil
 }
@@ -182,22 +184,22 @@ func missingAdminInputs(args map[string]json.RawMessage) []string {
 	return missing
 }
 
-func guardrail(tool, violation, msg string) *Envelope {
-	env := Fail(tool, CodeGuardrailViolated, msg)
+func guardrail(tool, violation, msg string) *toolcall.Envelope {
+	env := toolcall.Fail(tool, toolcall.CodeGuardrailViolated, msg)
 	env.Violation = violation
 	return env
 }
 
 // idempotencyKey returns the key the call carries: the client's, from
 // _meta, or a fresh one.
-func idempotencyKey(tool string, meta mcp.Meta) (string, *Envelope) {
+func idempotencyKey(tool string, meta mcp.Meta) (string, *toolcall.Envelope) {
 	v, ok := meta[MetaIdempotencyKey]
 	if !ok {
 		return newIdempotencyKey(), nil
 	}
 	s, isString := v.(string)
 	if !isString || !idempotencyKeyRE.MatchString(s) {
-		return "", Invalid(tool, []boundary.Violation{{Field: "_meta." + MetaIdempotencyKey, Rule: "idempotency_key",
+		return "", toolcall.Invalid(tool, []boundary.Violation{{Field: "_meta." + MetaIdempotencyKey, Rule: "idempotency_key",
 			Message: "must be 1 to 128 characters of letters, digits, '.', '_', ':' or '-'"}})
 	}
 	return "mcp-client-" + s, nil
@@ -252,7 +254,7 @@ func (e *Edge) progress(ctx context.Context, b *binding, req *mcp.CallToolReques
 // promise: exactly one mcp.admin_op.executed per successful admin call, one
 // mcp.capability_gap or mcp.not_supported per such envelope. A failed call
 // is also reported to a client that set a log level.
-func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, env *Envelope, took time.Duration) {
+func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, env *toolcall.Envelope, took time.Duration) {
 	t := b.tool
 	subject, agent := "", ""
 	if p != nil {
@@ -266,9 +268,9 @@ func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.C
 			_ = json.Unmarshal(args[argReason], &reason)
 		}
 		e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", t.Name, "subject", subject, "agent", agent, "reason", truncate(reason, 500))
-	case env.DomainCode == CodeCapabilityGap:
+	case env.DomainCode == toolcall.CodeCapabilityGap:
 		e.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
-	case env.DomainCode == CodeNotSupported:
+	case env.DomainCode == toolcall.CodeNotSupported:
 		e.log.WarnContext(ctx, "mcp.not_supported", "tool", t.Name, "service", t.Service, "message", env.Message)
 	}
 	if env.Status == "ok" {

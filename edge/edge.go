@@ -27,13 +27,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolmesh/toolmesh/edge/registry"
-	"github.com/toolmesh/toolmesh/edge/schema"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/internal/toolschema"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ModernProtocol is the first MCP protocol version served statelessly.
@@ -66,7 +68,7 @@ type Config struct {
 	DevAgent string
 	// Version is reported to MCP clients.
 	Version string
-	// Contracts overrides the services exposed (default Contracts()).
+	// Contracts overrides the services exposed (default toolcatalog.Contracts()).
 	Contracts []protoreflect.ServiceDescriptor
 	// HTTPClient overrides the client used to reach services.
 	HTTPClient *http.Client
@@ -111,7 +113,7 @@ type Config struct {
 type Edge struct {
 	cfg      Config
 	log      *slog.Logger
-	reg      *registry.Registry
+	reg      *toolcatalog.Registry
 	bindings map[string]*binding
 	server   *mcp.Server
 	handler  http.Handler
@@ -147,7 +149,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		cfg.Version = "dev"
 	}
 	if cfg.Contracts == nil {
-		cfg.Contracts = Contracts()
+		cfg.Contracts = toolcatalog.Contracts()
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = newServiceClient()
@@ -169,11 +171,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 
-	docs, err := registry.LoadDocs(descriptorset.Bytes)
+	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
 	if err != nil {
 		return nil, err
 	}
-	e.reg, err = registry.Build(cfg.Contracts, docs, registry.Options{ExtraInput: adminInputs})
+	e.reg, err = toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{ExtraInput: adminInputs})
 	if err != nil {
 		return nil, fmt.Errorf("build tool registry: %w", err)
 	}
@@ -206,8 +208,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	})
 	e.server.AddReceivingMiddleware(e.middleware)
 	for _, t := range e.reg.Tools() {
-		b := newBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, cfg.CallTimeout)
-		b.mcpTool = mcpTool(t, cfg.ReadOnly)
+		b := &binding{
+			Binding: toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, cfg.CallTimeout),
+			tool:    t,
+			mcpTool: mcpTool(t, cfg.ReadOnly),
+		}
 		e.bindings[t.Name] = b
 		e.server.AddTool(b.mcpTool, e.toolHandler(b))
 	}
@@ -313,8 +318,16 @@ func newServiceClient() *http.Client {
 // refuses, so a model does not plan around them.
 const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
 
+// binding is a tool as the edge serves it: the bound service call and the
+// tool's MCP description.
+type binding struct {
+	*toolcall.Binding
+	tool    *toolcatalog.Tool
+	mcpTool *mcp.Tool
+}
+
 // mcpTool describes t for tools/list.
-func mcpTool(t *registry.Tool, readOnlyMode bool) *mcp.Tool {
+func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
 	readOnly := t.Kind == toolv1.Kind_KIND_READ
 	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
 	desc := t.Description
@@ -345,25 +358,25 @@ const (
 
 // adminInputs adds confirm and reason to the input schema of ADMIN tools. A
 // request field already named so keeps its own schema and becomes required.
-func adminInputs(t *registry.Tool) (schema.Schema, []string) {
+func adminInputs(t *toolcatalog.Tool) (toolschema.Schema, []string) {
 	if t.Kind != toolv1.Kind_KIND_ADMIN {
 		return nil, nil
 	}
-	props := schema.Schema{}
+	props := toolschema.Schema{}
 	fields := t.Method.Input().Fields()
 	if fields.ByName(argConfirm) == nil {
-		props[argConfirm] = schema.Schema{"type": "boolean", "const": true,
+		props[argConfirm] = toolschema.Schema{"type": "boolean", "const": true,
 			"description": "Must be true: confirms this administrative action."}
 	}
 	if fields.ByName(argReason) == nil {
-		props[argReason] = schema.Schema{"type": "string", "minLength": 1, "maxLength": 500, "pattern": `\S`,
+		props[argReason] = toolschema.Schema{"type": "string", "minLength": 1, "maxLength": 500, "pattern": `\S`,
 			"description": "Why this administrative action is taken (recorded)."}
 	}
 	return props, []string{argConfirm, argReason}
 }
 
 // Registry returns the edge's tools.
-func (e *Edge) Registry() *registry.Registry { return e.reg }
+func (e *Edge) Registry() *toolcatalog.Registry { return e.reg }
 
 // Handler serves /mcp, /healthz and, with authentication, the RFC 9728
 // protected resource metadata.

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/toolmesh/toolmesh/edge/registry"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
@@ -125,7 +125,7 @@ func (p *Principal) hasAnyAccess() bool {
 }
 
 // mayCall reports whether p may call t, and if not, what it lacks.
-func (p *Principal) mayCall(t *registry.Tool) (bool, string) {
+func (p *Principal) mayCall(t *toolcatalog.Tool) (bool, string) {
 	if p.all || p.grants[t.Name] {
 		return true, ""
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // serviceFlag collects repeated --service domain=url flags.
@@ -182,7 +183,7 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
 		found := false
-		for _, sd := range edge.Contracts() {
+		for _, sd := range toolcatalog.Contracts() {
 			if string(sd.ParentFile().Package()) == "toolmesh."+domain+".v1" {
 				out[string(sd.FullName())] = url
 				found = true

@@ -3,7 +3,7 @@
 // one tool, with its description from the RPC comment and its schemas from
 // the request and response messages. The registry is built once at start and
 // never changes afterwards.
-package registry
+package toolcatalog
 
 import (
 	"encoding/json"
@@ -14,11 +14,12 @@ import (
 	"strings"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
-	"github.com/toolmesh/toolmesh/edge/schema"
-	"github.com/toolmesh/toolmesh/internal/paging"
-	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/toolschema"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // pageMessage is the message a list response carries in its `page` field.
@@ -59,7 +60,7 @@ type Registry struct {
 type Options struct {
 	// ExtraInput adds properties to the input schema of tools of a kind
 	// (the edge adds confirm and reason to ADMIN tools).
-	ExtraInput func(t *Tool) (props schema.Schema, required []string)
+	ExtraInput func(t *Tool) (props toolschema.Schema, required []string)
 }
 
 // Build makes the registry for services. Two RPCs that map to the same tool
@@ -136,18 +137,18 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		t.PageField = pf
 	}
 
-	in := schema.Input(md.Input(), docs.Lookup)
+	in := toolschema.Input(md.Input(), docs.Lookup)
 	if t.PageField != nil {
 		if err := checkPaging(md.Input()); err != nil {
 			return nil, fmt.Errorf("list tool %q (%s): %w", t.Name, md.FullName(), err)
 		}
-		props := in["properties"].(schema.Schema)
-		props["offset"].(schema.Schema)["default"] = 0
-		props["limit"].(schema.Schema)["default"] = paging.DefaultLimit
+		props := in["properties"].(toolschema.Schema)
+		props["offset"].(toolschema.Schema)["default"] = 0
+		props["limit"].(toolschema.Schema)["default"] = paging.DefaultLimit
 	}
 	if opts.ExtraInput != nil {
 		props, required := opts.ExtraInput(t)
-		p := in["properties"].(schema.Schema)
+		p := in["properties"].(toolschema.Schema)
 		for k, v := range props {
 			p[k] = v
 		}
@@ -196,27 +197,27 @@ func checkPaging(in protoreflect.MessageDescriptor) error {
 }
 
 // outputSchema describes the success envelope of t.
-func outputSchema(t *Tool, docs Docs) schema.Schema {
-	data := schema.Output(t.Method.Output(), docs.Lookup)
-	props := schema.Schema{
-		"status": schema.Schema{"const": "ok"},
+func outputSchema(t *Tool, docs Docs) toolschema.Schema {
+	data := toolschema.Output(t.Method.Output(), docs.Lookup)
+	props := toolschema.Schema{
+		"status": toolschema.Schema{"const": "ok"},
 		"data":   data,
 	}
 	if t.PageField != nil {
-		delete(data["properties"].(schema.Schema), string(t.PageField.Name()))
-		props["pagination"] = schema.Schema{
+		delete(data["properties"].(toolschema.Schema), string(t.PageField.Name()))
+		props["pagination"] = toolschema.Schema{
 			"type": "object",
-			"properties": schema.Schema{
-				"offset":      schema.Schema{"type": "integer"},
-				"limit":       schema.Schema{"type": "integer"},
-				"total":       schema.Schema{"type": "integer"},
-				"next_offset": schema.Schema{"type": "integer", "description": "Offset of the next page; absent on the last page."},
+			"properties": toolschema.Schema{
+				"offset":      toolschema.Schema{"type": "integer"},
+				"limit":       toolschema.Schema{"type": "integer"},
+				"total":       toolschema.Schema{"type": "integer"},
+				"next_offset": toolschema.Schema{"type": "integer", "description": "Offset of the next page; absent on the last page."},
 			},
 			"required": []string{"offset", "limit", "total"},
 		}
 	}
-	return schema.Schema{
-		"$schema":    schema.Draft,
+	return toolschema.Schema{
+		"$schema":    toolschema.Draft,
 		"type":       "object",
 		"properties": props,
 		"required":   []string{"status", "data"},

@@ -1,4 +1,9 @@
-package edge
+// Package toolcall calls a tool: it decodes and validates the tool's
+// arguments into the RPC's request message, calls the service with the
+// caller's mesh identity and an idempotency key, and answers with the one
+// envelope every tool result carries (DESIGN §4). The edge uses it for
+// tools/call; workers use it to run a tool call as an activity.
+package toolcall
 
 import (
 	"context"
@@ -8,7 +13,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -167,18 +172,4 @@ func unwrapDial(msg string) string {
 		return msg[i+2:]
 	}
 	return msg
-}
-
-// result renders an envelope as a tool result: structuredContent and the
-// same JSON as text.
-func result(env *Envelope) *mcp.CallToolResult {
-	b, err := json.Marshal(env)
-	if err != nil {
-		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
-	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
-		StructuredContent: json.RawMessage(b),
-		IsError:           env.IsError(),
-	}
 }

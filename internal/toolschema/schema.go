@@ -4,7 +4,7 @@
 // required fields, string lengths and patterns, numeric ranges, formats,
 // enum names (without the zero value), repeated bounds. Field names are the
 // proto names (snake_case), the same names protojson accepts and emits.
-package schema
+package toolschema
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package registry
+package toolcatalog
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 type Docs map[protoreflect.FullName]string
 
 // Lookup returns the comment of name ("" if none). It has the signature of
-// schema.Comments.
+// toolschema.Comments.
 func (d Docs) Lookup(name protoreflect.FullName) string { return d[name] }
 
 // LoadDocs reads the comments out of a serialized FileDescriptorSet.

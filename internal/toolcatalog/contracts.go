@@ -1,13 +1,14 @@
-package edge
+package toolcatalog
 
 import (
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Contracts returns the services whose RPCs the edge may expose as tools.

@@ -1,4 +1,4 @@
-package edge
+package toolcall
 
 import (
 	"bytes"
@@ -11,20 +11,20 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolmesh/toolmesh/edge/registry"
-	"github.com/toolmesh/toolmesh/internal/boundary"
-	"github.com/toolmesh/toolmesh/internal/mesh"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
-// binding is a tool bound to its backend: built once at start and reused by
-// every call.
-type binding struct {
-	tool      *registry.Tool
-	mcpTool   *mcp.Tool
+// Binding is a tool bound to its backend service: built once at start and
+// reused by every call. It decodes and validates arguments (the mcp.tool
+// boundary) and calls the service with the caller's mesh identity.
+type Binding struct {
+	tool      *toolcatalog.Tool
 	client    *connect.Client[dynamicpb.Message, dynamicpb.Message] // nil: no backend configured
 	in        protoreflect.MessageDescriptor
 	validator *boundary.Validator
@@ -38,8 +38,10 @@ var (
 	encodeOpts = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}
 )
 
-func newBinding(t *registry.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration) *binding {
-	b := &binding{tool: t, in: t.Method.Input(), validator: v, log: log, timeout: timeout}
+// NewBinding binds t to the service at baseURL ("" leaves it without a
+// backend: calls answer not_supported). timeout bounds each call.
+func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration) *Binding {
+	b := &Binding{tool: t, in: t.Method.Input(), validator: v, log: log, timeout: timeout}
 	names := make([]string, 0, b.in.Fields().Len())
 	for i := 0; i < b.in.Fields().Len(); i++ {
 		names = append(names, string(b.in.Fields().Get(i).Name()))
@@ -62,17 +64,17 @@ func newBinding(t *registry.Tool, httpClient connect.HTTPClient, baseURL string,
 	return b
 }
 
-// decode parses tool arguments into the request message. It is the mcp.tool
+// Decode parses tool arguments into the request message. It is the mcp.tool
 // boundary: a rejection is logged once and returned as violations.
-func (b *binding) decode(ctx context.Context, args json.RawMessage) (*dynamicpb.Message, []boundary.Violation) {
-	vs := b.decodeViolations(args)
+func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (*dynamicpb.Message, []boundary.Violation) {
+	vs := CheckObject(args)
 	if vs != nil {
 		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
 		return nil, vs
 	}
 	msg := dynamicpb.NewMessage(b.in)
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
-		vs = []boundary.Violation{b.decodeError(err)}
+		vs = []boundary.Violation{b.DecodeError(err)}
 		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
 		return nil, vs
 	}
@@ -87,8 +89,9 @@ func (b *binding) decode(ctx context.Context, args json.RawMessage) (*dynamicpb.
 	return msg, nil
 }
 
-// decodeViolations rejects arguments that are not a JSON object.
-func (b *binding) decodeViolations(args json.RawMessage) []boundary.Violation {
+// CheckObject rejects arguments that are not a JSON object (absent and null
+// arguments count as the empty object).
+func CheckObject(args json.RawMessage) []boundary.Violation {
 	t := bytes.TrimSpace(args)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) || t[0] == '{' {
 		return nil
@@ -110,8 +113,9 @@ var (
 	protoPrefixRE  = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
 )
 
-// decodeError turns a protojson error into one violation naming the field.
-func (b *binding) decodeError(err error) boundary.Violation {
+// DecodeError turns a JSON or protojson error into one violation naming the
+// field.
+func (b *Binding) DecodeError(err error) boundary.Violation {
 	msg := err.Error()
 	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
 		return boundary.Violation{Field: m[1], Rule: "unknown_field",
@@ -127,8 +131,9 @@ func (b *binding) decodeError(err error) boundary.Violation {
 	return v
 }
 
-// invoke calls the service with a decoded request and returns the envelope.
-func (b *binding) invoke(ctx context.Context, msg *dynamicpb.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
+// Invoke calls the service with a decoded request and returns the envelope.
+// The caller's mesh token is minted (or reused) with signer.
+func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
 	name := b.tool.Name
 	if b.client == nil {
 		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
@@ -161,6 +166,15 @@ func (b *binding) invoke(ctx context.Context, msg *dynamicpb.Message, signer *me
 	}
 	return OK(data, page)
 }
+
+// Tool is the bound tool.
+func (b *Binding) Tool() *toolcatalog.Tool { return b.tool }
+
+// HasBackend reports whether a service is configured for the tool.
+func (b *Binding) HasBackend() bool { return b.client != nil }
+
+// Input is the request message type.
+func (b *Binding) Input() protoreflect.MessageDescriptor { return b.in }
 
 func readPage(m protoreflect.Message) *Pagination {
 	f := m.Descriptor().Fields()
