@@ -16,11 +16,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
@@ -99,9 +102,10 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
 		return toolcall.Invalid(t.Name, vs), nil
 	}
+	var reason string
 	if t.Kind == toolv1.Kind_KIND_ADMIN {
 		var interim *mcp.CallToolResult
-		args, env, interim = e.guard(ctx, b, p, req)
+		args, reason, env, interim = e.guard(ctx, b, p, req)
 		if env != nil || interim != nil {
 			return env, interim
 		}
@@ -111,33 +115,57 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		return toolcall.Invalid(t.Name, vs), nil
 	}
 	stop := e.progress(ctx, b, req)
-	defer stop()
-	return b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key}), nil
+	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key})
+	stop()
+	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
+		e.adminExecuted(ctx, t, p, msg, key, reason)
+	}
+	return env, nil
 }
+
+// adminExecuted records a successful admin call: exactly one
+// mcp.admin_op.executed event and one audit record (when an audit service is
+// configured). The action has already happened, so a failed append is
+// logged, not returned to the caller.
+func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *Principal, msg proto.Message, key, reason string) {
+	e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", t.Name, "subject", p.Subject, "agent", p.Agent, "reason", truncate(reason, 500), "call_id", key)
+	if e.audit == nil {
+		return
+	}
+	// Record even when the client has gone away: the action happened.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	if _, err := e.audit.Record(actx, audittrail.Entry{CallID: key, Actor: p.Subject, Tool: t.Name, Reason: reason, Arguments: msg}); err != nil {
+		e.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", p.Subject, "call_id", key, "error", err)
+	}
+}
+
+// auditTimeout bounds recording one admin call, retries included.
+const auditTimeout = 5 * time.Second
 
 // guard checks the admin triple — an authenticated actor, confirm that is
 // the JSON literal true, a non-blank reason — and returns the arguments the
 // request message decodes from (confirm and reason removed unless the
 // message has such fields).
-func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (json.RawMessage, *toolcall.Envelope, *mcp.CallToolResult) {
+func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (args json.RawMessage, reason string, env *toolcall.Envelope, interim *mcp.CallToolResult) {
 	t := b.tool
 	obj := map[string]json.RawMessage{}
 	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
 		if err := json.Unmarshal(a, &obj); err != nil {
 			vs := []boundary.Violation{b.DecodeError(err)}
 			boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-			return nil, toolcall.Invalid(t.Name, vs), nil
+			return nil, "", toolcall.Invalid(t.Name, vs), nil
 		}
 	}
 	if p.Subject == "" {
-		return nil, guardrail(t.Name, ViolationMissingActor,
+		return nil, "", guardrail(t.Name, ViolationMissingActor,
 			fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
 	}
 	missing := missingAdminInputs(obj)
 	if len(missing) > 0 && e.cfg.Elicitor != nil {
 		answers, interim, ok := e.cfg.Elicitor.ElicitAdmin(ctx, req, t.Name, missing)
 		if interim != nil {
-			return nil, nil, interim
+			return nil, "", nil, interim
 		}
 		if ok {
 			for k, v := range answers {
@@ -156,8 +184,9 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 		if len(missing) == 2 {
 			msg = fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) and give a non-blank reason", t.Name)
 		}
-		return nil, guardrail(t.Name, v, msg), nil
+		return nil, "", guardrail(t.Name, v, msg), nil
 	}
+	_ = json.Unmarshal(obj[argReason], &reason)
 	fields := b.Input().Fields()
 	for _, k := range []string{argConfirm, argReason} {
 		if fields.ByName(protoreflect.Name(k)) == nil {
@@ -166,9 +195,9 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 	}
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
 	}
-	return out, nil, nil
+	return out, strings.TrimSpace(reason), nil, nil
 }
 
 // missingAdminInputs lists, in order, the admin inputs args lacks.
@@ -261,13 +290,6 @@ func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.C
 		subject, agent = p.Subject, p.Agent
 	}
 	switch {
-	case env.Status == "ok" && t.Kind == toolv1.Kind_KIND_ADMIN:
-		var reason string
-		var args map[string]json.RawMessage
-		if json.Unmarshal(req.Params.Arguments, &args) == nil {
-			_ = json.Unmarshal(args[argReason], &reason)
-		}
-		e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", t.Name, "subject", subject, "agent", agent, "reason", truncate(reason, 500))
 	case env.DomainCode == toolcall.CodeCapabilityGap:
 		e.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
 	case env.DomainCode == toolcall.CodeNotSupported:

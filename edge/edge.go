@@ -25,16 +25,19 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/toolschema"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
@@ -115,6 +118,8 @@ type Edge struct {
 	log      *slog.Logger
 	reg      *toolcatalog.Registry
 	bindings map[string]*binding
+	// audit records successful admin calls; nil without an audit service.
+	audit    *audittrail.Recorder
 	server   *mcp.Server
 	handler  http.Handler
 	modern   http.Handler
@@ -215,6 +220,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		}
 		e.bindings[t.Name] = b
 		e.server.AddTool(b.mcpTool, e.toolHandler(b))
+	}
+
+	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
+		e.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
+			connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
 	}
 
 	getServer := func(*http.Request) *mcp.Server { return e.server }

@@ -97,8 +97,9 @@ func New(baseURL string, opts Options) *Checker {
 // Check returns nil when the calling agent in ctx (mesh.FromContext) is
 // registered and active, and the connect error to answer with otherwise.
 func (c *Checker) Check(ctx context.Context) error {
-	agent := mesh.FromContext(ctx).Caller.Agent
-	if agent == "" {
+	caller := mesh.FromContext(ctx).Caller
+	agent := caller.Agent
+	if agent == "" || caller.HasRole(mesh.RoleService) {
 		return nil
 	}
 	if c.cached(agent) {

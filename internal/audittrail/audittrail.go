@@ -138,7 +138,7 @@ func (r *Recorder) Record(ctx context.Context, e Entry) (*auditv1.Record, error)
 		return nil, err
 	}
 	ctx = mesh.WithCall(ctx, mesh.Call{
-		Caller:         mesh.Caller{Subject: EdgeSubject, Agent: EdgeSubject},
+		Caller:         mesh.Caller{Subject: EdgeSubject, Agent: EdgeSubject, Roles: []string{mesh.RoleService}},
 		IdempotencyKey: e.CallID,
 	})
 	wait := r.backoff

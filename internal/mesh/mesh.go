@@ -37,6 +37,11 @@ const (
 // require it.
 const RoleOwner = "owner"
 
+// RoleService is the role of the mesh's own components (the edge recording
+// audit, workers acting for themselves). Their agent names a component, not a
+// registered agent, so the agent registration check lets them through.
+const RoleService = "service"
+
 // MaxDepth bounds the invocation depth a token may carry.
 const MaxDepth = 1000
 
