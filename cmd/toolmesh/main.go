@@ -37,6 +37,7 @@ const usage = `usage: toolmesh <command> [flags]
 
 commands:
   serve <domain>   run one domain service (domains: %s)
+  worker <queue>   run the Temporal worker of one task queue
   edge             run the MCP edge (--stdio: over stdin/stdout for desktop clients)
   up               run the whole mesh locally with embedded defaults
   keygen           create the mesh key pair (.toolmesh/mesh.key, mesh.pub)
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:], getenv, log)
+	case "worker":
+		return runWorker(ctx, args[1:], getenv, log)
 	case "edge":
 		return runEdge(ctx, args[1:], getenv, stdin, stdout, log)
 	case "up":

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.temporal.io/sdk/client"
+
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentstore"
 	"github.com/toolmesh/toolmesh/services/audit"
@@ -35,7 +38,10 @@ type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
 	// build opens the domain's store on db and returns its service.
-	build func(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error)
+	build func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error)
+	// temporal marks a domain that starts or updates workflows: `serve`
+	// then takes --temporal and dials it before build.
+	temporal bool
 	// directory marks the agents service: it is what the registration
 	// check asks, so it does not check its own callers (an operator must be
 	// able to register the first agent).
@@ -49,6 +55,16 @@ var domains = map[string]domain{
 	"memory":   {port: 7104, build: buildMemory},
 	"credits":  {port: 7105, build: buildCredits},
 	"audit":    {port: 7108, build: buildAudit},
+}
+
+// serveDeps is what a domain's build gets besides its database.
+type serveDeps struct {
+	// Getenv reads the environment (only cmd/ does).
+	Getenv func(string) string
+	// Log is the service's logger.
+	Log *slog.Logger
+	// Temporal is a connected client for domains marked temporal, else nil.
+	Temporal client.Client
 }
 
 // agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
@@ -65,7 +81,8 @@ func domainNames() string {
 	return strings.Join(names, ", ")
 }
 
-func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string, _ *slog.Logger) (server.Service, error) {
+func buildTasks(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv := deps.Getenv
 	st, err := taskstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -81,7 +98,8 @@ func buildTasks(ctx context.Context, db *sqldb.DB, getenv func(string) string, _
 	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
-func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string, _ *slog.Logger) (server.Service, error) {
+func buildAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv := deps.Getenv
 	st, err := agentstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -99,7 +117,7 @@ func buildAgents(ctx context.Context, db *sqldb.DB, getenv func(string) string, 
 	return svc.Registration(), nil
 }
 
-func buildMessages(ctx context.Context, db *sqldb.DB, _ func(string) string, _ *slog.Logger) (server.Service, error) {
+func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
 	st, err := messagestore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -107,7 +125,9 @@ func buildMessages(ctx context.Context, db *sqldb.DB, _ func(string) string, _ *
 	return messages.New(st, messages.Config{}).Registration(), nil
 }
 
-func buildAudit(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error) {
+func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv := deps.Getenv
+	log := deps.Log
 	st, err := auditstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -124,7 +144,9 @@ func buildAudit(ctx context.Context, db *sqldb.DB, getenv func(string) string, l
 
 // buildMemory encrypts memory content at rest when TOOLMESH_MEMORY_KEY holds
 // a key: 32 random bytes in base64 (`openssl rand -base64 32`).
-func buildMemory(ctx context.Context, db *sqldb.DB, getenv func(string) string, log *slog.Logger) (server.Service, error) {
+func buildMemory(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv := deps.Getenv
+	log := deps.Log
 	st, err := memorystore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -150,7 +172,7 @@ func buildMemory(ctx context.Context, db *sqldb.DB, getenv func(string) string, 
 	return svc.Registration(), nil
 }
 
-func buildCredits(ctx context.Context, db *sqldb.DB, _ func(string) string, _ *slog.Logger) (server.Service, error) {
+func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
 	st, err := creditstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
@@ -177,6 +199,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		agentsURL = fs.String("agents-url", getenv("TOOLMESH_AGENTS_URL"),
 			"agents service URL, e.g. http://127.0.0.1:7102: refuse callers that are not registered, active agents (off when empty)")
 	}
+	var temporalAddr *string
+	if d.temporal {
+		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
+	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -197,7 +223,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		return err
 	}
 	defer db.Close()
-	svc, err := d.build(ctx, db, getenv, log)
+	deps := serveDeps{Getenv: getenv, Log: log}
+	if d.temporal {
+		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name}, log)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		deps.Temporal = tc
+	}
+	svc, err := d.build(ctx, db, deps)
 	if err != nil {
 		return err
 	}

@@ -96,11 +96,29 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	for _, n := range names {
 		addr := fmt.Sprintf("127.0.0.1:%d", domains[n].port)
 		serveArgs := []string{"serve", n, "--addr", addr, "--data", *dataDir, "--mesh-public-key", pubPath}
+		if domains[n].temporal {
+			serveArgs = append(serveArgs, "--temporal", temporal.HostPort())
+		}
 		if !domains[n].directory {
 			serveArgs = append(serveArgs, "--agents-url", agentsURL)
 		}
 		procs = append(procs, &process{name: n, args: serveArgs, health: "http://" + addr + "/healthz"})
 		edgeArgs = append(edgeArgs, "--service", n+"=http://"+addr)
+	}
+	// Workers start after the services their activities call and before
+	// the edge that starts their workflows.
+	queues := make([]string, 0, len(workerQueues))
+	for q := range workerQueues {
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+	for _, q := range queues {
+		health := fmt.Sprintf("127.0.0.1:%d", workerQueues[q].port)
+		workerArgs := []string{"worker", q, "--temporal", temporal.HostPort(), "--health-addr", health, "--mesh-key", keyPath}
+		for _, n := range names {
+			workerArgs = append(workerArgs, "--service", fmt.Sprintf("%s=http://127.0.0.1:%d", n, domains[n].port))
+		}
+		procs = append(procs, &process{name: "worker-" + q, args: workerArgs, health: "http://" + health + "/healthz"})
 	}
 	procs = append(procs, &process{name: "edge", args: edgeArgs, health: "http://" + *edgeAddr + "/healthz"})
 

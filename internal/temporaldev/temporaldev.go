@@ -30,22 +30,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/childproc"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-)
 
-// The custom search attributes (all Keyword) operators use to find toolmesh
-// workflows in the Temporal UI and that visibility queries filter on.
-const (
-	SearchAttrAgent  = "ToolmeshAgent"
-	SearchAttrTool   = "ToolmeshTool"
-	SearchAttrKind   = "ToolmeshKind"
-	SearchAttrStatus = "ToolmeshStatus"
+	"github.com/toolmesh/toolmesh/internal/childproc"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 
 // DefaultNamespace is the namespace the dev server always creates.
@@ -62,14 +55,14 @@ const (
 // the tail of its log.
 var ErrExited = errors.New("temporal dev server exited")
 
-// SearchAttributes returns the custom search attributes the server registers.
+// SearchAttributes returns the custom search attributes the server registers
+// (all Keyword; names in internal/workflowcontract).
 func SearchAttributes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		SearchAttrAgent:  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchAttrTool:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchAttrKind:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchAttrStatus: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	out := map[string]enumspb.IndexedValueType{}
+	for _, name := range workflowcontract.SearchAttributes() {
+		out[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
+	return out
 }
 
 // DynamicConfig returns the dynamic config values the server starts with

@@ -15,11 +15,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/temporaldev"
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolmesh/toolmesh/internal/temporaldev"
+	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 
 func binary(t *testing.T) string {
@@ -144,7 +146,7 @@ func TestRestartKeepsStateAndStopLeavesNothing(t *testing.T) {
 	run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
 		ID: "kept", TaskQueue: "nobody-polls",
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(temporaldev.SearchAttrAgent).ValueSet("agent-kept")),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet("agent-kept")),
 	}, "SomeWorkflow")
 	if err != nil {
 		t.Fatalf("start workflow: %v", err)
@@ -165,9 +167,9 @@ func TestRestartKeepsStateAndStopLeavesNothing(t *testing.T) {
 	if desc.WorkflowExecution.RunID != run.GetRunID() {
 		t.Errorf("after restart, run id = %s, want %s", desc.WorkflowExecution.RunID, run.GetRunID())
 	}
-	agent, _ := desc.TypedSearchAttributes.GetKeyword(temporal.NewSearchAttributeKeyKeyword(temporaldev.SearchAttrAgent))
+	agent, _ := desc.TypedSearchAttributes.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent))
 	if agent != "agent-kept" {
-		t.Errorf("after restart, %s = %q, want agent-kept", temporaldev.SearchAttrAgent, agent)
+		t.Errorf("after restart, %s = %q, want agent-kept", workflowcontract.SearchAttrAgent, agent)
 	}
 	stopAndCheckGone(t, s, port)
 }

@@ -25,9 +25,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/temporaldev"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
 // Server is a dev server for tests.

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/internal/temporaldev"
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
@@ -21,6 +19,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 
 // devServer is the one dev server of this test binary.
@@ -60,7 +61,7 @@ func totalWorkflow(ctx workflow.Context) (string, error) {
 	}); err != nil {
 		return "", err
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, keyword(temporaldev.SearchAttrStatus).ValueSet("waiting")); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, keyword(workflowcontract.SearchAttrStatus).ValueSet("waiting")); err != nil {
 		return "", err
 	}
 	if err := workflow.Await(ctx, func() bool { return done }); err != nil {
@@ -192,9 +193,9 @@ func TestSearchAttributes(t *testing.T) {
 		run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
 			ID: fmt.Sprintf("sa-%s-%d", agent, i), TaskQueue: queue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(
-				keyword(temporaldev.SearchAttrAgent).ValueSet(agent),
-				keyword(temporaldev.SearchAttrTool).ValueSet(tool),
-				keyword(temporaldev.SearchAttrKind).ValueSet("WRITE")),
+				keyword(workflowcontract.SearchAttrAgent).ValueSet(agent),
+				keyword(workflowcontract.SearchAttrTool).ValueSet(tool),
+				keyword(workflowcontract.SearchAttrKind).ValueSet("WRITE")),
 		}, totalWorkflow)
 		if err != nil {
 			t.Fatalf("start workflow: %v", err)
@@ -204,14 +205,14 @@ func TestSearchAttributes(t *testing.T) {
 	// A workflow of another agent must not match.
 	if _, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
 		ID: "sa-other-" + agent, TaskQueue: queue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(keyword(temporaldev.SearchAttrAgent).ValueSet(agent + "-other")),
+		TypedSearchAttributes: temporal.NewSearchAttributes(keyword(workflowcontract.SearchAttrAgent).ValueSet(agent + "-other")),
 	}, totalWorkflow); err != nil {
 		t.Fatalf("start workflow: %v", err)
 	}
 
 	// Visibility is eventually consistent: wait for the workflows to upsert
 	// their status and for the records to be listed.
-	query := fmt.Sprintf("%s = '%s' AND %s = 'waiting'", temporaldev.SearchAttrAgent, agent, temporaldev.SearchAttrStatus)
+	query := fmt.Sprintf("%s = '%s' AND %s = 'waiting'", workflowcontract.SearchAttrAgent, agent, workflowcontract.SearchAttrStatus)
 	want := map[string]string{ids[0]: "owner_ask", ids[1]: "tasks_create"}
 	var got map[string]string
 	deadline := time.Now().Add(30 * time.Second)
@@ -223,9 +224,9 @@ func TestSearchAttributes(t *testing.T) {
 		got = map[string]string{}
 		for _, e := range resp.GetExecutions() {
 			var tool string
-			if p := e.GetSearchAttributes().GetIndexedFields()[temporaldev.SearchAttrTool]; p != nil {
+			if p := e.GetSearchAttributes().GetIndexedFields()[workflowcontract.SearchAttrTool]; p != nil {
 				if err := converter.GetDefaultDataConverter().FromPayload(p, &tool); err != nil {
-					t.Fatalf("decode %s: %v", temporaldev.SearchAttrTool, err)
+					t.Fatalf("decode %s: %v", workflowcontract.SearchAttrTool, err)
 				}
 			}
 			got[e.GetExecution().GetWorkflowId()] = tool

@@ -64,3 +64,22 @@ func HandlerOf(arg proto.Message) Handler {
 	}
 	return Handler{Name: o.GetName(), Description: o.GetDescription(), Kind: o.GetKind()}
 }
+
+// The custom search attributes (all Keyword) every toolmesh workflow sets, so
+// operators can find workflows in the Temporal UI and visibility queries can
+// filter on them. The dev server registers them (internal/temporaldev).
+const (
+	// SearchAttrAgent is the agent the workflow acts for.
+	SearchAttrAgent = "ToolmeshAgent"
+	// SearchAttrTool is the tool that started it (e.g. "owner_ask").
+	SearchAttrTool = "ToolmeshTool"
+	// SearchAttrKind is the workflow's kind prefix (e.g. "ask").
+	SearchAttrKind = "ToolmeshKind"
+	// SearchAttrStatus is where it is (e.g. "waiting", "answered").
+	SearchAttrStatus = "ToolmeshStatus"
+)
+
+// SearchAttributes lists the custom search attribute names.
+func SearchAttributes() []string {
+	return []string{SearchAttrAgent, SearchAttrTool, SearchAttrKind, SearchAttrStatus}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
+)
+
+// workerQueue is one Temporal task queue the binary can serve
+// (`toolmesh worker <queue>`): its workflows and activities live in
+// workers/<queue>.
+type workerQueue struct {
+	// port is the default health port under `toolmesh up`.
+	port int
+	// register adds the queue's workflows and activities to w.
+	register func(w worker.Worker, deps workerDeps) error
+}
+
+// workerDeps is what a queue's register gets.
+type workerDeps struct {
+	// Temporal is the connected client (activities may start or signal
+	// workflows with it).
+	Temporal client.Client
+	// Mesh signs the mesh tokens of the service calls activities make.
+	Mesh *mesh.Signer
+	// Services maps fully-qualified service names to base URLs.
+	Services map[string]string
+	// HTTPClient reaches the services (h2c).
+	HTTPClient *http.Client
+	// Getenv reads the environment (only cmd/ does).
+	Getenv func(string) string
+	// Log is the worker's logger.
+	Log *slog.Logger
+}
+
+// workerQueues lists the task queues; each issue that adds workflows adds
+// its queue here.
+var workerQueues = map[string]workerQueue{}
+
+func workerNames() string {
+	names := make([]string, 0, len(workerQueues))
+	for n := range workerQueues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// runWorker serves one task queue until ctx ends, with /healthz on its
+// health address answering 200 once the worker polls.
+func runWorker(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("worker needs a task queue: %s", workerNames())
+	}
+	name := args[0]
+	q, ok := workerQueues[name]
+	if !ok {
+		return fmt.Errorf("unknown task queue %q (queues: %s)", name, workerNames())
+	}
+	fs := flag.NewFlagSet("worker "+name, flag.ContinueOnError)
+	temporalAddr := fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
+	healthAddr := fs.String("health-addr", fmt.Sprintf("127.0.0.1:%d", q.port), "address of the /healthz probe")
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
+	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
+	services := serviceFlag{}
+	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if len(services) == 0 {
+		for n, d := range domains {
+			services[n] = fmt.Sprintf("http://127.0.0.1:%d", d.port)
+		}
+	}
+	urls, err := serviceURLs(services)
+	if err != nil {
+		return err
+	}
+	if *keyPath == "" {
+		*keyPath = filepath.Join(*dataDir, meshKeyFile)
+	}
+	key, err := readMeshKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	signer, err := mesh.NewSigner(key, "toolmesh-worker-"+name)
+	if err != nil {
+		return err
+	}
+	log = log.With("worker", name)
+	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-worker-" + name}, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	w := worker.New(tc, name, worker.Options{})
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: newH2CClient(), Getenv: getenv, Log: log}); err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker %s: %w", name, err)
+	}
+	defer w.Stop()
+	log.Info("worker.started", "task_queue", name, "temporal", *temporalAddr)
+
+	lis, err := server.Listen(*healthAddr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+}
+
+// newH2CClient returns an HTTP client that speaks cleartext HTTP/2 to the
+// mesh's services.
+func newH2CClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: protocols, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+}
