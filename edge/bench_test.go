@@ -1,7 +1,10 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,11 +13,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // latencies collects per-call durations from parallel benchmark goroutines
@@ -100,8 +104,50 @@ func BenchmarkTasksGet(b *testing.B) {
 		benchCallTool(b, cs, id)
 	})
 	b.Run("stock-sdk", func(b *testing.B) {
-		cs := startStockSDK(b, store)
+		cs := connectB(b, serveStockSDK(b, store))
 		benchCallTool(b, cs, id)
+	})
+	// The same two servers driven by a plain HTTP client that posts the
+	// JSON-RPC request and reads the SSE answer: the go-sdk client's own
+	// cost (it shares these 2 cores) is out of the figures.
+	b.Run("edge-raw-http", func(b *testing.B) {
+		benchRawCall(b, serveEdgeB(b, tasksOnly(svc))+"/mcp", id)
+	})
+	b.Run("stock-sdk-raw-http", func(b *testing.B) {
+		benchRawCall(b, serveStockSDK(b, store), id)
+	})
+}
+
+// benchRawCall posts tools/call tasks_get at 2026-07-28 as a bare HTTP
+// client would and checks each answer is a successful result.
+func benchRawCall(b *testing.B, url, id string) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks_get","arguments":{"task_id":"` + id +
+		`"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrentCallers * 2}}
+	b.Cleanup(client.CloseIdleConnections)
+	runParallel(b, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "tasks_get")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
+			return fmt.Errorf("tools/call answered %d: %.300s", resp.StatusCode, out)
+		}
+		return nil
 	})
 }
 
@@ -120,9 +166,9 @@ type getIn struct {
 	TaskID string `json:"task_id"`
 }
 
-// startStockSDK serves a go-sdk server, configured as the SDK documents,
-// whose tasks_get reads the store directly.
-func startStockSDK(b *testing.B, store *taskstore.Store) *mcp.ClientSession {
+// serveStockSDK serves a go-sdk server, configured as the SDK documents,
+// whose tasks_get reads the store directly, and returns its URL.
+func serveStockSDK(b *testing.B, store *taskstore.Store) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "stock", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "tasks_get", Description: "Get one work task by its id."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in getIn) (*mcp.CallToolResult, map[string]any, error) {
@@ -138,8 +184,13 @@ func startStockSDK(b *testing.B, store *taskstore.Store) *mcp.ClientSession {
 		})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	b.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// connectB opens a go-sdk client session to an MCP endpoint.
+func connectB(b *testing.B, url string) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -55,6 +56,21 @@ func startEdge(t *testing.T, cfg edge.Config) *mcp.ClientSession { return startE
 
 func startEdgeB(t testing.TB, cfg edge.Config) *mcp.ClientSession {
 	t.Helper()
+	url := serveEdgeB(t, cfg)
+	client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect MCP client: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// serveEdgeB serves an edge with cfg and returns its base URL.
+func serveEdgeB(t testing.TB, cfg edge.Config) string {
+	t.Helper()
 	if cfg.Mesh == nil {
 		cfg.Mesh = servertest.MeshSigner() // the key every test service accepts
 	}
@@ -64,15 +80,7 @@ func startEdgeB(t testing.TB, cfg edge.Config) *mcp.ClientSession {
 	}
 	hs := httptest.NewServer(e.Handler())
 	t.Cleanup(hs.Close)
-	client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
-	if err != nil {
-		t.Fatalf("connect MCP client: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return hs.URL
 }
 
 // tasksOnly configures an edge whose only backend is svc (nil: an
