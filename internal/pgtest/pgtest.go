@@ -5,6 +5,11 @@
 // unix socket inside that directory. Each test gets its own database from
 // NewDatabase. Stop shuts the server down and removes the directory.
 //
+// Text sorts as on a typical production server, not bytewise: the default
+// collation is ICU's en-US, which ignores punctuation at first ("agent_c"
+// before "agent-b"). A store that relies on SQLite's bytewise order fails its
+// suite here rather than in production.
+//
 // The postmaster runs as a child of the test process (not daemonised by
 // pg_ctl) so that the kernel stops it when the test process dies for any
 // reason — a panic, a -timeout, SIGKILL — and no cluster outlives its tests.
@@ -257,7 +262,8 @@ func start() (c *Cluster, err error) {
 	defer cancel()
 	data := filepath.Join(dir, "data")
 	cmd := exec.CommandContext(ctx, initdb, "--pgdata", data, "--username", superuser, "--auth", "trust",
-		"--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
+		"--encoding", "UTF8", "--locale", "C", "--locale-provider", "icu", "--icu-locale", "en-US",
+		"--no-sync", "--no-instructions")
 	cmd.Dir, cmd.Env, cmd.SysProcAttr = dir, childEnv(dir), procAttr(runAs, false)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgtest: %s: %w\n%s", initdb, err, out)

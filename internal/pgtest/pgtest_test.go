@@ -46,6 +46,12 @@ func TestClusterServesIsolatedDatabasesAndStopsClean(t *testing.T) {
 		if _, err := b.ExecContext(ctx, `SELECT 1 FROM notes`); err == nil {
 			t.Error("a table made in one test database is visible in another")
 		}
+		// Text sorts as in a dictionary, as on most production servers,
+		// so suites catch stores that assume SQLite's bytewise order.
+		var first string
+		if err := a.QueryRowContext(ctx, `SELECT MIN(id) FROM (VALUES ('agent-b'), ('agent_c')) AS ids (id)`).Scan(&first); err != nil || first != "agent_c" {
+			t.Errorf("the first of agent-b and agent_c = %q, %v; want agent_c, as an en-US collation sorts them", first, err)
+		}
 	})
 	if err := ping(ctx, dsnA); err == nil {
 		t.Errorf("database %s still accepts connections after its test ended", dsnA)

@@ -1,0 +1,470 @@
+package agentstore_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/services/agents"
+	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "agents.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the agents store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, db *sqldb.DB)
+	}{
+		{"create and get", testCreateGet},
+		{"reopen keeps agents", testReopen},
+		{"ids are unique", testUniqueID},
+		{"idempotency key", testIdempotency},
+		{"concurrent registrations of one id", testConcurrentCreate},
+		{"concurrent retries of one registration", testConcurrentRetry},
+		{"list in id order", testList},
+		{"summary counts per status", testSummary},
+		{"update compare-and-swap", testUpdate},
+		{"concurrent updates", testConcurrentUpdate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, open(t))
+		})
+	}
+}
+
+const (
+	owner = "owner"
+	noKey = ""
+)
+
+var (
+	active  = agentsv1.AgentStatus_AGENT_STATUS_ACTIVE
+	paused  = agentsv1.AgentStatus_AGENT_STATUS_PAUSED
+	retired = agentsv1.AgentStatus_AGENT_STATUS_RETIRED
+	anyOf   = agentsv1.AgentStatus_AGENT_STATUS_UNSPECIFIED
+)
+
+// day1 is an arbitrary UTC day.
+var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+func openStore(t *testing.T, db *sqldb.DB) *agentstore.Store {
+	t.Helper()
+	s, err := agentstore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newAgent is an active agent as the service builds it: times have
+// millisecond precision.
+func newAgent(id string, at time.Time) *agentsv1.Agent {
+	at = at.Truncate(time.Millisecond)
+	return &agentsv1.Agent{
+		Id:           id,
+		DisplayName:  "Agent " + id,
+		Description:  "registered at " + at.Format(time.RFC3339Nano),
+		Status:       active,
+		RegisteredBy: owner,
+		CreateTime:   timestamppb.New(at),
+		UpdateTime:   timestamppb.New(at),
+	}
+}
+
+func create(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, key string) *agentsv1.Agent {
+	t.Helper()
+	got, err := s.Create(t.Context(), a, key)
+	if err != nil {
+		t.Fatalf("Create(%s, key %q): %v", a.GetId(), key, err)
+	}
+	return got
+}
+
+func get(t *testing.T, s *agentstore.Store, id string) *agentsv1.Agent {
+	t.Helper()
+	got, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return got
+}
+
+func wantAgent(t *testing.T, what string, got, want *agentsv1.Agent) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func agentIDs(list []*agentsv1.Agent) []string {
+	out := make([]string, len(list))
+	for i, a := range list {
+		out[i] = a.GetId()
+	}
+	return out
+}
+
+func withStatus(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, to agentsv1.AgentStatus, at time.Time) *agentsv1.Agent {
+	t.Helper()
+	next := proto.Clone(a).(*agentsv1.Agent)
+	next.Status = to
+	next.StatusReason = "now " + to.String()
+	next.UpdateTime = timestamppb.New(at)
+	got, err := s.Update(t.Context(), next, a.GetStatus())
+	if err != nil {
+		t.Fatalf("Update(%s, %v → %v): %v", a.GetId(), a.GetStatus(), to, err)
+	}
+	return got
+}
+
+func testCreateGet(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	a := newAgent("research-bot_2", day1.Add(9*time.Hour+123*time.Millisecond))
+	a.DisplayName = "Résumé prüfer ✓"
+	a.Description = "reads 'quotes' and \"double quotes\"; 100% sure"
+	wantAgent(t, "Create returned", create(t, s, proto.Clone(a).(*agentsv1.Agent), noKey), a)
+	wantAgent(t, "Get returned", get(t, s, a.GetId()), a)
+
+	_, err := s.Get(t.Context(), "research-bot")
+	wantErr(t, "Get of an unknown id", err, agents.ErrNotFound)
+	_, err = s.Get(t.Context(), "RESEARCH-BOT_2")
+	wantErr(t, "Get with the id in another case", err, agents.ErrNotFound)
+}
+
+func testReopen(t *testing.T, db *sqldb.DB) {
+	a := newAgent("keeper", day1)
+	create(t, openStore(t, db), a, noKey)
+	s := openStore(t, db) // migrations run again: a no-op
+	wantAgent(t, "Get after reopening", get(t, s, a.GetId()), a)
+}
+
+func testUniqueID(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	first := create(t, s, newAgent("scout", day1), noKey)
+
+	again := newAgent("scout", day1.Add(time.Hour))
+	again.DisplayName = "Another scout"
+	again.RegisteredBy = "someone-else"
+	_, err := s.Create(t.Context(), again, noKey)
+	wantErr(t, "Create of a taken id", err, agents.ErrExists)
+	// A registration retried under a key it was never stored with is no retry.
+	_, err = s.Create(t.Context(), newAgent("scout", day1.Add(time.Hour)), "new-key")
+	wantErr(t, "Create of a taken id with a key", err, agents.ErrExists)
+	wantAgent(t, "the agent after refused creates", get(t, s, "scout"), first)
+
+	// The refused statements leave the store usable (a PostgreSQL
+	// transaction that failed would not be).
+	create(t, s, newAgent("scout-2", day1), noKey)
+	if _, total, err := s.List(t.Context(), anyOf, 0, 50); err != nil || total != 2 {
+		t.Errorf("List after refused creates: total %d, %v; want 2", total, err)
+	}
+}
+
+func testIdempotency(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	first := create(t, s, newAgent("scout", day1), "key-1")
+
+	retry := newAgent("scout", day1.Add(time.Second))
+	retry.DisplayName = "a different name"
+	wantAgent(t, "a retry with the same key", create(t, s, retry, "key-1"), first)
+
+	// The retry answers with the agent as it is now.
+	now := withStatus(t, s, first, paused, day1.Add(time.Minute))
+	wantAgent(t, "a retry after a status change", create(t, s, newAgent("scout", day1.Add(2*time.Minute)), "key-1"), now)
+
+	// The key is the registrar's own: the same key from someone else is a
+	// conflict, not a retry.
+	theirs := newAgent("scout", day1.Add(time.Second))
+	theirs.RegisteredBy = "another-owner"
+	_, err := s.Create(ctx, theirs, "key-1")
+	wantErr(t, "the same key and id from another registrar", err, agents.ErrExists)
+	_, err = s.Create(ctx, newAgent("scout", day1.Add(time.Second)), noKey)
+	wantErr(t, "the same id without a key", err, agents.ErrExists)
+
+	// A key is not an id: the same key registers other ids.
+	other := newAgent("scout-2", day1.Add(time.Second))
+	wantAgent(t, "another id with the same key", create(t, s, other, "key-1"), other)
+
+	if _, total, err := s.List(ctx, anyOf, 0, 50); err != nil || total != 2 {
+		t.Errorf("stored %d agents (%v), want 2", total, err)
+	}
+}
+
+// createConcurrently runs n creates of agent id at once, each with the key
+// key(i), and returns their results.
+func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key func(i int) string) ([]*agentsv1.Agent, []error) {
+	t.Helper()
+	warmPool(t, db, n)
+	got, errs := make([]*agentsv1.Agent, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		a := newAgent(id, day1.Add(time.Duration(i)*time.Millisecond))
+		a.DisplayName = fmt.Sprintf("racer %d", i)
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = s.Create(t.Context(), a, key(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	return got, errs
+}
+
+// warmPool opens up to n connections ahead of a race, so that the racers
+// meet in the database rather than one at a time as their connections open.
+func warmPool(t *testing.T, db *sqldb.DB, n int) {
+	t.Helper()
+	if limit := db.Stats().MaxOpenConnections; limit > 0 {
+		n = min(n, limit)
+	}
+	db.SetMaxIdleConns(n)
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func testConcurrentCreate(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	got, errs := createConcurrently(t, db, s, 16, "contested", func(int) string { return noKey })
+	var winner *agentsv1.Agent
+	for i, err := range errs {
+		switch {
+		case err == nil && winner == nil:
+			winner = got[i]
+		case err == nil:
+			t.Errorf("both %q and %q registered agent contested", winner.GetDisplayName(), got[i].GetDisplayName())
+		case !errors.Is(err, agents.ErrExists):
+			t.Errorf("create %d: %v, want success or ErrExists", i, err)
+		}
+	}
+	if winner == nil {
+		t.Fatal("no create stored the agent")
+	}
+	wantAgent(t, "stored agent", get(t, s, "contested"), winner)
+}
+
+// A registration retried while the first attempt is still in flight gets
+// the agent, not a conflict.
+func testConcurrentRetry(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	got, errs := createConcurrently(t, db, s, 16, "retried", func(int) string { return "same-key" })
+	stored := get(t, s, "retried")
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("create %d: %v, want the stored agent", i, err)
+			continue
+		}
+		wantAgent(t, fmt.Sprintf("create %d returned", i), got[i], stored)
+	}
+	if _, total, err := s.List(t.Context(), anyOf, 0, 50); err != nil || total != 1 {
+		t.Errorf("stored %d agents (%v), want 1", total, err)
+	}
+}
+
+func testList(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	if got, total, err := s.List(ctx, anyOf, 0, 50); err != nil || len(got) != 0 || total != 0 {
+		t.Errorf("List of an empty directory = %v, total %d, %v; want nothing", agentIDs(got), total, err)
+	}
+	// Ids whose byte order differs from a dictionary's, which ignores
+	// punctuation and would put "agent-b" after "agenta" and "agent_c"
+	// between them. Created out of order; b and d paused, e retired.
+	want := []string{"agent-b", "agent-d", "agent1", "agent_c", "agenta", "agente"}
+	byID := map[string]*agentsv1.Agent{}
+	for i, j := range []int{4, 0, 5, 2, 1, 3} {
+		id := want[j]
+		byID[id] = create(t, s, newAgent(id, day1.Add(time.Duration(i)*time.Minute)), noKey)
+	}
+	byID["agent-b"] = withStatus(t, s, byID["agent-b"], paused, day1.Add(time.Hour))
+	byID["agent-d"] = withStatus(t, s, byID["agent-d"], paused, day1.Add(time.Hour))
+	byID["agente"] = withStatus(t, s, byID["agente"], retired, day1.Add(time.Hour))
+	agentsOf := func(ids ...string) []*agentsv1.Agent {
+		out := make([]*agentsv1.Agent, 0, len(ids))
+		for _, id := range ids {
+			out = append(out, byID[id])
+		}
+		return out
+	}
+
+	for _, tc := range []struct {
+		status        agentsv1.AgentStatus
+		offset, limit int
+		want          []*agentsv1.Agent
+		total         int
+	}{
+		{anyOf, 0, 50, agentsOf(want...), 6},
+		{anyOf, 0, 2, agentsOf("agent-b", "agent-d"), 6},
+		{anyOf, 2, 2, agentsOf("agent1", "agent_c"), 6},
+		{anyOf, 4, 2, agentsOf("agenta", "agente"), 6},
+		{anyOf, 5, 2, agentsOf("agente"), 6},
+		{anyOf, 6, 2, agentsOf(), 6},
+		{active, 0, 50, agentsOf("agent1", "agent_c", "agenta"), 3},
+		{active, 1, 1, agentsOf("agent_c"), 3},
+		{paused, 0, 50, agentsOf("agent-b", "agent-d"), 2},
+		{retired, 0, 50, agentsOf("agente"), 1},
+	} {
+		what := fmt.Sprintf("List(%v, offset %d, limit %d)", tc.status, tc.offset, tc.limit)
+		got, total, err := s.List(ctx, tc.status, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if diff := cmp.Diff(agentIDs(tc.want), agentIDs(got)); diff != "" {
+			t.Errorf("%s: ids (-want +got):\n%s", what, diff)
+		} else if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+			t.Errorf("%s: agents (-want +got):\n%s", what, diff)
+		}
+		if total != tc.total {
+			t.Errorf("%s: total = %d, want %d", what, total, tc.total)
+		}
+	}
+
+}
+
+func testSummary(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	sum, err := s.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&agentsv1.StatusSummary{}, sum, protocmp.Transform()); diff != "" {
+		t.Errorf("Summary of an empty directory (-want +got):\n%s", diff)
+	}
+
+	var all []*agentsv1.Agent
+	for i := range 7 {
+		all = append(all, create(t, s, newAgent(fmt.Sprintf("agent-%d", i), day1), noKey))
+	}
+	withStatus(t, s, all[0], paused, day1.Add(time.Hour))
+	withStatus(t, s, all[1], paused, day1.Add(time.Hour))
+	withStatus(t, s, withStatus(t, s, all[2], paused, day1.Add(time.Hour)), retired, day1.Add(2*time.Hour))
+	sum, err = s.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &agentsv1.StatusSummary{Total: 7, Active: 4, Paused: 2, Retired: 1}
+	if diff := cmp.Diff(want, sum, protocmp.Transform()); diff != "" {
+		t.Errorf("Summary (-want +got):\n%s", diff)
+	}
+}
+
+func testUpdate(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	a := create(t, s, newAgent("worker", day1), noKey)
+
+	want := proto.Clone(a).(*agentsv1.Agent)
+	want.Status = paused
+	want.StatusReason = "maintenance window"
+	want.UpdateTime = timestamppb.New(day1.Add(time.Minute))
+	// Update writes status, reason and update time, nothing else.
+	next := proto.Clone(want).(*agentsv1.Agent)
+	next.DisplayName = "renamed"
+	next.RegisteredBy = "mallory"
+	next.CreateTime = timestamppb.New(day1.Add(time.Hour))
+	got, err := s.Update(ctx, next, active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAgent(t, "Update active → paused returned", got, want)
+
+	// A writer that still believes the agent is active loses.
+	stale := proto.Clone(a).(*agentsv1.Agent)
+	stale.Status = retired
+	_, err = s.Update(ctx, stale, active)
+	wantErr(t, "Update from a stale status", err, agents.ErrStale)
+
+	unknown := newAgent("nobody", day1)
+	unknown.Status = paused
+	_, err = s.Update(ctx, unknown, active)
+	wantErr(t, "Update of an unknown id", err, agents.ErrNotFound)
+
+	wantAgent(t, "stored agent", get(t, s, "worker"), want)
+}
+
+func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	a := create(t, s, newAgent("worker", day1), noKey)
+	const writers = 10
+	warmPool(t, db, writers)
+	results, errs := make([]*agentsv1.Agent, writers), make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		next := proto.Clone(a).(*agentsv1.Agent)
+		next.Status = []agentsv1.AgentStatus{paused, retired}[i%2]
+		next.StatusReason = fmt.Sprintf("writer %d", i)
+		wg.Go(func() { results[i], errs[i] = s.Update(ctx, next, active) })
+	}
+	wg.Wait()
+	var winner *agentsv1.Agent
+	for i, err := range errs {
+		switch {
+		case err == nil && winner == nil:
+			winner = results[i]
+		case err == nil:
+			t.Errorf("%s and writer %d both moved the agent from active", winner.GetStatusReason(), i)
+		case !errors.Is(err, agents.ErrStale):
+			t.Errorf("writer %d: %v, want success or ErrStale", i, err)
+		}
+	}
+	if winner == nil {
+		t.Fatal("no writer moved the agent")
+	}
+	wantAgent(t, "stored agent", get(t, s, "worker"), winner)
+}
