@@ -16,7 +16,8 @@ type Store interface {
 	// returns that earlier message with duplicate true. The check and the
 	// write are atomic, so concurrent identical sends store one message.
 	// With a non-empty idempotency key, a second Send by the same sender
-	// with the same key stores nothing and returns the first message.
+	// with the same key stores nothing and returns the first message with
+	// duplicate false, as the first Send answered, even while they race.
 	Send(ctx context.Context, m *messagesv1.Message, dedupKey string, after time.Time, idempotencyKey string) (stored *messagesv1.Message, duplicate bool, err error)
 	// InThread reports whether agent sent or received a message in thread.
 	InThread(ctx context.Context, threadID, agent string) (bool, error)

@@ -51,15 +51,20 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 	byKey := `SELECT ` + columns + ` FROM messages WHERE from_agent = ? AND idempotency_key = ?`
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		out, dup = nil, false
-		if idempotencyKey != "" {
+		// sentBefore finds the message an earlier send with this key stored.
+		sentBefore := func() (bool, error) {
+			if idempotencyKey == "" {
+				return false, nil
+			}
 			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey))
-			if err == nil {
-				out = prev
-				return nil
+			if errors.Is(err, messages.ErrNotFound) {
+				return false, nil
 			}
-			if !errors.Is(err, messages.ErrNotFound) {
-				return err
-			}
+			out = prev
+			return err == nil, err
+		}
+		if found, err := sentBefore(); found || err != nil {
+			return err
 		}
 		// Claim the dedup slot: the upsert writes (and returns a row) only
 		// when there is no slot yet or its message is not after the cutoff.
@@ -70,6 +75,13 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 			RETURNING message_id`),
 			m.GetFromAgent(), m.GetToAgent(), dedupKey, m.GetId(), m.GetCreateTime().AsTime().UnixMilli(), after.UnixMilli()).Scan(&claimed)
 		if errors.Is(err, sql.ErrNoRows) {
+			// The slot is taken. If by this send's own first attempt, which
+			// committed after the check above (PostgreSQL lets the upsert
+			// wait for it; SQLite runs the two one after the other), this is
+			// a retry: answer as the first attempt did, not as a duplicate.
+			if found, err := sentBefore(); found || err != nil {
+				return err
+			}
 			orig, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE id = (
 				SELECT message_id FROM message_dedup WHERE from_agent = ? AND to_agent = ? AND dedup_key = ?)`),
 				m.GetFromAgent(), m.GetToAgent(), dedupKey))

@@ -1,0 +1,496 @@
+package messagestore_test
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
+	"github.com/toolmesh/toolmesh/services/messages"
+	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "messages.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the messages store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, db *sqldb.DB)
+	}{
+		{"send and read back", testSendRead},
+		{"reopen keeps messages", testReopen},
+		{"duplicates within the window", testDedup},
+		{"the window ends at the cutoff", testDedupWindowEnd},
+		{"idempotency key", testIdempotency},
+		{"concurrent identical sends", testConcurrentDuplicates},
+		{"concurrent retries with one key", testConcurrentSameKey},
+		{"concurrent distinct sends", testConcurrentDistinct},
+		{"inbox newest first", testInbox},
+		{"threads", testThread},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, open(t))
+		})
+	}
+}
+
+const (
+	alice, bob, carol = "alice", "bob", "carol"
+	noKey             = ""
+)
+
+// t0 is an arbitrary instant.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// window is the service's dedup window; the store gets its cutoff.
+const window = messages.DedupWindow
+
+func openStore(t *testing.T, db *sqldb.DB) *messagestore.Store {
+	t.Helper()
+	s, err := messagestore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newMessage is a message as the service builds it: its time has
+// millisecond precision and its id sorts by that time.
+func newMessage(from, to, thread, text string, at time.Time) *messagesv1.Message {
+	at = at.Truncate(time.Millisecond)
+	if thread == "" {
+		thread = ids.NewAt("thr", at)
+	}
+	return &messagesv1.Message{
+		Id:         ids.NewAt("msg", at),
+		ThreadId:   thread,
+		FromAgent:  from,
+		ToAgent:    to,
+		Text:       text,
+		CreateTime: timestamppb.New(at),
+	}
+}
+
+// send stores m as the service does at m's time, and returns what the
+// store answered.
+func send(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool) {
+	t.Helper()
+	got, dup, err := trySend(t, s, m, key)
+	if err != nil {
+		t.Fatalf("Send(%s, key %q): %v", m.GetId(), key, err)
+	}
+	return got, dup
+}
+
+func trySend(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool, error) {
+	at := m.GetCreateTime().AsTime()
+	return s.Send(t.Context(), m, messages.DedupKey(m.GetText()), at.Add(-window), key)
+}
+
+// stored sends m and fails unless it was stored as itself.
+func stored(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) *messagesv1.Message {
+	t.Helper()
+	got, dup := send(t, s, m, key)
+	if dup {
+		t.Fatalf("Send(%q from %s to %s) was suppressed as a duplicate of %s, want it stored", m.GetText(), m.GetFromAgent(), m.GetToAgent(), got.GetId())
+	}
+	wantMessage(t, "Send returned", got, m)
+	return got
+}
+
+func wantMessage(t *testing.T, what string, got, want *messagesv1.Message) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+func inbox(t *testing.T, s *messagestore.Store, agent string) []*messagesv1.Message {
+	t.Helper()
+	list, total, err := s.Inbox(t.Context(), agent, 0, 200)
+	if err != nil {
+		t.Fatalf("Inbox(%s): %v", agent, err)
+	}
+	if total != len(list) {
+		t.Errorf("Inbox(%s): total %d for %d messages", agent, total, len(list))
+	}
+	return list
+}
+
+func messageIDs(list []*messagesv1.Message) []string {
+	out := make([]string, len(list))
+	for i, m := range list {
+		out[i] = m.GetId()
+	}
+	return out
+}
+
+func testSendRead(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	m := newMessage(alice, bob, "", "Grüße ✓ — 'quotes', \"double quotes\", 100% and a ? too", t0.Add(123*time.Millisecond))
+	stored(t, s, m, noKey)
+
+	got := inbox(t, s, bob)
+	if diff := cmp.Diff([]*messagesv1.Message{m}, got, protocmp.Transform()); diff != "" {
+		t.Errorf("bob's inbox (-want +got):\n%s", diff)
+	}
+	if got := inbox(t, s, alice); len(got) != 0 {
+		t.Errorf("the sender's inbox holds %v, want nothing: it has only what was sent to it", messageIDs(got))
+	}
+	for _, tc := range []struct {
+		thread, agent string
+		want          bool
+	}{
+		{m.GetThreadId(), alice, true},
+		{m.GetThreadId(), bob, true},
+		{m.GetThreadId(), carol, false},
+		{ids.NewAt("thr", t0), alice, false},
+	} {
+		in, err := s.InThread(ctx, tc.thread, tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in != tc.want {
+			t.Errorf("InThread(%s, %s) = %v, want %v", tc.thread, tc.agent, in, tc.want)
+		}
+	}
+}
+
+func testReopen(t *testing.T, db *sqldb.DB) {
+	m := newMessage(alice, bob, "", "kept", t0)
+	stored(t, openStore(t, db), m, noKey)
+	s := openStore(t, db) // migrations run again: a no-op
+	if diff := cmp.Diff([]*messagesv1.Message{m}, inbox(t, s, bob), protocmp.Transform()); diff != "" {
+		t.Errorf("bob's inbox after reopening (-want +got):\n%s", diff)
+	}
+	// The dedup slots survive too.
+	if got, dup := send(t, s, newMessage(alice, bob, "", "kept", t0.Add(time.Second)), noKey); !dup || got.GetId() != m.GetId() {
+		t.Errorf("a repeat after reopening = %s (duplicate %v), want %s suppressed", got.GetId(), dup, m.GetId())
+	}
+}
+
+func testDedup(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	orig := stored(t, s, newMessage(alice, bob, "", "status report", t0), noKey)
+
+	// The same text from the same sender to the same recipient, in another
+	// thread, a little later: suppressed, and answered with the original.
+	repeat := newMessage(alice, bob, "", "status report", t0.Add(window-time.Millisecond))
+	got, dup := send(t, s, repeat, noKey)
+	if !dup {
+		t.Errorf("a repeat within the window was stored as %s, want it suppressed", got.GetId())
+	}
+	wantMessage(t, "a suppressed repeat returned", got, orig)
+
+	// Another recipient, another sender, another text: each is new.
+	stored(t, s, newMessage(alice, carol, "", "status report", t0.Add(time.Second)), noKey)
+	stored(t, s, newMessage(carol, bob, "", "status report", t0.Add(time.Second)), noKey)
+	stored(t, s, newMessage(alice, bob, "", "status report!", t0.Add(time.Second)), noKey)
+
+	// Texts that share their first 200 characters repeat each other.
+	long := strings.Repeat("é", messages.DedupPrefix)
+	first := stored(t, s, newMessage(alice, bob, "", long+" and more", t0.Add(2*time.Second)), noKey)
+	if got, dup := send(t, s, newMessage(alice, bob, "", long+" but different", t0.Add(3*time.Second)), noKey); !dup || got.GetId() != first.GetId() {
+		t.Errorf("a text with the same first %d characters = %s (duplicate %v), want %s suppressed", messages.DedupPrefix, got.GetId(), dup, first.GetId())
+	}
+
+	if got := inbox(t, s, bob); len(got) != 4 {
+		t.Errorf("bob's inbox holds %d messages, want 4: %v", len(got), messageIDs(got))
+	}
+}
+
+// A message exactly as old as the window is no longer a reason to suppress:
+// the repeat is stored, and becomes the message later repeats refer to.
+func testDedupWindowEnd(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	stored(t, s, newMessage(alice, bob, "", "ping", t0), noKey)
+	second := stored(t, s, newMessage(alice, bob, "", "ping", t0.Add(window)), noKey)
+	got, dup := send(t, s, newMessage(alice, bob, "", "ping", t0.Add(window+time.Second)), noKey)
+	if !dup {
+		t.Errorf("a repeat of the second ping was stored as %s, want it suppressed", got.GetId())
+	}
+	wantMessage(t, "the repeat of the second ping returned", got, second)
+	if got := inbox(t, s, bob); len(got) != 2 {
+		t.Errorf("bob's inbox holds %d messages, want 2", len(got))
+	}
+}
+
+func testIdempotency(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	first := stored(t, s, newMessage(alice, bob, "", "once", t0), "k1")
+
+	// A retry within the window is a retry, not a suppressed duplicate.
+	got, dup := send(t, s, newMessage(alice, bob, "", "once", t0.Add(time.Second)), "k1")
+	if dup {
+		t.Error("a retry with the same key was reported as a suppressed duplicate, want the first send's answer")
+	}
+	wantMessage(t, "a retry within the window returned", got, first)
+	// Past the window, and with other contents, the key still holds.
+	got, dup = send(t, s, newMessage(alice, carol, "", "something else", t0.Add(time.Hour)), "k1")
+	if dup {
+		t.Error("a late retry with the same key was reported as a suppressed duplicate")
+	}
+	wantMessage(t, "a retry past the window returned", got, first)
+
+	// The key is the sender's own: another sender's k1 is a new message.
+	stored(t, s, newMessage(bob, alice, "", "once", t0.Add(time.Second)), "k1")
+	// Another key is a new message, within the dedup rules.
+	stored(t, s, newMessage(alice, bob, "", "twice", t0.Add(time.Second)), "k2")
+
+	if got := inbox(t, s, bob); len(got) != 2 {
+		t.Errorf("bob's inbox holds %d messages, want 2: %v", len(got), messageIDs(got))
+	}
+	if got := inbox(t, s, carol); len(got) != 0 {
+		t.Errorf("carol's inbox holds %v, want nothing: the retry addressed to her stored nothing", messageIDs(got))
+	}
+}
+
+// sendConcurrently runs n sends at once; message(i) is the i-th message and
+// key(i) its idempotency key.
+func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagestore.Store, n int, message func(i int) *messagesv1.Message, key func(i int) string) ([]*messagesv1.Message, []bool, []error) {
+	t.Helper()
+	warmPool(t, db, n)
+	got, dups, errs := make([]*messagesv1.Message, n), make([]bool, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		m := message(i)
+		wg.Go(func() {
+			<-start
+			got[i], dups[i], errs[i] = trySend(t, s, m, key(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	return got, dups, errs
+}
+
+// warmPool opens up to n connections ahead of a race, so that the racers
+// meet in the database rather than one at a time as their connections open.
+func warmPool(t *testing.T, db *sqldb.DB, n int) {
+	t.Helper()
+	if limit := db.Stats().MaxOpenConnections; limit > 0 {
+		n = min(n, limit)
+	}
+	db.SetMaxIdleConns(n)
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func testConcurrentDuplicates(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	const n = 16
+	got, dups, _ := sendConcurrently(t, db, s, n,
+		func(i int) *messagesv1.Message {
+			return newMessage(alice, bob, "", "same time", t0.Add(time.Duration(i)*time.Millisecond))
+		},
+		func(int) string { return noKey })
+	list := inbox(t, s, bob)
+	if len(list) != 1 {
+		t.Fatalf("%d identical concurrent sends stored %d messages, want 1", n, len(list))
+	}
+	storedOnce := 0
+	for i := range n {
+		if !dups[i] {
+			storedOnce++
+		}
+		wantMessage(t, fmt.Sprintf("send %d returned", i), got[i], list[0])
+	}
+	if storedOnce != 1 {
+		t.Errorf("%d sends reported their message stored, want 1 (the rest suppressed)", storedOnce)
+	}
+}
+
+// A client retrying while its first send is in flight gets the first send's
+// answer: the message, not suppressed. The race is run a few times, since
+// the racers need not meet in any one round.
+func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	const rounds, n = 8, 8
+	for r := range rounds {
+		to, key := fmt.Sprintf("bob-%d", r), fmt.Sprintf("key-%d", r)
+		got, dups, _ := sendConcurrently(t, db, s, n,
+			func(i int) *messagesv1.Message {
+				// Most retries repeat the text (a duplicate too), some not.
+				text := "retried"
+				if i%4 == 3 {
+					text = fmt.Sprintf("retried, attempt %d", i)
+				}
+				return newMessage(alice, to, "", text, t0.Add(time.Duration(i)*time.Millisecond))
+			},
+			func(int) string { return key })
+		list := inbox(t, s, to)
+		if len(list) != 1 {
+			t.Fatalf("round %d: %d concurrent sends with one key stored %d messages, want 1", r, n, len(list))
+		}
+		for i := range n {
+			if dups[i] {
+				t.Errorf("round %d: send %d was reported as a suppressed duplicate, want the first send's answer", r, i)
+			}
+			wantMessage(t, fmt.Sprintf("round %d: send %d returned", r, i), got[i], list[0])
+		}
+	}
+}
+
+func testConcurrentDistinct(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	const n = 16
+	got, dups, _ := sendConcurrently(t, db, s, n,
+		func(i int) *messagesv1.Message {
+			return newMessage(alice, bob, "", fmt.Sprintf("message %d", i), t0.Add(time.Duration(i)*time.Millisecond))
+		},
+		func(i int) string { return fmt.Sprintf("key-%d", i) })
+	for i := range n {
+		if dups[i] {
+			t.Errorf("send %d was suppressed, want it stored", i)
+		}
+	}
+	if list := inbox(t, s, bob); len(list) != n {
+		t.Errorf("%d distinct concurrent sends stored %d messages, want all: %v", n, len(list), messageIDs(got))
+	}
+}
+
+// page checks one page of a listing.
+func page(t *testing.T, what string, list []*messagesv1.Message, total int, err error, want []*messagesv1.Message, wantTotal int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if diff := cmp.Diff(messageIDs(want), messageIDs(list)); diff != "" {
+		t.Errorf("%s: ids (-want +got):\n%s", what, diff)
+	} else if diff := cmp.Diff(want, list, protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("%s: messages (-want +got):\n%s", what, diff)
+	}
+	if total != wantTotal {
+		t.Errorf("%s: total = %d, want %d", what, total, wantTotal)
+	}
+}
+
+func testInbox(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	// Five messages to bob a second apart, sent out of order, two of them
+	// (3 and its twin) in the same millisecond; one to carol.
+	var all [5]*messagesv1.Message
+	for _, i := range []int{2, 0, 4, 1, 3} {
+		all[i] = stored(t, s, newMessage([]string{alice, carol}[i%2], bob, "", fmt.Sprintf("note %d", i), t0.Add(time.Duration(i)*time.Second)), noKey)
+	}
+	twin := newMessage(alice, bob, "", "note 3, twin", t0.Add(3*time.Second))
+	stored(t, s, twin, noKey)
+	stored(t, s, newMessage(alice, carol, "", "not for bob", t0.Add(time.Hour)), noKey)
+
+	// Within one millisecond the larger id comes first.
+	three := []*messagesv1.Message{all[3], twin}
+	if twin.GetId() > all[3].GetId() {
+		three = []*messagesv1.Message{twin, all[3]}
+	}
+	newestFirst := append(append([]*messagesv1.Message{all[4]}, three...), all[2], all[1], all[0])
+	for _, tc := range []struct {
+		offset, limit int
+		want          []*messagesv1.Message
+	}{
+		{0, 50, newestFirst},
+		{0, 2, newestFirst[:2]},
+		{2, 2, newestFirst[2:4]},
+		{4, 2, newestFirst[4:]},
+		{6, 2, nil},
+	} {
+		list, total, err := s.Inbox(ctx, bob, tc.offset, tc.limit)
+		page(t, fmt.Sprintf("Inbox(bob, offset %d, limit %d)", tc.offset, tc.limit), list, total, err, tc.want, 6)
+	}
+	list, total, err := s.Inbox(ctx, "nobody", 0, 50)
+	page(t, "Inbox(nobody)", list, total, err, nil, 0)
+}
+
+func testThread(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	// A thread between alice and bob, which carol joins later, and another
+	// thread of alice's.
+	start := stored(t, s, newMessage(alice, bob, "", "shall we?", t0), noKey)
+	thread := start.GetThreadId()
+	reply := stored(t, s, newMessage(bob, alice, thread, "yes", t0.Add(time.Second)), noKey)
+	toCarol := stored(t, s, newMessage(bob, carol, thread, "carol, join us", t0.Add(2*time.Second)), noKey)
+	fromCarol := stored(t, s, newMessage(carol, alice, thread, "here", t0.Add(3*time.Second)), noKey)
+	other := stored(t, s, newMessage(alice, bob, "", "elsewhere", t0.Add(4*time.Second)), noKey)
+
+	for _, tc := range []struct {
+		agent         string
+		offset, limit int
+		want          []*messagesv1.Message
+		total         int
+	}{
+		// Each agent sees the messages of the thread it sent or received.
+		{alice, 0, 50, []*messagesv1.Message{fromCarol, reply, start}, 3},
+		{bob, 0, 50, []*messagesv1.Message{toCarol, reply, start}, 3},
+		{carol, 0, 50, []*messagesv1.Message{fromCarol, toCarol}, 2},
+		{alice, 1, 1, []*messagesv1.Message{reply}, 3},
+		{alice, 3, 1, nil, 3},
+		{"dave", 0, 50, nil, 0},
+	} {
+		list, total, err := s.Thread(ctx, thread, tc.agent, tc.offset, tc.limit)
+		page(t, fmt.Sprintf("Thread(%s, offset %d, limit %d)", tc.agent, tc.offset, tc.limit), list, total, err, tc.want, tc.total)
+	}
+	list, total, err := s.Thread(ctx, other.GetThreadId(), alice, 0, 50)
+	page(t, "Thread(the other thread, alice)", list, total, err, []*messagesv1.Message{other}, 1)
+	for _, agent := range []string{alice, bob, carol} {
+		if in, err := s.InThread(ctx, thread, agent); err != nil || !in {
+			t.Errorf("InThread(%s) = %v, %v; want true", agent, in, err)
+		}
+	}
+	if in, err := s.InThread(ctx, other.GetThreadId(), carol); err != nil || in {
+		t.Errorf("InThread(the other thread, carol) = %v, %v; want false", in, err)
+	}
+}
