@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
@@ -41,38 +43,69 @@ type env struct {
 	c   auditv1connect.AuditServiceClient
 }
 
-// start serves the audit service on SQLite and returns a client of it
-// speaking protocol p.
-func start(t *testing.T, cfg audit.Config, p servertest.Protocol) *env {
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// engine is a database the service runs on.
+type engine struct {
+	name string
+	// newDatabase returns the DSN of a fresh, empty database.
+	newDatabase func(t *testing.T) string
+}
+
+// engines are the databases every test runs on. The tests use only portable
+// SQL (and dialect-aware tampering), so they hold on both.
+func engines() []engine {
+	return []engine{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "audit.db") }},
+		{"postgres", func(t *testing.T) string { return pg.NewDatabase(t) }},
+	}
+}
+
+// start serves the audit service on a fresh database of engine db and
+// returns a client of it speaking protocol p.
+func start(t *testing.T, cfg audit.Config, db engine, p servertest.Protocol) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, newDatabase(t))
+	sdb, err := sqldb.Open(ctx, db.newDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	st, err := auditstore.Open(ctx, db)
+	t.Cleanup(func() { sdb.Close() })
+	st, err := auditstore.Open(ctx, sdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
 	cfg.Log = logging.New(buf, nil)
 	srv := servertest.Start(t, audit.New(st, cfg).Registration())
-	return &env{srv: srv, db: db, log: buf,
+	return &env{srv: srv, db: sdb, log: buf,
 		c: auditv1connect.NewAuditServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...)}
 }
 
-// newDatabase returns the DSN of a fresh database. The tests use only
-// portable SQL (and dialect-aware tampering), so a PostgreSQL database works
-// here too.
-func newDatabase(t *testing.T) string { return filepath.Join(t.TempDir(), "audit.db") }
-
-// eachProtocol runs fn against a fresh server once over Connect and once
-// over gRPC.
-func eachProtocol(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, p)) })
+// eachDatabase runs fn once on each engine.
+func eachDatabase(t *testing.T, fn func(t *testing.T, db engine)) {
+	for _, db := range engines() {
+		t.Run(db.name, func(t *testing.T) { fn(t, db) })
 	}
+}
+
+// eachBackend runs fn against a fresh server on each database, once over
+// Connect and once over gRPC.
+func eachBackend(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
+	eachDatabase(t, func(t *testing.T, db engine) {
+		for _, p := range servertest.Protocols() {
+			t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, db, p)) })
+		}
+	})
+}
+
+// startEach runs fn against a fresh Connect server on each database.
+func startEach(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
+	eachDatabase(t, func(t *testing.T, db engine) { fn(t, start(t, cfg, db, servertest.Protocols()[0])) })
 }
 
 // asEdge acts as the edge, the one caller allowed to append.
@@ -127,7 +160,7 @@ func codeOf(t *testing.T, err error) connect.Code {
 
 func TestAppendChainsRecords(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 123_456_789, time.UTC)
-	eachProtocol(t, audit.Config{Now: func() time.Time { return now }}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{Now: func() time.Time { return now }}, func(t *testing.T, e *env) {
 		recs := appendN(t, e, 4)
 		prev := audit.GenesisHash
 		for i, r := range recs {
@@ -164,7 +197,7 @@ func TestAppendChainsRecords(t *testing.T) {
 }
 
 func TestEmptyTrailVerifies(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		res := verify(t, e, nil)
 		want := &auditv1.VerifyResponse{Intact: true, Head: &auditv1.Checkpoint{Seq: 0, Hash: audit.GenesisHash}}
 		if diff := cmp.Diff(want, res, protocmp.Transform()); diff != "" {
@@ -174,7 +207,7 @@ func TestEmptyTrailVerifies(t *testing.T) {
 }
 
 func TestAppendIsIdempotentByCallID(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		first, err := e.c.Append(asEdge(), appendReq(1))
 		if err != nil {
 			t.Fatal(err)
@@ -205,7 +238,7 @@ func TestAppendIsIdempotentByCallID(t *testing.T) {
 }
 
 func TestOnlyTheEdgeMayAppend(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		if _, err := e.c.Append(context.Background(), appendReq(1)); codeOf(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("append without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
@@ -223,13 +256,14 @@ func TestOnlyTheEdgeMayAppend(t *testing.T) {
 		}
 	})
 	t.Run("configured appenders", func(t *testing.T) {
-		e := start(t, audit.Config{Appenders: []string{"edge-2"}}, servertest.Protocols()[0])
-		if _, err := e.c.Append(servertest.As(context.Background(), "edge-2"), appendReq(1)); err != nil {
-			t.Errorf("append by a configured appender: %v", err)
-		}
-		if _, err := e.c.Append(asEdge(), appendReq(2)); codeOf(t, err) != connect.CodePermissionDenied {
-			t.Errorf("append by the default edge subject when others are configured: code %v, want permission_denied", connect.CodeOf(err))
-		}
+		startEach(t, audit.Config{Appenders: []string{"edge-2"}}, func(t *testing.T, e *env) {
+			if _, err := e.c.Append(servertest.As(context.Background(), "edge-2"), appendReq(1)); err != nil {
+				t.Errorf("append by a configured appender: %v", err)
+			}
+			if _, err := e.c.Append(asEdge(), appendReq(2)); codeOf(t, err) != connect.CodePermissionDenied {
+				t.Errorf("append by the default edge subject when others are configured: code %v, want permission_denied", connect.CodeOf(err))
+			}
+		})
 	})
 }
 
@@ -260,7 +294,7 @@ func violations(t *testing.T, err error) map[string]string {
 }
 
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		edit := func(f func(r *auditv1.AppendRequest)) func() error {
 			return func() error {
 				r := appendReq(1)
@@ -329,7 +363,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	var mu sync.Mutex
 	now := day
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	eachProtocol(t, audit.Config{Now: clock}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{Now: clock}, func(t *testing.T, e *env) {
 		// Records 1..6, one hour apart; odd ones by owner-1 with
 		// agents_register, even ones by owner-0 with credits_grant.
 		for i := 1; i <= 6; i++ {
@@ -383,7 +417,7 @@ func TestListFiltersAndPages(t *testing.T) {
 
 func TestConcurrentAppendsNeverFork(t *testing.T) {
 	const writers, each = 8, 10
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*each)
 		for w := range writers {
@@ -548,36 +582,38 @@ func TestVerifyFindsTheFirstBadRecord(t *testing.T) {
 			exec(`DELETE FROM audit_head`)
 		}, 0, auditv1.Problem_PROBLEM_HEAD_MISSING},
 	}
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					e := start(t, audit.Config{}, p)
-					recs := appendN(t, e, n)
-					tc.tamper(t, attacker(t, e), recs)
-					res := verify(t, e, nil)
-					f := res.GetFirstBad()
-					if res.GetIntact() || f.GetSeq() != tc.seq || f.GetProblem() != tc.problem {
-						t.Fatalf("verify = intact %v, first bad %v; want record %d: %v", res.GetIntact(), f, tc.seq, tc.problem)
-					}
-					if f.GetDetail() == "" {
-						t.Error("the finding does not say what is wrong")
-					}
-					if want := max(tc.seq-1, 0); tc.problem != auditv1.Problem_PROBLEM_BEYOND_HEAD && tc.problem != auditv1.Problem_PROBLEM_HEAD_MISMATCH &&
-						tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
-						t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
-					}
-					if got := e.log.boundaryEvents(t); got != 1 {
-						t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
-					}
-				})
-			}
-		})
-	}
+	eachDatabase(t, func(t *testing.T, db engine) {
+		for _, p := range servertest.Protocols() {
+			t.Run(p.Name, func(t *testing.T) {
+				for _, tc := range cases {
+					t.Run(tc.name, func(t *testing.T) {
+						e := start(t, audit.Config{}, db, p)
+						recs := appendN(t, e, n)
+						tc.tamper(t, attacker(t, e), recs)
+						res := verify(t, e, nil)
+						f := res.GetFirstBad()
+						if res.GetIntact() || f.GetSeq() != tc.seq || f.GetProblem() != tc.problem {
+							t.Fatalf("verify = intact %v, first bad %v; want record %d: %v", res.GetIntact(), f, tc.seq, tc.problem)
+						}
+						if f.GetDetail() == "" {
+							t.Error("the finding does not say what is wrong")
+						}
+						if want := max(tc.seq-1, 0); tc.problem != auditv1.Problem_PROBLEM_BEYOND_HEAD && tc.problem != auditv1.Problem_PROBLEM_HEAD_MISMATCH &&
+							tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
+							t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
+						}
+						if got := e.log.boundaryEvents(t); got != 1 {
+							t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
+						}
+					})
+				}
+			})
+		}
+	})
 }
 
 func TestAnchorCatchesARewrittenTrail(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		recs := appendN(t, e, 6)
 		head := verify(t, e, nil).GetHead()
 		if head.GetSeq() != 6 {
@@ -611,7 +647,7 @@ func TestAnchorCatchesARewrittenTrail(t *testing.T) {
 }
 
 func TestAnchorCatchesATruncationWithTheHeadRolledBack(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		recs := appendN(t, e, 6)
 		anchor := &auditv1.Checkpoint{Seq: 6, Hash: recs[5].GetHash()}
 		exec := attacker(t, e)
@@ -628,7 +664,7 @@ func TestAnchorCatchesATruncationWithTheHeadRolledBack(t *testing.T) {
 }
 
 func TestAppendAfterTamperingDoesNotHideIt(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		appendN(t, e, 10)
 		attacker(t, e)(`DELETE FROM audit_records WHERE seq > 7`)
 		res, err := e.c.Append(asEdge(), appendReq(11))
@@ -645,7 +681,7 @@ func TestAppendAfterTamperingDoesNotHideIt(t *testing.T) {
 }
 
 func TestAppendRefusesARecordPastTheHead(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		recs := appendN(t, e, 3)
 		exec := attacker(t, e)
 		forge(t, exec, 4, recs[2].GetHash())
@@ -664,25 +700,26 @@ func TestAppendRefusesARecordPastTheHead(t *testing.T) {
 }
 
 func TestRecordsAreAppendOnlyInTheDatabase(t *testing.T) {
-	e := start(t, audit.Config{}, servertest.Protocols()[0])
-	appendN(t, e, 2)
-	for _, q := range []string{
-		`UPDATE audit_records SET reason = 'x' WHERE seq = 1`,
-		`DELETE FROM audit_records WHERE seq = 2`,
-	} {
-		if _, err := e.db.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
-			t.Errorf("%s: err = %v, want the append-only guard to refuse it", q, err)
+	startEach(t, audit.Config{}, func(t *testing.T, e *env) {
+		appendN(t, e, 2)
+		for _, q := range []string{
+			`UPDATE audit_records SET reason = 'x' WHERE seq = 1`,
+			`DELETE FROM audit_records WHERE seq = 2`,
+		} {
+			if _, err := e.db.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s: err = %v, want the append-only guard to refuse it", q, err)
+			}
 		}
-	}
-	if res := verify(t, e, nil); !res.GetIntact() {
-		t.Errorf("after refused edits verify = %v, want intact", res)
-	}
+		if res := verify(t, e, nil); !res.GetIntact() {
+			t.Errorf("after refused edits verify = %v, want intact", res)
+		}
+	})
 }
 
 // TestRecorderIsWhatTheEdgeCalls drives the service through
 // audittrail.Recorder, the client the edge uses after an admin call.
 func TestRecorderIsWhatTheEdgeCalls(t *testing.T) {
-	eachProtocol(t, audit.Config{}, func(t *testing.T, e *env) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		rec := audittrail.NewRecorder(e.c, audittrail.RecorderOptions{})
 		args := &tasksv1.CreateRequest{Description: "rotate the keys"}
 		entry := audittrail.Entry{CallID: "mcp-0123456789abcdef0123456789abcdef", Actor: "owner", Tool: "tasks_create", Reason: "rotation", Arguments: args}
@@ -710,28 +747,29 @@ func TestRecorderIsWhatTheEdgeCalls(t *testing.T) {
 }
 
 func TestServesREST(t *testing.T) {
-	e := start(t, audit.Config{}, servertest.Protocols()[0])
-	appendN(t, e, 3)
-	get := func(path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
-		req.Header.Set("Authorization", servertest.Bearer("operator"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	startEach(t, audit.Config{}, func(t *testing.T, e *env) {
+		appendN(t, e, 3)
+		get := func(path string) (int, string) {
+			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
+			req.Header.Set("Authorization", servertest.Bearer("operator"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
-		t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)
-	}
-	if code, body := get("/v1/audit/verify"); code != http.StatusOK || !strings.Contains(body, `"intact":true`) {
-		t.Errorf("GET /v1/audit/verify = %d %s, want intact", code, body)
-	}
-	if code, body := get("/v1/audit/verify?anchor.seq=2&anchor.hash=" + audit.GenesisHash); code != http.StatusOK || !strings.Contains(body, `"PROBLEM_ANCHOR_MISMATCH"`) {
-		t.Errorf("GET /v1/audit/verify with a wrong anchor = %d %s, want an anchor mismatch", code, body)
-	}
+		if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
+			t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)
+		}
+		if code, body := get("/v1/audit/verify"); code != http.StatusOK || !strings.Contains(body, `"intact":true`) {
+			t.Errorf("GET /v1/audit/verify = %d %s, want intact", code, body)
+		}
+		if code, body := get("/v1/audit/verify?anchor.seq=2&anchor.hash=" + audit.GenesisHash); code != http.StatusOK || !strings.Contains(body, `"PROBLEM_ANCHOR_MISMATCH"`) {
+			t.Errorf("GET /v1/audit/verify with a wrong anchor = %d %s, want an anchor mismatch", code, body)
+		}
+	})
 }
 
 // syncBuffer is a log sink safe for the server's goroutines.
