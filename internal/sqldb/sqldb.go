@@ -120,7 +120,8 @@ func (db *DB) Rebind(query string) string {
 // has not run yet. Files are named NNNN_description.sql; each runs in its own
 // transaction and is recorded in schema_migrations. Several processes may
 // migrate one database at once (replicas starting together): each migration
-// still runs exactly once.
+// still runs exactly once. A database migrated by another service (another
+// migration under the same number) is refused, not silently skipped.
 func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 	dir := string(db.Dialect)
 	entries, err := fs.ReadDir(migrations, dir)
@@ -160,17 +161,22 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 				return err
 			}
 			// Checked under the lock: another process may just have applied it.
-			var applied int
-			if err := tx.QueryRowContext(ctx, db.Rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied > 0 {
+			var applied string
+			err := tx.QueryRowContext(ctx, db.Rebind(`SELECT name FROM schema_migrations WHERE version = ?`), version).Scan(&applied)
+			switch {
+			case err == nil && applied == name:
 				return nil
+			case err == nil:
+				// Services number their migrations alike; skipping this one
+				// would leave the service without its tables.
+				return fmt.Errorf("the database already has a migration %d, %s, from another service; each service needs a database of its own", version, applied)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
 			}
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, db.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+			_, err = tx.ExecContext(ctx, db.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 				version, name, time.Now().UTC().Format(time.RFC3339))
 			return err
 		}); err != nil {

@@ -121,6 +121,23 @@ func TestMigrateAppliesEachMigrationOnce(t *testing.T) {
 	})
 }
 
+// Two services pointed at one database would both have a migration 0001;
+// the second must not take the first's for its own and start without its
+// tables.
+func TestMigrateRefusesAnotherServicesDatabase(t *testing.T) {
+	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
+		ctx := t.Context()
+		db := open(t, newDSN(t))
+		if err := db.Migrate(ctx, migrations(map[string]string{"0001_agents.sql": `CREATE TABLE agents (id TEXT PRIMARY KEY);`})); err != nil {
+			t.Fatal(err)
+		}
+		err := db.Migrate(ctx, migrations(map[string]string{"0001_messages.sql": `CREATE TABLE messages (id TEXT PRIMARY KEY);`}))
+		if err == nil || !strings.Contains(err.Error(), "0001_agents.sql") || !strings.Contains(err.Error(), "database of its own") {
+			t.Errorf("Migrate of a database another service migrated: err = %v, want a refusal naming its migration", err)
+		}
+	})
+}
+
 // Replicas of a service start at the same time and all migrate one database.
 func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
