@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,26 +30,31 @@ func freeAddr(t *testing.T) string {
 	return lis.Addr().String()
 }
 
-// serve runs `toolmesh serve args...` until the test ends and waits until it
-// is healthy.
-func serve(t *testing.T, env map[string]string, args ...string) {
+// serve runs `toolmesh serve args...` until the test ends, or until stop is
+// called, and waits until it is healthy.
+func serve(t *testing.T, env map[string]string, args ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve"}, args...), func(k string) string { return env[k] }, nil, nil, discard{})
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve %s: %v", args[0], err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve %s: %v", args[0], err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	addr := args[indexOf(args, "--addr")+1]
 	dead := make(chan struct{})
 	if err := waitHealthy(ctx, "http://"+addr+"/healthz", dead, 20*time.Second); err != nil {
 		t.Fatalf("serve %s did not become healthy: %v", args[0], err)
 	}
+	return stop
 }
 
 func indexOf(args []string, flag string) int {

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// TestServeOnPostgres runs every domain as `toolmesh serve <domain>` on its
+// own PostgreSQL database, given by --dsn or by TOOLMESH_<DOMAIN>_DSN, and
+// calls it: the schema is migrated at start, what the services store is in
+// PostgreSQL (nothing is written under --data), and it is still there after
+// a restart.
+func TestServeOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
+	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+
+	pub := testPublicKey(t)
+	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
+		"--dsn", agentsDSN)
+	serve(t, map[string]string{"TOOLMESH_MESSAGES_DSN": messagesDSN}, "messages", "--addr", messagesAddr, "--data", data, "--mesh-public-key", pub,
+		"--agents-url", "http://"+agentsAddr)
+	serve(t, nil, "tasks", "--addr", tasksAddr, "--data", data, "--mesh-public-key", pub, "--dsn", tasksDSN, "--agents-url", "http://"+agentsAddr)
+	serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN}, "audit", "--addr", auditAddr, "--data", data, "--mesh-public-key", pub)
+
+	client := servertest.HTTPClient()
+	t.Cleanup(client.CloseIdleConnections)
+	opts := servertest.ClientOptions(nil)
+	dir := agentsv1connect.NewAgentsServiceClient(client, "http://"+agentsAddr, opts...)
+	msgs := messagesv1connect.NewMessagesServiceClient(client, "http://"+messagesAddr, opts...)
+	tsks := tasksv1connect.NewTasksServiceClient(client, "http://"+tasksAddr, opts...)
+	trail := auditv1connect.NewAuditServiceClient(client, "http://"+auditAddr, opts...)
+	local := servertest.As(ctx, "local")
+
+	// agents: the seeded agent is there, a registration is stored.
+	if _, err := dir.Register(local, &agentsv1.RegisterRequest{AgentId: "bob", DisplayName: "Bob"}); err != nil {
+		t.Fatalf("agents Register: %v", err)
+	}
+	// messages and tasks check their callers against the agents service.
+	sent, err := msgs.Send(local, &messagesv1.SendRequest{ToAgent: "bob", Message: "hello over PostgreSQL"})
+	if err != nil {
+		t.Fatalf("messages Send: %v", err)
+	}
+	if again, err := msgs.Send(local, &messagesv1.SendRequest{ToAgent: "bob", Message: "hello over PostgreSQL"}); err != nil || !again.GetDuplicateSuppressed() {
+		t.Errorf("messages Send of the same text again = %v, %v; want it suppressed", again, err)
+	}
+	inbox, err := msgs.List(servertest.As(ctx, "bob"), &messagesv1.ListRequest{})
+	if err != nil || len(inbox.GetMessages()) != 1 || inbox.GetMessages()[0].GetId() != sent.GetMessage().GetId() {
+		t.Errorf("bob's inbox = %v, %v; want the one message sent", inbox.GetMessages(), err)
+	}
+	task, err := tsks.Create(local, &tasksv1.CreateRequest{Description: "index the wiki"})
+	if err != nil {
+		t.Fatalf("tasks Create: %v", err)
+	}
+	if got, err := tsks.Get(local, &tasksv1.GetRequest{TaskId: task.GetTask().GetId()}); err != nil || got.GetTask().GetDescription() != "index the wiki" {
+		t.Errorf("tasks Get = %v, %v; want the created task", got, err)
+	}
+	// audit: an append by the edge, and an intact chain.
+	if _, err := trail.Append(servertest.As(ctx, audittrail.EdgeSubject), &auditv1.AppendRequest{
+		CallId: "mcp-call-1", Actor: "owner", Tool: "agents_register", Reason: "onboarding bob",
+		ArgsDigest: "sha256:" + auditGenesis, Outcome: auditv1.Outcome_OUTCOME_SUCCEEDED,
+	}); err != nil {
+		t.Fatalf("audit Append: %v", err)
+	}
+	if res, err := trail.Verify(local, &auditv1.VerifyRequest{}); err != nil || !res.GetIntact() || res.GetHead().GetSeq() != 1 {
+		t.Errorf("audit Verify = %v, %v; want one intact record", res, err)
+	}
+
+	// Everything went to PostgreSQL: the rows are in each service's own
+	// database, and no SQLite file was made.
+	for _, c := range []struct{ dsn, query string }{
+		{agentsDSN, `SELECT COUNT(*) FROM agents WHERE id IN ('local', 'bob')`},
+		{messagesDSN, `SELECT COUNT(*) FROM messages`},
+		{tasksDSN, `SELECT COUNT(*) FROM tasks`},
+		{auditDSN, `SELECT COUNT(*) FROM audit_records`},
+	} {
+		if n := count(t, c.dsn, c.query); n == 0 {
+			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(data, "*")); len(files) > 0 {
+		t.Errorf("services given a PostgreSQL DSN wrote %v under --data", files)
+	}
+
+	// A restart migrates again (a no-op) and finds what was stored.
+	stopAgents()
+	serve(t, nil, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub, "--dsn", agentsDSN)
+	got, err := dir.Get(local, &agentsv1.GetRequest{AgentId: "bob"})
+	if err != nil || got.GetAgent().GetDisplayName() != "Bob" {
+		t.Errorf("agents Get(bob) after a restart = %v, %v; want the registered agent", got, err)
+	}
+}
+
+// auditGenesis is 64 zeros, a well-formed digest.
+const auditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// count runs a COUNT query on the database at dsn.
+func count(t *testing.T, dsn, query string) int {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
