@@ -2,7 +2,13 @@
 // when the service is given a postgres:// DSN. Both run the same queries
 // except for the full-text index: SQLite keeps it in an FTS5 table ranked
 // with bm25, PostgreSQL in a tsvector column ranked with ts_rank. Either way
-// the best match comes first. The schemas live in migrations/<dialect>/.
+// the index holds the service's terms as they are, and the best match comes
+// first: other things equal, a memory with more of the query's words, with
+// them more often, or a shorter one ranks higher, and equal matches come
+// most recently updated first. The engines' scores differ: bm25 also weighs
+// a word by how rare it is among all the stored memories (of every agent),
+// ts_rank does not, so memories matching different words can come in
+// another order. The schemas live in migrations/<dialect>/.
 package memorystore
 
 import (
@@ -12,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,7 +106,7 @@ func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool,
 // index replaces the index terms of memory seq.
 func (s *Store) index(ctx context.Context, tx *sql.Tx, seq int64, terms string) error {
 	if s.db.Dialect == sqldb.Postgres {
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET terms = to_tsvector('simple', ?) WHERE seq = ?`), terms, seq); err != nil {
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET terms = CAST(? AS tsvector) WHERE seq = ?`), tsvector(terms), seq); err != nil {
 			return fmt.Errorf("index memory: %w", err)
 		}
 		return nil
@@ -140,10 +147,13 @@ func (s *Store) Search(ctx context.Context, agentID string, terms []string, limi
 		// short memory that is all about the words ranks above a long one
 		// that mentions them once, as bm25 does.
 		query = `SELECT ` + columns + `, ts_rank(terms, q, 1) AS score
-			FROM memories, to_tsquery('simple', ?) AS q
+			FROM memories, CAST(? AS tsquery) AS q
 			WHERE agent_id = ? AND terms @@ q
 			ORDER BY score DESC, update_ms DESC, seq DESC LIMIT ?`
-		match = strings.Join(terms, " | ")
+		match = tsquery(terms)
+		if match == "" {
+			return nil, nil
+		}
 	} else {
 		// bm25 is lower for better matches; the score is its negation.
 		query = `SELECT m.agent_id, m.memory_key, m.body, m.key_id, m.create_ms, m.update_ms, -bm25(memory_index) AS score
@@ -169,6 +179,70 @@ func (s *Store) Search(ctx context.Context, agentID string, terms []string, limi
 		return nil, fmt.Errorf("search memories: %w", err)
 	}
 	return out, nil
+}
+
+// PostgreSQL's limits on a lexeme: its length in bytes, how many positions
+// it keeps, and the largest position.
+const (
+	maxLexemeBytes = 2047
+	maxPositions   = 256
+	maxPosition    = 16383
+)
+
+// tsvector returns the index terms as a PostgreSQL tsvector literal: each
+// term one lexeme, at the positions it has among the terms. Casting the
+// literal, unlike to_tsvector, leaves the terms as the service split them:
+// PostgreSQL's parser would cut some words in two ("1e10x" into "1e10" and
+// "x") that FTS5 keeps whole, and then the engines would match differently.
+// A term too long to be a lexeme is left out; no query can be that long.
+func tsvector(terms string) string {
+	var (
+		order     []string
+		positions = map[string][]int{}
+	)
+	for i, w := range strings.Fields(terms) {
+		if len(w) > maxLexemeBytes {
+			continue
+		}
+		ps, seen := positions[w]
+		if !seen {
+			order = append(order, w)
+		}
+		if len(ps) < maxPositions {
+			positions[w] = append(ps, min(i+1, maxPosition))
+		}
+	}
+	var b strings.Builder
+	for _, w := range order {
+		b.WriteString(lexeme(w))
+		for j, p := range positions[w] {
+			if j == 0 {
+				b.WriteByte(':')
+			} else {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(p))
+		}
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// tsquery returns a PostgreSQL tsquery literal matching any of terms, each
+// taken as one lexeme (see tsvector); "" when none can be one.
+func tsquery(terms []string) string {
+	quoted := make([]string, 0, len(terms))
+	for _, w := range terms {
+		if w != "" && len(w) <= maxLexemeBytes {
+			quoted = append(quoted, lexeme(w))
+		}
+	}
+	return strings.Join(quoted, " | ")
+}
+
+// lexeme quotes w for a tsvector or tsquery literal.
+func lexeme(w string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(w) + "'"
 }
 
 // List implements memory.Store.

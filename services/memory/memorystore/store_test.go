@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,6 +175,124 @@ func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
 		}
 		if _, err := st.Delete(ctx, "a", "k"); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("second Delete: %v, want ErrNotFound", err)
+		}
+	})
+
+	// The ranking contract, the same on both engines (bm25 on SQLite,
+	// ts_rank on PostgreSQL): other things equal, a memory with more of the
+	// query's words, or with them more often, or a shorter one, ranks
+	// higher; equal matches come most recently updated first. Every corpus
+	// has unrelated memories too, so the query words are not common ones.
+	ranked := func(t *testing.T, st *memorystore.Store, agent string, terms ...string) []string {
+		t.Helper()
+		ms, err := st.Search(ctx, agent, terms, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for i, m := range ms {
+			out = append(out, m.Key)
+			if m.Score <= 0 {
+				t.Errorf("search %v: %s has score %v, want a positive relevance", terms, m.Key, m.Score)
+			}
+			if i > 0 && m.Score > ms[i-1].Score {
+				t.Errorf("search %v: scores not in descending order: %v then %v", terms, ms[i-1].Score, m.Score)
+			}
+		}
+		return out
+	}
+	corpus := func(t *testing.T, recs ...memory.Record) *memorystore.Store {
+		t.Helper()
+		st := newStore(t)
+		for i := range 6 {
+			recs = append(recs, rec("a", fmt.Sprintf("unrelated-%d", i), fmt.Sprintf("lunch menu number %d for the team", i), t0))
+		}
+		for _, r := range recs {
+			if _, _, err := st.Save(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name  string
+		recs  []memory.Record
+		terms []string
+		want  []string
+	}{
+		{"more of the words first", []memory.Record{
+			rec("a", "one", "alpha f1 f2 f3 f4 f5", t0.Add(2*time.Minute)),
+			rec("a", "both", "alpha beta f1 f2 f3 f4", t0),
+			rec("a", "other", "beta f1 f2 f3 f4 f5", t0.Add(time.Minute)),
+		}, []string{"alpha", "beta"}, []string{"both", "one", "other"}},
+		{"more often first", []memory.Record{
+			rec("a", "once", "alpha f1 f2 f3 f4 f5", t0.Add(time.Minute)),
+			rec("a", "thrice", "alpha alpha alpha f1 f2 f3", t0),
+			rec("a", "twice", "alpha f1 alpha f2 f3 f4", t0),
+		}, []string{"alpha"}, []string{"thrice", "twice", "once"}},
+		{"shorter first", []memory.Record{
+			rec("a", "long", "alpha f1 f2 f3 f4 f5 f6 f7 f8 f9 f10 f11", t0.Add(time.Minute)),
+			rec("a", "short", "alpha f1", t0),
+			rec("a", "medium", "alpha f1 f2 f3 f4", t0),
+		}, []string{"alpha"}, []string{"short", "medium", "long"}},
+		{"equal matches newest first", []memory.Record{
+			rec("a", "older", "alpha f1 f2", t0),
+			rec("a", "newest", "alpha f3 f4", t0.Add(time.Hour)),
+			rec("a", "newer", "alpha f5 f6", t0.Add(time.Minute)),
+			rec("a", "saved-later", "alpha f7 f8", t0),
+		}, []string{"alpha"}, []string{"newest", "newer", "saved-later", "older"}},
+		{"whole words only", []memory.Record{
+			rec("a", "word", "deploy now", t0.Add(time.Minute)),
+			rec("a", "longer-word", "deployment now", t0.Add(time.Hour)),
+			rec("a", "prefix", "re deploy", t0),
+		}, []string{"deploy"}, []string{"word", "prefix"}},
+	} {
+		t.Run("ranking: "+tc.name, func(t *testing.T) {
+			st := corpus(t, tc.recs...)
+			if got := ranked(t, st, "a", tc.terms...); !cmp.Equal(got, tc.want) {
+				t.Errorf("search %v = %v, want %v", tc.terms, got, tc.want)
+			}
+		})
+	}
+
+	// The service splits words itself (runs of letters and digits); each is
+	// one term to the index, whatever a full-text parser would make of it.
+	t.Run("every word is one term", func(t *testing.T) {
+		words := []string{"1e10x", "12e5", "x2y", "123", "ölçü", "日本語", "v2", "e5"}
+		var recs []memory.Record
+		for i, w := range words {
+			recs = append(recs, rec("a", fmt.Sprintf("w%d", i), w+" filler", t0))
+		}
+		st := corpus(t, recs...)
+		for i, w := range words {
+			if got, want := ranked(t, st, "a", w), []string{fmt.Sprintf("w%d", i)}; !cmp.Equal(got, want) {
+				t.Errorf("search %q = %v, want %v", w, got, want)
+			}
+		}
+		for _, part := range []string{"x", "1e10", "12", "y", "ölç", "日本"} {
+			if got := ranked(t, st, "a", part); len(got) != 0 {
+				t.Errorf("search %q, a part of a word = %v, want nothing", part, got)
+			}
+		}
+	})
+
+	t.Run("a very long word does not stop a save", func(t *testing.T) {
+		st := newStore(t)
+		long := strings.Repeat("ü", 3000)
+		if _, _, err := st.Save(ctx, rec("a", "long", "before "+long+" after", t0)); err != nil {
+			t.Fatalf("Save with a %d-byte word: %v", len(long), err)
+		}
+		for _, w := range []string{"before", "after"} {
+			if got := ranked(t, st, "a", w); !cmp.Equal(got, []string{"long"}) {
+				t.Errorf("search %q = %v, want [long]", w, got)
+			}
+		}
+		// And a word repeated more often than PostgreSQL keeps positions.
+		if _, _, err := st.Save(ctx, rec("a", "repeated", strings.Repeat("again ", 3000)+"end", t0)); err != nil {
+			t.Fatalf("Save with a word repeated 3000 times: %v", err)
+		}
+		if got := ranked(t, st, "a", "again", "end"); !cmp.Equal(got, []string{"repeated"}) {
+			t.Errorf("search again end = %v, want [repeated]", got)
 		}
 	})
 
