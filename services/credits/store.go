@@ -31,7 +31,8 @@ type Store interface {
 	// Settings returns the settings that were ever set.
 	Settings(ctx context.Context) ([]Setting, error)
 	// SetSetting stores s and returns the setting it replaced (ok false when
-	// it was never set).
+	// it was never set). Concurrent sets of one setting each return the
+	// value they replaced, as if they ran one after the other.
 	SetSetting(ctx context.Context, s Setting) (prev Setting, ok bool, err error)
 }
 

@@ -193,25 +193,56 @@ func (s *Store) Settings(ctx context.Context) ([]credits.Setting, error) {
 
 // SetSetting implements credits.Store.
 func (s *Store) SetSetting(ctx context.Context, st credits.Setting) (credits.Setting, bool, error) {
+	// A second try is needed only when a concurrent first set of the same
+	// setting inserted its row meanwhile; then the row exists.
+	for range 3 {
+		prev, existed, err := s.setSetting(ctx, st)
+		if !errors.Is(err, errRaced) {
+			return prev, existed, err
+		}
+	}
+	return credits.Setting{}, false, fmt.Errorf("write setting %s: %w", st.Name, errRaced)
+}
+
+// errRaced rolls back a first set of a setting that another set inserted
+// meanwhile.
+var errRaced = errors.New("setting changed concurrently")
+
+// setSetting reads the setting it replaces under the row's lock, so that
+// concurrent sets of one setting each report the value they replaced:
+// PostgreSQL makes the first UPDATE wait for any other set in flight, and
+// the SELECT after it sees what that set wrote. SQLite runs them one at a
+// time anyway.
+func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Setting, bool, error) {
 	var (
 		prev    credits.Setting
 		existed bool
 	)
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`), st.Name); err != nil {
+			return fmt.Errorf("lock setting: %w", err)
+		}
 		var ms int64
 		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT config_key, value, update_ms, updated_by FROM credit_config WHERE config_key = ?`), st.Name).
 			Scan(&prev.Name, &prev.Value, &ms, &prev.UpdatedBy)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			res, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
+				ON CONFLICT (config_key) DO NOTHING`), st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
+			if err != nil {
+				return fmt.Errorf("write setting: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return errors.Join(errRaced, err)
+			}
+			return nil
 		case err != nil:
 			return fmt.Errorf("read setting: %w", err)
-		default:
-			existed = true
-			prev.UpdateTime = time.UnixMilli(ms).UTC()
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
-			ON CONFLICT (config_key) DO UPDATE SET value = excluded.value, update_ms = excluded.update_ms, updated_by = excluded.updated_by`),
-			st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy); err != nil {
+		existed = true
+		prev.UpdateTime = time.UnixMilli(ms).UTC()
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`),
+			st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy, st.Name); err != nil {
 			return fmt.Errorf("write setting: %w", err)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -175,6 +176,213 @@ func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
 		}
 		if len(seen) != 1 || balance(t, st, "d") != 30 {
 			t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", len(seen), balance(t, st, "d"))
+		}
+	})
+
+	refs := func(list []*creditsv1.LedgerEntry) []string {
+		out := []string{}
+		for _, e := range list {
+			out = append(out, e.GetReference())
+		}
+		return out
+	}
+
+	t.Run("ledger pages newest first, per wallet", func(t *testing.T) {
+		st := newStore(t)
+		var want []string // newest first
+		for i, e := range []*creditsv1.LedgerEntry{
+			grant("a", 50, "g1"), grant("b", 7, "g-b"), spend("a", 20, "s1"), grant("a", 5, "g2"), spend("a", 35, "s2"), grant("a", 1, "g3"),
+		} {
+			got, err := st.Apply(ctx, e)
+			if err != nil {
+				t.Fatalf("change %d: %v", i, err)
+			}
+			if e.GetWallet() == "a" {
+				want = append([]string{got.GetReference()}, want...)
+			}
+		}
+		// want is g3 s2 g2 s1 g1.
+		for _, tc := range []struct {
+			offset, limit int
+			want          []string
+		}{
+			{0, 50, want}, {0, 2, want[:2]}, {2, 2, want[2:4]}, {4, 2, want[4:]}, {5, 2, []string{}},
+		} {
+			list, total, err := st.Ledger(ctx, "a", tc.offset, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := refs(list); !cmp.Equal(got, tc.want) || total != 5 {
+				t.Errorf("Ledger(a, offset %d, limit %d) = %v of %d, want %v of 5", tc.offset, tc.limit, got, total, tc.want)
+			}
+		}
+		list, total, err := st.Ledger(ctx, "a", 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each entry carries the balance after it, oldest to newest.
+		var after []int64
+		for i := len(list) - 1; i >= 0; i-- {
+			after = append(after, list[i].GetBalanceAfter())
+		}
+		if !cmp.Equal(after, []int64{50, 30, 35, 0, 1}) {
+			t.Errorf("balances after each change = %v, want [50 30 35 0 1]", after)
+		}
+		if b := balance(t, st, "a"); b != 1 || total != 5 {
+			t.Errorf("balance %d over %d entries, want 1 over 5", b, total)
+		}
+		if list, total, err := st.Ledger(ctx, "nobody", 0, 50); err != nil || len(list) != 0 || total != 0 {
+			t.Errorf("Ledger of an unused wallet = %v of %d, %v; want nothing", refs(list), total, err)
+		}
+		if b := balance(t, st, "nobody"); b != 0 {
+			t.Errorf("balance of an unused wallet = %d, want 0", b)
+		}
+	})
+
+	t.Run("references: retries answer, reuses and refusals record nothing", func(t *testing.T) {
+		st := newStore(t)
+		g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := st.Apply(ctx, spend("a", 30, "job-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A retried spend answers with the first entry, balance as it was then.
+		if _, err := st.Apply(ctx, grant("a", 5, "inv-2")); err != nil {
+			t.Fatal(err)
+		}
+		again, err := st.Apply(ctx, spend("a", 30, "job-1"))
+		if err != nil || !proto.Equal(again, s) {
+			t.Errorf("retried spend = %v, %v; want the first entry %v", again, err, s)
+		}
+		var reused *credits.ReusedError
+		if _, err := st.Apply(ctx, spend("a", 31, "job-1")); !errors.As(err, &reused) || reused.First.GetId() != s.GetId() {
+			t.Errorf("spend reference reused with another amount: %v, want ReusedError with the first spend", err)
+		}
+		if _, err := st.Apply(ctx, grant("a", 99, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+			t.Errorf("grant reference reused with another amount: %v, want ReusedError with the first grant", err)
+		}
+		// A spend may carry a grant's reference, and another wallet's spend
+		// reference: they are separate namespaces.
+		if _, err := st.Apply(ctx, spend("a", 1, "inv-1")); err != nil {
+			t.Errorf("a spend with a grant's reference: %v", err)
+		}
+		if _, err := st.Apply(ctx, grant("b", 10, "inv-b")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Apply(ctx, spend("b", 1, "job-1")); err != nil {
+			t.Errorf("wallet b's spend with wallet a's spend reference: %v", err)
+		}
+		var short *credits.InsufficientError
+		if _, err := st.Apply(ctx, spend("a", 1000, "job-2")); !errors.As(err, &short) || short.Balance != 74 {
+			t.Errorf("overdraft: %v, want InsufficientError with balance 74", err)
+		}
+		// The refused spend did not use up its reference.
+		if _, err := st.Apply(ctx, spend("a", 4, "job-2")); err != nil {
+			t.Errorf("the refused spend's reference, for a smaller amount: %v", err)
+		}
+		list, total, err := st.Ledger(ctx, "a", 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := refs(list), []string{"job-2", "inv-1", "inv-2", "job-1", "inv-1"}; !cmp.Equal(got, want) || total != 5 {
+			t.Errorf("ledger = %v of %d, want %v: retries and refusals record nothing", got, total, want)
+		}
+		if b := balance(t, st, "a"); b != 70 {
+			t.Errorf("balance = %d, want 70", b)
+		}
+	})
+
+	t.Run("concurrent retries of one spend apply it once", func(t *testing.T) {
+		st := newStore(t)
+		if _, err := st.Apply(ctx, grant("e", 100, "seed")); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		got := make(chan string, 10)
+		for range 10 {
+			wg.Go(func() {
+				e, err := st.Apply(ctx, spend("e", 60, "job-same"))
+				if err != nil {
+					t.Errorf("concurrent retry: %v", err)
+					return
+				}
+				got <- e.GetId()
+			})
+		}
+		wg.Wait()
+		close(got)
+		seen := map[string]bool{}
+		for id := range got {
+			seen[id] = true
+		}
+		if len(seen) != 1 || balance(t, st, "e") != 40 {
+			t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", len(seen), balance(t, st, "e"))
+		}
+	})
+
+	// Concurrent sets of one setting each report the value they replaced:
+	// together the reports form one chain from the first value to the last,
+	// with no value reported replaced twice.
+	t.Run("concurrent settings report what they replaced", func(t *testing.T) {
+		st := newStore(t)
+		at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+		const n = 12
+		for round, first := range []bool{true, false} {
+			name := fmt.Sprintf("setting_%d", round)
+			if !first {
+				if _, _, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: 0, UpdateTime: at, UpdatedBy: "ops"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				replaced = map[int64]int{} // value -> how many reported replacing it
+				fresh    int
+			)
+			for i := 1; i <= n; i++ {
+				wg.Go(func() {
+					prev, existed, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: int64(i), UpdateTime: at, UpdatedBy: fmt.Sprintf("admin-%d", i)})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						t.Errorf("SetSetting %d: %v", i, err)
+					case existed:
+						replaced[prev.Value]++
+					default:
+						fresh++
+					}
+				})
+			}
+			wg.Wait()
+			all, err := st.Settings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last int64 = -1
+			for _, s := range all {
+				if s.Name == name {
+					last = s.Value
+				}
+			}
+			want := map[int64]int{}
+			for v := int64(0); v <= n; v++ {
+				if v != last && (v > 0 || !first) {
+					want[v] = 1
+				}
+			}
+			wantFresh := 0
+			if first {
+				wantFresh = 1
+			}
+			if !cmp.Equal(replaced, want) || fresh != wantFresh {
+				t.Errorf("%s, set first = %v: values reported replaced %v (and %d sets found nothing), want each value but the last (%d) once %v (and %d)",
+					name, first, replaced, fresh, last, want, wantFresh)
+			}
 		}
 	})
 
