@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +16,10 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
+	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -35,7 +41,9 @@ func TestServeOnPostgres(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
+	memoryDSN, creditsDSN := pg.NewDatabase(t), pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	memoryAddr, creditsAddr := freeAddr(t), freeAddr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -44,6 +52,10 @@ func TestServeOnPostgres(t *testing.T) {
 		"--agents-url", "http://"+agentsAddr)
 	serve(t, nil, "tasks", "--addr", tasksAddr, "--data", data, "--mesh-public-key", pub, "--dsn", tasksDSN, "--agents-url", "http://"+agentsAddr)
 	serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN}, "audit", "--addr", auditAddr, "--data", data, "--mesh-public-key", pub)
+	memoryKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	serve(t, map[string]string{"TOOLMESH_MEMORY_DSN": memoryDSN, "TOOLMESH_MEMORY_KEY": memoryKey}, "memory", "--addr", memoryAddr, "--data", data,
+		"--mesh-public-key", pub)
+	serve(t, nil, "credits", "--addr", creditsAddr, "--data", data, "--mesh-public-key", pub, "--dsn", creditsDSN)
 
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
@@ -52,6 +64,8 @@ func TestServeOnPostgres(t *testing.T) {
 	msgs := messagesv1connect.NewMessagesServiceClient(client, "http://"+messagesAddr, opts...)
 	tsks := tasksv1connect.NewTasksServiceClient(client, "http://"+tasksAddr, opts...)
 	trail := auditv1connect.NewAuditServiceClient(client, "http://"+auditAddr, opts...)
+	mem := memoryv1connect.NewMemoryServiceClient(client, "http://"+memoryAddr, opts...)
+	wallets := creditsv1connect.NewCreditsServiceClient(client, "http://"+creditsAddr, opts...)
 	local := servertest.As(ctx, "local")
 
 	// agents: the seeded agent is there, a registration is stored.
@@ -88,6 +102,38 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("audit Verify = %v, %v; want one intact record", res, err)
 	}
 
+	// memory: encrypted at rest, recalled by full-text search, best first.
+	for key, content := range map[string]string{
+		"deploy":  "Deploy checklist: staging first, then deploy to prod.",
+		"lunch":   "Lunch is at noon.",
+		"staging": "The staging cluster is blue.",
+	} {
+		if _, err := mem.Save(local, &memoryv1.SaveRequest{Key: key, Content: content}); err != nil {
+			t.Fatalf("memory Save(%s): %v", key, err)
+		}
+	}
+	recall, err := mem.Recall(local, &memoryv1.RecallRequest{Query: "deploy staging"})
+	var recalled []string
+	for _, m := range recall.GetMatches() {
+		recalled = append(recalled, m.GetMemory().GetKey())
+	}
+	if err != nil || len(recalled) != 2 || recalled[0] != "deploy" || recall.GetMatches()[0].GetMemory().GetContent() != "Deploy checklist: staging first, then deploy to prod." {
+		t.Errorf("memory Recall(deploy staging) = %v, %v; want deploy (with its content), then staging", recalled, err)
+	}
+	// credits: a grant, a retry of it, a spend.
+	grant := &creditsv1.GrantRequest{Wallet: "local", Amount: 100, Reference: "invoice-1"}
+	for range 2 {
+		if _, err := wallets.Grant(local, grant); err != nil {
+			t.Fatalf("credits Grant: %v", err)
+		}
+	}
+	if _, err := wallets.Spend(local, &creditsv1.SpendRequest{Amount: 30, Reference: "job-1"}); err != nil {
+		t.Fatalf("credits Spend: %v", err)
+	}
+	if b, err := wallets.GetBalance(local, &creditsv1.GetBalanceRequest{}); err != nil || b.GetBalance() != 70 {
+		t.Errorf("credits GetBalance = %v, %v; want 70", b, err)
+	}
+
 	// Everything went to PostgreSQL: the rows are in each service's own
 	// database, and no SQLite file was made.
 	for _, c := range []struct{ dsn, query string }{
@@ -95,6 +141,8 @@ func TestServeOnPostgres(t *testing.T) {
 		{messagesDSN, `SELECT COUNT(*) FROM messages`},
 		{tasksDSN, `SELECT COUNT(*) FROM tasks`},
 		{auditDSN, `SELECT COUNT(*) FROM audit_records`},
+		{memoryDSN, `SELECT COUNT(*) FROM memories WHERE key_id <> ''`},
+		{creditsDSN, `SELECT COUNT(*) FROM credit_ledger`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)
