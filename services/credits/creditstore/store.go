@@ -211,22 +211,26 @@ var errRaced = errors.New("setting changed concurrently")
 // setSetting reads the setting it replaces under the row's lock, so that
 // concurrent sets of one setting each report the value they replaced:
 // PostgreSQL makes the first UPDATE wait for any other set in flight, and
-// the SELECT after it sees what that set wrote. SQLite runs them one at a
-// time anyway.
+// the SELECT after it sees what that set wrote. When there was no row to
+// lock, the set inserts one, and retries should another set have inserted
+// it first. SQLite runs the sets one at a time anyway.
 func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Setting, bool, error) {
 	var (
 		prev    credits.Setting
 		existed bool
 	)
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`), st.Name); err != nil {
+		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`), st.Name)
+		if err != nil {
 			return fmt.Errorf("lock setting: %w", err)
 		}
-		var ms int64
-		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT config_key, value, update_ms, updated_by FROM credit_config WHERE config_key = ?`), st.Name).
-			Scan(&prev.Name, &prev.Value, &ms, &prev.UpdatedBy)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		locked, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("lock setting: %w", err)
+		}
+		if locked == 0 {
+			// Nothing to replace, as far as this transaction can tell: a row
+			// another set has inserted since is not locked, so not read.
 			res, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
 				ON CONFLICT (config_key) DO NOTHING`), st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
 			if err != nil {
@@ -236,7 +240,10 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 				return errors.Join(errRaced, err)
 			}
 			return nil
-		case err != nil:
+		}
+		var ms int64
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT config_key, value, update_ms, updated_by FROM credit_config WHERE config_key = ?`), st.Name).
+			Scan(&prev.Name, &prev.Value, &ms, &prev.UpdatedBy); err != nil {
 			return fmt.Errorf("read setting: %w", err)
 		}
 		existed = true
