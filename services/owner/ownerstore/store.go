@@ -1,0 +1,296 @@
+// Package ownerstore keeps the owner domain's asks and notification channels
+// in SQL: SQLite by default, PostgreSQL when the service is given a
+// postgres:// DSN. Both run the same queries; the schemas live in
+// migrations/<dialect>/.
+package ownerstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	"github.com/toolmesh/toolmesh/services/owner"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of owner.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ owner.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate owner store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const askColumns = `id, agent_id, question, options_json, context, status, answer, answered_by, create_ms, expire_ms, resolve_ms, workflow_id`
+
+// CreateAsk implements owner.Store.
+func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bool, error) {
+	opts := a.GetOptions()
+	if opts == nil {
+		opts = []string{}
+	}
+	optsJSON, err := json.Marshal(opts)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode options: %w", err)
+	}
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO asks (`+askColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
+		a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
+		a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId())
+	if err != nil {
+		return nil, false, fmt.Errorf("insert ask: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, fmt.Errorf("insert ask: %w", err)
+	}
+	stored, err := s.GetAsk(ctx, a.GetAskId())
+	if err != nil {
+		return nil, false, err
+	}
+	return stored, n == 1, nil
+}
+
+// GetAsk implements owner.Store.
+func (s *Store) GetAsk(ctx context.Context, id string) (*ownerv1.Ask, error) {
+	a, err := scanAsk(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, owner.ErrNotFound
+	}
+	return a, err
+}
+
+// ListAsks implements owner.Store.
+func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskStatus, offset, limit int) ([]*ownerv1.Ask, int, error) {
+	where, args := `1 = 1`, []any{}
+	if agent != "" {
+		where += ` AND agent_id = ?`
+		args = append(args, agent)
+	}
+	if status != ownerv1.AskStatus_ASK_STATUS_UNSPECIFIED {
+		where += ` AND status = ?`
+		args = append(args, int32(status))
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM asks WHERE `+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count asks: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`),
+		append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list asks: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*ownerv1.Ask, 0, min(limit, total))
+	for rows.Next() {
+		a, err := scanAsk(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list asks: %w", err)
+	}
+	return list, total, nil
+}
+
+// ResolveAsk implements owner.Store.
+func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ownerv1.Ask, bool, error) {
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
+		WHERE id = ? AND status = ?`),
+		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve ask: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve ask: %w", err)
+	}
+	a, err := s.GetAsk(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return a, n == 1, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAsk(r scanner) (*ownerv1.Ask, error) {
+	var (
+		a                             ownerv1.Ask
+		optsJSON                      string
+		status                        int64
+		createMS, expireMS, resolveMS int64
+	)
+	if err := r.Scan(&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
+		&createMS, &expireMS, &resolveMS, &a.WorkflowId); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read ask: %w", err)
+	}
+	if err := json.Unmarshal([]byte(optsJSON), &a.Options); err != nil {
+		return nil, fmt.Errorf("read ask options: %w", err)
+	}
+	if len(a.Options) == 0 {
+		a.Options = nil
+	}
+	a.Status = ownerv1.AskStatus(status)
+	a.CreateTime = timestamp(createMS)
+	a.ExpireTime = timestamp(expireMS)
+	if resolveMS != 0 {
+		a.ResolveTime = timestamp(resolveMS)
+	}
+	return &a, nil
+}
+
+const channelColumns = `id, name, kind, enabled, min_level, webhook_url, webhook_secret, create_ms, update_ms`
+
+// CreateChannel implements owner.Store.
+func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
+	_, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		c.ID, c.Name, int32(c.Kind), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Created.UnixMilli(), c.Updated.UnixMilli())
+	if sqldb.IsUniqueViolation(err) {
+		return owner.ErrNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("insert channel: %w", err)
+	}
+	return nil
+}
+
+// GetChannel implements owner.Store.
+func (s *Store) GetChannel(ctx context.Context, id string) (*owner.Channel, error) {
+	c, err := scanChannel(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, owner.ErrNotFound
+	}
+	return c, err
+}
+
+// ListChannels implements owner.Store.
+func (s *Store) ListChannels(ctx context.Context, offset, limit int) ([]*owner.Channel, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM channels`).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count channels: %w", err)
+	}
+	list, err := s.channels(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels ORDER BY name LIMIT ? OFFSET ?`), limit, offset)
+	if err != nil {
+		return nil, 0, err
+	}
+	return list, total, nil
+}
+
+// EnabledChannels implements owner.Store.
+func (s *Store) EnabledChannels(ctx context.Context) ([]*owner.Channel, error) {
+	return s.channels(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE enabled = ? ORDER BY name`), true)
+}
+
+func (s *Store) channels(ctx context.Context, query string, args ...any) ([]*owner.Channel, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	defer rows.Close()
+	var list []*owner.Channel
+	for rows.Next() {
+		c, err := scanChannel(rows)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	return list, nil
+}
+
+// UpdateChannel implements owner.Store.
+func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
+		WHERE id = ?`), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
+	if err != nil {
+		return fmt.Errorf("update channel: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("update channel: %w", err)
+	}
+	if n == 0 {
+		return owner.ErrNotFound
+	}
+	return nil
+}
+
+// DeleteChannel implements owner.Store.
+func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, error) {
+	var out *owner.Channel
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		c, err := scanChannel(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return owner.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM channels WHERE id = ?`), id); err != nil {
+			return fmt.Errorf("delete channel: %w", err)
+		}
+		out = c
+		return nil
+	})
+	return out, err
+}
+
+func scanChannel(r scanner) (*owner.Channel, error) {
+	var (
+		c                  owner.Channel
+		kind, minLevel     int64
+		createMS, updateMS int64
+	)
+	if err := r.Scan(&c.ID, &c.Name, &kind, &c.Enabled, &minLevel, &c.WebhookURL, &c.WebhookSecret, &createMS, &updateMS); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read channel: %w", err)
+	}
+	c.Kind = ownerv1.ChannelKind(kind)
+	c.MinLevel = ownerv1.NotificationLevel(minLevel)
+	c.Created = time.UnixMilli(createMS).UTC()
+	c.Updated = time.UnixMilli(updateMS).UTC()
+	return &c, nil
+}
+
+func millis(ts *timestamppb.Timestamp) int64 {
+	if ts == nil {
+		return 0
+	}
+	return ts.AsTime().UnixMilli()
+}
+
+func timestamp(ms int64) *timestamppb.Timestamp {
+	return timestamppb.New(time.UnixMilli(ms).UTC())
+}

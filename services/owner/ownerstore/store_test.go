@@ -1,0 +1,384 @@
+package ownerstore_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	"github.com/toolmesh/toolmesh/services/owner"
+	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) (*sqldb.DB, func() *sqldb.DB) {
+		path := filepath.Join(t.TempDir(), "owner.db")
+		return openDB(t, path), func() *sqldb.DB { return openDB(t, path) }
+	})
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) (*sqldb.DB, func() *sqldb.DB) {
+		dsn := pg.NewDatabase(t)
+		return openDB(t, dsn), func() *sqldb.DB { return openDB(t, dsn) }
+	})
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the owner store against one database engine; open returns
+// a fresh, empty database for each subtest and a way to open it again.
+func runSuite(t *testing.T, open func(t *testing.T) (db *sqldb.DB, reopen func() *sqldb.DB)) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, db *sqldb.DB, reopen func() *sqldb.DB)
+	}{
+		{"create and get ask", testCreateGetAsk},
+		{"create is idempotent by id", testCreateAskTwice},
+		{"list asks newest first, by agent and status", testListAsks},
+		{"first outcome wins", testResolveFirstWins},
+		{"concurrent outcomes", testConcurrentResolve},
+		{"a new database has the log channel", testSeededLogChannel},
+		{"channel create, get, update, delete", testChannelCRUD},
+		{"channel names are unique", testChannelNameTaken},
+		{"enabled channels, channel pages", testEnabledAndPages},
+		{"reopen keeps data and migrations run once", testReopen},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, reopen := open(t)
+			tc.test(t, db, reopen)
+		})
+	}
+}
+
+// day1 is an arbitrary UTC day.
+var day1 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+func openStore(t *testing.T, db *sqldb.DB) *ownerstore.Store {
+	t.Helper()
+	s, err := ownerstore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newAsk is a pending ask as the service builds it (millisecond times).
+func newAsk(agent string, at time.Time, options ...string) *ownerv1.Ask {
+	at = at.Truncate(time.Millisecond)
+	id := ids.NewAt("ask", at)
+	return &ownerv1.Ask{
+		AskId:      id,
+		AgentId:    agent,
+		Question:   "ship it at " + at.Format(time.RFC3339Nano) + "?",
+		Options:    options,
+		Context:    "the release is ready",
+		Status:     ownerv1.AskStatus_ASK_STATUS_PENDING,
+		CreateTime: timestamppb.New(at),
+		ExpireTime: timestamppb.New(at.Add(time.Hour)),
+		WorkflowId: "ask/" + agent + "/" + id,
+	}
+}
+
+func createAsk(t *testing.T, s *ownerstore.Store, a *ownerv1.Ask) *ownerv1.Ask {
+	t.Helper()
+	got, created, err := s.CreateAsk(t.Context(), proto.Clone(a).(*ownerv1.Ask))
+	if err != nil || !created {
+		t.Fatalf("CreateAsk(%s) = created %v, %v; want a new ask", a.GetAskId(), created, err)
+	}
+	return got
+}
+
+func wantProto(t *testing.T, what string, got, want proto.Message) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+func testCreateGetAsk(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	a := newAsk("agent-a", day1.Add(123*time.Millisecond), "ja", "nein — später", "\"quoted\"")
+	a.Question = "Résumé prüfen? ✓ 'quotes'"
+	wantProto(t, "CreateAsk returned", createAsk(t, s, a), a)
+	got, err := s.GetAsk(t.Context(), a.GetAskId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProto(t, "GetAsk", got, a)
+
+	free := newAsk("agent-a", day1.Add(time.Second)) // no options
+	if got := createAsk(t, s, free); got.GetOptions() != nil {
+		t.Errorf("an ask without options reads back with options %q", got.GetOptions())
+	}
+	if _, err := s.GetAsk(t.Context(), ids.New("ask")); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("GetAsk(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func testCreateAskTwice(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	first := newAsk("agent-a", day1)
+	createAsk(t, s, first)
+	retry := proto.Clone(first).(*ownerv1.Ask)
+	retry.Question = "a different question under the same id"
+	got, created, err := s.CreateAsk(t.Context(), retry)
+	if err != nil || created {
+		t.Fatalf("second CreateAsk = created %v, %v; want the existing ask", created, err)
+	}
+	wantProto(t, "second CreateAsk returned", got, first)
+}
+
+func testListAsks(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	var made []*ownerv1.Ask
+	for i := range 5 {
+		agent := "agent-a"
+		if i%2 == 1 {
+			agent = "agent-b"
+		}
+		made = append(made, createAsk(t, s, newAsk(agent, day1.Add(time.Duration(i)*time.Minute))))
+	}
+	if _, _, err := s.ResolveAsk(t.Context(), made[0].GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: day1.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		agent         string
+		status        ownerv1.AskStatus
+		offset, limit int
+		want          []int // indexes into made, in order
+		total         int
+	}{
+		{"everyone", "", 0, 0, 50, []int{4, 3, 2, 1, 0}, 5},
+		{"first page", "", 0, 0, 2, []int{4, 3}, 5},
+		{"last page", "", 0, 4, 2, []int{0}, 5},
+		{"one agent", "agent-a", 0, 0, 50, []int{4, 2, 0}, 3},
+		{"pending", "", ownerv1.AskStatus_ASK_STATUS_PENDING, 0, 50, []int{4, 3, 2, 1}, 4},
+		{"one agent's expired", "agent-a", ownerv1.AskStatus_ASK_STATUS_EXPIRED, 0, 50, []int{0}, 1},
+		{"nobody", "agent-c", 0, 0, 50, nil, 0},
+	} {
+		list, total, err := s.ListAsks(t.Context(), tc.agent, tc.status, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got, want []string
+		for _, a := range list {
+			got = append(got, a.GetAskId())
+		}
+		for _, i := range tc.want {
+			want = append(want, made[i].GetAskId())
+		}
+		if diff := cmp.Diff(want, got); diff != "" || total != tc.total {
+			t.Errorf("%s: total %d (want %d), ids (-want +got):\n%s", tc.name, total, tc.total, diff)
+		}
+	}
+}
+
+func testResolveFirstWins(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	a := createAsk(t, s, newAsk("agent-a", day1, "yes", "no"))
+	at := day1.Add(5 * time.Minute)
+	got, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: "yes", AnsweredBy: "owner", At: at})
+	if err != nil || !changed {
+		t.Fatalf("ResolveAsk = changed %v, %v; want the ask answered", changed, err)
+	}
+	want := proto.Clone(a).(*ownerv1.Ask)
+	want.Status, want.Answer, want.AnsweredBy, want.ResolveTime = ownerv1.AskStatus_ASK_STATUS_ANSWERED, "yes", "owner", timestamppb.New(at)
+	wantProto(t, "answered ask", got, want)
+
+	again, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: at.Add(time.Hour)})
+	if err != nil || changed {
+		t.Fatalf("second ResolveAsk = changed %v, %v; want nothing changed", changed, err)
+	}
+	wantProto(t, "ask after a second outcome", again, want)
+
+	if _, _, err := s.ResolveAsk(t.Context(), ids.New("ask"), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: at}); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("ResolveAsk(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func testConcurrentResolve(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	a := createAsk(t, s, newAsk("agent-a", day1))
+	const n = 8
+	var wg sync.WaitGroup
+	wins := make(chan string, n)
+	for i := range n {
+		wg.Go(func() {
+			answer := fmt.Sprintf("answer %d", i)
+			got, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: answer, At: day1.Add(time.Minute)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if changed {
+				wins <- answer
+			}
+			if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
+				t.Errorf("ResolveAsk returned status %v", got.GetStatus())
+			}
+		})
+	}
+	wg.Wait()
+	close(wins)
+	var won []string
+	for w := range wins {
+		won = append(won, w)
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d concurrent outcomes changed the ask (%q), want exactly 1", len(won), won)
+	}
+	if got, _ := s.GetAsk(t.Context(), a.GetAskId()); got.GetAnswer() != won[0] {
+		t.Errorf("stored answer %q, want the winner's %q", got.GetAnswer(), won[0])
+	}
+}
+
+func testSeededLogChannel(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	list, total, err := s.ListChannels(t.Context(), 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 1 || len(list) != 1 {
+		t.Fatalf("a new database has %d channels, want the log channel", total)
+	}
+	c := list[0]
+	if c.Name != "log" || c.Kind != ownerv1.ChannelKind_CHANNEL_KIND_LOG || !c.Enabled ||
+		c.MinLevel != ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO || time.Since(c.Created) > time.Hour {
+		t.Errorf("seeded channel = %+v, want an enabled log channel named log taking every level, created now", c)
+	}
+}
+
+func testChannelCRUD(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	ctx := t.Context()
+	c := &owner.Channel{
+		ID: ids.NewAt("chn", day1), Name: "ops-hook", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK, Enabled: true,
+		MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING, WebhookURL: "https://hooks.example.com/T0/B1/secret-path",
+		WebhookSecret: "0123456789abcdef-secret", Created: day1, Updated: day1,
+	}
+	if err := s.CreateChannel(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetChannel(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, got); diff != "" {
+		t.Errorf("GetChannel (-want +got):\n%s", diff)
+	}
+	upd := *c
+	upd.Enabled, upd.MinLevel, upd.WebhookURL, upd.WebhookSecret, upd.Updated = false, ownerv1.NotificationLevel_NOTIFICATION_LEVEL_CRITICAL, "https://hooks.example.com/new", "", day1.Add(time.Hour)
+	if err := s.UpdateChannel(ctx, &upd); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.GetChannel(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&upd, got); diff != "" {
+		t.Errorf("channel after UpdateChannel (-want +got):\n%s", diff)
+	}
+	deleted, err := s.DeleteChannel(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&upd, deleted); diff != "" {
+		t.Errorf("DeleteChannel returned (-want +got):\n%s", diff)
+	}
+	if _, err := s.GetChannel(ctx, c.ID); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("GetChannel after delete err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.DeleteChannel(ctx, c.ID); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("DeleteChannel twice err = %v, want ErrNotFound", err)
+	}
+	if err := s.UpdateChannel(ctx, &upd); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("UpdateChannel of a deleted channel err = %v, want ErrNotFound", err)
+	}
+}
+
+func testChannelNameTaken(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	c := &owner.Channel{ID: ids.New("chn"), Name: "log", Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG, Enabled: true,
+		MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO, Created: day1, Updated: day1}
+	if err := s.CreateChannel(t.Context(), c); !errors.Is(err, owner.ErrNameTaken) {
+		t.Errorf("CreateChannel with the seeded channel's name err = %v, want ErrNameTaken", err)
+	}
+}
+
+func testEnabledAndPages(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+	s := openStore(t, db)
+	ctx := t.Context()
+	for i, name := range []string{"zeta", "alpha", "mid"} {
+		c := &owner.Channel{ID: ids.New("chn"), Name: name, Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG, Enabled: i != 2,
+			MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO, Created: day1, Updated: day1}
+		if err := s.CreateChannel(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(list []*owner.Channel) []string {
+		var out []string
+		for _, c := range list {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	enabled, err := s.EnabledChannels(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"alpha", "log", "zeta"}, names(enabled)); diff != "" {
+		t.Errorf("EnabledChannels (-want +got):\n%s", diff)
+	}
+	page, total, err := s.ListChannels(ctx, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"log", "mid"}, names(page)); diff != "" || total != 4 {
+		t.Errorf("ListChannels(1, 2): total %d, names (-want +got):\n%s", total, diff)
+	}
+}
+
+func testReopen(t *testing.T, db *sqldb.DB, reopen func() *sqldb.DB) {
+	s := openStore(t, db)
+	a := createAsk(t, s, newAsk("agent-a", day1))
+	if _, err := s.DeleteChannel(t.Context(), "chn_00000000000000000000000000"); err != nil {
+		t.Fatalf("delete the seeded log channel: %v", err)
+	}
+	s2 := openStore(t, reopen())
+	got, err := s2.GetAsk(t.Context(), a.GetAskId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProto(t, "ask after reopening", got, a)
+	if _, total, err := s2.ListChannels(t.Context(), 0, 50); err != nil || total != 0 {
+		t.Errorf("after deleting the log channel and reopening: %d channels (err %v), want 0 (the seed runs once)", total, err)
+	}
+}
