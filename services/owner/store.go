@@ -26,6 +26,9 @@ type Store interface {
 	// pending is left as it is (the first outcome wins) and returned with
 	// changed false; ErrNotFound when there is no such ask.
 	ResolveAsk(ctx context.Context, id string, o Outcome) (a *ownerv1.Ask, changed bool, err error)
+	// DeleteAsk removes a pending ask whose workflow could not be started,
+	// so that a retry starts afresh; it does nothing to an ask that ended.
+	DeleteAsk(ctx context.Context, id string) error
 
 	// CreateChannel stores c; ErrNameTaken when its name is in use.
 	CreateChannel(ctx context.Context, c *Channel) error

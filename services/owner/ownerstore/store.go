@@ -135,6 +135,14 @@ func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ow
 	return a, n == 1, nil
 }
 
+// DeleteAsk implements owner.Store.
+func (s *Store) DeleteAsk(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM asks WHERE id = ? AND status = ?`), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
+		return fmt.Errorf("delete ask: %w", err)
+	}
+	return nil
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanAsk(r scanner) (*ownerv1.Ask, error) {

@@ -222,6 +222,21 @@ func testResolveFirstWins(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	if _, _, err := s.ResolveAsk(t.Context(), ids.New("ask"), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: at}); !errors.Is(err, owner.ErrNotFound) {
 		t.Errorf("ResolveAsk(unknown) err = %v, want ErrNotFound", err)
 	}
+
+	// DeleteAsk removes pending asks only.
+	if err := s.DeleteAsk(t.Context(), a.GetAskId()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAsk(t.Context(), a.GetAskId()); err != nil {
+		t.Errorf("DeleteAsk removed an answered ask: %v", err)
+	}
+	pending := createAsk(t, s, newAsk("agent-a", day1.Add(time.Minute)))
+	if err := s.DeleteAsk(t.Context(), pending.GetAskId()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAsk(t.Context(), pending.GetAskId()); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("GetAsk after DeleteAsk of a pending ask: %v, want ErrNotFound", err)
+	}
 }
 
 func testConcurrentResolve(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {

@@ -1,0 +1,659 @@
+package owner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
+	"github.com/toolmesh/toolmesh/services/owner"
+	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
+)
+
+// syncBuffer collects the service's JSON log lines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// events returns the logged events named msg.
+func (s *syncBuffer) events(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(s.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// env is one owner service under test.
+type env struct {
+	c    ownerv1connect.OwnerServiceClient
+	srv  *servertest.Server
+	wf   *fakeWorkflows
+	logs *syncBuffer
+}
+
+func start(t *testing.T, cfg owner.Config, protocol []connect.ClientOption) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "owner.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := ownerstore.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := newFakeWorkflows()
+	if cfg.Workflows == nil {
+		cfg.Workflows = wf
+	}
+	logs := &syncBuffer{}
+	cfg.Log = logging.New(logs, slog.LevelDebug)
+	svc, err := owner.New(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := servertest.Start(t, svc.Registration())
+	return &env{c: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(protocol)...), srv: srv, wf: wf, logs: logs}
+}
+
+// eachProtocol runs fn against a fresh service once over Connect and once
+// over gRPC.
+func eachProtocol(t *testing.T, cfg owner.Config, fn func(t *testing.T, e *env)) {
+	for _, p := range servertest.Protocols() {
+		t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, p.Opts)) })
+	}
+}
+
+// Callers.
+func agentA() context.Context { return servertest.As(context.Background(), "agent-a") }
+func agentB() context.Context { return servertest.As(context.Background(), "agent-b") }
+func theOwner() context.Context {
+	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "alice", Agent: "local", Roles: []string{mesh.RoleOwner}}})
+}
+func theWorker() context.Context {
+	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "toolmesh-worker-owner", Agent: "toolmesh-worker-owner", Roles: []string{mesh.RoleService}}})
+}
+
+func codeOf(err error) connect.Code {
+	if err == nil {
+		return 0
+	}
+	return connect.CodeOf(err)
+}
+
+func wantCode(t *testing.T, what string, err error, want connect.Code) {
+	t.Helper()
+	if got := codeOf(err); got != want {
+		t.Errorf("%s: code %v (err %v), want %v", what, got, err, want)
+	}
+}
+
+func waitNone() *int32 { var z int32; return &z }
+
+func TestAskIsAnsweredWhileTheCallWaits(t *testing.T) {
+	eachProtocol(t, owner.Config{}, func(t *testing.T, e *env) {
+		ctx := servertest.WithIdempotencyKey(agentA(), "call-1")
+		id := owner.AskID("agent-a", "call-1", time.Now())
+		type result struct {
+			res *ownerv1.AskResponse
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Deploy to production?", Options: []string{"yes", "no"}, Context: "all tests pass"})
+			done <- result{res, err}
+		}()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		in, err := e.wf.waitStarted(sctx, owner.WorkflowID("agent-a", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.GetQuestion() != "Deploy to production?" || in.GetTool() != "owner_ask" || in.GetAgentId() != "agent-a" ||
+			!cmp.Equal(in.GetOptions(), []string{"yes", "no"}) || in.GetExpireTime() == nil {
+			t.Errorf("workflow input = %v", in)
+		}
+		ans, err := e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: id, Answer: "yes"})
+		if err != nil {
+			t.Fatalf("Answer: %v", err)
+		}
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("Ask: %v", r.err)
+		}
+		got := r.res.GetAsk()
+		if got.GetAskId() != id || got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED || got.GetAnswer() != "yes" ||
+			got.GetAnsweredBy() != "alice" || got.GetWorkflowId() != "ask/agent-a/"+id || got.GetResolveTime() == nil {
+			t.Errorf("Ask returned %v, want ask %s answered yes by alice", got, id)
+		}
+		if diff := cmp.Diff(ans.GetAsk(), got, protocmp.Transform(), protocmp.IgnoreFields(&ownerv1.Ask{}, "resolve_time")); diff != "" {
+			t.Errorf("Ask and Answer disagree (-answer +ask):\n%s", diff)
+		}
+		stored, err := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: id})
+		if err != nil || stored.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
+			t.Errorf("GetAsk after the answer = %v, %v; want it answered", stored, err)
+		}
+
+		// The same call again (a retry) asks nothing new: it returns the
+		// answered ask at once.
+		again, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Deploy to production?", Options: []string{"yes", "no"}})
+		if err != nil || again.GetAsk().GetAskId() != id || again.GetAsk().GetAnswer() != "yes" {
+			t.Errorf("retried Ask = %v, %v; want ask %s with its answer", again, err, id)
+		}
+		if n := e.wf.startCount(); n != 1 {
+			t.Errorf("%d workflow starts, want 1", n)
+		}
+	})
+}
+
+func TestAskReturnsPendingWhenTheWaitRunsOut(t *testing.T) {
+	eachProtocol(t, owner.Config{DefaultWait: 30 * time.Second}, func(t *testing.T, e *env) {
+		ctx := servertest.WithIdempotencyKey(agentA(), "k")
+		res, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Which region?", WaitSeconds: waitNone(), TimeoutSeconds: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.GetAsk()
+		if a.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING || a.GetAnswer() != "" {
+			t.Fatalf("Ask with wait 0 = %v, want pending", a)
+		}
+		if d := a.GetExpireTime().AsTime().Sub(a.GetCreateTime().AsTime()); d != 10*time.Minute {
+			t.Errorf("expires %s after creation, want the 600 s timeout", d)
+		}
+		// A retry while pending waits on the same ask and starts no second
+		// workflow (starting is idempotent by id).
+		retry, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Which region?", WaitSeconds: waitNone()})
+		if err != nil || retry.GetAsk().GetAskId() != a.GetAskId() {
+			t.Fatalf("retry = %v, %v; want the same ask", retry, err)
+		}
+
+		// The call's deadline bounds the wait: with no wait in the request
+		// (the service waits 30 s by default) and 1 s left, the answer is
+		// "pending" before the deadline, not a deadline error.
+		dctx, cancel := context.WithTimeout(servertest.WithIdempotencyKey(agentA(), "k2"), 1500*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		res, err = e.c.Ask(dctx, &ownerv1.AskRequest{Question: "Which zone?"})
+		if err != nil || res.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
+			t.Fatalf("Ask with a 1.5 s deadline = %v, %v; want pending", res, err)
+		}
+		if took := time.Since(began); took > 1400*time.Millisecond || took < 700*time.Millisecond {
+			t.Errorf("Ask returned after %s, want about 1 s (the deadline less a reply margin)", took)
+		}
+
+		// The owner answers later; the agent reads it.
+		if _, err := e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: a.GetAskId(), Answer: "eu-west"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: a.GetAskId()})
+		if err != nil || got.GetAsk().GetAnswer() != "eu-west" || got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
+			t.Errorf("GetAsk = %v, %v; want the answer eu-west", got, err)
+		}
+	})
+}
+
+func TestOnlyTheOwnerAnswersAndOnlyWithAnOption(t *testing.T) {
+	eachProtocol(t, owner.Config{}, func(t *testing.T, e *env) {
+		res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "Merge?", Options: []string{"merge", "wait"}, WaitSeconds: waitNone()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.GetAsk().GetAskId()
+		_, err = e.c.Answer(agentA(), &ownerv1.AnswerRequest{AskId: id, Answer: "merge"})
+		wantCode(t, "an agent answering its own ask", err, connect.CodePermissionDenied)
+		_, err = e.c.Answer(agentB(), &ownerv1.AnswerRequest{AskId: id, Answer: "merge"})
+		wantCode(t, "another agent answering", err, connect.CodePermissionDenied)
+
+		_, err = e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: id, Answer: "maybe"})
+		wantCode(t, "an answer that is not an option", err, connect.CodeInvalidArgument)
+		if err != nil && !strings.Contains(err.Error(), "one of the options") {
+			t.Errorf("invalid answer error %q does not say why", err)
+		}
+		got, _ := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: id})
+		if got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
+			t.Errorf("after a refused answer the ask is %v, want still pending", got.GetAsk().GetStatus())
+		}
+		_, err = e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: id, Answer: "  "})
+		wantCode(t, "a blank answer", err, connect.CodeInvalidArgument)
+
+		if _, err := e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: id, Answer: "wait"}); err != nil {
+			t.Fatalf("owner's valid answer: %v", err)
+		}
+		_, err = e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: id, Answer: "merge"})
+		wantCode(t, "answering an answered ask", err, connect.CodeFailedPrecondition)
+		if err != nil && !strings.Contains(err.Error(), "answered") {
+			t.Errorf("conflict %q does not say the ask was answered", err)
+		}
+		_, err = e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: "ask_00000000000000000000000000", Answer: "x"})
+		wantCode(t, "answering an unknown ask", err, connect.CodeNotFound)
+	})
+}
+
+func TestAgentsSeeTheirOwnAsksTheOwnerSeesAll(t *testing.T) {
+	eachProtocol(t, owner.Config{}, func(t *testing.T, e *env) {
+		ask := func(ctx context.Context, q string) string {
+			t.Helper()
+			res, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: q, WaitSeconds: waitNone()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.GetAsk().GetAskId()
+		}
+		a1, a2, b1 := ask(agentA(), "a1"), ask(agentA(), "a2"), ask(agentB(), "b1")
+
+		_, err := e.c.GetAsk(agentB(), &ownerv1.GetAskRequest{AskId: a1})
+		wantCode(t, "agent-b reading agent-a's ask", err, connect.CodeNotFound)
+		if got, err := e.c.GetAsk(theOwner(), &ownerv1.GetAskRequest{AskId: a1}); err != nil || got.GetAsk().GetAgentId() != "agent-a" {
+			t.Errorf("owner reading agent-a's ask = %v, %v", got, err)
+		}
+		ids := func(res *ownerv1.ListAsksResponse) []string {
+			var out []string
+			for _, a := range res.GetAsks() {
+				out = append(out, a.GetAskId())
+			}
+			return out
+		}
+		mine, err := e.c.ListAsks(agentA(), &ownerv1.ListAsksRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{a2, a1}, ids(mine)); diff != "" || mine.GetPage().GetTotal() != 2 {
+			t.Errorf("agent-a's list (-want +got):\n%s", diff)
+		}
+		_, err = e.c.ListAsks(agentA(), &ownerv1.ListAsksRequest{AgentId: "agent-b"})
+		wantCode(t, "agent-a listing agent-b's asks", err, connect.CodePermissionDenied)
+		all, err := e.c.ListAsks(theOwner(), &ownerv1.ListAsksRequest{Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{b1, a2}, ids(all)); diff != "" || all.GetPage().GetTotal() != 3 || all.GetPage().GetNextOffset() != 2 {
+			t.Errorf("owner's first page (-want +got), page %v:\n%s", all.GetPage(), diff)
+		}
+		onlyB, err := e.c.ListAsks(theOwner(), &ownerv1.ListAsksRequest{AgentId: "agent-b", Status: ownerv1.AskStatus_ASK_STATUS_PENDING})
+		if err != nil || !cmp.Equal(ids(onlyB), []string{b1}) {
+			t.Errorf("owner's list of agent-b's pending asks = %v, %v", ids(onlyB), err)
+		}
+
+		// Cancelling: only the asking agent (or the owner); the outcome is
+		// visible at once.
+		_, err = e.c.CancelAsk(agentB(), &ownerv1.CancelAskRequest{AskId: a1})
+		wantCode(t, "agent-b cancelling agent-a's ask", err, connect.CodeNotFound)
+		res, err := e.c.CancelAsk(agentA(), &ownerv1.CancelAskRequest{AskId: a1})
+		if err != nil || res.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_CANCELLED {
+			t.Errorf("CancelAsk = %v, %v; want cancelled", res, err)
+		}
+		if got, _ := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: a1}); got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_CANCELLED {
+			t.Errorf("GetAsk after cancel = %v, want cancelled", got.GetAsk())
+		}
+		if res, err := e.c.CancelAsk(agentA(), &ownerv1.CancelAskRequest{AskId: a1}); err != nil || res.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_CANCELLED {
+			t.Errorf("cancelling again = %v, %v; want the cancelled ask unchanged", res, err)
+		}
+	})
+}
+
+func TestRecordAskOutcomeIsForTheWorker(t *testing.T) {
+	eachProtocol(t, owner.Config{}, func(t *testing.T, e *env) {
+		res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "Expire me", WaitSeconds: waitNone()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.GetAsk().GetAskId()
+		expired := &ownerv1.RecordAskOutcomeRequest{AskId: id, Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, ResolveTime: res.GetAsk().GetExpireTime()}
+		_, err = e.c.RecordAskOutcome(agentA(), expired)
+		wantCode(t, "an agent recording an outcome", err, connect.CodePermissionDenied)
+		_, err = e.c.RecordAskOutcome(theOwner(), expired)
+		wantCode(t, "the owner recording an outcome", err, connect.CodePermissionDenied)
+		got, err := e.c.RecordAskOutcome(theWorker(), expired)
+		if err != nil || got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED {
+			t.Fatalf("worker's RecordAskOutcome = %v, %v", got, err)
+		}
+		late, err := e.c.RecordAskOutcome(theWorker(), &ownerv1.RecordAskOutcomeRequest{AskId: id, Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: "late", ResolveTime: res.GetAsk().GetExpireTime()})
+		if err != nil || late.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED || late.GetAsk().GetAnswer() != "" {
+			t.Errorf("a second outcome = %v, %v; want the first (expired) kept", late, err)
+		}
+		_, err = e.c.RecordAskOutcome(theWorker(), &ownerv1.RecordAskOutcomeRequest{AskId: id, Status: ownerv1.AskStatus_ASK_STATUS_PENDING, ResolveTime: res.GetAsk().GetExpireTime()})
+		wantCode(t, "recording pending as an outcome", err, connect.CodeInvalidArgument)
+		if len(e.logs.events("owner.ask_ended")) != 1 {
+			t.Errorf("owner.ask_ended logged %d times, want once", len(e.logs.events("owner.ask_ended")))
+		}
+	})
+}
+
+func TestAskContract(t *testing.T) {
+	e := start(t, owner.Config{}, nil)
+	many := make([]string, 21)
+	for i := range many {
+		many[i] = strings.Repeat("x", i+1)
+	}
+	for name, tc := range map[string]struct {
+		req  *ownerv1.AskRequest
+		want map[string][]string
+	}{
+		"no question":       {&ownerv1.AskRequest{}, map[string][]string{"question": {"required"}}},
+		"blank question":    {&ownerv1.AskRequest{Question: " \n "}, map[string][]string{"question": {"string.pattern"}}},
+		"duplicate options": {&ownerv1.AskRequest{Question: "q", Options: []string{"a", "a"}}, map[string][]string{"options": {"repeated.unique"}}},
+		"too many options":  {&ownerv1.AskRequest{Question: "q", Options: many}, map[string][]string{"options": {"repeated.max_items"}}},
+		"empty option":      {&ownerv1.AskRequest{Question: "q", Options: []string{"a", ""}}, map[string][]string{"options": {"string.min_len", "string.pattern"}}},
+		"timeout too short": {&ownerv1.AskRequest{Question: "q", TimeoutSeconds: 5}, map[string][]string{"timeout_seconds": {"int32.gte_lte"}}},
+		"timeout too long":  {&ownerv1.AskRequest{Question: "q", TimeoutSeconds: 604801}, map[string][]string{"timeout_seconds": {"int32.gte_lte"}}},
+	} {
+		_, err := e.c.Ask(agentA(), tc.req)
+		got := servertest.Violations(t, err)
+		for field, rules := range tc.want {
+			for _, r := range rules {
+				found := false
+				for _, g := range got[field] {
+					found = found || g == r
+				}
+				if !found {
+					t.Errorf("%s: violations %v lack %s on %s", name, got, r, field)
+				}
+			}
+		}
+	}
+	if n := e.wf.startCount(); n != 0 {
+		t.Errorf("invalid asks started %d workflows", n)
+	}
+	_, err := e.c.Ask(context.Background(), &ownerv1.AskRequest{Question: "who am I?"})
+	wantCode(t, "an ask without identity", err, connect.CodeUnauthenticated)
+}
+
+func TestAskThatCannotStartLeavesNothingBehind(t *testing.T) {
+	e := start(t, owner.Config{}, nil)
+	e.wf.failStarts(errors.New("temporal is down"))
+	ctx := servertest.WithIdempotencyKey(agentA(), "retry-me")
+	_, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Still there?", WaitSeconds: waitNone()})
+	wantCode(t, "Ask while workflows cannot start", err, connect.CodeUnavailable)
+	if err != nil && strings.Contains(err.Error(), "temporal is down") {
+		t.Errorf("the error shows the internal cause: %v", err)
+	}
+	if res, _ := e.c.ListAsks(agentA(), &ownerv1.ListAsksRequest{}); res.GetPage().GetTotal() != 0 {
+		t.Errorf("a failed ask left %d asks behind", res.GetPage().GetTotal())
+	}
+	e.wf.failStarts(nil)
+	res, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Still there?", WaitSeconds: waitNone()})
+	if err != nil || res.GetAsk().GetAskId() != owner.AskID("agent-a", "retry-me", time.Now()) {
+		t.Errorf("the retry = %v, %v; want the ask made afresh under the same id", res, err)
+	}
+}
+
+func TestAskOverREST(t *testing.T) {
+	e := start(t, owner.Config{}, nil)
+	res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "REST?", WaitSeconds: waitNone()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/owner/asks/"+res.GetAsk().GetAskId(), nil)
+	req.Header.Set("Authorization", servertest.Bearer("agent-a"))
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ASK_STATUS_PENDING"`) {
+		t.Errorf("GET /v1/owner/asks/{id} = %s %s", resp.Status, body)
+	}
+}
+
+// hook is a local webhook receiver.
+type hook struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+	sigs   []string
+	status int
+}
+
+func newHook(t *testing.T) *hook {
+	h := &hook{status: http.StatusNoContent}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.bodies = append(h.bodies, b)
+		h.sigs = append(h.sigs, r.Header.Get(owner.HeaderSignature))
+		status := h.status
+		h.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hook) received() ([][]byte, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]byte(nil), h.bodies...), append([]string(nil), h.sigs...)
+}
+
+var allowLoopback = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+
+func TestNotifyFansOutToChannels(t *testing.T) {
+	eachProtocol(t, owner.Config{Egress: allowLoopback}, func(t *testing.T, e *env) {
+		h := newHook(t)
+		const secret = "a-signing-secret-0123"
+		hookCh, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "ops", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK,
+			WebhookUrl: h.srv.URL + "/hooks/T0/s3cr3t", WebhookSecret: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loud, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "pager", Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG,
+			MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_CRITICAL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.c.Notify(agentA(), &ownerv1.NotifyRequest{Title: "Build", Message: "nightly build is green"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]ownerv1.DeliveryStatus{}
+		for _, d := range res.GetDeliveries() {
+			status[d.GetChannelName()] = d.GetStatus()
+		}
+		want := map[string]ownerv1.DeliveryStatus{
+			"log":   ownerv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED,
+			"ops":   ownerv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED,
+			"pager": ownerv1.DeliveryStatus_DELIVERY_STATUS_SKIPPED,
+		}
+		if diff := cmp.Diff(want, status); diff != "" {
+			t.Errorf("deliveries (-want +got):\n%s\n%v", diff, res.GetDeliveries())
+		}
+		// The log channel wrote the notification.
+		var logged bool
+		for _, ev := range e.logs.events("owner.notification") {
+			logged = logged || (ev["message"] == "nightly build is green" && ev["channel"] == "log" && ev["agent"] == "agent-a")
+		}
+		if !logged {
+			t.Errorf("no owner.notification event on the log channel:\n%s", e.logs.String())
+		}
+		// The webhook got the typed payload, signed.
+		bodies, sigs := h.received()
+		if len(bodies) != 1 {
+			t.Fatalf("webhook got %d requests, want 1", len(bodies))
+		}
+		v, err := boundary.NewValidator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p ownerv1.WebhookPayload
+		if vs := v.DecodeJSON(context.Background(), logging.Discard(), boundary.Webhook, bodies[0], &p); vs != nil {
+			t.Fatalf("webhook body %s fails the webhook.payload boundary: %v", bodies[0], vs)
+		}
+		if p.GetNotificationId() != res.GetNotificationId() || p.GetChannel() != "ops" || p.GetMessage() != "nightly build is green" ||
+			p.GetTitle() != "Build" || p.GetAgentId() != "agent-a" || p.GetLevel() != ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO {
+			t.Errorf("payload = %v", &p)
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(sigs[0], "t="), ",")
+		unix, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			t.Fatalf("signature %q: %v", sigs[0], err)
+		}
+		if want := owner.Sign(secret, time.Unix(unix, 0), bodies[0]); sigs[0] != want {
+			t.Errorf("signature %q, want %q", sigs[0], want)
+		}
+
+		// A critical one reaches the pager too; a failing webhook is
+		// reported without its URL's path.
+		h.mu.Lock()
+		h.status = http.StatusInternalServerError
+		h.mu.Unlock()
+		res, err = e.c.Notify(agentA(), &ownerv1.NotifyRequest{Message: "disk full", Level: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_CRITICAL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.GetDeliveries() {
+			switch d.GetChannelId() {
+			case loud.GetChannel().GetChannelId():
+				if d.GetStatus() != ownerv1.DeliveryStatus_DELIVERY_STATUS_DELIVERED {
+					t.Errorf("pager delivery = %v", d)
+				}
+			case hookCh.GetChannel().GetChannelId():
+				if d.GetStatus() != ownerv1.DeliveryStatus_DELIVERY_STATUS_FAILED || !strings.Contains(d.GetError(), "500") || strings.Contains(d.GetError(), "s3cr3t") {
+					t.Errorf("failing webhook delivery = %v, want failed naming the status and not the path", d)
+				}
+			}
+		}
+	})
+}
+
+func TestNotifyWithoutChannelsIsACapabilityGap(t *testing.T) {
+	e := start(t, owner.Config{}, nil)
+	if _, err := e.c.DeleteChannel(theOwner(), &ownerv1.DeleteChannelRequest{ChannelId: "chn_00000000000000000000000000"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.c.Notify(agentA(), &ownerv1.NotifyRequest{Message: "anyone?"})
+	if gap, ok := mesh.CapabilityGap(err); !ok || gap != owner.GapNoChannel {
+		t.Errorf("Notify without channels = %v, want capability gap %s", err, owner.GapNoChannel)
+	}
+}
+
+func TestChannelsAreTheOwners(t *testing.T) {
+	eachProtocol(t, owner.Config{Egress: allowLoopback}, func(t *testing.T, e *env) {
+		_, err := e.c.ListChannels(agentA(), &ownerv1.ListChannelsRequest{})
+		wantCode(t, "an agent listing channels", err, connect.CodePermissionDenied)
+		_, err = e.c.CreateChannel(agentA(), &ownerv1.CreateChannelRequest{Name: "mine", Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG})
+		wantCode(t, "an agent creating a channel", err, connect.CodePermissionDenied)
+
+		created, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "chat", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK,
+			WebhookUrl: "http://127.0.0.1:9/services/T0/B1/s3cr3t?token=x", WebhookSecret: "0123456789abcdef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := created.GetChannel()
+		if c.GetWebhookUrl() != "http://127.0.0.1:9/…" || !c.GetWebhookSigned() || !c.GetEnabled() ||
+			c.GetMinLevel() != ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO {
+			t.Errorf("created channel = %v, want the URL redacted, signed, enabled, info", c)
+		}
+		_, err = e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "chat", Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG})
+		wantCode(t, "a second channel named chat", err, connect.CodeAlreadyExists)
+		_, err = e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "nourl", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK})
+		if v := servertest.Violations(t, err); len(v[""]) == 0 {
+			t.Errorf("a webhook without a URL: violations %v, want the message-level rule", v)
+		}
+
+		upd, err := e.c.UpdateChannel(theOwner(), &ownerv1.UpdateChannelRequest{ChannelId: c.GetChannelId(), Enabled: new(false),
+			MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING.Enum(), WebhookSecret: new("")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := upd.GetChannel(); u.GetEnabled() || u.GetWebhookSigned() || u.GetMinLevel() != ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING || u.GetWebhookUrl() != c.GetWebhookUrl() {
+			t.Errorf("updated channel = %v", u)
+		}
+		_, err = e.c.UpdateChannel(theOwner(), &ownerv1.UpdateChannelRequest{ChannelId: "chn_00000000000000000000000000", WebhookUrl: new("https://example.com/")})
+		wantCode(t, "a webhook URL on the log channel", err, connect.CodeInvalidArgument)
+
+		list, err := e.c.ListChannels(theOwner(), &ownerv1.ListChannelsRequest{})
+		if err != nil || list.GetPage().GetTotal() != 2 || list.GetChannels()[0].GetName() != "chat" || list.GetChannels()[1].GetName() != "log" {
+			t.Errorf("ListChannels = %v, %v", list, err)
+		}
+		if _, err := e.c.DeleteChannel(theOwner(), &ownerv1.DeleteChannelRequest{ChannelId: c.GetChannelId()}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.c.GetChannel(theOwner(), &ownerv1.GetChannelRequest{ChannelId: c.GetChannelId()})
+		wantCode(t, "a deleted channel", err, connect.CodeNotFound)
+	})
+}
+
+func TestWebhookAddressesAreGuarded(t *testing.T) {
+	// The default policy: nothing internal.
+	e := start(t, owner.Config{}, nil)
+	for _, url := range []string{
+		"http://127.0.0.1:8080/hook",
+		"http://localhost:8080/hook", // resolves to 127.0.0.1
+		"http://169.254.169.254/latest/meta-data/iam",
+		"http://10.0.0.7/hook",
+		"http://[::1]/hook",
+	} {
+		_, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "x", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK, WebhookUrl: url})
+		wantCode(t, "webhook to "+url, err, connect.CodeInvalidArgument)
+		if err != nil && !strings.Contains(err.Error(), "explicitly allowed") {
+			t.Errorf("webhook to %s: %v does not say why", url, err)
+		}
+	}
+
+	// A hostname that passed when it was configured (it resolved to a
+	// public address then) and resolves to 127.0.0.1 when the notification
+	// is sent: refused at dial time, nothing reaches the receiver.
+	h := newHook(t)
+	_, port, _ := strings.Cut(strings.TrimPrefix(h.srv.URL, "http://"), ":")
+	rebinding := egress.Policy{Lookup: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}}
+	e = start(t, owner.Config{Egress: rebinding}, nil)
+	if _, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "rebound", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK,
+		WebhookUrl: "http://localhost:" + port + "/hook"}); err != nil {
+		t.Fatalf("configure the webhook: %v", err)
+	}
+	res, err := e.c.Notify(agentA(), &ownerv1.NotifyRequest{Message: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.GetDeliveries() {
+		if d.GetChannelName() == "rebound" && (d.GetStatus() != ownerv1.DeliveryStatus_DELIVERY_STATUS_FAILED || !strings.Contains(d.GetError(), "127.0.0.1") || !strings.Contains(d.GetError(), "loopback")) {
+			t.Errorf("delivery to a hostname now on 127.0.0.1 = %v, want refused as loopback", d)
+		}
+	}
+	if bodies, _ := h.received(); len(bodies) != 0 {
+		t.Errorf("the receiver got %d requests, want none", len(bodies))
+	}
+}

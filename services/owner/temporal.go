@@ -1,0 +1,176 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+)
+
+// SearchStatusWaiting is the ToolmeshStatus of an ask waiting for its
+// answer; the worker moves it to answered, expired or cancelled.
+const SearchStatusWaiting = "waiting"
+
+// TemporalWorkflows runs asks on Temporal.
+type TemporalWorkflows struct {
+	c client.Client
+}
+
+var _ Workflows = (*TemporalWorkflows)(nil)
+
+// NewTemporalWorkflows returns Workflows over a connected client (one that
+// encodes payloads as protobuf JSON: internal/temporalclient).
+func NewTemporalWorkflows(c client.Client) *TemporalWorkflows {
+	return &TemporalWorkflows{c: c}
+}
+
+// StartAsk implements Workflows.
+func (t *TemporalWorkflows) StartAsk(ctx context.Context, in *ownerv1.AskWorkflowInput) error {
+	wf := askWorkflow()
+	id := WorkflowID(in.GetAgentId(), in.GetAskId())
+	_, err := t.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        id,
+		TaskQueue: wf.TaskQueue,
+		// One workflow per ask, ever: a retried start finds the running
+		// one, and an ended one is never run again.
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(in.GetAgentId()),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(wf.IDPrefix),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(SearchStatusWaiting),
+		),
+		StaticSummary: AskSummary(in),
+		StaticDetails: AskDetails(in, id),
+	}, wf.Name, in)
+	if _, started := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); started {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start workflow %s: %w", id, err)
+	}
+	return nil
+}
+
+// AskSummary is the one line the Temporal UI shows for an ask workflow.
+func AskSummary(in *ownerv1.AskWorkflowInput) string {
+	return fmt.Sprintf("Ask from %s: %s", in.GetAgentId(), clip(oneLine(in.GetQuestion()), 120))
+}
+
+// AskDetails is the ask workflow's static details (Markdown): the question,
+// the choices, and how to answer from the UI and the CLI.
+func AskDetails(in *ownerv1.AskWorkflowInput, workflowID string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s asks:** %s\n\n", in.GetAgentId(), clip(in.GetQuestion(), 2000))
+	example := "your answer"
+	if opts := in.GetOptions(); len(opts) > 0 {
+		example = opts[0]
+		b.WriteString("**Answer with one of:** ")
+		for i, o := range opts {
+			if i > 0 {
+				b.WriteString(" · ")
+			}
+			fmt.Fprintf(&b, "`%s`", clip(o, 200))
+		}
+		b.WriteString("\n\n")
+	} else {
+		b.WriteString("**Answer:** free text\n\n")
+	}
+	if c := in.GetContext(); c != "" {
+		fmt.Fprintf(&b, "**Context:** %s\n\n", clip(c, 2000))
+	}
+	if e := in.GetExpireTime(); e != nil {
+		fmt.Fprintf(&b, "**Expires:** %s\n\n", e.AsTime().UTC().Format(time.RFC3339))
+	}
+	input := fmt.Sprintf(`{"answer": %q}`, example)
+	fmt.Fprintf(&b, "To answer, send the **answer** update (or the **answer** signal) with input `%s`, or from a shell:\n\n", input)
+	fmt.Fprintf(&b, "    temporal workflow update execute --workflow-id '%s' --name answer --input '%s'\n", workflowID, strings.ReplaceAll(input, "'", `'\''`))
+	return b.String()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// WaitAsk implements Workflows.
+func (t *TemporalWorkflows) WaitAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
+	var out ownerv1.AskOutcome
+	// Get long-polls the workflow's history for its close event: it
+	// returns when the workflow ends.
+	err := t.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &out)
+	if err == nil {
+		return &out, nil
+	}
+	if _, cancelled := errors.AsType[*temporal.CanceledError](err); cancelled {
+		_, askID, _ := ParseWorkflowID(workflowID)
+		return &ownerv1.AskOutcome{AskId: askID, Status: ownerv1.AskStatus_ASK_STATUS_CANCELLED, ResolveTime: timestamppb.Now()}, nil
+	}
+	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+		return nil, ErrNoWorkflow
+	}
+	return nil, err
+}
+
+// AnswerAsk implements Workflows.
+func (t *TemporalWorkflows) AnswerAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
+	h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateID:     updateID,
+		UpdateName:   workflowcontract.HandlerOf(u).Name,
+		Args:         []any{u},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, updateError(err)
+	}
+	var out ownerv1.AskOutcome
+	if err := h.Get(ctx, &out); err != nil {
+		return nil, updateError(err)
+	}
+	return &out, nil
+}
+
+// updateError maps the answer update's failures: the validator's
+// rejections (application errors typed by AskRejection) and a workflow that
+// has ended.
+func updateError(err error) error {
+	if app, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		for _, r := range []ownerv1.AskRejection{ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER, ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING} {
+			if app.Type() == r.String() {
+				return &AnswerRejectedError{Reason: r, Message: app.Message()}
+			}
+		}
+	}
+	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+		return ErrNoWorkflow
+	}
+	return err
+}
+
+// CancelAsk implements Workflows.
+func (t *TemporalWorkflows) CancelAsk(ctx context.Context, workflowID string) error {
+	err := t.c.CancelWorkflow(ctx, workflowID, "")
+	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+		return nil
+	}
+	return err
+}
