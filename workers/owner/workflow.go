@@ -1,0 +1,237 @@
+// Package owner is the worker of the "owner" task queue: the ask workflow
+// and its activities. The workflow's names (type, task queue, id prefix,
+// handlers) come from the toolmesh.owner.v1 contract messages, which
+// OwnerService reads too; neither side imports the other.
+//
+// An ask workflow notifies the owner, then waits until the owner answers —
+// the "answer" update, validated so a wrong answer leaves no trace, or the
+// "answer" signal — or the ask expires, or it is cancelled. It records the
+// outcome with OwnerService before it ends, so the service's record is
+// current by the time anyone sees the workflow's result.
+package owner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+)
+
+// Activity names.
+const (
+	ActivityNotifyOwner   = "NotifyOwner"
+	ActivityRecordOutcome = "RecordOutcome"
+)
+
+// ToolmeshStatus values of an ask workflow. OwnerService starts it as
+// "waiting".
+const (
+	StatusWaiting   = "waiting"
+	StatusAnswered  = "answered"
+	StatusExpired   = "expired"
+	StatusCancelled = "cancelled"
+)
+
+// AnsweredByTemporal names the answerer of an update or signal that names
+// none (the Temporal UI or CLI).
+const AnsweredByTemporal = "temporal"
+
+// Contract names, read from the proto options.
+func askContract() workflowcontract.Workflow {
+	return workflowcontract.WorkflowOf(&ownerv1.AskWorkflowInput{})
+}
+func answerUpdate() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&ownerv1.AnswerUpdate{})
+}
+func answerSignal() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&ownerv1.AnswerSignal{})
+}
+func statusQuery() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&ownerv1.StatusQuery{})
+}
+
+// TaskQueue is the queue this worker polls ("owner").
+func TaskQueue() string { return askContract().TaskQueue }
+
+// Register adds the ask workflow, under its contract name, and the
+// activities to w.
+func Register(w worker.Registry, a *Activities) {
+	w.RegisterWorkflowWithOptions(AskWorkflow, workflow.RegisterOptions{Name: askContract().Name})
+	w.RegisterActivityWithOptions(a.NotifyOwner, activityOptions(ActivityNotifyOwner))
+	w.RegisterActivityWithOptions(a.RecordOutcome, activityOptions(ActivityRecordOutcome))
+}
+
+// ask is the state of one ask workflow.
+type ask struct {
+	in      *ownerv1.AskWorkflowInput
+	outcome *ownerv1.AskOutcome
+}
+
+func (a *ask) waiting() bool { return a.outcome.GetStatus() == ownerv1.AskStatus_ASK_STATUS_PENDING }
+
+// check says whether answer may answer the ask now; the error is what the
+// update's caller reads.
+func (a *ask) check(answer string) error {
+	if !a.waiting() {
+		return temporal.NewApplicationError(fmt.Sprintf("the ask is no longer waiting: it is %s", statusOf(a.outcome.GetStatus())),
+			ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING.String())
+	}
+	if strings.TrimSpace(answer) == "" {
+		return temporal.NewApplicationError("the answer is empty", ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER.String())
+	}
+	if opts := a.in.GetOptions(); len(opts) > 0 && !slices.Contains(opts, answer) {
+		return temporal.NewApplicationError(fmt.Sprintf("the answer must be one of the options: %q", opts),
+			ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER.String())
+	}
+	return nil
+}
+
+func (a *ask) answer(ctx workflow.Context, answer, by string) {
+	if by == "" {
+		by = AnsweredByTemporal
+	}
+	a.outcome = &ownerv1.AskOutcome{
+		AskId:       a.in.GetAskId(),
+		Status:      ownerv1.AskStatus_ASK_STATUS_ANSWERED,
+		Answer:      answer,
+		AnsweredBy:  by,
+		ResolveTime: timestamppb.New(workflow.Now(ctx)),
+	}
+}
+
+// AskWorkflow is the owner.ask workflow.
+func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.AskOutcome, error) {
+	log := workflow.GetLogger(ctx)
+	a := &ask{in: in, outcome: &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_PENDING}}
+
+	q := statusQuery()
+	if err := workflow.SetQueryHandlerWithOptions(ctx, q.Name, func() (*ownerv1.AskOutcome, error) { return a.outcome, nil },
+		workflow.QueryHandlerOptions{Description: q.Description}); err != nil {
+		return nil, err
+	}
+	u := answerUpdate()
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, u.Name,
+		func(ctx workflow.Context, up *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
+			a.answer(ctx, up.GetAnswer(), up.GetAnsweredBy())
+			return a.outcome, nil
+		},
+		workflow.UpdateHandlerOptions{
+			// Runs before the update is accepted: a refusal is written
+			// nowhere, the history stays as it was.
+			Validator:   func(_ workflow.Context, up *ownerv1.AnswerUpdate) error { return a.check(up.GetAnswer()) },
+			Description: u.Description,
+		}); err != nil {
+		return nil, err
+	}
+	s := answerSignal()
+	signals := workflow.GetSignalChannelWithOptions(ctx, s.Name, workflow.SignalChannelOptions{Description: s.Description})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig ownerv1.AnswerSignal
+			signals.Receive(ctx, &sig)
+			if err := a.check(sig.GetAnswer()); err != nil {
+				// A signal cannot be refused; it is ignored.
+				log.Warn("owner.ask.signal_ignored", "ask_id", in.GetAskId(), "reason", err.Error())
+				continue
+			}
+			a.answer(ctx, sig.GetAnswer(), sig.GetAnsweredBy())
+		}
+	})
+
+	workflow.SetCurrentDetails(ctx, "Waiting for the owner's answer.")
+	// The notification goes out beside the wait: an owner who answers
+	// before it is delivered is not kept waiting for it.
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		nctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
+			Summary:             "Notify the owner's channels",
+		})
+		if err := workflow.ExecuteActivity(nctx, ActivityNotifyOwner, in).Get(nctx, nil); err != nil && !temporal.IsCanceledError(err) {
+			log.Warn("owner.ask.notify_failed", "ask_id", in.GetAskId(), "error", err)
+		}
+	})
+
+	wait := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+	var err error
+	if wait > 0 {
+		_, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+			Timeout:      wait,
+			TimerOptions: workflow.TimerOptions{Summary: "The ask expires unless answered"},
+		}, func() bool { return !a.waiting() })
+	}
+	status := StatusAnswered
+	switch {
+	case err != nil && temporal.IsCanceledError(err):
+		a.outcome = &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_CANCELLED, ResolveTime: timestamppb.New(workflow.Now(ctx))}
+		status = StatusCancelled
+		// Record on a context the cancellation does not reach.
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	case err != nil:
+		return nil, err
+	case a.waiting():
+		a.outcome = &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, ResolveTime: timestamppb.New(workflow.Now(ctx))}
+		status = StatusExpired
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(status)); err != nil {
+		return nil, err
+	}
+	workflow.SetCurrentDetails(ctx, describe(a.outcome))
+
+	// A local activity: it runs in this workflow task, so the workflow ends
+	// (and whoever waits on its result hears of it) without another trip
+	// through the task queue.
+	rctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Summary:                "Record the outcome with OwnerService",
+	})
+	rec := &ownerv1.RecordAskOutcomeRequest{AskId: in.GetAskId(), Status: a.outcome.GetStatus(), Answer: a.outcome.GetAnswer(),
+		AnsweredBy: a.outcome.GetAnsweredBy(), ResolveTime: a.outcome.GetResolveTime()}
+	if err := workflow.ExecuteLocalActivity(rctx, ActivityRecordOutcome, rec).Get(rctx, nil); err != nil {
+		// The result still carries the outcome; OwnerService records it
+		// when it sees the result.
+		log.Error("owner.ask.record_failed", "ask_id", in.GetAskId(), "error", err)
+	}
+	if status == StatusCancelled {
+		return nil, temporal.NewCanceledError("the ask was cancelled")
+	}
+	return a.outcome, nil
+}
+
+// describe is the workflow's current details once it has ended.
+func describe(o *ownerv1.AskOutcome) string {
+	switch o.GetStatus() {
+	case ownerv1.AskStatus_ASK_STATUS_ANSWERED:
+		return fmt.Sprintf("Answered by %s: %s", o.GetAnsweredBy(), o.GetAnswer())
+	case ownerv1.AskStatus_ASK_STATUS_EXPIRED:
+		return "Expired without an answer."
+	case ownerv1.AskStatus_ASK_STATUS_CANCELLED:
+		return "Cancelled by the asking agent."
+	}
+	return statusOf(o.GetStatus())
+}
+
+func statusOf(st ownerv1.AskStatus) string {
+	switch st {
+	case ownerv1.AskStatus_ASK_STATUS_PENDING:
+		return StatusWaiting
+	case ownerv1.AskStatus_ASK_STATUS_ANSWERED:
+		return StatusAnswered
+	case ownerv1.AskStatus_ASK_STATUS_EXPIRED:
+		return StatusExpired
+	case ownerv1.AskStatus_ASK_STATUS_CANCELLED:
+		return StatusCancelled
+	}
+	return st.String()
+}

@@ -1,0 +1,298 @@
+package owner_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	owner "github.com/toolmesh/toolmesh/workers/owner"
+)
+
+// start is when every test workflow starts (the test clock).
+var start = time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+
+// wfEnv is one ask workflow under the Temporal test suite, with the
+// activities mocked and what they and the workflow did recorded.
+type wfEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	mu       sync.Mutex
+	notified []*ownerv1.AskWorkflowInput
+	recorded []*ownerv1.RecordAskOutcomeRequest
+	statuses []string // ToolmeshStatus upserts
+}
+
+func newWfEnv(t *testing.T) *wfEnv {
+	t.Helper()
+	env := &wfEnv{TestWorkflowEnvironment: quietSuite().NewTestWorkflowEnvironment()}
+	env.SetDataConverter(temporalclient.DataConverter())
+	env.SetStartTime(start)
+	owner.Register(env, &owner.Activities{})
+	env.OnActivity(owner.ActivityNotifyOwner, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in *ownerv1.AskWorkflowInput) error {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			env.notified = append(env.notified, in)
+			return nil
+		})
+	env.OnActivity(owner.ActivityRecordOutcome, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req *ownerv1.RecordAskOutcomeRequest) error {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			env.recorded = append(env.recorded, req)
+			return nil
+		})
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa, _ := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)); ok {
+			env.mu.Lock()
+			env.statuses = append(env.statuses, v)
+			env.mu.Unlock()
+		}
+	}).Return(nil)
+	return env
+}
+
+// quietSuite is a test suite that does not print the SDK's debug log.
+func quietSuite() *testsuite.WorkflowTestSuite {
+	s := &testsuite.WorkflowTestSuite{}
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	return s
+}
+
+func askInput(options ...string) *ownerv1.AskWorkflowInput {
+	return &ownerv1.AskWorkflowInput{
+		AskId:      "ask_01jd8xw0000000000000000000",
+		AgentId:    "agent-a",
+		Subject:    "agent-a",
+		Question:   "Deploy to production?",
+		Options:    options,
+		Context:    "all checks are green",
+		ExpireTime: timestamppb.New(start.Add(time.Hour)),
+		Tool:       "owner_ask",
+	}
+}
+
+func (e *wfEnv) result(t *testing.T) *ownerv1.AskOutcome {
+	t.Helper()
+	if !e.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := e.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow failed: %v", err)
+	}
+	var out ownerv1.AskOutcome
+	if err := e.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func (e *wfEnv) status(t *testing.T) *ownerv1.AskOutcome {
+	t.Helper()
+	v, err := e.QueryWorkflow("status")
+	if err != nil {
+		t.Fatalf("status query: %v", err)
+	}
+	var out ownerv1.AskOutcome
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// update sends the answer update and returns how it ended.
+type updateResult struct {
+	accepted bool
+	rejected error
+	outcome  *ownerv1.AskOutcome
+	err      error
+}
+
+func (e *wfEnv) answer(t *testing.T, id, answer string) *updateResult {
+	r := &updateResult{}
+	e.UpdateWorkflow("answer", id, &testsuite.TestUpdateCallback{
+		OnAccept: func() { r.accepted = true },
+		OnReject: func(err error) { r.rejected = err },
+		OnComplete: func(v any, err error) {
+			r.err = err
+			if ev, ok := v.(converter.EncodedValue); ok && err == nil {
+				var o ownerv1.AskOutcome
+				if gerr := ev.Get(&o); gerr != nil {
+					t.Errorf("decode update result: %v", gerr)
+				}
+				r.outcome = &o
+			}
+			if o, ok := v.(*ownerv1.AskOutcome); ok {
+				r.outcome = o
+			}
+		},
+	}, &ownerv1.AnswerUpdate{Answer: answer, AnsweredBy: "alice"})
+	return r
+}
+
+func TestAskAnsweredByUpdate(t *testing.T) {
+	env := newWfEnv(t)
+	var waiting *ownerv1.AskOutcome
+	var upd *updateResult
+	env.RegisterDelayedCallback(func() {
+		waiting = env.status(t)
+		upd = env.answer(t, "u1", "yes")
+	}, 10*time.Minute)
+	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
+
+	if waiting.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
+		t.Errorf("status before the answer = %v, want pending", waiting)
+	}
+	if !upd.accepted || upd.rejected != nil || upd.err != nil || upd.outcome.GetAnswer() != "yes" {
+		t.Errorf("answer update = %+v, want accepted with the answer", upd)
+	}
+	got := env.result(t)
+	if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED || got.GetAnswer() != "yes" || got.GetAnsweredBy() != "alice" ||
+		!got.GetResolveTime().AsTime().Equal(start.Add(10*time.Minute)) {
+		t.Errorf("result = %v, want answered yes by alice 10 minutes in", got)
+	}
+	if len(env.notified) != 1 || env.notified[0].GetQuestion() != "Deploy to production?" {
+		t.Errorf("owner notified %d times (%v), want once with the question", len(env.notified), env.notified)
+	}
+	if len(env.recorded) != 1 || env.recorded[0].GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED || env.recorded[0].GetAnswer() != "yes" {
+		t.Errorf("recorded outcomes %v, want the answer once", env.recorded)
+	}
+	if len(env.statuses) != 1 || env.statuses[0] != owner.StatusAnswered {
+		t.Errorf("ToolmeshStatus upserts %q, want [answered]", env.statuses)
+	}
+}
+
+func TestAskExpires(t *testing.T) {
+	env := newWfEnv(t)
+	env.ExecuteWorkflow("owner.ask", askInput())
+	got := env.result(t)
+	if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED || got.GetAnswer() != "" ||
+		!got.GetResolveTime().AsTime().Equal(start.Add(time.Hour)) {
+		t.Errorf("result = %v, want expired at the expire time", got)
+	}
+	if len(env.recorded) != 1 || env.recorded[0].GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED {
+		t.Errorf("recorded %v, want expired", env.recorded)
+	}
+	if len(env.statuses) != 1 || env.statuses[0] != owner.StatusExpired {
+		t.Errorf("ToolmeshStatus upserts %q, want [expired]", env.statuses)
+	}
+}
+
+func TestAskAlreadyPastItsExpiryEndsAtOnce(t *testing.T) {
+	env := newWfEnv(t)
+	in := askInput()
+	in.ExpireTime = timestamppb.New(start.Add(-time.Minute))
+	env.ExecuteWorkflow("owner.ask", in)
+	if got := env.result(t); got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED {
+		t.Errorf("result = %v, want expired", got)
+	}
+}
+
+func TestInvalidAnswerIsRejectedAndChangesNothing(t *testing.T) {
+	env := newWfEnv(t)
+	var wrong, blank, right, late *updateResult
+	var after *ownerv1.AskOutcome
+	env.RegisterDelayedCallback(func() {
+		wrong = env.answer(t, "u-wrong", "maybe")
+		blank = env.answer(t, "u-blank", "  ")
+		after = env.status(t)
+	}, 5*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		right = env.answer(t, "u-right", "no")
+		late = env.answer(t, "u-late", "yes")
+	}, 20*time.Minute)
+	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
+
+	for name, r := range map[string]*updateResult{"not an option": wrong, "blank": blank} {
+		var app *temporal.ApplicationError
+		if r.accepted || !errors.As(r.rejected, &app) || app.Type() != ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER.String() {
+			t.Errorf("%s answer: %+v, want rejected as %s", name, r, ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER)
+		}
+	}
+	if after.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
+		t.Errorf("after rejected answers the ask is %v, want still pending", after)
+	}
+	if !right.accepted || right.outcome.GetAnswer() != "no" {
+		t.Errorf("valid answer: %+v", right)
+	}
+	// Once answered, the ask takes no other answer.
+	var app *temporal.ApplicationError
+	if late.accepted || !errors.As(late.rejected, &app) || app.Type() != ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING.String() {
+		t.Errorf("a second answer: %+v, want rejected as %s", late, ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING)
+	}
+	if got := env.result(t); got.GetAnswer() != "no" {
+		t.Errorf("result = %v, want the valid answer", got)
+	}
+}
+
+func TestAskAnsweredBySignal(t *testing.T) {
+	env := newWfEnv(t)
+	var afterBad *ownerv1.AskOutcome
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow("answer", &ownerv1.AnswerSignal{Answer: "perhaps"}) // not an option: ignored
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterBad = env.status(t)
+		env.SignalWorkflow("answer", &ownerv1.AnswerSignal{Answer: "no"})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
+
+	if afterBad.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
+		t.Errorf("after an invalid signal the ask is %v, want still pending", afterBad)
+	}
+	got := env.result(t)
+	if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED || got.GetAnswer() != "no" || got.GetAnsweredBy() != owner.AnsweredByTemporal {
+		t.Errorf("result = %v, want answered no by %q", got, owner.AnsweredByTemporal)
+	}
+}
+
+func TestAskCancelled(t *testing.T) {
+	env := newWfEnv(t)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 3*time.Minute)
+	env.ExecuteWorkflow("owner.ask", askInput())
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("not completed")
+	}
+	if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+		t.Errorf("workflow error = %v, want cancelled", err)
+	}
+	if len(env.recorded) != 1 || env.recorded[0].GetStatus() != ownerv1.AskStatus_ASK_STATUS_CANCELLED {
+		t.Errorf("recorded %v, want cancelled (recorded although the workflow was cancelled)", env.recorded)
+	}
+	if len(env.statuses) != 1 || env.statuses[0] != owner.StatusCancelled {
+		t.Errorf("ToolmeshStatus upserts %q, want [cancelled]", env.statuses)
+	}
+}
+
+func TestAskSurvivesAFailedNotification(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	env.SetDataConverter(temporalclient.DataConverter())
+	owner.Register(env, &owner.Activities{})
+	env.OnActivity(owner.ActivityNotifyOwner, mock.Anything, mock.Anything).Return(
+		temporal.NewNonRetryableApplicationError("no channel", "OwnerServiceRefused", nil))
+	env.OnActivity(owner.ActivityRecordOutcome, mock.Anything, mock.Anything).Return(nil)
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow("answer", &ownerv1.AnswerSignal{Answer: "fine", AnsweredBy: "bob"})
+	}, time.Minute)
+	in := askInput()
+	in.ExpireTime = timestamppb.New(time.Now().Add(time.Hour))
+	env.ExecuteWorkflow("owner.ask", in)
+	var out ownerv1.AskOutcome
+	if err := env.GetWorkflowResult(&out); err != nil || out.GetAnswer() != "fine" || out.GetAnsweredBy() != "bob" {
+		t.Errorf("result = %v, %v; want answered although the owner could not be notified", &out, err)
+	}
+}
