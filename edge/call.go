@@ -114,9 +114,15 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 	if vs != nil {
 		return toolcall.Invalid(t.Name, vs), nil
 	}
+	if b.wait != nil {
+		e.setWait(b, msg, e.tasks != nil && e.tasks.byStart[t.Name] != nil && taskSlotFrom(ctx) != nil)
+	}
 	stop := e.progress(ctx, b, req)
 	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key})
 	stop()
+	if e.tasks != nil {
+		e.callTask(ctx, b, env)
+	}
 	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
 		e.adminExecuted(ctx, t, p, msg, key, reason)
 	}

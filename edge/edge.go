@@ -110,6 +110,11 @@ type Config struct {
 	// Elicitor, when set, asks the user for missing admin inputs instead of
 	// refusing the call (multi-round elicitation plugs in here).
 	Elicitor Elicitor
+	// WaitBudget is how long a long_running tool that waits for its
+	// outcome (owner_ask) waits before it returns a handle to poll, in whole
+	// seconds (default DefaultWaitBudget). Such calls get it on top of
+	// CallTimeout. See tasks.go.
+	WaitBudget time.Duration
 }
 
 // Edge is a configured MCP edge.
@@ -136,6 +141,9 @@ type Edge struct {
 
 	bindKnown    bool
 	bindLoopback bool
+
+	// tasks serves MCP tasks for long-running tools; nil when none can be.
+	tasks *tasks
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -171,6 +179,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
 	}
+	if cfg.WaitBudget <= 0 {
+		cfg.WaitBudget = DefaultWaitBudget
+	}
 	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions}
 	if err := e.configureAccess(); err != nil {
 		return nil, err
@@ -194,12 +205,17 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.views = &views{e: e, m: map[string]*toolView{}}
 	e.limits = newLimiters(cfg.RateLimit)
 
+	// Exactly what is served: tools (the list never changes after start)
+	// and logging (logging/setLevel, and a message per failed call); the
+	// Tasks extension when a long-running tool can become a task. No
+	// prompts, resources or completions.
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
+	if e.tasks = buildTasks(e.reg, cfg.Services); e.tasks != nil {
+		caps.AddExtension(ExtensionTasks, nil)
+	}
 	e.server = mcp.NewServer(&mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}, &mcp.ServerOptions{
-		Logger: log,
-		// Exactly what is served: tools (the list never changes after
-		// start) and logging (logging/setLevel, and a message per failed
-		// call). No prompts, resources or completions.
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		Logger:                    log,
+		Capabilities:              caps,
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  cfg.ToolsPageSize,
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
@@ -213,13 +229,21 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	})
 	e.server.AddReceivingMiddleware(e.middleware)
 	for _, t := range e.reg.Tools() {
+		timeout, wait := cfg.CallTimeout, waitField(t)
+		if wait != nil {
+			timeout += cfg.WaitBudget
+		}
 		b := &binding{
-			Binding: toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, cfg.CallTimeout),
+			Binding: toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout),
 			tool:    t,
 			mcpTool: mcpTool(t, cfg.ReadOnly),
+			wait:    wait,
 		}
 		e.bindings[t.Name] = b
 		e.server.AddTool(b.mcpTool, e.toolHandler(b))
+	}
+	if err := e.addTaskMethods(); err != nil {
+		return nil, err
 	}
 
 	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
@@ -334,6 +358,9 @@ type binding struct {
 	*toolcall.Binding
 	tool    *toolcatalog.Tool
 	mcpTool *mcp.Tool
+	// wait is the request's wait_seconds field of a long_running tool that
+	// waits for its outcome (see tasks.go); nil otherwise.
+	wait protoreflect.FieldDescriptor
 }
 
 // mcpTool describes t for tools/list.

@@ -63,6 +63,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	services := serviceFlag{}
 	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
 	timeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call")
+	waitBudget := fs.Duration("wait-budget", edge.DefaultWaitBudget, "how long a long-running tool that waits for its outcome (owner_ask) waits before it returns a handle to poll; such calls get it on top of --call-timeout")
 	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the local caller in development mode and over stdio")
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
 	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
@@ -107,6 +108,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	cfg := edge.Config{
 		Services:       urls,
 		CallTimeout:    *timeout,
+		WaitBudget:     *waitBudget,
 		DevAgent:       *agent,
 		Mesh:           signer,
 		Addr:           *addr,

@@ -54,6 +54,7 @@ var domains = map[string]domain{
 	"messages": {port: 7103, build: buildMessages},
 	"memory":   {port: 7104, build: buildMemory},
 	"credits":  {port: 7105, build: buildCredits},
+	"owner":    {port: 7106, build: buildOwner, temporal: true},
 	"audit":    {port: 7108, build: buildAudit},
 }
 

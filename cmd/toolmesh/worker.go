@@ -48,7 +48,9 @@ type workerDeps struct {
 
 // workerQueues lists the task queues; each issue that adds workflows adds
 // its queue here.
-var workerQueues = map[string]workerQueue{}
+var workerQueues = map[string]workerQueue{
+	"owner": {port: 7206, register: registerOwner},
+}
 
 func workerNames() string {
 	names := make([]string, 0, len(workerQueues))

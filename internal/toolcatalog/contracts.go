@@ -8,6 +8,7 @@ import (
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
@@ -21,5 +22,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		auditv1.File_toolmesh_audit_v1_audit_proto.Services().ByName("AuditService"),
 		memoryv1.File_toolmesh_memory_v1_memory_proto.Services().ByName("MemoryService"),
 		creditsv1.File_toolmesh_credits_v1_credits_proto.Services().ByName("CreditsService"),
+		ownerv1.File_toolmesh_owner_v1_owner_proto.Services().ByName("OwnerService"),
 	}
 }

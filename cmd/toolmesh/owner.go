@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
+	"github.com/toolmesh/toolmesh/services/owner"
+	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
+	ownerworker "github.com/toolmesh/toolmesh/workers/owner"
+)
+
+// ownerWebhookAllowEnv lists the addresses (CIDR prefixes or single IPs,
+// comma-separated) webhook channels may reach although they are loopback,
+// private, link-local or cloud metadata addresses, e.g.
+// "127.0.0.1,10.20.0.0/16". Empty: none.
+const ownerWebhookAllowEnv = "TOOLMESH_OWNER_WEBHOOK_ALLOW"
+
+// buildOwner serves the owner domain; its asks run as workflows on the
+// Temporal frontend serve dialled (--temporal).
+func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	st, err := ownerstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	allow, err := egress.ParsePrefixes(deps.Getenv(ownerWebhookAllowEnv))
+	if err != nil {
+		return server.Service{}, fmt.Errorf("%s: %w", ownerWebhookAllowEnv, err)
+	}
+	if len(allow) > 0 {
+		deps.Log.Warn("owner.webhook_allow", "allowed", fmt.Sprint(allow), "message", "webhook channels may reach these internal addresses")
+	}
+	svc, err := owner.New(st, owner.Config{
+		Workflows: owner.NewTemporalWorkflows(deps.Temporal),
+		Egress:    egress.Policy{Allow: allow},
+		Log:       deps.Log,
+	})
+	if err != nil {
+		return server.Service{}, err
+	}
+	return svc.Registration(), nil
+}
+
+// workerSelf is the mesh identity of a worker acting for itself.
+func workerSelf(queue string) mesh.Caller {
+	name := "toolmesh-worker-" + queue
+	return mesh.Caller{Subject: name, Agent: name, Roles: []string{mesh.RoleService}}
+}
+
+// registerOwner runs the ask workflow; its activities call OwnerService
+// through the generated client, each call with a fresh mesh token.
+func registerOwner(w worker.Worker, deps workerDeps) error {
+	url := deps.Services[ownerv1connect.OwnerServiceName]
+	if url == "" {
+		return fmt.Errorf("worker owner needs the owner service (--service owner=http://...)")
+	}
+	client := ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, url,
+		connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))
+	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner")})
+	return nil
+}
