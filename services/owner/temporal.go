@@ -142,11 +142,16 @@ func (t *TemporalWorkflows) AnswerAsk(ctx context.Context, workflowID, updateID 
 	if err != nil {
 		return nil, updateError(err)
 	}
-	var out ownerv1.AskOutcome
-	if err := h.Get(ctx, &out); err != nil {
+	// The update answers with the ask's state as plain JSON, for people
+	// using the CLI; the outcome is what was sent.
+	if err := h.Get(ctx, nil); err != nil {
 		return nil, updateError(err)
 	}
-	return &out, nil
+	by := u.GetAnsweredBy()
+	if by == "" {
+		by = "temporal"
+	}
+	return &ownerv1.AskOutcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: u.GetAnswer(), AnsweredBy: by, ResolveTime: timestamppb.Now()}, nil
 }
 
 // updateError maps the answer update's failures: the validator's

@@ -22,8 +22,9 @@ type Workflows interface {
 	// as the workflow ends, not on a timer.
 	WaitAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error)
 	// AnswerAsk delivers u as the answer update (idempotent per updateID)
-	// and returns the outcome: an *AnswerRejectedError when the workflow's
-	// validator refuses it, ErrNoWorkflow when the workflow has ended.
+	// and, once the workflow took it, returns the outcome: an
+	// *AnswerRejectedError when the workflow's validator refuses it,
+	// ErrNoWorkflow when the workflow has ended.
 	AnswerAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error)
 	// CancelAsk asks the workflow to cancel; a workflow that has ended is
 	// left alone.

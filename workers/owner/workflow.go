@@ -69,10 +69,25 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.RecordOutcome, activityOptions(ActivityRecordOutcome))
 }
 
+// State is the ask as the status query and the answer update report it:
+// plain JSON (not protobuf JSON), so that `temporal workflow query` and
+// `temporal workflow update execute` print it as it is. The workflow's
+// result is the typed ownerv1.AskOutcome.
+type State struct {
+	AskID      string `json:"ask_id"`
+	Status     string `json:"status"` // waiting, answered, expired or cancelled
+	Answer     string `json:"answer,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
+}
+
 // ask is the state of one ask workflow.
 type ask struct {
 	in      *ownerv1.AskWorkflowInput
 	outcome *ownerv1.AskOutcome
+}
+
+func (a *ask) state() State {
+	return State{AskID: a.in.GetAskId(), Status: statusOf(a.outcome.GetStatus()), Answer: a.outcome.GetAnswer(), AnsweredBy: a.outcome.GetAnsweredBy()}
 }
 
 func (a *ask) waiting() bool { return a.outcome.GetStatus() == ownerv1.AskStatus_ASK_STATUS_PENDING }
@@ -113,15 +128,15 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 	a := &ask{in: in, outcome: &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_PENDING}}
 
 	q := statusQuery()
-	if err := workflow.SetQueryHandlerWithOptions(ctx, q.Name, func() (*ownerv1.AskOutcome, error) { return a.outcome, nil },
+	if err := workflow.SetQueryHandlerWithOptions(ctx, q.Name, func() (State, error) { return a.state(), nil },
 		workflow.QueryHandlerOptions{Description: q.Description}); err != nil {
 		return nil, err
 	}
 	u := answerUpdate()
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, u.Name,
-		func(ctx workflow.Context, up *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
+		func(ctx workflow.Context, up *ownerv1.AnswerUpdate) (State, error) {
 			a.answer(ctx, up.GetAnswer(), up.GetAnsweredBy())
-			return a.outcome, nil
+			return a.state(), nil
 		},
 		workflow.UpdateHandlerOptions{
 			// Runs before the update is accepted: a refusal is written

@@ -100,24 +100,24 @@ func (e *wfEnv) result(t *testing.T) *ownerv1.AskOutcome {
 	return &out
 }
 
-func (e *wfEnv) status(t *testing.T) *ownerv1.AskOutcome {
+func (e *wfEnv) status(t *testing.T) owner.State {
 	t.Helper()
 	v, err := e.QueryWorkflow("status")
 	if err != nil {
 		t.Fatalf("status query: %v", err)
 	}
-	var out ownerv1.AskOutcome
+	var out owner.State
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
-	return &out
+	return out
 }
 
 // update sends the answer update and returns how it ended.
 type updateResult struct {
 	accepted bool
 	rejected error
-	outcome  *ownerv1.AskOutcome
+	state    owner.State
 	err      error
 }
 
@@ -128,15 +128,15 @@ func (e *wfEnv) answer(t *testing.T, id, answer string) *updateResult {
 		OnReject: func(err error) { r.rejected = err },
 		OnComplete: func(v any, err error) {
 			r.err = err
-			if ev, ok := v.(converter.EncodedValue); ok && err == nil {
-				var o ownerv1.AskOutcome
-				if gerr := ev.Get(&o); gerr != nil {
-					t.Errorf("decode update result: %v", gerr)
+			switch v := v.(type) {
+			case converter.EncodedValue:
+				if err == nil {
+					if gerr := v.Get(&r.state); gerr != nil {
+						t.Errorf("decode update result: %v", gerr)
+					}
 				}
-				r.outcome = &o
-			}
-			if o, ok := v.(*ownerv1.AskOutcome); ok {
-				r.outcome = o
+			case owner.State:
+				r.state = v
 			}
 		},
 	}, &ownerv1.AnswerUpdate{Answer: answer, AnsweredBy: "alice"})
@@ -145,7 +145,7 @@ func (e *wfEnv) answer(t *testing.T, id, answer string) *updateResult {
 
 func TestAskAnsweredByUpdate(t *testing.T) {
 	env := newWfEnv(t)
-	var waiting *ownerv1.AskOutcome
+	var waiting owner.State
 	var upd *updateResult
 	env.RegisterDelayedCallback(func() {
 		waiting = env.status(t)
@@ -153,10 +153,11 @@ func TestAskAnsweredByUpdate(t *testing.T) {
 	}, 10*time.Minute)
 	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
 
-	if waiting.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
-		t.Errorf("status before the answer = %v, want pending", waiting)
+	if waiting != (owner.State{AskID: askInput().GetAskId(), Status: owner.StatusWaiting}) {
+		t.Errorf("status before the answer = %+v, want waiting", waiting)
 	}
-	if !upd.accepted || upd.rejected != nil || upd.err != nil || upd.outcome.GetAnswer() != "yes" {
+	want := owner.State{AskID: askInput().GetAskId(), Status: owner.StatusAnswered, Answer: "yes", AnsweredBy: "alice"}
+	if !upd.accepted || upd.rejected != nil || upd.err != nil || upd.state != want {
 		t.Errorf("answer update = %+v, want accepted with the answer", upd)
 	}
 	got := env.result(t)
@@ -204,7 +205,7 @@ func TestAskAlreadyPastItsExpiryEndsAtOnce(t *testing.T) {
 func TestInvalidAnswerIsRejectedAndChangesNothing(t *testing.T) {
 	env := newWfEnv(t)
 	var wrong, blank, right, late *updateResult
-	var after *ownerv1.AskOutcome
+	var after owner.State
 	env.RegisterDelayedCallback(func() {
 		wrong = env.answer(t, "u-wrong", "maybe")
 		blank = env.answer(t, "u-blank", "  ")
@@ -222,10 +223,10 @@ func TestInvalidAnswerIsRejectedAndChangesNothing(t *testing.T) {
 			t.Errorf("%s answer: %+v, want rejected as %s", name, r, ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER)
 		}
 	}
-	if after.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
-		t.Errorf("after rejected answers the ask is %v, want still pending", after)
+	if after.Status != owner.StatusWaiting {
+		t.Errorf("after rejected answers the ask is %+v, want still waiting", after)
 	}
-	if !right.accepted || right.outcome.GetAnswer() != "no" {
+	if !right.accepted || right.state.Answer != "no" {
 		t.Errorf("valid answer: %+v", right)
 	}
 	// Once answered, the ask takes no other answer.
@@ -240,7 +241,7 @@ func TestInvalidAnswerIsRejectedAndChangesNothing(t *testing.T) {
 
 func TestAskAnsweredBySignal(t *testing.T) {
 	env := newWfEnv(t)
-	var afterBad *ownerv1.AskOutcome
+	var afterBad owner.State
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow("answer", &ownerv1.AnswerSignal{Answer: "perhaps"}) // not an option: ignored
 	}, time.Minute)
@@ -250,8 +251,8 @@ func TestAskAnsweredBySignal(t *testing.T) {
 	}, 2*time.Minute)
 	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
 
-	if afterBad.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
-		t.Errorf("after an invalid signal the ask is %v, want still pending", afterBad)
+	if afterBad.Status != owner.StatusWaiting {
+		t.Errorf("after an invalid signal the ask is %+v, want still waiting", afterBad)
 	}
 	got := env.result(t)
 	if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED || got.GetAnswer() != "no" || got.GetAnsweredBy() != owner.AnsweredByTemporal {

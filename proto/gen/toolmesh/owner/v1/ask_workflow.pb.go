@@ -196,8 +196,9 @@ func (x *AskWorkflowInput) GetTool() string {
 	return ""
 }
 
-// AskOutcome is the state of an ask as the workflow sees it: the status
-// query's answer, the answer update's result and the workflow's result.
+// AskOutcome is how an ask ended: the workflow's result. (The status query
+// and the answer update report the ask as plain JSON, {"ask_id", "status",
+// "answer", "answered_by"}, for the Temporal CLI and UI to print.)
 type AskOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ask's id.
@@ -392,7 +393,7 @@ func (x *AnswerSignal) GetAnsweredBy() string {
 	return ""
 }
 
-// StatusQuery names the query that returns the ask's AskOutcome so far.
+// StatusQuery names the query that returns the ask's state so far.
 type StatusQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -453,19 +454,19 @@ const file_toolmesh_owner_v1_ask_workflow_proto_rawDesc = "" +
 	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x1f\n" +
 	"\vanswered_by\x18\x04 \x01(\tR\n" +
 	"answeredBy\x12=\n" +
-	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"\x95\x02\n" +
+	"\fresolve_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"\x93\x02\n" +
 	"\fAnswerUpdate\x12\x16\n" +
 	"\x06answer\x18\x01 \x01(\tR\x06answer\x12\x1f\n" +
 	"\vanswered_by\x18\x02 \x01(\tR\n" +
-	"answeredBy:\xcb\x01\xea\xf9\x18\xc6\x01\n" +
-	"\x06answer\x12\xb9\x01Answer the question, e.g. {\"answer\": \"yes\"}. When the ask lists options the answer must be exactly one of them; anything else is rejected and changes nothing. Returns the ask's outcome.\x18\x01\"\x9b\x02\n" +
+	"answeredBy:\xc9\x01\xea\xf9\x18\xc4\x01\n" +
+	"\x06answer\x12\xb7\x01Answer the question, e.g. {\"answer\": \"yes\"}. When the ask lists options the answer must be exactly one of them; anything else is rejected and changes nothing. Returns the ask's state.\x18\x01\"\x9b\x02\n" +
 	"\fAnswerSignal\x12\x16\n" +
 	"\x06answer\x18\x01 \x01(\tR\x06answer\x12\x1f\n" +
 	"\vanswered_by\x18\x02 \x01(\tR\n" +
 	"answeredBy:\xd1\x01\xea\xf9\x18\xcc\x01\n" +
-	"\x06answer\x12\xbf\x01Answer the question, e.g. {\"answer\": \"yes\"}. When the ask lists options the answer must be exactly one of them; anything else is ignored (prefer the answer update, which says why it refuses).\x18\x02\"|\n" +
-	"\vStatusQuery:m\xea\xf9\x18i\n" +
-	"\x06status\x12]The ask's state: status (ASK_STATUS_PENDING while waiting), and the answer once there is one.\x18\x03*n\n" +
+	"\x06answer\x12\xbf\x01Answer the question, e.g. {\"answer\": \"yes\"}. When the ask lists options the answer must be exactly one of them; anything else is ignored (prefer the answer update, which says why it refuses).\x18\x02\"\x82\x01\n" +
+	"\vStatusQuery:s\xea\xf9\x18o\n" +
+	"\x06status\x12cThe ask's state: status (waiting, answered, expired or cancelled) and the answer once there is one.\x18\x03*n\n" +
 	"\fAskRejection\x12\x1d\n" +
 	"\x19ASK_REJECTION_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cASK_REJECTION_INVALID_ANSWER\x10\x01\x12\x1d\n" +
