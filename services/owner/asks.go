@@ -139,11 +139,16 @@ func (s *Service) await(ctx context.Context, a *ownerv1.Ask, wait time.Duration)
 		}
 		return a
 	}
+	return s.ended(ctx, a, o)
+}
+
+// ended returns the ask as the workflow says it is. An outcome the
+// workflow reports is recorded: the workflow records it itself before it
+// ends, so this changes nothing then, and covers a workflow that could not.
+func (s *Service) ended(ctx context.Context, a *ownerv1.Ask, o *ownerv1.AskOutcome) *ownerv1.Ask {
 	if o.GetStatus() == ownerv1.AskStatus_ASK_STATUS_PENDING || o.GetStatus() == ownerv1.AskStatus_ASK_STATUS_UNSPECIFIED {
 		return a
 	}
-	// The workflow recorded its outcome before it ended; recording it again
-	// changes nothing then, and covers a workflow that could not.
 	ended, _, err := s.store.ResolveAsk(ctx, a.GetAskId(), outcome(o))
 	if err != nil {
 		s.log.WarnContext(ctx, "owner.ask_record_failed", "ask_id", a.GetAskId(), "error", err)
@@ -165,11 +170,27 @@ func withOutcome(a *ownerv1.Ask, o *ownerv1.AskOutcome) *ownerv1.Ask {
 	return out
 }
 
-// GetAsk implements OwnerService.GetAsk.
+// queryTimeout bounds GetAsk's question to a pending ask's workflow.
+const queryTimeout = time.Second
+
+// GetAsk implements OwnerService.GetAsk: the record, and for a pending ask
+// the workflow's own word (its status query), so an answer shows the moment
+// the workflow has it. When the workflow cannot answer in time (no worker),
+// the record stands.
 func (s *Service) GetAsk(ctx context.Context, req *ownerv1.GetAskRequest) (*ownerv1.GetAskResponse, error) {
 	a, err := s.visibleAsk(ctx, req.GetAskId())
 	if err != nil {
 		return nil, err
+	}
+	if a.GetStatus() == ownerv1.AskStatus_ASK_STATUS_PENDING && s.wf != nil {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		o, err := s.wf.QueryAsk(qctx, a.GetWorkflowId())
+		cancel()
+		if err != nil {
+			s.log.DebugContext(ctx, "owner.ask_query_failed", "ask_id", a.GetAskId(), "error", err)
+		} else {
+			a = s.ended(ctx, a, o)
+		}
 	}
 	return &ownerv1.GetAskResponse{Ask: a}, nil
 }

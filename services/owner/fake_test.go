@@ -96,6 +96,19 @@ func (f *fakeWorkflows) CancelAsk(_ context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeWorkflows) QueryAsk(_ context.Context, id string) (*ownerv1.AskOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.asks[id]
+	if a == nil {
+		return nil, owner.ErrNoWorkflow
+	}
+	if a.outcome != nil {
+		return a.outcome, nil
+	}
+	return &ownerv1.AskOutcome{AskId: a.in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_PENDING}, nil
+}
+
 // end ends the ask (unless it ended) as the workflow would, without
 // recording the outcome in the service: the worker does that.
 func (f *fakeWorkflows) end(id string, st ownerv1.AskStatus) {

@@ -359,6 +359,26 @@ func TestRecordAskOutcomeIsForTheWorker(t *testing.T) {
 	})
 }
 
+func TestGetAskAsksTheWorkflowOfAPendingAsk(t *testing.T) {
+	e := start(t, owner.Config{}, nil)
+	res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "Still waiting?", WaitSeconds: waitNone()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.GetAsk().GetAskId()
+	// The workflow ended (its own record of it has not arrived): GetAsk
+	// hears it from the workflow's status query and records it.
+	e.wf.end(owner.WorkflowID("agent-a", id), ownerv1.AskStatus_ASK_STATUS_EXPIRED)
+	got, err := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: id})
+	if err != nil || got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED || got.GetAsk().GetResolveTime() == nil {
+		t.Fatalf("GetAsk = %v, %v; want expired", got, err)
+	}
+	list, err := e.c.ListAsks(agentA(), &ownerv1.ListAsksRequest{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED})
+	if err != nil || list.GetPage().GetTotal() != 1 {
+		t.Errorf("ListAsks(expired) = %v, %v; want the ask recorded as expired", list, err)
+	}
+}
+
 func TestAskContract(t *testing.T) {
 	e := start(t, owner.Config{}, nil)
 	many := make([]string, 21)

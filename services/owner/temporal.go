@@ -171,6 +171,47 @@ func updateError(err error) error {
 	return err
 }
 
+// askState is the status query's answer: plain JSON, as StatusQuery in
+// the contract describes it.
+type askState struct {
+	AskID      string `json:"ask_id"`
+	Status     string `json:"status"`
+	Answer     string `json:"answer"`
+	AnsweredBy string `json:"answered_by"`
+}
+
+// QueryAsk implements Workflows.
+func (t *TemporalWorkflows) QueryAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
+	v, err := t.c.QueryWorkflow(ctx, workflowID, "", workflowcontract.HandlerOf(&ownerv1.StatusQuery{}).Name)
+	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+		return nil, ErrNoWorkflow
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st askState
+	if err := v.Get(&st); err != nil {
+		return nil, fmt.Errorf("read the status query: %w", err)
+	}
+	out := &ownerv1.AskOutcome{AskId: st.AskID, Answer: st.Answer, AnsweredBy: st.AnsweredBy}
+	switch st.Status {
+	case "waiting":
+		out.Status = ownerv1.AskStatus_ASK_STATUS_PENDING
+	case "answered":
+		out.Status = ownerv1.AskStatus_ASK_STATUS_ANSWERED
+	case "expired":
+		out.Status = ownerv1.AskStatus_ASK_STATUS_EXPIRED
+	case "cancelled":
+		out.Status = ownerv1.AskStatus_ASK_STATUS_CANCELLED
+	default:
+		return nil, fmt.Errorf("the status query answered status %q", st.Status)
+	}
+	if out.Status != ownerv1.AskStatus_ASK_STATUS_PENDING {
+		out.ResolveTime = timestamppb.Now()
+	}
+	return out, nil
+}
+
 // CancelAsk implements Workflows.
 func (t *TemporalWorkflows) CancelAsk(ctx context.Context, workflowID string) error {
 	err := t.c.CancelWorkflow(ctx, workflowID, "")

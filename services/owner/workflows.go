@@ -29,6 +29,9 @@ type Workflows interface {
 	// CancelAsk asks the workflow to cancel; a workflow that has ended is
 	// left alone.
 	CancelAsk(ctx context.Context, workflowID string) error
+	// QueryAsk asks the running workflow where the ask is (the status
+	// query); the outcome has status ASK_STATUS_PENDING while it waits.
+	QueryAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error)
 }
 
 // ErrNoWorkflow reports that an ask's workflow does not exist or has ended.

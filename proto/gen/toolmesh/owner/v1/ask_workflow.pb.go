@@ -393,7 +393,10 @@ func (x *AnswerSignal) GetAnsweredBy() string {
 	return ""
 }
 
-// StatusQuery names the query that returns the ask's state so far.
+// StatusQuery names the query that returns the ask's state so far, as plain
+// JSON: {"ask_id": "...", "status": "waiting" | "answered" | "expired" |
+// "cancelled", "answer": "...", "answered_by": "..."}. OwnerService.GetAsk
+// asks it for a pending ask.
 type StatusQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
