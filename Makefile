@@ -91,8 +91,9 @@ test: $(BIN)/temporal ## Run every test (installs what the tests need)
 	go test -count=1 -timeout 30m $(GO_PACKAGES)
 
 .PHONY: bench
-bench: ## Run the benchmarks (edge vs direct Connect, ...)
+bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, ...)
 	go test -run '^$$' -bench . -benchmem -benchtime 3s ./edge/...
+	go test -run '^$$' -bench AskRoundTrip -benchtime 200x ./cmd/toolmesh
 
 # --- run ---------------------------------------------------------------------
 

@@ -355,3 +355,56 @@ func TestNoTasksWithoutTheirTools(t *testing.T) {
 		t.Errorf("tasks/get = %+v, want method not found", r.Error)
 	}
 }
+
+func TestTasksInASessionDeclaredAtInitialize(t *testing.T) {
+	_, url := askEdge(t, nil)
+	session := ""
+	send := func(method string, id any, params map[string]any) rpcReply {
+		t.Helper()
+		msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+		if id != nil {
+			msg["id"] = id
+		}
+		body, _ := json.Marshal(msg)
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+			session = s
+		}
+		var r rpcReply
+		if id == nil {
+			return r
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
+				_ = json.Unmarshal(data, &r)
+			}
+		}
+		return r
+	}
+	init := send("initialize", 1, map[string]any{"protocolVersion": "2025-11-25", "clientInfo": map[string]any{"name": "t", "version": "1"},
+		"capabilities": map[string]any{"extensions": map[string]any{edge.ExtensionTasks: map[string]any{}}}})
+	if !strings.Contains(string(init.Result), edge.ExtensionTasks) {
+		t.Fatalf("initialize result does not declare the extension: %s", init.Result)
+	}
+	send("notifications/initialized", nil, map[string]any{})
+	created := decodeTask(t, send("tools/call", 2, map[string]any{"name": "owner_ask", "arguments": map[string]any{"question": "session?"}}))
+	if created.ResultType != "task" || created.Status != "working" {
+		t.Fatalf("tools/call in a session that declared tasks = %+v", created)
+	}
+	if got := decodeTask(t, send("tasks/get", 3, map[string]any{"taskId": created.TaskID})); got.Status != "working" {
+		t.Errorf("tasks/get = %+v", got)
+	}
+}
