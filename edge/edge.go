@@ -60,6 +60,10 @@ const (
 
 // Config configures an edge.
 type Config struct {
+	// DisableFastPath sends every request through the MCP SDK's generic
+	// handler, even plain stateless tools/call requests the edge can answer
+	// directly (for comparison tests and troubleshooting).
+	DisableFastPath bool
 	// Services maps fully-qualified service names to their base URLs
 	// ("http://127.0.0.1:7101"). A tool whose service is missing answers
 	// not_supported.
@@ -130,6 +134,8 @@ type Edge struct {
 	modern   http.Handler
 	legacy   http.Handler
 	withInfo map[http.Handler]http.Handler
+	// impl identifies the edge in every result's _meta.
+	impl *mcp.Implementation
 	versions []string
 
 	auth    *authenticator
@@ -213,7 +219,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if e.tasks = buildTasks(e.reg, cfg.Services); e.tasks != nil {
 		caps.AddExtension(ExtensionTasks, nil)
 	}
-	e.server = mcp.NewServer(&mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}, &mcp.ServerOptions{
+	e.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
+	e.server = mcp.NewServer(e.impl, &mcp.ServerOptions{
 		Logger:                    log,
 		Capabilities:              caps,
 		SupportedProtocolVersions: ProtocolVersions,

@@ -193,9 +193,11 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 
 	var id json.RawMessage
 	var method string
+	var body []byte
 	single := false
 	if r.Method == http.MethodPost {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.cfg.MaxBodyBytes))
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, e.cfg.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -231,6 +233,9 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if handler == e.legacy && r.Method == http.MethodPost && single && method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
 		writeRPCError(w, http.StatusBadRequest, id, codeInvalidRequest,
 			"Bad Request: missing Mcp-Session-Id; start a session with initialize (or send MCP-Protocol-Version: "+ModernProtocol+" for the stateless protocol)", nil)
+		return
+	}
+	if handler == e.modern && single && method == "tools/call" && e.fastCall(w, r, body, info) {
 		return
 	}
 	if info != nil {
