@@ -135,7 +135,7 @@ type Edge struct {
 	legacy   http.Handler
 	withInfo map[http.Handler]http.Handler
 	// impl identifies the edge in every result's _meta.
-	impl *mcp.Implementation
+	impl     *mcp.Implementation
 	versions []string
 
 	auth    *authenticator
