@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,5 +199,54 @@ func TestProcessesTable(t *testing.T) {
 		if err := run(t.Context(), bad, func(string) string { return "" }, nil, &out, discard{}); err == nil {
 			t.Errorf("toolmesh %s: no error", strings.Join(bad, " "))
 		}
+	}
+}
+
+func TestServicesFromEnvironment(t *testing.T) {
+	env := map[string]string{servicesEnv: "tasks=http://tasks:8080, agents=http://agents:8080"}
+	got, err := envServices(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A flag replaces one domain's URL and keeps the others.
+	if err := got.Set("tasks=http://127.0.0.1:7101"); err != nil {
+		t.Fatal(err)
+	}
+	want := serviceFlag{"tasks": "http://127.0.0.1:7101", "agents": "http://agents:8080"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
+	}
+	env[servicesEnv] = "tasks"
+	if _, err := envServices(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), servicesEnv) {
+		t.Errorf("malformed %s: err %v", servicesEnv, err)
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	hc := func(args ...string) error {
+		return run(t.Context(), append([]string{"healthcheck"}, args...), func(string) string { return "" }, nil, io.Discard, discard{})
+	}
+	if err := hc(srv.URL + "/healthz"); err != nil {
+		t.Errorf("healthy: %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if err := hc(srv.URL + "/healthz"); err == nil {
+		t.Error("503: healthcheck succeeded")
+	}
+	srv.Close()
+	if err := hc("--timeout", "500ms", srv.URL+"/healthz"); err == nil {
+		t.Error("nothing listening: healthcheck succeeded")
+	}
+	if err := hc(); err == nil {
+		t.Error("no URL: healthcheck succeeded")
 	}
 }
