@@ -101,7 +101,8 @@ func probeOnce(ctx context.Context, p *tiltProbe) error {
 }
 
 // freePortOffset finds a --port-offset at which every port of the mesh is
-// free (the default ports may be in use by a developer's own mesh).
+// free (the default ports may be in use by a developer's own mesh), below
+// the ephemeral range the Temporal dev server takes its internal ports from.
 func freePortOffset(t *testing.T) int {
 	t.Helper()
 	free := func(port int) bool {
@@ -112,7 +113,9 @@ func freePortOffset(t *testing.T) int {
 		l.Close()
 		return true
 	}
-	for offset := 20000 + os.Getpid()%50*300; offset < 40000; offset += 300 {
+	start := os.Getpid() % 40 * 300
+	for i := range 40 {
+		offset := 10000 + (start+i*300)%12000
 		ok := free(8233 + offset)
 		for p := 7100; ok && p < 7300; p++ {
 			ok = free(p + offset)
