@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"maps"
 )
 
 // The local mesh is one plan — which processes, with which arguments, in
