@@ -142,7 +142,8 @@ func stopChildren(started []*child, log *slog.Logger) {
 func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) {
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", cfg.DataDir)
 	var tasksAddr string
-	for _, p := range plan {
+	// The edge's link (the MCP endpoint) first: it is what a user wants.
+	for _, p := range slices.Backward(plan) {
 		for _, l := range p.Links {
 			note := ""
 			if p.Name == procEdge {
