@@ -106,7 +106,7 @@ run: build $(BIN)/temporal ## Start the whole mesh locally (Ctrl-C stops it)
 	$(BIN)/toolmesh up
 
 .PHONY: dev
-dev: build ## Start the mesh under Tilt (tilt up)
+dev: build $(BIN)/temporal ## Start the mesh under Tilt (tilt up; options after --, see Tiltfile)
 	tilt up
 
 .PHONY: clean

@@ -32,6 +32,23 @@ func (s serviceFlag) Set(v string) error {
 	return nil
 }
 
+// servicesEnv holds the default of the repeatable --service flag of the edge
+// and the workers: domain=url pairs, comma-separated. The Kubernetes
+// manifests set it for all of them from one ConfigMap.
+const servicesEnv = "TOOLMESH_SERVICES"
+
+// envServices returns the services listed in servicesEnv; --service flags
+// add to them or replace a domain's URL.
+func envServices(getenv func(string) string) (serviceFlag, error) {
+	s := serviceFlag{}
+	for _, v := range splitList(getenv(servicesEnv)) {
+		if err := s.Set(v); err != nil {
+			return nil, fmt.Errorf("%s: %w", servicesEnv, err)
+		}
+	}
+	return s, nil
+}
+
 // listFlag collects a repeatable string flag; its default comes from a
 // comma-separated environment variable.
 type listFlag []string
@@ -60,8 +77,11 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	addr := fs.String("addr", envOr(getenv, "TOOLMESH_EDGE_ADDR", "127.0.0.1:7100"), "listen address")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for desktop clients) instead of HTTP")
-	services := serviceFlag{}
-	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
+	services, err := envServices(getenv)
+	if err != nil {
+		return err
+	}
+	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
 	timeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call")
 	waitBudget := fs.Duration("wait-budget", edge.DefaultWaitBudget, "how long a long-running tool that waits for its outcome (owner_ask) waits before it returns a handle to poll; such calls get it on top of --call-timeout")
 	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the local caller in development mode and over stdio")

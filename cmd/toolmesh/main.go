@@ -2,7 +2,11 @@
 //
 //	toolmesh serve <domain>   run one domain service (tasks, ...)
 //	toolmesh edge             run the MCP edge
+//	toolmesh worker <queue>   run the Temporal worker of one task queue
+//	toolmesh temporal-dev     run the Temporal dev server (pinned CLI) with /healthz
 //	toolmesh up               run everything locally (what `make run` does)
+//	toolmesh processes        print what `up` starts (--json: for the Tiltfile)
+//	toolmesh healthcheck URL  exit 0 when URL answers 200 (a probe without curl)
 //	toolmesh keygen           create the mesh key pair under the data dir
 //	toolmesh token            mint a mesh token for calling services directly
 //
@@ -39,7 +43,10 @@ commands:
   serve <domain>   run one domain service (domains: %s)
   worker <queue>   run the Temporal worker of one task queue
   edge             run the MCP edge (--stdio: over stdin/stdout for desktop clients)
+  temporal-dev     run the Temporal dev server (pinned CLI) with a /healthz probe
   up               run the whole mesh locally with embedded defaults
+  processes        print the processes up starts, in order (--json for Tilt)
+  healthcheck URL  succeed when URL answers 200 (an exec probe in the image)
   keygen           create the mesh key pair (.toolmesh/mesh.key, mesh.pub)
   token            mint a mesh token to call services directly (grpcurl, curl)
 
@@ -59,8 +66,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runWorker(ctx, args[1:], getenv, log)
 	case "edge":
 		return runEdge(ctx, args[1:], getenv, stdin, stdout, log)
+	case "temporal-dev":
+		return runTemporalDev(ctx, args[1:], getenv, log)
 	case "up":
 		return runUp(ctx, args[1:], getenv, stdout, log)
+	case "processes":
+		return runProcesses(args[1:], getenv, stdout)
+	case "healthcheck":
+		return runHealthcheck(ctx, args[1:])
 	case "keygen":
 		return runKeygen(args[1:], getenv, stdout)
 	case "token":

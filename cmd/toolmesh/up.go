@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"sync"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -20,185 +22,156 @@ import (
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
-// process is one child of `toolmesh up`.
-type process struct {
-	name   string
-	args   []string
-	health string // URL answering 200 when ready
-	cmd    *exec.Cmd
+// child is a running process of `toolmesh up`.
+type child struct {
+	meshProcess
+	cmd  *exec.Cmd
+	dead chan struct{} // closed once it has exited and been reaped
 }
 
+// runUp starts the plan of meshPlan in order — each process once its deps
+// are ready — prints where everything is, and stops it all, in reverse, when
+// ctx ends or a process dies.
 func runUp(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, logs)")
-	edgeAddr := fs.String("edge-addr", "127.0.0.1:7100", "edge listen address")
-	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
-	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
-	temporalPort := fs.Int("temporal-port", 7233, "Temporal dev server frontend (gRPC) port on 127.0.0.1")
-	temporalUIPort := fs.Int("temporal-ui-port", 8233, "Temporal Web UI port on 127.0.0.1 (0: no UI)")
+	meshCfg := addMeshFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("up takes no arguments, got %q", fs.Args())
+	}
+	cfg, err := meshCfg()
+	if err != nil {
+		return err
+	}
+	plan, err := meshPlan(cfg)
+	if err != nil {
 		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
-	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
+	// Say now, not from inside a child, that the Temporal CLI is missing.
+	if _, err := temporalBinary(cfg.TemporalBin, self); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	keyPath, pubPath, created, err := ensureMeshKeys(*dataDir)
-	if err != nil {
-		return err
-	}
-	if created {
-		log.Info("up.mesh_key_created", "private", keyPath, "public", pubPath)
-	}
-	bin, err := temporalBinary(*temporalBin, self)
-	if err != nil {
-		return err
-	}
 
-	// Temporal starts first and stops last: services, workers and the edge
-	// use it while they run. Its state lives in <data>/temporal.db, so a
-	// restart keeps every workflow.
-	temporal, err := temporaldev.Start(ctx, temporaldev.Config{
-		Binary:  bin,
-		Port:    *temporalPort,
-		UIPort:  *temporalUIPort,
-		DataDir: *dataDir,
-		Log:     log.With("component", "temporal"),
-	})
-	if err != nil {
-		return fmt.Errorf("start temporal: %w", err)
-	}
-	stopTemporal := func() {
-		if err := temporal.Stop(); err != nil {
-			log.Error("up.temporal_stop_failed", "error", err)
+	var started []*child
+	exited := make(chan string, len(plan))
+	for _, p := range plan {
+		c := &child{meshProcess: p, dead: make(chan struct{})}
+		c.cmd = exec.Command(self, p.Args...)
+		c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
+		c.cmd.Env = os.Environ()
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+			c.cmd.Env = append(c.cmd.Env, k+"="+p.Env[k])
 		}
-	}
-
-	var procs []*process
-	names := make([]string, 0, len(domains))
-	for n := range domains {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	// Every service refuses callers that are not registered, active agents;
-	// the agents service registers the edge's development agent at start
-	// (when missing), so the mesh works out of the box.
-	agentsURL := fmt.Sprintf("http://127.0.0.1:%d", domains["agents"].port)
-	seed := *devAgent
-	if extra := getenv(agentsSeedEnv); extra != "" {
-		seed += "," + extra
-	}
-	env := append(os.Environ(), agentsSeedEnv+"="+seed)
-	edgeArgs := []string{"edge", "--addr", *edgeAddr, "--dev-agent", *devAgent, "--mesh-key", keyPath}
-	for _, n := range names {
-		addr := fmt.Sprintf("127.0.0.1:%d", domains[n].port)
-		serveArgs := []string{"serve", n, "--addr", addr, "--data", *dataDir, "--mesh-public-key", pubPath}
-		if domains[n].temporal {
-			serveArgs = append(serveArgs, "--temporal", temporal.HostPort())
-		}
-		if !domains[n].directory {
-			serveArgs = append(serveArgs, "--agents-url", agentsURL)
-		}
-		procs = append(procs, &process{name: n, args: serveArgs, health: "http://" + addr + "/healthz"})
-		edgeArgs = append(edgeArgs, "--service", n+"=http://"+addr)
-	}
-	// Workers start after the services their activities call and before
-	// the edge that starts their workflows.
-	queues := make([]string, 0, len(workerQueues))
-	for q := range workerQueues {
-		queues = append(queues, q)
-	}
-	sort.Strings(queues)
-	for _, q := range queues {
-		health := fmt.Sprintf("127.0.0.1:%d", workerQueues[q].port)
-		workerArgs := []string{"worker", q, "--temporal", temporal.HostPort(), "--health-addr", health, "--mesh-key", keyPath}
-		for _, n := range names {
-			workerArgs = append(workerArgs, "--service", fmt.Sprintf("%s=http://127.0.0.1:%d", n, domains[n].port))
-		}
-		procs = append(procs, &process{name: "worker-" + q, args: workerArgs, health: "http://" + health + "/healthz"})
-	}
-	procs = append(procs, &process{name: "edge", args: edgeArgs, health: "http://" + *edgeAddr + "/healthz"})
-
-	// Children get their own process group so Ctrl-C reaches them through
-	// us, in order, rather than all at once from the terminal.
-	var wg sync.WaitGroup
-	exited := make(chan string, len(procs))
-	stopAll := func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			if p := procs[i]; p.cmd != nil && p.cmd.Process != nil {
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		// Children get their own process group so Ctrl-C reaches them
+		// through us, in order, rather than all at once from the terminal.
+		c.cmd.SysProcAttr = childproc.Attr()
+		if p.Once {
+			if err := c.cmd.Run(); err != nil {
+				stopChildren(started, log)
+				return fmt.Errorf("%s: %w", p.Name, err)
 			}
+			continue
+		}
+		if err := c.cmd.Start(); err != nil {
+			stopChildren(started, log)
+			return fmt.Errorf("start %s: %w", p.Name, err)
+		}
+		started = append(started, c)
+		go func() {
+			_ = c.cmd.Wait()
+			close(c.dead)
+			exited <- c.Name
+		}()
+		if err := waitHealthy(ctx, p.Probe.URL(), c.dead, p.readyTimeout); err != nil {
+			stopChildren(started, log)
+			return fmt.Errorf("%s did not become ready: %w", p.Name, err)
 		}
 	}
-	for _, p := range procs {
-		p.cmd = exec.Command(self, p.args...)
-		p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
-		p.cmd.Env = env
-		p.cmd.SysProcAttr = childproc.Attr()
-		if err := p.cmd.Start(); err != nil {
-			stopAll()
-			wg.Wait()
-			stopTemporal()
-			return fmt.Errorf("start %s: %w", p.name, err)
-		}
-		wg.Add(1)
-		dead := make(chan struct{})
-		go func(p *process) {
-			defer wg.Done()
-			_ = p.cmd.Wait()
-			close(dead)
-			exited <- p.name
-		}(p)
-		if err := waitHealthy(ctx, p.health, dead, 30*time.Second); err != nil {
-			stopAll()
-			wg.Wait()
-			stopTemporal()
-			return fmt.Errorf("%s did not become ready: %w", p.name, err)
-		}
-	}
-
-	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", *dataDir)
-	fmt.Fprintf(stdout, "  MCP endpoint   http://%s/mcp  (calls act as agent %q)\n", *edgeAddr, *devAgent)
-	if ui := temporal.UIURL(); ui != "" {
-		fmt.Fprintf(stdout, "  Temporal UI    %s\n", ui)
-	}
-	fmt.Fprintf(stdout, "  Temporal       %s  (gRPC frontend, namespace %s, state in %s)\n", temporal.HostPort(), temporal.Namespace(), temporal.DBPath())
-	for _, n := range names {
-		fmt.Fprintf(stdout, "  %-14s http://127.0.0.1:%d  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", n, domains[n].port)
-	}
-	tokenCmd := fmt.Sprintf("%s token --agent %s", self, *devAgent)
-	if *dataDir != ".toolmesh" {
-		tokenCmd += " --data " + *dataDir
-	}
-	fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s)\" \\\n      -d '{\"description\":\"try the mesh\"}' 127.0.0.1:%d toolmesh.tasks.v1.TasksService/Create\n", tokenCmd, domains["tasks"].port)
-	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
+	printUp(stdout, cfg, plan, self)
 
 	var failed error
 	select {
 	case <-ctx.Done():
 	case name := <-exited:
 		failed = fmt.Errorf("%s exited unexpectedly", name)
-	case <-temporal.Done():
-		failed = fmt.Errorf("temporal exited unexpectedly (see %s)", temporal.LogPath())
 	}
 	log.Info("up.stopping")
-	stopAll()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		for _, p := range procs {
-			_ = p.cmd.Process.Kill()
-		}
-		<-done
-	}
-	stopTemporal()
+	stopChildren(started, log)
 	fmt.Fprintln(stdout, "toolmesh stopped")
 	return failed
+}
+
+// stopChildren stops the running children in reverse start order, one
+// label at a time (the edge, then the workers, the services, Temporal last),
+// so that nothing loses what it uses while it shuts down.
+func stopChildren(started []*child, log *slog.Logger) {
+	const grace = 20 * time.Second
+	for end := len(started); end > 0; {
+		begin := end - 1
+		for begin > 0 && started[begin-1].Label == started[end-1].Label {
+			begin--
+		}
+		tier := started[begin:end]
+		for _, c := range tier {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		deadline := time.After(grace)
+		for _, c := range tier {
+			select {
+			case <-c.dead:
+			case <-deadline:
+				log.Warn("up.stop_timeout", "process", c.Name, "after", grace.String())
+				_ = c.cmd.Process.Kill()
+				<-c.dead
+			}
+		}
+		end = begin
+	}
+}
+
+// printUp tells where everything is.
+func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) {
+	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", cfg.DataDir)
+	var tasksAddr string
+	// The edge's link (the MCP endpoint) first: it is what a user wants.
+	for _, p := range slices.Backward(plan) {
+		for _, l := range p.Links {
+			note := ""
+			if p.Name == procEdge {
+				note = fmt.Sprintf("  (calls act as agent %q)", cfg.DevAgent)
+			}
+			fmt.Fprintf(stdout, "  %-14s %s%s\n", l.Name, l.URL, note)
+		}
+	}
+	fmt.Fprintf(stdout, "  %-14s 127.0.0.1:%d  (gRPC frontend, namespace %s, state in %s)\n", "Temporal", cfg.TemporalPort,
+		temporaldev.DefaultNamespace, filepath.Join(cfg.DataDir, temporaldev.DBFileName))
+	for _, p := range plan {
+		if p.Label != labelServices {
+			continue
+		}
+		addr := net.JoinHostPort(p.Probe.Host, strconv.Itoa(p.Probe.Port))
+		if p.Name == "tasks" {
+			tasksAddr = addr
+		}
+		fmt.Fprintf(stdout, "  %-14s http://%s  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", p.Name, addr)
+	}
+	if tasksAddr != "" {
+		tokenCmd := fmt.Sprintf("%s token --agent %s", self, cfg.DevAgent)
+		if cfg.DataDir != ".toolmesh" {
+			tokenCmd += " --data " + cfg.DataDir
+		}
+		fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s)\" \\\n      -d '{\"description\":\"try the mesh\"}' %s toolmesh.tasks.v1.TasksService/Create\n", tokenCmd, tasksAddr)
+	}
+	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
 }
 
 // waitHealthy polls url until it answers 200, the process dies, the timeout

@@ -77,8 +77,11 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 	healthAddr := fs.String("health-addr", fmt.Sprintf("127.0.0.1:%d", q.port), "address of the /healthz probe")
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
 	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
-	services := serviceFlag{}
-	fs.Var(services, "service", "a domain service as domain=url (repeatable), e.g. tasks=http://127.0.0.1:7101")
+	services, err := envServices(getenv)
+	if err != nil {
+		return err
+	}
+	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The local mesh is one plan — which processes, with which arguments, in
+// which order, ready when — that two runners share: `toolmesh up` starts it
+// itself, and `toolmesh processes --json` prints it for Tilt's Tiltfile. Both
+// build it from the domains and workerQueues tables with meshPlan, so a new
+// domain or task queue shows up in both without another edit.
+
+// Labels group the processes (Tilt shows them as resource groups).
+const (
+	labelInfra    = "infra"
+	labelServices = "services"
+	labelWorkers  = "workers"
+	labelEdge     = "edge"
+)
+
+// Names of the processes that are not a domain service or a worker.
+const (
+	procMeshKeys = "mesh-keys"
+	procTemporal = "temporal"
+	procEdge     = "edge"
+	// workerPrefix prefixes a task queue's name: worker-<queue>.
+	workerPrefix = "worker-"
+)
+
+// Default ports of the processes that are not in the domains and
+// workerQueues tables. --port-offset moves every default port.
+const (
+	edgePort           = 7100
+	temporalHealthPort = 7230
+	temporalPort       = 7233
+	temporalUIPort     = 8233
+)
+
+// meshProcess is one process of the local mesh. The JSON form is what
+// `toolmesh processes --json` prints; the Tiltfile reads it.
+type meshProcess struct {
+	// Name is unique in the plan: mesh-keys, temporal, a domain name,
+	// worker-<queue> or edge.
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	// Args are the arguments of the toolmesh binary.
+	Args []string `json:"args"`
+	// Once marks a command that runs to completion (setup) before its
+	// dependents start; every other process serves until stopped.
+	Once bool `json:"once,omitempty"`
+	// Env is added to the environment the process inherits.
+	Env map[string]string `json:"env,omitempty"`
+	// Probe answers 200 once the process is ready (nil for Once).
+	Probe *httpProbe `json:"probe,omitempty"`
+	// Deps are the processes that must be ready (or, for Once, done)
+	// before this one starts. Every dep comes earlier in the plan.
+	Deps []string `json:"deps,omitempty"`
+	// Links are URLs a developer opens (the Temporal UI, the MCP endpoint).
+	Links []meshLink `json:"links,omitempty"`
+	// readyTimeout bounds the wait for Probe under `toolmesh up`.
+	readyTimeout time.Duration
+}
+
+// httpProbe is an HTTP GET readiness check.
+type httpProbe struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	Path string `json:"path"`
+}
+
+// URL is the address the probe gets.
+func (p httpProbe) URL() string {
+	return "http://" + net.JoinHostPort(p.Host, strconv.Itoa(p.Port)) + p.Path
+}
+
+type meshLink struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// meshConfig is what the plan is built from: the flags of `toolmesh up`
+// (and `toolmesh processes`).
+type meshConfig struct {
+	// DataDir holds SQLite files, the mesh keys and Temporal's state.
+	DataDir string
+	// DevAgent is the agent the edge's local caller acts as; the agents
+	// service registers it at start, with the agents in Seed.
+	DevAgent string
+	Seed     []string
+	// EdgeAddr is the edge's listen address.
+	EdgeAddr string
+	// TemporalBin is the Temporal CLI ("": found by `toolmesh temporal-dev`).
+	TemporalBin string
+	// TemporalPort and TemporalUIPort are the dev server's frontend and Web
+	// UI ports on 127.0.0.1 (UI 0: headless); TemporalHealthPort serves the
+	// /healthz of `toolmesh temporal-dev`.
+	TemporalPort, TemporalUIPort, TemporalHealthPort int
+	// PortOffset is added to every service's and worker's port.
+	PortOffset int
+}
+
+// addMeshFlags defines the flags of the plan on fs; the returned function
+// reads them after fs.Parse.
+func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConfig, error) {
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, mesh keys, Temporal)")
+	offset := fs.Int("port-offset", 0, "added to every default port (services 71xx, workers 72xx, edge, Temporal), to run a second mesh beside the first")
+	edgeAddr := fs.String("edge-addr", fmt.Sprintf("127.0.0.1:%d", edgePort), "edge listen address (default port plus --port-offset)")
+	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
+	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
+	tPort := fs.Int("temporal-port", temporalPort, "Temporal dev server frontend (gRPC) port on 127.0.0.1 (plus --port-offset unless given)")
+	tUIPort := fs.Int("temporal-ui-port", temporalUIPort, "Temporal Web UI port on 127.0.0.1, 0: no UI (plus --port-offset unless given)")
+	return func() (meshConfig, error) {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if *offset < 0 || *offset > 50000 {
+			return meshConfig{}, fmt.Errorf("--port-offset %d out of range [0, 50000]", *offset)
+		}
+		cfg := meshConfig{
+			DataDir:            *dataDir,
+			DevAgent:           *devAgent,
+			Seed:               splitList(getenv(agentsSeedEnv)),
+			EdgeAddr:           *edgeAddr,
+			TemporalBin:        *temporalBin,
+			TemporalPort:       *tPort,
+			TemporalUIPort:     *tUIPort,
+			TemporalHealthPort: temporalHealthPort + *offset,
+			PortOffset:         *offset,
+		}
+		if !given["edge-addr"] {
+			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+*offset)
+		}
+		if !given["temporal-port"] {
+			cfg.TemporalPort += *offset
+		}
+		if !given["temporal-ui-port"] && cfg.TemporalUIPort != 0 {
+			cfg.TemporalUIPort += *offset
+		}
+		if cfg.DevAgent == "" {
+			return meshConfig{}, errors.New("--dev-agent must not be empty")
+		}
+		return cfg, nil
+	}
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// directoryDomain is the domain every other service checks its callers
+// against (the one marked directory in the domains table).
+func directoryDomain() (string, error) {
+	var found []string
+	for name, d := range domains {
+		if d.directory {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("the domains table must mark exactly one directory domain, got %v", found)
+	}
+	return found[0], nil
+}
+
+// meshPlan returns the processes of the local mesh in start order: the mesh
+// keys and Temporal, the agents directory, the other services, the workers
+// (their activities call the services), the edge last. Every process comes
+// after its Deps.
+func meshPlan(cfg meshConfig) ([]meshProcess, error) {
+	directory, err := directoryDomain()
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Sorted(maps.Keys(domains))
+	// The directory first: every other service asks it about its callers.
+	names = append([]string{directory}, slices.DeleteFunc(names, func(n string) bool { return n == directory })...)
+	queues := slices.Sorted(maps.Keys(workerQueues))
+
+	local := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+cfg.PortOffset) }
+	keyPath := filepath.Join(cfg.DataDir, meshKeyFile)
+	pubPath := filepath.Join(cfg.DataDir, meshPubKeyFile)
+	temporalAddr := fmt.Sprintf("127.0.0.1:%d", cfg.TemporalPort)
+
+	plan := []meshProcess{{
+		Name:  procMeshKeys,
+		Label: labelInfra,
+		Args:  []string{"keygen", "--data", cfg.DataDir},
+		Once:  true,
+	}}
+
+	temporalArgs := []string{"temporal-dev", "--data", cfg.DataDir,
+		"--port", strconv.Itoa(cfg.TemporalPort), "--ui-port", strconv.Itoa(cfg.TemporalUIPort),
+		"--health-addr", fmt.Sprintf("127.0.0.1:%d", cfg.TemporalHealthPort)}
+	if cfg.TemporalBin != "" {
+		temporalArgs = append(temporalArgs, "--temporal-bin", cfg.TemporalBin)
+	}
+	temporal := meshProcess{
+		Name:         procTemporal,
+		Label:        labelInfra,
+		Args:         temporalArgs,
+		Probe:        &httpProbe{Host: "127.0.0.1", Port: cfg.TemporalHealthPort, Path: "/healthz"},
+		readyTimeout: 90 * time.Second,
+	}
+	if cfg.TemporalUIPort != 0 {
+		temporal.Links = []meshLink{{Name: "Temporal UI", URL: fmt.Sprintf("http://127.0.0.1:%d", cfg.TemporalUIPort)}}
+	}
+	plan = append(plan, temporal)
+
+	agentsURL := "http://" + local(domains[directory].port)
+	serviceFlags := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		d := domains[n]
+		addr := local(d.port)
+		args := []string{"serve", n, "--addr", addr, "--data", cfg.DataDir, "--mesh-public-key", pubPath}
+		deps := []string{procMeshKeys, procTemporal}
+		var env map[string]string
+		if d.temporal {
+			args = append(args, "--temporal", temporalAddr)
+		}
+		if d.directory {
+			// The edge's development agent is registered at start (when
+			// missing), so the mesh works out of the box.
+			env = map[string]string{agentsSeedEnv: strings.Join(append([]string{cfg.DevAgent}, cfg.Seed...), ",")}
+		} else {
+			args = append(args, "--agents-url", agentsURL)
+			deps = append(deps, directory)
+		}
+		plan = append(plan, meshProcess{
+			Name:         n,
+			Label:        labelServices,
+			Args:         args,
+			Env:          env,
+			Probe:        &httpProbe{Host: "127.0.0.1", Port: d.port + cfg.PortOffset, Path: "/healthz"},
+			Deps:         deps,
+			readyTimeout: 30 * time.Second,
+		})
+		serviceFlags = append(serviceFlags, "--service", n+"=http://"+addr)
+	}
+
+	workerNames := make([]string, 0, len(queues))
+	for _, q := range queues {
+		health := local(workerQueues[q].port)
+		args := append([]string{"worker", q, "--temporal", temporalAddr, "--health-addr", health, "--mesh-key", keyPath}, serviceFlags...)
+		plan = append(plan, meshProcess{
+			Name:         workerPrefix + q,
+			Label:        labelWorkers,
+			Args:         args,
+			Probe:        &httpProbe{Host: "127.0.0.1", Port: workerQueues[q].port + cfg.PortOffset, Path: "/healthz"},
+			Deps:         append([]string{procMeshKeys, procTemporal}, names...),
+			readyTimeout: 30 * time.Second,
+		})
+		workerNames = append(workerNames, workerPrefix+q)
+	}
+
+	edgeHost, edgePortStr, err := net.SplitHostPort(cfg.EdgeAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--edge-addr: %w", err)
+	}
+	edgePortNum, err := strconv.Atoi(edgePortStr)
+	if err != nil || edgePortNum <= 0 {
+		return nil, fmt.Errorf("--edge-addr %q needs a port", cfg.EdgeAddr)
+	}
+	probeHost := edgeHost
+	if ip := net.ParseIP(edgeHost); edgeHost == "" || (ip != nil && ip.IsUnspecified()) {
+		probeHost = "127.0.0.1"
+	}
+	plan = append(plan, meshProcess{
+		Name:  procEdge,
+		Label: labelEdge,
+		Args: append([]string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath},
+			serviceFlags...),
+		Probe:        &httpProbe{Host: probeHost, Port: edgePortNum, Path: "/healthz"},
+		Deps:         append(append([]string{procMeshKeys}, names...), workerNames...),
+		Links:        []meshLink{{Name: "MCP endpoint", URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"}},
+		readyTimeout: 30 * time.Second,
+	})
+	return plan, nil
+}
+
+// runProcesses prints the plan of `toolmesh up`: as JSON for tools (the
+// Tiltfile), or as a table.
+func runProcesses(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("processes", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON (what the Tiltfile reads)")
+	meshCfg := addMeshFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("processes takes no arguments, got %q", fs.Args())
+	}
+	cfg, err := meshCfg()
+	if err != nil {
+		return err
+	}
+	plan, err := meshPlan(cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Processes []meshProcess `json:"processes"`
+		}{plan})
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tLABEL\tREADY WHEN\tAFTER\tCOMMAND")
+	for _, p := range plan {
+		ready := "exited 0"
+		if p.Probe != nil {
+			ready = "GET " + p.Probe.URL()
+		}
+		after := strings.Join(p.Deps, ",")
+		if after == "" {
+			after = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\ttoolmesh %s\n", p.Name, p.Label, ready, after, strings.Join(p.Args, " "))
+	}
+	return tw.Flush()
+}

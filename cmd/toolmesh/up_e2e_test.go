@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
+// does): every process of the plan comes up, a tool call goes through the
+// edge to a service, and Ctrl-C stops everything with nothing left behind.
+func TestUpRunsThePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole mesh")
+	}
+	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(temporal); err != nil {
+		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "toolmesh")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build toolmesh: %v\n%s", err, out)
+	}
+	offset := freeOffset(t)
+	up := exec.Command(bin, "up", "--port-offset", strconv.Itoa(offset), "--data", filepath.Join(dir, "data"), "--temporal-bin", temporal)
+	up.Dir = dir
+	stdout, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	up.Stderr = &stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+		exited <- up.Wait()
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = up.Process.Signal(os.Interrupt)
+			<-exited
+		}
+	}()
+
+	// Wait for "toolmesh is up" and read the MCP endpoint it prints.
+	mcpRE := regexp.MustCompile(`MCP endpoint\s+(http://\S+/mcp)`)
+	var endpoint string
+	var printed []string
+	timeout := time.After(3 * time.Minute)
+	for endpoint == "" || !strings.Contains(strings.Join(printed, "\n"), "Press Ctrl-C") {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("up exited before the mesh was up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
+			}
+			printed = append(printed, l)
+			if m := mcpRE.FindStringSubmatch(l); m != nil {
+				endpoint = m[1]
+			}
+		case <-timeout:
+			t.Fatalf("up did not come up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
+		}
+	}
+	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+offset); endpoint != want {
+		t.Errorf("MCP endpoint %s, want %s", endpoint, want)
+	}
+	// Every service of the plan is listed where it listens, and answers.
+	for name, d := range domains {
+		addr := fmt.Sprintf("127.0.0.1:%d", d.port+offset)
+		if !strings.Contains(strings.Join(printed, "\n"), name) || !strings.Contains(strings.Join(printed, "\n"), addr) {
+			t.Errorf("up does not print %s at %s", name, addr)
+		}
+	}
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "up-e2e", Version: "1"}, nil)
+	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", endpoint, err)
+	}
+	res, err := session.CallTool(t.Context(), &mcp.CallToolParams{Name: "tasks_create", Arguments: map[string]any{"description": "started by up"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(b), `"status":"ok"`) {
+		t.Errorf("tasks_create through the edge: %s", b)
+	}
+	session.Close()
+
+	// Ctrl-C: everything stops, in order, and up says so.
+	_ = up.Process.Signal(os.Interrupt)
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	stopped = true
+	if err := <-exited; err != nil {
+		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(stderr.String()))
+	}
+	if !strings.Contains(strings.Join(rest, "\n"), "toolmesh stopped") {
+		t.Errorf("up did not say it stopped: %q", rest)
+	}
+	for name, d := range domains {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+offset), time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still listens after up stopped", name)
+		}
+	}
+	if left := processesUnder(dir); len(left) > 0 {
+		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return "..." + s[len(s)-3000:]
+	}
+	return s
+}
+
+// freeOffset finds a --port-offset below the ephemeral port range at which
+// every port of the mesh is free.
+func freeOffset(t *testing.T) int {
+	t.Helper()
+	free := func(port int) bool {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		l.Close()
+		return true
+	}
+	start := 10000 + os.Getpid()%40*300
+	for i := range 40 {
+		offset := 10000 + (start-10000+i*300)%12000
+		ok := free(temporalUIPort + offset)
+		for p := edgePort; ok && p < 7300; p++ {
+			ok = free(p + offset)
+		}
+		if ok {
+			return offset
+		}
+	}
+	t.Fatal("no free port range for the mesh")
+	return 0
+}
+
+// processesUnder lists the processes whose command line mentions dir.
+func processesUnder(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); strings.HasPrefix(cwd, dir) || strings.Contains(string(cmdline), dir) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
