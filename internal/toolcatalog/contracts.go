@@ -9,6 +9,7 @@ import (
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
@@ -23,5 +24,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		memoryv1.File_toolmesh_memory_v1_memory_proto.Services().ByName("MemoryService"),
 		creditsv1.File_toolmesh_credits_v1_credits_proto.Services().ByName("CreditsService"),
 		ownerv1.File_toolmesh_owner_v1_owner_proto.Services().ByName("OwnerService"),
+		schedulesv1.File_toolmesh_schedules_v1_schedules_proto.Services().ByName("SchedulesService"),
 	}
 }
