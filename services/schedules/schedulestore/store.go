@@ -1,0 +1,296 @@
+// Package schedulestore keeps schedules and their runs in SQL: SQLite by
+// default, PostgreSQL when the service is given a postgres:// DSN. Both run
+// the same queries; the schemas live in migrations/<dialect>/.
+package schedulestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+	"github.com/toolmesh/toolmesh/services/schedules"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Store is the SQL implementation of schedules.Store.
+type Store struct {
+	db *sqldb.DB
+}
+
+var _ schedules.Store = (*Store)(nil)
+
+// Open migrates db and returns a store over it.
+func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return nil, fmt.Errorf("migrate schedules store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+const columns = `id, agent_id, description, cron, interval_seconds, timezone, tool, arguments, status, spec_hash,
+	approval_workflow_id, temporal_schedule_id, decided_by, decision_note, decide_ms, paused_by, depth, create_ms, update_ms`
+
+// Create implements schedules.Store.
+func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, idempotencyKey string) (*schedulesv1.Schedule, bool, error) {
+	args, err := protojson.Marshal(orEmpty(sch.GetAction().GetArguments()))
+	if err != nil {
+		return nil, false, fmt.Errorf("encode arguments: %w", err)
+	}
+	var key any
+	if idempotencyKey != "" {
+		key = idempotencyKey
+	}
+	d := sch.GetDecision()
+	_, err = s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedules (`+columns+`, idempotency_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
+		sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
+		sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
+		sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), key)
+	if err != nil && idempotencyKey != "" && sqldb.IsUniqueViolation(err) {
+		prev, gerr := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE agent_id = ? AND idempotency_key = ?`),
+			sch.GetAgentId(), idempotencyKey))
+		return prev, false, gerr
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("insert schedule: %w", err)
+	}
+	return sch, true, nil
+}
+
+// Get implements schedules.Store.
+func (s *Store) Get(ctx context.Context, id string) (*schedulesv1.Schedule, error) {
+	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE id = ?`), id))
+}
+
+// List implements schedules.Store.
+func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.ScheduleStatus, offset, limit int) ([]*schedulesv1.Schedule, int, error) {
+	where, args := `1 = 1`, []any{}
+	if agentID != "" {
+		where += ` AND agent_id = ?`
+		args = append(args, agentID)
+	}
+	if status != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_UNSPECIFIED {
+		where += ` AND status = ?`
+		args = append(args, int32(status))
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM schedules WHERE `+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count schedules: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE `+where+
+		` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*schedulesv1.Schedule, 0, min(limit, total))
+	for rows.Next() {
+		sch, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, sch)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list schedules: %w", err)
+	}
+	return list, total, nil
+}
+
+// Update implements schedules.Store.
+func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
+	d := sch.GetDecision()
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
+		decided_by = ?, decision_note = ?, decide_ms = ?, paused_by = ?, update_ms = ?
+		WHERE id = ? AND status = ?`),
+		int32(sch.GetStatus()), sch.GetSpecHash(), sch.GetApprovalWorkflowId(),
+		d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()), sch.GetPausedBy(), millis(sch.GetUpdateTime()),
+		sch.GetId(), int32(from))
+	if err != nil {
+		return nil, fmt.Errorf("update schedule: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("update schedule: %w", err)
+	}
+	if n == 0 {
+		if _, err := s.Get(ctx, sch.GetId()); err != nil {
+			return nil, err
+		}
+		return nil, schedules.ErrStale
+	}
+	return s.Get(ctx, sch.GetId())
+}
+
+// Delete implements schedules.Store.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM schedules WHERE id = ?`), id); err != nil {
+		return fmt.Errorf("delete schedule: %w", err)
+	}
+	return nil
+}
+
+const execColumns = `run_id, schedule_id, scheduled_ms, start_ms, end_ms, status, domain_code, result, attempts`
+
+// RecordExecution implements schedules.Store.
+func (s *Store) RecordExecution(ctx context.Context, e *schedulesv1.Execution) (*schedulesv1.Execution, error) {
+	result := ""
+	if e.GetResult() != nil {
+		b, err := protojson.Marshal(e.GetResult())
+		if err != nil {
+			return nil, fmt.Errorf("encode result: %w", err)
+		}
+		result = string(b)
+	}
+	// The WHERE keeps an ended run as it is: a late or repeated report
+	// never reopens it.
+	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedule_executions (`+execColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms, status = excluded.status,
+			domain_code = excluded.domain_code, result = excluded.result, attempts = excluded.attempts
+		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`),
+		e.GetRunId(), e.GetScheduleId(), millis(e.GetScheduledTime()), millis(e.GetStartTime()), millis(e.GetEndTime()),
+		int32(e.GetStatus()), e.GetDomainCode(), result, e.GetAttempts(),
+		int32(schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)); err != nil {
+		return nil, fmt.Errorf("record execution: %w", err)
+	}
+	got, err := scanExecution(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`), e.GetRunId()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, schedules.ErrNotFound
+	}
+	return got, err
+}
+
+// ListExecutions implements schedules.Store.
+func (s *Store) ListExecutions(ctx context.Context, scheduleID string, offset, limit int) ([]*schedulesv1.Execution, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM schedule_executions WHERE schedule_id = ?`), scheduleID).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count executions: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE schedule_id = ?
+		ORDER BY scheduled_ms DESC, run_id DESC LIMIT ? OFFSET ?`), scheduleID, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list executions: %w", err)
+	}
+	defer rows.Close()
+	list := make([]*schedulesv1.Execution, 0, min(limit, total))
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		list = append(list, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list executions: %w", err)
+	}
+	return list, total, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanOne(row *sql.Row) (*schedulesv1.Schedule, error) {
+	sch, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, schedules.ErrNotFound
+	}
+	return sch, err
+}
+
+func scan(r scanner) (*schedulesv1.Schedule, error) {
+	var (
+		sch                          schedulesv1.Schedule
+		action                       schedulesv1.Action
+		args                         string
+		interval, status, depth      int64
+		decidedBy, note              string
+		decideMS, createMS, updateMS int64
+	)
+	if err := r.Scan(&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
+		&status, &sch.SpecHash, &sch.ApprovalWorkflowId, &sch.TemporalScheduleId, &decidedBy, &note, &decideMS,
+		&sch.PausedBy, &depth, &createMS, &updateMS); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read schedule: %w", err)
+	}
+	action.Arguments = &structpb.Struct{}
+	if err := protojson.Unmarshal([]byte(args), action.Arguments); err != nil {
+		return nil, fmt.Errorf("read schedule %s arguments: %w", sch.Id, err)
+	}
+	sch.Action = &action
+	sch.IntervalSeconds = int32(interval)
+	sch.Status = schedulesv1.ScheduleStatus(status)
+	sch.Depth = int32(depth)
+	if decideMS != 0 || decidedBy != "" {
+		sch.Decision = &schedulesv1.Decision{DecidedBy: decidedBy, Note: note, DecideTime: stamp(decideMS)}
+	}
+	sch.CreateTime = stamp(createMS)
+	sch.UpdateTime = stamp(updateMS)
+	return &sch, nil
+}
+
+func scanExecution(r scanner) (*schedulesv1.Execution, error) {
+	var (
+		e                                       schedulesv1.Execution
+		scheduledMS, startMS, endMS, status, at int64
+		result                                  string
+	)
+	if err := r.Scan(&e.RunId, &e.ScheduleId, &scheduledMS, &startMS, &endMS, &status, &e.DomainCode, &result, &at); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read execution: %w", err)
+	}
+	e.ScheduledTime = stamp(scheduledMS)
+	e.StartTime = stamp(startMS)
+	e.EndTime = stamp(endMS)
+	e.Status = schedulesv1.ExecutionStatus(status)
+	e.Attempts = int32(at)
+	if result != "" {
+		e.Result = &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(result), e.Result); err != nil {
+			return nil, fmt.Errorf("read execution %s result: %w", e.RunId, err)
+		}
+	}
+	return &e, nil
+}
+
+func orEmpty(s *structpb.Struct) *structpb.Struct {
+	if s == nil {
+		return &structpb.Struct{}
+	}
+	return s
+}
+
+// millis stores a time with millisecond precision; 0 is "not set".
+func millis(ts *timestamppb.Timestamp) int64 {
+	if ts == nil {
+		return 0
+	}
+	return ts.AsTime().UnixMilli()
+}
+
+func stamp(ms int64) *timestamppb.Timestamp {
+	if ms == 0 {
+		return nil
+	}
+	return timestamppb.New(time.UnixMilli(ms).UTC())
+}

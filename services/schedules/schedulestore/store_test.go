@@ -1,0 +1,466 @@
+package schedulestore_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+	"github.com/toolmesh/toolmesh/services/schedules"
+	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
+)
+
+// pg is the PostgreSQL cluster of this test binary, started by the first
+// test that needs it.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+func TestStoreSQLite(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "schedules.db")) })
+}
+
+func TestStorePostgres(t *testing.T) {
+	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
+}
+
+func openDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runSuite checks the behaviour of the schedules store against one database
+// engine; open returns a fresh, empty database for each subtest.
+func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, db *sqldb.DB)
+	}{
+		{"create and get", testCreateGet},
+		{"reopen keeps schedules", testReopen},
+		{"idempotency key", testIdempotency},
+		{"concurrent creates with one key", testConcurrentSameKey},
+		{"list newest first, by agent and status", testList},
+		{"update compare-and-swap", testUpdate},
+		{"delete", testDelete},
+		{"record executions", testRecordExecution},
+		{"an ended run is never reopened", testEndedRunStays},
+		{"list executions most recently due first", testListExecutions},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, open(t))
+		})
+	}
+}
+
+const (
+	agentA = "agent-a"
+	agentB = "agent-b"
+	noKey  = ""
+)
+
+// day1 is an arbitrary UTC day.
+var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+var (
+	pending = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PENDING_APPROVAL
+	active  = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE
+	paused  = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PAUSED
+	running = schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING
+	ok      = schedulesv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED
+	failed  = schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED
+)
+
+func openStore(t *testing.T, db *sqldb.DB) *schedulestore.Store {
+	t.Helper()
+	s, err := schedulestore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func args(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newSchedule is a pending schedule as the service builds it: times have
+// millisecond precision and the id sorts by creation time.
+func newSchedule(t *testing.T, agent string, at time.Time) *schedulesv1.Schedule {
+	at = at.Truncate(time.Millisecond)
+	id := ids.NewAt("sch", at)
+	return &schedulesv1.Schedule{
+		Id:          id,
+		AgentId:     agent,
+		Description: "report at " + at.Format(time.RFC3339Nano),
+		Cron:        "0 9 * * MON-FRI",
+		Timezone:    "Europe/Paris",
+		Action: &schedulesv1.Action{Tool: "tasks_create", Arguments: args(t, map[string]any{
+			"description": "weekly report", "priority": "TASK_PRIORITY_HIGH", "n": 1.5, "tags": []any{"a", true, nil},
+		})},
+		Status:             pending,
+		TemporalScheduleId: "schedule/" + id,
+		Depth:              2,
+		CreateTime:         timestamppb.New(at),
+		UpdateTime:         timestamppb.New(at),
+	}
+}
+
+func create(t *testing.T, s *schedulestore.Store, sch *schedulesv1.Schedule, key string) *schedulesv1.Schedule {
+	t.Helper()
+	got, _, err := s.Create(t.Context(), sch, key)
+	if err != nil {
+		t.Fatalf("Create(%s, key %q): %v", sch.GetId(), key, err)
+	}
+	return got
+}
+
+func want[M proto.Message](t *testing.T, what string, got, want M) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func scheduleIDs(list []*schedulesv1.Schedule) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.GetId()
+	}
+	return out
+}
+
+func testCreateGet(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	sch := newSchedule(t, agentA, day1.Add(9*time.Hour+123*time.Millisecond))
+	sch.Description = "Résumé prüfen ✓ — 'quotes' and \"double quotes\""
+	got, created, err := s.Create(t.Context(), proto.Clone(sch).(*schedulesv1.Schedule), noKey)
+	if err != nil || !created {
+		t.Fatalf("Create = created %v, %v; want created", created, err)
+	}
+	want(t, "Create returned", got, sch)
+	stored, err := s.Get(t.Context(), sch.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Get returned", stored, sch)
+
+	interval := newSchedule(t, agentA, day1)
+	interval.Cron, interval.IntervalSeconds, interval.Timezone = "", 300, "UTC"
+	interval.Action.Arguments = nil
+	create(t, s, interval, noKey)
+	stored, err = s.Get(t.Context(), interval.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	interval.Action.Arguments = &structpb.Struct{} // no arguments read back as the empty object
+	want(t, "Get of an interval schedule without arguments", stored, interval)
+
+	_, err = s.Get(t.Context(), ids.NewAt("sch", day1))
+	wantErr(t, "Get of an unknown id", err, schedules.ErrNotFound)
+}
+
+func testReopen(t *testing.T, db *sqldb.DB) {
+	sch := newSchedule(t, agentA, day1)
+	create(t, openStore(t, db), sch, noKey)
+	s := openStore(t, db) // migrations run again: a no-op
+	got, err := s.Get(t.Context(), sch.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Get after reopening", got, sch)
+}
+
+func testIdempotency(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	first := create(t, s, newSchedule(t, agentA, day1), "key-1")
+	got, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1.Add(time.Minute)), "key-1")
+	if err != nil || created {
+		t.Fatalf("retry: created %v, %v; want the first schedule back", created, err)
+	}
+	want(t, "retry with the same key", got, first)
+	// The key is the agent's own: another agent's key does not collide.
+	if _, created, err := s.Create(t.Context(), newSchedule(t, agentB, day1), "key-1"); err != nil || !created {
+		t.Errorf("another agent's create with the same key: created %v, %v; want created", created, err)
+	}
+	// Without a key every create stores a schedule.
+	for range 2 {
+		if _, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1), noKey); err != nil || !created {
+			t.Errorf("create without key: created %v, %v; want created", created, err)
+		}
+	}
+	if _, total, _ := s.List(t.Context(), agentA, 0, 0, 10); total != 3 {
+		t.Errorf("agent A has %d schedules, want 3", total)
+	}
+}
+
+func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	const n = 8
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			sch, _, err := s.Create(t.Context(), newSchedule(t, agentA, day1.Add(time.Duration(i)*time.Second)), "same")
+			errs[i] = err
+			if sch != nil {
+				got[i] = sch.GetId()
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("create %d: %v", i, errs[i])
+		}
+		if got[i] != got[0] {
+			t.Errorf("create %d returned %s, create 0 %s: want one schedule", i, got[i], got[0])
+		}
+	}
+	if _, total, _ := s.List(t.Context(), agentA, 0, 0, 10); total != 1 {
+		t.Errorf("%d schedules stored, want 1", total)
+	}
+}
+
+func testList(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	// Four of agent A's schedules a minute apart, created out of order; 1
+	// and 3 active; and two of agent B's.
+	var a [4]*schedulesv1.Schedule
+	for _, i := range []int{2, 0, 3, 1} {
+		a[i] = create(t, s, newSchedule(t, agentA, day1.Add(time.Duration(i)*time.Minute)), noKey)
+	}
+	for _, i := range []int{1, 3} {
+		next := proto.Clone(a[i]).(*schedulesv1.Schedule)
+		next.Status = active
+		updated, err := s.Update(ctx, next, pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a[i] = updated
+	}
+	b0 := create(t, s, newSchedule(t, agentB, day1.Add(30*time.Second)), noKey)
+	b1 := create(t, s, newSchedule(t, agentB, day1.Add(time.Hour)), noKey)
+
+	for _, tc := range []struct {
+		agent         string
+		status        schedulesv1.ScheduleStatus
+		offset, limit int
+		want          []*schedulesv1.Schedule
+		total         int
+	}{
+		{agentA, 0, 0, 10, []*schedulesv1.Schedule{a[3], a[2], a[1], a[0]}, 4},
+		{agentA, 0, 1, 2, []*schedulesv1.Schedule{a[2], a[1]}, 4},
+		{agentA, active, 0, 10, []*schedulesv1.Schedule{a[3], a[1]}, 2},
+		{agentA, paused, 0, 10, []*schedulesv1.Schedule{}, 0},
+		{"", 0, 0, 10, []*schedulesv1.Schedule{b1, a[3], a[2], a[1], b0, a[0]}, 6},
+		{"", pending, 0, 2, []*schedulesv1.Schedule{b1, a[2]}, 4},
+	} {
+		got, total, err := s.List(ctx, tc.agent, tc.status, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("List(agent %q, %v, offset %d, limit %d)", tc.agent, tc.status, tc.offset, tc.limit)
+		if total != tc.total {
+			t.Errorf("%s total = %d, want %d", what, total, tc.total)
+		}
+		if diff := cmp.Diff(scheduleIDs(tc.want), scheduleIDs(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", what, diff)
+		}
+	}
+}
+
+func testUpdate(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	sch := create(t, s, newSchedule(t, agentA, day1), noKey)
+
+	next := proto.Clone(sch).(*schedulesv1.Schedule)
+	next.SpecHash = "0123456789abcdef0123456789abcdef"
+	next.ApprovalWorkflowId = "schedule-approval/" + sch.GetId() + "/" + next.SpecHash
+	next.UpdateTime = timestamppb.New(day1.Add(time.Second))
+	got, err := s.Update(ctx, next, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Update recording the approval request", got, next)
+
+	approved := proto.Clone(got).(*schedulesv1.Schedule)
+	approved.Status = active
+	approved.Decision = &schedulesv1.Decision{DecidedBy: "owner", Note: "fine", DecideTime: timestamppb.New(day1.Add(time.Minute))}
+	approved.UpdateTime = timestamppb.New(day1.Add(time.Minute))
+	if got, err = s.Update(ctx, approved, pending); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "Update approving", got, approved)
+
+	// A change from a status the schedule is no longer in is stale and
+	// changes nothing.
+	stale := proto.Clone(approved).(*schedulesv1.Schedule)
+	stale.Status = paused
+	stale.PausedBy = "agent-a"
+	_, err = s.Update(ctx, stale, pending)
+	wantErr(t, "Update from a stale status", err, schedules.ErrStale)
+	if got, _ := s.Get(ctx, sch.GetId()); got.GetStatus() != active {
+		t.Errorf("after a stale Update the status is %v, want active", got.GetStatus())
+	}
+	if got, err = s.Update(ctx, stale, active); err != nil || got.GetPausedBy() != "agent-a" {
+		t.Errorf("pause = %v, %v; want paused by agent-a", got, err)
+	}
+	missing := newSchedule(t, agentA, day1)
+	_, err = s.Update(ctx, missing, pending)
+	wantErr(t, "Update of an unknown schedule", err, schedules.ErrNotFound)
+}
+
+func testDelete(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	sch := create(t, s, newSchedule(t, agentA, day1), "key")
+	if err := s.Delete(t.Context(), sch.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Get(t.Context(), sch.GetId())
+	wantErr(t, "Get after Delete", err, schedules.ErrNotFound)
+	// The key is free again: a retry of a create that was rolled back
+	// creates anew.
+	if _, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1), "key"); err != nil || !created {
+		t.Errorf("create after Delete with the same key: created %v, %v; want created", created, err)
+	}
+}
+
+func runOf(sch string, due time.Time) string {
+	return "schedule-run/" + sch + "-" + due.UTC().Format(time.RFC3339)
+}
+
+func testRecordExecution(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	sch := ids.NewAt("sch", day1)
+	due := day1.Add(9 * time.Hour)
+	start := &schedulesv1.Execution{
+		RunId: runOf(sch, due), ScheduleId: sch, ScheduledTime: timestamppb.New(due),
+		StartTime: timestamppb.New(due.Add(20 * time.Millisecond)), Status: running, Attempts: 0,
+	}
+	got, err := s.RecordExecution(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "recorded start", got, start)
+	// The start reported again (an activity retry) is still one run.
+	if _, err := s.RecordExecution(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+
+	end := proto.Clone(start).(*schedulesv1.Execution)
+	end.EndTime = timestamppb.New(due.Add(time.Second))
+	end.Status = ok
+	end.Attempts = 2
+	end.Result = args(t, map[string]any{"status": "ok", "data": map[string]any{"task": map[string]any{"id": "tsk_1"}}})
+	if got, err = s.RecordExecution(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "recorded end", got, end)
+	list, total, err := s.ListExecutions(ctx, sch, 0, 10)
+	if err != nil || total != 1 || len(list) != 1 {
+		t.Fatalf("ListExecutions = %d of %d, %v; want the one run", len(list), total, err)
+	}
+	want(t, "listed run", list[0], end)
+}
+
+func testEndedRunStays(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	sch := ids.NewAt("sch", day1)
+	due := day1.Add(time.Hour)
+	end := &schedulesv1.Execution{
+		RunId: runOf(sch, due), ScheduleId: sch, ScheduledTime: timestamppb.New(due),
+		StartTime: timestamppb.New(due), EndTime: timestamppb.New(due.Add(time.Second)), Status: failed,
+		DomainCode: "rate_limited", Attempts: 1, Result: args(t, map[string]any{"status": "error", "domain_code": "rate_limited"}),
+	}
+	if _, err := s.RecordExecution(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	// A late start report, or a different outcome reported for the same
+	// run, changes nothing.
+	for _, late := range []*schedulesv1.Execution{
+		{RunId: end.GetRunId(), ScheduleId: sch, ScheduledTime: timestamppb.New(due), StartTime: timestamppb.New(due), Status: running},
+		{RunId: end.GetRunId(), ScheduleId: sch, ScheduledTime: timestamppb.New(due), Status: ok, EndTime: timestamppb.New(due.Add(time.Hour))},
+	} {
+		got, err := s.RecordExecution(ctx, late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, "an ended run reported again", got, end)
+	}
+	// A run id reported under another schedule does not touch this one.
+	other := proto.Clone(end).(*schedulesv1.Execution)
+	other.ScheduleId = ids.NewAt("sch", day1.Add(time.Second))
+	other.Status = running
+	if got, err := s.RecordExecution(ctx, other); err != nil || got.GetScheduleId() != sch {
+		t.Errorf("a run id under another schedule = %v, %v; want the stored run unchanged", got, err)
+	}
+}
+
+func testListExecutions(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	sch, other := ids.NewAt("sch", day1), ids.NewAt("sch", day1.Add(time.Millisecond))
+	var runs []string
+	for _, h := range []int{3, 1, 2, 0} {
+		due := day1.Add(time.Duration(h) * time.Hour)
+		e := &schedulesv1.Execution{RunId: runOf(sch, due), ScheduleId: sch, ScheduledTime: timestamppb.New(due), Status: running}
+		if _, err := s.RecordExecution(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, e.GetRunId())
+	}
+	if _, err := s.RecordExecution(ctx, &schedulesv1.Execution{RunId: runOf(other, day1), ScheduleId: other,
+		ScheduledTime: timestamppb.New(day1), Status: running}); err != nil {
+		t.Fatal(err)
+	}
+	list, total, err := s.ListExecutions(ctx, sch, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range list {
+		got = append(got, e.GetRunId())
+	}
+	// runs holds the runs due at 3, 1, 2 and 0 o'clock; the page is the
+	// second and third most recently due.
+	if diff := cmp.Diff([]string{runs[2], runs[1]}, got); diff != "" || total != 4 {
+		t.Errorf("ListExecutions(offset 1, limit 2) = %d total (-want +got):\n%s", total, diff)
+	}
+}

@@ -1,0 +1,47 @@
+package schedules
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+)
+
+// Store keeps schedules and their runs. Implementations live in
+// schedulestore (SQLite and PostgreSQL); the rules about which changes are
+// legal live in the service.
+type Store interface {
+	// Create stores s. With a non-empty idempotency key, a second Create
+	// with the same agent and key stores nothing and returns the first
+	// schedule, with created false.
+	Create(ctx context.Context, s *schedulesv1.Schedule, idempotencyKey string) (stored *schedulesv1.Schedule, created bool, err error)
+	// Get returns the schedule with that id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*schedulesv1.Schedule, error)
+	// List returns one page of schedules, newest first, and the total count:
+	// the agent's, or every agent's when agentID is empty; status
+	// SCHEDULE_STATUS_UNSPECIFIED means any status.
+	List(ctx context.Context, agentID string, status schedulesv1.ScheduleStatus, offset, limit int) ([]*schedulesv1.Schedule, int, error)
+	// Update writes s's status, spec hash, approval workflow id, decision,
+	// paused_by and update time if the stored status is still from;
+	// otherwise ErrStale (or ErrNotFound).
+	Update(ctx context.Context, s *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error)
+	// Delete removes a schedule whose creation could not be completed.
+	Delete(ctx context.Context, id string) error
+	// RecordExecution stores a run, or updates the stored run with the same
+	// run id while that one is still running; a run that ended is returned
+	// unchanged.
+	RecordExecution(ctx context.Context, e *schedulesv1.Execution) (*schedulesv1.Execution, error)
+	// ListExecutions returns one page of a schedule's runs, the most
+	// recently due first, and the total count.
+	ListExecutions(ctx context.Context, scheduleID string, offset, limit int) ([]*schedulesv1.Execution, int, error)
+}
+
+// Store errors.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrStale    = errors.New("schedule changed concurrently")
+)
+
+// Clock returns the current time; tests inject a fixed one.
+type Clock func() time.Time
