@@ -112,7 +112,9 @@ type ApprovalInput struct {
 	NextRunTimes []*timestamppb.Timestamp `protobuf:"bytes,10,rep,name=next_run_times,json=nextRunTimes,proto3" json:"next_run_times,omitempty"`
 	// How long the owner has to decide; the schedule expires (is deleted)
 	// after that.
-	Timeout       *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The spec in words, e.g. "every 15 minutes".
+	SpecSummary   string `protobuf:"bytes,12,opt,name=spec_summary,json=specSummary,proto3" json:"spec_summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +224,13 @@ func (x *ApprovalInput) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *ApprovalInput) GetSpecSummary() string {
+	if x != nil {
+		return x.SpecSummary
+	}
+	return ""
 }
 
 // ApprovalResult is the approval workflow's result and the result of its
@@ -807,7 +816,7 @@ var File_toolmesh_schedules_v1_workflows_proto protoreflect.FileDescriptor
 
 const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"\n" +
-	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xa6\x04\n" +
+	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xc9\x04\n" +
 	"\rApprovalInput\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x19\n" +
@@ -821,7 +830,8 @@ const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"\x06action\x18\t \x01(\v2\x1d.toolmesh.schedules.v1.ActionR\x06action\x12@\n" +
 	"\x0enext_run_times\x18\n" +
 	" \x03(\v2\x1a.google.protobuf.TimestampR\fnextRunTimes\x123\n" +
-	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout:_\xe2\xf9\x18[\n" +
+	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
+	"\fspec_summary\x18\f \x01(\tR\vspecSummary:_\xe2\xf9\x18[\n" +
 	"\x12schedules.approval\x12\tschedules\x1a\x11schedule-approval\"'Owner approval of a recurring tool call\"\xcc\x01\n" +
 	"\x0eApprovalResult\x12@\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2&.toolmesh.schedules.v1.ApprovalOutcomeR\aoutcome\x12;\n" +
