@@ -1,0 +1,229 @@
+package schedules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
+)
+
+// Notifier tells the owner something. The owner domain's
+// OwnerService.Notify is meant to be the real one; LogNotifier stands in
+// until it is wired.
+type Notifier interface {
+	Notify(ctx context.Context, n *schedulesv1.Notice) error
+}
+
+// LogNotifier writes notices to a log as "schedules.owner_notice" events.
+type LogNotifier struct{ Log *slog.Logger }
+
+// Notify implements Notifier.
+func (l LogNotifier) Notify(ctx context.Context, n *schedulesv1.Notice) error {
+	l.Log.InfoContext(ctx, "schedules.owner_notice", "title", n.GetTitle(), "message", n.GetMessage(), "level", n.GetLevel())
+	return nil
+}
+
+// Activities are the schedules activities; they hold the clients they call.
+type Activities struct {
+	// Schedules is the schedules service; calls carry the worker's own
+	// identity (Identity).
+	Schedules schedulesv1connect.SchedulesServiceClient
+	// Identity is the worker's mesh identity for Schedules calls: a mesh
+	// component (mesh.RoleService).
+	Identity mesh.Caller
+	// Notifier reaches the owner.
+	Notifier Notifier
+	// Tools are the tools a run may call, bound to their services.
+	Tools map[string]*toolcall.Binding
+	// Mesh signs the mesh tokens of runs' tool calls.
+	Mesh *mesh.Signer
+	// Log receives the activities' events.
+	Log *slog.Logger
+}
+
+// ToolsConfig says how to reach the services behind the tools.
+type ToolsConfig struct {
+	// Contracts are the services whose tools may run
+	// (toolcatalog.Contracts() when nil).
+	Contracts []protoreflect.ServiceDescriptor
+	// Services maps fully-qualified service names to base URLs.
+	Services map[string]string
+	// HTTPClient reaches them (h2c).
+	HTTPClient connect.HTTPClient
+	// Timeout bounds one tool call.
+	Timeout time.Duration
+	// Log receives boundary rejections.
+	Log *slog.Logger
+}
+
+// BindTools binds every tool of the contracts to its service, once, for
+// Activities.Tools.
+func BindTools(cfg ToolsConfig) (map[string]*toolcall.Binding, error) {
+	if cfg.Contracts == nil {
+		cfg.Contracts = toolcatalog.Contracts()
+	}
+	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("build tool catalog: %w", err)
+	}
+	validator, err := boundary.NewValidator()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*toolcall.Binding{}
+	for _, t := range reg.Tools() {
+		out[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.Timeout)
+	}
+	return out, nil
+}
+
+// NotifyOwner asks the owner to approve or deny a schedule.
+func (a *Activities) NotifyOwner(ctx context.Context, in *schedulesv1.ApprovalInput) error {
+	return a.Notifier.Notify(ctx, ApprovalNotice(in))
+}
+
+// ApprovalNotice is the message that asks the owner about a schedule.
+func ApprovalNotice(in *schedulesv1.ApprovalInput) *schedulesv1.Notice {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Agent %s asks to call %s %s", in.GetAgentId(), in.GetAction().GetTool(), in.GetSpecSummary())
+	if d := in.GetDescription(); d != "" {
+		fmt.Fprintf(&b, " (%q)", d)
+	}
+	args, _ := protojson.Marshal(in.GetAction().GetArguments())
+	if len(args) > 1000 {
+		args = append(args[:1000:1000], "…"...)
+	}
+	fmt.Fprintf(&b, " with arguments %s.", args)
+	if len(in.GetNextRunTimes()) > 0 {
+		b.WriteString(" First runs once approved:")
+		for _, t := range in.GetNextRunTimes() {
+			b.WriteString(" " + t.AsTime().UTC().Format(time.RFC3339))
+		}
+		b.WriteString(".")
+	}
+	wid := approvalContract.IDPrefix + "/" + in.GetScheduleId() + "/" + in.GetSpecHash()
+	fmt.Fprintf(&b, " Approve with schedules_approve {\"schedule_id\": %q} or deny with schedules_deny;"+
+		" or send the %s or %s update to workflow %s in the Temporal UI. It expires in %s.",
+		in.GetScheduleId(), approveHandler.Name, denyHandler.Name, wid, in.GetTimeout().AsDuration())
+	return &schedulesv1.Notice{
+		Title:   fmt.Sprintf("Schedule %s needs your approval", in.GetScheduleId()),
+		Message: b.String(),
+		Level:   "info",
+	}
+}
+
+// ApplyDecision has the schedules service carry out a decision. A refusal
+// (the schedule changed, it is no longer waiting) is a non-retryable error
+// carrying the service's message; anything else is retried.
+func (a *Activities) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecisionRequest) (*schedulesv1.ApplyDecisionResponse, error) {
+	res, err := a.Schedules.ApplyDecision(a.asWorker(ctx), req)
+	return res, serviceError(err)
+}
+
+// RecordExecution records a run in the schedules service.
+func (a *Activities) RecordExecution(ctx context.Context, e *schedulesv1.Execution) error {
+	_, err := a.Schedules.RecordExecution(a.asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: e})
+	return serviceError(err)
+}
+
+func (a *Activities) asWorker(ctx context.Context) context.Context {
+	return mesh.WithCall(ctx, mesh.Call{Caller: a.Identity})
+}
+
+// serviceError makes a service's refusal non-retryable: retrying a call the
+// service refused for its content will not help.
+func serviceError(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeInvalidArgument,
+		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists:
+		msg := err.Error()
+		if ce, ok := errors.AsType[*connect.Error](err); ok {
+			msg = ce.Message()
+		}
+		return temporal.NewNonRetryableApplicationError(msg, connect.CodeOf(err).String(), nil)
+	}
+	return err
+}
+
+// retryableCodes are the error envelopes a run tries again: the call may
+// not have reached the service, and the idempotency key makes a repeat
+// harmless.
+var retryableCodes = map[string]bool{toolcall.CodeUnavailable: true, toolcall.CodeDeadlineExceeded: true}
+
+// CallTool makes a run's tool call through the mesh: as the schedule's
+// agent, at the run's depth, with the run's idempotency key. The result is
+// the tool's envelope, ok or not; an unavailable or slow service is tried
+// again (CallAttempts in all) before its error envelope becomes the result.
+func (a *Activities) CallTool(ctx context.Context, in *schedulesv1.CallToolInput) (*schedulesv1.CallToolResult, error) {
+	run := in.GetRun()
+	attempt := activity.GetInfo(ctx).Attempt
+	env := a.call(ctx, in)
+	if env.IsError() && retryableCodes[env.DomainCode] && attempt < CallAttempts {
+		a.Log.WarnContext(ctx, "schedules.run.retry", "schedule", run.GetScheduleId(), "run", in.GetIdempotencyKey(),
+			"tool", run.GetTool(), "domain_code", env.DomainCode, "attempt", attempt)
+		return nil, temporal.NewApplicationError(env.Message, env.DomainCode)
+	}
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
+	}
+	envelope := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, envelope); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
+	}
+	a.Log.InfoContext(ctx, "schedules.run.called", "schedule", run.GetScheduleId(), "run", in.GetIdempotencyKey(),
+		"tool", run.GetTool(), "agent", run.GetAgentId(), "status", env.Status, "domain_code", env.DomainCode, "attempt", attempt)
+	return &schedulesv1.CallToolResult{Envelope: envelope, Ok: !env.IsError(), DomainCode: env.DomainCode, Attempts: attempt}, nil
+}
+
+func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *toolcall.Envelope {
+	run := in.GetRun()
+	b, ok := a.Tools[run.GetTool()]
+	if !ok {
+		return toolcall.Fail(run.GetTool(), toolcall.CodeNotSupported, fmt.Sprintf("tool %s does not exist (any more)", run.GetTool()))
+	}
+	args, err := protojson.Marshal(run.GetArguments())
+	if err != nil {
+		return toolcall.Fail(run.GetTool(), toolcall.CodeInternal, "encode arguments: "+err.Error())
+	}
+	// The arguments were checked when the schedule was created; the tool's
+	// contract may have changed since.
+	msg, vs := b.Decode(ctx, args)
+	if vs != nil {
+		return toolcall.Invalid(run.GetTool(), vs)
+	}
+	return b.Invoke(ctx, msg, a.Mesh, mesh.Call{
+		Caller: mesh.Caller{
+			// The schedule is the principal: no roles, only its agent.
+			Subject: "schedule/" + run.GetScheduleId(),
+			Agent:   run.GetAgentId(),
+			Depth:   int(run.GetDepth()),
+		},
+		IdempotencyKey: in.GetIdempotencyKey(),
+	})
+}
