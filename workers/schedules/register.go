@@ -8,10 +8,15 @@ import (
 // TaskQueue is the task queue of the schedules workflows and activities.
 func TaskQueue() string { return approvalContract.TaskQueue }
 
-// Register adds the schedules workflows, under their contract names, and
-// the activities of a to w.
+// Register adds the schedules workflows and the activities of a to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(ApprovalWorkflow, workflow.RegisterOptions{Name: approvalContract.Name})
-	w.RegisterWorkflowWithOptions(RunWorkflow, workflow.RegisterOptions{Name: runContract.Name})
+	RegisterWorkflows(w)
 	w.RegisterActivity(a)
+}
+
+// RegisterWorkflows adds the schedules workflows, under their contract
+// names, to r (a worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(ApprovalWorkflow, workflow.RegisterOptions{Name: approvalContract.Name})
+	r.RegisterWorkflowWithOptions(RunWorkflow, workflow.RegisterOptions{Name: runContract.Name})
 }

@@ -103,7 +103,7 @@ func (n *fakeNotifier) Notify(_ context.Context, notice *schedulesv1.Notice) err
 	return n.err
 }
 
-var worker = mesh.Caller{Subject: "toolmesh-worker-schedules", Agent: "toolmesh-worker-schedules", Roles: []string{mesh.RoleService}}
+var workerCaller = mesh.Caller{Subject: "toolmesh-worker-schedules", Agent: "toolmesh-worker-schedules", Roles: []string{mesh.RoleService}}
 
 // start is the test environment's clock at the start of every workflow.
 var start = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
@@ -158,7 +158,7 @@ func newEnv(t *testing.T) *env {
 	e.SetDataConverter(temporalclient.DataConverter())
 	e.SetStartTime(start)
 	schedules.Register(e, &schedules.Activities{
-		Schedules: e.schedules, Identity: worker, Notifier: e.notifier,
+		Schedules: e.schedules, Identity: workerCaller, Notifier: e.notifier,
 		Tools: tools, Mesh: servertest.MeshSigner(), Log: logging.Discard(),
 	})
 	return e
@@ -245,7 +245,7 @@ func TestApprovalThenApproved(t *testing.T) {
 	if len(e.schedules.decisions) != 1 || !proto.Equal(e.schedules.decisions[0], want) {
 		t.Errorf("decisions applied = %v, want exactly %v", e.schedules.decisions, want)
 	}
-	if diff := cmp.Diff([]mesh.Caller{worker}, e.schedules.callers); diff != "" {
+	if diff := cmp.Diff([]mesh.Caller{workerCaller}, e.schedules.callers); diff != "" {
 		t.Errorf("the service was called as (-want +got):\n%s", diff)
 	}
 	if len(e.notifier.notices) != 1 || !strings.Contains(e.notifier.notices[0].GetMessage(), "schedules_approve") ||
