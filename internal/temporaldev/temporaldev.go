@@ -101,6 +101,12 @@ func DynamicConfig() map[string]any {
 		// search attribute changes listable.
 		"history.transferProcessorMaxPollRPS":   10000,
 		"history.visibilityProcessorMaxPollRPS": 10000,
+		// A timer task never fires earlier than this long after it was
+		// created (default 1s, a margin for clock skew between history
+		// hosts; the dev server is one process). With the default, a
+		// timer due sooner fires up to a second late: a Temporal Schedule
+		// that wakes for its next run, a short retry backoff.
+		"history.timerProcessorMaxTimeShift": "100ms",
 	}
 }
 
