@@ -30,12 +30,13 @@ type Engine interface {
 	// StartApproval starts the approval workflow; one already started under
 	// workflowID is kept.
 	StartApproval(ctx context.Context, workflowID string, in *schedulesv1.ApprovalInput) error
-	// Approve and Deny send the decision to the approval workflow and wait
-	// until it has been carried out. When the workflow refuses it (already
-	// decided, the spec changed, the request closed), the error wraps
-	// ErrDecisionRefused and says why.
-	Approve(ctx context.Context, workflowID string, u *schedulesv1.ApproveUpdate) (*schedulesv1.ApprovalResult, error)
-	Deny(ctx context.Context, workflowID string, u *schedulesv1.DenyUpdate) (*schedulesv1.ApprovalResult, error)
+	// Approve and Deny send the decision to the approval workflow, wait
+	// until it has been carried out and return the workflow's sentence
+	// about it. When the workflow refuses it (already decided, the spec
+	// changed, the request closed), the error wraps ErrDecisionRefused and
+	// says why.
+	Approve(ctx context.Context, workflowID string, u *schedulesv1.ApproveUpdate) (string, error)
+	Deny(ctx context.Context, workflowID string, u *schedulesv1.DenyUpdate) (string, error)
 	// WithdrawApproval cancels the approval workflow; one that has ended is
 	// not an error.
 	WithdrawApproval(ctx context.Context, workflowID string) error

@@ -107,35 +107,35 @@ func (f *fakeEngine) StartApproval(_ context.Context, id string, in *schedulesv1
 	return nil
 }
 
-func (f *fakeEngine) Approve(ctx context.Context, id string, u *schedulesv1.ApproveUpdate) (*schedulesv1.ApprovalResult, error) {
+func (f *fakeEngine) Approve(ctx context.Context, id string, u *schedulesv1.ApproveUpdate) (string, error) {
 	return f.decide(ctx, id, schedulesv1.DecisionKind_DECISION_KIND_APPROVE, u.GetDecidedBy(), u.GetNote())
 }
 
-func (f *fakeEngine) Deny(ctx context.Context, id string, u *schedulesv1.DenyUpdate) (*schedulesv1.ApprovalResult, error) {
+func (f *fakeEngine) Deny(ctx context.Context, id string, u *schedulesv1.DenyUpdate) (string, error) {
 	return f.decide(ctx, id, schedulesv1.DecisionKind_DECISION_KIND_DENY, u.GetDecidedBy(), u.GetNote())
 }
 
-func (f *fakeEngine) decide(ctx context.Context, id string, kind schedulesv1.DecisionKind, by, note string) (*schedulesv1.ApprovalResult, error) {
+func (f *fakeEngine) decide(ctx context.Context, id string, kind schedulesv1.DecisionKind, by, note string) (string, error) {
 	f.mu.Lock()
 	a, ok := f.approvals[id]
 	closed := !ok || a.decided || a.withdrawn
 	f.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("%w: approval %s has ended", schedules.ErrDecisionRefused, id)
+		return "", fmt.Errorf("%w: approval %s has ended", schedules.ErrDecisionRefused, id)
 	}
 	res, err := f.client.ApplyDecision(asWorker(ctx), &schedulesv1.ApplyDecisionRequest{
 		ScheduleId: a.in.GetScheduleId(), SpecHash: a.in.GetSpecHash(), Kind: kind, DecidedBy: by, Note: note,
 	})
 	if connect.CodeOf(err) == connect.CodeFailedPrecondition {
-		return nil, fmt.Errorf("%w: %s", schedules.ErrDecisionRefused, err.(*connect.Error).Message())
+		return "", fmt.Errorf("%w: %s", schedules.ErrDecisionRefused, err.(*connect.Error).Message())
 	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	f.mu.Lock()
 	a.decided = true
 	f.mu.Unlock()
-	return &schedulesv1.ApprovalResult{Schedule: res.GetSchedule()}, nil
+	return "schedule " + res.GetSchedule().GetId() + " decided", nil
 }
 
 func (f *fakeEngine) WithdrawApproval(_ context.Context, id string) error {

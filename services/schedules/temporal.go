@@ -282,34 +282,37 @@ func ApprovalDetails(workflowID string, in *schedulesv1.ApprovalInput) string {
 }
 
 // Approve implements Engine.
-func (e *TemporalEngine) Approve(ctx context.Context, workflowID string, u *schedulesv1.ApproveUpdate) (*schedulesv1.ApprovalResult, error) {
+func (e *TemporalEngine) Approve(ctx context.Context, workflowID string, u *schedulesv1.ApproveUpdate) (string, error) {
 	return e.update(ctx, workflowID, approveHandler.Name, u)
 }
 
 // Deny implements Engine.
-func (e *TemporalEngine) Deny(ctx context.Context, workflowID string, u *schedulesv1.DenyUpdate) (*schedulesv1.ApprovalResult, error) {
+func (e *TemporalEngine) Deny(ctx context.Context, workflowID string, u *schedulesv1.DenyUpdate) (string, error) {
 	return e.update(ctx, workflowID, denyHandler.Name, u)
 }
 
-func (e *TemporalEngine) update(ctx context.Context, workflowID, name string, arg any) (*schedulesv1.ApprovalResult, error) {
+// update sends an approval update. The workflow refuses a decision with a
+// non-retryable application error, and fails one it could not carry out
+// now with a retryable one.
+func (e *TemporalEngine) update(ctx context.Context, workflowID, name string, arg any) (string, error) {
 	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflowID, UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var res schedulesv1.ApprovalResult
+	var res string
 	if err == nil {
 		err = h.Get(ctx, &res)
 	}
 	if err == nil {
-		return &res, nil
+		return res, nil
 	}
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-		return nil, fmt.Errorf("%w: its approval request %s has ended", ErrDecisionRefused, workflowID)
+		return "", fmt.Errorf("%w: its approval request %s has ended", ErrDecisionRefused, workflowID)
 	}
-	if ae, ok := errors.AsType[*temporal.ApplicationError](err); ok {
-		return nil, fmt.Errorf("%w: %s", ErrDecisionRefused, ae.Message())
+	if ae, ok := errors.AsType[*temporal.ApplicationError](err); ok && ae.NonRetryable() {
+		return "", fmt.Errorf("%w: %s", ErrDecisionRefused, ae.Message())
 	}
-	return nil, err
+	return "", err
 }
 
 // WithdrawApproval implements Engine.

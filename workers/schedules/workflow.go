@@ -18,6 +18,7 @@ package schedules
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -94,9 +95,10 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 		return nil, err
 	}
 
-	// decide carries a decision out through the schedules service. A
-	// refusal leaves the workflow waiting for another decision.
-	decide := func(ctx workflow.Context, kind schedulesv1.DecisionKind, by, note string) (*schedulesv1.ApprovalResult, error) {
+	// decide carries a decision out through the schedules service and says
+	// what was done. A refusal leaves the workflow waiting for another
+	// decision.
+	decide := func(ctx workflow.Context, kind schedulesv1.DecisionKind, by, note string) (string, error) {
 		deciding = true
 		defer func() { deciding = false }()
 		setStatus(StatusDeciding)
@@ -118,9 +120,9 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 			state.LastRefusal = msg
 			setStatus(StatusWaiting)
 			if nonRetryable {
-				return nil, refused("%s", msg)
+				return "", refused("%s", msg)
 			}
-			return nil, temporal.NewApplicationError("the decision could not be carried out now, try again: "+msg, "DecisionFailed")
+			return "", temporal.NewApplicationError("the decision could not be carried out now, try again: "+msg, "DecisionFailed")
 		}
 		outcome, status := schedulesv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, StatusApproved
 		switch kind {
@@ -132,7 +134,8 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 		result = &schedulesv1.ApprovalResult{Outcome: outcome, Decision: res.GetSchedule().GetDecision(), Schedule: res.GetSchedule()}
 		state.Decision = res.GetSchedule().GetDecision()
 		setStatus(status)
-		return result, nil
+		return fmt.Sprintf("schedule %s %s by %s: it is %s", in.GetScheduleId(), status, by,
+			strings.ToLower(strings.TrimPrefix(res.GetSchedule().GetStatus().String(), "SCHEDULE_STATUS_"))), nil
 	}
 	canDecide := func() error {
 		switch {
@@ -145,7 +148,7 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 	}
 
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, approveHandler.Name,
-		func(ctx workflow.Context, u *schedulesv1.ApproveUpdate) (*schedulesv1.ApprovalResult, error) {
+		func(ctx workflow.Context, u *schedulesv1.ApproveUpdate) (string, error) {
 			return decide(ctx, schedulesv1.DecisionKind_DECISION_KIND_APPROVE, decidedBy(u.GetDecidedBy()), u.GetNote())
 		},
 		workflow.UpdateHandlerOptions{
@@ -163,7 +166,7 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 		return nil, err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, denyHandler.Name,
-		func(ctx workflow.Context, u *schedulesv1.DenyUpdate) (*schedulesv1.ApprovalResult, error) {
+		func(ctx workflow.Context, u *schedulesv1.DenyUpdate) (string, error) {
 			return decide(ctx, schedulesv1.DecisionKind_DECISION_KIND_DENY, decidedBy(u.GetDecidedBy()), u.GetNote())
 		},
 		workflow.UpdateHandlerOptions{

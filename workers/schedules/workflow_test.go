@@ -184,7 +184,7 @@ func (e *env) runApproval(t *testing.T, in *schedulesv1.ApprovalInput) (*schedul
 // update sends an update after delay and records how it ended.
 type updateOutcome struct {
 	rejected error
-	result   *schedulesv1.ApprovalResult
+	result   string
 	err      error
 	done     bool
 }
@@ -197,11 +197,10 @@ func (e *env) updateAfter(delay time.Duration, name string, arg proto.Message) *
 			OnComplete: func(v any, err error) {
 				out.done, out.err = true, err
 				switch v := v.(type) {
-				case *schedulesv1.ApprovalResult:
+				case string:
 					out.result = v
 				case converter.EncodedValue:
-					out.result = &schedulesv1.ApprovalResult{}
-					out.err = v.Get(out.result)
+					out.err = v.Get(&out.result)
 				}
 			},
 		}, arg)
@@ -237,8 +236,8 @@ func TestApprovalThenApproved(t *testing.T) {
 	if !approve.done || approve.rejected != nil || approve.err != nil {
 		t.Fatalf("approve update: done %v, rejected %v, err %v", approve.done, approve.rejected, approve.err)
 	}
-	if approve.result.GetOutcome() != schedulesv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED || res.GetOutcome() != schedulesv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
-		t.Errorf("outcome: update %v, workflow %v; want approved", approve.result.GetOutcome(), res.GetOutcome())
+	if want := "schedule " + scheduleID + " approved by owner-1: it is active"; approve.result != want || res.GetOutcome() != schedulesv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+		t.Errorf("update answered %q, workflow ended %v; want %q and approved", approve.result, res.GetOutcome(), want)
 	}
 	want := &schedulesv1.ApplyDecisionRequest{ScheduleId: scheduleID, SpecHash: specHash,
 		Kind: schedulesv1.DecisionKind_DECISION_KIND_APPROVE, DecidedBy: "owner-1", Note: "fine"}

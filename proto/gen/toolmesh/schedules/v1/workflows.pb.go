@@ -233,8 +233,10 @@ func (x *ApprovalInput) GetSpecSummary() string {
 	return ""
 }
 
-// ApprovalResult is the approval workflow's result and the result of its
-// approve and deny updates.
+// ApprovalResult is the approval workflow's result. (Its approve and deny
+// updates answer with a sentence, a plain JSON string, saying what was done:
+// `temporal workflow update execute` decodes an update's result without
+// knowing its message type, so a protobuf result would not print.)
 type ApprovalResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How the approval ended.
@@ -298,7 +300,8 @@ func (x *ApprovalResult) GetSchedule() *Schedule {
 	return nil
 }
 
-// ApproveUpdate approves the schedule.
+// ApproveUpdate approves the schedule. Sent as plain JSON from the Temporal
+// UI or CLI, e.g. {"note": "ok"}.
 type ApproveUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Why it is approved.
@@ -363,7 +366,8 @@ func (x *ApproveUpdate) GetSpecHash() string {
 	return ""
 }
 
-// DenyUpdate denies the schedule.
+// DenyUpdate denies the schedule. Sent as plain JSON from the Temporal UI
+// or CLI, e.g. {"note": "no"}.
 type DenyUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Why it is denied.
