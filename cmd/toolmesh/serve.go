@@ -56,6 +56,8 @@ var domains = map[string]domain{
 	"credits":  {port: 7105, build: buildCredits},
 	"owner":    {port: 7106, build: buildOwner, temporal: true},
 	"audit":    {port: 7108, build: buildAudit},
+
+	"schedules": {port: 7107, build: buildSchedules, temporal: true},
 }
 
 // serveDeps is what a domain's build gets besides its database.

@@ -49,7 +49,8 @@ type workerDeps struct {
 // workerQueues lists the task queues; each issue that adds workflows adds
 // its queue here.
 var workerQueues = map[string]workerQueue{
-	"owner": {port: 7206, register: registerOwner},
+	"owner":     {port: 7206, register: registerOwner},
+	"schedules": {port: 7207, register: registerSchedules},
 }
 
 func workerNames() string {

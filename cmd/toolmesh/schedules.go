@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
+	"github.com/toolmesh/toolmesh/services/schedules"
+	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
+	schedulesworker "github.com/toolmesh/toolmesh/workers/schedules"
+)
+
+// buildSchedules serves the schedules domain on the Temporal frontend serve
+// dialled (--temporal). It reads TOOLMESH_SCHEDULES_MIN_INTERVAL (shortest
+// time between two runs, default 5m) and TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT
+// (how long the owner has to decide, default 168h), both Go durations.
+func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	st, err := schedulestore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	cfg := schedules.Config{Log: deps.Log}
+	for _, d := range []struct {
+		env string
+		dst *time.Duration
+	}{
+		{"TOOLMESH_SCHEDULES_MIN_INTERVAL", &cfg.MinInterval},
+		{"TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT", &cfg.ApprovalTimeout},
+	} {
+		if v := deps.Getenv(d.env); v != "" {
+			n, err := time.ParseDuration(v)
+			if err != nil || n < time.Second {
+				return server.Service{}, fmt.Errorf("%s must be a duration of at least 1s (e.g. 5m), got %q", d.env, v)
+			}
+			*d.dst = n
+		}
+	}
+	engine := schedules.NewTemporalEngine(deps.Temporal, schedules.TemporalConfig{Log: deps.Log})
+	svc, err := schedules.New(st, engine, cfg)
+	if err != nil {
+		return server.Service{}, err
+	}
+	return svc.Registration(), nil
+}
+
+// registerSchedules runs the approval and run workflows of schedules: each
+// run calls its tool through the services in deps.Services
+// (TOOLMESH_SCHEDULES_CALL_TIMEOUT bounds one call, default 15s). Owner
+// notices go to the worker's log.
+func registerSchedules(w worker.Worker, deps workerDeps) error {
+	url := deps.Services[schedulesv1connect.SchedulesServiceName]
+	if url == "" {
+		return errors.New("worker schedules needs the schedules service (--service schedules=http://...)")
+	}
+	timeout := 15 * time.Second
+	if v := deps.Getenv("TOOLMESH_SCHEDULES_CALL_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("TOOLMESH_SCHEDULES_CALL_TIMEOUT must be a positive duration, got %q", v)
+		}
+		timeout = d
+	}
+	tools, err := schedulesworker.BindTools(schedulesworker.ToolsConfig{
+		Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
+	})
+	if err != nil {
+		return err
+	}
+	schedulesworker.Register(w, &schedulesworker.Activities{
+		Schedules: schedulesv1connect.NewSchedulesServiceClient(deps.HTTPClient, url,
+			connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
+		Identity: workerSelf("schedules"),
+		Notifier: schedulesworker.LogNotifier{Log: deps.Log},
+		Tools:    tools,
+		Mesh:     deps.Mesh,
+		Log:      deps.Log,
+	})
+	return nil
+}

@@ -1,0 +1,533 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+)
+
+// schedulesMesh is a real Temporal dev server, the tasks and schedules
+// services as `toolmesh serve` builds them, and the schedules worker as
+// `toolmesh worker schedules` registers it, in process. Tasks are reached
+// through a proxy that loses the answer to the first call of every
+// idempotency key (when lossy), so every run's tool call is retried.
+type schedulesMesh struct {
+	dev       *temporaltest.Server
+	temporal  client.Client
+	schedules schedulesv1connect.SchedulesServiceClient
+	tasks     tasksv1connect.TasksServiceClient
+	lossy     *lossyProxy
+}
+
+func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedulesMesh {
+	t.Helper()
+	ctx := context.Background()
+	m := &schedulesMesh{dev: temporaltest.Start(t)}
+	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: m.dev.HostPort, Namespace: m.dev.Namespace}, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	m.temporal = tc
+	open := func(name string) *sqldb.DB {
+		db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), name+".db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+
+	tst, err := taskstore.Open(ctx, open("tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasksSrv := servertest.Start(t, tasks.New(tst, tasks.Config{}).Registration())
+	tasksURL := tasksSrv.URL
+	if lossy {
+		m.lossy = newLossyProxy(t, tasksSrv.URL, tasksv1connect.TasksServiceCreateProcedure)
+		tasksURL = m.lossy.URL
+	}
+
+	env := map[string]string{"TOOLMESH_SCHEDULES_MIN_INTERVAL": minInterval}
+	svc, err := domains["schedules"].build(ctx, open("schedules"), serveDeps{
+		Getenv: func(k string) string { return env[k] }, Log: logging.Discard(), Temporal: tc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedSrv := servertest.Start(t, svc)
+
+	w := worker.New(tc, "schedules", worker.Options{})
+	if err := workerQueues["schedules"].register(w, workerDeps{
+		Temporal: tc, Mesh: servertest.MeshSigner(), HTTPClient: servertest.HTTPClient(),
+		Services: map[string]string{
+			tasksv1connect.TasksServiceName:         tasksURL,
+			schedulesv1connect.SchedulesServiceName: schedSrv.URL,
+		},
+		Getenv: func(string) string { return "" }, Log: logging.Discard(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	m.schedules = schedulesv1connect.NewSchedulesServiceClient(schedSrv.Client(), schedSrv.URL, servertest.ClientOptions(nil)...)
+	m.tasks = tasksv1connect.NewTasksServiceClient(tasksSrv.Client(), tasksSrv.URL, servertest.ClientOptions(nil)...)
+	return m
+}
+
+// lossyProxy forwards to a service and, for the first call of each
+// idempotency key to one procedure, throws the service's answer away and
+// answers 503 instead: the call took effect, the caller cannot know.
+type lossyProxy struct {
+	URL       string
+	upstream  string
+	procedure string
+	client    *http.Client
+
+	mu   sync.Mutex
+	seen map[string]bool
+	lost int
+}
+
+func newLossyProxy(t testing.TB, upstream, procedure string) *lossyProxy {
+	t.Helper()
+	p := &lossyProxy{upstream: upstream, procedure: procedure, client: servertest.HTTPClient(), seen: map[string]bool{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP1(true)
+	hs := &http.Server{Handler: p, Protocols: protocols, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		p.client.CloseIdleConnections()
+	})
+	p.URL = "http://" + lis.Addr().String()
+	return p
+}
+
+func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := p.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if key := r.Header.Get(mesh.HeaderIdempotencyKey); key != "" && r.URL.Path == p.procedure {
+		p.mu.Lock()
+		first := !p.seen[key]
+		p.seen[key] = true
+		if first {
+			p.lost++
+		}
+		p.mu.Unlock()
+		if first {
+			http.Error(w, "the answer was lost on the way back", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+}
+
+func (p *lossyProxy) lostAnswers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
+}
+
+func ownerCtx(ctx context.Context) context.Context {
+	return mesh.WithCall(ctx, mesh.Call{Caller: mesh.Caller{Subject: "owner-1", Agent: "local", Roles: []string{mesh.RoleOwner}}})
+}
+
+func createTickSchedule(t testing.TB, m *schedulesMesh, agent, description string, intervalSeconds int32) *schedulesv1.Schedule {
+	t.Helper()
+	args, err := structpb.NewStruct(map[string]any{"description": description})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.schedules.Create(servertest.As(context.Background(), agent), &schedulesv1.CreateRequest{
+		IntervalSeconds: intervalSeconds, Action: &schedulesv1.Action{Tool: "tasks_create", Arguments: args}, Description: description,
+	})
+	if err != nil {
+		t.Fatalf("create schedule: %v", err)
+	}
+	return res.GetSchedule()
+}
+
+func executions(t testing.TB, m *schedulesMesh, agent, id string) []*schedulesv1.Execution {
+	t.Helper()
+	res, err := m.schedules.Executions(servertest.As(context.Background(), agent), &schedulesv1.ExecutionsRequest{ScheduleId: id, Limit: 200})
+	if err != nil {
+		t.Fatalf("executions: %v", err)
+	}
+	return res.GetExecutions()
+}
+
+func ended(list []*schedulesv1.Execution) []*schedulesv1.Execution {
+	var out []*schedulesv1.Execution
+	for _, e := range list {
+		if e.GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tasksTitled returns the ids of the agent's tasks with that description.
+func tasksTitled(t testing.TB, m *schedulesMesh, agent, description string) []string {
+	t.Helper()
+	res, err := m.tasks.List(servertest.As(context.Background(), agent), &tasksv1.ListRequest{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, task := range res.GetTasks() {
+		if task.GetDescription() == description {
+			ids = append(ids, task.GetId())
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func TestSchedulesOnTemporal(t *testing.T) {
+	m := startSchedulesMesh(t, "1s", true)
+	ctx := context.Background()
+
+	t.Run("approved schedule runs each due time exactly once", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-a", "tick", 1)
+		// Pending approval: nothing runs.
+		time.Sleep(1500 * time.Millisecond)
+		if got := executions(t, m, "agent-a", sch.GetId()); len(got) != 0 {
+			t.Fatalf("%d runs before approval, want none", len(got))
+		}
+		approved := time.Now()
+		res, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), Reason: "ok", SpecHash: sch.GetSpecHash()})
+		if err != nil {
+			t.Fatalf("approve: %v", err)
+		}
+		approveTook := time.Since(approved)
+		if res.GetSchedule().GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE {
+			t.Fatalf("approved schedule is %v", res.GetSchedule().GetStatus())
+		}
+		var first time.Time
+		eventually(t, 20*time.Second, "first run recorded", func() bool {
+			if len(ended(executions(t, m, "agent-a", sch.GetId()))) > 0 {
+				first = time.Now()
+				return true
+			}
+			return false
+		})
+		eventually(t, 30*time.Second, "four runs recorded", func() bool { return len(ended(executions(t, m, "agent-a", sch.GetId()))) >= 4 })
+		if _, err := m.schedules.Pause(servertest.As(ctx, "agent-a"), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		// Let a run that started before the pause finish.
+		eventually(t, 30*time.Second, "runs in flight ended", func() bool {
+			all := executions(t, m, "agent-a", sch.GetId())
+			return len(ended(all)) == len(all)
+		})
+		runs := executions(t, m, "agent-a", sch.GetId())
+
+		var created []string
+		for _, e := range runs {
+			env := e.GetResult().AsMap()
+			if e.GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED || env["status"] != "ok" || e.GetAttempts() != 2 {
+				t.Errorf("run %s: %v after %d attempts, envelope %v; want ok on the second attempt (the first answer was lost)",
+					e.GetRunId(), e.GetStatus(), e.GetAttempts(), env)
+				continue
+			}
+			if want := "schedule-run/" + sch.GetId() + "-" + e.GetScheduledTime().AsTime().UTC().Format(time.RFC3339); e.GetRunId() != want {
+				t.Errorf("run id %q, want %q", e.GetRunId(), want)
+			}
+			if due := e.GetScheduledTime().AsTime(); due.Before(approved.Truncate(time.Second)) {
+				t.Errorf("run %s was due at %s, before the approval at %s", e.GetRunId(), due, approved)
+			}
+			task := env["data"].(map[string]any)["task"].(map[string]any)
+			created = append(created, task["id"].(string))
+		}
+		sort.Strings(created)
+		// Exactly once: one task per run, though every run's call was made
+		// twice.
+		if got := tasksTitled(t, m, "agent-a", "tick"); !slices.Equal(got, created) {
+			t.Errorf("tasks created %v, runs report %v: want one task per run", got, created)
+		}
+		if lost := m.lossy.lostAnswers(); lost != len(runs) {
+			t.Errorf("%d answers lost for %d runs, want one per run", lost, len(runs))
+		}
+		firstRun := runs[len(runs)-1]
+		t.Logf("approval-to-first-run: approve call %s; first run due %s after approval, started %s after, recorded %s after (seen by polling at %s); due-to-recorded %s",
+			approveTook.Round(time.Millisecond),
+			firstRun.GetScheduledTime().AsTime().Sub(approved).Round(time.Millisecond),
+			firstRun.GetStartTime().AsTime().Sub(approved).Round(time.Millisecond),
+			firstRun.GetEndTime().AsTime().Sub(approved).Round(time.Millisecond),
+			first.Sub(approved).Round(time.Millisecond),
+			firstRun.GetEndTime().AsTime().Sub(firstRun.GetScheduledTime().AsTime()).Round(time.Millisecond))
+	})
+
+	t.Run("denied schedule never runs", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-b", "denied tick", 1)
+		res, err := m.schedules.Deny(ownerCtx(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId(), Reason: "no"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetSchedule().GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_DENIED {
+			t.Fatalf("denied schedule is %v", res.GetSchedule().GetStatus())
+		}
+		_, err = m.temporal.ScheduleClient().GetHandle(ctx, sch.GetTemporalScheduleId()).Describe(ctx)
+		if _, ok := err.(*serviceerror.NotFound); !ok {
+			t.Errorf("describe the denied schedule's Temporal Schedule: %v, want not found", err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		if got := executions(t, m, "agent-b", sch.GetId()); len(got) != 0 {
+			t.Errorf("denied schedule ran %d times", len(got))
+		}
+		if got := tasksTitled(t, m, "agent-b", "denied tick"); len(got) != 0 {
+			t.Errorf("denied schedule created tasks %v", got)
+		}
+	})
+
+	t.Run("a schedule changed in Temporal after the ask is not approved", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-c", "changed tick", 1)
+		h := m.temporal.ScheduleClient().GetHandle(ctx, sch.GetTemporalScheduleId())
+		if err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.Spec.Intervals[0].Every = 2 * time.Second
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()})
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "changed since the owner was asked") {
+			t.Fatalf("approve after the change: %v, want failed_precondition saying it changed", err)
+		}
+		d, err := h.Describe(ctx)
+		if err != nil || !d.Schedule.State.Paused {
+			t.Errorf("after the refused approval: describe %v, paused %v; want still paused", err, d.Schedule.State.Paused)
+		}
+		if _, err := m.schedules.Deny(ownerCtx(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Errorf("deny after the refused approval: %v", err)
+		}
+	})
+
+	t.Run("approve with the temporal CLI", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-d", "cli tick", 3600)
+		wd, _ := os.Getwd()
+		bin, err := temporaltest.Binary(wd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The command the README gives.
+		cmd := exec.Command(bin, "workflow", "update", "execute", "--address", m.dev.HostPort,
+			"--workflow-id", sch.GetApprovalWorkflowId(), "--name", "approve", "--input", `{"note":"from the CLI"}`)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal workflow update execute: %v\n%s", err, out)
+		}
+		res, err := m.schedules.Get(servertest.As(ctx, "agent-d"), &schedulesv1.GetRequest{ScheduleId: sch.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.GetSchedule()
+		if got.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE || got.GetDecision().GetDecidedBy() != "temporal" ||
+			got.GetDecision().GetNote() != "from the CLI" {
+			t.Errorf("after the CLI approval: %v, want active, decided by temporal with the note", got)
+		}
+		d, err := m.temporal.ScheduleClient().GetHandle(ctx, sch.GetTemporalScheduleId()).Describe(ctx)
+		if err != nil || d.Schedule.State.Paused {
+			t.Fatalf("describe: %v; want unpaused", err)
+		}
+		if !strings.Contains(d.Schedule.State.Note, "approved by temporal") {
+			t.Errorf("schedule note %q, want the approval's", d.Schedule.State.Note)
+		}
+		// Temporal's own next action times agree with what the service shows.
+		var temporalNext []string
+		for _, nt := range d.Info.NextActionTimes[:2] {
+			temporalNext = append(temporalNext, nt.UTC().Format(time.RFC3339))
+		}
+		var serviceNext []string
+		for _, nt := range got.GetNextRunTimes()[:2] {
+			serviceNext = append(serviceNext, nt.AsTime().UTC().Format(time.RFC3339))
+		}
+		if !slices.Equal(temporalNext, serviceNext) {
+			t.Errorf("next runs: Temporal %v, service %v", temporalNext, serviceNext)
+		}
+		if _, err := m.schedules.Delete(servertest.As(ctx, "agent-d"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCronPreviewMatchesTemporal checks the service's own reading of cron
+// specs against Temporal's: the run times the service shows are the ones
+// Temporal will use.
+func TestCronPreviewMatchesTemporal(t *testing.T) {
+	m := startSchedulesMesh(t, "5m", false)
+	ctx := context.Background()
+	for _, tc := range []struct{ cron, tz string }{
+		{"*/15 * * * *", ""},
+		{"0 9 * * MON-FRI", "Europe/Paris"},
+		{"30 6 1,15 * *", "America/New_York"},
+		{"0 0 * JAN,JUL SUN", "Asia/Kolkata"},
+		{"@hourly", "Australia/Lord_Howe"},
+	} {
+		args, _ := structpb.NewStruct(map[string]any{"description": "cron " + tc.cron})
+		res, err := m.schedules.Create(servertest.As(ctx, "agent-cron"), &schedulesv1.CreateRequest{
+			Cron: tc.cron, Timezone: tc.tz, Action: &schedulesv1.Action{Tool: "tasks_create", Arguments: args},
+		})
+		if err != nil {
+			t.Fatalf("create %q: %v", tc.cron, err)
+		}
+		sch := res.GetSchedule()
+		if _, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatalf("approve %q: %v", tc.cron, err)
+		}
+		d, err := m.temporal.ScheduleClient().GetHandle(ctx, sch.GetTemporalScheduleId()).Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Info.NextActionTimes) < 5 {
+			t.Fatalf("%q: Temporal lists %d next times", tc.cron, len(d.Info.NextActionTimes))
+		}
+		pre, err := m.schedules.Preview(servertest.As(ctx, "agent-cron"), &schedulesv1.PreviewRequest{
+			Cron: tc.cron, Timezone: tc.tz, Count: 5, After: res.GetSchedule().GetCreateTime(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got []string
+		for i := range 5 {
+			want = append(want, d.Info.NextActionTimes[i].UTC().Format(time.RFC3339))
+			got = append(got, pre.GetRunTimes()[i].AsTime().UTC().Format(time.RFC3339))
+		}
+		if !slices.Equal(want, got) {
+			t.Errorf("%q in %q: Temporal runs at %v, the service previews %v", tc.cron, tc.tz, want, got)
+		}
+		if _, err := m.schedules.Delete(servertest.As(ctx, "agent-cron"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApprovalToFirstRun measures, against a dev server as
+// internal/temporaldev configures it, how long after an approval the first
+// run of a 1-second interval schedule has made its tool call and is listed
+// in schedules_executions. The first run is due at the next whole second,
+// so the figures are split up:
+//
+//   - approve-ms: the Approve call (update, hash check, unpause, confirm);
+//   - first-run-ms: approval to the first run listed as ended;
+//   - due-to-started-ms: the run's due time to the start of its workflow
+//     (Temporal's scheduler);
+//   - started-to-recorded-ms: the run workflow's start to its result
+//     recorded (the worker: record start, tool call, record result);
+//   - overhead-ms: first-run-ms minus the wait for the due time.
+//
+// go test ./cmd/toolmesh -run '^$' -bench ApprovalToFirstRun -benchtime 20x
+func BenchmarkApprovalToFirstRun(b *testing.B) {
+	m := startSchedulesMesh(b, "1s", false)
+	ctx := context.Background()
+	var approveD, firstD, dueToStart, startToRecorded, overhead []time.Duration
+	for i := 0; b.Loop(); i++ {
+		sch := createTickSchedule(b, m, "bench", fmt.Sprintf("bench %d", i), 1)
+		t0 := time.Now()
+		if _, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
+			b.Fatal(err)
+		}
+		approveD = append(approveD, time.Since(t0))
+		var run *schedulesv1.Execution
+		for run == nil {
+			if list := ended(executions(b, m, "bench", sch.GetId())); len(list) > 0 {
+				run = list[len(list)-1]
+			} else {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		seen := time.Since(t0)
+		if _, err := m.schedules.Delete(servertest.As(ctx, "bench"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
+			b.Fatal(err)
+		}
+		d, err := m.temporal.DescribeWorkflowExecution(ctx, run.GetRunId(), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		due := run.GetScheduledTime().AsTime()
+		started := d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+		firstD = append(firstD, seen)
+		dueToStart = append(dueToStart, started.Sub(due))
+		startToRecorded = append(startToRecorded, run.GetEndTime().AsTime().Sub(started))
+		overhead = append(overhead, seen-max(0, due.Sub(t0)))
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"approve", approveD}, {"first-run", firstD}, {"due-to-started", dueToStart}, {"started-to-recorded", startToRecorded}, {"overhead", overhead}} {
+		slices.Sort(m.d)
+		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
+		b.ReportMetric(float64(m.d[len(m.d)-1].Microseconds())/1000, m.name+"-max-ms")
+	}
+}
