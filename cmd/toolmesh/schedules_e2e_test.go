@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -320,6 +322,10 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		if lost := m.lossy.lostAnswers(); lost != len(runs) {
 			t.Errorf("%d answers lost for %d runs, want one per run", lost, len(runs))
 		}
+		// Operators find runs by agent, tool, kind and status.
+		wantOperatorView(t, m, runs[0].GetRunId(), map[string]string{
+			"ToolmeshAgent": "agent-a", "ToolmeshTool": "tasks_create", "ToolmeshKind": "schedule-run", "ToolmeshStatus": "succeeded",
+		}, "Run of schedule "+sch.GetId()+": tasks_create as agent-a")
 		firstRun := runs[len(runs)-1]
 		t.Logf("approval-to-first-run: approve call %s; first run due %s after approval, started %s after, recorded %s after (seen by polling at %s); due-to-recorded %s",
 			approveTook.Round(time.Millisecond),
@@ -328,6 +334,43 @@ func TestSchedulesOnTemporal(t *testing.T) {
 			firstRun.GetEndTime().AsTime().Sub(approved).Round(time.Millisecond),
 			first.Sub(approved).Round(time.Millisecond),
 			firstRun.GetEndTime().AsTime().Sub(firstRun.GetScheduledTime().AsTime()).Round(time.Millisecond))
+	})
+
+	t.Run("operators see what an approval is for and how to decide", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-e", "watched tick", 3600)
+		wid := sch.GetApprovalWorkflowId()
+		eventually(t, 10*time.Second, "approval waiting", func() bool {
+			v, err := m.temporal.QueryWorkflow(ctx, wid, "", "state")
+			var st schedulesv1.ApprovalState
+			return err == nil && v.Get(&st) == nil && st.GetStatus() == "waiting"
+		})
+		wantOperatorView(t, m, wid, map[string]string{
+			"ToolmeshAgent": "agent-e", "ToolmeshTool": "schedules_create", "ToolmeshKind": "schedule-approval", "ToolmeshStatus": "waiting",
+		}, "Approve schedule "+sch.GetId()+": tasks_create every 1 hour for agent-e")
+		v, err := m.temporal.QueryWorkflow(ctx, wid, "", "__temporal_workflow_metadata")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md sdkpb.WorkflowMetadata
+		if err := v.Get(&md); err != nil {
+			t.Fatal(err)
+		}
+		handlers := map[string]string{}
+		for _, d := range append(md.GetDefinition().GetUpdateDefinitions(), md.GetDefinition().GetQueryDefinitions()...) {
+			handlers[d.GetName()] = d.GetDescription()
+		}
+		for _, name := range []string{"approve", "deny", "state"} {
+			if handlers[name] == "" {
+				t.Errorf("handler %q has no description for the UI (handlers: %v)", name, handlers)
+			}
+		}
+		if !strings.Contains(md.GetCurrentDetails(), "Waiting for the owner") {
+			t.Errorf("current details %q", md.GetCurrentDetails())
+		}
+		if _, err := m.schedules.Deny(ownerCtx(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		wantOperatorView(t, m, wid, map[string]string{"ToolmeshStatus": "denied"}, "")
 	})
 
 	t.Run("denied schedule never runs", func(t *testing.T) {
@@ -529,5 +572,36 @@ func BenchmarkApprovalToFirstRun(b *testing.B) {
 		slices.Sort(m.d)
 		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
 		b.ReportMetric(float64(m.d[len(m.d)-1].Microseconds())/1000, m.name+"-max-ms")
+	}
+}
+
+// wantOperatorView checks a workflow's search attributes and static summary
+// as the Temporal UI shows them.
+func wantOperatorView(t *testing.T, m *schedulesMesh, workflowID string, attrs map[string]string, summary string) {
+	t.Helper()
+	d, err := m.temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := converter.GetDefaultDataConverter()
+	fields := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	for name, want := range attrs {
+		var got string
+		if p := fields[name]; p != nil {
+			_ = dc.FromPayload(p, &got)
+		}
+		if got != want {
+			t.Errorf("%s: search attribute %s = %q, want %q", workflowID, name, got, want)
+		}
+	}
+	if summary == "" {
+		return
+	}
+	var got string
+	if p := d.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
+		_ = dc.FromPayload(p, &got)
+	}
+	if got != summary {
+		t.Errorf("%s: summary %q, want %q", workflowID, got, summary)
 	}
 }
