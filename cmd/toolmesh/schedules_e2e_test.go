@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -537,6 +538,9 @@ func BenchmarkApprovalToFirstRun(b *testing.B) {
 	var approveD, firstD, dueToStart, startToRecorded, overhead []time.Duration
 	for i := 0; b.Loop(); i++ {
 		sch := createTickSchedule(b, m, "bench", fmt.Sprintf("bench %d", i), 1)
+		// Approve at a random point of the second, not in step with the
+		// previous run.
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
 		t0 := time.Now()
 		if _, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
 			b.Fatal(err)
