@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	"github.com/toolmesh/toolmesh/services/schedules"
 	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
@@ -53,8 +54,9 @@ func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.S
 
 // registerSchedules runs the approval and run workflows of schedules: each
 // run calls its tool through the services in deps.Services
-// (TOOLMESH_SCHEDULES_CALL_TIMEOUT bounds one call, default 15s). Owner
-// notices go to the worker's log.
+// (TOOLMESH_SCHEDULES_CALL_TIMEOUT bounds one call, default 15s). Approval
+// requests reach the owner through OwnerService.Notify, or the worker's log
+// when no owner service is configured.
 func registerSchedules(w worker.Worker, deps workerDeps) error {
 	url := deps.Services[schedulesv1connect.SchedulesServiceName]
 	if url == "" {
@@ -74,11 +76,18 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	if err != nil {
 		return err
 	}
+	var notifier schedulesworker.Notifier = schedulesworker.LogNotifier{Log: deps.Log}
+	if ownerURL := deps.Services[ownerv1connect.OwnerServiceName]; ownerURL != "" {
+		notifier = schedulesworker.OwnerNotifier{Owner: ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, ownerURL,
+			connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))}
+	} else {
+		deps.Log.Warn("schedules.owner_notices", "message", "no owner service configured: approval requests go to this log only")
+	}
 	schedulesworker.Register(w, &schedulesworker.Activities{
 		Schedules: schedulesv1connect.NewSchedulesServiceClient(deps.HTTPClient, url,
 			connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
 		Identity: workerSelf("schedules"),
-		Notifier: schedulesworker.LogNotifier{Log: deps.Log},
+		Notifier: notifier,
 		Tools:    tools,
 		Mesh:     deps.Mesh,
 		Log:      deps.Log,

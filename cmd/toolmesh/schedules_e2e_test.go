@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -32,6 +34,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -51,6 +55,39 @@ type schedulesMesh struct {
 	schedules schedulesv1connect.SchedulesServiceClient
 	tasks     tasksv1connect.TasksServiceClient
 	lossy     *lossyProxy
+	// notices are what the owner service's webhook channel received.
+	notices *webhookInbox
+}
+
+// webhookInbox is a webhook channel's receiving end.
+type webhookInbox struct {
+	mu       sync.Mutex
+	payloads []*ownerv1.WebhookPayload
+}
+
+func (in *webhookInbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var p ownerv1.WebhookPayload
+	if err := protojson.Unmarshal(body, &p); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	in.mu.Lock()
+	in.payloads = append(in.payloads, &p)
+	in.mu.Unlock()
+}
+
+// about returns the notices whose message mentions s.
+func (in *webhookInbox) about(s string) []*ownerv1.WebhookPayload {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []*ownerv1.WebhookPayload
+	for _, p := range in.payloads {
+		if strings.Contains(p.GetMessage(), s) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedulesMesh {
@@ -83,10 +120,27 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 		tasksURL = m.lossy.URL
 	}
 
-	env := map[string]string{"TOOLMESH_SCHEDULES_MIN_INTERVAL": minInterval}
-	svc, err := domains["schedules"].build(ctx, open("schedules"), serveDeps{
-		Getenv: func(k string) string { return env[k] }, Log: logging.Discard(), Temporal: tc,
-	})
+	env := map[string]string{"TOOLMESH_SCHEDULES_MIN_INTERVAL": minInterval, ownerWebhookAllowEnv: "127.0.0.1"}
+	getenv := func(k string) string { return env[k] }
+
+	// The owner service, with a webhook channel: approval requests reach
+	// the owner through it.
+	ownerSvc, err := domains["owner"].build(ctx, open("owner"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerSrv := servertest.Start(t, ownerSvc)
+	m.notices = &webhookInbox{}
+	hook := httptest.NewServer(m.notices)
+	t.Cleanup(hook.Close)
+	ownerClient := ownerv1connect.NewOwnerServiceClient(ownerSrv.Client(), ownerSrv.URL, servertest.ClientOptions(nil)...)
+	if _, err := ownerClient.CreateChannel(ownerCtx(ctx), &ownerv1.CreateChannelRequest{
+		Name: "inbox", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK, WebhookUrl: hook.URL,
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	svc, err := domains["schedules"].build(ctx, open("schedules"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +152,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 		Services: map[string]string{
 			tasksv1connect.TasksServiceName:         tasksURL,
 			schedulesv1connect.SchedulesServiceName: schedSrv.URL,
+			ownerv1connect.OwnerServiceName:         ownerSrv.URL,
 		},
 		Getenv: func(string) string { return "" }, Log: logging.Discard(),
 	}); err != nil {
@@ -348,6 +403,13 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		wantOperatorView(t, m, wid, map[string]string{
 			"ToolmeshAgent": "agent-e", "ToolmeshTool": "schedules_create", "ToolmeshKind": "schedule-approval", "ToolmeshStatus": "waiting",
 		}, "Approve schedule "+sch.GetId()+": tasks_create every 1 hour for agent-e")
+		// The owner was told, through the owner service's channels, by the
+		// agent that asks.
+		eventually(t, 10*time.Second, "the owner's webhook got the approval request", func() bool { return len(m.notices.about(wid)) > 0 })
+		if n := m.notices.about(wid); len(n) != 1 || n[0].GetAgentId() != "agent-e" ||
+			n[0].GetLevel() != ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING || !strings.Contains(n[0].GetMessage(), "schedules_approve") {
+			t.Errorf("notices about %s = %v; want one warning from agent-e saying how to approve", wid, n)
+		}
 		v, err := m.temporal.QueryWorkflow(ctx, wid, "", "__temporal_workflow_metadata")
 		if err != nil {
 			t.Fatal(err)

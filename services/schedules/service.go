@@ -296,6 +296,7 @@ func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec
 		NextRunTimes:       stamps(spec.Next(s.now(), nextRunCount)),
 		Timeout:            durationpb.New(s.approvalTimeout),
 		SpecSummary:        spec.Summary(),
+		Depth:              sch.GetDepth(),
 	}
 	if err := s.engine.StartApproval(ctx, approvalID, in); err != nil {
 		return nil, fail("ask the owner (start the approval workflow)", err)

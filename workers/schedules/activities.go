@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/activity"
@@ -21,15 +22,39 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 )
 
-// Notifier tells the owner something. The owner domain's
-// OwnerService.Notify is meant to be the real one; LogNotifier stands in
-// until it is wired.
+// Notifier tells the owner something, on behalf of the caller in ctx
+// (mesh.FromContext). OwnerNotifier is the real one; LogNotifier serves a
+// mesh without the owner service.
 type Notifier interface {
 	Notify(ctx context.Context, n *schedulesv1.Notice) error
+}
+
+// OwnerNotifier sends notices through OwnerService.Notify, to the owner's
+// notification channels. Its client must send the caller in ctx
+// (mesh.NewClientInterceptor).
+type OwnerNotifier struct {
+	Owner ownerv1connect.OwnerServiceClient
+}
+
+// Notify implements Notifier. No channel configured, or a notice the owner
+// service refuses, is a non-retryable error; an unavailable service is
+// tried again.
+func (o OwnerNotifier) Notify(ctx context.Context, n *schedulesv1.Notice) error {
+	level := ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO
+	switch n.GetLevel() {
+	case "warning":
+		level = ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING
+	case "critical":
+		level = ownerv1.NotificationLevel_NOTIFICATION_LEVEL_CRITICAL
+	}
+	_, err := o.Owner.Notify(ctx, &ownerv1.NotifyRequest{Title: clip(n.GetTitle(), 200), Message: clip(n.GetMessage(), 4000), Level: level})
+	return serviceError(err)
 }
 
 // LogNotifier writes notices to a log as "schedules.owner_notice" events.
@@ -37,8 +62,21 @@ type LogNotifier struct{ Log *slog.Logger }
 
 // Notify implements Notifier.
 func (l LogNotifier) Notify(ctx context.Context, n *schedulesv1.Notice) error {
-	l.Log.InfoContext(ctx, "schedules.owner_notice", "title", n.GetTitle(), "message", n.GetMessage(), "level", n.GetLevel())
+	l.Log.InfoContext(ctx, "schedules.owner_notice", "agent", mesh.FromContext(ctx).Caller.Agent,
+		"title", n.GetTitle(), "message", n.GetMessage(), "level", n.GetLevel())
 	return nil
+}
+
+// clip shortens s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // Activities are the schedules activities; they hold the clients they call.
@@ -99,8 +137,13 @@ func BindTools(cfg ToolsConfig) (map[string]*toolcall.Binding, error) {
 	return out, nil
 }
 
-// NotifyOwner asks the owner to approve or deny a schedule.
+// NotifyOwner asks the owner to approve or deny a schedule, on behalf of the
+// schedule's agent (one level deeper than the call that created it), so the
+// owner sees who asks.
 func (a *Activities) NotifyOwner(ctx context.Context, in *schedulesv1.ApprovalInput) error {
+	ctx = mesh.WithCall(ctx, mesh.Call{Caller: mesh.Caller{
+		Subject: "schedule/" + in.GetScheduleId(), Agent: in.GetAgentId(), Depth: int(in.GetDepth()) + 1,
+	}})
 	return a.Notifier.Notify(ctx, ApprovalNotice(in))
 }
 
@@ -130,7 +173,7 @@ func ApprovalNotice(in *schedulesv1.ApprovalInput) *schedulesv1.Notice {
 	return &schedulesv1.Notice{
 		Title:   fmt.Sprintf("Schedule %s needs your approval", in.GetScheduleId()),
 		Message: b.String(),
-		Level:   "info",
+		Level:   "warning",
 	}
 }
 
@@ -153,7 +196,8 @@ func (a *Activities) asWorker(ctx context.Context) context.Context {
 }
 
 // serviceError makes a service's refusal non-retryable: retrying a call the
-// service refused for its content will not help.
+// service refused for its content (or for lack of a capability, such as a
+// notification channel) will not help.
 func serviceError(err error) error {
 	if err == nil {
 		return nil

@@ -114,7 +114,10 @@ type ApprovalInput struct {
 	// after that.
 	Timeout *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The spec in words, e.g. "every 15 minutes".
-	SpecSummary   string `protobuf:"bytes,12,opt,name=spec_summary,json=specSummary,proto3" json:"spec_summary,omitempty"`
+	SpecSummary string `protobuf:"bytes,12,opt,name=spec_summary,json=specSummary,proto3" json:"spec_summary,omitempty"`
+	// Invocation depth of the call that created the schedule; the owner is
+	// notified on the agent's behalf one level deeper.
+	Depth         int32 `protobuf:"varint,13,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +234,13 @@ func (x *ApprovalInput) GetSpecSummary() string {
 		return x.SpecSummary
 	}
 	return ""
+}
+
+func (x *ApprovalInput) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
 }
 
 // ApprovalResult is the approval workflow's result. (Its approve and deny
@@ -820,7 +830,7 @@ var File_toolmesh_schedules_v1_workflows_proto protoreflect.FileDescriptor
 
 const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"\n" +
-	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xc9\x04\n" +
+	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xdf\x04\n" +
 	"\rApprovalInput\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x19\n" +
@@ -835,7 +845,8 @@ const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"\x0enext_run_times\x18\n" +
 	" \x03(\v2\x1a.google.protobuf.TimestampR\fnextRunTimes\x123\n" +
 	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
-	"\fspec_summary\x18\f \x01(\tR\vspecSummary:_\xe2\xf9\x18[\n" +
+	"\fspec_summary\x18\f \x01(\tR\vspecSummary\x12\x14\n" +
+	"\x05depth\x18\r \x01(\x05R\x05depth:_\xe2\xf9\x18[\n" +
 	"\x12schedules.approval\x12\tschedules\x1a\x11schedule-approval\"'Owner approval of a recurring tool call\"\xcc\x01\n" +
 	"\x0eApprovalResult\x12@\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2&.toolmesh.schedules.v1.ApprovalOutcomeR\aoutcome\x12;\n" +
