@@ -94,6 +94,7 @@ test: $(BIN)/temporal ## Run every test (installs what the tests need)
 bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, ...)
 	go test -run '^$$' -bench . -benchmem -benchtime 3s ./edge/...
 	go test -run '^$$' -bench AskRoundTrip -benchtime 200x ./cmd/toolmesh
+	go test -run '^$$' -bench ApprovalToFirstRun -benchtime 20x ./cmd/toolmesh
 
 # --- run ---------------------------------------------------------------------
 
