@@ -480,6 +480,55 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		}
 	})
 
+	t.Run("runs make only the approved call", func(t *testing.T) {
+		sch := createTickSchedule(t, m, "agent-f", "approved tick", 1)
+		if _, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		// Someone with access to Temporal changes what the approved
+		// schedule calls (no approval is asked for a change in Temporal).
+		injected, _ := structpb.NewStruct(map[string]any{"description": "injected"})
+		h := m.temporal.ScheduleClient().GetHandle(ctx, sch.GetTemporalScheduleId())
+		if err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			act := in.Description.Schedule.Action.(*client.ScheduleWorkflowAction)
+			act.Args = []any{&schedulesv1.RunInput{ScheduleId: sch.GetId(), AgentId: "agent-f", Tool: "tasks_create", Arguments: injected, Depth: 1}}
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		// And starts a run by hand, as another agent.
+		run, err := m.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "schedule-run/" + sch.GetId() + "-by-hand", TaskQueue: "schedules"},
+			"schedules.run", &schedulesv1.RunInput{ScheduleId: sch.GetId(), AgentId: "agent-g", Tool: "tasks_create", Arguments: sch.GetAction().GetArguments(), Depth: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var byHand schedulesv1.Execution
+		if err := run.Get(ctx, &byHand); err != nil {
+			t.Fatal(err)
+		}
+		if byHand.GetDomainCode() != "conflict" {
+			t.Errorf("a run by hand as another agent = %v, want refused", &byHand)
+		}
+		// A run may have started with the approved call before the change;
+		// every run after it is refused.
+		refusedRuns := func() int {
+			n := 0
+			for _, e := range ended(executions(t, m, "agent-f", sch.GetId())) {
+				if e.GetStatus() == schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED && e.GetDomainCode() == "conflict" {
+					n++
+				}
+			}
+			return n
+		}
+		eventually(t, 20*time.Second, "runs of the changed schedule refused", func() bool { return refusedRuns() >= 3 })
+		if _, err := m.schedules.Delete(servertest.As(ctx, "agent-f"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := append(tasksTitled(t, m, "agent-f", "injected"), tasksTitled(t, m, "agent-g", "approved tick")...); len(got) != 0 {
+			t.Errorf("refused runs created tasks %v", got)
+		}
+	})
+
 	t.Run("approve with the temporal CLI", func(t *testing.T) {
 		sch := createTickSchedule(t, m, "agent-d", "cli tick", 3600)
 		wd, _ := os.Getwd()

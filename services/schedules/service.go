@@ -691,14 +691,61 @@ func (s *Service) RecordExecution(ctx context.Context, req *schedulesv1.RecordEx
 		return nil, err
 	}
 	e := req.GetExecution()
-	if _, err := s.load(ctx, e.GetScheduleId()); err != nil {
+	sch, err := s.load(ctx, e.GetScheduleId())
+	if err != nil {
 		return nil, err
+	}
+	var refusal error
+	if e.GetStatus() == schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+		if why := runMismatch(sch, req); why != "" {
+			// Recorded, so the agent and the owner see the refused run.
+			s.log.WarnContext(ctx, "schedules.run_refused", "schedule", sch.GetId(), "run", e.GetRunId(), "why", why)
+			msg := fmt.Sprintf("run %s refused: %s", e.GetRunId(), why)
+			refusal = connect.NewError(connect.CodeFailedPrecondition, errors.New(msg))
+			e = proto.Clone(e).(*schedulesv1.Execution)
+			e.Status, e.DomainCode, e.EndTime = schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED, toolcall.CodeConflict, e.GetStartTime()
+			if e.Result, err = structpb.NewStruct(map[string]any{
+				"status": "error", "tool": req.GetAction().GetTool(), "error_type": "ConflictError",
+				"domain_code": toolcall.CodeConflict, "message": msg,
+			}); err != nil {
+				return nil, connect.NewError(connect.CodeInternal, err)
+			}
+		}
 	}
 	got, err := s.store.RecordExecution(ctx, e)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record execution: %w", err))
 	}
+	if refusal != nil {
+		return nil, refusal
+	}
 	return &schedulesv1.RecordExecutionResponse{Execution: got}, nil
+}
+
+// runMismatch says why a run about to start may not make its call: the
+// schedule is not active, or the call is not the one the owner approved.
+// Temporal holds the call a run makes; the service holds what was approved.
+func runMismatch(sch *schedulesv1.Schedule, req *schedulesv1.RecordExecutionRequest) string {
+	switch {
+	case sch.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE:
+		return fmt.Sprintf("schedule %s is %s", sch.GetId(), statusName(sch.GetStatus()))
+	case req.GetAgentId() != sch.GetAgentId():
+		return fmt.Sprintf("it would act as %s, the schedule as %s", req.GetAgentId(), sch.GetAgentId())
+	case req.GetDepth() != sch.GetDepth()+1:
+		return fmt.Sprintf("it would call at depth %d, the schedule at %d", req.GetDepth(), sch.GetDepth()+1)
+	case req.GetAction().GetTool() != sch.GetAction().GetTool():
+		return fmt.Sprintf("it would call %s, the approved schedule calls %s", req.GetAction().GetTool(), sch.GetAction().GetTool())
+	case !proto.Equal(orEmpty(req.GetAction().GetArguments()), orEmpty(sch.GetAction().GetArguments())):
+		return "its arguments are not the approved ones"
+	}
+	return ""
+}
+
+func orEmpty(s *structpb.Struct) *structpb.Struct {
+	if s == nil {
+		return &structpb.Struct{}
+	}
+	return s
 }
 
 // visible returns the schedule when the caller may see it: its agent or the

@@ -2,6 +2,7 @@ package schedules_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -504,7 +505,7 @@ func TestRunsAreRecordedAndListed(t *testing.T) {
 		}
 		other := &schedulesv1.Execution{RunId: "r", ScheduleId: "sch_" + strings.Repeat("0", 26), ScheduledTime: timestamppb.New(due),
 			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING}
-		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: other}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: other, Action: taskAction(t)}); codeOf(t, err) != connect.CodeNotFound {
 			t.Errorf("recording a run of an unknown schedule: %v, want not_found", err)
 		}
 		res, err := f.client.Executions(a, &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()})
@@ -578,4 +579,69 @@ func TestRESTRoutes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"run_times":["2026-03-03T09:00:00Z"]`) {
 		t.Errorf("POST /v1/schedules:preview: %s %s", resp.Status, out)
 	}
+}
+
+func TestRunsAreCheckedAgainstTheApprovedSchedule(t *testing.T) {
+	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		a := asAgent(ctx, agentA, 1)
+		sch := create(t, f, a, hourly(t))
+		due := now.Add(53 * time.Minute)
+		n := 0
+		start := func(action *schedulesv1.Action, agent string, depth int32) (*schedulesv1.RecordExecutionResponse, error) {
+			n++
+			run := &schedulesv1.Execution{
+				RunId: fmt.Sprintf("schedule-run/%s-%d", sch.GetId(), n), ScheduleId: sch.GetId(),
+				ScheduledTime: timestamppb.New(due), StartTime: timestamppb.New(due), Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
+			}
+			return f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: run, Action: action, AgentId: agent, Depth: depth})
+		}
+		refused := func(what string, action *schedulesv1.Action, agent string, depth int32, why string) {
+			t.Helper()
+			_, err := start(action, agent, depth)
+			if codeOf(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), why) {
+				t.Errorf("%s: %v, want failed_precondition saying %q", what, err, why)
+			}
+		}
+		refused("a run before approval", taskAction(t), agentA, 2, "is pending_approval")
+		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := start(taskAction(t), agentA, 2); err != nil || res.GetExecution().GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("the approved call: %v, %v; want recorded running", res.GetExecution(), err)
+		}
+		other := taskAction(t)
+		other.Arguments = args(t, map[string]any{"description": "something else"})
+		refused("other arguments", other, agentA, 2, "arguments are not the approved ones")
+		refused("another tool", &schedulesv1.Action{Tool: "memory_save", Arguments: other.GetArguments()}, agentA, 2, "would call memory_save")
+		refused("another agent", taskAction(t), agentB, 2, "would act as agent-b")
+		refused("another depth", taskAction(t), agentA, 1, "at depth 1")
+		if _, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		refused("a run of a paused schedule", taskAction(t), agentA, 2, "is paused")
+
+		// The refusals are listed as failed runs.
+		res, err := f.client.Executions(a, &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := 0
+		for _, e := range res.GetExecutions() {
+			if e.GetStatus() == schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED && e.GetDomainCode() == "conflict" &&
+				strings.Contains(e.GetResult().GetFields()["message"].GetStringValue(), "refused") {
+				failed++
+			}
+		}
+		if failed != 6 || res.GetPage().GetTotal() != 7 {
+			t.Errorf("%d of %d runs listed as refused, want 6 of 7", failed, res.GetPage().GetTotal())
+		}
+		// A start report must say what it is about to call.
+		_, err = f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: &schedulesv1.Execution{
+			RunId: "r", ScheduleId: sch.GetId(), ScheduledTime: timestamppb.New(due), Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
+		}})
+		if v := servertest.Violations(t, err); len(v[""]) != 1 {
+			t.Errorf("a start report without the action: violations %v", v)
+		}
+	})
 }

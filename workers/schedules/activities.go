@@ -185,9 +185,10 @@ func (a *Activities) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDe
 	return res, serviceError(err)
 }
 
-// RecordExecution records a run in the schedules service.
-func (a *Activities) RecordExecution(ctx context.Context, e *schedulesv1.Execution) error {
-	_, err := a.Schedules.RecordExecution(a.asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: e})
+// RecordExecution records a run in the schedules service. The start report
+// is refused (non-retryable) when the run's call is not the approved one.
+func (a *Activities) RecordExecution(ctx context.Context, req *schedulesv1.RecordExecutionRequest) error {
+	_, err := a.Schedules.RecordExecution(a.asWorker(ctx), req)
 	return serviceError(err)
 }
 

@@ -44,6 +44,7 @@ var histories = []string{
 	"approval-withdrawn",
 	"run-succeeded",
 	"run-retried-then-failed",
+	"run-refused",
 }
 
 // TestReplay replays the recorded histories against the current workflow
@@ -208,4 +209,13 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	save("run-retried-then-failed", r)
+
+	fake.refuseStart = connect.NewError(connect.CodeFailedPrecondition, errors.New("run refused: schedule "+scheduleID+" is paused"))
+	refusedRun := runInput("hello", 0)
+	r, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "schedule-run/" + scheduleID + "-refused", TaskQueue: schedules.TaskQueue()},
+		workflowcontract.WorkflowOf(refusedRun).Name, refusedRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	save("run-refused", r)
 }

@@ -225,6 +225,15 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 	return result, nil
 }
 
+// errorType names the error class of a domain code a run makes up itself
+// (the envelope's error_type, as internal/toolcall names it).
+func errorType(code string) string {
+	if code == "conflict" {
+		return "ConflictError"
+	}
+	return "UnavailableError"
+}
+
 func decidedBy(by string) string {
 	if by == "" {
 		return DecidedByTemporal
@@ -265,37 +274,57 @@ func RunWorkflow(ctx workflow.Context, in *schedulesv1.RunInput) (*schedulesv1.E
 		StartTime:     timestamppb.New(workflow.Now(ctx)),
 		Status:        schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
 	}
-	record := func(what string, within time.Duration) {
+	record := func(what string, within time.Duration, req *schedulesv1.RecordExecutionRequest) error {
 		rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout:    10 * time.Second,
 			ScheduleToCloseTimeout: within,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 			Summary:                "record the run " + what,
 		})
-		if err := workflow.ExecuteActivity(rctx, a.RecordExecution, exec).Get(ctx, nil); err != nil {
-			log.Warn("schedules.run.record_failed", "run", runID, "what", what, "error", err)
-		}
+		return workflow.ExecuteActivity(rctx, a.RecordExecution, req).Get(ctx, nil)
 	}
-	// Seen as running in schedules_executions; a run that cannot be
-	// recorded still runs.
-	record("start", time.Minute)
-
-	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: CallAttempts,
-		},
-		Summary: "call " + in.GetTool(),
-	})
-	var res schedulesv1.CallToolResult
-	if err := workflow.ExecuteActivity(cctx, a.CallTool, &schedulesv1.CallToolInput{Run: in, IdempotencyKey: runID}).Get(ctx, &res); err != nil {
-		// Every attempt failed or timed out without an answer.
-		msg, _ := applicationMessage(err)
-		res = schedulesv1.CallToolResult{DomainCode: "unavailable", Attempts: CallAttempts, Envelope: &structpb.Struct{Fields: map[string]*structpb.Value{
+	failed := func(code, msg string) *schedulesv1.CallToolResult {
+		return &schedulesv1.CallToolResult{DomainCode: code, Envelope: &structpb.Struct{Fields: map[string]*structpb.Value{
 			"status": structpb.NewStringValue("error"), "tool": structpb.NewStringValue(in.GetTool()),
-			"error_type": structpb.NewStringValue("UnavailableError"), "domain_code": structpb.NewStringValue("unavailable"),
-			"message": structpb.NewStringValue("the tool call did not complete: " + msg),
+			"error_type": structpb.NewStringValue(errorType(code)), "domain_code": structpb.NewStringValue(code),
+			"message": structpb.NewStringValue(msg),
 		}}}
+	}
+
+	// The start report is also the check that this run makes the call the
+	// owner approved, on a schedule that is still active: Temporal holds
+	// what a run calls, the schedules service what was approved. No call
+	// without it.
+	res := &schedulesv1.CallToolResult{}
+	err := record("start", time.Minute, &schedulesv1.RecordExecutionRequest{
+		Execution: exec, Action: &schedulesv1.Action{Tool: in.GetTool(), Arguments: in.GetArguments()},
+		AgentId: in.GetAgentId(), Depth: in.GetDepth(),
+	})
+	if err != nil {
+		msg, refusedRun := applicationMessage(err)
+		if refusedRun {
+			// The service recorded the refusal.
+			log.Warn("schedules.run.refused", "run", runID, "why", msg)
+			setStatus(StatusFailed)
+			exec.EndTime, exec.Status, exec.DomainCode = exec.GetStartTime(), schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED, "conflict"
+			exec.Result = failed("conflict", msg).GetEnvelope()
+			return exec, nil
+		}
+		res = failed("unavailable", "the run could not be checked against its schedule, so it made no call: "+msg)
+	} else {
+		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: CallAttempts,
+			},
+			Summary: "call " + in.GetTool(),
+		})
+		if err := workflow.ExecuteActivity(cctx, a.CallTool, &schedulesv1.CallToolInput{Run: in, IdempotencyKey: runID}).Get(ctx, res); err != nil {
+			// Every attempt failed or timed out without an answer.
+			msg, _ := applicationMessage(err)
+			res = failed("unavailable", "the tool call did not complete: "+msg)
+			res.Attempts = CallAttempts
+		}
 	}
 	exec.EndTime = timestamppb.New(workflow.Now(ctx))
 	exec.Result = res.GetEnvelope()
@@ -304,7 +333,9 @@ func RunWorkflow(ctx workflow.Context, in *schedulesv1.RunInput) (*schedulesv1.E
 	if !res.GetOk() {
 		exec.Status, exec.DomainCode = schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED, res.GetDomainCode()
 	}
-	record("result", time.Hour)
+	if err := record("result", time.Hour, &schedulesv1.RecordExecutionRequest{Execution: exec}); err != nil {
+		log.Warn("schedules.run.record_failed", "run", runID, "error", err)
+	}
 	if res.GetOk() {
 		setStatus(StatusSucceeded)
 	} else {

@@ -45,7 +45,11 @@ type fakeSchedules struct {
 	decide    func(*schedulesv1.ApplyDecisionRequest) (*schedulesv1.ApplyDecisionResponse, error)
 	decisions []*schedulesv1.ApplyDecisionRequest
 	records   []*schedulesv1.Execution
+	starts    []*schedulesv1.RecordExecutionRequest
 	callers   []mesh.Caller
+	// refuseStart refuses start reports, as the service does for a run
+	// that is not the approved one.
+	refuseStart error
 }
 
 func (f *fakeSchedules) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecisionRequest) (*schedulesv1.ApplyDecisionResponse, error) {
@@ -62,6 +66,12 @@ func (f *fakeSchedules) ApplyDecision(ctx context.Context, req *schedulesv1.Appl
 func (f *fakeSchedules) RecordExecution(ctx context.Context, req *schedulesv1.RecordExecutionRequest) (*schedulesv1.RecordExecutionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.GetExecution().GetStatus() == schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
+		f.starts = append(f.starts, proto.Clone(req).(*schedulesv1.RecordExecutionRequest))
+		if f.refuseStart != nil {
+			return nil, f.refuseStart
+		}
+	}
 	f.records = append(f.records, proto.Clone(req.GetExecution()).(*schedulesv1.Execution))
 	return &schedulesv1.RecordExecutionResponse{Execution: req.GetExecution()}, nil
 }
@@ -422,12 +432,34 @@ func TestRunCallsTheToolAsTheAgentOnce(t *testing.T) {
 	if len(e.schedules.records) != 2 || e.schedules.records[0].GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("records = %v, want running then the result", e.schedules.records)
 	}
+	in := runInput("hello", 0)
+	wantStart := &schedulesv1.RecordExecutionRequest{Execution: e.schedules.records[0],
+		Action: &schedulesv1.Action{Tool: in.GetTool(), Arguments: in.GetArguments()}, AgentId: "agent-a", Depth: 1}
+	if len(e.schedules.starts) != 1 || !proto.Equal(e.schedules.starts[0], wantStart) {
+		t.Errorf("start report = %v, want %v: the call it is about to make", e.schedules.starts, wantStart)
+	}
 	last := e.schedules.records[1]
 	if diff := cmp.Diff(got, last, protocmp.Transform()); diff != "" {
 		t.Errorf("recorded result differs from the workflow's (-result +recorded):\n%s", diff)
 	}
 	if last.GetRunId() != runID(due) || !last.GetScheduledTime().AsTime().Equal(due) {
 		t.Errorf("recorded run %s due %v, want %s due %v", last.GetRunId(), last.GetScheduledTime().AsTime(), runID(due), due)
+	}
+}
+
+func TestRunTheServiceRefusesCallsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.schedules.refuseStart = connect.NewError(connect.CodeFailedPrecondition, errors.New("run refused: schedule "+scheduleID+" is paused"))
+	got := e.run(t, runInput("hello", 0), start)
+	if got.GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED || got.GetDomainCode() != "conflict" ||
+		!strings.Contains(got.GetResult().GetFields()["message"].GetStringValue(), "is paused") {
+		t.Errorf("refused run = %v, want failed as conflict with the service's reason", got)
+	}
+	if n := e.backend.Calls("Echo"); n != 0 {
+		t.Errorf("a refused run called the tool %d times", n)
+	}
+	if len(e.schedules.records) != 0 {
+		t.Errorf("records = %v: the service records a refused run itself", e.schedules.records)
 	}
 }
 

@@ -1883,7 +1883,13 @@ func (x *ApplyDecisionResponse) GetSchedule() *Schedule {
 type RecordExecutionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run, as it is now.
-	Execution     *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	Execution *Execution `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	// On the start report: the tool call the run is about to make.
+	Action *Action `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// On the start report: the agent the call acts as.
+	AgentId string `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// On the start report: the call's invocation depth.
+	Depth         int32 `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1923,6 +1929,27 @@ func (x *RecordExecutionRequest) GetExecution() *Execution {
 		return x.Execution
 	}
 	return nil
+}
+
+func (x *RecordExecutionRequest) GetAction() *Action {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *RecordExecutionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *RecordExecutionRequest) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
 }
 
 type RecordExecutionResponse struct {
@@ -2105,9 +2132,14 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"decided_by\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tdecidedBy\x12\x1c\n" +
 	"\x04note\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x04note\"T\n" +
 	"\x15ApplyDecisionResponse\x12;\n" +
-	"\bschedule\x18\x01 \x01(\v2\x1f.toolmesh.schedules.v1.ScheduleR\bschedule\"`\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.toolmesh.schedules.v1.ScheduleR\bschedule\"\xfb\x02\n" +
 	"\x16RecordExecutionRequest\x12F\n" +
-	"\texecution\x18\x01 \x01(\v2 .toolmesh.schedules.v1.ExecutionB\x06\xbaH\x03\xc8\x01\x01R\texecution\"Y\n" +
+	"\texecution\x18\x01 \x01(\v2 .toolmesh.schedules.v1.ExecutionB\x06\xbaH\x03\xc8\x01\x01R\texecution\x125\n" +
+	"\x06action\x18\x02 \x01(\v2\x1d.toolmesh.schedules.v1.ActionR\x06action\x12#\n" +
+	"\bagent_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\aagentId\x12 \n" +
+	"\x05depth\x18\x04 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\x05depth:\x9a\x01\xbaH\x96\x01\x1a\x93\x01\n" +
+	"\x16start_reports_the_call\x12Ia start report (status EXECUTION_STATUS_RUNNING) carries the run's action\x1a.this.execution.status != 1 || has(this.action)\"Y\n" +
 	"\x17RecordExecutionResponse\x12>\n" +
 	"\texecution\x18\x01 \x01(\v2 .toolmesh.schedules.v1.ExecutionR\texecution*\xe5\x01\n" +
 	"\x0eScheduleStatus\x12\x1f\n" +
@@ -2235,36 +2267,37 @@ var file_toolmesh_schedules_v1_schedules_proto_depIdxs = []int32{
 	2,  // 28: toolmesh.schedules.v1.ApplyDecisionRequest.kind:type_name -> toolmesh.schedules.v1.DecisionKind
 	5,  // 29: toolmesh.schedules.v1.ApplyDecisionResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
 	6,  // 30: toolmesh.schedules.v1.RecordExecutionRequest.execution:type_name -> toolmesh.schedules.v1.Execution
-	6,  // 31: toolmesh.schedules.v1.RecordExecutionResponse.execution:type_name -> toolmesh.schedules.v1.Execution
-	7,  // 32: toolmesh.schedules.v1.SchedulesService.Create:input_type -> toolmesh.schedules.v1.CreateRequest
-	9,  // 33: toolmesh.schedules.v1.SchedulesService.Preview:input_type -> toolmesh.schedules.v1.PreviewRequest
-	11, // 34: toolmesh.schedules.v1.SchedulesService.Get:input_type -> toolmesh.schedules.v1.GetRequest
-	13, // 35: toolmesh.schedules.v1.SchedulesService.List:input_type -> toolmesh.schedules.v1.ListRequest
-	15, // 36: toolmesh.schedules.v1.SchedulesService.Executions:input_type -> toolmesh.schedules.v1.ExecutionsRequest
-	17, // 37: toolmesh.schedules.v1.SchedulesService.Approve:input_type -> toolmesh.schedules.v1.ApproveRequest
-	19, // 38: toolmesh.schedules.v1.SchedulesService.Deny:input_type -> toolmesh.schedules.v1.DenyRequest
-	21, // 39: toolmesh.schedules.v1.SchedulesService.Pause:input_type -> toolmesh.schedules.v1.PauseRequest
-	23, // 40: toolmesh.schedules.v1.SchedulesService.Resume:input_type -> toolmesh.schedules.v1.ResumeRequest
-	25, // 41: toolmesh.schedules.v1.SchedulesService.Delete:input_type -> toolmesh.schedules.v1.DeleteRequest
-	27, // 42: toolmesh.schedules.v1.SchedulesService.ApplyDecision:input_type -> toolmesh.schedules.v1.ApplyDecisionRequest
-	29, // 43: toolmesh.schedules.v1.SchedulesService.RecordExecution:input_type -> toolmesh.schedules.v1.RecordExecutionRequest
-	8,  // 44: toolmesh.schedules.v1.SchedulesService.Create:output_type -> toolmesh.schedules.v1.CreateResponse
-	10, // 45: toolmesh.schedules.v1.SchedulesService.Preview:output_type -> toolmesh.schedules.v1.PreviewResponse
-	12, // 46: toolmesh.schedules.v1.SchedulesService.Get:output_type -> toolmesh.schedules.v1.GetResponse
-	14, // 47: toolmesh.schedules.v1.SchedulesService.List:output_type -> toolmesh.schedules.v1.ListResponse
-	16, // 48: toolmesh.schedules.v1.SchedulesService.Executions:output_type -> toolmesh.schedules.v1.ExecutionsResponse
-	18, // 49: toolmesh.schedules.v1.SchedulesService.Approve:output_type -> toolmesh.schedules.v1.ApproveResponse
-	20, // 50: toolmesh.schedules.v1.SchedulesService.Deny:output_type -> toolmesh.schedules.v1.DenyResponse
-	22, // 51: toolmesh.schedules.v1.SchedulesService.Pause:output_type -> toolmesh.schedules.v1.PauseResponse
-	24, // 52: toolmesh.schedules.v1.SchedulesService.Resume:output_type -> toolmesh.schedules.v1.ResumeResponse
-	26, // 53: toolmesh.schedules.v1.SchedulesService.Delete:output_type -> toolmesh.schedules.v1.DeleteResponse
-	28, // 54: toolmesh.schedules.v1.SchedulesService.ApplyDecision:output_type -> toolmesh.schedules.v1.ApplyDecisionResponse
-	30, // 55: toolmesh.schedules.v1.SchedulesService.RecordExecution:output_type -> toolmesh.schedules.v1.RecordExecutionResponse
-	44, // [44:56] is the sub-list for method output_type
-	32, // [32:44] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	3,  // 31: toolmesh.schedules.v1.RecordExecutionRequest.action:type_name -> toolmesh.schedules.v1.Action
+	6,  // 32: toolmesh.schedules.v1.RecordExecutionResponse.execution:type_name -> toolmesh.schedules.v1.Execution
+	7,  // 33: toolmesh.schedules.v1.SchedulesService.Create:input_type -> toolmesh.schedules.v1.CreateRequest
+	9,  // 34: toolmesh.schedules.v1.SchedulesService.Preview:input_type -> toolmesh.schedules.v1.PreviewRequest
+	11, // 35: toolmesh.schedules.v1.SchedulesService.Get:input_type -> toolmesh.schedules.v1.GetRequest
+	13, // 36: toolmesh.schedules.v1.SchedulesService.List:input_type -> toolmesh.schedules.v1.ListRequest
+	15, // 37: toolmesh.schedules.v1.SchedulesService.Executions:input_type -> toolmesh.schedules.v1.ExecutionsRequest
+	17, // 38: toolmesh.schedules.v1.SchedulesService.Approve:input_type -> toolmesh.schedules.v1.ApproveRequest
+	19, // 39: toolmesh.schedules.v1.SchedulesService.Deny:input_type -> toolmesh.schedules.v1.DenyRequest
+	21, // 40: toolmesh.schedules.v1.SchedulesService.Pause:input_type -> toolmesh.schedules.v1.PauseRequest
+	23, // 41: toolmesh.schedules.v1.SchedulesService.Resume:input_type -> toolmesh.schedules.v1.ResumeRequest
+	25, // 42: toolmesh.schedules.v1.SchedulesService.Delete:input_type -> toolmesh.schedules.v1.DeleteRequest
+	27, // 43: toolmesh.schedules.v1.SchedulesService.ApplyDecision:input_type -> toolmesh.schedules.v1.ApplyDecisionRequest
+	29, // 44: toolmesh.schedules.v1.SchedulesService.RecordExecution:input_type -> toolmesh.schedules.v1.RecordExecutionRequest
+	8,  // 45: toolmesh.schedules.v1.SchedulesService.Create:output_type -> toolmesh.schedules.v1.CreateResponse
+	10, // 46: toolmesh.schedules.v1.SchedulesService.Preview:output_type -> toolmesh.schedules.v1.PreviewResponse
+	12, // 47: toolmesh.schedules.v1.SchedulesService.Get:output_type -> toolmesh.schedules.v1.GetResponse
+	14, // 48: toolmesh.schedules.v1.SchedulesService.List:output_type -> toolmesh.schedules.v1.ListResponse
+	16, // 49: toolmesh.schedules.v1.SchedulesService.Executions:output_type -> toolmesh.schedules.v1.ExecutionsResponse
+	18, // 50: toolmesh.schedules.v1.SchedulesService.Approve:output_type -> toolmesh.schedules.v1.ApproveResponse
+	20, // 51: toolmesh.schedules.v1.SchedulesService.Deny:output_type -> toolmesh.schedules.v1.DenyResponse
+	22, // 52: toolmesh.schedules.v1.SchedulesService.Pause:output_type -> toolmesh.schedules.v1.PauseResponse
+	24, // 53: toolmesh.schedules.v1.SchedulesService.Resume:output_type -> toolmesh.schedules.v1.ResumeResponse
+	26, // 54: toolmesh.schedules.v1.SchedulesService.Delete:output_type -> toolmesh.schedules.v1.DeleteResponse
+	28, // 55: toolmesh.schedules.v1.SchedulesService.ApplyDecision:output_type -> toolmesh.schedules.v1.ApplyDecisionResponse
+	30, // 56: toolmesh.schedules.v1.SchedulesService.RecordExecution:output_type -> toolmesh.schedules.v1.RecordExecutionResponse
+	45, // [45:57] is the sub-list for method output_type
+	33, // [33:45] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_schedules_v1_schedules_proto_init() }

@@ -102,7 +102,12 @@ type SchedulesServiceClient interface {
 	ApplyDecision(ctx context.Context, in *ApplyDecisionRequest, opts ...grpc.CallOption) (*ApplyDecisionResponse, error)
 	// Record a run of a schedule (when it starts and when it ends). Called by
 	// the run workflow (service role); not a tool. Recording the same run
-	// again updates it; an ended run is never reopened.
+	// again updates it; an ended run is never reopened. The start report
+	// carries the call the run is about to make: unless the schedule is active
+	// and the call is the one the owner approved (tool, arguments, agent,
+	// depth), the run is recorded as failed and refused (failed_precondition),
+	// so a run started by hand or from a schedule changed in Temporal after the
+	// approval calls nothing.
 	RecordExecution(ctx context.Context, in *RecordExecutionRequest, opts ...grpc.CallOption) (*RecordExecutionResponse, error)
 }
 
@@ -297,7 +302,12 @@ type SchedulesServiceServer interface {
 	ApplyDecision(context.Context, *ApplyDecisionRequest) (*ApplyDecisionResponse, error)
 	// Record a run of a schedule (when it starts and when it ends). Called by
 	// the run workflow (service role); not a tool. Recording the same run
-	// again updates it; an ended run is never reopened.
+	// again updates it; an ended run is never reopened. The start report
+	// carries the call the run is about to make: unless the schedule is active
+	// and the call is the one the owner approved (tool, arguments, agent,
+	// depth), the run is recorded as failed and refused (failed_precondition),
+	// so a run started by hand or from a schedule changed in Temporal after the
+	// approval calls nothing.
 	RecordExecution(context.Context, *RecordExecutionRequest) (*RecordExecutionResponse, error)
 	mustEmbedUnimplementedSchedulesServiceServer()
 }
