@@ -263,17 +263,17 @@ subjects:
 		callable    string
 		callableArg map[string]any
 	}{
-		{"read scope", tok("bob", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_wait"},
+		{"read scope", tok("bob", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_remind_preview", "testing_wait"},
 			"testing_write", "toolmesh:write", "testing_echo", map[string]any{"message": "x"}},
-		{"write scope", tok("bob", "toolmesh:write"), []string{"testing_echo", "testing_list_items", "testing_wait", "testing_write"},
+		{"write scope", tok("bob", "toolmesh:write"), []string{"testing_echo", "testing_list_items", "testing_remind", "testing_remind_preview", "testing_wait", "testing_write"},
 			"testing_purge", "toolmesh:admin", "testing_write", map[string]any{"note": "n"}},
-		{"admin scope without grant", tok("bob", "toolmesh:read toolmesh:admin"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_wait"},
+		{"admin scope without grant", tok("bob", "toolmesh:read toolmesh:admin"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_remind_preview", "testing_wait"},
 			"testing_grant", "explicit grant", "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"}},
-		{"grants file", tok("alice", "toolmesh:read"), []string{"testing_echo", "testing_grant", "testing_list_items", "testing_peek", "testing_wait"},
+		{"grants file", tok("alice", "toolmesh:read"), []string{"testing_echo", "testing_grant", "testing_list_items", "testing_peek", "testing_remind_preview", "testing_wait"},
 			"testing_write", "toolmesh:write", "testing_peek", map[string]any{}},
-		{"grant by scope", tok("bob", "toolmesh:read toolmesh:tool:testing_peek"), []string{"testing_echo", "testing_list_items", "testing_peek", "testing_wait"},
+		{"grant by scope", tok("bob", "toolmesh:read toolmesh:tool:testing_peek"), []string{"testing_echo", "testing_list_items", "testing_peek", "testing_remind_preview", "testing_wait"},
 			"testing_grant", "explicit grant", "testing_peek", map[string]any{}},
-		{"scope from grants file", tok("carol", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_wait"},
+		{"scope from grants file", tok("carol", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_remind_preview", "testing_wait"},
 			"testing_peek", "explicit grant", "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"}},
 	}
 	for _, c := range cases {
@@ -354,8 +354,8 @@ func TestToolsListIsPaginated(t *testing.T) {
 		if len(first.Tools) != 3 || first.NextCursor == "" {
 			t.Errorf("%s: first page = %d tools, cursor %q; want 3 and a cursor", v, len(first.Tools), first.NextCursor)
 		}
-		if got := toolNames(t, cs); len(got) != 7 || !slices.IsSorted(got) {
-			t.Errorf("%s: all pages = %v, want 7 sorted tools", v, got)
+		if got := toolNames(t, cs); len(got) != 9 || !slices.IsSorted(got) {
+			t.Errorf("%s: all pages = %v, want 9 sorted tools", v, got)
 		}
 		if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "!!not-a-cursor"}); err == nil {
 			t.Errorf("%s: a forged cursor was accepted", v)

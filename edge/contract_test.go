@@ -54,8 +54,8 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 			for _, tool := range list.Tools {
 				names = append(names, tool.Name)
 			}
-			if !slices.IsSorted(names) || len(names) != 7 {
-				t.Errorf("tools = %v, want all 7 test tools, sorted", names)
+			if !slices.IsSorted(names) || len(names) != 9 {
+				t.Errorf("tools = %v, want all 9 test tools, sorted", names)
 			}
 
 			_, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
@@ -307,7 +307,7 @@ func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
 		if admin != (tool.Annotations.DestructiveHint != nil && *tool.Annotations.DestructiveHint) {
 			t.Errorf("%s: destructiveHint = %v", tool.Name, tool.Annotations.DestructiveHint)
 		}
-		read := tool.Name == "testing_echo" || tool.Name == "testing_list_items" || tool.Name == "testing_peek" || tool.Name == "testing_wait"
+		read := tool.Name == "testing_echo" || tool.Name == "testing_list_items" || tool.Name == "testing_peek" || tool.Name == "testing_wait" || tool.Name == "testing_remind_preview"
 		if tool.Annotations.ReadOnlyHint != read {
 			t.Errorf("%s: readOnlyHint = %v, want %v", tool.Name, tool.Annotations.ReadOnlyHint, read)
 		}

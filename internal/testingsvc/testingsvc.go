@@ -1,7 +1,10 @@
 // Package testingsvc implements the test-only toolmesh.testing.v1 contract: a
 // backend whose behaviour tests choose (echo the caller's identity, page
 // through a long list, fail in a requested way, wait). It counts the calls
-// that reach it, so tests can tell whether the edge called it at all.
+// that reach it, so tests can tell whether the edge called it at all, and —
+// like the product's services — applies a side effect once per idempotency
+// key, counting the executions, so tests can tell that a retried call had
+// its effect exactly once.
 package testingsvc
 
 import (
@@ -16,6 +19,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
@@ -31,17 +37,23 @@ const SecretInError = "password=hunter2-db-secret sk-live0123456789abcdefghijkl"
 type Service struct {
 	testingv1connect.UnimplementedTestingServiceHandler
 
-	mu       sync.Mutex
-	calls    map[string]int
-	notes    map[string]int
-	balances map[string]int64
+	mu         sync.Mutex
+	calls      map[string]int
+	executions map[string]int
+	notes      map[string]int
+	balances   map[string]int64
+	reminders  map[string]int
+	// done holds the response of each side effect by method, agent and
+	// idempotency key: a repeated key answers it again without executing.
+	done map[string]proto.Message
 }
 
 var _ testingv1connect.TestingServiceHandler = (*Service)(nil)
 
 // New returns an empty service.
 func New() *Service {
-	return &Service{calls: map[string]int{}, notes: map[string]int{}, balances: map[string]int64{}}
+	return &Service{calls: map[string]int{}, executions: map[string]int{}, notes: map[string]int{},
+		balances: map[string]int64{}, reminders: map[string]int{}, done: map[string]proto.Message{}}
 }
 
 // Server describes the service for internal/server, REST gateway included.
@@ -67,6 +79,41 @@ func (s *Service) count(method string) {
 	s.mu.Lock()
 	s.calls[method]++
 	s.mu.Unlock()
+}
+
+// Executions returns how many times the side effect of method ("Purge",
+// "Remind", ...) was applied: calls repeating an idempotency key do not
+// count.
+func (s *Service) Executions(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.executions[method]
+}
+
+// once applies a side effect for the calling agent once per idempotency
+// key: a repeated key returns the first response without calling apply. It
+// holds the service's lock while apply runs.
+func once[T proto.Message](s *Service, ctx context.Context, method string, apply func(agent string) T) (T, error) {
+	var zero T
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := mesh.FromContext(ctx).IdempotencyKey
+	id := method + "\x00" + agent + "\x00" + key
+	if key != "" {
+		if res, ok := s.done[id]; ok {
+			return proto.Clone(res).(T), nil
+		}
+	}
+	res := apply(agent)
+	s.executions[method]++
+	if key != "" {
+		s.done[id] = proto.Clone(res)
+	}
+	return res, nil
 }
 
 // Echo implements TestingService.Echo.
@@ -131,39 +178,79 @@ func (s *Service) ListItems(ctx context.Context, req *testingv1.ListItemsRequest
 // Write implements TestingService.Write.
 func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*testingv1.WriteResponse, error) {
 	s.count("Write")
-	agent, err := mesh.RequireAgent(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.notes[agent]++
-	return &testingv1.WriteResponse{Count: int32(s.notes[agent])}, nil
+	return once(s, ctx, "Write", func(agent string) *testingv1.WriteResponse {
+		s.notes[agent]++
+		return &testingv1.WriteResponse{Count: int32(s.notes[agent])}
+	})
 }
 
 // Purge implements TestingService.Purge.
 func (s *Service) Purge(ctx context.Context, req *testingv1.PurgeRequest) (*testingv1.PurgeResponse, error) {
 	s.count("Purge")
-	if _, err := mesh.RequireAgent(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.notes[req.GetAgentId()]
-	delete(s.notes, req.GetAgentId())
-	return &testingv1.PurgeResponse{Removed: int32(n)}, nil
+	return once(s, ctx, "Purge", func(string) *testingv1.PurgeResponse {
+		n := s.notes[req.GetAgentId()]
+		delete(s.notes, req.GetAgentId())
+		return &testingv1.PurgeResponse{Removed: int32(n)}
+	})
 }
 
 // Grant implements TestingService.Grant.
 func (s *Service) Grant(ctx context.Context, req *testingv1.GrantRequest) (*testingv1.GrantResponse, error) {
 	s.count("Grant")
+	return once(s, ctx, "Grant", func(string) *testingv1.GrantResponse {
+		s.balances[req.GetAgentId()] += req.GetAmount()
+		return &testingv1.GrantResponse{Balance: s.balances[req.GetAgentId()]}
+	})
+}
+
+// Remind implements TestingService.Remind.
+func (s *Service) Remind(ctx context.Context, req *testingv1.RemindRequest) (*testingv1.RemindResponse, error) {
+	s.count("Remind")
+	if _, err := reminderPeriod(req.GetEvery()); err != nil {
+		return nil, err
+	}
+	return once(s, ctx, "Remind", func(agent string) *testingv1.RemindResponse {
+		s.reminders[agent]++
+		return &testingv1.RemindResponse{Text: req.GetText(), Every: req.GetEvery(), Channel: req.GetChannel(), Count: int32(s.reminders[agent])}
+	})
+}
+
+// PreviewEpoch is the time reminders are previewed from, so previews are the
+// same in every test run.
+func PreviewEpoch() time.Time { return time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC) }
+
+// PreviewRemind implements TestingService.PreviewRemind.
+func (s *Service) PreviewRemind(ctx context.Context, req *testingv1.PreviewRemindRequest) (*testingv1.PreviewRemindResponse, error) {
+	s.count("PreviewRemind")
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.balances[req.GetAgentId()] += req.GetAmount()
-	return &testingv1.GrantResponse{Balance: s.balances[req.GetAgentId()]}, nil
+	d, err := reminderPeriod(req.GetEvery())
+	if err != nil {
+		return nil, err
+	}
+	res := &testingv1.PreviewRemindResponse{}
+	for i := 1; i <= 3; i++ {
+		res.NextRuns = append(res.NextRuns, timestamppb.New(PreviewEpoch().Add(time.Duration(i)*d)))
+	}
+	return res, nil
+}
+
+// MinReminderPeriod is the shortest period a reminder may repeat at.
+const MinReminderPeriod = 5 * time.Minute
+
+// reminderPeriod parses "90m" or "2h" (the request rules checked the
+// shape) and refuses periods under MinReminderPeriod, the way a domain
+// rule the contract cannot express is refused.
+func reminderPeriod(every string) (time.Duration, error) {
+	d, err := time.ParseDuration(every)
+	if err != nil {
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("every: %q is not a count and a unit such as 90m or 2h", every))
+	}
+	if d < MinReminderPeriod {
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("every: %s is too often; the minimum is %s", every, MinReminderPeriod))
+	}
+	return d, nil
 }
 
 // Peek implements TestingService.Peek.

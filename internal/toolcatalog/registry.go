@@ -35,6 +35,9 @@ type Tool struct {
 	LongRunning bool
 	// Elicitable lists request fields that may be asked from the user.
 	Elicitable []string
+	// Preview names the READ tool whose result the user confirms when a call
+	// was completed by elicitation ("" for none).
+	Preview string
 
 	// Service is the fully-qualified service name.
 	Service string
@@ -88,7 +91,57 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 		}
 	}
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
+	for _, t := range r.tools {
+		if err := r.checkPreview(t); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// checkPreview checks that t's preview tool is a READ tool of the registry
+// whose request fields are all fields of t's request, of the same types, so
+// a preview is called with the arguments of t.
+func (r *Registry) checkPreview(t *Tool) error {
+	if t.Preview == "" {
+		return nil
+	}
+	p, ok := r.byName[t.Preview]
+	if !ok {
+		return fmt.Errorf("tool %q: preview tool %q is not a tool of the same registry", t.Name, t.Preview)
+	}
+	if p.Kind != toolv1.Kind_KIND_READ {
+		return fmt.Errorf("tool %q: preview tool %q must be a READ tool", t.Name, t.Preview)
+	}
+	in, pin := t.Method.Input().Fields(), p.Method.Input().Fields()
+	for i := 0; i < pin.Len(); i++ {
+		pf := pin.Get(i)
+		f := in.ByName(pf.Name())
+		if f == nil || f.Kind() != pf.Kind() || f.Cardinality() != pf.Cardinality() || f.IsMap() != pf.IsMap() ||
+			(f.Message() != nil && f.Message().FullName() != pf.Message().FullName()) ||
+			(f.Enum() != nil && f.Enum().FullName() != pf.Enum().FullName()) {
+			return fmt.Errorf("tool %q: preview tool %q takes %s, which %s does not take alike", t.Name, t.Preview, pf.Name(), t.Method.Input().FullName())
+		}
+	}
+	return nil
+}
+
+// elicitableField reports whether fd can be asked in a form: form
+// elicitation allows flat primitive values only (strings, numbers, booleans,
+// enums, and timestamps and durations written as strings).
+func elicitableField(fd protoreflect.FieldDescriptor) bool {
+	if fd.IsList() || fd.IsMap() {
+		return false
+	}
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		switch fd.Message().FullName() {
+		case "google.protobuf.Timestamp", "google.protobuf.Duration":
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 func toolOption(md protoreflect.MethodDescriptor) *toolv1.Tool {
@@ -118,6 +171,7 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		Privileged:  opt.GetPrivileged(),
 		LongRunning: opt.GetLongRunning(),
 		Elicitable:  opt.GetElicitable(),
+		Preview:     opt.GetPreview(),
 		Service:     string(sd.FullName()),
 		Method:      md,
 		Procedure:   "/" + string(sd.FullName()) + "/" + string(md.Name()),
@@ -129,8 +183,12 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		return nil, fmt.Errorf("tool %q: %s has no leading comment to describe it", t.Name, md.FullName())
 	}
 	for _, f := range t.Elicitable {
-		if md.Input().Fields().ByName(protoreflect.Name(f)) == nil {
+		fd := md.Input().Fields().ByName(protoreflect.Name(f))
+		if fd == nil {
 			return nil, fmt.Errorf("tool %q: elicitable field %q is not a field of %s", t.Name, f, md.Input().FullName())
+		}
+		if !elicitableField(fd) {
+			return nil, fmt.Errorf("tool %q: elicitable field %q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration)", t.Name, f)
 		}
 	}
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {

@@ -17,6 +17,7 @@ import (
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -115,6 +116,58 @@ func (x Failure) Number() protoreflect.EnumNumber {
 // Deprecated: Use Failure.Descriptor instead.
 func (Failure) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{0}
+}
+
+// Channel is where a reminder is delivered.
+type Channel int32
+
+const (
+	Channel_CHANNEL_UNSPECIFIED Channel = 0
+	// Written to the service log.
+	Channel_CHANNEL_LOG Channel = 1
+	// Posted to the agent's webhook.
+	Channel_CHANNEL_WEBHOOK Channel = 2
+)
+
+// Enum value maps for Channel.
+var (
+	Channel_name = map[int32]string{
+		0: "CHANNEL_UNSPECIFIED",
+		1: "CHANNEL_LOG",
+		2: "CHANNEL_WEBHOOK",
+	}
+	Channel_value = map[string]int32{
+		"CHANNEL_UNSPECIFIED": 0,
+		"CHANNEL_LOG":         1,
+		"CHANNEL_WEBHOOK":     2,
+	}
+)
+
+func (x Channel) Enum() *Channel {
+	p := new(Channel)
+	*p = x
+	return p
+}
+
+func (x Channel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Channel) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_testing_v1_testing_proto_enumTypes[1].Descriptor()
+}
+
+func (Channel) Type() protoreflect.EnumType {
+	return &file_toolmesh_testing_v1_testing_proto_enumTypes[1]
+}
+
+func (x Channel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Channel.Descriptor instead.
+func (Channel) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{1}
 }
 
 type EchoRequest struct {
@@ -919,11 +972,236 @@ func (x *WaitResponse) GetWaitedMillis() int32 {
 	return 0
 }
 
+type RemindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to be reminded of (1 to 200 characters).
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// How often, as a count and a unit: "90m", "2h" (at least 5m).
+	Every string `protobuf:"bytes,2,opt,name=every,proto3" json:"every,omitempty"`
+	// Where the reminder is delivered.
+	Channel       Channel `protobuf:"varint,3,opt,name=channel,proto3,enum=toolmesh.testing.v1.Channel" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemindRequest) Reset() {
+	*x = RemindRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemindRequest) ProtoMessage() {}
+
+func (x *RemindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemindRequest.ProtoReflect.Descriptor instead.
+func (*RemindRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RemindRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RemindRequest) GetEvery() string {
+	if x != nil {
+		return x.Every
+	}
+	return ""
+}
+
+func (x *RemindRequest) GetChannel() Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return Channel_CHANNEL_UNSPECIFIED
+}
+
+type RemindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the reminder says.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// How often it fires.
+	Every string `protobuf:"bytes,2,opt,name=every,proto3" json:"every,omitempty"`
+	// Where it is delivered.
+	Channel Channel `protobuf:"varint,3,opt,name=channel,proto3,enum=toolmesh.testing.v1.Channel" json:"channel,omitempty"`
+	// How many reminders the agent has planned, this one included.
+	Count         int32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemindResponse) Reset() {
+	*x = RemindResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemindResponse) ProtoMessage() {}
+
+func (x *RemindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemindResponse.ProtoReflect.Descriptor instead.
+func (*RemindResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RemindResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RemindResponse) GetEvery() string {
+	if x != nil {
+		return x.Every
+	}
+	return ""
+}
+
+func (x *RemindResponse) GetChannel() Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return Channel_CHANNEL_UNSPECIFIED
+}
+
+func (x *RemindResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type PreviewRemindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often, as a count and a unit: "90m", "2h" (at least 5m).
+	Every         string `protobuf:"bytes,1,opt,name=every,proto3" json:"every,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewRemindRequest) Reset() {
+	*x = PreviewRemindRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewRemindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewRemindRequest) ProtoMessage() {}
+
+func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewRemindRequest.ProtoReflect.Descriptor instead.
+func (*PreviewRemindRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PreviewRemindRequest) GetEvery() string {
+	if x != nil {
+		return x.Every
+	}
+	return ""
+}
+
+type PreviewRemindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next three times the reminder would fire.
+	NextRuns      []*timestamppb.Timestamp `protobuf:"bytes,1,rep,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewRemindResponse) Reset() {
+	*x = PreviewRemindResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewRemindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewRemindResponse) ProtoMessage() {}
+
+func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewRemindResponse.ProtoReflect.Descriptor instead.
+func (*PreviewRemindResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PreviewRemindResponse) GetNextRuns() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRuns
+	}
+	return nil
+}
+
 var File_toolmesh_testing_v1_testing_proto protoreflect.FileDescriptor
 
 const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\n" +
-	"!toolmesh/testing/v1/testing.proto\x12\x13toolmesh.testing.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"r\n" +
+	"!toolmesh/testing/v1/testing.proto\x12\x13toolmesh.testing.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"r\n" +
 	"\vEchoRequest\x12'\n" +
 	"\amessage\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xc8\x01\x01r\x05\x10\x01\x18\xc8\x01R\amessage\x12:\n" +
@@ -969,7 +1247,22 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\vWaitRequest\x12#\n" +
 	"\x06millis\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xe0\xd4\x03(\x00R\x06millis\"3\n" +
 	"\fWaitResponse\x12#\n" +
-	"\rwaited_millis\x18\x01 \x01(\x05R\fwaitedMillis*\xc3\x02\n" +
+	"\rwaited_millis\x18\x01 \x01(\x05R\fwaitedMillis\"\xae\x01\n" +
+	"\rRemindRequest\x12!\n" +
+	"\x04text\x18\x01 \x01(\tB\r\xbaH\n" +
+	"\xc8\x01\x01r\x05\x10\x01\x18\xc8\x01R\x04text\x123\n" +
+	"\x05every\x18\x02 \x01(\tB\x1d\xbaH\x1a\xc8\x01\x01r\x15\x18\b2\x11^[1-9][0-9]*[mh]$R\x05every\x12E\n" +
+	"\achannel\x18\x03 \x01(\x0e2\x1c.toolmesh.testing.v1.ChannelB\r\xbaH\n" +
+	"\xc8\x01\x01\x82\x01\x04\x10\x01 \x00R\achannel\"\x88\x01\n" +
+	"\x0eRemindResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
+	"\x05every\x18\x02 \x01(\tR\x05every\x126\n" +
+	"\achannel\x18\x03 \x01(\x0e2\x1c.toolmesh.testing.v1.ChannelR\achannel\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x05R\x05count\"K\n" +
+	"\x14PreviewRemindRequest\x123\n" +
+	"\x05every\x18\x01 \x01(\tB\x1d\xbaH\x1a\xc8\x01\x01r\x15\x18\b2\x11^[1-9][0-9]*[mh]$R\x05every\"P\n" +
+	"\x15PreviewRemindResponse\x127\n" +
+	"\tnext_runs\x18\x01 \x03(\v2\x1a.google.protobuf.TimestampR\bnextRuns*\xc3\x02\n" +
 	"\aFailure\x12\x17\n" +
 	"\x13FAILURE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11FAILURE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -983,7 +1276,11 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x17FAILURE_INTERNAL_SECRET\x10\t\x12\x11\n" +
 	"\rFAILURE_PANIC\x10\n" +
 	"\x12\x1c\n" +
-	"\x18FAILURE_INVALID_ARGUMENT\x10\v2\xdc\x06\n" +
+	"\x18FAILURE_INVALID_ARGUMENT\x10\v*H\n" +
+	"\aChannel\x12\x17\n" +
+	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vCHANNEL_LOG\x10\x01\x12\x13\n" +
+	"\x0fCHANNEL_WEBHOOK\x10\x022\xab\t\n" +
 	"\x0eTestingService\x12t\n" +
 	"\x04Echo\x12 .toolmesh.testing.v1.EchoRequest\x1a!.toolmesh.testing.v1.EchoResponse\"'\xc2\xf3\x18 \n" +
 	"\ftesting_echo\x12\x0eEcho a message\x18\x01\x90\x02\x01\x12\x85\x01\n" +
@@ -991,13 +1288,17 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x12testing_list_items\x12\n" +
 	"List items\x18\x01\x90\x02\x01\x12s\n" +
 	"\x05Write\x12!.toolmesh.testing.v1.WriteRequest\x1a\".toolmesh.testing.v1.WriteResponse\"#\xc2\xf3\x18\x1f\n" +
-	"\rtesting_write\x12\fWrite a note\x18\x02\x12r\n" +
-	"\x05Purge\x12!.toolmesh.testing.v1.PurgeRequest\x1a\".toolmesh.testing.v1.PurgeResponse\"\"\xc2\xf3\x18\x1e\n" +
-	"\rtesting_purge\x12\vPurge notes\x18\x03\x12v\n" +
+	"\rtesting_write\x12\fWrite a note\x18\x02\x12|\n" +
+	"\x05Purge\x12!.toolmesh.testing.v1.PurgeRequest\x1a\".toolmesh.testing.v1.PurgeResponse\",\xc2\xf3\x18(\n" +
+	"\rtesting_purge\x12\vPurge notes\x18\x032\bagent_id\x12v\n" +
 	"\x05Grant\x12!.toolmesh.testing.v1.GrantRequest\x1a\".toolmesh.testing.v1.GrantResponse\"&\xc2\xf3\x18\"\n" +
 	"\rtesting_grant\x12\rGrant credits\x18\x03 \x01\x12}\n" +
 	"\x04Peek\x12 .toolmesh.testing.v1.PeekRequest\x1a!.toolmesh.testing.v1.PeekResponse\"0\xc2\xf3\x18)\n" +
-	"\ftesting_peek\x12\x15Peek at configuration\x18\x01 \x01\x90\x02\x01\x12l\n" +
+	"\ftesting_peek\x12\x15Peek at configuration\x18\x01 \x01\x90\x02\x01\x12\xa2\x01\n" +
+	"\x06Remind\x12\".toolmesh.testing.v1.RemindRequest\x1a#.toolmesh.testing.v1.RemindResponse\"O\xc2\xf3\x18K\n" +
+	"\x0etesting_remind\x12\x0fPlan a reminder\x18\x022\x05every2\achannel:\x16testing_remind_preview\x12\x9d\x01\n" +
+	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
+	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12l\n" +
 	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"\x1f\xc2\xf3\x18\x18\n" +
 	"\ftesting_wait\x12\x04Wait\x18\x01(\x01\x90\x02\x012\x8d\x01\n" +
 	"\x10DuplicateService\x12y\n" +
@@ -1016,54 +1317,67 @@ func file_toolmesh_testing_v1_testing_proto_rawDescGZIP() []byte {
 	return file_toolmesh_testing_v1_testing_proto_rawDescData
 }
 
-var file_toolmesh_testing_v1_testing_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_toolmesh_testing_v1_testing_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
-	(Failure)(0),              // 0: toolmesh.testing.v1.Failure
-	(*EchoRequest)(nil),       // 1: toolmesh.testing.v1.EchoRequest
-	(*EchoResponse)(nil),      // 2: toolmesh.testing.v1.EchoResponse
-	(*RepeatRequest)(nil),     // 3: toolmesh.testing.v1.RepeatRequest
-	(*RepeatResponse)(nil),    // 4: toolmesh.testing.v1.RepeatResponse
-	(*ListItemsRequest)(nil),  // 5: toolmesh.testing.v1.ListItemsRequest
-	(*ListItemsResponse)(nil), // 6: toolmesh.testing.v1.ListItemsResponse
-	(*WriteRequest)(nil),      // 7: toolmesh.testing.v1.WriteRequest
-	(*WriteResponse)(nil),     // 8: toolmesh.testing.v1.WriteResponse
-	(*PurgeRequest)(nil),      // 9: toolmesh.testing.v1.PurgeRequest
-	(*PurgeResponse)(nil),     // 10: toolmesh.testing.v1.PurgeResponse
-	(*GrantRequest)(nil),      // 11: toolmesh.testing.v1.GrantRequest
-	(*GrantResponse)(nil),     // 12: toolmesh.testing.v1.GrantResponse
-	(*PeekRequest)(nil),       // 13: toolmesh.testing.v1.PeekRequest
-	(*PeekResponse)(nil),      // 14: toolmesh.testing.v1.PeekResponse
-	(*WaitRequest)(nil),       // 15: toolmesh.testing.v1.WaitRequest
-	(*WaitResponse)(nil),      // 16: toolmesh.testing.v1.WaitResponse
-	nil,                       // 17: toolmesh.testing.v1.PeekResponse.ConfigEntry
-	(*v1.Page)(nil),           // 18: toolmesh.page.v1.Page
+	(Failure)(0),                  // 0: toolmesh.testing.v1.Failure
+	(Channel)(0),                  // 1: toolmesh.testing.v1.Channel
+	(*EchoRequest)(nil),           // 2: toolmesh.testing.v1.EchoRequest
+	(*EchoResponse)(nil),          // 3: toolmesh.testing.v1.EchoResponse
+	(*RepeatRequest)(nil),         // 4: toolmesh.testing.v1.RepeatRequest
+	(*RepeatResponse)(nil),        // 5: toolmesh.testing.v1.RepeatResponse
+	(*ListItemsRequest)(nil),      // 6: toolmesh.testing.v1.ListItemsRequest
+	(*ListItemsResponse)(nil),     // 7: toolmesh.testing.v1.ListItemsResponse
+	(*WriteRequest)(nil),          // 8: toolmesh.testing.v1.WriteRequest
+	(*WriteResponse)(nil),         // 9: toolmesh.testing.v1.WriteResponse
+	(*PurgeRequest)(nil),          // 10: toolmesh.testing.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 11: toolmesh.testing.v1.PurgeResponse
+	(*GrantRequest)(nil),          // 12: toolmesh.testing.v1.GrantRequest
+	(*GrantResponse)(nil),         // 13: toolmesh.testing.v1.GrantResponse
+	(*PeekRequest)(nil),           // 14: toolmesh.testing.v1.PeekRequest
+	(*PeekResponse)(nil),          // 15: toolmesh.testing.v1.PeekResponse
+	(*WaitRequest)(nil),           // 16: toolmesh.testing.v1.WaitRequest
+	(*WaitResponse)(nil),          // 17: toolmesh.testing.v1.WaitResponse
+	(*RemindRequest)(nil),         // 18: toolmesh.testing.v1.RemindRequest
+	(*RemindResponse)(nil),        // 19: toolmesh.testing.v1.RemindResponse
+	(*PreviewRemindRequest)(nil),  // 20: toolmesh.testing.v1.PreviewRemindRequest
+	(*PreviewRemindResponse)(nil), // 21: toolmesh.testing.v1.PreviewRemindResponse
+	nil,                           // 22: toolmesh.testing.v1.PeekResponse.ConfigEntry
+	(*v1.Page)(nil),               // 23: toolmesh.page.v1.Page
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_toolmesh_testing_v1_testing_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.testing.v1.EchoRequest.fail:type_name -> toolmesh.testing.v1.Failure
-	18, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	17, // 2: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
-	1,  // 3: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
-	5,  // 4: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
-	7,  // 5: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
-	9,  // 6: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
-	11, // 7: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
-	13, // 8: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
-	15, // 9: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
-	3,  // 10: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
-	2,  // 11: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
-	6,  // 12: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
-	8,  // 13: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
-	10, // 14: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
-	12, // 15: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
-	14, // 16: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
-	16, // 17: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
-	4,  // 18: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	23, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	22, // 2: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
+	1,  // 3: toolmesh.testing.v1.RemindRequest.channel:type_name -> toolmesh.testing.v1.Channel
+	1,  // 4: toolmesh.testing.v1.RemindResponse.channel:type_name -> toolmesh.testing.v1.Channel
+	24, // 5: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
+	2,  // 6: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
+	6,  // 7: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
+	8,  // 8: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
+	10, // 9: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
+	12, // 10: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
+	14, // 11: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
+	18, // 12: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
+	20, // 13: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
+	16, // 14: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
+	4,  // 15: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
+	3,  // 16: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
+	7,  // 17: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
+	9,  // 18: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
+	11, // 19: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
+	13, // 20: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
+	15, // 21: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
+	19, // 22: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
+	21, // 23: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
+	17, // 24: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
+	5,  // 25: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_testing_v1_testing_proto_init() }
@@ -1076,8 +1390,8 @@ func file_toolmesh_testing_v1_testing_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_testing_v1_testing_proto_rawDesc), len(file_toolmesh_testing_v1_testing_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -24,13 +24,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TestingService_Echo_FullMethodName      = "/toolmesh.testing.v1.TestingService/Echo"
-	TestingService_ListItems_FullMethodName = "/toolmesh.testing.v1.TestingService/ListItems"
-	TestingService_Write_FullMethodName     = "/toolmesh.testing.v1.TestingService/Write"
-	TestingService_Purge_FullMethodName     = "/toolmesh.testing.v1.TestingService/Purge"
-	TestingService_Grant_FullMethodName     = "/toolmesh.testing.v1.TestingService/Grant"
-	TestingService_Peek_FullMethodName      = "/toolmesh.testing.v1.TestingService/Peek"
-	TestingService_Wait_FullMethodName      = "/toolmesh.testing.v1.TestingService/Wait"
+	TestingService_Echo_FullMethodName          = "/toolmesh.testing.v1.TestingService/Echo"
+	TestingService_ListItems_FullMethodName     = "/toolmesh.testing.v1.TestingService/ListItems"
+	TestingService_Write_FullMethodName         = "/toolmesh.testing.v1.TestingService/Write"
+	TestingService_Purge_FullMethodName         = "/toolmesh.testing.v1.TestingService/Purge"
+	TestingService_Grant_FullMethodName         = "/toolmesh.testing.v1.TestingService/Grant"
+	TestingService_Peek_FullMethodName          = "/toolmesh.testing.v1.TestingService/Peek"
+	TestingService_Remind_FullMethodName        = "/toolmesh.testing.v1.TestingService/Remind"
+	TestingService_PreviewRemind_FullMethodName = "/toolmesh.testing.v1.TestingService/PreviewRemind"
+	TestingService_Wait_FullMethodName          = "/toolmesh.testing.v1.TestingService/Wait"
 )
 
 // TestingServiceClient is the client API for TestingService service.
@@ -52,6 +54,10 @@ type TestingServiceClient interface {
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 	// Read the secret configuration.
 	Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
+	// Plan a recurring reminder for the calling agent.
+	Remind(ctx context.Context, in *RemindRequest, opts ...grpc.CallOption) (*RemindResponse, error)
+	// Show the next three times a reminder repeating this often would fire.
+	PreviewRemind(ctx context.Context, in *PreviewRemindRequest, opts ...grpc.CallOption) (*PreviewRemindResponse, error)
 	// Wait before answering.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
 }
@@ -124,6 +130,26 @@ func (c *testingServiceClient) Peek(ctx context.Context, in *PeekRequest, opts .
 	return out, nil
 }
 
+func (c *testingServiceClient) Remind(ctx context.Context, in *RemindRequest, opts ...grpc.CallOption) (*RemindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemindResponse)
+	err := c.cc.Invoke(ctx, TestingService_Remind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *testingServiceClient) PreviewRemind(ctx context.Context, in *PreviewRemindRequest, opts ...grpc.CallOption) (*PreviewRemindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PreviewRemindResponse)
+	err := c.cc.Invoke(ctx, TestingService_PreviewRemind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *testingServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WaitResponse)
@@ -153,6 +179,10 @@ type TestingServiceServer interface {
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	// Read the secret configuration.
 	Peek(context.Context, *PeekRequest) (*PeekResponse, error)
+	// Plan a recurring reminder for the calling agent.
+	Remind(context.Context, *RemindRequest) (*RemindResponse, error)
+	// Show the next three times a reminder repeating this often would fire.
+	PreviewRemind(context.Context, *PreviewRemindRequest) (*PreviewRemindResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
 	mustEmbedUnimplementedTestingServiceServer()
@@ -182,6 +212,12 @@ func (UnimplementedTestingServiceServer) Grant(context.Context, *GrantRequest) (
 }
 func (UnimplementedTestingServiceServer) Peek(context.Context, *PeekRequest) (*PeekResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Peek not implemented")
+}
+func (UnimplementedTestingServiceServer) Remind(context.Context, *RemindRequest) (*RemindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Remind not implemented")
+}
+func (UnimplementedTestingServiceServer) PreviewRemind(context.Context, *PreviewRemindRequest) (*PreviewRemindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PreviewRemind not implemented")
 }
 func (UnimplementedTestingServiceServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
@@ -315,6 +351,42 @@ func _TestingService_Peek_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TestingService_Remind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingServiceServer).Remind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingService_Remind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingServiceServer).Remind(ctx, req.(*RemindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TestingService_PreviewRemind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreviewRemindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingServiceServer).PreviewRemind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingService_PreviewRemind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingServiceServer).PreviewRemind(ctx, req.(*PreviewRemindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TestingService_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WaitRequest)
 	if err := dec(in); err != nil {
@@ -363,6 +435,14 @@ var TestingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Peek",
 			Handler:    _TestingService_Peek_Handler,
+		},
+		{
+			MethodName: "Remind",
+			Handler:    _TestingService_Remind_Handler,
+		},
+		{
+			MethodName: "PreviewRemind",
+			Handler:    _TestingService_PreviewRemind_Handler,
 		},
 		{
 			MethodName: "Wait",

@@ -98,7 +98,12 @@ type Tool struct {
 	// The call may outlive one request and return a handle or an MCP task.
 	LongRunning bool `protobuf:"varint,5,opt,name=long_running,json=longRunning,proto3" json:"long_running,omitempty"`
 	// Request fields that may be asked from the user (elicited) when missing.
-	Elicitable    []string `protobuf:"bytes,6,rep,name=elicitable,proto3" json:"elicitable,omitempty"`
+	Elicitable []string `protobuf:"bytes,6,rep,name=elicitable,proto3" json:"elicitable,omitempty"`
+	// A READ tool, taking a subset of this tool's request fields, whose result
+	// shows what a call would do (e.g. "schedules_preview"). When a call was
+	// completed by eliciting fields from the user, the user confirms that result
+	// before the call runs.
+	Preview       string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +180,13 @@ func (x *Tool) GetElicitable() []string {
 	return nil
 }
 
+func (x *Tool) GetPreview() string {
+	if x != nil {
+		return x.Preview
+	}
+	return ""
+}
+
 var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -198,7 +210,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xbf\x01\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd9\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -209,7 +221,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\flong_running\x18\x05 \x01(\bR\vlongRunning\x12\x1e\n" +
 	"\n" +
 	"elicitable\x18\x06 \x03(\tR\n" +
-	"elicitable*K\n" +
+	"elicitable\x12\x18\n" +
+	"\apreview\x18\a \x01(\tR\apreview*K\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0e\n" +

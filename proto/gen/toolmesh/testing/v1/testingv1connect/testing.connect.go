@@ -52,6 +52,11 @@ const (
 	TestingServiceGrantProcedure = "/toolmesh.testing.v1.TestingService/Grant"
 	// TestingServicePeekProcedure is the fully-qualified name of the TestingService's Peek RPC.
 	TestingServicePeekProcedure = "/toolmesh.testing.v1.TestingService/Peek"
+	// TestingServiceRemindProcedure is the fully-qualified name of the TestingService's Remind RPC.
+	TestingServiceRemindProcedure = "/toolmesh.testing.v1.TestingService/Remind"
+	// TestingServicePreviewRemindProcedure is the fully-qualified name of the TestingService's
+	// PreviewRemind RPC.
+	TestingServicePreviewRemindProcedure = "/toolmesh.testing.v1.TestingService/PreviewRemind"
 	// TestingServiceWaitProcedure is the fully-qualified name of the TestingService's Wait RPC.
 	TestingServiceWaitProcedure = "/toolmesh.testing.v1.TestingService/Wait"
 	// DuplicateServiceRepeatProcedure is the fully-qualified name of the DuplicateService's Repeat RPC.
@@ -73,6 +78,10 @@ type TestingServiceClient interface {
 	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
 	// Read the secret configuration.
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
+	// Plan a recurring reminder for the calling agent.
+	Remind(context.Context, *v1.RemindRequest) (*v1.RemindResponse, error)
+	// Show the next three times a reminder repeating this often would fire.
+	PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error)
 }
@@ -127,6 +136,19 @@ func NewTestingServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		remind: connect.NewClient[v1.RemindRequest, v1.RemindResponse](
+			httpClient,
+			baseURL+TestingServiceRemindProcedure,
+			connect.WithSchema(testingServiceMethods.ByName("Remind")),
+			connect.WithClientOptions(opts...),
+		),
+		previewRemind: connect.NewClient[v1.PreviewRemindRequest, v1.PreviewRemindResponse](
+			httpClient,
+			baseURL+TestingServicePreviewRemindProcedure,
+			connect.WithSchema(testingServiceMethods.ByName("PreviewRemind")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		wait: connect.NewClient[v1.WaitRequest, v1.WaitResponse](
 			httpClient,
 			baseURL+TestingServiceWaitProcedure,
@@ -139,13 +161,15 @@ func NewTestingServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // testingServiceClient implements TestingServiceClient.
 type testingServiceClient struct {
-	echo      *connect.Client[v1.EchoRequest, v1.EchoResponse]
-	listItems *connect.Client[v1.ListItemsRequest, v1.ListItemsResponse]
-	write     *connect.Client[v1.WriteRequest, v1.WriteResponse]
-	purge     *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
-	grant     *connect.Client[v1.GrantRequest, v1.GrantResponse]
-	peek      *connect.Client[v1.PeekRequest, v1.PeekResponse]
-	wait      *connect.Client[v1.WaitRequest, v1.WaitResponse]
+	echo          *connect.Client[v1.EchoRequest, v1.EchoResponse]
+	listItems     *connect.Client[v1.ListItemsRequest, v1.ListItemsResponse]
+	write         *connect.Client[v1.WriteRequest, v1.WriteResponse]
+	purge         *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
+	grant         *connect.Client[v1.GrantRequest, v1.GrantResponse]
+	peek          *connect.Client[v1.PeekRequest, v1.PeekResponse]
+	remind        *connect.Client[v1.RemindRequest, v1.RemindResponse]
+	previewRemind *connect.Client[v1.PreviewRemindRequest, v1.PreviewRemindResponse]
+	wait          *connect.Client[v1.WaitRequest, v1.WaitResponse]
 }
 
 // Echo calls toolmesh.testing.v1.TestingService.Echo.
@@ -202,6 +226,24 @@ func (c *testingServiceClient) Peek(ctx context.Context, req *v1.PeekRequest) (*
 	return nil, err
 }
 
+// Remind calls toolmesh.testing.v1.TestingService.Remind.
+func (c *testingServiceClient) Remind(ctx context.Context, req *v1.RemindRequest) (*v1.RemindResponse, error) {
+	response, err := c.remind.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// PreviewRemind calls toolmesh.testing.v1.TestingService.PreviewRemind.
+func (c *testingServiceClient) PreviewRemind(ctx context.Context, req *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error) {
+	response, err := c.previewRemind.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // Wait calls toolmesh.testing.v1.TestingService.Wait.
 func (c *testingServiceClient) Wait(ctx context.Context, req *v1.WaitRequest) (*v1.WaitResponse, error) {
 	response, err := c.wait.CallUnary(ctx, connect.NewRequest(req))
@@ -226,6 +268,10 @@ type TestingServiceHandler interface {
 	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
 	// Read the secret configuration.
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
+	// Plan a recurring reminder for the calling agent.
+	Remind(context.Context, *v1.RemindRequest) (*v1.RemindResponse, error)
+	// Show the next three times a reminder repeating this often would fire.
+	PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error)
 }
@@ -276,6 +322,19 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	testingServiceRemindHandler := connect.NewUnaryHandlerSimple(
+		TestingServiceRemindProcedure,
+		svc.Remind,
+		connect.WithSchema(testingServiceMethods.ByName("Remind")),
+		connect.WithHandlerOptions(opts...),
+	)
+	testingServicePreviewRemindHandler := connect.NewUnaryHandlerSimple(
+		TestingServicePreviewRemindProcedure,
+		svc.PreviewRemind,
+		connect.WithSchema(testingServiceMethods.ByName("PreviewRemind")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	testingServiceWaitHandler := connect.NewUnaryHandlerSimple(
 		TestingServiceWaitProcedure,
 		svc.Wait,
@@ -297,6 +356,10 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 			testingServiceGrantHandler.ServeHTTP(w, r)
 		case TestingServicePeekProcedure:
 			testingServicePeekHandler.ServeHTTP(w, r)
+		case TestingServiceRemindProcedure:
+			testingServiceRemindHandler.ServeHTTP(w, r)
+		case TestingServicePreviewRemindProcedure:
+			testingServicePreviewRemindHandler.ServeHTTP(w, r)
 		case TestingServiceWaitProcedure:
 			testingServiceWaitHandler.ServeHTTP(w, r)
 		default:
@@ -330,6 +393,14 @@ func (UnimplementedTestingServiceHandler) Grant(context.Context, *v1.GrantReques
 
 func (UnimplementedTestingServiceHandler) Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Peek is not implemented"))
+}
+
+func (UnimplementedTestingServiceHandler) Remind(context.Context, *v1.RemindRequest) (*v1.RemindResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Remind is not implemented"))
+}
+
+func (UnimplementedTestingServiceHandler) PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.PreviewRemind is not implemented"))
 }
 
 func (UnimplementedTestingServiceHandler) Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error) {
