@@ -10,14 +10,12 @@ import (
 	"math"
 	"regexp"
 	"runtime/debug"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
@@ -167,7 +165,7 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 		return nil, "", guardrail(t.Name, ViolationMissingActor,
 			fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
 	}
-	missing := missingAdminInputs(obj)
+	missing := toolcall.MissingAdmin(obj)
 	if len(missing) > 0 && e.cfg.Elicitor != nil {
 		answers, interim, ok := e.cfg.Elicitor.ElicitAdmin(ctx, req, t.Name, missing)
 		if interim != nil {
@@ -177,46 +175,32 @@ func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.Cal
 			for k, v := range answers {
 				obj[k] = v
 			}
-			missing = missingAdminInputs(obj)
+			missing = toolcall.MissingAdmin(obj)
 		}
 	}
 	if len(missing) > 0 {
-		v := ViolationMissingConfirm
-		msg := fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) to confirm it", t.Name)
-		if missing[0] == argReason {
-			v = ViolationMissingReason
-			msg = fmt.Sprintf("%s is an administrative tool: give a non-blank reason for it", t.Name)
-		}
-		if len(missing) == 2 {
-			msg = fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) and give a non-blank reason", t.Name)
-		}
-		return nil, "", guardrail(t.Name, v, msg), nil
+		return nil, "", missingAdminEnvelope(t.Name, missing), nil
 	}
-	_ = json.Unmarshal(obj[argReason], &reason)
-	fields := b.Input().Fields()
-	for _, k := range []string{argConfirm, argReason} {
-		if fields.ByName(protoreflect.Name(k)) == nil {
-			delete(obj, k)
-		}
-	}
-	out, err := json.Marshal(obj)
+	out, reason, err := toolcall.StripAdmin(obj, b.Input())
 	if err != nil {
 		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
 	}
-	return out, strings.TrimSpace(reason), nil, nil
+	return out, reason, nil, nil
 }
 
-// missingAdminInputs lists, in order, the admin inputs args lacks.
-func missingAdminInputs(args map[string]json.RawMessage) []string {
-	var missing []string
-	if !bytes.Equal(bytes.TrimSpace(args[argConfirm]), []byte("true")) {
-		missing = append(missing, argConfirm)
+// missingAdminEnvelope is the guardrail_violated envelope naming exactly
+// the admin inputs a call lacks.
+func missingAdminEnvelope(tool string, missing []string) *toolcall.Envelope {
+	v := ViolationMissingConfirm
+	msg := fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) to confirm it", tool)
+	if missing[0] == argReason {
+		v = ViolationMissingReason
+		msg = fmt.Sprintf("%s is an administrative tool: give a non-blank reason for it", tool)
 	}
-	var reason string
-	if json.Unmarshal(args[argReason], &reason) != nil || strings.TrimSpace(reason) == "" {
-		missing = append(missing, argReason)
+	if len(missing) == 2 {
+		msg = fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) and give a non-blank reason", tool)
 	}
-	return missing
+	return guardrail(tool, v, msg)
 }
 
 func guardrail(tool, violation, msg string) *toolcall.Envelope {

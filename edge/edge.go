@@ -396,8 +396,8 @@ func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
 
 // Admin inputs the edge adds to every ADMIN tool's schema.
 const (
-	argConfirm = "confirm"
-	argReason  = "reason"
+	argConfirm = toolcall.AdminConfirm
+	argReason  = toolcall.AdminReason
 )
 
 // adminInputs adds confirm and reason to the input schema of ADMIN tools. A

@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
 // workerQueue is one Temporal task queue the binary can serve
@@ -44,13 +45,34 @@ type workerDeps struct {
 	Getenv func(string) string
 	// Log is the worker's logger.
 	Log *slog.Logger
+	// CallTimeout bounds each service call an activity makes.
+	CallTimeout time.Duration
 }
 
 // workerQueues lists the task queues; each issue that adds workflows adds
 // its queue here.
 var workerQueues = map[string]workerQueue{
+	// Tool calls that elicit input from the user over several rounds.
+	"calls":     {port: 7209, register: registerCalls},
 	"owner":     {port: 7206, register: registerOwner},
 	"schedules": {port: 7207, register: registerSchedules},
+}
+
+// registerCalls registers the calls queue: elicited tool calls, their side
+// effects run against the services (workers/calls).
+func registerCalls(w worker.Worker, deps workerDeps) error {
+	acts, err := calls.NewActivities(calls.Config{
+		Services:    deps.Services,
+		HTTPClient:  deps.HTTPClient,
+		Mesh:        deps.Mesh,
+		CallTimeout: deps.CallTimeout,
+		Log:         deps.Log,
+	})
+	if err != nil {
+		return err
+	}
+	calls.Register(w, acts)
+	return nil
 }
 
 func workerNames() string {
@@ -83,6 +105,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 		return err
 	}
 	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
+	callTimeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call an activity makes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -114,7 +137,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 	defer tc.Close()
 
 	w := worker.New(tc, name, worker.Options{})
-	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: newH2CClient(), Getenv: getenv, Log: log}); err != nil {
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: newH2CClient(), Getenv: getenv, Log: log, CallTimeout: *callTimeout}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {

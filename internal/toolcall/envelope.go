@@ -35,6 +35,9 @@ const (
 	CodeUnavailable       = "unavailable"
 	CodeDeadlineExceeded  = "deadline_exceeded"
 	CodeInternal          = "internal"
+	// CodeDeclined: the user declined or cancelled a question the call
+	// asked (multi-round elicitation); nothing was done.
+	CodeDeclined = "declined"
 )
 
 // errorTypes names the error class of each domain code.
@@ -52,6 +55,7 @@ var errorTypes = map[string]string{
 	CodeUnavailable:       "UnavailableError",
 	CodeDeadlineExceeded:  "DeadlineExceededError",
 	CodeInternal:          "InternalError",
+	CodeDeclined:          "DeclinedError",
 }
 
 // Pagination is the page a list tool returned.

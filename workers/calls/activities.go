@@ -1,0 +1,196 @@
+package calls
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+)
+
+// Config is what the activities need.
+type Config struct {
+	// Contracts are the services whose tools may be called (default
+	// toolcatalog.Contracts()).
+	Contracts []protoreflect.ServiceDescriptor
+	// Services maps fully-qualified service names to base URLs.
+	Services map[string]string
+	// HTTPClient reaches the services (h2c).
+	HTTPClient *http.Client
+	// Mesh signs the mesh token each service call carries. Required.
+	Mesh *mesh.Signer
+	// CallTimeout bounds each service call (default DefaultCallTimeout).
+	CallTimeout time.Duration
+	// Log receives the activities' events.
+	Log *slog.Logger
+}
+
+// Activities call tools' services for elicited calls.
+type Activities struct {
+	bindings map[string]*toolcall.Binding
+	mesh     *mesh.Signer
+	audit    *audittrail.Recorder
+	log      *slog.Logger
+}
+
+// auditTimeout bounds recording one admin call, retries included.
+const auditTimeout = 5 * time.Second
+
+// NewActivities binds every tool of the contracts to its service.
+func NewActivities(cfg Config) (*Activities, error) {
+	if cfg.Mesh == nil {
+		return nil, errors.New("calls: no mesh signing key configured")
+	}
+	if cfg.Contracts == nil {
+		cfg.Contracts = toolcatalog.Contracts()
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("build tool registry: %w", err)
+	}
+	validator, err := boundary.NewValidator()
+	if err != nil {
+		return nil, err
+	}
+	a := &Activities{bindings: map[string]*toolcall.Binding{}, mesh: cfg.Mesh, log: cfg.Log}
+	for _, t := range reg.Tools() {
+		a.bindings[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.CallTimeout)
+	}
+	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
+		a.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
+			connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
+	}
+	return a, nil
+}
+
+// Register adds the workflow and the activities to w.
+func Register(w worker.Registry, a *Activities) {
+	w.RegisterWorkflowWithOptions(ElicitedCall, workflow.RegisterOptions{Name: Contract().Name})
+	w.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
+	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
+}
+
+// errUnavailable is the failure type of an attempt whose service was
+// unreachable: the activity is retried.
+const errUnavailable = "Unavailable"
+
+// Invoke calls the tool with the call's complete arguments and idempotency
+// key: the side effect of an elicited call. An ADMIN call that succeeds is
+// recorded in the audit trail under the same key, so a retried attempt
+// neither applies nor records twice. Every outcome is an envelope; only an
+// unreachable service fails the attempt, so that it is retried.
+func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+	b, ok := a.bindings[in.GetTool()]
+	if !ok {
+		return output(toolcall.Fail(in.GetTool(), toolcall.CodeNotSupported, fmt.Sprintf("tool %s is not known to the calls worker", in.GetTool())))
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(in.GetArguments()), &args); err != nil {
+		return output(toolcall.Invalid(in.GetTool(), []boundary.Violation{{Rule: "arguments.object", Message: "arguments must be a JSON object"}}))
+	}
+	raw, reason := json.RawMessage(in.GetArguments()), ""
+	if in.GetAudit() {
+		var err error
+		if raw, reason, err = toolcall.StripAdmin(args, b.Input()); err != nil {
+			return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+		}
+	}
+	msg, vs := b.Decode(ctx, raw)
+	if vs != nil {
+		return output(toolcall.Invalid(in.GetTool(), vs))
+	}
+	caller := meshCaller(in.GetCaller())
+	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()})
+	if env.DomainCode == toolcall.CodeUnavailable {
+		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+	}
+	a.log.InfoContext(ctx, "calls.invoked", "tool", in.GetTool(), "subject", caller.Subject, "agent", caller.Agent,
+		"status", env.Status, "domain_code", env.DomainCode, "call_id", in.GetIdempotencyKey(), "attempt", activity.GetInfo(ctx).Attempt)
+	if in.GetAudit() && !env.IsError() {
+		if a.audit != nil {
+			actx, cancel := context.WithTimeout(ctx, auditTimeout)
+			_, err := a.audit.Record(actx, audittrail.Entry{CallID: in.GetIdempotencyKey(), Actor: caller.Subject, Tool: in.GetTool(), Reason: reason, Arguments: msg})
+			cancel()
+			if err != nil {
+				// The action happened; the record is retried with the activity
+				// only when the service call itself failed.
+				a.log.ErrorContext(ctx, "audit.append_failed", "tool", in.GetTool(), "subject", caller.Subject, "call_id", in.GetIdempotencyKey(), "error", err)
+			}
+		}
+	}
+	return output(env)
+}
+
+// Preview calls a READ tool with those of the call's arguments it takes.
+func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+	b, ok := a.bindings[in.GetTool()]
+	if !ok {
+		return output(toolcall.Fail(in.GetTool(), toolcall.CodeNotSupported, fmt.Sprintf("preview tool %s is not known to the calls worker", in.GetTool())))
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(in.GetArguments()), &args); err != nil {
+		return output(toolcall.Invalid(in.GetTool(), []boundary.Violation{{Rule: "arguments.object", Message: "arguments must be a JSON object"}}))
+	}
+	fields := b.Input().Fields()
+	for k := range args {
+		if fields.ByName(protoreflect.Name(k)) == nil {
+			delete(args, k)
+		}
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+	}
+	msg, vs := b.Decode(ctx, raw)
+	if vs != nil {
+		return output(toolcall.Invalid(in.GetTool(), vs))
+	}
+	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: meshCaller(in.GetCaller())})
+	if env.DomainCode == toolcall.CodeUnavailable {
+		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+	}
+	return output(env)
+}
+
+func meshCaller(c *callsv1.Caller) mesh.Caller {
+	return mesh.Caller{Subject: c.GetSubject(), Agent: c.GetAgent(), Roles: c.GetRoles(), Depth: int(c.GetDepth())}
+}
+
+func output(env *toolcall.Envelope) (*callsv1.InvokeOutput, error) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	return &callsv1.InvokeOutput{Envelope: string(b)}, nil
+}
