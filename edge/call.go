@@ -25,15 +25,6 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Elicitor asks the user for admin inputs (confirm, reason) a call is
-// missing. It is the seam where multi-round elicitation plugs in: with an
-// MRTR-capable client it returns an interim input_required result; with a
-// client that answers server-sent elicitation it returns the answers. When
-// it cannot ask (ok false), the call is refused with guardrail_violated.
-type Elicitor interface {
-	ElicitAdmin(ctx context.Context, req *mcp.CallToolRequest, tool string, missing []string) (answers map[string]json.RawMessage, interim *mcp.CallToolResult, ok bool)
-}
-
 // Guardrail violations of ADMIN calls.
 const (
 	ViolationMissingActor   = "missing_actor"
@@ -100,12 +91,36 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
 		return toolcall.Invalid(t.Name, vs), nil
 	}
+	if req.Params.RequestState != "" {
+		// A later round of an elicited call.
+		if e.elicit == nil {
+			boundary.LogRejection(ctx, e.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})
+			return stateRefused(t.Name), nil
+		}
+		return e.elicit.next(ctx, b, p, req)
+	}
+	admin := t.Kind == toolv1.Kind_KIND_ADMIN
+	elicit := e.elicit != nil && (admin || len(t.Elicitable) > 0) && canElicit(req)
 	var reason string
-	if t.Kind == toolv1.Kind_KIND_ADMIN {
-		var interim *mcp.CallToolResult
-		args, reason, env, interim = e.guard(ctx, b, p, req)
-		if env != nil || interim != nil {
-			return env, interim
+	if admin || elicit {
+		obj, env := argumentsObject(ctx, e, b, args)
+		if env != nil {
+			return env, nil
+		}
+		if admin && p.Subject == "" {
+			return guardrail(t.Name, ViolationMissingActor,
+				fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
+		}
+		if elicit {
+			if steps, pending := e.elicit.plan(b, obj); steps != nil {
+				clientKey, _ := req.Params.Meta[MetaIdempotencyKey].(string)
+				return e.elicit.start(ctx, b, p, req, obj, steps, pending, clientKey)
+			}
+		}
+		if admin {
+			if args, reason, env = e.guard(b, obj); env != nil {
+				return env, nil
+			}
 		}
 	}
 	msg, vs := b.Decode(ctx, args)
@@ -147,45 +162,34 @@ func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *Princi
 // auditTimeout bounds recording one admin call, retries included.
 const auditTimeout = 5 * time.Second
 
-// guard checks the admin triple — an authenticated actor, confirm that is
-// the JSON literal true, a non-blank reason — and returns the arguments the
-// request message decodes from (confirm and reason removed unless the
-// message has such fields).
-func (e *Edge) guard(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (args json.RawMessage, reason string, env *toolcall.Envelope, interim *mcp.CallToolResult) {
-	t := b.tool
+// argumentsObject parses a call's arguments (already known to be an
+// object, or absent) into their fields.
+func argumentsObject(ctx context.Context, e *Edge, b *binding, args json.RawMessage) (map[string]json.RawMessage, *toolcall.Envelope) {
 	obj := map[string]json.RawMessage{}
-	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
+	if a := bytes.TrimSpace(args); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
 		if err := json.Unmarshal(a, &obj); err != nil {
 			vs := []boundary.Violation{b.DecodeError(err)}
 			boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-			return nil, "", toolcall.Invalid(t.Name, vs), nil
+			return nil, toolcall.Invalid(b.tool.Name, vs)
 		}
 	}
-	if p.Subject == "" {
-		return nil, "", guardrail(t.Name, ViolationMissingActor,
-			fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
-	}
-	missing := toolcall.MissingAdmin(obj)
-	if len(missing) > 0 && e.cfg.Elicitor != nil {
-		answers, interim, ok := e.cfg.Elicitor.ElicitAdmin(ctx, req, t.Name, missing)
-		if interim != nil {
-			return nil, "", nil, interim
-		}
-		if ok {
-			for k, v := range answers {
-				obj[k] = v
-			}
-			missing = toolcall.MissingAdmin(obj)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, "", missingAdminEnvelope(t.Name, missing), nil
+	return obj, nil
+}
+
+// guard checks the admin inputs — confirm that is the JSON literal true, a
+// non-blank reason — and returns the arguments the request message decodes
+// from (confirm and reason removed unless the message has such fields).
+// The actor was checked before.
+func (e *Edge) guard(b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
+	t := b.tool
+	if missing := toolcall.MissingAdmin(obj); len(missing) > 0 {
+		return nil, "", missingAdminEnvelope(t.Name, missing)
 	}
 	out, reason, err := toolcall.StripAdmin(obj, b.Input())
 	if err != nil {
-		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
 	}
-	return out, reason, nil, nil
+	return out, reason, nil
 }
 
 // missingAdminEnvelope is the guardrail_violated envelope naming exactly

@@ -111,14 +111,15 @@ type Config struct {
 	// ProgressInterval is how often a call whose client asked for progress
 	// hears that it is still running (default 2s).
 	ProgressInterval time.Duration
-	// Elicitor, when set, asks the user for missing admin inputs instead of
-	// refusing the call (multi-round elicitation plugs in here).
-	Elicitor Elicitor
 	// WaitBudget is how long a long_running tool that waits for its
 	// outcome (owner_ask) waits before it returns a handle to poll, in whole
 	// seconds (default DefaultWaitBudget). Such calls get it on top of
 	// CallTimeout. See tasks.go.
 	WaitBudget time.Duration
+	// Elicitation, when set, asks the user — over as many rounds as the
+	// call needs — for missing admin inputs and elicitable fields instead of
+	// refusing the call, when the client declares elicitation.
+	Elicitation *Elicitation
 }
 
 // Edge is a configured MCP edge.
@@ -128,7 +129,9 @@ type Edge struct {
 	reg      *toolcatalog.Registry
 	bindings map[string]*binding
 	// audit records successful admin calls; nil without an audit service.
-	audit    *audittrail.Recorder
+	audit *audittrail.Recorder
+	// elicit runs elicited calls; nil without Config.Elicitation.
+	elicit   *elicitor
 	server   *mcp.Server
 	handler  http.Handler
 	modern   http.Handler
@@ -253,6 +256,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 
+	if cfg.Elicitation != nil {
+		if e.elicit, err = newElicitor(e, cfg.Elicitation); err != nil {
+			return nil, err
+		}
+	}
 	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
 		e.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
 			connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})

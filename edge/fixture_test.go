@@ -80,8 +80,15 @@ func resourceFor(ts *httptest.Server) string { return "http://" + ts.Listener.Ad
 // configure adjusts the edge's configuration before it is built.
 func newFixture(t testing.TB, configure func(*edge.Config)) *fixture {
 	t.Helper()
-	f := &fixture{backend: testingsvc.New(), logs: &logBuffer{}}
-	f.svc = servertest.Start(t, f.backend.Server())
+	backend := testingsvc.New()
+	return newFixtureOn(t, backend, servertest.Start(t, backend.Server()), configure)
+}
+
+// newFixtureOn serves an edge in front of a running test backend (several
+// edges may share one).
+func newFixtureOn(t testing.TB, backend *testingsvc.Service, svc *servertest.Server, configure func(*edge.Config)) *fixture {
+	t.Helper()
+	f := &fixture{backend: backend, svc: svc, logs: &logBuffer{}}
 	cfg := edge.Config{
 		Contracts:   []protoreflect.ServiceDescriptor{testingService()},
 		Services:    map[string]string{testingv1connect.TestingServiceName: f.svc.URL},

@@ -24,18 +24,33 @@ type Config struct {
 	Identity string
 }
 
-// Dial connects to Temporal and checks the connection.
-func Dial(ctx context.Context, cfg Config, log *slog.Logger) (client.Client, error) {
+func (cfg Config) options(log *slog.Logger) client.Options {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
-	c, err := client.DialContext(ctx, client.Options{
+	return client.Options{
 		HostPort:      cfg.HostPort,
 		Namespace:     cfg.Namespace,
 		Identity:      cfg.Identity,
 		Logger:        tlog.NewStructuredLogger(log.With("component", "temporal")),
 		DataConverter: DataConverter(),
-	})
+	}
+}
+
+// NewLazy returns a client that connects on first use, for a process that
+// must start (and serve what needs no Temporal) while Temporal is down; a
+// call made while it is unreachable fails.
+func NewLazy(cfg Config, log *slog.Logger) (client.Client, error) {
+	c, err := client.NewLazyClient(cfg.options(log))
+	if err != nil {
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.HostPort, err)
+	}
+	return c, nil
+}
+
+// Dial connects to Temporal and checks the connection.
+func Dial(ctx context.Context, cfg Config, log *slog.Logger) (client.Client, error) {
+	c, err := client.DialContext(ctx, cfg.options(log))
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal at %s: %w", cfg.HostPort, err)
 	}

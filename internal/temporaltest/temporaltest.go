@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -59,6 +60,62 @@ func Start(tb testing.TB) *Server {
 		}
 	})
 	return s
+}
+
+// Shared is one dev server for a whole test binary, started by the first
+// test that needs it and stopped by Run after the last test, so a package
+// whose other tests need no Temporal does not pay for one:
+//
+//	var temporal temporaltest.Shared
+//
+//	func TestMain(m *testing.M) { os.Exit(temporal.Run(m)) }
+//
+//	func TestX(t *testing.T) { s := temporal.Server(t); ... }
+type Shared struct {
+	running bool
+	once    sync.Once
+	s       *Server
+	dir     string
+	err     error
+}
+
+// Run runs the tests, then stops the server if one was started. It
+// returns the exit code for os.Exit, failing when the server did not stop
+// cleanly (and printing its log when a test failed).
+func (sh *Shared) Run(m *testing.M) int {
+	sh.running = true
+	code := m.Run()
+	if sh.s != nil {
+		if err := sh.s.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "temporaltest: stop temporal dev server:", err)
+			code = 1
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "temporal dev server log (%s):\n%s\n", sh.s.dev.LogPath(), readFile(sh.s.dev.LogPath()))
+		}
+	}
+	if sh.dir != "" {
+		os.RemoveAll(sh.dir)
+	}
+	return code
+}
+
+// Server starts the shared server if needed and returns it.
+func (sh *Shared) Server(tb testing.TB) *Server {
+	tb.Helper()
+	if !sh.running {
+		tb.Fatal("temporaltest: Shared.Server called outside Shared.Run; call os.Exit(temporal.Run(m)) from TestMain so the server is stopped")
+	}
+	sh.once.Do(func() {
+		if sh.dir, sh.err = os.MkdirTemp("", "temporaltest-"); sh.err != nil {
+			return
+		}
+		sh.s, sh.err = start(context.Background(), sh.dir, slog.New(slog.DiscardHandler))
+	})
+	if sh.err != nil {
+		tb.Fatal(sh.err)
+	}
+	return sh.s
 }
 
 // Main starts one dev server, hands it to use, runs the tests, stops the

@@ -81,6 +81,13 @@ func (s *Service) count(method string) {
 	s.mu.Unlock()
 }
 
+// SeedNotes gives agent n notes, as n Write calls of its own would.
+func (s *Service) SeedNotes(agent string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes[agent] += n
+}
+
 // Executions returns how many times the side effect of method ("Purge",
 // "Remind", ...) was applied: calls repeating an idempotency key do not
 // count.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +88,38 @@ func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (*dynamicpb.
 		return nil, vs
 	}
 	return msg, nil
+}
+
+// CheckPartial decodes and validates arguments that still lack the pending
+// fields (they will be asked from the user): violations of those fields,
+// and message-level violations naming no field, are left out. What remains
+// is logged once at the mcp.tool boundary and returned.
+func (b *Binding) CheckPartial(ctx context.Context, args json.RawMessage, pending []string) []boundary.Violation {
+	msg := dynamicpb.NewMessage(b.in)
+	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
+		vs := []boundary.Violation{b.DecodeError(err)}
+		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
+		return vs
+	}
+	vs, err := b.validator.Check(msg)
+	if err != nil {
+		vs = []boundary.Violation{{Rule: "validation.error", Message: err.Error()}}
+	}
+	var out []boundary.Violation
+	for _, v := range vs {
+		top := v.Field
+		if i := strings.IndexAny(top, ".["); i >= 0 {
+			top = top[:i]
+		}
+		if len(pending) > 0 && (top == "" || slices.Contains(pending, top)) {
+			continue
+		}
+		out = append(out, v)
+	}
+	if len(out) > 0 {
+		boundary.LogRejection(ctx, b.log, boundary.MCPTool, out)
+	}
+	return out
 }
 
 // CheckObject rejects arguments that are not a JSON object (absent and null

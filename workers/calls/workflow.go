@@ -48,6 +48,12 @@ func RoundUpdate() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&callsv1.RoundRequest{})
 }
 
+// PendingQuery is the query that returns the pending question or the
+// result.
+func PendingQuery() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&callsv1.PendingQuery{})
+}
+
 // Activity names (private to this queue: only the workflow schedules them).
 const (
 	ActivityInvoke  = "calls.invoke"
@@ -104,7 +110,9 @@ type call struct {
 	busy      bool
 	done      bool
 	abandoned bool
-	final     string // the final envelope
+	final     string               // the final envelope
+	current   *callsv1.RoundResult // the pending question, or the result
+	callID    string               // the side effect's idempotency key, once it ran
 }
 
 // pending is the question of the current round.
@@ -127,6 +135,12 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 		Validator:   c.validate,
 		Description: round.Description,
 	}); err != nil {
+		return nil, err
+	}
+	pending := PendingQuery()
+	if err := workflow.SetQueryHandlerWithOptions(ctx, pending.Name, func() (*callsv1.RoundResult, error) {
+		return c.current, nil
+	}, workflow.QueryHandlerOptions{Description: pending.Description}); err != nil {
 		return nil, err
 	}
 	for !c.done {
@@ -152,7 +166,7 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("abandoned: round %d of %s got no answer within %s", c.round, c.in.GetTool(), c.timeout), ErrTypeAbandoned, nil)
 	}
-	return &callsv1.RoundResult{Envelope: c.final}, nil
+	return &callsv1.RoundResult{Envelope: c.final, CallId: c.callID}, nil
 }
 
 // validate refuses a round that is not the one the call waits for: late,
@@ -366,7 +380,8 @@ func (c *call) ask(ctx workflow.Context, kind callsv1.StepKind, fields []string,
 	deadline := workflow.Now(ctx).Add(c.timeout).UTC().Format(time.RFC3339)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(fields, ", "), message))
 	c.status(ctx, StatusWaiting)
-	return &callsv1.RoundResult{Round: c.round, Questions: []*callsv1.Question{{Key: key, Message: message, RequestedSchema: schema}}}
+	c.current = &callsv1.RoundResult{Round: c.round, Questions: []*callsv1.Question{{Key: key, Message: message, RequestedSchema: schema}}}
+	return c.current
 }
 
 // reask asks the pending question again (for the fields still missing) as
@@ -393,7 +408,10 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 	if env.IsError() {
 		status = StatusFailed
 	}
-	return c.finish(ctx, env, status)
+	c.callID = IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	res := c.finish(ctx, env, status)
+	res.CallId = c.callID
+	return res // also c.current
 }
 
 // activity runs a tool-calling activity and returns its envelope; an
@@ -434,7 +452,8 @@ func (c *call) finish(ctx workflow.Context, env *toolcall.Envelope, status strin
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("`%s` is over after %d round(s): %s", c.in.GetTool(), c.round, summary))
 	c.status(ctx, status)
-	return &callsv1.RoundResult{Envelope: c.final}
+	c.current = &callsv1.RoundResult{Envelope: c.final}
+	return c.current
 }
 
 // abandon gives the call up: nobody answered the pending question in time.

@@ -543,6 +543,44 @@ func (x *RoundRequest) GetAnswers() map[string]*Answer {
 	return nil
 }
 
+// PendingQuery names the query that returns where a call is: the question
+// it waits for, or its result once it is over.
+type PendingQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingQuery) Reset() {
+	*x = PendingQuery{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingQuery) ProtoMessage() {}
+
+func (x *PendingQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingQuery.ProtoReflect.Descriptor instead.
+func (*PendingQuery) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
+}
+
 // RoundResult is the outcome of a round: the next questions, or the call's
 // final result.
 type RoundResult struct {
@@ -553,14 +591,16 @@ type RoundResult struct {
 	// The questions of the round.
 	Questions []*Question `protobuf:"bytes,2,rep,name=questions,proto3" json:"questions,omitempty"`
 	// The final result envelope (JSON) when the call is over.
-	Envelope      string `protobuf:"bytes,3,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	Envelope string `protobuf:"bytes,3,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	// The idempotency key the call's side effect ran under (when it ran).
+	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoundResult) Reset() {
 	*x = RoundResult{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +612,7 @@ func (x *RoundResult) String() string {
 func (*RoundResult) ProtoMessage() {}
 
 func (x *RoundResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +625,7 @@ func (x *RoundResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundResult.ProtoReflect.Descriptor instead.
 func (*RoundResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RoundResult) GetRound() int32 {
@@ -609,6 +649,13 @@ func (x *RoundResult) GetEnvelope() string {
 	return ""
 }
 
+func (x *RoundResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 // Question is one form elicitation.
 type Question struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -624,7 +671,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +683,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +696,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Question) GetKey() string {
@@ -695,7 +742,7 @@ type InvokeInput struct {
 
 func (x *InvokeInput) Reset() {
 	*x = InvokeInput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +754,7 @@ func (x *InvokeInput) String() string {
 func (*InvokeInput) ProtoMessage() {}
 
 func (x *InvokeInput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +767,7 @@ func (x *InvokeInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeInput.ProtoReflect.Descriptor instead.
 func (*InvokeInput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InvokeInput) GetTool() string {
@@ -776,7 +823,7 @@ type InvokeOutput struct {
 
 func (x *InvokeOutput) Reset() {
 	*x = InvokeOutput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +835,7 @@ func (x *InvokeOutput) String() string {
 func (*InvokeOutput) ProtoMessage() {}
 
 func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +848,7 @@ func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeOutput.ProtoReflect.Descriptor instead.
 func (*InvokeOutput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InvokeOutput) GetEnvelope() string {
@@ -850,11 +897,14 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\fAnswersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.AnswerR\x05value:\x028\x01:h\xea\xf9\x18d\n" +
-	"\x05round\x12YDeliver the user's answers to the questions of a round (round 0 asks the first question).\x18\x01\"z\n" +
+	"\x05round\x12YDeliver the user's answers to the questions of a round (round 0 asks the first question).\x18\x01\"q\n" +
+	"\fPendingQuery:a\xea\xf9\x18]\n" +
+	"\apending\x12PThe question the call waits for (with its round), or its result once it is over.\x18\x03\"\x93\x01\n" +
 	"\vRoundResult\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x129\n" +
 	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x1a\n" +
-	"\benvelope\x18\x03 \x01(\tR\benvelope\"z\n" +
+	"\benvelope\x18\x03 \x01(\tR\benvelope\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\"z\n" +
 	"\bQuestion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
@@ -892,7 +942,7 @@ func file_toolmesh_calls_v1_calls_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(StepKind)(0),               // 0: toolmesh.calls.v1.StepKind
 	(Action)(0),                 // 1: toolmesh.calls.v1.Action
@@ -901,28 +951,29 @@ var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(*Step)(nil),                // 4: toolmesh.calls.v1.Step
 	(*Answer)(nil),              // 5: toolmesh.calls.v1.Answer
 	(*RoundRequest)(nil),        // 6: toolmesh.calls.v1.RoundRequest
-	(*RoundResult)(nil),         // 7: toolmesh.calls.v1.RoundResult
-	(*Question)(nil),            // 8: toolmesh.calls.v1.Question
-	(*InvokeInput)(nil),         // 9: toolmesh.calls.v1.InvokeInput
-	(*InvokeOutput)(nil),        // 10: toolmesh.calls.v1.InvokeOutput
-	nil,                         // 11: toolmesh.calls.v1.RoundRequest.AnswersEntry
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
-	(*structpb.Struct)(nil),     // 13: google.protobuf.Struct
+	(*PendingQuery)(nil),        // 7: toolmesh.calls.v1.PendingQuery
+	(*RoundResult)(nil),         // 8: toolmesh.calls.v1.RoundResult
+	(*Question)(nil),            // 9: toolmesh.calls.v1.Question
+	(*InvokeInput)(nil),         // 10: toolmesh.calls.v1.InvokeInput
+	(*InvokeOutput)(nil),        // 11: toolmesh.calls.v1.InvokeOutput
+	nil,                         // 12: toolmesh.calls.v1.RoundRequest.AnswersEntry
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(*structpb.Struct)(nil),     // 14: google.protobuf.Struct
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	3,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
 	4,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
-	12, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
-	12, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
+	13, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
+	13, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
 	0,  // 4: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	13, // 5: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	14, // 5: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
 	1,  // 6: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	13, // 7: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
-	11, // 8: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
-	8,  // 9: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
-	13, // 10: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	14, // 7: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	12, // 8: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	9,  // 9: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
+	14, // 10: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
 	3,  // 11: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	12, // 12: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	13, // 12: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
 	5,  // 13: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
 	14, // [14:14] is the sub-list for method output_type
 	14, // [14:14] is the sub-list for method input_type
@@ -942,7 +993,7 @@ func file_toolmesh_calls_v1_calls_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_calls_v1_calls_proto_rawDesc), len(file_toolmesh_calls_v1_calls_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

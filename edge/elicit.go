@@ -1,0 +1,595 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/requeststate"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// Multi-round elicitation (MCP MRTR, SEP-2322; DESIGN §5).
+//
+// A call that lacks admin inputs (confirm, reason) or fields its tool marks
+// elicitable, from a client that declares elicitation, asks the user instead
+// of failing. The call lives in a Temporal workflow (toolmesh.calls.v1,
+// run by the calls worker), never in the edge: round 1 starts it with
+// update-with-start and gets the first question back in the same round
+// trip; each later round is an update addressed by the workflow and run ids
+// in the verified requestState. The workflow keeps the answers, decides the
+// next question and runs the side effect once, after the last round.
+//
+// Clients of 2026-07-28 get the questions as an input_required result with
+// inputRequests and a sealed requestState, and retry the call with their
+// inputResponses and the same state. Clients of the session era get the same
+// questions as server-sent elicitation/create requests, every round, inside
+// the one tools/call, and then the same result.
+
+// Defaults of Elicitation.
+const (
+	DefaultStateTTL  = 10 * time.Minute
+	DefaultMaxRounds = 8
+	// stateGrace is how much longer than a state's lifetime the workflow
+	// waits for its round, so a state is never valid for a workflow that
+	// already gave up.
+	stateGrace = time.Minute
+)
+
+// Elicitation configures multi-round elicitation. Without it the edge
+// refuses calls that lack inputs, naming what is missing.
+type Elicitation struct {
+	// Temporal starts and updates call workflows. Its data converter must
+	// be temporalclient.DataConverter(), the calls worker's.
+	Temporal client.Client
+	// States seals requestState with the current key and opens states of
+	// the current and previous keys.
+	States *requeststate.Sealer
+	// StateTTL is how long a requestState is accepted (default 10m); the
+	// workflow waits a minute longer for the round before it gives the call
+	// up as abandoned.
+	StateTTL time.Duration
+	// AbandonAfter is how long the workflow waits for the answers of a
+	// round before it gives the call up (default StateTTL plus a minute, so
+	// no state outlives its call).
+	AbandonAfter time.Duration
+	// MaxRounds bounds the rounds of questions of one call (default 8).
+	MaxRounds int
+	// TaskQueue overrides the contract's task queue of the call workflows
+	// (the calls worker must poll the same one).
+	TaskQueue string
+}
+
+// elicitor runs elicited calls for an edge. It holds no per-call state.
+type elicitor struct {
+	e        *Edge
+	tc       client.Client
+	states   *requeststate.Sealer
+	ttl      time.Duration
+	patience time.Duration // how long the workflow waits for a round
+	max      int
+	wf       workflowcontract.Workflow
+	round    workflowcontract.Handler
+	pending  workflowcontract.Handler
+	wait     time.Duration // the longest a round waits for the workflow
+	forms    map[string]*toolForms
+}
+
+// toolForms are a tool's forms, built once at start.
+type toolForms struct {
+	fields *structpb.Struct // its elicitable fields (nil: none)
+	admin  *structpb.Struct // confirm and reason (nil: not ADMIN)
+}
+
+func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
+	if cfg.Temporal == nil || cfg.States == nil {
+		return nil, errors.New("edge: elicitation needs a Temporal client and request state keys")
+	}
+	x := &elicitor{
+		e: e, tc: cfg.Temporal, states: cfg.States, ttl: cfg.StateTTL, max: cfg.MaxRounds,
+		wf:      workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
+		round:   workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
+		pending: workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
+		forms:   map[string]*toolForms{},
+	}
+	if x.ttl <= 0 {
+		x.ttl = DefaultStateTTL
+	}
+	if cfg.TaskQueue != "" {
+		x.wf.TaskQueue = cfg.TaskQueue
+	}
+	if x.max <= 0 {
+		x.max = DefaultMaxRounds
+	}
+	x.patience = cfg.AbandonAfter
+	if x.patience < x.ttl {
+		x.patience = x.ttl + stateGrace
+	}
+	// The final round waits for the side effect: its activity may be tried
+	// three times.
+	x.wait = 3*(e.cfg.CallTimeout+5*time.Second) + 5*time.Second
+	for _, t := range e.reg.Tools() {
+		f := &toolForms{}
+		var err error
+		if f.fields, err = fieldsForm(t); err != nil {
+			return nil, err
+		}
+		if f.admin, err = adminForm(t); err != nil {
+			return nil, err
+		}
+		x.forms[t.Name] = f
+	}
+	return x, nil
+}
+
+// canElicit reports whether the client of req declared form elicitation
+// (an empty elicitation capability means form).
+func canElicit(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// modern reports whether req is of the stateless protocol, where questions
+// travel as input_required results.
+func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= ModernProtocol }
+
+// plan is what a call lacks, as the workflow's steps; nil when it lacks
+// nothing an elicitation can ask.
+func (x *elicitor) plan(b *binding, args map[string]json.RawMessage) (steps []*callsv1.Step, pending []string) {
+	t := b.tool
+	forms := x.forms[t.Name]
+	for _, f := range t.Elicitable {
+		if v, ok := args[f]; !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			pending = append(pending, f)
+		}
+	}
+	if len(pending) > 0 {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_FIELDS, Fields: t.Elicitable, RequestedSchema: forms.fields})
+		if t.Preview != "" {
+			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
+		}
+	}
+	if t.Kind == toolv1.Kind_KIND_ADMIN && (len(pending) > 0 || len(toolcall.MissingAdmin(args)) > 0) {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{argConfirm, argReason}, RequestedSchema: forms.admin})
+	}
+	if len(pending) == 0 && (t.Kind != toolv1.Kind_KIND_ADMIN || len(toolcall.MissingAdmin(args)) == 0) {
+		return nil, nil
+	}
+	return steps, pending
+}
+
+// start begins an elicited call: it checks the arguments it has, starts the
+// call's workflow and answers with the first question (or, for a session
+// client, asks every question and answers with the result).
+func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, args map[string]json.RawMessage, steps []*callsv1.Step, pending []string, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := b.tool
+	partial := args
+	if t.Kind == toolv1.Kind_KIND_ADMIN {
+		raw, _, err := toolcall.StripAdmin(args, b.Input())
+		if err != nil {
+			return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		}
+		partial = nil
+		_ = json.Unmarshal(raw, &partial)
+	}
+	raw, err := json.Marshal(partial)
+	if err != nil {
+		return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+	}
+	if vs := b.CheckPartial(ctx, raw, pending); len(vs) > 0 {
+		return toolcall.Invalid(t.Name, vs), nil
+	}
+	digest, err := argumentsDigest(req.Params.Arguments)
+	if err != nil {
+		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}
+		boundary.LogRejection(ctx, x.e.log, boundary.MCPTool, vs)
+		return toolcall.Invalid(t.Name, vs), nil
+	}
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+	}
+	in := &callsv1.ElicitedCallInput{
+		Tool:            t.Name,
+		Title:           t.Title,
+		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
+		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles},
+		Arguments:       string(argsJSON),
+		ArgumentsDigest: digest,
+		Steps:           steps,
+		RoundTimeout:    durationpb.New(x.patience),
+		MaxRounds:       int32(x.max),
+		CallTimeout:     durationpb.New(x.e.cfg.CallTimeout),
+	}
+	id := x.workflowID(t.Name, p, digest, clientKey)
+	if clientKey != "" {
+		// A call with the client's idempotency key may have been made
+		// before: resume it where it is, or answer its result.
+		if env, interim, ok := x.resume(ctx, b, p, req, id, digest); ok {
+			return env, interim
+		}
+	}
+	res, runID, err := x.startWorkflow(ctx, id, in, p)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// The client repeated a call it gave an idempotency key; the call
+			// is over: answer its result again.
+			return x.finished(ctx, t.Name, id), nil
+		}
+		return x.unavailable(ctx, t.Name, id, err), nil
+	}
+	x.e.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
+		"workflow_id", id, "run_id", runID, "steps", len(steps))
+	return x.respond(ctx, b, p, req, res, id, runID, digest)
+}
+
+// next delivers the answers of a round ≥ 2: the request carries the
+// requestState of the round it answers.
+func (x *elicitor) next(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := b.tool
+	digest, err := argumentsDigest(req.Params.Arguments)
+	if err != nil {
+		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
+	}
+	st, err := x.states.Open(req.Params.RequestState, x.binding(p, t.Name, digest), time.Now())
+	if err != nil {
+		return x.refuse(ctx, t.Name, err.Error())
+	}
+	answers := answersOf(req.Params.InputResponses)
+	res, err := x.update(ctx, b, req, st.WorkflowID, st.RunID, int32(st.Round), digest, answers)
+	if err != nil {
+		if refused(err) {
+			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
+		}
+		return x.unavailable(ctx, t.Name, st.WorkflowID, err), nil
+	}
+	return x.respond(ctx, b, p, req, res, st.WorkflowID, st.RunID, digest)
+}
+
+// respond turns a round's result into the client's answer: the final
+// envelope, the next questions with a new requestState (2026-07-28), or —
+// for a session client — every further round asked over the session.
+func (x *elicitor) respond(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, res *callsv1.RoundResult, id, runID, digest string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := b.tool
+	if !modern(req) {
+		var err error
+		if res, err = x.converse(ctx, b, req, res, id, runID, digest); err != nil {
+			if refused(err) {
+				return toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered"), nil
+			}
+			return x.unavailable(ctx, t.Name, id, err), nil
+		}
+	}
+	if res.GetEnvelope() != "" {
+		return x.final(ctx, t.Name, p, res), nil
+	}
+	requests := mcp.InputRequestMap{}
+	for _, q := range res.GetQuestions() {
+		requests[q.GetKey()] = elicitParams(q)
+	}
+	state, err := x.states.Seal(requeststate.State{
+		Expires:    time.Now().Add(x.ttl),
+		Round:      int(res.GetRound()),
+		WorkflowID: id,
+		RunID:      runID,
+	}, x.binding(p, t.Name, digest))
+	if err != nil {
+		return toolcall.Fail(t.Name, toolcall.CodeInternal, "seal request state"), nil
+	}
+	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", id, "round", res.GetRound())
+	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
+}
+
+// converse asks a session client every question of every round over the
+// session (elicitation/create) and delivers the answers, until the call is
+// over. The SDK's own fallback asks only once; calls may take many rounds.
+func (x *elicitor) converse(ctx context.Context, b *binding, req *mcp.CallToolRequest, res *callsv1.RoundResult, id, runID, digest string) (*callsv1.RoundResult, error) {
+	for res.GetEnvelope() == "" {
+		answers := map[string]*callsv1.Answer{}
+		for _, q := range res.GetQuestions() {
+			ectx, cancel := context.WithTimeout(ctx, x.ttl)
+			r, err := req.Session.Elicit(ectx, elicitParams(q))
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				// The client went away: end the call rather than leave it to
+				// be abandoned.
+				x.cancelCall(id, runID, res.GetRound(), digest, q.GetKey())
+				return nil, ctx.Err()
+			case err != nil:
+				// An answer the client's SDK could not send (one that does
+				// not fit the form, say) is no answer: the workflow asks
+				// again, a bounded number of times.
+				x.e.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", b.tool.Name, "workflow_id", id, "round", res.GetRound(), "error", err)
+			default:
+				answers[q.GetKey()] = answerOf(r)
+			}
+		}
+		var err error
+		if res, err = x.update(ctx, b, req, id, runID, res.GetRound(), digest, answers); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// cancelCall tells the workflow that the pending question was cancelled,
+// so a call whose client left ends now; best effort.
+func (x *elicitor) cancelCall(id, runID string, round int32, digest, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = x.updateWorkflow(ctx, id, runID, round, digest, map[string]*callsv1.Answer{key: {Action: callsv1.Action_ACTION_CANCEL}})
+}
+
+// final is the envelope of a call that is over; a successful ADMIN call is
+// reported as executed (its audit record was written by the worker).
+func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *callsv1.RoundResult) *toolcall.Envelope {
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+	}
+	if t, ok := x.e.reg.Lookup(tool); ok && t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
+		x.e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
+			"call_id", res.GetCallId(), "via", "elicitation")
+	}
+	return &env
+}
+
+// resume continues a call made before with the same idempotency key (and
+// so the same workflow id): a running call gets its pending question again,
+// a finished one its result. ok is false when there is no such call.
+func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, id, digest string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
+	t := b.tool
+	desc, err := x.tc.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil, false
+	case err != nil:
+		return x.unavailable(ctx, t.Name, id, err), nil, true
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return x.finished(ctx, t.Name, id), nil, true
+	}
+	runID := info.GetExecution().GetRunId()
+	v, err := x.tc.QueryWorkflow(ctx, id, runID, x.pending.Name)
+	if err != nil {
+		return x.unavailable(ctx, t.Name, id, err), nil, true
+	}
+	var res callsv1.RoundResult
+	if err := v.Get(&res); err != nil || (res.GetEnvelope() == "" && len(res.GetQuestions()) == 0) {
+		// Not asked its first question yet: start it (the start is
+		// idempotent) as if it were new.
+		return nil, nil, false
+	}
+	env, interim := x.respond(ctx, b, p, req, &res, id, runID, digest)
+	return env, interim, true
+}
+
+// finished answers a repeated call (same idempotency key) that is over
+// with its result; a call that was abandoned or cancelled has none.
+func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
+	var res callsv1.RoundResult
+	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
+		return toolcall.Fail(tool, toolcall.CodeConflict,
+			"a call with this idempotency key ended without a result (it was abandoned or cancelled); call again with a new key")
+	}
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+	}
+	return &env
+}
+
+// refuse is the answer to every requestState that cannot be used —
+// malformed, forged, expired, of a retired key, for another caller, tool
+// or arguments, already used, or of a call that is over. The client cannot
+// tell which; the log can.
+func (x *elicitor) refuse(ctx context.Context, tool, why string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	boundary.LogRejection(ctx, x.e.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: why}})
+	return stateRefused(tool), nil
+}
+
+// stateRefused is the one envelope of a refused requestState.
+func stateRefused(tool string) *toolcall.Envelope {
+	return toolcall.Invalid(tool, []boundary.Violation{{Field: "requestState", Rule: "request_state",
+		Message: "not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}})
+}
+
+func (x *elicitor) unavailable(ctx context.Context, tool, id string, err error) *toolcall.Envelope {
+	x.e.log.WarnContext(ctx, "mcp.elicitation.unavailable", "tool", tool, "workflow_id", id, "error", err)
+	return toolcall.Fail(tool, toolcall.CodeUnavailable, "the workflow service that carries this call's questions did not answer in time; retry the same request")
+}
+
+// binding is what a state of p's call of tool with these arguments is bound to.
+func (x *elicitor) binding(p *Principal, tool, digest string) requeststate.Binding {
+	return requeststate.Binding{Subject: p.Subject, Agent: p.Agent, Tool: tool, ArgumentsDigest: digest}
+}
+
+// workflowID is the id of a call's workflow: derived from the caller, the
+// tool, the arguments and the client's idempotency key when it gave one (a
+// repeated call reaches the same workflow), else random.
+func (x *elicitor) workflowID(tool string, p *Principal, digest, clientKey string) string {
+	var suffix string
+	if clientKey != "" {
+		h := sha256.New()
+		for _, s := range []string{p.Subject, p.Agent, tool, digest, clientKey} {
+			fmt.Fprintf(h, "%d:%s;", len(s), s)
+		}
+		suffix = hex.EncodeToString(h.Sum(nil)[:16])
+	} else {
+		var r [16]byte
+		_, _ = rand.Read(r[:])
+		suffix = hex.EncodeToString(r[:])
+	}
+	return x.wf.IDPrefix + "/" + tool + "/" + suffix
+}
+
+// startWorkflow starts the call's workflow and delivers round 0 in one
+// round trip (update-with-start; a running workflow of the same id is
+// reused, and the update id makes a repeated start idempotent).
+func (x *elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *Principal) (*callsv1.RoundResult, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.wait)
+	defer cancel()
+	keyword := temporal.NewSearchAttributeKeyKeyword
+	op := x.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                x.wf.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// A backstop: the workflow gives a call up after one unanswered
+		// round by itself.
+		WorkflowExecutionTimeout: time.Duration(x.max+2) * x.patience,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			keyword(workflowcontract.SearchAttrAgent).ValueSet(p.Agent),
+			keyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),
+			keyword(workflowcontract.SearchAttrKind).ValueSet(x.wf.IDPrefix),
+			keyword(workflowcontract.SearchAttrStatus).ValueSet("waiting"),
+		),
+		StaticSummary: fmt.Sprintf("%s for agent %s (subject %s): asks the user before it runs", in.GetTool(), p.Agent, p.Subject),
+		StaticDetails: x.wf.Summary,
+	}, x.wf.Name, in)
+	h, err := x.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     id + "/1",
+			UpdateName:   x.round.Name,
+			Args:         []any{&callsv1.RoundRequest{Round: 0, ArgumentsDigest: in.GetArgumentsDigest()}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	var res callsv1.RoundResult
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, "", err
+	}
+	run, err := op.Get(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return &res, run.GetRunID(), nil
+}
+
+// update delivers a round's answers to the workflow, telling a client that
+// asked for progress that the call is still running meanwhile.
+func (x *elicitor) update(ctx context.Context, b *binding, req *mcp.CallToolRequest, id, runID string, round int32, digest string, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	stop := x.e.progress(ctx, b, req)
+	defer stop()
+	return x.updateWorkflow(ctx, id, runID, round, digest, answers)
+}
+
+// updateWorkflow sends the round update. Its id is new for every request:
+// a repeated or concurrent delivery of the same round is not merged with
+// the first but refused by the workflow's validator (or, once the call is
+// over, by Temporal), so each state is used once.
+func (x *elicitor) updateWorkflow(ctx context.Context, id, runID string, round int32, digest string, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.wait)
+	defer cancel()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		RunID:        runID,
+		UpdateID:     fmt.Sprintf("%s/%d/%s", id, round+1, hex.EncodeToString(nonce[:])),
+		UpdateName:   x.round.Name,
+		Args:         []any{&callsv1.RoundRequest{Round: round, ArgumentsDigest: digest, Answers: answers}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var res callsv1.RoundResult
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// refused reports whether a round's error means the round was refused
+// (stale, repeated, or the call is gone) rather than that Temporal could
+// not be reached in time.
+func refused(err error) bool {
+	var (
+		notFound *serviceerror.NotFound
+		invalid  *serviceerror.InvalidArgument
+		failed   *serviceerror.FailedPrecondition
+		app      *temporal.ApplicationError
+	)
+	return errors.As(err, &notFound) || errors.As(err, &invalid) || errors.As(err, &failed) || errors.As(err, &app)
+}
+
+// argumentsDigest is the digest of a call's arguments' canonical JSON
+// (absent or null arguments are the empty object).
+func argumentsDigest(args json.RawMessage) (string, error) {
+	a := bytes.TrimSpace(args)
+	if len(a) == 0 || bytes.Equal(a, []byte("null")) {
+		a = []byte("{}")
+	}
+	return audittrail.JSONDigest(a)
+}
+
+// elicitParams is a question as a form elicitation.
+func elicitParams(q *callsv1.Question) *mcp.ElicitParams {
+	schema, err := protojson.Marshal(q.GetRequestedSchema())
+	if err != nil {
+		schema = []byte(`{"type":"object"}`)
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: q.GetMessage(), RequestedSchema: json.RawMessage(schema)}
+}
+
+// answersOf converts a client's input responses; responses that are not
+// elicitation results are left out (the workflow asks again).
+func answersOf(responses mcp.InputResponseMap) map[string]*callsv1.Answer {
+	out := map[string]*callsv1.Answer{}
+	for k, r := range responses {
+		if er, ok := r.(*mcp.ElicitResult); ok {
+			out[k] = answerOf(er)
+		}
+	}
+	return out
+}
+
+func answerOf(r *mcp.ElicitResult) *callsv1.Answer {
+	a := &callsv1.Answer{}
+	switch r.Action {
+	case "accept":
+		a.Action = callsv1.Action_ACTION_ACCEPT
+		if c, err := structpb.NewStruct(r.Content); err == nil {
+			a.Content = c
+		} else {
+			a.Content = &structpb.Struct{}
+		}
+	case "decline":
+		a.Action = callsv1.Action_ACTION_DECLINE
+	case "cancel":
+		a.Action = callsv1.Action_ACTION_CANCEL
+	}
+	return a
+}
