@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
@@ -102,6 +103,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	maxBody := fs.Int64("max-body", edge.DefaultMaxBodyBytes, "largest request body in bytes (larger is 413)")
 	rateLimit := fs.Float64("rate-limit", 0, "tool calls per second per caller (0: unlimited)")
 	rateBurst := fs.Int("rate-burst", 0, "tool calls a caller may make at once (default: the rate)")
+	temporalAddr := fs.String("temporal", getenv("TOOLMESH_TEMPORAL"), "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)")
+	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
+	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
+	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +142,28 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		AllowedHosts:   hosts,
 		MaxBodyBytes:   *maxBody,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+	}
+	if *temporalAddr != "" {
+		if *stateKey == "" {
+			*stateKey = filepath.Join(*dataDir, stateKeyFile)
+		}
+		if *statePrevKey == "" {
+			*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
+		}
+		sealer, err := readStateSealer(*stateKey, *statePrevKey)
+		if err != nil {
+			return err
+		}
+		if *stateTTL <= 0 {
+			return errors.New("--state-ttl must be positive")
+		}
+		// Lazy: the edge serves every other call while Temporal is down.
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-edge"}, log)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: *stateTTL}
 	}
 	if *grantsFile != "" {
 		b, err := os.ReadFile(*grantsFile)
@@ -191,7 +218,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode())
+	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
+		"elicitation", cfg.Elicitation != nil)
 	return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
 }
 

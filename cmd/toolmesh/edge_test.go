@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -170,4 +171,62 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestKeygenCreatesAndRotatesTheRequestStateKey(t *testing.T) {
+	dir := t.TempDir()
+	keygen := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(context.Background(), append([]string{"keygen", "--data", dir}, args...), func(string) string { return "" }, nil, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	keygen()
+	current := filepath.Join(dir, stateKeyFile)
+	info, err := os.Stat(current)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("state.key = %v (%v), want mode 0600", info, err)
+	}
+	first, err := readStateSealer(current, filepath.Join(dir, statePreviousKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := keygen(); !strings.Contains(out, "kept existing request state key") {
+		t.Errorf("second keygen: %s", out)
+	}
+	if out := keygen("--rotate-state-key"); !strings.Contains(out, "rotated the request state key") {
+		t.Errorf("rotation: %s", out)
+	}
+	rotated, err := readStateSealer(current, filepath.Join(dir, statePreviousKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.KeyID() == first.KeyID() {
+		t.Error("rotation kept the current key")
+	}
+	// A state sealed before the rotation still opens after it.
+	st := requeststate.State{Expires: time.Now().Add(time.Minute), Round: 1, WorkflowID: "call/x/1", RunID: "r"}
+	b := requeststate.Binding{Subject: "s", Agent: "a", Tool: "x", ArgumentsDigest: "d"}
+	tok, err := first.Seal(st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rotated.Open(tok, b, time.Now()); err != nil {
+		t.Errorf("a state of the previous key after rotation: %v", err)
+	}
+}
+
+func TestEdgeWithTemporalNeedsAStateKey(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, _, err := ensureMeshKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"edge", "--data", dir, "--addr", "127.0.0.1:0", "--temporal", "127.0.0.1:1"}, func(string) string { return "" }, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "toolmesh keygen") {
+		t.Fatalf("edge --temporal without state.key: %v, want an error pointing at toolmesh keygen", err)
+	}
 }

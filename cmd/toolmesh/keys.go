@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
 
 // Mesh key files under the data directory. The private key signs mesh
@@ -96,9 +97,94 @@ func readMeshVerifier(path string) (*mesh.Verifier, error) {
 	return mesh.NewVerifier(keys...), nil
 }
 
+// Request state key files under the data directory (multi-round
+// elicitation): the current key seals and verifies, the previous one only
+// verifies, so a rotation does not refuse the calls in flight.
+const (
+	stateKeyFile         = "state.key"
+	statePreviousKeyFile = "state.previous.key"
+)
+
+// ensureStateKey creates the request state key under dir unless one is
+// there, and returns its path.
+func ensureStateKey(dir string) (path string, created bool, err error) {
+	path = filepath.Join(dir, stateKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("request state key: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", false, fmt.Errorf("create data dir: %w", err)
+	}
+	return path, true, writeStateKey(path)
+}
+
+func writeStateKey(path string) error {
+	k, err := requeststate.GenerateKey()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write request state key: %w", err)
+	}
+	if _, err := f.Write(requeststate.MarshalKey(k)); err != nil {
+		f.Close()
+		return fmt.Errorf("write request state key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write request state key: %w", err)
+	}
+	return nil
+}
+
+// rotateStateKey makes the current request state key the previous one
+// (replacing the previous) and creates a new current key.
+func rotateStateKey(dir string) (current, previous string, err error) {
+	current, previous = filepath.Join(dir, stateKeyFile), filepath.Join(dir, statePreviousKeyFile)
+	if _, err := os.Stat(current); err != nil {
+		return "", "", fmt.Errorf("no request state key to rotate (create one with toolmesh keygen): %w", err)
+	}
+	if err := os.Rename(current, previous); err != nil {
+		return "", "", fmt.Errorf("rotate request state key: %w", err)
+	}
+	return current, previous, writeStateKey(current)
+}
+
+// readStateSealer reads the current request state key and, when the file
+// exists, the previous one.
+func readStateSealer(currentPath, previousPath string) (*requeststate.Sealer, error) {
+	b, err := os.ReadFile(currentPath)
+	if err != nil {
+		return nil, fmt.Errorf("read request state key (create one with `toolmesh keygen`): %w", err)
+	}
+	current, err := requeststate.ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", currentPath, err)
+	}
+	var previous []requeststate.Key
+	if previousPath != "" {
+		b, err := os.ReadFile(previousPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("read previous request state key: %w", err)
+		default:
+			k, err := requeststate.ParseKey(b)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", previousPath, err)
+			}
+			previous = append(previous, k)
+		}
+	}
+	return requeststate.NewSealer(current, previous...)
+}
+
 func runKeygen(args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for the key files")
+	rotate := fs.Bool("rotate-state-key", false, "make the request state key the previous one (still accepted) and create a new current key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,6 +197,23 @@ func runKeygen(args []string, getenv func(string) string, stdout io.Writer) erro
 		verb = "created"
 	}
 	fmt.Fprintf(stdout, "%s mesh key pair:\n  private (edge, workers, toolmesh token)  %s\n  public  (services)                      %s\n", verb, keyPath, pubPath)
+	if *rotate {
+		current, previous, err := rotateStateKey(*dataDir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rotated the request state key (edge):\n  current  (seals and verifies)  %s\n  previous (verifies only)       %s\nrestart the edges to use it\n", current, previous)
+		return nil
+	}
+	statePath, created, err := ensureStateKey(*dataDir)
+	if err != nil {
+		return err
+	}
+	verb = "kept existing"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s request state key (edge):\n  %s\n", verb, statePath)
 	return nil
 }
 

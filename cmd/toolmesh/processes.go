@@ -282,13 +282,18 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	if ip := net.ParseIP(edgeHost); edgeHost == "" || (ip != nil && ip.IsUnspecified()) {
 		probeHost = "127.0.0.1"
 	}
+	// The edge asks the user for what calls lack (elicitation), carried by
+	// the calls worker's workflows; keygen creates the request state key.
+	edgeArgs := []string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath,
+		"--temporal", temporalAddr,
+		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
+		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
 	plan = append(plan, meshProcess{
-		Name:  procEdge,
-		Label: labelEdge,
-		Args: append([]string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath},
-			serviceFlags...),
+		Name:         procEdge,
+		Label:        labelEdge,
+		Args:         append(edgeArgs, serviceFlags...),
 		Probe:        &httpProbe{Host: probeHost, Port: edgePortNum, Path: "/healthz"},
-		Deps:         append(append([]string{procMeshKeys}, names...), workerNames...),
+		Deps:         append(append([]string{procMeshKeys, procTemporal}, names...), workerNames...),
 		Links:        []meshLink{{Name: "MCP endpoint", URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"}},
 		readyTimeout: 30 * time.Second,
 	})
