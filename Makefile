@@ -91,8 +91,11 @@ test: $(BIN)/temporal ## Run every test (installs what the tests need)
 	go test -count=1 -timeout 30m $(GO_PACKAGES)
 
 .PHONY: bench
-bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, ...)
-	go test -run '^$$' -bench . -benchmem -benchtime 3s ./edge/...
+# Elicitation rounds are measured over a fixed number of calls (200) against
+# a real Temporal dev server, apart from the time-based benchmarks.
+bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, elicitation rounds, ...)
+	go test -run '^$$' -bench 'Benchmark[^E]' -benchmem -benchtime 3s ./edge/...
+	go test -run '^$$' -bench ElicitationRounds -benchtime 200x ./edge/
 	go test -run '^$$' -bench AskRoundTrip -benchtime 200x ./cmd/toolmesh
 	go test -run '^$$' -bench ApprovalToFirstRun -benchtime 20x ./cmd/toolmesh
 

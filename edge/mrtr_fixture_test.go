@@ -63,7 +63,7 @@ type mrtrMesh struct {
 	sealer  *requeststate.Sealer
 }
 
-func newMRTRMesh(t *testing.T) *mrtrMesh {
+func newMRTRMesh(t testing.TB) *mrtrMesh {
 	t.Helper()
 	m := &mrtrMesh{backend: testingsvc.New(), server: temporal.Server(t)}
 	m.svc = servertest.Start(t, m.backend.Server())
@@ -91,7 +91,7 @@ func testingContracts() []protoreflect.ServiceDescriptor {
 
 // startWorker runs a calls worker for the mesh in this process until the
 // test ends (or the returned worker is stopped).
-func (m *mrtrMesh) startWorker(t *testing.T) worker.Worker {
+func (m *mrtrMesh) startWorker(t testing.TB) worker.Worker {
 	t.Helper()
 	acts, err := calls.NewActivities(calls.Config{
 		Contracts:   testingContracts(),
@@ -130,7 +130,7 @@ func (s stoppable) Stop() {
 }
 
 // edge serves an edge with elicitation in front of the mesh's backend.
-func (m *mrtrMesh) edge(t *testing.T, configure func(*edge.Config)) *fixture {
+func (m *mrtrMesh) edge(t testing.TB, configure func(*edge.Config)) *fixture {
 	t.Helper()
 	return newFixtureOn(t, m.backend, m.svc, func(c *edge.Config) {
 		c.Elicitation = &edge.Elicitation{Temporal: m.tc, States: m.sealer, TaskQueue: m.queue}
@@ -308,7 +308,7 @@ type rawInputRequest struct {
 }
 
 // rawRound sends one raw 2026-07-28 tools/call and returns its result.
-func rawRound(t *testing.T, url, tool string, id int, args any, state string, responses map[string]any, h http.Header) rawResult {
+func rawRound(t testing.TB, url, tool string, id int, args any, state string, responses map[string]any, h http.Header) rawResult {
 	t.Helper()
 	params := map[string]any{"name": tool, "arguments": args, "_meta": json.RawMessage(elicitingMeta)}
 	if state != "" {

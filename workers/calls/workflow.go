@@ -62,8 +62,7 @@ const (
 
 // Values of the ToolmeshStatus search attribute.
 const (
-	StatusWaiting   = "waiting"   // a question is out
-	StatusRunning   = "running"   // the side effect runs
+	StatusWaiting   = "waiting"   // a question is out (the edge sets it at start)
 	StatusSucceeded = "succeeded" // the call ran and succeeded
 	StatusFailed    = "failed"    // the call ran (or was refused) with an error
 	StatusDeclined  = "declined"  // the user declined or cancelled
@@ -107,6 +106,9 @@ type call struct {
 	elicited []string // fields whose values came from answers
 	note     string   // prefixed to the next question (why it is asked again)
 
+	deadline time.Time // when the round out is given up
+	state    string    // the ToolmeshStatus last set
+
 	busy      bool
 	done      bool
 	abandoned bool
@@ -127,6 +129,7 @@ type pending struct {
 // final round's result (the call's envelope) or fails as abandoned.
 func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1.RoundResult, error) {
 	c := &call{in: in, timeout: durationOr(in.GetRoundTimeout(), DefaultRoundTimeout)}
+	c.state, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(statusKey())
 	if err := json.Unmarshal([]byte(in.GetArguments()), &c.args); err != nil || c.args == nil {
 		c.args = map[string]json.RawMessage{}
 	}
@@ -143,11 +146,17 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 	}, workflow.QueryHandlerOptions{Description: pending.Description}); err != nil {
 		return nil, err
 	}
+	// One timer runs at a time, to the deadline of the round out; a round
+	// moves the deadline without touching the timer (a middle round then
+	// costs no timer commands), and a timer that fires early is followed by
+	// one for the rest.
+	c.deadline = workflow.Now(ctx).Add(c.timeout)
 	for !c.done {
-		r := c.round
-		answered, err := workflow.AwaitWithTimeout(ctx, c.timeout, func() bool { return c.done || c.busy || c.round != r })
-		if err != nil {
-			return nil, err // cancelled
+		if wait := c.deadline.Sub(workflow.Now(ctx)); wait > 0 {
+			if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.done }); err != nil {
+				return nil, err // cancelled
+			}
+			continue
 		}
 		if c.busy {
 			if err := workflow.Await(ctx, func() bool { return !c.busy }); err != nil {
@@ -155,9 +164,7 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 			}
 			continue
 		}
-		if !answered {
-			c.abandon(ctx)
-		}
+		c.abandon(ctx)
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return nil, err
@@ -379,6 +386,7 @@ func (c *call) ask(ctx workflow.Context, kind callsv1.StepKind, fields []string,
 	c.note = ""
 	deadline := workflow.Now(ctx).Add(c.timeout).UTC().Format(time.RFC3339)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(fields, ", "), message))
+	c.deadline = workflow.Now(ctx).Add(c.timeout)
 	c.status(ctx, StatusWaiting)
 	c.current = &callsv1.RoundResult{Round: c.round, Questions: []*callsv1.Question{{Key: key, Message: message, RequestedSchema: schema}}}
 	return c.current
@@ -394,7 +402,6 @@ func (c *call) reask(ctx workflow.Context, why string) *callsv1.RoundResult {
 // run calls the tool's service once, with the gathered arguments, and ends
 // the call with its result.
 func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
-	c.status(ctx, StatusRunning)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running `%s` after %d round(s) of questions.", c.in.GetTool(), c.round))
 	env := c.activity(ctx, ActivityInvoke, &callsv1.InvokeInput{
 		Tool:           c.in.GetTool(),
@@ -416,10 +423,18 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 
 // activity runs a tool-calling activity and returns its envelope; an
 // activity that fails after its retries becomes an unavailable envelope.
+//
+// It is a local activity: it runs on this worker inside the workflow task
+// that took the round, so a round costs one workflow task, not three (the
+// schedule, the activity task, the task that reads its result). Its result
+// is recorded in the history like any activity's. A worker that dies after
+// the service call but before the task completes makes another worker run
+// it again, with the same idempotency key, which the service applies once.
 func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInput) *toolcall.Envelope {
 	timeout := durationOr(in.GetTimeout(), DefaultCallTimeout)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout + 5*time.Second,
+	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    timeout + 5*time.Second,
+		ScheduleToCloseTimeout: 3 * (timeout + 5*time.Second),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    200 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -428,7 +443,7 @@ func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInp
 		Summary: in.GetTool(),
 	})
 	var out callsv1.InvokeOutput
-	if err := workflow.ExecuteActivity(actx, name, in).Get(actx, &out); err != nil {
+	if err := workflow.ExecuteLocalActivity(actx, name, in).Get(actx, &out); err != nil {
 		return toolcall.Fail(in.GetTool(), toolcall.CodeUnavailable, "the service could not be reached: "+rootMessage(err))
 	}
 	var env toolcall.Envelope
@@ -467,11 +482,21 @@ func (c *call) abandon(ctx workflow.Context) {
 	c.status(ctx, StatusAbandoned)
 }
 
+// status sets the ToolmeshStatus search attribute when it changes (an
+// upsert is a command and a visibility write: middle rounds make none).
 func (c *call) status(ctx workflow.Context, s string) {
-	key := temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, key.ValueSet(s)); err != nil {
-		workflow.GetLogger(ctx).Warn("calls.status_not_recorded", "status", s, "error", err)
+	if s == c.state {
+		return
 	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, statusKey().ValueSet(s)); err != nil {
+		workflow.GetLogger(ctx).Warn("calls.status_not_recorded", "status", s, "error", err)
+		return
+	}
+	c.state = s
+}
+
+func statusKey() temporal.SearchAttributeKeyKeyword {
+	return temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)
 }
 
 // arguments is the JSON object of the arguments gathered so far (keys
