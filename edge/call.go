@@ -112,9 +112,13 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 				fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
 		}
 		if elicit {
-			if steps, pending := e.elicit.plan(b, obj); steps != nil {
+			steps, env := e.elicit.plan(ctx, b, obj)
+			if env != nil {
+				return env, nil
+			}
+			if steps != nil {
 				clientKey, _ := req.Params.Meta[MetaIdempotencyKey].(string)
-				return e.elicit.start(ctx, b, p, req, obj, steps, pending, clientKey)
+				return e.elicit.start(ctx, b, p, req, obj, steps, clientKey)
 			}
 		}
 		if admin {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -156,52 +157,75 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // travel as input_required results.
 func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= ModernProtocol }
 
-// plan is what a call lacks, as the workflow's steps; nil when it lacks
-// nothing an elicitation can ask.
-func (x *elicitor) plan(b *binding, args map[string]json.RawMessage) (steps []*callsv1.Step, pending []string) {
+// plan is what a call lacks that the user can be asked for, as the
+// workflow's steps; nil when it lacks nothing an elicitation can ask (the
+// call then goes on as usual). Fields are asked for when the arguments break
+// their rules only for want of elicitable fields (a required one absent, or
+// a message rule such as "give exactly one of cron or interval_seconds"
+// while some are absent); an optional elicitable field that is merely
+// absent asks nothing. Arguments with other faults are refused at once,
+// with every violation named, rather than asked about.
+func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.RawMessage) ([]*callsv1.Step, *toolcall.Envelope) {
 	t := b.tool
-	forms := x.forms[t.Name]
+	admin := t.Kind == toolv1.Kind_KIND_ADMIN
+	adminMissing := admin && len(toolcall.MissingAdmin(args)) > 0
+	var absent []string
 	for _, f := range t.Elicitable {
 		if v, ok := args[f]; !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			pending = append(pending, f)
+			absent = append(absent, f)
 		}
 	}
-	if len(pending) > 0 {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_FIELDS, Fields: t.Elicitable, RequestedSchema: forms.fields})
-		if t.Preview != "" {
-			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
-		}
-	}
-	if t.Kind == toolv1.Kind_KIND_ADMIN && (len(pending) > 0 || len(toolcall.MissingAdmin(args)) > 0) {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{argConfirm, argReason}, RequestedSchema: forms.admin})
-	}
-	if len(pending) == 0 && (t.Kind != toolv1.Kind_KIND_ADMIN || len(toolcall.MissingAdmin(args)) == 0) {
+	if len(absent) == 0 && !adminMissing {
 		return nil, nil
 	}
-	return steps, pending
-}
-
-// start begins an elicited call: it checks the arguments it has, starts the
-// call's workflow and answers with the first question (or, for a session
-// client, asks every question and answers with the result).
-func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, args map[string]json.RawMessage, steps []*callsv1.Step, pending []string, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := b.tool
 	partial := args
-	if t.Kind == toolv1.Kind_KIND_ADMIN {
+	if admin {
 		raw, _, err := toolcall.StripAdmin(args, b.Input())
 		if err != nil {
-			return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+			return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
 		}
 		partial = nil
 		_ = json.Unmarshal(raw, &partial)
 	}
 	raw, err := json.Marshal(partial)
 	if err != nil {
-		return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
 	}
-	if vs := b.CheckPartial(ctx, raw, pending); len(vs) > 0 {
-		return toolcall.Invalid(t.Name, vs), nil
+	vs := b.Violations(raw)
+	askFields, other := false, false
+	for _, v := range vs {
+		if top := toolcall.TopField(v.Field); len(absent) > 0 && (top == "" || slices.Contains(absent, top)) {
+			askFields = true
+		} else {
+			other = true
+		}
 	}
+	if !askFields && !adminMissing {
+		return nil, nil
+	}
+	if other {
+		boundary.LogRejection(ctx, x.e.log, boundary.MCPTool, vs)
+		return nil, toolcall.Invalid(t.Name, vs)
+	}
+	forms := x.forms[t.Name]
+	var steps []*callsv1.Step
+	if askFields {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_FIELDS, Fields: t.Elicitable, RequestedSchema: forms.fields})
+		if t.Preview != "" {
+			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
+		}
+	}
+	if admin {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{argConfirm, argReason}, RequestedSchema: forms.admin})
+	}
+	return steps, nil
+}
+
+// start begins an elicited call: it checks the arguments it has, starts the
+// call's workflow and answers with the first question (or, for a session
+// client, asks every question and answers with the result).
+func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := b.tool
 	digest, err := argumentsDigest(req.Params.Arguments)
 	if err != nil {
 		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}

@@ -52,7 +52,7 @@ func TestEveryClientGetsTheSameQuestionsAndResult(t *testing.T) {
 		{
 			tool: "testing_remind", args: map[string]any{"text": "stand up"}, sheet: remindSheet,
 			want: []asked{
-				{Message: "Plan a reminder needs more information: Every, Channel.", Fields: []string{"channel", "every"}},
+				{Message: "Plan a reminder needs more information: Every, Channel, Timezone.", Fields: []string{"channel", "every", "timezone"}},
 				{Message: "Plan a reminder: please confirm.\nnext runs: 2030-01-01T11:00:00Z, 2030-01-01T13:00:00Z, 2030-01-01T15:00:00Z\nArguments: {\"channel\":\"CHANNEL_LOG\",\"every\":\"2h\",\"text\":\"stand up\"}", Fields: []string{"confirm"}},
 			},
 			data: `{"channel":"CHANNEL_LOG","count":1,"every":"2h","text":"stand up"}`,
@@ -568,5 +568,32 @@ func TestRepeatedIdempotencyKeyGetsTheSameResult(t *testing.T) {
 	}
 	if n := m.backend.Executions("Purge"); n != 1 || len(a.questions()) != 2 {
 		t.Errorf("Purge ran %d times after %d questions, want once after 2", n, len(a.questions()))
+	}
+}
+
+// Fields are asked for only when the arguments fall short for want of
+// them: an optional elicitable field that is merely absent asks nothing,
+// and arguments with other faults are refused at once, every fault named.
+func TestOnlyMissingElicitableFieldsAreAsked(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	f := m.edge(t, nil)
+	a := newAnswerer(remindSheet)
+	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+
+	_, env := callEnv(t, cs, "testing_remind", map[string]any{"text": "stand up", "every": "2h", "channel": "CHANNEL_LOG"})
+	if env.Status != "ok" || len(a.questions()) != 0 {
+		t.Errorf("complete arguments without the optional timezone: %+v after %d questions, want ok without any", env, len(a.questions()))
+	}
+	_, env = callEnv(t, cs, "testing_remind", map[string]any{"every": "2h"})
+	var fields []string
+	for _, v := range env.Violations {
+		fields = append(fields, v.Field)
+	}
+	if env.DomainCode != "invalid_argument" || !cmp.Equal(fields, []string{"text", "channel"}) || len(a.questions()) != 0 {
+		t.Errorf("text missing (not elicitable) and channel missing: %+v after %d questions, want invalid_argument naming both, no question", env, len(a.questions()))
+	}
+	if n := m.backend.Executions("Remind"); n != 1 {
+		t.Errorf("Remind ran %d times, want once", n)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -90,36 +89,28 @@ func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (*dynamicpb.
 	return msg, nil
 }
 
-// CheckPartial decodes and validates arguments that still lack the pending
-// fields (they will be asked from the user): violations of those fields,
-// and message-level violations naming no field, are left out. What remains
-// is logged once at the mcp.tool boundary and returned.
-func (b *Binding) CheckPartial(ctx context.Context, args json.RawMessage, pending []string) []boundary.Violation {
+// Violations decodes and validates arguments and returns what is wrong
+// with them, without logging: the caller decides which violations are a
+// rejection (a field the user will be asked for is not).
+func (b *Binding) Violations(args json.RawMessage) []boundary.Violation {
 	msg := dynamicpb.NewMessage(b.in)
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
-		vs := []boundary.Violation{b.DecodeError(err)}
-		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
-		return vs
+		return []boundary.Violation{b.DecodeError(err)}
 	}
 	vs, err := b.validator.Check(msg)
 	if err != nil {
-		vs = []boundary.Violation{{Rule: "validation.error", Message: err.Error()}}
+		return []boundary.Violation{{Rule: "validation.error", Message: err.Error()}}
 	}
-	var out []boundary.Violation
-	for _, v := range vs {
-		top := v.Field
-		if i := strings.IndexAny(top, ".["); i >= 0 {
-			top = top[:i]
-		}
-		if len(pending) > 0 && (top == "" || slices.Contains(pending, top)) {
-			continue
-		}
-		out = append(out, v)
+	return vs
+}
+
+// TopField is the top-level field a violation's path starts with ("spec"
+// for "spec.cron", "" for a message-level rule).
+func TopField(path string) string {
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
 	}
-	if len(out) > 0 {
-		boundary.LogRejection(ctx, b.log, boundary.MCPTool, out)
-	}
-	return out
+	return path
 }
 
 // CheckObject rejects arguments that are not a JSON object (absent and null

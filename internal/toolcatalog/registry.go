@@ -100,8 +100,9 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 }
 
 // checkPreview checks that t's preview tool is a READ tool of the registry
-// whose request fields are all fields of t's request, of the same types, so
-// a preview is called with the arguments of t.
+// that can be called with t's arguments: each of its request fields that t
+// also has is of the same type, and each one t lacks is optional (the
+// preview uses its default).
 func (r *Registry) checkPreview(t *Tool) error {
 	if t.Preview == "" {
 		return nil
@@ -117,13 +118,29 @@ func (r *Registry) checkPreview(t *Tool) error {
 	for i := 0; i < pin.Len(); i++ {
 		pf := pin.Get(i)
 		f := in.ByName(pf.Name())
-		if f == nil || f.Kind() != pf.Kind() || f.Cardinality() != pf.Cardinality() || f.IsMap() != pf.IsMap() ||
+		if f == nil {
+			if required(pf) {
+				return fmt.Errorf("tool %q: preview tool %q requires %s, which %s does not have", t.Name, t.Preview, pf.Name(), t.Method.Input().FullName())
+			}
+			continue
+		}
+		if f.Kind() != pf.Kind() || f.Cardinality() != pf.Cardinality() || f.IsMap() != pf.IsMap() ||
 			(f.Message() != nil && f.Message().FullName() != pf.Message().FullName()) ||
 			(f.Enum() != nil && f.Enum().FullName() != pf.Enum().FullName()) {
 			return fmt.Errorf("tool %q: preview tool %q takes %s, which %s does not take alike", t.Name, t.Preview, pf.Name(), t.Method.Input().FullName())
 		}
 	}
 	return nil
+}
+
+// required reports whether fd carries the protovalidate rule required.
+func required(fd protoreflect.FieldDescriptor) bool {
+	opts := fd.Options()
+	if opts == nil || !proto.HasExtension(opts, validate.E_Field) {
+		return false
+	}
+	r, _ := proto.GetExtension(opts, validate.E_Field).(*validate.FieldRules)
+	return r.GetRequired()
 }
 
 // elicitableField reports whether fd can be asked in a form: form

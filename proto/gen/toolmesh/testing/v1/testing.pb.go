@@ -979,7 +979,9 @@ type RemindRequest struct {
 	// How often, as a count and a unit: "90m", "2h" (at least 5m).
 	Every string `protobuf:"bytes,2,opt,name=every,proto3" json:"every,omitempty"`
 	// Where the reminder is delivered.
-	Channel       Channel `protobuf:"varint,3,opt,name=channel,proto3,enum=toolmesh.testing.v1.Channel" json:"channel,omitempty"`
+	Channel Channel `protobuf:"varint,3,opt,name=channel,proto3,enum=toolmesh.testing.v1.Channel" json:"channel,omitempty"`
+	// IANA time zone the reminder's times are shown in; UTC when omitted.
+	Timezone      string `protobuf:"bytes,4,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1033,6 +1035,13 @@ func (x *RemindRequest) GetChannel() Channel {
 		return x.Channel
 	}
 	return Channel_CHANNEL_UNSPECIFIED
+}
+
+func (x *RemindRequest) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
 }
 
 type RemindResponse struct {
@@ -1247,13 +1256,14 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\vWaitRequest\x12#\n" +
 	"\x06millis\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xe0\xd4\x03(\x00R\x06millis\"3\n" +
 	"\fWaitResponse\x12#\n" +
-	"\rwaited_millis\x18\x01 \x01(\x05R\fwaitedMillis\"\xae\x01\n" +
+	"\rwaited_millis\x18\x01 \x01(\x05R\fwaitedMillis\"\xd3\x01\n" +
 	"\rRemindRequest\x12!\n" +
 	"\x04text\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xc8\x01\x01r\x05\x10\x01\x18\xc8\x01R\x04text\x123\n" +
 	"\x05every\x18\x02 \x01(\tB\x1d\xbaH\x1a\xc8\x01\x01r\x15\x18\b2\x11^[1-9][0-9]*[mh]$R\x05every\x12E\n" +
 	"\achannel\x18\x03 \x01(\x0e2\x1c.toolmesh.testing.v1.ChannelB\r\xbaH\n" +
-	"\xc8\x01\x01\x82\x01\x04\x10\x01 \x00R\achannel\"\x88\x01\n" +
+	"\xc8\x01\x01\x82\x01\x04\x10\x01 \x00R\achannel\x12#\n" +
+	"\btimezone\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x18@R\btimezone\"\x88\x01\n" +
 	"\x0eRemindResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
 	"\x05every\x18\x02 \x01(\tR\x05every\x126\n" +
@@ -1280,7 +1290,7 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vCHANNEL_LOG\x10\x01\x12\x13\n" +
-	"\x0fCHANNEL_WEBHOOK\x10\x022\xab\t\n" +
+	"\x0fCHANNEL_WEBHOOK\x10\x022\xb5\t\n" +
 	"\x0eTestingService\x12t\n" +
 	"\x04Echo\x12 .toolmesh.testing.v1.EchoRequest\x1a!.toolmesh.testing.v1.EchoResponse\"'\xc2\xf3\x18 \n" +
 	"\ftesting_echo\x12\x0eEcho a message\x18\x01\x90\x02\x01\x12\x85\x01\n" +
@@ -1294,9 +1304,9 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x05Grant\x12!.toolmesh.testing.v1.GrantRequest\x1a\".toolmesh.testing.v1.GrantResponse\"&\xc2\xf3\x18\"\n" +
 	"\rtesting_grant\x12\rGrant credits\x18\x03 \x01\x12}\n" +
 	"\x04Peek\x12 .toolmesh.testing.v1.PeekRequest\x1a!.toolmesh.testing.v1.PeekResponse\"0\xc2\xf3\x18)\n" +
-	"\ftesting_peek\x12\x15Peek at configuration\x18\x01 \x01\x90\x02\x01\x12\xa2\x01\n" +
-	"\x06Remind\x12\".toolmesh.testing.v1.RemindRequest\x1a#.toolmesh.testing.v1.RemindResponse\"O\xc2\xf3\x18K\n" +
-	"\x0etesting_remind\x12\x0fPlan a reminder\x18\x022\x05every2\achannel:\x16testing_remind_preview\x12\x9d\x01\n" +
+	"\ftesting_peek\x12\x15Peek at configuration\x18\x01 \x01\x90\x02\x01\x12\xac\x01\n" +
+	"\x06Remind\x12\".toolmesh.testing.v1.RemindRequest\x1a#.toolmesh.testing.v1.RemindResponse\"Y\xc2\xf3\x18U\n" +
+	"\x0etesting_remind\x12\x0fPlan a reminder\x18\x022\x05every2\achannel2\btimezone:\x16testing_remind_preview\x12\x9d\x01\n" +
 	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
 	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12l\n" +
 	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"\x1f\xc2\xf3\x18\x18\n" +
