@@ -343,7 +343,7 @@ func rawRound(t testing.TB, url, tool string, id int, args any, state string, re
 func lastMessage(body []byte) []byte {
 	var last []byte
 	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			last = []byte(data)
