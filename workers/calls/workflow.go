@@ -67,6 +67,7 @@ const (
 	StatusFailed    = "failed"    // the call ran (or was refused) with an error
 	StatusDeclined  = "declined"  // the user declined or cancelled
 	StatusAbandoned = "abandoned" // nobody answered in time
+	StatusCancelled = "cancelled" // an operator cancelled the workflow
 )
 
 // ErrTypeAbandoned is the failure type of an abandoned call.
@@ -154,13 +155,13 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 	for !c.done {
 		if wait := c.deadline.Sub(workflow.Now(ctx)); wait > 0 {
 			if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.done }); err != nil {
-				return nil, err // cancelled
+				return nil, c.cancelled(ctx, err)
 			}
 			continue
 		}
 		if c.busy {
 			if err := workflow.Await(ctx, func() bool { return !c.busy }); err != nil {
-				return nil, err
+				return nil, c.cancelled(ctx, err)
 			}
 			continue
 		}
@@ -469,6 +470,17 @@ func (c *call) finish(ctx workflow.Context, env *toolcall.Envelope, status strin
 	c.status(ctx, status)
 	c.current = &callsv1.RoundResult{Envelope: c.final}
 	return c.current
+}
+
+// cancelled records that an operator cancelled the call (its rounds are
+// refused from then on) and returns err, the cancellation.
+func (c *call) cancelled(ctx workflow.Context, err error) error {
+	c.done = true
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	workflow.SetCurrentDetails(dctx, fmt.Sprintf("**Cancelled** in round %d of `%s`; nothing was done.", c.round, c.in.GetTool()))
+	c.status(dctx, StatusCancelled)
+	return err
 }
 
 // abandon gives the call up: nobody answered the pending question in time.

@@ -445,3 +445,20 @@ func TestServiceOutcomeIsTheResult(t *testing.T) {
 		t.Errorf("statuses = %v, want failed last", h.statuses)
 	}
 }
+
+// An operator who cancels the workflow ends the call: nothing runs, and its
+// status says so.
+func TestCancelledCall(t *testing.T) {
+	h := newHarness(t)
+	var o0 outcome
+	h.round(0, 0, digest, nil, &o0)
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
+	h.run(purgeInput(t))
+	var canceled *temporal.CanceledError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Errorf("workflow error = %v, want cancelled", err)
+	}
+	if want := []string{"waiting", "cancelled"}; !slices.Equal(h.statuses, want) || len(h.invokes) != 0 {
+		t.Errorf("statuses = %v, invokes %d; want %v and none", h.statuses, len(h.invokes), want)
+	}
+}
