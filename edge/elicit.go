@@ -93,7 +93,10 @@ type elicitor struct {
 	round    workflowcontract.Handler
 	pending  workflowcontract.Handler
 	wait     time.Duration // the longest a round waits for the workflow
-	forms    map[string]*toolForms
+	// startWait bounds round 1 (and resuming a call), which never runs a
+	// side effect: an unreachable Temporal is reported sooner.
+	startWait time.Duration
+	forms     map[string]*toolForms
 }
 
 // toolForms are a tool's forms, built once at start.
@@ -129,6 +132,7 @@ func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
 	// The final round waits for the side effect: its activity may be tried
 	// three times.
 	x.wait = 3*(e.cfg.CallTimeout+5*time.Second) + 5*time.Second
+	x.startWait = e.cfg.CallTimeout + 5*time.Second
 	for _, t := range e.reg.Tools() {
 		f := &toolForms{}
 		var err error
@@ -388,7 +392,9 @@ func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *ca
 // a finished one its result. ok is false when there is no such call.
 func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, id, digest string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
 	t := b.tool
-	desc, err := x.tc.DescribeWorkflowExecution(ctx, id, "")
+	qctx, cancel := context.WithTimeout(ctx, x.startWait)
+	defer cancel()
+	desc, err := x.tc.DescribeWorkflowExecution(qctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -401,7 +407,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 		return x.finished(ctx, t.Name, id), nil, true
 	}
 	runID := info.GetExecution().GetRunId()
-	v, err := x.tc.QueryWorkflow(ctx, id, runID, x.pending.Name)
+	v, err := x.tc.QueryWorkflow(qctx, id, runID, x.pending.Name)
 	if err != nil {
 		return x.unavailable(ctx, t.Name, id, err), nil, true
 	}
@@ -478,7 +484,7 @@ func (x *elicitor) workflowID(tool string, p *Principal, digest, clientKey strin
 // round trip (update-with-start; a running workflow of the same id is
 // reused, and the update id makes a repeated start idempotent).
 func (x *elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *Principal) (*callsv1.RoundResult, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, x.wait)
+	ctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
 	keyword := temporal.NewSearchAttributeKeyKeyword
 	op := x.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{

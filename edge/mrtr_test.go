@@ -17,7 +17,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 
@@ -490,7 +492,7 @@ func TestAnswersThatDoNotFitAreAskedAgain(t *testing.T) {
 	}
 	missing := map[string]any{"r2.admin": map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}
 	r3 := c.send(f.url, r2.RequestState, missing)
-	if q, ok := r3.InputRequests["r3.admin"]; !ok || !strings.HasPrefix(q.Params.Message, "Still needed: reason.") {
+	if q, ok := r3.InputRequests["r3.admin"]; !ok || !strings.HasPrefix(q.Params.Message, "Still needed: Reason.") {
 		t.Fatalf("after an answer without a reason: %+v", r3)
 	}
 	m.backend.SeedNotes("victim", 1)
@@ -595,5 +597,31 @@ func TestOnlyMissingElicitableFieldsAreAsked(t *testing.T) {
 	}
 	if n := m.backend.Executions("Remind"); n != 1 {
 		t.Errorf("Remind ran %d times, want once", n)
+	}
+}
+
+// With Temporal unreachable, a call that would ask answers unavailable (and
+// calls that need no question are served as usual).
+func TestUnreachableTemporalAnswersUnavailable(t *testing.T) {
+	tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: "127.0.0.1:1"}, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	key, _ := requeststate.GenerateKey()
+	sealer, _ := requeststate.NewSealer(key)
+	f := newFixture(t, func(c *edge.Config) {
+		c.CallTimeout = 200 * time.Millisecond
+		c.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer}
+	})
+	c := newConversation(t)
+	res := c.send(f.url, "", nil)
+	env := envelopeJSON(t, res.StructuredContent)
+	if env.DomainCode != "unavailable" || !strings.Contains(env.Message, "retry") {
+		t.Errorf("round 1 without Temporal = %+v, want unavailable", env)
+	}
+	cs := f.connect(t, edge.ModernProtocol, "", nil)
+	if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"}); env.Status != "ok" {
+		t.Errorf("a call that asks nothing = %+v", env)
 	}
 }

@@ -33,9 +33,13 @@ import (
 //	config: max-body=1024      request body cap
 //	config: rate-limit         one call, then rate_limited
 //	config: no-backend         no service configured
+//	config: elicitation        multi-round elicitation on a real Temporal dev
+//	                           server, with a calls worker
 //
-// In requests, {{session}} is the last Mcp-Session-Id the edge issued and
-// {{meta}} the per-request _meta of the 2026-07-28 protocol. Default
+// In requests, {{session}} is the last Mcp-Session-Id the edge issued,
+// {{meta}} the per-request _meta of the 2026-07-28 protocol,
+// {{meta-elicit}} that _meta declaring form elicitation, and {{state}} the
+// last requestState the edge issued (shown as {{state}} in responses). Default
 // Content-Type and Accept headers are added unless the request sets them.
 // Responses show the status, the headers a client acts on and the body with
 // every JSON message indented; ports, session ids and random keys are
@@ -144,12 +148,14 @@ type transcriptRunner struct {
 	f       *fixture
 	iss     *issuer
 	session string
+	state   string   // the last requestState issued
 	replace []string // old, new pairs applied to responses
 }
 
 func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 	tr := &transcriptRunner{}
 	var opts []func(*edge.Config)
+	var mesh *mrtrMesh
 	for _, line := range strings.Split(comment, "\n") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), "config: ")
 		if !ok {
@@ -176,15 +182,23 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 			opts = append(opts, func(c *edge.Config) { c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 1} })
 		case "no-backend":
 			opts = append(opts, func(c *edge.Config) { c.Services = nil })
+		case "elicitation":
+			mesh = newMRTRMesh(t)
+			mesh.startWorker(t)
 		default:
 			t.Fatalf("unknown transcript config %q", v)
 		}
 	}
-	tr.f = newFixture(t, func(c *edge.Config) {
+	configure := func(c *edge.Config) {
 		for _, o := range opts {
 			o(c)
 		}
-	})
+	}
+	if mesh != nil {
+		tr.f = mesh.edge(t, configure)
+	} else {
+		tr.f = newFixture(t, configure)
+	}
 	addr := tr.f.http.Listener.Addr().String()
 	tr.replace = []string{addr, "127.0.0.1:PORT"}
 	return tr
@@ -193,11 +207,14 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 var (
 	tokenTemplateRE = regexp.MustCompile(`\{\{token ([^ }]+)((?: [^ }]+)*)\}\}`)
 	randomKeyRE     = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
+	requestStateRE  = regexp.MustCompile(`"requestState":\s*"([A-Za-z0-9_-]+)"`)
 )
 
 // run sends one request and renders the response.
 func (tr *transcriptRunner) run(t *testing.T, text string) string {
 	t.Helper()
+	text = strings.ReplaceAll(text, "{{meta-elicit}}", elicitingMeta)
+	text = strings.ReplaceAll(text, "{{state}}", tr.state)
 	text = strings.ReplaceAll(text, "{{meta}}", modernMeta)
 	text = strings.ReplaceAll(text, "{{session}}", tr.session)
 	text = tokenTemplateRE.ReplaceAllStringFunc(text, func(m string) string {
@@ -286,6 +303,10 @@ func (tr *transcriptRunner) render(t *testing.T, res *http.Response) string {
 		out = strings.ReplaceAll(out, tr.replace[i], tr.replace[i+1])
 	}
 	out = randomKeyRE.ReplaceAllString(out, "mcp-{{random}}")
+	if m := requestStateRE.FindStringSubmatch(out); m != nil {
+		tr.state = m[1]
+		out = strings.ReplaceAll(out, m[1], "{{state}}")
+	}
 	if tr.session != "" {
 		out = strings.ReplaceAll(out, tr.session, "{{session}}")
 	}

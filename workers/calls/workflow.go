@@ -234,20 +234,22 @@ func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
 			fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
 	}
-	if missing := missingProperties(q.schema, content); len(missing) > 0 {
-		return c.reask(ctx, fmt.Sprintf("Still needed: %s. ", strings.Join(missing, ", ")))
+	// The answers given are checked against the form (required aside) and
+	// kept; what is still missing is asked again, alone.
+	missing := missingProperties(q.schema, content)
+	var given []string
+	for _, f := range q.fields {
+		if _, ok := content[f]; ok && !slices.Contains(missing, f) {
+			given = append(given, f)
+		}
 	}
-	if err := validateAnswer(q.schema, content); err != nil {
+	if err := validateAnswer(optional(subSchema(q.schema, given)), content); err != nil {
 		return c.reask(ctx, fmt.Sprintf("That answer does not fit: %s. ", err))
 	}
 	switch q.kind {
 	case callsv1.StepKind_STEP_KIND_FIELDS:
-		for _, f := range q.fields {
-			v, ok := content[f]
-			if !ok {
-				continue
-			}
-			b, err := json.Marshal(v)
+		for _, f := range given {
+			b, err := json.Marshal(content[f])
 			if err != nil {
 				continue
 			}
@@ -257,19 +259,11 @@ func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *
 			}
 		}
 	case callsv1.StepKind_STEP_KIND_ADMIN:
-		if confirm, asked := content[toolcall.AdminConfirm]; asked {
-			if confirm != true {
-				return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
-					fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
-			}
-			c.args[toolcall.AdminConfirm] = json.RawMessage("true")
+		if slices.Contains(given, toolcall.AdminConfirm) {
+			c.args[toolcall.AdminConfirm] = json.RawMessage("true") // false declined above
 		}
-		if reason, asked := content[toolcall.AdminReason]; asked {
-			s, _ := reason.(string)
-			if strings.TrimSpace(s) == "" {
-				return c.reask(ctx, "Still needed: a reason that is not blank. ")
-			}
-			b, _ := json.Marshal(s)
+		if slices.Contains(given, toolcall.AdminReason) {
+			b, _ := json.Marshal(content[toolcall.AdminReason])
 			c.args[toolcall.AdminReason] = b
 		}
 	case callsv1.StepKind_STEP_KIND_PREVIEW:
@@ -277,6 +271,9 @@ func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *
 			return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
 				fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
 		}
+	}
+	if len(missing) > 0 {
+		return c.reask(ctx, fmt.Sprintf("Still needed: %s. ", strings.Join(titles(q.schema, missing), ", ")))
 	}
 	c.step++
 	return nil
@@ -313,7 +310,7 @@ func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
 			if missing := toolcall.MissingAdmin(c.args); len(missing) > 0 {
 				return c.ask(ctx, st.GetKind(), missing, subSchema(st.GetRequestedSchema(), missing),
 					fmt.Sprintf("%s is an administrative action. Confirm it and give a reason; both are recorded in the audit trail.\nArguments: %s",
-						c.in.GetTitle(), c.arguments()))
+						c.in.GetTitle(), c.arguments(toolcall.AdminConfirm, toolcall.AdminReason)))
 			}
 		case callsv1.StepKind_STEP_KIND_PREVIEW:
 			return c.preview(ctx, st)
@@ -511,10 +508,19 @@ func statusKey() temporal.SearchAttributeKeyKeyword {
 	return temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)
 }
 
-// arguments is the JSON object of the arguments gathered so far (keys
-// sorted: encoding/json sorts map keys).
-func (c *call) arguments() string {
-	b, err := json.Marshal(c.args)
+// arguments is the JSON object of the arguments gathered so far, without
+// the names left out (keys sorted: encoding/json sorts map keys).
+func (c *call) arguments(leaveOut ...string) string {
+	args := c.args
+	if len(leaveOut) > 0 {
+		args = make(map[string]json.RawMessage, len(c.args))
+		for k, v := range c.args {
+			if !slices.Contains(leaveOut, k) {
+				args[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(args)
 	if err != nil {
 		return "{}"
 	}
@@ -568,6 +574,13 @@ func subSchema(schema *structpb.Struct, fields []string) *structpb.Struct {
 		out.Fields["required"] = structpb.NewListValue(&structpb.ListValue{Values: req})
 	}
 	return out
+}
+
+// optional is schema without its required list (missing answers are
+// handled apart).
+func optional(schema *structpb.Struct) *structpb.Struct {
+	delete(schema.GetFields(), "required")
+	return schema
 }
 
 // titles are the form titles of fields (their names when untitled).

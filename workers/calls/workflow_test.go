@@ -254,8 +254,8 @@ func TestFieldsThenAdminThenTheSideEffectOnce(t *testing.T) {
 }
 
 // A missing answer, a blank reason and an answer of the wrong type are asked
-// again, each as a new round that says why; nothing runs until the answers
-// are complete.
+// again, each as a new round that says why and asks only what is still
+// missing; nothing runs until the answers are complete.
 func TestIncompleteAnswersAreAskedAgain(t *testing.T) {
 	h := newHarness(t)
 	in := purgeInput(t)
@@ -264,22 +264,29 @@ func TestIncompleteAnswersAreAskedAgain(t *testing.T) {
 	h.round(0, 0, digest, nil, &o[0])
 	h.round(1*time.Minute, 1, digest, map[string]*callsv1.Answer{"r0.admin": accept(t, map[string]any{"confirm": true, "reason": "x"})}, &o[1])
 	h.round(2*time.Minute, 2, digest, map[string]*callsv1.Answer{"r2.admin": accept(t, map[string]any{"confirm": true, "reason": "   "})}, &o[2])
-	h.round(3*time.Minute, 3, digest, map[string]*callsv1.Answer{"r3.admin": accept(t, map[string]any{"confirm": "yes", "reason": "ok"})}, &o[3])
-	h.round(4*time.Minute, 4, digest, map[string]*callsv1.Answer{"r4.admin": accept(t, map[string]any{"confirm": true, "reason": "ok"})}, &o[4])
+	h.round(3*time.Minute, 3, digest, map[string]*callsv1.Answer{"r3.admin": accept(t, map[string]any{"reason": 42})}, &o[3])
+	h.round(4*time.Minute, 4, digest, map[string]*callsv1.Answer{"r4.admin": accept(t, map[string]any{"reason": "ok"})}, &o[4])
 	h.run(in)
 
 	question(t, o[0], 1, "r1.admin")
-	if q := question(t, o[1], 2, "r2.admin"); !strings.HasPrefix(q.GetMessage(), "No answer was given.") {
-		t.Errorf("re-asked question = %q, want it to say no answer was given", q.GetMessage())
+	if q := question(t, o[1], 2, "r2.admin"); !strings.HasPrefix(q.GetMessage(), "No answer was given.") || !slices.Equal(properties(q), []string{"confirm", "reason"}) {
+		t.Errorf("re-asked question = %v %q, want both inputs and that no answer was given", properties(q), q.GetMessage())
 	}
-	if q := question(t, o[2], 3, "r3.admin"); !strings.HasPrefix(q.GetMessage(), "Still needed: reason.") {
-		t.Errorf("re-asked question = %q, want it to name the blank reason", q.GetMessage())
+	q := question(t, o[2], 3, "r3.admin")
+	if !strings.HasPrefix(q.GetMessage(), "Still needed: Reason.") || !slices.Equal(properties(q), []string{"reason"}) {
+		t.Errorf("re-asked question = %v %q, want the blank reason alone (the confirmation is kept)", properties(q), q.GetMessage())
 	}
-	if q := question(t, o[3], 4, "r4.admin"); !strings.HasPrefix(q.GetMessage(), "That answer does not fit:") || !strings.Contains(q.GetMessage(), "confirm") {
-		t.Errorf("re-asked question = %q, want the schema violation of confirm", q.GetMessage())
+	if !strings.Contains(q.GetMessage(), `Arguments: {"agent_id":"agent-9"}`) {
+		t.Errorf("confirmation shows %q, want the arguments without the admin inputs", q.GetMessage())
+	}
+	if q := question(t, o[3], 4, "r4.admin"); !strings.HasPrefix(q.GetMessage(), "That answer does not fit:") || !strings.Contains(q.GetMessage(), "reason") {
+		t.Errorf("re-asked question = %q, want the schema violation of reason", q.GetMessage())
 	}
 	if env := envelopeOf(t, o[4]); env.Status != "ok" || len(h.invokes) != 1 {
 		t.Errorf("final = %+v after %d invocations, want ok after one", env, len(h.invokes))
+	}
+	if want := `{"agent_id":"agent-9","confirm":true,"reason":"ok"}`; h.invokes[0].GetArguments() != want {
+		t.Errorf("invoked with %s, want %s", h.invokes[0].GetArguments(), want)
 	}
 }
 
