@@ -32,6 +32,7 @@ var external = map[string]bool{
 	"Secret/toolmesh-mesh-key":           true,
 	"ConfigMap/toolmesh-edge-jwks":       true,
 	"Secret/toolmesh-memory-key":         true,
+	"Secret/toolmesh-state-key":          true,
 }
 
 // postgresSecret is the Secret holding a domain's DSN in prod.
