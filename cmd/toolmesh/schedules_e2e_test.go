@@ -57,6 +57,8 @@ type schedulesMesh struct {
 	lossy     *lossyProxy
 	// notices are what the owner service's webhook channel received.
 	notices *webhookInbox
+	// schedulesURL and tasksURL are where the services listen.
+	schedulesURL, tasksURL string
 }
 
 // webhookInbox is a webhook channel's receiving end.
@@ -163,6 +165,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 	}
 	t.Cleanup(w.Stop)
 
+	m.schedulesURL, m.tasksURL = schedSrv.URL, tasksSrv.URL
 	m.schedules = schedulesv1connect.NewSchedulesServiceClient(schedSrv.Client(), schedSrv.URL, servertest.ClientOptions(nil)...)
 	m.tasks = tasksv1connect.NewTasksServiceClient(tasksSrv.Client(), tasksSrv.URL, servertest.ClientOptions(nil)...)
 	return m
