@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,9 +44,16 @@ var temporal temporaltest.Shared
 // tests (see startWorkerProcess): the worker a test kills.
 const workerProcessEnv = "TOOLMESH_TEST_CALLS_WORKER"
 
+// edgeProcessEnv makes the test binary run an edge instead of the tests
+// (see startEdgeProcess): the edge a test kills.
+const edgeProcessEnv = "TOOLMESH_TEST_EDGE"
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(workerProcessEnv); spec != "" {
 		os.Exit(runWorkerProcess(spec))
+	}
+	if spec := os.Getenv(edgeProcessEnv); spec != "" {
+		os.Exit(runEdgeProcess(spec))
 	}
 	os.Exit(temporal.Run(m))
 }
@@ -223,7 +231,100 @@ func runWorkerProcess(specJSON string) int {
 	select {} // until killed
 }
 
-// killProcess kills a worker process at once, as a crash would.
+// edgeSpec tells an edge process what to serve.
+type edgeSpec struct {
+	workerSpec
+	StateKey string `json:"state_key"` // PEM
+}
+
+// startEdgeProcess runs an edge with elicitation for the mesh as a child
+// process (this test binary), so a test can kill it with SIGKILL; it
+// returns the process and its /mcp URL once it serves.
+func (m *mrtrMesh) startEdgeProcess(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	spec, _ := json.Marshal(edgeSpec{
+		workerSpec: workerSpec{HostPort: m.server.HostPort, Namespace: m.server.Namespace, Queue: m.queue, Service: m.svc.URL},
+		StateKey:   string(requeststate.MarshalKey(m.key)),
+	})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), edgeProcessEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "edge serving "); ok {
+				addr <- a
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			t.Fatal("the edge process exited before it served")
+		}
+		return cmd, "http://" + a + "/mcp"
+	case <-time.After(30 * time.Second):
+		t.Fatal("the edge process did not start serving")
+	}
+	return nil, ""
+}
+
+// runEdgeProcess is the child side of startEdgeProcess.
+func runEdgeProcess(specJSON string) int {
+	var spec edgeSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "edge process:", err)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "edge process:", err)
+		return 2
+	}
+	tc, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: spec.HostPort, Namespace: spec.Namespace}, logging.Discard())
+	if err != nil {
+		return fail(err)
+	}
+	key, err := requeststate.ParseKey([]byte(spec.StateKey))
+	if err != nil {
+		return fail(err)
+	}
+	sealer, err := requeststate.NewSealer(key)
+	if err != nil {
+		return fail(err)
+	}
+	e, err := edge.New(edge.Config{
+		Contracts:   testingContracts(),
+		Services:    map[string]string{testingv1connect.TestingServiceName: spec.Service},
+		HTTPClient:  servertest.HTTPClient(),
+		Mesh:        servertest.MeshSigner(),
+		CallTimeout: 5 * time.Second,
+		Elicitation: &edge.Elicitation{Temporal: tc, States: sealer, TaskQueue: spec.Queue},
+	}, logging.Discard())
+	if err != nil {
+		return fail(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Println("edge serving " + lis.Addr().String())
+	return fail(http.Serve(lis, e.Handler()))
+}
+
+// killProcess kills a worker or edge process at once, as a crash would.
 func killProcess(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

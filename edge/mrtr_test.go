@@ -278,14 +278,13 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		m.startWorker(t)
 		before := m.backend.Executions("Purge")
 		m.backend.SeedNotes("victim", 3)
-		a := m.edge(t, nil)
+		a, aURL := m.startEdgeProcess(t)
 		c := newConversation(t)
-		r1 := c.send(a.url, "", nil)
-		a.http.CloseClientConnections()
-		a.http.Close()
-		b := m.edge(t, nil)
-		r2 := c.send(b.url, r1.RequestState, c.answers(r1))
-		if final := c.send(b.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+		r1 := c.send(aURL, "", nil)
+		killProcess(t, a)
+		_, bURL := m.startEdgeProcess(t)
+		r2 := c.send(bURL, r1.RequestState, c.answers(r1))
+		if final := c.send(bURL, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
 		if n := m.backend.Executions("Purge") - before; n != 1 {
