@@ -20,7 +20,7 @@ import (
 )
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
