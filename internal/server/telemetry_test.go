@@ -46,7 +46,7 @@ func TestCallsContinueTheCallersTrace(t *testing.T) {
 			}
 			root.End()
 			chain := tel.WaitChain(t, telemetrytest.Internal("caller"), telemetrytest.Client(echoProcedure), telemetrytest.Server(echoProcedure))
-			if got, want := chain[2].SpanContext.TraceID(), root.SpanContext().TraceID(); got != want {
+			if got, want := chain[2].TraceID, root.SpanContext().TraceID().String(); got != want {
 				t.Errorf("server span in trace %s, want the caller's %s", got, want)
 			}
 		})
@@ -73,10 +73,10 @@ func TestRESTCallsContinueTheCallersTrace(t *testing.T) {
 		t.Fatalf("REST echo = %d, want 200", res.StatusCode)
 	}
 	chain := tel.WaitChain(t, telemetrytest.Server("POST /v1/testing/echo"), telemetrytest.Client(echoProcedure), telemetrytest.Server(echoProcedure))
-	if got := chain[0].SpanContext.TraceID().String(); got != traceID {
+	if got := chain[0].TraceID; got != traceID {
 		t.Errorf("REST span in trace %s, want the caller's %s", got, traceID)
 	}
-	if got := chain[0].Parent.SpanID().String(); got != parentID {
+	if got := chain[0].ParentID; got != parentID {
 		t.Errorf("REST span's parent = %s, want the caller's span %s", got, parentID)
 	}
 }
@@ -92,7 +92,7 @@ func TestLogLinesInsideAHandlerCarryItsTraceID(t *testing.T) {
 		t.Fatalf("Echo without a message = %v, want invalid_argument", err)
 	}
 	chain := tel.WaitChain(t, telemetrytest.Client(echoProcedure), telemetrytest.Server(echoProcedure))
-	server := chain[1].SpanContext
+	server := chain[1]
 
 	var line map[string]any
 	for _, l := range strings.Split(logs.String(), "\n") {
@@ -105,8 +105,8 @@ func TestLogLinesInsideAHandlerCarryItsTraceID(t *testing.T) {
 	if line == nil {
 		t.Fatalf("no boundary.validation_failed line in:\n%s", logs)
 	}
-	if line["trace_id"] != server.TraceID().String() || line["span_id"] != server.SpanID().String() {
-		t.Errorf("log line = %v, want trace_id %s and span_id %s (the server span)", line, server.TraceID(), server.SpanID())
+	if line["trace_id"] != server.TraceID || line["span_id"] != server.SpanID {
+		t.Errorf("log line = %v, want trace_id %s and span_id %s (the server span)", line, server.TraceID, server.SpanID)
 	}
 }
 

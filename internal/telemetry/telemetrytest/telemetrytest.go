@@ -6,16 +6,20 @@ package telemetrytest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -42,13 +46,81 @@ func New(tb testing.TB) *Telemetry {
 	return &Telemetry{Telemetry: tel, exp: exp}
 }
 
+// Span is a finished span as a test reads it, from this package's
+// recorder or from the stdout exporter's output (ParseStdout).
+type Span struct {
+	Name     string
+	Kind     trace.SpanKind
+	TraceID  string
+	SpanID   string
+	ParentID string // "" for a root span
+	// Attrs holds the string attributes.
+	Attrs map[string]string
+	// Error marks a span whose status is Error.
+	Error bool
+}
+
 // Spans returns the spans ended so far.
-func (t *Telemetry) Spans(tb testing.TB) tracetest.SpanStubs {
+func (t *Telemetry) Spans(tb testing.TB) []Span {
 	tb.Helper()
 	if err := t.TracerProvider.(*sdktrace.TracerProvider).ForceFlush(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return t.exp.GetSpans()
+	var out []Span
+	for _, s := range t.exp.GetSpans() {
+		sp := Span{Name: s.Name, Kind: s.SpanKind, TraceID: s.SpanContext.TraceID().String(), SpanID: s.SpanContext.SpanID().String(),
+			Attrs: map[string]string{}, Error: s.Status.Code == codes.Error}
+		if s.Parent.IsValid() {
+			sp.ParentID = s.Parent.SpanID().String()
+		}
+		for _, a := range s.Attributes {
+			if a.Value.Type() == attribute.STRING {
+				sp.Attrs[string(a.Key)] = a.Value.AsString()
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// ParseStdout reads the spans the stdout exporter wrote (one JSON object
+// per span).
+func ParseStdout(tb testing.TB, out string) []Span {
+	tb.Helper()
+	var spans []Span
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var s struct {
+			Name        string
+			SpanKind    trace.SpanKind
+			SpanContext struct{ TraceID, SpanID string }
+			Parent      struct{ TraceID, SpanID string }
+			Attributes  []struct {
+				Key   string
+				Value struct {
+					Type  string
+					Value any
+				}
+			}
+			Status struct{ Code json.RawMessage }
+		}
+		if err := dec.Decode(&s); err != nil {
+			tb.Fatalf("stdout exporter output: %v\n%s", err, out)
+		}
+		sp := Span{Name: s.Name, Kind: s.SpanKind, TraceID: s.SpanContext.TraceID, SpanID: s.SpanContext.SpanID, Attrs: map[string]string{}}
+		if s.Parent.SpanID != "" && s.Parent.SpanID != (trace.SpanID{}).String() {
+			sp.ParentID = s.Parent.SpanID
+		}
+		for _, a := range s.Attributes {
+			if v, ok := a.Value.Value.(string); ok && a.Value.Type == "STRING" {
+				sp.Attrs[a.Key] = v
+			}
+		}
+		code := strings.Trim(string(s.Status.Code), `"`)
+		sp.Error = code == "Error" || code == strconv.Itoa(int(codes.Error))
+		spans = append(spans, sp)
+	}
+	return spans
 }
 
 // Step is one span of a chain: its name and kind.
@@ -66,22 +138,22 @@ func (s Step) String() string { return fmt.Sprintf("%s (%s)", s.Name, s.Kind) }
 
 // Chain finds, among spans, a span per step, each the child of the one
 // before, all in one trace; ok is false when there is none.
-func Chain(spans tracetest.SpanStubs, steps ...Step) (chain tracetest.SpanStubs, ok bool) {
-	var walk func(parent *tracetest.SpanStub, rest []Step) tracetest.SpanStubs
-	walk = func(parent *tracetest.SpanStub, rest []Step) tracetest.SpanStubs {
+func Chain(spans []Span, steps ...Step) (chain []Span, ok bool) {
+	var walk func(parent *Span, rest []Step) []Span
+	walk = func(parent *Span, rest []Step) []Span {
 		if len(rest) == 0 {
-			return tracetest.SpanStubs{}
+			return []Span{}
 		}
 		for i := range spans {
 			s := &spans[i]
-			if s.Name != rest[0].Name || s.SpanKind != rest[0].Kind {
+			if s.Name != rest[0].Name || s.Kind != rest[0].Kind {
 				continue
 			}
-			if parent != nil && (s.Parent.SpanID() != parent.SpanContext.SpanID() || s.SpanContext.TraceID() != parent.SpanContext.TraceID()) {
+			if parent != nil && (s.ParentID != parent.SpanID || s.TraceID != parent.TraceID) {
 				continue
 			}
 			if tail := walk(s, rest[1:]); tail != nil {
-				return append(tracetest.SpanStubs{*s}, tail...)
+				return append([]Span{*s}, tail...)
 			}
 		}
 		return nil
@@ -93,18 +165,18 @@ func Chain(spans tracetest.SpanStubs, steps ...Step) (chain tracetest.SpanStubs,
 // WaitChain waits until spans holding the chain have ended (spans of
 // workflows end when the workflow does) and returns it; the test fails,
 // listing the spans it saw, when they do not within a minute.
-func (t *Telemetry) WaitChain(tb testing.TB, steps ...Step) tracetest.SpanStubs {
+func (t *Telemetry) WaitChain(tb testing.TB, steps ...Step) []Span {
 	tb.Helper()
 	return WaitChain(tb, []*Telemetry{t}, steps...)
 }
 
 // WaitChain is Telemetry.WaitChain over the spans of several processes: a
 // trace that crosses them.
-func WaitChain(tb testing.TB, procs []*Telemetry, steps ...Step) tracetest.SpanStubs {
+func WaitChain(tb testing.TB, procs []*Telemetry, steps ...Step) []Span {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var spans tracetest.SpanStubs
+		var spans []Span
 		for _, p := range procs {
 			spans = append(spans, p.Spans(tb)...)
 		}
@@ -119,10 +191,10 @@ func WaitChain(tb testing.TB, procs []*Telemetry, steps ...Step) tracetest.SpanS
 }
 
 // Describe lists spans, one a line, with their ids and parents.
-func Describe(spans tracetest.SpanStubs) string {
+func Describe(spans []Span) string {
 	var b strings.Builder
 	for _, s := range spans {
-		fmt.Fprintf(&b, "  %s %s trace=%s span=%s parent=%s\n", s.Name, s.SpanKind, s.SpanContext.TraceID(), s.SpanContext.SpanID(), s.Parent.SpanID())
+		fmt.Fprintf(&b, "  %s %s trace=%s span=%s parent=%s\n", s.Name, s.Kind, s.TraceID, s.SpanID, s.ParentID)
 	}
 	return b.String()
 }
