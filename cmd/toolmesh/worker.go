@@ -149,8 +149,12 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	defer tc.Close()
 
+	// Every service client of the queue's activities continues their
+	// trace, even one built without deps.Telemetry.ClientOption.
+	httpClient := newH2CClient()
+	httpClient.Transport = tel.Transport(httpClient.Transport)
 	w := worker.New(tc, name, worker.Options{})
-	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: newH2CClient(), Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {

@@ -10,6 +10,7 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
@@ -115,4 +116,40 @@ func (noInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) conne
 }
 func (noInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// Transport wraps base so that a request made inside a span carries it
+// (a traceparent header) when nothing upstream set one. It is the safety
+// net of the shared HTTP clients (a worker's, handed to every task queue):
+// a Connect client built on them without ConnectInterceptor still continues
+// the caller's trace, if without a client span or client metrics of its
+// own. A nil base is http.DefaultTransport.
+func (p Providers) Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return propagatingTransport{base: base, prop: p.Propagation()}
+}
+
+type propagatingTransport struct {
+	base http.RoundTripper
+	prop propagation.TextMapPropagator
+}
+
+func (t propagatingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	if trace.SpanContextFromContext(ctx).IsValid() && r.Header.Get("Traceparent") == "" {
+		// A RoundTripper must not change the request it is given.
+		r = r.Clone(ctx)
+		t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	return t.base.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// transport (http.Client.CloseIdleConnections reaches it through this).
+func (t propagatingTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
