@@ -22,7 +22,7 @@ import (
 )
 
 // Providers are what instrumented code needs. A nil provider is a no-op
-// one; a nil Propagator is W3C trace context and baggage.
+// one; a nil Propagator is W3C trace context.
 type Providers struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -32,10 +32,10 @@ type Providers struct {
 // Instrumentation scope of the mesh's own spans and metrics.
 const scope = "github.com/toolmesh/toolmesh"
 
-// DefaultPropagator carries W3C trace context and baggage.
-func DefaultPropagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
+// DefaultPropagator carries W3C trace context. Not baggage: the mesh reads
+// none, and what an MCP client sent would otherwise travel into every
+// service and be stored in workflow histories.
+func DefaultPropagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Tracers returns the tracer provider (a no-op one when unset).
 func (p Providers) Tracers() trace.TracerProvider {
@@ -53,8 +53,7 @@ func (p Providers) Meters() metric.MeterProvider {
 	return p.MeterProvider
 }
 
-// Propagation returns the propagator (W3C trace context and baggage when
-// unset).
+// Propagation returns the propagator (W3C trace context when unset).
 func (p Providers) Propagation() propagation.TextMapPropagator {
 	if p.Propagator == nil {
 		return DefaultPropagator()

@@ -21,6 +21,7 @@ func tracingInterceptor(p telemetry.Providers) (interceptor.Interceptor, error) 
 	t, err := otelsdk.NewTracer(otelsdk.TracerOptions{
 		Tracer:            p.Tracers().Tracer("go.temporal.io/sdk"),
 		TextMapPropagator: p.Propagation(),
+		DisableBaggage:    true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("temporal tracing: %w", err)
