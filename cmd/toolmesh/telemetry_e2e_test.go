@@ -3,16 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	ownerworker "github.com/toolmesh/toolmesh/workers/owner"
 )
 
@@ -183,4 +195,88 @@ func TestTelemetryEndToEnd(t *testing.T) {
 			t.Errorf("no trace %v; spans:\n%s", answer, telemetrytest.Describe(spans))
 		}
 	})
+}
+
+// otlpReceiver collects the span names OTLP exporters send it.
+type otlpReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.names = append(r.names, s.GetName())
+			}
+		}
+	}
+}
+
+func (r *otlpReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.add(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (r *otlpReceiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.names)
+}
+
+// TestOTLPExport: `--trace-exporter otlp` sends a service's spans to the
+// collector the standard OTEL_EXPORTER_OTLP_* variables name, over either
+// protocol.
+func TestOTLPExport(t *testing.T) {
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(protocol, func(t *testing.T) {
+			rec := &otlpReceiver{}
+			var endpoint string
+			if protocol == "grpc" {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				gs := grpc.NewServer()
+				coltracepb.RegisterTraceServiceServer(gs, rec)
+				go gs.Serve(lis)
+				t.Cleanup(gs.Stop)
+				endpoint = "http://" + lis.Addr().String()
+			} else {
+				hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					body, _ := io.ReadAll(r.Body)
+					var req coltracepb.ExportTraceServiceRequest
+					if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+						http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
+						return
+					}
+					rec.add(&req)
+					w.Header().Set("Content-Type", "application/x-protobuf")
+				}))
+				t.Cleanup(hs.Close)
+				endpoint = hs.URL
+			}
+			// The exporter reads these itself, from the process environment.
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+			t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+
+			addr := freeAddr(t)
+			p := startProcess(t, "http://"+addr+"/healthz", "serve", "tasks", "--addr", addr, "--data", t.TempDir(),
+				"--mesh-public-key", testPublicKey(t), "--trace-exporter", "otlp", "--otlp-protocol", protocol)
+			client := servertest.HTTPClient()
+			t.Cleanup(client.CloseIdleConnections)
+			tasks := tasksv1connect.NewTasksServiceClient(client, "http://"+addr, servertest.ClientOptions(nil)...)
+			if _, err := tasks.List(servertest.As(context.Background(), "local"), &tasksv1.ListRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			client.CloseIdleConnections()
+			p.stop() // flushes the spans
+			if got := rec.received(); !slices.Contains(got, "toolmesh.tasks.v1.TasksService/List") {
+				t.Errorf("the collector received spans %q, want toolmesh.tasks.v1.TasksService/List", got)
+			}
+		})
+	}
 }
