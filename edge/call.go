@@ -57,6 +57,7 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 		p = e.principal(req)
 		env, interim := e.call(ctx, b, p, req)
 		if interim != nil {
+			e.obs.interimCall(ctx, b, time.Since(start))
 			return interim, nil
 		}
 		e.observe(ctx, b, p, req, env, time.Since(start))

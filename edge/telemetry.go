@@ -18,7 +18,8 @@ import (
 
 // Metrics of the edge (Prometheus names in brackets). Labels are bounded:
 // tool is a registered tool's name (unknown tools never reach a handler),
-// domain_code one of the envelope's codes, status ok or error.
+// domain_code one of the envelope's codes, status ok, error or
+// input_required (a round of an elicited call that asks the user).
 const (
 	// MetricToolCalls counts tool calls by tool, status and, for errors,
 	// domain_code [toolmesh_tool_calls_total].
@@ -65,6 +66,7 @@ type callTelemetry struct {
 	spanName  string
 	spanStart []trace.SpanStartOption
 	ok        metric.MeasurementOption
+	interim   metric.MeasurementOption
 }
 
 func newCallTelemetry(tool string) callTelemetry {
@@ -75,7 +77,8 @@ func newCallTelemetry(tool string) callTelemetry {
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", tool),
 		)},
-		ok: metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("ok"))),
+		ok:      metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("ok"))),
+		interim: metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("input_required"))),
 	}
 }
 
@@ -109,6 +112,14 @@ func (in *instruments) endCall(ctx context.Context, b *binding, env *toolcall.En
 	tool := attrTool.String(b.tool.Name)
 	in.calls.Add(ctx, 1, metric.WithAttributes(tool, attrStatus.String("error"), attrDomainCode.String(env.DomainCode)))
 	in.duration.Record(ctx, secs, metric.WithAttributes(tool, attrStatus.String("error")))
+}
+
+// interimCall records a round of an elicited call that asks the user for
+// input: the call has no outcome yet.
+func (in *instruments) interimCall(ctx context.Context, b *binding, took time.Duration) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("mcp.result_type", "input_required"))
+	in.calls.Add(ctx, 1, b.telemetry.interim)
+	in.duration.Record(ctx, took.Seconds(), b.telemetry.interim)
 }
 
 // metaCarrier reads trace context from a request's _meta.

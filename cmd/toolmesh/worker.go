@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -67,11 +68,12 @@ var workerQueues = map[string]workerQueue{
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
-		Services:    deps.Services,
-		HTTPClient:  deps.HTTPClient,
-		Mesh:        deps.Mesh,
-		CallTimeout: deps.CallTimeout,
-		Log:         deps.Log,
+		Services:      deps.Services,
+		HTTPClient:    deps.HTTPClient,
+		Mesh:          deps.Mesh,
+		CallTimeout:   deps.CallTimeout,
+		Log:           deps.Log,
+		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {
 		return err

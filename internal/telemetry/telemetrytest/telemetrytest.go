@@ -162,6 +162,25 @@ func Chain(spans []Span, steps ...Step) (chain []Span, ok bool) {
 	return chain, chain != nil
 }
 
+// Ancestry returns span's ancestors among spans, from its parent to the
+// root of what was recorded.
+func Ancestry(spans []Span, span Span) []Span {
+	byID := map[string]Span{}
+	for _, s := range spans {
+		byID[s.TraceID+"/"+s.SpanID] = s
+	}
+	var out []Span
+	for cur := span; cur.ParentID != "" && len(out) < len(spans); {
+		parent, ok := byID[cur.TraceID+"/"+cur.ParentID]
+		if !ok {
+			break
+		}
+		out = append(out, parent)
+		cur = parent
+	}
+	return out
+}
+
 // WaitChain waits until spans holding the chain have ended (spans of
 // workflows end when the workflow does) and returns it; the test fails,
 // listing the spans it saw, when they do not within a minute.
