@@ -43,16 +43,21 @@ var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
+		ctx, span := e.obs.startCall(ctx, b, req)
+		defer span.End()
 		var p *Principal
 		defer func() {
 			if r := recover(); r != nil {
 				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				res, err = result(toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "internal error")), nil
+				env := toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "internal error")
+				e.obs.endCall(ctx, b, env, time.Since(start))
+				res, err = result(env), nil
 			}
 		}()
 		p = e.principal(req)
 		env, interim := e.call(ctx, b, p, req)
 		if interim != nil {
+			e.obs.interimCall(ctx, b, time.Since(start))
 			return interim, nil
 		}
 		e.observe(ctx, b, p, req, env, time.Since(start))
@@ -280,8 +285,10 @@ func (e *Edge) progress(ctx context.Context, b *binding, req *mcp.CallToolReques
 // observe logs the outcome of a call and emits the events some outcomes
 // promise: exactly one mcp.admin_op.executed per successful admin call, one
 // mcp.capability_gap or mcp.not_supported per such envelope. A failed call
-// is also reported to a client that set a log level.
+// is also reported to a client that set a log level. The outcome goes into
+// the call's span and the tool call metrics.
 func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, env *toolcall.Envelope, took time.Duration) {
+	e.obs.endCall(ctx, b, env, took)
 	t := b.tool
 	subject, agent := "", ""
 	if p != nil {

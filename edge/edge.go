@@ -33,6 +33,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/toolschema"
@@ -120,6 +121,10 @@ type Config struct {
 	// call needs — for missing admin inputs and elicitable fields instead of
 	// refusing the call, when the client declares elicitation.
 	Elicitation *Elicitation
+	// Telemetry traces each tools/call (a span continuing the client's
+	// trace, parent of the service call's) and counts calls by outcome
+	// (see MetricToolCalls). None when zero.
+	Telemetry telemetry.Providers
 }
 
 // Edge is a configured MCP edge.
@@ -153,6 +158,8 @@ type Edge struct {
 
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
+
+	obs *instruments
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -211,6 +218,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.obs, err = newInstruments(cfg.Telemetry); err != nil {
+		return nil, err
+	}
+	clientTelemetry := cfg.Telemetry.ClientOption()
 	e.views = &views{e: e, m: map[string]*toolView{}}
 	e.limits = newLimiters(cfg.RateLimit)
 
@@ -244,10 +255,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 			timeout += cfg.WaitBudget
 		}
 		b := &binding{
-			Binding: toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout),
-			tool:    t,
-			mcpTool: mcpTool(t, cfg.ReadOnly),
-			wait:    wait,
+			Binding:   toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout, clientTelemetry),
+			tool:      t,
+			mcpTool:   mcpTool(t, cfg.ReadOnly),
+			wait:      wait,
+			telemetry: newCallTelemetry(t.Name),
 		}
 		e.bindings[t.Name] = b
 		e.server.AddTool(b.mcpTool, e.toolHandler(b))
@@ -263,7 +275,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	}
 	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
 		e.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
-			connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
+			clientTelemetry, connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
 	}
 
 	getServer := func(*http.Request) *mcp.Server { return e.server }
@@ -376,6 +388,8 @@ type binding struct {
 	// wait is the request's wait_seconds field of a long_running tool that
 	// waits for its outcome (see tasks.go); nil otherwise.
 	wait protoreflect.FieldDescriptor
+	// telemetry is the call's span name and metric labels, built once.
+	telemetry callTelemetry
 }
 
 // mcpTool describes t for tools/list.

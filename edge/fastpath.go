@@ -40,6 +40,9 @@ var fastMetaKeys = map[string]bool{
 	"io.modelcontextprotocol/clientCapabilities": true,
 	"io.modelcontextprotocol/clientInfo":         true,
 	MetaIdempotencyKey:                           true,
+	// Trace context (see telemetry.go): the call's span continues it.
+	"traceparent": true,
+	"tracestate":  true,
 }
 
 // fastResult mirrors the SDK's wire form of a CallToolResult (its fields,

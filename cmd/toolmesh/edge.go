@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,7 +76,7 @@ func envList(getenv func(string) string, key string) listFlag {
 	return out
 }
 
-func runEdge(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+func runEdge(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	addr := fs.String("addr", envOr(getenv, "TOOLMESH_EDGE_ADDR", "127.0.0.1:7100"), "listen address")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for desktop clients) instead of HTTP")
@@ -107,6 +109,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
+		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
+	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,7 +135,18 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	// Over stdio, stdout is the MCP channel: stdout spans go to stderr.
+	spanOut := stdout
+	if *stdio {
+		spanOut = stderr
+	}
+	tel, err := telFlags.start(ctx, "toolmesh-edge", spanOut, log.With("service", "edge"))
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tel, log)
 	cfg := edge.Config{
+		Telemetry:      tel.Providers,
 		Services:       urls,
 		CallTimeout:    *timeout,
 		WaitBudget:     *waitBudget,
@@ -158,7 +174,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 			return errors.New("--state-ttl must be positive")
 		}
 		// Lazy: the edge serves every other call while Temporal is down.
-		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-edge"}, log)
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-edge", Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
@@ -218,9 +234,61 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
+	var metricsLis net.Listener
+	if *metricsAddr != "" && *metricsAddr != "off" {
+		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
+			lis.Close()
+			return err
+		}
+	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
 		"elicitation", cfg.Elicitation != nil)
-	return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
+	if metricsLis == nil {
+		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
+	}
+	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
+	return runHTTPPair(ctx, log,
+		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
+		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+}
+
+// defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
+// port of its own on loopback. The MCP listener faces clients (often the
+// internet, behind an ingress), and what the metrics tell — which tools are
+// called, how often, how they fail — is for operators; a scraper should
+// also not need an MCP bearer token or pass the Host and Origin checks.
+const defaultEdgeMetricsAddr = "127.0.0.1:7190"
+
+// metricsMux serves a process's /metrics and /healthz.
+func metricsMux(metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+type httpListener struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// runHTTPPair serves a and b until ctx ends or either fails, then stops
+// both.
+func runHTTPPair(ctx context.Context, log *slog.Logger, a, b httpListener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, h := range []httpListener{a, b} {
+		go func() {
+			err := server.RunHTTP(ctx, h.srv, h.lis, log, server.HTTPOptions{})
+			cancel()
+			errs <- err
+		}()
+	}
+	return errors.Join(<-errs, <-errs)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -61,11 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log := logging.New(stderr, logging.ParseLevel(getenv("TOOLMESH_LOG_LEVEL")))
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], getenv, log)
+		return runServe(ctx, args[1:], getenv, stdout, log)
 	case "worker":
-		return runWorker(ctx, args[1:], getenv, log)
+		return runWorker(ctx, args[1:], getenv, stdout, log)
 	case "edge":
-		return runEdge(ctx, args[1:], getenv, stdin, stdout, log)
+		return runEdge(ctx, args[1:], getenv, stdin, stdout, stderr, log)
 	case "temporal-dev":
 		return runTemporalDev(ctx, args[1:], getenv, log)
 	case "up":

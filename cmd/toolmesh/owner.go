@@ -63,7 +63,7 @@ func registerOwner(w worker.Worker, deps workerDeps) error {
 		return fmt.Errorf("worker owner needs the owner service (--service owner=http://...)")
 	}
 	client := ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, url,
-		connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))
+		deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))
 	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner")})
 	return nil
 }

@@ -39,10 +39,14 @@ const (
 	workerPrefix = "worker-"
 )
 
+// linkMCP names the edge's first link, its MCP endpoint.
+const linkMCP = "MCP endpoint"
+
 // Default ports of the processes that are not in the domains and
 // workerQueues tables. --port-offset moves every default port.
 const (
 	edgePort           = 7100
+	edgeMetricsPort    = 7190
 	temporalHealthPort = 7230
 	temporalPort       = 7233
 	temporalUIPort     = 8233
@@ -285,16 +289,20 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	// The edge asks the user for what calls lack (elicitation), carried by
 	// the calls worker's workflows; keygen creates the request state key.
 	edgeArgs := []string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath,
+		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
 		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
 		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
 	plan = append(plan, meshProcess{
-		Name:         procEdge,
-		Label:        labelEdge,
-		Args:         append(edgeArgs, serviceFlags...),
-		Probe:        &httpProbe{Host: probeHost, Port: edgePortNum, Path: "/healthz"},
-		Deps:         append(append([]string{procMeshKeys, procTemporal}, names...), workerNames...),
-		Links:        []meshLink{{Name: "MCP endpoint", URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"}},
+		Name:  procEdge,
+		Label: labelEdge,
+		Args:  append(edgeArgs, serviceFlags...),
+		Probe: &httpProbe{Host: probeHost, Port: edgePortNum, Path: "/healthz"},
+		Deps:  append(append([]string{procMeshKeys, procTemporal}, names...), workerNames...),
+		Links: []meshLink{
+			{Name: linkMCP, URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"},
+			{Name: "Edge metrics", URL: "http://" + local(edgeMetricsPort) + "/metrics"},
+		},
 		readyTimeout: 30 * time.Second,
 	})
 	return plan, nil

@@ -72,6 +72,7 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	}
 	tools, err := schedulesworker.BindTools(schedulesworker.ToolsConfig{
 		Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
+		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {
 		return err
@@ -79,13 +80,13 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	var notifier schedulesworker.Notifier = schedulesworker.LogNotifier{Log: deps.Log}
 	if ownerURL := deps.Services[ownerv1connect.OwnerServiceName]; ownerURL != "" {
 		notifier = schedulesworker.OwnerNotifier{Owner: ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, ownerURL,
-			connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))}
+			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))}
 	} else {
 		deps.Log.Warn("schedules.owner_notices", "message", "no owner service configured: approval requests go to this log only")
 	}
 	schedulesworker.Register(w, &schedulesworker.Activities{
 		Schedules: schedulesv1connect.NewSchedulesServiceClient(deps.HTTPClient, url,
-			connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
+			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
 		Identity: workerSelf("schedules"),
 		Notifier: notifier,
 		Tools:    tools,

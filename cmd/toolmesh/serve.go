@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -183,7 +184,7 @@ func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Ser
 	return credits.New(st, credits.Config{}).Registration(), nil
 }
 
-func runServe(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return fmt.Errorf("serve needs a domain: %s", domainNames())
 	}
@@ -207,6 +208,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
 	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
+	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -221,6 +223,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 		return err
 	}
 	log = log.With("service", name)
+	tel, err := telFlags.start(ctx, "toolmesh-"+name, stdout, log)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tel, log)
 	db, err := sqldb.Open(ctx, *dsn)
 	if err != nil {
 		return err
@@ -228,7 +235,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 	defer db.Close()
 	deps := serveDeps{Getenv: getenv, Log: log}
 	if d.temporal {
-		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name}, log)
+		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
@@ -243,9 +250,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, lo
 	if err != nil {
 		return err
 	}
-	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier}
+	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler()}
 	if agentsURL != nil && *agentsURL != "" {
-		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log})
+		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
 		log.Info("serve.agent_check", "enabled", true, "agents_url", *agentsURL)
 	} else if agentsURL != nil {

@@ -146,7 +146,7 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) 
 	for _, p := range slices.Backward(plan) {
 		for _, l := range p.Links {
 			note := ""
-			if p.Name == procEdge {
+			if p.Name == procEdge && l.Name == linkMCP {
 				note = fmt.Sprintf("  (calls act as agent %q)", cfg.DevAgent)
 			}
 			fmt.Fprintf(stdout, "  %-14s %s%s\n", l.Name, l.URL, note)
@@ -163,7 +163,7 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) 
 		if p.Name == "tasks" {
 			tasksAddr = addr
 		}
-		fmt.Fprintf(stdout, "  %-14s http://%s  (Connect, gRPC, gRPC-Web, REST /v1/...)\n", p.Name, addr)
+		fmt.Fprintf(stdout, "  %-14s http://%s  (Connect, gRPC, gRPC-Web, REST /v1/..., /metrics)\n", p.Name, addr)
 	}
 	if tasksAddr != "" {
 		tokenCmd := fmt.Sprintf("%s token --agent %s", self, cfg.DevAgent)

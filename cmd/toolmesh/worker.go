@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -11,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
@@ -47,6 +50,9 @@ type workerDeps struct {
 	Log *slog.Logger
 	// CallTimeout bounds each service call an activity makes.
 	CallTimeout time.Duration
+	// Telemetry instruments the service clients activities build
+	// (Telemetry.ClientOption): their calls continue the activity's trace.
+	Telemetry telemetry.Providers
 }
 
 // workerQueues lists the task queues; each issue that adds workflows adds
@@ -62,11 +68,12 @@ var workerQueues = map[string]workerQueue{
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
-		Services:    deps.Services,
-		HTTPClient:  deps.HTTPClient,
-		Mesh:        deps.Mesh,
-		CallTimeout: deps.CallTimeout,
-		Log:         deps.Log,
+		Services:      deps.Services,
+		HTTPClient:    deps.HTTPClient,
+		Mesh:          deps.Mesh,
+		CallTimeout:   deps.CallTimeout,
+		Log:           deps.Log,
+		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {
 		return err
@@ -85,8 +92,10 @@ func workerNames() string {
 }
 
 // runWorker serves one task queue until ctx ends, with /healthz on its
-// health address answering 200 once the worker polls.
-func runWorker(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+// health address answering 200 once the worker polls, and /metrics beside
+// it (the Temporal SDK's worker, workflow and activity metrics, the service
+// calls of activities, the process).
+func runWorker(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return fmt.Errorf("worker needs a task queue: %s", workerNames())
 	}
@@ -106,6 +115,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 	}
 	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
 	callTimeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call an activity makes")
+	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -130,14 +140,23 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 		return err
 	}
 	log = log.With("worker", name)
-	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-worker-" + name}, log)
+	tel, err := telFlags.start(ctx, "toolmesh-worker-"+name, stdout, log)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tel, log)
+	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-worker-" + name, Telemetry: tel.Providers}, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 
+	// Every service client of the queue's activities continues their
+	// trace, even one built without deps.Telemetry.ClientOption.
+	httpClient := newH2CClient()
+	httpClient.Transport = tel.Transport(httpClient.Transport)
 	w := worker.New(tc, name, worker.Options{})
-	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: newH2CClient(), Getenv: getenv, Log: log, CallTimeout: *callTimeout}); err != nil {
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {
@@ -155,6 +174,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, l
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.Handle("GET /metrics", tel.MetricsHandler())
 	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 }
 

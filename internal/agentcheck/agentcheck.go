@@ -28,6 +28,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 )
@@ -52,6 +53,9 @@ type Options struct {
 	HTTPClient connect.HTTPClient
 	// Log receives lookup failures.
 	Log *slog.Logger
+	// Telemetry instruments the lookups (spans inside the checked call's
+	// trace, the client RPC histogram).
+	Telemetry telemetry.Providers
 }
 
 // Checker answers whether an agent may call.
@@ -86,7 +90,7 @@ func New(baseURL string, opts Options) *Checker {
 		// The lookup carries the caller's own identity (its verified mesh
 		// token, forwarded): it asks about itself.
 		client: agentsv1connect.NewAgentsServiceClient(opts.HTTPClient, strings.TrimRight(baseURL, "/"),
-			connect.WithInterceptors(mesh.NewForwardingInterceptor())),
+			connect.WithInterceptors(opts.Telemetry.ConnectInterceptor(), mesh.NewForwardingInterceptor())),
 		ttl:    opts.TTL,
 		now:    opts.Now,
 		log:    opts.Log,

@@ -1,5 +1,7 @@
-// Package logging builds the JSON slog logger every toolmesh process uses and
-// scrubs secret-shaped values before anything is written.
+// Package logging builds the JSON slog logger every toolmesh process uses:
+// it scrubs secret-shaped values before anything is written, and a line
+// logged with a context inside a span carries the span's trace_id and
+// span_id.
 package logging
 
 import (
@@ -11,12 +13,13 @@ import (
 
 // New returns a JSON logger writing to w at the given level. Attribute values
 // that look like secrets (bearer tokens, JWTs, keys, passwords) are replaced
-// with "[REDACTED]" before they are written.
+// with "[REDACTED]" before they are written. Lines logged with a context
+// (InfoContext, ...) inside a span carry "trace_id" and "span_id".
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+	return slog.New(WithTrace(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level:       level,
 		ReplaceAttr: replaceAttr,
-	}))
+	})))
 }
 
 // Discard returns a logger that writes nothing (for tests and benchmarks).

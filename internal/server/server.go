@@ -1,9 +1,11 @@
 // Package server runs one domain service: a single h2c listener that serves
 // Connect, gRPC and gRPC-Web (connect-go), gRPC server reflection,
 // grpc.health.v1, REST/JSON through grpc-gateway, and a plain /healthz for
-// probes. Every request passes the mesh interceptor (a verified mesh token:
-// no or a bad token is Unauthenticated) and the protovalidate interceptor
-// before its handler runs.
+// probes, and /metrics for Prometheus when given. Every request passes the
+// telemetry interceptor (a span continuing the caller's trace, the RPC
+// duration histogram), the mesh interceptor (a verified mesh token: no or a
+// bad token is Unauthenticated) and the protovalidate interceptor before its
+// handler runs.
 package server
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -52,6 +55,11 @@ type Options struct {
 	// Mesh verifies the mesh token of every request. Required: a service
 	// never trusts identity it cannot verify.
 	Mesh *mesh.Verifier
+	// Telemetry instruments every call, REST included (none when zero).
+	Telemetry telemetry.Providers
+	// Metrics, when set, is served at GET /metrics (the process's
+	// Prometheus page), unauthenticated like /healthz.
+	Metrics http.Handler
 }
 
 // Server is a running service listener.
@@ -79,6 +87,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		return nil, err
 	}
 	interceptors := append([]connect.Interceptor{
+		opts.Telemetry.ConnectInterceptor(),
 		newRecoverInterceptor(log),
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
@@ -100,11 +109,16 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 
 	s := &Server{log: log, lis: lis, health: checker, names: names, opts: opts}
 	mux.HandleFunc("GET /healthz", s.healthz)
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
 
 	// REST: grpc-gateway translates JSON/HTTP into gRPC calls to this same
-	// listener, so REST requests pass the same interceptors.
+	// listener, so REST requests pass the same interceptors; the trace
+	// follows both hops.
 	gwConn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		opts.Telemetry.GatewayDialOption())
 	if err != nil {
 		return nil, fmt.Errorf("dial own gRPC port for gateway: %w", err)
 	}
@@ -115,6 +129,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}),
+		runtime.WithMiddlewares(telemetry.GatewayRoute),
 	)
 	hasGateway := false
 	for _, svc := range services {
@@ -128,7 +143,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		hasGateway = true
 	}
 	if hasGateway {
-		mux.Handle("/v1/", gw)
+		mux.Handle("/v1/", opts.Telemetry.GatewayHandler(gw))
 	}
 
 	s.http = NewHTTPServer(mux, log)

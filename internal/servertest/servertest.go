@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
 
 // Server is a running test server.
@@ -43,6 +44,9 @@ type Options struct {
 	// Interceptors are passed to the server (they run after the mesh and
 	// validation interceptors).
 	Interceptors []connect.Interceptor
+	// Telemetry and Metrics are passed to the server.
+	Telemetry telemetry.Providers
+	Metrics   http.Handler
 }
 
 // Start serves services until the test ends.
@@ -63,7 +67,8 @@ func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server 
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors, Mesh: MeshSigner().Verifier()}, services...)
+	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors, Mesh: MeshSigner().Verifier(),
+		Telemetry: opts.Telemetry, Metrics: opts.Metrics}, services...)
 	if err != nil {
 		cancel()
 		lis.Close()

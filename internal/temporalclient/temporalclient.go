@@ -1,7 +1,10 @@
 // Package temporalclient dials Temporal the one way every toolmesh process
 // does: the given frontend address and namespace, slog logging, payloads
 // encoded as protobuf JSON (readable in the Temporal UI), no gRPC
-// compression.
+// compression, and telemetry: a workflow started, signalled, updated or
+// queried inside a trace continues it (through its activities, and the
+// service calls they make), and the SDK's metrics go to the process's meter
+// provider. Workers built on the client inherit both.
 package temporalclient
 
 import (
@@ -11,8 +14,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	otelsdk "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
 
 // Config names the Temporal frontend to dial.
@@ -23,11 +30,20 @@ type Config struct {
 	Namespace string
 	// Identity names this client in the Temporal UI (e.g. "toolmesh-worker-owner").
 	Identity string
+	// Telemetry traces workflows and activities and receives the SDK's
+	// metrics (none when zero).
+	Telemetry telemetry.Providers
 }
 
 func (cfg Config) options(log *slog.Logger) client.Options {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
+	}
+	var interceptors []interceptor.ClientInterceptor
+	if tracing, err := tracingInterceptor(cfg.Telemetry); err != nil {
+		log.Warn("temporal.tracing_off", "error", err)
+	} else {
+		interceptors = append(interceptors, tracing)
 	}
 	return client.Options{
 		HostPort:      cfg.HostPort,
@@ -39,6 +55,14 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 		// gzip (the SDK's default) costs more CPU per round trip than it
 		// saves, as inside the mesh.
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
+		Interceptors:      interceptors,
+		MetricsHandler: otelsdk.NewMetricsHandler(otelsdk.MetricsHandlerOptions{
+			Meter:                cfg.Telemetry.Meters().Meter(telemetry.TemporalScope),
+			UseMonotonicCounters: true,
+			// The default panics; a metric that cannot be recorded is
+			// not worth a worker.
+			OnError: func(err error) { log.Warn("temporal.metrics_error", "error", err) },
+		}),
 	}
 }
 

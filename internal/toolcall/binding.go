@@ -39,8 +39,10 @@ var (
 )
 
 // NewBinding binds t to the service at baseURL ("" leaves it without a
-// backend: calls answer not_supported). timeout bounds each call.
-func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration) *Binding {
+// backend: calls answer not_supported). timeout bounds each call. opts add
+// to the client's options, e.g. telemetry.Providers.ClientOption, which
+// makes each call a span of the caller's trace.
+func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration, opts ...connect.ClientOption) *Binding {
 	b := &Binding{tool: t, in: t.Method.Input(), validator: v, log: log, timeout: timeout}
 	names := make([]string, 0, b.in.Fields().Len())
 	for i := 0; i < b.in.Fields().Len(); i++ {
@@ -59,6 +61,7 @@ func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL stri
 				*msg.(*dynamicpb.Message) = *dynamicpb.NewMessage(out)
 				return nil
 			}),
+			connect.WithClientOptions(opts...),
 		)
 	}
 	return b

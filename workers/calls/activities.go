@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -41,6 +42,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// Log receives the activities' events.
 	Log *slog.Logger
+	// ClientOptions add to each service client (telemetry: a call's side
+	// effect is a span of the call's trace).
+	ClientOptions []connect.ClientOption
 }
 
 // Activities call tools' services for elicited calls.
@@ -85,11 +89,11 @@ func NewActivities(cfg Config) (*Activities, error) {
 	}
 	a := &Activities{bindings: map[string]*toolcall.Binding{}, mesh: cfg.Mesh, log: cfg.Log}
 	for _, t := range reg.Tools() {
-		a.bindings[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.CallTimeout)
+		a.bindings[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.CallTimeout, cfg.ClientOptions...)
 	}
 	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
-		a.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
-			connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
+		opts := append(slices.Clone(cfg.ClientOptions), connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout)))
+		a.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url, opts...), audittrail.RecorderOptions{})
 	}
 	return a, nil
 }

@@ -110,6 +110,9 @@ type ToolsConfig struct {
 	Timeout time.Duration
 	// Log receives boundary rejections.
 	Log *slog.Logger
+	// ClientOptions add to each tool's client (telemetry: a run's tool
+	// call is a span of the run's trace).
+	ClientOptions []connect.ClientOption
 }
 
 // BindTools binds every tool of the contracts to its service, once, for
@@ -132,7 +135,7 @@ func BindTools(cfg ToolsConfig) (map[string]*toolcall.Binding, error) {
 	}
 	out := map[string]*toolcall.Binding{}
 	for _, t := range reg.Tools() {
-		out[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.Timeout)
+		out[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.Timeout, cfg.ClientOptions...)
 	}
 	return out, nil
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+)
+
+// Trace exporters (--trace-exporter, or OTEL_TRACES_EXPORTER).
+const (
+	traceExporterNone   = "none"
+	traceExporterOTLP   = "otlp"
+	traceExporterStdout = "stdout"
+)
+
+// telemetryFlags are the telemetry settings every long-running command
+// (serve, worker, edge) takes. The OTLP exporter reads the standard
+// OTEL_EXPORTER_OTLP_* variables itself (endpoint, headers, TLS, timeout).
+type telemetryFlags struct {
+	exporter *string
+	protocol *string
+	ratio    *float64
+	service  string
+}
+
+func addTelemetryFlags(fs *flag.FlagSet, getenv func(string) string) *telemetryFlags {
+	protocol := envOr(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", envOr(getenv, "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+	ratio := 1.0
+	if v := getenv("TOOLMESH_TRACE_SAMPLE_RATIO"); v != "" {
+		if r, err := strconv.ParseFloat(v, 64); err == nil {
+			ratio = r
+		}
+	}
+	return &telemetryFlags{
+		exporter: fs.String("trace-exporter", envOr(getenv, "OTEL_TRACES_EXPORTER", traceExporterNone),
+			"where spans go: none, otlp (OTEL_EXPORTER_OTLP_* settings) or stdout"),
+		protocol: fs.String("otlp-protocol", protocol, "OTLP protocol of --trace-exporter otlp: grpc or http/protobuf"),
+		ratio:    fs.Float64("trace-sample-ratio", ratio, "fraction of new traces recorded, in (0, 1]; calls inside a trace follow their caller"),
+		service:  getenv("OTEL_SERVICE_NAME"),
+	}
+}
+
+// start builds the process's telemetry: spans to the chosen exporter
+// (stdout writes them to out), metrics for /metrics. Stop it with
+// stopTelemetry to flush what is left.
+func (f *telemetryFlags) start(ctx context.Context, service string, out io.Writer, log *slog.Logger) (*telemetry.Telemetry, error) {
+	if f.service != "" {
+		service = f.service
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	switch kind := strings.ToLower(*f.exporter); kind {
+	case traceExporterNone, "":
+	case traceExporterStdout, "console":
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(out))
+	case traceExporterOTLP:
+		switch *f.protocol {
+		case "grpc":
+			exp, err = otlptracegrpc.New(ctx)
+		case "http/protobuf":
+			exp, err = otlptracehttp.New(ctx)
+		default:
+			return nil, fmt.Errorf("--otlp-protocol %q: want grpc or http/protobuf", *f.protocol)
+		}
+	default:
+		return nil, fmt.Errorf("--trace-exporter %q: want none, otlp or stdout", kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	if r := *f.ratio; r <= 0 || r > 1 {
+		return nil, fmt.Errorf("--trace-sample-ratio %v: want a fraction in (0, 1]", r)
+	}
+	// The SDK reports export failures (a collector that is down) through
+	// its one global error handler: into this process's log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry.error", "error", err) }))
+	tel, err := telemetry.New(telemetry.Config{ServiceName: service, Version: version, Exporter: exp, SampleRatio: *f.ratio})
+	if err != nil {
+		return nil, err
+	}
+	if exp != nil {
+		log.Info("telemetry.tracing", "exporter", strings.ToLower(*f.exporter), "service_name", service, "sample_ratio", *f.ratio)
+	}
+	return tel, nil
+}
+
+// stopTelemetry flushes the spans not yet exported, for a few seconds at
+// most.
+func stopTelemetry(tel *telemetry.Telemetry, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		log.Warn("telemetry.shutdown", "error", err)
+	}
+}
+
+// version is reported as service.version.
+const version = "dev"

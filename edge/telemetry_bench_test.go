@@ -1,0 +1,79 @@
+package edge_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+)
+
+// BenchmarkTasksGetTelemetry measures what telemetry costs a read: the
+// direct Connect call and the edge's tools/call (raw HTTP client), with
+// the service and the edge instrumented three ways:
+//
+//   - none: no providers (no spans, no metrics);
+//   - metrics: what every process runs by default — Prometheus metrics,
+//     tracing off (trace context still passes through);
+//   - traced: metrics and every call traced, spans batched to an exporter
+//     that drops them (the cost of recording, not of a collector).
+func BenchmarkTasksGetTelemetry(b *testing.B) {
+	for _, mode := range []string{"none", "metrics", "traced"} {
+		b.Run(mode, func(b *testing.B) {
+			var p telemetry.Providers
+			if mode != "none" {
+				cfg := telemetry.Config{ServiceName: "bench"}
+				if mode == "traced" {
+					cfg.Exporter = tracetest.NewNoopExporter()
+				}
+				tel, err := telemetry.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+				p = tel.Providers
+			}
+			svc := startTasksTelemetry(b, p)
+			direct := tasksv1connect.NewTasksServiceClient(svc.Client(), svc.URL, servertest.ClientOptions(nil)...)
+			ctx := servertest.As(context.Background(), "local")
+			created, err := direct.Create(ctx, &tasksv1.CreateRequest{Description: "benchmark"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id := created.GetTask().GetId()
+			b.Run("direct-connect", func(b *testing.B) {
+				runParallel(b, func(context.Context) error {
+					_, err := direct.Get(ctx, &tasksv1.GetRequest{TaskId: id})
+					return err
+				})
+			})
+			b.Run("edge-raw-http", func(b *testing.B) {
+				cfg := tasksOnly(svc)
+				cfg.Telemetry = p
+				benchRawCall(b, serveEdgeB(b, cfg)+"/mcp", id)
+			})
+		})
+	}
+}
+
+func startTasksTelemetry(b *testing.B, p telemetry.Providers) *servertest.Server {
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(b.TempDir(), "tasks.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	st, err := taskstore.Open(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return servertest.StartWith(b, servertest.Options{Telemetry: p}, tasks.New(st, tasks.Config{}).Registration())
+}
