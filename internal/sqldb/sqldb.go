@@ -1,7 +1,8 @@
 // Package sqldb opens a service's database and runs its embedded migrations.
 // A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
 // PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
-// with ? placeholders, and run it through Rebind.
+// with ? placeholders, and run it through Rebind; One, All and Page read
+// rows the same way in every store.
 package sqldb
 
 import (
@@ -182,6 +183,23 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		}); err != nil {
 			return fmt.Errorf("apply migration %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// MigrateStore applies the migrations a store embeds as
+//
+//	//go:embed migrations
+//
+// (migrations/<dialect>/NNNN_description.sql), as Migrate does. name, the
+// store's domain, names it in the error: "migrate <name> store: ...".
+func (db *DB) MigrateStore(ctx context.Context, name string, files fs.FS) error {
+	sub, err := fs.Sub(files, "migrations")
+	if err != nil {
+		return err
+	}
+	if err := db.Migrate(ctx, sub); err != nil {
+		return fmt.Errorf("migrate %s store: %w", name, err)
 	}
 	return nil
 }

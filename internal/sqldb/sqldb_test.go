@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,46 +13,27 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 )
 
 var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-// dialects runs fn once per dialect; newDSN makes a fresh, empty database.
-func dialects(t *testing.T, fn func(t *testing.T, newDSN func(t *testing.T) string)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "test.db") })
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, func(t *testing.T) string { return pg.NewDatabase(t) })
-	})
-}
-
-func open(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 func TestOpenPicksTheDialectFromTheDSN(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
-		dsn := newDSN(t)
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
+		dsn := e.NewDSN(t)
 		want := sqldb.SQLite
 		if strings.HasPrefix(dsn, "postgres://") {
 			want = sqldb.Postgres
 		}
-		if got := open(t, dsn).Dialect; got != want {
+		if got := sqldbtest.Open(t, dsn).Dialect; got != want {
 			t.Errorf("Open(%q).Dialect = %s, want %s", dsn, got, want)
 		}
 	})
 	t.Run("postgresql scheme", func(t *testing.T) {
 		dsn := strings.Replace(pg.NewDatabase(t), "postgres://", "postgresql://", 1)
-		if got := open(t, dsn).Dialect; got != sqldb.Postgres {
+		if got := sqldbtest.Open(t, dsn).Dialect; got != sqldb.Postgres {
 			t.Errorf("Open(%q).Dialect = %s, want postgres", dsn, got)
 		}
 	})
@@ -80,9 +60,9 @@ func count(t *testing.T, db *sqldb.DB, query string) int {
 }
 
 func TestMigrateAppliesEachMigrationOnce(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
 		ctx := t.Context()
-		db := open(t, newDSN(t))
+		db := e.Open(t)
 		files := map[string]string{
 			"0001_items.sql": `CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 				CREATE INDEX items_name ON items (name);`,
@@ -125,9 +105,9 @@ func TestMigrateAppliesEachMigrationOnce(t *testing.T) {
 // the second must not take the first's for its own and start without its
 // tables.
 func TestMigrateRefusesAnotherServicesDatabase(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
 		ctx := t.Context()
-		db := open(t, newDSN(t))
+		db := e.Open(t)
 		if err := db.Migrate(ctx, migrations(map[string]string{"0001_agents.sql": `CREATE TABLE agents (id TEXT PRIMARY KEY);`})); err != nil {
 			t.Fatal(err)
 		}
@@ -140,8 +120,8 @@ func TestMigrateRefusesAnotherServicesDatabase(t *testing.T) {
 
 // Replicas of a service start at the same time and all migrate one database.
 func TestConcurrentMigrateAppliesOnce(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
-		dsn := newDSN(t)
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
+		dsn := e.NewDSN(t)
 		files := migrations(map[string]string{
 			"0001_items.sql": `CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);`,
 			"0002_seed.sql":  `INSERT INTO items (id, name) VALUES (1, 'first');`,
@@ -149,7 +129,7 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 		const replicas = 6
 		dbs := make([]*sqldb.DB, replicas)
 		for i := range dbs {
-			dbs[i] = open(t, dsn)
+			dbs[i] = sqldbtest.Open(t, dsn)
 		}
 		errs := make([]error, replicas)
 		var wg sync.WaitGroup
@@ -170,8 +150,8 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 
 func TestRebind(t *testing.T) {
 	const query = `SELECT ? || ? || ?`
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
-		db := open(t, newDSN(t))
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
+		db := e.Open(t)
 		want := map[sqldb.Dialect]string{
 			sqldb.SQLite:   query,
 			sqldb.Postgres: `SELECT $1 || $2 || $3`,
@@ -190,9 +170,9 @@ func TestRebind(t *testing.T) {
 }
 
 func TestIsUniqueViolation(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
 		ctx := t.Context()
-		db := open(t, newDSN(t))
+		db := e.Open(t)
 		if _, err := db.ExecContext(ctx, `CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, tag TEXT);
 			CREATE UNIQUE INDEX items_tag ON items (tag) WHERE tag IS NOT NULL;`); err != nil {
 			t.Fatal(err)
@@ -228,9 +208,9 @@ func TestIsUniqueViolation(t *testing.T) {
 }
 
 func TestInTxRollsBackOnError(t *testing.T) {
-	dialects(t, func(t *testing.T, newDSN func(t *testing.T) string) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
 		ctx := t.Context()
-		db := open(t, newDSN(t))
+		db := e.Open(t)
 		if _, err := db.ExecContext(ctx, `CREATE TABLE items (id INTEGER PRIMARY KEY)`); err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +234,7 @@ func TestInTxRollsBackOnError(t *testing.T) {
 // a query lands on.
 func TestSQLiteInMemoryIsOneDatabase(t *testing.T) {
 	ctx := t.Context()
-	db := open(t, ":memory:")
+	db := sqldbtest.Open(t, ":memory:")
 	if err := db.Migrate(ctx, migrations(map[string]string{"0001_items.sql": `CREATE TABLE items (id INTEGER PRIMARY KEY);`})); err != nil {
 		t.Fatal(err)
 	}

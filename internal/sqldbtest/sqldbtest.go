@@ -1,0 +1,117 @@
+// Package sqldbtest runs tests on both engines sqldb opens: SQLite, in a
+// file in the test's temporary directory, and PostgreSQL, in a throwaway
+// pgtest cluster. A store's suite is one set of tests run on each:
+//
+//	func TestStore(t *testing.T) {
+//		sqldbtest.Run(t, pgtest.Start(t), []sqldbtest.Test{
+//			{Name: "create and get", Test: testCreateGet},
+//			...
+//		})
+//	}
+//
+// A test binary whose several tests need PostgreSQL shares one cluster, a
+// pgtest.Shared started from TestMain, and passes it instead.
+package sqldbtest
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+)
+
+// Databases hands out fresh, empty PostgreSQL databases: a *pgtest.Cluster
+// or a *pgtest.Shared.
+type Databases interface {
+	NewDatabase(tb testing.TB) string
+}
+
+// Engine is a database engine tests run on.
+type Engine struct {
+	// Name is "sqlite" or "postgres", the name of the engine's subtest.
+	Name string
+	// NewDSN returns the DSN of a fresh, empty database for tb.
+	NewDSN func(tb testing.TB) string
+}
+
+// SQLite is the SQLite engine: each database a file in the test's
+// temporary directory.
+func SQLite() Engine {
+	return Engine{Name: "sqlite", NewDSN: func(tb testing.TB) string {
+		return filepath.Join(tb.TempDir(), "test.db")
+	}}
+}
+
+// Postgres is the PostgreSQL engine, its databases from pg.
+func Postgres(pg Databases) Engine {
+	return Engine{Name: "postgres", NewDSN: pg.NewDatabase}
+}
+
+// Open opens a fresh, empty database of e, closed when tb ends.
+func (e Engine) Open(tb testing.TB) *sqldb.DB {
+	tb.Helper()
+	return Open(tb, e.NewDSN(tb))
+}
+
+// Open opens the database at dsn, closed when tb ends.
+func Open(tb testing.TB, dsn string) *sqldb.DB {
+	tb.Helper()
+	db, err := sqldb.Open(tb.Context(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Each runs fn once on SQLite and once on PostgreSQL (databases from pg),
+// as subtests named for the engine.
+func Each(t *testing.T, pg Databases, fn func(t *testing.T, e Engine)) {
+	for _, e := range []Engine{SQLite(), Postgres(pg)} {
+		t.Run(e.Name, func(t *testing.T) { fn(t, e) })
+	}
+}
+
+// Test is one test of a store suite.
+type Test struct {
+	Name string
+	// Test checks the store on db, a fresh, empty database.
+	Test func(t *testing.T, db *sqldb.DB)
+}
+
+// Run runs a store suite on SQLite and on PostgreSQL (databases from pg):
+// each test as a subtest, in parallel with the others, on a database of
+// its own.
+func Run(t *testing.T, pg Databases, suite []Test) {
+	Each(t, pg, func(t *testing.T, e Engine) {
+		for _, tc := range suite {
+			t.Run(tc.Name, func(t *testing.T) {
+				t.Parallel()
+				tc.Test(t, e.Open(t))
+			})
+		}
+	})
+}
+
+// WarmPool opens up to n connections of db ahead of a race, so that the
+// racers meet in the database rather than one at a time as their
+// connections open.
+func WarmPool(tb testing.TB, db *sqldb.DB, n int) {
+	tb.Helper()
+	if limit := db.Stats().MaxOpenConnections; limit > 0 {
+		n = min(n, limit)
+	}
+	db.SetMaxIdleConns(n)
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(tb.Context())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
