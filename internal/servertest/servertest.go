@@ -125,6 +125,29 @@ func Protocols() []Protocol {
 	}
 }
 
+// EachProtocol runs fn once per protocol of Protocols, as subtests named
+// for it, each against a fresh server from start and a client of it made
+// with newClient (a generated New<Service>Client).
+func EachProtocol[C any](t *testing.T, start func(t *testing.T) *Server,
+	newClient func(connect.HTTPClient, string, ...connect.ClientOption) C, fn func(t *testing.T, c C)) {
+	for _, p := range Protocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			srv := start(t)
+			fn(t, newClient(srv.Client(), srv.URL, ClientOptions(p.Opts)...))
+		})
+	}
+}
+
+// Code returns the Connect code of err, the error of a call that should
+// have failed; it fails the test when the call succeeded.
+func Code(tb testing.TB, err error) connect.Code {
+	tb.Helper()
+	if err == nil {
+		tb.Fatal("call succeeded, want an error")
+	}
+	return connect.CodeOf(err)
+}
+
 // ClientOptions returns the options for a client of a test server: the given
 // protocol options plus the interceptor that sends the caller identity from
 // the call's context as a mesh token.
