@@ -1,22 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
 
-	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
-	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentstore"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 )
@@ -25,33 +20,12 @@ import (
 // edge, as under `toolmesh up`, and reads the audit trail back: one record
 // per successful admin call, none for refused or failed ones.
 func TestAdminCallsLeaveExactlyOneAuditRecord(t *testing.T) {
-	ctx := context.Background()
-	open := func(name string) *sqldb.DB {
-		db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), name+".db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	ast, err := agentstore.Open(ctx, open("agents"))
+	agentsSrv, checked := startDirectory(t)
+	aust, err := auditstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "audit.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := agents.New(ast, agents.Config{})
-	if err := dir.Seed(ctx, "local"); err != nil {
-		t.Fatal(err)
-	}
-	agentsSrv := servertest.Start(t, dir.Registration())
-	aust, err := auditstore.Open(ctx, open("audit"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The audit service checks its callers against the agents directory,
-	// as every domain does under `toolmesh up`.
-	check := agentcheck.New(agentsSrv.URL, agentcheck.Options{HTTPClient: agentsSrv.Client()})
-	auditSrv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}},
-		audit.New(aust, audit.Config{}).Registration())
+	auditSrv := checked(audit.New(aust, audit.Config{}).Registration())
 	edgeClient := servertest.HTTPClient()
 	t.Cleanup(edgeClient.CloseIdleConnections)
 	_, s := connectEdge(t, edge.Config{

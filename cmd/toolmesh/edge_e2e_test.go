@@ -13,8 +13,9 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
@@ -29,32 +30,12 @@ import (
 // as the given agent and opens an MCP client session to it.
 func startMesh(t *testing.T) (sessionAs func(agent string) *mcp.ClientSession) {
 	t.Helper()
-	ctx := context.Background()
-	open := func(name string) *sqldb.DB {
-		db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), name+".db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	ast, err := agentstore.Open(ctx, open("agents"))
+	agentsSrv, checked := startDirectory(t)
+	mst, err := messagestore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "messages.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := agents.New(ast, agents.Config{})
-	if err := dir.Seed(ctx, "local"); err != nil {
-		t.Fatal(err)
-	}
-	agentsSrv := servertest.Start(t, dir.Registration())
-
-	mst, err := messagestore.Open(ctx, open("messages"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := agentcheck.New(agentsSrv.URL, agentcheck.Options{HTTPClient: agentsSrv.Client()})
-	messagesSrv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}},
-		messages.New(mst, messages.Config{}).Registration())
+	messagesSrv := checked(messages.New(mst, messages.Config{}).Registration())
 
 	// Closed before the services stop, so they need not wait for idle
 	// connections on shutdown.
@@ -249,5 +230,25 @@ func TestMessagesToolsThroughTheEdge(t *testing.T) {
 	}
 	if env := callTool(t, s, "messages_send", map[string]any{"to_agent": "bob"}); env.DomainCode != "invalid_argument" {
 		t.Errorf("messages_send without a message = %+v, want invalid_argument", env)
+	}
+}
+
+// startDirectory serves the agents service with "local" seeded, as under
+// `toolmesh up`, and returns it with a function that serves another domain
+// checking its callers against that directory, as every domain does.
+func startDirectory(t *testing.T) (agentsSrv *servertest.Server, checked func(server.Service) *servertest.Server) {
+	t.Helper()
+	ast, err := agentstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "agents.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := agents.New(ast, agents.Config{})
+	if err := dir.Seed(t.Context(), "local"); err != nil {
+		t.Fatal(err)
+	}
+	agentsSrv = servertest.Start(t, dir.Registration())
+	check := agentcheck.New(agentsSrv.URL, agentcheck.Options{HTTPClient: agentsSrv.Client()})
+	return agentsSrv, func(svc server.Service) *servertest.Server {
+		return servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}}, svc)
 	}
 }
