@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"
@@ -27,11 +27,7 @@ func okData(t *testing.T, env envelope, v any) {
 
 func TestMemoryToolsThroughTheEdge(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "memory.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "memory.db"))
 	st, err := memorystore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
