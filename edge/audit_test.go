@@ -11,7 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
@@ -23,11 +23,7 @@ import (
 func startAudit(t *testing.T, n int) *servertest.Server {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "audit.db"))
 	st, err := auditstore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -38,11 +38,7 @@ func startTasksB(t testing.TB) *servertest.Server {
 func startTasksWithStore(t testing.TB) (*servertest.Server, *taskstore.Store) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db"))
 	st, err := taskstore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)

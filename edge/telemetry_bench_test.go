@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
@@ -66,11 +66,7 @@ func BenchmarkTasksGetTelemetry(b *testing.B) {
 
 func startTasksTelemetry(b *testing.B, p telemetry.Providers) *servertest.Server {
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(b.TempDir(), "tasks.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
+	db := sqldbtest.Open(b, filepath.Join(b.TempDir(), "tasks.db"))
 	st, err := taskstore.Open(ctx, db)
 	if err != nil {
 		b.Fatal(err)
