@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -34,36 +32,19 @@ const (
 // open returns the service over a fresh SQLite store.
 func open(t *testing.T, cfg agents.Config) *agents.Service {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "agents.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := agentstore.Open(ctx, db)
+	st, err := agentstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return agents.New(st, cfg)
 }
 
-// eachProtocol runs fn against a fresh server once over Connect and once
-// over gRPC.
-func eachProtocol(t *testing.T, cfg agents.Config, fn func(t *testing.T, c agentsv1connect.AgentsServiceClient)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			srv := servertest.Start(t, open(t, cfg).Registration())
-			fn(t, agentsv1connect.NewAgentsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...))
-		})
+// start returns a function that serves the service with cfg over a fresh
+// SQLite store.
+func start(cfg agents.Config) func(t *testing.T) *servertest.Server {
+	return func(t *testing.T) *servertest.Server {
+		return servertest.Start(t, open(t, cfg).Registration())
 	}
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func register(t *testing.T, c agentsv1connect.AgentsServiceClient, ctx context.Context, id string) *agentsv1.Agent {
@@ -82,7 +63,7 @@ func setStatus(c agentsv1connect.AgentsServiceClient, ctx context.Context, id st
 
 func TestRegisterGetAndListWithSummary(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	eachProtocol(t, agents.Config{Now: func() time.Time { return now }}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{Now: func() time.Time { return now }}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		ctx := servertest.As(context.Background(), "owner")
 		res, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "research-bot", DisplayName: "Research bot", Description: "Reads papers."})
 		if err != nil {
@@ -159,7 +140,7 @@ func TestRegisterGetAndListWithSummary(t *testing.T) {
 			t.Errorf("a status filter changed the summary, which counts every agent (-want +got):\n%s", diff)
 		}
 
-		if _, err := c.Get(ctx, &agentsv1.GetRequest{AgentId: "nobody"}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Get(ctx, &agentsv1.GetRequest{AgentId: "nobody"}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("Get unknown agent: code %v, want not_found", connect.CodeOf(err))
 		} else if !strings.Contains(err.Error(), "agent nobody is not registered") {
 			t.Errorf("Get unknown agent: message %q does not say which agent", err)
@@ -176,11 +157,11 @@ func ids(as []*agentsv1.Agent) []string {
 }
 
 func TestAgentIDsAreUnique(t *testing.T) {
-	eachProtocol(t, agents.Config{}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		ctx := servertest.As(context.Background(), "owner")
 		first := register(t, c, ctx, "worker")
 		_, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "worker", DisplayName: "Impostor"})
-		if codeOf(t, err) != connect.CodeAlreadyExists {
+		if servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Fatalf("second Register of worker: code %v, want already_exists", connect.CodeOf(err))
 		}
 		var ce *connect.Error
@@ -197,14 +178,14 @@ func TestAgentIDsAreUnique(t *testing.T) {
 		if _, err := setStatus(c, ctx, "worker", retired, "done"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "worker"}); codeOf(t, err) != connect.CodeAlreadyExists {
+		if _, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "worker"}); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("Register of a retired id: code %v, want already_exists", connect.CodeOf(err))
 		}
 	})
 }
 
 func TestRegisterRetriedWithTheSameIdempotencyKeyReturnsTheAgent(t *testing.T) {
-	eachProtocol(t, agents.Config{}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		owner := servertest.As(context.Background(), "owner")
 		req := &agentsv1.RegisterRequest{AgentId: "worker"}
 		a, err := c.Register(servertest.WithIdempotencyKey(owner, "k1"), req)
@@ -218,11 +199,11 @@ func TestRegisterRetriedWithTheSameIdempotencyKeyReturnsTheAgent(t *testing.T) {
 		if !proto.Equal(a.GetAgent(), b.GetAgent()) {
 			t.Errorf("retry returned %v, want %v", b.GetAgent(), a.GetAgent())
 		}
-		if _, err := c.Register(servertest.WithIdempotencyKey(owner, "k2"), req); codeOf(t, err) != connect.CodeAlreadyExists {
+		if _, err := c.Register(servertest.WithIdempotencyKey(owner, "k2"), req); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("a new key for a taken id: code %v, want already_exists", connect.CodeOf(err))
 		}
 		other := servertest.WithIdempotencyKey(servertest.As(context.Background(), "someone-else"), "k1")
-		if _, err := c.Register(other, req); codeOf(t, err) != connect.CodeAlreadyExists {
+		if _, err := c.Register(other, req); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("another caller replaying the key: code %v, want already_exists", connect.CodeOf(err))
 		}
 	})
@@ -230,7 +211,7 @@ func TestRegisterRetriedWithTheSameIdempotencyKeyReturnsTheAgent(t *testing.T) {
 
 func TestSetStatus(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	eachProtocol(t, agents.Config{Now: func() time.Time { return now }}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{Now: func() time.Time { return now }}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		owner := servertest.As(context.Background(), "owner")
 		register(t, c, owner, "worker")
@@ -250,7 +231,7 @@ func TestSetStatus(t *testing.T) {
 
 		// The agent itself may not undo it.
 		_, err = setStatus(c, servertest.As(context.Background(), "worker"), "worker", active, "")
-		if codeOf(t, err) != connect.CodePermissionDenied {
+		if servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("agent unpausing itself: code %v, want permission_denied", connect.CodeOf(err))
 		} else if !strings.Contains(err.Error(), "cannot change its own status") {
 			t.Errorf("agent unpausing itself: message %q does not say why", err)
@@ -275,7 +256,7 @@ func TestSetStatus(t *testing.T) {
 		}
 		for _, to := range []agentsv1.AgentStatus{active, paused} {
 			_, err := setStatus(c, owner, "worker", to, "")
-			if codeOf(t, err) != connect.CodeFailedPrecondition {
+			if servertest.Code(t, err) != connect.CodeFailedPrecondition {
 				t.Errorf("retired -> %v: code %v, want failed_precondition", to, connect.CodeOf(err))
 			} else if !strings.Contains(err.Error(), "agent worker is retired") {
 				t.Errorf("retired -> %v: message %q does not say why", to, err)
@@ -286,93 +267,67 @@ func TestSetStatus(t *testing.T) {
 			t.Errorf("after refused moves: status %v, want retired", got.GetAgent().GetStatus())
 		}
 
-		if _, err := setStatus(c, owner, "nobody", paused, ""); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := setStatus(c, owner, "nobody", paused, ""); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("set status of unknown agent: code %v, want not_found", connect.CodeOf(err))
 		}
 	})
 }
 
-// violations returns the field -> rule id pairs of an InvalidArgument error.
-func violations(t *testing.T, err error) map[string]string {
-	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("error = %v, want invalid_argument", err)
-	}
-	out := map[string]string{}
-	for _, d := range ce.Details() {
-		m, err := d.Value()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vs, ok := m.(*validate.Violations); ok {
-			for _, v := range vs.GetViolations() {
-				var path []string
-				for _, e := range v.GetField().GetElements() {
-					path = append(path, e.GetFieldName())
-				}
-				out[strings.Join(path, ".")] = v.GetRuleId()
-			}
-		}
-	}
-	return out
-}
-
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
-	eachProtocol(t, agents.Config{}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		ctx := servertest.As(context.Background(), "owner")
 		cases := []struct {
 			name string
 			call func() error
-			want map[string]string
+			want map[string][]string
 		}{
 			{"missing id", func() error {
 				_, err := c.Register(ctx, &agentsv1.RegisterRequest{})
 				return err
-			}, map[string]string{"agent_id": "required"}},
+			}, map[string][]string{"agent_id": {"required"}}},
 			{"upper-case id", func() error {
 				_, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "Worker"})
 				return err
-			}, map[string]string{"agent_id": "string.pattern"}},
+			}, map[string][]string{"agent_id": {"string.pattern"}}},
 			{"id over 63 characters", func() error {
 				_, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "a" + strings.Repeat("b", 63)})
 				return err
-			}, map[string]string{"agent_id": "string.pattern"}},
+			}, map[string][]string{"agent_id": {"string.pattern"}}},
 			{"long display name", func() error {
 				_, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "x", DisplayName: strings.Repeat("n", 101)})
 				return err
-			}, map[string]string{"display_name": "string.max_len"}},
+			}, map[string][]string{"display_name": {"string.max_len"}}},
 			{"long description", func() error {
 				_, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: "x", Description: strings.Repeat("d", 1001)})
 				return err
-			}, map[string]string{"description": "string.max_len"}},
+			}, map[string][]string{"description": {"string.max_len"}}},
 			{"malformed id on get", func() error {
 				_, err := c.Get(ctx, &agentsv1.GetRequest{AgentId: "no spaces"})
 				return err
-			}, map[string]string{"agent_id": "string.pattern"}},
+			}, map[string][]string{"agent_id": {"string.pattern"}}},
 			{"undefined status filter", func() error {
 				_, err := c.List(ctx, &agentsv1.ListRequest{Status: 9})
 				return err
-			}, map[string]string{"status": "enum.defined_only"}},
+			}, map[string][]string{"status": {"enum.defined_only"}}},
 			{"limit over the bound", func() error {
 				_, err := c.List(ctx, &agentsv1.ListRequest{Limit: 201})
 				return err
-			}, map[string]string{"limit": "int32.gte_lte"}},
+			}, map[string][]string{"limit": {"int32.gte_lte"}}},
 			{"negative offset", func() error {
 				_, err := c.List(ctx, &agentsv1.ListRequest{Offset: -1})
 				return err
-			}, map[string]string{"offset": "int32.gte_lte"}},
+			}, map[string][]string{"offset": {"int32.gte_lte"}}},
 			{"missing status", func() error {
 				_, err := c.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: "x"})
 				return err
-			}, map[string]string{"status": "required"}},
+			}, map[string][]string{"status": {"required"}}},
 			{"long reason", func() error {
 				_, err := c.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: "x", Status: paused, Reason: strings.Repeat("r", 501)})
 				return err
-			}, map[string]string{"reason": "string.max_len"}},
+			}, map[string][]string{"reason": {"string.max_len"}}},
 		}
 		for _, tc := range cases {
-			if diff := cmp.Diff(tc.want, violations(t, tc.call())); diff != "" {
+			if diff := cmp.Diff(tc.want, servertest.Violations(t, tc.call())); diff != "" {
 				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
 			}
 		}
@@ -383,13 +338,13 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 }
 
 func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
-	eachProtocol(t, agents.Config{}, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
+	servertest.EachProtocol(t, start(agents.Config{}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		_, err := c.Register(context.Background(), &agentsv1.RegisterRequest{AgentId: "x"})
-		if codeOf(t, err) != connect.CodeUnauthenticated {
+		if servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("Register: code %v, want unauthenticated", connect.CodeOf(err))
 		}
 		_, err = c.List(context.Background(), &agentsv1.ListRequest{})
-		if codeOf(t, err) != connect.CodeUnauthenticated {
+		if servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("List: code %v, want unauthenticated", connect.CodeOf(err))
 		}
 	})
@@ -433,7 +388,7 @@ func TestSeedRegistersMissingAgentsOnly(t *testing.T) {
 }
 
 func TestServesREST(t *testing.T) {
-	srv := servertest.Start(t, open(t, agents.Config{}).Registration())
+	srv := start(agents.Config{})(t)
 	do := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", servertest.Bearer("owner"))

@@ -5,19 +5,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -45,13 +43,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // start serves the messages service on SQLite with the clock c.
 func start(t *testing.T, c *clock) *servertest.Server {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "messages.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := messagestore.Open(ctx, db)
+	st, err := messagestore.Open(t.Context(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +53,13 @@ func start(t *testing.T, c *clock) *servertest.Server {
 // eachProtocol runs fn against a fresh server, with its clock at t0, once
 // over Connect and once over gRPC.
 func eachProtocol(t *testing.T, fn func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			clk := &clock{t: t0}
-			srv := start(t, clk)
-			fn(t, messagesv1connect.NewMessagesServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...), clk)
-		})
-	}
+	var clk *clock
+	servertest.EachProtocol(t, func(t *testing.T) *servertest.Server {
+		clk = &clock{t: t0}
+		return start(t, clk)
+	}, messagesv1connect.NewMessagesServiceClient, func(t *testing.T, c messagesv1connect.MessagesServiceClient) {
+		fn(t, c, clk)
+	})
 }
 
 func as(agent string) context.Context { return servertest.As(context.Background(), agent) }
@@ -75,14 +67,6 @@ func as(agent string) context.Context { return servertest.As(context.Background(
 // atDepth returns ctx acting as agent from inside depth tool invocations.
 func atDepth(agent string, depth int) context.Context {
 	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: agent, Agent: agent, Depth: depth}})
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func send(t *testing.T, c messagesv1connect.MessagesServiceClient, ctx context.Context, req *messagesv1.SendRequest) *messagesv1.SendResponse {
@@ -169,13 +153,13 @@ func TestSendInboxAndThreads(t *testing.T) {
 		}
 
 		// Carol is not part of the thread: she can neither read nor join it.
-		if _, err := c.List(as("carol"), &messagesv1.ListRequest{ThreadId: thread}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.List(as("carol"), &messagesv1.ListRequest{ThreadId: thread}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("outsider lists the thread: code %v, want not_found", connect.CodeOf(err))
 		}
-		if _, err := c.Send(as("carol"), &messagesv1.SendRequest{ToAgent: "bob", Message: "let me in", ThreadId: thread}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Send(as("carol"), &messagesv1.SendRequest{ToAgent: "bob", Message: "let me in", ThreadId: thread}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("outsider posts to the thread: code %v, want not_found", connect.CodeOf(err))
 		}
-		if _, err := c.Send(as("alice"), &messagesv1.SendRequest{ToAgent: "bob", Message: "x", ThreadId: "thr_00000000000000000000000000"}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Send(as("alice"), &messagesv1.SendRequest{ToAgent: "bob", Message: "x", ThreadId: "thr_00000000000000000000000000"}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("send to unknown thread: code %v, want not_found", connect.CodeOf(err))
 		}
 		if got := inbox(t, c, "bob"); len(got) != 3 {
@@ -194,7 +178,7 @@ func TestSendIsRefusedFromDepthThree(t *testing.T) {
 			7: "Cannot send message: invocation depth 7 exceeds maximum of 3.",
 		} {
 			_, err := c.Send(atDepth("alice", depth), &messagesv1.SendRequest{ToAgent: "bob", Message: "too deep"})
-			if codeOf(t, err) != connect.CodeFailedPrecondition {
+			if servertest.Code(t, err) != connect.CodeFailedPrecondition {
 				t.Errorf("send at depth %d: code %v, want failed_precondition", depth, connect.CodeOf(err))
 				continue
 			}
@@ -365,48 +349,22 @@ func TestRetryWithTheSameIdempotencyKeyReturnsTheFirstMessage(t *testing.T) {
 	})
 }
 
-// violations returns the field -> rule id pairs of an InvalidArgument error.
-func violations(t *testing.T, err error) map[string]string {
-	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("error = %v, want invalid_argument", err)
-	}
-	out := map[string]string{}
-	for _, d := range ce.Details() {
-		m, err := d.Value()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vs, ok := m.(*validate.Violations); ok {
-			for _, v := range vs.GetViolations() {
-				var path []string
-				for _, e := range v.GetField().GetElements() {
-					path = append(path, e.GetFieldName())
-				}
-				out[strings.Join(path, ".")] = v.GetRuleId()
-			}
-		}
-	}
-	return out
-}
-
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock) {
 		ctx := as("alice")
 		cases := []struct {
 			name string
 			req  proto.Message
-			want map[string]string
+			want map[string][]string
 		}{
-			{"missing recipient", &messagesv1.SendRequest{Message: "x"}, map[string]string{"to_agent": "required"}},
-			{"malformed recipient", &messagesv1.SendRequest{ToAgent: "Bob Smith", Message: "x"}, map[string]string{"to_agent": "string.pattern"}},
-			{"empty message", &messagesv1.SendRequest{ToAgent: "bob"}, map[string]string{"message": "required"}},
-			{"message over 10000 characters", &messagesv1.SendRequest{ToAgent: "bob", Message: strings.Repeat("m", 10001)}, map[string]string{"message": "string.max_len"}},
-			{"malformed thread", &messagesv1.SendRequest{ToAgent: "bob", Message: "x", ThreadId: "thread-1"}, map[string]string{"thread_id": "string.pattern"}},
-			{"malformed thread on list", &messagesv1.ListRequest{ThreadId: "msg_00000000000000000000000000"}, map[string]string{"thread_id": "string.pattern"}},
-			{"limit over the bound", &messagesv1.ListRequest{Limit: 201}, map[string]string{"limit": "int32.gte_lte"}},
-			{"negative offset", &messagesv1.ListRequest{Offset: -1}, map[string]string{"offset": "int32.gte_lte"}},
+			{"missing recipient", &messagesv1.SendRequest{Message: "x"}, map[string][]string{"to_agent": {"required"}}},
+			{"malformed recipient", &messagesv1.SendRequest{ToAgent: "Bob Smith", Message: "x"}, map[string][]string{"to_agent": {"string.pattern"}}},
+			{"empty message", &messagesv1.SendRequest{ToAgent: "bob"}, map[string][]string{"message": {"required"}}},
+			{"message over 10000 characters", &messagesv1.SendRequest{ToAgent: "bob", Message: strings.Repeat("m", 10001)}, map[string][]string{"message": {"string.max_len"}}},
+			{"malformed thread", &messagesv1.SendRequest{ToAgent: "bob", Message: "x", ThreadId: "thread-1"}, map[string][]string{"thread_id": {"string.pattern"}}},
+			{"malformed thread on list", &messagesv1.ListRequest{ThreadId: "msg_00000000000000000000000000"}, map[string][]string{"thread_id": {"string.pattern"}}},
+			{"limit over the bound", &messagesv1.ListRequest{Limit: 201}, map[string][]string{"limit": {"int32.gte_lte"}}},
+			{"negative offset", &messagesv1.ListRequest{Offset: -1}, map[string][]string{"offset": {"int32.gte_lte"}}},
 		}
 		for _, tc := range cases {
 			var err error
@@ -416,7 +374,7 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 			case *messagesv1.ListRequest:
 				_, err = c.List(ctx, r)
 			}
-			if diff := cmp.Diff(tc.want, violations(t, err)); diff != "" {
+			if diff := cmp.Diff(tc.want, servertest.Violations(t, err)); diff != "" {
 				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
 			}
 		}
@@ -428,10 +386,10 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 
 func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock) {
-		if _, err := c.Send(context.Background(), &messagesv1.SendRequest{ToAgent: "bob", Message: "x"}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := c.Send(context.Background(), &messagesv1.SendRequest{ToAgent: "bob", Message: "x"}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("Send: code %v, want unauthenticated", connect.CodeOf(err))
 		}
-		if _, err := c.List(context.Background(), &messagesv1.ListRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := c.List(context.Background(), &messagesv1.ListRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("List: code %v, want unauthenticated", connect.CodeOf(err))
 		}
 	})

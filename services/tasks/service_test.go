@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
@@ -27,44 +25,21 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
-// start serves the tasks service on SQLite with the given daily cap and
-// clock, and returns its URL.
-func start(t *testing.T, cfg tasks.Config) *servertest.Server {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
+// start returns a function that serves the tasks service with cfg (daily
+// cap and clock) on a fresh SQLite store.
+func start(cfg tasks.Config) func(t *testing.T) *servertest.Server {
+	return func(t *testing.T) *servertest.Server {
+		t.Helper()
+		st, err := taskstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return servertest.Start(t, tasks.New(st, cfg).Registration())
 	}
-	t.Cleanup(func() { db.Close() })
-	st, err := taskstore.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return servertest.Start(t, tasks.New(st, cfg).Registration())
-}
-
-// eachProtocol runs fn against a fresh server once over Connect and once
-// over gRPC.
-func eachProtocol(t *testing.T, cfg tasks.Config, fn func(t *testing.T, c tasksv1connect.TasksServiceClient)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			srv := start(t, cfg)
-			fn(t, tasksv1connect.NewTasksServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...))
-		})
-	}
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func TestCreateGetListWithPagination(t *testing.T) {
-	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		var created []*tasksv1.Task
 		for i := range 5 {
@@ -119,7 +94,7 @@ func TestCreateGetListWithPagination(t *testing.T) {
 		}
 
 		other := servertest.As(context.Background(), "agent-b")
-		if _, err := c.Get(other, &tasksv1.GetRequest{TaskId: first.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Get(other, &tasksv1.GetRequest{TaskId: first.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's Get: code %v, want not_found", connect.CodeOf(err))
 		}
 		if res, err := c.List(other, &tasksv1.ListRequest{}); err != nil || res.GetPage().GetTotal() != 0 {
@@ -137,7 +112,7 @@ func ids(ts []*tasksv1.Task) []string {
 }
 
 func TestStatusMachine(t *testing.T) {
-	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		newTask := func() string {
 			res, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "work"})
@@ -163,18 +138,18 @@ func TestStatusMachine(t *testing.T) {
 			t.Errorf("completed task = %v, want status completed with result", done)
 		}
 		_, err = move(id, tasksv1.TaskStatus_TASK_STATUS_RUNNING, "")
-		if codeOf(t, err) != connect.CodeFailedPrecondition {
+		if servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("completed -> running: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 		if !strings.Contains(err.Error(), "cannot move from completed to running") {
 			t.Errorf("completed -> running: message %q does not say which move was refused", err)
 		}
-		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: id}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: id}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("cancel completed task: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 
 		id2 := newTask()
-		if _, err := move(id2, tasksv1.TaskStatus_TASK_STATUS_FAILED, ""); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := move(id2, tasksv1.TaskStatus_TASK_STATUS_FAILED, ""); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("pending -> failed: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 		res, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: id2, Reason: "not needed"})
@@ -190,81 +165,55 @@ func TestStatusMachine(t *testing.T) {
 		}
 
 		missing := "tsk_00000000000000000000000000"
-		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: missing}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Cancel(ctx, &tasksv1.CancelRequest{TaskId: missing}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("cancel unknown task: code %v, want not_found", connect.CodeOf(err))
 		}
 	})
 }
 
-// violations returns the field -> rule id pairs of an InvalidArgument error.
-func violations(t *testing.T, err error) map[string]string {
-	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("error = %v, want invalid_argument", err)
-	}
-	out := map[string]string{}
-	for _, d := range ce.Details() {
-		m, err := d.Value()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vs, ok := m.(*validate.Violations); ok {
-			for _, v := range vs.GetViolations() {
-				var path []string
-				for _, e := range v.GetField().GetElements() {
-					path = append(path, e.GetFieldName())
-				}
-				out[strings.Join(path, ".")] = v.GetRuleId()
-			}
-		}
-	}
-	return out
-}
-
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
-	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		cases := []struct {
 			name string
 			call func() error
-			want map[string]string
+			want map[string][]string
 		}{
 			{"empty description", func() error {
 				_, err := c.Create(ctx, &tasksv1.CreateRequest{})
 				return err
-			}, map[string]string{"description": "required"}},
+			}, map[string][]string{"description": {"required"}}},
 			{"too long description", func() error {
 				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: strings.Repeat("x", 4001)})
 				return err
-			}, map[string]string{"description": "string.max_len"}},
+			}, map[string][]string{"description": {"string.max_len"}}},
 			{"undefined priority", func() error {
 				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "x", Priority: 42})
 				return err
-			}, map[string]string{"priority": "enum.defined_only"}},
+			}, map[string][]string{"priority": {"enum.defined_only"}}},
 			{"malformed task id", func() error {
 				_, err := c.Get(ctx, &tasksv1.GetRequest{TaskId: "task-1"})
 				return err
-			}, map[string]string{"task_id": "string.pattern"}},
+			}, map[string][]string{"task_id": {"string.pattern"}}},
 			{"limit over the bound", func() error {
 				_, err := c.List(ctx, &tasksv1.ListRequest{Limit: 201})
 				return err
-			}, map[string]string{"limit": "int32.gte_lte"}},
+			}, map[string][]string{"limit": {"int32.gte_lte"}}},
 			{"negative offset", func() error {
 				_, err := c.List(ctx, &tasksv1.ListRequest{Offset: -1})
 				return err
-			}, map[string]string{"offset": "int32.gte_lte"}},
+			}, map[string][]string{"offset": {"int32.gte_lte"}}},
 			{"move back to pending", func() error {
 				_, err := c.UpdateStatus(ctx, &tasksv1.UpdateStatusRequest{TaskId: "tsk_00000000000000000000000000", Status: tasksv1.TaskStatus_TASK_STATUS_PENDING})
 				return err
-			}, map[string]string{"status": "enum.not_in"}},
+			}, map[string][]string{"status": {"enum.not_in"}}},
 			{"result while running", func() error {
 				_, err := c.UpdateStatus(ctx, &tasksv1.UpdateStatusRequest{TaskId: "tsk_00000000000000000000000000", Status: tasksv1.TaskStatus_TASK_STATUS_RUNNING, Result: "early"})
 				return err
-			}, map[string]string{"": "result_only_when_finished"}},
+			}, map[string][]string{"": {"result_only_when_finished"}}},
 		}
 		for _, tc := range cases {
-			if diff := cmp.Diff(tc.want, violations(t, tc.call())); diff != "" {
+			if diff := cmp.Diff(tc.want, servertest.Violations(t, tc.call())); diff != "" {
 				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
 			}
 		}
@@ -277,7 +226,7 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 func TestDailyCap(t *testing.T) {
 	day := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
 	now := day
-	eachProtocol(t, tasks.Config{MaxPerDay: 3, Now: func() time.Time { return now }}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{MaxPerDay: 3, Now: func() time.Time { return now }}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		now = day
 		ctx := servertest.As(context.Background(), "agent-a")
 		for i := range 3 {
@@ -286,7 +235,7 @@ func TestDailyCap(t *testing.T) {
 			}
 		}
 		_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "one too many"})
-		if codeOf(t, err) != connect.CodeResourceExhausted {
+		if servertest.Code(t, err) != connect.CodeResourceExhausted {
 			t.Fatalf("4th create: code %v, want resource_exhausted", connect.CodeOf(err))
 		}
 		var ce *connect.Error
@@ -309,7 +258,7 @@ func TestDailyCap(t *testing.T) {
 }
 
 func TestIdempotencyKeyReturnsTheFirstTask(t *testing.T) {
-	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		create := func(key, desc string) *tasksv1.Task {
 			res, err := c.Create(withKey(ctx, key), &tasksv1.CreateRequest{Description: desc})
@@ -334,16 +283,16 @@ func TestIdempotencyKeyReturnsTheFirstTask(t *testing.T) {
 }
 
 func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
-	eachProtocol(t, tasks.Config{}, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		_, err := c.Create(context.Background(), &tasksv1.CreateRequest{Description: "x"})
-		if codeOf(t, err) != connect.CodeUnauthenticated {
+		if servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("code %v, want unauthenticated", connect.CodeOf(err))
 		}
 	})
 }
 
 func TestServesReflectionHealthAndREST(t *testing.T) {
-	srv := start(t, tasks.Config{})
+	srv := start(tasks.Config{})(t)
 	ctx := context.Background()
 
 	stream := grpcreflect.NewClient(srv.Client(), srv.URL, connect.WithGRPC()).NewStream(ctx)

@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -30,12 +29,8 @@ var _ agents.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "agents", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate agents store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -65,8 +60,8 @@ func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, idempotencyKey st
 		return a, nil
 	}
 	if idempotencyKey != "" {
-		prev, err := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents
-			WHERE id = ? AND idempotency_key = ? AND registered_by = ?`), a.GetId(), idempotencyKey, a.GetRegisteredBy()))
+		prev, err := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents
+			WHERE id = ? AND idempotency_key = ? AND registered_by = ?`), a.GetId(), idempotencyKey, a.GetRegisteredBy()), scan, agents.ErrNotFound)
 		if err == nil {
 			return prev, nil
 		}
@@ -79,67 +74,48 @@ func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, idempotencyKey st
 
 // Get implements agents.Store.
 func (s *Store) Get(ctx context.Context, id string) (*agentsv1.Agent, error) {
-	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE id = ?`), id))
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE id = ?`), id), scan, agents.ErrNotFound)
 }
 
 // List implements agents.Store.
 func (s *Store) List(ctx context.Context, status agentsv1.AgentStatus, offset, limit int) ([]*agentsv1.Agent, int, error) {
-	where, args := `1 = 1`, []any{}
+	q := sqldb.ListQuery{What: "agents", Columns: columns, From: `agents`, OrderBy: `id`}
 	if status != agentsv1.AgentStatus_AGENT_STATUS_UNSPECIFIED {
-		where = `status = ?`
-		args = append(args, int32(status))
+		q.And(`status = ?`, int32(status))
 	}
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM agents WHERE `+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count agents: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE `+where+` ORDER BY id LIMIT ? OFFSET ?`), append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*agentsv1.Agent, 0, min(limit, total))
-	for rows.Next() {
-		a, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list agents: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
 // Summary implements agents.Store.
 func (s *Store) Summary(ctx context.Context) (*agentsv1.StatusSummary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM agents GROUP BY status`)
+	const op = "count agents per status"
+	counts, err := sqldb.All(ctx, s.db, op, func(r sqldb.Scanner) (statusCount, error) {
+		var c statusCount
+		if err := r.Scan(&c.status, &c.n); err != nil {
+			return c, fmt.Errorf("%s: %w", op, err)
+		}
+		return c, nil
+	}, `SELECT status, COUNT(*) FROM agents GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("count agents per status: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	sum := &agentsv1.StatusSummary{}
-	for rows.Next() {
-		var status, n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("count agents per status: %w", err)
-		}
-		switch agentsv1.AgentStatus(status) {
+	for _, c := range counts {
+		switch agentsv1.AgentStatus(c.status) {
 		case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:
-			sum.Active = int32(n)
+			sum.Active = int32(c.n)
 		case agentsv1.AgentStatus_AGENT_STATUS_PAUSED:
-			sum.Paused = int32(n)
+			sum.Paused = int32(c.n)
 		case agentsv1.AgentStatus_AGENT_STATUS_RETIRED:
-			sum.Retired = int32(n)
+			sum.Retired = int32(c.n)
 		}
-		sum.Total += int32(n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count agents per status: %w", err)
+		sum.Total += int32(c.n)
 	}
 	return sum, nil
 }
+
+// statusCount is how many agents have one status.
+type statusCount struct{ status, n int64 }
 
 // Update implements agents.Store.
 func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.AgentStatus) (*agentsv1.Agent, error) {
@@ -162,17 +138,7 @@ func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.Age
 	return s.Get(ctx, a.GetId())
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func (s *Store) scanOne(row *sql.Row) (*agentsv1.Agent, error) {
-	a, err := scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, agents.ErrNotFound
-	}
-	return a, err
-}
-
-func scan(r scanner) (*agentsv1.Agent, error) {
+func scan(r sqldb.Scanner) (*agentsv1.Agent, error) {
 	var (
 		a                  agentsv1.Agent
 		status             int64

@@ -1,11 +1,9 @@
 package agentstore_test
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentstore"
@@ -27,47 +26,21 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "agents.db")) })
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the behaviour of the agents store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB)
-	}{
-		{"create and get", testCreateGet},
-		{"reopen keeps agents", testReopen},
-		{"ids are unique", testUniqueID},
-		{"idempotency key", testIdempotency},
-		{"concurrent registrations of one id", testConcurrentCreate},
-		{"concurrent retries of one registration", testConcurrentRetry},
-		{"list in id order", testList},
-		{"summary counts per status", testSummary},
-		{"update compare-and-swap", testUpdate},
-		{"concurrent updates", testConcurrentUpdate},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.test(t, open(t))
-		})
-	}
+// TestStore checks the behaviour of the agents store on SQLite and on
+// PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "create and get", Test: testCreateGet},
+		{Name: "reopen keeps agents", Test: testReopen},
+		{Name: "ids are unique", Test: testUniqueID},
+		{Name: "idempotency key", Test: testIdempotency},
+		{Name: "concurrent registrations of one id", Test: testConcurrentCreate},
+		{Name: "concurrent retries of one registration", Test: testConcurrentRetry},
+		{Name: "list in id order", Test: testList},
+		{Name: "summary counts per status", Test: testSummary},
+		{Name: "update compare-and-swap", Test: testUpdate},
+		{Name: "concurrent updates", Test: testConcurrentUpdate},
+	})
 }
 
 const (
@@ -240,7 +213,7 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 // key(i), and returns their results.
 func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key func(i int) string) ([]*agentsv1.Agent, []error) {
 	t.Helper()
-	warmPool(t, db, n)
+	sqldbtest.WarmPool(t, db, n)
 	got, errs := make([]*agentsv1.Agent, n), make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -255,27 +228,6 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, 
 	close(start)
 	wg.Wait()
 	return got, errs
-}
-
-// warmPool opens up to n connections ahead of a race, so that the racers
-// meet in the database rather than one at a time as their connections open.
-func warmPool(t *testing.T, db *sqldb.DB, n int) {
-	t.Helper()
-	if limit := db.Stats().MaxOpenConnections; limit > 0 {
-		n = min(n, limit)
-	}
-	db.SetMaxIdleConns(n)
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 func testConcurrentCreate(t *testing.T, db *sqldb.DB) {
@@ -442,7 +394,7 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := create(t, s, newAgent("worker", day1), noKey)
 	const writers = 10
-	warmPool(t, db, writers)
+	sqldbtest.WarmPool(t, db, writers)
 	results, errs := make([]*agentsv1.Agent, writers), make([]error, writers)
 	var wg sync.WaitGroup
 	for i := range writers {

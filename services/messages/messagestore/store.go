@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -30,12 +29,8 @@ var _ messages.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "messages", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate messages store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -56,7 +51,7 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 			if idempotencyKey == "" {
 				return false, nil
 			}
-			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey))
+			prev, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey), scan, messages.ErrNotFound)
 			if errors.Is(err, messages.ErrNotFound) {
 				return false, nil
 			}
@@ -82,9 +77,9 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 			if found, err := sentBefore(); found || err != nil {
 				return err
 			}
-			orig, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE id = (
+			orig, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE id = (
 				SELECT message_id FROM message_dedup WHERE from_agent = ? AND to_agent = ? AND dedup_key = ?)`),
-				m.GetFromAgent(), m.GetToAgent(), dedupKey))
+				m.GetFromAgent(), m.GetToAgent(), dedupKey), scan, messages.ErrNotFound)
 			if err != nil {
 				return fmt.Errorf("read original message: %w", err)
 			}
@@ -107,7 +102,7 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 	})
 	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
 		// A concurrent send with the same key won; return its message.
-		prev, err := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey))
+		prev, err := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(byKey), m.GetFromAgent(), idempotencyKey), scan, messages.ErrNotFound)
 		return prev, false, err
 	}
 	if err != nil {
@@ -129,49 +124,20 @@ func (s *Store) InThread(ctx context.Context, threadID, agent string) (bool, err
 
 // Inbox implements messages.Store.
 func (s *Store) Inbox(ctx context.Context, agent string, offset, limit int) ([]*messagesv1.Message, int, error) {
-	return s.page(ctx, `to_agent = ?`, []any{agent}, offset, limit)
+	return sqldb.Page(ctx, s.db, newest(`to_agent = ?`, agent), offset, limit, scan)
 }
 
 // Thread implements messages.Store.
 func (s *Store) Thread(ctx context.Context, threadID, agent string, offset, limit int) ([]*messagesv1.Message, int, error) {
-	return s.page(ctx, `thread_id = ? AND (from_agent = ? OR to_agent = ?)`, []any{threadID, agent, agent}, offset, limit)
+	return sqldb.Page(ctx, s.db, newest(`thread_id = ? AND (from_agent = ? OR to_agent = ?)`, threadID, agent, agent), offset, limit, scan)
 }
 
-func (s *Store) page(ctx context.Context, where string, args []any, offset, limit int) ([]*messagesv1.Message, int, error) {
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM messages WHERE `+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count messages: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list messages: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*messagesv1.Message, 0, min(limit, total))
-	for rows.Next() {
-		m, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list messages: %w", err)
-	}
-	return list, total, nil
+// newest lists the messages that meet where, newest first.
+func newest(where string, args ...any) sqldb.ListQuery {
+	return sqldb.ListQuery{What: "messages", Columns: columns, From: `messages`, Where: where, Args: args, OrderBy: `create_ms DESC, id DESC`}
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func (s *Store) scanOne(row *sql.Row) (*messagesv1.Message, error) {
-	m, err := scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, messages.ErrNotFound
-	}
-	return m, err
-}
-
-func scan(r scanner) (*messagesv1.Message, error) {
+func scan(r sqldb.Scanner) (*messagesv1.Message, error) {
 	var (
 		m        messagesv1.Message
 		createMS int64

@@ -1,10 +1,8 @@
 package messagestore_test
 
 import (
-	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/services/messages"
 	"github.com/toolmesh/toolmesh/services/messages/messagestore"
@@ -28,47 +27,21 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "messages.db")) })
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the behaviour of the messages store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB)
-	}{
-		{"send and read back", testSendRead},
-		{"reopen keeps messages", testReopen},
-		{"duplicates within the window", testDedup},
-		{"the window ends at the cutoff", testDedupWindowEnd},
-		{"idempotency key", testIdempotency},
-		{"concurrent identical sends", testConcurrentDuplicates},
-		{"concurrent retries with one key", testConcurrentSameKey},
-		{"concurrent distinct sends", testConcurrentDistinct},
-		{"inbox newest first", testInbox},
-		{"threads", testThread},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.test(t, open(t))
-		})
-	}
+// TestStore checks the behaviour of the messages store on SQLite and on
+// PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "send and read back", Test: testSendRead},
+		{Name: "reopen keeps messages", Test: testReopen},
+		{Name: "duplicates within the window", Test: testDedup},
+		{Name: "the window ends at the cutoff", Test: testDedupWindowEnd},
+		{Name: "idempotency key", Test: testIdempotency},
+		{Name: "concurrent identical sends", Test: testConcurrentDuplicates},
+		{Name: "concurrent retries with one key", Test: testConcurrentSameKey},
+		{Name: "concurrent distinct sends", Test: testConcurrentDistinct},
+		{Name: "inbox newest first", Test: testInbox},
+		{Name: "threads", Test: testThread},
+	})
 }
 
 const (
@@ -287,7 +260,7 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 // key(i) its idempotency key.
 func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagestore.Store, n int, message func(i int) *messagesv1.Message, key func(i int) string) ([]*messagesv1.Message, []bool, []error) {
 	t.Helper()
-	warmPool(t, db, n)
+	sqldbtest.WarmPool(t, db, n)
 	got, dups, errs := make([]*messagesv1.Message, n), make([]bool, n), make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -306,27 +279,6 @@ func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagestore.Store, n int, 
 		}
 	}
 	return got, dups, errs
-}
-
-// warmPool opens up to n connections ahead of a race, so that the racers
-// meet in the database rather than one at a time as their connections open.
-func warmPool(t *testing.T, db *sqldb.DB, n int) {
-	t.Helper()
-	if limit := db.Stats().MaxOpenConnections; limit > 0 {
-		n = min(n, limit)
-	}
-	db.SetMaxIdleConns(n)
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 func testConcurrentDuplicates(t *testing.T, db *sqldb.DB) {

@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -30,17 +29,16 @@ var _ tasks.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "tasks", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate tasks store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
 
-const columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
+const (
+	columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
+	byKey   = `SELECT ` + columns + ` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`
+)
 
 // Create implements tasks.Store.
 func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error) {
@@ -58,7 +56,7 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey stri
 			return fmt.Errorf("count today's tasks: %w", err)
 		}
 		if idempotencyKey != "" {
-			prev, err := s.scanOne(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), agent, idempotencyKey))
+			prev, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(byKey), agent, idempotencyKey), scan, tasks.ErrNotFound)
 			if err == nil {
 				out = prev
 				return nil
@@ -88,44 +86,23 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey stri
 	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
 		// A concurrent create with the same key, dated another UTC day (so
 		// not serialised by the counter above), won; return its task.
-		return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`), agent, idempotencyKey))
+		return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(byKey), agent, idempotencyKey), scan, tasks.ErrNotFound)
 	}
 	return out, err
 }
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error) {
-	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`), id, agentID))
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`), id, agentID), scan, tasks.ErrNotFound)
 }
 
 // List implements tasks.Store.
 func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskStatus, offset, limit int) ([]*tasksv1.Task, int, error) {
-	where, args := `agent_id = ?`, []any{agentID}
+	q := sqldb.ListQuery{What: "tasks", Columns: columns, From: `tasks`, Where: `agent_id = ?`, Args: []any{agentID}, OrderBy: `create_ms DESC, id DESC`}
 	if status != tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED {
-		where += ` AND status = ?`
-		args = append(args, int32(status))
+		q.And(`status = ?`, int32(status))
 	}
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM tasks WHERE `+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count tasks: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*tasksv1.Task, 0, min(limit, total))
-	for rows.Next() {
-		t, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
 // Update implements tasks.Store.
@@ -150,17 +127,7 @@ func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskSt
 	return s.Get(ctx, t.GetAgentId(), t.GetId())
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func (s *Store) scanOne(row *sql.Row) (*tasksv1.Task, error) {
-	t, err := scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tasks.ErrNotFound
-	}
-	return t, err
-}
-
-func scan(r scanner) (*tasksv1.Task, error) {
+func scan(r sqldb.Scanner) (*tasksv1.Task, error) {
 	var (
 		t                  tasksv1.Task
 		status, priority   int64

@@ -1,11 +1,9 @@
 package taskstore_test
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
@@ -28,49 +27,23 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "tasks.db")) })
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the behaviour of the tasks store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB)
-	}{
-		{"create and get", testCreateGet},
-		{"reopen keeps tasks", testReopen},
-		{"list newest first", testList},
-		{"daily cap", testDailyCap},
-		{"daily cap counts UTC days", testDailyCapUTC},
-		{"idempotency key", testIdempotency},
-		{"refused create does not use up its key", testRefusedKeepsKey},
-		{"concurrent creates with one key", testConcurrentSameKey},
-		{"concurrent retries of the last create the cap allows", testConcurrentSameKeyAtCap},
-		{"concurrent creates under the cap", testConcurrentCap},
-		{"update compare-and-swap", testUpdate},
-		{"concurrent updates", testConcurrentUpdate},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.test(t, open(t))
-		})
-	}
+// TestStore checks the behaviour of the tasks store on SQLite and on
+// PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "create and get", Test: testCreateGet},
+		{Name: "reopen keeps tasks", Test: testReopen},
+		{Name: "list newest first", Test: testList},
+		{Name: "daily cap", Test: testDailyCap},
+		{Name: "daily cap counts UTC days", Test: testDailyCapUTC},
+		{Name: "idempotency key", Test: testIdempotency},
+		{Name: "refused create does not use up its key", Test: testRefusedKeepsKey},
+		{Name: "concurrent creates with one key", Test: testConcurrentSameKey},
+		{Name: "concurrent retries of the last create the cap allows", Test: testConcurrentSameKeyAtCap},
+		{Name: "concurrent creates under the cap", Test: testConcurrentCap},
+		{Name: "update compare-and-swap", Test: testUpdate},
+		{Name: "concurrent updates", Test: testConcurrentUpdate},
+	})
 }
 
 const (
@@ -298,7 +271,7 @@ func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
 // createConcurrently runs n creates of distinct tasks for agentA at once.
 func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
 	t.Helper()
-	warmPool(t, db, n)
+	sqldbtest.WarmPool(t, db, n)
 	got, errs := make([]*tasksv1.Task, n), make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -312,27 +285,6 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, k
 	close(start)
 	wg.Wait()
 	return got, errs
-}
-
-// warmPool opens up to n connections ahead of a race, so that the racers
-// meet in the database rather than one at a time as their connections open.
-func warmPool(t *testing.T, db *sqldb.DB, n int) {
-	t.Helper()
-	if limit := db.Stats().MaxOpenConnections; limit > 0 {
-		n = min(n, limit)
-	}
-	db.SetMaxIdleConns(n)
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 func wantOneTask(t *testing.T, s *taskstore.Store, got []*tasksv1.Task, errs []error) {
