@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/services/owner"
@@ -70,15 +69,12 @@ type env struct {
 	logs *syncBuffer
 }
 
-func start(t *testing.T, cfg owner.Config, protocol []connect.ClientOption) *env {
+// start serves the owner service on SQLite with fake workflows, and a
+// Connect client of it.
+func start(t *testing.T, cfg owner.Config) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "owner.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := ownerstore.Open(ctx, db)
+	st, err := ownerstore.Open(ctx, sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +89,20 @@ func start(t *testing.T, cfg owner.Config, protocol []connect.ClientOption) *env
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, svc.Registration())
-	return &env{c: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(protocol)...), srv: srv, wf: wf, logs: logs}
+	return &env{c: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), srv: srv, wf: wf, logs: logs}
 }
 
 // eachProtocol runs fn against a fresh service once over Connect and once
 // over gRPC.
 func eachProtocol(t *testing.T, cfg owner.Config, fn func(t *testing.T, e *env)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, p.Opts)) })
-	}
+	var e *env
+	servertest.EachProtocol(t, func(t *testing.T) *servertest.Server {
+		e = start(t, cfg)
+		return e.srv
+	}, ownerv1connect.NewOwnerServiceClient, func(t *testing.T, c ownerv1connect.OwnerServiceClient) {
+		e.c = c
+		fn(t, e)
+	})
 }
 
 // Callers.
@@ -114,16 +115,10 @@ func theWorker() context.Context {
 	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "toolmesh-worker-owner", Agent: "toolmesh-worker-owner", Roles: []string{mesh.RoleService}}})
 }
 
-func codeOf(err error) connect.Code {
-	if err == nil {
-		return 0
-	}
-	return connect.CodeOf(err)
-}
-
+// wantCode checks that the call what failed with want.
 func wantCode(t *testing.T, what string, err error, want connect.Code) {
 	t.Helper()
-	if got := codeOf(err); got != want {
+	if got := servertest.Code(t, err); got != want {
 		t.Errorf("%s: code %v (err %v), want %v", what, got, err, want)
 	}
 }
@@ -360,7 +355,7 @@ func TestRecordAskOutcomeIsForTheWorker(t *testing.T) {
 }
 
 func TestGetAskAsksTheWorkflowOfAPendingAsk(t *testing.T) {
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "Still waiting?", WaitSeconds: waitNone()})
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +375,7 @@ func TestGetAskAsksTheWorkflowOfAPendingAsk(t *testing.T) {
 }
 
 func TestAskContract(t *testing.T) {
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	many := make([]string, 21)
 	for i := range many {
 		many[i] = strings.Repeat("x", i+1)
@@ -419,7 +414,7 @@ func TestAskContract(t *testing.T) {
 }
 
 func TestAskThatCannotStartLeavesNothingBehind(t *testing.T) {
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	e.wf.failStarts(errors.New("temporal is down"))
 	ctx := servertest.WithIdempotencyKey(agentA(), "retry-me")
 	_, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Still there?", WaitSeconds: waitNone()})
@@ -438,7 +433,7 @@ func TestAskThatCannotStartLeavesNothingBehind(t *testing.T) {
 }
 
 func TestAskOverREST(t *testing.T) {
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "REST?", WaitSeconds: waitNone()})
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +572,7 @@ func TestNotifyFansOutToChannels(t *testing.T) {
 }
 
 func TestNotifyWithoutChannelsIsACapabilityGap(t *testing.T) {
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	if _, err := e.c.DeleteChannel(theOwner(), &ownerv1.DeleteChannelRequest{ChannelId: "chn_00000000000000000000000000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +631,7 @@ func TestChannelsAreTheOwners(t *testing.T) {
 
 func TestWebhookAddressesAreGuarded(t *testing.T) {
 	// The default policy: nothing internal.
-	e := start(t, owner.Config{}, nil)
+	e := start(t, owner.Config{})
 	for _, url := range []string{
 		"http://127.0.0.1:8080/hook",
 		"http://localhost:8080/hook", // resolves to 127.0.0.1
@@ -659,7 +654,7 @@ func TestWebhookAddressesAreGuarded(t *testing.T) {
 	rebinding := egress.Policy{Lookup: func(context.Context, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
 	}}
-	e = start(t, owner.Config{Egress: rebinding}, nil)
+	e = start(t, owner.Config{Egress: rebinding})
 	if _, err := e.c.CreateChannel(theOwner(), &ownerv1.CreateChannelRequest{Name: "rebound", Kind: ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK,
 		WebhookUrl: "http://localhost:" + port + "/hook"}); err != nil {
 		t.Fatalf("configure the webhook: %v", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -20,7 +19,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	"github.com/toolmesh/toolmesh/services/schedules"
@@ -37,16 +36,12 @@ type fixture struct {
 	srv    *servertest.Server
 }
 
-// start serves the schedules service on SQLite with a fake engine.
-func start(t *testing.T, cfg schedules.Config, protocol []connect.ClientOption) *fixture {
+// start serves the schedules service on SQLite with a fake engine, and a
+// Connect client of it.
+func start(t *testing.T, cfg schedules.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "schedules.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := schedulestore.Open(ctx, db)
+	st, err := schedulestore.Open(ctx, sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +54,23 @@ func start(t *testing.T, cfg schedules.Config, protocol []connect.ClientOption) 
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, svc.Registration())
-	client := schedulesv1connect.NewSchedulesServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(protocol)...)
+	client := schedulesv1connect.NewSchedulesServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
 	engine.client = client
 	return &fixture{client: client, engine: engine, store: st, srv: srv}
 }
 
 // eachProtocol runs fn against a fresh server once over Connect and once
-// over gRPC.
+// over gRPC: the test and the fake engine call it with that protocol's
+// client.
 func eachProtocol(t *testing.T, cfg schedules.Config, fn func(t *testing.T, f *fixture)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, p.Opts)) })
-	}
+	var f *fixture
+	servertest.EachProtocol(t, func(t *testing.T) *servertest.Server {
+		f = start(t, cfg)
+		return f.srv
+	}, schedulesv1connect.NewSchedulesServiceClient, func(t *testing.T, c schedulesv1connect.SchedulesServiceClient) {
+		f.client, f.engine.client = c, c
+		fn(t, f)
+	})
 }
 
 const agentA, agentB = "agent-a", "agent-b"
@@ -107,14 +108,6 @@ func create(t *testing.T, f *fixture, ctx context.Context, req *schedulesv1.Crea
 
 func hourly(t *testing.T) *schedulesv1.CreateRequest {
 	return &schedulesv1.CreateRequest{IntervalSeconds: 3600, Action: taskAction(t), Description: "daily report"}
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func stampsAt(ts ...string) []*timestamppb.Timestamp {
@@ -242,7 +235,7 @@ func TestCreateRefusesBadSpecsAndActions(t *testing.T) {
 }
 
 func TestMinimumIntervalIsConfigurable(t *testing.T) {
-	f := start(t, schedules.Config{MinInterval: time.Second}, nil)
+	f := start(t, schedules.Config{MinInterval: time.Second})
 	ctx := asAgent(context.Background(), agentA, 0)
 	sch := create(t, f, ctx, &schedulesv1.CreateRequest{IntervalSeconds: 2, Action: taskAction(t)})
 	if got := sch.GetNextRunTimes(); len(got) != 3 || got[1].AsTime().Sub(got[0].AsTime()) != 2*time.Second {
@@ -251,7 +244,7 @@ func TestMinimumIntervalIsConfigurable(t *testing.T) {
 }
 
 func TestCreateIsIdempotentByKey(t *testing.T) {
-	f := start(t, schedules.Config{}, nil)
+	f := start(t, schedules.Config{})
 	ctx := servertest.WithIdempotencyKey(asAgent(context.Background(), agentA, 0), "create-1")
 	first := create(t, f, ctx, hourly(t))
 	again := create(t, f, ctx, hourly(t))
@@ -264,10 +257,10 @@ func TestCreateIsIdempotentByKey(t *testing.T) {
 }
 
 func TestFailedCreateLeavesNothingBehind(t *testing.T) {
-	f := start(t, schedules.Config{}, nil)
+	f := start(t, schedules.Config{})
 	ctx := servertest.WithIdempotencyKey(asAgent(context.Background(), agentA, 0), "create-1")
 	f.engine.failStart = errUnavailable
-	if _, err := f.client.Create(ctx, hourly(t)); codeOf(t, err) != connect.CodeUnavailable {
+	if _, err := f.client.Create(ctx, hourly(t)); servertest.Code(t, err) != connect.CodeUnavailable {
 		t.Fatalf("Create with Temporal down: %v, want unavailable", err)
 	}
 	if res, _ := f.client.List(ctx, &schedulesv1.ListRequest{}); res.GetPage().GetTotal() != 0 || len(f.engine.schedules) != 0 {
@@ -285,11 +278,11 @@ func TestApproveUnpausesTheSchedule(t *testing.T) {
 		sch := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
 
 		// Agents cannot approve, not even their own schedules.
-		if _, err := f.client.Approve(asAgent(ctx, agentA, 0), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := f.client.Approve(asAgent(ctx, agentA, 0), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("an agent's Approve: %v, want permission_denied", err)
 		}
 		// A hash the owner was not asked about is refused.
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), SpecHash: strings.Repeat("0", 32)}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), SpecHash: strings.Repeat("0", 32)}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("Approve of another hash: %v, want failed_precondition", err)
 		}
 		res, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), Reason: "useful", SpecHash: sch.GetSpecHash()})
@@ -304,7 +297,7 @@ func TestApproveUnpausesTheSchedule(t *testing.T) {
 		if ts, _ := f.engine.schedule(sch.GetTemporalScheduleId()); ts.paused || ts.note != "approved by owner-1: useful" {
 			t.Errorf("Temporal Schedule paused %v, note %q; want unpaused with the approval's note", ts.paused, ts.note)
 		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("a second Approve: %v, want failed_precondition", err)
 		}
 	})
@@ -317,7 +310,7 @@ func TestApproveIsRefusedWhenTheSpecChangedAfterTheAsk(t *testing.T) {
 		f.engine.tamper(sch.GetTemporalScheduleId())
 
 		_, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()})
-		if codeOf(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "changed since the owner was asked") {
+		if servertest.Code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "changed since the owner was asked") {
 			t.Fatalf("Approve after the spec changed: %v, want failed_precondition saying it changed", err)
 		}
 		if ts, _ := f.engine.schedule(sch.GetTemporalScheduleId()); !ts.paused {
@@ -338,7 +331,7 @@ func TestDenyDeletesTheSchedule(t *testing.T) {
 	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		sch := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
-		if _, err := f.client.Deny(asAgent(ctx, agentA, 0), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := f.client.Deny(asAgent(ctx, agentA, 0), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("an agent's Deny: %v, want permission_denied", err)
 		}
 		res, err := f.client.Deny(asOwner(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId(), Reason: "too often"})
@@ -352,7 +345,7 @@ func TestDenyDeletesTheSchedule(t *testing.T) {
 		if _, ok := f.engine.schedule(sch.GetTemporalScheduleId()); ok {
 			t.Error("the denied schedule's Temporal Schedule still exists")
 		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("Approve after Deny: %v, want failed_precondition", err)
 		}
 	})
@@ -365,10 +358,10 @@ func TestPauseAndResume(t *testing.T) {
 		sch := create(t, f, a, hourly(t))
 		tid := sch.GetTemporalScheduleId()
 		// Waiting for approval: neither pause nor resume moves it.
-		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("Resume before approval: %v, want failed_precondition", err)
 		}
-		if _, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("Pause before approval: %v, want failed_precondition", err)
 		}
 		if ts, _ := f.engine.schedule(tid); !ts.paused {
@@ -399,7 +392,7 @@ func TestPauseAndResume(t *testing.T) {
 		if _, err := f.client.Pause(asOwner(ctx), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("the agent resuming what the owner paused: %v, want permission_denied", err)
 		}
 		if res, err := f.client.Resume(asOwner(ctx), &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); err != nil ||
@@ -407,7 +400,7 @@ func TestPauseAndResume(t *testing.T) {
 			t.Errorf("the owner's Resume = %v, %v; want active", res.GetSchedule(), err)
 		}
 		// Another agent does not see it at all.
-		if _, err := f.client.Pause(asAgent(ctx, agentB, 0), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.Pause(asAgent(ctx, agentB, 0), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's Pause: %v, want not_found", err)
 		}
 	})
@@ -428,7 +421,7 @@ func TestDelete(t *testing.T) {
 		if ap, _ := f.engine.approval(pending.GetApprovalWorkflowId()); !ap.withdrawn {
 			t.Error("the deleted schedule's approval request was not withdrawn")
 		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: pending.GetId()}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: pending.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("Approve of a deleted schedule: %v, want failed_precondition", err)
 		}
 		// Deleting again changes nothing.
@@ -441,7 +434,7 @@ func TestDelete(t *testing.T) {
 		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: active.GetId()}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.client.Delete(asAgent(ctx, agentB, 0), &schedulesv1.DeleteRequest{ScheduleId: active.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.Delete(asAgent(ctx, agentB, 0), &schedulesv1.DeleteRequest{ScheduleId: active.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's Delete: %v, want not_found", err)
 		}
 		if _, err := f.client.Delete(a, &schedulesv1.DeleteRequest{ScheduleId: active.GetId()}); err != nil {
@@ -461,7 +454,7 @@ func TestVisibilityAndListing(t *testing.T) {
 		mine := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
 		theirs := create(t, f, asAgent(ctx, agentB, 0), hourly(t))
 
-		if _, err := f.client.Get(asAgent(ctx, agentB, 0), &schedulesv1.GetRequest{ScheduleId: mine.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.Get(asAgent(ctx, agentB, 0), &schedulesv1.GetRequest{ScheduleId: mine.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's Get: %v, want not_found", err)
 		}
 		if _, err := f.client.Get(asOwner(ctx), &schedulesv1.GetRequest{ScheduleId: mine.GetId()}); err != nil {
@@ -471,7 +464,7 @@ func TestVisibilityAndListing(t *testing.T) {
 		if err != nil || len(res.GetSchedules()) != 1 || res.GetSchedules()[0].GetId() != mine.GetId() {
 			t.Errorf("agent A lists %v (err %v), want only its own", res.GetSchedules(), err)
 		}
-		if _, err := f.client.List(asAgent(ctx, agentA, 0), &schedulesv1.ListRequest{AllAgents: true}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := f.client.List(asAgent(ctx, agentA, 0), &schedulesv1.ListRequest{AllAgents: true}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("an agent listing all agents' schedules: %v, want permission_denied", err)
 		}
 		all, err := f.client.List(asOwner(ctx), &schedulesv1.ListRequest{AllAgents: true,
@@ -497,7 +490,7 @@ func TestRunsAreRecordedAndListed(t *testing.T) {
 			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, Attempts: 1,
 			Result: args(t, map[string]any{"status": "ok", "data": map[string]any{"task": map[string]any{"id": "tsk_1"}}}),
 		}
-		if _, err := f.client.RecordExecution(a, &schedulesv1.RecordExecutionRequest{Execution: run}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := f.client.RecordExecution(a, &schedulesv1.RecordExecutionRequest{Execution: run}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("an agent recording a run: %v, want permission_denied", err)
 		}
 		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: run}); err != nil {
@@ -505,7 +498,7 @@ func TestRunsAreRecordedAndListed(t *testing.T) {
 		}
 		other := &schedulesv1.Execution{RunId: "r", ScheduleId: "sch_" + strings.Repeat("0", 26), ScheduledTime: timestamppb.New(due),
 			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING}
-		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: other, Action: taskAction(t)}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: other, Action: taskAction(t)}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("recording a run of an unknown schedule: %v, want not_found", err)
 		}
 		res, err := f.client.Executions(a, &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()})
@@ -515,11 +508,11 @@ func TestRunsAreRecordedAndListed(t *testing.T) {
 		if len(res.GetExecutions()) != 1 || !cmp.Equal(run, res.GetExecutions()[0], protocmp.Transform()) || res.GetPage().GetTotal() != 1 {
 			t.Errorf("Executions = %v, want the recorded run", res.GetExecutions())
 		}
-		if _, err := f.client.Executions(asAgent(ctx, agentB, 0), &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := f.client.Executions(asAgent(ctx, agentB, 0), &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's Executions: %v, want not_found", err)
 		}
 		if _, err := f.client.ApplyDecision(a, &schedulesv1.ApplyDecisionRequest{ScheduleId: sch.GetId(), SpecHash: sch.GetSpecHash(),
-			Kind: schedulesv1.DecisionKind_DECISION_KIND_APPROVE}); codeOf(t, err) != connect.CodePermissionDenied {
+			Kind: schedulesv1.DecisionKind_DECISION_KIND_APPROVE}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("an agent applying a decision: %v, want permission_denied", err)
 		}
 	})
@@ -556,7 +549,7 @@ func TestPreview(t *testing.T) {
 }
 
 func TestRESTRoutes(t *testing.T) {
-	f := start(t, schedules.Config{}, nil)
+	f := start(t, schedules.Config{})
 	body := `{"interval_seconds":3600,"action":{"tool":"tasks_create","arguments":{"description":"from REST"}}}`
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/schedules", strings.NewReader(body))
 	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
@@ -599,7 +592,7 @@ func TestRunsAreCheckedAgainstTheApprovedSchedule(t *testing.T) {
 		refused := func(what string, action *schedulesv1.Action, agent string, depth int32, why string) {
 			t.Helper()
 			_, err := start(action, agent, depth)
-			if codeOf(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), why) {
+			if servertest.Code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), why) {
 				t.Errorf("%s: %v, want failed_precondition saying %q", what, err, why)
 			}
 		}

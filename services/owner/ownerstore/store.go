@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -32,12 +31,8 @@ var _ owner.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "owner", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate owner store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -74,46 +69,19 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bo
 
 // GetAsk implements owner.Store.
 func (s *Store) GetAsk(ctx context.Context, id string) (*ownerv1.Ask, error) {
-	a, err := scanAsk(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, owner.ErrNotFound
-	}
-	return a, err
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE id = ?`), id), scanAsk, owner.ErrNotFound)
 }
 
 // ListAsks implements owner.Store.
 func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskStatus, offset, limit int) ([]*ownerv1.Ask, int, error) {
-	where, args := `1 = 1`, []any{}
+	q := sqldb.ListQuery{What: "asks", Columns: askColumns, From: "asks", OrderBy: "create_ms DESC, id DESC"}
 	if agent != "" {
-		where += ` AND agent_id = ?`
-		args = append(args, agent)
+		q.And(`agent_id = ?`, agent)
 	}
 	if status != ownerv1.AskStatus_ASK_STATUS_UNSPECIFIED {
-		where += ` AND status = ?`
-		args = append(args, int32(status))
+		q.And(`status = ?`, int32(status))
 	}
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM asks WHERE `+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count asks: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE `+where+` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`),
-		append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list asks: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*ownerv1.Ask, 0, min(limit, total))
-	for rows.Next() {
-		a, err := scanAsk(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list asks: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, q, offset, limit, scanAsk)
 }
 
 // ResolveAsk implements owner.Store.
@@ -143,9 +111,7 @@ func (s *Store) DeleteAsk(ctx context.Context, id string) error {
 	return nil
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanAsk(r scanner) (*ownerv1.Ask, error) {
+func scanAsk(r sqldb.Scanner) (*ownerv1.Ask, error) {
 	var (
 		a                             ownerv1.Ask
 		optsJSON                      string
@@ -191,49 +157,18 @@ func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
 
 // GetChannel implements owner.Store.
 func (s *Store) GetChannel(ctx context.Context, id string) (*owner.Channel, error) {
-	c, err := scanChannel(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, owner.ErrNotFound
-	}
-	return c, err
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
 }
 
 // ListChannels implements owner.Store.
 func (s *Store) ListChannels(ctx context.Context, offset, limit int) ([]*owner.Channel, int, error) {
-	var total int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM channels`).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count channels: %w", err)
-	}
-	list, err := s.channels(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels ORDER BY name LIMIT ? OFFSET ?`), limit, offset)
-	if err != nil {
-		return nil, 0, err
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, sqldb.ListQuery{What: "channels", Columns: channelColumns, From: "channels", OrderBy: "name"},
+		offset, limit, scanChannel)
 }
 
 // EnabledChannels implements owner.Store.
 func (s *Store) EnabledChannels(ctx context.Context) ([]*owner.Channel, error) {
-	return s.channels(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE enabled = ? ORDER BY name`), true)
-}
-
-func (s *Store) channels(ctx context.Context, query string, args ...any) ([]*owner.Channel, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list channels: %w", err)
-	}
-	defer rows.Close()
-	var list []*owner.Channel
-	for rows.Next() {
-		c, err := scanChannel(rows)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list channels: %w", err)
-	}
-	return list, nil
+	return sqldb.All(ctx, s.db, "list channels", scanChannel, `SELECT `+channelColumns+` FROM channels WHERE enabled = ? ORDER BY name`, true)
 }
 
 // UpdateChannel implements owner.Store.
@@ -257,10 +192,7 @@ func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
 func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, error) {
 	var out *owner.Channel
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		c, err := scanChannel(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return owner.ErrNotFound
-		}
+		c, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
 		if err != nil {
 			return err
 		}
@@ -273,7 +205,7 @@ func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, e
 	return out, err
 }
 
-func scanChannel(r scanner) (*owner.Channel, error) {
+func scanChannel(r sqldb.Scanner) (*owner.Channel, error) {
 	var (
 		c                  owner.Channel
 		kind, minLevel     int64

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
 	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
@@ -27,54 +27,19 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) (*sqldb.DB, func() *sqldb.DB) {
-		path := filepath.Join(t.TempDir(), "owner.db")
-		return openDB(t, path), func() *sqldb.DB { return openDB(t, path) }
+// TestStore checks the owner store on SQLite and on PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "create and get ask", Test: testCreateGetAsk},
+		{Name: "create is idempotent by id", Test: testCreateAskTwice},
+		{Name: "list asks newest first, by agent and status", Test: testListAsks},
+		{Name: "first outcome wins", Test: testResolveFirstWins},
+		{Name: "concurrent outcomes", Test: testConcurrentResolve},
+		{Name: "a new database has the log channel", Test: testSeededLogChannel},
+		{Name: "channel create, get, update, delete", Test: testChannelCRUD},
+		{Name: "channel names are unique", Test: testChannelNameTaken},
+		{Name: "enabled channels, channel pages", Test: testEnabledAndPages},
 	})
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) (*sqldb.DB, func() *sqldb.DB) {
-		dsn := pg.NewDatabase(t)
-		return openDB(t, dsn), func() *sqldb.DB { return openDB(t, dsn) }
-	})
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the owner store against one database engine; open returns
-// a fresh, empty database for each subtest and a way to open it again.
-func runSuite(t *testing.T, open func(t *testing.T) (db *sqldb.DB, reopen func() *sqldb.DB)) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB, reopen func() *sqldb.DB)
-	}{
-		{"create and get ask", testCreateGetAsk},
-		{"create is idempotent by id", testCreateAskTwice},
-		{"list asks newest first, by agent and status", testListAsks},
-		{"first outcome wins", testResolveFirstWins},
-		{"concurrent outcomes", testConcurrentResolve},
-		{"a new database has the log channel", testSeededLogChannel},
-		{"channel create, get, update, delete", testChannelCRUD},
-		{"channel names are unique", testChannelNameTaken},
-		{"enabled channels, channel pages", testEnabledAndPages},
-		{"reopen keeps data and migrations run once", testReopen},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			db, reopen := open(t)
-			tc.test(t, db, reopen)
-		})
-	}
 }
 
 // day1 is an arbitrary UTC day.
@@ -122,7 +87,7 @@ func wantProto(t *testing.T, what string, got, want proto.Message) {
 	}
 }
 
-func testCreateGetAsk(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testCreateGetAsk(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := newAsk("agent-a", day1.Add(123*time.Millisecond), "ja", "nein — später", "\"quoted\"")
 	a.Question = "Résumé prüfen? ✓ 'quotes'"
@@ -142,7 +107,7 @@ func testCreateGetAsk(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testCreateAskTwice(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testCreateAskTwice(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := newAsk("agent-a", day1)
 	createAsk(t, s, first)
@@ -155,7 +120,7 @@ func testCreateAskTwice(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	wantProto(t, "second CreateAsk returned", got, first)
 }
 
-func testListAsks(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testListAsks(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	var made []*ownerv1.Ask
 	for i := range 5 {
@@ -201,7 +166,7 @@ func testListAsks(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testResolveFirstWins(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testResolveFirstWins(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := createAsk(t, s, newAsk("agent-a", day1, "yes", "no"))
 	at := day1.Add(5 * time.Minute)
@@ -239,7 +204,7 @@ func testResolveFirstWins(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testConcurrentResolve(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testConcurrentResolve(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := createAsk(t, s, newAsk("agent-a", day1))
 	const n = 8
@@ -275,7 +240,7 @@ func testConcurrentResolve(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testSeededLogChannel(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testSeededLogChannel(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	list, total, err := s.ListChannels(t.Context(), 0, 50)
 	if err != nil {
@@ -291,7 +256,7 @@ func testSeededLogChannel(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testChannelCRUD(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testChannelCRUD(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	ctx := t.Context()
 	c := &owner.Channel{
@@ -339,7 +304,7 @@ func testChannelCRUD(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testChannelNameTaken(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testChannelNameTaken(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	c := &owner.Channel{ID: ids.New("chn"), Name: "log", Kind: ownerv1.ChannelKind_CHANNEL_KIND_LOG, Enabled: true,
 		MinLevel: ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO, Created: day1, Updated: day1}
@@ -348,7 +313,7 @@ func testChannelNameTaken(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testEnabledAndPages(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
+func testEnabledAndPages(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	ctx := t.Context()
 	for i, name := range []string{"zeta", "alpha", "mid"} {
@@ -381,19 +346,24 @@ func testEnabledAndPages(t *testing.T, db *sqldb.DB, _ func() *sqldb.DB) {
 	}
 }
 
-func testReopen(t *testing.T, db *sqldb.DB, reopen func() *sqldb.DB) {
-	s := openStore(t, db)
-	a := createAsk(t, s, newAsk("agent-a", day1))
-	if _, err := s.DeleteChannel(t.Context(), "chn_00000000000000000000000000"); err != nil {
-		t.Fatalf("delete the seeded log channel: %v", err)
-	}
-	s2 := openStore(t, reopen())
-	got, err := s2.GetAsk(t.Context(), a.GetAskId())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantProto(t, "ask after reopening", got, a)
-	if _, total, err := s2.ListChannels(t.Context(), 0, 50); err != nil || total != 0 {
-		t.Errorf("after deleting the log channel and reopening: %d channels (err %v), want 0 (the seed runs once)", total, err)
-	}
+// TestReopen checks that a store opened again on the same database keeps
+// its data and does not run its migrations (the log channel's seed) again.
+func TestReopen(t *testing.T) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
+		dsn := e.NewDSN(t)
+		s := openStore(t, sqldbtest.Open(t, dsn))
+		a := createAsk(t, s, newAsk("agent-a", day1))
+		if _, err := s.DeleteChannel(t.Context(), "chn_00000000000000000000000000"); err != nil {
+			t.Fatalf("delete the seeded log channel: %v", err)
+		}
+		s2 := openStore(t, sqldbtest.Open(t, dsn))
+		got, err := s2.GetAsk(t.Context(), a.GetAskId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProto(t, "ask after reopening", got, a)
+		if _, total, err := s2.ListChannels(t.Context(), 0, 50); err != nil || total != 0 {
+			t.Errorf("after deleting the log channel and reopening: %d channels (err %v), want 0 (the seed runs once)", total, err)
+		}
+	})
 }

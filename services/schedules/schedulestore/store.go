@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -33,12 +32,8 @@ var _ schedules.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "schedules", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate schedules store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -64,8 +59,8 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, idempoten
 		sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
 		sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), key)
 	if err != nil && idempotencyKey != "" && sqldb.IsUniqueViolation(err) {
-		prev, gerr := s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE agent_id = ? AND idempotency_key = ?`),
-			sch.GetAgentId(), idempotencyKey))
+		prev, gerr := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE agent_id = ? AND idempotency_key = ?`),
+			sch.GetAgentId(), idempotencyKey), scan, schedules.ErrNotFound)
 		return prev, false, gerr
 	}
 	if err != nil {
@@ -76,42 +71,19 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, idempoten
 
 // Get implements schedules.Store.
 func (s *Store) Get(ctx context.Context, id string) (*schedulesv1.Schedule, error) {
-	return s.scanOne(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE id = ?`), id))
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE id = ?`), id), scan, schedules.ErrNotFound)
 }
 
 // List implements schedules.Store.
 func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.ScheduleStatus, offset, limit int) ([]*schedulesv1.Schedule, int, error) {
-	where, args := `1 = 1`, []any{}
+	q := sqldb.ListQuery{What: "schedules", Columns: columns, From: "schedules", OrderBy: "create_ms DESC, id DESC"}
 	if agentID != "" {
-		where += ` AND agent_id = ?`
-		args = append(args, agentID)
+		q.And(`agent_id = ?`, agentID)
 	}
 	if status != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_UNSPECIFIED {
-		where += ` AND status = ?`
-		args = append(args, int32(status))
+		q.And(`status = ?`, int32(status))
 	}
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM schedules WHERE `+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count schedules: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE `+where+
-		` ORDER BY create_ms DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list schedules: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*schedulesv1.Schedule, 0, min(limit, total))
-	for rows.Next() {
-		sch, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, sch)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list schedules: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
 // Update implements schedules.Store.
@@ -171,50 +143,19 @@ func (s *Store) RecordExecution(ctx context.Context, e *schedulesv1.Execution) (
 		int32(schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)); err != nil {
 		return nil, fmt.Errorf("record execution: %w", err)
 	}
-	got, err := scanExecution(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`), e.GetRunId()))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schedules.ErrNotFound
-	}
-	return got, err
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`), e.GetRunId()),
+		scanExecution, schedules.ErrNotFound)
 }
 
 // ListExecutions implements schedules.Store.
 func (s *Store) ListExecutions(ctx context.Context, scheduleID string, offset, limit int) ([]*schedulesv1.Execution, int, error) {
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM schedule_executions WHERE schedule_id = ?`), scheduleID).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count executions: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE schedule_id = ?
-		ORDER BY scheduled_ms DESC, run_id DESC LIMIT ? OFFSET ?`), scheduleID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list executions: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*schedulesv1.Execution, 0, min(limit, total))
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list executions: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, sqldb.ListQuery{
+		What: "executions", Columns: execColumns, From: "schedule_executions",
+		Where: `schedule_id = ?`, Args: []any{scheduleID}, OrderBy: "scheduled_ms DESC, run_id DESC",
+	}, offset, limit, scanExecution)
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func (s *Store) scanOne(row *sql.Row) (*schedulesv1.Schedule, error) {
-	sch, err := scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schedules.ErrNotFound
-	}
-	return sch, err
-}
-
-func scan(r scanner) (*schedulesv1.Schedule, error) {
+func scan(r sqldb.Scanner) (*schedulesv1.Schedule, error) {
 	var (
 		sch                          schedulesv1.Schedule
 		action                       schedulesv1.Action
@@ -247,7 +188,7 @@ func scan(r scanner) (*schedulesv1.Schedule, error) {
 	return &sch, nil
 }
 
-func scanExecution(r scanner) (*schedulesv1.Execution, error) {
+func scanExecution(r sqldb.Scanner) (*schedulesv1.Execution, error) {
 	var (
 		e                                       schedulesv1.Execution
 		scheduledMS, startMS, endMS, status, at int64

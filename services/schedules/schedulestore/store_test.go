@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/services/schedules"
 	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
@@ -29,47 +29,21 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "schedules.db")) })
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the behaviour of the schedules store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB)
-	}{
-		{"create and get", testCreateGet},
-		{"reopen keeps schedules", testReopen},
-		{"idempotency key", testIdempotency},
-		{"concurrent creates with one key", testConcurrentSameKey},
-		{"list newest first, by agent and status", testList},
-		{"update compare-and-swap", testUpdate},
-		{"delete", testDelete},
-		{"record executions", testRecordExecution},
-		{"an ended run is never reopened", testEndedRunStays},
-		{"list executions most recently due first", testListExecutions},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.test(t, open(t))
-		})
-	}
+// TestStore checks the behaviour of the schedules store on SQLite and on
+// PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "create and get", Test: testCreateGet},
+		{Name: "reopen keeps schedules", Test: testReopen},
+		{Name: "idempotency key", Test: testIdempotency},
+		{Name: "concurrent creates with one key", Test: testConcurrentSameKey},
+		{Name: "list newest first, by agent and status", Test: testList},
+		{Name: "update compare-and-swap", Test: testUpdate},
+		{Name: "delete", Test: testDelete},
+		{Name: "record executions", Test: testRecordExecution},
+		{Name: "an ended run is never reopened", Test: testEndedRunStays},
+		{Name: "list executions most recently due first", Test: testListExecutions},
+	})
 }
 
 const (
