@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	"github.com/toolmesh/toolmesh/services/schedules"
@@ -70,7 +71,7 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 		}
 		timeout = d
 	}
-	tools, err := schedulesworker.BindTools(schedulesworker.ToolsConfig{
+	tools, err := toolcall.BindAll(toolcall.BindConfig{
 		Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})

@@ -40,7 +40,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
-	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -100,37 +99,25 @@ func New(store Store, engine Engine, cfg Config) (*Service, error) {
 	if cfg.ApprovalTimeout <= 0 {
 		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}
-	if cfg.Contracts == nil {
-		cfg.Contracts = toolcatalog.Contracts()
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("build tool catalog: %w", err)
-	}
-	validator, err := boundary.NewValidator()
+	// Bound to no backend: the service only decodes and validates a
+	// run's arguments; the worker makes the call.
+	tools, err := toolcall.BindAll(toolcall.BindConfig{Contracts: cfg.Contracts, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{
-		store: store, engine: engine, tools: map[string]*toolcall.Binding{},
+		store: store, engine: engine, tools: tools,
 		minInterval: cfg.MinInterval, approvalTimeout: cfg.ApprovalTimeout, now: cfg.Now, log: cfg.Log,
 	}
-	for _, t := range reg.Tools() {
-		// Bound to no backend: the service only decodes and validates the
-		// arguments; the worker makes the call.
-		s.tools[t.Name] = toolcall.NewBinding(t, nil, "", validator, cfg.Log, 0)
-		if ok, _ := Schedulable(t); ok {
-			s.schedulable = append(s.schedulable, t.Name)
+	for name, b := range tools {
+		if ok, _ := Schedulable(b.Tool()); ok {
+			s.schedulable = append(s.schedulable, name)
 		}
 	}
 	sort.Strings(s.schedulable)

@@ -21,8 +21,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/toolcatalog"
-	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 )
@@ -63,9 +61,6 @@ func NewActivities(cfg Config) (*Activities, error) {
 	if cfg.Mesh == nil {
 		return nil, errors.New("calls: no mesh signing key configured")
 	}
-	if cfg.Contracts == nil {
-		cfg.Contracts = toolcatalog.Contracts()
-	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
@@ -75,22 +70,14 @@ func NewActivities(cfg Config) (*Activities, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
+	bindings, err := toolcall.BindAll(toolcall.BindConfig{
+		Contracts: cfg.Contracts, Services: cfg.Services, HTTPClient: cfg.HTTPClient,
+		Timeout: cfg.CallTimeout, Log: cfg.Log, ClientOptions: cfg.ClientOptions,
+	})
 	if err != nil {
 		return nil, err
 	}
-	reg, err := toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("build tool registry: %w", err)
-	}
-	validator, err := boundary.NewValidator()
-	if err != nil {
-		return nil, err
-	}
-	a := &Activities{bindings: map[string]*toolcall.Binding{}, mesh: cfg.Mesh, log: cfg.Log}
-	for _, t := range reg.Tools() {
-		a.bindings[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.CallTimeout, cfg.ClientOptions...)
-	}
+	a := &Activities{bindings: bindings, mesh: cfg.Mesh, log: cfg.Log}
 	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
 		opts := append(slices.Clone(cfg.ClientOptions), connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout)))
 		a.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url, opts...), audittrail.RecorderOptions{})

@@ -14,14 +14,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/toolcatalog"
-	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
@@ -89,55 +85,13 @@ type Activities struct {
 	Identity mesh.Caller
 	// Notifier reaches the owner.
 	Notifier Notifier
-	// Tools are the tools a run may call, bound to their services.
+	// Tools are the tools a run may call, bound to their services
+	// (toolcall.BindAll).
 	Tools map[string]*toolcall.Binding
 	// Mesh signs the mesh tokens of runs' tool calls.
 	Mesh *mesh.Signer
 	// Log receives the activities' events.
 	Log *slog.Logger
-}
-
-// ToolsConfig says how to reach the services behind the tools.
-type ToolsConfig struct {
-	// Contracts are the services whose tools may run
-	// (toolcatalog.Contracts() when nil).
-	Contracts []protoreflect.ServiceDescriptor
-	// Services maps fully-qualified service names to base URLs.
-	Services map[string]string
-	// HTTPClient reaches them (h2c).
-	HTTPClient connect.HTTPClient
-	// Timeout bounds one tool call.
-	Timeout time.Duration
-	// Log receives boundary rejections.
-	Log *slog.Logger
-	// ClientOptions add to each tool's client (telemetry: a run's tool
-	// call is a span of the run's trace).
-	ClientOptions []connect.ClientOption
-}
-
-// BindTools binds every tool of the contracts to its service, once, for
-// Activities.Tools.
-func BindTools(cfg ToolsConfig) (map[string]*toolcall.Binding, error) {
-	if cfg.Contracts == nil {
-		cfg.Contracts = toolcatalog.Contracts()
-	}
-	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("build tool catalog: %w", err)
-	}
-	validator, err := boundary.NewValidator()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]*toolcall.Binding{}
-	for _, t := range reg.Tools() {
-		out[t.Name] = toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.Timeout, cfg.ClientOptions...)
-	}
-	return out, nil
 }
 
 // NotifyOwner asks the owner to approve or deny a schedule, on behalf of the

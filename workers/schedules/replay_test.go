@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
@@ -86,7 +87,7 @@ func TestRecordHistories(t *testing.T) {
 	fake := &fakeSchedules{}
 	backend := testingsvc.New()
 	srv := servertest.Start(t, backend.Server())
-	tools, err := schedules.BindTools(schedules.ToolsConfig{
+	tools, err := toolcall.BindAll(toolcall.BindConfig{
 		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
 		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
 		HTTPClient: srv.Client(), Timeout: 5 * time.Second, Log: logging.Discard(),

@@ -28,6 +28,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
@@ -157,7 +158,7 @@ func newEnv(t *testing.T) *env {
 		backend:                 testingsvc.New(),
 	}
 	srv := servertest.Start(t, e.backend.Server())
-	tools, err := schedules.BindTools(schedules.ToolsConfig{
+	tools, err := toolcall.BindAll(toolcall.BindConfig{
 		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
 		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
 		HTTPClient: srv.Client(), Timeout: 5 * time.Second, Log: logging.Discard(),
