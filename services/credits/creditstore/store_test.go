@@ -159,30 +159,10 @@ func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
 }
 
 func testConcurrentGrantRetries(t *testing.T, db *sqldb.DB) {
-	ctx := t.Context()
 	st := openStore(t, db)
-	var wg sync.WaitGroup
-	got := make(chan string, 10)
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e, err := st.Apply(ctx, grant("d", 30, "inv-same"))
-			if err != nil {
-				t.Errorf("concurrent retry: %v", err)
-				return
-			}
-			got <- e.GetId()
-		}()
-	}
-	wg.Wait()
-	close(got)
-	seen := map[string]bool{}
-	for id := range got {
-		seen[id] = true
-	}
-	if len(seen) != 1 || balance(t, st, "d") != 30 {
-		t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", len(seen), balance(t, st, "d"))
+	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return grant("d", 30, "inv-same") })
+	if distinct != 1 || balance(t, st, "d") != 30 {
+		t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", distinct, balance(t, st, "d"))
 	}
 }
 
@@ -297,16 +277,25 @@ func testReferences(t *testing.T, db *sqldb.DB) {
 }
 
 func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
-	ctx := t.Context()
 	st := openStore(t, db)
-	if _, err := st.Apply(ctx, grant("e", 100, "seed")); err != nil {
+	if _, err := st.Apply(t.Context(), grant("e", 100, "seed")); err != nil {
 		t.Fatal(err)
 	}
+	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return spend("e", 60, "job-same") })
+	if distinct != 1 || balance(t, st, "e") != 40 {
+		t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", distinct, balance(t, st, "e"))
+	}
+}
+
+// concurrentRetries applies the change entry makes from 10 goroutines at
+// once and returns how many distinct entries they were answered with.
+func concurrentRetries(t *testing.T, st *creditstore.Store, entry func() *creditsv1.LedgerEntry) int {
+	t.Helper()
 	var wg sync.WaitGroup
 	got := make(chan string, 10)
 	for range 10 {
 		wg.Go(func() {
-			e, err := st.Apply(ctx, spend("e", 60, "job-same"))
+			e, err := st.Apply(t.Context(), entry())
 			if err != nil {
 				t.Errorf("concurrent retry: %v", err)
 				return
@@ -320,9 +309,7 @@ func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
 	for id := range got {
 		seen[id] = true
 	}
-	if len(seen) != 1 || balance(t, st, "e") != 40 {
-		t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", len(seen), balance(t, st, "e"))
-	}
+	return len(seen)
 }
 
 // Concurrent sets of one setting each report the value they replaced:
