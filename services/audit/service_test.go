@@ -5,18 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
@@ -24,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -49,63 +47,43 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-// engine is a database the service runs on.
-type engine struct {
-	name string
-	// newDatabase returns the DSN of a fresh, empty database.
-	newDatabase func(t *testing.T) string
-}
-
-// engines are the databases every test runs on. The tests use only portable
-// SQL (and dialect-aware tampering), so they hold on both.
-func engines() []engine {
-	return []engine{
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "audit.db") }},
-		{"postgres", func(t *testing.T) string { return pg.NewDatabase(t) }},
-	}
-}
-
-// start serves the audit service on a fresh database of engine db and
-// returns a client of it speaking protocol p.
-func start(t *testing.T, cfg audit.Config, db engine, p servertest.Protocol) *env {
+// start serves the audit service on a fresh database of engine db. The
+// tests use only portable SQL (and dialect-aware tampering), so they hold on
+// every engine.
+func start(t *testing.T, cfg audit.Config, db sqldbtest.Engine) *env {
 	t.Helper()
-	ctx := context.Background()
-	sdb, err := sqldb.Open(ctx, db.newDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sdb.Close() })
-	st, err := auditstore.Open(ctx, sdb)
+	sdb := db.Open(t)
+	st, err := auditstore.Open(context.Background(), sdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
 	cfg.Log = logging.New(buf, nil)
-	srv := servertest.Start(t, audit.New(st, cfg).Registration())
-	return &env{srv: srv, db: sdb, log: buf,
-		c: auditv1connect.NewAuditServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...)}
-}
-
-// eachDatabase runs fn once on each engine.
-func eachDatabase(t *testing.T, fn func(t *testing.T, db engine)) {
-	for _, db := range engines() {
-		t.Run(db.name, func(t *testing.T) { fn(t, db) })
-	}
+	return &env{srv: servertest.Start(t, audit.New(st, cfg).Registration()), db: sdb, log: buf}
 }
 
 // eachBackend runs fn against a fresh server on each database, once over
 // Connect and once over gRPC.
 func eachBackend(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
-	eachDatabase(t, func(t *testing.T, db engine) {
-		for _, p := range servertest.Protocols() {
-			t.Run(p.Name, func(t *testing.T) { fn(t, start(t, cfg, db, p)) })
-		}
+	sqldbtest.Each(t, &pg, func(t *testing.T, db sqldbtest.Engine) {
+		var e *env
+		servertest.EachProtocol(t, func(t *testing.T) *servertest.Server {
+			e = start(t, cfg, db)
+			return e.srv
+		}, auditv1connect.NewAuditServiceClient, func(t *testing.T, c auditv1connect.AuditServiceClient) {
+			e.c = c
+			fn(t, e)
+		})
 	})
 }
 
 // startEach runs fn against a fresh Connect server on each database.
 func startEach(t *testing.T, cfg audit.Config, fn func(t *testing.T, e *env)) {
-	eachDatabase(t, func(t *testing.T, db engine) { fn(t, start(t, cfg, db, servertest.Protocols()[0])) })
+	sqldbtest.Each(t, &pg, func(t *testing.T, db sqldbtest.Engine) {
+		e := start(t, cfg, db)
+		e.c = auditv1connect.NewAuditServiceClient(e.srv.Client(), e.srv.URL, servertest.ClientOptions(servertest.Protocols()[0].Opts)...)
+		fn(t, e)
+	})
 }
 
 // asEdge acts as the edge, the one caller allowed to append.
@@ -148,14 +126,6 @@ func verify(t *testing.T, e *env, anchor *auditv1.Checkpoint) *auditv1.VerifyRes
 		t.Fatalf("Verify: %v", err)
 	}
 	return res
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func TestAppendChainsRecords(t *testing.T) {
@@ -221,7 +191,7 @@ func TestAppendIsIdempotentByCallID(t *testing.T) {
 		}
 		changed := appendReq(1)
 		changed.Reason = "a different reason"
-		if _, err := e.c.Append(asEdge(), changed); codeOf(t, err) != connect.CodeAlreadyExists {
+		if _, err := e.c.Append(asEdge(), changed); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("same call id, other contents: code %v, want already_exists", connect.CodeOf(err))
 		}
 		second, err := e.c.Append(asEdge(), appendReq(2))
@@ -239,16 +209,16 @@ func TestAppendIsIdempotentByCallID(t *testing.T) {
 
 func TestOnlyTheEdgeMayAppend(t *testing.T) {
 	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
-		if _, err := e.c.Append(context.Background(), appendReq(1)); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := e.c.Append(context.Background(), appendReq(1)); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("append without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
-		if _, err := e.c.Append(servertest.As(context.Background(), "agent-a"), appendReq(1)); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := e.c.Append(servertest.As(context.Background(), "agent-a"), appendReq(1)); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("append by an agent: code %v, want permission_denied", connect.CodeOf(err))
 		}
-		if _, err := e.c.List(context.Background(), &auditv1.ListRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := e.c.List(context.Background(), &auditv1.ListRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("list without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
-		if _, err := e.c.Verify(context.Background(), &auditv1.VerifyRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := e.c.Verify(context.Background(), &auditv1.VerifyRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("verify without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
 		if res := verify(t, e, nil); res.GetHead().GetSeq() != 0 {
@@ -260,37 +230,11 @@ func TestOnlyTheEdgeMayAppend(t *testing.T) {
 			if _, err := e.c.Append(servertest.As(context.Background(), "edge-2"), appendReq(1)); err != nil {
 				t.Errorf("append by a configured appender: %v", err)
 			}
-			if _, err := e.c.Append(asEdge(), appendReq(2)); codeOf(t, err) != connect.CodePermissionDenied {
+			if _, err := e.c.Append(asEdge(), appendReq(2)); servertest.Code(t, err) != connect.CodePermissionDenied {
 				t.Errorf("append by the default edge subject when others are configured: code %v, want permission_denied", connect.CodeOf(err))
 			}
 		})
 	})
-}
-
-// violations returns the field -> rule id pairs of an InvalidArgument error.
-func violations(t *testing.T, err error) map[string]string {
-	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("error = %v, want invalid_argument", err)
-	}
-	out := map[string]string{}
-	for _, d := range ce.Details() {
-		m, err := d.Value()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vs, ok := m.(*validate.Violations); ok {
-			for _, v := range vs.GetViolations() {
-				var path []string
-				for _, el := range v.GetField().GetElements() {
-					path = append(path, el.GetFieldName())
-				}
-				out[strings.Join(path, ".")] = v.GetRuleId()
-			}
-		}
-	}
-	return out
 }
 
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
@@ -310,45 +254,45 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 		cases := []struct {
 			name string
 			call func() error
-			want map[string]string
+			want map[string][]string
 		}{
-			{"empty append", func() error { _, err := e.c.Append(asEdge(), &auditv1.AppendRequest{}); return err }, map[string]string{
-				"call_id": "required", "actor": "required", "tool": "required", "reason": "required", "args_digest": "required", "outcome": "required",
+			{"empty append", func() error { _, err := e.c.Append(asEdge(), &auditv1.AppendRequest{}); return err }, map[string][]string{
+				"call_id": {"required"}, "actor": {"required"}, "tool": {"required"}, "reason": {"required"}, "args_digest": {"required"}, "outcome": {"required"},
 			}},
-			{"blank reason", edit(func(r *auditv1.AppendRequest) { r.Reason = " \t\n" }), map[string]string{"reason": "string.pattern"}},
-			{"reason too long", edit(func(r *auditv1.AppendRequest) { r.Reason = strings.Repeat("x", 4001) }), map[string]string{"reason": "string.max_len"}},
-			{"digest without algorithm", edit(func(r *auditv1.AppendRequest) { r.ArgsDigest = strings.Repeat("a", 64) }), map[string]string{"args_digest": "string.pattern"}},
-			{"tool not a tool name", edit(func(r *auditv1.AppendRequest) { r.Tool = "Credits Grant" }), map[string]string{"tool": "string.pattern"}},
-			{"actor with a control character", edit(func(r *auditv1.AppendRequest) { r.Actor = "owner\x00" }), map[string]string{"actor": "string.pattern"}},
-			{"call id with a space", edit(func(r *auditv1.AppendRequest) { r.CallId = "call 1" }), map[string]string{"call_id": "string.pattern"}},
-			{"undefined outcome", edit(func(r *auditv1.AppendRequest) { r.Outcome = 7 }), map[string]string{"outcome": "enum.defined_only"}},
+			{"blank reason", edit(func(r *auditv1.AppendRequest) { r.Reason = " \t\n" }), map[string][]string{"reason": {"string.pattern"}}},
+			{"reason too long", edit(func(r *auditv1.AppendRequest) { r.Reason = strings.Repeat("x", 4001) }), map[string][]string{"reason": {"string.max_len"}}},
+			{"digest without algorithm", edit(func(r *auditv1.AppendRequest) { r.ArgsDigest = strings.Repeat("a", 64) }), map[string][]string{"args_digest": {"string.pattern"}}},
+			{"tool not a tool name", edit(func(r *auditv1.AppendRequest) { r.Tool = "Credits Grant" }), map[string][]string{"tool": {"string.pattern"}}},
+			{"actor with a control character", edit(func(r *auditv1.AppendRequest) { r.Actor = "owner\x00" }), map[string][]string{"actor": {"string.pattern"}}},
+			{"call id with a space", edit(func(r *auditv1.AppendRequest) { r.CallId = "call 1" }), map[string][]string{"call_id": {"string.pattern"}}},
+			{"undefined outcome", edit(func(r *auditv1.AppendRequest) { r.Outcome = 7 }), map[string][]string{"outcome": {"enum.defined_only"}}},
 			{"list: since after until", func() error {
 				_, err := e.c.List(asReader(), &auditv1.ListRequest{Since: ts("2026-03-02T00:00:00Z"), Until: ts("2026-03-01T00:00:00Z")})
 				return err
-			}, map[string]string{"": "since_before_until"}},
+			}, map[string][]string{"": {"since_before_until"}}},
 			{"list: bad tool filter", func() error {
 				_, err := e.c.List(asReader(), &auditv1.ListRequest{Tool: "no-such tool"})
 				return err
-			}, map[string]string{"tool": "string.pattern"}},
+			}, map[string][]string{"tool": {"string.pattern"}}},
 			{"list: limit over the bound", func() error {
 				_, err := e.c.List(asReader(), &auditv1.ListRequest{Limit: 201})
 				return err
-			}, map[string]string{"limit": "int32.gte_lte"}},
+			}, map[string][]string{"limit": {"int32.gte_lte"}}},
 			{"list: negative offset", func() error {
 				_, err := e.c.List(asReader(), &auditv1.ListRequest{Offset: -1})
 				return err
-			}, map[string]string{"offset": "int32.gte_lte"}},
+			}, map[string][]string{"offset": {"int32.gte_lte"}}},
 			{"verify: anchor without hash", func() error {
 				_, err := e.c.Verify(asReader(), &auditv1.VerifyRequest{Anchor: &auditv1.Checkpoint{Seq: 3}})
 				return err
-			}, map[string]string{"anchor.hash": "required"}},
+			}, map[string][]string{"anchor.hash": {"required"}}},
 			{"verify: anchor with a malformed hash", func() error {
 				_, err := e.c.Verify(asReader(), &auditv1.VerifyRequest{Anchor: &auditv1.Checkpoint{Seq: 3, Hash: "ABC"}})
 				return err
-			}, map[string]string{"anchor.hash": "string.pattern"}},
+			}, map[string][]string{"anchor.hash": {"string.pattern"}}},
 		}
 		for _, tc := range cases {
-			if diff := cmp.Diff(tc.want, violations(t, tc.call())); diff != "" {
+			if diff := cmp.Diff(tc.want, servertest.Violations(t, tc.call())); diff != "" {
 				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
 			}
 		}
@@ -582,34 +526,29 @@ func TestVerifyFindsTheFirstBadRecord(t *testing.T) {
 			exec(`DELETE FROM audit_head`)
 		}, 0, auditv1.Problem_PROBLEM_HEAD_MISSING},
 	}
-	eachDatabase(t, func(t *testing.T, db engine) {
-		for _, p := range servertest.Protocols() {
-			t.Run(p.Name, func(t *testing.T) {
-				for _, tc := range cases {
-					t.Run(tc.name, func(t *testing.T) {
-						e := start(t, audit.Config{}, db, p)
-						recs := appendN(t, e, n)
-						tc.tamper(t, attacker(t, e), recs)
-						res := verify(t, e, nil)
-						f := res.GetFirstBad()
-						if res.GetIntact() || f.GetSeq() != tc.seq || f.GetProblem() != tc.problem {
-							t.Fatalf("verify = intact %v, first bad %v; want record %d: %v", res.GetIntact(), f, tc.seq, tc.problem)
-						}
-						if f.GetDetail() == "" {
-							t.Error("the finding does not say what is wrong")
-						}
-						if want := max(tc.seq-1, 0); tc.problem != auditv1.Problem_PROBLEM_BEYOND_HEAD && tc.problem != auditv1.Problem_PROBLEM_HEAD_MISMATCH &&
-							tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
-							t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
-						}
-						if got := e.log.boundaryEvents(t); got != 1 {
-							t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
-						}
-					})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
+				recs := appendN(t, e, n)
+				tc.tamper(t, attacker(t, e), recs)
+				res := verify(t, e, nil)
+				f := res.GetFirstBad()
+				if res.GetIntact() || f.GetSeq() != tc.seq || f.GetProblem() != tc.problem {
+					t.Fatalf("verify = intact %v, first bad %v; want record %d: %v", res.GetIntact(), f, tc.seq, tc.problem)
+				}
+				if f.GetDetail() == "" {
+					t.Error("the finding does not say what is wrong")
+				}
+				if want := max(tc.seq-1, 0); tc.problem != auditv1.Problem_PROBLEM_BEYOND_HEAD && tc.problem != auditv1.Problem_PROBLEM_HEAD_MISMATCH &&
+					tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
+					t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
+				}
+				if got := e.log.boundaryEvents(t); got != 1 {
+					t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
 				}
 			})
-		}
-	})
+		})
+	}
 }
 
 func TestAnchorCatchesARewrittenTrail(t *testing.T) {
@@ -687,7 +626,7 @@ func TestAppendRefusesARecordPastTheHead(t *testing.T) {
 		forge(t, exec, 4, recs[2].GetHash())
 		before := e.log.boundaryEvents(t)
 		_, err := e.c.Append(asEdge(), appendReq(4))
-		if codeOf(t, err) != connect.CodeDataLoss {
+		if servertest.Code(t, err) != connect.CodeDataLoss {
 			t.Fatalf("append onto a record past the head: code %v (%v), want data_loss", connect.CodeOf(err), err)
 		}
 		if !strings.Contains(err.Error(), "audit_verify") {

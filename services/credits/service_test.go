@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -27,39 +26,14 @@ import (
 // start serves the credits service on a fresh SQLite file.
 func start(t *testing.T) *servertest.Server {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "credits.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := creditstore.Open(ctx, db)
+	st, err := creditstore.Open(context.Background(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return servertest.Start(t, credits.New(st, credits.Config{}).Registration())
 }
 
-// eachProtocol runs fn against a fresh server once over Connect and once
-// over gRPC.
-func eachProtocol(t *testing.T, fn func(t *testing.T, c creditsv1connect.CreditsServiceClient)) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			srv := start(t)
-			fn(t, creditsv1connect.NewCreditsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...))
-		})
-	}
-}
-
 func as(agent string) context.Context { return servertest.As(context.Background(), agent) }
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
-}
 
 func grant(t *testing.T, c creditsv1connect.CreditsServiceClient, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
 	t.Helper()
@@ -130,7 +104,7 @@ func checkLedger(t *testing.T, c creditsv1connect.CreditsServiceClient, agent st
 }
 
 func TestGrantSpendBalanceAndLedger(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		if b := balance(t, c, "agent-a"); b != 0 {
 			t.Errorf("a new wallet holds %d, want 0", b)
 		}
@@ -183,14 +157,14 @@ func refs(es []*creditsv1.LedgerEntry) []string {
 }
 
 func TestSpendNeverOverdraws(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		_, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 1, Reference: "job-1"})
-		if codeOf(t, err) != connect.CodeFailedPrecondition {
+		if servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("spend from an empty wallet: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 		grant(t, c, "agent-a", 50, "inv-1")
 		_, err = c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 51, Reference: "job-1"})
-		if codeOf(t, err) != connect.CodeFailedPrecondition {
+		if servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Fatalf("spend of 51 from 50: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 		for _, w := range []string{"holds 50", "needs 51", "nothing was charged"} {
@@ -205,7 +179,7 @@ func TestSpendNeverOverdraws(t *testing.T) {
 		if e := spend(t, c, "agent-a", 50, "job-1"); e.GetBalanceAfter() != 0 {
 			t.Errorf("spend of the whole balance leaves %d, want 0", e.GetBalanceAfter())
 		}
-		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 1, Reference: "job-2"}); codeOf(t, err) != connect.CodeFailedPrecondition {
+		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 1, Reference: "job-2"}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
 			t.Errorf("spend from a drained wallet: code %v, want failed_precondition", connect.CodeOf(err))
 		}
 		checkLedger(t, c, "agent-a")
@@ -213,7 +187,7 @@ func TestSpendNeverOverdraws(t *testing.T) {
 }
 
 func TestReferencesMakeChangesIdempotent(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		first := grant(t, c, "agent-a", 100, "inv-1")
 		again := grant(t, c, "agent-a", 100, "inv-1")
 		if !proto.Equal(first, again) {
@@ -225,7 +199,7 @@ func TestReferencesMakeChangesIdempotent(t *testing.T) {
 			amount int64
 		}{{"another amount", "agent-a", 101}, {"another wallet", "agent-b", 100}} {
 			_, err := c.Grant(as("ops"), &creditsv1.GrantRequest{Wallet: tc.wallet, Amount: tc.amount, Reference: "inv-1"})
-			if codeOf(t, err) != connect.CodeAlreadyExists || !strings.Contains(err.Error(), first.GetId()) {
+			if servertest.Code(t, err) != connect.CodeAlreadyExists || !strings.Contains(err.Error(), first.GetId()) {
 				t.Errorf("reference reused for %s: %v, want already_exists naming entry %s", tc.name, err, first.GetId())
 			}
 		}
@@ -259,7 +233,7 @@ func TestReferencesMakeChangesIdempotent(t *testing.T) {
 		if s2 := spend(t, c, "agent-a", 30, "job-9"); !proto.Equal(s1, s2) {
 			t.Errorf("repeated spend returned %v, want the first entry %v", s2, s1)
 		}
-		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 31, Reference: "job-9"}); codeOf(t, err) != connect.CodeAlreadyExists {
+		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 31, Reference: "job-9"}); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("spend reference reused for another amount: code %v, want already_exists", connect.CodeOf(err))
 		}
 		// Spend references are per wallet.
@@ -277,7 +251,7 @@ func TestReferencesMakeChangesIdempotent(t *testing.T) {
 }
 
 func TestConcurrentGrantsAndSpendsKeepExactBalance(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		const wallet = "agent-c"
 		grant(t, c, wallet, 350, "seed")
 
@@ -375,28 +349,28 @@ func TestConcurrentGrantsAndSpendsKeepExactBalance(t *testing.T) {
 }
 
 func TestAgentsReadOnlyTheirOwnWallet(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		grant(t, c, "agent-a", 10, "inv-1")
-		if _, err := c.GetBalance(as("agent-b"), &creditsv1.GetBalanceRequest{Wallet: "agent-a"}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := c.GetBalance(as("agent-b"), &creditsv1.GetBalanceRequest{Wallet: "agent-a"}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("agent-b reads agent-a's balance: code %v, want permission_denied", connect.CodeOf(err))
 		}
-		if _, err := c.ListLedger(as("agent-b"), &creditsv1.ListLedgerRequest{Wallet: "agent-a"}); codeOf(t, err) != connect.CodePermissionDenied {
+		if _, err := c.ListLedger(as("agent-b"), &creditsv1.ListLedgerRequest{Wallet: "agent-a"}); servertest.Code(t, err) != connect.CodePermissionDenied {
 			t.Errorf("agent-b lists agent-a's ledger: code %v, want permission_denied", connect.CodeOf(err))
 		}
 		if res, err := c.ListLedger(as("agent-b"), &creditsv1.ListLedgerRequest{}); err != nil || len(res.GetEntries()) != 0 {
 			t.Errorf("agent-b's own ledger = %v (err %v), want empty", res.GetEntries(), err)
 		}
-		if _, err := c.GetBalance(context.Background(), &creditsv1.GetBalanceRequest{}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := c.GetBalance(context.Background(), &creditsv1.GetBalanceRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("balance without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
-		if _, err := c.Spend(context.Background(), &creditsv1.SpendRequest{Amount: 1, Reference: "x"}); codeOf(t, err) != connect.CodeUnauthenticated {
+		if _, err := c.Spend(context.Background(), &creditsv1.SpendRequest{Amount: 1, Reference: "x"}); servertest.Code(t, err) != connect.CodeUnauthenticated {
 			t.Errorf("spend without identity: code %v, want unauthenticated", connect.CodeOf(err))
 		}
 	})
 }
 
 func TestConfigBoundsGrantsSpendsAndLowBalance(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		ctx := as("ops")
 		res, err := c.GetConfig(ctx, &creditsv1.GetConfigRequest{})
 		if err != nil {
@@ -427,13 +401,13 @@ func TestConfigBoundsGrantsSpendsAndLowBalance(t *testing.T) {
 			t.Errorf("second SetConfig previous = %d, want 100", r.GetPreviousValue())
 		}
 		_, err = c.Grant(ctx, &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 201, Reference: "big"})
-		if codeOf(t, err) != connect.CodeOutOfRange || !strings.Contains(err.Error(), "CONFIG_KEY_MAX_GRANT_AMOUNT") {
+		if servertest.Code(t, err) != connect.CodeOutOfRange || !strings.Contains(err.Error(), "CONFIG_KEY_MAX_GRANT_AMOUNT") {
 			t.Errorf("grant over the max: %v, want out_of_range naming the setting", err)
 		}
 		grant(t, c, "agent-a", 200, "big")
 
 		set(creditsv1.ConfigKey_CONFIG_KEY_MAX_SPEND_AMOUNT, 5)
-		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 6, Reference: "job"}); codeOf(t, err) != connect.CodeOutOfRange {
+		if _, err := c.Spend(as("agent-a"), &creditsv1.SpendRequest{Amount: 6, Reference: "job"}); servertest.Code(t, err) != connect.CodeOutOfRange {
 			t.Errorf("spend over the max: code %v, want out_of_range", connect.CodeOf(err))
 		}
 		spend(t, c, "agent-a", 5, "job")
@@ -464,7 +438,7 @@ func TestConfigBoundsGrantsSpendsAndLowBalance(t *testing.T) {
 }
 
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
-	eachProtocol(t, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
 		ctx := as("ops")
 		cases := []struct {
 			name string

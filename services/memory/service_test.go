@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -74,14 +75,9 @@ type env struct {
 
 func openDB(t *testing.T, path string) (*sqldb.DB, *memorystore.Store) {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqldb.Open(ctx, path)
+	db := sqldbtest.Open(t, path)
+	st, err := memorystore.Open(context.Background(), db)
 	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := memorystore.Open(ctx, db)
-	if err != nil {
-		db.Close()
 		t.Fatal(err)
 	}
 	return db, st
@@ -108,6 +104,12 @@ func start(t *testing.T, path string, cfg memory.Config) *env {
 	return e
 }
 
+// serve returns a start function that serves the memory service with cfg
+// on a new SQLite file.
+func serve(cfg memory.Config) func(t *testing.T) *servertest.Server {
+	return func(t *testing.T) *servertest.Server { return start(t, "", cfg).srv }
+}
+
 func (e *env) close() {
 	e.srv.Stop()
 	e.db.Close()
@@ -121,22 +123,12 @@ func (e *env) client(p servertest.Protocol) memoryv1connect.MemoryServiceClient 
 // with and without encryption.
 func eachProtocolAndMode(t *testing.T, cfg memory.Config, fn func(t *testing.T, c memoryv1connect.MemoryServiceClient)) {
 	for _, m := range modes {
-		for _, p := range servertest.Protocols() {
-			t.Run(m.name+"/"+p.Name, func(t *testing.T) {
-				cfg := cfg
-				cfg.Key = m.key
-				fn(t, start(t, "", cfg).client(p))
-			})
-		}
+		t.Run(m.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.Key = m.key
+			servertest.EachProtocol(t, serve(cfg), memoryv1connect.NewMemoryServiceClient, fn)
+		})
 	}
-}
-
-func codeOf(t *testing.T, err error) connect.Code {
-	t.Helper()
-	if err == nil {
-		t.Fatal("call succeeded, want an error")
-	}
-	return connect.CodeOf(err)
 }
 
 func save(t *testing.T, c memoryv1connect.MemoryServiceClient, ctx context.Context, key, content string) *memoryv1.SaveResponse {
@@ -329,7 +321,7 @@ func TestDelete(t *testing.T) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		save(t, c, ctx, "project/roadmap", "Ship the zeppelin feature in June.")
 		save(t, c, ctx, "other", "Keep the zeppelin hangar tidy.")
-		if _, err := c.Delete(servertest.As(context.Background(), "agent-b"), &memoryv1.DeleteRequest{Key: "project/roadmap"}); codeOf(t, err) != connect.CodeNotFound {
+		if _, err := c.Delete(servertest.As(context.Background(), "agent-b"), &memoryv1.DeleteRequest{Key: "project/roadmap"}); servertest.Code(t, err) != connect.CodeNotFound {
 			t.Errorf("another agent's delete: code %v, want not_found", connect.CodeOf(err))
 		}
 		res, err := c.Delete(ctx, &memoryv1.DeleteRequest{Key: "project/roadmap"})
@@ -347,7 +339,7 @@ func TestDelete(t *testing.T) {
 			t.Errorf("after delete, List = %v (err %v), want [other]", keys(list.GetMemories()), err)
 		}
 		_, err = c.Delete(ctx, &memoryv1.DeleteRequest{Key: "project/roadmap"})
-		if codeOf(t, err) != connect.CodeNotFound || !strings.Contains(err.Error(), `"project/roadmap"`) {
+		if servertest.Code(t, err) != connect.CodeNotFound || !strings.Contains(err.Error(), `"project/roadmap"`) {
 			t.Errorf("second delete: %v, want not_found naming the key", err)
 		}
 		// A deleted key can be saved again as new.
@@ -506,7 +498,7 @@ func TestUnreadableRowsAreReportedNotGarbled(t *testing.T) {
 	}
 	dataLoss := func(what string, err error, wantIn ...string) {
 		t.Helper()
-		if codeOf(t, err) != connect.CodeDataLoss {
+		if servertest.Code(t, err) != connect.CodeDataLoss {
 			t.Errorf("%s: code %v, want data_loss", what, connect.CodeOf(err))
 			return
 		}
@@ -579,60 +571,57 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestValidationFailuresCarryFieldViolations(t *testing.T) {
-	for _, p := range servertest.Protocols() {
-		t.Run(p.Name, func(t *testing.T) {
-			c := start(t, "", memory.Config{}).client(p)
-			ctx := servertest.As(context.Background(), "agent-a")
-			cases := []struct {
-				name string
-				call func() error
-				want map[string][]string
-			}{
-				{"no key", func() error {
-					_, err := c.Save(ctx, &memoryv1.SaveRequest{Content: "x"})
-					return err
-				}, map[string][]string{"key": {"required"}}},
-				{"key with a space", func() error {
-					_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "my key", Content: "x"})
-					return err
-				}, map[string][]string{"key": {"string.pattern"}}},
-				{"too long content", func() error {
-					_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "k", Content: strings.Repeat("x", 16001)})
-					return err
-				}, map[string][]string{"content": {"string.max_len"}}},
-				{"empty query", func() error {
-					_, err := c.Recall(ctx, &memoryv1.RecallRequest{})
-					return err
-				}, map[string][]string{"query": {"required"}}},
-				{"recall limit over the bound", func() error {
-					_, err := c.Recall(ctx, &memoryv1.RecallRequest{Query: "x", Limit: 51})
-					return err
-				}, map[string][]string{"limit": {"int32.gte_lte"}}},
-				{"list limit over the bound", func() error {
-					_, err := c.List(ctx, &memoryv1.ListRequest{Limit: 201})
-					return err
-				}, map[string][]string{"limit": {"int32.gte_lte"}}},
-				{"delete without key", func() error {
-					_, err := c.Delete(ctx, &memoryv1.DeleteRequest{})
-					return err
-				}, map[string][]string{"key": {"required"}}},
+	servertest.EachProtocol(t, serve(memory.Config{}), memoryv1connect.NewMemoryServiceClient, func(t *testing.T, c memoryv1connect.MemoryServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		cases := []struct {
+			name string
+			call func() error
+			want map[string][]string
+		}{
+			{"no key", func() error {
+				_, err := c.Save(ctx, &memoryv1.SaveRequest{Content: "x"})
+				return err
+			}, map[string][]string{"key": {"required"}}},
+			{"key with a space", func() error {
+				_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "my key", Content: "x"})
+				return err
+			}, map[string][]string{"key": {"string.pattern"}}},
+			{"too long content", func() error {
+				_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "k", Content: strings.Repeat("x", 16001)})
+				return err
+			}, map[string][]string{"content": {"string.max_len"}}},
+			{"empty query", func() error {
+				_, err := c.Recall(ctx, &memoryv1.RecallRequest{})
+				return err
+			}, map[string][]string{"query": {"required"}}},
+			{"recall limit over the bound", func() error {
+				_, err := c.Recall(ctx, &memoryv1.RecallRequest{Query: "x", Limit: 51})
+				return err
+			}, map[string][]string{"limit": {"int32.gte_lte"}}},
+			{"list limit over the bound", func() error {
+				_, err := c.List(ctx, &memoryv1.ListRequest{Limit: 201})
+				return err
+			}, map[string][]string{"limit": {"int32.gte_lte"}}},
+			{"delete without key", func() error {
+				_, err := c.Delete(ctx, &memoryv1.DeleteRequest{})
+				return err
+			}, map[string][]string{"key": {"required"}}},
+		}
+		for _, tc := range cases {
+			if diff := cmp.Diff(tc.want, servertest.Violations(t, tc.call())); diff != "" {
+				t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
 			}
-			for _, tc := range cases {
-				if diff := cmp.Diff(tc.want, servertest.Violations(t, tc.call())); diff != "" {
-					t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
-				}
-			}
-			if res, err := c.List(ctx, &memoryv1.ListRequest{}); err != nil || res.GetPage().GetTotal() != 0 {
-				t.Errorf("rejected requests stored something: %d memories (err %v)", res.GetPage().GetTotal(), err)
-			}
-		})
-	}
+		}
+		if res, err := c.List(ctx, &memoryv1.ListRequest{}); err != nil || res.GetPage().GetTotal() != 0 {
+			t.Errorf("rejected requests stored something: %d memories (err %v)", res.GetPage().GetTotal(), err)
+		}
+	})
 }
 
 func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
 	c := start(t, "", memory.Config{}).client(servertest.Protocols()[0])
 	_, err := c.Save(context.Background(), &memoryv1.SaveRequest{Key: "k", Content: "x"})
-	if codeOf(t, err) != connect.CodeUnauthenticated {
+	if servertest.Code(t, err) != connect.CodeUnauthenticated {
 		t.Errorf("code %v, want unauthenticated", connect.CodeOf(err))
 	}
 }

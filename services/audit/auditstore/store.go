@@ -14,9 +14,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"iter"
-	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -37,12 +35,8 @@ var _ audit.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "audit", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate audit store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -106,47 +100,20 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 
 // List implements audit.Store.
 func (s *Store) List(ctx context.Context, f audit.Filter, offset, limit int) ([]*auditv1.Record, int, error) {
-	var (
-		conds []string
-		args  []any
-	)
+	q := sqldb.ListQuery{What: "audit records", Columns: columns, From: `audit_records`, OrderBy: `seq DESC`}
 	if f.Actor != "" {
-		conds, args = append(conds, `actor = ?`), append(args, f.Actor)
+		q.And(`actor = ?`, f.Actor)
 	}
 	if f.Tool != "" {
-		conds, args = append(conds, `tool = ?`), append(args, f.Tool)
+		q.And(`tool = ?`, f.Tool)
 	}
 	if !f.Since.IsZero() {
-		conds, args = append(conds, `time_ms >= ?`), append(args, f.Since.UnixMilli())
+		q.And(`time_ms >= ?`, f.Since.UnixMilli())
 	}
 	if !f.Until.IsZero() {
-		conds, args = append(conds, `time_ms < ?`), append(args, f.Until.UnixMilli())
+		q.And(`time_ms < ?`, f.Until.UnixMilli())
 	}
-	where := ""
-	if len(conds) > 0 {
-		where = ` WHERE ` + strings.Join(conds, ` AND `)
-	}
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM audit_records`+where), args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count audit records: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records`+where+` ORDER BY seq DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list audit records: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*auditv1.Record, 0, min(limit, total))
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list audit records: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
 // Walk implements audit.Store. The head and the records come from one
@@ -185,18 +152,13 @@ func (s *Store) Walk(ctx context.Context, visit func(head *auditv1.Checkpoint, r
 	return visit(head, records)
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scan(row scanner) (*auditv1.Record, error) {
+func scan(row sqldb.Scanner) (*auditv1.Record, error) {
 	var (
 		r       auditv1.Record
 		timeMS  int64
 		outcome int64
 	)
 	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("read audit record: %w", err)
 	}
 	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())

@@ -2,12 +2,10 @@ package auditstore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"iter"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
@@ -31,50 +30,23 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "audit.db")) })
-}
-
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
-	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSuite checks the behaviour of the audit store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	for _, tc := range []struct {
-		name string
-		test func(t *testing.T, db *sqldb.DB)
-	}{
-		{"empty trail", testEmpty},
-		{"append chains records", testAppendChains},
-		{"reopen keeps the chain", testReopen},
-		{"replay by call id", testReplay},
-		{"a failed seal stores nothing", testSealFails},
-		{"missing head", testHeadMissing},
-		{"record past the head", testChainConflict},
-		{"list filters and pages", testList},
-		{"concurrent appends are serialised", testConcurrentAppends},
-		{"concurrent replays of one call", testConcurrentReplays},
-		{"walk reads one snapshot", testWalkSnapshot},
-		{"walk stops when asked", testWalkStops},
-		{"records are append-only", testAppendOnly},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.test(t, open(t))
-		})
-	}
+// TestStore checks the behaviour of the audit store on each database engine.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "empty trail", Test: testEmpty},
+		{Name: "append chains records", Test: testAppendChains},
+		{Name: "reopen keeps the chain", Test: testReopen},
+		{Name: "replay by call id", Test: testReplay},
+		{Name: "a failed seal stores nothing", Test: testSealFails},
+		{Name: "missing head", Test: testHeadMissing},
+		{Name: "record past the head", Test: testChainConflict},
+		{Name: "list filters and pages", Test: testList},
+		{Name: "concurrent appends are serialised", Test: testConcurrentAppends},
+		{Name: "concurrent replays of one call", Test: testConcurrentReplays},
+		{Name: "walk reads one snapshot", Test: testWalkSnapshot},
+		{Name: "walk stops when asked", Test: testWalkStops},
+		{Name: "records are append-only", Test: testAppendOnly},
+	})
 }
 
 // day1 is an arbitrary UTC day.
@@ -363,34 +335,13 @@ func testList(t *testing.T, db *sqldb.DB) {
 	}
 }
 
-// warmPool opens up to n connections ahead of a race, so that the racers
-// meet in the database rather than one at a time as their connections open.
-func warmPool(t *testing.T, db *sqldb.DB, n int) {
-	t.Helper()
-	if limit := db.Stats().MaxOpenConnections; limit > 0 {
-		n = min(n, limit)
-	}
-	db.SetMaxIdleConns(n)
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
 // Appends hold the chain's lock from reading the head to writing the
 // record: no two seals ever run at once, each record follows the one
 // before, and no position is used twice.
 func testConcurrentAppends(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	const writers, each = 8, 8
-	warmPool(t, db, writers)
+	sqldbtest.WarmPool(t, db, writers)
 	var (
 		sealing, overlaps atomic.Int32
 		wg                sync.WaitGroup
@@ -449,7 +400,7 @@ func testConcurrentReplays(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := appendEntry(t, s, call(1))
 	const n = 12
-	warmPool(t, db, n)
+	sqldbtest.WarmPool(t, db, n)
 	got, replays, errs := make([]*auditv1.Record, n), make([]bool, n), make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

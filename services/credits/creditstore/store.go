@@ -16,7 +16,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"time"
 
@@ -38,17 +37,16 @@ var _ credits.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "credits", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate credits store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
 
-const columns = `id, wallet, kind, amount, balance_after, reference, note, actor, create_ms`
+const (
+	columns        = `id, wallet, kind, amount, balance_after, reference, note, actor, create_ms`
+	settingColumns = `config_key, value, update_ms, updated_by`
+)
 
 // Apply implements credits.Store.
 func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
@@ -142,53 +140,13 @@ func (s *Store) Balance(ctx context.Context, wallet string) (int64, error) {
 
 // Ledger implements credits.Store.
 func (s *Store) Ledger(ctx context.Context, wallet string, offset, limit int) ([]*creditsv1.LedgerEntry, int, error) {
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM credit_ledger WHERE wallet = ?`), wallet).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count ledger: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE wallet = ? ORDER BY seq DESC LIMIT ? OFFSET ?`),
-		wallet, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list ledger: %w", err)
-	}
-	defer rows.Close()
-	list := make([]*creditsv1.LedgerEntry, 0, min(limit, total))
-	for rows.Next() {
-		e, err := scan(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		list = append(list, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list ledger: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, sqldb.ListQuery{What: "ledger", Columns: columns, From: `credit_ledger`,
+		Where: `wallet = ?`, Args: []any{wallet}, OrderBy: `seq DESC`}, offset, limit, scan)
 }
 
 // Settings implements credits.Store.
 func (s *Store) Settings(ctx context.Context) ([]credits.Setting, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT config_key, value, update_ms, updated_by FROM credit_config ORDER BY config_key`)
-	if err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
-	}
-	defer rows.Close()
-	var out []credits.Setting
-	for rows.Next() {
-		var (
-			st credits.Setting
-			ms int64
-		)
-		if err := rows.Scan(&st.Name, &st.Value, &ms, &st.UpdatedBy); err != nil {
-			return nil, fmt.Errorf("read setting: %w", err)
-		}
-		st.UpdateTime = time.UnixMilli(ms).UTC()
-		out = append(out, st)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
-	}
-	return out, nil
+	return sqldb.All(ctx, s.db, "read settings", scanSetting, `SELECT `+settingColumns+` FROM credit_config ORDER BY config_key`)
 }
 
 // SetSetting implements credits.Store.
@@ -241,13 +199,11 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 			}
 			return nil
 		}
-		var ms int64
-		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT config_key, value, update_ms, updated_by FROM credit_config WHERE config_key = ?`), st.Name).
-			Scan(&prev.Name, &prev.Value, &ms, &prev.UpdatedBy); err != nil {
-			return fmt.Errorf("read setting: %w", err)
+		prev, err = scanSetting(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+settingColumns+` FROM credit_config WHERE config_key = ?`), st.Name))
+		if err != nil {
+			return err
 		}
 		existed = true
-		prev.UpdateTime = time.UnixMilli(ms).UTC()
 		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`),
 			st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy, st.Name); err != nil {
 			return fmt.Errorf("write setting: %w", err)
@@ -257,20 +213,29 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 	return prev, existed, err
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scan(r scanner) (*creditsv1.LedgerEntry, error) {
+// scan reads a row of columns.
+func scan(r sqldb.Scanner) (*creditsv1.LedgerEntry, error) {
 	var (
 		e        creditsv1.LedgerEntry
 		kind, ms int64
 	)
 	if err := r.Scan(&e.Id, &e.Wallet, &kind, &e.Amount, &e.BalanceAfter, &e.Reference, &e.Note, &e.Actor, &ms); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("read ledger entry: %w", err)
 	}
 	e.Kind = creditsv1.EntryKind(kind)
 	e.CreateTime = timestamppb.New(time.UnixMilli(ms).UTC())
 	return &e, nil
+}
+
+// scanSetting reads a row of settingColumns.
+func scanSetting(r sqldb.Scanner) (credits.Setting, error) {
+	var (
+		st credits.Setting
+		ms int64
+	)
+	if err := r.Scan(&st.Name, &st.Value, &ms, &st.UpdatedBy); err != nil {
+		return credits.Setting{}, fmt.Errorf("read setting: %w", err)
+	}
+	st.UpdateTime = time.UnixMilli(ms).UTC()
+	return st, nil
 }

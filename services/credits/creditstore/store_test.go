@@ -1,12 +1,10 @@
 package creditstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
 	"github.com/toolmesh/toolmesh/services/credits/creditstore"
@@ -28,377 +27,368 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
-func TestStoreSQLite(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, filepath.Join(t.TempDir(), "credits.db")) })
+// TestStore checks the behaviour of the credits store on each database engine.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "apply, refuse overdraft, dedupe references", Test: testApply},
+		{Name: "concurrent changes keep the exact balance", Test: testConcurrentChanges},
+		{Name: "concurrent retries of one grant apply it once", Test: testConcurrentGrantRetries},
+		{Name: "ledger pages newest first, per wallet", Test: testLedgerPages},
+		{Name: "references: retries answer, reuses and refusals record nothing", Test: testReferences},
+		{Name: "concurrent retries of one spend apply it once", Test: testConcurrentSpendRetries},
+		{Name: "concurrent settings report what they replaced", Test: testConcurrentSettings},
+		{Name: "settings", Test: testSettings},
+	})
 }
 
-func TestStorePostgres(t *testing.T) {
-	runSuite(t, func(t *testing.T) *sqldb.DB { return openDB(t, pg.NewDatabase(t)) })
-}
-
-func openDB(t *testing.T, dsn string) *sqldb.DB {
+func openStore(t *testing.T, db *sqldb.DB) *creditstore.Store {
 	t.Helper()
-	db, err := sqldb.Open(t.Context(), dsn)
+	st, err := creditstore.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return st
 }
 
-// runSuite checks the behaviour of the credits store against one database
-// engine; open returns a fresh, empty database for each subtest.
-func runSuite(t *testing.T, open func(t *testing.T) *sqldb.DB) {
-	ctx := context.Background()
-	newStore := func(t *testing.T) *creditstore.Store {
-		st, err := creditstore.Open(ctx, open(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	entry := func(kind creditsv1.EntryKind, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
-		now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-		return &creditsv1.LedgerEntry{Id: ids.NewAt("led", now), Wallet: wallet, Kind: kind, Amount: amount,
-			Reference: ref, Actor: "test", CreateTime: timestamppb.New(now)}
-	}
-	grant := func(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
-		return entry(creditsv1.EntryKind_ENTRY_KIND_GRANT, wallet, amount, ref)
-	}
-	spend := func(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
-		return entry(creditsv1.EntryKind_ENTRY_KIND_SPEND, wallet, -amount, ref)
-	}
-	balance := func(t *testing.T, st *creditstore.Store, wallet string) int64 {
-		t.Helper()
-		b, err := st.Balance(ctx, wallet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+func entry(kind creditsv1.EntryKind, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	return &creditsv1.LedgerEntry{Id: ids.NewAt("led", now), Wallet: wallet, Kind: kind, Amount: amount,
+		Reference: ref, Actor: "test", CreateTime: timestamppb.New(now)}
+}
 
-	t.Run("apply, refuse overdraft, dedupe references", func(t *testing.T) {
-		st := newStore(t)
-		g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
-		if err != nil || g.GetBalanceAfter() != 100 {
-			t.Fatalf("grant = %v, %v; want balance_after 100", g, err)
-		}
-		again, err := st.Apply(ctx, grant("a", 100, "inv-1"))
-		if err != nil || !proto.Equal(again, g) {
-			t.Errorf("repeated grant = %v, %v; want the first entry", again, err)
-		}
-		var reused *credits.ReusedError
-		if _, err := st.Apply(ctx, grant("b", 100, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
-			t.Errorf("grant reference reused for another wallet: %v, want ReusedError with the first entry", err)
-		}
+func grant(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+	return entry(creditsv1.EntryKind_ENTRY_KIND_GRANT, wallet, amount, ref)
+}
+
+func spend(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
+	return entry(creditsv1.EntryKind_ENTRY_KIND_SPEND, wallet, -amount, ref)
+}
+
+func balance(t *testing.T, st *creditstore.Store, wallet string) int64 {
+	t.Helper()
+	b, err := st.Balance(t.Context(), wallet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func refs(list []*creditsv1.LedgerEntry) []string {
+	out := []string{}
+	for _, e := range list {
+		out = append(out, e.GetReference())
+	}
+	return out
+}
+
+func testApply(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	if err != nil || g.GetBalanceAfter() != 100 {
+		t.Fatalf("grant = %v, %v; want balance_after 100", g, err)
+	}
+	again, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	if err != nil || !proto.Equal(again, g) {
+		t.Errorf("repeated grant = %v, %v; want the first entry", again, err)
+	}
+	var reused *credits.ReusedError
+	if _, err := st.Apply(ctx, grant("b", 100, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+		t.Errorf("grant reference reused for another wallet: %v, want ReusedError with the first entry", err)
+	}
+	var short *credits.InsufficientError
+	if _, err := st.Apply(ctx, spend("a", 101, "job")); !errors.As(err, &short) || short.Balance != 100 {
+		t.Errorf("overdraft: %v, want InsufficientError with balance 100", err)
+	}
+	if _, err := st.Apply(ctx, spend("nobody", 1, "job")); !errors.As(err, &short) || short.Balance != 0 {
+		t.Errorf("spend from a new wallet: %v, want InsufficientError with balance 0", err)
+	}
+	s, err := st.Apply(ctx, spend("a", 100, "job"))
+	if err != nil || s.GetBalanceAfter() != 0 {
+		t.Errorf("spend of the whole balance = %v, %v; want balance_after 0", s, err)
+	}
+	if _, err := st.Apply(ctx, spend("b", 1, "job")); !errors.As(err, &short) {
+		t.Errorf("spend reference of another wallet is not shared, so this is an overdraft: %v", err)
+	}
+	if _, err := st.Apply(ctx, grant("big", math.MaxInt64, "max")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, grant("big", 1, "over")); !errors.Is(err, credits.ErrBalanceLimit) {
+		t.Errorf("grant past the largest balance: %v, want ErrBalanceLimit", err)
+	}
+	list, total, err := st.Ledger(ctx, "a", 0, 10)
+	if err != nil || total != 2 || list[0].GetReference() != "job" || list[1].GetReference() != "inv-1" {
+		t.Errorf("ledger = %v (total %d, %v), want [job inv-1]", list, total, err)
+	}
+	if b := balance(t, st, "a"); b != 0 {
+		t.Errorf("balance = %d, want 0", b)
+	}
+}
+
+func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	if _, err := st.Apply(ctx, grant("c", 500, "seed")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.Apply(ctx, spend("c", 10, fmt.Sprintf("s-%d", i)))
+			results <- err
+		}()
+	}
+	wg.Wait()
+	close(results)
+	won := 0
+	for err := range results {
 		var short *credits.InsufficientError
-		if _, err := st.Apply(ctx, spend("a", 101, "job")); !errors.As(err, &short) || short.Balance != 100 {
-			t.Errorf("overdraft: %v, want InsufficientError with balance 100", err)
+		switch {
+		case err == nil:
+			won++
+		case !errors.As(err, &short):
+			t.Errorf("concurrent spend: %v", err)
 		}
-		if _, err := st.Apply(ctx, spend("nobody", 1, "job")); !errors.As(err, &short) || short.Balance != 0 {
-			t.Errorf("spend from a new wallet: %v, want InsufficientError with balance 0", err)
-		}
-		s, err := st.Apply(ctx, spend("a", 100, "job"))
-		if err != nil || s.GetBalanceAfter() != 0 {
-			t.Errorf("spend of the whole balance = %v, %v; want balance_after 0", s, err)
-		}
-		if _, err := st.Apply(ctx, spend("b", 1, "job")); !errors.As(err, &short) {
-			t.Errorf("spend reference of another wallet is not shared, so this is an overdraft: %v", err)
-		}
-		if _, err := st.Apply(ctx, grant("big", math.MaxInt64, "max")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Apply(ctx, grant("big", 1, "over")); !errors.Is(err, credits.ErrBalanceLimit) {
-			t.Errorf("grant past the largest balance: %v, want ErrBalanceLimit", err)
-		}
-		list, total, err := st.Ledger(ctx, "a", 0, 10)
-		if err != nil || total != 2 || list[0].GetReference() != "job" || list[1].GetReference() != "inv-1" {
-			t.Errorf("ledger = %v (total %d, %v), want [job inv-1]", list, total, err)
-		}
-		if b := balance(t, st, "a"); b != 0 {
-			t.Errorf("balance = %d, want 0", b)
-		}
-	})
-
-	t.Run("concurrent changes keep the exact balance", func(t *testing.T) {
-		st := newStore(t)
-		if _, err := st.Apply(ctx, grant("c", 500, "seed")); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		results := make(chan error, 100)
-		for i := range 100 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := st.Apply(ctx, spend("c", 10, fmt.Sprintf("s-%d", i)))
-				results <- err
-			}()
-		}
-		wg.Wait()
-		close(results)
-		won := 0
-		for err := range results {
-			var short *credits.InsufficientError
-			switch {
-			case err == nil:
-				won++
-			case !errors.As(err, &short):
-				t.Errorf("concurrent spend: %v", err)
-			}
-		}
-		if won != 50 || balance(t, st, "c") != 0 {
-			t.Errorf("100 spends of 10 on 500: %d won, balance %d; want 50 and 0", won, balance(t, st, "c"))
-		}
-	})
-
-	t.Run("concurrent retries of one grant apply it once", func(t *testing.T) {
-		st := newStore(t)
-		var wg sync.WaitGroup
-		got := make(chan string, 10)
-		for range 10 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e, err := st.Apply(ctx, grant("d", 30, "inv-same"))
-				if err != nil {
-					t.Errorf("concurrent retry: %v", err)
-					return
-				}
-				got <- e.GetId()
-			}()
-		}
-		wg.Wait()
-		close(got)
-		seen := map[string]bool{}
-		for id := range got {
-			seen[id] = true
-		}
-		if len(seen) != 1 || balance(t, st, "d") != 30 {
-			t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", len(seen), balance(t, st, "d"))
-		}
-	})
-
-	refs := func(list []*creditsv1.LedgerEntry) []string {
-		out := []string{}
-		for _, e := range list {
-			out = append(out, e.GetReference())
-		}
-		return out
 	}
+	if won != 50 || balance(t, st, "c") != 0 {
+		t.Errorf("100 spends of 10 on 500: %d won, balance %d; want 50 and 0", won, balance(t, st, "c"))
+	}
+}
 
-	t.Run("ledger pages newest first, per wallet", func(t *testing.T) {
-		st := newStore(t)
-		var want []string // newest first
-		for i, e := range []*creditsv1.LedgerEntry{
-			grant("a", 50, "g1"), grant("b", 7, "g-b"), spend("a", 20, "s1"), grant("a", 5, "g2"), spend("a", 35, "s2"), grant("a", 1, "g3"),
-		} {
-			got, err := st.Apply(ctx, e)
-			if err != nil {
-				t.Fatalf("change %d: %v", i, err)
-			}
-			if e.GetWallet() == "a" {
-				want = append([]string{got.GetReference()}, want...)
-			}
+func testConcurrentGrantRetries(t *testing.T, db *sqldb.DB) {
+	st := openStore(t, db)
+	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return grant("d", 30, "inv-same") })
+	if distinct != 1 || balance(t, st, "d") != 30 {
+		t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", distinct, balance(t, st, "d"))
+	}
+}
+
+func testLedgerPages(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	var want []string // newest first
+	for i, e := range []*creditsv1.LedgerEntry{
+		grant("a", 50, "g1"), grant("b", 7, "g-b"), spend("a", 20, "s1"), grant("a", 5, "g2"), spend("a", 35, "s2"), grant("a", 1, "g3"),
+	} {
+		got, err := st.Apply(ctx, e)
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
 		}
-		// want is g3 s2 g2 s1 g1.
-		for _, tc := range []struct {
-			offset, limit int
-			want          []string
-		}{
-			{0, 50, want}, {0, 2, want[:2]}, {2, 2, want[2:4]}, {4, 2, want[4:]}, {5, 2, []string{}},
-		} {
-			list, total, err := st.Ledger(ctx, "a", tc.offset, tc.limit)
+		if e.GetWallet() == "a" {
+			want = append([]string{got.GetReference()}, want...)
+		}
+	}
+	// want is g3 s2 g2 s1 g1.
+	for _, tc := range []struct {
+		offset, limit int
+		want          []string
+	}{
+		{0, 50, want}, {0, 2, want[:2]}, {2, 2, want[2:4]}, {4, 2, want[4:]}, {5, 2, []string{}},
+	} {
+		list, total, err := st.Ledger(ctx, "a", tc.offset, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := refs(list); !cmp.Equal(got, tc.want) || total != 5 {
+			t.Errorf("Ledger(a, offset %d, limit %d) = %v of %d, want %v of 5", tc.offset, tc.limit, got, total, tc.want)
+		}
+	}
+	list, total, err := st.Ledger(ctx, "a", 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each entry carries the balance after it, oldest to newest.
+	var after []int64
+	for i := len(list) - 1; i >= 0; i-- {
+		after = append(after, list[i].GetBalanceAfter())
+	}
+	if !cmp.Equal(after, []int64{50, 30, 35, 0, 1}) {
+		t.Errorf("balances after each change = %v, want [50 30 35 0 1]", after)
+	}
+	if b := balance(t, st, "a"); b != 1 || total != 5 {
+		t.Errorf("balance %d over %d entries, want 1 over 5", b, total)
+	}
+	if list, total, err := st.Ledger(ctx, "nobody", 0, 50); err != nil || len(list) != 0 || total != 0 {
+		t.Errorf("Ledger of an unused wallet = %v of %d, %v; want nothing", refs(list), total, err)
+	}
+	if b := balance(t, st, "nobody"); b != 0 {
+		t.Errorf("balance of an unused wallet = %d, want 0", b)
+	}
+}
+
+func testReferences(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Apply(ctx, spend("a", 30, "job-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retried spend answers with the first entry, balance as it was then.
+	if _, err := st.Apply(ctx, grant("a", 5, "inv-2")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.Apply(ctx, spend("a", 30, "job-1"))
+	if err != nil || !proto.Equal(again, s) {
+		t.Errorf("retried spend = %v, %v; want the first entry %v", again, err, s)
+	}
+	var reused *credits.ReusedError
+	if _, err := st.Apply(ctx, spend("a", 31, "job-1")); !errors.As(err, &reused) || reused.First.GetId() != s.GetId() {
+		t.Errorf("spend reference reused with another amount: %v, want ReusedError with the first spend", err)
+	}
+	if _, err := st.Apply(ctx, grant("a", 99, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+		t.Errorf("grant reference reused with another amount: %v, want ReusedError with the first grant", err)
+	}
+	// A spend may carry a grant's reference, and another wallet's spend
+	// reference: they are separate namespaces.
+	if _, err := st.Apply(ctx, spend("a", 1, "inv-1")); err != nil {
+		t.Errorf("a spend with a grant's reference: %v", err)
+	}
+	if _, err := st.Apply(ctx, grant("b", 10, "inv-b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, spend("b", 1, "job-1")); err != nil {
+		t.Errorf("wallet b's spend with wallet a's spend reference: %v", err)
+	}
+	var short *credits.InsufficientError
+	if _, err := st.Apply(ctx, spend("a", 1000, "job-2")); !errors.As(err, &short) || short.Balance != 74 {
+		t.Errorf("overdraft: %v, want InsufficientError with balance 74", err)
+	}
+	// The refused spend did not use up its reference.
+	if _, err := st.Apply(ctx, spend("a", 4, "job-2")); err != nil {
+		t.Errorf("the refused spend's reference, for a smaller amount: %v", err)
+	}
+	list, total, err := st.Ledger(ctx, "a", 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := refs(list), []string{"job-2", "inv-1", "inv-2", "job-1", "inv-1"}; !cmp.Equal(got, want) || total != 5 {
+		t.Errorf("ledger = %v of %d, want %v: retries and refusals record nothing", got, total, want)
+	}
+	if b := balance(t, st, "a"); b != 70 {
+		t.Errorf("balance = %d, want 70", b)
+	}
+}
+
+func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
+	st := openStore(t, db)
+	if _, err := st.Apply(t.Context(), grant("e", 100, "seed")); err != nil {
+		t.Fatal(err)
+	}
+	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return spend("e", 60, "job-same") })
+	if distinct != 1 || balance(t, st, "e") != 40 {
+		t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", distinct, balance(t, st, "e"))
+	}
+}
+
+// concurrentRetries applies the change entry makes from 10 goroutines at
+// once and returns how many distinct entries they were answered with.
+func concurrentRetries(t *testing.T, st *creditstore.Store, entry func() *creditsv1.LedgerEntry) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	got := make(chan string, 10)
+	for range 10 {
+		wg.Go(func() {
+			e, err := st.Apply(t.Context(), entry())
 			if err != nil {
+				t.Errorf("concurrent retry: %v", err)
+				return
+			}
+			got <- e.GetId()
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[string]bool{}
+	for id := range got {
+		seen[id] = true
+	}
+	return len(seen)
+}
+
+// Concurrent sets of one setting each report the value they replaced:
+// together the reports form one chain from the first value to the last,
+// with no value reported replaced twice.
+func testConcurrentSettings(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	const n = 12
+	for round, first := range []bool{true, false} {
+		name := fmt.Sprintf("setting_%d", round)
+		if !first {
+			if _, _, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: 0, UpdateTime: at, UpdatedBy: "ops"}); err != nil {
 				t.Fatal(err)
 			}
-			if got := refs(list); !cmp.Equal(got, tc.want) || total != 5 {
-				t.Errorf("Ledger(a, offset %d, limit %d) = %v of %d, want %v of 5", tc.offset, tc.limit, got, total, tc.want)
-			}
 		}
-		list, total, err := st.Ledger(ctx, "a", 0, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Each entry carries the balance after it, oldest to newest.
-		var after []int64
-		for i := len(list) - 1; i >= 0; i-- {
-			after = append(after, list[i].GetBalanceAfter())
-		}
-		if !cmp.Equal(after, []int64{50, 30, 35, 0, 1}) {
-			t.Errorf("balances after each change = %v, want [50 30 35 0 1]", after)
-		}
-		if b := balance(t, st, "a"); b != 1 || total != 5 {
-			t.Errorf("balance %d over %d entries, want 1 over 5", b, total)
-		}
-		if list, total, err := st.Ledger(ctx, "nobody", 0, 50); err != nil || len(list) != 0 || total != 0 {
-			t.Errorf("Ledger of an unused wallet = %v of %d, %v; want nothing", refs(list), total, err)
-		}
-		if b := balance(t, st, "nobody"); b != 0 {
-			t.Errorf("balance of an unused wallet = %d, want 0", b)
-		}
-	})
-
-	t.Run("references: retries answer, reuses and refusals record nothing", func(t *testing.T) {
-		st := newStore(t)
-		g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := st.Apply(ctx, spend("a", 30, "job-1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A retried spend answers with the first entry, balance as it was then.
-		if _, err := st.Apply(ctx, grant("a", 5, "inv-2")); err != nil {
-			t.Fatal(err)
-		}
-		again, err := st.Apply(ctx, spend("a", 30, "job-1"))
-		if err != nil || !proto.Equal(again, s) {
-			t.Errorf("retried spend = %v, %v; want the first entry %v", again, err, s)
-		}
-		var reused *credits.ReusedError
-		if _, err := st.Apply(ctx, spend("a", 31, "job-1")); !errors.As(err, &reused) || reused.First.GetId() != s.GetId() {
-			t.Errorf("spend reference reused with another amount: %v, want ReusedError with the first spend", err)
-		}
-		if _, err := st.Apply(ctx, grant("a", 99, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
-			t.Errorf("grant reference reused with another amount: %v, want ReusedError with the first grant", err)
-		}
-		// A spend may carry a grant's reference, and another wallet's spend
-		// reference: they are separate namespaces.
-		if _, err := st.Apply(ctx, spend("a", 1, "inv-1")); err != nil {
-			t.Errorf("a spend with a grant's reference: %v", err)
-		}
-		if _, err := st.Apply(ctx, grant("b", 10, "inv-b")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Apply(ctx, spend("b", 1, "job-1")); err != nil {
-			t.Errorf("wallet b's spend with wallet a's spend reference: %v", err)
-		}
-		var short *credits.InsufficientError
-		if _, err := st.Apply(ctx, spend("a", 1000, "job-2")); !errors.As(err, &short) || short.Balance != 74 {
-			t.Errorf("overdraft: %v, want InsufficientError with balance 74", err)
-		}
-		// The refused spend did not use up its reference.
-		if _, err := st.Apply(ctx, spend("a", 4, "job-2")); err != nil {
-			t.Errorf("the refused spend's reference, for a smaller amount: %v", err)
-		}
-		list, total, err := st.Ledger(ctx, "a", 0, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := refs(list), []string{"job-2", "inv-1", "inv-2", "job-1", "inv-1"}; !cmp.Equal(got, want) || total != 5 {
-			t.Errorf("ledger = %v of %d, want %v: retries and refusals record nothing", got, total, want)
-		}
-		if b := balance(t, st, "a"); b != 70 {
-			t.Errorf("balance = %d, want 70", b)
-		}
-	})
-
-	t.Run("concurrent retries of one spend apply it once", func(t *testing.T) {
-		st := newStore(t)
-		if _, err := st.Apply(ctx, grant("e", 100, "seed")); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		got := make(chan string, 10)
-		for range 10 {
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			replaced = map[int64]int{} // value -> how many reported replacing it
+			fresh    int
+		)
+		for i := 1; i <= n; i++ {
 			wg.Go(func() {
-				e, err := st.Apply(ctx, spend("e", 60, "job-same"))
-				if err != nil {
-					t.Errorf("concurrent retry: %v", err)
-					return
+				prev, existed, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: int64(i), UpdateTime: at, UpdatedBy: fmt.Sprintf("admin-%d", i)})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					t.Errorf("SetSetting %d: %v", i, err)
+				case existed:
+					replaced[prev.Value]++
+				default:
+					fresh++
 				}
-				got <- e.GetId()
 			})
 		}
 		wg.Wait()
-		close(got)
-		seen := map[string]bool{}
-		for id := range got {
-			seen[id] = true
-		}
-		if len(seen) != 1 || balance(t, st, "e") != 40 {
-			t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", len(seen), balance(t, st, "e"))
-		}
-	})
-
-	// Concurrent sets of one setting each report the value they replaced:
-	// together the reports form one chain from the first value to the last,
-	// with no value reported replaced twice.
-	t.Run("concurrent settings report what they replaced", func(t *testing.T) {
-		st := newStore(t)
-		at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-		const n = 12
-		for round, first := range []bool{true, false} {
-			name := fmt.Sprintf("setting_%d", round)
-			if !first {
-				if _, _, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: 0, UpdateTime: at, UpdatedBy: "ops"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var (
-				wg       sync.WaitGroup
-				mu       sync.Mutex
-				replaced = map[int64]int{} // value -> how many reported replacing it
-				fresh    int
-			)
-			for i := 1; i <= n; i++ {
-				wg.Go(func() {
-					prev, existed, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: int64(i), UpdateTime: at, UpdatedBy: fmt.Sprintf("admin-%d", i)})
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err != nil:
-						t.Errorf("SetSetting %d: %v", i, err)
-					case existed:
-						replaced[prev.Value]++
-					default:
-						fresh++
-					}
-				})
-			}
-			wg.Wait()
-			all, err := st.Settings(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var last int64 = -1
-			for _, s := range all {
-				if s.Name == name {
-					last = s.Value
-				}
-			}
-			want := map[int64]int{}
-			for v := int64(0); v <= n; v++ {
-				if v != last && (v > 0 || !first) {
-					want[v] = 1
-				}
-			}
-			wantFresh := 0
-			if first {
-				wantFresh = 1
-			}
-			if !cmp.Equal(replaced, want) || fresh != wantFresh {
-				t.Errorf("%s, set first = %v: values reported replaced %v (and %d sets found nothing), want each value but the last (%d) once %v (and %d)",
-					name, first, replaced, fresh, last, want, wantFresh)
-			}
-		}
-	})
-
-	t.Run("settings", func(t *testing.T) {
-		st := newStore(t)
-		at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-		if _, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 5, UpdateTime: at, UpdatedBy: "ops"}); err != nil || ok {
-			t.Fatalf("first SetSetting: existed %v, %v", ok, err)
-		}
-		prev, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 7, UpdateTime: at.Add(time.Second), UpdatedBy: "root"})
-		if err != nil || !ok || prev.Value != 5 || prev.UpdatedBy != "ops" || !prev.UpdateTime.Equal(at) {
-			t.Errorf("second SetSetting previous = %+v, %v, %v; want 5 by ops", prev, ok, err)
-		}
 		all, err := st.Settings(ctx)
-		if err != nil || len(all) != 1 || all[0].Value != 7 || all[0].UpdatedBy != "root" {
-			t.Errorf("Settings = %+v, %v; want one setting of 7 by root", all, err)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		var last int64 = -1
+		for _, s := range all {
+			if s.Name == name {
+				last = s.Value
+			}
+		}
+		want := map[int64]int{}
+		for v := int64(0); v <= n; v++ {
+			if v != last && (v > 0 || !first) {
+				want[v] = 1
+			}
+		}
+		wantFresh := 0
+		if first {
+			wantFresh = 1
+		}
+		if !cmp.Equal(replaced, want) || fresh != wantFresh {
+			t.Errorf("%s, set first = %v: values reported replaced %v (and %d sets found nothing), want each value but the last (%d) once %v (and %d)",
+				name, first, replaced, fresh, last, want, wantFresh)
+		}
+	}
+}
+
+func testSettings(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	if _, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 5, UpdateTime: at, UpdatedBy: "ops"}); err != nil || ok {
+		t.Fatalf("first SetSetting: existed %v, %v", ok, err)
+	}
+	prev, ok, err := st.SetSetting(ctx, credits.Setting{Name: "max_grant_amount", Value: 7, UpdateTime: at.Add(time.Second), UpdatedBy: "root"})
+	if err != nil || !ok || prev.Value != 5 || prev.UpdatedBy != "ops" || !prev.UpdateTime.Equal(at) {
+		t.Errorf("second SetSetting previous = %+v, %v, %v; want 5 by ops", prev, ok, err)
+	}
+	all, err := st.Settings(ctx)
+	if err != nil || len(all) != 1 || all[0].Value != 7 || all[0].UpdatedBy != "root" {
+		t.Errorf("Settings = %+v, %v; want one setting of 7 by root", all, err)
+	}
 }

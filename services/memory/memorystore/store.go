@@ -17,7 +17,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -38,12 +37,8 @@ var _ memory.Store = (*Store)(nil)
 
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
+	if err := db.MigrateStore(ctx, "memory", migrations); err != nil {
 		return nil, err
-	}
-	if err := db.Migrate(ctx, sub); err != nil {
-		return nil, fmt.Errorf("migrate memory store: %w", err)
 	}
 	return &Store{db: db}, nil
 }
@@ -162,23 +157,11 @@ func (s *Store) Search(ctx context.Context, agentID string, terms []string, limi
 			ORDER BY score DESC, m.update_ms DESC, m.seq DESC LIMIT ?`
 		match = `"` + strings.Join(terms, `" OR "`) + `"`
 	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(query), match, agentID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("search memories: %w", err)
-	}
-	defer rows.Close()
-	var out []memory.Match
-	for rows.Next() {
-		var m memory.Match
-		if err := scan(rows, &m.Record, &m.Score); err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("search memories: %w", err)
-	}
-	return out, nil
+	return sqldb.All(ctx, s.db, "search memories", func(sc sqldb.Scanner) (memory.Match, error) {
+		var score float64
+		r, err := scan(sc, &score)
+		return memory.Match{Record: r, Score: score}, err
+	}, query, match, agentID, limit)
 }
 
 // PostgreSQL's limits on a lexeme: its length in bytes, how many positions
@@ -247,40 +230,22 @@ func lexeme(w string) string {
 
 // List implements memory.Store.
 func (s *Store) List(ctx context.Context, agentID string, offset, limit int) ([]memory.Record, int, error) {
-	var total int
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM memories WHERE agent_id = ?`), agentID).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count memories: %w", err)
-	}
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM memories WHERE agent_id = ?
-		ORDER BY update_ms DESC, seq DESC LIMIT ? OFFSET ?`), agentID, limit, offset)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list memories: %w", err)
-	}
-	defer rows.Close()
-	list := make([]memory.Record, 0, min(limit, total))
-	for rows.Next() {
-		var r memory.Record
-		if err := scan(rows, &r); err != nil {
-			return nil, 0, err
-		}
-		list = append(list, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list memories: %w", err)
-	}
-	return list, total, nil
+	return sqldb.Page(ctx, s.db, sqldb.ListQuery{What: "memories", Columns: columns, From: `memories`,
+		Where: `agent_id = ?`, Args: []any{agentID}, OrderBy: `update_ms DESC, seq DESC`}, offset, limit,
+		func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc) })
 }
 
 // Delete implements memory.Store.
 func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record, error) {
 	var r memory.Record
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		var seq int64
+		var (
+			seq int64
+			err error
+		)
 		row := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+`, seq FROM memories WHERE agent_id = ? AND memory_key = ?`), agentID, key)
-		if err := scan(row, &r, &seq); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return memory.ErrNotFound
-			}
+		r, err = sqldb.One(row, func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc, &seq) }, memory.ErrNotFound)
+		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM memories WHERE seq = ?`), seq); err != nil {
@@ -291,19 +256,17 @@ func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record,
 	return r, err
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-// scan reads the columns into r, then any extra columns into extra.
-func scan(sc scanner, r *memory.Record, extra ...any) error {
-	var createMS, updateMS int64
+// scan reads the columns into a record, then any extra columns into extra.
+func scan(sc sqldb.Scanner, extra ...any) (memory.Record, error) {
+	var (
+		r                  memory.Record
+		createMS, updateMS int64
+	)
 	dest := append([]any{&r.AgentID, &r.Key, &r.Body, &r.KeyID, &createMS, &updateMS}, extra...)
 	if err := sc.Scan(dest...); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return fmt.Errorf("read memory: %w", err)
+		return memory.Record{}, fmt.Errorf("read memory: %w", err)
 	}
 	r.CreateTime = time.UnixMilli(createMS).UTC()
 	r.UpdateTime = time.UnixMilli(updateMS).UTC()
-	return nil
+	return r, nil
 }
