@@ -14,6 +14,7 @@
 package sqldbtest
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -63,6 +64,17 @@ func Open(tb testing.TB, dsn string) *sqldb.DB {
 	}
 	tb.Cleanup(func() { db.Close() })
 	return db
+}
+
+// OpenStore opens a store over db with open (a store package's Open, which
+// migrates db), failing the test when it cannot.
+func OpenStore[S any](tb testing.TB, db *sqldb.DB, open func(context.Context, *sqldb.DB) (S, error)) S {
+	tb.Helper()
+	s, err := open(tb.Context(), db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // Each runs fn once on SQLite and once on PostgreSQL (databases from pg),

@@ -59,12 +59,7 @@ var (
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func openStore(t *testing.T, db *sqldb.DB) *agentstore.Store {
-	t.Helper()
-	s, err := agentstore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, agentstore.Open)
 }
 
 // newAgent is an active agent as the service builds it: times have

@@ -53,12 +53,7 @@ func TestStore(t *testing.T) {
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func openStore(t *testing.T, db *sqldb.DB) *auditstore.Store {
-	t.Helper()
-	s, err := auditstore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, auditstore.Open)
 }
 
 // entry is what one admin call records; seal turns it into the record at a

@@ -42,12 +42,7 @@ func TestStore(t *testing.T) {
 }
 
 func openStore(t *testing.T, db *sqldb.DB) *creditstore.Store {
-	t.Helper()
-	st, err := creditstore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return sqldbtest.OpenStore(t, db, creditstore.Open)
 }
 
 func entry(kind creditsv1.EntryKind, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {

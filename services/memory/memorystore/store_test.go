@@ -38,12 +38,7 @@ func TestStore(t *testing.T) {
 }
 
 func openStore(t *testing.T, db *sqldb.DB) *memorystore.Store {
-	t.Helper()
-	st, err := memorystore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return sqldbtest.OpenStore(t, db, memorystore.Open)
 }
 
 // t0 is an arbitrary UTC time.

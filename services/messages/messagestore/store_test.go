@@ -56,12 +56,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 const window = messages.DedupWindow
 
 func openStore(t *testing.T, db *sqldb.DB) *messagestore.Store {
-	t.Helper()
-	s, err := messagestore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, messagestore.Open)
 }
 
 // newMessage is a message as the service builds it: its time has

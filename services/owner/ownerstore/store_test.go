@@ -46,12 +46,7 @@ func TestStore(t *testing.T) {
 var day1 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
 func openStore(t *testing.T, db *sqldb.DB) *ownerstore.Store {
-	t.Helper()
-	s, err := ownerstore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, ownerstore.Open)
 }
 
 // newAsk is a pending ask as the service builds it (millisecond times).

@@ -65,12 +65,7 @@ var (
 )
 
 func openStore(t *testing.T, db *sqldb.DB) *schedulestore.Store {
-	t.Helper()
-	s, err := schedulestore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, schedulestore.Open)
 }
 
 func args(t *testing.T, m map[string]any) *structpb.Struct {

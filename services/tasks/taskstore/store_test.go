@@ -57,12 +57,7 @@ const (
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func openStore(t *testing.T, db *sqldb.DB) *taskstore.Store {
-	t.Helper()
-	s, err := taskstore.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqldbtest.OpenStore(t, db, taskstore.Open)
 }
 
 // newTask is a pending task as the service builds it: times have
