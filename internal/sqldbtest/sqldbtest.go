@@ -15,6 +15,7 @@ package sqldbtest
 
 import (
 	"context"
+	"errors"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -75,6 +76,15 @@ func OpenStore[S any](tb testing.TB, db *sqldb.DB, open func(context.Context, *s
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// WantErr reports, as a test error naming what was done, an err that is
+// not want (errors.Is): a store's sentinel errors are its contract.
+func WantErr(tb testing.TB, what string, err, want error) {
+	tb.Helper()
+	if !errors.Is(err, want) {
+		tb.Errorf("%s: err = %v, want %v", what, err, want)
+	}
 }
 
 // Each runs fn once on SQLite and once on PostgreSQL (databases from pg),

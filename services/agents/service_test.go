@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
@@ -107,7 +108,7 @@ func TestRegisterGetAndListWithSummary(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
-		if diff := cmp.Diff([]string{"alpha", "bravo", "charlie", "delta"}, ids(page1.GetAgents())); diff != "" {
+		if diff := cmp.Diff([]string{"alpha", "bravo", "charlie", "delta"}, prototest.IDs(page1.GetAgents())); diff != "" {
 			t.Errorf("first page is not the first four ids in order (-want +got):\n%s", diff)
 		}
 		next := int32(4)
@@ -122,15 +123,15 @@ func TestRegisterGetAndListWithSummary(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List page 2: %v", err)
 		}
-		if diff := cmp.Diff([]string{"research-bot", "zed"}, ids(page2.GetAgents())); diff != "" || page2.GetPage().NextOffset != nil {
-			t.Errorf("last page = %v next %v, want research-bot, zed and no next page (%s)", ids(page2.GetAgents()), page2.GetPage().NextOffset, diff)
+		if diff := cmp.Diff([]string{"research-bot", "zed"}, prototest.IDs(page2.GetAgents())); diff != "" || page2.GetPage().NextOffset != nil {
+			t.Errorf("last page = %v next %v, want research-bot, zed and no next page (%s)", prototest.IDs(page2.GetAgents()), page2.GetPage().NextOffset, diff)
 		}
 
 		onlyPaused, err := c.List(ctx, &agentsv1.ListRequest{Status: paused})
 		if err != nil {
 			t.Fatalf("List paused: %v", err)
 		}
-		if diff := cmp.Diff([]string{"bravo", "delta"}, ids(onlyPaused.GetAgents())); diff != "" {
+		if diff := cmp.Diff([]string{"bravo", "delta"}, prototest.IDs(onlyPaused.GetAgents())); diff != "" {
 			t.Errorf("paused agents (-want +got):\n%s", diff)
 		}
 		if onlyPaused.GetPage().GetTotal() != 2 {
@@ -146,14 +147,6 @@ func TestRegisterGetAndListWithSummary(t *testing.T) {
 			t.Errorf("Get unknown agent: message %q does not say which agent", err)
 		}
 	})
-}
-
-func ids(as []*agentsv1.Agent) []string {
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = a.GetId()
-	}
-	return out
 }
 
 func TestAgentIDsAreUnique(t *testing.T) {

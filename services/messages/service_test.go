@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
@@ -85,15 +86,7 @@ func inbox(t *testing.T, c messagesv1connect.MessagesServiceClient, agent string
 	if err != nil {
 		t.Fatalf("List inbox of %s: %v", agent, err)
 	}
-	return ids(res.GetMessages())
-}
-
-func ids(ms []*messagesv1.Message) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.GetId()
-	}
-	return out
+	return prototest.IDs(res.GetMessages())
 }
 
 func TestSendInboxAndThreads(t *testing.T) {
@@ -138,7 +131,7 @@ func TestSendInboxAndThreads(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List thread: %v", err)
 		}
-		if diff := cmp.Diff([]string{third.GetId(), reply.GetId(), m.GetId()}, ids(res.GetMessages())); diff != "" {
+		if diff := cmp.Diff([]string{third.GetId(), reply.GetId(), m.GetId()}, prototest.IDs(res.GetMessages())); diff != "" {
 			t.Errorf("thread, newest first (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(reply, res.GetMessages()[1], protocmp.Transform()); diff != "" {
@@ -148,8 +141,8 @@ func TestSendInboxAndThreads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{m.GetId()}, ids(page2.GetMessages())); diff != "" || page2.GetPage().NextOffset != nil {
-			t.Errorf("last thread page = %v, next %v; want only the first message (%s)", ids(page2.GetMessages()), page2.GetPage().NextOffset, diff)
+		if diff := cmp.Diff([]string{m.GetId()}, prototest.IDs(page2.GetMessages())); diff != "" || page2.GetPage().NextOffset != nil {
+			t.Errorf("last thread page = %v, next %v; want only the first message (%s)", prototest.IDs(page2.GetMessages()), page2.GetPage().NextOffset, diff)
 		}
 
 		// Carol is not part of the thread: she can neither read nor join it.

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
@@ -68,7 +69,7 @@ func TestCreateGetListWithPagination(t *testing.T) {
 			t.Fatalf("List: %v", err)
 		}
 		wantIDs := []string{created[4].GetId(), created[3].GetId()}
-		if diff := cmp.Diff(wantIDs, ids(page1.GetTasks())); diff != "" {
+		if diff := cmp.Diff(wantIDs, prototest.IDs(page1.GetTasks())); diff != "" {
 			t.Errorf("first page is not the two newest tasks (-want +got):\n%s", diff)
 		}
 		next := int32(2)
@@ -79,7 +80,7 @@ func TestCreateGetListWithPagination(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List last page: %v", err)
 		}
-		if diff := cmp.Diff([]string{created[0].GetId()}, ids(last.GetTasks())); diff != "" {
+		if diff := cmp.Diff([]string{created[0].GetId()}, prototest.IDs(last.GetTasks())); diff != "" {
 			t.Errorf("last page (-want +got):\n%s", diff)
 		}
 		if last.GetPage().NextOffset != nil {
@@ -101,14 +102,6 @@ func TestCreateGetListWithPagination(t *testing.T) {
 			t.Errorf("another agent lists %d tasks (err %v), want 0", res.GetPage().GetTotal(), err)
 		}
 	})
-}
-
-func ids(ts []*tasksv1.Task) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.GetId()
-	}
-	return out
 }
 
 func TestStatusMachine(t *testing.T) {

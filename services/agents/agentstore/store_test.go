@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
@@ -95,28 +96,6 @@ func get(t *testing.T, s *agentstore.Store, id string) *agentsv1.Agent {
 	return got
 }
 
-func wantAgent(t *testing.T, what string, got, want *agentsv1.Agent) {
-	t.Helper()
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", what, diff)
-	}
-}
-
-func wantErr(t *testing.T, what string, err, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: err = %v, want %v", what, err, want)
-	}
-}
-
-func agentIDs(list []*agentsv1.Agent) []string {
-	out := make([]string, len(list))
-	for i, a := range list {
-		out[i] = a.GetId()
-	}
-	return out
-}
-
 func withStatus(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, to agentsv1.AgentStatus, at time.Time) *agentsv1.Agent {
 	t.Helper()
 	next := proto.Clone(a).(*agentsv1.Agent)
@@ -135,20 +114,20 @@ func testCreateGet(t *testing.T, db *sqldb.DB) {
 	a := newAgent("research-bot_2", day1.Add(9*time.Hour+123*time.Millisecond))
 	a.DisplayName = "Résumé prüfer ✓"
 	a.Description = "reads 'quotes' and \"double quotes\"; 100% sure"
-	wantAgent(t, "Create returned", create(t, s, proto.Clone(a).(*agentsv1.Agent), noKey), a)
-	wantAgent(t, "Get returned", get(t, s, a.GetId()), a)
+	prototest.Equal(t, "Create returned", create(t, s, proto.Clone(a).(*agentsv1.Agent), noKey), a)
+	prototest.Equal(t, "Get returned", get(t, s, a.GetId()), a)
 
 	_, err := s.Get(t.Context(), "research-bot")
-	wantErr(t, "Get of an unknown id", err, agents.ErrNotFound)
+	sqldbtest.WantErr(t, "Get of an unknown id", err, agents.ErrNotFound)
 	_, err = s.Get(t.Context(), "RESEARCH-BOT_2")
-	wantErr(t, "Get with the id in another case", err, agents.ErrNotFound)
+	sqldbtest.WantErr(t, "Get with the id in another case", err, agents.ErrNotFound)
 }
 
 func testReopen(t *testing.T, db *sqldb.DB) {
 	a := newAgent("keeper", day1)
 	create(t, openStore(t, db), a, noKey)
 	s := openStore(t, db) // migrations run again: a no-op
-	wantAgent(t, "Get after reopening", get(t, s, a.GetId()), a)
+	prototest.Equal(t, "Get after reopening", get(t, s, a.GetId()), a)
 }
 
 func testUniqueID(t *testing.T, db *sqldb.DB) {
@@ -159,11 +138,11 @@ func testUniqueID(t *testing.T, db *sqldb.DB) {
 	again.DisplayName = "Another scout"
 	again.RegisteredBy = "someone-else"
 	_, err := s.Create(t.Context(), again, noKey)
-	wantErr(t, "Create of a taken id", err, agents.ErrExists)
+	sqldbtest.WantErr(t, "Create of a taken id", err, agents.ErrExists)
 	// A registration retried under a key it was never stored with is no retry.
 	_, err = s.Create(t.Context(), newAgent("scout", day1.Add(time.Hour)), "new-key")
-	wantErr(t, "Create of a taken id with a key", err, agents.ErrExists)
-	wantAgent(t, "the agent after refused creates", get(t, s, "scout"), first)
+	sqldbtest.WantErr(t, "Create of a taken id with a key", err, agents.ErrExists)
+	prototest.Equal(t, "the agent after refused creates", get(t, s, "scout"), first)
 
 	// The refused statements leave the store usable (a PostgreSQL
 	// transaction that failed would not be).
@@ -180,24 +159,24 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 
 	retry := newAgent("scout", day1.Add(time.Second))
 	retry.DisplayName = "a different name"
-	wantAgent(t, "a retry with the same key", create(t, s, retry, "key-1"), first)
+	prototest.Equal(t, "a retry with the same key", create(t, s, retry, "key-1"), first)
 
 	// The retry answers with the agent as it is now.
 	now := withStatus(t, s, first, paused, day1.Add(time.Minute))
-	wantAgent(t, "a retry after a status change", create(t, s, newAgent("scout", day1.Add(2*time.Minute)), "key-1"), now)
+	prototest.Equal(t, "a retry after a status change", create(t, s, newAgent("scout", day1.Add(2*time.Minute)), "key-1"), now)
 
 	// The key is the registrar's own: the same key from someone else is a
 	// conflict, not a retry.
 	theirs := newAgent("scout", day1.Add(time.Second))
 	theirs.RegisteredBy = "another-owner"
 	_, err := s.Create(ctx, theirs, "key-1")
-	wantErr(t, "the same key and id from another registrar", err, agents.ErrExists)
+	sqldbtest.WantErr(t, "the same key and id from another registrar", err, agents.ErrExists)
 	_, err = s.Create(ctx, newAgent("scout", day1.Add(time.Second)), noKey)
-	wantErr(t, "the same id without a key", err, agents.ErrExists)
+	sqldbtest.WantErr(t, "the same id without a key", err, agents.ErrExists)
 
 	// A key is not an id: the same key registers other ids.
 	other := newAgent("scout-2", day1.Add(time.Second))
-	wantAgent(t, "another id with the same key", create(t, s, other, "key-1"), other)
+	prototest.Equal(t, "another id with the same key", create(t, s, other, "key-1"), other)
 
 	if _, total, err := s.List(ctx, anyOf, 0, 50); err != nil || total != 2 {
 		t.Errorf("stored %d agents (%v), want 2", total, err)
@@ -242,7 +221,7 @@ func testConcurrentCreate(t *testing.T, db *sqldb.DB) {
 	if winner == nil {
 		t.Fatal("no create stored the agent")
 	}
-	wantAgent(t, "stored agent", get(t, s, "contested"), winner)
+	prototest.Equal(t, "stored agent", get(t, s, "contested"), winner)
 }
 
 // A registration retried while the first attempt is still in flight gets
@@ -256,7 +235,7 @@ func testConcurrentRetry(t *testing.T, db *sqldb.DB) {
 			t.Errorf("create %d: %v, want the stored agent", i, err)
 			continue
 		}
-		wantAgent(t, fmt.Sprintf("create %d returned", i), got[i], stored)
+		prototest.Equal(t, fmt.Sprintf("create %d returned", i), got[i], stored)
 	}
 	if _, total, err := s.List(t.Context(), anyOf, 0, 50); err != nil || total != 1 {
 		t.Errorf("stored %d agents (%v), want 1", total, err)
@@ -267,7 +246,7 @@ func testList(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	s := openStore(t, db)
 	if got, total, err := s.List(ctx, anyOf, 0, 50); err != nil || len(got) != 0 || total != 0 {
-		t.Errorf("List of an empty directory = %v, total %d, %v; want nothing", agentIDs(got), total, err)
+		t.Errorf("List of an empty directory = %v, total %d, %v; want nothing", prototest.IDs(got), total, err)
 	}
 	// Ids whose byte order differs from a dictionary's, which ignores
 	// punctuation and would put "agent-b" after "agenta" and "agent_c"
@@ -311,7 +290,7 @@ func testList(t *testing.T, db *sqldb.DB) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if diff := cmp.Diff(agentIDs(tc.want), agentIDs(got)); diff != "" {
+		if diff := cmp.Diff(prototest.IDs(tc.want), prototest.IDs(got)); diff != "" {
 			t.Errorf("%s: ids (-want +got):\n%s", what, diff)
 		} else if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
 			t.Errorf("%s: agents (-want +got):\n%s", what, diff)
@@ -368,20 +347,20 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAgent(t, "Update active → paused returned", got, want)
+	prototest.Equal(t, "Update active → paused returned", got, want)
 
 	// A writer that still believes the agent is active loses.
 	stale := proto.Clone(a).(*agentsv1.Agent)
 	stale.Status = retired
 	_, err = s.Update(ctx, stale, active)
-	wantErr(t, "Update from a stale status", err, agents.ErrStale)
+	sqldbtest.WantErr(t, "Update from a stale status", err, agents.ErrStale)
 
 	unknown := newAgent("nobody", day1)
 	unknown.Status = paused
 	_, err = s.Update(ctx, unknown, active)
-	wantErr(t, "Update of an unknown id", err, agents.ErrNotFound)
+	sqldbtest.WantErr(t, "Update of an unknown id", err, agents.ErrNotFound)
 
-	wantAgent(t, "stored agent", get(t, s, "worker"), want)
+	prototest.Equal(t, "stored agent", get(t, s, "worker"), want)
 }
 
 func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
@@ -413,5 +392,5 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 	if winner == nil {
 		t.Fatal("no writer moved the agent")
 	}
-	wantAgent(t, "stored agent", get(t, s, "worker"), winner)
+	prototest.Equal(t, "stored agent", get(t, s, "worker"), winner)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
@@ -99,15 +100,8 @@ func stored(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key stri
 	if dup {
 		t.Fatalf("Send(%q from %s to %s) was suppressed as a duplicate of %s, want it stored", m.GetText(), m.GetFromAgent(), m.GetToAgent(), got.GetId())
 	}
-	wantMessage(t, "Send returned", got, m)
+	prototest.Equal(t, "Send returned", got, m)
 	return got
-}
-
-func wantMessage(t *testing.T, what string, got, want *messagesv1.Message) {
-	t.Helper()
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", what, diff)
-	}
 }
 
 func inbox(t *testing.T, s *messagestore.Store, agent string) []*messagesv1.Message {
@@ -122,14 +116,6 @@ func inbox(t *testing.T, s *messagestore.Store, agent string) []*messagesv1.Mess
 	return list
 }
 
-func messageIDs(list []*messagesv1.Message) []string {
-	out := make([]string, len(list))
-	for i, m := range list {
-		out[i] = m.GetId()
-	}
-	return out
-}
-
 func testSendRead(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	s := openStore(t, db)
@@ -141,7 +127,7 @@ func testSendRead(t *testing.T, db *sqldb.DB) {
 		t.Errorf("bob's inbox (-want +got):\n%s", diff)
 	}
 	if got := inbox(t, s, alice); len(got) != 0 {
-		t.Errorf("the sender's inbox holds %v, want nothing: it has only what was sent to it", messageIDs(got))
+		t.Errorf("the sender's inbox holds %v, want nothing: it has only what was sent to it", prototest.IDs(got))
 	}
 	for _, tc := range []struct {
 		thread, agent string
@@ -186,7 +172,7 @@ func testDedup(t *testing.T, db *sqldb.DB) {
 	if !dup {
 		t.Errorf("a repeat within the window was stored as %s, want it suppressed", got.GetId())
 	}
-	wantMessage(t, "a suppressed repeat returned", got, orig)
+	prototest.Equal(t, "a suppressed repeat returned", got, orig)
 
 	// Another recipient, another sender, another text: each is new.
 	stored(t, s, newMessage(alice, carol, "", "status report", t0.Add(time.Second)), noKey)
@@ -201,7 +187,7 @@ func testDedup(t *testing.T, db *sqldb.DB) {
 	}
 
 	if got := inbox(t, s, bob); len(got) != 4 {
-		t.Errorf("bob's inbox holds %d messages, want 4: %v", len(got), messageIDs(got))
+		t.Errorf("bob's inbox holds %d messages, want 4: %v", len(got), prototest.IDs(got))
 	}
 }
 
@@ -215,7 +201,7 @@ func testDedupWindowEnd(t *testing.T, db *sqldb.DB) {
 	if !dup {
 		t.Errorf("a repeat of the second ping was stored as %s, want it suppressed", got.GetId())
 	}
-	wantMessage(t, "the repeat of the second ping returned", got, second)
+	prototest.Equal(t, "the repeat of the second ping returned", got, second)
 	if got := inbox(t, s, bob); len(got) != 2 {
 		t.Errorf("bob's inbox holds %d messages, want 2", len(got))
 	}
@@ -230,13 +216,13 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	if dup {
 		t.Error("a retry with the same key was reported as a suppressed duplicate, want the first send's answer")
 	}
-	wantMessage(t, "a retry within the window returned", got, first)
+	prototest.Equal(t, "a retry within the window returned", got, first)
 	// Past the window, and with other contents, the key still holds.
 	got, dup = send(t, s, newMessage(alice, carol, "", "something else", t0.Add(time.Hour)), "k1")
 	if dup {
 		t.Error("a late retry with the same key was reported as a suppressed duplicate")
 	}
-	wantMessage(t, "a retry past the window returned", got, first)
+	prototest.Equal(t, "a retry past the window returned", got, first)
 
 	// The key is the sender's own: another sender's k1 is a new message.
 	stored(t, s, newMessage(bob, alice, "", "once", t0.Add(time.Second)), "k1")
@@ -244,10 +230,10 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	stored(t, s, newMessage(alice, bob, "", "twice", t0.Add(time.Second)), "k2")
 
 	if got := inbox(t, s, bob); len(got) != 2 {
-		t.Errorf("bob's inbox holds %d messages, want 2: %v", len(got), messageIDs(got))
+		t.Errorf("bob's inbox holds %d messages, want 2: %v", len(got), prototest.IDs(got))
 	}
 	if got := inbox(t, s, carol); len(got) != 0 {
-		t.Errorf("carol's inbox holds %v, want nothing: the retry addressed to her stored nothing", messageIDs(got))
+		t.Errorf("carol's inbox holds %v, want nothing: the retry addressed to her stored nothing", prototest.IDs(got))
 	}
 }
 
@@ -293,7 +279,7 @@ func testConcurrentDuplicates(t *testing.T, db *sqldb.DB) {
 		if !dups[i] {
 			storedOnce++
 		}
-		wantMessage(t, fmt.Sprintf("send %d returned", i), got[i], list[0])
+		prototest.Equal(t, fmt.Sprintf("send %d returned", i), got[i], list[0])
 	}
 	if storedOnce != 1 {
 		t.Errorf("%d sends reported their message stored, want 1 (the rest suppressed)", storedOnce)
@@ -326,7 +312,7 @@ func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
 			if dups[i] {
 				t.Errorf("round %d: send %d was reported as a suppressed duplicate, want the first send's answer", r, i)
 			}
-			wantMessage(t, fmt.Sprintf("round %d: send %d returned", r, i), got[i], list[0])
+			prototest.Equal(t, fmt.Sprintf("round %d: send %d returned", r, i), got[i], list[0])
 		}
 	}
 }
@@ -345,7 +331,7 @@ func testConcurrentDistinct(t *testing.T, db *sqldb.DB) {
 		}
 	}
 	if list := inbox(t, s, bob); len(list) != n {
-		t.Errorf("%d distinct concurrent sends stored %d messages, want all: %v", n, len(list), messageIDs(got))
+		t.Errorf("%d distinct concurrent sends stored %d messages, want all: %v", n, len(list), prototest.IDs(got))
 	}
 }
 
@@ -355,7 +341,7 @@ func page(t *testing.T, what string, list []*messagesv1.Message, total int, err 
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	if diff := cmp.Diff(messageIDs(want), messageIDs(list)); diff != "" {
+	if diff := cmp.Diff(prototest.IDs(want), prototest.IDs(list)); diff != "" {
 		t.Errorf("%s: ids (-want +got):\n%s", what, diff)
 	} else if diff := cmp.Diff(want, list, protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: messages (-want +got):\n%s", what, diff)

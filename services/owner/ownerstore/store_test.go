@@ -11,13 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
 	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -75,23 +75,16 @@ func createAsk(t *testing.T, s *ownerstore.Store, a *ownerv1.Ask) *ownerv1.Ask {
 	return got
 }
 
-func wantProto(t *testing.T, what string, got, want proto.Message) {
-	t.Helper()
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", what, diff)
-	}
-}
-
 func testCreateGetAsk(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := newAsk("agent-a", day1.Add(123*time.Millisecond), "ja", "nein — später", "\"quoted\"")
 	a.Question = "Résumé prüfen? ✓ 'quotes'"
-	wantProto(t, "CreateAsk returned", createAsk(t, s, a), a)
+	prototest.Equal(t, "CreateAsk returned", createAsk(t, s, a), a)
 	got, err := s.GetAsk(t.Context(), a.GetAskId())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProto(t, "GetAsk", got, a)
+	prototest.Equal(t, "GetAsk", got, a)
 
 	free := newAsk("agent-a", day1.Add(time.Second)) // no options
 	if got := createAsk(t, s, free); got.GetOptions() != nil {
@@ -112,7 +105,7 @@ func testCreateAskTwice(t *testing.T, db *sqldb.DB) {
 	if err != nil || created {
 		t.Fatalf("second CreateAsk = created %v, %v; want the existing ask", created, err)
 	}
-	wantProto(t, "second CreateAsk returned", got, first)
+	prototest.Equal(t, "second CreateAsk returned", got, first)
 }
 
 func testListAsks(t *testing.T, db *sqldb.DB) {
@@ -171,13 +164,13 @@ func testResolveFirstWins(t *testing.T, db *sqldb.DB) {
 	}
 	want := proto.Clone(a).(*ownerv1.Ask)
 	want.Status, want.Answer, want.AnsweredBy, want.ResolveTime = ownerv1.AskStatus_ASK_STATUS_ANSWERED, "yes", "owner", timestamppb.New(at)
-	wantProto(t, "answered ask", got, want)
+	prototest.Equal(t, "answered ask", got, want)
 
 	again, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: at.Add(time.Hour)})
 	if err != nil || changed {
 		t.Fatalf("second ResolveAsk = changed %v, %v; want nothing changed", changed, err)
 	}
-	wantProto(t, "ask after a second outcome", again, want)
+	prototest.Equal(t, "ask after a second outcome", again, want)
 
 	if _, _, err := s.ResolveAsk(t.Context(), ids.New("ask"), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: at}); !errors.Is(err, owner.ErrNotFound) {
 		t.Errorf("ResolveAsk(unknown) err = %v, want ErrNotFound", err)
@@ -356,7 +349,7 @@ func TestReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantProto(t, "ask after reopening", got, a)
+		prototest.Equal(t, "ask after reopening", got, a)
 		if _, total, err := s2.ListChannels(t.Context(), 0, 50); err != nil || total != 0 {
 			t.Errorf("after deleting the log channel and reopening: %d channels (err %v), want 0 (the seed runs once)", total, err)
 		}

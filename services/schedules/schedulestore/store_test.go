@@ -1,7 +1,6 @@
 package schedulestore_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
@@ -115,21 +115,6 @@ func want[M proto.Message](t *testing.T, what string, got, want M) {
 	}
 }
 
-func wantErr(t *testing.T, what string, err, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: err = %v, want %v", what, err, want)
-	}
-}
-
-func scheduleIDs(list []*schedulesv1.Schedule) []string {
-	out := make([]string, len(list))
-	for i, s := range list {
-		out[i] = s.GetId()
-	}
-	return out
-}
-
 func testCreateGet(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	sch := newSchedule(t, agentA, day1.Add(9*time.Hour+123*time.Millisecond))
@@ -157,7 +142,7 @@ func testCreateGet(t *testing.T, db *sqldb.DB) {
 	want(t, "Get of an interval schedule without arguments", stored, interval)
 
 	_, err = s.Get(t.Context(), ids.NewAt("sch", day1))
-	wantErr(t, "Get of an unknown id", err, schedules.ErrNotFound)
+	sqldbtest.WantErr(t, "Get of an unknown id", err, schedules.ErrNotFound)
 }
 
 func testReopen(t *testing.T, db *sqldb.DB) {
@@ -266,7 +251,7 @@ func testList(t *testing.T, db *sqldb.DB) {
 		if total != tc.total {
 			t.Errorf("%s total = %d, want %d", what, total, tc.total)
 		}
-		if diff := cmp.Diff(scheduleIDs(tc.want), scheduleIDs(got)); diff != "" {
+		if diff := cmp.Diff(prototest.IDs(tc.want), prototest.IDs(got)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", what, diff)
 		}
 	}
@@ -302,7 +287,7 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	stale.Status = paused
 	stale.PausedBy = "agent-a"
 	_, err = s.Update(ctx, stale, pending)
-	wantErr(t, "Update from a stale status", err, schedules.ErrStale)
+	sqldbtest.WantErr(t, "Update from a stale status", err, schedules.ErrStale)
 	if got, _ := s.Get(ctx, sch.GetId()); got.GetStatus() != active {
 		t.Errorf("after a stale Update the status is %v, want active", got.GetStatus())
 	}
@@ -311,7 +296,7 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	}
 	missing := newSchedule(t, agentA, day1)
 	_, err = s.Update(ctx, missing, pending)
-	wantErr(t, "Update of an unknown schedule", err, schedules.ErrNotFound)
+	sqldbtest.WantErr(t, "Update of an unknown schedule", err, schedules.ErrNotFound)
 }
 
 func testDelete(t *testing.T, db *sqldb.DB) {
@@ -321,7 +306,7 @@ func testDelete(t *testing.T, db *sqldb.DB) {
 		t.Fatal(err)
 	}
 	_, err := s.Get(t.Context(), sch.GetId())
-	wantErr(t, "Get after Delete", err, schedules.ErrNotFound)
+	sqldbtest.WantErr(t, "Get after Delete", err, schedules.ErrNotFound)
 	// The key is free again: a retry of a create that was rolled back
 	// creates anew.
 	if _, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1), "key"); err != nil || !created {

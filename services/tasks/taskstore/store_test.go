@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -84,45 +85,23 @@ func create(t *testing.T, s *taskstore.Store, task *tasksv1.Task, key string, ma
 	return got
 }
 
-func wantTask(t *testing.T, what string, got, want *tasksv1.Task) {
-	t.Helper()
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", what, diff)
-	}
-}
-
-func wantErr(t *testing.T, what string, err, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: err = %v, want %v", what, err, want)
-	}
-}
-
-func taskIDs(list []*tasksv1.Task) []string {
-	out := make([]string, len(list))
-	for i, t := range list {
-		out[i] = t.GetId()
-	}
-	return out
-}
-
 func testCreateGet(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	task := newTask(agentA, day1.Add(9*time.Hour+123*time.Millisecond))
 	task.Description = "Résumé prüfen ✓ — 'quotes' and \"double quotes\""
 	task.Priority = tasksv1.TaskPriority_TASK_PRIORITY_HIGH
-	wantTask(t, "Create returned", create(t, s, proto.Clone(task).(*tasksv1.Task), noKey, noCap), task)
+	prototest.Equal(t, "Create returned", create(t, s, proto.Clone(task).(*tasksv1.Task), noKey, noCap), task)
 
 	got, err := s.Get(t.Context(), agentA, task.GetId())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask(t, "Get returned", got, task)
+	prototest.Equal(t, "Get returned", got, task)
 
 	_, err = s.Get(t.Context(), agentB, task.GetId())
-	wantErr(t, "another agent's Get", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "another agent's Get", err, tasks.ErrNotFound)
 	_, err = s.Get(t.Context(), agentA, ids.NewAt("tsk", day1))
-	wantErr(t, "Get of an unknown id", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "Get of an unknown id", err, tasks.ErrNotFound)
 }
 
 func testReopen(t *testing.T, db *sqldb.DB) {
@@ -133,7 +112,7 @@ func testReopen(t *testing.T, db *sqldb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask(t, "Get after reopening", got, task)
+	prototest.Equal(t, "Get after reopening", got, task)
 }
 
 func testList(t *testing.T, db *sqldb.DB) {
@@ -200,9 +179,9 @@ func testDailyCap(t *testing.T, db *sqldb.DB) {
 	}
 	refused := newTask(agentA, day1.Add(18*time.Hour))
 	_, err := s.Create(ctx, refused, noKey, maxPerDay)
-	wantErr(t, "create beyond the cap", err, tasks.ErrDailyCap)
+	sqldbtest.WantErr(t, "create beyond the cap", err, tasks.ErrDailyCap)
 	_, err = s.Get(ctx, agentA, refused.GetId())
-	wantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
 	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != maxPerDay {
 		t.Errorf("List after a refused create: total = %d, %v; want %d", total, err, maxPerDay)
 	}
@@ -221,7 +200,7 @@ func testDailyCapUTC(t *testing.T, db *sqldb.DB) {
 	create(t, s, newTask(agentA, day2.Add(30*time.Minute)), noKey, 1)
 	// 20:00 on day 1 in New York is 01:00 on day 2 in UTC: over the cap.
 	_, err := s.Create(t.Context(), newTask(agentA, day2.Add(time.Hour).In(newYork)), noKey, 1)
-	wantErr(t, "create at 20:00 UTC-5 on the day before", err, tasks.ErrDailyCap)
+	sqldbtest.WantErr(t, "create at 20:00 UTC-5 on the day before", err, tasks.ErrDailyCap)
 	// 01:00 on day 2 in Berlin is 23:00 on day 1 in UTC: under it.
 	create(t, s, newTask(agentA, day2.Add(-time.Hour).In(berlin)), noKey, 1)
 }
@@ -234,20 +213,20 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 
 	retry := newTask(agentA, day1.Add(time.Second))
 	retry.Description = "a different description"
-	wantTask(t, "a second create with the same key", create(t, s, retry, "key-1", noCap), first)
+	prototest.Equal(t, "a second create with the same key", create(t, s, retry, "key-1", noCap), first)
 	_, err := s.Get(ctx, agentA, retry.GetId())
-	wantErr(t, "Get of the retried task", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "Get of the retried task", err, tasks.ErrNotFound)
 
 	// The key is the agent's own: another agent's key-1 is a new task.
 	theirs := newTask(agentB, day1.Add(time.Second))
-	wantTask(t, "another agent's create with the same key", create(t, s, theirs, "key-1", noCap), theirs)
+	prototest.Equal(t, "another agent's create with the same key", create(t, s, theirs, "key-1", noCap), theirs)
 	// Another key, or none, is a new task each time.
 	for i, key := range []string{"key-2", noKey, noKey} {
 		task := newTask(agentA, day1.Add(time.Duration(i+2)*time.Second))
-		wantTask(t, fmt.Sprintf("create with key %q", key), create(t, s, task, key, noCap), task)
+		prototest.Equal(t, fmt.Sprintf("create with key %q", key), create(t, s, task, key, noCap), task)
 	}
 	// A retry once the cap is reached still answers with the first task.
-	wantTask(t, "a retry at the cap", create(t, s, newTask(agentA, day1.Add(time.Minute)), "key-1", 4), first)
+	prototest.Equal(t, "a retry at the cap", create(t, s, newTask(agentA, day1.Add(time.Minute)), "key-1", 4), first)
 
 	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 4 {
 		t.Errorf("agent A has %d tasks (%v), want 4", total, err)
@@ -258,9 +237,9 @@ func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	create(t, s, newTask(agentA, day1), noKey, 1)
 	_, err := s.Create(t.Context(), newTask(agentA, day1.Add(time.Hour)), "late", 1)
-	wantErr(t, "create with a key beyond the cap", err, tasks.ErrDailyCap)
+	sqldbtest.WantErr(t, "create with a key beyond the cap", err, tasks.ErrDailyCap)
 	next := newTask(agentA, day1.Add(24*time.Hour))
-	wantTask(t, "the same key on the next day", create(t, s, next, "late", 1), next)
+	prototest.Equal(t, "the same key on the next day", create(t, s, next, "late", 1), next)
 }
 
 // createConcurrently runs n creates of distinct tasks for agentA at once.
@@ -297,7 +276,7 @@ func wantOneTask(t *testing.T, s *taskstore.Store, got []*tasksv1.Task, errs []e
 		t.Fatalf("%d creates with one key stored %d tasks, want 1", len(got), total)
 	}
 	for i, task := range got {
-		wantTask(t, fmt.Sprintf("create %d returned", i), task, list[0])
+		prototest.Equal(t, fmt.Sprintf("create %d returned", i), task, list[0])
 	}
 }
 
@@ -338,7 +317,7 @@ func testConcurrentCap(t *testing.T, db *sqldb.DB) {
 	if total != maxPerDay {
 		t.Errorf("stored %d tasks, want %d", total, maxPerDay)
 	}
-	if diff := cmp.Diff(created, taskIDs(list), cmpSorted); diff != "" {
+	if diff := cmp.Diff(created, prototest.IDs(list), cmpSorted); diff != "" {
 		t.Errorf("stored tasks are not the ones whose create succeeded (-created +stored):\n%s", diff)
 	}
 }
@@ -368,14 +347,14 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask(t, "Update pending → running returned", got, want)
+	prototest.Equal(t, "Update pending → running returned", got, want)
 
 	// A writer that still believes the task is pending loses.
 	stale := proto.Clone(task).(*tasksv1.Task)
 	stale.Status = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
 	stale.CancelReason = "too late"
 	_, err = s.Update(ctx, stale, pending)
-	wantErr(t, "Update from a stale status", err, tasks.ErrStale)
+	sqldbtest.WantErr(t, "Update from a stale status", err, tasks.ErrStale)
 
 	done := proto.Clone(want).(*tasksv1.Task)
 	done.Status = tasksv1.TaskStatus_TASK_STATUS_COMPLETED
@@ -388,25 +367,25 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	unknown := newTask(agentA, day1)
 	unknown.Status = running
 	_, err = s.Update(ctx, unknown, pending)
-	wantErr(t, "Update of an unknown id", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "Update of an unknown id", err, tasks.ErrNotFound)
 
 	// Another agent can neither change nor see the task.
 	foreign := proto.Clone(done).(*tasksv1.Task)
 	foreign.AgentId = agentB
 	foreign.Status = tasksv1.TaskStatus_TASK_STATUS_FAILED
 	_, err = s.Update(ctx, foreign, tasksv1.TaskStatus_TASK_STATUS_COMPLETED)
-	wantErr(t, "another agent's Update", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "another agent's Update", err, tasks.ErrNotFound)
 	_, err = s.Get(ctx, agentB, task.GetId())
-	wantErr(t, "another agent's Get", err, tasks.ErrNotFound)
+	sqldbtest.WantErr(t, "another agent's Get", err, tasks.ErrNotFound)
 	if list, total, err := s.List(ctx, agentB, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 0 || len(list) != 0 {
-		t.Errorf("another agent's List = %v, total %d, %v; want nothing", taskIDs(list), total, err)
+		t.Errorf("another agent's List = %v, total %d, %v; want nothing", prototest.IDs(list), total, err)
 	}
 
 	stored, err := s.Get(ctx, agentA, task.GetId())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask(t, "stored task", stored, done)
+	prototest.Equal(t, "stored task", stored, done)
 }
 
 func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
@@ -444,5 +423,5 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask(t, "stored task", stored, winner)
+	prototest.Equal(t, "stored task", stored, winner)
 }
