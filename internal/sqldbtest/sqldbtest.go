@@ -15,8 +15,8 @@ package sqldbtest
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 
