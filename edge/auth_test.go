@@ -121,12 +121,12 @@ func TestAuthMatrix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := len(f.logs.events("boundary.validation_failed"))
+			before := len(f.logs.Events("boundary.validation_failed"))
 			resp, body := post(t, c.url, c.header, modernList)
 			if resp.StatusCode != c.status {
 				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, c.status, body)
 			}
-			after := len(f.logs.events("boundary.validation_failed"))
+			after := len(f.logs.Events("boundary.validation_failed"))
 			if c.logged != (after-before == 1) || after-before > 1 {
 				t.Errorf("boundary.validation_failed events = %d, want logged=%v (exactly one)", after-before, c.logged)
 			}

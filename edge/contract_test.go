@@ -196,7 +196,7 @@ func TestGapAndNotSupportedEmitOneEventEach(t *testing.T) {
 	callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
 	callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_UNIMPLEMENTED"})
 	callEnv(t, cs, "testing_echo", map[string]any{"message": "x"})
-	gaps, unsupported := f.logs.events("mcp.capability_gap"), f.logs.events("mcp.not_supported")
+	gaps, unsupported := f.logs.Events("mcp.capability_gap"), f.logs.Events("mcp.not_supported")
 	if len(gaps) != 1 || gaps[0]["gap"] != "testing.echo_channel" || gaps[0]["tool"] != "testing_echo" {
 		t.Errorf("mcp.capability_gap events = %v, want one naming the gap", gaps)
 	}
@@ -266,7 +266,7 @@ func TestAdminGuardrails(t *testing.T) {
 	if n := f.backend.Calls("Purge"); n != 0 {
 		t.Fatalf("refused admin calls reached the service %d times", n)
 	}
-	if ev := f.logs.events("mcp.admin_op.executed"); len(ev) != 0 {
+	if ev := f.logs.Events("mcp.admin_op.executed"); len(ev) != 0 {
 		t.Fatalf("refused admin calls emitted %d mcp.admin_op.executed events", len(ev))
 	}
 
@@ -274,13 +274,13 @@ func TestAdminGuardrails(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("confirmed admin call = %+v", env)
 	}
-	ev := f.logs.events("mcp.admin_op.executed")
+	ev := f.logs.Events("mcp.admin_op.executed")
 	if len(ev) != 1 || ev[0]["tool"] != "testing_purge" || ev[0]["reason"] != "cleanup after the test" || ev[0]["subject"] != edge.DevSubject {
 		t.Errorf("mcp.admin_op.executed events = %v, want exactly one for the call", ev)
 	}
 	// An admin call that fails at the service is not an executed admin op.
 	callEnv(t, cs, "testing_grant", map[string]any{"agent_id": "a1", "amount": "0", "confirm": true, "reason": "bonus"})
-	if ev := f.logs.events("mcp.admin_op.executed"); len(ev) != 1 {
+	if ev := f.logs.Events("mcp.admin_op.executed"); len(ev) != 1 {
 		t.Errorf("mcp.admin_op.executed events = %d after a failed admin call, want still 1", len(ev))
 	}
 }

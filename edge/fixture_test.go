@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,8 +9,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,42 +17,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
-
-// logBuffer collects an edge's JSON log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// events returns the logged events named msg, decoded.
-func (l *logBuffer) events(msg string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(l.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // testingService is the test-only contract's service.
 func testingService() protoreflect.ServiceDescriptor {
@@ -69,7 +37,7 @@ type fixture struct {
 	edge    *edge.Edge
 	http    *httptest.Server
 	url     string // the /mcp endpoint
-	logs    *logBuffer
+	logs    *logtest.Buffer
 }
 
 // resourceFor is the canonical URI of the edge listening on ts: the
@@ -88,7 +56,7 @@ func newFixture(t testing.TB, configure func(*edge.Config)) *fixture {
 // edges may share one).
 func newFixtureOn(t testing.TB, backend *testingsvc.Service, svc *servertest.Server, configure func(*edge.Config)) *fixture {
 	t.Helper()
-	f := &fixture{backend: backend, svc: svc, logs: &logBuffer{}}
+	f := &fixture{backend: backend, svc: svc, logs: &logtest.Buffer{}}
 	cfg := edge.Config{
 		Contracts:   []protoreflect.ServiceDescriptor{testingService()},
 		Services:    map[string]string{testingv1connect.TestingServiceName: f.svc.URL},

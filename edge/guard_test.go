@@ -179,7 +179,7 @@ func TestSecretsNeverReachErrorsOrLogs(t *testing.T) {
 			t.Errorf("the edge's log contains %q", s)
 		}
 	}
-	if len(f.logs.events("boundary.validation_failed")) != 3 {
-		t.Errorf("boundary.validation_failed events = %d, want one per rejected call (3)", len(f.logs.events("boundary.validation_failed")))
+	if len(f.logs.Events("boundary.validation_failed")) != 3 {
+		t.Errorf("boundary.validation_failed events = %d, want one per rejected call (3)", len(f.logs.Events("boundary.validation_failed")))
 	}
 }

@@ -358,10 +358,10 @@ func TestRequestStateRefusals(t *testing.T) {
 			t.Errorf("refusal %d (%s) = %s, want it the same as every other: %s", i, attempts[i].name, r, refusals[0])
 		}
 	}
-	if n := len(f.logs.events("boundary.validation_failed")); n < len(attempts) {
+	if n := len(f.logs.Events("boundary.validation_failed")); n < len(attempts) {
 		t.Errorf("%d boundary.validation_failed events, want one per refusal (%d)", n, len(attempts))
 	}
-	for _, e := range f.logs.events("boundary.validation_failed") {
+	for _, e := range f.logs.Events("boundary.validation_failed") {
 		if e["boundary"] != "request_state" {
 			t.Errorf("rejection logged at boundary %v, want request_state", e["boundary"])
 		}

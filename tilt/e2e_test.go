@@ -1,7 +1,6 @@
 package tilt_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 )
 
 // serving is one resource started the way Tilt starts a serve_cmd: a shell
@@ -27,39 +26,27 @@ import (
 type serving struct {
 	r    *resource
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *logtest.Buffer
 	dead chan struct{}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
+// tail returns the last 4000 bytes of a process's output.
+func tail(log *logtest.Buffer) string {
+	s := log.String()
 	if len(s) > 4000 {
 		s = "..." + s[len(s)-4000:]
 	}
 	return s
 }
 
-func start(argv []string, dir string, env map[string]string) (*exec.Cmd, *lockedBuffer, error) {
+func start(argv []string, dir string, env map[string]string) (*exec.Cmd, *logtest.Buffer, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	log := &lockedBuffer{}
+	log := &logtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd, log, cmd.Start()
@@ -185,7 +172,7 @@ func TestTiltServeCmdsStartTheMesh(t *testing.T) {
 	logs := func() string {
 		var b strings.Builder
 		for _, s := range started {
-			fmt.Fprintf(&b, "--- %s\n%s\n", s.r.Name, s.log.String())
+			fmt.Fprintf(&b, "--- %s\n%s\n", s.r.Name, tail(s.log))
 		}
 		return b.String()
 	}
@@ -204,7 +191,7 @@ func TestTiltServeCmdsStartTheMesh(t *testing.T) {
 				err = cmd.Wait()
 			}
 			if err != nil {
-				t.Fatalf("%s: cmd %q: %v\n%s", r.Name, r.Cmd, err, log.String())
+				t.Fatalf("%s: cmd %q: %v\n%s", r.Name, r.Cmd, err, tail(log))
 			}
 		}
 		if r.ServeCmd == nil {

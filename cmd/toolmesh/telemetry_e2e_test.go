@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
@@ -28,35 +28,17 @@ import (
 	ownerworker "github.com/toolmesh/toolmesh/workers/owner"
 )
 
-// lockedBuffer is a process's stdout, written by its goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // process is `toolmesh args...` run in this test binary, its spans written
 // to out by the stdout exporter.
 type process struct {
 	name      string
-	out, logs *lockedBuffer
+	out, logs *logtest.Buffer
 	stop      func()
 }
 
 func startProcess(t *testing.T, health string, args ...string) *process {
 	t.Helper()
-	p := &process{name: args[0], out: &lockedBuffer{}, logs: &lockedBuffer{}}
+	p := &process{name: args[0], out: &logtest.Buffer{}, logs: &logtest.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

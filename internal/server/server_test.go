@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -103,24 +102,6 @@ func testVerifier(t *testing.T) *mesh.Verifier {
 	return s.Verifier()
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs the test service behind a real listener and returns its base
 // URL and the signer whose tokens it accepts.
 func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
@@ -203,7 +184,7 @@ func TestIdentityReachesHandlerOverEveryProtocol(t *testing.T) {
 }
 
 func TestCallsWithoutAValidMeshTokenAreUnauthenticated(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	base, signer := start(t, logs)
 	other, err := mesh.GenerateKey()
 	if err != nil {

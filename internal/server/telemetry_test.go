@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -21,7 +22,7 @@ const echoProcedure = "toolmesh.testing.v1.TestingService/Echo"
 
 // startTraced serves the testing service with tel and returns a client
 // instrumented with it too, over the given protocol.
-func startTraced(t *testing.T, tel *telemetrytest.Telemetry, logs *syncBuffer, protocol []connect.ClientOption) (*servertest.Server, testingv1connect.TestingServiceClient) {
+func startTraced(t *testing.T, tel *telemetrytest.Telemetry, logs *logtest.Buffer, protocol []connect.ClientOption) (*servertest.Server, testingv1connect.TestingServiceClient) {
 	t.Helper()
 	srv := servertest.StartWith(t, servertest.Options{
 		Log:       logging.New(logs, logging.ParseLevel("info")),
@@ -39,7 +40,7 @@ func TestCallsContinueTheCallersTrace(t *testing.T) {
 	for _, p := range servertest.Protocols() {
 		t.Run(p.Name, func(t *testing.T) {
 			tel := telemetrytest.New(t)
-			_, client := startTraced(t, tel, &syncBuffer{}, p.Opts)
+			_, client := startTraced(t, tel, &logtest.Buffer{}, p.Opts)
 			ctx, root := tel.Tracer().Start(servertest.As(context.Background(), "a1"), "caller")
 			if _, err := client.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); err != nil {
 				t.Fatal(err)
@@ -58,7 +59,7 @@ func TestCallsContinueTheCallersTrace(t *testing.T) {
 // the gRPC handler, in a span named by its route.
 func TestRESTCallsContinueTheCallersTrace(t *testing.T) {
 	tel := telemetrytest.New(t)
-	srv, _ := startTraced(t, tel, &syncBuffer{}, nil)
+	srv, _ := startTraced(t, tel, &logtest.Buffer{}, nil)
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/testing/echo", strings.NewReader(`{"message":"hi"}`))
 	req.Header.Set("Authorization", servertest.Bearer("a1"))
@@ -86,7 +87,7 @@ func TestRESTCallsContinueTheCallersTrace(t *testing.T) {
 // call's trace and span.
 func TestLogLinesInsideAHandlerCarryItsTraceID(t *testing.T) {
 	tel := telemetrytest.New(t)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	_, client := startTraced(t, tel, logs, nil)
 	if _, err := client.Echo(servertest.As(context.Background(), "a1"), &testingv1.EchoRequest{}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("Echo without a message = %v, want invalid_argument", err)
@@ -114,7 +115,7 @@ func TestLogLinesInsideAHandlerCarryItsTraceID(t *testing.T) {
 // duration histograms by method and status code, and the process metrics.
 func TestServiceMetrics(t *testing.T) {
 	tel := telemetrytest.New(t)
-	srv, client := startTraced(t, tel, &syncBuffer{}, nil)
+	srv, client := startTraced(t, tel, &logtest.Buffer{}, nil)
 	ctx := servertest.As(context.Background(), "a1")
 	if _, err := client.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,7 @@
 package audit_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -37,7 +35,7 @@ import (
 type env struct {
 	srv *servertest.Server
 	db  *sqldb.DB
-	log *syncBuffer
+	log *logtest.Buffer
 	c   auditv1connect.AuditServiceClient
 }
 
@@ -57,7 +55,7 @@ func start(t *testing.T, cfg audit.Config, db sqldbtest.Engine) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	cfg.Log = logging.New(buf, nil)
 	return &env{srv: servertest.Start(t, audit.New(st, cfg).Registration()), db: sdb, log: buf}
 }
@@ -160,7 +158,7 @@ func TestAppendChainsRecords(t *testing.T) {
 		if diff := cmp.Diff(want, res, protocmp.Transform()); diff != "" {
 			t.Errorf("Verify (-want +got):\n%s", diff)
 		}
-		if n := e.log.boundaryEvents(t); n != 0 {
+		if n := boundaryEvents(e.log); n != 0 {
 			t.Errorf("an intact chain logged %d boundary.validation_failed events, want 0", n)
 		}
 	})
@@ -543,7 +541,7 @@ func TestVerifyFindsTheFirstBadRecord(t *testing.T) {
 					tc.problem != auditv1.Problem_PROBLEM_HEAD_MISSING && res.GetVerifiedRecords() != want {
 					t.Errorf("verified_records = %d, want %d (the records before the bad one)", res.GetVerifiedRecords(), want)
 				}
-				if got := e.log.boundaryEvents(t); got != 1 {
+				if got := boundaryEvents(e.log); got != 1 {
 					t.Errorf("%d boundary.validation_failed events at audit_chain, want exactly 1", got)
 				}
 			})
@@ -624,7 +622,7 @@ func TestAppendRefusesARecordPastTheHead(t *testing.T) {
 		recs := appendN(t, e, 3)
 		exec := attacker(t, e)
 		forge(t, exec, 4, recs[2].GetHash())
-		before := e.log.boundaryEvents(t)
+		before := boundaryEvents(e.log)
 		_, err := e.c.Append(asEdge(), appendReq(4))
 		if servertest.Code(t, err) != connect.CodeDataLoss {
 			t.Fatalf("append onto a record past the head: code %v (%v), want data_loss", connect.CodeOf(err), err)
@@ -632,7 +630,7 @@ func TestAppendRefusesARecordPastTheHead(t *testing.T) {
 		if !strings.Contains(err.Error(), "audit_verify") {
 			t.Errorf("error %q does not tell the operator to verify", err)
 		}
-		if got := e.log.boundaryEvents(t) - before; got != 1 {
+		if got := boundaryEvents(e.log) - before; got != 1 {
 			t.Errorf("%d boundary.validation_failed events at audit_chain, want 1", got)
 		}
 	})
@@ -711,35 +709,12 @@ func TestServesREST(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // boundaryEvents counts the boundary.validation_failed events logged at the
 // audit_chain boundary.
-func (s *syncBuffer) boundaryEvents(t *testing.T) int {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func boundaryEvents(log *logtest.Buffer) int {
 	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
-	for sc.Scan() {
-		var ev struct {
-			Msg      string `json:"msg"`
-			Boundary string `json:"boundary"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("log line is not JSON: %s", sc.Text())
-		}
-		if ev.Msg == "boundary.validation_failed" && ev.Boundary == "audit_chain" {
+	for _, ev := range log.Events("boundary.validation_failed") {
+		if ev["boundary"] == "audit_chain" {
 			n++
 		}
 	}

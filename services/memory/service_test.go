@@ -15,13 +15,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
@@ -47,30 +47,12 @@ type mode struct {
 
 var modes = []mode{{"plaintext", nil}, {"encrypted", testKey("a")}}
 
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a memory service on one SQLite file.
 type env struct {
 	path string
 	db   *sqldb.DB
 	srv  *servertest.Server
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 func openDB(t *testing.T, path string) (*sqldb.DB, *memorystore.Store) {
@@ -91,7 +73,7 @@ func start(t *testing.T, path string, cfg memory.Config) *env {
 		path = filepath.Join(t.TempDir(), "memory.db")
 	}
 	db, st := openDB(t, path)
-	e := &env{path: path, db: db, logs: &syncBuffer{}}
+	e := &env{path: path, db: db, logs: &logtest.Buffer{}}
 	log := logging.New(e.logs, slog.LevelDebug)
 	cfg.Log = log
 	svc, err := memory.New(context.Background(), st, cfg)

@@ -2,7 +2,6 @@ package owner_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
@@ -31,42 +31,12 @@ import (
 	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
 )
 
-// syncBuffer collects the service's JSON log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// events returns the logged events named msg.
-func (s *syncBuffer) events(msg string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(s.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // env is one owner service under test.
 type env struct {
 	c    ownerv1connect.OwnerServiceClient
 	srv  *servertest.Server
 	wf   *fakeWorkflows
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 // start serves the owner service on SQLite with fake workflows, and a
@@ -82,7 +52,7 @@ func start(t *testing.T, cfg owner.Config) *env {
 	if cfg.Workflows == nil {
 		cfg.Workflows = wf
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cfg.Log = logging.New(logs, slog.LevelDebug)
 	svc, err := owner.New(st, cfg)
 	if err != nil {
@@ -348,8 +318,8 @@ func TestRecordAskOutcomeIsForTheWorker(t *testing.T) {
 		}
 		_, err = e.c.RecordAskOutcome(theWorker(), &ownerv1.RecordAskOutcomeRequest{AskId: id, Status: ownerv1.AskStatus_ASK_STATUS_PENDING, ResolveTime: res.GetAsk().GetExpireTime()})
 		wantCode(t, "recording pending as an outcome", err, connect.CodeInvalidArgument)
-		if len(e.logs.events("owner.ask_ended")) != 1 {
-			t.Errorf("owner.ask_ended logged %d times, want once", len(e.logs.events("owner.ask_ended")))
+		if len(e.logs.Events("owner.ask_ended")) != 1 {
+			t.Errorf("owner.ask_ended logged %d times, want once", len(e.logs.Events("owner.ask_ended")))
 		}
 	})
 }
@@ -515,7 +485,7 @@ func TestNotifyFansOutToChannels(t *testing.T) {
 		}
 		// The log channel wrote the notification.
 		var logged bool
-		for _, ev := range e.logs.events("owner.notification") {
+		for _, ev := range e.logs.Events("owner.notification") {
 			logged = logged || (ev["message"] == "nightly build is green" && ev["channel"] == "log" && ev["agent"] == "agent-a")
 		}
 		if !logged {
