@@ -85,20 +85,7 @@ func runParallel(b *testing.B, fn func(ctx context.Context) error) {
 // all three sides of a call.
 func BenchmarkTasksGet(b *testing.B) {
 	svc, store := startTasksWithStore(b)
-	direct := tasksv1connect.NewTasksServiceClient(svc.Client(), svc.URL, servertest.ClientOptions(nil)...)
-	ctx := servertest.As(context.Background(), "local")
-	created, err := direct.Create(ctx, &tasksv1.CreateRequest{Description: "benchmark"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	id := created.GetTask().GetId()
-
-	b.Run("direct-connect", func(b *testing.B) {
-		runParallel(b, func(context.Context) error {
-			_, err := direct.Get(ctx, &tasksv1.GetRequest{TaskId: id})
-			return err
-		})
-	})
+	id := benchDirect(b, svc)
 	b.Run("edge-mcp", func(b *testing.B) {
 		cs := startEdgeB(b, tasksOnly(svc))
 		benchCallTool(b, cs, id)
@@ -116,6 +103,26 @@ func BenchmarkTasksGet(b *testing.B) {
 	b.Run("stock-sdk-raw-http", func(b *testing.B) {
 		benchRawCall(b, serveStockSDK(b, store), id)
 	})
+}
+
+// benchDirect creates the task the benchmark reads, as agent "local", and
+// runs the direct-connect sub-benchmark: TasksService.Get over Connect. It
+// returns the task's id.
+func benchDirect(b *testing.B, svc *servertest.Server) string {
+	direct := tasksv1connect.NewTasksServiceClient(svc.Client(), svc.URL, servertest.ClientOptions(nil)...)
+	ctx := servertest.As(context.Background(), "local")
+	created, err := direct.Create(ctx, &tasksv1.CreateRequest{Description: "benchmark"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := created.GetTask().GetId()
+	b.Run("direct-connect", func(b *testing.B) {
+		runParallel(b, func(context.Context) error {
+			_, err := direct.Get(ctx, &tasksv1.GetRequest{TaskId: id})
+			return err
+		})
+	})
+	return id
 }
 
 // benchRawCall posts tools/call tasks_get at 2026-07-28 as a bare HTTP

@@ -10,8 +10,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
-	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
@@ -42,19 +40,7 @@ func BenchmarkTasksGetTelemetry(b *testing.B) {
 				p = tel.Providers
 			}
 			svc := startTasksTelemetry(b, p)
-			direct := tasksv1connect.NewTasksServiceClient(svc.Client(), svc.URL, servertest.ClientOptions(nil)...)
-			ctx := servertest.As(context.Background(), "local")
-			created, err := direct.Create(ctx, &tasksv1.CreateRequest{Description: "benchmark"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			id := created.GetTask().GetId()
-			b.Run("direct-connect", func(b *testing.B) {
-				runParallel(b, func(context.Context) error {
-					_, err := direct.Get(ctx, &tasksv1.GetRequest{TaskId: id})
-					return err
-				})
-			})
+			id := benchDirect(b, svc)
 			b.Run("edge-raw-http", func(b *testing.B) {
 				cfg := tasksOnly(svc)
 				cfg.Telemetry = p
