@@ -162,38 +162,7 @@ type workerSpec struct {
 func (m *mrtrMesh) startWorkerProcess(t *testing.T) *exec.Cmd {
 	t.Helper()
 	spec, _ := json.Marshal(workerSpec{HostPort: m.server.HostPort, Namespace: m.server.Namespace, Queue: m.queue, Service: m.svc.URL})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerProcessEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "worker ready" {
-				ready <- sc.Text()
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case _, ok := <-ready:
-		if !ok {
-			t.Fatal("the worker process exited before it was ready")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker process did not get ready")
-	}
+	cmd, _ := startChild(t, workerProcessEnv, spec, "worker ready", "the worker process")
 	return cmd
 }
 
@@ -246,8 +215,18 @@ func (m *mrtrMesh) startEdgeProcess(t *testing.T) (*exec.Cmd, string) {
 		workerSpec: workerSpec{HostPort: m.server.HostPort, Namespace: m.server.Namespace, Queue: m.queue, Service: m.svc.URL},
 		StateKey:   string(requeststate.MarshalKey(m.key)),
 	})
+	cmd, addr := startChild(t, edgeProcessEnv, spec, "edge serving ", "the edge process")
+	return cmd, "http://" + addr + "/mcp"
+}
+
+// startChild runs this test binary as a child process that TestMain turns
+// into what env names (its spec as the value), killed when the test ends,
+// and waits for the line of its stdout that starts with ready; it returns
+// the process and the rest of that line.
+func startChild(t *testing.T, env string, spec []byte, ready, what string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), edgeProcessEnv+"="+string(spec))
+	cmd.Env = append(os.Environ(), env+"="+string(spec))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -260,24 +239,24 @@ func (m *mrtrMesh) startEdgeProcess(t *testing.T) (*exec.Cmd, string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	addr := make(chan string, 1)
+	rest := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "edge serving "); ok {
-				addr <- a
+			if r, ok := strings.CutPrefix(sc.Text(), ready); ok {
+				rest <- r
 			}
 		}
-		close(addr)
+		close(rest)
 	}()
 	select {
-	case a, ok := <-addr:
+	case r, ok := <-rest:
 		if !ok {
-			t.Fatal("the edge process exited before it served")
+			t.Fatalf("%s exited before it was ready", what)
 		}
-		return cmd, "http://" + a + "/mcp"
+		return cmd, r
 	case <-time.After(30 * time.Second):
-		t.Fatal("the edge process did not start serving")
+		t.Fatalf("%s did not get ready", what)
 	}
 	return nil, ""
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // serving is one resource started the way Tilt starts a serve_cmd: a shell
@@ -87,34 +88,6 @@ func probeOnce(ctx context.Context, p *tiltProbe) error {
 	return nil
 }
 
-// freePortOffset finds a --port-offset at which every port of the mesh is
-// free (the default ports may be in use by a developer's own mesh), below
-// the ephemeral range the Temporal dev server takes its internal ports from.
-func freePortOffset(t *testing.T) int {
-	t.Helper()
-	free := func(port int) bool {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
-	start := os.Getpid() % 40 * 300
-	for i := range 40 {
-		offset := 10000 + (start+i*300)%12000
-		ok := free(8233 + offset)
-		for p := 7100; ok && p < 7300; p++ {
-			ok = free(p + offset)
-		}
-		if ok {
-			return offset
-		}
-	}
-	t.Fatal("no free port range for the mesh")
-	return 0
-}
-
 // processesIn lists the pids whose working directory is under dir.
 func processesIn(dir string) []string {
 	entries, _ := os.ReadDir("/proc")
@@ -148,7 +121,7 @@ func TestTiltServeCmdsStartTheMesh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offset := freePortOffset(t)
+	offset := porttest.FreeOffset(t, append(porttest.Range(7100, 7300), 8233)...)
 	run, err := execTiltfile(filepath.Join(dir, "Tiltfile"), map[string]string{
 		"port-offset": strconv.Itoa(offset),
 		"data":        "mesh data", // a path the shell must keep in one piece

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
@@ -36,7 +37,7 @@ func TestUpRunsThePlan(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build toolmesh: %v\n%s", err, out)
 	}
-	offset := freeOffset(t)
+	offset := porttest.FreeOffset(t, append(porttest.Range(edgePort, 7300), temporalUIPort)...)
 	up := exec.Command(bin, "up", "--port-offset", strconv.Itoa(offset), "--data", filepath.Join(dir, "data"), "--temporal-bin", temporal)
 	up.Dir = dir
 	stdout, err := up.StdoutPipe()
@@ -140,33 +141,6 @@ func tail(s string) string {
 		return "..." + s[len(s)-3000:]
 	}
 	return s
-}
-
-// freeOffset finds a --port-offset below the ephemeral port range at which
-// every port of the mesh is free.
-func freeOffset(t *testing.T) int {
-	t.Helper()
-	free := func(port int) bool {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
-	start := 10000 + os.Getpid()%40*300
-	for i := range 40 {
-		offset := 10000 + (start-10000+i*300)%12000
-		ok := free(temporalUIPort + offset)
-		for p := edgePort; ok && p < 7300; p++ {
-			ok = free(p + offset)
-		}
-		if ok {
-			return offset
-		}
-	}
-	t.Fatal("no free port range for the mesh")
-	return 0
 }
 
 // processesUnder lists the processes whose command line mentions dir.

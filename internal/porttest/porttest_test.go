@@ -1,0 +1,31 @@
+package porttest_test
+
+import (
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/porttest"
+)
+
+func TestFreeOffsetSkipsATakenPort(t *testing.T) {
+	ports := porttest.Range(7100, 7110)
+	first := porttest.FreeOffset(t, ports...)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(7105+first)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	next := porttest.FreeOffset(t, ports...)
+	if next == first {
+		t.Fatalf("FreeOffset = %d again while port %d is taken", next, 7105+first)
+	}
+	for _, p := range ports {
+		c, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+next)))
+		if err != nil {
+			t.Errorf("port %d at offset %d is not free: %v", p+next, next, err)
+			continue
+		}
+		c.Close()
+	}
+}
