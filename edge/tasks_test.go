@@ -119,12 +119,7 @@ func (f *fakeAsks) waitsSeen() ([]int32, []time.Duration) {
 func askEdge(t *testing.T, configure func(*edge.Config)) (*fakeAsks, string) {
 	t.Helper()
 	f := newFakeAsks()
-	svc := servertest.Start(t, server.Service{
-		Name: ownerv1connect.OwnerServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return ownerv1connect.NewOwnerServiceHandler(f, opts...)
-		},
-	})
+	svc := servertest.Start(t, server.Register(ownerv1connect.OwnerServiceName, ownerv1connect.OwnerServiceHandler(f), ownerv1connect.NewOwnerServiceHandler, nil))
 	cfg := edge.Config{
 		Contracts:   []protoreflect.ServiceDescriptor{ownerv1.File_toolmesh_owner_v1_owner_proto.Services().ByName("OwnerService")},
 		Services:    map[string]string{ownerv1connect.OwnerServiceName: svc.URL},

@@ -3,7 +3,6 @@ package agentcheck_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -90,19 +89,9 @@ func eachProtocol(t *testing.T, fn func(t *testing.T, f *fixture, c tasksv1conne
 	for _, p := range servertest.Protocols() {
 		t.Run(p.Name, func(t *testing.T) {
 			f := &fixture{dir: &directory{status: map[string]agentsv1.AgentStatus{}}, clk: &clock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}}
-			dirSrv := servertest.Start(t, server.Service{
-				Name: agentsv1connect.AgentsServiceName,
-				Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-					return agentsv1connect.NewAgentsServiceHandler(f.dir, opts...)
-				},
-			})
+			dirSrv := servertest.Start(t, server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(f.dir), agentsv1connect.NewAgentsServiceHandler, nil))
 			check := agentcheck.New(dirSrv.URL, agentcheck.Options{TTL: 10 * time.Second, Now: f.clk.Now, HTTPClient: dirSrv.Client()})
-			srv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}}, server.Service{
-				Name: tasksv1connect.TasksServiceName,
-				Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-					return tasksv1connect.NewTasksServiceHandler(protected{}, opts...)
-				},
-			})
+			srv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}}, server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(protected{}), tasksv1connect.NewTasksServiceHandler, nil))
 			fn(t, f, tasksv1connect.NewTasksServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(p.Opts)...))
 		})
 	}
@@ -190,12 +179,7 @@ func TestActiveAnswersAreCachedForTheTTL(t *testing.T) {
 
 func TestUnreachableDirectoryRefusesCalls(t *testing.T) {
 	check := agentcheck.New("http://127.0.0.1:1", agentcheck.Options{HTTPClient: servertest.HTTPClient()})
-	srv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}}, server.Service{
-		Name: tasksv1connect.TasksServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return tasksv1connect.NewTasksServiceHandler(protected{}, opts...)
-		},
-	})
+	srv := servertest.StartWith(t, servertest.Options{Interceptors: []connect.Interceptor{check.Interceptor()}}, server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(protected{}), tasksv1connect.NewTasksServiceHandler, nil))
 	c := tasksv1connect.NewTasksServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
 	refused(t, "directory down", call(c, "worker"), connect.CodeUnavailable, "cannot check that agent worker is registered")
 }

@@ -43,6 +43,18 @@ type Service struct {
 	Gateway func(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error
 }
 
+// Register describes impl, the implementation of the service name, for New:
+// newHandler is its generated New<Service>Handler and gateway its generated
+// Register<Service>Handler (nil for none).
+func Register[H any](name string, impl H, newHandler func(H, ...connect.HandlerOption) (string, http.Handler),
+	gateway func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error) Service {
+	return Service{
+		Name:    name,
+		Mount:   func(opts ...connect.HandlerOption) (string, http.Handler) { return newHandler(impl, opts...) },
+		Gateway: gateway,
+	}
+}
+
 // Options tune a Server. Zero values get sensible defaults.
 type Options struct {
 	// DrainDelay is how long the server keeps answering, while reporting

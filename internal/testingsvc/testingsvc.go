@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -58,13 +57,7 @@ func New() *Service {
 
 // Server describes the service for internal/server, REST gateway included.
 func (s *Service) Server() server.Service {
-	return server.Service{
-		Name: testingv1connect.TestingServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return testingv1connect.NewTestingServiceHandler(s, opts...)
-		},
-		Gateway: testingv1.RegisterTestingServiceHandler,
-	}
+	return server.Register(testingv1connect.TestingServiceName, testingv1connect.TestingServiceHandler(s), testingv1connect.NewTestingServiceHandler, testingv1.RegisterTestingServiceHandler)
 }
 
 // Calls returns how many calls of method ("Echo", "Purge", ...) reached the

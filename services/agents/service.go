@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -56,13 +55,7 @@ func New(store Store, cfg Config) *Service {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: agentsv1connect.AgentsServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return agentsv1connect.NewAgentsServiceHandler(s, opts...)
-		},
-		Gateway: agentsv1.RegisterAgentsServiceHandler,
-	}
+	return server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(s), agentsv1connect.NewAgentsServiceHandler, agentsv1.RegisterAgentsServiceHandler)
 }
 
 // Seed registers each of ids that is not registered yet, active, so that a

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"net/http"
 	"slices"
 	"time"
 
@@ -74,13 +73,7 @@ func New(store Store, cfg Config) *Service {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: auditv1connect.AuditServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return auditv1connect.NewAuditServiceHandler(s, opts...)
-		},
-		Gateway: auditv1.RegisterAuditServiceHandler,
-	}
+	return server.Register(auditv1connect.AuditServiceName, auditv1connect.AuditServiceHandler(s), auditv1connect.NewAuditServiceHandler, auditv1.RegisterAuditServiceHandler)
 }
 
 // authorizeAppend is the one place that decides who may append. Today mesh

@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -69,13 +68,7 @@ func New(store Store, cfg Config) *Service {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: creditsv1connect.CreditsServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return creditsv1connect.NewCreditsServiceHandler(s, opts...)
-		},
-		Gateway: creditsv1.RegisterCreditsServiceHandler,
-	}
+	return server.Register(creditsv1connect.CreditsServiceName, creditsv1connect.CreditsServiceHandler(s), creditsv1connect.NewCreditsServiceHandler, creditsv1.RegisterCreditsServiceHandler)
 }
 
 // readableWallet returns the wallet a read names: the caller's own when

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -118,13 +117,7 @@ func (s *Service) checkKeyring(k Keyring) error {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: memoryv1connect.MemoryServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return memoryv1connect.NewMemoryServiceHandler(s, opts...)
-		},
-		Gateway: memoryv1.RegisterMemoryServiceHandler,
-	}
+	return server.Register(memoryv1connect.MemoryServiceName, memoryv1connect.MemoryServiceHandler(s), memoryv1connect.NewMemoryServiceHandler, memoryv1.RegisterMemoryServiceHandler)
 }
 
 // Save implements MemoryService.Save.

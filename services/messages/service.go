@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,13 +58,7 @@ func New(store Store, cfg Config) *Service {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: messagesv1connect.MessagesServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return messagesv1connect.NewMessagesServiceHandler(s, opts...)
-		},
-		Gateway: messagesv1.RegisterMessagesServiceHandler,
-	}
+	return server.Register(messagesv1connect.MessagesServiceName, messagesv1connect.MessagesServiceHandler(s), messagesv1connect.NewMessagesServiceHandler, messagesv1.RegisterMessagesServiceHandler)
 }
 
 // Send implements MessagesService.Send.

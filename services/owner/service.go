@@ -21,8 +21,6 @@ import (
 	"net/http"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -115,13 +113,7 @@ func New(store Store, cfg Config) (*Service, error) {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: ownerv1connect.OwnerServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return ownerv1connect.NewOwnerServiceHandler(s, opts...)
-		},
-		Gateway: ownerv1.RegisterOwnerServiceHandler,
-	}
+	return server.Register(ownerv1connect.OwnerServiceName, ownerv1connect.OwnerServiceHandler(s), ownerv1connect.NewOwnerServiceHandler, ownerv1.RegisterOwnerServiceHandler)
 }
 
 // nowMillis is the current time at the precision the store keeps.

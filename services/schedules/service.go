@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -127,13 +126,7 @@ func New(store Store, engine Engine, cfg Config) (*Service, error) {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: schedulesv1connect.SchedulesServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return schedulesv1connect.NewSchedulesServiceHandler(s, opts...)
-		},
-		Gateway: schedulesv1.RegisterSchedulesServiceHandler,
-	}
+	return server.Register(schedulesv1connect.SchedulesServiceName, schedulesv1connect.SchedulesServiceHandler(s), schedulesv1connect.NewSchedulesServiceHandler, schedulesv1.RegisterSchedulesServiceHandler)
 }
 
 // Schedulable reports whether a tool may be scheduled and, if not, why. A

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -54,13 +53,7 @@ func New(store Store, cfg Config) *Service {
 // Registration describes the service for internal/server: its Connect
 // handler and its REST gateway routes.
 func (s *Service) Registration() server.Service {
-	return server.Service{
-		Name: tasksv1connect.TasksServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return tasksv1connect.NewTasksServiceHandler(s, opts...)
-		},
-		Gateway: tasksv1.RegisterTasksServiceHandler,
-	}
+	return server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(s), tasksv1connect.NewTasksServiceHandler, tasksv1.RegisterTasksServiceHandler)
 }
 
 // Create implements TasksService.Create.

@@ -3,7 +3,6 @@ package owner_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -49,12 +48,7 @@ func (f *fakeOwner) RecordAskOutcome(ctx context.Context, req *ownerv1.RecordAsk
 func startFakeOwner(t *testing.T) (*fakeOwner, *owner.Activities) {
 	t.Helper()
 	f := &fakeOwner{}
-	srv := servertest.Start(t, server.Service{
-		Name: ownerv1connect.OwnerServiceName,
-		Mount: func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return ownerv1connect.NewOwnerServiceHandler(f, opts...)
-		},
-	})
+	srv := servertest.Start(t, server.Register(ownerv1connect.OwnerServiceName, ownerv1connect.OwnerServiceHandler(f), ownerv1connect.NewOwnerServiceHandler, nil))
 	self := mesh.Caller{Subject: "toolmesh-worker-owner", Agent: "toolmesh-worker-owner", Roles: []string{mesh.RoleService}}
 	return f, &owner.Activities{
 		Owner: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...),
