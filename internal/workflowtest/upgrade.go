@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/internal/temporaltest"
 )
 
 // ChangeID is the change id of the change Upgrade makes to a workflow.
@@ -91,9 +93,7 @@ type Case[In, Out any] struct {
 //  1. Two runs start on the current code, one on each of two task queues,
 //     and are left waiting.
 //  2. Their workers stop. Workers with the changed code (Change) take over
-//     the queues: patched on the first, unpatched on the second. They fail
-//     a workflow on non-determinism instead of retrying it forever, as
-//     production workers (worker.BlockWorkflow) would.
+//     the queues: patched on the first, unpatched on the second.
 //  3. The first run completes on the patched code without the new step;
 //     the second fails with a non-determinism error.
 //  4. A new run on the patched code takes the new step and completes.
@@ -107,20 +107,14 @@ func Upgrade[In, Out any](t *testing.T, c client.Client, tc Case[In, Out]) {
 	patchedQueue, unpatchedQueue := queue+"-patched", queue+"-unpatched"
 	var steps atomic.Int32
 	run := func(q string, code func(workflow.Context, In) (Out, error)) worker.Worker {
-		opts := temporalclient.WorkerOptions()
-		opts.WorkflowPanicPolicy = worker.FailWorkflow
-		w := worker.New(c, q, opts)
-		w.RegisterWorkflowWithOptions(code, workflow.RegisterOptions{Name: tc.Workflow})
-		tc.Activities(w)
-		w.RegisterActivityWithOptions(func(context.Context) error {
-			steps.Add(1)
-			return nil
-		}, activity.RegisterOptions{Name: StepActivity})
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
-		return w
+		return StartWorker(t, c, q, func(w worker.Registry) {
+			w.RegisterWorkflowWithOptions(code, workflow.RegisterOptions{Name: tc.Workflow})
+			tc.Activities(w)
+			w.RegisterActivityWithOptions(func(context.Context) error {
+				steps.Add(1)
+				return nil
+			}, activity.RegisterOptions{Name: StepActivity})
+		})
 	}
 	start := func(q string) client.WorkflowRun {
 		t.Helper()
@@ -203,4 +197,34 @@ func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// StartWorker starts a worker on queue with what register adds and the
+// options of every toolmesh worker, except that a run that hits a
+// non-determinism error fails at once instead of retrying its task forever
+// (worker.BlockWorkflow, which production keeps): a test sees the failure
+// instead of hanging. The worker stops when tb's test ends.
+func StartWorker(tb testing.TB, c client.Client, queue string, register func(worker.Registry)) worker.Worker {
+	tb.Helper()
+	opts := temporalclient.WorkerOptions()
+	opts.WorkflowPanicPolicy = worker.FailWorkflow
+	w := worker.New(c, queue, opts)
+	register(w)
+	if err := w.Start(); err != nil {
+		tb.Fatalf("start worker on %s: %v", queue, err)
+	}
+	tb.Cleanup(w.Stop)
+	return w
+}
+
+// Dial connects to a dev server the way every toolmesh process does
+// (temporalclient.Dial); the client is closed when tb's test ends.
+func Dial(tb testing.TB, s *temporaltest.Server) client.Client {
+	tb.Helper()
+	c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: s.HostPort, Namespace: s.Namespace}, logging.Discard())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
 }

@@ -21,8 +21,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
@@ -48,27 +46,15 @@ type devCall struct {
 func newDevCall(t *testing.T) *devCall {
 	c := dial(t)
 	d := &devCall{t: t, c: c, queue: "calls-" + randomHex(4)}
-	w := worker.New(c, d.queue, temporalclient.WorkerOptions())
-	calls.RegisterWorkflows(w)
-	d.registerActivities(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	workflowtest.StartWorker(t, c, d.queue, func(r worker.Registry) {
+		calls.RegisterWorkflows(r)
+		d.registerActivities(r)
+	})
 	return d
 }
 
 // dial connects to the shared dev server the way a worker does.
-func dial(t *testing.T) client.Client {
-	t.Helper()
-	s := temporalServer.Server(t)
-	c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: s.HostPort, Namespace: s.Namespace}, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServer.Server(t)) }
 
 // registerActivities adds fakes of the activities: the side effect counts
 // its runs, the preview shows three run times.

@@ -11,8 +11,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	"github.com/toolmesh/toolmesh/internal/workflowtest"
@@ -29,16 +27,7 @@ var record = flag.String("record", "", workflowtest.RecordUsage)
 func TestMain(m *testing.M) { os.Exit(temporalServer.Run(m)) }
 
 // dial connects to the shared dev server the way a worker does.
-func dial(t *testing.T) client.Client {
-	t.Helper()
-	s := temporalServer.Server(t)
-	c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: s.HostPort, Namespace: s.Namespace}, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServer.Server(t)) }
 
 var askType = workflowcontract.WorkflowOf(&ownerv1.AskWorkflowInput{}).Name
 
@@ -64,12 +53,7 @@ func TestRecordHistories(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)
 	_, acts := startFakeOwner(t)
-	w := worker.New(c, owner.TaskQueue(), temporalclient.WorkerOptions())
-	owner.Register(w, acts)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	workflowtest.StartWorker(t, c, owner.TaskQueue(), func(r worker.Registry) { owner.Register(r, acts) })
 
 	// capture starts an ask, lets it notify and wait, drives it, and records
 	// its history once it is idle again: still waiting or ended.

@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
@@ -34,16 +32,7 @@ var record = flag.String("record", "", workflowtest.RecordUsage)
 func TestMain(m *testing.M) { os.Exit(temporalServer.Run(m)) }
 
 // dial connects to the shared dev server the way a worker does.
-func dial(t *testing.T) client.Client {
-	t.Helper()
-	s := temporalServer.Server(t)
-	c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: s.HostPort, Namespace: s.Namespace}, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServer.Server(t)) }
 
 // Every history ever recorded (testdata/histories) replays against today's
 // code: a change that would break approvals or runs in flight fails here.
@@ -68,12 +57,8 @@ func TestRecordHistories(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)
 	fake := &fakeSchedules{}
-	w := worker.New(c, schedules.TaskQueue(), temporalclient.WorkerOptions())
-	schedules.Register(w, newActivities(t, fake, &fakeNotifier{}, testingsvc.New()))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	acts := newActivities(t, fake, &fakeNotifier{}, testingsvc.New())
+	workflowtest.StartWorker(t, c, schedules.TaskQueue(), func(r worker.Registry) { schedules.Register(r, acts) })
 
 	idle := func(t *testing.T, run client.WorkflowRun) {
 		t.Helper()
