@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
@@ -51,7 +52,15 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, map[string]string{"TOOLMESH_MESSAGES_DSN": messagesDSN}, "messages", "--addr", messagesAddr, "--data", data, "--mesh-public-key", pub,
 		"--agents-url", "http://"+agentsAddr)
 	serve(t, nil, "tasks", "--addr", tasksAddr, "--data", data, "--mesh-public-key", pub, "--dsn", tasksDSN, "--agents-url", "http://"+agentsAddr)
-	serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN}, "audit", "--addr", auditAddr, "--data", data, "--mesh-public-key", pub)
+	// The audit service's signing key and checkpoint log live elsewhere.
+	keys := t.TempDir()
+	auditKey, _, _, err := ensureAuditKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoints := filepath.Join(keys, "checkpoints.log")
+	stopAudit := serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN, "TOOLMESH_AUDIT_KEY": auditKey}, "audit", "--addr", auditAddr, "--data", data,
+		"--mesh-public-key", pub, "--checkpoint-log", checkpoints)
 	memoryKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 	serve(t, map[string]string{"TOOLMESH_MEMORY_DSN": memoryDSN, "TOOLMESH_MEMORY_KEY": memoryKey}, "memory", "--addr", memoryAddr, "--data", data,
 		"--mesh-public-key", pub)
@@ -100,6 +109,12 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	if res, err := trail.Verify(local, &auditv1.VerifyRequest{}); err != nil || !res.GetIntact() || res.GetHead().GetSeq() != 1 {
 		t.Errorf("audit Verify = %v, %v; want one intact record", res, err)
+	}
+	// Stopping the service signs the append's checkpoint (if the loop had
+	// not yet), into the log given.
+	stopAudit()
+	if log, err := os.ReadFile(checkpoints); err != nil || !strings.Contains(string(log), "\n1\n") {
+		t.Errorf("checkpoint log after one append and a stop = %q, %v; want a checkpoint of record 1", log, err)
 	}
 
 	// memory: encrypted at rest, recalled by full-text search, best first.
