@@ -17,6 +17,21 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
+// buildWithKeys builds the toolmesh binary and runs its keygen into a data
+// directory beside it.
+func buildWithKeys(tb testing.TB) (bin, data string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	bin, data = filepath.Join(dir, "toolmesh"), filepath.Join(dir, "data")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		tb.Fatalf("build toolmesh: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "keygen", "--data", data).CombinedOutput(); err != nil {
+		tb.Fatalf("keygen: %v\n%s", err, out)
+	}
+	return bin, data
+}
+
 // childProcess is the built binary running one command, its stderr (the
 // JSON log) collected.
 type childProcess struct {
@@ -73,15 +88,7 @@ func TestCutAuditTailIsCaughtAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts processes")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolmesh")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build toolmesh: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(bin, "keygen", "--data", data).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	bin, data := buildWithKeys(t)
 	agentsAddr, auditAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	pub := filepath.Join(data, "mesh.pub")
 	startBinary(t, bin, "http://"+agentsAddr+"/healthz", []string{agentsSeedEnv + "=local"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, nil, "tasks", "--addr", tasksAddr, "--data", data, "--mesh-public-key", pub, "--dsn", tasksDSN, "--agents-url", "http://"+agentsAddr)
 	// The audit service's signing key and checkpoint log live elsewhere.
 	keys := t.TempDir()
-	auditKey, _, _, err := ensureAuditKeys(keys)
+	auditKey, auditPub, _, err := ensureAuditKeys(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +117,16 @@ func TestServeOnPostgres(t *testing.T) {
 	if log, err := os.ReadFile(checkpoints); err != nil || !strings.Contains(string(log), "\n1\n") {
 		t.Errorf("checkpoint log after one append and a stop = %q, %v; want a checkpoint of record 1", log, err)
 	}
+	// Offline, against the PostgreSQL database: intact (and, at the end,
+	// cut).
+	verifyOffline := func() (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, []string{"audit", "verify", "--dsn", auditDSN, "--public-key", auditPub, "--checkpoints", checkpoints}, func(string) string { return "" }, nil, &out, discard{})
+		return out.String(), err
+	}
+	if out, err := verifyOffline(); err != nil || !strings.Contains(out, ": INTACT") {
+		t.Errorf("audit verify on PostgreSQL = %v:\n%s\nwant intact", err, out)
+	}
 
 	// memory: encrypted at rest, recalled by full-text search, best first.
 	for key, content := range map[string]string{
@@ -173,6 +184,27 @@ func TestServeOnPostgres(t *testing.T) {
 	got, err := dir.Get(local, &agentsv1.GetRequest{AgentId: "bob"})
 	if err != nil || got.GetAgent().GetDisplayName() != "Bob" {
 		t.Errorf("agents Get(bob) after a restart = %v, %v; want the registered agent", got, err)
+	}
+
+	// The audit record deleted and the head row reset: offline verify
+	// reports the cut, proved by the checkpoint of record 1.
+	auditDB, err := sqldb.Open(ctx, auditDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER audit_records_no_delete ON audit_records`,
+		`DELETE FROM audit_records`,
+		`UPDATE audit_head SET seq = 0, hash = '` + auditGenesis + `'`,
+	} {
+		if _, err := auditDB.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	auditDB.Close()
+	var exit *exitError
+	if out, err := verifyOffline(); !errors.As(err, &exit) || exit.code != exitNotIntact || !strings.Contains(out, "record 1: truncated") {
+		t.Errorf("audit verify on PostgreSQL after the cut = %v:\n%s\nwant exit %d, record 1 truncated", err, out, exitNotIntact)
 	}
 }
 

@@ -63,13 +63,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		db = &DB{DB: sdb, Dialect: SQLite}
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect to %s database: %w", db.Dialect, err)
-	}
-	return db, nil
+	return connected(ctx, db)
 }
 
 // OpenReadOnly opens an existing database to read it, as evidence: a SQLite
@@ -100,6 +94,11 @@ func OpenReadOnly(ctx context.Context, dsn string) (*DB, error) {
 		}
 		db = &DB{DB: sdb, Dialect: SQLite}
 	}
+	return connected(ctx, db)
+}
+
+// connected checks the connection to db, and closes it when there is none.
+func connected(ctx context.Context, db *DB) (*DB, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {

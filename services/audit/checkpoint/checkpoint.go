@@ -226,10 +226,7 @@ func (v *Verifier) open(note string) (Checkpoint, *Error) {
 		return Checkpoint{}, reject(Malformed, "the note does not end with a signature line")
 	}
 	sigLines := strings.Split(strings.TrimSuffix(sigs, "\n"), "\n")
-	var (
-		bad   *Error
-		known bool
-	)
+	var bad *Error // a signature by a key v holds that does not verify
 	for _, line := range sigLines {
 		rest, ok := strings.CutPrefix(line, sigPrefix)
 		if !ok {
@@ -247,7 +244,6 @@ func (v *Verifier) open(note string) (Checkpoint, *Error) {
 			if k.name != name {
 				continue
 			}
-			known = true
 			if !ed25519.Verify(k.pub, []byte(text), raw[4:]) {
 				bad = reject(BadSignature, "the signature by %s does not verify: the checkpoint was changed or forged", name)
 				continue
@@ -262,10 +258,7 @@ func (v *Verifier) open(note string) (Checkpoint, *Error) {
 	if bad != nil {
 		return Checkpoint{}, bad
 	}
-	if !known {
-		return Checkpoint{}, reject(UnknownKey, "no signature is by a key the verifier was given (origin %s)", shorten(c.Origin, 80))
-	}
-	return Checkpoint{}, reject(BadSignature, "no signature verifies")
+	return Checkpoint{}, reject(UnknownKey, "no signature is by a key the verifier was given (origin %s)", shorten(c.Origin, 80))
 }
 
 // parseBody reads the text lines of a checkpoint.
@@ -326,12 +319,18 @@ func (v *Verifier) Read(r io.Reader, source string) (valid []Signed, rejected []
 		}
 		where := fmt.Sprintf("%s:%d", source, start)
 		text := note.String()
-		switch c, nerr := v.open(text); {
-		case tooLong:
-			rejected = append(rejected, Rejected{Source: where, Problem: Malformed, Detail: fmt.Sprintf("the note is longer than %d bytes", maxNote), Note: shorten(text, maxShown)})
-		case nerr != nil:
+		var (
+			c    Checkpoint
+			nerr *Error
+		)
+		if tooLong {
+			nerr = reject(Malformed, "the note is longer than %d bytes", maxNote)
+		} else {
+			c, nerr = v.open(text)
+		}
+		if nerr != nil {
 			rejected = append(rejected, Rejected{Source: where, Problem: nerr.Problem, Detail: nerr.Detail, Note: shorten(text, maxShown)})
-		default:
+		} else {
 			valid = append(valid, Signed{Checkpoint: c, Note: text, Source: where})
 		}
 		note.Reset()
