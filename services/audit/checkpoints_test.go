@@ -361,16 +361,26 @@ func TestVerifyChecksTheCheckpointsGiven(t *testing.T) {
 func TestCheckpointLoop(t *testing.T) {
 	signer := newSigner(t)
 	startEach(t, audit.Config{Signer: signer, CheckpointInterval: time.Hour}, func(t *testing.T, e *env) {
+		// The hook hands each checkpoint over and then holds the signer
+		// until released (or the test ends).
 		signed := make(chan checkpoint.Signed)
-		release := make(chan struct{}, 10)
+		release := make(chan struct{})
+		hold, unhold := context.WithCancel(context.Background())
 		audit.OnCheckpoint(e.svc, func(s checkpoint.Signed) {
-			signed <- s
-			<-release
+			select {
+			case signed <- s:
+			case <-hold.Done():
+				return
+			}
+			select {
+			case <-release:
+			case <-hold.Done():
+			}
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); e.svc.RunCheckpoints(ctx) }()
-		t.Cleanup(func() { cancel(); release <- struct{}{}; <-done })
+		t.Cleanup(func() { cancel(); unhold(); <-done })
 		next := func(what string) checkpoint.Signed {
 			t.Helper()
 			select {
