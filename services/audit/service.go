@@ -86,7 +86,7 @@ func New(store Store, cfg Config) *Service {
 }
 
 // RunCheckpoints signs and publishes checkpoints until ctx ends: one at
-// once, one after appends (many appends close together share one), one
+// start, one after appends (many appends close together share one), one
 // every CheckpointInterval, and a last one for the appends since the one
 // before when ctx ends. Run it beside the server and stop it after the
 // server stopped serving. Without a signer it returns at once.
