@@ -63,6 +63,42 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		db = &DB{DB: sdb, Dialect: SQLite}
 	}
+	return connected(ctx, db)
+}
+
+// OpenReadOnly opens an existing database to read it, as evidence: a SQLite
+// file is opened read-only (and must exist); PostgreSQL sessions default to
+// read-only transactions. Nothing is migrated.
+func OpenReadOnly(ctx context.Context, dsn string) (*DB, error) {
+	if dsn == "" {
+		return nil, errors.New("open database: empty DSN")
+	}
+	var db *DB
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		sdb, err := sql.Open("pgx", dsn+sep+"default_transaction_read_only=on")
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		db = &DB{DB: sdb, Dialect: Postgres}
+	} else {
+		if _, err := os.Stat(dsn); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		sdb, err := sql.Open("sqlite", "file:"+dsn+"?mode=ro&_pragma=busy_timeout(10000)")
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		db = &DB{DB: sdb, Dialect: SQLite}
+	}
+	return connected(ctx, db)
+}
+
+// connected checks the connection to db, and closes it when there is none.
+func connected(ctx context.Context, db *DB) (*DB, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
