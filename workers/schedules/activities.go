@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
@@ -169,7 +170,9 @@ func serviceError(err error) error {
 		}
 		return temporal.NewNonRetryableApplicationError(msg, connect.CodeOf(err).String(), nil)
 	}
-	return err
+	// Retried. The message may reach a run's result: only what the service
+	// said, or a fixed message; the error itself stays in the history.
+	return temporal.NewApplicationErrorWithCause(rpcerror.Public(err), connect.CodeOf(err).String(), err)
 }
 
 // retryableCodes are the error envelopes a run tries again: the call may
@@ -211,7 +214,7 @@ func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *t
 	}
 	args, err := protojson.Marshal(run.GetArguments())
 	if err != nil {
-		return toolcall.Fail(run.GetTool(), toolcall.CodeInternal, "encode arguments: "+err.Error())
+		return toolcall.Unexpected(ctx, a.Log, run.GetTool(), fmt.Errorf("encode arguments: %w", err))
 	}
 	// The arguments were checked when the schedule was created; the tool's
 	// contract may have changed since.
