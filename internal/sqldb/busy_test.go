@@ -66,7 +66,7 @@ func TestIsBusyOnSQLite(t *testing.T) {
 }
 
 // TestIsBusyOnPostgres forces real PostgreSQL failures: a lock timeout and
-// a server that is not there are busy; a missing table is not.
+// a server that hangs up are busy; a missing table is not.
 func TestIsBusyOnPostgres(t *testing.T) {
 	ctx := t.Context()
 	dsn := pg.NewDatabase(t)
@@ -94,16 +94,24 @@ func TestIsBusyOnPostgres(t *testing.T) {
 	}
 	notBusy(t, "missing table", exec(ctx, db, `SELECT body FROM missing`))
 
-	// Nothing listens on a port just released.
+	// A server that hangs up on every connection.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
-	_, err = sqldb.Open(ctx, "postgres://nobody@"+addr+"/none?sslmode=disable&connect_timeout=2")
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, err = sqldb.Open(ctx, "postgres://nobody@"+lis.Addr().String()+"/none?sslmode=disable&connect_timeout=5")
 	if err == nil || !sqldb.IsBusy(err) {
-		t.Errorf("open an absent server: %v; IsBusy false, want a connection failure", err)
+		t.Errorf("open a server that hangs up: %v; IsBusy false, want a connection failure", err)
 	}
 }
 
