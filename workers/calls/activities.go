@@ -87,9 +87,20 @@ func NewActivities(cfg Config) (*Activities, error) {
 
 // Register adds the workflow and the activities to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(ElicitedCall, workflow.RegisterOptions{Name: Contract().Name})
-	w.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
-	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
+	RegisterWorkflows(w)
+	RegisterActivities(w, a)
+}
+
+// RegisterWorkflows adds the elicited call workflow, under its contract
+// name, to r (a worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(ElicitedCall, workflow.RegisterOptions{Name: Contract().Name})
+}
+
+// RegisterActivities adds the activities of a to r, under their names.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
+	r.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
 }
 
 // errUnavailable is the failure type of an attempt whose service was
