@@ -193,17 +193,28 @@ func (a *Activities) CallTool(ctx context.Context, in *schedulesv1.CallToolInput
 			"tool", run.GetTool(), "domain_code", env.DomainCode, "attempt", attempt)
 		return nil, temporal.NewApplicationError(env.Message, env.DomainCode)
 	}
-	raw, err := json.Marshal(env)
+	envelope, err := asStruct(env)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
-	}
-	envelope := &structpb.Struct{}
-	if err := protojson.Unmarshal(raw, envelope); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
+		// The run's result says only that, with the id of the logged cause.
+		failed := toolcall.Unexpected(ctx, a.Log, run.GetTool(), err)
+		return nil, temporal.NewNonRetryableApplicationError(failed.Message, toolcall.CodeInternal, nil)
 	}
 	a.Log.InfoContext(ctx, "schedules.run.called", "schedule", run.GetScheduleId(), "run", in.GetIdempotencyKey(),
 		"tool", run.GetTool(), "agent", run.GetAgentId(), "status", env.Status, "domain_code", env.DomainCode, "attempt", attempt)
 	return &schedulesv1.CallToolResult{Envelope: envelope, Ok: !env.IsError(), DomainCode: env.DomainCode, Attempts: attempt}, nil
+}
+
+// asStruct is env as the Struct a run records.
+func asStruct(env *toolcall.Envelope) (*structpb.Struct, error) {
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	out := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	return out, nil
 }
 
 func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *toolcall.Envelope {
