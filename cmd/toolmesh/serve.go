@@ -319,7 +319,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
 		Telemetry: tel.Providers, Metrics: tel.MetricsHandler()}
 	if agentsURL != nil && *agentsURL != "" {
-		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
+		check := agentcheck.New(*agentsURL, agentcheck.Options{Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
 		log.Info("serve.agent_check", "enabled", true, "agents_url", *agentsURL)
 	} else if agentsURL != nil {
