@@ -256,3 +256,27 @@ func TestVerifyRemembersOnlyUntilExpiry(t *testing.T) {
 		t.Error("a remembered token passed after it expired")
 	}
 }
+
+// TestVerifyNamesARefusedCriticalHeader: a correctly signed token that
+// marks a header parameter critical is refused for that, not for a bad
+// signature.
+func TestVerifyNamesARefusedCriticalHeader(t *testing.T) {
+	key, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSigner(key, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	header := `{"alg":"EdDSA","typ":"toolmesh-mesh+jwt","kid":"` + KeyID(s.PublicKey()) + `","crit":["exp"],"exp":1}`
+	claims := `{"aud":"toolmesh-mesh","sub":"u","agent":"a1","exp":` + strconv.FormatInt(now.Add(time.Minute).Unix(), 10) + `}`
+	signing := enc([]byte(header)) + "." + enc([]byte(claims))
+	tok := signing + "." + enc(ed25519.Sign(key, []byte(signing)))
+	_, err = s.Verifier().Verify(tok, now)
+	var te *TokenError
+	if !errors.As(err, &te) || te.Field != "crit" || !strings.Contains(err.Error(), "critical header") {
+		t.Errorf("Verify of a token with crit = %v, want a crit error naming the critical header", err)
+	}
+}

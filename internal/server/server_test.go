@@ -234,6 +234,54 @@ func TestCallsWithoutAValidMeshTokenAreUnauthenticated(t *testing.T) {
 	}
 }
 
+// TestMoreThanOneMeshTokenIsAnInvalidRequest: a service refuses a request
+// with two Authorization headers, or two credentials in one, before any
+// handler runs, whichever protocol carries it: a proxy that reads the other
+// header must not disagree with the service about who is calling.
+func TestMoreThanOneMeshTokenIsAnInvalidRequest(t *testing.T) {
+	base, signer := start(t, io.Discard)
+	mint := func(agent string) string {
+		tok, err := signer.Mint(mesh.Caller{Subject: agent, Agent: agent}, time.Now(), time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	alice, bob := mint("alice"), mint("bob")
+	cases := map[string][]string{
+		"alice then bob":             {"Bearer " + alice, "Bearer " + bob},
+		"a valid token then junk":    {"Bearer " + alice, "junk"},
+		"two credentials in one":     {"Bearer " + alice + ", Bearer " + bob},
+		"two tokens after one label": {"Bearer " + alice + " " + bob},
+	}
+	for name, values := range cases {
+		for proto, opts := range map[string][]connect.ClientOption{"connect": nil, "grpc": {connect.WithGRPC()}} {
+			t.Run(name+"/"+proto, func(t *testing.T) {
+				opts := append(opts, connect.WithInterceptors(headerInterceptor(http.Header{"Authorization": values})))
+				res, err := testingv1connect.NewTestingServiceClient(h2cClient(), base, opts...).Echo(context.Background(), &testingv1.EchoRequest{Message: "hi"})
+				var ce *connect.Error
+				if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || !strings.Contains(ce.Message(), "invalid_request") {
+					t.Errorf("Echo = %v, %v; want InvalidArgument invalid_request", res, err)
+				}
+			})
+		}
+		t.Run(name+"/rest", func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/testing/echo", strings.NewReader(`{"message":"hi"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header["Authorization"] = values
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") {
+				t.Errorf("REST echo = %d %s, want 400 invalid_request", res.StatusCode, body)
+			}
+		})
+	}
+}
+
 // headerInterceptor adds fixed headers to every outgoing request.
 func headerInterceptor(h http.Header) connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
