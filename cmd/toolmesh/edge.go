@@ -244,12 +244,12 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
 		"elicitation", cfg.Elicitation != nil)
 	if metricsLis == nil {
-		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
+		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log, server.Limits{}), lis, log, server.HTTPOptions{})
 	}
 	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
 	return runHTTPPair(ctx, log,
-		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+		httpListener{server.NewHTTPServer(e.Handler(), log, server.Limits{}), lis},
+		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log, server.Limits{}), metricsLis})
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
