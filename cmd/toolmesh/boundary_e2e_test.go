@@ -8,13 +8,18 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,6 +225,17 @@ func newOAuthIssuer(t *testing.T) *oauthIssuer {
 // header adds JOSE header parameters.
 func (i *oauthIssuer) token(t *testing.T, resource, subject, scope string, header map[string]any) string {
 	t.Helper()
+	return i.sign(t, i.url, resource, subject, scope, header)
+}
+
+// tokenFrom is token as issued by the issuer at url.
+func (i *oauthIssuer) tokenFrom(t *testing.T, url, resource, subject, scope string) string {
+	t.Helper()
+	return i.sign(t, url, resource, subject, scope, nil)
+}
+
+func (i *oauthIssuer) sign(t *testing.T, issuer, resource, subject, scope string, header map[string]any) string {
+	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1")
 	for k, v := range header {
 		opts = opts.WithHeader(jose.HeaderKey(k), v)
@@ -228,13 +244,153 @@ func (i *oauthIssuer) token(t *testing.T, resource, subject, scope string, heade
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := jwt.Signed(s).Claims(jwt.Claims{Subject: subject, Issuer: i.url, Audience: jwt.Audience{resource},
+	tok, err := jwt.Signed(s).Claims(jwt.Claims{Subject: subject, Issuer: issuer, Audience: jwt.Audience{resource},
 		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())}).
 		Claims(map[string]any{"scope": scope}).Serialize()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// authServer is an OAuth authorization server for one user, alice, who
+// consents to whatever is asked: authorization code with PKCE, tokens
+// signed by the issuer's key.
+type authServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	codes    map[string]authGrant
+	requests []string // the scopes asked for, in order
+}
+
+type authGrant struct{ scope, challenge, resource string }
+
+func (a *authServer) scopes() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.requests)
+}
+
+func startAuthServer(t *testing.T, iss *oauthIssuer) *authServer {
+	t.Helper()
+	a := &authServer{codes: map[string]authGrant{}}
+	mux := http.NewServeMux()
+	a.Server = httptest.NewServer(mux)
+	t.Cleanup(a.Close)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
+			"registration_endpoint": a.URL + "/register", "response_types_supported": []string{"code"},
+			"grant_types_supported": []string{"authorization_code"}, "code_challenge_methods_supported": []string{"S256"},
+			"token_endpoint_auth_methods_supported": []string{"none"},
+		})
+	})
+	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
+		var meta map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&meta)
+		meta["client_id"] = "ts-client"
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(meta)
+	})
+	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("code_challenge_method") != "S256" {
+			http.Error(w, "PKCE S256 required", http.StatusBadRequest)
+			return
+		}
+		code := fmt.Sprintf("code-%d", time.Now().UnixNano())
+		a.mu.Lock()
+		a.codes[code] = authGrant{scope: q.Get("scope"), challenge: q.Get("code_challenge"), resource: q.Get("resource")}
+		a.requests = append(a.requests, q.Get("scope"))
+		a.mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?code="+code+"&state="+q.Get("state"), http.StatusFound)
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		g, ok := a.codes[r.FormValue("code")]
+		delete(a.codes, r.FormValue("code"))
+		a.mu.Unlock()
+		sum := sha256.Sum256([]byte(r.FormValue("code_verifier")))
+		if !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": iss.tokenFrom(t, a.URL, g.resource, "alice", g.scope),
+			"token_type": "Bearer", "expires_in": 3600, "scope": g.scope})
+	})
+	return a
+}
+
+// tsClient installs the TypeScript client of testdata/tsclient (the
+// official MCP TypeScript SDK, at the version its lock file pins) into the
+// user's cache, once, and returns its script. Without node the test is
+// skipped.
+func tsClient(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed")
+	}
+	src := filepath.Join("testdata", "tsclient")
+	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lock)
+	dir := filepath.Join(cache, "toolmesh-test", "tsclient-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		// Installed beside, then moved in place: test binaries running at
+		// once never see half an install.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		for _, f := range []string{"package.json", "package-lock.json"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, tmp, f, string(b))
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci of the TypeScript SDK: %v\n%s", err, out)
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			if _, statErr := os.Stat(filepath.Join(dir, "node_modules")); statErr != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	script, err := os.ReadFile(filepath.Join(src, "stepup.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The script runs beside node_modules; a copy per test, so that an edit
+	// of it takes effect.
+	path := filepath.Join(dir, fmt.Sprintf("stepup-%d.mjs", os.Getpid()))
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return path
 }
 
 // stepUpHandler answers an insufficient_scope challenge with a token for
@@ -351,6 +507,38 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 			if env := mcpResultEnvelope(res); env.Status != "ok" || !strings.Contains(string(env.Data), "after step-up") || len(h.challenged) != 1 || h.challenged[0] != "toolmesh:write" {
 				t.Errorf("%s: tasks_create = %+v after challenges %q, want the task created after one challenge for toolmesh:write", v, env, h.challenged)
 			}
+		}
+	})
+
+	t.Run("step-up with the TypeScript SDK", func(t *testing.T) {
+		script := tsClient(t)
+		as := startAuthServer(t, iss)
+		addr := freeAddr(t)
+		startBin(t, bin, "http://"+addr+"/healthz", "edge", "--addr", addr, "--data", data, "--metrics-addr", "off",
+			"--service", "tasks=http://"+tasksAddr, "--issuer", as.URL, "--jwks-file", iss.jwks)
+		url := "http://" + addr + "/mcp"
+		out, err := exec.Command("node", script, url, iss.tokenFrom(t, as.URL, url, "alice", "toolmesh:read"), "tasks_create", `{"description":"from typescript"}`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("the TypeScript client failed: %v\n%s", err, out)
+		}
+		var challenged, created bool
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var step struct {
+				Step   string `json:"step"`
+				Scope  string `json:"scope"`
+				Result *struct {
+					IsError           bool     `json:"isError"`
+					StructuredContent envelope `json:"structuredContent"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &step) != nil {
+				continue
+			}
+			challenged = challenged || (step.Step == "challenged" && step.Scope == "toolmesh:write")
+			created = created || (step.Step == "result" && step.Result != nil && !step.Result.IsError && strings.Contains(string(step.Result.StructuredContent.Data), "from typescript"))
+		}
+		if !challenged || !created || !slices.Equal(as.scopes(), []string{"toolmesh:write"}) {
+			t.Errorf("the TypeScript client printed\n%s\nand asked the authorization server for %q; want one step-up to toolmesh:write, then the task created", out, as.scopes())
 		}
 	})
 
