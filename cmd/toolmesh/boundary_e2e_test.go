@@ -782,8 +782,8 @@ func (p *cutProxy) cut() {
 // slowBodies opens n connections to addr that send the headers of a POST
 // to path declaring a 100-byte body, then 10 bytes of it, and returns how
 // long the server took to close the slowest of them (failing the test for
-// one still open after limit).
-func slowBodies(t *testing.T, addr, path string, n int, limit time.Duration) time.Duration {
+// one still open after limit, or answered without status).
+func slowBodies(t *testing.T, addr, path string, n int, limit time.Duration, status string) time.Duration {
 	t.Helper()
 	conns := make([]net.Conn, 0, n)
 	defer func() {
@@ -802,14 +802,17 @@ func slowBodies(t *testing.T, addr, path string, n int, limit time.Duration) tim
 	}
 	var slowest atomic.Int64
 	var wg sync.WaitGroup
-	var stillOpen atomic.Int32
+	var stillOpen, otherStatus atomic.Int32
 	for _, c := range conns {
 		wg.Go(func() {
 			_ = c.SetReadDeadline(start.Add(limit))
-			_, err := io.Copy(io.Discard, c)
+			answer, err := io.ReadAll(c)
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				stillOpen.Add(1)
 				return
+			}
+			if !bytes.HasPrefix(answer, []byte("HTTP/1.1 "+status)) {
+				otherStatus.Add(1)
 			}
 			took := int64(time.Since(start))
 			for {
@@ -823,6 +826,9 @@ func slowBodies(t *testing.T, addr, path string, n int, limit time.Duration) tim
 	wg.Wait()
 	if n := stillOpen.Load(); n > 0 {
 		t.Fatalf("%d of %d slow connections still open after %s", n, len(conns), limit)
+	}
+	if n := otherStatus.Load(); n > 0 {
+		t.Errorf("%d of %d slow connections were not answered %q", n, len(conns), status)
 	}
 	return time.Duration(slowest.Load())
 }
@@ -868,9 +874,10 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 	for _, target := range []struct {
 		name, addr, path string
 		pid              int
+		status           string // the answer's status ("": any)
 	}{
-		{"edge", edgeAddr, "/mcp", edgeProc.cmd.Process.Pid},
-		{"service", tasksAddr, "/" + tasksv1connect.TasksServiceName + "/Create", tasksProc.cmd.Process.Pid},
+		{"edge", edgeAddr, "/mcp", edgeProc.cmd.Process.Pid, "408"},
+		{"service", tasksAddr, "/" + tasksv1connect.TasksServiceName + "/Create", tasksProc.cmd.Process.Pid, ""},
 	} {
 		t.Run(target.name, func(t *testing.T) {
 			before := rss(t, target.pid)
@@ -882,7 +889,7 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 				time.Sleep(deadline / 2)
 				served <- callOther()
 			}()
-			slowest := slowBodies(t, target.addr, target.path, slow, deadline+30*time.Second)
+			slowest := slowBodies(t, target.addr, target.path, slow, deadline+30*time.Second, target.status)
 			close(stop)
 			growth := <-peak - before
 			t.Logf("%s: %d slow-body connections closed by %s (body deadline %s); RSS %d KiB before, grew by %d KiB at most (%.1f KiB per connection)",
