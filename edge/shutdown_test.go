@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,9 +185,9 @@ func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
 func TestACrashedServiceAnswersUnavailable(t *testing.T) {
 	backend := testingsvc.New()
 	svc := servertest.Start(t, backend.Server())
-	proxy := newCutProxy(t, svc.Addr)
+	proxy := servertest.StartCutProxy(t, svc.Addr)
 	f := newFixtureOn(t, backend, svc, func(c *edge.Config) {
-		c.Services = map[string]string{"toolmesh.testing.v1.TestingService": "http://" + proxy.addr}
+		c.Services = map[string]string{"toolmesh.testing.v1.TestingService": "http://" + proxy.Addr}
 		c.HTTPClient = nil // a client of its own, through the proxy
 		c.CallTimeout = time.Minute
 	})
@@ -198,58 +196,11 @@ func TestACrashedServiceAnswersUnavailable(t *testing.T) {
 			before := backend.Calls("Wait")
 			held := callAsync(f.connect(t, v, "", nil), "testing_wait", map[string]any{"millis": 60000})
 			waitFor(t, func() bool { return backend.Calls("Wait") == before+1 }, "the call to reach the service")
-			proxy.cut()
+			proxy.Cut()
 			o := <-held
 			if o.err != nil || o.env.DomainCode != "unavailable" || !strings.Contains(o.env.Message, "Retry") {
 				t.Errorf("a call whose service died = %v, want unavailable telling to retry", o)
 			}
 		})
 	}
-}
-
-// cutProxy forwards TCP connections to a service until cut, which drops
-// them all at once, as a crashed process would.
-type cutProxy struct {
-	addr  string
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lis.Close() })
-	p := &cutProxy{addr: lis.Addr().String()}
-	go func() {
-		for {
-			in, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }

@@ -6,15 +6,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
-	"golang.org/x/oauth2"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/oauthtest"
 )
 
 // callBody is a complete stateless tools/call request of tool.
@@ -114,36 +113,6 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 	})
 }
 
-// stepUp is a client's OAuth handler that, on an insufficient_scope
-// challenge, obtains a token for the challenged scopes (from the test
-// issuer, standing in for the user's consent) and lets the transport retry.
-type stepUp struct {
-	mint func(scope string) string
-
-	mu         sync.Mutex
-	token      string
-	challenged []string
-}
-
-func (s *stepUp) TokenSource(context.Context) (oauth2.TokenSource, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return oauth2.StaticTokenSource(&oauth2.Token{AccessToken: s.token, TokenType: "Bearer"}), nil
-}
-
-func (s *stepUp) Authorize(_ context.Context, _ *http.Request, resp *http.Response) error {
-	defer resp.Body.Close()
-	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if err != nil || len(cs) == 0 || cs[0].Params["error"] != "insufficient_scope" {
-		return nil // not a step-up: the response is handled as it is
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.challenged = append(s.challenged, cs[0].Params["scope"])
-	s.token = s.mint(cs[0].Params["scope"])
-	return nil
-}
-
 // TestAClientStepsUpAndRetries: the go-sdk client, given an OAuth handler,
 // answers the challenge with a wider token and its retried call runs, on
 // every protocol era; a 2025-era session carries on with the new token.
@@ -153,8 +122,7 @@ func TestAClientStepsUpAndRetries(t *testing.T) {
 	res := resourceFor(f.http)
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
-			h := &stepUp{mint: func(scope string) string { return iss.sign(t, jose.RS256, iss.valid(res, "alice", scope)) }}
-			h.token = h.mint("toolmesh:read")
+			h := oauthtest.NewStepUp("toolmesh:read", func(scope string) string { return iss.sign(t, jose.RS256, iss.valid(res, "alice", scope)) })
 			client := mcp.NewClient(&mcp.Implementation{Name: "step-up", Version: "1"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.url, OAuthHandler: h}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
@@ -165,12 +133,12 @@ func TestAClientStepsUpAndRetries(t *testing.T) {
 			if _, env := callEnv(t, cs, "testing_write", map[string]any{"note": "n"}); env.Status != "ok" {
 				t.Errorf("testing_write after the step-up = %+v, want ok", env)
 			}
-			if f.backend.Calls("Write") != before+1 || !slices.Equal(h.challenged, []string{"toolmesh:write"}) {
-				t.Errorf("writes = %d, challenges = %q; want one write after one challenge for toolmesh:write", f.backend.Calls("Write")-before, h.challenged)
+			if f.backend.Calls("Write") != before+1 || !slices.Equal(h.Challenged(), []string{"toolmesh:write"}) {
+				t.Errorf("writes = %d, challenges = %q; want one write after one challenge for toolmesh:write", f.backend.Calls("Write")-before, h.Challenged())
 			}
 			// The wider token serves what the narrow one did.
-			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "m"}); env.Status != "ok" || len(h.challenged) != 1 {
-				t.Errorf("testing_echo with the new token = %+v (challenges %q), want ok without another challenge", env, h.challenged)
+			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "m"}); env.Status != "ok" || len(h.Challenged()) != 1 {
+				t.Errorf("testing_echo with the new token = %+v (challenges %q), want ok without another challenge", env, h.Challenged())
 			}
 		})
 	}

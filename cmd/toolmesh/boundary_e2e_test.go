@@ -32,9 +32,10 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
-	"golang.org/x/oauth2"
 
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/oauthtest"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -84,32 +85,15 @@ func testMeshDir(t *testing.T) string {
 type binProcess struct {
 	name string
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *logtest.Buffer
 	done chan error
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startBin runs `bin args...` until the test ends and waits until health
 // answers 200 (no wait when health is empty).
 func startBin(t *testing.T, bin, health string, args ...string) *binProcess {
 	t.Helper()
-	p := &binProcess{name: strings.Join(args[:min(2, len(args))], " "), cmd: exec.Command(bin, args...), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	p := &binProcess{name: strings.Join(args[:min(2, len(args))], " "), cmd: exec.Command(bin, args...), logs: &logtest.Buffer{}, done: make(chan error, 1)}
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -393,34 +377,6 @@ func tsClient(t *testing.T) string {
 	return path
 }
 
-// stepUpHandler answers an insufficient_scope challenge with a token for
-// the challenged scopes, standing in for the user's consent.
-type stepUpHandler struct {
-	mint       func(scope string) string
-	mu         sync.Mutex
-	token      string
-	challenged []string
-}
-
-func (s *stepUpHandler) TokenSource(context.Context) (oauth2.TokenSource, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return oauth2.StaticTokenSource(&oauth2.Token{AccessToken: s.token, TokenType: "Bearer"}), nil
-}
-
-func (s *stepUpHandler) Authorize(_ context.Context, _ *http.Request, resp *http.Response) error {
-	defer resp.Body.Close()
-	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if err != nil || len(cs) == 0 || cs[0].Params["error"] != "insufficient_scope" {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.challenged = append(s.challenged, cs[0].Params["scope"])
-	s.token = s.mint(cs[0].Params["scope"])
-	return nil
-}
-
 // TestCredentialsAtTheProcessBoundary runs `toolmesh serve tasks` and an
 // edge with OAuth on, and checks from outside: two credentials are 400
 // invalid_request at the edge and at the service; a read token calling a
@@ -492,8 +448,7 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 			t.Errorf("body = %s, want a JSON-RPC error for the call", body)
 		}
 		for _, v := range []string{"2026-07-28", "2025-11-25"} {
-			h := &stepUpHandler{mint: func(scope string) string { return iss.token(t, resource, "alice", scope, nil) }}
-			h.token = h.mint("toolmesh:read")
+			h := oauthtest.NewStepUp("toolmesh:read", func(scope string) string { return iss.token(t, resource, "alice", scope, nil) })
 			mc := mcp.NewClient(&mcp.Implementation{Name: "step-up", Version: "1"}, nil)
 			s, err := mc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, OAuthHandler: h}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
@@ -504,8 +459,8 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: tasks_create after the step-up: %v", v, err)
 			}
-			if env := mcpResultEnvelope(res); env.Status != "ok" || !strings.Contains(string(env.Data), "after step-up") || len(h.challenged) != 1 || h.challenged[0] != "toolmesh:write" {
-				t.Errorf("%s: tasks_create = %+v after challenges %q, want the task created after one challenge for toolmesh:write", v, env, h.challenged)
+			if env := mcpResultEnvelope(res); env.Status != "ok" || !strings.Contains(string(env.Data), "after step-up") || !slices.Equal(h.Challenged(), []string{"toolmesh:write"}) {
+				t.Errorf("%s: tasks_create = %+v after challenges %q, want the task created after one challenge for toolmesh:write", v, env, h.Challenged())
 			}
 		}
 	})
@@ -675,7 +630,7 @@ func TestProcessesAnswerEveryCallInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs := &lockedBuffer{}
+		logs := &logtest.Buffer{}
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -709,9 +664,9 @@ func TestProcessesAnswerEveryCallInFlight(t *testing.T) {
 	t.Run("a dependency dies", func(t *testing.T) {
 		slow := &slowTasks{}
 		svc := servertest.Start(t, server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(slow), tasksv1connect.NewTasksServiceHandler, nil))
-		proxy := startCutProxy(t, svc.Addr)
+		proxy := servertest.StartCutProxy(t, svc.Addr)
 		edgeAddr := freeAddr(t)
-		startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off", "--service", "tasks=http://"+proxy.addr)
+		startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off", "--service", "tasks=http://"+proxy.Addr)
 		type result struct {
 			resp *http.Response
 			body string
@@ -722,59 +677,13 @@ func TestProcessesAnswerEveryCallInFlight(t *testing.T) {
 			done <- result{resp, body}
 		}()
 		slow.waitArrived(t, 1)
-		proxy.cut()
+		proxy.Cut()
 		r := <-done
 		env := resultEnvelope(t, r.body)
 		if r.resp.StatusCode != http.StatusOK || env.DomainCode != "unavailable" || !strings.Contains(env.Message, "may or may not have taken effect") {
 			t.Errorf("a call whose service died = %d %+v, want an unavailable result with retry advice", r.resp.StatusCode, env)
 		}
 	})
-}
-
-// cutProxy forwards TCP connections to target until cut drops them all at
-// once, as a crashed process would.
-type cutProxy struct {
-	addr  string
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{addr: lis.Addr().String()}
-	go func() {
-		for {
-			in, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	t.Cleanup(func() { lis.Close(); p.cut() })
-	return p
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // --- slow and oversized clients --------------------------------------------

@@ -14,31 +14,13 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
 
 // startLimited serves the test service within limits and returns its
 // host:port.
 func startLimited(t *testing.T, limits server.Limits) string {
 	t.Helper()
-	lis, err := server.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, logging.Discard(), server.Options{Mesh: testVerifier(t), ShutdownTimeout: 5 * time.Second, Limits: limits}, testingsvc.New().Server())
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return srv.Addr()
+	return serveTesting(t, logging.Discard(), server.Options{Mesh: testVerifier(t), Limits: limits})
 }
 
 const echoPath = "/toolmesh.testing.v1.TestingService/Echo"

@@ -114,12 +114,20 @@ func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + serveTesting(t, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier()}), signer
+}
+
+// serveTesting serves the test service with opts until the test ends and
+// returns its host:port.
+func serveTesting(t *testing.T, log *slog.Logger, opts server.Options) string {
+	t.Helper()
 	lis, err := server.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier(), ShutdownTimeout: 5 * time.Second}, testingsvc.New().Server())
+	opts.ShutdownTimeout = 5 * time.Second
+	srv, err := server.New(ctx, lis, log, opts, testingsvc.New().Server())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +139,7 @@ func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
 			t.Errorf("server: %v", err)
 		}
 	})
-	return "http://" + srv.Addr(), signer
+	return srv.Addr()
 }
 
 func h2cClient() *http.Client {
