@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,15 +154,16 @@ func (e *Edge) closeSessions(ctx context.Context) error {
 // retryAdvice makes an unavailable answer say how to retry: a call the
 // edge's shutdown refused, or cut short (which its service call reports
 // as unavailable, a deadline or an internal error), answers unavailable;
-// an unavailable service's answer gains the advice.
+// an unavailable service's answer to a call with side effects gains the
+// advice (reading again is always safe).
 func retryAdvice(ctx context.Context, env *toolcall.Envelope, name string, kind toolv1.Kind, refused bool, meta mcp.Meta) *toolcall.Envelope {
 	switch {
 	case refused:
 		return toolcall.Fail(name, toolcall.CodeUnavailable, "toolmesh is shutting down and did not run this call: retry it")
 	case errors.Is(context.Cause(ctx), errShuttingDown) && cutShort[env.DomainCode]:
 		return toolcall.Fail(name, toolcall.CodeUnavailable, "toolmesh is shutting down and cut this call short. "+retryHint(kind, meta))
-	case env.DomainCode == toolcall.CodeUnavailable:
-		env.Message += ". " + retryHint(kind, meta)
+	case env.DomainCode == toolcall.CodeUnavailable && kind != toolv1.Kind_KIND_READ:
+		env.Message = strings.TrimSuffix(env.Message, ".") + ". " + retryHint(kind, meta)
 	}
 	return env
 }

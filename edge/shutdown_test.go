@@ -180,8 +180,8 @@ func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
 }
 
 // TestACrashedServiceAnswersUnavailable: a service whose connections drop
-// mid-call (its process died) leaves the call with an unavailable result
-// that says how to retry.
+// mid-call (its process died) leaves the call with an unavailable result,
+// not a dropped connection.
 func TestACrashedServiceAnswersUnavailable(t *testing.T) {
 	backend := testingsvc.New()
 	svc := servertest.Start(t, backend.Server())
@@ -198,8 +198,10 @@ func TestACrashedServiceAnswersUnavailable(t *testing.T) {
 			waitFor(t, func() bool { return backend.Calls("Wait") == before+1 }, "the call to reach the service")
 			proxy.Cut()
 			o := <-held
-			if o.err != nil || o.env.DomainCode != "unavailable" || !strings.Contains(o.env.Message, "Retry") {
-				t.Errorf("a call whose service died = %v, want unavailable telling to retry", o)
+			// A read is retried as it is; cmd/toolmesh's process test checks
+			// the advice a write gets.
+			if o.err != nil || o.env.DomainCode != "unavailable" {
+				t.Errorf("a call whose service died = %v, want unavailable", o)
 			}
 		})
 	}
