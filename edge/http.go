@@ -144,8 +144,9 @@ const (
 // tokenInfoKey carries the verified TokenInfo to withTokenInfo.
 type tokenInfoKey struct{}
 
-// serveMCP checks a request in order — Host, Origin, credentials, body,
-// protocol version — then hands it to the handler of its protocol era.
+// serveMCP checks a request in order — Host, Origin, declared body size,
+// credentials, body, the scopes a tools/call needs, protocol version — then
+// hands it to the handler of its protocol era.
 func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		// Its answer is written when this returns: Shutdown waits for it.
