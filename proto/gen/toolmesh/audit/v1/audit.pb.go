@@ -641,6 +641,87 @@ func (x *Checkpoint) GetHash() string {
 	return ""
 }
 
+type HeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadRequest) Reset() {
+	*x = HeadRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadRequest) ProtoMessage() {}
+
+func (x *HeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadRequest.ProtoReflect.Descriptor instead.
+func (*HeadRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+}
+
+type HeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The head checkpoint: the last sequence number and its hash.
+	Head          *Checkpoint `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadResponse) Reset() {
+	*x = HeadResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadResponse) ProtoMessage() {}
+
+func (x *HeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadResponse.ProtoReflect.Descriptor instead.
+func (*HeadResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HeadResponse) GetHead() *Checkpoint {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
 type VerifyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A head returned by an earlier verify. When given, the record at its
@@ -653,7 +734,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +746,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +759,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VerifyRequest) GetAnchor() *Checkpoint {
@@ -704,7 +785,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +797,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +810,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Finding) GetSeq() int64 {
@@ -771,7 +852,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +864,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +877,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *VerifyResponse) GetIntact() bool {
@@ -871,7 +952,10 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"Checkpoint\x12\x19\n" +
 	"\x03seq\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x03seq\x12,\n" +
-	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"F\n" +
+	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"\r\n" +
+	"\vHeadRequest\"A\n" +
+	"\fHeadResponse\x121\n" +
+	"\x04head\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x04head\"F\n" +
 	"\rVerifyRequest\x125\n" +
 	"\x06anchor\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x06anchor\"i\n" +
 	"\aFinding\x12\x10\n" +
@@ -898,12 +982,16 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x15PROBLEM_HEAD_MISMATCH\x10\b\x12\x1b\n" +
 	"\x17PROBLEM_ANCHOR_MISMATCH\x10\t\x12\x18\n" +
 	"\x14PROBLEM_HEAD_MISSING\x10\n" +
-	"2\xcf\x02\n" +
+	"2\xf2\x03\n" +
 	"\fAuditService\x12M\n" +
 	"\x06Append\x12 .toolmesh.audit.v1.AppendRequest\x1a!.toolmesh.audit.v1.AppendResponse\x12t\n" +
 	"\x04List\x12\x1e.toolmesh.audit.v1.ListRequest\x1a\x1f.toolmesh.audit.v1.ListResponse\"+\xc2\xf3\x18$\n" +
 	"\n" +
-	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12z\n" +
+	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12\xa0\x01\n" +
+	"\x04Head\x12\x1e.toolmesh.audit.v1.HeadRequest\x1a\x1f.toolmesh.audit.v1.HeadResponse\"W\xc2\xf3\x18P\n" +
+	"\n" +
+	"audit_head\x12\x15Show audit trail head\x18\x01B)\n" +
+	"\x15toolmesh://audit/head2\x10Audit trail head\x90\x02\x01\x12z\n" +
 	"\x06Verify\x12 .toolmesh.audit.v1.VerifyRequest\x1a!.toolmesh.audit.v1.VerifyResponse\"+\xc2\xf3\x18$\n" +
 	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
 
@@ -920,7 +1008,7 @@ func file_toolmesh_audit_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: toolmesh.audit.v1.Outcome
 	(Problem)(0),                  // 1: toolmesh.audit.v1.Problem
@@ -930,36 +1018,41 @@ var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(*ListRequest)(nil),           // 5: toolmesh.audit.v1.ListRequest
 	(*ListResponse)(nil),          // 6: toolmesh.audit.v1.ListResponse
 	(*Checkpoint)(nil),            // 7: toolmesh.audit.v1.Checkpoint
-	(*VerifyRequest)(nil),         // 8: toolmesh.audit.v1.VerifyRequest
-	(*Finding)(nil),               // 9: toolmesh.audit.v1.Finding
-	(*VerifyResponse)(nil),        // 10: toolmesh.audit.v1.VerifyResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 12: toolmesh.page.v1.Page
+	(*HeadRequest)(nil),           // 8: toolmesh.audit.v1.HeadRequest
+	(*HeadResponse)(nil),          // 9: toolmesh.audit.v1.HeadResponse
+	(*VerifyRequest)(nil),         // 10: toolmesh.audit.v1.VerifyRequest
+	(*Finding)(nil),               // 11: toolmesh.audit.v1.Finding
+	(*VerifyResponse)(nil),        // 12: toolmesh.audit.v1.VerifyResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 14: toolmesh.page.v1.Page
 }
 var file_toolmesh_audit_v1_audit_proto_depIdxs = []int32{
-	11, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
+	13, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: toolmesh.audit.v1.Record.outcome:type_name -> toolmesh.audit.v1.Outcome
 	0,  // 2: toolmesh.audit.v1.AppendRequest.outcome:type_name -> toolmesh.audit.v1.Outcome
 	2,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
-	11, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	11, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
+	13, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	13, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
 	2,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
-	12, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	7,  // 8: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
-	1,  // 9: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
-	7,  // 10: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
-	9,  // 11: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
-	3,  // 12: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
-	5,  // 13: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
-	8,  // 14: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
-	4,  // 15: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
-	6,  // 16: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
-	10, // 17: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	7,  // 8: toolmesh.audit.v1.HeadResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	7,  // 9: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
+	1,  // 10: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
+	7,  // 11: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	11, // 12: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
+	3,  // 13: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
+	5,  // 14: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
+	8,  // 15: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
+	10, // 16: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
+	4,  // 17: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
+	6,  // 18: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
+	9,  // 19: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
+	12, // 20: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_audit_v1_audit_proto_init() }
@@ -973,7 +1066,7 @@ func file_toolmesh_audit_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_audit_v1_audit_proto_rawDesc), len(file_toolmesh_audit_v1_audit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
