@@ -110,7 +110,7 @@ func (r *promptRun) embedOne(ctx context.Context, get, id string) (*mcp.PromptMe
 }
 
 func embedded(uri string, data json.RawMessage) *mcp.PromptMessage {
-	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: uri, MIMEType: mimeJSON, Text: string(data)}}}
+	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: contents(uri, data)}}
 }
 
 func text(s string) *mcp.PromptMessage {
@@ -120,6 +120,14 @@ func text(s string) *mcp.PromptMessage {
 // invalidArgument refuses a prompt argument.
 func invalidArgument(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+// count says how many things there are: "1 open task", "2 open tasks".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // isOwner reports whether p acts as the owner.
@@ -213,7 +221,7 @@ func triageTasks(ctx context.Context, r *promptRun, args map[string]string) (*mc
 	if more {
 		fmt.Fprintf(&b, "\n\nOnly the first %d tasks of each status are attached; tasks_list pages through the rest.", promptItems)
 	}
-	return &mcp.GetPromptResult{Description: fmt.Sprintf("%d open tasks to triage.", len(tasks)), Messages: append([]*mcp.PromptMessage{text(b.String())}, tasks...)}, nil
+	return &mcp.GetPromptResult{Description: count(len(tasks), "open task") + " to triage.", Messages: append([]*mcp.PromptMessage{text(b.String())}, tasks...)}, nil
 }
 
 func reviewPendingAsks(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error) {
@@ -237,7 +245,7 @@ func reviewPendingAsks(ctx context.Context, r *promptRun, args map[string]string
 	if more {
 		fmt.Fprintf(&b, "\n\nOnly the first %d asks are attached; owner_list_asks pages through the rest.", promptItems)
 	}
-	return &mcp.GetPromptResult{Description: fmt.Sprintf("%d pending asks.", len(asks)), Messages: append([]*mcp.PromptMessage{text(b.String())}, asks...)}, nil
+	return &mcp.GetPromptResult{Description: count(len(asks), "pending ask") + ".", Messages: append([]*mcp.PromptMessage{text(b.String())}, asks...)}, nil
 }
 
 func reviewSchedule(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error) {

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -120,8 +121,19 @@ func (e *Edge) readHandler(k *resourceKind) mcp.ResourceHandler {
 		if env.IsError() {
 			return nil, envelopeError(env)
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: mimeJSON, Text: string(env.Data)}}}, nil
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{contents(req.Params.URI, env.Data)}}, nil
 	}
+}
+
+// contents are a resource's contents: data, compacted, so that the same
+// data always reads the same.
+func contents(uri string, data json.RawMessage) *mcp.ResourceContents {
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		b.Reset()
+		b.Write(data)
+	}
+	return &mcp.ResourceContents{URI: uri, MIMEType: mimeJSON, Text: b.String()}
 }
 
 // read reads uri, a resource of kind k, as p: the envelope its tool
