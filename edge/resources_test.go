@@ -311,3 +311,36 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 		t.Errorf("a call after the polls = %+v, want ok: polls must not spend the rate limit", env)
 	}
 }
+
+// With authentication, a 2026-07-28 subscription (a subscriptions/listen
+// stream) is read as the caller its token names.
+func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
+	iss := newIssuer(t)
+	grants, err := edge.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newNotesFixture(t, func(c *edge.Config) {
+		c.Auth, c.Grants = iss.authConfig(t), grants
+		c.ResourcePollInterval = 20 * time.Millisecond
+	})
+	c := iss.valid(resourceFor(f.http), "alice", "toolmesh:read")
+	c.AgentID = "agent-a"
+	updated := make(chan string, 10)
+	cs := f.connect(t, edge.ModernProtocol, iss.sign(t, jose.ES256, c), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+		updated <- r.Params.URI
+	}})
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return f.backend.Calls("NoteStats") > 2 }, "the edge to poll the subscribed resource")
+	f.backend.SeedNotes("agent-a", 1)
+	select {
+	case uri := <-updated:
+		if uri != noteStatsURI {
+			t.Errorf("heard %s", uri)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/resources/updated on the 2026-07-28 subscription")
+	}
+}
