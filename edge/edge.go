@@ -527,8 +527,11 @@ func (e *Edge) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteClo
 
 // principal is the caller of an MCP request: the verified token's principal
 // over HTTP, or the local owner in development mode and over stdio.
-func (e *Edge) principal(req mcp.Request) *Principal {
-	if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
+func (e *Edge) principal(req mcp.Request) *Principal { return e.principalOf(req.GetExtra()) }
+
+// principalOf is the caller a request's extra names.
+func (e *Edge) principalOf(x *mcp.RequestExtra) *Principal {
+	if x != nil && x.TokenInfo != nil {
 		p, _ := x.TokenInfo.Extra[principalKey].(*Principal)
 		return p
 	}

@@ -41,8 +41,8 @@ type resourceKind struct {
 	// one is set.
 	template *mcp.ResourceTemplate
 	fixed    *mcp.Resource
-	// readField is the field of the read tool's data that holds one item
-	// of the list ("task"); "" when there is none.
+	// readField is the one field of the read tool's data, holding an item
+	// of the list ("task"); "" when the data is more than that.
 	readField string
 }
 
@@ -85,9 +85,10 @@ func (e *Edge) buildResources() {
 			k.fixed = &mcp.Resource{URI: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mimeJSON}
 		} else {
 			k.list = e.bindings[r.List.Name]
-			out := t.Method.Output().Fields()
-			for i := 0; i < out.Len(); i++ {
-				if f := out.Get(i); f.Message() != nil && !f.IsList() && f.Message().FullName() == r.Items.Message().FullName() {
+			// A read that answers just the item ({"task": {...}}) shows a
+			// listed item as {"task": item}.
+			if out := t.Method.Output().Fields(); out.Len() == 1 {
+				if f := out.Get(0); f.Message() != nil && !f.IsList() && f.Message().FullName() == r.Items.Message().FullName() {
 					k.readField = string(f.Name())
 				}
 			}

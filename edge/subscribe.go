@@ -62,21 +62,18 @@ func digest(env *toolcall.Envelope, last [sha256.Size]byte) [sha256.Size]byte {
 	return sha256.Sum256(env.Data)
 }
 
-// principalOf is the caller of a subscription request. A 2026-07-28
+// subscriber is the caller of a subscription request. A 2026-07-28
 // subscriptions/listen stream subscribes with a request of the SDK's
 // making, which carries no token: the caller's token is then the one the
 // stream's HTTP request was authenticated with.
-func (e *Edge) principalOf(ctx context.Context, req mcp.Request) (*Principal, *mcp.RequestExtra, error) {
+func (e *Edge) subscriber(ctx context.Context, req mcp.Request) (*Principal, *mcp.RequestExtra, error) {
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 			extra = &mcp.RequestExtra{TokenInfo: ti}
 		}
 	}
-	p := e.dev
-	if extra != nil && extra.TokenInfo != nil {
-		p, _ = extra.TokenInfo.Extra[principalKey].(*Principal)
-	}
+	p := e.principalOf(extra)
 	if p == nil {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
@@ -85,7 +82,7 @@ func (e *Edge) principalOf(ctx context.Context, req mcp.Request) (*Principal, *m
 
 func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	e := s.e
-	p, extra, err := e.principalOf(ctx, req)
+	p, extra, err := e.subscriber(ctx, req)
 	if err != nil {
 		return err
 	}
