@@ -119,6 +119,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
@@ -176,6 +177,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		MaxBodyBytes:   limits.MaxBodyBytes,
 		ShutdownGrace:  shutdownGrace,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+
+		ResourcePollInterval: *resourcePoll,
 	}
 	if *temporalAddr != "" {
 		if *stateKey == "" {

@@ -18,13 +18,25 @@ import (
 	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
-// TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
-// does): every process of the plan comes up, a tool call goes through the
-// edge to a service, and Ctrl-C stops everything with nothing left behind.
-func TestUpRunsThePlan(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole mesh")
-	}
+// upMesh is a real `toolmesh up` (what `make run` does) a test started,
+// with its own port offset and data directory.
+type upMesh struct {
+	dir      string
+	offset   int
+	endpoint string   // the MCP endpoint up printed
+	printed  []string // up's output until it was up
+	cmd      *exec.Cmd
+	lines    chan string
+	exited   chan error
+	stderr   *strings.Builder
+	stopped  bool
+}
+
+// startUp builds the binary, runs `toolmesh up` and waits until it says the
+// mesh is up. The mesh is stopped (Ctrl-C) when the test ends, unless the
+// test stopped it.
+func startUp(t *testing.T) *upMesh {
+	t.Helper()
 	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,75 +44,93 @@ func TestUpRunsThePlan(t *testing.T) {
 	if _, err := os.Stat(temporal); err != nil {
 		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolmesh")
+	m := &upMesh{dir: t.TempDir(), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &strings.Builder{}}
+	bin := filepath.Join(m.dir, "toolmesh")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build toolmesh: %v\n%s", err, out)
 	}
-	offset := porttest.FreeOffset(t, append(porttest.Range(edgePort, 7300), temporalUIPort)...)
-	up := exec.Command(bin, "up", "--port-offset", strconv.Itoa(offset), "--data", filepath.Join(dir, "data"), "--temporal-bin", temporal)
-	up.Dir = dir
-	stdout, err := up.StdoutPipe()
+	m.offset = porttest.FreeOffset(t, append(porttest.Range(edgePort, 7300), temporalUIPort)...)
+	m.cmd = exec.Command(bin, "up", "--port-offset", strconv.Itoa(m.offset), "--data", filepath.Join(m.dir, "data"), "--temporal-bin", temporal)
+	m.cmd.Dir = m.dir
+	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	up.Stderr = &stderr
-	if err := up.Start(); err != nil {
+	m.cmd.Stderr = m.stderr
+	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
 	go func() {
 		s := bufio.NewScanner(stdout)
 		for s.Scan() {
-			lines <- s.Text()
+			m.lines <- s.Text()
 		}
-		close(lines)
-		exited <- up.Wait()
+		close(m.lines)
+		m.exited <- m.cmd.Wait()
 	}()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = up.Process.Signal(os.Interrupt)
-			<-exited
+	t.Cleanup(func() {
+		if !m.stopped {
+			_ = m.cmd.Process.Signal(os.Interrupt)
+			<-m.exited
 		}
-	}()
+	})
 
 	// Wait for "toolmesh is up" and read the MCP endpoint it prints.
 	mcpRE := regexp.MustCompile(`MCP endpoint\s+(http://\S+/mcp)`)
-	var endpoint string
-	var printed []string
 	timeout := time.After(3 * time.Minute)
-	for endpoint == "" || !strings.Contains(strings.Join(printed, "\n"), "Press Ctrl-C") {
+	for m.endpoint == "" || !strings.Contains(strings.Join(m.printed, "\n"), "Press Ctrl-C") {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-m.lines:
 			if !ok {
-				t.Fatalf("up exited before the mesh was up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
+				t.Fatalf("up exited before the mesh was up:\n%s\n%s", strings.Join(m.printed, "\n"), tail(m.stderr.String()))
 			}
-			printed = append(printed, l)
-			if m := mcpRE.FindStringSubmatch(l); m != nil {
-				endpoint = m[1]
+			m.printed = append(m.printed, l)
+			if sm := mcpRE.FindStringSubmatch(l); sm != nil {
+				m.endpoint = sm[1]
 			}
 		case <-timeout:
-			t.Fatalf("up did not come up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
+			t.Fatalf("up did not come up:\n%s\n%s", strings.Join(m.printed, "\n"), tail(m.stderr.String()))
 		}
 	}
-	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+offset); endpoint != want {
-		t.Errorf("MCP endpoint %s, want %s", endpoint, want)
+	return m
+}
+
+// stop sends Ctrl-C and returns what up printed until it exited, and how
+// it exited.
+func (m *upMesh) stop() ([]string, error) {
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	var rest []string
+	for l := range m.lines {
+		rest = append(rest, l)
+	}
+	m.stopped = true
+	return rest, <-m.exited
+}
+
+// TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
+// does): every process of the plan comes up, a tool call goes through the
+// edge to a service, and Ctrl-C stops everything with nothing left behind.
+func TestUpRunsThePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole mesh")
+	}
+	m := startUp(t)
+	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+m.offset); m.endpoint != want {
+		t.Errorf("MCP endpoint %s, want %s", m.endpoint, want)
 	}
 	// Every service of the plan is listed where it listens, and answers.
+	printed := strings.Join(m.printed, "\n")
 	for name, d := range domains {
-		addr := fmt.Sprintf("127.0.0.1:%d", d.port+offset)
-		if !strings.Contains(strings.Join(printed, "\n"), name) || !strings.Contains(strings.Join(printed, "\n"), addr) {
+		addr := fmt.Sprintf("127.0.0.1:%d", d.port+m.offset)
+		if !strings.Contains(printed, name) || !strings.Contains(printed, addr) {
 			t.Errorf("up does not print %s at %s", name, addr)
 		}
 	}
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "up-e2e", Version: "1"}, nil)
-	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: m.endpoint}, nil)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", endpoint, err)
+		t.Fatalf("connect to %s: %v", m.endpoint, err)
 	}
 	res, err := session.CallTool(t.Context(), &mcp.CallToolParams{Name: "tasks_create", Arguments: map[string]any{"description": "started by up"}})
 	if err != nil {
@@ -113,25 +143,20 @@ func TestUpRunsThePlan(t *testing.T) {
 	session.Close()
 
 	// Ctrl-C: everything stops, in order, and up says so.
-	_ = up.Process.Signal(os.Interrupt)
-	var rest []string
-	for l := range lines {
-		rest = append(rest, l)
-	}
-	stopped = true
-	if err := <-exited; err != nil {
-		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(stderr.String()))
+	rest, err := m.stop()
+	if err != nil {
+		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(m.stderr.String()))
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "toolmesh stopped") {
 		t.Errorf("up did not say it stopped: %q", rest)
 	}
 	for name, d := range domains {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+offset), time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+m.offset), time.Second); err == nil {
 			c.Close()
 			t.Errorf("%s still listens after up stopped", name)
 		}
 	}
-	if left := processesUnder(dir); len(left) > 0 {
+	if left := processesUnder(m.dir); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
 }
