@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/toolschema/schematest"
 )
 
@@ -32,7 +32,7 @@ func TestClientsAtEveryVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh and runs Node")
 	}
-	tsDir := installTSClient(t)
+	tsDir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
 	m := startUp(t)
 	seed := seedMesh(t, m.endpoint)
 
@@ -331,37 +331,4 @@ func runTSClient(t *testing.T, dir, endpoint, version string) {
 		(!hasElicitation && r.ElicitedResult != "guardrail_violated") {
 		t.Errorf("elicitations %d, agents_register %s; want it elicited exactly when the version has elicitation", r.Elicitations, r.ElicitedResult)
 	}
-}
-
-// installTSClient installs the TypeScript client's pinned dependencies from
-// the npm registry (npm ci, into the gitignored node_modules) unless they
-// are there already, and returns its directory.
-func installTSClient(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("testdata", "tsclient"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is needed to run the TypeScript client: %v", err)
-	}
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "package.json")); err != nil || json.Unmarshal(b, &pkg) != nil {
-		t.Fatalf("read package.json: %v", err)
-	}
-	want := pkg.Dependencies["@modelcontextprotocol/sdk"]
-	var installed struct {
-		Version string `json:"version"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil && json.Unmarshal(b, &installed) == nil && installed.Version == want {
-		return dir
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	return dir
 }
