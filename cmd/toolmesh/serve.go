@@ -235,11 +235,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer db.Close()
 	deps := serveDeps{Getenv: getenv, Log: log}
 	if d.temporal {
-		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
+		// Lazy: the service starts, and serves what needs no Temporal,
+		// while Temporal is down; calls that need it answer unavailable.
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
 		defer tc.Close()
+		go temporalclient.CheckReachable(ctx, tc, *temporalAddr, log)
 		deps.Temporal = tc
 	}
 	svc, err := d.build(ctx, db, deps)

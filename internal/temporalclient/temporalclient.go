@@ -18,6 +18,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -54,8 +56,17 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 		// Payloads are small protobuf JSON on a local or cluster network:
 		// gzip (the SDK's default) costs more CPU per round trip than it
 		// saves, as inside the mesh.
-		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
-		Interceptors:      interceptors,
+		ConnectionOptions: client.ConnectionOptions{
+			GrpcCompression: &client.GrpcCompressionNone{},
+			// Reconnect within a second of Temporal coming back (a
+			// restarted dev server): the SDK's default waits up to 10s
+			// between attempts.
+			DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: 5 * time.Second,
+			})},
+		},
+		Interceptors: interceptors,
 		MetricsHandler: otelsdk.NewMetricsHandler(otelsdk.MetricsHandlerOptions{
 			Meter:                cfg.Telemetry.Meters().Meter(telemetry.TemporalScope),
 			UseMonotonicCounters: true,
@@ -75,6 +86,22 @@ func NewLazy(cfg Config, log *slog.Logger) (client.Client, error) {
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.HostPort, err)
 	}
 	return c, nil
+}
+
+// CheckReachable logs, for a lazy client, whether Temporal answers now: a
+// warning that says what is unavailable when it does not (a wrong address
+// shows at start, not at the first call that needs it).
+func CheckReachable(ctx context.Context, c client.Client, hostPort string, log *slog.Logger) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("temporal.unreachable", "temporal", hostPort, "error", err.Error(),
+				"message", "calls that need Temporal answer unavailable until it answers; everything else is served")
+		}
+		return
+	}
+	log.Info("temporal.reachable", "temporal", hostPort)
 }
 
 // Dial connects to Temporal and checks the connection.
