@@ -49,7 +49,7 @@ type domain struct {
 	directory bool
 }
 
-var domains = map[string]domain{
+var domains = withFaultsDomains(map[string]domain{
 	"tasks":    {port: 7101, build: buildTasks},
 	"agents":   {port: 7102, build: buildAgents, directory: true},
 	"messages": {port: 7103, build: buildMessages},
@@ -59,7 +59,7 @@ var domains = map[string]domain{
 	"audit":    {port: 7108, build: buildAudit},
 
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
-}
+})
 
 // serveDeps is what a domain's build gets besides its database.
 type serveDeps struct {
