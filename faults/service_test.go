@@ -127,4 +127,3 @@ func TestDomainServiceKilledUnderLoad(t *testing.T) {
 	}
 	figure(t, "acknowledged writes lost", fmt.Sprintf("%d of %d", lost, len(acked)), "0", lost == 0 && len(acked) > 0)
 }
-
