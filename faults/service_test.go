@@ -127,3 +127,54 @@ func TestDomainServiceKilledUnderLoad(t *testing.T) {
 	}
 	figure(t, "acknowledged writes lost", fmt.Sprintf("%d of %d", lost, len(acked)), "0", lost == 0 && len(acked) > 0)
 }
+
+// The agents directory unreachable for longer than the services' caller
+// check trusts an answer (frozen with SIGSTOP for 15s; the check's TTL is
+// 10s), under load through the edge: every other service keeps serving the
+// agents it saw active, from the remembered answer, so no call fails.
+func TestAgentsDirectoryUnreachableUnderLoad(t *testing.T) {
+	m := sharedMesh(t)
+	before := len(m.events("agentcheck.lookup_failed"))
+	var calls outcomes
+	stop := make(chan struct{})
+	run := fmt.Sprintf("d%d", time.Now().UnixNano())
+	sessions := openSessions(t, m.mcpURL, 3)
+	load := loadFor(3, 20*time.Millisecond, stop, func(w, n int) {
+		key := fmt.Sprintf("%s-%d-%d", run, w, n)
+		switch w {
+		case 0:
+			calls.add(callTool(sessions[w], "tasks_create", map[string]any{"description": key}, key))
+		case 1:
+			calls.add(callTool(sessions[w], "memory_save", map[string]any{"key": key, "content": "while agents is away"}, key))
+		default:
+			calls.add(callTool(sessions[w], "messages_list", map[string]any{"limit": 1}, ""))
+		}
+	})
+	time.Sleep(2 * time.Second)
+	frozen := m.kill(t, "agents", syscall.SIGSTOP)
+	time.Sleep(15 * time.Second)
+	m.kill(t, "agents", syscall.SIGCONT)
+	thawed := time.Now()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	load.Wait()
+
+	failed := 0
+	var slowest time.Duration
+	for _, o := range calls.list() {
+		if !o.ok() {
+			failed++
+			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
+		}
+		if o.start.After(frozen) && o.start.Before(thawed) {
+			slowest = max(slowest, o.end.Sub(o.start))
+		}
+	}
+	bridged := map[string]bool{}
+	for _, e := range m.events("agentcheck.lookup_failed")[before:] {
+		bridged[fmt.Sprint(e["service"])] = true
+	}
+	figure(t, "calls to tasks, memory, messages (failed)", fmt.Sprintf("%d (%d)", len(calls.list()), failed), "0 failed", failed == 0)
+	figure(t, "slowest call while agents was frozen", ms(slowest), "<= 6s (one 5s lookup timeout)", slowest <= 6*time.Second)
+	figure(t, "services that served remembered answers", len(bridged), "3", len(bridged) == 3)
+}
