@@ -53,6 +53,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -90,7 +91,8 @@ type Options struct {
 	Now func() time.Time
 	// HTTPClient reaches the agents service; an h2c client when nil.
 	HTTPClient connect.HTTPClient
-	// Log receives lookup failures.
+	// Log receives agentcheck.lookup_failed when the directory stops
+	// answering, and agentcheck.lookup_recovered when it answers again.
 	Log *slog.Logger
 	// Telemetry instruments the lookups (spans inside the checked call's
 	// trace, the client RPC histogram) and counts checks (MetricChecks).
@@ -318,8 +320,11 @@ func (c *Checker) settle(ctx context.Context, agent string, f *flight) error {
 			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
 				"agent %s is not registered; an operator must register it (agents_register) before it can call this service", agent))
 		}
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
-			"cannot check that agent %s is registered: the agents service did not answer (%s); try again", agent, connect.CodeOf(f.err)))
+		// The cause (with the agents service's own error id, if any) is
+		// logged under the answer's error id.
+		return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf(
+			"cannot check that agent %s is registered: the agents service did not answer (%s); try again", agent, connect.CodeOf(f.err)),
+			fmt.Errorf("look up agent %s: %w", agent, f.err))
 	}
 	switch s := f.status; s {
 	case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:
