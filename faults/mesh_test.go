@@ -202,6 +202,18 @@ func (m *mesh) kill(t *testing.T, name string, sig syscall.Signal) time.Time {
 // process under `toolmesh temporal-dev`.
 func (m *mesh) killTemporalServer(t *testing.T) time.Time {
 	t.Helper()
+	pid := m.temporalServerPID(t)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent SIGKILL to the Temporal dev server (pid %d)", pid)
+	return time.Now()
+}
+
+// temporalServerPID is the pid of the `temporal` process under
+// `toolmesh temporal-dev`.
+func (m *mesh) temporalServerPID(t *testing.T) int {
+	t.Helper()
 	parent := m.process(t, "temporal").PID
 	// The children of every thread of `toolmesh temporal-dev`: the one
 	// that started the server is any of them.
@@ -215,11 +227,7 @@ func (m *mesh) killTemporalServer(t *testing.T) time.Time {
 		t.Fatalf("find the Temporal server under pid %d: children %q", parent, children)
 	}
 	pid, _ := strconv.Atoi(children[0])
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("sent SIGKILL to the Temporal dev server (pid %d)", pid)
-	return time.Now()
+	return pid
 }
 
 // waitReady waits until every process is ready.
@@ -419,6 +427,12 @@ func tail(s string) string {
 		return "..." + s[len(s)-4000:]
 	}
 	return s
+}
+
+// isReset reports a transport error of a connection the other end dropped
+// while the request was on it.
+func isReset(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF"))
 }
 
 // isRefused reports a transport error of a connection nobody accepted.

@@ -308,3 +308,94 @@ func retry(try func() bool) bool {
 		time.Sleep(pause)
 	}
 }
+
+// Temporal unreachable (its server frozen with SIGSTOP for 20s: connections
+// stay open and nothing answers, as in a network partition): the owner and
+// schedules calls that need it answer unavailable within the edge's call
+// deadline, their calls that do not need it and every other domain keep
+// working, and once Temporal answers again the same asks, retried with the
+// same idempotency keys, are accepted.
+func TestTemporalUnreachable(t *testing.T) {
+	m := sharedMesh(t)
+	run := fmt.Sprintf("u%d", time.Now().UnixNano()%1e9)
+	var others outcomes
+	stop := make(chan struct{})
+	sessions := openSessions(t, m.mcpURL, 3)
+	load := loadFor(3, 50*time.Millisecond, stop, func(w, n int) {
+		switch w {
+		case 0:
+			others.add(callTool(sessions[w], "owner_list_channels", map[string]any{}, ""))
+		case 1:
+			others.add(callTool(sessions[w], "schedules_list", map[string]any{"limit": 1}, ""))
+		default:
+			others.add(callTool(sessions[w], "tasks_list", map[string]any{"limit": 1}, ""))
+		}
+	})
+	time.Sleep(time.Second)
+	pid := m.temporalServerPID(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	frozen := time.Now()
+
+	asker := connectMCP(t, m.mcpURL, "", nil)
+	var asks outcomes
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			key := fmt.Sprintf("%s-ask-%d", run, i)
+			asks.add(callTool(asker, "owner_ask", map[string]any{"question": "while Temporal is away " + key, "wait_seconds": 0}, key))
+		})
+	}
+	wg.Go(func() {
+		asks.add(callTool(asker, "schedules_create", map[string]any{"description": run, "interval_seconds": 3600,
+			"action": map[string]any{"tool": "tasks_list", "arguments": map[string]any{}}}, run+"-schedule"))
+	})
+	wg.Wait()
+	unavailable := 0
+	var slowest time.Duration
+	for _, o := range asks.list() {
+		if o.code() == "unavailable" {
+			unavailable++
+		} else {
+			t.Logf("%s while Temporal was frozen: %s %s %v", o.tool, o.code(), o.env.Message, o.err)
+		}
+		slowest = max(slowest, o.end.Sub(o.start))
+	}
+	if wait := 20*time.Second - time.Since(frozen); wait > 0 {
+		time.Sleep(wait)
+	}
+	thaw()
+	back := time.Now()
+	accepted := 0
+	for i := range 3 {
+		key := fmt.Sprintf("%s-ask-%d", run, i)
+		if retry(func() bool {
+			return callTool(asker, "owner_ask", map[string]any{"question": "while Temporal is away " + key, "wait_seconds": 0}, key).ok()
+		}) {
+			accepted++
+		}
+	}
+	took := time.Since(back)
+	close(stop)
+	load.Wait()
+	failed := 0
+	for _, o := range others.list() {
+		if !o.ok() {
+			failed++
+			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
+		}
+	}
+	figure(t, "calls needing Temporal answered unavailable while it was unreachable", fmt.Sprintf("%d of %d", unavailable, len(asks.list())), "all", unavailable == len(asks.list()))
+	figure(t, "slowest of those answers", ms(slowest), "<= 15s (the edge's call deadline)", slowest <= 15*time.Second)
+	figure(t, "owner, schedules and tasks calls not needing Temporal (failed)", fmt.Sprintf("%d (%d)", len(others.list()), failed), "0 failed", failed == 0)
+	figure(t, "asks retried with the same keys, accepted after Temporal answered again (seconds)", fmt.Sprintf("%d of 3 (%.1f s)", accepted, took.Seconds()), "3 of 3", accepted == 3)
+}

@@ -62,10 +62,15 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 			// Reconnect within a second of Temporal coming back (a
 			// restarted dev server): the SDK's default waits up to 10s
 			// between attempts.
-			DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-				MinConnectTimeout: 5 * time.Second,
-			})},
+			DialOptions: []grpc.DialOption{
+				grpc.WithConnectParams(grpc.ConnectParams{
+					Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+					MinConnectTimeout: 5 * time.Second,
+				}),
+				// Inside the SDK's retries: each attempt ends a moment
+				// before its caller's deadline.
+				grpc.WithChainUnaryInterceptor(leaveReplyMargin),
+			},
 		},
 		Interceptors: interceptors,
 		MetricsHandler: otelsdk.NewMetricsHandler(otelsdk.MetricsHandlerOptions{
@@ -76,6 +81,23 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 			OnError: func(err error) { log.Warn("temporal.metrics_error", "error", err) },
 		}),
 	}
+}
+
+// ReplyMargin is how long before its caller's deadline a call to Temporal
+// gives up. The SDK retries a call while Temporal cannot be reached, up to
+// the call's deadline; a service that waits on Temporal that long has no
+// time left to answer its own caller, who then sees deadline_exceeded from
+// its side instead of the service's unavailable. With the margin the
+// service answers unavailable in time.
+const ReplyMargin = 500 * time.Millisecond
+
+func leaveReplyMargin(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-ReplyMargin))
+		defer cancel()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // NewLazy returns a client that connects on first use, for a process that
