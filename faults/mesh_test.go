@@ -99,7 +99,10 @@ func startMesh(dir string, offset int) (*mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(suite.bin, "up", "--port-offset", strconv.Itoa(offset), "--data", m.data, "--temporal-bin", suite.temporal)
+	// The suite kills the same process several times a minute when its
+	// cases run with -count: allow it more restarts than the default 5.
+	m.cmd = exec.Command(suite.bin, "up", "--port-offset", strconv.Itoa(offset), "--data", m.data, "--temporal-bin", suite.temporal,
+		"--restart-limit", "100")
 	m.cmd.Dir = dir
 	m.cmd.Env = append(os.Environ(), meshEnv...)
 	m.cmd.Stderr = io.MultiWriter(m.logs, logFile)

@@ -29,7 +29,8 @@ var suite struct {
 	// bin is the toolmesh binary of the fault suite's build (-tags faults:
 	// with the test-only testing domain); temporal the pinned Temporal CLI.
 	bin, temporal string
-	// dir holds the binary and every test's state; removed at the end.
+	// dir holds the binary and every test's state; removed at the end
+	// unless a test failed.
 	dir string
 
 	mu      sync.Mutex
@@ -46,7 +47,6 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	defer os.RemoveAll(dir)
 	suite.dir = dir
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -70,6 +70,11 @@ func runSuite(m *testing.M) int {
 		suite.shared.stop()
 	}
 	printFigures(os.Stdout, time.Since(start))
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Printf("\nThe suite's state and logs are kept in %s (the shared mesh's log: mesh/up.log).\n", dir)
+	}
 	return code
 }
 
