@@ -32,16 +32,7 @@ func TestEdgeKilledUnderLoad(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second)
 	killed := m.kill(t, "edge", syscall.SIGKILL)
-	var back time.Time
-	eventually(t, 30*time.Second, "the edge serving again", func() bool {
-		for _, o := range calls.list() {
-			if o.start.After(killed) && o.ok() {
-				back = o.end
-				return true
-			}
-		}
-		return false
-	})
+	back := servingAgain(t, &calls, killed)
 	time.Sleep(2 * time.Second)
 	close(stop)
 	load.Wait()

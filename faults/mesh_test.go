@@ -348,6 +348,36 @@ func callTool(cs *mcp.ClientSession, tool string, args map[string]any, key strin
 	return o
 }
 
+// failures returns how many of the calls did not succeed, logging each.
+func failures(t *testing.T, calls []outcome) int {
+	t.Helper()
+	n := 0
+	for _, o := range calls {
+		if !o.ok() {
+			n++
+			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
+		}
+	}
+	return n
+}
+
+// servingAgain waits until a call that started after killed succeeds, and
+// returns when it ended: when the killed process was serving again.
+func servingAgain(t *testing.T, calls *outcomes, killed time.Time) time.Time {
+	t.Helper()
+	var back time.Time
+	eventually(t, 30*time.Second, "serving again after the kill", func() bool {
+		for _, o := range calls.list() {
+			if o.start.After(killed) && o.ok() {
+				back = o.end
+				return true
+			}
+		}
+		return false
+	})
+	return back
+}
+
 // protoData decodes an ok outcome's data into the tool's response message.
 func protoData(o outcome, m proto.Message) error {
 	if !o.ok() {

@@ -16,6 +16,21 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
 
+// every starts fn(i) in a goroutine of its own each period, until stop is
+// closed, and returns once all of them have returned.
+func every(period time.Duration, stop <-chan struct{}, fn func(i int)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(period):
+		}
+		wg.Go(func() { fn(i) })
+	}
+}
+
 // loadFor runs fn in workers goroutines, each in a loop with pause between
 // calls, until stop is closed.
 func loadFor(workers int, pause time.Duration, stop <-chan struct{}, fn func(worker, n int)) *sync.WaitGroup {
@@ -62,17 +77,7 @@ func TestDomainServiceKilledUnderLoad(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // load before the kill
 	killed := m.kill(t, "tasks", syscall.SIGKILL)
-	// Serving again: a tasks call that started after the kill succeeds.
-	var back time.Time
-	eventually(t, 30*time.Second, "tasks serving again after kill -9", func() bool {
-		for _, o := range tasksCalls.list() {
-			if o.start.After(killed) && o.ok() {
-				back = o.end
-				return true
-			}
-		}
-		return false
-	})
+	back := servingAgain(t, &tasksCalls, killed)
 	time.Sleep(2 * time.Second) // load after it is back
 	close(stop)
 	writers.Wait()
@@ -99,13 +104,7 @@ func TestDomainServiceKilledUnderLoad(t *testing.T) {
 			t.Logf("tasks_create failed with %s: %s", c, o.env.Message)
 		}
 	}
-	otherFailed := 0
-	for _, o := range otherCalls.list() {
-		if !o.ok() {
-			otherFailed++
-			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
-		}
-	}
+	otherFailed := failures(t, otherCalls.list())
 	figure(t, "tool calls (tasks / other domains)", fmt.Sprintf("%d / %d", len(all), len(otherCalls.list())), "> 0", len(all) > 0 && len(otherCalls.list()) > 0)
 	figure(t, "calls without exactly one tool result", noResult, "0", noResult == 0)
 	figure(t, "tasks calls answered unavailable while it was down", unavailable, "any (retryable)", true)
@@ -159,13 +158,9 @@ func TestAgentsDirectoryUnreachableUnderLoad(t *testing.T) {
 	close(stop)
 	load.Wait()
 
-	failed := 0
+	failed := failures(t, calls.list())
 	var slowest time.Duration
 	for _, o := range calls.list() {
-		if !o.ok() {
-			failed++
-			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
-		}
 		if o.start.After(frozen) && o.start.Before(thawed) {
 			slowest = max(slowest, o.end.Sub(o.start))
 		}

@@ -86,12 +86,7 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 	close(done)
 	close(stop)
 	load.Wait()
-	failed := 0
-	for _, o := range others.list() {
-		if !o.ok() {
-			failed++
-		}
-	}
+	failed := failures(t, others.list())
 	lastClose := time.Duration(last.Load())
 	figure(t, "slow connections closed by the edge (seconds until the last)", fmt.Sprintf("%d of %d (%.1f s)", closed.Load(), conns, lastClose.Seconds()),
 		fmt.Sprintf("all within %s", within), closed.Load() == conns && lastClose <= within)

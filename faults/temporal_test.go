@@ -61,43 +61,34 @@ func TestWorkersAndTemporalKilledMidWork(t *testing.T) {
 	accepted, answered := map[string]bool{}, map[string]bool{}
 	var askAttempts, answerAttempts int
 	wg.Go(func() {
-		var inner sync.WaitGroup
-		defer inner.Wait()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
-			inner.Go(func() {
-				key := fmt.Sprintf("%s-ask-%d", run, i)
-				var ask ownerv1.AskResponse
-				if !retry(func() bool {
-					asksMu.Lock()
-					askAttempts++
-					asksMu.Unlock()
-					return protoData(callTool(asker, "owner_ask", map[string]any{"question": "proceed with " + key + "?", "wait_seconds": 0, "timeout_seconds": 3600}, key), &ask) == nil
-				}) {
-					return // never accepted: the client was told to retry, and gave up
-				}
-				id := ask.GetAsk().GetAskId()
+		every(300*time.Millisecond, stop, func(i int) {
+			key := fmt.Sprintf("%s-ask-%d", run, i)
+			var ask ownerv1.AskResponse
+			if !retry(func() bool {
 				asksMu.Lock()
-				accepted[id] = true
+				askAttempts++
 				asksMu.Unlock()
-				time.Sleep(500 * time.Millisecond)
-				if retry(func() bool {
-					asksMu.Lock()
-					answerAttempts++
-					asksMu.Unlock()
-					o := callTool(asker, "owner_answer", map[string]any{"ask_id": id, "answer": "yes"}, key+"-answer")
-					return o.ok() || o.code() == "conflict" // conflict: answered by an earlier attempt
-				}) {
-					asksMu.Lock()
-					answered[id] = true
-					asksMu.Unlock()
-				}
-			})
-		}
+				return protoData(callTool(asker, "owner_ask", map[string]any{"question": "proceed with " + key + "?", "wait_seconds": 0, "timeout_seconds": 3600}, key), &ask) == nil
+			}) {
+				return // never accepted: the client was told to retry, and gave up
+			}
+			id := ask.GetAsk().GetAskId()
+			asksMu.Lock()
+			accepted[id] = true
+			asksMu.Unlock()
+			time.Sleep(500 * time.Millisecond)
+			if retry(func() bool {
+				asksMu.Lock()
+				answerAttempts++
+				asksMu.Unlock()
+				o := callTool(asker, "owner_answer", map[string]any{"ask_id": id, "answer": "yes"}, key+"-answer")
+				return o.ok() || o.code() == "conflict" // conflict: answered by an earlier attempt
+			}) {
+				asksMu.Lock()
+				answered[id] = true
+				asksMu.Unlock()
+			}
+		})
 	})
 	// Elicited grants: one every 400ms, each confirmed in a second round.
 	// The dev agent's own wallet: the ledger is read as the wallet's agent,
@@ -105,19 +96,10 @@ func TestWorkersAndTemporalKilledMidWork(t *testing.T) {
 	wallet := "local"
 	var grants outcomes
 	wg.Go(func() {
-		var inner sync.WaitGroup
-		defer inner.Wait()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(400 * time.Millisecond):
-			}
-			inner.Go(func() {
-				ref := fmt.Sprintf("%s-grant-%d", run, i)
-				grants.add(callTool(confirming, "credits_grant", map[string]any{"wallet": wallet, "amount": "1", "reference": ref}, ref))
-			})
-		}
+		every(400*time.Millisecond, stop, func(i int) {
+			ref := fmt.Sprintf("%s-grant-%d", run, i)
+			grants.add(callTool(confirming, "credits_grant", map[string]any{"wallet": wallet, "amount": "1", "reference": ref}, ref))
+		})
 	})
 	// Domains that do not need Temporal.
 	var others outcomes
@@ -268,13 +250,7 @@ func TestWorkersAndTemporalKilledMidWork(t *testing.T) {
 	figure(t, "tasks created by the runs minus succeeded runs", extra, "0", extra == 0)
 	figure(t, "succeeded runs whose task is missing", missingTasks, "0", missingTasks == 0)
 
-	otherFailed := 0
-	for _, o := range others.list() {
-		if !o.ok() {
-			otherFailed++
-			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
-		}
-	}
+	otherFailed := failures(t, others.list())
 	figure(t, "calls to domains not needing Temporal (failed)", fmt.Sprintf("%d (%d)", len(others.list()), otherFailed), "0 failed", otherFailed == 0)
 }
 
@@ -387,13 +363,7 @@ func TestTemporalUnreachable(t *testing.T) {
 	took := time.Since(back)
 	close(stop)
 	load.Wait()
-	failed := 0
-	for _, o := range others.list() {
-		if !o.ok() {
-			failed++
-			t.Logf("%s failed with %s: %s %v", o.tool, o.code(), o.env.Message, o.err)
-		}
-	}
+	failed := failures(t, others.list())
 	figure(t, "calls needing Temporal answered unavailable while it was unreachable", fmt.Sprintf("%d of %d", unavailable, len(asks.list())), "all", unavailable == len(asks.list()))
 	figure(t, "slowest of those answers", ms(slowest), "<= 15s (the edge's call deadline)", slowest <= 15*time.Second)
 	figure(t, "owner, schedules and tasks calls not needing Temporal (failed)", fmt.Sprintf("%d (%d)", len(others.list()), failed), "0 failed", failed == 0)
