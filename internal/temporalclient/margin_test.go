@@ -24,6 +24,14 @@ func TestCallsToTemporalEndBeforeTheirCallersDeadline(t *testing.T) {
 	if !had || !got.Equal(dl.Add(-ReplyMargin)) {
 		t.Errorf("the call to Temporal ends at %v (deadline %v), want %s before the caller's %v", got, had, ReplyMargin, dl)
 	}
+	// A short deadline (an SDK call's own, such as a heartbeat's) loses a
+	// tenth of it.
+	dl = time.Now().Add(time.Second)
+	short, cancelShort := context.WithDeadline(context.Background(), dl)
+	defer cancelShort()
+	if err := leaveReplyMargin(short, "/m", nil, nil, nil, invoker); err != nil || !had || got.Before(dl.Add(-time.Second/10)) || !got.Before(dl) {
+		t.Errorf("a call with 1s left ends at %v, want within a tenth of a second before %v", got, dl)
+	}
 	if err := leaveReplyMargin(context.Background(), "/m", nil, nil, nil, invoker); err != nil || had {
 		t.Errorf("a call without a deadline got one: %v (%v)", got, err)
 	}

@@ -84,17 +84,19 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 }
 
 // ReplyMargin is how long before its caller's deadline a call to Temporal
-// gives up. The SDK retries a call while Temporal cannot be reached, up to
-// the call's deadline; a service that waits on Temporal that long has no
-// time left to answer its own caller, who then sees deadline_exceeded from
-// its side instead of the service's unavailable. With the margin the
-// service answers unavailable in time.
+// gives up (a tenth of the time left, when that is less). The SDK retries a
+// call while Temporal cannot be reached, up to the call's deadline; a
+// service that waits on Temporal that long has no time left to answer its
+// own caller, who then sees deadline_exceeded from its side instead of the
+// service's unavailable. With the margin the service answers unavailable in
+// time.
 const ReplyMargin = 500 * time.Millisecond
 
 func leaveReplyMargin(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if dl, ok := ctx.Deadline(); ok {
+		margin := min(ReplyMargin, time.Until(dl)/10)
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl.Add(-ReplyMargin))
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
 		defer cancel()
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
