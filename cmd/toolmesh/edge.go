@@ -18,7 +18,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // serviceFlag collects repeated --service domain=url flags.
@@ -164,6 +163,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer stopTelemetry(tel, log)
 	cfg := edge.Config{
+		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
 		CallTimeout:    *timeout,
@@ -350,7 +350,7 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
 		found := false
-		for _, sd := range toolcatalog.Contracts() {
+		for _, sd := range contracts() {
 			if string(sd.ParentFile().Package()) == "toolmesh."+domain+".v1" {
 				out[string(sd.FullName())] = url
 				found = true

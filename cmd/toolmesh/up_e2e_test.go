@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 // with its own port offset and data directory.
 type upMesh struct {
 	dir      string
+	bin      string // the toolmesh binary it runs
 	offset   int
 	endpoint string   // the MCP endpoint up printed
 	printed  []string // up's output until it was up
@@ -46,6 +50,7 @@ func startUp(t *testing.T) *upMesh {
 	}
 	m := &upMesh{dir: t.TempDir(), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &strings.Builder{}}
 	bin := filepath.Join(m.dir, "toolmesh")
+	m.bin = bin
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build toolmesh: %v\n%s", err, out)
 	}
@@ -109,7 +114,9 @@ func (m *upMesh) stop() ([]string, error) {
 
 // TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
 // does): every process of the plan comes up, a tool call goes through the
-// edge to a service, and Ctrl-C stops everything with nothing left behind.
+// edge to a service, a service killed with SIGKILL is restarted alone (and
+// `toolmesh up status` and /metrics say so), and Ctrl-C stops everything
+// with nothing left behind.
 func TestUpRunsThePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh")
@@ -139,6 +146,62 @@ func TestUpRunsThePlan(t *testing.T) {
 	b, _ := json.Marshal(res.StructuredContent)
 	if res.IsError || !strings.Contains(string(b), `"status":"ok"`) {
 		t.Errorf("tasks_create through the edge: %s", b)
+	}
+
+	// kill -9 of one service: up restarts it alone, counts it, says so,
+	// and the same MCP session works again.
+	upStatus := func() upStatus {
+		t.Helper()
+		out, err := exec.Command(m.bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.offset)).Output()
+		if err != nil {
+			t.Fatalf("toolmesh up status: %v", err)
+		}
+		var st upStatus
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	pids := map[string]int{}
+	for _, p := range upStatus().Processes {
+		if p.State != "ready" || p.PID == 0 {
+			t.Errorf("up status after start: %+v", p)
+		}
+		pids[p.Name] = p.PID
+	}
+	if err := syscall.Kill(pids["tasks"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	for deadline := time.Now().Add(30 * time.Second); !restarted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, p := range upStatus().Processes {
+			if p.Name == "tasks" && p.State == "ready" && p.PID != pids["tasks"] && p.Restarts == 1 && p.LastFailure == "signal: killed" {
+				restarted = true
+			}
+		}
+	}
+	if !restarted {
+		t.Fatalf("tasks was not restarted after kill -9: %+v\n%s", upStatus(), tail(m.stderr.String()))
+	}
+	for _, p := range upStatus().Processes {
+		if p.Name != "tasks" && (p.PID != pids[p.Name] || p.Restarts != 0) {
+			t.Errorf("%s was touched when tasks died: pid %d (was %d), restarts %d", p.Name, p.PID, pids[p.Name], p.Restarts)
+		}
+	}
+	table, err := exec.Command(m.bin, "up", "status", "--port-offset", strconv.Itoa(m.offset)).Output()
+	if err != nil || !regexp.MustCompile(`(?m)^tasks\s+ready\s+\d+\s+\S+\s+1\s+signal: killed`).Match(table) {
+		t.Errorf("toolmesh up status: %v\n%s", err, table)
+	}
+	metrics, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", upStatusPort+m.offset))
+	if err != nil || !strings.Contains(metrics, `toolmesh_up_restarts_total{process="tasks"} 1`) {
+		t.Errorf("up /metrics does not count the restart (%v):\n%s", err, metrics)
+	}
+	res, err = session.CallTool(t.Context(), &mcp.CallToolParams{Name: "tasks_create", Arguments: map[string]any{"description": "after the restart"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); res.IsError {
+		t.Errorf("tasks_create after tasks restarted: %s", b)
 	}
 	session.Close()
 
@@ -183,4 +246,18 @@ func processesUnder(dir string) []string {
 		}
 	}
 	return out
+}
+
+// httpGet returns the body of a GET that answers 200.
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
 }
