@@ -143,7 +143,8 @@ func wantHiddenTool(t *testing.T, logs *logtest.Buffer, raw string, env toolErro
 	if code == "unavailable" {
 		want = rpcerror.MessageBusy
 	}
-	if env.Status != "error" || env.DomainCode != code || env.ErrorID == "" || env.Message != rpcerror.WithID(want, env.ErrorID) {
+	// The edge may add how to retry a write after the service's message.
+	if env.Status != "error" || env.DomainCode != code || env.ErrorID == "" || !strings.HasPrefix(env.Message, rpcerror.WithID(want, env.ErrorID)) {
 		t.Fatalf("envelope %+v, want %s with %q and an error_id", env, code, want)
 	}
 	if leaked := servertest.InternalText(raw, append(causes, logged)...); len(leaked) > 0 {
