@@ -1,8 +1,9 @@
 // Package sqldb opens a service's database and runs its embedded migrations.
 // A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
 // PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
-// with ? placeholders, and run it through Rebind; One, All and Page read
-// rows the same way in every store.
+// with ? placeholders, which the Exec, Query and QueryRow of a DB and of a
+// Tx rebind for the dialect; One, All and Page read rows, and InsertOnce
+// writes a row idempotently, the same way in every store.
 package sqldb
 
 import (
@@ -136,7 +137,7 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		}
 	}
 	sort.Strings(names)
-	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+	if err := db.InTx(ctx, func(tx *Tx) error {
 		if err := db.lockMigrations(ctx, tx); err != nil {
 			return err
 		}
@@ -157,13 +158,13 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		if err != nil {
 			return fmt.Errorf("read migration %s: %w", name, err)
 		}
-		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := db.InTx(ctx, func(tx *Tx) error {
 			if err := db.lockMigrations(ctx, tx); err != nil {
 				return err
 			}
 			// Checked under the lock: another process may just have applied it.
 			var applied string
-			err := tx.QueryRowContext(ctx, db.Rebind(`SELECT name FROM schema_migrations WHERE version = ?`), version).Scan(&applied)
+			err := tx.QueryRow(ctx, `SELECT name FROM schema_migrations WHERE version = ?`, version).Scan(&applied)
 			switch {
 			case err == nil && applied == name:
 				return nil
@@ -177,7 +178,7 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, db.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+			_, err = tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 				version, name, time.Now().UTC().Format(time.RFC3339))
 			return err
 		}); err != nil {
@@ -211,7 +212,7 @@ const migrateLockKey int64 = 0x746f6f6c6d657368
 // lockMigrations holds tx until no other transaction is migrating this
 // database. SQLite needs nothing: its transactions start with the write
 // lock (_txlock=immediate), which already serialises them.
-func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
+func (db *DB) lockMigrations(ctx context.Context, tx *Tx) error {
 	if db.Dialect != Postgres {
 		return nil
 	}
@@ -221,13 +222,15 @@ func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// InTx runs fn in a transaction, committing when it returns nil.
-func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
+// InTx runs fn in a transaction, committing when it returns nil. On
+// PostgreSQL the transaction is READ COMMITTED (the default): each statement
+// sees what was committed before it started, which InsertOnce relies on.
+func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(&Tx{Tx: tx, db: db}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

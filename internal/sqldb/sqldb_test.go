@@ -215,7 +215,7 @@ func TestInTxRollsBackOnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		boom := errors.New("boom")
-		err := db.InTx(ctx, func(tx *sql.Tx) error {
+		err := db.InTx(ctx, func(tx *sqldb.Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO items (id) VALUES (1)`); err != nil {
 				return err
 			}

@@ -415,13 +415,13 @@ func attacker(t *testing.T, e *env) func(query string, args ...any) {
 		`DROP TRIGGER audit_records_no_delete` + on,
 		`DROP INDEX audit_records_prev_hash`,
 	} {
-		if _, err := e.db.Exec(q); err != nil {
+		if _, err := e.db.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	return func(query string, args ...any) {
 		t.Helper()
-		if _, err := e.db.Exec(e.db.Rebind(query), args...); err != nil {
+		if _, err := e.db.Exec(t.Context(), query, args...); err != nil {
 			t.Fatalf("tamper %q: %v", query, err)
 		}
 	}
@@ -643,7 +643,7 @@ func TestRecordsAreAppendOnlyInTheDatabase(t *testing.T) {
 			`UPDATE audit_records SET reason = 'x' WHERE seq = 1`,
 			`DELETE FROM audit_records WHERE seq = 2`,
 		} {
-			if _, err := e.db.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			if _, err := e.db.Exec(t.Context(), q); err == nil || !strings.Contains(err.Error(), "append-only") {
 				t.Errorf("%s: err = %v, want the append-only guard to refuse it", q, err)
 			}
 		}

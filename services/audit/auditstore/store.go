@@ -49,7 +49,7 @@ var errReplay = errors.New("call already recorded")
 // Append implements audit.Store.
 func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, prevHash string) (*auditv1.Record, error)) (*auditv1.Record, bool, error) {
 	var out *auditv1.Record
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		// Taking the head's row lock first serialises appends: a concurrent
 		// append waits here until this one commits, then sees its head.
 		var (

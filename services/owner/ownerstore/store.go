@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
@@ -39,8 +40,9 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const askColumns = `id, agent_id, question, options_json, context, status, answer, answered_by, create_ms, expire_ms, resolve_ms, workflow_id`
 
-// CreateAsk implements owner.Store.
-func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bool, error) {
+// CreateAsk implements owner.Store, with sqldb.InsertOnce: the ask's id
+// is its key.
+func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*ownerv1.Ask, bool, error) {
 	opts := a.GetOptions()
 	if opts == nil {
 		opts = []string{}
@@ -49,22 +51,29 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bo
 	if err != nil {
 		return nil, false, fmt.Errorf("encode options: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO asks (`+askColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`),
-		a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
-		a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId())
-	if err != nil {
-		return nil, false, fmt.Errorf("insert ask: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("insert ask: %w", err)
-	}
-	stored, err := s.GetAsk(ctx, a.GetAskId())
-	if err != nil {
+	first, inserted, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*ownerv1.Ask]{
+		What:   "ask",
+		Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
+			a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
+		Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
+		HolderArgs: []any{a.GetAskId()},
+		Scan: func(r sqldb.Scanner) (*ownerv1.Ask, string, error) {
+			var d string
+			got, err := scanAskRow(r, &d)
+			return got, d, err
+		},
+		Digest: digest,
+	})
+	switch {
+	case errors.Is(err, idempotency.ErrKeyReused):
+		return first, false, err
+	case err != nil:
 		return nil, false, err
+	case inserted:
+		return a, true, nil
 	}
-	return stored, n == 1, nil
+	return first, false, nil
 }
 
 // GetAsk implements owner.Store.
@@ -112,14 +121,19 @@ func (s *Store) DeleteAsk(ctx context.Context, id string) error {
 }
 
 func scanAsk(r sqldb.Scanner) (*ownerv1.Ask, error) {
+	return scanAskRow(r)
+}
+
+// scanAskRow reads a row of askColumns, and of more columns into more.
+func scanAskRow(r sqldb.Scanner, more ...any) (*ownerv1.Ask, error) {
 	var (
 		a                             ownerv1.Ask
 		optsJSON                      string
 		status                        int64
 		createMS, expireMS, resolveMS int64
 	)
-	if err := r.Scan(&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
-		&createMS, &expireMS, &resolveMS, &a.WorkflowId); err != nil {
+	if err := r.Scan(append([]any{&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
+		&createMS, &expireMS, &resolveMS, &a.WorkflowId}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
@@ -191,7 +205,7 @@ func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
 // DeleteChannel implements owner.Store.
 func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, error) {
 	var out *owner.Channel
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		c, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/services/schedules"
@@ -41,32 +42,39 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 const columns = `id, agent_id, description, cron, interval_seconds, timezone, tool, arguments, status, spec_hash,
 	approval_workflow_id, temporal_schedule_id, decided_by, decision_note, decide_ms, paused_by, depth, create_ms, update_ms`
 
-// Create implements schedules.Store.
-func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, idempotencyKey string) (*schedulesv1.Schedule, bool, error) {
+// Create implements schedules.Store, with sqldb.InsertOnce.
+func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idempotency.Call) (*schedulesv1.Schedule, bool, error) {
 	args, err := protojson.Marshal(orEmpty(sch.GetAction().GetArguments()))
 	if err != nil {
 		return nil, false, fmt.Errorf("encode arguments: %w", err)
 	}
-	var key any
-	if idempotencyKey != "" {
-		key = idempotencyKey
-	}
 	d := sch.GetDecision()
-	_, err = s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedules (`+columns+`, idempotency_key)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
-		sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
-		sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
-		sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), key)
-	if err != nil && idempotencyKey != "" && sqldb.IsUniqueViolation(err) {
-		prev, gerr := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE agent_id = ? AND idempotency_key = ?`),
-			sch.GetAgentId(), idempotencyKey), scan, schedules.ErrNotFound)
-		return prev, false, gerr
+	first, inserted, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*schedulesv1.Schedule]{
+		What: "schedule",
+		Insert: `INSERT INTO schedules (` + columns + `, idempotency_key, request_digest)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
+			sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
+			sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
+			sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
+		Holders:    `SELECT ` + columns + `, request_digest FROM schedules WHERE agent_id = ? AND idempotency_key = ?`,
+		HolderArgs: []any{sch.GetAgentId(), call.KeyOrNil()},
+		Scan: func(r sqldb.Scanner) (*schedulesv1.Schedule, string, error) {
+			var digest string
+			got, err := scanRow(r, &digest)
+			return got, digest, err
+		},
+		Digest: call.Digest,
+	})
+	switch {
+	case errors.Is(err, idempotency.ErrKeyReused):
+		return first, false, err
+	case err != nil:
+		return nil, false, err
+	case inserted:
+		return sch, true, nil
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("insert schedule: %w", err)
-	}
-	return sch, true, nil
+	return first, false, nil
 }
 
 // Get implements schedules.Store.
@@ -156,6 +164,11 @@ func (s *Store) ListExecutions(ctx context.Context, scheduleID string, offset, l
 }
 
 func scan(r sqldb.Scanner) (*schedulesv1.Schedule, error) {
+	return scanRow(r)
+}
+
+// scanRow reads a row of columns, and of more columns into more.
+func scanRow(r sqldb.Scanner, more ...any) (*schedulesv1.Schedule, error) {
 	var (
 		sch                          schedulesv1.Schedule
 		action                       schedulesv1.Action
@@ -164,9 +177,9 @@ func scan(r sqldb.Scanner) (*schedulesv1.Schedule, error) {
 		decidedBy, note              string
 		decideMS, createMS, updateMS int64
 	)
-	if err := r.Scan(&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
+	if err := r.Scan(append([]any{&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
 		&status, &sch.SpecHash, &sch.ApprovalWorkflowId, &sch.TemporalScheduleId, &decidedBy, &note, &decideMS,
-		&sch.PausedBy, &depth, &createMS, &updateMS); err != nil {
+		&sch.PausedBy, &depth, &createMS, &updateMS}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
