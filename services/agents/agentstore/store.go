@@ -72,7 +72,7 @@ func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, call idempotency.
 
 // Get implements agents.Store.
 func (s *Store) Get(ctx context.Context, id string) (*agentsv1.Agent, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE id = ?`), id), scan, agents.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM agents WHERE id = ?`, id), scan, agents.ErrNotFound)
 }
 
 // List implements agents.Store.
@@ -117,8 +117,8 @@ type statusCount struct{ status, n int64 }
 
 // Update implements agents.Store.
 func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.AgentStatus) (*agentsv1.Agent, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
-		WHERE id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
+		WHERE id = ? AND status = ?`,
 		int32(a.GetStatus()), a.GetStatusReason(), a.GetUpdateTime().AsTime().UnixMilli(), a.GetId(), int32(from))
 	if err != nil {
 		return nil, fmt.Errorf("update agent: %w", err)

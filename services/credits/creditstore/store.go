@@ -169,7 +169,7 @@ func scanHeld(r sqldb.Scanner) (held, string, error) {
 // Balance implements credits.Store.
 func (s *Store) Balance(ctx context.Context, wallet string) (int64, error) {
 	var balance int64
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM credit_ledger WHERE wallet = ?`),
+	if err := s.db.QueryRow(ctx, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM credit_ledger WHERE wallet = ?`,
 		wallet).Scan(&balance); err != nil {
 		return 0, fmt.Errorf("sum ledger: %w", err)
 	}
@@ -216,7 +216,7 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 		existed bool
 	)
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
-		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`), st.Name)
+		res, err := tx.Exec(ctx, `UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`, st.Name)
 		if err != nil {
 			return fmt.Errorf("lock setting: %w", err)
 		}
@@ -227,8 +227,8 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 		if locked == 0 {
 			// Nothing to replace, as far as this transaction can tell: a row
 			// another set has inserted since is not locked, so not read.
-			res, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
-				ON CONFLICT (config_key) DO NOTHING`), st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
+			res, err := tx.Exec(ctx, `INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
+				ON CONFLICT (config_key) DO NOTHING`, st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
 			if err != nil {
 				return fmt.Errorf("write setting: %w", err)
 			}
@@ -237,12 +237,12 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 			}
 			return nil
 		}
-		prev, err = scanSetting(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+settingColumns+` FROM credit_config WHERE config_key = ?`), st.Name))
+		prev, err = scanSetting(tx.QueryRow(ctx, `SELECT `+settingColumns+` FROM credit_config WHERE config_key = ?`, st.Name))
 		if err != nil {
 			return err
 		}
 		existed = true
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`),
+		if _, err := tx.Exec(ctx, `UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`,
 			st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy, st.Name); err != nil {
 			return fmt.Errorf("write setting: %w", err)
 		}

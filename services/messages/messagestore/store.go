@@ -113,8 +113,8 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 // InThread implements messages.Store.
 func (s *Store) InThread(ctx context.Context, threadID, agent string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM messages
-		WHERE thread_id = ? AND (from_agent = ? OR to_agent = ?) LIMIT 1) AS hit`), threadID, agent, agent).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages
+		WHERE thread_id = ? AND (from_agent = ? OR to_agent = ?) LIMIT 1) AS hit`, threadID, agent, agent).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up thread: %w", err)
 	}

@@ -78,7 +78,7 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*
 
 // GetAsk implements owner.Store.
 func (s *Store) GetAsk(ctx context.Context, id string) (*ownerv1.Ask, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE id = ?`), id), scanAsk, owner.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+askColumns+` FROM asks WHERE id = ?`, id), scanAsk, owner.ErrNotFound)
 }
 
 // ListAsks implements owner.Store.
@@ -95,8 +95,8 @@ func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskSt
 
 // ResolveAsk implements owner.Store.
 func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ownerv1.Ask, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
-		WHERE id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
+		WHERE id = ? AND status = ?`,
 		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
 	if err != nil {
 		return nil, false, fmt.Errorf("resolve ask: %w", err)
@@ -114,7 +114,7 @@ func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ow
 
 // DeleteAsk implements owner.Store.
 func (s *Store) DeleteAsk(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM asks WHERE id = ? AND status = ?`), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM asks WHERE id = ? AND status = ?`, id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
 		return fmt.Errorf("delete ask: %w", err)
 	}
 	return nil
@@ -158,7 +158,7 @@ const channelColumns = `id, name, kind, enabled, min_level, webhook_url, webhook
 
 // CreateChannel implements owner.Store.
 func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
-	_, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.Exec(ctx, `INSERT INTO channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.Name, int32(c.Kind), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Created.UnixMilli(), c.Updated.UnixMilli())
 	if sqldb.IsUniqueViolation(err) {
 		return owner.ErrNameTaken
@@ -171,7 +171,7 @@ func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
 
 // GetChannel implements owner.Store.
 func (s *Store) GetChannel(ctx context.Context, id string) (*owner.Channel, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+channelColumns+` FROM channels WHERE id = ?`, id), scanChannel, owner.ErrNotFound)
 }
 
 // ListChannels implements owner.Store.
@@ -187,8 +187,8 @@ func (s *Store) EnabledChannels(ctx context.Context) ([]*owner.Channel, error) {
 
 // UpdateChannel implements owner.Store.
 func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
-		WHERE id = ?`), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
+	res, err := s.db.Exec(ctx, `UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
+		WHERE id = ?`, c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
 	if err != nil {
 		return fmt.Errorf("update channel: %w", err)
 	}
@@ -206,11 +206,11 @@ func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
 func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, error) {
 	var out *owner.Channel
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
-		c, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
+		c, err := sqldb.One(tx.QueryRow(ctx, `SELECT `+channelColumns+` FROM channels WHERE id = ?`, id), scanChannel, owner.ErrNotFound)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM channels WHERE id = ?`), id); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM channels WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete channel: %w", err)
 		}
 		out = c

@@ -79,7 +79,7 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idem
 
 // Get implements schedules.Store.
 func (s *Store) Get(ctx context.Context, id string) (*schedulesv1.Schedule, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE id = ?`), id), scan, schedules.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM schedules WHERE id = ?`, id), scan, schedules.ErrNotFound)
 }
 
 // List implements schedules.Store.
@@ -97,9 +97,9 @@ func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.Sch
 // Update implements schedules.Store.
 func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
 	d := sch.GetDecision()
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
+	res, err := s.db.Exec(ctx, `UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
 		decided_by = ?, decision_note = ?, decide_ms = ?, paused_by = ?, update_ms = ?
-		WHERE id = ? AND status = ?`),
+		WHERE id = ? AND status = ?`,
 		int32(sch.GetStatus()), sch.GetSpecHash(), sch.GetApprovalWorkflowId(),
 		d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()), sch.GetPausedBy(), millis(sch.GetUpdateTime()),
 		sch.GetId(), int32(from))
@@ -121,7 +121,7 @@ func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from sche
 
 // Delete implements schedules.Store.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM schedules WHERE id = ?`), id); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM schedules WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete schedule: %w", err)
 	}
 	return nil
@@ -141,17 +141,17 @@ func (s *Store) RecordExecution(ctx context.Context, e *schedulesv1.Execution) (
 	}
 	// The WHERE keeps an ended run as it is: a late or repeated report
 	// never reopens it.
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedule_executions (`+execColumns+`)
+	if _, err := s.db.Exec(ctx, `INSERT INTO schedule_executions (`+execColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms, status = excluded.status,
 			domain_code = excluded.domain_code, result = excluded.result, attempts = excluded.attempts
-		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`),
+		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`,
 		e.GetRunId(), e.GetScheduleId(), millis(e.GetScheduledTime()), millis(e.GetStartTime()), millis(e.GetEndTime()),
 		int32(e.GetStatus()), e.GetDomainCode(), result, e.GetAttempts(),
 		int32(schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)); err != nil {
 		return nil, fmt.Errorf("record execution: %w", err)
 	}
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`), e.GetRunId()),
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`, e.GetRunId()),
 		scanExecution, schedules.ErrNotFound)
 }
 

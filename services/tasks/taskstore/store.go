@@ -91,7 +91,7 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, call idempotency.Ca
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`), id, agentID), scan, tasks.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`, id, agentID), scan, tasks.ErrNotFound)
 }
 
 // List implements tasks.Store.
@@ -105,8 +105,8 @@ func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskSta
 
 // Update implements tasks.Store.
 func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
-		WHERE id = ? AND agent_id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
+		WHERE id = ? AND agent_id = ? AND status = ?`,
 		int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
 		t.GetId(), t.GetAgentId(), int32(from))
 	if err != nil {
