@@ -683,6 +683,50 @@ func TestRecorderIsWhatTheEdgeCalls(t *testing.T) {
 	})
 }
 
+// A replay is recorded as such, naming the call that made the change; a
+// replay under the call's own id is that call, whose record stands.
+func TestRecorderRecordsReplays(t *testing.T) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
+		rec := audittrail.NewRecorder(e.c, audittrail.RecorderOptions{})
+		args := &tasksv1.CreateRequest{Description: "rotate the keys"}
+		change := audittrail.Entry{CallID: "mcp-first", Actor: "owner", Tool: "tasks_create", Reason: "rotation", Arguments: args}
+		first, err := rec.Record(context.Background(), change)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := change
+		replay.CallID, replay.Reason, replay.Replayed, replay.ReplayOf = "mcp-second", "rotation, again", true, "mcp-first"
+		r, err := rec.Record(context.Background(), replay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetOutcome() != auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "mcp-first" || r.GetCallId() != "mcp-second" ||
+			r.GetArgsDigest() != first.GetArgsDigest() || r.GetSeq() != 2 {
+			t.Errorf("replay recorded as %v, want record 2, replayed, of mcp-first", r)
+		}
+		same := change
+		same.Replayed, same.ReplayOf = true, "mcp-first"
+		if again, err := rec.Record(context.Background(), same); err != nil || !proto.Equal(again, first) {
+			t.Errorf("a replay under the first call's own id = %v, %v; want its record %v", again, err, first)
+		}
+		// A replay of a change made without a call id names none.
+		anon := change
+		anon.CallID, anon.Replayed, anon.ReplayOf = "mcp-third", true, ""
+		if r, err := rec.Record(context.Background(), anon); err != nil || r.GetOutcome() != auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "" {
+			t.Errorf("a replay of a call without id = %v, %v; want a replay record", r, err)
+		}
+		if res := verify(t, e, nil); res.GetHead().GetSeq() != 3 || !res.GetIntact() {
+			t.Errorf("the trail is %v, want three intact records", res)
+		}
+		// replay_of belongs to replays only.
+		bad := appendReq(9)
+		bad.ReplayOf = "mcp-first"
+		if _, err := e.c.Append(asEdge(), bad); servertest.Code(t, err) != connect.CodeInvalidArgument {
+			t.Errorf("replay_of on a change: code %v, want invalid_argument", connect.CodeOf(err))
+		}
+	})
+}
+
 func TestServesREST(t *testing.T) {
 	startEach(t, audit.Config{}, func(t *testing.T, e *env) {
 		appendN(t, e, 3)

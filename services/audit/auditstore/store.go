@@ -41,7 +41,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash`
+const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash, replay_of`
 
 // errReplay rolls back an append whose call id is already recorded.
 var errReplay = errors.New("call already recorded")
@@ -75,9 +75,9 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO audit_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		if _, err := tx.Exec(ctx, `INSERT INTO audit_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.GetSeq(), r.GetTime().AsTime().UnixMilli(), r.GetActor(), r.GetTool(), r.GetReason(), r.GetArgsDigest(),
-			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash()); err != nil {
+			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash(), r.GetReplayOf()); err != nil {
 			if sqldb.IsUniqueViolation(err) {
 				return fmt.Errorf("%w (record %d)", audit.ErrChainConflict, seq)
 			}
@@ -158,7 +158,7 @@ func scan(row sqldb.Scanner) (*auditv1.Record, error) {
 		timeMS  int64
 		outcome int64
 	)
-	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash); err != nil {
+	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash, &r.ReplayOf); err != nil {
 		return nil, fmt.Errorf("read audit record: %w", err)
 	}
 	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())
