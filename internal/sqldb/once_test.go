@@ -1,8 +1,10 @@
 package sqldb_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -83,4 +85,44 @@ func TestInsertOnce(t *testing.T) {
 			t.Errorf("things has %d rows, want 5: t1, t4, t5, old and t8", n)
 		}
 	})
+}
+
+// On SQLite this process's writers queue for the one write lock; a writer
+// that gives up waiting gets its context's error and writes nothing.
+func TestSQLiteWritersQueue(t *testing.T) {
+	ctx := t.Context()
+	db := sqldbtest.SQLite().Open(t)
+	if _, err := db.Exec(ctx, `CREATE TABLE items (id INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- db.InTx(ctx, func(tx *sqldb.Tx) error {
+			close(holding)
+			<-release
+			_, err := tx.Exec(ctx, `INSERT INTO items (id) VALUES (1)`)
+			return err
+		})
+	}()
+	<-holding
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := db.InTx(wctx, func(tx *sqldb.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO items (id) VALUES (2)`)
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a writer that gave up waiting: %v, want its context's deadline", err)
+	}
+	if _, err := db.Exec(wctx, `INSERT INTO items (id) VALUES (3)`); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a statement that gave up waiting: %v, want its context's deadline", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM items`); n != 1 {
+		t.Errorf("items has %d rows, want 1: only the writer that held the lock wrote", n)
+	}
 }

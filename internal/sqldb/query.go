@@ -18,8 +18,14 @@ var (
 	_ Querier = (*Tx)(nil)
 )
 
-// Exec runs a statement written with ? placeholders.
+// Exec runs a statement written with ? placeholders, as one writer (see
+// awaitWriter). Inside InTx, use the Tx's Exec.
 func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	done, err := db.awaitWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return db.ExecContext(ctx, db.Rebind(query), args...)
 }
 

@@ -38,6 +38,10 @@ const (
 type DB struct {
 	*sql.DB
 	Dialect Dialect
+
+	// writer is held by the one writer of a SQLite database in this
+	// process (see awaitWriter); nil for PostgreSQL.
+	writer chan struct{}
 }
 
 // Open opens the database named by dsn: a postgres:// or postgresql:// URL
@@ -62,7 +66,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		db = &DB{DB: sdb, Dialect: SQLite}
+		db = &DB{DB: sdb, Dialect: SQLite, writer: make(chan struct{}, 1)}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -83,7 +87,8 @@ func openSQLite(path string) (*sql.DB, error) {
 	}
 	// WAL lets readers run beside the writer; synchronous=FULL makes every
 	// commit durable; immediate transactions take the write lock up front so
-	// concurrent writers queue on busy_timeout instead of failing mid-way.
+	// a writer never fails mid-way. This process's writers queue for it in
+	// awaitWriter; busy_timeout covers writers of other processes.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
 		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
 	sdb, err := sql.Open("sqlite", dsn)
@@ -226,6 +231,11 @@ func (db *DB) lockMigrations(ctx context.Context, tx *Tx) error {
 // PostgreSQL the transaction is READ COMMITTED (the default): each statement
 // sees what was committed before it started, which InsertOnce relies on.
 func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+	done, err := db.awaitWriter(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer done()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -238,6 +248,25 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// awaitWriter waits until this process has no other write in flight on a
+// SQLite database, and returns the function that ends this one. SQLite lets
+// one writer in at a time, and a writer that finds the database locked
+// polls for it (busy_timeout) with sleeps that grow to 100 ms, so writers
+// that race for it would mostly sleep; queued here, they take turns at
+// once. Other processes on the same file still meet busy_timeout.
+// PostgreSQL needs no queue: writers wait only on the rows they share.
+func (db *DB) awaitWriter(ctx context.Context) (done func(), err error) {
+	if db.writer == nil {
+		return func() {}, nil
+	}
+	select {
+	case db.writer <- struct{}{}:
+		return func() { <-db.writer }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // IsUniqueViolation reports whether err is, or wraps, a unique-constraint
