@@ -122,9 +122,6 @@ func (s *Service) Grant(ctx context.Context, req *creditsv1.GrantRequest) (*cred
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkMax(ctx, creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT, "grant", req.GetAmount()); err != nil {
-		return nil, err
-	}
 	e, err := s.apply(ctx, idempotency.CallOf(ctx, req), creditsv1.EntryKind_ENTRY_KIND_GRANT, req.GetWallet(), req.GetAmount(), req.GetReference(), req.GetNote())
 	if err != nil {
 		return nil, err
@@ -138,9 +135,6 @@ func (s *Service) Spend(ctx context.Context, req *creditsv1.SpendRequest) (*cred
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkMax(ctx, creditsv1.ConfigKey_CONFIG_KEY_MAX_SPEND_AMOUNT, "spend", req.GetAmount()); err != nil {
-		return nil, err
-	}
 	e, err := s.apply(ctx, idempotency.CallOf(ctx, req), creditsv1.EntryKind_ENTRY_KIND_SPEND, agent, -req.GetAmount(), req.GetReference(), req.GetNote())
 	if err != nil {
 		return nil, err
@@ -148,23 +142,19 @@ func (s *Service) Spend(ctx context.Context, req *creditsv1.SpendRequest) (*cred
 	return &creditsv1.SpendResponse{Entry: e}, nil
 }
 
-// checkMax refuses an amount above the configured maximum for its kind.
-func (s *Service) checkMax(ctx context.Context, key creditsv1.ConfigKey, what string, amount int64) error {
-	max, err := s.setting(ctx, key)
-	if err != nil {
-		return err
-	}
-	if amount > max {
-		return connect.NewError(connect.CodeOutOfRange,
-			fmt.Errorf("amount %d exceeds the largest single %s of %d (setting %s); nothing was recorded", amount, what, max, key))
-	}
-	return nil
-}
-
-// apply records a change made by call. A retry (same reference or same
-// idempotency key, same request) answers with the first entry and marks the
-// response as a replay.
+// apply records a change made by call, of at most the configured maximum
+// for its kind. A retry (same reference or same idempotency key, same
+// request) answers with the first entry, whatever the maximum is now, and
+// marks the response as a replay.
 func (s *Service) apply(ctx context.Context, call idempotency.Call, kind creditsv1.EntryKind, wallet string, amount int64, reference, note string) (*creditsv1.LedgerEntry, error) {
+	maxKey := creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT
+	if kind == creditsv1.EntryKind_ENTRY_KIND_SPEND {
+		maxKey = creditsv1.ConfigKey_CONFIG_KEY_MAX_SPEND_AMOUNT
+	}
+	maxAmount, err := s.setting(ctx, maxKey)
+	if err != nil {
+		return nil, err
+	}
 	// Stored times have millisecond precision; answer with what is stored.
 	now := s.now().UTC().Truncate(time.Millisecond)
 	applied, err := s.store.Apply(ctx, &creditsv1.LedgerEntry{
@@ -176,7 +166,7 @@ func (s *Service) apply(ctx context.Context, call idempotency.Call, kind credits
 		Note:       note,
 		Actor:      mesh.FromContext(ctx).Caller.Subject,
 		CreateTime: timestamppb.New(now),
-	}, call)
+	}, call, maxAmount)
 	var insufficient *InsufficientError
 	var reused *ReusedError
 	switch {
@@ -191,6 +181,9 @@ func (s *Service) apply(ctx context.Context, call idempotency.Call, kind credits
 		return nil, connect.NewError(connect.CodeAlreadyExists,
 			fmt.Errorf("reference %q was already used by %s %s of %d on wallet %s; a retry must repeat the same request, a new %s needs a new reference",
 				reference, kindName(f.GetKind()), f.GetId(), abs(f.GetAmount()), f.GetWallet(), kindName(kind)))
+	case errors.Is(err, ErrOverMax):
+		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("amount %d exceeds the largest single %s of %d (setting %s); nothing was recorded",
+			abs(amount), kindName(kind), maxAmount, maxKey))
 	case errors.Is(err, ErrBalanceLimit):
 		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("wallet %s cannot hold more credits: %w", wallet, err))
 	case err != nil:

@@ -575,5 +575,18 @@ func TestIdempotencyKeyRule(t *testing.T) {
 		if b := balance(t, c, "agent-a"); b != 19 {
 			t.Errorf("agent-a's balance = %d, want 10 + 10 - 1 = 19", b)
 		}
+
+		// A retry gets the first result even after the maximum was lowered
+		// below its amount; a new grant of that amount is refused.
+		if _, err := c.SetConfig(as("ops"), &creditsv1.SetConfigRequest{Key: creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT, Value: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if of, replayed := replayOf("k6", "inv-0"); !replayed || of != "k1" {
+			t.Errorf("grant inv-0 again under a lower maximum: replay of %q (%v), want a replay of k1", of, replayed)
+		}
+		_, err = c.Grant(as("ops"), &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 10, Reference: "inv-new"})
+		if servertest.Code(t, err) != connect.CodeOutOfRange {
+			t.Errorf("a new grant over the maximum: %v, want out_of_range", err)
+		}
 	})
 }

@@ -15,7 +15,9 @@ import (
 type Store interface {
 	// Apply records e, a grant (positive amount) or a spend (negative
 	// amount), in e.Wallet's ledger and moves the wallet's balance by the
-	// amount, atomically, and returns the entry with its balance after.
+	// amount, atomically, and returns the entry with its balance after. A
+	// change of more than maxAmount (either way) records nothing and
+	// returns ErrOverMax.
 	//
 	// Two keys name a change: its reference (unique among grants, and among
 	// a wallet's spends) and the call's idempotency key (unique per actor).
@@ -24,7 +26,10 @@ type Store interface {
 	// the first entry as a replay, and a *ReusedError otherwise. A change
 	// that would take the balance below zero records nothing and returns an
 	// *InsufficientError.
-	Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempotency.Call) (Applied, error)
+	//
+	// A retry is answered before any limit is applied: the first entry
+	// stands even when the balance or maxAmount has changed since.
+	Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempotency.Call, maxAmount int64) (Applied, error)
 	// Balance returns the sum of the wallet's ledger entries (0 for a wallet
 	// never used).
 	Balance(ctx context.Context, wallet string) (int64, error)
@@ -80,6 +85,9 @@ type ReusedError struct {
 func (e *ReusedError) Error() string {
 	return fmt.Sprintf("reference %q or idempotency key already used by entry %s", e.First.GetReference(), e.First.GetId())
 }
+
+// ErrOverMax refuses a change larger than the configured maximum.
+var ErrOverMax = errors.New("amount exceeds the configured maximum")
 
 // ErrBalanceLimit refuses a grant that would overflow a balance.
 var ErrBalanceLimit = errors.New("balance would exceed the largest representable amount")

@@ -55,7 +55,7 @@ const (
 // reference and the idempotency key, and a retry (which waits for the first
 // attempt on either lock) finds the first entry instead of being judged
 // against the balance the first attempt left.
-func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempotency.Call) (credits.Applied, error) {
+func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempotency.Call, maxAmount int64) (credits.Applied, error) {
 	var out credits.Applied
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		ms := e.GetCreateTime().AsTime().UnixMilli()
@@ -92,6 +92,9 @@ func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempo
 		case !inserted:
 			out = credits.Applied{Entry: first.entry, Replayed: true, FirstCallID: first.callID}
 			return nil
+		}
+		if e.GetAmount() > maxAmount || -e.GetAmount() > maxAmount {
+			return credits.ErrOverMax
 		}
 		if !fits {
 			if e.GetAmount() < 0 {

@@ -80,7 +80,7 @@ func apply(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry)
 
 // applyKeyed applies e as a call with idempotency key key.
 func applyKeyed(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry, key string) (*creditsv1.LedgerEntry, error) {
-	got, err := st.Apply(ctx, e, idempotency.Call{Key: key, Digest: idempotency.Digest(request(e))})
+	got, err := st.Apply(ctx, e, idempotency.Call{Key: key, Digest: idempotency.Digest(request(e))}, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
@@ -462,6 +462,21 @@ func testIdempotencyKeys(t *testing.T, db *sqldb.DB) {
 	}
 	if b := balance(t, st, "a"); b != 95 {
 		t.Errorf("balance = %d, want 95", b)
+	}
+
+	// The maximum refuses a new change and records nothing; a retry of a
+	// change made under a higher maximum still gets the first entry.
+	big := grant("m", 10, "max-1")
+	call := idempotency.Call{Digest: idempotency.Digest(request(big))}
+	if _, err := st.Apply(ctx, big, call, 9); !errors.Is(err, credits.ErrOverMax) {
+		t.Errorf("a grant of 10 under a maximum of 9: %v, want ErrOverMax", err)
+	}
+	first, err := st.Apply(ctx, big, call, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := st.Apply(ctx, grant("m", 10, "max-1"), call, 9); err != nil || !again.Replayed || again.Entry.GetId() != first.Entry.GetId() {
+		t.Errorf("a retry after the maximum was lowered = %+v, %v; want the first entry", again, err)
 	}
 }
 
