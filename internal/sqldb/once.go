@@ -28,6 +28,8 @@ type Once[T any] struct {
 	Scan func(Scanner) (row T, digest string, err error)
 	// Digest is the digest of the request that makes the new row.
 	Digest string
+	// New is the new row, answered when it is inserted.
+	New T
 }
 
 // ErrNotInserted is InsertOnce's answer when the new row conflicts with a
@@ -37,7 +39,7 @@ var ErrNotInserted = errors.New("row conflicts with a stored row")
 // InsertOnce inserts o's row unless a stored row holds one of its keys, and
 // answers:
 //
-//   - inserted true when it inserted the row;
+//   - o.New and inserted true when it inserted the row;
 //   - the holder when every holder was stored for the same request (the
 //     same digest, or no digest): the retry gets the first result;
 //   - a holder stored for a different request, and idempotency.ErrKeyReused;
@@ -63,7 +65,7 @@ func InsertOnce[T any](ctx context.Context, q Querier, o Once[T]) (row T, insert
 		return zero, false, fmt.Errorf("insert %s: %w", o.What, err)
 	}
 	if n == 1 {
-		return zero, true, nil
+		return o.New, true, nil
 	}
 	rows, err := q.Query(ctx, o.Holders, o.HolderArgs...)
 	if err != nil {
@@ -89,4 +91,15 @@ func InsertOnce[T any](ctx context.Context, q Querier, o Once[T]) (row T, insert
 		}
 	}
 	return held[0].row, false, nil
+}
+
+// DigestLast makes Once.Scan of a row scan function that reads any further
+// columns into more: it reads the row, then its digest from the column after
+// it.
+func DigestLast[T any](scan func(r Scanner, more ...any) (T, error)) func(Scanner) (T, string, error) {
+	return func(r Scanner) (T, string, error) {
+		var digest string
+		v, err := scan(r, &digest)
+		return v, digest, err
+	}
 }

@@ -42,32 +42,22 @@ const columns = `id, display_name, description, status, status_reason, registere
 // both the id and the key (sqldb.InsertOnce); what holds the key is read
 // after.
 func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, call idempotency.Call) (*agentsv1.Agent, bool, error) {
-	first, inserted, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*agentsv1.Agent]{
+	stored, created, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*agentsv1.Agent]{
 		What:   "agent",
 		Insert: `INSERT INTO agents (` + columns + `, idempotency_key, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{a.GetId(), a.GetDisplayName(), a.GetDescription(), int32(a.GetStatus()), a.GetStatusReason(), a.GetRegisteredBy(),
 			a.GetCreateTime().AsTime().UnixMilli(), a.GetUpdateTime().AsTime().UnixMilli(), call.KeyOrNil(), call.Digest},
 		Holders:    `SELECT ` + columns + `, request_digest FROM agents WHERE registered_by = ? AND idempotency_key = ?`,
 		HolderArgs: []any{a.GetRegisteredBy(), call.KeyOrNil()},
-		Scan: func(r sqldb.Scanner) (*agentsv1.Agent, string, error) {
-			var digest string
-			got, err := scanRow(r, &digest)
-			return got, digest, err
-		},
-		Digest: call.Digest,
+		Scan:       sqldb.DigestLast(scanRow),
+		Digest:     call.Digest,
+		New:        a,
 	})
-	switch {
-	case errors.Is(err, sqldb.ErrNotInserted):
+	if errors.Is(err, sqldb.ErrNotInserted) {
 		// The id is taken, and not under this key.
 		return nil, false, agents.ErrExists
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return first, false, err
-	case err != nil:
-		return nil, false, err
-	case inserted:
-		return a, true, nil
 	}
-	return first, false, nil
+	return stored, created, err
 }
 
 // Get implements agents.Store.

@@ -56,14 +56,14 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 			seq  int64
 			prev string
 		)
-		err := tx.QueryRowContext(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&seq, &prev)
+		err := tx.QueryRow(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&seq, &prev)
 		if errors.Is(err, sql.ErrNoRows) {
 			return audit.ErrHeadMissing
 		}
 		if err != nil {
 			return fmt.Errorf("lock audit head: %w", err)
 		}
-		first, err := scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records WHERE call_id = ?`), callID))
+		first, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM audit_records WHERE call_id = ?`, callID))
 		if err == nil {
 			out = first
 			return errReplay
@@ -83,7 +83,7 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 			}
 			return fmt.Errorf("insert audit record: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE audit_head SET hash = ? WHERE id = 1`), r.GetHash()); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE audit_head SET hash = ? WHERE id = 1`, r.GetHash()); err != nil {
 			return fmt.Errorf("move audit head: %w", err)
 		}
 		out = r

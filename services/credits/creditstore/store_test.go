@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
@@ -480,61 +481,54 @@ func testIdempotencyKeys(t *testing.T, db *sqldb.DB) {
 	}
 }
 
-// stressOutcome turns what applyKeyed answered into a sqldbtest.Outcome.
-func stressOutcome(sent *creditsv1.LedgerEntry, got *creditsv1.LedgerEntry, err error) sqldbtest.Outcome {
-	if errors.As(err, new(*credits.ReusedError)) {
-		return sqldbtest.Outcome{Reused: true}
-	}
-	if err != nil {
-		return sqldbtest.Outcome{Err: err}
-	}
-	return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetId() == sent.GetId()}
-}
-
-// checkStressLedger checks that the wallet's ledger holds exactly the
-// entries stored (after seed entries) and the balance is their sum.
-func checkStressLedger(t *testing.T, st *creditstore.Store, wallet string, seed int, stored []string, want int64) {
+// stress races the changes change(round, variant) makes, under the key
+// key(round) ("" for none), on wallet, which holds start from seeds entries
+// before; then it checks that the ledger holds exactly the entries the
+// racers were answered with and the balance is start plus their amounts.
+func stress(t *testing.T, db *sqldb.DB, st *creditstore.Store, wallet string, start int64, seeds int,
+	change func(round, variant int) *creditsv1.LedgerEntry, key func(round int) string) {
 	t.Helper()
+	var (
+		mu  sync.Mutex
+		sum = start
+	)
+	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		e := change(round, variant)
+		got, err := applyKeyed(t.Context(), st, e, key(round))
+		switch {
+		case errors.As(err, new(*credits.ReusedError)):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		case got.GetId() == e.GetId():
+			mu.Lock()
+			sum += e.GetAmount()
+			mu.Unlock()
+		}
+		return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetId() == e.GetId()}
+	})
 	list, total, err := st.Ledger(t.Context(), wallet, 0, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]bool{}
-	for _, e := range list {
-		ids[e.GetId()] = true
+	var ids []string
+	for _, e := range list[:len(list)-seeds] {
+		ids = append(ids, e.GetId())
 	}
-	for _, id := range stored {
-		if !ids[id] {
-			t.Errorf("entry %s answered but not in the ledger", id)
-		}
+	if diff := cmp.Diff(stored, ids, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" || total != len(stored)+seeds {
+		t.Errorf("ledger entries are not the ones answered (-answered +ledger):\n%s", diff)
 	}
-	if total != len(stored)+seed {
-		t.Errorf("ledger has %d entries, want %d", total, len(stored)+seed)
-	}
-	if b := balance(t, st, wallet); b != want {
-		t.Errorf("balance = %d, want %d", b, want)
+	if b := balance(t, st, wallet); b != sum {
+		t.Errorf("balance = %d, want %d", b, sum)
 	}
 }
 
+func noKey(int) string { return "" }
+
 func testStressGrants(t *testing.T, db *sqldb.DB) {
-	st := openStore(t, db)
-	amounts := make([]int64, sqldbtest.StressRounds)
-	var mu sync.Mutex
-	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
-		e := grant("w", int64(10+variant), fmt.Sprintf("inv-%d", round))
-		got, err := apply(t.Context(), st, e)
-		if err == nil && got.GetId() == e.GetId() {
-			mu.Lock()
-			amounts[round] = e.GetAmount()
-			mu.Unlock()
-		}
-		return stressOutcome(e, got, err)
-	})
-	var sum int64
-	for _, a := range amounts {
-		sum += a
-	}
-	checkStressLedger(t, st, "w", 0, stored, sum)
+	stress(t, db, openStore(t, db), "w", 0, 0, func(round, variant int) *creditsv1.LedgerEntry {
+		return grant("w", int64(10+variant), fmt.Sprintf("inv-%d", round))
+	}, noKey)
 }
 
 func testStressSpends(t *testing.T, db *sqldb.DB) {
@@ -543,46 +537,14 @@ func testStressSpends(t *testing.T, db *sqldb.DB) {
 	if _, err := apply(t.Context(), st, grant("w", seed, "seed")); err != nil {
 		t.Fatal(err)
 	}
-	amounts := make([]int64, sqldbtest.StressRounds)
-	var mu sync.Mutex
-	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
-		e := spend("w", int64(10+variant), fmt.Sprintf("job-%d", round))
-		got, err := apply(t.Context(), st, e)
-		if err == nil && got.GetId() == e.GetId() {
-			mu.Lock()
-			amounts[round] = e.GetAmount()
-			mu.Unlock()
-		}
-		return stressOutcome(e, got, err)
-	})
-	var sum int64 = seed
-	for _, a := range amounts {
-		sum += a
-	}
-	checkStressLedger(t, st, "w", 1, stored, sum)
+	stress(t, db, st, "w", seed, 1, func(round, variant int) *creditsv1.LedgerEntry {
+		return spend("w", int64(10+variant), fmt.Sprintf("job-%d", round))
+	}, noKey)
 }
 
+// One key per round; the other request names another reference.
 func testStressKeyedGrants(t *testing.T, db *sqldb.DB) {
-	st := openStore(t, db)
-	var (
-		mu   sync.Mutex
-		sum  int64
-		refs = map[string]bool{}
-	)
-	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
-		// One key per round; the other request names another reference.
-		e := grant("w", 7, fmt.Sprintf("inv-%d-%d", round, variant))
-		got, err := applyKeyed(t.Context(), st, e, fmt.Sprintf("key-%d", round))
-		if err == nil && got.GetId() == e.GetId() {
-			mu.Lock()
-			sum += e.GetAmount()
-			refs[e.GetReference()] = true
-			mu.Unlock()
-		}
-		return stressOutcome(e, got, err)
-	})
-	checkStressLedger(t, st, "w", 0, stored, sum)
-	if len(refs) != sqldbtest.StressRounds {
-		t.Errorf("%d references granted, want one per round", len(refs))
-	}
+	stress(t, db, openStore(t, db), "w", 0, 0, func(round, variant int) *creditsv1.LedgerEntry {
+		return grant("w", 7, fmt.Sprintf("inv-%d-%d", round, variant))
+	}, func(round int) string { return fmt.Sprintf("key-%d", round) })
 }

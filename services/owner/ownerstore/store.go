@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
@@ -51,29 +50,17 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*
 	if err != nil {
 		return nil, false, fmt.Errorf("encode options: %w", err)
 	}
-	first, inserted, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*ownerv1.Ask]{
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*ownerv1.Ask]{
 		What:   "ask",
 		Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
 			a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
 		Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
 		HolderArgs: []any{a.GetAskId()},
-		Scan: func(r sqldb.Scanner) (*ownerv1.Ask, string, error) {
-			var d string
-			got, err := scanAskRow(r, &d)
-			return got, d, err
-		},
-		Digest: digest,
+		Scan:       sqldb.DigestLast(scanAskRow),
+		Digest:     digest,
+		New:        a,
 	})
-	switch {
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return first, false, err
-	case err != nil:
-		return nil, false, err
-	case inserted:
-		return a, true, nil
-	}
-	return first, false, nil
 }
 
 // GetAsk implements owner.Store.

@@ -49,7 +49,7 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idem
 		return nil, false, fmt.Errorf("encode arguments: %w", err)
 	}
 	d := sch.GetDecision()
-	first, inserted, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*schedulesv1.Schedule]{
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*schedulesv1.Schedule]{
 		What: "schedule",
 		Insert: `INSERT INTO schedules (` + columns + `, idempotency_key, request_digest)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -59,22 +59,10 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idem
 			sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
 		Holders:    `SELECT ` + columns + `, request_digest FROM schedules WHERE agent_id = ? AND idempotency_key = ?`,
 		HolderArgs: []any{sch.GetAgentId(), call.KeyOrNil()},
-		Scan: func(r sqldb.Scanner) (*schedulesv1.Schedule, string, error) {
-			var digest string
-			got, err := scanRow(r, &digest)
-			return got, digest, err
-		},
-		Digest: call.Digest,
+		Scan:       sqldb.DigestLast(scanRow),
+		Digest:     call.Digest,
+		New:        sch,
 	})
-	switch {
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return first, false, err
-	case err != nil:
-		return nil, false, err
-	case inserted:
-		return sch, true, nil
-	}
-	return first, false, nil
 }
 
 // Get implements schedules.Store.

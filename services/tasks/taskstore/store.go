@@ -57,7 +57,7 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, call idempotency.Ca
 				t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), call.KeyOrNil(), call.Digest},
 			Holders:    `SELECT ` + columns + `, request_digest FROM tasks WHERE agent_id = ? AND idempotency_key = ?`,
 			HolderArgs: []any{agent, call.KeyOrNil()},
-			Scan:       scanWithDigest,
+			Scan:       sqldb.DigestLast(scanRow),
 			Digest:     call.Digest,
 		})
 		if err != nil {
@@ -127,13 +127,6 @@ func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskSt
 
 func scan(r sqldb.Scanner) (*tasksv1.Task, error) {
 	return scanRow(r)
-}
-
-// scanWithDigest reads a row of columns and request_digest.
-func scanWithDigest(r sqldb.Scanner) (*tasksv1.Task, string, error) {
-	var digest string
-	t, err := scanRow(r, &digest)
-	return t, digest, err
 }
 
 // scanRow reads a row of columns, and of more columns into more.
