@@ -33,6 +33,7 @@ var external = map[string]bool{
 	"ConfigMap/toolmesh-edge-jwks":       true,
 	"Secret/toolmesh-memory-key":         true,
 	"Secret/toolmesh-state-key":          true,
+	"Secret/toolmesh-audit-key":          true,
 }
 
 // postgresSecret is the Secret holding a domain's DSN in prod.

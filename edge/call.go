@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -48,8 +49,10 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 		var p *Principal
 		defer func() {
 			if r := recover(); r != nil {
-				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				env := toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "internal error")
+				id := rpcerror.NewID()
+				e.log.ErrorContext(ctx, "tool.error", "error_id", id, "tool", b.tool.Name, "domain_code", toolcall.CodeInternal,
+					"error", fmt.Sprintf("panic: %v", r), "stack", string(debug.Stack()))
+				env := toolcall.Internal(b.tool.Name, id)
 				e.obs.endCall(ctx, b, env, time.Since(start))
 				res, err = result(env), nil
 			}
@@ -127,7 +130,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 			}
 		}
 		if admin {
-			if args, reason, env = e.guard(b, obj); env != nil {
+			if args, reason, env = e.guard(ctx, b, obj); env != nil {
 				return env, nil
 			}
 		}
@@ -195,14 +198,14 @@ func argumentsObject(ctx context.Context, e *Edge, b *binding, args json.RawMess
 // non-blank reason — and returns the arguments the request message decodes
 // from (confirm and reason removed unless the message has such fields).
 // The actor was checked before.
-func (e *Edge) guard(b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
+func (e *Edge) guard(ctx context.Context, b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
 	t := b.tool
 	if missing := toolcall.MissingAdmin(obj); len(missing) > 0 {
 		return nil, "", missingAdminEnvelope(t.Name, missing)
 	}
 	out, reason, err := toolcall.StripAdmin(obj, b.Input())
 	if err != nil {
-		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+		return nil, "", toolcall.Unexpected(ctx, e.log, t.Name, err)
 	}
 	return out, reason, nil
 }

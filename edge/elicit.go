@@ -186,14 +186,14 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 	if admin {
 		raw, _, err := toolcall.StripAdmin(args, b.Input())
 		if err != nil {
-			return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+			return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, err)
 		}
 		partial = nil
 		_ = json.Unmarshal(raw, &partial)
 	}
 	raw, err := json.Marshal(partial)
 	if err != nil {
-		return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+		return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
 	}
 	vs := b.Violations(raw)
 	askFields, other := false, false
@@ -238,7 +238,7 @@ func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
 	}
 	in := &callsv1.ElicitedCallInput{
 		Tool:            t.Name,
@@ -326,7 +326,7 @@ func (x *elicitor) respond(ctx context.Context, b *binding, p *Principal, req *m
 		RunID:      runID,
 	}, x.binding(p, t.Name, digest))
 	if err != nil {
-		return toolcall.Fail(t.Name, toolcall.CodeInternal, "seal request state"), nil
+		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
 	}
 	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", id, "round", res.GetRound())
 	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
@@ -378,7 +378,7 @@ func (x *elicitor) cancelCall(id, runID string, round int32, digest, key string)
 func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *callsv1.RoundResult) *toolcall.Envelope {
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
 	if t, ok := x.e.reg.Lookup(tool); ok && t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
 		x.e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
@@ -431,7 +431,7 @@ func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Enve
 	}
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
 	return &env
 }

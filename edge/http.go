@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 )
 
 // JSON-RPC error codes the edge writes itself.
@@ -125,8 +126,10 @@ func (e *Edge) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				e.log.ErrorContext(r.Context(), "edge.http_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				writeRPCError(w, http.StatusInternalServerError, nil, codeInternalError, "internal error", nil)
+				id := rpcerror.NewID()
+				e.log.ErrorContext(r.Context(), "edge.http_panic", "error_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeRPCError(w, http.StatusInternalServerError, nil, codeInternalError, rpcerror.WithID(rpcerror.MessageInternal, id),
+					map[string]string{rpcerror.MetadataErrorID: id})
 			}
 		}()
 		next.ServeHTTP(w, r)

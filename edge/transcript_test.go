@@ -43,7 +43,7 @@ import (
 // Content-Type and Accept headers are added unless the request sets them.
 // Responses show the status, the headers a client acts on and the body with
 // every JSON message indented; ports, session ids and random keys are
-// replaced by placeholders.
+// replaced by placeholders, error ids by err_{{error-id}}.
 
 type archive struct {
 	comment string
@@ -207,6 +207,7 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 var (
 	tokenTemplateRE = regexp.MustCompile(`\{\{token ([^ }]+)((?: [^ }]+)*)\}\}`)
 	randomKeyRE     = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
+	errorIDRE       = regexp.MustCompile(`err_[0-9a-z]{26}`)
 	requestStateRE  = regexp.MustCompile(`"requestState":\s*"([A-Za-z0-9_-]+)"`)
 )
 
@@ -303,6 +304,7 @@ func (tr *transcriptRunner) render(t *testing.T, res *http.Response) string {
 		out = strings.ReplaceAll(out, tr.replace[i], tr.replace[i+1])
 	}
 	out = randomKeyRE.ReplaceAllString(out, "mcp-{{random}}")
+	out = errorIDRE.ReplaceAllString(out, "err_{{error-id}}")
 	if m := requestStateRE.FindStringSubmatch(out); m != nil {
 		tr.state = m[1]
 		out = strings.ReplaceAll(out, m[1], "{{state}}")

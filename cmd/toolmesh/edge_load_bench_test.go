@@ -29,15 +29,7 @@ import (
 //	go test -run '^$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh
 func BenchmarkEdgeProcessUnderLoad(b *testing.B) {
 	const callers = 200
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "toolmesh")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build toolmesh: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(bin, "keygen", "--data", data).CombinedOutput(); err != nil {
-		b.Fatalf("keygen: %v\n%s", err, out)
-	}
+	bin, data := buildWithKeys(b)
 	tasksAddr, edgeAddr := freeAddr(b), freeAddr(b)
 	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)

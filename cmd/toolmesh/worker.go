@@ -155,7 +155,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	// trace, even one built without deps.Telemetry.ClientOption.
 	httpClient := newH2CClient()
 	httpClient.Transport = tel.Transport(httpClient.Transport)
-	w := worker.New(tc, name, worker.Options{})
+	w := worker.New(tc, name, temporalclient.WorkerOptions())
 	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@
 // grpc.health.v1, REST/JSON through grpc-gateway, and a plain /healthz for
 // probes, and /metrics for Prometheus when given. Every request passes the
 // telemetry interceptor (a span continuing the caller's trace, the RPC
-// duration histogram), the mesh interceptor (a verified mesh token: no or a
-// bad token is Unauthenticated) and the protovalidate interceptor before its
-// handler runs.
+// duration histogram), the error interceptor (an unexpected error or a
+// panic answers with a fixed message and an error id, its cause logged;
+// see newErrorInterceptor), the mesh interceptor (a verified mesh token: no
+// or a bad token is Unauthenticated) and the protovalidate interceptor
+// before its handler runs.
 package server
 
 import (
@@ -100,7 +102,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	}
 	interceptors := append([]connect.Interceptor{
 		opts.Telemetry.ConnectInterceptor(),
-		newRecoverInterceptor(log),
+		newErrorInterceptor(log),
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)

@@ -153,7 +153,7 @@ func failure(f testingv1.Failure) error {
 	case testingv1.Failure_FAILURE_CAPABILITY_GAP:
 		return mesh.NewCapabilityGapError("testing.echo_channel", errors.New("no echo channel is configured on this service; configure one to echo"))
 	case testingv1.Failure_FAILURE_UNAVAILABLE:
-		return connect.NewError(connect.CodeUnavailable, errors.New("upstream store: connection refused"))
+		return connect.NewError(connect.CodeUnavailable, errors.New("the echo store is unavailable; try again"))
 	case testingv1.Failure_FAILURE_INTERNAL_SECRET:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("open store postgres://app:pa55w0rd@db:5432/x failed (%s)", SecretInError))
 	case testingv1.Failure_FAILURE_PANIC:

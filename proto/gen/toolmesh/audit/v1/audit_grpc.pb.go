@@ -36,7 +36,9 @@ const (
 // record's RFC 8785 canonical JSON, and a head checkpoint (last sequence
 // number and hash) is kept beside the records, so an edited, removed,
 // inserted or reordered record, or a cut-off tail, breaks the chain where
-// Verify finds it.
+// Verify finds it. The service also signs checkpoints of the chain (Ed25519)
+// and publishes them outside its database, so a tail cut together with its
+// head checkpoint, or a trail rewritten without the signing key, shows too.
 type AuditServiceClient interface {
 	// Append records one successful admin tool call at the end of the chain.
 	// Internal: the edge calls it after an admin tool call succeeded; it is not
@@ -52,11 +54,13 @@ type AuditServiceClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
-	// stored head checkpoint. Answers intact, or the first bad record: its
-	// sequence number and what is wrong (edited, missing, inserted, out of
-	// order, truncated tail, ...). Keep the returned head somewhere else and
-	// pass it back later as anchor to also detect a rewrite of the whole trail
-	// up to that point.
+	// stored head checkpoint, and check it against every signed checkpoint the
+	// service published (and any passed in checkpoints): the chain must still
+	// hold each checkpoint's record with its hash. Answers intact, or the first
+	// bad record: its sequence number and what is wrong (edited, missing,
+	// inserted, out of order, truncated tail, forked, ...), with the signed
+	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
+	// signature does not verify are reported too.
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
 }
 
@@ -107,7 +111,9 @@ func (c *auditServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts
 // record's RFC 8785 canonical JSON, and a head checkpoint (last sequence
 // number and hash) is kept beside the records, so an edited, removed,
 // inserted or reordered record, or a cut-off tail, breaks the chain where
-// Verify finds it.
+// Verify finds it. The service also signs checkpoints of the chain (Ed25519)
+// and publishes them outside its database, so a tail cut together with its
+// head checkpoint, or a trail rewritten without the signing key, shows too.
 type AuditServiceServer interface {
 	// Append records one successful admin tool call at the end of the chain.
 	// Internal: the edge calls it after an admin tool call succeeded; it is not
@@ -123,11 +129,13 @@ type AuditServiceServer interface {
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
-	// stored head checkpoint. Answers intact, or the first bad record: its
-	// sequence number and what is wrong (edited, missing, inserted, out of
-	// order, truncated tail, ...). Keep the returned head somewhere else and
-	// pass it back later as anchor to also detect a rewrite of the whole trail
-	// up to that point.
+	// stored head checkpoint, and check it against every signed checkpoint the
+	// service published (and any passed in checkpoints): the chain must still
+	// hold each checkpoint's record with its hash. Answers intact, or the first
+	// bad record: its sequence number and what is wrong (edited, missing,
+	// inserted, out of order, truncated tail, forked, ...), with the signed
+	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
+	// signature does not verify are reported too.
 	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
 	mustEmbedUnimplementedAuditServiceServer()
 }

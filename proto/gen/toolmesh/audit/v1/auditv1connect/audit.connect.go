@@ -59,11 +59,13 @@ type AuditServiceClient interface {
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
-	// stored head checkpoint. Answers intact, or the first bad record: its
-	// sequence number and what is wrong (edited, missing, inserted, out of
-	// order, truncated tail, ...). Keep the returned head somewhere else and
-	// pass it back later as anchor to also detect a rewrite of the whole trail
-	// up to that point.
+	// stored head checkpoint, and check it against every signed checkpoint the
+	// service published (and any passed in checkpoints): the chain must still
+	// hold each checkpoint's record with its hash. Answers intact, or the first
+	// bad record: its sequence number and what is wrong (edited, missing,
+	// inserted, out of order, truncated tail, forked, ...), with the signed
+	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
+	// signature does not verify are reported too.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)
 }
 
@@ -151,11 +153,13 @@ type AuditServiceHandler interface {
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
-	// stored head checkpoint. Answers intact, or the first bad record: its
-	// sequence number and what is wrong (edited, missing, inserted, out of
-	// order, truncated tail, ...). Keep the returned head somewhere else and
-	// pass it back later as anchor to also detect a rewrite of the whole trail
-	// up to that point.
+	// stored head checkpoint, and check it against every signed checkpoint the
+	// service published (and any passed in checkpoints): the chain must still
+	// hold each checkpoint's record with its hash. Answers intact, or the first
+	// bad record: its sequence number and what is wrong (edited, missing,
+	// inserted, out of order, truncated tail, forked, ...), with the signed
+	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
+	// signature does not verify are reported too.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)
 }
 
