@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
@@ -191,7 +192,9 @@ func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *me
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
-	return OK(data, page)
+	env := OK(data, page)
+	env.ReplayOf, env.Replayed = idempotency.ReplayOf(res.Header())
+	return env
 }
 
 // Tool is the bound tool.
