@@ -235,6 +235,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
 	var metricsLis net.Listener
+	if *telFlags.pprof && (*metricsAddr == "" || *metricsAddr == "off") {
+		lis.Close()
+		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
+	}
 	if *metricsAddr != "" && *metricsAddr != "off" {
 		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
 			lis.Close()
@@ -249,7 +253,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
 	return runHTTPPair(ctx, log,
 		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log), metricsLis})
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
@@ -259,10 +263,14 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 // also not need an MCP bearer token or pass the Host and Origin checks.
 const defaultEdgeMetricsAddr = "127.0.0.1:7190"
 
-// metricsMux serves a process's /metrics and /healthz.
-func metricsMux(metrics http.Handler) http.Handler {
+// metricsMux serves a process's /metrics and /healthz, and /debug/pprof
+// when pprof is set.
+func metricsMux(metrics http.Handler, pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
+	if pprof {
+		server.HandlePprof(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

@@ -72,6 +72,8 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics (the process's
 	// Prometheus page), unauthenticated like /healthz.
 	Metrics http.Handler
+	// Pprof serves /debug/pprof beside /metrics (see HandlePprof).
+	Pprof bool
 }
 
 // Server is a running service listener.
@@ -123,6 +125,9 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	mux.HandleFunc("GET /healthz", s.healthz)
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	if opts.Pprof {
+		HandlePprof(mux)
 	}
 
 	// REST: grpc-gateway translates JSON/HTTP into gRPC calls to this same
