@@ -76,6 +76,10 @@ type Options struct {
 	Pprof bool
 }
 
+// compressMinBytes is the smallest response a service compresses for a
+// client that accepts compression.
+const compressMinBytes = 4 << 10
+
 // Server is a running service listener.
 type Server struct {
 	log     *slog.Logger
@@ -106,7 +110,10 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)
-	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
+	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...),
+		// Compressing a small answer costs more CPU than it saves bytes
+		// (and a gzip writer's reset alone outweighs a point read).
+		connect.WithCompressMinBytes(compressMinBytes)}
 
 	names := make([]string, 0, len(services))
 	mux := http.NewServeMux()
