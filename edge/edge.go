@@ -365,9 +365,15 @@ func withTokenInfo(next http.Handler) http.Handler {
 	}, nil)(next)
 }
 
+// newServiceClient is the edge's client of the services: HTTP/1.1 over
+// kept-alive connections, one per call in flight. Services also speak h2c,
+// but a Go HTTP/2 server hands every request between goroutines several
+// times; measured under make bench-mesh, a point read cost the tasks
+// service 162 µs of CPU over h2c and 103 µs over HTTP/1.1, and the edge 221
+// and 182 µs.
 func newServiceClient() *http.Client {
 	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP1(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           protocols,
 		MaxIdleConnsPerHost: 64,
