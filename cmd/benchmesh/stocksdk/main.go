@@ -2,9 +2,10 @@
 // written the way the go-sdk documents it — mcp.NewServer with default
 // options, a typed tool added with mcp.AddTool, the stateless Streamable
 // HTTP handler — whose tasks_get tool does the lookup the mesh's edge does:
-// TasksService.Get over Connect (the generated client, binary codec,
-// cleartext HTTP/2 like the edge's), as the agent the given mesh token
-// names. It holds nothing of the mesh's own code.
+// TasksService.Get over Connect (the generated client with its defaults,
+// on an HTTP client like the edge's: HTTP/1.1 keep-alive connections), as
+// the agent the given mesh token names. It holds nothing of the mesh's own
+// code.
 //
 //	stocksdk --addr 127.0.0.1:7300 --tasks-url http://127.0.0.1:7101 --token-file token
 package main
@@ -73,15 +74,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	auth := "Bearer " + strings.TrimSpace(string(tok))
 
-	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
 	withToken := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			req.Header().Set("Authorization", auth)
 			return next(ctx, req)
 		}
 	})
-	tasks := tasksv1connect.NewTasksServiceClient(&http.Client{Transport: &http.Transport{Protocols: protocols, MaxIdleConnsPerHost: 64}}, *tasksURL,
+	tasks := tasksv1connect.NewTasksServiceClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, *tasksURL,
 		connect.WithInterceptors(withToken))
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "stocksdk", Version: "1"}, nil)
