@@ -15,6 +15,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -142,9 +143,11 @@ type Edge struct {
 	modern   http.Handler
 	legacy   http.Handler
 	withInfo map[http.Handler]http.Handler
-	// impl identifies the edge in every result's _meta.
-	impl     *mcp.Implementation
-	versions []string
+	// impl identifies the edge in every result's _meta; serverInfo is it
+	// in JSON.
+	impl       *mcp.Implementation
+	serverInfo []byte
+	versions   []string
 
 	auth    *authenticator
 	dev     *Principal // the local owner in development mode and stdio; nil with auth
@@ -234,6 +237,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		caps.AddExtension(ExtensionTasks, nil)
 	}
 	e.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
+	if e.serverInfo, err = json.Marshal(e.impl); err != nil {
+		return nil, err
+	}
 	e.server = mcp.NewServer(e.impl, &mcp.ServerOptions{
 		Logger:                    log,
 		Capabilities:              caps,
