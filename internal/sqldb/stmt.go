@@ -40,7 +40,7 @@ func (db *DB) prepared(ctx context.Context, query string) *sql.Stmt {
 	if ok || full {
 		return st
 	}
-	st, err := db.DB.PrepareContext(context.WithoutCancel(ctx), query)
+	st, err := db.DB.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
 	}
