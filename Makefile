@@ -111,6 +111,15 @@ bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, elicitatio
 	go test -run '^$$' -bench ApprovalToFirstRun -benchtime 20x ./cmd/toolmesh
 	go test -run '^$$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh
 
+# The mesh as users meet it: the processes `make run` starts, driven by
+# load generators of their own (see docs/performance.md). Flags go in
+# BENCH_MESH_FLAGS, e.g. BENCH_MESH_FLAGS="--rounds 3" or "--profile .build/profiles".
+BENCH_MESH_FLAGS ?=
+.PHONY: bench-mesh
+bench-mesh: $(BIN)/temporal ## Benchmark the running mesh: edge vs direct Connect vs a stock go-sdk server (JSON in .build/)
+	@mkdir -p .build
+	go run ./cmd/benchmesh --out .build/bench-mesh.json $(BENCH_MESH_FLAGS)
+
 # --- run ---------------------------------------------------------------------
 
 .PHONY: build

@@ -43,6 +43,9 @@ type DB struct {
 	// writer is held by the one writer of a SQLite database in this
 	// process (see awaitWriter); nil for PostgreSQL.
 	writer chan struct{}
+	// stmts are the prepared statements of QueryRowContext, QueryContext
+	// and ExecContext (stmt.go).
+	stmts statements
 }
 
 // Open opens the database named by dsn: a postgres:// or postgresql:// URL
@@ -135,6 +138,11 @@ func openSQLite(path string) (*sql.DB, error) {
 	if path == ":memory:" {
 		// Every connection to :memory: is a separate, empty database.
 		sdb.SetMaxOpenConns(1)
+	} else {
+		// database/sql keeps 2 idle connections by default: under any
+		// concurrency it would open (and prepare statements on) new ones
+		// for most calls.
+		sdb.SetMaxIdleConns(16)
 	}
 	return sdb, nil
 }
