@@ -33,15 +33,18 @@ var external = map[string]bool{
 	"ConfigMap/toolmesh-edge-jwks":       true,
 	"Secret/toolmesh-memory-key":         true,
 	"Secret/toolmesh-state-key":          true,
+	"Secret/toolmesh-github-token":       true,
+	"Secret/toolmesh-search-brave":       true,
 }
 
 // postgresSecret is the Secret holding a domain's DSN in prod.
 func postgresSecret(domain string) string { return "toolmesh-" + domain + "-postgres" }
 
 type process struct {
-	Name  string   `json:"name"`
-	Label string   `json:"label"`
-	Args  []string `json:"args"`
+	Name      string   `json:"name"`
+	Label     string   `json:"label"`
+	Args      []string `json:"args"`
+	Stateless bool     `json:"stateless"`
 }
 
 // meshProcesses is what the binary runs: every service, worker and edge.
@@ -609,7 +612,7 @@ func TestProdOverlay(t *testing.T) {
 				t.Errorf("prod %s: TOOLMESH_TEMPORAL=%q, want the external Temporal", p.Name, tmp)
 			}
 		}
-		if p.Label == "services" {
+		if p.Label == "services" && !p.Stateless {
 			// The DSN comes from the domain's own Secret, never a literal.
 			dsn := "TOOLMESH_" + strings.ToUpper(p.Name) + "_DSN"
 			found := false

@@ -84,7 +84,11 @@ type envelope struct {
 	Data       json.RawMessage `json:"data"`
 	DomainCode string          `json:"domain_code"`
 	Message    string          `json:"message"`
-	Pagination *struct {
+	// Gap names what a capability_gap backend lacks.
+	Gap string `json:"gap"`
+	// RetryAfterSeconds is when a rate-limited call may be retried.
+	RetryAfterSeconds int `json:"retry_after_seconds"`
+	Pagination        *struct {
 		Total      int  `json:"total"`
 		Limit      int  `json:"limit"`
 		NextOffset *int `json:"next_offset"`

@@ -73,6 +73,8 @@ type meshProcess struct {
 	Deps []string `json:"deps,omitempty"`
 	// Links are URLs a developer opens (the Temporal UI, the MCP endpoint).
 	Links []meshLink `json:"links,omitempty"`
+	// Stateless marks a domain service that keeps no database.
+	Stateless bool `json:"stateless,omitempty"`
 	// readyTimeout bounds the wait for Probe under `toolmesh up`.
 	readyTimeout time.Duration
 }
@@ -254,6 +256,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: d.port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         deps,
+			Stateless:    d.stateless,
 			readyTimeout: 30 * time.Second,
 		})
 		serviceFlags = append(serviceFlags, "--service", n+"=http://"+addr)

@@ -38,8 +38,12 @@ import (
 type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
-	// build opens the domain's store on db and returns its service.
+	// build opens the domain's store on db and returns its service (db is
+	// nil for a stateless domain).
 	build func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error)
+	// stateless marks a domain that keeps no data of its own: serve opens
+	// no database for it and takes no --dsn.
+	stateless bool
 	// temporal marks a domain that starts or updates workflows: `serve`
 	// then takes --temporal and dials it before build.
 	temporal bool
@@ -59,6 +63,10 @@ var domains = map[string]domain{
 	"audit":    {port: 7108, build: buildAudit},
 
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
+
+	// The integrations: reaching beyond the mesh (docs/integrations.md).
+	"github": {port: 7110, build: buildGitHub, stateless: true},
+	"search": {port: 7111, build: buildSearch, stateless: true},
 }
 
 // serveDeps is what a domain's build gets besides its database.
@@ -196,7 +204,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := flag.NewFlagSet("serve "+name, flag.ContinueOnError)
 	addr := fs.String("addr", fmt.Sprintf("127.0.0.1:%d", d.port), "listen address")
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for SQLite files")
-	dsn := fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
+	var dsn *string
+	if !d.stateless {
+		dsn = fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
+	}
 	drain := fs.Duration("drain", 0, "how long to report NOT_SERVING before closing on shutdown")
 	var agentsURL *string
 	if !d.directory {
@@ -212,7 +223,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *dsn == "" {
+	if dsn != nil && *dsn == "" {
 		*dsn = filepath.Join(*dataDir, name+".db")
 	}
 	if *pubKey == "" {
@@ -228,11 +239,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer stopTelemetry(tel, log)
-	db, err := sqldb.Open(ctx, *dsn)
-	if err != nil {
-		return err
+	var db *sqldb.DB
+	if dsn != nil {
+		if db, err = sqldb.Open(ctx, *dsn); err != nil {
+			return err
+		}
+		defer db.Close()
 	}
-	defer db.Close()
 	deps := serveDeps{Getenv: getenv, Log: log}
 	if d.temporal {
 		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)

@@ -150,7 +150,9 @@ func FromError(ctx context.Context, tool string, err error) *Envelope {
 	case connect.CodeAlreadyExists, connect.CodeAborted, connect.CodeFailedPrecondition:
 		return Fail(tool, CodeConflict, msg)
 	case connect.CodeResourceExhausted:
-		return Fail(tool, CodeRateLimited, msg)
+		env := Fail(tool, CodeRateLimited, msg)
+		env.RetryAfterSeconds = retryAfterSeconds(ce)
+		return env
 	case connect.CodePermissionDenied:
 		return Fail(tool, CodePermissionDenied, msg)
 	case connect.CodeUnauthenticated:
@@ -158,7 +160,15 @@ func FromError(ctx context.Context, tool string, err error) *Envelope {
 	case connect.CodeUnimplemented:
 		return Fail(tool, CodeNotSupported, msg)
 	case connect.CodeUnavailable:
-		return Fail(tool, CodeUnavailable, "the service is unavailable: "+unwrapDial(msg))
+		// A service that answers Unavailable itself says why (something
+		// it depends on is down); otherwise the service was not reached.
+		text := msg
+		if !connect.IsWireError(ce) {
+			text = "the service is unavailable: " + unwrapDial(msg)
+		}
+		env := Fail(tool, CodeUnavailable, text)
+		env.RetryAfterSeconds = retryAfterSeconds(ce)
+		return env
 	case connect.CodeDeadlineExceeded:
 		return Fail(tool, CodeDeadlineExceeded, "the service did not answer in time")
 	case connect.CodeCanceled:

@@ -19,6 +19,8 @@ type Store interface {
 	// with the same key stores nothing and returns the first message with
 	// duplicate false, as the first Send answered, even while they race.
 	Send(ctx context.Context, m *messagesv1.Message, dedupKey string, after time.Time, idempotencyKey string) (stored *messagesv1.Message, duplicate bool, err error)
+	// Get returns the message with id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*messagesv1.Message, error)
 	// InThread reports whether agent sent or received a message in thread.
 	InThread(ctx context.Context, threadID, agent string) (bool, error)
 	// Inbox returns one page of the messages sent to agent, newest first,

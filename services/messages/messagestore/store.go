@@ -35,7 +35,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const columns = `id, thread_id, from_agent, to_agent, body, create_ms`
+const columns = `id, thread_id, from_agent, to_agent, body, create_ms, depth`
 
 // Send implements messages.Store.
 func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string, after time.Time, idempotencyKey string) (*messagesv1.Message, bool, error) {
@@ -93,8 +93,8 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 		if idempotencyKey != "" {
 			key = idempotencyKey
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO messages (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-			m.GetId(), m.GetThreadId(), m.GetFromAgent(), m.GetToAgent(), m.GetText(), m.GetCreateTime().AsTime().UnixMilli(), key); err != nil {
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO messages (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			m.GetId(), m.GetThreadId(), m.GetFromAgent(), m.GetToAgent(), m.GetText(), m.GetCreateTime().AsTime().UnixMilli(), m.GetDepth(), key); err != nil {
 			return fmt.Errorf("insert message: %w", err)
 		}
 		out = m
@@ -109,6 +109,11 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 		return nil, false, err
 	}
 	return out, dup, nil
+}
+
+// Get implements messages.Store.
+func (s *Store) Get(ctx context.Context, id string) (*messagesv1.Message, error) {
+	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM messages WHERE id = ?`), id), scan, messages.ErrNotFound)
 }
 
 // InThread implements messages.Store.
@@ -142,7 +147,7 @@ func scan(r sqldb.Scanner) (*messagesv1.Message, error) {
 		m        messagesv1.Message
 		createMS int64
 	)
-	if err := r.Scan(&m.Id, &m.ThreadId, &m.FromAgent, &m.ToAgent, &m.Text, &createMS); err != nil {
+	if err := r.Scan(&m.Id, &m.ThreadId, &m.FromAgent, &m.ToAgent, &m.Text, &createMS, &m.Depth); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
