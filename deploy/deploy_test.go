@@ -797,6 +797,23 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 		}
 		return !isolated, isolated
 	}
+	// calls: the services each service calls besides the directory (its
+	// --service flags under `toolmesh up`).
+	calls := map[string]map[string]bool{}
+	for _, p := range meshProcesses {
+		if p.Label != "services" {
+			continue
+		}
+		for i, a := range p.Args {
+			if a == "--service" && i+1 < len(p.Args) {
+				d, _, _ := strings.Cut(p.Args[i+1], "=")
+				if calls[p.Name] == nil {
+					calls[p.Name] = map[string]bool{}
+				}
+				calls[p.Name][d] = true
+			}
+		}
+	}
 	outsider := map[string]string{"app": "something-else"}
 	for dstName, dst := range r.deployments {
 		if dst.Metadata.Labels["app.kubernetes.io/component"] != "service" {
@@ -807,7 +824,7 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 		}
 		for srcName, src := range r.deployments {
 			c := src.Metadata.Labels["app.kubernetes.io/component"]
-			want := c == "edge" || c == "worker" || (dstName == "agents" && c == "service")
+			want := c == "edge" || c == "worker" || (dstName == "agents" && c == "service") || calls[srcName][dstName]
 			if got, _ := allowed(src.podLabels(), dst.podLabels()); got != want {
 				t.Errorf("NetworkPolicy: %s (%s) -> %s allowed=%v, want %v", srcName, c, dstName, got, want)
 			}

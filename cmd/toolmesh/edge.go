@@ -109,6 +109,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
+	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
+	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
@@ -212,6 +215,13 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		cfg.Auth = a
 	}
+	if *a2aAddr != "" && !*stdio {
+		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
+		if err != nil {
+			return err
+		}
+		cfg.A2A = &edge.A2AConfig{Addr: *a2aAddr, PublicURL: *a2aURL, Resource: *a2aResource, Egress: policy, Version: cfg.Version}
+	}
 	if *stdio {
 		cfg.Addr = ""
 		if *issuer != "" {
@@ -234,22 +244,30 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
-	var metricsLis net.Listener
+	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log), lis}}
 	if *metricsAddr != "" && *metricsAddr != "off" {
-		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
+		metricsLis, err := server.Listen(*metricsAddr)
+		if err != nil {
 			lis.Close()
 			return err
 		}
+		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+	}
+	if cfg.A2A != nil {
+		a2aLis, err := server.Listen(*a2aAddr)
+		if err != nil {
+			for _, s := range servers {
+				s.lis.Close()
+			}
+			return err
+		}
+		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
+		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log), a2aLis})
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil)
-	if metricsLis == nil {
-		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
-	}
-	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-	return runHTTPPair(ctx, log,
-		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil)
+	return runHTTPAll(ctx, log, servers...)
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
@@ -275,20 +293,24 @@ type httpListener struct {
 	lis net.Listener
 }
 
-// runHTTPPair serves a and b until ctx ends or either fails, then stops
-// both.
-func runHTTPPair(ctx context.Context, log *slog.Logger, a, b httpListener) error {
+// runHTTPAll serves every listener until ctx ends or one fails, then
+// stops them all.
+func runHTTPAll(ctx context.Context, log *slog.Logger, servers ...httpListener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 2)
-	for _, h := range []httpListener{a, b} {
+	errs := make(chan error, len(servers))
+	for _, h := range servers {
 		go func() {
 			err := server.RunHTTP(ctx, h.srv, h.lis, log, server.HTTPOptions{})
 			cancel()
 			errs <- err
 		}()
 	}
-	return errors.Join(<-errs, <-errs)
+	var all []error
+	for range servers {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -101,7 +101,13 @@ type envelope struct {
 
 func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) envelope {
 	t.Helper()
-	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	return callToolMeta(t, s, name, args, nil)
+}
+
+// callToolMeta is callTool with the request's _meta.
+func callToolMeta(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, meta mcp.Meta) envelope {
+	t.Helper()
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
 	if err != nil {
 		t.Fatalf("tools/call %s: %v", name, err)
 	}

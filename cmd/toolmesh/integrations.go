@@ -6,13 +6,24 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
+	"time"
 
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	"github.com/toolmesh/toolmesh/services/github"
+	"github.com/toolmesh/toolmesh/services/remoteagents"
+	"github.com/toolmesh/toolmesh/services/remoteagents/remoteagentsstore"
 	"github.com/toolmesh/toolmesh/services/search"
 	"github.com/toolmesh/toolmesh/services/search/searchprovider"
+	remoteagentsworker "github.com/toolmesh/toolmesh/workers/remoteagents"
 )
 
 // The integrations reach outside the mesh; each reads its settings from
@@ -100,4 +111,66 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service
 		return server.Service{}, fmt.Errorf("%s: %w", githubURLEnv, err)
 	}
 	return svc.Registration(), nil
+}
+
+// A2A settings. The edge serves the mesh's agents over A2A at its
+// --a2a-addr, known to the world as --a2a-url; the remoteagents worker
+// signs the depth of what it sends with the mesh key, naming that URL
+// (TOOLMESH_A2A_URL) as where the key is published.
+const (
+	a2aURLEnv = "TOOLMESH_A2A_URL"
+	// a2aPort is the A2A endpoint's default port under `toolmesh up`.
+	a2aPort = 7170
+)
+
+// buildRemoteAgents serves invocations of remote agents (Temporal
+// workflows run by the remoteagents worker) and the inbound A2A tasks the
+// edge's A2A endpoint opens, delivering their messages through the
+// messages service.
+func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	if err != nil {
+		return server.Service{}, err
+	}
+	st, err := remoteagentsstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	msgs := messagesv1connect.NewMessagesServiceClient(newH2CClient(), deps.Services[messagesv1connect.MessagesServiceName],
+		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))
+	return remoteagents.New(st, remoteagents.Config{
+		Workflows: remoteagents.NewTemporalWorkflows(deps.Temporal),
+		Messages:  msgs,
+		Egress:    policy,
+		Log:       deps.Log,
+	}).Registration(), nil
+}
+
+// registerRemoteAgents runs the invoke workflow; its activities reach
+// remote agents through the egress guard and sign each message's depth.
+func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
+	url := deps.Services[remoteagentsv1connect.RemoteAgentsServiceName]
+	if url == "" {
+		return fmt.Errorf("worker remoteagents needs the remoteagents service (--service remoteagents=http://...)")
+	}
+	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	if err != nil {
+		return err
+	}
+	acts := &remoteagentsworker.Activities{
+		HTTP: a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
+		RemoteAgents: remoteagentsv1connect.NewRemoteAgentsServiceClient(deps.HTTPClient, url,
+			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
+		Self: workerSelf("remoteagents"),
+		Log:  deps.Log,
+	}
+	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {
+		if acts.Depth, err = a2alink.NewDepthSigner(deps.MeshKey, issuer); err != nil {
+			return fmt.Errorf("%s: %w", a2aURLEnv, err)
+		}
+	} else {
+		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth: set "+a2aURLEnv+" to the edge's A2A URL")
+	}
+	remoteagentsworker.Register(w, acts)
+	return nil
 }

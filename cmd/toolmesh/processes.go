@@ -42,6 +42,10 @@ const (
 // linkMCP names the edge's first link, its MCP endpoint.
 const linkMCP = "MCP endpoint"
 
+// linkA2A names the edge's link to the A2A endpoint (the development
+// agent's base URL: its card is below it).
+const linkA2A = "A2A endpoint"
+
 // Default ports of the processes that are not in the domains and
 // workerQueues tables. --port-offset moves every default port.
 const (
@@ -231,6 +235,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	plan = append(plan, temporal)
 
 	agentsURL := "http://" + local(domains[directory].port)
+	a2aURL := "http://" + local(a2aPort)
 	serviceFlags := make([]string, 0, 2*len(names))
 	for _, n := range names {
 		d := domains[n]
@@ -240,6 +245,10 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		var env map[string]string
 		if d.temporal {
 			args = append(args, "--temporal", temporalAddr)
+		}
+		for _, c := range d.calls {
+			args = append(args, "--service", c+"=http://"+local(domains[c].port))
+			deps = append(deps, c)
 		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
@@ -266,10 +275,16 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	for _, q := range queues {
 		health := local(workerQueues[q].port)
 		args := append([]string{"worker", q, "--temporal", temporalAddr, "--health-addr", health, "--mesh-key", keyPath}, serviceFlags...)
+		var env map[string]string
+		if q == "remoteagents" {
+			// Depth tokens name the A2A endpoint, which publishes the key.
+			env = map[string]string{a2aURLEnv: a2aURL}
+		}
 		plan = append(plan, meshProcess{
 			Name:         workerPrefix + q,
 			Label:        labelWorkers,
 			Args:         args,
+			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: workerQueues[q].port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         append([]string{procMeshKeys, procTemporal}, names...),
 			readyTimeout: 30 * time.Second,
@@ -295,7 +310,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
 		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
-		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
+		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile),
+		"--a2a-addr", local(a2aPort)}
 	plan = append(plan, meshProcess{
 		Name:  procEdge,
 		Label: labelEdge,
@@ -305,6 +321,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		Links: []meshLink{
 			{Name: linkMCP, URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"},
 			{Name: "Edge metrics", URL: "http://" + local(edgeMetricsPort) + "/metrics"},
+			{Name: linkA2A, URL: a2aURL + "/a2a/agents/" + cfg.DevAgent + "/"},
 		},
 		readyTimeout: 30 * time.Second,
 	})

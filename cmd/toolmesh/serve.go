@@ -44,6 +44,9 @@ type domain struct {
 	// stateless marks a domain that keeps no data of its own: serve opens
 	// no database for it and takes no --dsn.
 	stateless bool
+	// calls lists the domains whose services this one calls (besides the
+	// agents directory): serve then takes --service for them.
+	calls []string
 	// temporal marks a domain that starts or updates workflows: `serve`
 	// then takes --temporal and dials it before build.
 	temporal bool
@@ -65,8 +68,9 @@ var domains = map[string]domain{
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
-	"github": {port: 7110, build: buildGitHub, stateless: true},
-	"search": {port: 7111, build: buildSearch, stateless: true},
+	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},
+	"github":       {port: 7110, build: buildGitHub, stateless: true},
+	"search":       {port: 7111, build: buildSearch, stateless: true},
 }
 
 // serveDeps is what a domain's build gets besides its database.
@@ -77,6 +81,9 @@ type serveDeps struct {
 	Log *slog.Logger
 	// Temporal is a connected client for domains marked temporal, else nil.
 	Temporal client.Client
+	// Services maps the fully-qualified names of the services a domain
+	// calls (domain.calls) to their base URLs.
+	Services map[string]string
 }
 
 // agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
@@ -219,6 +226,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
 	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
+	var calls serviceFlag
+	if len(d.calls) > 0 {
+		var err error
+		if calls, err = envServices(getenv); err != nil {
+			return err
+		}
+		fs.Var(calls, "service", "a domain service this one calls ("+strings.Join(d.calls, ", ")+") as domain=url (repeatable; default $"+servicesEnv+")")
+	}
 	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -247,6 +262,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		defer db.Close()
 	}
 	deps := serveDeps{Getenv: getenv, Log: log}
+	if len(d.calls) > 0 {
+		needed := serviceFlag{}
+		for _, c := range d.calls {
+			if calls[c] == "" {
+				return fmt.Errorf("serve %s needs the %s service: --service %s=http://...", name, c, c)
+			}
+			needed[c] = calls[c]
+		}
+		if deps.Services, err = serviceURLs(needed); err != nil {
+			return err
+		}
+	}
 	if d.temporal {
 		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
 		if err != nil {

@@ -1,21 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
@@ -25,67 +21,10 @@ func TestUpRunsThePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh")
 	}
-	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(temporal); err != nil {
-		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolmesh")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build toolmesh: %v\n%s", err, out)
-	}
-	offset := porttest.FreeOffset(t, append(porttest.Range(edgePort, 7300), temporalUIPort)...)
-	up := exec.Command(bin, "up", "--port-offset", strconv.Itoa(offset), "--data", filepath.Join(dir, "data"), "--temporal-bin", temporal)
-	up.Dir = dir
-	stdout, err := up.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	up.Stderr = &stderr
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-		exited <- up.Wait()
-	}()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = up.Process.Signal(os.Interrupt)
-			<-exited
-		}
-	}()
-
-	// Wait for "toolmesh is up" and read the MCP endpoint it prints.
-	mcpRE := regexp.MustCompile(`MCP endpoint\s+(http://\S+/mcp)`)
-	var endpoint string
-	var printed []string
-	timeout := time.After(3 * time.Minute)
-	for endpoint == "" || !strings.Contains(strings.Join(printed, "\n"), "Press Ctrl-C") {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("up exited before the mesh was up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
-			}
-			printed = append(printed, l)
-			if m := mcpRE.FindStringSubmatch(l); m != nil {
-				endpoint = m[1]
-			}
-		case <-timeout:
-			t.Fatalf("up did not come up:\n%s\n%s", strings.Join(printed, "\n"), tail(stderr.String()))
-		}
-	}
+	bin, temporal := meshBinaries(t)
+	m := startUp(t, bin, temporal)
+	offset, dir, printed := m.Offset, m.Dir, m.Printed
+	endpoint := m.Link(t, linkMCP)
 	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+offset); endpoint != want {
 		t.Errorf("MCP endpoint %s, want %s", endpoint, want)
 	}
@@ -113,14 +52,9 @@ func TestUpRunsThePlan(t *testing.T) {
 	session.Close()
 
 	// Ctrl-C: everything stops, in order, and up says so.
-	_ = up.Process.Signal(os.Interrupt)
-	var rest []string
-	for l := range lines {
-		rest = append(rest, l)
-	}
-	stopped = true
-	if err := <-exited; err != nil {
-		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(stderr.String()))
+	rest, err := m.Stop()
+	if err != nil {
+		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(m.Stderr()))
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "toolmesh stopped") {
 		t.Errorf("up did not say it stopped: %q", rest)

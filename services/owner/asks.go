@@ -3,8 +3,6 @@ package owner
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,22 +28,7 @@ func AskID(agent, idempotencyKey string, now time.Time) string {
 	if idempotencyKey == "" {
 		return ids.NewAt("ask", now)
 	}
-	sum := sha256.Sum256([]byte("toolmesh owner.ask\x00" + agent + "\x00" + idempotencyKey))
-	return "ask_" + base32(sum[:16])
-}
-
-// base32 encodes 16 bytes as the 26 characters ids use (130 bits, the top
-// two zero).
-func base32(b []byte) string {
-	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16])
-	out := make([]byte, 26)
-	for i := 25; i >= 0; i-- {
-		out[i] = alphabet[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return string(out)
+	return ids.Derive("ask", "owner.ask", agent, idempotencyKey)
 }
 
 // Ask implements OwnerService.Ask: it records the ask, starts its workflow
