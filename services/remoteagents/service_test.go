@@ -216,9 +216,9 @@ func TestRecordOutcomeIsForTheWorkflowOnly(t *testing.T) {
 func TestDiscoverReadsTheCard(t *testing.T) {
 	card := a2a.AgentCard{Name: "Travel agent", Description: "Books trips.", URL: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3.0",
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain", "application/json"},
-		Provider: &a2a.AgentProvider{Org: "Example", URL: "https://example.com"},
+		Provider:     &a2a.AgentProvider{Org: "Example", URL: "https://example.com"},
 		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{URI: a2alink.DepthExtension}}},
-		Skills: []a2a.AgentSkill{{ID: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
+		Skills:       []a2a.AgentSkill{{ID: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/agents/travel/.well-known/agent-card.json" && r.URL.Path != "/cards/travel.json" {
 			http.NotFound(w, r)
