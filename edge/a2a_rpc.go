@@ -254,9 +254,16 @@ func checkSend(p *a2a.MessageSendParams) []boundary.Violation {
 	if len(m.TaskID) > a2aMaxID || len(m.ContextID) > a2aMaxID {
 		add("taskId", "string.max_len", fmt.Sprintf("taskId and contextId: at most %d bytes", a2aMaxID))
 	}
+	allText := true
+	for _, p := range m.Parts {
+		_, isText := p.(a2a.TextPart)
+		allText = allText && isText
+	}
+	// A message of other parts is valid A2A this agent does not take
+	// (ContentTypeNotSupported, after the boundary).
 	if n := utf8.RuneCountInString(messageText(m)); n > a2aMaxText {
 		add("parts", "text.max_len", fmt.Sprintf("the text is %d characters; at most %d", n, a2aMaxText))
-	} else if len(m.Parts) > 0 && strings.TrimSpace(messageText(m)) == "" {
+	} else if len(m.Parts) > 0 && allText && strings.TrimSpace(messageText(m)) == "" {
 		add("parts", "text.min_len", "the text is empty")
 	}
 	if v, ok := m.Metadata[a2alink.MetadataDepthToken]; ok {
