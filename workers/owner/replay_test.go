@@ -9,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -40,14 +36,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			if _, err := os.Stat(path); err != nil {
 				t.Fatalf("%v (record it: go test ./workers/owner -run TestReplay -record)", err)
 			}
-			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: temporalclient.DataConverter()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.RegisterWorkflowWithOptions(owner.AskWorkflow, workflow.RegisterOptions{Name: "owner.ask"})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), path); err != nil {
-				t.Errorf("replay %s: %v", path, err)
-			}
+			temporaltest.Replay(t, path, "owner.ask", owner.AskWorkflow)
 		})
 	}
 }
@@ -87,22 +76,7 @@ func recordHistories(t *testing.T) {
 		})
 		drive(id)
 		_ = run.Get(ctx, nil)
-		hist := c.GetWorkflowHistory(ctx, id, run.GetRunID(), false, 0)
-		all := &historypb.History{}
-		for hist.HasNext() {
-			e, err := hist.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			all.Events = append(all.Events, e)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join("testdata", name+".json"), append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		temporaltest.SaveHistory(t, c, id, run.GetRunID(), filepath.Join("testdata", name+".json"))
 	}
 	if err := os.MkdirAll("testdata", 0o755); err != nil {
 		t.Fatal(err)
