@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -101,4 +102,27 @@ func Cancel(ctx context.Context, c client.Client, id string) error {
 		return nil
 	}
 	return err
+}
+
+// Within runs wait, which waits for a workflow (its result: Wait), for at
+// most budget and never past ctx's deadline less margin (kept to answer
+// the call that waits). done is false when the budget ran out, or was
+// none; err is a failure of wait itself.
+func Within[T any](ctx context.Context, budget, margin time.Duration, wait func(context.Context) (T, error)) (out T, done bool, err error) {
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d)-margin)
+	}
+	if budget <= 0 {
+		return out, false, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out, err = wait(wctx)
+	if err != nil {
+		if wctx.Err() != nil {
+			return out, false, nil
+		}
+		return out, false, err
+	}
+	return out, true, nil
 }

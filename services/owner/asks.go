@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
@@ -107,19 +108,13 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 // reply) for the ask's workflow to end, and returns the ask with its
 // outcome, or as it is when the wait runs out.
 func (s *Service) await(ctx context.Context, a *ownerv1.Ask, wait time.Duration) *ownerv1.Ask {
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-replyMargin)
-	}
-	if wait <= 0 {
-		return a
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	o, err := s.wf.WaitAsk(wctx, a.GetWorkflowId())
+	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*ownerv1.AskOutcome, error) {
+		return s.wf.WaitAsk(ctx, a.GetWorkflowId())
+	})
 	if err != nil {
-		if wctx.Err() == nil {
-			s.log.WarnContext(ctx, "owner.ask_wait_failed", "ask_id", a.GetAskId(), "error", err)
-		}
+		s.log.WarnContext(ctx, "owner.ask_wait_failed", "ask_id", a.GetAskId(), "error", err)
+	}
+	if !done {
 		return a
 	}
 	return s.ended(ctx, a, o)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
@@ -124,19 +125,13 @@ func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest)
 // reply) for the invocation's workflow to end, and returns the invocation
 // with its outcome, or as it is when the wait runs out.
 func (s *Service) await(ctx context.Context, inv *remoteagentsv1.Invocation, wait time.Duration) *remoteagentsv1.Invocation {
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-replyMargin)
-	}
-	if wait <= 0 {
-		return inv
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	o, err := s.wf.WaitInvoke(wctx, inv.GetWorkflowId())
+	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*remoteagentsv1.InvokeOutcome, error) {
+		return s.wf.WaitInvoke(ctx, inv.GetWorkflowId())
+	})
 	if err != nil {
-		if wctx.Err() == nil {
-			s.log.WarnContext(ctx, "remoteagents.invoke_wait_failed", "invocation_id", inv.GetInvocationId(), "error", err)
-		}
+		s.log.WarnContext(ctx, "remoteagents.invoke_wait_failed", "invocation_id", inv.GetInvocationId(), "error", err)
+	}
+	if !done {
 		return inv
 	}
 	return s.ended(ctx, inv, o)
