@@ -306,6 +306,24 @@ func TestDepthLimitAcrossTwoMeshes(t *testing.T) {
 		return got.Invocation.Status == "INVOCATION_STATUS_COMPLETED" && got.Invocation.Answer == "bob's answer"
 	})
 
+	// A client that takes MCP tasks gets the invocation as a task, whose id
+	// is its workflow's; tasks/cancel cancels it, and the remote task with it.
+	mcp1 := m1.Link(t, linkMCP)
+	created := rawTaskCall(t, mcp1, "tools/call", map[string]any{"name": "remoteagents_invoke",
+		"arguments": map[string]any{"url": bobURL, "message": "a task for bob"}})
+	taskID, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || created["status"] != "working" || !strings.HasPrefix(taskID, "invoke/alice/inv_") {
+		t.Fatalf("remoteagents_invoke from a Tasks client = %v, want a working task invoke/alice/...", created)
+	}
+	waitForMessage(t, bob, "a task for bob")
+	if got := rawTaskCall(t, mcp1, "tasks/get", map[string]any{"taskId": taskID}); got["status"] != "working" {
+		t.Errorf("tasks/get = %v, want working", got)
+	}
+	rawTaskCall(t, mcp1, "tasks/cancel", map[string]any{"taskId": taskID})
+	eventually(t, time.Minute, "the invocation task cancelled", func() bool {
+		return rawTaskCall(t, mcp1, "tasks/get", map[string]any{"taskId": taskID})["status"] == "cancelled"
+	})
+
 	// Every hop carried a depth its sending mesh signed, and each was
 	// verified: none was refused.
 	for _, m := range []*upMesh{m1, m2} {

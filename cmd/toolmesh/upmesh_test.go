@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
@@ -28,26 +29,8 @@ type upMesh struct {
 	cmd    *exec.Cmd
 	lines  chan string
 	exited chan error
-	stderr *syncBuilder
+	stderr *logtest.Buffer
 	once   sync.Once
-}
-
-// syncBuilder collects a process's stderr while the test reads it.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // meshBinaries builds the toolmesh binary into a test directory and finds
@@ -72,7 +55,7 @@ func meshBinaries(t *testing.T) (bin, temporal string) {
 // until it says it is up (it is stopped when the test ends).
 func startUp(t *testing.T, bin, temporal string, env ...string) *upMesh {
 	t.Helper()
-	m := &upMesh{Dir: t.TempDir(), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &syncBuilder{}}
+	m := &upMesh{Dir: t.TempDir(), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &logtest.Buffer{}}
 	m.Data = filepath.Join(m.Dir, "data")
 	m.Offset = porttest.FreeOffset(t, append(append(porttest.Range(edgePort, 7300), temporalUIPort), a2aPort)...)
 	m.cmd = exec.Command(bin, "up", "--port-offset", strconv.Itoa(m.Offset), "--data", m.Data, "--temporal-bin", temporal)
