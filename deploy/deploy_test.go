@@ -35,6 +35,7 @@ var external = map[string]bool{
 	"Secret/toolmesh-state-key":          true,
 	"Secret/toolmesh-github-token":       true,
 	"Secret/toolmesh-search-brave":       true,
+	"Secret/toolmesh-audit-key":          true,
 }
 
 // postgresSecret is the Secret holding a domain's DSN in prod.

@@ -95,7 +95,7 @@ func (e *Edge) depthOf(ctx context.Context, tool string, p *Principal, meta mcp.
 		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
 		return 0, toolcall.Invalid(tool, vs)
 	case err != nil:
-		env := toolcall.FromError(lctx, tool, err)
+		env := toolcall.FromError(lctx, e.log, tool, err)
 		env.Message = "look up " + field + ": " + env.Message
 		return 0, env
 	}

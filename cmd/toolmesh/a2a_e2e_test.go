@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,62 +12,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/nodetest"
 )
 
 // a2aJS installs the official A2A JS SDK (testdata/a2a-js: package.json and
-// its lock) with npm ci into .build/a2a-js, once per lock, and returns a
-// function that runs one step of its client.mjs and decodes what it prints.
+// its lock; nodetest.Install) and returns a function that runs one step of
+// its client.mjs and decodes what it prints.
 func a2aJS(t *testing.T) func(args ...string) map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed for the A2A JS client: %v", err)
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Fatalf("npm is needed to install the A2A JS client: %v", err)
-	}
-	src := filepath.Join("testdata", "a2a-js")
-	dir, err := filepath.Abs(filepath.Join("..", "..", ".build", "a2a-js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	installed, _ := os.ReadFile(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	have, _ := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if len(installed) == 0 || !bytes.Equal(have, lock) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join(src, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
-	script, err := os.ReadFile(filepath.Join(src, "client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := nodetest.Install(t, filepath.Join("testdata", "a2a-js"))
 	return func(args ...string) map[string]any {
 		t.Helper()
-		cmd := exec.Command(node, append([]string{"client.mjs"}, args...)...)
-		cmd.Dir = dir
+		cmd := exec.Command("node", append([]string{filepath.Join(dir, "client.mjs")}, args...)...)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("node client.mjs %q: %v\n%s", args, err, out)

@@ -102,7 +102,17 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Var(&origins, "allow-origin", "browser origin allowed to call the edge, scheme://host[:port] (repeatable)")
 	hosts := envList(getenv, "TOOLMESH_EDGE_ALLOWED_HOSTS")
 	fs.Var(&hosts, "allow-host", "Host header value the edge answers to, besides loopback names on loopback (repeatable)")
-	maxBody := fs.Int64("max-body", edge.DefaultMaxBodyBytes, "largest request body in bytes (larger is 413)")
+	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
+	shutdownGrace, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_GRACE", edge.DefaultShutdownGrace)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&shutdownGrace, "shutdown-grace", shutdownGrace, "on shutdown, how long tool calls in flight may run on before they are cut short and answer unavailable ($TOOLMESH_EDGE_SHUTDOWN_GRACE)")
+	shutdownTimeout, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_TIMEOUT", defaultEdgeShutdownTimeout)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", shutdownTimeout, "on shutdown, how long the edge may take to answer what is in flight and close its connections; longer than --shutdown-grace ($TOOLMESH_EDGE_SHUTDOWN_TIMEOUT)")
 	rateLimit := fs.Float64("rate-limit", 0, "tool calls per second per caller (0: unlimited)")
 	rateBurst := fs.Int("rate-burst", 0, "tool calls a caller may make at once (default: the rate)")
 	temporalAddr := fs.String("temporal", getenv("TOOLMESH_TEMPORAL"), "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)")
@@ -112,11 +122,19 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
 	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
 	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
+	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	limits, err := limitFlags.limits()
+	if err != nil {
+		return err
+	}
+	if shutdownGrace <= 0 || shutdownTimeout <= shutdownGrace {
+		return errors.New("--shutdown-grace must be positive and shorter than --shutdown-timeout")
 	}
 	if len(services) == 0 {
 		for name, d := range domains {
@@ -159,8 +177,11 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		ReadOnly:       *readOnly,
 		AllowedOrigins: origins,
 		AllowedHosts:   hosts,
-		MaxBodyBytes:   *maxBody,
+		MaxBodyBytes:   limits.MaxBodyBytes,
+		ShutdownGrace:  shutdownGrace,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+
+		ResourcePollInterval: *resourcePoll,
 	}
 	if *temporalAddr != "" {
 		if *stateKey == "" {
@@ -244,30 +265,62 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
-	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log), lis}}
+	// The edge answers oversized bodies itself, in JSON-RPC.
+	mcpLimits := limits
+	mcpLimits.MaxBodyBytes = -1
+	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log, mcpLimits), lis, server.HTTPOptions{
+		ShutdownTimeout: shutdownTimeout,
+		// Every call in flight gets its answer before the listener closes.
+		AnswerInFlight: func(ctx context.Context) {
+			if err := e.Shutdown(ctx); err != nil {
+				log.Warn("edge.shutdown_incomplete", "error", err)
+			}
+		},
+	}}}
+	closeAll := func() {
+		for _, s := range servers {
+			s.lis.Close()
+		}
+	}
 	if *metricsAddr != "" && *metricsAddr != "off" {
 		metricsLis, err := server.Listen(*metricsAddr)
 		if err != nil {
-			lis.Close()
+			closeAll()
 			return err
 		}
 		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
 	}
 	if cfg.A2A != nil {
 		a2aLis, err := server.Listen(*a2aAddr)
 		if err != nil {
-			for _, s := range servers {
-				s.lis.Close()
-			}
+			closeAll()
 			return err
 		}
 		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
-		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log), a2aLis})
+		// The A2A endpoint caps bodies itself too (1 MiB).
+		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: shutdownTimeout}})
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
 		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil)
 	return runHTTPAll(ctx, log, servers...)
+}
+
+// defaultEdgeShutdownTimeout bounds the edge's shutdown.
+const defaultEdgeShutdownTimeout = 10 * time.Second
+
+// envDuration returns the duration in the environment variable key, or def
+// when it is unset.
+func envDuration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return d, nil
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
@@ -289,8 +342,9 @@ func metricsMux(metrics http.Handler) http.Handler {
 }
 
 type httpListener struct {
-	srv *http.Server
-	lis net.Listener
+	srv  *http.Server
+	lis  net.Listener
+	opts server.HTTPOptions
 }
 
 // runHTTPAll serves every listener until ctx ends or one fails, then
@@ -301,7 +355,7 @@ func runHTTPAll(ctx context.Context, log *slog.Logger, servers ...httpListener) 
 	errs := make(chan error, len(servers))
 	for _, h := range servers {
 		go func() {
-			err := server.RunHTTP(ctx, h.srv, h.lis, log, server.HTTPOptions{})
+			err := server.RunHTTP(ctx, h.srv, h.lis, log, h.opts)
 			cancel()
 			errs <- err
 		}()

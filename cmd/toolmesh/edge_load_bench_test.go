@@ -29,15 +29,7 @@ import (
 //	go test -run '^$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh
 func BenchmarkEdgeProcessUnderLoad(b *testing.B) {
 	const callers = 200
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "toolmesh")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build toolmesh: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(bin, "keygen", "--data", data).CombinedOutput(); err != nil {
-		b.Fatalf("keygen: %v\n%s", err, out)
-	}
+	bin, data := buildWithKeys(b)
 	tasksAddr, edgeAddr := freeAddr(b), freeAddr(b)
 	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)
@@ -145,7 +137,7 @@ func postTool(client *http.Client, url, tool, args string) (string, error) {
 
 // procStatus reads a field of a process's /proc/<pid>/status in KiB
 // ("VmHWM", "RssAnon").
-func procStatus(b *testing.B, pid int, field string) int {
+func procStatus(b testing.TB, pid int, field string) int {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Skipf("no /proc here: %v", err)
@@ -162,7 +154,7 @@ func procStatus(b *testing.B, pid int, field string) int {
 
 // samplePeak reads field of pid's status every 20 ms until stop is closed
 // and returns the highest value seen, in KiB.
-func samplePeak(b *testing.B, pid int, field string, stop <-chan struct{}) <-chan int {
+func samplePeak(b testing.TB, pid int, field string, stop <-chan struct{}) <-chan int {
 	peak := make(chan int, 1)
 	go func() {
 		highest := 0

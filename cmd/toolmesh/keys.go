@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
@@ -24,57 +25,38 @@ const (
 	meshPubKeyFile = "mesh.pub"
 )
 
+// Audit key files under the data directory. The private key is the audit
+// service's own: it signs the audit trail's checkpoints. The public key is
+// what `toolmesh audit verify` and anyone checking a shipped checkpoint log
+// are given.
+const (
+	auditKeyFile    = "audit.key"
+	auditPubKeyFile = "audit.pub"
+	// auditCheckpointLogFile is where `serve audit` appends the checkpoints
+	// it signs, and where `toolmesh audit verify` reads them by default.
+	auditCheckpointLogFile = "audit-checkpoints.log"
+)
+
 // ensureMeshKeys creates an Ed25519 mesh key pair under dir unless one is
 // there, and returns the paths of both files.
 func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err error) {
 	keyPath, pubPath = filepath.Join(dir, meshKeyFile), filepath.Join(dir, meshPubKeyFile)
-	if _, err := os.Stat(keyPath); err == nil {
-		if _, err := os.Stat(pubPath); err == nil {
-			return keyPath, pubPath, false, nil
-		}
-		// The public half is derived from the private key when missing.
-		key, err := readMeshKey(keyPath)
-		if err != nil {
-			return "", "", false, err
-		}
-		return keyPath, pubPath, false, writePublicKey(pubPath, key.Public().(ed25519.PublicKey))
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	created, err = keyfile.Ensure(keyPath, pubPath)
+	if err != nil {
 		return "", "", false, fmt.Errorf("mesh key: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", "", false, fmt.Errorf("create data dir: %w", err)
-	}
-	key, err := mesh.GenerateKey()
-	if err != nil {
-		return "", "", false, err
-	}
-	pemKey, err := mesh.MarshalPrivateKey(key)
-	if err != nil {
-		return "", "", false, err
-	}
-	f, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", "", false, fmt.Errorf("write mesh key: %w", err)
-	}
-	if _, err := f.Write(pemKey); err != nil {
-		f.Close()
-		return "", "", false, fmt.Errorf("write mesh key: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", "", false, fmt.Errorf("write mesh key: %w", err)
-	}
-	return keyPath, pubPath, true, writePublicKey(pubPath, key.Public().(ed25519.PublicKey))
+	return keyPath, pubPath, created, nil
 }
 
-func writePublicKey(path string, pub ed25519.PublicKey) error {
-	b, err := mesh.MarshalPublicKey(pub)
+// ensureAuditKeys creates the audit service's checkpoint key pair under dir
+// unless one is there, and returns the paths of both files.
+func ensureAuditKeys(dir string) (keyPath, pubPath string, created bool, err error) {
+	keyPath, pubPath = filepath.Join(dir, auditKeyFile), filepath.Join(dir, auditPubKeyFile)
+	created, err = keyfile.Ensure(keyPath, pubPath)
 	if err != nil {
-		return err
+		return "", "", false, fmt.Errorf("audit key: %w", err)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("write mesh public key: %w", err)
-	}
-	return nil
+	return keyPath, pubPath, created, nil
 }
 
 func readMeshKey(path string) (ed25519.PrivateKey, error) {
@@ -197,6 +179,15 @@ func runKeygen(args []string, getenv func(string) string, stdout io.Writer) erro
 		verb = "created"
 	}
 	fmt.Fprintf(stdout, "%s mesh key pair:\n  private (edge, workers, toolmesh token)  %s\n  public  (services)                      %s\n", verb, keyPath, pubPath)
+	auditKey, auditPub, created, err := ensureAuditKeys(*dataDir)
+	if err != nil {
+		return err
+	}
+	verb = "kept existing"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s audit checkpoint key pair:\n  private (serve audit)                   %s\n  public  (toolmesh audit verify)         %s\n", verb, auditKey, auditPub)
 	if *rotate {
 		current, previous, err := rotateStateKey(*dataDir)
 		if err != nil {

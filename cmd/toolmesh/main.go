@@ -7,8 +7,9 @@
 //	toolmesh up               run everything locally (what `make run` does)
 //	toolmesh processes        print what `up` starts (--json: for the Tiltfile)
 //	toolmesh healthcheck URL  exit 0 when URL answers 200 (a probe without curl)
-//	toolmesh keygen           create the mesh key pair under the data dir
+//	toolmesh keygen           create the mesh and audit key pairs under the data dir
 //	toolmesh token            mint a mesh token for calling services directly
+//	toolmesh audit verify     check the audit trail offline against signed checkpoints
 //
 // Only this package reads flags and the environment.
 package main
@@ -33,6 +34,10 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "toolmesh:", err)
 		}
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -47,8 +52,9 @@ commands:
   up               run the whole mesh locally with embedded defaults
   processes        print the processes up starts, in order (--json for Tilt)
   healthcheck URL  succeed when URL answers 200 (an exec probe in the image)
-  keygen           create the mesh key pair (.toolmesh/mesh.key, mesh.pub)
+  keygen           create the key pairs (.toolmesh/mesh.key, mesh.pub, audit.key, audit.pub)
   token            mint a mesh token to call services directly (grpcurl, curl)
+  audit verify     check the audit trail offline against signed checkpoints (exit 2: not intact)
 
 Run 'toolmesh <command> -h' for the flags of a command.
 `
@@ -78,6 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runKeygen(args[1:], getenv, stdout)
 	case "token":
 		return runToken(args[1:], getenv, stdout)
+	case "audit":
+		return runAudit(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, usage, domainNames())
 		return nil

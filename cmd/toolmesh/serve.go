@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
+	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -24,6 +26,7 @@ import (
 	"github.com/toolmesh/toolmesh/services/agents/agentstore"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"github.com/toolmesh/toolmesh/services/credits"
 	"github.com/toolmesh/toolmesh/services/credits/creditstore"
 	"github.com/toolmesh/toolmesh/services/memory"
@@ -34,13 +37,19 @@ import (
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
 
+// buildFunc opens a domain's store on db and returns its service.
+type buildFunc func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error)
+
 // domain is one service the binary can run.
 type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
 	// build opens the domain's store on db and returns its service (db is
 	// nil for a stateless domain).
-	build func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error)
+	build buildFunc
+	// flags, when set instead of build, defines flags of the domain's own
+	// on fs and returns its build, which reads them after parsing.
+	flags func(fs *flag.FlagSet, getenv func(string) string) buildFunc
 	// stateless marks a domain that keeps no data of its own: serve opens
 	// no database for it and takes no --dsn.
 	stateless bool
@@ -63,7 +72,7 @@ var domains = map[string]domain{
 	"memory":   {port: 7104, build: buildMemory},
 	"credits":  {port: 7105, build: buildCredits},
 	"owner":    {port: 7106, build: buildOwner, temporal: true},
-	"audit":    {port: 7108, build: buildAudit},
+	"audit":    {port: 7108, flags: auditFlags},
 
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
 
@@ -84,6 +93,11 @@ type serveDeps struct {
 	// Services maps the fully-qualified names of the services a domain
 	// calls (domain.calls) to their base URLs.
 	Services map[string]string
+	// DataDir is the --data directory.
+	DataDir string
+	// AfterStop registers fn to run once the server has stopped serving,
+	// before the database closes (last words such as a final checkpoint).
+	AfterStop func(fn func())
 }
 
 // agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
@@ -144,21 +158,63 @@ func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Se
 	return messages.New(st, messages.Config{}).Registration(), nil
 }
 
-func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	getenv := deps.Getenv
-	log := deps.Log
+// auditFlags defines the audit service's checkpoint flags: the key that
+// signs checkpoints (created by `toolmesh keygen`), the log file they are
+// appended to, and how often one is signed without appends.
+func auditFlags(fs *flag.FlagSet, getenv func(string) string) buildFunc {
+	keyPath := fs.String("checkpoint-key", getenv("TOOLMESH_AUDIT_KEY"),
+		"Ed25519 private key (PKCS #8 PEM) that signs audit checkpoints (default <data>/"+auditKeyFile+"; toolmesh keygen creates it)")
+	logPath := fs.String("checkpoint-log", getenv("TOOLMESH_AUDIT_CHECKPOINT_LOG"),
+		"file every signed audit checkpoint is appended to; ship it elsewhere (default <data>/"+auditCheckpointLogFile+")")
+	const intervalEnv = "TOOLMESH_AUDIT_CHECKPOINT_INTERVAL"
+	interval := fs.Duration("checkpoint-interval", audit.DefaultCheckpointInterval,
+		"how often a checkpoint is signed besides the one after appends (env "+intervalEnv+")")
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "checkpoint-interval" })
+		if v := getenv(intervalEnv); v != "" && !given {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return server.Service{}, fmt.Errorf("%s must be a duration such as 10m, got %q", intervalEnv, v)
+			}
+			*interval = d
+		}
+		if *interval < time.Second {
+			return server.Service{}, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", *interval)
+		}
+		if *keyPath == "" {
+			*keyPath = filepath.Join(deps.DataDir, auditKeyFile)
+		}
+		if *logPath == "" {
+			*logPath = filepath.Join(deps.DataDir, auditCheckpointLogFile)
+		}
+		key, err := keyfile.ReadPrivate(*keyPath)
+		if err != nil {
+			return server.Service{}, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
+		}
+		return buildAudit(ctx, db, deps, audit.Config{
+			Signer: checkpoint.NewSigner(key), CheckpointLog: *logPath, CheckpointInterval: *interval,
+		})
+	}
+}
+
+func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Config) (server.Service, error) {
 	st, err := auditstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
 	}
 	// Mesh subjects allowed to append; the edge's own subject by default.
-	var appenders []string
-	for _, s := range strings.Split(getenv("TOOLMESH_AUDIT_APPENDERS"), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			appenders = append(appenders, s)
-		}
-	}
-	return audit.New(st, audit.Config{Appenders: appenders, Log: log}).Registration(), nil
+	cfg.Appenders = splitList(deps.Getenv("TOOLMESH_AUDIT_APPENDERS"))
+	cfg.Log = deps.Log
+	svc := audit.New(st, cfg)
+	// Checkpoints are signed until the server has stopped serving, so the
+	// last appends get theirs.
+	loop, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); svc.RunCheckpoints(loop) }()
+	deps.AfterStop(func() { stop(); <-done })
+	deps.Log.Info("audit.checkpoints", "origin", cfg.Signer.Origin(), "log", cfg.CheckpointLog, "interval", cfg.CheckpointInterval.String())
+	return svc.Registration(), nil
 }
 
 // buildMemory encrypts memory content at rest when TOOLMESH_MEMORY_KEY holds
@@ -234,8 +290,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fs.Var(calls, "service", "a domain service this one calls ("+strings.Join(d.calls, ", ")+") as domain=url (repeatable; default $"+servicesEnv+")")
 	}
+	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
 	telFlags := addTelemetryFlags(fs, getenv)
+	build := d.build
+	if d.flags != nil {
+		build = d.flags(fs, getenv)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	limits, err := limitFlags.limits()
+	if err != nil {
 		return err
 	}
 	if dsn != nil && *dsn == "" {
@@ -261,7 +326,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer db.Close()
 	}
-	deps := serveDeps{Getenv: getenv, Log: log}
+	var afterStop []func()
+	defer func() {
+		for _, fn := range slices.Backward(afterStop) {
+			fn()
+		}
+	}()
+	deps := serveDeps{Getenv: getenv, Log: log, DataDir: *dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
 	if len(d.calls) > 0 {
 		needed := serviceFlag{}
 		for _, c := range d.calls {
@@ -282,7 +353,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		defer tc.Close()
 		deps.Temporal = tc
 	}
-	svc, err := d.build(ctx, db, deps)
+	svc, err := build(ctx, db, deps)
 	if err != nil {
 		return err
 	}
@@ -291,9 +362,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler()}
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits}
 	if agentsURL != nil && *agentsURL != "" {
-		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
+		check := agentcheck.New(*agentsURL, agentcheck.Options{Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
 		log.Info("serve.agent_check", "enabled", true, "agents_url", *agentsURL)
 	} else if agentsURL != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
@@ -51,7 +53,15 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, map[string]string{"TOOLMESH_MESSAGES_DSN": messagesDSN}, "messages", "--addr", messagesAddr, "--data", data, "--mesh-public-key", pub,
 		"--agents-url", "http://"+agentsAddr)
 	serve(t, nil, "tasks", "--addr", tasksAddr, "--data", data, "--mesh-public-key", pub, "--dsn", tasksDSN, "--agents-url", "http://"+agentsAddr)
-	serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN}, "audit", "--addr", auditAddr, "--data", data, "--mesh-public-key", pub)
+	// The audit service's signing key and checkpoint log live elsewhere.
+	keys := t.TempDir()
+	auditKey, auditPub, _, err := ensureAuditKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoints := filepath.Join(keys, "checkpoints.log")
+	stopAudit := serve(t, map[string]string{"TOOLMESH_AUDIT_DSN": auditDSN, "TOOLMESH_AUDIT_KEY": auditKey}, "audit", "--addr", auditAddr, "--data", data,
+		"--mesh-public-key", pub, "--checkpoint-log", checkpoints)
 	memoryKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 	serve(t, map[string]string{"TOOLMESH_MEMORY_DSN": memoryDSN, "TOOLMESH_MEMORY_KEY": memoryKey}, "memory", "--addr", memoryAddr, "--data", data,
 		"--mesh-public-key", pub)
@@ -100,6 +110,22 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	if res, err := trail.Verify(local, &auditv1.VerifyRequest{}); err != nil || !res.GetIntact() || res.GetHead().GetSeq() != 1 {
 		t.Errorf("audit Verify = %v, %v; want one intact record", res, err)
+	}
+	// Stopping the service signs the append's checkpoint (if the loop had
+	// not yet), into the log given.
+	stopAudit()
+	if log, err := os.ReadFile(checkpoints); err != nil || !strings.Contains(string(log), "\n1\n") {
+		t.Errorf("checkpoint log after one append and a stop = %q, %v; want a checkpoint of record 1", log, err)
+	}
+	// Offline, against the PostgreSQL database: intact (and, at the end,
+	// cut).
+	verifyOffline := func() (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, []string{"audit", "verify", "--dsn", auditDSN, "--public-key", auditPub, "--checkpoints", checkpoints}, func(string) string { return "" }, nil, &out, discard{})
+		return out.String(), err
+	}
+	if out, err := verifyOffline(); err != nil || !strings.Contains(out, ": INTACT") {
+		t.Errorf("audit verify on PostgreSQL = %v:\n%s\nwant intact", err, out)
 	}
 
 	// memory: encrypted at rest, recalled by full-text search, best first.
@@ -158,6 +184,27 @@ func TestServeOnPostgres(t *testing.T) {
 	got, err := dir.Get(local, &agentsv1.GetRequest{AgentId: "bob"})
 	if err != nil || got.GetAgent().GetDisplayName() != "Bob" {
 		t.Errorf("agents Get(bob) after a restart = %v, %v; want the registered agent", got, err)
+	}
+
+	// The audit record deleted and the head row reset: offline verify
+	// reports the cut, proved by the checkpoint of record 1.
+	auditDB, err := sqldb.Open(ctx, auditDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER audit_records_no_delete ON audit_records`,
+		`DELETE FROM audit_records`,
+		`UPDATE audit_head SET seq = 0, hash = '` + auditGenesis + `'`,
+	} {
+		if _, err := auditDB.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	auditDB.Close()
+	var exit *exitError
+	if out, err := verifyOffline(); !errors.As(err, &exit) || exit.code != exitNotIntact || !strings.Contains(out, "record 1: truncated") {
+		t.Errorf("audit verify on PostgreSQL after the cut = %v:\n%s\nwant exit %d, record 1 truncated", err, out, exitNotIntact)
 	}
 }
 

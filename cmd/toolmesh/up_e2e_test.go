@@ -23,15 +23,15 @@ func TestUpRunsThePlan(t *testing.T) {
 	}
 	bin, temporal := meshBinaries(t)
 	m := startUp(t, bin, temporal)
-	offset, dir, printed := m.Offset, m.Dir, m.Printed
 	endpoint := m.Link(t, linkMCP)
-	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+offset); endpoint != want {
+	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+m.Offset); endpoint != want {
 		t.Errorf("MCP endpoint %s, want %s", endpoint, want)
 	}
 	// Every service of the plan is listed where it listens, and answers.
+	printed := strings.Join(m.Printed, "\n")
 	for name, d := range domains {
-		addr := fmt.Sprintf("127.0.0.1:%d", d.port+offset)
-		if !strings.Contains(strings.Join(printed, "\n"), name) || !strings.Contains(strings.Join(printed, "\n"), addr) {
+		addr := fmt.Sprintf("127.0.0.1:%d", d.port+m.Offset)
+		if !strings.Contains(printed, name) || !strings.Contains(printed, addr) {
 			t.Errorf("up does not print %s at %s", name, addr)
 		}
 	}
@@ -60,12 +60,12 @@ func TestUpRunsThePlan(t *testing.T) {
 		t.Errorf("up did not say it stopped: %q", rest)
 	}
 	for name, d := range domains {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+offset), time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+m.Offset), time.Second); err == nil {
 			c.Close()
 			t.Errorf("%s still listens after up stopped", name)
 		}
 	}
-	if left := processesUnder(dir); len(left) > 0 {
+	if left := processesUnder(m.Dir); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
 }

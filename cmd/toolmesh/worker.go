@@ -161,7 +161,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	// trace, even one built without deps.Telemetry.ClientOption.
 	httpClient := newH2CClient()
 	httpClient.Transport = tel.Transport(httpClient.Transport)
-	w := worker.New(tc, name, worker.Options{})
+	w := worker.New(tc, name, temporalclient.WorkerOptions())
 	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, MeshKey: key, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", tel.MetricsHandler())
-	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 }
 
 // newH2CClient returns an HTTP client that speaks cleartext HTTP/2 to the

@@ -20,7 +20,6 @@ package agentcheck
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -51,8 +51,6 @@ type Options struct {
 	Now func() time.Time
 	// HTTPClient reaches the agents service; an h2c client when nil.
 	HTTPClient connect.HTTPClient
-	// Log receives lookup failures.
-	Log *slog.Logger
 	// Telemetry instruments the lookups (spans inside the checked call's
 	// trace, the client RPC histogram).
 	Telemetry telemetry.Providers
@@ -63,7 +61,6 @@ type Checker struct {
 	client agentsv1connect.AgentsServiceClient
 	ttl    time.Duration
 	now    func() time.Time
-	log    *slog.Logger
 
 	mu     sync.Mutex
 	active map[string]time.Time // agent -> when the answer expires
@@ -83,9 +80,6 @@ func New(baseURL string, opts Options) *Checker {
 		protocols.SetUnencryptedHTTP2(true)
 		opts.HTTPClient = &http.Client{Transport: &http.Transport{Protocols: protocols}}
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
 	return &Checker{
 		// The lookup carries the caller's own identity (its verified mesh
 		// token, forwarded): it asks about itself.
@@ -93,7 +87,6 @@ func New(baseURL string, opts Options) *Checker {
 			connect.WithInterceptors(opts.Telemetry.ConnectInterceptor(), mesh.NewForwardingInterceptor())),
 		ttl:    opts.TTL,
 		now:    opts.Now,
-		log:    opts.Log,
 		active: map[string]time.Time{},
 	}
 }
@@ -120,9 +113,11 @@ func (c *Checker) Check(ctx context.Context) error {
 			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
 				"agent %s is not registered; an operator must register it (agents_register) before it can call this service", agent))
 		}
-		c.log.WarnContext(ctx, "agentcheck.lookup_failed", "agent", agent, "code", connect.CodeOf(err).String(), "error", err.Error())
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
-			"cannot check that agent %s is registered: the agents service did not answer (%s); try again", agent, connect.CodeOf(err)))
+		// The cause (with the agents service's own error id, if any) is
+		// logged under the answer's error id.
+		return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf(
+			"cannot check that agent %s is registered: the agents service did not answer (%s); try again", agent, connect.CodeOf(err)),
+			fmt.Errorf("look up agent %s: %w", agent, err))
 	}
 	switch s := res.GetAgent().GetStatus(); s {
 	case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:

@@ -2,11 +2,8 @@ package mesh
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,6 +13,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/toolmesh/toolmesh/internal/keyfile"
 )
 
 // The mesh token is a compact JWS (a JWT) signed with Ed25519 ("EdDSA"):
@@ -33,6 +31,10 @@ const (
 	// Audience is the "aud" of every mesh token.
 	Audience = "toolmesh-mesh"
 )
+
+// headerCritical is the JOSE header listing extensions a verifier must
+// understand (RFC 7515 §4.1.11); mesh tokens use none.
+const headerCritical jose.HeaderKey = "crit"
 
 // maxTokenLen bounds a presented token before it is parsed.
 const maxTokenLen = 4096
@@ -261,6 +263,9 @@ func (v *Verifier) verify(token string, now time.Time) (Caller, time.Time, error
 		return fail(tokenErr("alg", "the token is not an EdDSA-signed JWT"))
 	}
 	h := tok.Headers[0]
+	if _, ok := h.ExtraHeaders[headerCritical]; ok {
+		return fail(tokenErr("crit", "the token has critical header parameters (crit), which mesh tokens never use"))
+	}
 	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != TokenType {
 		return fail(tokenErr("typ", "the token is not a mesh token (typ %q)", typ))
 	}
@@ -298,74 +303,29 @@ func (v *Verifier) verify(token string, now time.Time) (Caller, time.Time, error
 }
 
 // GenerateKey returns a new Ed25519 mesh signing key.
-func GenerateKey() (ed25519.PrivateKey, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate mesh key: %w", err)
-	}
-	return priv, nil
-}
+func GenerateKey() (ed25519.PrivateKey, error) { return keyfile.Generate() }
 
 // MarshalPrivateKey encodes key as a PKCS #8 "PRIVATE KEY" PEM block.
-func MarshalPrivateKey(key ed25519.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode mesh key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
+func MarshalPrivateKey(key ed25519.PrivateKey) ([]byte, error) { return keyfile.MarshalPrivate(key) }
 
 // MarshalPublicKey encodes key as a PKIX "PUBLIC KEY" PEM block.
-func MarshalPublicKey(key ed25519.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode mesh public key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
-}
+func MarshalPublicKey(key ed25519.PublicKey) ([]byte, error) { return keyfile.MarshalPublic(key) }
 
 // ParsePrivateKey decodes a PKCS #8 PEM Ed25519 private key.
 func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, errors.New("mesh key: no PRIVATE KEY PEM block")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	k, err := keyfile.ParsePrivate(data)
 	if err != nil {
-		return nil, errors.New("mesh key: not a PKCS #8 private key")
+		return nil, fmt.Errorf("mesh key: %w", err)
 	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, errors.New("mesh key: not an Ed25519 key")
-	}
-	return priv, nil
+	return k, nil
 }
 
 // ParsePublicKeys decodes one or more PKIX PEM Ed25519 public keys (several
 // during a key rotation).
 func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
-	var keys []ed25519.PublicKey
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "PUBLIC KEY" {
-			return nil, fmt.Errorf("mesh public key: unexpected PEM block %q", block.Type)
-		}
-		k, err := x509.ParsePKIXPublicKey(block.Bytes)
-		if err != nil {
-			return nil, errors.New("mesh public key: not a PKIX public key")
-		}
-		pub, ok := k.(ed25519.PublicKey)
-		if !ok {
-			return nil, errors.New("mesh public key: not an Ed25519 key")
-		}
-		keys = append(keys, pub)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("mesh public key: no PUBLIC KEY PEM block")
+	keys, err := keyfile.ParsePublic(data)
+	if err != nil {
+		return nil, fmt.Errorf("mesh public key: %w", err)
 	}
 	return keys, nil
 }

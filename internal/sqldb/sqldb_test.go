@@ -257,3 +257,39 @@ func TestSQLiteInMemoryIsOneDatabase(t *testing.T) {
 		t.Errorf("items has %d rows, want 8", n)
 	}
 }
+
+// OpenReadOnly reads what is there and writes nothing: not a row, and not
+// a new database for a path that does not exist.
+func TestOpenReadOnlyReadsButNeverWrites(t *testing.T) {
+	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
+		dsn := e.NewDSN(t)
+		rw := sqldbtest.Open(t, dsn)
+		if _, err := rw.Exec(`CREATE TABLE evidence (n INTEGER)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rw.Exec(`INSERT INTO evidence (n) VALUES (1)`); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := sqldb.OpenReadOnly(t.Context(), dsn)
+		if err != nil {
+			t.Fatalf("OpenReadOnly: %v", err)
+		}
+		defer ro.Close()
+		if n := count(t, ro, `SELECT COUNT(*) FROM evidence`); n != 1 {
+			t.Errorf("read-only count = %d, want 1", n)
+		}
+		if _, err := ro.Exec(`INSERT INTO evidence (n) VALUES (2)`); err == nil {
+			t.Error("an insert through the read-only database succeeded")
+		}
+		if n := count(t, rw, `SELECT COUNT(*) FROM evidence`); n != 1 {
+			t.Errorf("after the refused insert count = %d, want 1", n)
+		}
+	})
+	missing := t.TempDir() + "/missing.db"
+	if _, err := sqldb.OpenReadOnly(t.Context(), missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenReadOnly of a missing SQLite file: %v, want not exist", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenReadOnly created %s", missing)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -102,4 +103,18 @@ func DataConverter() converter.DataConverter {
 		converter.NewProtoPayloadConverter(),
 		converter.NewJSONPayloadConverter(),
 	)
+}
+
+// WorkerOptions are the options of every toolmesh worker. Workflows and
+// activities are registered under explicit names and called by those
+// names, never by function reference, so renaming a Go function renames
+// no Temporal type (docs/workflows.md).
+func WorkerOptions() worker.Options {
+	return worker.Options{DisableRegistrationAliasing: true}
+}
+
+// ReplayerOptions replay a history the way a worker with WorkerOptions,
+// on a client from Dial, runs it.
+func ReplayerOptions() worker.WorkflowReplayerOptions {
+	return worker.WorkflowReplayerOptions{DataConverter: DataConverter(), DisableRegistrationAliasing: true}
 }

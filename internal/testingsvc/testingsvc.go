@@ -60,6 +60,11 @@ func (s *Service) Server() server.Service {
 	return server.Register(testingv1connect.TestingServiceName, testingv1connect.TestingServiceHandler(s), testingv1connect.NewTestingServiceHandler, testingv1.RegisterTestingServiceHandler)
 }
 
+// NotesServer describes the notes service, served by the same backend.
+func (s *Service) NotesServer() server.Service {
+	return server.Register(testingv1connect.TestingNotesServiceName, testingv1connect.TestingNotesServiceHandler(s), testingv1connect.NewTestingNotesServiceHandler, testingv1.RegisterTestingNotesServiceHandler)
+}
+
 // Calls returns how many calls of method ("Echo", "Purge", ...) reached the
 // handler; "Wait.cancelled" counts waits cut short by their caller.
 func (s *Service) Calls(method string) int {
@@ -153,7 +158,7 @@ func failure(f testingv1.Failure) error {
 	case testingv1.Failure_FAILURE_CAPABILITY_GAP:
 		return mesh.NewCapabilityGapError("testing.echo_channel", errors.New("no echo channel is configured on this service; configure one to echo"))
 	case testingv1.Failure_FAILURE_UNAVAILABLE:
-		return connect.NewError(connect.CodeUnavailable, errors.New("upstream store: connection refused"))
+		return connect.NewError(connect.CodeUnavailable, errors.New("the echo store is unavailable; try again"))
 	case testingv1.Failure_FAILURE_INTERNAL_SECRET:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("open store postgres://app:pa55w0rd@db:5432/x failed (%s)", SecretInError))
 	case testingv1.Failure_FAILURE_PANIC:
@@ -173,6 +178,57 @@ func (s *Service) ListItems(ctx context.Context, req *testingv1.ListItemsRequest
 		items = append(items, fmt.Sprintf("item-%03d", i))
 	}
 	return &testingv1.ListItemsResponse{Items: items, Page: paging.New(offset, limit, ItemCount)}, nil
+}
+
+// GetNote implements TestingNotesService.GetNote.
+func (s *Service) GetNote(ctx context.Context, req *testingv1.GetNoteRequest) (*testingv1.GetNoteResponse, error) {
+	s.count("GetNote")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(req.GetNoteId(), "note-%d", &n); err != nil || n < 1 || n > s.noteCount(agent) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("note %s not found", req.GetNoteId()))
+	}
+	return &testingv1.GetNoteResponse{Note: note(agent, n)}, nil
+}
+
+// NoteStats implements TestingNotesService.NoteStats.
+func (s *Service) NoteStats(ctx context.Context, _ *testingv1.NoteStatsRequest) (*testingv1.NoteStatsResponse, error) {
+	s.count("NoteStats")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &testingv1.NoteStatsResponse{Count: int32(s.noteCount(agent))}, nil
+}
+
+// ListNotes implements TestingNotesService.ListNotes.
+func (s *Service) ListNotes(ctx context.Context, req *testingv1.ListNotesRequest) (*testingv1.ListNotesResponse, error) {
+	s.count("ListNotes")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	total := s.noteCount(agent)
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	res := &testingv1.ListNotesResponse{Page: paging.New(offset, limit, total)}
+	for i := offset; i < offset+limit && i < total; i++ {
+		res.Notes = append(res.Notes, note(agent, i+1))
+	}
+	return res, nil
+}
+
+func (s *Service) noteCount(agent string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notes[agent]
+}
+
+// note is the agent's nth note.
+func note(agent string, n int) *testingv1.Note {
+	return &testingv1.Note{Id: fmt.Sprintf("note-%d", n), Text: fmt.Sprintf("note %d of %s", n, agent)}
 }
 
 // Write implements TestingService.Write.

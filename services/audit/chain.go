@@ -82,8 +82,9 @@ func sealed(r *auditv1.Record) bool {
 // whose verdict waits for the next record, so any length of chain is checked
 // in constant memory.
 type checker struct {
-	head   *auditv1.Checkpoint // nil when the head checkpoint is missing
-	anchor *auditv1.Checkpoint // nil when none was given
+	head    *auditv1.Checkpoint // nil when the head checkpoint is missing
+	anchor  *auditv1.Checkpoint // nil when none was given
+	witness *witness            // signed checkpoints; nil when none
 
 	expect   int64  // the sequence number the next record must have
 	prev     string // hash of the last verified record
@@ -94,8 +95,8 @@ type checker struct {
 	pending *auditv1.Record
 }
 
-func newChecker(head, anchor *auditv1.Checkpoint) *checker {
-	return &checker{head: head, anchor: anchor, expect: 1, prev: GenesisHash}
+func newChecker(head, anchor *auditv1.Checkpoint, w *witness) *checker {
+	return &checker{head: head, anchor: anchor, witness: w, expect: 1, prev: GenesisHash}
 }
 
 func bad(seq int64, p auditv1.Problem, format string, args ...any) *auditv1.Finding {
@@ -140,6 +141,9 @@ func (c *checker) next(r *auditv1.Record) *auditv1.Finding {
 		return bad(seq, auditv1.Problem_PROBLEM_ANCHOR_MISMATCH,
 			"record %d differs from the anchor: its hash is %s, the anchor says %s; the trail up to it was rewritten", seq, r.GetHash(), a.GetHash())
 	}
+	if f := c.witness.holds(seq, r.GetHash()); f != nil {
+		return f
+	}
 	c.prevprev, c.prev = c.prev, r.GetHash()
 	c.expect++
 	c.verified++
@@ -163,15 +167,16 @@ func (c *checker) end() *auditv1.Finding {
 	if c.pending != nil {
 		return c.brokenLink(c.pending)
 	}
+	if f := c.witness.holds(0, GenesisHash); f != nil {
+		return f
+	}
 	last := c.expect - 1
+	if f := c.truncated(last); f != nil {
+		return f
+	}
 	if c.head == nil {
 		return bad(0, auditv1.Problem_PROBLEM_HEAD_MISSING,
 			"the head checkpoint is missing, so a removed tail cannot be detected; the %d records present check out", last)
-	}
-	if last < c.head.GetSeq() {
-		return bad(c.expect, auditv1.Problem_PROBLEM_TRUNCATED,
-			"records %d to %d are gone: the trail ends at record %d but the head checkpoint is at record %d",
-			c.expect, c.head.GetSeq(), last, c.head.GetSeq())
 	}
 	if c.head.GetHash() != c.prev {
 		return bad(last, auditv1.Problem_PROBLEM_HEAD_MISMATCH,
@@ -188,4 +193,38 @@ func (c *checker) end() *auditv1.Finding {
 		}
 	}
 	return nil
+}
+
+// truncated reports a trail that ends at record last before the head
+// checkpoint or the latest signed checkpoint does.
+func (c *checker) truncated(last int64) *auditv1.Finding {
+	var proof *auditv1.SignedCheckpoint
+	if l := c.witness.latestSigned(); l != nil && l.GetSeq() > last {
+		proof = l
+	}
+	head := c.head != nil && c.head.GetSeq() > last
+	var f *auditv1.Finding
+	switch {
+	case head && proof != nil && proof.GetSeq() >= c.head.GetSeq():
+		f = bad(c.expect, auditv1.Problem_PROBLEM_TRUNCATED,
+			"records %d to %d are gone: the trail ends at record %d but %s names record %d",
+			c.expect, proof.GetSeq(), last, describe(proof), proof.GetSeq())
+	case head:
+		f = bad(c.expect, auditv1.Problem_PROBLEM_TRUNCATED,
+			"records %d to %d are gone: the trail ends at record %d but the head checkpoint is at record %d",
+			c.expect, c.head.GetSeq(), last, c.head.GetSeq())
+	case proof != nil:
+		f = bad(c.expect, auditv1.Problem_PROBLEM_TRUNCATED,
+			"records %d to %d are gone: the trail ends at record %d but %s names record %d; the head checkpoint in the database was rewritten to hide it",
+			c.expect, proof.GetSeq(), last, describe(proof), proof.GetSeq())
+	default:
+		return nil
+	}
+	f.Checkpoint = proof
+	return f
+}
+
+// describe names a signed checkpoint in a finding's detail.
+func describe(s *auditv1.SignedCheckpoint) string {
+	return fmt.Sprintf("the checkpoint signed at %s (%s)", s.GetTime().AsTime().UTC().Format(timeLayout), s.GetSource())
 }

@@ -7,21 +7,24 @@
 // transaction as each record, so a cut-off tail shows too. Verify walks the
 // whole chain and reports the first bad record.
 //
-// What verify can and cannot see: it detects any change made to the records
-// without recomputing the hashes that follow, any removed, inserted or
-// reordered record, and a removed tail. Someone who can write the database
-// and recomputes every later hash and the head checkpoint leaves a chain that
-// checks out by itself; the anchor of Verify (a head kept somewhere else)
-// catches that rewrite for everything up to the anchor.
+// A chain alone cannot show everything: someone who can write the database
+// and recomputes every later hash and the head row leaves a chain that checks
+// out by itself, and so does a tail cut together with the head row. So the
+// service also signs checkpoints of the head with a key of its own (package
+// checkpoint) and publishes them outside the database: appended to a
+// checkpoint log file that an operator ships elsewhere, and logged. Verify
+// checks the chain against every signed checkpoint it is given or wrote: a
+// chain shorter than one is truncated, a chain whose record at a
+// checkpoint's position has another hash is forked.
 package audit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -32,6 +35,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -44,6 +48,16 @@ type Config struct {
 	Now Clock
 	// Log receives the service's events; nothing is logged when nil.
 	Log *slog.Logger
+	// Signer signs checkpoints of the chain with the audit service's own
+	// key. Without one no checkpoints are signed and only the chain and its
+	// head row protect the trail.
+	Signer *checkpoint.Signer
+	// CheckpointLog is the file every signed checkpoint is appended to;
+	// with "" checkpoints are only logged (audit.checkpoint_signed).
+	CheckpointLog string
+	// CheckpointInterval is how often a checkpoint is signed besides the
+	// ones after appends; DefaultCheckpointInterval when 0.
+	CheckpointInterval time.Duration
 }
 
 // Service implements toolmesh.audit.v1.AuditService.
@@ -52,6 +66,7 @@ type Service struct {
 	appenders []string
 	now       Clock
 	log       *slog.Logger
+	cp        *checkpointer // nil without a signer
 }
 
 var _ auditv1connect.AuditServiceHandler = (*Service)(nil)
@@ -67,7 +82,28 @@ func New(store Store, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: store, appenders: slices.Clone(cfg.Appenders), now: cfg.Now, log: cfg.Log}
+	return &Service{store: store, appenders: slices.Clone(cfg.Appenders), now: cfg.Now, log: cfg.Log, cp: newCheckpointer(store, cfg)}
+}
+
+// RunCheckpoints signs and publishes checkpoints until ctx ends: one at
+// start, one after appends (many appends close together share one), one
+// every CheckpointInterval, and a last one for the appends since the one
+// before when ctx ends. Run it beside the server and stop it after the
+// server stopped serving. Without a signer it returns at once.
+func (s *Service) RunCheckpoints(ctx context.Context) {
+	if s.cp != nil {
+		s.cp.run(ctx)
+	}
+}
+
+// Checkpoint signs and publishes a checkpoint of the head now. It refuses
+// (ErrCheckpointRefused) when the chain no longer extends the last signed
+// checkpoint.
+func (s *Service) Checkpoint(ctx context.Context) (checkpoint.Signed, error) {
+	if s.cp == nil {
+		return checkpoint.Signed{}, errors.New("the audit service has no checkpoint signing key")
+	}
+	return s.cp.sign(ctx, true)
 }
 
 // Registration describes the service for internal/server: its Connect
@@ -135,6 +171,7 @@ func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*audi
 	}
 	if !replayed {
 		s.log.InfoContext(ctx, "audit.record_appended", "seq", rec.GetSeq(), "tool", rec.GetTool(), "actor", rec.GetActor(), "call_id", rec.GetCallId())
+		s.cp.notify()
 	}
 	return &auditv1.AppendResponse{Record: rec, Replayed: replayed}, nil
 }
@@ -165,6 +202,21 @@ func (s *Service) List(ctx context.Context, req *auditv1.ListRequest) (*auditv1.
 	return &auditv1.ListResponse{Records: list, Page: paging.New(offset, limit, total)}, nil
 }
 
+// Head implements AuditService.Head.
+func (s *Service) Head(ctx context.Context, _ *auditv1.HeadRequest) (*auditv1.HeadResponse, error) {
+	if err := requireCaller(ctx); err != nil {
+		return nil, err
+	}
+	head, err := s.store.Head(ctx)
+	if errors.Is(err, ErrHeadMissing) {
+		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("the audit head checkpoint is missing; run audit_verify"))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read audit head: %w", err))
+	}
+	return &auditv1.HeadResponse{Head: head}, nil
+}
+
 // Verify implements AuditService.Verify. The stored records are the
 // audit_chain boundary: a bad chain is logged there once, and answered as a
 // result (intact false and the first bad record), not as an error, because
@@ -173,34 +225,44 @@ func (s *Service) Verify(ctx context.Context, req *auditv1.VerifyRequest) (*audi
 	if err := requireCaller(ctx); err != nil {
 		return nil, err
 	}
-	res := &auditv1.VerifyResponse{}
-	err := s.store.Walk(ctx, func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
-		res.Head = head
-		c := newChecker(head, req.GetAnchor())
-		for r, err := range records {
-			if err != nil {
-				return err
-			}
-			if res.FirstBad = c.next(r); res.FirstBad != nil {
-				break
-			}
+	ev := Evidence{Anchor: req.GetAnchor()}
+	if s.cp != nil {
+		var err error
+		if ev.Checkpoints, ev.Rejected, err = s.cp.evidence(); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
 		}
-		if res.FirstBad == nil {
-			res.FirstBad = c.end()
-		}
-		res.VerifiedRecords = c.verified
-		return nil
-	})
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read audit trail: %w", err))
 	}
-	res.Intact = res.FirstBad == nil
+	if text := req.GetCheckpoints(); text != "" {
+		if s.cp == nil {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("this audit service signs no checkpoints, so it cannot check the ones given"))
+		}
+		valid, rejected, err := s.cp.verifier.Read(strings.NewReader(text), "request")
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		ev.Checkpoints, ev.Rejected = append(ev.Checkpoints, valid...), append(ev.Rejected, rejected...)
+	}
+	res, err := VerifyTrail(ctx, s.store, ev)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	var vs []boundary.Violation
 	if f := res.GetFirstBad(); f != nil {
-		boundary.LogRejection(ctx, s.log, boundary.AuditChain, []boundary.Violation{{
+		vs = append(vs, boundary.Violation{
 			Field:   fmt.Sprintf("records[%d]", f.GetSeq()),
 			Rule:    "audit_chain." + problemName(f.GetProblem()),
 			Message: f.GetDetail(),
-		}})
+		})
+	}
+	for _, r := range res.GetRejectedCheckpoints() {
+		vs = append(vs, boundary.Violation{
+			Field:   "checkpoints[" + r.GetSource() + "]",
+			Rule:    "audit_chain.checkpoint_" + enumWord(r.GetProblem().String(), "CHECKPOINT_PROBLEM_"),
+			Message: r.GetDetail(),
+		})
+	}
+	if len(vs) > 0 {
+		boundary.LogRejection(ctx, s.log, boundary.AuditChain, vs)
 	}
 	return res, nil
 }

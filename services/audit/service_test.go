@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -34,9 +36,14 @@ import (
 // env is one running audit service with its database and its log.
 type env struct {
 	srv *servertest.Server
+	svc *audit.Service
 	db  *sqldb.DB
 	log *logtest.Buffer
 	c   auditv1connect.AuditServiceClient
+	// checkpoints is the service's checkpoint log and signer its key (""
+	// and nil without one).
+	checkpoints string
+	signer      *checkpoint.Signer
 }
 
 // pg is the PostgreSQL cluster of this test binary, started by the first
@@ -47,7 +54,8 @@ func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 
 // start serves the audit service on a fresh database of engine db. The
 // tests use only portable SQL (and dialect-aware tampering), so they hold on
-// every engine.
+// every engine. With a signer in cfg, the service writes its checkpoints to
+// a fresh log file of its own.
 func start(t *testing.T, cfg audit.Config, db sqldbtest.Engine) *env {
 	t.Helper()
 	sdb := db.Open(t)
@@ -57,7 +65,11 @@ func start(t *testing.T, cfg audit.Config, db sqldbtest.Engine) *env {
 	}
 	buf := &logtest.Buffer{}
 	cfg.Log = logging.New(buf, nil)
-	return &env{srv: servertest.Start(t, audit.New(st, cfg).Registration()), db: sdb, log: buf}
+	if cfg.Signer != nil {
+		cfg.CheckpointLog = filepath.Join(t.TempDir(), "audit-checkpoints.log")
+	}
+	svc := audit.New(st, cfg)
+	return &env{srv: servertest.Start(t, svc.Registration()), svc: svc, db: sdb, log: buf, checkpoints: cfg.CheckpointLog, signer: cfg.Signer}
 }
 
 // eachBackend runs fn against a fresh server on each database, once over
@@ -106,8 +118,14 @@ func appendReq(i int) *auditv1.AppendRequest {
 // appendN appends records 1..n and returns them in chain order.
 func appendN(t *testing.T, e *env, n int) []*auditv1.Record {
 	t.Helper()
-	out := make([]*auditv1.Record, 0, n)
-	for i := 1; i <= n; i++ {
+	return appendRange(t, e, 1, n)
+}
+
+// appendRange appends records from..to and returns them in chain order.
+func appendRange(t *testing.T, e *env, from, to int) []*auditv1.Record {
+	t.Helper()
+	out := make([]*auditv1.Record, 0, to-from+1)
+	for i := from; i <= to; i++ {
 		res, err := e.c.Append(asEdge(), appendReq(i))
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -170,6 +188,32 @@ func TestEmptyTrailVerifies(t *testing.T) {
 		want := &auditv1.VerifyResponse{Intact: true, Head: &auditv1.Checkpoint{Seq: 0, Hash: audit.GenesisHash}}
 		if diff := cmp.Diff(want, res, protocmp.Transform()); diff != "" {
 			t.Errorf("Verify of an empty trail (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestHeadFollowsTheLastRecord(t *testing.T) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
+		head := func() *auditv1.Checkpoint {
+			t.Helper()
+			res, err := e.c.Head(asReader(), &auditv1.HeadRequest{})
+			if err != nil {
+				t.Fatalf("Head: %v", err)
+			}
+			return res.GetHead()
+		}
+		if diff := cmp.Diff(&auditv1.Checkpoint{Seq: 0, Hash: audit.GenesisHash}, head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head of an empty trail (-want +got):\n%s", diff)
+		}
+		recs := appendN(t, e, 2)
+		if diff := cmp.Diff(&auditv1.Checkpoint{Seq: 2, Hash: recs[1].GetHash()}, head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head after two records (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(verify(t, e, nil).GetHead(), head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head differs from the head Verify reports (-verify +head):\n%s", diff)
+		}
+		if _, err := e.c.Head(context.Background(), &auditv1.HeadRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("Head without identity: %v, want unauthenticated", err)
 		}
 	})
 }
@@ -699,6 +743,9 @@ func TestServesREST(t *testing.T) {
 		}
 		if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
 			t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)
+		}
+		if code, body := get("/v1/audit/head"); code != http.StatusOK || !strings.Contains(body, `"seq":"3"`) {
+			t.Errorf("GET /v1/audit/head = %d %s, want seq 3", code, body)
 		}
 		if code, body := get("/v1/audit/verify"); code != http.StatusOK || !strings.Contains(body, `"intact":true`) {
 			t.Errorf("GET /v1/audit/verify = %d %s, want intact", code, body)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -343,7 +344,7 @@ func TestReviewBodyRule(t *testing.T) {
 
 // envelope is what an MCP client sees for err.
 func envelope(err error) *toolcall.Envelope {
-	return toolcall.FromError(context.Background(), "github_tool", err)
+	return toolcall.FromError(context.Background(), logging.Discard(), "github_tool", err)
 }
 
 func TestGitHubRefusalsMapToDomainCodes(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
@@ -64,7 +65,7 @@ func (s *Service) DeliverInbound(ctx context.Context, req *remoteagentsv1.Delive
 	sent, err := s.messages.Send(withIdempotencyKey(ctx, "a2a:"+req.GetA2AMessageId()),
 		&messagesv1.SendRequest{ToAgent: req.GetAgentId(), Message: req.GetText()})
 	if err != nil {
-		return nil, err
+		return nil, messagesError(err, "could not deliver the message; try again")
 	}
 	m := sent.GetMessage()
 	now := s.nowMillis()
@@ -154,8 +155,11 @@ func (s *Service) currentInbound(ctx context.Context, taskID string) (*remoteage
 		return in, nil
 	}
 	reply, err := s.reply(ctx, in)
-	if err != nil || reply == nil {
-		return in, err
+	if err != nil {
+		return nil, messagesError(err, "could not read the task's thread; try again")
+	}
+	if reply == nil {
+		return in, nil
 	}
 	ended, changed, err := s.store.EndInbound(ctx, in.GetTaskId(), inboundCompleted, reply.GetText(), reply.GetId(), s.nowMillis())
 	if err != nil {
@@ -185,6 +189,19 @@ func (s *Service) reply(ctx context.Context, in *remoteagentsv1.Inbound) (*messa
 		}
 	}
 	return first, nil
+}
+
+// messagesError is what the caller gets when the messages service refused
+// or failed: its refusal (the depth limit) in its words, anything else as
+// unavailable, the cause logged under an error id.
+func messagesError(err error, unavailable string) error {
+	if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return connect.NewError(connect.CodeFailedPrecondition, errors.New(ce.Message()))
+		}
+	}
+	return rpcerror.WithCause(connect.CodeUnavailable, unavailable, fmt.Errorf("messages service: %w", err))
 }
 
 type idempotencyKeyCtx struct{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
@@ -108,8 +109,7 @@ func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest)
 				s.log.ErrorContext(ctx, "remoteagents.invoke_rollback_failed", "invocation_id", id, "error", derr)
 			}
 		}
-		s.log.ErrorContext(ctx, "remoteagents.invoke_start_failed", "invocation_id", id, "agent", agent, "error", err)
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("could not start the invocation; try again"))
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not start the invocation; try again", fmt.Errorf("start invocation %s: %w", id, err))
 	}
 	if created {
 		s.log.InfoContext(ctx, "remoteagents.invoked", "invocation_id", id, "agent", agent, "depth", stored.GetDepth(), "workflow_id", stored.GetWorkflowId())
@@ -224,8 +224,7 @@ func (s *Service) CancelInvocation(ctx context.Context, req *remoteagentsv1.Canc
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("invocations are unavailable: the remoteagents service runs without Temporal"))
 	}
 	if err := s.wf.CancelInvoke(ctx, inv.GetWorkflowId()); err != nil {
-		s.log.ErrorContext(ctx, "remoteagents.cancel_failed", "invocation_id", inv.GetInvocationId(), "error", err)
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("could not cancel the invocation; try again"))
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not cancel the invocation; try again", fmt.Errorf("cancel invocation %s: %w", inv.GetInvocationId(), err))
 	}
 	s.log.InfoContext(ctx, "remoteagents.cancel_requested", "invocation_id", inv.GetInvocationId(), "agent", inv.GetAgentId())
 	return &remoteagentsv1.CancelInvocationResponse{Invocation: s.await(ctx, inv, cancelWait)}, nil

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -193,7 +194,7 @@ func TestUnconfiguredIsACapabilityGap(t *testing.T) {
 		if !ok || gap != search.GapProvider || !strings.Contains(err.Error(), "TOOLMESH_SEARCH_PROVIDER") {
 			t.Errorf("error = %v, want capability gap %s naming what to configure", err, search.GapProvider)
 		}
-		env := toolcall.FromError(context.Background(), "search_web", err)
+		env := toolcall.FromError(context.Background(), logging.Discard(), "search_web", err)
 		if env.DomainCode != toolcall.CodeCapabilityGap || env.Gap != search.GapProvider {
 			t.Errorf("envelope = %+v, want capability_gap %s", env, search.GapProvider)
 		}
@@ -228,7 +229,7 @@ func TestProviderRefusalsMapToDomainCodes(t *testing.T) {
 			srv := servertest.Start(t, search.New(search.Config{Provider: tc.provider(t, a)}).Registration())
 			c := searchv1connect.NewSearchServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
 			_, err := c.Web(as(), &searchv1.WebRequest{Query: "q"})
-			env := toolcall.FromError(context.Background(), "search_web", err)
+			env := toolcall.FromError(context.Background(), logging.Discard(), "search_web", err)
 			if env.DomainCode != tc.code || env.RetryAfterSeconds != tc.retryAfter || !strings.Contains(env.Message, tc.says) {
 				t.Errorf("envelope = %+v, want %s with retry_after_seconds %d saying %q", env, tc.code, tc.retryAfter, tc.says)
 			}

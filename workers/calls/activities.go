@@ -87,9 +87,20 @@ func NewActivities(cfg Config) (*Activities, error) {
 
 // Register adds the workflow and the activities to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(ElicitedCall, workflow.RegisterOptions{Name: Contract().Name})
-	w.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
-	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
+	RegisterWorkflows(w)
+	RegisterActivities(w, a)
+}
+
+// RegisterWorkflows adds the elicited call workflow, under its contract
+// name, to r (a worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(ElicitedCall, workflow.RegisterOptions{Name: Contract().Name})
+}
+
+// RegisterActivities adds the activities of a to r, under their names.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
+	r.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
 }
 
 // errUnavailable is the failure type of an attempt whose service was
@@ -114,7 +125,7 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	if in.GetAudit() {
 		var err error
 		if raw, reason, err = toolcall.StripAdmin(args, b.Input()); err != nil {
-			return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+			return output(toolcall.Unexpected(ctx, a.log, in.GetTool(), err))
 		}
 	}
 	msg, vs := b.Decode(ctx, raw)
@@ -124,7 +135,7 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	caller := meshCaller(in.GetCaller())
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()})
 	if env.DomainCode == toolcall.CodeUnavailable {
-		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+		return nil, unavailable(env)
 	}
 	a.log.InfoContext(ctx, "calls.invoked", "tool", in.GetTool(), "subject", caller.Subject, "agent", caller.Agent,
 		"status", env.Status, "domain_code", env.DomainCode, "call_id", in.GetIdempotencyKey(), "attempt", activity.GetInfo(ctx).Attempt)
@@ -161,7 +172,7 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+		return output(toolcall.Unexpected(ctx, a.log, in.GetTool(), fmt.Errorf("re-encode preview arguments: %w", err)))
 	}
 	msg, vs := b.Decode(ctx, raw)
 	if vs != nil {
@@ -169,9 +180,20 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 	}
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: meshCaller(in.GetCaller())})
 	if env.DomainCode == toolcall.CodeUnavailable {
-		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+		return nil, unavailable(env)
 	}
 	return output(env)
+}
+
+// unavailable fails an attempt whose service was unreachable (it is
+// retried); the envelope goes with it, so that the workflow answers with the
+// last attempt's envelope, error id included.
+func unavailable(env *toolcall.Envelope) error {
+	out, err := output(env)
+	if err != nil {
+		return err
+	}
+	return temporal.NewApplicationError(env.Message, errUnavailable, out.GetEnvelope())
 }
 
 func meshCaller(c *callsv1.Caller) mesh.Caller {

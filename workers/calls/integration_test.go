@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,29 +17,23 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
-var (
-	temporalServer temporaltest.Shared
-	record         = flag.Bool("record", false, "record the replay histories in testdata/histories from a real dev server")
-)
+// temporalServer is the dev server of the tests that need one, started by
+// the first of them.
+var temporalServer temporaltest.Shared
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(temporalServer.Run(m))
-}
+var record = flag.String("record", "", workflowtest.RecordUsage)
+
+func TestMain(m *testing.M) { os.Exit(temporalServer.Run(m)) }
 
 // devCall is an ElicitedCall on the dev server, its activities faked.
 type devCall struct {
@@ -51,40 +44,54 @@ type devCall struct {
 }
 
 func newDevCall(t *testing.T) *devCall {
-	s := temporalServer.Server(t)
-	c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: s.HostPort, Namespace: s.Namespace}, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	d := &devCall{t: t, c: c, queue: "calls-" + hex.EncodeToString(r[:])}
-	w := worker.New(c, d.queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(calls.ElicitedCall, workflow.RegisterOptions{Name: calls.Contract().Name})
-	w.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
-		d.invokes.Add(1)
-		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"removed":2}}`}, nil
-	}, activity.RegisterOptions{Name: calls.ActivityInvoke})
-	w.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
-		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"next_runs":["2030-01-01T11:00:00Z","2030-01-01T13:00:00Z","2030-01-01T15:00:00Z"]}}`}, nil
-	}, activity.RegisterOptions{Name: calls.ActivityPreview})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	c := dial(t)
+	d := &devCall{t: t, c: c, queue: "calls-" + randomHex(4)}
+	workflowtest.StartWorker(t, c, d.queue, func(r worker.Registry) {
+		calls.RegisterWorkflows(r)
+		d.registerActivities(r)
+	})
 	return d
 }
 
+// dial connects to the shared dev server the way a worker does.
+func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServer.Server(t)) }
+
+// registerActivities adds fakes of the activities: the side effect counts
+// its runs, the preview shows three run times.
+func (d *devCall) registerActivities(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+		d.invokes.Add(1)
+		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"removed":2}}`}, nil
+	}, activity.RegisterOptions{Name: calls.ActivityInvoke})
+	r.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"next_runs":["2030-01-01T11:00:00Z","2030-01-01T13:00:00Z","2030-01-01T15:00:00Z"]}}`}, nil
+	}, activity.RegisterOptions{Name: calls.ActivityPreview})
+}
+
 // start starts the workflow with round 0 (update-with-start, as the edge
-// does) and returns its id, run id and first result.
+// does) and returns its run id and first result.
 func (d *devCall) start(id string, in *callsv1.ElicitedCallInput) (string, *callsv1.RoundResult) {
 	d.t.Helper()
-	op := d.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: id, TaskQueue: d.queue,
+	run, res, err := startCall(context.Background(), d.c, d.queue, id, in)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return run.GetRunID(), res
+}
+
+// round delivers a round; it returns the update's error (a refusal).
+func (d *devCall) round(id, runID string, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	return sendRound(context.Background(), d.c, id, runID, round, answers)
+}
+
+// startCall starts an elicited call on queue with round 0, as the edge does
+// (update-with-start), and returns the run and the first round's result.
+func startCall(ctx context.Context, c client.Client, queue, id string, in *callsv1.ElicitedCallInput) (client.WorkflowRun, *callsv1.RoundResult, error) {
+	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: id, TaskQueue: queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, calls.Contract().Name, in)
-	h, err := d.c.UpdateWithStartWorkflow(context.Background(), client.UpdateWithStartWorkflowOptions{
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateID: id + "/1", UpdateName: calls.RoundUpdate().Name,
@@ -93,25 +100,23 @@ func (d *devCall) start(id string, in *callsv1.ElicitedCallInput) (string, *call
 		},
 	})
 	if err != nil {
-		d.t.Fatal(err)
+		return nil, nil, err
 	}
 	var res callsv1.RoundResult
-	if err := h.Get(context.Background(), &res); err != nil {
-		d.t.Fatal(err)
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, nil, err
 	}
-	run, err := op.Get(context.Background())
+	run, err := op.Get(ctx)
 	if err != nil {
-		d.t.Fatal(err)
+		return nil, nil, err
 	}
-	return run.GetRunID(), &res
+	return run, &res, nil
 }
 
-// round delivers a round; it returns the update's error (a refusal).
-func (d *devCall) round(id, runID string, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
-	var nonce [4]byte
-	_, _ = rand.Read(nonce[:])
-	h, err := d.c.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: id, RunID: runID, UpdateID: fmt.Sprintf("%s/%d/%x", id, round+1, nonce),
+// sendRound delivers the answers of a round.
+func sendRound(ctx context.Context, c client.Client, id, runID string, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, RunID: runID, UpdateID: fmt.Sprintf("%s/%d/%s", id, round+1, randomHex(4)),
 		UpdateName:   calls.RoundUpdate().Name,
 		Args:         []any{&callsv1.RoundRequest{Round: round, ArgumentsDigest: digest, Answers: answers}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -120,7 +125,7 @@ func (d *devCall) round(id, runID string, round int32, answers map[string]*calls
 		return nil, err
 	}
 	var res callsv1.RoundResult
-	if err := h.Get(context.Background(), &res); err != nil {
+	if err := h.Get(ctx, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -128,22 +133,21 @@ func (d *devCall) round(id, runID string, round int32, answers map[string]*calls
 
 func (d *devCall) history(id, runID string) *historypb.History {
 	d.t.Helper()
-	var h historypb.History
-	it := d.c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			d.t.Fatal(err)
-		}
-		h.Events = append(h.Events, e)
+	h, err := workflowtest.History(context.Background(), d.c, id, runID)
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	return &h
+	return h
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func callID(t *testing.T) string {
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	return "call/testing_purge/" + strings.ReplaceAll(t.Name(), "/", "_") + "-" + hex.EncodeToString(r[:])
+	return "call/testing_purge/" + strings.ReplaceAll(t.Name(), "/", "_") + "-" + randomHex(8)
 }
 
 // On a real server: a stale, repeated or foreign round is refused without
@@ -181,108 +185,78 @@ func TestRefusedRoundsLeaveNoTraceInHistory(t *testing.T) {
 	}
 }
 
-// Recorded histories of real runs replay against today's workflow code: a
-// change that would break calls in flight fails here. Record them again
-// (only for an intended, versioned change) with
-//
-//	go test ./workers/calls -run TestReplay -record
+// Every history ever recorded (testdata/histories) replays against today's
+// code: a change that would break calls in flight fails here.
 func TestReplay(t *testing.T) {
-	dir := filepath.Join("testdata", "histories")
-	if *record {
-		recordHistories(t, dir)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no histories in %s (record them with -record): %v", dir, err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(calls.ElicitedCall, workflow.RegisterOptions{Name: calls.Contract().Name})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(logging.Discard()), f); err != nil {
-				t.Errorf("replay: %v", err)
-			}
-		})
-	}
+	workflowtest.ReplayAll(t, workflowtest.Dir, calls.RegisterWorkflows)
 }
 
-// recordHistories runs the workflow's paths on the dev server and writes
-// their histories.
-func recordHistories(t *testing.T, dir string) {
-	d := newDevCall(t)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, id, runID string) {
-		h := d.history(id, runID)
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wait := func(id, runID string) error {
-		return d.c.GetWorkflow(context.Background(), id, runID).Get(context.Background(), nil)
-	}
+func TestNamesAreExplicit(t *testing.T) {
+	workflowtest.CheckNames(t, func(r worker.Registry) { calls.Register(r, &calls.Activities{}) })
+}
 
-	// Fields, a re-asked admin question, the side effect.
-	id := callID(t) + "-admin"
-	runID, _ := d.start(id, purgeInput(t))
-	steps := []struct {
+// TestRecordHistories adds the history of each path of the workflow, open
+// (waiting for a round) and closed, to testdata/histories, from a dev
+// server with the activities faked. It never overwrites a history:
+//
+//	go test ./workers/calls -run TestRecordHistories -record=TAG
+func TestRecordHistories(t *testing.T) {
+	if *record == "" {
+		t.Skip("run with -record=TAG to add histories")
+	}
+	d := newDevCall(t)
+	ctx := context.Background()
+	type round struct {
 		round   int32
 		answers map[string]*callsv1.Answer
-	}{
-		{1, map[string]*callsv1.Answer{"r1.fields": accept(t, map[string]any{"agent_id": "agent-9"})}},
+	}
+	// capture starts a call, answers its rounds, waits until it is idle
+	// (waiting for the next round, or over) and records its history.
+	capture := func(scenario string, in *callsv1.ElicitedCallInput, rounds []round, end func(id, runID string) error) {
+		t.Run(scenario, func(t *testing.T) {
+			id := callID(t)
+			runID, _ := d.start(id, in)
+			for _, r := range rounds {
+				if _, err := d.round(id, runID, r.round, r.answers); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := end(id, runID); err != nil {
+				t.Fatal(err)
+			}
+			if err := workflowtest.WaitIdle(ctx, d.c, id, runID); err != nil {
+				t.Fatal(err)
+			}
+			workflowtest.Record(t, d.c, *record, scenario, id, runID)
+		})
+	}
+	waiting := func(string, string) error { return nil }
+	ended := func(id, runID string) error { return d.c.GetWorkflow(ctx, id, runID).Get(ctx, nil) }
+	fields := round{1, map[string]*callsv1.Answer{"r1.fields": accept(t, map[string]any{"agent_id": "agent-9"})}}
+	remindFields := round{1, map[string]*callsv1.Answer{"r1.fields": accept(t, map[string]any{"every": "2h", "channel": "CHANNEL_LOG"})}}
+
+	capture("waiting-first-round", purgeInput(t), nil, waiting)
+	capture("waiting-admin", purgeInput(t), []round{fields}, waiting)
+	capture("waiting-confirm", remindInput(t), []round{remindFields}, waiting)
+	// Fields, a re-asked admin question, the side effect.
+	capture("fields-admin-reasked", purgeInput(t), []round{
+		fields,
 		{2, map[string]*callsv1.Answer{"r2.admin": accept(t, map[string]any{"confirm": true})}},
 		{3, map[string]*callsv1.Answer{"r3.admin": accept(t, map[string]any{"confirm": true, "reason": "cleanup"})}},
-	}
-	for _, s := range steps {
-		if _, err := d.round(id, runID, s.round, s.answers); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := wait(id, runID); err != nil {
-		t.Fatal(err)
-	}
-	write("fields-admin-reasked", id, runID)
-
+	}, ended)
 	// Fields, a preview confirmation, the side effect.
-	id = callID(t) + "-preview"
-	runID, _ = d.start(id, remindInput(t))
-	if _, err := d.round(id, runID, 1, map[string]*callsv1.Answer{"r1.fields": accept(t, map[string]any{"every": "2h", "channel": "CHANNEL_LOG"})}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.round(id, runID, 2, map[string]*callsv1.Answer{"r2.confirm": accept(t, map[string]any{"confirm": true})}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait(id, runID); err != nil {
-		t.Fatal(err)
-	}
-	write("fields-preview", id, runID)
-
-	// Declined.
-	id = callID(t) + "-declined"
-	runID, _ = d.start(id, purgeInput(t))
-	if _, err := d.round(id, runID, 1, map[string]*callsv1.Answer{"r1.fields": {Action: callsv1.Action_ACTION_DECLINE}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait(id, runID); err != nil {
-		t.Fatal(err)
-	}
-	write("declined", id, runID)
-
-	// Abandoned.
-	id = callID(t) + "-abandoned"
-	in := purgeInput(t)
-	in.RoundTimeout = durationpbOf(time.Second)
-	runID, _ = d.start(id, in)
-	var appErr *temporal.ApplicationError
-	if err := wait(id, runID); !errors.As(err, &appErr) || appErr.Type() != calls.ErrTypeAbandoned {
-		t.Fatalf("abandoned call ended with %v", err)
-	}
-	write("abandoned", id, runID)
+	capture("fields-preview", remindInput(t), []round{
+		remindFields,
+		{2, map[string]*callsv1.Answer{"r2.confirm": accept(t, map[string]any{"confirm": true})}},
+	}, ended)
+	capture("declined", purgeInput(t), []round{{1, map[string]*callsv1.Answer{"r1.fields": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
+	abandoned := purgeInput(t)
+	abandoned.RoundTimeout = durationpb.New(time.Second)
+	capture("abandoned", abandoned, nil, func(id, runID string) error {
+		var appErr *temporal.ApplicationError
+		if err := ended(id, runID); !errors.As(err, &appErr) || appErr.Type() != calls.ErrTypeAbandoned {
+			return fmt.Errorf("abandoned call ended with %v", err)
+		}
+		return nil
+	})
 }
-
-func durationpbOf(d time.Duration) *durationpb.Duration { return durationpb.New(d) }

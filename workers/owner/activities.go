@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -25,10 +24,6 @@ type Activities struct {
 	// Self is the worker's own identity (mesh.RoleService), for the calls
 	// it makes for itself.
 	Self mesh.Caller
-}
-
-func activityOptions(name string) activity.RegisterOptions {
-	return activity.RegisterOptions{Name: name}
 }
 
 // NotifyOwner tells the owner about the ask through the owner's

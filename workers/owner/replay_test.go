@@ -3,9 +3,7 @@ package owner_test
 import (
 	"context"
 	"flag"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,115 +11,109 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	owner "github.com/toolmesh/toolmesh/workers/owner"
 )
 
-var record = flag.Bool("record", false, "record the histories in testdata/ against a Temporal dev server (bin/temporal) before replaying them")
+// temporalServer is the dev server of the tests that need one, started by
+// the first of them.
+var temporalServer temporaltest.Shared
 
-// histories are the recorded runs the replay test checks the workflow
-// against: a change to the workflow that would break a running ask fails
-// here.
-var histories = []string{"answered_by_update", "answered_by_signal", "expired", "cancelled"}
+var record = flag.String("record", "", workflowtest.RecordUsage)
 
-func TestReplayRecordedHistories(t *testing.T) {
-	if *record {
-		recordHistories(t)
-	}
-	for _, name := range histories {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", name+".json")
-			if _, err := os.Stat(path); err != nil {
-				t.Fatalf("%v (record it: go test ./workers/owner -run TestReplay -record)", err)
-			}
-			temporaltest.Replay(t, path, "owner.ask", owner.AskWorkflow)
-		})
-	}
+func TestMain(m *testing.M) { os.Exit(temporalServer.Run(m)) }
+
+// dial connects to the shared dev server the way a worker does.
+func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServer.Server(t)) }
+
+var askType = workflowcontract.WorkflowOf(&ownerv1.AskWorkflowInput{}).Name
+
+// Every history ever recorded (testdata/histories) replays against today's
+// code: a change that would break asks in flight fails here.
+func TestReplay(t *testing.T) {
+	workflowtest.ReplayAll(t, workflowtest.Dir, owner.RegisterWorkflows)
 }
 
-// recordHistories runs one ask workflow per history on a dev server, with
-// the real activities calling a fake OwnerService, and writes each history
-// as JSON (the format of `temporal workflow show --output json`).
-func recordHistories(t *testing.T) {
-	srv := temporaltest.Start(t)
-	ctx := context.Background()
-	c, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: srv.HostPort, Namespace: srv.Namespace}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, acts := startFakeOwner(t)
-	w := worker.New(c, owner.TaskQueue(), worker.Options{})
-	owner.Register(w, acts)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+func TestNamesAreExplicit(t *testing.T) {
+	workflowtest.CheckNames(t, func(r worker.Registry) { owner.Register(r, &owner.Activities{}) })
+}
 
-	run := func(name string, expireIn time.Duration, drive func(id string)) {
-		in := askInput("yes", "no")
-		in.AskId = "ask_" + name
-		in.ExpireTime = timestamppb.New(time.Now().Add(expireIn))
-		id := "ask/agent-a/" + in.AskId
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: owner.TaskQueue(), StaticSummary: "replay: " + name}, "owner.ask", in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Let it notify and start waiting before it is driven.
-		waitFor(t, func() bool {
-			v, err := c.QueryWorkflow(ctx, id, "", "status")
-			return err == nil && v.HasValue()
+// TestRecordHistories adds the history of each path of the ask workflow,
+// open and closed, to testdata/histories: the real activities over a fake
+// OwnerService, on a dev server. It never overwrites a history:
+//
+//	go test ./workers/owner -run TestRecordHistories -record=TAG
+func TestRecordHistories(t *testing.T) {
+	if *record == "" {
+		t.Skip("run with -record=TAG to add histories")
+	}
+	ctx := context.Background()
+	c := dial(t)
+	_, acts := startFakeOwner(t)
+	workflowtest.StartWorker(t, c, owner.TaskQueue(), func(r worker.Registry) { owner.Register(r, acts) })
+
+	// capture starts an ask, lets it notify and wait, drives it, and records
+	// its history once it is idle again: still waiting or ended.
+	capture := func(scenario string, expireIn time.Duration, drive func(id string)) {
+		t.Run(scenario, func(t *testing.T) {
+			in := askInput("yes", "no")
+			in.AskId = "ask_" + scenario
+			in.ExpireTime = timestamppb.New(time.Now().Add(expireIn))
+			id := "ask/agent-a/" + in.AskId
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: owner.TaskQueue(), StaticSummary: "replay: " + scenario}, askType, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := workflowtest.WaitIdle(ctx, c, id, run.GetRunID()); err != nil {
+				t.Fatal(err)
+			}
+			drive(id)
+			if err := workflowtest.WaitIdle(ctx, c, id, run.GetRunID()); err != nil {
+				t.Fatal(err)
+			}
+			workflowtest.Record(t, c, *record, scenario, id, run.GetRunID())
 		})
-		drive(id)
-		_ = run.Get(ctx, nil)
-		temporaltest.SaveHistory(t, c, id, run.GetRunID(), filepath.Join("testdata", name+".json"))
 	}
-	if err := os.MkdirAll("testdata", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run("answered_by_update", time.Hour, func(id string) {
-		// A refused update first: it must leave no trace to replay.
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: "answer", Args: []any{&ownerv1.AnswerUpdate{Answer: "maybe"}},
-			WaitForStage: client.WorkflowUpdateStageCompleted})
+	answer := func(id, answer string) error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: "answer",
+			Args: []any{&ownerv1.AnswerUpdate{Answer: answer, AnsweredBy: "alice"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err == nil {
 			err = h.Get(ctx, nil)
 		}
-		if err == nil {
+		return err
+	}
+	signal := func(id, answer string) {
+		if err := c.SignalWorkflow(ctx, id, "", "answer", &ownerv1.AnswerSignal{Answer: answer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	capture("waiting", time.Hour, func(string) {})
+	capture("waiting-after-ignored-signal", time.Hour, func(id string) { signal(id, "perhaps") })
+	capture("answered-by-update", time.Hour, func(id string) {
+		// A refused update first: it must leave no trace to replay.
+		if err := answer(id, "maybe"); err == nil {
 			t.Error("an invalid answer was accepted")
 		}
-		h, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: "answer", Args: []any{&ownerv1.AnswerUpdate{Answer: "yes", AnsweredBy: "alice"}},
-			WaitForStage: client.WorkflowUpdateStageCompleted})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Get(ctx, nil); err != nil {
+		if err := answer(id, "yes"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	run("answered_by_signal", time.Hour, func(id string) {
-		for _, answer := range []string{"perhaps", "no"} {
-			if err := c.SignalWorkflow(ctx, id, "", "answer", &ownerv1.AnswerSignal{Answer: answer}); err != nil {
-				t.Fatal(err)
-			}
+	capture("answered-by-signal", time.Hour, func(id string) {
+		signal(id, "perhaps")
+		signal(id, "no")
+	})
+	capture("expired", 2*time.Second, func(id string) {
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+			t.Fatal(err)
 		}
 	})
-	run("expired", 2*time.Second, func(string) {})
-	run("cancelled", time.Hour, func(id string) {
+	capture("cancelled", time.Hour, func(id string) {
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
 	})
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

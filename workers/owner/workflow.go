@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -25,7 +26,8 @@ import (
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
-// Activity names.
+// Activity names: the activity types in every recorded history. Never
+// change one (docs/workflows.md).
 const (
 	ActivityNotifyOwner   = "NotifyOwner"
 	ActivityRecordOutcome = "RecordOutcome"
@@ -61,12 +63,22 @@ func statusQuery() workflowcontract.Handler {
 // TaskQueue is the queue this worker polls ("owner").
 func TaskQueue() string { return askContract().TaskQueue }
 
-// Register adds the ask workflow, under its contract name, and the
-// activities to w.
+// Register adds the ask workflow and its activities to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(AskWorkflow, workflow.RegisterOptions{Name: askContract().Name})
-	w.RegisterActivityWithOptions(a.NotifyOwner, activityOptions(ActivityNotifyOwner))
-	w.RegisterActivityWithOptions(a.RecordOutcome, activityOptions(ActivityRecordOutcome))
+	RegisterWorkflows(w)
+	RegisterActivities(w, a)
+}
+
+// RegisterWorkflows adds the ask workflow, under its contract name, to r (a
+// worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(AskWorkflow, workflow.RegisterOptions{Name: askContract().Name})
+}
+
+// RegisterActivities adds the activities of a to r, under their names.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.NotifyOwner, activity.RegisterOptions{Name: ActivityNotifyOwner})
+	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
 }
 
 // State is the ask as the status query and the answer update report it:

@@ -11,7 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
@@ -37,10 +36,6 @@ type Activities struct {
 	Self mesh.Caller
 	// Log receives the activities' events.
 	Log *slog.Logger
-}
-
-func activityOptions(name string) activity.RegisterOptions {
-	return activity.RegisterOptions{Name: name}
 }
 
 // SendMessage sends the invocation's message to the remote agent: it reads

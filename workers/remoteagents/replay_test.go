@@ -3,8 +3,7 @@ package remoteagents_test
 import (
 	"context"
 	"flag"
-	"log/slog"
-	"path/filepath"
+	"os"
 	"testing"
 	"time"
 
@@ -14,28 +13,32 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	remoteagents "github.com/toolmesh/toolmesh/workers/remoteagents"
 )
 
-var record = flag.Bool("record", false, "record the histories in testdata/ against a Temporal dev server (bin/temporal) before replaying them")
+// temporalServer is the dev server of the tests that need one, started by
+// the first of them.
+var temporalServer temporaltest.Shared
 
-// histories are the recorded runs the replay test checks the workflow
-// against: a change that would break a running invocation fails here.
-var histories = []string{"answered_by_message", "followed_then_cancelled"}
+var record = flag.String("record", "", workflowtest.RecordUsage)
 
-func TestReplayRecordedHistories(t *testing.T) {
-	if *record {
-		recordHistories(t)
-	}
-	for _, name := range histories {
-		t.Run(name, func(t *testing.T) {
-			temporaltest.Replay(t, filepath.Join("testdata", name+".json"), "remoteagents.invoke", remoteagents.InvokeWorkflow)
-		})
-	}
+func TestMain(m *testing.M) { os.Exit(temporalServer.Run(m)) }
+
+var invokeType = workflowcontract.WorkflowOf(&remoteagentsv1.InvokeWorkflowInput{}).Name
+
+// Every history ever recorded (testdata/histories) replays against today's
+// code: a change that would break invocations in flight fails here.
+func TestReplay(t *testing.T) {
+	workflowtest.ReplayAll(t, workflowtest.Dir, remoteagents.RegisterWorkflows)
+}
+
+func TestNamesAreExplicit(t *testing.T) {
+	workflowtest.CheckNames(t, func(r worker.Registry) { remoteagents.Register(r, &remoteagents.Activities{}) })
 }
 
 // recorder stands in for RemoteAgentsService's RecordInvocationOutcome.
@@ -47,57 +50,80 @@ func (recorder) RecordInvocationOutcome(context.Context, *remoteagentsv1.RecordI
 	return &remoteagentsv1.RecordInvocationOutcomeResponse{}, nil
 }
 
-// recordHistories runs invocations on a dev server, with the real
-// activities against an A2A agent on the official Go SDK, and writes each
-// history as JSON.
-func recordHistories(t *testing.T) {
-	srv := temporaltest.Start(t)
-	ctx := context.Background()
-	c, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: srv.HostPort, Namespace: srv.Namespace}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+// TestRecordHistories adds the history of each path of the invoke workflow,
+// open and closed, to testdata/histories: the real activities against an
+// A2A agent on the official Go SDK, on a dev server. It never overwrites a
+// history:
+//
+//	go test ./workers/remoteagents -run TestRecordHistories -record=TAG
+func TestRecordHistories(t *testing.T) {
+	if *record == "" {
+		t.Skip("run with -record=TAG to add histories")
 	}
-	defer c.Close()
+	ctx := context.Background()
+	c := workflowtest.Dial(t, temporalServer.Server(t))
 	rec := servertest.Start(t, server.Register(remoteagentsv1connect.RemoteAgentsServiceName, remoteagentsv1connect.RemoteAgentsServiceHandler(recorder{}),
 		remoteagentsv1connect.NewRemoteAgentsServiceHandler, remoteagentsv1.RegisterRemoteAgentsServiceHandler))
 	acts := activities(t)
 	acts.RemoteAgents = remoteagentsv1connect.NewRemoteAgentsServiceClient(rec.Client(), rec.URL, servertest.ClientOptions(nil)...)
 	acts.Self = mesh.Caller{Subject: "toolmesh-worker-remoteagents", Agent: "toolmesh-worker-remoteagents", Roles: []string{mesh.RoleService}}
-	w := worker.New(c, remoteagents.TaskQueue(), worker.Options{})
-	remoteagents.Register(w, acts)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	workflowtest.StartWorker(t, c, remoteagents.TaskQueue(), func(r worker.Registry) { remoteagents.Register(r, acts) })
 	base := serveAgent(t, &travelAgent{})
 
-	run := func(name, text string, drive func(id string)) {
-		in := invokeInput(base, text)
-		in.InvocationId = "inv_" + name
-		id := "invoke/planner/" + in.InvocationId
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: remoteagents.TaskQueue(), StaticSummary: "replay: " + name}, "remoteagents.invoke", in)
-		if err != nil {
+	// capture starts an invocation, lets it send, drives it, and records
+	// its history once it is idle again: following the task, or ended.
+	capture := func(scenario, text string, drive func(id string, run client.WorkflowRun)) {
+		t.Run(scenario, func(t *testing.T) {
+			in := invokeInput(base, text)
+			in.InvocationId = "inv_" + scenario
+			id := "invoke/planner/" + in.InvocationId
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: remoteagents.TaskQueue(), StaticSummary: "replay: " + scenario}, invokeType, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := workflowtest.WaitIdle(ctx, c, id, run.GetRunID()); err != nil {
+				t.Fatal(err)
+			}
+			drive(id, run)
+			if err := workflowtest.WaitIdle(ctx, c, id, run.GetRunID()); err != nil {
+				t.Fatal(err)
+			}
+			workflowtest.Record(t, c, *record, scenario, id, run.GetRunID())
+		})
+	}
+	// polled waits until the run has read the remote task n times.
+	polled := func(id string, run client.WorkflowRun, n int) {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			h, err := workflowtest.History(ctx, c, id, run.GetRunID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for _, e := range h.GetEvents() {
+				if a := e.GetActivityTaskCompletedEventAttributes(); a != nil {
+					got++
+				}
+			}
+			if got >= n+1 { // the send, then n polls
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s did not poll %d times", id, n)
+	}
+
+	capture("answered-by-message", "quick question", func(id string, run client.WorkflowRun) {
+		if err := run.Get(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
-		drive(id)
-		_ = r.Get(ctx, nil)
-		temporaltest.SaveHistory(t, c, id, r.GetRunID(), filepath.Join("testdata", name+".json"))
-	}
-	run("answered_by_message", "quick question", func(string) {})
-	run("followed_then_cancelled", "book a flight", func(id string) {
-		// Let it poll the working task twice, then cancel it.
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			v, err := c.QueryWorkflow(ctx, id, "", "status")
-			var o remoteagentsv1.InvokeOutcome
-			if err == nil && v.Get(&o) == nil && o.GetRemoteState() == "working" && o.GetTaskId() != "" {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		time.Sleep(3500 * time.Millisecond) // two polls: 1 s and 2 s later
+	})
+	capture("following-a-task", "book a flight", func(id string, run client.WorkflowRun) { polled(id, run, 2) })
+	capture("cancelled", "book a hotel", func(id string, run client.WorkflowRun) {
+		polled(id, run, 2)
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
+		_ = run.Get(ctx, nil)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -24,7 +25,8 @@ import (
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
-// Activity names.
+// Activity names: the activity types in every recorded history. Never
+// change one (docs/workflows.md).
 const (
 	ActivitySendMessage   = "SendMessage"
 	ActivityGetTask       = "GetTask"
@@ -66,18 +68,24 @@ func statusQuery() workflowcontract.Handler {
 // TaskQueue is the queue this worker polls ("remoteagents").
 func TaskQueue() string { return invokeContract().TaskQueue }
 
-// Register adds the invoke workflow, under its contract name, and the
-// activities to w.
+// Register adds the invoke workflow and its activities to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(InvokeWorkflow, workflow.RegisterOptions{Name: invokeContract().Name})
-	for name, fn := range map[string]any{
-		ActivitySendMessage:   a.SendMessage,
-		ActivityGetTask:       a.GetTask,
-		ActivityCancelTask:    a.CancelTask,
-		ActivityRecordOutcome: a.RecordOutcome,
-	} {
-		w.RegisterActivityWithOptions(fn, activityOptions(name))
-	}
+	RegisterWorkflows(w)
+	RegisterActivities(w, a)
+}
+
+// RegisterWorkflows adds the invoke workflow, under its contract name, to r
+// (a worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(InvokeWorkflow, workflow.RegisterOptions{Name: invokeContract().Name})
+}
+
+// RegisterActivities adds the activities of a to r, under their names.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.SendMessage, activity.RegisterOptions{Name: ActivitySendMessage})
+	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
+	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
+	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
 }
 
 // Remote is where the remote task is, as the activities report it.

@@ -78,7 +78,6 @@ func refused(format string, args ...any) error {
 // decision.
 func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*schedulesv1.ApprovalResult, error) {
 	log := workflow.GetLogger(ctx)
-	var a *Activities
 	state := &schedulesv1.ApprovalState{Status: StatusWaiting, ScheduleId: in.GetScheduleId(), SpecHash: in.GetSpecHash()}
 	var result *schedulesv1.ApprovalResult
 	deciding := false
@@ -112,7 +111,7 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 			opts.ScheduleToCloseTimeout = 24 * time.Hour // nobody waits on it: keep trying
 		}
 		var res schedulesv1.ApplyDecisionResponse
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.ApplyDecision, &schedulesv1.ApplyDecisionRequest{
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActivityApplyDecision, &schedulesv1.ApplyDecisionRequest{
 			ScheduleId: in.GetScheduleId(), SpecHash: in.GetSpecHash(), Kind: kind, DecidedBy: by, Note: note,
 		}).Get(ctx, &res)
 		if err != nil {
@@ -185,7 +184,7 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
 		Summary:             "notify the owner",
 	})
-	if err := workflow.ExecuteActivity(nctx, a.NotifyOwner, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(nctx, ActivityNotifyOwner, in).Get(ctx, nil); err != nil {
 		log.Warn("schedules.approval.notify_failed", "schedule", in.GetScheduleId(), "error", err)
 	}
 
@@ -242,19 +241,24 @@ func decidedBy(by string) string {
 }
 
 // applicationMessage returns the message of the application error under an
-// activity error, and whether it was non-retryable.
+// activity error, and whether it was non-retryable. The activities make
+// those messages fit for a run's result; any other failure (a timeout, a
+// crash) gets a fixed message, as its text is Temporal's or Go's.
 func applicationMessage(err error) (string, bool) {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		return ae.Message(), ae.NonRetryable()
 	}
-	return err.Error(), false
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "no answer in time", false
+	}
+	return "the attempt failed", false
 }
 
 // RunWorkflow is one run of an approved schedule.
 func RunWorkflow(ctx workflow.Context, in *schedulesv1.RunInput) (*schedulesv1.Execution, error) {
 	log := workflow.GetLogger(ctx)
-	var a *Activities
 	info := workflow.GetInfo(ctx)
 	runID := info.WorkflowExecution.ID
 	due, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(saScheduledTime)
@@ -281,7 +285,7 @@ func RunWorkflow(ctx workflow.Context, in *schedulesv1.RunInput) (*schedulesv1.E
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 			Summary:                "record the run " + what,
 		})
-		return workflow.ExecuteActivity(rctx, a.RecordExecution, req).Get(ctx, nil)
+		return workflow.ExecuteActivity(rctx, ActivityRecordExecution, req).Get(ctx, nil)
 	}
 	failed := func(code, msg string) *schedulesv1.CallToolResult {
 		return &schedulesv1.CallToolResult{DomainCode: code, Envelope: &structpb.Struct{Fields: map[string]*structpb.Value{
@@ -319,7 +323,7 @@ func RunWorkflow(ctx workflow.Context, in *schedulesv1.RunInput) (*schedulesv1.E
 			},
 			Summary: "call " + in.GetTool(),
 		})
-		if err := workflow.ExecuteActivity(cctx, a.CallTool, &schedulesv1.CallToolInput{Run: in, IdempotencyKey: runID}).Get(ctx, res); err != nil {
+		if err := workflow.ExecuteActivity(cctx, ActivityCallTool, &schedulesv1.CallToolInput{Run: in, IdempotencyKey: runID}).Get(ctx, res); err != nil {
 			// Every attempt failed or timed out without an answer.
 			msg, _ := applicationMessage(err)
 			res = failed("unavailable", "the tool call did not complete: "+msg)

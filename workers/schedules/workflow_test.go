@@ -157,7 +157,17 @@ func newEnv(t *testing.T) *env {
 		notifier:                &fakeNotifier{},
 		backend:                 testingsvc.New(),
 	}
-	srv := servertest.Start(t, e.backend.Server())
+	e.SetDataConverter(temporalclient.DataConverter())
+	e.SetStartTime(start)
+	schedules.Register(e, newActivities(t, e.schedules, e.notifier, e.backend))
+	return e
+}
+
+// newActivities are the real activities over a fake schedules service and
+// notifier, calling the tools of the testing service backend.
+func newActivities(t *testing.T, fake *fakeSchedules, notifier schedules.Notifier, backend *testingsvc.Service) *schedules.Activities {
+	t.Helper()
+	srv := servertest.Start(t, backend.Server())
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
 		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
 		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
@@ -166,13 +176,10 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetDataConverter(temporalclient.DataConverter())
-	e.SetStartTime(start)
-	schedules.Register(e, &schedules.Activities{
-		Schedules: e.schedules, Identity: workerCaller, Notifier: e.notifier,
+	return &schedules.Activities{
+		Schedules: fake, Identity: workerCaller, Notifier: notifier,
 		Tools: tools, Mesh: servertest.MeshSigner(), Log: logging.Discard(),
-	})
-	return e
+	}
 }
 
 func (e *env) runApproval(t *testing.T, in *schedulesv1.ApprovalInput) (*schedulesv1.ApprovalResult, error) {

@@ -41,6 +41,10 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// Existing returns a store over a database the audit service made, without
+// touching its schema: what an offline verify reads (db may be read-only).
+func Existing(db *sqldb.DB) *Store { return &Store{db: db} }
+
 const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash`
 
 // errReplay rolls back an append whose call id is already recorded.
@@ -116,9 +120,22 @@ func (s *Store) List(ctx context.Context, f audit.Filter, offset, limit int) ([]
 	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
+// Head implements audit.Store.
+func (s *Store) Head(ctx context.Context) (*auditv1.Checkpoint, error) {
+	var h auditv1.Checkpoint
+	row := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`)
+	if err := row.Scan(&h.Seq, &h.Hash); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, audit.ErrHeadMissing
+		}
+		return nil, fmt.Errorf("read audit head: %w", err)
+	}
+	return &h, nil
+}
+
 // Walk implements audit.Store. The head and the records come from one
 // read-only transaction, so appends committed meanwhile are not half seen.
-func (s *Store) Walk(ctx context.Context, visit func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error) error {
+func (s *Store) Walk(ctx context.Context, from int64, visit func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
@@ -133,7 +150,7 @@ func (s *Store) Walk(ctx context.Context, visit func(head *auditv1.Checkpoint, r
 		return fmt.Errorf("read audit head: %w", err)
 	}
 	records := func(yield func(*auditv1.Record, error) bool) {
-		rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM audit_records ORDER BY seq`)
+		rows, err := tx.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records WHERE seq >= ? ORDER BY seq`), from)
 		if err != nil {
 			yield(nil, fmt.Errorf("read audit records: %w", err))
 			return

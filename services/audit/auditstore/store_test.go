@@ -45,6 +45,7 @@ func TestStore(t *testing.T) {
 		{Name: "concurrent replays of one call", Test: testConcurrentReplays},
 		{Name: "walk reads one snapshot", Test: testWalkSnapshot},
 		{Name: "walk stops when asked", Test: testWalkStops},
+		{Name: "walk from a record", Test: testWalkFrom},
 		{Name: "records are append-only", Test: testAppendOnly},
 	})
 }
@@ -113,11 +114,17 @@ func appendN(t *testing.T, s *auditstore.Store, n int) []*auditv1.Record {
 // walk returns the head and every record Walk hands out.
 func walk(t *testing.T, s *auditstore.Store) (*auditv1.Checkpoint, []*auditv1.Record) {
 	t.Helper()
+	return walkFrom(t, s, 0)
+}
+
+// walkFrom returns the head and the records Walk hands out from seq from.
+func walkFrom(t *testing.T, s *auditstore.Store, from int64) (*auditv1.Checkpoint, []*auditv1.Record) {
+	t.Helper()
 	var (
 		head *auditv1.Checkpoint
 		recs []*auditv1.Record
 	)
-	err := s.Walk(t.Context(), func(h *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
+	err := s.Walk(t.Context(), from, func(h *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
 		head = h
 		for r, err := range records {
 			if err != nil {
@@ -442,7 +449,7 @@ func testWalkSnapshot(t *testing.T, db *sqldb.DB) {
 		head *auditv1.Checkpoint
 		seen []*auditv1.Record
 	)
-	err := s.Walk(t.Context(), func(h *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
+	err := s.Walk(t.Context(), 0, func(h *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
 		head = h
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -476,7 +483,7 @@ func testWalkStops(t *testing.T, db *sqldb.DB) {
 	appendN(t, s, 5)
 	stop := errors.New("seen enough")
 	var seen []int64
-	err := s.Walk(t.Context(), func(_ *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
+	err := s.Walk(t.Context(), 0, func(_ *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error {
 		for r, err := range records {
 			if err != nil {
 				return err
@@ -495,6 +502,25 @@ func testWalkStops(t *testing.T, db *sqldb.DB) {
 	}
 	// The store is still usable: the walk let go of its connection.
 	appendEntry(t, s, call(6))
+}
+
+// A walk from a sequence number hands out that record and the ones after
+// it, with the head; the signer of checkpoints reads only what is new.
+func testWalkFrom(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	recs := appendN(t, s, 5)
+	for _, tc := range []struct {
+		from int64
+		want []*auditv1.Record
+	}{{0, recs}, {1, recs}, {4, recs[3:]}, {5, recs[4:]}, {6, nil}} {
+		head, got := walkFrom(t, s, tc.from)
+		if head.GetSeq() != 5 || head.GetHash() != recs[4].GetHash() {
+			t.Errorf("walk from %d: head %v, want record 5", tc.from, head)
+		}
+		if diff := cmp.Diff(tc.want, got, protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("walk from %d: records (-want +got):\n%s", tc.from, diff)
+		}
+	}
 }
 
 // The database itself refuses to change or remove a record, whoever asks.

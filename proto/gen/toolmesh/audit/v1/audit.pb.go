@@ -94,7 +94,8 @@ const (
 	// The record does not link to the record before it: that record was
 	// replaced, or records were removed or renumbered around it.
 	Problem_PROBLEM_BROKEN_LINK Problem = 5
-	// The records from this one up to the head checkpoint are gone.
+	// The records from this one up to the head checkpoint, or up to a signed
+	// checkpoint, are gone.
 	Problem_PROBLEM_TRUNCATED Problem = 6
 	// The record lies past the head checkpoint: it was added outside the
 	// service, or the checkpoint was rolled back.
@@ -107,6 +108,10 @@ const (
 	Problem_PROBLEM_ANCHOR_MISMATCH Problem = 9
 	// The head checkpoint itself is gone, so a cut-off tail cannot be told.
 	Problem_PROBLEM_HEAD_MISSING Problem = 10
+	// The record has another hash than a signed checkpoint says it had: the
+	// trail up to this record was rewritten (its hashes recomputed), though it
+	// checks out by itself.
+	Problem_PROBLEM_FORKED Problem = 11
 )
 
 // Enum value maps for Problem.
@@ -123,6 +128,7 @@ var (
 		8:  "PROBLEM_HEAD_MISMATCH",
 		9:  "PROBLEM_ANCHOR_MISMATCH",
 		10: "PROBLEM_HEAD_MISSING",
+		11: "PROBLEM_FORKED",
 	}
 	Problem_value = map[string]int32{
 		"PROBLEM_UNSPECIFIED":     0,
@@ -136,6 +142,7 @@ var (
 		"PROBLEM_HEAD_MISMATCH":   8,
 		"PROBLEM_ANCHOR_MISMATCH": 9,
 		"PROBLEM_HEAD_MISSING":    10,
+		"PROBLEM_FORKED":          11,
 	}
 )
 
@@ -164,6 +171,64 @@ func (x Problem) Number() protoreflect.EnumNumber {
 // Deprecated: Use Problem.Descriptor instead.
 func (Problem) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{1}
+}
+
+// CheckpointProblem is why a checkpoint cannot be trusted.
+type CheckpointProblem int32
+
+const (
+	CheckpointProblem_CHECKPOINT_PROBLEM_UNSPECIFIED CheckpointProblem = 0
+	// The text is not a checkpoint note.
+	CheckpointProblem_CHECKPOINT_PROBLEM_MALFORMED CheckpointProblem = 1
+	// No signature is by a key the verifier holds: another signer, or a key
+	// that was not given.
+	CheckpointProblem_CHECKPOINT_PROBLEM_UNKNOWN_KEY CheckpointProblem = 2
+	// A signature names the audit key but does not verify: the note was
+	// changed or forged.
+	CheckpointProblem_CHECKPOINT_PROBLEM_BAD_SIGNATURE CheckpointProblem = 3
+)
+
+// Enum value maps for CheckpointProblem.
+var (
+	CheckpointProblem_name = map[int32]string{
+		0: "CHECKPOINT_PROBLEM_UNSPECIFIED",
+		1: "CHECKPOINT_PROBLEM_MALFORMED",
+		2: "CHECKPOINT_PROBLEM_UNKNOWN_KEY",
+		3: "CHECKPOINT_PROBLEM_BAD_SIGNATURE",
+	}
+	CheckpointProblem_value = map[string]int32{
+		"CHECKPOINT_PROBLEM_UNSPECIFIED":   0,
+		"CHECKPOINT_PROBLEM_MALFORMED":     1,
+		"CHECKPOINT_PROBLEM_UNKNOWN_KEY":   2,
+		"CHECKPOINT_PROBLEM_BAD_SIGNATURE": 3,
+	}
+)
+
+func (x CheckpointProblem) Enum() *CheckpointProblem {
+	p := new(CheckpointProblem)
+	*p = x
+	return p
+}
+
+func (x CheckpointProblem) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CheckpointProblem) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_audit_v1_audit_proto_enumTypes[2].Descriptor()
+}
+
+func (CheckpointProblem) Type() protoreflect.EnumType {
+	return &file_toolmesh_audit_v1_audit_proto_enumTypes[2]
+}
+
+func (x CheckpointProblem) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CheckpointProblem.Descriptor instead.
+func (CheckpointProblem) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{2}
 }
 
 // Record is one audited admin tool call, a link of the chain.
@@ -641,19 +706,105 @@ func (x *Checkpoint) GetHash() string {
 	return ""
 }
 
+type HeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadRequest) Reset() {
+	*x = HeadRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadRequest) ProtoMessage() {}
+
+func (x *HeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadRequest.ProtoReflect.Descriptor instead.
+func (*HeadRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+}
+
+type HeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The head checkpoint: the last sequence number and its hash.
+	Head          *Checkpoint `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadResponse) Reset() {
+	*x = HeadResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadResponse) ProtoMessage() {}
+
+func (x *HeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadResponse.ProtoReflect.Descriptor instead.
+func (*HeadResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HeadResponse) GetHead() *Checkpoint {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
 type VerifyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A head returned by an earlier verify. When given, the record at its
 	// sequence number must still have its hash, which proves the trail up to
 	// that point was not rewritten.
-	Anchor        *Checkpoint `protobuf:"bytes,1,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	Anchor *Checkpoint `protobuf:"bytes,1,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	// Signed checkpoints kept outside the mesh, as the service wrote them to
+	// its checkpoint log: one or more notes, each an origin line, a sequence
+	// number, a hash, a time line, a blank line and a signature line. They are
+	// checked with the service's key and then used like the ones it published.
+	Checkpoints   string `protobuf:"bytes,2,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +816,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +829,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VerifyRequest) GetAnchor() *Checkpoint {
@@ -686,6 +837,13 @@ func (x *VerifyRequest) GetAnchor() *Checkpoint {
 		return x.Anchor
 	}
 	return nil
+}
+
+func (x *VerifyRequest) GetCheckpoints() string {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return ""
 }
 
 // Finding is the first bad record verify found.
@@ -697,14 +855,17 @@ type Finding struct {
 	// What is wrong.
 	Problem Problem `protobuf:"varint,2,opt,name=problem,proto3,enum=toolmesh.audit.v1.Problem" json:"problem,omitempty"`
 	// What is wrong, in words.
-	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The signed checkpoint that proves the problem (for truncated and forked
+	// trails, when one does).
+	Checkpoint    *SignedCheckpoint `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +877,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +890,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Finding) GetSeq() int64 {
@@ -753,10 +914,184 @@ func (x *Finding) GetDetail() string {
 	return ""
 }
 
+func (x *Finding) GetCheckpoint() *SignedCheckpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+// SignedCheckpoint is a checkpoint the audit service signed with its own
+// key: at that time the chain had seq records and the last one had hash.
+type SignedCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signer: "toolmesh-audit/" and the id of the signing key.
+	Origin string `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	// Number of records in the chain (the last record's sequence number).
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Hash of record seq (64 zeros for the empty chain).
+	Hash string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// When the checkpoint was signed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	// Where it was read: the checkpoint log's file name and line, "request"
+	// and a line, or "memory" (the service's last signed checkpoint).
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The checkpoint exactly as signed (a signed note): anyone holding the
+	// audit public key can check it.
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignedCheckpoint) Reset() {
+	*x = SignedCheckpoint{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignedCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignedCheckpoint) ProtoMessage() {}
+
+func (x *SignedCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignedCheckpoint.ProtoReflect.Descriptor instead.
+func (*SignedCheckpoint) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SignedCheckpoint) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *SignedCheckpoint) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SignedCheckpoint) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *SignedCheckpoint) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *SignedCheckpoint) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SignedCheckpoint) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// RejectedCheckpoint is a checkpoint that was read but cannot be trusted.
+type RejectedCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where it was read (file name and line, or "request" and a line).
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Why it cannot be trusted.
+	Problem CheckpointProblem `protobuf:"varint,2,opt,name=problem,proto3,enum=toolmesh.audit.v1.CheckpointProblem" json:"problem,omitempty"`
+	// Why, in words.
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The text as read (at most 1024 bytes).
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectedCheckpoint) Reset() {
+	*x = RejectedCheckpoint{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectedCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectedCheckpoint) ProtoMessage() {}
+
+func (x *RejectedCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectedCheckpoint.ProtoReflect.Descriptor instead.
+func (*RejectedCheckpoint) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RejectedCheckpoint) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RejectedCheckpoint) GetProblem() CheckpointProblem {
+	if x != nil {
+		return x.Problem
+	}
+	return CheckpointProblem_CHECKPOINT_PROBLEM_UNSPECIFIED
+}
+
+func (x *RejectedCheckpoint) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *RejectedCheckpoint) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type VerifyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when every record checks out and the chain ends at the head
-	// checkpoint.
+	// True when every record checks out, the chain ends at the head checkpoint,
+	// holds every signed checkpoint, and no checkpoint was rejected.
 	Intact bool `protobuf:"varint,1,opt,name=intact,proto3" json:"intact,omitempty"`
 	// How many records checked out, from the first, before the first bad one.
 	VerifiedRecords int64 `protobuf:"varint,2,opt,name=verified_records,json=verifiedRecords,proto3" json:"verified_records,omitempty"`
@@ -764,14 +1099,25 @@ type VerifyResponse struct {
 	// Keep it outside the mesh to anchor a later verify.
 	Head *Checkpoint `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
 	// The first bad record; absent when the chain is intact.
-	FirstBad      *Finding `protobuf:"bytes,4,opt,name=first_bad,json=firstBad,proto3" json:"first_bad,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FirstBad *Finding `protobuf:"bytes,4,opt,name=first_bad,json=firstBad,proto3" json:"first_bad,omitempty"`
+	// The latest signed checkpoint the chain was checked against (the one with
+	// the highest sequence number); absent when there was none. Records after
+	// it are protected by the chain alone until the next checkpoint.
+	Checkpoint *SignedCheckpoint `protobuf:"bytes,5,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// How many distinct signed checkpoints the chain was checked against.
+	CheckpointsChecked int64 `protobuf:"varint,6,opt,name=checkpoints_checked,json=checkpointsChecked,proto3" json:"checkpoints_checked,omitempty"`
+	// Checkpoints that were read but cannot be trusted (the first 20); any
+	// makes the trail not intact.
+	RejectedCheckpoints []*RejectedCheckpoint `protobuf:"bytes,7,rep,name=rejected_checkpoints,json=rejectedCheckpoints,proto3" json:"rejected_checkpoints,omitempty"`
+	// How many checkpoints were rejected in all.
+	CheckpointsRejected int64 `protobuf:"varint,8,opt,name=checkpoints_rejected,json=checkpointsRejected,proto3" json:"checkpoints_rejected,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +1129,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +1142,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VerifyResponse) GetIntact() bool {
@@ -825,6 +1171,34 @@ func (x *VerifyResponse) GetFirstBad() *Finding {
 		return x.FirstBad
 	}
 	return nil
+}
+
+func (x *VerifyResponse) GetCheckpoint() *SignedCheckpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *VerifyResponse) GetCheckpointsChecked() int64 {
+	if x != nil {
+		return x.CheckpointsChecked
+	}
+	return 0
+}
+
+func (x *VerifyResponse) GetRejectedCheckpoints() []*RejectedCheckpoint {
+	if x != nil {
+		return x.RejectedCheckpoints
+	}
+	return nil
+}
+
+func (x *VerifyResponse) GetCheckpointsRejected() int64 {
+	if x != nil {
+		return x.CheckpointsRejected
+	}
+	return 0
 }
 
 var File_toolmesh_audit_v1_audit_proto protoreflect.FileDescriptor
@@ -871,21 +1245,46 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"Checkpoint\x12\x19\n" +
 	"\x03seq\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x03seq\x12,\n" +
-	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"F\n" +
+	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"\r\n" +
+	"\vHeadRequest\"A\n" +
+	"\fHeadResponse\x121\n" +
+	"\x04head\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x04head\"s\n" +
 	"\rVerifyRequest\x125\n" +
-	"\x06anchor\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x06anchor\"i\n" +
+	"\x06anchor\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x06anchor\x12+\n" +
+	"\vcheckpoints\x18\x02 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x10R\vcheckpoints\"\xae\x01\n" +
 	"\aFinding\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x124\n" +
 	"\aproblem\x18\x02 \x01(\x0e2\x1a.toolmesh.audit.v1.ProblemR\aproblem\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xbf\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12C\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2#.toolmesh.audit.v1.SignedCheckpointR\n" +
+	"checkpoint\"\xac\x01\n" +
+	"\x10SignedCheckpoint\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"\x98\x01\n" +
+	"\x12RejectedCheckpoint\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12>\n" +
+	"\aproblem\x18\x02 \x01(\x0e2$.toolmesh.audit.v1.CheckpointProblemR\aproblem\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"\xc2\x03\n" +
 	"\x0eVerifyResponse\x12\x16\n" +
 	"\x06intact\x18\x01 \x01(\bR\x06intact\x12)\n" +
 	"\x10verified_records\x18\x02 \x01(\x03R\x0fverifiedRecords\x121\n" +
 	"\x04head\x18\x03 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x04head\x127\n" +
-	"\tfirst_bad\x18\x04 \x01(\v2\x1a.toolmesh.audit.v1.FindingR\bfirstBad*9\n" +
+	"\tfirst_bad\x18\x04 \x01(\v2\x1a.toolmesh.audit.v1.FindingR\bfirstBad\x12C\n" +
+	"\n" +
+	"checkpoint\x18\x05 \x01(\v2#.toolmesh.audit.v1.SignedCheckpointR\n" +
+	"checkpoint\x12/\n" +
+	"\x13checkpoints_checked\x18\x06 \x01(\x03R\x12checkpointsChecked\x12X\n" +
+	"\x14rejected_checkpoints\x18\a \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\x13rejectedCheckpoints\x121\n" +
+	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected*9\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
-	"\x11OUTCOME_SUCCEEDED\x10\x01*\x96\x02\n" +
+	"\x11OUTCOME_SUCCEEDED\x10\x01*\xaa\x02\n" +
 	"\aProblem\x12\x17\n" +
 	"\x13PROBLEM_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePROBLEM_EDITED\x10\x01\x12\x13\n" +
@@ -898,12 +1297,22 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x15PROBLEM_HEAD_MISMATCH\x10\b\x12\x1b\n" +
 	"\x17PROBLEM_ANCHOR_MISMATCH\x10\t\x12\x18\n" +
 	"\x14PROBLEM_HEAD_MISSING\x10\n" +
-	"2\xcf\x02\n" +
+	"\x12\x12\n" +
+	"\x0ePROBLEM_FORKED\x10\v*\xa3\x01\n" +
+	"\x11CheckpointProblem\x12\"\n" +
+	"\x1eCHECKPOINT_PROBLEM_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cCHECKPOINT_PROBLEM_MALFORMED\x10\x01\x12\"\n" +
+	"\x1eCHECKPOINT_PROBLEM_UNKNOWN_KEY\x10\x02\x12$\n" +
+	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xf2\x03\n" +
 	"\fAuditService\x12M\n" +
 	"\x06Append\x12 .toolmesh.audit.v1.AppendRequest\x1a!.toolmesh.audit.v1.AppendResponse\x12t\n" +
 	"\x04List\x12\x1e.toolmesh.audit.v1.ListRequest\x1a\x1f.toolmesh.audit.v1.ListResponse\"+\xc2\xf3\x18$\n" +
 	"\n" +
-	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12z\n" +
+	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12\xa0\x01\n" +
+	"\x04Head\x12\x1e.toolmesh.audit.v1.HeadRequest\x1a\x1f.toolmesh.audit.v1.HeadResponse\"W\xc2\xf3\x18P\n" +
+	"\n" +
+	"audit_head\x12\x15Show audit trail head\x18\x01B)\n" +
+	"\x15toolmesh://audit/head2\x10Audit trail head\x90\x02\x01\x12z\n" +
 	"\x06Verify\x12 .toolmesh.audit.v1.VerifyRequest\x1a!.toolmesh.audit.v1.VerifyResponse\"+\xc2\xf3\x18$\n" +
 	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
 
@@ -919,47 +1328,60 @@ func file_toolmesh_audit_v1_audit_proto_rawDescGZIP() []byte {
 	return file_toolmesh_audit_v1_audit_proto_rawDescData
 }
 
-var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: toolmesh.audit.v1.Outcome
 	(Problem)(0),                  // 1: toolmesh.audit.v1.Problem
-	(*Record)(nil),                // 2: toolmesh.audit.v1.Record
-	(*AppendRequest)(nil),         // 3: toolmesh.audit.v1.AppendRequest
-	(*AppendResponse)(nil),        // 4: toolmesh.audit.v1.AppendResponse
-	(*ListRequest)(nil),           // 5: toolmesh.audit.v1.ListRequest
-	(*ListResponse)(nil),          // 6: toolmesh.audit.v1.ListResponse
-	(*Checkpoint)(nil),            // 7: toolmesh.audit.v1.Checkpoint
-	(*VerifyRequest)(nil),         // 8: toolmesh.audit.v1.VerifyRequest
-	(*Finding)(nil),               // 9: toolmesh.audit.v1.Finding
-	(*VerifyResponse)(nil),        // 10: toolmesh.audit.v1.VerifyResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 12: toolmesh.page.v1.Page
+	(CheckpointProblem)(0),        // 2: toolmesh.audit.v1.CheckpointProblem
+	(*Record)(nil),                // 3: toolmesh.audit.v1.Record
+	(*AppendRequest)(nil),         // 4: toolmesh.audit.v1.AppendRequest
+	(*AppendResponse)(nil),        // 5: toolmesh.audit.v1.AppendResponse
+	(*ListRequest)(nil),           // 6: toolmesh.audit.v1.ListRequest
+	(*ListResponse)(nil),          // 7: toolmesh.audit.v1.ListResponse
+	(*Checkpoint)(nil),            // 8: toolmesh.audit.v1.Checkpoint
+	(*HeadRequest)(nil),           // 9: toolmesh.audit.v1.HeadRequest
+	(*HeadResponse)(nil),          // 10: toolmesh.audit.v1.HeadResponse
+	(*VerifyRequest)(nil),         // 11: toolmesh.audit.v1.VerifyRequest
+	(*Finding)(nil),               // 12: toolmesh.audit.v1.Finding
+	(*SignedCheckpoint)(nil),      // 13: toolmesh.audit.v1.SignedCheckpoint
+	(*RejectedCheckpoint)(nil),    // 14: toolmesh.audit.v1.RejectedCheckpoint
+	(*VerifyResponse)(nil),        // 15: toolmesh.audit.v1.VerifyResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 17: toolmesh.page.v1.Page
 }
 var file_toolmesh_audit_v1_audit_proto_depIdxs = []int32{
-	11, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
+	16, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: toolmesh.audit.v1.Record.outcome:type_name -> toolmesh.audit.v1.Outcome
 	0,  // 2: toolmesh.audit.v1.AppendRequest.outcome:type_name -> toolmesh.audit.v1.Outcome
-	2,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
-	11, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	11, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
-	2,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
-	12, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	7,  // 8: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
-	1,  // 9: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
-	7,  // 10: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
-	9,  // 11: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
-	3,  // 12: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
-	5,  // 13: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
-	8,  // 14: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
-	4,  // 15: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
-	6,  // 16: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
-	10, // 17: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
+	16, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	16, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
+	3,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
+	17, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	8,  // 8: toolmesh.audit.v1.HeadResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	8,  // 9: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
+	1,  // 10: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
+	13, // 11: toolmesh.audit.v1.Finding.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
+	16, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
+	2,  // 13: toolmesh.audit.v1.RejectedCheckpoint.problem:type_name -> toolmesh.audit.v1.CheckpointProblem
+	8,  // 14: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	12, // 15: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
+	13, // 16: toolmesh.audit.v1.VerifyResponse.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
+	14, // 17: toolmesh.audit.v1.VerifyResponse.rejected_checkpoints:type_name -> toolmesh.audit.v1.RejectedCheckpoint
+	4,  // 18: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
+	6,  // 19: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
+	9,  // 20: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
+	11, // 21: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
+	5,  // 22: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
+	7,  // 23: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
+	10, // 24: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
+	15, // 25: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_audit_v1_audit_proto_init() }
@@ -972,8 +1394,8 @@ func file_toolmesh_audit_v1_audit_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_audit_v1_audit_proto_rawDesc), len(file_toolmesh_audit_v1_audit_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   9,
+			NumEnums:      3,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

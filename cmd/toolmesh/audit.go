@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/keyfile"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/services/audit"
+	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// exitNotIntact is the exit status of `toolmesh audit verify` when the
+// trail is not intact (1 means the verify itself failed).
+const exitNotIntact = 2
+
+// exitError asks main for a particular exit status once err is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// pathsFlag collects a repeated flag of paths; the first Set replaces the
+// default.
+type pathsFlag struct {
+	paths []string
+	set   bool
+}
+
+func (p *pathsFlag) String() string { return strings.Join(p.paths, ",") }
+
+func (p *pathsFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty path")
+	}
+	if !p.set {
+		p.paths, p.set = nil, true
+	}
+	p.paths = append(p.paths, v)
+	return nil
+}
+
+func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "verify" {
+		return errors.New("audit needs a subcommand: verify (toolmesh audit verify -h)")
+	}
+	return runAuditVerify(ctx, args[1:], getenv, stdout)
+}
+
+// runAuditVerify checks an audit trail offline: the database of the audit
+// service (a SQLite file or a PostgreSQL DSN) against signed checkpoint
+// logs, with the audit public key. It never writes to the database.
+func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
+	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory of the mesh's local state")
+	dsn := fs.String("dsn", getenv("TOOLMESH_AUDIT_DSN"), "the audit database: a postgres:// URL, or a SQLite path (default <data>/audit.db)")
+	pubKey := fs.String("public-key", getenv("TOOLMESH_AUDIT_PUBLIC_KEY"), "audit public key file(s), PEM, several keys allowed (default <data>/"+auditPubKeyFile+")")
+	logs := &pathsFlag{}
+	fs.Var(logs, "checkpoints", "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere (repeatable; default <data>/"+auditCheckpointLogFile+")")
+	asJSON := fs.Bool("json", false, "print the result as JSON (the audit_verify response)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("audit verify takes no arguments, got %q", fs.Args())
+	}
+	if *dsn == "" {
+		*dsn = filepath.Join(*dataDir, "audit.db")
+	}
+	if *pubKey == "" {
+		*pubKey = filepath.Join(*dataDir, auditPubKeyFile)
+	}
+	if !logs.set {
+		logs.paths = []string{envOr(getenv, "TOOLMESH_AUDIT_CHECKPOINT_LOG", filepath.Join(*dataDir, auditCheckpointLogFile))}
+	}
+	keys, err := keyfile.ReadPublic(*pubKey)
+	if err != nil {
+		return fmt.Errorf("read audit public key: %w", err)
+	}
+	v := checkpoint.NewVerifier(keys...)
+	var ev audit.Evidence
+	for _, path := range logs.paths {
+		valid, rejected, err := v.ReadFile(path, path)
+		if err != nil {
+			return fmt.Errorf("read checkpoint log: %w", err)
+		}
+		ev.Checkpoints, ev.Rejected = append(ev.Checkpoints, valid...), append(ev.Rejected, rejected...)
+	}
+	db, err := sqldb.OpenReadOnly(ctx, *dsn)
+	if err != nil {
+		return fmt.Errorf("open the audit database: %w", err)
+	}
+	defer db.Close()
+	res, err := audit.VerifyTrail(ctx, auditstore.Existing(db), ev)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printVerify(stdout, logging.Scrub(*dsn), res)
+	}
+	if !res.GetIntact() {
+		return &exitError{code: exitNotIntact, err: errors.New("the audit trail is not intact")}
+	}
+	return nil
+}
+
+// printVerify writes a verify result for a person.
+func printVerify(w io.Writer, where string, res *auditv1.VerifyResponse) {
+	verdict := "INTACT"
+	if !res.GetIntact() {
+		verdict = "NOT INTACT"
+	}
+	fmt.Fprintf(w, "audit trail %s: %s\n", where, verdict)
+	if h := res.GetHead(); h != nil {
+		fmt.Fprintf(w, "  head row     record %d, hash %s\n", h.GetSeq(), h.GetHash())
+	} else {
+		fmt.Fprintln(w, "  head row     missing")
+	}
+	fmt.Fprintf(w, "  verified     %d records\n", res.GetVerifiedRecords())
+	if c := res.GetCheckpoint(); c != nil {
+		fmt.Fprintf(w, "  checkpoints  %d checked; the latest names record %d, signed %s (%s)\n", res.GetCheckpointsChecked(),
+			c.GetSeq(), c.GetTime().AsTime().UTC().Format("2006-01-02T15:04:05.000Z"), c.GetSource())
+	} else {
+		fmt.Fprintln(w, "  checkpoints  none: a tail cut together with the head row, or a rewritten trail, cannot show")
+	}
+	if f := res.GetFirstBad(); f != nil {
+		fmt.Fprintf(w, "  first bad    record %d: %s\n               %s\n", f.GetSeq(), problemWord(f.GetProblem().String(), "PROBLEM_"), f.GetDetail())
+		if c := f.GetCheckpoint(); c != nil {
+			fmt.Fprintf(w, "  proof        the signed checkpoint at %s:\n", c.GetSource())
+			for _, line := range strings.Split(strings.TrimSuffix(c.GetNote(), "\n"), "\n") {
+				fmt.Fprintf(w, "               | %s\n", line)
+			}
+		}
+	}
+	if n := res.GetCheckpointsRejected(); n > 0 {
+		fmt.Fprintf(w, "  rejected     %d checkpoints cannot be trusted:\n", n)
+		for _, r := range res.GetRejectedCheckpoints() {
+			fmt.Fprintf(w, "               %s: %s: %s\n", r.GetSource(), problemWord(r.GetProblem().String(), "CHECKPOINT_PROBLEM_"), r.GetDetail())
+		}
+	}
+}
+
+// problemWord is an enum value name without its prefix, in lower case.
+func problemWord(name, prefix string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, prefix)), "_", " ")
+}

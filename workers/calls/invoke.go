@@ -1,0 +1,87 @@
+package calls
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+)
+
+// run calls the tool's service once, with the gathered arguments, and ends
+// the call with its result.
+func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running `%s` after %d round(s) of questions.", c.in.GetTool(), c.round))
+	env := c.activity(ctx, ActivityInvoke, &callsv1.InvokeInput{
+		Tool:           c.in.GetTool(),
+		Arguments:      c.arguments(),
+		Caller:         c.in.GetCaller(),
+		IdempotencyKey: IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID),
+		Audit:          c.in.GetAdmin(),
+		Timeout:        durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+	})
+	status := StatusSucceeded
+	if env.IsError() {
+		status = StatusFailed
+	}
+	c.callID = IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	res := c.finish(ctx, env, status)
+	res.CallId = c.callID
+	return res // also c.current
+}
+
+// activity runs a tool-calling activity and returns its envelope; an
+// activity that fails after its retries becomes an unavailable envelope.
+//
+// It is a local activity: it runs on this worker inside the workflow task
+// that took the round, so a round costs one workflow task, not three (the
+// schedule, the activity task, the task that reads its result). Its result
+// is recorded in the history like any activity's. A worker that dies after
+// the service call but before the task completes makes another worker run
+// it again, with the same idempotency key, which the service applies once.
+func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInput) *toolcall.Envelope {
+	timeout := durationOr(in.GetTimeout(), DefaultCallTimeout)
+	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    timeout + 5*time.Second,
+		ScheduleToCloseTimeout: 3 * (timeout + 5*time.Second),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    200 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    3,
+		},
+		Summary: in.GetTool(),
+	})
+	var out callsv1.InvokeOutput
+	if err := workflow.ExecuteLocalActivity(actx, name, in).Get(actx, &out); err != nil {
+		return failedAttempts(in.GetTool(), err)
+	}
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(out.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Fail(in.GetTool(), toolcall.CodeInternal, "the call returned no result envelope")
+	}
+	return &env
+}
+
+// failedAttempts is the envelope of a tool-calling activity whose every
+// attempt failed: the last attempt's unavailable envelope (error id
+// included), or, when the activity itself failed (a timeout, a crash), a
+// fixed message. Nothing of the failure's text goes into the result. Only
+// the result changes, not the commands: runs in flight replay as before.
+func failedAttempts(tool string, err error) *toolcall.Envelope {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == errUnavailable {
+		var raw string
+		var env toolcall.Envelope
+		if ae.HasDetails() && ae.Details(&raw) == nil && json.Unmarshal([]byte(raw), &env) == nil && env.Status != "" {
+			return &env
+		}
+	}
+	return toolcall.Fail(tool, toolcall.CodeUnavailable, rpcerror.MessageUnreachable)
+}

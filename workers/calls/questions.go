@@ -1,0 +1,274 @@
+package calls
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolschema"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+)
+
+// apply takes the answer to the pending question. It returns a result when
+// the answer ends the call or the question must be asked again, nil when the
+// call moves on.
+func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *callsv1.RoundResult {
+	q := c.pending
+	a, ok := answers[q.key]
+	if !ok || a.GetAction() == callsv1.Action_ACTION_UNSPECIFIED {
+		return c.reask(ctx, "No answer was given. ")
+	}
+	switch a.GetAction() {
+	case callsv1.Action_ACTION_DECLINE:
+		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
+			fmt.Sprintf("The user declined to %s; nothing was done.", c.what(q.kind))), StatusDeclined)
+	case callsv1.Action_ACTION_CANCEL:
+		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
+			fmt.Sprintf("The user cancelled instead of answering (%s); nothing was done.", c.what(q.kind))), StatusDeclined)
+	}
+	content := a.GetContent().AsMap()
+	if confirm, ok := content[toolcall.AdminConfirm]; ok && confirm == false && q.kind != callsv1.StepKind_STEP_KIND_FIELDS {
+		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
+			fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
+	}
+	// The answers given are checked against the form (required aside) and
+	// kept; what is still missing is asked again, alone.
+	missing := toolschema.Missing(q.schema, content)
+	var given []string
+	for _, f := range q.fields {
+		if _, ok := content[f]; ok && !slices.Contains(missing, f) {
+			given = append(given, f)
+		}
+	}
+	if err := toolschema.ValidateAnswer(toolschema.WithoutRequired(toolschema.Subset(q.schema, given)), content); err != nil {
+		return c.reask(ctx, fmt.Sprintf("That answer does not fit: %s. ", err))
+	}
+	switch q.kind {
+	case callsv1.StepKind_STEP_KIND_FIELDS:
+		for _, f := range given {
+			b, err := json.Marshal(content[f])
+			if err != nil {
+				continue
+			}
+			c.args[f] = b
+			if !slices.Contains(c.elicited, f) {
+				c.elicited = append(c.elicited, f)
+			}
+		}
+	case callsv1.StepKind_STEP_KIND_ADMIN:
+		if slices.Contains(given, toolcall.AdminConfirm) {
+			c.args[toolcall.AdminConfirm] = json.RawMessage("true") // false declined above
+		}
+		if slices.Contains(given, toolcall.AdminReason) {
+			b, _ := json.Marshal(content[toolcall.AdminReason])
+			c.args[toolcall.AdminReason] = b
+		}
+	case callsv1.StepKind_STEP_KIND_PREVIEW:
+		if content[toolcall.AdminConfirm] != true {
+			return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
+				fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
+		}
+	}
+	if len(missing) > 0 {
+		return c.reask(ctx, fmt.Sprintf("Still needed: %s. ", strings.Join(toolschema.Titles(q.schema, missing), ", ")))
+	}
+	c.step++
+	return nil
+}
+
+// what names what a question asked, for the declined envelope.
+func (c *call) what(kind callsv1.StepKind) string {
+	switch kind {
+	case callsv1.StepKind_STEP_KIND_FIELDS:
+		return "give " + strings.Join(c.pending.fields, ", ") + " for " + c.in.GetTool()
+	}
+	return "confirm " + c.in.GetTool()
+}
+
+// next asks the first question of the plan whose input is still missing,
+// or, when nothing is missing, runs the call.
+func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
+	steps := c.in.GetSteps()
+	for c.step < len(steps) {
+		st := steps[c.step]
+		switch st.GetKind() {
+		case callsv1.StepKind_STEP_KIND_FIELDS:
+			var missing []string
+			for _, f := range st.GetFields() {
+				if v, ok := c.args[f]; !ok || string(v) == "null" {
+					missing = append(missing, f)
+				}
+			}
+			if len(missing) > 0 {
+				return c.ask(ctx, st.GetKind(), missing, toolschema.Subset(st.GetRequestedSchema(), missing),
+					fmt.Sprintf("%s needs more information: %s.", c.in.GetTitle(), strings.Join(toolschema.Titles(st.GetRequestedSchema(), missing), ", ")))
+			}
+		case callsv1.StepKind_STEP_KIND_ADMIN:
+			if missing := toolcall.MissingAdmin(c.args); len(missing) > 0 {
+				return c.ask(ctx, st.GetKind(), missing, toolschema.Subset(st.GetRequestedSchema(), missing),
+					fmt.Sprintf("%s is an administrative action. Confirm it and give a reason; both are recorded in the audit trail.\nArguments: %s",
+						c.in.GetTitle(), c.arguments(toolcall.AdminConfirm, toolcall.AdminReason)))
+			}
+		case callsv1.StepKind_STEP_KIND_PREVIEW:
+			return c.preview(ctx, st)
+		}
+		c.step++
+	}
+	return c.run(ctx)
+}
+
+// preview calls the step's preview tool with the arguments gathered so far
+// and asks the user to confirm what it shows. When the preview refuses the
+// arguments, the fields the user gave are asked again, with the reason.
+func (c *call) preview(ctx workflow.Context, st *callsv1.Step) *callsv1.RoundResult {
+	env := c.activity(ctx, ActivityPreview, &callsv1.InvokeInput{
+		Tool:      st.GetPreviewTool(),
+		Arguments: c.arguments(),
+		Caller:    c.in.GetCaller(),
+		Timeout:   durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+	})
+	if env.IsError() {
+		if env.DomainCode == toolcall.CodeInvalidArgument && len(c.elicited) > 0 {
+			if back := c.fieldsStep(); back >= 0 {
+				for _, f := range c.elicited {
+					delete(c.args, f)
+				}
+				c.elicited = nil
+				c.step = back
+				c.note = env.Message + ". "
+				return c.next(ctx)
+			}
+		}
+		env.Tool = c.in.GetTool()
+		return c.finish(ctx, env, StatusFailed)
+	}
+	schema := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"type": structpb.NewStringValue("object"),
+		"properties": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			toolcall.AdminConfirm: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+				"type":        structpb.NewStringValue("boolean"),
+				"title":       structpb.NewStringValue("Confirm"),
+				"description": structpb.NewStringValue("Run " + c.in.GetTool() + " as shown."),
+			}}),
+		}}),
+		"required": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue(toolcall.AdminConfirm)}}),
+	}}
+	return c.ask(ctx, callsv1.StepKind_STEP_KIND_PREVIEW, []string{toolcall.AdminConfirm}, schema,
+		fmt.Sprintf("%s: please confirm.\n%s\nArguments: %s", c.in.GetTitle(), describe(env.Data), c.arguments()))
+}
+
+// fieldsStep is the index of the last FIELDS step before the current one,
+// or -1.
+func (c *call) fieldsStep() int {
+	for i := min(c.step, len(c.in.GetSteps())) - 1; i >= 0; i-- {
+		if c.in.GetSteps()[i].GetKind() == callsv1.StepKind_STEP_KIND_FIELDS {
+			return i
+		}
+	}
+	return -1
+}
+
+// ask puts out a new round with one question.
+func (c *call) ask(ctx workflow.Context, kind callsv1.StepKind, fields []string, schema *structpb.Struct, message string) *callsv1.RoundResult {
+	if int(c.round) >= maxRounds(c.in) {
+		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeInvalidArgument,
+			fmt.Sprintf("%s asked %d rounds of questions without getting complete answers; call it again with the missing arguments", c.in.GetTool(), c.round)), StatusFailed)
+	}
+	c.round++
+	key := fmt.Sprintf("r%d.%s", c.round, stepName(kind))
+	c.pending = &pending{key: key, kind: kind, fields: fields, schema: schema}
+	message = c.note + message
+	c.note = ""
+	deadline := workflow.Now(ctx).Add(c.timeout).UTC().Format(time.RFC3339)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(fields, ", "), message))
+	c.deadline = workflow.Now(ctx).Add(c.timeout)
+	c.status(ctx, StatusWaiting)
+	c.current = &callsv1.RoundResult{Round: c.round, Questions: []*callsv1.Question{{Key: key, Message: message, RequestedSchema: schema}}}
+	return c.current
+}
+
+// reask asks the pending question again (for the fields still missing) as
+// a new round, saying why.
+func (c *call) reask(ctx workflow.Context, why string) *callsv1.RoundResult {
+	c.note = why
+	return c.next(ctx)
+}
+
+// arguments is the JSON object of the arguments gathered so far, without
+// the names left out (keys sorted: encoding/json sorts map keys).
+func (c *call) arguments(leaveOut ...string) string {
+	args := c.args
+	if len(leaveOut) > 0 {
+		args = make(map[string]json.RawMessage, len(c.args))
+		for k, v := range c.args {
+			if !slices.Contains(leaveOut, k) {
+				args[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+func stepName(k callsv1.StepKind) string {
+	switch k {
+	case callsv1.StepKind_STEP_KIND_FIELDS:
+		return "fields"
+	case callsv1.StepKind_STEP_KIND_ADMIN:
+		return "admin"
+	case callsv1.StepKind_STEP_KIND_PREVIEW:
+		return "confirm"
+	}
+	return "input"
+}
+
+// describe renders a preview's data for a person: one line per top-level
+// field, lists cut to their first three items.
+func describe(data json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil || len(m) == 0 {
+		return string(data)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(strings.ReplaceAll(k, "_", " "))
+		b.WriteString(": ")
+		switch v := m[k].(type) {
+		case []any:
+			parts := make([]string, 0, 3)
+			for _, item := range v[:min(3, len(v))] {
+				parts = append(parts, scalar(item))
+			}
+			b.WriteString(strings.Join(parts, ", "))
+		default:
+			b.WriteString(scalar(v))
+		}
+	}
+	return b.String()
+}
+
+func scalar(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
