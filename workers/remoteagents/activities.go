@@ -3,6 +3,7 @@ package remoteagents
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -96,17 +97,32 @@ func (a *Activities) GetTask(ctx context.Context, ref TaskRef) (Remote, error) {
 }
 
 // CancelTask asks the remote agent to cancel the task (tasks/cancel). A
-// task that can no longer be cancelled has ended: nothing to do.
+// task the agent says it cannot cancel is done with when it has ended;
+// while it still runs, the refusal is a race on the agent's side (a cancel
+// that meets the end of the send that started the task), so the activity
+// fails and its retry asks again.
 func (a *Activities) CancelTask(ctx context.Context, ref TaskRef) error {
 	client, err := a2alink.NewClient(ctx, a.HTTP, nil, ref.Endpoint)
 	if err != nil {
 		return refused(err)
 	}
 	defer client.Destroy()
-	if _, err := client.CancelTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(ref.TaskID)}); err != nil && !errors.Is(err, a2a.ErrTaskNotCancelable) {
+	id := a2a.TaskID(ref.TaskID)
+	_, err = client.CancelTask(ctx, &a2a.TaskIDParams{ID: id})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		return classify(err)
 	}
-	return nil
+	task, gerr := client.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+	if gerr != nil {
+		return classify(gerr)
+	}
+	if task.Status.State.Terminal() {
+		return nil
+	}
+	return fmt.Errorf("the agent did not cancel task %s, which is %s: ask again", ref.TaskID, task.Status.State)
 }
 
 // RecordOutcome records how the invocation ended with
