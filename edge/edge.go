@@ -136,12 +136,15 @@ type Edge struct {
 	// audit records successful admin calls; nil without an audit service.
 	audit *audittrail.Recorder
 	// elicit runs elicited calls; nil without Config.Elicitation.
-	elicit   *elicitor
-	server   *mcp.Server
-	handler  http.Handler
-	modern   http.Handler
-	legacy   http.Handler
-	withInfo map[http.Handler]http.Handler
+	elicit  *elicitor
+	server  *mcp.Server
+	handler http.Handler
+	modern  http.Handler
+	legacy  http.Handler
+	// modernWithInfo and legacyWithInfo are modern and legacy handing the
+	// verified token to the SDK (withTokenInfo), for requests that carry one.
+	modernWithInfo http.Handler
+	legacyWithInfo http.Handler
 	// impl identifies the edge in every result's _meta.
 	impl     *mcp.Implementation
 	versions []string
@@ -229,6 +232,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	// and logging (logging/setLevel, and a message per failed call); the
 	// Tasks extension when a long-running tool can become a task. No
 	// prompts, resources or completions.
+	//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on; 2025-era clients still use logging/setLevel and its messages
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
 	if e.tasks = buildTasks(e.reg, cfg.Services); e.tasks != nil {
 		caps.AddExtension(ExtensionTasks, nil)
@@ -293,10 +297,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 		DisableLocalhostProtection: true,
 	})
-	e.withInfo = map[http.Handler]http.Handler{}
-	for _, h := range []http.Handler{e.modern, e.legacy} {
-		e.withInfo[h] = withTokenInfo(h)
-	}
+	e.modernWithInfo = withTokenInfo(e.modern)
+	e.legacyWithInfo = withTokenInfo(e.legacy)
 	e.handler = e.routes()
 	return e, nil
 }
