@@ -394,7 +394,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 	t := b.tool
 	qctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
-	desc, err := x.tc.DescribeWorkflowExecution(qctx, id, "")
+	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -402,7 +402,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 	case err != nil:
 		return x.unavailable(ctx, t.Name, id, err), nil, true
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return x.finished(ctx, t.Name, id), nil, true
 	}
