@@ -30,7 +30,7 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Multi-round elicitation (MCP MRTR, SEP-2322; DESIGN §5).
+// Multi-round elicitation (MCP MRTR, SEP-2322; docs/elicitation.md).
 //
 // A call that lacks admin inputs (confirm, reason) or fields its tool marks
 // elicitable, from a client that declares elicitation, asks the user instead

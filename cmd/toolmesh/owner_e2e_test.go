@@ -227,7 +227,7 @@ func pendingAsk(t *testing.T, s *mcp.ClientSession, args map[string]any) askData
 }
 
 // temporalCLI runs the pinned Temporal CLI against the test server, as the
-// README tells an operator to.
+// docs/owner.md tells an operator to.
 func (m *ownerMesh) temporalCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	wd, _ := os.Getwd()
@@ -360,7 +360,7 @@ func TestOwnerAsksEndToEnd(t *testing.T) {
 			t.Errorf("pending owner_ask took %s with a 1s wait budget", took)
 		}
 		m.waitIdle(t, d.Ask.WorkflowID)
-		// The README's command.
+		// The command docs/owner.md gives.
 		out, err := m.temporalCLI(t, "workflow", "update", "execute", "--workflow-id", d.Ask.WorkflowID, "--name", "answer", "--input", `{"answer":"blue"}`)
 		if err != nil {
 			t.Fatalf("temporal workflow update execute: %v\n%s", err, out)

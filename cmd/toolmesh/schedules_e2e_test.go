@@ -539,7 +539,7 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The command the README gives.
+		// The command docs/schedules.md gives.
 		cmd := exec.Command(bin, "workflow", "update", "execute", "--address", m.dev.HostPort,
 			"--workflow-id", sch.GetApprovalWorkflowId(), "--name", "approve", "--input", `{"note":"from the CLI"}`)
 		out, err := cmd.CombinedOutput()
