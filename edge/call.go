@@ -44,6 +44,8 @@ var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
+		ctx, end, accepted := e.inflight.begin(ctx)
+		defer end()
 		ctx, span := e.obs.startCall(ctx, b, req)
 		defer span.End()
 		var p *Principal
@@ -58,11 +60,15 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 			}
 		}()
 		p = e.principal(req)
-		env, interim := e.call(ctx, b, p, req)
-		if interim != nil {
-			e.obs.interimCall(ctx, b, time.Since(start))
-			return interim, nil
+		var env *toolcall.Envelope
+		if accepted {
+			var interim *mcp.CallToolResult
+			if env, interim = e.call(ctx, b, p, req); interim != nil {
+				e.obs.interimCall(ctx, b, time.Since(start))
+				return interim, nil
+			}
 		}
+		env = retryAdvice(ctx, env, b.tool.Name, b.tool.Kind, !accepted, req.Params.Meta)
 		e.observe(ctx, b, p, req, env, time.Since(start))
 		return result(env), nil
 	}

@@ -125,6 +125,10 @@ type Config struct {
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
 	Telemetry telemetry.Providers
+	// ShutdownGrace is how long tool calls in flight may run on once the
+	// edge stops (Shutdown) before they are cut short and answer
+	// unavailable (default DefaultShutdownGrace).
+	ShutdownGrace time.Duration
 }
 
 // Edge is a configured MCP edge.
@@ -163,6 +167,9 @@ type Edge struct {
 	tasks *tasks
 
 	obs *instruments
+
+	// inflight tracks tool calls so that each gets its answer on shutdown.
+	inflight *inflight
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -201,7 +208,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if cfg.WaitBudget <= 0 {
 		cfg.WaitBudget = DefaultWaitBudget
 	}
-	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions, inflight: newInflight()}
 	if err := e.configureAccess(); err != nil {
 		return nil, err
 	}
@@ -455,17 +465,14 @@ func (e *Edge) DevelopmentMode() bool { return e.dev != nil }
 
 // ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, the
 // stdio transport desktop clients start) until the client disconnects or ctx
-// ends. The caller is the local owner, as in development mode: whoever
+// ends; when ctx ends, the calls in flight get their answers first (see
+// Shutdown). The caller is the local owner, as in development mode: whoever
 // started the process is the user.
 func (e *Edge) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
 	if e.dev == nil {
 		return errors.New("edge: stdio serves the local user and needs development mode (no Auth)")
 	}
-	err := e.server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
-	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+	return e.serveStdio(ctx, in, out)
 }
 
 // principal is the caller of an MCP request: the verified token's principal

@@ -264,12 +264,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
 	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
+	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
 	telFlags := addTelemetryFlags(fs, getenv)
 	build := d.build
 	if d.flags != nil {
 		build = d.flags(fs, getenv)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	limits, err := limitFlags.limits()
+	if err != nil {
 		return err
 	}
 	if *dsn == "" {
@@ -317,7 +322,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler()}
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits}
 	if agentsURL != nil && *agentsURL != "" {
 		check := agentcheck.New(*agentsURL, agentcheck.Options{Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
