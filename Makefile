@@ -83,7 +83,9 @@ lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.p
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^proto/gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet $(GO_PACKAGES)
+	go vet -tags faults ./faults ./cmd/toolmesh
 	staticcheck $(GO_PACKAGES)
+	staticcheck -tags faults ./faults ./cmd/toolmesh
 	buf lint
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest
@@ -102,6 +104,14 @@ test: $(BIN)/temporal ## Run every test (installs what the tests need)
 .PHONY: test-short
 test-short: ## Run the fast tests (-short -race: no PostgreSQL, Temporal or built binary)
 	go test -short -race -timeout 10m $(GO_PACKAGES)
+
+# The fault suite (docs/faults.md) builds toolmesh with -tags faults (which
+# adds the test-only testing domain), starts the real processes on a free
+# port offset, kills them under load and ends with one table of figures.
+# The tag keeps make test from building it.
+.PHONY: faults
+faults: $(BIN)/temporal ## Run the fault suite: kill real processes under load, print the figures
+	go test -tags faults -count=1 -timeout 15m -v ./faults
 
 .PHONY: bench
 # Elicitation rounds are measured over a fixed number of calls (200) against

@@ -150,12 +150,19 @@ func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
 // canElicit reports whether the client of req declared form elicitation
 // (an empty elicitation capability means form).
 func canElicit(req *mcp.CallToolRequest) bool {
+	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
+		// A client of an older protocol has no elicitation to declare.
+		return false
+	}
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return false
 	}
 	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
 }
+
+// elicitationSince is the first protocol version with elicitation.
+const elicitationSince = "2025-06-18"
 
 // modern reports whether req is of the stateless protocol, where questions
 // travel as input_required results.

@@ -9,14 +9,12 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/oauthtest"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -310,73 +309,6 @@ func startAuthServer(t *testing.T, iss *oauthIssuer) *authServer {
 	return a
 }
 
-// tsClient installs the TypeScript client of testdata/tsclient (the
-// official MCP TypeScript SDK, at the version its lock file pins) into the
-// user's cache, once, and returns its script. Without node the test is
-// skipped.
-func tsClient(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed")
-	}
-	src := filepath.Join("testdata", "tsclient")
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "toolmesh-test", "tsclient-"+hex.EncodeToString(sum[:8]))
-	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
-		// Installed beside, then moved in place: test binaries running at
-		// once never see half an install.
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join(src, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, tmp, f, string(b))
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		cmd.Dir = tmp
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci of the TypeScript SDK: %v\n%s", err, out)
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			if _, statErr := os.Stat(filepath.Join(dir, "node_modules")); statErr != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	script, err := os.ReadFile(filepath.Join(src, "stepup.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The script runs beside node_modules; a copy per test, so that an edit
-	// of it takes effect.
-	path := filepath.Join(dir, fmt.Sprintf("stepup-%d.mjs", os.Getpid()))
-	if err := os.WriteFile(path, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(path) })
-	return path
-}
-
 // TestCredentialsAtTheProcessBoundary runs `toolmesh serve tasks` and an
 // edge with OAuth on, and checks from outside: two credentials are 400
 // invalid_request at the edge and at the service; a read token calling a
@@ -466,7 +398,7 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 	})
 
 	t.Run("step-up with the TypeScript SDK", func(t *testing.T) {
-		script := tsClient(t)
+		script := filepath.Join(nodetest.Install(t, filepath.Join("testdata", "tsclient")), "stepup.mjs")
 		as := startAuthServer(t, iss)
 		addr := freeAddr(t)
 		startBin(t, bin, "http://"+addr+"/healthz", "edge", "--addr", addr, "--data", data, "--metrics-addr", "off",

@@ -18,7 +18,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // serviceFlag collects repeated --service domain=url flags.
@@ -119,6 +118,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
@@ -163,6 +163,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer stopTelemetry(tel, log)
 	cfg := edge.Config{
+		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
 		CallTimeout:    *timeout,
@@ -176,6 +177,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		MaxBodyBytes:   limits.MaxBodyBytes,
 		ShutdownGrace:  shutdownGrace,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+
+		ResourcePollInterval: *resourcePoll,
 	}
 	if *temporalAddr != "" {
 		if *stateKey == "" {
@@ -347,7 +350,7 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
 		found := false
-		for _, sd := range toolcatalog.Contracts() {
+		for _, sd := range contracts() {
 			if string(sd.ParentFile().Package()) == "toolmesh."+domain+".v1" {
 				out[string(sd.FullName())] = url
 				found = true

@@ -68,6 +68,7 @@ var workerQueues = map[string]workerQueue{
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
+		Contracts:     contracts(),
 		Services:      deps.Services,
 		HTTPClient:    deps.HTTPClient,
 		Mesh:          deps.Mesh,

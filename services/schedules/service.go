@@ -245,12 +245,22 @@ func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec
 		// Undo without the caller's cancellation: the caller may be gone.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
+		// But undo in Temporal only within the caller's deadline: when
+		// Temporal does not answer, the answer (unavailable) must still
+		// reach the caller in time; what could not be undone stays paused
+		// and unapproved, and never runs.
+		tctx := uctx
+		if dl, ok := ctx.Deadline(); ok {
+			var tcancel context.CancelFunc
+			tctx, tcancel = context.WithDeadline(uctx, dl)
+			defer tcancel()
+		}
 		if approvalID != "" {
-			if uerr := s.engine.WithdrawApproval(uctx, approvalID); uerr != nil {
+			if uerr := s.engine.WithdrawApproval(tctx, approvalID); uerr != nil {
 				s.log.WarnContext(ctx, "schedules.undo_failed", "schedule", sch.GetId(), "step", "withdraw approval", "error", uerr)
 			}
 		}
-		if uerr := s.engine.DeleteSchedule(uctx, sch.GetTemporalScheduleId()); uerr != nil {
+		if uerr := s.engine.DeleteSchedule(tctx, sch.GetTemporalScheduleId()); uerr != nil {
 			s.log.WarnContext(ctx, "schedules.undo_failed", "schedule", sch.GetId(), "step", "delete temporal schedule", "error", uerr)
 		}
 		if uerr := s.store.Delete(uctx, sch.GetId()); uerr != nil {

@@ -133,6 +133,8 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 		return output(toolcall.Invalid(in.GetTool(), vs))
 	}
 	caller := meshCaller(in.GetCaller())
+	ctx, cancel := callDeadline(ctx, in)
+	defer cancel()
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()})
 	if env.DomainCode == toolcall.CodeUnavailable {
 		return nil, unavailable(env)
@@ -178,11 +180,22 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 	if vs != nil {
 		return output(toolcall.Invalid(in.GetTool(), vs))
 	}
+	ctx, cancel := callDeadline(ctx, in)
+	defer cancel()
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: meshCaller(in.GetCaller())})
 	if env.DomainCode == toolcall.CodeUnavailable {
 		return nil, unavailable(env)
 	}
 	return output(env)
+}
+
+// callDeadline bounds the service call by the call's own deadline (the
+// edge's call timeout), not the activity's, which leaves room to report.
+func callDeadline(ctx context.Context, in *callsv1.InvokeInput) (context.Context, context.CancelFunc) {
+	if d := in.GetTimeout().AsDuration(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
 }
 
 // unavailable fails an attempt whose service was unreachable (it is
