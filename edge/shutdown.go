@@ -177,7 +177,7 @@ func retryHint(kind toolv1.Kind, meta mcp.Meta) string {
 		return "Retry the call."
 	}
 	if key, ok := meta[MetaIdempotencyKey].(string); ok && idempotencyKeyRE.MatchString(key) {
-		return fmt.Sprintf("It may or may not have taken effect: retry it with the same idempotency key (_meta %q: %q), which applies it once.", MetaIdempotencyKey, key)
+		return fmt.Sprintf("It may or may not have taken effect; retry it with the same idempotency key (_meta %q = %q), which applies it once.", MetaIdempotencyKey, key)
 	}
-	return fmt.Sprintf("It may or may not have taken effect: check before retrying, and give calls an idempotency key (_meta %q) to make retries safe.", MetaIdempotencyKey)
+	return fmt.Sprintf("It may or may not have taken effect; check before retrying, and give calls an idempotency key (_meta %q) to make retries safe.", MetaIdempotencyKey)
 }

@@ -10,13 +10,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
 // Long-running tools that wait, and MCP tasks.
@@ -77,8 +78,9 @@ func waitField(t *toolcatalog.Tool) protoreflect.FieldDescriptor {
 
 // setWait fills the wait of a waiting tool's request: 0 for a client that
 // takes a task, else the budget (or the caller's shorter wait).
-func (e *Edge) setWait(b *binding, msg *dynamicpb.Message, task bool) {
+func (e *Edge) setWait(b *binding, req proto.Message, task bool) {
 	budget := int64(e.cfg.WaitBudget / time.Second)
+	msg := req.ProtoReflect()
 	switch {
 	case task:
 		msg.Set(b.wait, protoreflect.ValueOfInt32(0))
@@ -117,12 +119,56 @@ const (
 	taskCancelled = "cancelled"
 )
 
-// taskKinds lists the work that can become tasks: owner asks.
+// taskKinds lists the work that can become tasks: owner asks and remote
+// agent invocations.
 func taskKinds() []*taskKind {
 	return []*taskKind{{
 		prefix: "ask", start: "owner_ask", get: "owner_get_ask", cancel: "owner_cancel_ask", idField: "ask_id",
 		state: askState,
+	}, {
+		prefix: "invoke", start: "remoteagents_invoke", get: "remoteagents_get_invocation", cancel: "remoteagents_cancel_invocation",
+		idField: "invocation_id", state: invocationState,
 	}}
+}
+
+// invocationState reads the invocation in a remoteagents_invoke,
+// remoteagents_get_invocation or remoteagents_cancel_invocation result
+// ({"invocation": {...}}).
+func invocationState(data json.RawMessage) (taskState, error) {
+	var res remoteagentsv1.GetInvocationResponse
+	if err := askJSON.Unmarshal(data, &res); err != nil {
+		return taskState{}, fmt.Errorf("read the invocation: %w", err)
+	}
+	inv := res.GetInvocation()
+	st := taskState{id: inv.GetWorkflowId(), created: inv.GetCreateTime().AsTime(), updated: inv.GetCreateTime().AsTime()}
+	if inv.GetResolveTime() != nil {
+		st.updated = inv.GetResolveTime().AsTime()
+	}
+	switch inv.GetStatus() {
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING:
+		st.status = taskWorking
+		st.message = "The remote agent is working on it"
+		if s := inv.GetRemoteState(); s != "" {
+			st.message += " (" + s + ")"
+		}
+		st.message += "."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED:
+		st.status, st.message = taskCompleted, "The remote agent answered."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED:
+		st.status, st.message = taskCompleted, "The invocation failed: "+inv.GetError()
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_REJECTED:
+		st.status, st.message = taskCompleted, "The remote agent refused it."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED:
+		st.status, st.message = taskCompleted, "The remote agent needs more input: invoke it again with the task_id."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED:
+		st.status, st.message = taskCancelled, "The invocation was cancelled."
+	default:
+		return taskState{}, fmt.Errorf("invocation in unknown status %v", inv.GetStatus())
+	}
+	if st.id == "" {
+		return taskState{}, fmt.Errorf("the invocation names no workflow")
+	}
+	return st, nil
 }
 
 var askJSON = protojson.UnmarshalOptions{DiscardUnknown: true}

@@ -118,6 +118,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
+	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
+	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
 	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
@@ -233,6 +236,13 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		cfg.Auth = a
 	}
+	if *a2aAddr != "" && !*stdio {
+		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
+		if err != nil {
+			return err
+		}
+		cfg.A2A = &edge.A2AConfig{Addr: *a2aAddr, PublicURL: *a2aURL, Resource: *a2aResource, Egress: policy, Version: cfg.Version}
+	}
 	if *stdio {
 		cfg.Addr = ""
 		if *issuer != "" {
@@ -255,18 +265,14 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
-	var metricsLis net.Listener
-	if *metricsAddr != "" && *metricsAddr != "off" {
-		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
-			lis.Close()
-			return err
-		}
+	if *telFlags.pprof && (*metricsAddr == "" || *metricsAddr == "off") {
+		lis.Close()
+		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
 	}
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil)
 	// The edge answers oversized bodies itself, in JSON-RPC.
-	limits.MaxBodyBytes = -1
-	mcpListener := httpListener{server.NewHTTPServer(e.Handler(), log, limits), lis, server.HTTPOptions{
+	mcpLimits := limits
+	mcpLimits.MaxBodyBytes = -1
+	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log, mcpLimits), lis, server.HTTPOptions{
 		ShutdownTimeout: shutdownTimeout,
 		// Every call in flight gets its answer before the listener closes.
 		AnswerInFlight: func(ctx context.Context) {
@@ -274,13 +280,34 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 				log.Warn("edge.shutdown_incomplete", "error", err)
 			}
 		},
-	}}
-	if metricsLis == nil {
-		return server.RunHTTP(ctx, mcpListener.srv, mcpListener.lis, log, mcpListener.opts)
+	}}}
+	closeAll := func() {
+		for _, s := range servers {
+			s.lis.Close()
+		}
 	}
-	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-	return runHTTPPair(ctx, log, mcpListener,
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+	if *metricsAddr != "" && *metricsAddr != "off" {
+		metricsLis, err := server.Listen(*metricsAddr)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+	}
+	if cfg.A2A != nil {
+		a2aLis, err := server.Listen(*a2aAddr)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
+		// The A2A endpoint caps bodies itself too (1 MiB).
+		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: shutdownTimeout}})
+	}
+	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil)
+	return runHTTPAll(ctx, log, servers...)
 }
 
 // defaultEdgeShutdownTimeout bounds the edge's shutdown.
@@ -307,10 +334,14 @@ func envDuration(getenv func(string) string, key string, def time.Duration) (tim
 // also not need an MCP bearer token or pass the Host and Origin checks.
 const defaultEdgeMetricsAddr = "127.0.0.1:7190"
 
-// metricsMux serves a process's /metrics and /healthz.
-func metricsMux(metrics http.Handler) http.Handler {
+// metricsMux serves a process's /metrics and /healthz, and /debug/pprof
+// when pprof is set.
+func metricsMux(metrics http.Handler, pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
+	if pprof {
+		server.HandlePprof(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
@@ -324,20 +355,24 @@ type httpListener struct {
 	opts server.HTTPOptions
 }
 
-// runHTTPPair serves a and b until ctx ends or either fails, then stops
-// both.
-func runHTTPPair(ctx context.Context, log *slog.Logger, a, b httpListener) error {
+// runHTTPAll serves every listener until ctx ends or one fails, then
+// stops them all.
+func runHTTPAll(ctx context.Context, log *slog.Logger, servers ...httpListener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 2)
-	for _, h := range []httpListener{a, b} {
+	errs := make(chan error, len(servers))
+	for _, h := range servers {
 		go func() {
 			err := server.RunHTTP(ctx, h.srv, h.lis, log, h.opts)
 			cancel()
 			errs <- err
 		}()
 	}
-	return errors.Join(<-errs, <-errs)
+	var all []error
+	for range servers {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 type nopWriteCloser struct{ io.Writer }

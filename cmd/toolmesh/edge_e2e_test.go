@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,11 @@ type envelope struct {
 	Data       json.RawMessage `json:"data"`
 	DomainCode string          `json:"domain_code"`
 	Message    string          `json:"message"`
-	Pagination *struct {
+	// Gap names what a capability_gap backend lacks.
+	Gap string `json:"gap"`
+	// RetryAfterSeconds is when a rate-limited call may be retried.
+	RetryAfterSeconds int `json:"retry_after_seconds"`
+	Pagination        *struct {
 		Total      int  `json:"total"`
 		Limit      int  `json:"limit"`
 		NextOffset *int `json:"next_offset"`
@@ -97,25 +102,42 @@ type envelope struct {
 
 func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) envelope {
 	t.Helper()
-	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	return callToolMeta(t, s, name, args, nil)
+}
+
+// callToolMeta is callTool with the request's _meta.
+func callToolMeta(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, meta mcp.Meta) envelope {
+	t.Helper()
+	env, err := tryCallTool(s, &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
 	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
+		t.Fatal(err)
+	}
+	return env
+}
+
+// tryCallTool is callTool that reports what went wrong instead of failing
+// the test, for calls made from other goroutines.
+func tryCallTool(s *mcp.ClientSession, params *mcp.CallToolParams) (envelope, error) {
+	name := params.Name
+	res, err := s.CallTool(context.Background(), params)
+	if err != nil {
+		return envelope{}, fmt.Errorf("tools/call %s: %v", name, err)
 	}
 	if len(res.Content) != 1 {
-		t.Fatalf("tools/call %s: %d content items, want 1", name, len(res.Content))
+		return envelope{}, fmt.Errorf("tools/call %s: %d content items, want 1", name, len(res.Content))
 	}
 	text, ok := res.Content[0].(*mcp.TextContent)
 	if !ok {
-		t.Fatalf("tools/call %s: content is %T, want text", name, res.Content[0])
+		return envelope{}, fmt.Errorf("tools/call %s: content is %T, want text", name, res.Content[0])
 	}
 	var env envelope
 	if err := json.Unmarshal([]byte(text.Text), &env); err != nil {
-		t.Fatalf("tools/call %s: envelope %q: %v", name, text.Text, err)
+		return envelope{}, fmt.Errorf("tools/call %s: envelope %q: %v", name, text.Text, err)
 	}
 	if res.IsError != (env.Status != "ok") {
-		t.Errorf("tools/call %s: isError %v with envelope status %q", name, res.IsError, env.Status)
+		return env, fmt.Errorf("tools/call %s: isError %v with envelope status %q", name, res.IsError, env.Status)
 	}
-	return env
+	return env, nil
 }
 
 func listTools(t *testing.T, s *mcp.ClientSession) map[string]*mcp.Tool {

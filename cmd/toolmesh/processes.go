@@ -42,6 +42,10 @@ const (
 // linkMCP names the edge's first link, its MCP endpoint.
 const linkMCP = "MCP endpoint"
 
+// linkA2A names the edge's link to the A2A endpoint (the development
+// agent's base URL: its card is below it).
+const linkA2A = "A2A endpoint"
+
 // Default ports of the processes that are not in the domains and
 // workerQueues tables. --port-offset moves every default port.
 const (
@@ -75,6 +79,8 @@ type meshProcess struct {
 	Deps []string `json:"deps,omitempty"`
 	// Links are URLs a developer opens (the Temporal UI, the MCP endpoint).
 	Links []meshLink `json:"links,omitempty"`
+	// Stateless marks a domain service that keeps no database.
+	Stateless bool `json:"stateless,omitempty"`
 	// readyTimeout bounds the wait for Probe under `toolmesh up`.
 	readyTimeout time.Duration
 	// needs are the processes this one cannot start without: `toolmesh
@@ -120,6 +126,8 @@ type meshConfig struct {
 	TemporalPort, TemporalUIPort, TemporalHealthPort int
 	// PortOffset is added to every service's and worker's port.
 	PortOffset int
+	// Pprof starts every service, worker and the edge with --pprof.
+	Pprof bool
 }
 
 // addMeshFlags defines the flags of the plan on fs; the returned function
@@ -132,6 +140,7 @@ func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConf
 	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
 	tPort := fs.Int("temporal-port", temporalPort, "Temporal dev server frontend (gRPC) port on 127.0.0.1 (plus --port-offset unless given)")
 	tUIPort := fs.Int("temporal-ui-port", temporalUIPort, "Temporal Web UI port on 127.0.0.1, 0: no UI (plus --port-offset unless given)")
+	pprof := fs.Bool("pprof", false, "start every service, worker and the edge with --pprof: Go's profiles at /debug/pprof on each one's metrics address")
 	return func() (meshConfig, error) {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -148,6 +157,7 @@ func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConf
 			TemporalUIPort:     *tUIPort,
 			TemporalHealthPort: temporalHealthPort + *offset,
 			PortOffset:         *offset,
+			Pprof:              *pprof,
 		}
 		if !given["edge-addr"] {
 			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+*offset)
@@ -236,6 +246,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	plan = append(plan, temporal)
 
 	agentsURL := "http://" + local(domains[directory].port)
+	a2aURL := "http://" + local(a2aPort)
 	serviceFlags := make([]string, 0, 2*len(names))
 	for _, n := range names {
 		d := domains[n]
@@ -245,6 +256,13 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		var env map[string]string
 		if d.temporal {
 			args = append(args, "--temporal", temporalAddr)
+		}
+		if cfg.Pprof {
+			args = append(args, "--pprof")
+		}
+		for _, c := range d.calls {
+			args = append(args, "--service", c+"=http://"+local(domains[c].port))
+			deps = append(deps, c)
 		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
@@ -261,6 +279,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: d.port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         deps,
+			Stateless:    d.stateless,
 			readyTimeout: 30 * time.Second,
 		})
 		serviceFlags = append(serviceFlags, "--service", n+"=http://"+addr)
@@ -270,10 +289,19 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	for _, q := range queues {
 		health := local(workerQueues[q].port)
 		args := append([]string{"worker", q, "--temporal", temporalAddr, "--health-addr", health, "--mesh-key", keyPath}, serviceFlags...)
+		if cfg.Pprof {
+			args = append(args, "--pprof")
+		}
+		var env map[string]string
+		if q == "remoteagents" {
+			// Depth tokens name the A2A endpoint, which publishes the key.
+			env = map[string]string{a2aURLEnv: a2aURL}
+		}
 		plan = append(plan, meshProcess{
 			Name:         workerPrefix + q,
 			Label:        labelWorkers,
 			Args:         args,
+			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: workerQueues[q].port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         append([]string{procMeshKeys, procTemporal}, names...),
 			readyTimeout: 30 * time.Second,
@@ -301,7 +329,11 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
 		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
-		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
+		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile),
+		"--a2a-addr", local(a2aPort)}
+	if cfg.Pprof {
+		edgeArgs = append(edgeArgs, "--pprof")
+	}
 	plan = append(plan, meshProcess{
 		Name:  procEdge,
 		Label: labelEdge,
@@ -311,6 +343,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		Links: []meshLink{
 			{Name: linkMCP, URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"},
 			{Name: "Edge metrics", URL: "http://" + local(edgeMetricsPort) + "/metrics"},
+			{Name: linkA2A, URL: a2aURL + "/a2a/agents/" + cfg.DevAgent + "/"},
 		},
 		readyTimeout: 30 * time.Second,
 	})

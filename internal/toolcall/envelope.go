@@ -88,6 +88,12 @@ type Envelope struct {
 	Gap string `json:"gap,omitempty"`
 	// RetryAfterSeconds tells a rate-limited caller when to try again.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
+
+	// Replayed is true when the service answered with the result of an
+	// earlier call and changed nothing; ReplayOf is that call's idempotency
+	// key (internal/idempotency). For the audit trail, not the client.
+	Replayed bool   `json:"-"`
+	ReplayOf string `json:"-"`
 }
 
 // IsError reports whether e is an error envelope.
@@ -194,6 +200,11 @@ func FromError(ctx context.Context, log *slog.Logger, tool string, err error) *E
 		env.Gap = gap
 	} else if vs := boundary.ViolationsFromError(ce); len(vs) > 0 && env.DomainCode == CodeInvalidArgument {
 		env = Invalid(tool, vs)
+	}
+	if env.DomainCode == CodeRateLimited || env.DomainCode == CodeUnavailable {
+		// When the service says when to try again (an outside API's rate
+		// limit), so does the envelope.
+		env.RetryAfterSeconds = retryAfterSeconds(ce)
 	}
 	env.ErrorID = id
 	return env

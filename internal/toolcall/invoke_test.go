@@ -18,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	testingv1connect "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
 
@@ -188,7 +189,7 @@ func TestInvokeAnswersFailuresAsEnvelopes(t *testing.T) {
 	// decode comes back with the service's violations.
 	echo := m.tools["testing_echo"]
 	msg, _ := echo.Decode(context.Background(), json.RawMessage(`{"message":"hi"}`))
-	msg.Clear(msg.Descriptor().Fields().ByName("message"))
+	msg.(*testingv1.EchoRequest).Message = ""
 	env := echo.Invoke(context.Background(), msg, servertest.MeshSigner(), mesh.Call{Caller: mesh.Caller{Agent: "agent-1"}})
 	if want := []boundary.Violation{{Field: "message", Rule: "required", Message: "value is required"}}; env.DomainCode != toolcall.CodeInvalidArgument || !cmp.Equal(want, env.Violations) {
 		t.Errorf("service validation: %+v, want violations %v", env, want)

@@ -7,10 +7,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -93,14 +95,23 @@ func (s *Service) Send(ctx context.Context, req *messagesv1.SendRequest) (*messa
 		ToAgent:    req.GetToAgent(),
 		Text:       req.GetMessage(),
 		CreateTime: timestamppb.New(now),
+		// Whoever acts on the message works one invocation deeper.
+		Depth: int32(call.Caller.Depth) + 1,
 	}
 	// A message is a repeat when the original is younger than the window:
 	// one sent exactly DedupWindow ago is stored anew.
-	stored, dup, err := s.store.Send(ctx, m, DedupKey(req.GetMessage()), now.Add(-DedupWindow), call.IdempotencyKey)
+	key := idempotency.CallOf(ctx, req)
+	sent, err := s.store.Send(ctx, m, DedupKey(req.GetMessage()), now.Add(-DedupWindow), key)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(key.Key)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("send message: %w", err))
 	}
-	return &messagesv1.SendResponse{Message: stored, DuplicateSuppressed: dup}, nil
+	if sent.Replayed {
+		idempotency.MarkReplay(ctx, key.Key)
+	}
+	return &messagesv1.SendResponse{Message: sent.Message, DuplicateSuppressed: sent.Duplicate}, nil
 }
 
 // DedupKey is the digest of the first DedupPrefix characters of text: two
@@ -130,6 +141,23 @@ func (s *Service) requireInThread(ctx context.Context, thread, agent string) err
 			fmt.Errorf("thread %s not found among your messages; omit thread_id to start a new thread", thread))
 	}
 	return nil
+}
+
+// Get implements MessagesService.Get: the message, to its sender and its
+// recipient only; to anyone else it does not exist.
+func (s *Service) Get(ctx context.Context, req *messagesv1.GetRequest) (*messagesv1.GetResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.store.Get(ctx, req.GetMessageId())
+	if errors.Is(err, ErrNotFound) || (err == nil && m.GetFromAgent() != agent && m.GetToAgent() != agent) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("message %s not found among your messages", req.GetMessageId()))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get message: %w", err))
+	}
+	return &messagesv1.GetResponse{Message: m}, nil
 }
 
 // List implements MessagesService.List.
