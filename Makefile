@@ -17,6 +17,7 @@ PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 PROTOC_GEN_GO_GRPC_VERSION    := v1.6.2
 GRPC_GATEWAY_VERSION          := v2.33.0
 TEMPORAL_CLI_VERSION          := v1.5.1
+STATICCHECK_VERSION           := v0.8.2
 # buf/validate/validate.proto is copied from this Go module in the module cache.
 PROTOVALIDATE_PROTO_VERSION   := v1.2.2
 
@@ -46,12 +47,14 @@ $(BIN)/protoc-gen-openapiv2:
 # build, so it is built once and reused.
 $(BIN)/temporal:
 	go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+$(BIN)/staticcheck:
+	go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 PROTO_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/protoc-gen-go-grpc \
 	$(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2
 
 .PHONY: tools
-tools: $(PROTO_TOOLS) $(BIN)/temporal ## Install the pinned tools into ./bin
+tools: $(PROTO_TOOLS) $(BIN)/temporal $(BIN)/staticcheck ## Install the pinned tools into ./bin
 
 # --- code generation ---------------------------------------------------------
 
@@ -76,10 +79,13 @@ checkgenerate: generate ## Fail when the committed generated code is stale
 # --- lint and test -----------------------------------------------------------
 
 .PHONY: lint
-lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go vet, buf lint, buf breaking, import rules
+lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.proto ## gofmt, go mod tidy, go vet, staticcheck, buf lint, buf breaking, import rules
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^proto/gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet $(GO_PACKAGES)
 	go vet -tags faults ./faults ./cmd/toolmesh
+	staticcheck $(GO_PACKAGES)
+	staticcheck -tags faults ./faults ./cmd/toolmesh
 	buf lint
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest
@@ -92,6 +98,14 @@ lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go v
 .PHONY: test
 test: $(BIN)/temporal ## Run every test with the race detector (installs what the tests need)
 	go test -race -count=1 -timeout 30m $(GO_PACKAGES)
+
+# The fast lane for the edit-test loop: -short skips everything that needs
+# PostgreSQL, a Temporal dev server or a built toolmesh binary (the SQLite
+# store suites and in-process service tests still run), under the race
+# detector.
+.PHONY: test-short
+test-short: ## Run the fast tests (-short -race: no PostgreSQL, Temporal or built binary)
+	go test -short -race -timeout 10m $(GO_PACKAGES)
 
 # The fault suite (docs/faults.md) builds toolmesh with -tags faults (which
 # adds the test-only testing domain), starts the real processes on a free

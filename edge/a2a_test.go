@@ -427,7 +427,7 @@ func mustSign(t *testing.T, s *a2alink.DepthSigner, aud, msg string, depth int) 
 // signerIssuer reads the issuer a signer names, from a token it signs.
 func signerIssuer(t *testing.T, s *a2alink.DepthSigner) string {
 	t.Helper()
-	tok, err := jose.ParseSigned(mustSign(t, s, "x", "x", 0), []jose.SignatureAlgorithm{jose.EdDSA})
+	tok, err := jose.ParseSignedCompact(mustSign(t, s, "x", "x", 0), []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatal(err)
 	}

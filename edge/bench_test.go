@@ -48,7 +48,7 @@ func (l *latencies) report(b *testing.B, elapsed time.Duration) {
 }
 
 // concurrentCallers is the number of concurrent callers of the benchmarks
-// (the DESIGN §7 figures are at 8).
+// (the figures in docs/performance.md are at 8).
 const concurrentCallers = 8
 
 func runParallel(b *testing.B, fn func(ctx context.Context) error) {
@@ -79,7 +79,7 @@ func runParallel(b *testing.B, fn func(ctx context.Context) error) {
 //   - edge-mcp: the tasks_get tool through the edge (MCP 2026-07-28,
 //     stateless, go-sdk client), which calls the same service;
 //   - stock-sdk: a plain go-sdk server with a typed tool that reads the same
-//     store in process (the DESIGN §7 baseline for the edge).
+//     store in process (the edge's baseline in docs/performance.md).
 //
 // Client, edge and service share this process, so B/op and allocs/op count
 // all three sides of a call.

@@ -352,6 +352,7 @@ func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.C
 	}
 	e.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
 	if req.Session != nil {
+		//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call
 		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
 			Data: map[string]string{"tool": t.Name, "domain_code": env.DomainCode, "message": env.Message}})
 	}

@@ -27,7 +27,9 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex
+			//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 			var logs []*mcp.LoggingMessageParams
+			//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 			cs := f.connect(t, v, "", &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 				mu.Lock()
 				logs = append(logs, r.Params)
@@ -38,6 +40,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 				t.Fatalf("negotiated %q, want %q", init.ProtocolVersion, v)
 			}
 			caps := init.Capabilities
+			//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 			if caps.Tools == nil || caps.Logging == nil || caps.Prompts != nil || caps.Resources != nil || caps.Completions != nil {
 				t.Errorf("capabilities = %+v, want exactly tools and logging", caps)
 			}
@@ -75,6 +78,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 			// Both eras can receive log messages about failed calls.
 			params := &mcp.CallToolParams{Name: "testing_echo", Arguments: map[string]any{"message": "x", "fail": "FAILURE_NOT_FOUND"}}
 			if v >= edge.ModernProtocol {
+				//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 				params.Meta = mcp.Meta{mcp.MetaKeyLogLevel: "warning"}
 				if err := cs.Ping(ctx, nil); err == nil {
 					t.Error("ping succeeded on the stateless protocol, where it was removed")
@@ -83,6 +87,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 				if err := cs.Ping(ctx, nil); err != nil {
 					t.Errorf("ping: %v", err)
 				}
+				//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 				if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
 					t.Fatalf("logging/setLevel: %v", err)
 				}

@@ -154,12 +154,15 @@ type Edge struct {
 	// audit records successful admin calls; nil without an audit service.
 	audit *audittrail.Recorder
 	// elicit runs elicited calls; nil without Config.Elicitation.
-	elicit   *elicitor
-	server   *mcp.Server
-	handler  http.Handler
-	modern   http.Handler
-	legacy   http.Handler
-	withInfo map[http.Handler]http.Handler
+	elicit  *elicitor
+	server  *mcp.Server
+	handler http.Handler
+	modern  http.Handler
+	legacy  http.Handler
+	// modernWithInfo and legacyWithInfo are modern and legacy handing the
+	// verified token to the SDK (withTokenInfo), for requests that carry one.
+	modernWithInfo http.Handler
+	legacyWithInfo http.Handler
 	// impl identifies the edge in every result's _meta; serverInfo is it
 	// in JSON.
 	impl       *mcp.Implementation
@@ -293,6 +296,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	// with subscriptions, and prompts, when the contracts have any, and
 	// completion of their arguments; the Tasks extension when a
 	// long-running tool can become a task.
+	//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on; 2025-era clients still use logging/setLevel and its messages
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
 	opts := &mcp.ServerOptions{
 		Logger:                    log,
@@ -383,10 +387,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 		DisableLocalhostProtection: true,
 	})
-	e.withInfo = map[http.Handler]http.Handler{}
-	for _, h := range []http.Handler{e.modern, e.legacy} {
-		e.withInfo[h] = withTokenInfo(h)
-	}
+	e.modernWithInfo = withTokenInfo(e.modern)
+	e.legacyWithInfo = withTokenInfo(e.legacy)
 	e.handler = e.routes()
 	return e, nil
 }

@@ -30,7 +30,7 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Multi-round elicitation (MCP MRTR, SEP-2322; DESIGN §5).
+// Multi-round elicitation (MCP MRTR, SEP-2322; docs/elicitation.md).
 //
 // A call that lacks admin inputs (confirm, reason) or fields its tool marks
 // elicitable, from a client that declares elicitation, asks the user instead
@@ -401,7 +401,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 	t := b.tool
 	qctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
-	desc, err := x.tc.DescribeWorkflowExecution(qctx, id, "")
+	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -409,7 +409,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 	case err != nil:
 		return x.unavailable(ctx, t.Name, id, err), nil, true
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return x.finished(ctx, t.Name, id), nil, true
 	}

@@ -266,7 +266,11 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	if info != nil {
 		r = r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, info))
-		handler = e.withInfo[handler]
+		if handler == e.modern {
+			handler = e.modernWithInfo
+		} else {
+			handler = e.legacyWithInfo
+		}
 	}
 	rw := &rpcErrorWriter{ResponseWriter: w, id: id}
 	handler.ServeHTTP(rw, r)

@@ -8,7 +8,7 @@ import (
 
 // BenchmarkElicitationRounds measures the rounds of elicited calls as a
 // 2026-07-28 client sees them over HTTP, against a real Temporal dev server
-// with an in-process calls worker (DESIGN §7: a middle round ≤ 15 ms p50 /
+// with an in-process calls worker (docs/performance.md: a middle round ≤ 15 ms p50 /
 // 40 ms p99, a final round with its side effect ≤ 30 ms p50). Each of b.N
 // calls of testing_purge takes three rounds, measured phase by phase (all
 // starts, then all middle rounds, then all final rounds):

@@ -550,11 +550,11 @@ func TestAbandonedCallIsVisibleAsSuch(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	desc, err := m.tc.DescribeWorkflowExecution(context.Background(), st.WorkflowID, st.RunID)
+	desc, err := m.tc.DescribeWorkflow(context.Background(), st.WorkflowID, st.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); s == nil {
+	if s := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); s == nil {
 		t.Error("the workflow has no summary for the UI")
 	}
 	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {

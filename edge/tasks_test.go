@@ -38,10 +38,12 @@ type fakeAsks struct {
 	waits    []int32         // wait_seconds of each Ask, -1 when absent
 	deadline []time.Duration // time left before each Ask's deadline
 	n        int
+	// created receives the number of each ask once it exists.
+	created chan int
 }
 
 func newFakeAsks() *fakeAsks {
-	return &fakeAsks{asks: map[string]*ownerv1.Ask{}, ended: map[string]chan struct{}{}}
+	return &fakeAsks{asks: map[string]*ownerv1.Ask{}, ended: map[string]chan struct{}{}, created: make(chan int, 16)}
 }
 
 func (f *fakeAsks) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.AskResponse, error) {
@@ -61,7 +63,12 @@ func (f *fakeAsks) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.A
 	f.waits = append(f.waits, w)
 	d, _ := ctx.Deadline()
 	f.deadline = append(f.deadline, time.Until(d))
+	n := f.n
 	f.mu.Unlock()
+	select {
+	case f.created <- n:
+	default:
+	}
 	if w > 0 {
 		select {
 		case <-done:
@@ -246,13 +253,13 @@ func TestWaitingToolsGetTheWaitBudget(t *testing.T) {
 func TestWaitingCallReturnsAsSoonAsTheAnswerLands(t *testing.T) {
 	f, url := askEdge(t, func(c *edge.Config) { c.WaitBudget = 20 * time.Second })
 	go func() {
-		time.Sleep(300 * time.Millisecond)
-		f.end(1, ownerv1.AskStatus_ASK_STATUS_ANSWERED, "yes")
+		// Answer once the ask exists: an answer before it would be lost.
+		f.end(<-f.created, ownerv1.AskStatus_ASK_STATUS_ANSWERED, "yes")
 	}()
 	began := time.Now()
 	r := modernCall(t, url, "tools/call", map[string]any{"name": "owner_ask", "arguments": map[string]any{"question": "ok?"}}, false)
 	if took := time.Since(began); took > 5*time.Second {
-		t.Errorf("the call took %s, want it back right after the answer (0.3s), not the budget", took)
+		t.Errorf("the call took %s, want it back right after the answer, not the budget (20s)", took)
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(r.Result, &res); err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "ASK_STATUS_ANSWERED") {

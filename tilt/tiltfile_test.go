@@ -3,6 +3,7 @@ package tilt_test
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +24,11 @@ const repoRoot = ".."
 var toolmeshBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Fprintln(os.Stderr, "tilt: every test here builds and runs the toolmesh binary, which -short does not (make test does)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "toolmesh-tilt-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

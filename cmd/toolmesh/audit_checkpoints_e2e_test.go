@@ -76,8 +76,8 @@ func (p *childProcess) stop(t *testing.T) {
 	})
 }
 
-// TestCutAuditTailIsCaughtAcrossProcesses is the tamper issue 17 found,
-// against the real processes: admin calls through `toolmesh edge` leave
+// TestCutAuditTailIsCaughtAcrossProcesses is a cut-off tail (the tamper a
+// hash chain alone misses, docs/audit.md) against the real processes: admin calls through `toolmesh edge` leave
 // audit records in `toolmesh serve audit`, which signs checkpoints; with the
 // mesh stopped, the last record is deleted from the SQLite file and the head
 // row rewritten to the record before (after dropping the append-only

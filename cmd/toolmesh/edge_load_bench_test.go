@@ -23,7 +23,7 @@ import (
 // `toolmesh serve tasks` and `toolmesh edge` — and drives tools/call
 // tasks_get (2026-07-28, plain HTTP) with 200 concurrent callers, reporting
 // calls/s, p50, p99 and the edge process's peak resident memory (VmHWM), the
-// DESIGN §7 figure "edge RSS ≤ 60 MB at 200 concurrent calls", and the
+// target "edge RSS ≤ 60 MB at 200 concurrent calls" (docs/performance.md), and the
 // peak of its private (anonymous) part, sampled every 20 ms:
 //
 //	go test -run '^$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh

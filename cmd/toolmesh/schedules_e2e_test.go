@@ -539,7 +539,7 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The command the README gives.
+		// The command docs/schedules.md gives.
 		cmd := exec.Command(bin, "workflow", "update", "execute", "--address", m.dev.HostPort,
 			"--workflow-id", sch.GetApprovalWorkflowId(), "--name", "approve", "--input", `{"note":"from the CLI"}`)
 		out, err := cmd.CombinedOutput()
@@ -672,12 +672,12 @@ func BenchmarkApprovalToFirstRun(b *testing.B) {
 		if _, err := m.schedules.Delete(servertest.As(ctx, "bench"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
 			b.Fatal(err)
 		}
-		d, err := m.temporal.DescribeWorkflowExecution(ctx, run.GetRunId(), "")
+		d, err := m.temporal.DescribeWorkflow(ctx, run.GetRunId(), "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		due := run.GetScheduledTime().AsTime()
-		started := d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+		started := d.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime()
 		firstD = append(firstD, seen)
 		dueToStart = append(dueToStart, started.Sub(due))
 		startToRecorded = append(startToRecorded, run.GetEndTime().AsTime().Sub(started))
@@ -697,12 +697,12 @@ func BenchmarkApprovalToFirstRun(b *testing.B) {
 // as the Temporal UI shows them.
 func wantOperatorView(t *testing.T, m *schedulesMesh, workflowID string, attrs map[string]string, summary string) {
 	t.Helper()
-	d, err := m.temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	d, err := m.temporal.DescribeWorkflow(context.Background(), workflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc := converter.GetDefaultDataConverter()
-	fields := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	fields := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	for name, want := range attrs {
 		var got string
 		if p := fields[name]; p != nil {
@@ -716,7 +716,7 @@ func wantOperatorView(t *testing.T, m *schedulesMesh, workflowID string, attrs m
 		return
 	}
 	var got string
-	if p := d.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
+	if p := d.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
 		_ = dc.FromPayload(p, &got)
 	}
 	if got != summary {

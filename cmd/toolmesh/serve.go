@@ -337,7 +337,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		needed := serviceFlag{}
 		for _, c := range d.calls {
 			if calls[c] == "" {
-				return fmt.Errorf("serve %s needs the %s service: --service %s=http://...", name, c, c)
+				return fmt.Errorf("serve %s needs the %s service: --service %s=http://<host:port>", name, c, c)
 			}
 			needed[c] = calls[c]
 		}

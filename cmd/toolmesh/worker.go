@@ -59,8 +59,8 @@ type workerDeps struct {
 	Telemetry telemetry.Providers
 }
 
-// workerQueues lists the task queues; each issue that adds workflows adds
-// its queue here.
+// workerQueues lists the task queues; a new queue is added here
+// (docs/adding-a-domain.md).
 var workerQueues = map[string]workerQueue{
 	// Tool calls that elicit input from the user over several rounds.
 	"calls":     {port: 7209, register: registerCalls},

@@ -1,4 +1,4 @@
-// Package archtest checks the import rules of DESIGN §1 (run by make lint
+// Package archtest checks the import rules of README.md (run by make lint
 // and make test):
 //
 //   - no services/<a> imports services/<b>; cross-domain calls go through

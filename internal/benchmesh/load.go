@@ -161,7 +161,7 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 				return err
 			}
 			if res.GetTask().GetId() != cfg.TaskID {
-				return fmt.Errorf("Get answered task %q, want %q", res.GetTask().GetId(), cfg.TaskID)
+				return fmt.Errorf("the direct Get answered task %q, want %q", res.GetTask().GetId(), cfg.TaskID)
 			}
 			return nil
 		}, nil

@@ -22,7 +22,7 @@ func TestIDsSortByTime(t *testing.T) {
 	if !(a < b) {
 		t.Fatalf("id at t0 %q does not sort before id at t0+1ms %q", a, b)
 	}
-	if NewAt("x", t0) == NewAt("x", t0) {
+	if c, d := NewAt("x", t0), NewAt("x", t0); c == d {
 		t.Fatal("two ids at the same instant are equal")
 	}
 }

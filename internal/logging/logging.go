@@ -63,39 +63,51 @@ func replaceAttr(_ []string, a slog.Attr) slog.Attr {
 
 const redacted = "[REDACTED]"
 
+// secretPattern is one shape of secret in free text and what replaces a
+// match. The replacement is a regexp template that names the groups it keeps
+// (a key's name, a URL's scheme and user), so each pattern carries its own
+// replacement and their order in secretPatterns does not matter.
+type secretPattern struct {
+	name    string
+	re      *regexp.Regexp
+	replace string
+}
+
 // secretPatterns match secret-shaped substrings anywhere in free text.
-var secretPatterns = []*regexp.Regexp{
-	// Authorization-style bearer tokens.
-	regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`),
-	// JWTs: three base64url segments, the first starting with a JSON object.
-	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`),
-	// key=value / key: value pairs whose key names a secret.
-	regexp.MustCompile(`(?i)\b(password|passwd|secret|token|api[_-]?key|private[_-]?key|access[_-]?key)\b(\s*[:=]\s*|"\s*:\s*")[^\s",;&]+`),
+var secretPatterns = []secretPattern{
+	{name: "bearer token", re: regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`), replace: redacted},
+	// Three base64url segments, the first starting with a JSON object.
+	{name: "JWT", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`), replace: redacted},
+	// key=value / key: value pairs whose key names a secret: the key stays.
+	{
+		name:    "secret key-value pair",
+		re:      regexp.MustCompile(`(?i)\b(?P<key>password|passwd|secret|token|api[_-]?key|private[_-]?key|access[_-]?key)\b(?P<sep>\s*[:=]\s*|"\s*:\s*")[^\s",;&]+`),
+		replace: "${key}${sep}" + redacted,
+	},
 	// Well-known provider key prefixes.
-	regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\b(ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{16,}`),
-	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-	// PEM blocks.
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
-	// Credentials inside URLs: scheme://user:pass@host.
-	regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@`),
+	{name: "provider key", re: regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}`), replace: redacted},
+	{name: "GitHub token", re: regexp.MustCompile(`\b(ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{16,}`), replace: redacted},
+	{name: "AWS access key id", re: regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`), replace: redacted},
+	{name: "Slack token", re: regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`), replace: redacted},
+	{name: "PEM private key", re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`), replace: redacted},
+	// scheme://user:pass@host: the scheme and user stay.
+	{
+		name:    "URL credentials",
+		re:      regexp.MustCompile(`(?i)\b(?P<userinfo>[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@`),
+		replace: "${userinfo}" + redacted + "@",
+	},
 }
 
 // Scrub replaces secret-shaped substrings of s with "[REDACTED]". It is used
 // for log values and for any error message that leaves a process.
 func Scrub(s string) string {
-	for i, re := range secretPatterns {
-		if !re.MatchString(s) {
-			continue
-		}
-		switch i {
-		case 2:
-			s = re.ReplaceAllString(s, "${1}${2}"+redacted)
-		case len(secretPatterns) - 1:
-			s = re.ReplaceAllString(s, "${1}"+redacted+"@")
-		default:
-			s = re.ReplaceAllString(s, redacted)
+	return scrub(secretPatterns, s)
+}
+
+func scrub(patterns []secretPattern, s string) string {
+	for _, p := range patterns {
+		if p.re.MatchString(s) {
+			s = p.re.ReplaceAllString(s, p.replace)
 		}
 	}
 	return s

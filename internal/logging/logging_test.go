@@ -3,6 +3,8 @@ package logging
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,6 +30,48 @@ func TestScrubRemovesSecretShapedStrings(t *testing.T) {
 		}
 		if !strings.Contains(got, "[REDACTED]") {
 			t.Errorf("Scrub(%q) = %q, want a [REDACTED] marker", s, got)
+		}
+	}
+}
+
+// TestScrubDoesNotDependOnPatternOrder scrubs one secret of each shape with
+// the patterns in every rotation and in reverse: each pattern carries its
+// own replacement, so the parts it keeps (a key's name, a URL's user) stay
+// whatever the order.
+func TestScrubDoesNotDependOnPatternOrder(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"auth Bearer abcdefghijklmnop1234 sent", "auth [REDACTED] sent"},
+		{"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJlLXZhbHVl sent", "jwt [REDACTED] sent"},
+		{"dial: password=hunter2hunter2 refused", "dial: password=[REDACTED] refused"},
+		{`{"api_key": "k-123456789"}`, `{"api_key": "[REDACTED]"}`},
+		{"Token: abc123 expired", "Token: [REDACTED] expired"},
+		{"key sk-ABCDEFGHIJKLMNOPQRSTUVWX used", "key [REDACTED] used"},
+		{"pat ghp_abcdefghijklmnopqrstuvwx used", "pat [REDACTED] used"},
+		{"id AKIAABCDEFGHIJKLMNOP used", "id [REDACTED] used"},
+		{"slack xoxb-1234567890-abcdef used", "slack [REDACTED] used"},
+		{"pem -----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- end", "pem [REDACTED] end"},
+		{"connect postgres://app:s3cretpw@db:5432/x failed", "connect postgres://app:[REDACTED]@db:5432/x failed"},
+	}
+	orders := map[string][]secretPattern{"reversed": slices.Clone(secretPatterns)}
+	slices.Reverse(orders["reversed"])
+	for i := range secretPatterns {
+		orders[fmt.Sprintf("rotated by %d", i)] = append(slices.Clone(secretPatterns[i:]), secretPatterns[:i]...)
+	}
+	for _, c := range cases {
+		if got := Scrub(c.in); got != c.want {
+			t.Errorf("Scrub(%q) = %q, want %q", c.in, got, c.want)
+		}
+		for name, patterns := range orders {
+			if got := scrub(patterns, c.in); got != c.want {
+				t.Errorf("patterns %s: scrub(%q) = %q, want %q", name, c.in, got, c.want)
+			}
+		}
+	}
+	// Every shape is covered above: a pattern nothing here matches would be
+	// a pattern no test checks.
+	for _, p := range secretPatterns {
+		if !slices.ContainsFunc(cases, func(c struct{ in, want string }) bool { return p.re.MatchString(c.in) }) {
+			t.Errorf("no case matches the %s pattern", p.name)
 		}
 	}
 }

@@ -20,6 +20,9 @@
 // because initdb refuses to run as root. The server binaries are looked up
 // on PATH and then in /usr/lib/postgresql/<version>/bin; when they are
 // missing, Start fails the test: these tests are never skipped silently.
+// The one exception is `go test -short` (make test-short), the fast lane
+// that runs no PostgreSQL: there Start and Shared.NewDatabase skip the test
+// and say why.
 package pgtest
 
 import (
@@ -100,6 +103,7 @@ type Options struct {
 // StartWith starts a cluster as Start does, tuned by opts.
 func StartWith(tb testing.TB, opts Options) *Cluster {
 	tb.Helper()
+	SkipShort(tb)
 	c, err := start(opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -149,6 +153,7 @@ func (s *Shared) Run(m *testing.M) int {
 // new, empty database for tb (see Cluster.NewDatabase).
 func (s *Shared) NewDatabase(tb testing.TB) string {
 	tb.Helper()
+	SkipShort(tb)
 	if !s.running {
 		tb.Fatal("pgtest: Shared.NewDatabase called outside Shared.Run; call os.Exit(pg.Run(m)) from TestMain so the cluster is stopped")
 	}
@@ -157,6 +162,14 @@ func (s *Shared) NewDatabase(tb testing.TB) string {
 		tb.Fatal(s.err)
 	}
 	return s.c.NewDatabase(tb)
+}
+
+// SkipShort skips tb under -short, the fast lane that runs no PostgreSQL.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs PostgreSQL, which -short does not start (make test runs it)")
+	}
 }
 
 // NewDatabase creates an empty database for tb and returns its

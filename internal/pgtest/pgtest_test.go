@@ -17,6 +17,7 @@ import (
 )
 
 func TestClusterServesIsolatedDatabasesAndStopsClean(t *testing.T) {
+	SkipShort(t)
 	c, err := start(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +77,7 @@ func TestClusterServesIsolatedDatabasesAndStopsClean(t *testing.T) {
 // cluster running and checks that the server and all its backends go away
 // with it, and that the next start removes the directory it left.
 func TestKilledTestProcessLeavesNoServer(t *testing.T) {
+	SkipShort(t)
 	if runtime.GOOS != "linux" {
 		t.Skip("the parent-death signal that stops orphaned clusters is Linux-only")
 	}

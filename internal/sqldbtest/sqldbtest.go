@@ -11,6 +11,9 @@
 //
 // A test binary whose several tests need PostgreSQL shares one cluster, a
 // pgtest.Shared started from TestMain, and passes it instead.
+//
+// Under -short (make test-short) the PostgreSQL engine's subtests are
+// skipped and the SQLite ones still run.
 package sqldbtest
 
 import (
@@ -21,6 +24,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
@@ -36,6 +40,8 @@ type Engine struct {
 	Name string
 	// NewDSN returns the DSN of a fresh, empty database for tb.
 	NewDSN func(tb testing.TB) string
+	// needsServer is set for an engine that -short does not run.
+	needsServer bool
 }
 
 // SQLite is the SQLite engine: each database a file in the test's
@@ -48,7 +54,7 @@ func SQLite() Engine {
 
 // Postgres is the PostgreSQL engine, its databases from pg.
 func Postgres(pg Databases) Engine {
-	return Engine{Name: "postgres", NewDSN: pg.NewDatabase}
+	return Engine{Name: "postgres", NewDSN: pg.NewDatabase, needsServer: true}
 }
 
 // Open opens a fresh, empty database of e, closed when tb ends.
@@ -89,10 +95,16 @@ func WantErr(tb testing.TB, what string, err, want error) {
 }
 
 // Each runs fn once on SQLite and once on PostgreSQL (databases from pg),
-// as subtests named for the engine.
+// as subtests named for the engine; under -short the PostgreSQL subtest is
+// skipped.
 func Each(t *testing.T, pg Databases, fn func(t *testing.T, e Engine)) {
 	for _, e := range []Engine{SQLite(), Postgres(pg)} {
-		t.Run(e.Name, func(t *testing.T) { fn(t, e) })
+		t.Run(e.Name, func(t *testing.T) {
+			if e.needsServer {
+				pgtest.SkipShort(t)
+			}
+			fn(t, e)
+		})
 	}
 }
 

@@ -458,7 +458,7 @@ func (s *Server) checkFrontend(ctx context.Context, c client.Client) error {
 	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.cfg.Namespace}); err != nil {
 		return err
 	}
-	_, err := c.DescribeWorkflowExecution(ctx, "toolmesh-readiness-probe", "")
+	_, err := c.DescribeWorkflow(ctx, "toolmesh-readiness-probe", "")
 	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
 		return nil
 	}

@@ -24,8 +24,11 @@ import (
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 
+// binary is the pinned Temporal CLI, for a test that starts a server
+// (which -short does not).
 func binary(t *testing.T) string {
 	t.Helper()
+	temporaltest.SkipShort(t)
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,14 @@
 // module's bin/) for integration tests: on free loopback ports, headless,
 // with its database and log in a temporary directory.
 //
-// One server per test binary: start it in TestMain with Main and keep it in
-// a variable of the test package,
-//
-//	var temporal *temporaltest.Server
-//
-//	func TestMain(m *testing.M) { temporaltest.Main(m, func(s *temporaltest.Server) { temporal = s }) }
-//
-// or, for a test that needs a server of its own, call Start(t).
+// One server per test binary is a Shared, started by the first test that
+// needs it; a test that needs a server of its own calls Start(t).
 //
 // The binary is bin/temporal at the module root, which `make tools` and
 // `make test` build; tests never download it.
+//
+// Under -short (make test-short), the fast lane that runs no Temporal
+// server, Start and Shared.Server skip the test, saying so.
 package temporaltest
 
 import (
@@ -47,6 +44,7 @@ type Server struct {
 // missing.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	SkipShort(tb)
 	s, err := start(context.Background(), tb.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
@@ -103,6 +101,7 @@ func (sh *Shared) Run(m *testing.M) int {
 // Server starts the shared server if needed and returns it.
 func (sh *Shared) Server(tb testing.TB) *Server {
 	tb.Helper()
+	SkipShort(tb)
 	if !sh.running {
 		tb.Fatal("temporaltest: Shared.Server called outside Shared.Run; call os.Exit(temporal.Run(m)) from TestMain so the server is stopped")
 	}
@@ -116,38 +115,6 @@ func (sh *Shared) Server(tb testing.TB) *Server {
 		tb.Fatal(sh.err)
 	}
 	return sh.s
-}
-
-// Main starts one dev server, hands it to use, runs the tests, stops the
-// server and exits with the tests' result. Call it from TestMain. A missing
-// binary, a server that cannot start or one that does not stop cleanly fails
-// the test binary.
-func Main(m *testing.M, use func(*Server)) {
-	os.Exit(runMain(m, use))
-}
-
-func runMain(m *testing.M, use func(*Server)) int {
-	dir, err := os.MkdirTemp("", "temporaltest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "temporaltest:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	s, err := start(context.Background(), dir, slog.New(slog.DiscardHandler))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "temporaltest:", err)
-		return 1
-	}
-	use(s)
-	code := m.Run()
-	if err := s.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "temporaltest: stop temporal dev server:", err)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "temporal dev server log (%s):\n%s\n", s.dev.LogPath(), readFile(s.dev.LogPath()))
-	}
-	return code
 }
 
 // start runs a headless dev server with its state in dir. A port picked as
@@ -180,6 +147,15 @@ func start(ctx context.Context, dir string, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 		return &Server{HostPort: dev.HostPort(), Namespace: dev.Namespace(), dev: dev}, nil
+	}
+}
+
+// SkipShort skips tb under -short, the fast lane that runs no Temporal
+// server.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a Temporal dev server, which -short does not start (make test runs it)")
 	}
 }
 
@@ -223,7 +199,7 @@ func (s *Server) Pid() int { return s.dev.Pid() }
 // DBPath is the server's SQLite file.
 func (s *Server) DBPath() string { return s.dev.DBPath() }
 
-// Stop stops the server now (Start's cleanup and Main also do); it is safe
+// Stop stops the server now (Start's cleanup and Shared.Run also do); it is safe
 // to call more than once.
 func (s *Server) Stop() error { return s.dev.Stop() }
 

@@ -25,11 +25,9 @@ import (
 )
 
 // devServer is the one dev server of this test binary.
-var devServer *temporaltest.Server
+var devServer temporaltest.Shared
 
-func TestMain(m *testing.M) {
-	temporaltest.Main(m, func(s *temporaltest.Server) { devServer = s })
-}
+func TestMain(m *testing.M) { os.Exit(devServer.Run(m)) }
 
 // The test workflow keeps a running total: the "add" update adds a positive
 // number and returns the total, "finish" ends the workflow, which then
@@ -110,7 +108,7 @@ func update[T any](t *testing.T, c client.Client, workflowID, name string, args 
 }
 
 func TestWorkflowWithUpdates(t *testing.T) {
-	c := devServer.Client(t)
+	c := devServer.Server(t).Client(t)
 	queue := startWorker(t, c)
 
 	run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
@@ -144,7 +142,7 @@ func TestWorkflowWithUpdates(t *testing.T) {
 // delivers a round in one call; a second call with the same id reaches the
 // same running workflow.
 func TestUpdateWithStart(t *testing.T) {
-	c := devServer.Client(t)
+	c := devServer.Server(t).Client(t)
 	queue := startWorker(t, c)
 	id := "uws-" + t.Name()
 
@@ -184,7 +182,7 @@ func TestUpdateWithStart(t *testing.T) {
 
 // Operators find toolmesh workflows by the custom search attributes.
 func TestSearchAttributes(t *testing.T) {
-	c := devServer.Client(t)
+	c := devServer.Server(t).Client(t)
 	queue := startWorker(t, c)
 	agent := fmt.Sprintf("agent-%d", time.Now().UnixNano())
 
@@ -262,7 +260,7 @@ func TestBinaryMissingSaysMakeTools(t *testing.T) {
 // round) and a final round (an update that ends the workflow, which runs an
 // activity and completes).
 func BenchmarkRoundTrips(b *testing.B) {
-	c := devServer.Client(b)
+	c := devServer.Server(b).Client(b)
 	queue := "bench"
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflow(totalWorkflow)

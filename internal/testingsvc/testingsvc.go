@@ -214,7 +214,8 @@ func failure(f testingv1.Failure) error {
 	case testingv1.Failure_FAILURE_CONFLICT:
 		return connect.NewError(connect.CodeFailedPrecondition, errors.New("item it_42 cannot move from done to open"))
 	case testingv1.Failure_FAILURE_RATE_LIMITED:
-		return connect.NewError(connect.CodeResourceExhausted, errors.New("Rate limit exceeded: maximum 3 echoes per day.")) //nolint:staticcheck // user-facing sentence
+		//lint:ignore ST1005 mirrors the tasks service's user-facing sentence, capital and full stop included
+		return connect.NewError(connect.CodeResourceExhausted, errors.New("Rate limit exceeded: maximum 3 echoes per day."))
 	case testingv1.Failure_FAILURE_PERMISSION_DENIED:
 		return connect.NewError(connect.CodePermissionDenied, errors.New("this call needs the owner role"))
 	case testingv1.Failure_FAILURE_UNAUTHENTICATED:

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// The admin guardrail inputs every ADMIN tool takes (DESIGN §4): confirm,
+// The admin guardrail inputs every ADMIN tool takes (docs/edge.md): confirm,
 // the JSON literal true, and a non-blank reason.
 const (
 	AdminConfirm = "confirm"

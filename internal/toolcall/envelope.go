@@ -1,7 +1,7 @@
 // Package toolcall calls a tool: it decodes and validates the tool's
 // arguments into the RPC's request message, calls the service with the
 // caller's mesh identity and an idempotency key, and answers with the one
-// envelope every tool result carries (DESIGN §4). The edge uses it for
+// envelope every tool result carries (docs/tools.md). The edge uses it for
 // tools/call; workers use it to run a tool call as an activity.
 package toolcall
 
@@ -20,7 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 )
 
-// Domain codes of error envelopes (DESIGN §4). A model reads them to decide
+// Domain codes of error envelopes (docs/tools.md). A model reads them to decide
 // whether to fix its arguments, wait, or give up.
 const (
 	CodeInvalidArgument   = "invalid_argument"

@@ -195,11 +195,11 @@ func add(dir, scenario, tag string, h *historypb.History) (string, error) {
 // has ended. It gives up when ctx ends.
 func WaitIdle(ctx context.Context, c client.Client, workflowID, runID string) error {
 	for {
-		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+		d, err := c.DescribeWorkflow(ctx, workflowID, runID)
 		if err != nil {
 			return err
 		}
-		if d.GetPendingWorkflowTask() == nil && len(d.GetPendingActivities()) == 0 {
+		if raw := d.RawResponse; raw.GetPendingWorkflowTask() == nil && len(raw.GetPendingActivities()) == 0 {
 			return nil
 		}
 		select {

@@ -4,7 +4,7 @@
 // With a key configured, content is encrypted at rest with AES-256-GCM and
 // the search index holds keyed hashes (HMAC-SHA256) of words instead of the
 // words, so neither the stored content nor the index holds plaintext; search
-// still works on whole words (see the README for the trade-offs).
+// still works on whole words (see docs/memory.md for the trade-offs).
 package memory
 
 import (

@@ -77,7 +77,8 @@ func (s *Service) Send(ctx context.Context, req *messagesv1.SendRequest) (*messa
 		// since neither the caller nor the arguments are at fault — the call
 		// chain it sits in is too deep.
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
-			fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of %d.", depth, MaxDepth)) //nolint:staticcheck // the exact user-facing sentence
+			//lint:ignore ST1005 the contract fixes this user-facing sentence, capital and full stop included
+			fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of %d.", depth, MaxDepth))
 	}
 	// Stored times have millisecond precision; answer with what is stored.
 	now := s.now().UTC().Truncate(time.Millisecond)

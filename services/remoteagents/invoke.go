@@ -39,7 +39,8 @@ func InvocationID(agent, idempotencyKey string, now time.Time) string {
 // in the words messages_send uses.
 func DepthError(depth int) error {
 	return connect.NewError(connect.CodeFailedPrecondition,
-		fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of %d.", depth, MaxDepth)) //nolint:staticcheck // the exact user-facing sentence
+		//lint:ignore ST1005 the contract fixes this user-facing sentence, capital and full stop included
+		fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of %d.", depth, MaxDepth))
 }
 
 // Invoke implements RemoteAgentsService.Invoke: it records the

@@ -85,7 +85,8 @@ func (s *Service) Create(ctx context.Context, req *tasksv1.CreateRequest) (*task
 	}
 	if errors.Is(err, ErrDailyCap) {
 		return nil, connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("Rate limit exceeded: maximum %d work tasks per day.", s.maxPerDay)) //nolint:staticcheck // the exact user-facing sentence
+			//lint:ignore ST1005 the contract fixes this user-facing sentence, capital and full stop included
+			fmt.Errorf("Rate limit exceeded: maximum %d work tasks per day.", s.maxPerDay))
 	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create task: %w", err))
