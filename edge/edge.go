@@ -125,6 +125,9 @@ type Config struct {
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
 	Telemetry telemetry.Providers
+	// Sessions, when set, serves 2025-era sessions on every replica of a
+	// multi-replica edge (see sessions.go).
+	Sessions *Sessions
 }
 
 // Edge is a configured MCP edge.
@@ -141,6 +144,7 @@ type Edge struct {
 	handler  http.Handler
 	modern   http.Handler
 	legacy   http.Handler
+	sessions *sessions
 	withInfo map[http.Handler]http.Handler
 	// impl identifies the edge in every result's _meta.
 	impl     *mcp.Implementation
@@ -202,6 +206,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err := e.configureAccess(); err != nil {
 		return nil, err
 	}
+	var err error
+	if e.sessions, err = newSessions(cfg.Sessions, log); err != nil {
+		return nil, err
+	}
 
 	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
 	if err != nil {
@@ -239,6 +247,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Capabilities:              caps,
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  cfg.ToolsPageSize,
+		GetSessionID:              e.sessions.idFunc(),
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			// server/discover depends only on the edge's configuration.
 			c.TTLMs = int(cfg.ListTTL.Milliseconds())
@@ -287,12 +296,12 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		// The edge's own Host check is stricter and configurable.
 		DisableLocalhostProtection: true,
 	})
-	e.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	e.legacy = e.sessions.route(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Logger:                     log,
 		SessionTimeout:             DefaultSessionTimeout,
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 		DisableLocalhostProtection: true,
-	})
+	}))
 	e.withInfo = map[http.Handler]http.Handler{}
 	for _, h := range []http.Handler{e.modern, e.legacy} {
 		e.withInfo[h] = withTokenInfo(h)
