@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	sessionPeers := envList(getenv, "TOOLMESH_EDGE_SESSION_PEERS")
+	fs.Var(&sessionPeers, "session-peer", "an edge replica as host:port, a name standing for every address it resolves to (repeatable); with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on")
+	sessionAdvertise := fs.String("session-advertise", getenv("TOOLMESH_EDGE_SESSION_ADVERTISE"), "IP address (and port, default --addr's) the other edge replicas reach this one at (default --addr when it names an IP address)")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
@@ -159,13 +163,26 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		MaxBodyBytes:   *maxBody,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 	}
+	if *stateKey == "" {
+		*stateKey = filepath.Join(*dataDir, stateKeyFile)
+	}
+	if *statePrevKey == "" {
+		*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
+	}
+	if len(sessionPeers) > 0 && !*stdio {
+		self, err := sessionSelf(*sessionAdvertise, *addr)
+		if err != nil {
+			return err
+		}
+		// Every replica holds the request state keys: session ids are
+		// signed with a secret derived from them.
+		keys, err := readStateKeys(*stateKey, *statePrevKey)
+		if err != nil {
+			return err
+		}
+		cfg.Sessions = &edge.Sessions{Self: self, Peers: sessionPeers, Keys: keys}
+	}
 	if *temporalAddr != "" {
-		if *stateKey == "" {
-			*stateKey = filepath.Join(*dataDir, stateKeyFile)
-		}
-		if *statePrevKey == "" {
-			*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
-		}
 		sealer, err := readStateSealer(*stateKey, *statePrevKey)
 		if err != nil {
 			return err
@@ -242,7 +259,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil)
+		"elicitation", cfg.Elicitation != nil, "session_peers", []string(sessionPeers))
 	if metricsLis == nil {
 		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
 	}
@@ -250,6 +267,31 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	return runHTTPPair(ctx, log,
 		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
 		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+}
+
+// sessionSelf is the address the other edge replicas reach this one at:
+// advertise (an IP address, with or without a port; the port of addr when
+// without), or addr itself when it names an IP address that is not
+// 0.0.0.0 or ::.
+func sessionSelf(advertise, addr string) (string, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	given := advertise
+	if advertise == "" {
+		advertise = addr
+	} else if ip, err := netip.ParseAddr(strings.Trim(advertise, "[]")); err == nil {
+		advertise = net.JoinHostPort(ip.String(), port) // no port: --addr's
+	}
+	ap, err := netip.ParseAddrPort(advertise)
+	if err == nil && !ap.Addr().IsUnspecified() && ap.Port() != 0 {
+		return ap.String(), nil
+	}
+	if given == "" {
+		return "", fmt.Errorf("--session-peer needs --session-advertise: --addr %q names no IP address the other edge replicas can reach (in Kubernetes, give the pod IP)", addr)
+	}
+	return "", fmt.Errorf("--session-advertise %q: want the IP address (and port) the other edge replicas reach this one at", given)
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a
