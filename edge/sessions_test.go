@@ -35,15 +35,9 @@ import (
 // a resolver the test controls). A 2025-era session begun on one replica
 // keeps working whichever replica each of its requests lands on.
 
-// sessionVersions are the 2025-era protocol versions the edge serves.
+// sessionVersions are the protocol versions of the session era.
 func sessionVersions() []string {
-	var out []string
-	for _, v := range edge.ProtocolVersions {
-		if v < edge.ModernProtocol {
-			out = append(out, v)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(edge.ProtocolVersions), func(v string) bool { return v >= edge.ModernProtocol })
 }
 
 // peersName is the name the replicas know each other by.

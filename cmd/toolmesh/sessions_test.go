@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/replicatest"
+	"github.com/toolmesh/toolmesh/internal/temporaltest"
 )
 
 func TestSessionSelf(t *testing.T) {
@@ -57,12 +57,10 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts the processes of a mesh")
 	}
-	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
+	wd, _ := os.Getwd()
+	temporal, err := temporaltest.Binary(wd)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(temporal); err != nil {
-		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
 	}
 	bin, data := buildWithKeys(t)
 	const secondEdgePort = 7199 // a port the plan leaves free
@@ -107,7 +105,10 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 		{Name: "first", Base: &url.URL{Scheme: "http", Host: addrs[0]}},
 	}
 
-	for i, v := range sessionEra() {
+	for i, v := range edge.ProtocolVersions {
+		if v >= edge.ModernProtocol {
+			continue // stateless: no session
+		}
 		t.Run(v, func(t *testing.T) {
 			rr := replicatest.New(t, replicas...)
 			var progress atomic.Int32
@@ -120,6 +121,9 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 					t.Fatalf("tools/list = %v, %v", res, err)
 				}
 			}
+			// Through the edge that does not hold the session: its progress
+			// comes back through both.
+			rr.TurnTo(t, cs, "first")
 			ask, err := callAsk(t, cs, map[string]any{"question": "Deploy on " + v + "?", "wait_seconds": 1})
 			if err != nil || ask.Ask.Status != "ASK_STATUS_PENDING" {
 				t.Errorf("owner_ask = %+v, %v; want a pending ask", ask, err)
@@ -141,6 +145,7 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 			hops := rr.Hops()
 			for _, want := range []replicatest.Hop{
 				{Replica: "first", Method: "POST", RPC: "tools/list", Status: 200},
+				{Replica: "first", Method: "POST", RPC: "tools/call", Tool: "owner_ask", Status: 200},
 				{Replica: "first", Method: "DELETE", Status: 204},
 			} {
 				if !slices.Contains(hops, want) {
@@ -172,17 +177,6 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 			t.Error("the surviving edge logged no refused session")
 		}
 	})
-}
-
-// sessionEra are the protocol versions of the session era.
-func sessionEra() []string {
-	var out []string
-	for _, v := range edge.ProtocolVersions {
-		if v < edge.ModernProtocol {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // connectSession opens a session at version whose user confirms every

@@ -157,28 +157,33 @@ func (rr *RoundRobin) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no replica", http.StatusServiceUnavailable)
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, record: func(code int) {
+		rr.mu.Lock()
+		defer rr.mu.Unlock()
+		rr.hops[i].Status = code
+	}}
 	rr.proxy.ServeHTTP(sw, req.WithContext(context.WithValue(req.Context(), replicaKey{}, r.Base)))
-	rr.mu.Lock()
-	rr.hops[i].Status = sw.status
-	rr.mu.Unlock()
 }
 
+// statusWriter records the status before the client can see it, so a hop
+// is complete by the time its client has its answer.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	record  func(int)
+	written bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	if !w.written {
+		w.written = true
+		w.record(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(p)
 }
