@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,12 +71,20 @@ type replica struct {
 	url  string   // its /mcp
 	srv  *http.Server
 	logs *logtest.Buffer
-	// requests counts the requests it got, from the load balancer or a
-	// peer.
-	requests atomic.Int64
+	// bySession counts the requests it got, from the load balancer or a
+	// peer, by Mcp-Session-Id.
+	mu        sync.Mutex
+	bySession map[string]int
 }
 
 func (r *replica) lb() replicatest.Replica { return replicatest.Replica{Name: r.name, Base: r.base} }
+
+// got is how many requests of session id the replica got.
+func (r *replica) got(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bySession[id]
+}
 
 // kill stops the replica at once, as a crash would: its listener and every
 // connection close.
@@ -107,7 +114,7 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 	s := &replicaSet{port: port, dns: &peerDNS{}}
 	var ips []netip.Addr
 	for i, name := range names {
-		r := &replica{name: name, ip: netip.MustParseAddr(fmt.Sprintf("127.0.0.%d", i+1)), logs: &logtest.Buffer{}}
+		r := &replica{name: name, ip: netip.MustParseAddr(fmt.Sprintf("127.0.0.%d", i+1)), logs: &logtest.Buffer{}, bySession: map[string]int{}}
 		r.base = &url.URL{Scheme: "http", Host: listeners[i].Addr().String()}
 		r.url = r.base.String() + "/mcp"
 		cfg := edge.Config{
@@ -138,7 +145,9 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 		protocols.SetHTTP1(true)
 		protocols.SetUnencryptedHTTP2(true)
 		r.srv = &http.Server{Protocols: protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			r.requests.Add(1)
+			r.mu.Lock()
+			r.bySession[req.Header.Get("Mcp-Session-Id")]++
+			r.mu.Unlock()
 			h.ServeHTTP(w, req)
 		})}
 		go func() { _ = r.srv.Serve(listeners[i]) }()
@@ -303,7 +312,8 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 }
 
 // When the replica holding a session is gone, the others answer 404 for
-// it, the client knows its session is missing, and a new session works.
+// it (to the client's next POST, or to its GET stream reconnecting, which
+// ever comes first), the session no longer works, and a new session does.
 func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 	m := newMRTRMesh(t)
 	for _, v := range sessionVersions() {
@@ -319,12 +329,16 @@ func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "before"}); env.Status != "ok" {
 				t.Fatalf("echo = %+v", env)
 			}
-			// a crashes; the load balancer stops sending to it, but the
-			// peers' name still lists it (DNS lags).
-			a.kill()
+			// a goes; the load balancer stops sending to it, but the peers'
+			// name still lists it (DNS lags).
 			rr.Remove(a.name)
-			if _, err := cs.ListTools(context.Background(), nil); !replicatest.SessionGone(err) {
-				t.Fatalf("tools/list after the owner died: %v, want 404 session not found", err)
+			a.kill()
+			before := len(rr.Hops())
+			if _, err := cs.ListTools(context.Background(), nil); err == nil {
+				t.Fatal("tools/list worked after the owner died")
+			}
+			if !slices.ContainsFunc(rr.Hops()[before:], func(h replicatest.Hop) bool { return h.Status == http.StatusNotFound }) {
+				t.Errorf("no 404 after the owner died: %+v", rr.Hops()[before:])
 			}
 			if got := b.refusals(); !slices.Contains(got, "owner_unreachable") {
 				t.Errorf("b refused with %v, want owner_unreachable", got)
@@ -352,13 +366,14 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 	// address may belong to another pod now).
 	reps.dns.set(a.ip, b.ip)
 	const v = "2025-11-25"
+	// Sessions begun by hand: no client sends anything else with their ids.
 	owned := func(r *replica) string {
-		cs, err := connectAt(t, r.url, v, nil)
-		if err != nil {
-			t.Fatal(err)
+		res, body := post(t, r.url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		sid := res.Header.Get("Mcp-Session-Id")
+		if res.StatusCode != http.StatusOK || sid == "" {
+			t.Fatalf("initialize on %s = %d %s", r.name, res.StatusCode, body)
 		}
-		t.Cleanup(func() { cs.Close() })
-		return cs.ID()
+		return sid
 	}
 	ofA, ofOutsider := owned(a), owned(outsider)
 	parts := strings.Split(ofA, ".")
@@ -382,10 +397,6 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := map[string]int64{}
-			for _, r := range reps.all {
-				before[r.name] = r.requests.Load()
-			}
 			refused := len(b.refusals())
 			h := http.Header{"Mcp-Session-Id": {c.id}, "Mcp-Protocol-Version": {v}}
 			res, body := post(t, b.url, h, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
@@ -399,8 +410,8 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 				t.Errorf("tools/list = %d %s, want 404 with a JSON-RPC error", res.StatusCode, body)
 			}
 			for _, r := range []*replica{a, outsider} {
-				if n := r.requests.Load() - before[r.name]; n != 0 {
-					t.Errorf("%s got %d requests, want none", r.name, n)
+				if n := r.got(c.id); n != 0 {
+					t.Errorf("%s got %d requests of the session, want none", r.name, n)
 				}
 			}
 			if got := b.refusals()[refused:]; !slices.Equal(got, []string{c.reason}) {
@@ -432,11 +443,11 @@ func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
 	if res, body := post(t, b.url, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized through b = %d %s", res.StatusCode, body)
 	}
-	fromA := a.requests.Load()
+	fromA := a.got(sid)
 	if res, body := post(t, b.url, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); res.StatusCode != http.StatusForbidden || !json.Valid(body) {
 		t.Errorf("mallory on alice's session through b = %d %s, want 403 from the owner", res.StatusCode, body)
 	}
-	if a.requests.Load() == fromA {
+	if a.got(sid) == fromA {
 		t.Error("b refused mallory itself: the owner decides who the session belongs to")
 	}
 	if res, body := post(t, b.url, h, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); res.StatusCode != http.StatusUnauthorized {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -15,11 +14,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -208,14 +205,4 @@ func AnsweredElsewhere(hops []Hop, tool, replica string) bool {
 		}
 	}
 	return false
-}
-
-// SessionGone reports whether a go-sdk client's error is the 404 of a
-// session no replica holds. The edge answers it, like every refusal, with
-// a JSON-RPC error body, which the client reports as such rather than as
-// mcp.ErrSessionMissing (its error for a bare 404).
-func SessionGone(err error) bool {
-	var rpc *jsonrpc.Error
-	return errors.Is(err, mcp.ErrSessionMissing) ||
-		errors.As(err, &rpc) && rpc.Message == "session not found" && strings.HasSuffix(err.Error(), http.StatusText(http.StatusNotFound))
 }
