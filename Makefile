@@ -79,6 +79,7 @@ checkgenerate: generate ## Fail when the committed generated code is stale
 lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go vet, buf lint, buf breaking, import rules
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^proto/gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(GO_PACKAGES)
+	go vet -tags faults ./faults ./cmd/toolmesh
 	buf lint
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest
@@ -89,6 +90,14 @@ lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go v
 .PHONY: test
 test: $(BIN)/temporal ## Run every test (installs what the tests need)
 	go test -count=1 -timeout 30m $(GO_PACKAGES)
+
+# The fault suite (docs/faults.md) builds toolmesh with -tags faults (which
+# adds the test-only testing domain), starts the real processes on a free
+# port offset, kills them under load and ends with one table of figures.
+# The tag keeps make test from building it.
+.PHONY: faults
+faults: $(BIN)/temporal ## Run the fault suite: kill real processes under load, print the figures
+	go test -tags faults -count=1 -timeout 15m -v ./faults
 
 .PHONY: bench
 # Elicitation rounds are measured over a fixed number of calls (200) against

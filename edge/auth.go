@@ -18,7 +18,9 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/toolmesh/toolmesh/internal/bearer"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // AuthConfig makes the edge an OAuth 2.1 resource server: every request to
@@ -162,6 +164,10 @@ type tokenClaims struct {
 // agentPattern bounds agent ids taken from tokens.
 var agentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
+// headerCritical is the JOSE header listing extensions a verifier must
+// understand (RFC 7515 §4.1.11).
+const headerCritical jose.HeaderKey = "crit"
+
 // maxBearerLen bounds a presented token before it is parsed.
 const maxBearerLen = 16 << 10
 
@@ -171,20 +177,62 @@ func (a *authenticator) authenticate(r *http.Request) (*Principal, *auth.TokenIn
 	if q.Has("access_token") || q.Has("token") {
 		return nil, nil, &authFailure{status: http.StatusBadRequest, errorCode: "invalid_request", message: "access tokens are accepted only in the Authorization header, never in the query string"}
 	}
-	fields := strings.Fields(r.Header.Get("Authorization"))
-	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+	raw, err := bearer.Token(r.Header)
+	if errors.Is(err, bearer.ErrAmbiguous) {
+		// A proxy in front that reads another header than the edge would
+		// disagree with it about who is calling: refuse both.
+		boundary.LogRejection(r.Context(), a.log, boundary.JWT, []boundary.Violation{{Field: "authorization", Rule: "jwt.single_credential", Message: err.Error()}})
+		return nil, nil, &authFailure{status: http.StatusBadRequest, errorCode: "invalid_request", message: err.Error()}
+	}
+	if err != nil {
 		return nil, nil, &authFailure{status: http.StatusUnauthorized, message: "this endpoint needs a bearer token"}
 	}
-	raw := fields[1]
 	p, info, field, err := a.verify(raw)
 	if err != nil {
 		boundary.LogRejection(r.Context(), a.log, boundary.JWT, []boundary.Violation{{Field: field, Rule: "jwt." + field, Message: err.Error()}})
 		return nil, nil, &authFailure{status: http.StatusUnauthorized, errorCode: "invalid_token", message: err.Error()}
 	}
-	if !p.hasAnyAccess() {
-		return nil, nil, &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope", message: "the token grants no toolmesh scope", scope: ScopeRead}
-	}
 	return p, info, nil
+}
+
+// insufficientScope is the step-up challenge (MCP authorization, "Scope
+// Challenge Handling") for a request whose token lacks the scope it needs:
+// 403 insufficient_scope naming the scopes to obtain. A tools/call names
+// what its tool needs; any request from a token with no toolmesh scope at
+// all names toolmesh:read. Nil when the request may go on: privileged
+// tools without a grant, unknown tools, and tools a read-only edge refuses
+// anyway are answered by the call itself, since no scope would help.
+func (e *Edge) insufficientScope(p *Principal, method string, body []byte) *authFailure {
+	if method == "tools/call" {
+		if b := e.bindings[toolName(body)]; b != nil {
+			t := b.tool
+			allowed, _ := p.mayCall(t)
+			if allowed {
+				return nil
+			}
+			if scope := scopeFor(t); scope != "" && !(e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ) {
+				return &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope",
+					message: fmt.Sprintf("%s needs scope %s", t.Name, scope), scope: p.stepUpScopes(scope)}
+			}
+		}
+	}
+	if !p.hasAnyAccess() {
+		return &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope", message: "the token grants no toolmesh scope", scope: ScopeRead}
+	}
+	return nil
+}
+
+// toolName is the params.name of a tools/call body ("" when it has none).
+func toolName(body []byte) string {
+	var m struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Params.Name
 }
 
 // verify checks a raw token; on failure it names the offending part.
@@ -197,6 +245,10 @@ func (a *authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string,
 		return nil, nil, "alg", errors.New("the token is not a JWT signed with an accepted algorithm")
 	}
 	h := tok.Headers[0]
+	if _, ok := h.ExtraHeaders[headerCritical]; ok {
+		// go-jose would refuse it too, as a failed signature check.
+		return nil, nil, "crit", errors.New("the token marks header parameters critical (crit), and this edge supports no JOSE extensions")
+	}
 	var candidates []any
 	switch jose.SignatureAlgorithm(h.Algorithm) {
 	case jose.HS256:

@@ -91,6 +91,18 @@ func TestAuthMatrix(t *testing.T) {
 		}
 	}
 	rsTok := iss.sign(t, jose.RS256, valid)
+	bobTok := iss.sign(t, jose.RS256, iss.valid(res, "bob", "toolmesh:admin"))
+	critSigner, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: iss.rsaKey},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "rsa-1").WithHeader("crit", []string{"urn:example:binding"}).WithHeader("urn:example:binding", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	critTok := iss.serialize(t, critSigner, valid)
+	twoHeaders := func(values ...string) http.Header {
+		h := modernHeaders("tools/list")
+		h["Authorization"] = values
+		return h
+	}
 	parts := strings.Split(rsTok, ".")
 	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(mustDecode(parts[1])), "toolmesh:read", "toolmesh:admin", 1))) + "." + parts[2]
 
@@ -101,23 +113,31 @@ func TestAuthMatrix(t *testing.T) {
 		status    int
 		errorCode string // error= in WWW-Authenticate ("" for none)
 		logged    bool
+		message   string // in the JSON-RPC error, when set
 	}{
-		{"valid RS256", withBearer(modernHeaders("tools/list"), rsTok), f.url, 200, "", false},
-		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.ES256, valid)), f.url, 200, "", false},
-		{"missing token", modernHeaders("tools/list"), f.url, 401, "", false},
-		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.url, 401, "", false},
-		{"token in query string", modernHeaders("tools/list"), f.url + "?access_token=" + rsTok, 400, "invalid_request", false},
-		{"expired", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true},
-		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true},
-		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true},
-		{"no expiry", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true},
-		{"tampered claims", withBearer(modernHeaders("tools/list"), tampered), f.url, 401, "invalid_token", true},
-		{"alg none", withBearer(modernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.url, 401, "invalid_token", true},
-		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true},
+		{"valid RS256", withBearer(modernHeaders("tools/list"), rsTok), f.url, 200, "", false, ""},
+		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.ES256, valid)), f.url, 200, "", false, ""},
+		{"missing token", modernHeaders("tools/list"), f.url, 401, "", false, ""},
+		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.url, 401, "", false, ""},
+		{"token in query string", modernHeaders("tools/list"), f.url + "?access_token=" + rsTok, 400, "invalid_request", false, ""},
+		{"expired", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true, ""},
+		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true, ""},
+		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true, ""},
+		{"no expiry", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true, ""},
+		{"tampered claims", withBearer(modernHeaders("tools/list"), tampered), f.url, 401, "invalid_token", true, ""},
+		{"alg none", withBearer(modernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.url, 401, "invalid_token", true, ""},
+		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true, ""},
 		// The classic confusion: HS256 keyed with the RSA public key.
-		{"HS256 keyed with the RSA public key", withBearer(modernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.url, 401, "invalid_token", true},
-		{"garbage", withBearer(modernHeaders("tools/list"), "not.a.jwt"), f.url, 401, "invalid_token", true},
-		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false},
+		{"HS256 keyed with the RSA public key", withBearer(modernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.url, 401, "invalid_token", true, ""},
+		{"garbage", withBearer(modernHeaders("tools/list"), "not.a.jwt"), f.url, 401, "invalid_token", true, ""},
+		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false, ""},
+		// Whoever reads another header (a proxy, a log) would disagree
+		// with the edge about who is calling.
+		{"alice's token then bob's", twoHeaders("Bearer "+rsTok, "Bearer "+bobTok), f.url, 400, "invalid_request", true, "2 Authorization headers"},
+		{"a valid token then junk", twoHeaders("Bearer "+rsTok, "junk"), f.url, 400, "invalid_request", true, "2 Authorization headers"},
+		{"two credentials in one header", twoHeaders("Bearer " + rsTok + ", Bearer " + bobTok), f.url, 400, "invalid_request", true, "more than one credential"},
+		{"two tokens after one scheme", twoHeaders("Bearer " + rsTok + " " + bobTok), f.url, 400, "invalid_request", true, "more than one credential"},
+		{"a critical header parameter", withBearer(modernHeaders("tools/list"), critTok), f.url, 401, "invalid_token", true, "critical (crit)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,10 +164,13 @@ func TestAuthMatrix(t *testing.T) {
 				t.Errorf("WWW-Authenticate = %q, want the scope to ask for", www)
 			}
 			var rpc struct {
-				Error struct{ Code int } `json:"error"`
+				Error struct {
+					Code    int
+					Message string
+				} `json:"error"`
 			}
-			if json.Unmarshal(body, &rpc) != nil || rpc.Error.Code == 0 {
-				t.Errorf("body = %s, want a JSON-RPC error", body)
+			if json.Unmarshal(body, &rpc) != nil || rpc.Error.Code == 0 || !strings.Contains(rpc.Error.Message, c.message) {
+				t.Errorf("body = %s, want a JSON-RPC error mentioning %q", body, c.message)
 			}
 		})
 	}
@@ -259,7 +282,7 @@ subjects:
 		token       string
 		visible     []string
 		refused     string // a tool the caller may not call
-		refusalWhy  string
+		refusalWhy  string // the scope a step-up challenge names, or why the call is refused
 		callable    string
 		callableArg map[string]any
 	}{
@@ -282,8 +305,13 @@ subjects:
 			if got := toolNames(t, cs); !slices.Equal(got, c.visible) {
 				t.Errorf("tools/list = %v, want %v", got, c.visible)
 			}
-			_, env := callEnv(t, cs, c.refused, map[string]any{})
-			if env.DomainCode != "permission_denied" || !strings.Contains(env.Message, c.refusalWhy) {
+			if strings.HasPrefix(c.refusalWhy, "toolmesh:") {
+				// A scope would do: the call gets a step-up challenge.
+				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.refused, Arguments: map[string]any{}})
+				if err == nil || !strings.Contains(err.Error(), "Forbidden: "+c.refused+" needs scope "+c.refusalWhy) {
+					t.Errorf("calling %s = %v, want a 403 naming scope %s", c.refused, err, c.refusalWhy)
+				}
+			} else if _, env := callEnv(t, cs, c.refused, map[string]any{}); env.DomainCode != "permission_denied" || !strings.Contains(env.Message, c.refusalWhy) {
 				t.Errorf("calling %s = %+v, want permission_denied mentioning %q", c.refused, env, c.refusalWhy)
 			}
 			if _, env := callEnv(t, cs, c.callable, c.callableArg); env.Status != "ok" {

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -41,28 +42,45 @@ var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // toolHandler answers every call to b's tool with exactly one envelope,
 // whatever happens underneath.
 func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-		start := time.Now()
-		ctx, span := e.obs.startCall(ctx, b, req)
-		defer span.End()
-		var p *Principal
-		defer func() {
-			if r := recover(); r != nil {
-				e.log.ErrorContext(ctx, "mcp.tool_panic", "tool", b.tool.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				env := toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "internal error")
-				e.obs.endCall(ctx, b, env, time.Since(start))
-				res, err = result(env), nil
-			}
-		}()
-		p = e.principal(req)
-		env, interim := e.call(ctx, b, p, req)
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		env, interim := e.runCall(ctx, b, e.principal(req), req)
 		if interim != nil {
-			e.obs.interimCall(ctx, b, time.Since(start))
 			return interim, nil
 		}
-		e.observe(ctx, b, p, req, env, time.Since(start))
 		return result(env), nil
 	}
+}
+
+// runCall runs one call of b's tool as p and returns its envelope, or the
+// interim result of a call that goes on (an elicitation round, a task). It
+// is the one path of every tool call, and of every resource read, prompt
+// and completion that reads through a tool: the call is traced, counted and
+// logged, and a panic becomes an internal error.
+func (e *Edge) runCall(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (env *toolcall.Envelope, interim *mcp.CallToolResult) {
+	start := time.Now()
+	ctx, end, accepted := e.inflight.begin(ctx)
+	defer end()
+	ctx, span := e.obs.startCall(ctx, b, req)
+	defer span.End()
+	defer func() {
+		if r := recover(); r != nil {
+			id := rpcerror.NewID()
+			e.log.ErrorContext(ctx, "tool.error", "error_id", id, "tool", b.tool.Name, "domain_code", toolcall.CodeInternal,
+				"error", fmt.Sprintf("panic: %v", r), "stack", string(debug.Stack()))
+			env, interim = toolcall.Internal(b.tool.Name, id), nil
+			e.obs.endCall(ctx, b, env, time.Since(start))
+		}
+	}()
+	if accepted {
+		env, interim = e.call(ctx, b, p, req)
+		if interim != nil {
+			e.obs.interimCall(ctx, b, time.Since(start))
+			return nil, interim
+		}
+	}
+	env = retryAdvice(ctx, env, b.tool.Name, b.tool.Kind, !accepted, req.Params.Meta)
+	e.observe(ctx, b, p, req, env, time.Since(start))
+	return env, nil
 }
 
 // call runs the pipeline of one tool call. Each refusal happens before
@@ -81,9 +99,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 	if e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ {
 		return toolcall.Fail(t.Name, toolcall.CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", lowerFirst(t.Title))), nil
 	}
-	if ok, wait := e.limits.allow(p.limitKey(), time.Now()); !ok {
-		env := toolcall.Fail(t.Name, toolcall.CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
-		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+	if env := e.rateLimit(ctx, t, p); env != nil {
 		return env, nil
 	}
 	key, env := idempotencyKey(t.Name, req.Params.Meta)
@@ -127,7 +143,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 			}
 		}
 		if admin {
-			if args, reason, env = e.guard(b, obj); env != nil {
+			if args, reason, env = e.guard(ctx, b, obj); env != nil {
 				return env, nil
 			}
 		}
@@ -150,6 +166,23 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 	}
 	return env, nil
 }
+
+// rateLimit refuses a call past p's rate limit. The edge's own background
+// reads (subscription polls) are not the caller's calls and do not count.
+func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *Principal) *toolcall.Envelope {
+	if ctx.Value(unmeteredKey{}) != nil {
+		return nil
+	}
+	if ok, wait := e.limits.allow(p.limitKey(), time.Now()); !ok {
+		env := toolcall.Fail(t.Name, toolcall.CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
+		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+		return env
+	}
+	return nil
+}
+
+// unmeteredKey marks the context of the edge's own background reads.
+type unmeteredKey struct{}
 
 // adminExecuted records a successful admin call: exactly one
 // mcp.admin_op.executed event and one audit record (when an audit service is
@@ -189,14 +222,14 @@ func argumentsObject(ctx context.Context, e *Edge, b *binding, args json.RawMess
 // non-blank reason — and returns the arguments the request message decodes
 // from (confirm and reason removed unless the message has such fields).
 // The actor was checked before.
-func (e *Edge) guard(b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
+func (e *Edge) guard(ctx context.Context, b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
 	t := b.tool
 	if missing := toolcall.MissingAdmin(obj); len(missing) > 0 {
 		return nil, "", missingAdminEnvelope(t.Name, missing)
 	}
 	out, reason, err := toolcall.StripAdmin(obj, b.Input())
 	if err != nil {
-		return nil, "", toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+		return nil, "", toolcall.Unexpected(ctx, e.log, t.Name, err)
 	}
 	return out, reason, nil
 }

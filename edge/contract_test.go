@@ -20,7 +20,7 @@ import (
 )
 
 // allVersions are the protocol versions one edge serves.
-var allVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18"}
+var allVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
 
 func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 	f := newFixture(t, nil)

@@ -46,8 +46,9 @@ import (
 const ModernProtocol = "2026-07-28"
 
 // ProtocolVersions are the MCP protocol versions the edge serves, newest
-// first: the stateless era and the two newest versions of the session era.
-var ProtocolVersions = []string{ModernProtocol, "2025-11-25", "2025-06-18"}
+// first: the stateless era and every version of the session era from
+// 2025-03-26 on.
+var ProtocolVersions = []string{ModernProtocol, "2025-11-25", "2025-06-18", "2025-03-26"}
 
 // Defaults of Config.
 const (
@@ -57,6 +58,8 @@ const (
 	DefaultListTTL          = 5 * time.Minute
 	DefaultProgressInterval = 2 * time.Second
 	DefaultSessionTimeout   = 30 * time.Minute
+	DefaultResourceTTL      = 10 * time.Second
+	DefaultResourcePoll     = 5 * time.Second
 )
 
 // Config configures an edge.
@@ -107,8 +110,15 @@ type Config struct {
 	RateLimit RateLimit
 	// ToolsPageSize is the page size of tools/list (default 100).
 	ToolsPageSize int
-	// ListTTL is the ttlMs clients may cache tools/list for (default 5m).
+	// ListTTL is the ttlMs clients may cache tools/list, prompts/list and
+	// resources/templates/list for (default 5m).
 	ListTTL time.Duration
+	// ResourceTTL is the ttlMs clients may cache resources/read and
+	// resources/list for (default 10s): they show live state.
+	ResourceTTL time.Duration
+	// ResourcePollInterval is how often the edge reads a subscribed
+	// resource again to learn whether it changed (default 5s).
+	ResourcePollInterval time.Duration
 	// ProgressInterval is how often a call whose client asked for progress
 	// hears that it is still running (default 2s).
 	ProgressInterval time.Duration
@@ -125,6 +135,10 @@ type Config struct {
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
 	Telemetry telemetry.Providers
+	// ShutdownGrace is how long tool calls in flight may run on once the
+	// edge stops (Shutdown) before they are cut short and answer
+	// unavailable (default DefaultShutdownGrace).
+	ShutdownGrace time.Duration
 	// Sessions, when set, serves 2025-era sessions on every replica of a
 	// multi-replica edge (see sessions.go).
 	Sessions *Sessions
@@ -163,7 +177,19 @@ type Edge struct {
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
 
+	// resources are the resource kinds, sorted by tool name; prompts the
+	// prompts, sorted by name; subs the resource subscriptions.
+	resources []*resourceKind
+	prompts   []*prompt
+	subs      *subscriptions
+	// undeclared are the methods of capabilities the edge does not
+	// declare.
+	undeclared map[string]bool
+
 	obs *instruments
+
+	// inflight tracks tool calls so that each gets its answer on shutdown.
+	inflight *inflight
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -202,7 +228,16 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if cfg.WaitBudget <= 0 {
 		cfg.WaitBudget = DefaultWaitBudget
 	}
-	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.ResourceTTL <= 0 {
+		cfg.ResourceTTL = DefaultResourceTTL
+	}
+	if cfg.ResourcePollInterval <= 0 {
+		cfg.ResourcePollInterval = DefaultResourcePoll
+	}
+	e := &Edge{cfg: cfg, log: log, bindings: map[string]*binding{}, versions: ProtocolVersions, inflight: newInflight()}
 	if err := e.configureAccess(); err != nil {
 		return nil, err
 	}
@@ -215,7 +250,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.reg, err = toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{ExtraInput: adminInputs})
+	e.reg, err = toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{ExtraInput: adminInputs, ErrorOutput: toolcall.ErrorSchema()})
 	if err != nil {
 		return nil, fmt.Errorf("build tool registry: %w", err)
 	}
@@ -230,25 +265,42 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 	clientTelemetry := cfg.Telemetry.ClientOption()
-	e.views = &views{e: e, m: map[string]*toolView{}}
+	e.views = &views{e: e, m: map[string]*view{}}
 	e.limits = newLimiters(cfg.RateLimit)
 
-	// Exactly what is served: tools (the list never changes after start)
-	// and logging (logging/setLevel, and a message per failed call); the
-	// Tasks extension when a long-running tool can become a task. No
-	// prompts, resources or completions.
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
-	if e.tasks = buildTasks(e.reg, cfg.Services); e.tasks != nil {
-		caps.AddExtension(ExtensionTasks, nil)
+	for _, t := range e.reg.Tools() {
+		timeout, wait := cfg.CallTimeout, waitField(t)
+		if wait != nil {
+			timeout += cfg.WaitBudget
+		}
+		e.bindings[t.Name] = &binding{
+			Binding:   toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout, clientTelemetry),
+			tool:      t,
+			mcpTool:   mcpTool(t, cfg.ReadOnly),
+			wait:      wait,
+			telemetry: newCallTelemetry(t.Name),
+		}
 	}
-	e.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
-	e.server = mcp.NewServer(e.impl, &mcp.ServerOptions{
+	e.buildResources()
+	e.buildPrompts()
+	e.subs = &subscriptions{e: e, watches: map[string]*watch{}}
+
+	// Exactly what is served: tools (the list never changes after start);
+	// logging (logging/setLevel, and a message per failed call); resources,
+	// with subscriptions, and prompts, when the contracts have any, and
+	// completion of their arguments; the Tasks extension when a
+	// long-running tool can become a task.
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
+	opts := &mcp.ServerOptions{
 		Logger:                    log,
-		Capabilities:              caps,
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  cfg.ToolsPageSize,
 		GetSessionID:              e.sessions.idFunc(),
-		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			if _, ok := req.(*mcp.ReadResourceRequest); ok {
+				e.resourceCacheable(c)
+				return
+			}
 			// server/discover depends only on the edge's configuration.
 			c.TTLMs = int(cfg.ListTTL.Milliseconds())
 			c.CacheScope = "public"
@@ -256,22 +308,39 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Instructions: "toolmesh exposes agent-platform services as tools. Every result is a JSON envelope: " +
 			`{"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
 			"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.",
-	})
+	}
+	if len(e.resources) > 0 {
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
+		opts.SubscribeHandler, opts.UnsubscribeHandler = e.subs.subscribe, e.subs.unsubscribe
+	}
+	if len(e.prompts) > 0 {
+		caps.Prompts = &mcp.PromptCapabilities{}
+	}
+	if len(e.resources) > 0 || len(e.prompts) > 0 {
+		caps.Completions = &mcp.CompletionCapabilities{}
+		opts.CompletionHandler = e.complete
+	}
+	e.undeclared = undeclaredMethods(len(e.resources) > 0, len(e.prompts) > 0)
+	if e.tasks = buildTasks(e.reg, cfg.Services); e.tasks != nil {
+		caps.AddExtension(ExtensionTasks, nil)
+	}
+	opts.Capabilities = caps
+	e.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
+	e.server = mcp.NewServer(e.impl, opts)
 	e.server.AddReceivingMiddleware(e.middleware)
 	for _, t := range e.reg.Tools() {
-		timeout, wait := cfg.CallTimeout, waitField(t)
-		if wait != nil {
-			timeout += cfg.WaitBudget
-		}
-		b := &binding{
-			Binding:   toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout, clientTelemetry),
-			tool:      t,
-			mcpTool:   mcpTool(t, cfg.ReadOnly),
-			wait:      wait,
-			telemetry: newCallTelemetry(t.Name),
-		}
-		e.bindings[t.Name] = b
+		b := e.bindings[t.Name]
 		e.server.AddTool(b.mcpTool, e.toolHandler(b))
+	}
+	for _, k := range e.resources {
+		if k.fixed != nil {
+			e.server.AddResource(k.fixed, e.readHandler(k))
+		} else {
+			e.server.AddResourceTemplate(k.template, e.readHandler(k))
+		}
+	}
+	for _, pr := range e.prompts {
+		e.server.AddPrompt(pr.prompt, e.promptHandler(pr))
 	}
 	if err := e.addTaskMethods(); err != nil {
 		return nil, err
@@ -462,23 +531,23 @@ func (e *Edge) DevelopmentMode() bool { return e.dev != nil }
 
 // ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, the
 // stdio transport desktop clients start) until the client disconnects or ctx
-// ends. The caller is the local owner, as in development mode: whoever
+// ends; when ctx ends, the calls in flight get their answers first (see
+// Shutdown). The caller is the local owner, as in development mode: whoever
 // started the process is the user.
 func (e *Edge) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
 	if e.dev == nil {
 		return errors.New("edge: stdio serves the local user and needs development mode (no Auth)")
 	}
-	err := e.server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
-	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+	return e.serveStdio(ctx, in, out)
 }
 
 // principal is the caller of an MCP request: the verified token's principal
 // over HTTP, or the local owner in development mode and over stdio.
-func (e *Edge) principal(req mcp.Request) *Principal {
-	if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
+func (e *Edge) principal(req mcp.Request) *Principal { return e.principalOf(req.GetExtra()) }
+
+// principalOf is the caller a request's extra names.
+func (e *Edge) principalOf(x *mcp.RequestExtra) *Principal {
+	if x != nil && x.TokenInfo != nil {
 		p, _ := x.TokenInfo.Extra[principalKey].(*Principal)
 		return p
 	}

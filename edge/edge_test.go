@@ -9,16 +9,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/toolschema/schematest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -145,7 +148,41 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) (*mcp.Call
 	if res.IsError != (env.Status != "ok") {
 		t.Errorf("isError = %v for status %q", res.IsError, env.Status)
 	}
+	checkOutput(t, cs, tool, raw)
 	return res, env
+}
+
+// outputSchemas holds, per client session, the compiled output schemas of
+// the tools it lists.
+var outputSchemas sync.Map // *mcp.ClientSession -> map[string]*jsonschema.Resolved
+
+// checkOutput checks a result's structuredContent against the output schema
+// its tool declares, as a client that validates results does: every
+// result, success or error, must validate.
+func checkOutput(t *testing.T, cs *mcp.ClientSession, tool string, structured []byte) {
+	t.Helper()
+	v, ok := outputSchemas.Load(cs)
+	if !ok {
+		schemas := map[string]*jsonschema.Resolved{}
+		for tl, err := range cs.Tools(context.Background(), nil) {
+			if err != nil {
+				t.Fatalf("tools/list: %v", err)
+			}
+			raw, err := json.Marshal(tl.OutputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			schemas[tl.Name] = schematest.Compile(t, raw)
+		}
+		v, _ = outputSchemas.LoadOrStore(cs, schemas)
+	}
+	rs, listed := v.(map[string]*jsonschema.Resolved)[tool]
+	if !listed {
+		return // a tool hidden from this caller
+	}
+	if err := schematest.Check(rs, structured); err != nil {
+		t.Errorf("%s: structuredContent does not validate against the tool's outputSchema: %v\n%s", tool, err, structured)
+	}
 }
 
 func TestToolsListMatchesGolden(t *testing.T) {

@@ -150,12 +150,19 @@ func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
 // canElicit reports whether the client of req declared form elicitation
 // (an empty elicitation capability means form).
 func canElicit(req *mcp.CallToolRequest) bool {
+	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
+		// A client of an older protocol has no elicitation to declare.
+		return false
+	}
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return false
 	}
 	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
 }
+
+// elicitationSince is the first protocol version with elicitation.
+const elicitationSince = "2025-06-18"
 
 // modern reports whether req is of the stateless protocol, where questions
 // travel as input_required results.
@@ -186,14 +193,14 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 	if admin {
 		raw, _, err := toolcall.StripAdmin(args, b.Input())
 		if err != nil {
-			return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+			return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, err)
 		}
 		partial = nil
 		_ = json.Unmarshal(raw, &partial)
 	}
 	raw, err := json.Marshal(partial)
 	if err != nil {
-		return nil, toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments")
+		return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
 	}
 	vs := b.Violations(raw)
 	askFields, other := false, false
@@ -238,7 +245,7 @@ func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return toolcall.Fail(t.Name, toolcall.CodeInternal, "re-encode arguments"), nil
+		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
 	}
 	in := &callsv1.ElicitedCallInput{
 		Tool:            t.Name,
@@ -326,7 +333,7 @@ func (x *elicitor) respond(ctx context.Context, b *binding, p *Principal, req *m
 		RunID:      runID,
 	}, x.binding(p, t.Name, digest))
 	if err != nil {
-		return toolcall.Fail(t.Name, toolcall.CodeInternal, "seal request state"), nil
+		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
 	}
 	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", id, "round", res.GetRound())
 	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
@@ -378,7 +385,7 @@ func (x *elicitor) cancelCall(id, runID string, round int32, digest, key string)
 func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *callsv1.RoundResult) *toolcall.Envelope {
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
 	if t, ok := x.e.reg.Lookup(tool); ok && t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
 		x.e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
@@ -431,7 +438,7 @@ func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Enve
 	}
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
+		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
 	return &env
 }

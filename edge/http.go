@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 )
 
 // JSON-RPC error codes the edge writes itself.
@@ -125,8 +127,10 @@ func (e *Edge) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				e.log.ErrorContext(r.Context(), "edge.http_panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				writeRPCError(w, http.StatusInternalServerError, nil, codeInternalError, "internal error", nil)
+				id := rpcerror.NewID()
+				e.log.ErrorContext(r.Context(), "edge.http_panic", "error_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeRPCError(w, http.StatusInternalServerError, nil, codeInternalError, rpcerror.WithID(rpcerror.MessageInternal, id),
+					map[string]string{rpcerror.MetadataErrorID: id})
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -143,9 +147,15 @@ const (
 // tokenInfoKey carries the verified TokenInfo to withTokenInfo.
 type tokenInfoKey struct{}
 
-// serveMCP checks a request in order — Host, Origin, credentials, body,
-// protocol version — then hands it to the handler of its protocol era.
+// serveMCP checks a request in order — Host, Origin, declared body size,
+// credentials, body, the scopes a tools/call needs, protocol version — then
+// hands it to the handler of its protocol era.
 func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		// Its answer is written when this returns: Shutdown waits for it.
+		e.inflight.answers.add(1)
+		defer e.inflight.answers.add(-1)
+	}
 	if !e.hostAllowed(r) {
 		e.rejectHost(w, r)
 		return
@@ -174,15 +184,21 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if r.Method == http.MethodPost && r.ContentLength > e.cfg.MaxBodyBytes {
+		// Refused before any of the body is read.
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, fmt.Sprintf("the request body exceeds %d bytes", e.cfg.MaxBodyBytes), nil)
+		return
+	}
+
 	var info any
+	var caller *Principal
 	if e.auth != nil {
-		_, ti, fail := e.auth.authenticate(r)
+		p, ti, fail := e.auth.authenticate(r)
 		if fail != nil {
-			w.Header().Set("WWW-Authenticate", e.auth.challenge(fail))
-			writeRPCError(w, fail.status, nil, codeUnauthorized, authMessage(fail), nil)
+			e.refuse(w, nil, fail)
 			return
 		}
-		info = ti
+		info, caller = ti, p
 	} else if !e.loopback(r) {
 		// Development mode has no credentials: it must never be reachable
 		// from another machine.
@@ -200,11 +216,15 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, e.cfg.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			switch {
+			case errors.As(err, &mbe):
 				writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit), nil)
-				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				// The server's body deadline (server.Limits.BodyTimeout).
+				writeRPCError(w, http.StatusRequestTimeout, nil, codeInvalidRequest, "the request body did not arrive in time", nil)
+			default:
+				writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "the request body could not be read", nil)
 			}
-			writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "the request body could not be read", nil)
 			return
 		}
 		if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
@@ -214,6 +234,12 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 		id, method, single = peek(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+	}
+	if caller != nil {
+		if fail := e.insufficientScope(caller, method, body); fail != nil {
+			e.refuse(w, id, fail)
+			return
+		}
 	}
 
 	handler := e.legacy
@@ -245,6 +271,14 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	rw := &rpcErrorWriter{ResponseWriter: w, id: id}
 	handler.ServeHTTP(rw, r)
 	rw.finish()
+}
+
+// refuse answers a request whose credentials do not do: the failure's
+// status, its WWW-Authenticate challenge and a JSON-RPC error (with the
+// request's id once it is known).
+func (e *Edge) refuse(w http.ResponseWriter, id json.RawMessage, fail *authFailure) {
+	w.Header().Set("WWW-Authenticate", e.auth.challenge(fail))
+	writeRPCError(w, fail.status, id, codeUnauthorized, authMessage(fail), nil)
 }
 
 func authMessage(f *authFailure) string {

@@ -11,12 +11,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// toolView is the sorted list of tools one set of permissions may call,
-// built once per set and shared by every caller who has it, so tools/list
-// does no work proportional to the number of tools.
-type toolView struct {
-	tools []*mcp.Tool // sorted by name
-	names []string
+// view is what one set of permissions may see, each list sorted by its
+// key: the tools it may call, the resource templates and the prompts that
+// read through them. It is built once per set and shared by every caller
+// who has it, so a list request does no work proportional to the number of
+// tools.
+type view struct {
+	tools        []*mcp.Tool
+	toolNames    []string
+	templates    []*mcp.ResourceTemplate
+	templateURIs []string
+	prompts      []*mcp.Prompt
+	promptNames  []string
 }
 
 // maxViews bounds the cached views (one per distinct set of permissions);
@@ -26,34 +32,50 @@ const maxViews = 1024
 type views struct {
 	e  *Edge
 	mu sync.Mutex
-	m  map[string]*toolView
+	m  map[string]*view
 }
 
-func (v *views) forPrincipal(p *Principal) *toolView {
+func (v *views) forPrincipal(p *Principal) *view {
 	v.mu.Lock()
-	tv, ok := v.m[p.key]
+	pv, ok := v.m[p.key]
 	v.mu.Unlock()
 	if ok {
-		return tv
+		return pv
 	}
-	tv = &toolView{}
+	pv = &view{}
 	for _, t := range v.e.reg.Tools() {
 		if ok, _ := p.mayCall(t); ok {
-			tv.tools = append(tv.tools, v.e.bindings[t.Name].mcpTool)
-			tv.names = append(tv.names, t.Name)
+			pv.tools = append(pv.tools, v.e.bindings[t.Name].mcpTool)
+			pv.toolNames = append(pv.toolNames, t.Name)
+		}
+	}
+	for _, k := range v.e.resources {
+		if k.template != nil && k.visible(p) {
+			pv.templates = append(pv.templates, k.template)
+		}
+	}
+	sort.Slice(pv.templates, func(i, j int) bool { return pv.templates[i].URITemplate < pv.templates[j].URITemplate })
+	for _, t := range pv.templates {
+		pv.templateURIs = append(pv.templateURIs, t.URITemplate)
+	}
+	for _, pr := range v.e.prompts { // sorted by name
+		if pr.visible(p) {
+			pv.prompts = append(pv.prompts, pr.prompt)
+			pv.promptNames = append(pv.promptNames, pr.prompt.Name)
 		}
 	}
 	v.mu.Lock()
 	if len(v.m) < maxViews {
-		v.m[p.key] = tv
+		v.m[p.key] = pv
 	}
 	v.mu.Unlock()
-	return tv
+	return pv
 }
 
-// page returns the tools after cursor (the last name of the previous page,
-// opaque to clients) and the cursor of the next page.
-func (tv *toolView) page(cursor string, size int) ([]*mcp.Tool, string, error) {
+// page returns the items after cursor (the last key of the previous page,
+// opaque to clients) and the cursor of the next page; keys are the items'
+// sorted keys.
+func page[T any](items []T, keys []string, cursor string, size int) ([]T, string, error) {
 	start := 0
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -61,69 +83,148 @@ func (tv *toolView) page(cursor string, size int) ([]*mcp.Tool, string, error) {
 			return nil, "", fmt.Errorf("invalid cursor")
 		}
 		after := string(b)
-		start = sort.SearchStrings(tv.names, after)
-		if start < len(tv.names) && tv.names[start] == after {
+		start = sort.SearchStrings(keys, after)
+		if start < len(keys) && keys[start] == after {
 			start++
 		}
 	}
-	end := min(start+size, len(tv.tools))
-	page := []*mcp.Tool{} // never null on the wire
+	end := min(start+size, len(items))
+	out := []T{} // never null on the wire
 	if start < end {
-		page = tv.tools[start:end]
+		out = items[start:end]
 	}
 	next := ""
-	if end < len(tv.tools) {
-		next = base64.RawURLEncoding.EncodeToString([]byte(tv.names[end-1]))
+	if end < len(items) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(keys[end-1]))
 	}
-	return page, next, nil
+	return out, next, nil
 }
 
-// undeclared are methods of capabilities the edge does not declare: they
-// answer "method not found" rather than an empty list, so what a client
-// discovers is exactly what is served.
-var undeclared = map[string]bool{
-	"prompts/list":             true,
-	"prompts/get":              true,
-	"resources/list":           true,
-	"resources/read":           true,
-	"resources/templates/list": true,
-	"resources/subscribe":      true,
-	"resources/unsubscribe":    true,
-	"completion/complete":      true,
-}
-
-// middleware serves tools/list per caller and refuses undeclared methods.
+// middleware serves the lists that depend on the caller and refuses the
+// methods of capabilities the edge does not declare: they answer "method
+// not found" rather than an empty list, so what a client discovers is
+// exactly what is served.
 func (e *Edge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch {
+		case e.undeclared[method]:
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served by this edge", method)}
 		case method == "tools/list":
 			return e.listTools(req)
-		case undeclared[method]:
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served by this edge", method)}
+		case method == "resources/templates/list":
+			return e.listTemplates(req)
+		case method == "prompts/list":
+			return e.listPrompts(req)
+		case method == "resources/list":
+			return e.listResources(ctx, req)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-func (e *Edge) listTools(req mcp.Request) (mcp.Result, error) {
+// undeclaredMethods are the methods of the capabilities the edge does not
+// declare: resources without resources, prompts without prompts, and
+// completion without either.
+func undeclaredMethods(resources, prompts bool) map[string]bool {
+	m := map[string]bool{}
+	if !resources {
+		for _, method := range []string{"resources/list", "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe"} {
+			m[method] = true
+		}
+	}
+	if !prompts {
+		m["prompts/list"], m["prompts/get"] = true, true
+	}
+	if !resources && !prompts {
+		m["completion/complete"] = true
+	}
+	return m
+}
+
+// caller is the principal of a list request; an unauthenticated one is
+// refused.
+func (e *Edge) caller(req mcp.Request) (*Principal, error) {
 	p := e.principal(req)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
-	cursor := ""
-	if params, ok := req.GetParams().(*mcp.ListToolsParams); ok && params != nil {
-		cursor = params.Cursor
+	return p, nil
+}
+
+// listCacheable is how long, and by whom, a list that depends only on the
+// caller's permissions may be cached: shared when callers are not told
+// apart (development mode), else per caller.
+func (e *Edge) listCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(e.cfg.ListTTL.Milliseconds())
+	c.CacheScope = "private"
+	if e.dev != nil {
+		c.CacheScope = "public"
 	}
-	tools, next, err := e.views.forPrincipal(p).page(cursor, e.cfg.ToolsPageSize)
+}
+
+// cursor is the cursor of a list request ("" for the first page).
+func cursor(req mcp.Request) string {
+	switch p := req.GetParams().(type) {
+	case *mcp.ListToolsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourceTemplatesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListPromptsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourcesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	}
+	return ""
+}
+
+// listFor pages one of the lists of the caller's view.
+func listFor[T any](e *Edge, req mcp.Request, list func(*view) ([]T, []string)) ([]T, string, error) {
+	p, err := e.caller(req)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, "", err
+	}
+	items, keys := list(e.views.forPrincipal(p))
+	out, next, err := page(items, keys, cursor(req), e.cfg.ToolsPageSize)
+	if err != nil {
+		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	return out, next, nil
+}
+
+func (e *Edge) listTools(req mcp.Request) (mcp.Result, error) {
+	tools, next, err := listFor(e, req, func(v *view) ([]*mcp.Tool, []string) { return v.tools, v.toolNames })
+	if err != nil {
+		return nil, err
 	}
 	res := &mcp.ListToolsResult{Tools: tools, NextCursor: next}
-	res.TTLMs = int(e.cfg.ListTTL.Milliseconds())
-	// The list depends on who asks whenever callers are told apart.
-	res.CacheScope = "private"
-	if e.dev != nil {
-		res.CacheScope = "public"
+	e.listCacheable(&res.Cacheable)
+	return res, nil
+}
+
+func (e *Edge) listTemplates(req mcp.Request) (mcp.Result, error) {
+	templates, next, err := listFor(e, req, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
+	if err != nil {
+		return nil, err
 	}
+	res := &mcp.ListResourceTemplatesResult{ResourceTemplates: templates, NextCursor: next}
+	e.listCacheable(&res.Cacheable)
+	return res, nil
+}
+
+func (e *Edge) listPrompts(req mcp.Request) (mcp.Result, error) {
+	prompts, next, err := listFor(e, req, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListPromptsResult{Prompts: prompts, NextCursor: next}
+	e.listCacheable(&res.Cacheable)
 	return res, nil
 }

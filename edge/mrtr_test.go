@@ -30,8 +30,8 @@ var (
 )
 
 // The same elicited calls, driven by the go-sdk client at 2026-07-28
-// (MRTR), by the go-sdk client at 2025-11-25 (server-sent elicitation, every
-// round) and by hand over raw HTTP, ask the same questions and end with the
+// (MRTR), by the go-sdk client at 2025-11-25 and 2025-06-18 (server-sent
+// elicitation, every round) and by hand over raw HTTP, ask the same questions and end with the
 // same result.
 func TestEveryClientGetsTheSameQuestionsAndResult(t *testing.T) {
 	m := newMRTRMesh(t)
@@ -72,14 +72,8 @@ func TestEveryClientGetsTheSameQuestionsAndResult(t *testing.T) {
 			}
 			return structured(t, res)
 		}},
-		{"go-sdk 2025-11-25", func(t *testing.T, f *fixture, tool string, args map[string]any, a *answerer) json.RawMessage {
-			cs := f.connect(t, "2025-11-25", "", &mcp.ClientOptions{ElicitationHandler: a.handler})
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return structured(t, res)
-		}},
+		{"go-sdk 2025-11-25", sessionDriver("2025-11-25")},
+		{"go-sdk 2025-06-18", sessionDriver("2025-06-18")},
 		{"raw HTTP", func(t *testing.T, f *fixture, tool string, args map[string]any, a *answerer) json.RawMessage {
 			return rawCall(t, f.url, tool, args, a).StructuredContent
 		}},
@@ -425,13 +419,33 @@ func TestExpiredRequestStateIsRefused(t *testing.T) {
 	}
 }
 
+// sessionDriver runs an elicited call with the go-sdk client at a version
+// of the session era, answering the server's elicitation requests.
+func sessionDriver(version string) func(t *testing.T, f *fixture, tool string, args map[string]any, a *answerer) json.RawMessage {
+	return func(t *testing.T, f *fixture, tool string, args map[string]any, a *answerer) json.RawMessage {
+		cs := f.connect(t, version, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return structured(t, res)
+	}
+}
+
 // Clients that do not declare elicitation, of either era, are refused as
-// before, with exactly what is missing named; nothing is started.
+// before, with exactly what is missing named; nothing is started. So is a
+// 2025-03-26 client, whose protocol has no elicitation, whatever it
+// declares.
 func TestClientsThatCannotElicitGetWhatIsMissingNamed(t *testing.T) {
 	m := newMRTRMesh(t)
 	f := m.edge(t, nil)
-	for _, v := range []string{edge.ModernProtocol, "2025-11-25"} {
-		cs := f.connect(t, v, "", nil)
+	asked := newAnswerer(purgeSheet)
+	for _, v := range []string{edge.ModernProtocol, "2025-11-25", "2025-03-26"} {
+		var opts *mcp.ClientOptions
+		if v == "2025-03-26" {
+			opts = &mcp.ClientOptions{ElicitationHandler: asked.handler}
+		}
+		cs := f.connect(t, v, "", opts)
 		_, env := callEnv(t, cs, "testing_purge", map[string]any{"agent_id": "victim"})
 		if env.DomainCode != "guardrail_violated" || env.Violation != "missing_confirm" || !strings.Contains(env.Message, "set confirm to true (the JSON boolean) and give a non-blank reason") {
 			t.Errorf("%s: testing_purge without confirm and reason = %+v", v, env)
@@ -447,6 +461,9 @@ func TestClientsThatCannotElicitGetWhatIsMissingNamed(t *testing.T) {
 	}
 	if m.backend.Calls("Purge")+m.backend.Calls("Remind") != 0 {
 		t.Error("a refused call reached the service")
+	}
+	if q := asked.questions(); len(q) != 0 {
+		t.Errorf("the 2025-03-26 client was asked %v", q)
 	}
 }
 

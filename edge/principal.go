@@ -39,6 +39,10 @@ type Principal struct {
 	// Scopes are the caller's token scopes plus those its grants add.
 	Scopes []string
 
+	// tokenScopes are the toolmesh scopes the caller's token itself
+	// carries (not those its grants add), sorted: what a step-up challenge
+	// asks the authorization server to keep.
+	tokenScopes []string
 	// grants are tools the caller holds an explicit grant for.
 	grants map[string]bool
 	// all marks the development principal, which holds every grant.
@@ -71,7 +75,11 @@ func newPrincipal(subject, agent string, scopes, roles []string, g *Grant) *Prin
 	}
 	for _, s := range scopes {
 		addScope(s)
+		if strings.HasPrefix(s, "toolmesh:") && !slices.Contains(p.tokenScopes, s) {
+			p.tokenScopes = append(p.tokenScopes, s)
+		}
 	}
+	sort.Strings(p.tokenScopes)
 	roleSet := map[string]bool{}
 	for _, r := range roles {
 		roleSet[r] = true
@@ -163,4 +171,37 @@ func (p *Principal) limitKey() string {
 		return "s:" + p.Subject
 	}
 	return "a:" + p.Agent
+}
+
+// scopeFor is the scope that lets a caller call t, or "" when no scope
+// does: a privileged tool needs an explicit grant.
+func scopeFor(t *toolcatalog.Tool) string {
+	if t.Privileged {
+		return ""
+	}
+	switch t.Kind {
+	case toolv1.Kind_KIND_READ:
+		return ScopeRead
+	case toolv1.Kind_KIND_WRITE:
+		return ScopeWrite
+	case toolv1.Kind_KIND_ADMIN:
+		return ScopeAdmin
+	}
+	return ""
+}
+
+// stepUpScopes is the scope list a step-up challenge for a call that needs
+// scope names: that scope first, then the toolmesh scopes the caller's
+// token already holds that it does not cover. A client that replaces its
+// token with one for exactly these scopes, rather than adding to what it
+// has, so keeps everything it could do.
+func (p *Principal) stepUpScopes(scope string) string {
+	out := []string{scope}
+	for _, s := range p.tokenScopes {
+		if s == scope || (scope == ScopeWrite && s == ScopeRead) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
 }

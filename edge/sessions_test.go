@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/replicatest"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/servertest"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
 
@@ -219,8 +220,9 @@ func connectAt(t *testing.T, url, version string, opts *mcp.ClientOptions) (*mcp
 
 // A session begun on replica a is used through the load balancer: every
 // kind of request lands on b as well as on a, and works — tools/list,
-// tools/call with progress, calls whose elicitations are asked on one
-// replica and answered on the other, and the DELETE that ends it.
+// tools/call with progress, calls whose elicitations (from 2025-06-18 on)
+// are asked on one replica and answered on the other, and the DELETE that
+// ends it.
 func TestSessionsWorkAcrossReplicas(t *testing.T) {
 	m := newMRTRMesh(t)
 	m.startWorker(t)
@@ -257,9 +259,15 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 					t.Errorf("progress of call %d = %v, want a start and heartbeats, increasing", i, got)
 				}
 			}
+			// 2025-03-26 has no elicitation: its client gives everything.
+			elicits := v >= "2025-06-18"
+			args, questions := map[string]any{}, 4
+			if !elicits {
+				args, questions = purgeSheet, 0
+			}
 			for range 2 {
 				m.backend.SeedNotes("victim", 2)
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}})
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_purge", Arguments: args})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -267,8 +275,8 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 					t.Errorf("testing_purge = %s, want 2 notes removed", structured(t, res))
 				}
 			}
-			if n := len(user.questions()); n != 4 {
-				t.Errorf("asked %d questions, want 2 per call: %+v", n, user.questions())
+			if n := len(user.questions()); n != questions {
+				t.Errorf("asked %d questions, want %d: %+v", n, questions, user.questions())
 			}
 
 			sid := cs.ID()
@@ -284,28 +292,91 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 			}
 
 			hops := rr.Hops()
-			for _, want := range []replicatest.Hop{
+			wants := []replicatest.Hop{
 				{Replica: "b", Method: "POST", RPC: "tools/list", Status: 200},
 				{Replica: "b", Method: "POST", RPC: "tools/call", Tool: "testing_wait", Status: 200},
 				{Replica: "b", Method: "POST", RPC: "tools/call", Tool: "testing_purge", Status: 200},
-				{Replica: "b", Method: "POST", RPC: "response", Status: 202},
 				{Replica: "b", Method: "DELETE", Status: 204},
-			} {
-				if !slices.Contains(hops, want) {
-					t.Errorf("no %+v among the requests: %+v", want, hops)
+			}
+			if elicits {
+				wants = append(wants, replicatest.Hop{Replica: "b", Method: "POST", RPC: "response", Status: 202})
+				// Each purge call asked its questions on one replica and
+				// heard an answer through the other.
+				for _, asked := range []string{"a", "b"} {
+					if !replicatest.AnsweredElsewhere(hops, "testing_purge", asked) {
+						t.Errorf("no purge call on %s answered through the other replica: %+v", asked, hops)
+					}
 				}
 			}
-			// Each purge call asked its questions on one replica and heard
-			// an answer through the other.
-			for _, asked := range []string{"a", "b"} {
-				if !replicatest.AnsweredElsewhere(hops, "testing_purge", asked) {
-					t.Errorf("no purge call on %s answered through the other replica: %+v", asked, hops)
+			for _, want := range wants {
+				if !slices.Contains(hops, want) {
+					t.Errorf("no %+v among the requests: %+v", want, hops)
 				}
 			}
 			for _, r := range reps.all {
 				if got := r.refusals(); len(got) > 0 {
 					t.Errorf("%s refused session ids: %v", r.name, got)
 				}
+			}
+		})
+	}
+}
+
+// A subscription made through one replica is held by the session's owner,
+// which tells the client of changes on the session's GET stream — here
+// open through the other replica.
+func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
+	m := newMRTRMesh(t)
+	notes := servertest.Start(t, m.backend.NotesServer())
+	reps := startReplicas(t, m, func(c *edge.Config) {
+		c.Contracts = append(c.Contracts, testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService"))
+		c.Services[testingv1connect.TestingNotesServiceName] = notes.URL
+		c.ResourcePollInterval = 20 * time.Millisecond
+	}, "a", "b")
+	a, b := reps.all[0], reps.all[1]
+	m.backend.SeedNotes("local", 2)
+	for _, v := range sessionVersions() {
+		t.Run(v, func(t *testing.T) {
+			rr := replicatest.New(t, a.lb(), b.lb())
+			updated := make(chan string, 10)
+			cs, err := connectAt(t, rr.URL+"/mcp", v, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+				updated <- r.Params.URI
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			rr.TurnTo(t, cs, "b")
+			if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {
+				t.Fatal(err)
+			}
+			polled := m.backend.Calls("NoteStats")
+			waitFor(t, func() bool { return m.backend.Calls("NoteStats") > polled+2 }, "the owner to poll the subscribed resource")
+			// The owner answers the stream once it is ready to deliver on it.
+			waitFor(t, func() bool {
+				return slices.ContainsFunc(rr.Hops(), func(h replicatest.Hop) bool { return h.Method == http.MethodGet && h.Status == http.StatusOK })
+			}, "the client's stream")
+			m.backend.SeedNotes("local", 1)
+			select {
+			case uri := <-updated:
+				if uri != noteStatsURI {
+					t.Errorf("heard of %s, want %s", uri, noteStatsURI)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/resources/updated")
+			}
+			hops := rr.Hops()
+			for _, want := range []replicatest.Hop{
+				{Replica: "a", Method: "POST", RPC: "initialize", Status: 200},
+				{Replica: "b", Method: "POST", RPC: "resources/subscribe", Status: 200},
+				{Replica: "b", Method: "GET", Status: 200},
+			} {
+				if !slices.Contains(hops, want) {
+					t.Errorf("no %+v among the requests: %+v", want, hops)
+				}
+			}
+			if slices.ContainsFunc(hops, func(h replicatest.Hop) bool { return h.Method == http.MethodGet && h.Replica == "a" }) {
+				t.Errorf("the stream went to the owner itself: %+v", hops)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package edge_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +20,12 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
 )
 
 // Golden JSON-RPC transcripts: testdata/transcripts/*.txtar hold HTTP
@@ -35,15 +43,20 @@ import (
 //	config: no-backend         no service configured
 //	config: elicitation        multi-round elicitation on a real Temporal dev
 //	                           server, with a calls worker
+//	config: notes=N            the notes service too (resources), the local
+//	                           agent holding N notes
+//	config: tasks              the mesh's own contracts, with a real tasks
+//	                           service on a fixed clock (prompts)
 //
 // In requests, {{session}} is the last Mcp-Session-Id the edge issued,
 // {{meta}} the per-request _meta of the 2026-07-28 protocol,
 // {{meta-elicit}} that _meta declaring form elicitation, and {{state}} the
-// last requestState the edge issued (shown as {{state}} in responses). Default
+// last requestState the edge issued (shown as {{state}} in responses), and
+// {{tsk-N}} the Nth task id the edge answered (ids are shown so). Default
 // Content-Type and Accept headers are added unless the request sets them.
 // Responses show the status, the headers a client acts on and the body with
 // every JSON message indented; ports, session ids and random keys are
-// replaced by placeholders.
+// replaced by placeholders, error ids by err_{{error-id}}.
 
 type archive struct {
 	comment string
@@ -150,12 +163,14 @@ type transcriptRunner struct {
 	session string
 	state   string   // the last requestState issued
 	replace []string // old, new pairs applied to responses
+	ids     []string // the random ids answered, in order
 }
 
 func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 	tr := &transcriptRunner{}
 	var opts []func(*edge.Config)
 	var mesh *mrtrMesh
+	notes, withTasks := -1, false
 	for _, line := range strings.Split(comment, "\n") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), "config: ")
 		if !ok {
@@ -185,6 +200,10 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 		case "elicitation":
 			mesh = newMRTRMesh(t)
 			mesh.startWorker(t)
+		case "notes":
+			fmt.Sscan(val, &notes)
+		case "tasks":
+			withTasks = true
 		default:
 			t.Fatalf("unknown transcript config %q", v)
 		}
@@ -194,9 +213,15 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 			o(c)
 		}
 	}
-	if mesh != nil {
+	switch {
+	case mesh != nil:
 		tr.f = mesh.edge(t, configure)
-	} else {
+	case notes >= 0:
+		tr.f = newNotesFixture(t, configure)
+		tr.f.backend.SeedNotes("local", notes)
+	case withTasks:
+		tr.f = newTasksFixture(t, configure)
+	default:
 		tr.f = newFixture(t, configure)
 	}
 	addr := tr.f.http.Listener.Addr().String()
@@ -204,9 +229,33 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 	return tr
 }
 
+// newTasksFixture serves an edge with the mesh's own contracts whose only
+// backend is a real tasks service on a fixed clock.
+func newTasksFixture(t *testing.T, configure func(*edge.Config)) *fixture {
+	t.Helper()
+	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db"))
+	st, err := taskstore.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 2, 9, 30, 0, 0, time.UTC)
+	svc := servertest.Start(t, tasks.New(st, tasks.Config{Now: func() time.Time { return now }}).Registration())
+	return newFixtureOn(t, testingsvc.New(), svc, func(c *edge.Config) {
+		c.Contracts = nil
+		c.Services = map[string]string{tasksv1connect.TasksServiceName: svc.URL}
+		if configure != nil {
+			configure(c)
+		}
+	})
+}
+
+// idRE matches the random ids of the mesh's records in responses.
+var idRE = regexp.MustCompile(`\btsk_[0-9a-z]{26}\b`)
+
 var (
 	tokenTemplateRE = regexp.MustCompile(`\{\{token ([^ }]+)((?: [^ }]+)*)\}\}`)
 	randomKeyRE     = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
+	errorIDRE       = regexp.MustCompile(`err_[0-9a-z]{26}`)
 	requestStateRE  = regexp.MustCompile(`"requestState":\s*"([A-Za-z0-9_-]+)"`)
 )
 
@@ -217,6 +266,9 @@ func (tr *transcriptRunner) run(t *testing.T, text string) string {
 	text = strings.ReplaceAll(text, "{{state}}", tr.state)
 	text = strings.ReplaceAll(text, "{{meta}}", modernMeta)
 	text = strings.ReplaceAll(text, "{{session}}", tr.session)
+	for i, id := range tr.ids {
+		text = strings.ReplaceAll(text, fmt.Sprintf("{{tsk-%d}}", i+1), id)
+	}
 	text = tokenTemplateRE.ReplaceAllStringFunc(text, func(m string) string {
 		parts := tokenTemplateRE.FindStringSubmatch(m)
 		return tr.iss.sign(t, jose.RS256, tr.iss.valid(resourceFor(tr.f.http), parts[1], strings.TrimSpace(parts[2])))
@@ -303,6 +355,7 @@ func (tr *transcriptRunner) render(t *testing.T, res *http.Response) string {
 		out = strings.ReplaceAll(out, tr.replace[i], tr.replace[i+1])
 	}
 	out = randomKeyRE.ReplaceAllString(out, "mcp-{{random}}")
+	out = errorIDRE.ReplaceAllString(out, "err_{{error-id}}")
 	if m := requestStateRE.FindStringSubmatch(out); m != nil {
 		tr.state = m[1]
 		out = strings.ReplaceAll(out, m[1], "{{state}}")
@@ -310,6 +363,14 @@ func (tr *transcriptRunner) render(t *testing.T, res *http.Response) string {
 	if tr.session != "" {
 		out = strings.ReplaceAll(out, tr.session, "{{session}}")
 	}
+	out = idRE.ReplaceAllStringFunc(out, func(id string) string {
+		i := slices.Index(tr.ids, id)
+		if i < 0 {
+			tr.ids = append(tr.ids, id)
+			i = len(tr.ids) - 1
+		}
+		return fmt.Sprintf("{{tsk-%d}}", i+1)
+	})
 	return out
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // serviceFlag collects repeated --service domain=url flags.
@@ -103,7 +102,17 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Var(&origins, "allow-origin", "browser origin allowed to call the edge, scheme://host[:port] (repeatable)")
 	hosts := envList(getenv, "TOOLMESH_EDGE_ALLOWED_HOSTS")
 	fs.Var(&hosts, "allow-host", "Host header value the edge answers to, besides loopback names on loopback (repeatable)")
-	maxBody := fs.Int64("max-body", edge.DefaultMaxBodyBytes, "largest request body in bytes (larger is 413)")
+	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
+	shutdownGrace, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_GRACE", edge.DefaultShutdownGrace)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&shutdownGrace, "shutdown-grace", shutdownGrace, "on shutdown, how long tool calls in flight may run on before they are cut short and answer unavailable ($TOOLMESH_EDGE_SHUTDOWN_GRACE)")
+	shutdownTimeout, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_TIMEOUT", defaultEdgeShutdownTimeout)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", shutdownTimeout, "on shutdown, how long the edge may take to answer what is in flight and close its connections; longer than --shutdown-grace ($TOOLMESH_EDGE_SHUTDOWN_TIMEOUT)")
 	rateLimit := fs.Float64("rate-limit", 0, "tool calls per second per caller (0: unlimited)")
 	rateBurst := fs.Int("rate-burst", 0, "tool calls a caller may make at once (default: the rate)")
 	temporalAddr := fs.String("temporal", getenv("TOOLMESH_TEMPORAL"), "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)")
@@ -113,11 +122,19 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	sessionPeers := envList(getenv, "TOOLMESH_EDGE_SESSION_PEERS")
 	fs.Var(&sessionPeers, "session-peer", "an edge replica as host:port, a name standing for every address it resolves to (repeatable); with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on")
 	sessionAdvertise := fs.String("session-advertise", getenv("TOOLMESH_EDGE_SESSION_ADVERTISE"), "IP address (and port, default --addr's) the other edge replicas reach this one at (default --addr when it names an IP address)")
+	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
 	telFlags := addTelemetryFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	limits, err := limitFlags.limits()
+	if err != nil {
+		return err
+	}
+	if shutdownGrace <= 0 || shutdownTimeout <= shutdownGrace {
+		return errors.New("--shutdown-grace must be positive and shorter than --shutdown-timeout")
 	}
 	if len(services) == 0 {
 		for name, d := range domains {
@@ -150,6 +167,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer stopTelemetry(tel, log)
 	cfg := edge.Config{
+		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
 		CallTimeout:    *timeout,
@@ -160,8 +178,11 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		ReadOnly:       *readOnly,
 		AllowedOrigins: origins,
 		AllowedHosts:   hosts,
-		MaxBodyBytes:   *maxBody,
+		MaxBodyBytes:   limits.MaxBodyBytes,
+		ShutdownGrace:  shutdownGrace,
 		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+
+		ResourcePollInterval: *resourcePoll,
 	}
 	if *stateKey == "" {
 		*stateKey = filepath.Join(*dataDir, stateKeyFile)
@@ -260,13 +281,40 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
 		"elicitation", cfg.Elicitation != nil, "session_peers", []string(sessionPeers))
+	// The edge answers oversized bodies itself, in JSON-RPC.
+	limits.MaxBodyBytes = -1
+	mcpListener := httpListener{server.NewHTTPServer(e.Handler(), log, limits), lis, server.HTTPOptions{
+		ShutdownTimeout: shutdownTimeout,
+		// Every call in flight gets its answer before the listener closes.
+		AnswerInFlight: func(ctx context.Context) {
+			if err := e.Shutdown(ctx); err != nil {
+				log.Warn("edge.shutdown_incomplete", "error", err)
+			}
+		},
+	}}
 	if metricsLis == nil {
-		return server.RunHTTP(ctx, server.NewHTTPServer(e.Handler(), log), lis, log, server.HTTPOptions{})
+		return server.RunHTTP(ctx, mcpListener.srv, mcpListener.lis, log, mcpListener.opts)
 	}
 	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-	return runHTTPPair(ctx, log,
-		httpListener{server.NewHTTPServer(e.Handler(), log), lis},
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log), metricsLis})
+	return runHTTPPair(ctx, log, mcpListener,
+		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+}
+
+// defaultEdgeShutdownTimeout bounds the edge's shutdown.
+const defaultEdgeShutdownTimeout = 10 * time.Second
+
+// envDuration returns the duration in the environment variable key, or def
+// when it is unset.
+func envDuration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return d, nil
 }
 
 // sessionSelf is the address the other edge replicas reach this one at:
@@ -313,8 +361,9 @@ func metricsMux(metrics http.Handler) http.Handler {
 }
 
 type httpListener struct {
-	srv *http.Server
-	lis net.Listener
+	srv  *http.Server
+	lis  net.Listener
+	opts server.HTTPOptions
 }
 
 // runHTTPPair serves a and b until ctx ends or either fails, then stops
@@ -325,7 +374,7 @@ func runHTTPPair(ctx context.Context, log *slog.Logger, a, b httpListener) error
 	errs := make(chan error, 2)
 	for _, h := range []httpListener{a, b} {
 		go func() {
-			err := server.RunHTTP(ctx, h.srv, h.lis, log, server.HTTPOptions{})
+			err := server.RunHTTP(ctx, h.srv, h.lis, log, h.opts)
 			cancel()
 			errs <- err
 		}()
@@ -343,7 +392,7 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
 		found := false
-		for _, sd := range toolcatalog.Contracts() {
+		for _, sd := range contracts() {
 			if string(sd.ParentFile().Package()) == "toolmesh."+domain+".v1" {
 				out[string(sd.FullName())] = url
 				found = true

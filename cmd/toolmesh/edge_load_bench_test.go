@@ -137,7 +137,7 @@ func postTool(client *http.Client, url, tool, args string) (string, error) {
 
 // procStatus reads a field of a process's /proc/<pid>/status in KiB
 // ("VmHWM", "RssAnon").
-func procStatus(b *testing.B, pid int, field string) int {
+func procStatus(b testing.TB, pid int, field string) int {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Skipf("no /proc here: %v", err)
@@ -154,7 +154,7 @@ func procStatus(b *testing.B, pid int, field string) int {
 
 // samplePeak reads field of pid's status every 20 ms until stop is closed
 // and returns the highest value seen, in KiB.
-func samplePeak(b *testing.B, pid int, field string, stop <-chan struct{}) <-chan int {
+func samplePeak(b testing.TB, pid int, field string, stop <-chan struct{}) <-chan int {
 	peak := make(chan int, 1)
 	go func() {
 		highest := 0

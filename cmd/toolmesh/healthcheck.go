@@ -21,20 +21,28 @@ func runHealthcheck(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return errors.New("healthcheck needs one URL, e.g. http://127.0.0.1:7100/healthz")
 	}
-	url := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if err := checkHealth(ctx, fs.Arg(0)); err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	return nil
+}
+
+// checkHealth checks once that url answers GET with 200: the readiness
+// check of `toolmesh up`, and the healthcheck command.
+func checkHealth(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
+		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: GET %s: %s", url, resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
 }

@@ -4,7 +4,8 @@
 //	toolmesh edge             run the MCP edge
 //	toolmesh worker <queue>   run the Temporal worker of one task queue
 //	toolmesh temporal-dev     run the Temporal dev server (pinned CLI) with /healthz
-//	toolmesh up               run everything locally (what `make run` does)
+//	toolmesh up               run everything locally (what `make run` does), restarting what dies
+//	toolmesh up status        print the state of each process of a running up
 //	toolmesh processes        print what `up` starts (--json: for the Tiltfile)
 //	toolmesh healthcheck URL  exit 0 when URL answers 200 (a probe without curl)
 //	toolmesh keygen           create the mesh and audit key pairs under the data dir
@@ -49,7 +50,8 @@ commands:
   worker <queue>   run the Temporal worker of one task queue
   edge             run the MCP edge (--stdio: over stdin/stdout for desktop clients)
   temporal-dev     run the Temporal dev server (pinned CLI) with a /healthz probe
-  up               run the whole mesh locally with embedded defaults
+  up               run the whole mesh locally with embedded defaults, restarting what dies
+  up status        print the state and restarts of each process of a running up
   processes        print the processes up starts, in order (--json for Tilt)
   healthcheck URL  succeed when URL answers 200 (an exec probe in the image)
   keygen           create the key pairs (.toolmesh/mesh.key, mesh.pub, audit.key, audit.pub)

@@ -50,6 +50,8 @@ const (
 	temporalHealthPort = 7230
 	temporalPort       = 7233
 	temporalUIPort     = 8233
+	// upStatusPort serves the status page of `toolmesh up` itself.
+	upStatusPort = 7199
 )
 
 // meshProcess is one process of the local mesh. The JSON form is what
@@ -75,6 +77,11 @@ type meshProcess struct {
 	Links []meshLink `json:"links,omitempty"`
 	// readyTimeout bounds the wait for Probe under `toolmesh up`.
 	readyTimeout time.Duration
+	// needs are the processes this one cannot start without: `toolmesh
+	// up` restarts it only while they are ready. Deps order the first
+	// start; after that a process copes with the others being down (it
+	// answers unavailable for what needs them).
+	needs []string
 }
 
 // httpProbe is an HTTP GET readiness check.
@@ -270,6 +277,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: workerQueues[q].port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         append([]string{procMeshKeys, procTemporal}, names...),
 			readyTimeout: 30 * time.Second,
+			// A worker dials Temporal at start (and fails without it).
+			needs: []string{procTemporal},
 		})
 		workerNames = append(workerNames, workerPrefix+q)
 	}

@@ -72,7 +72,7 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 		timeout = d
 	}
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
-		Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
+		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {

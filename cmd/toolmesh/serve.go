@@ -58,7 +58,7 @@ type domain struct {
 	directory bool
 }
 
-var domains = map[string]domain{
+var domains = withFaultsDomains(map[string]domain{
 	"tasks":    {port: 7101, build: buildTasks},
 	"agents":   {port: 7102, build: buildAgents, directory: true},
 	"messages": {port: 7103, build: buildMessages},
@@ -68,7 +68,7 @@ var domains = map[string]domain{
 	"audit":    {port: 7108, flags: auditFlags},
 
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
-}
+})
 
 // serveDeps is what a domain's build gets besides its database.
 type serveDeps struct {
@@ -264,12 +264,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
 	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
+	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
 	telFlags := addTelemetryFlags(fs, getenv)
 	build := d.build
 	if d.flags != nil {
 		build = d.flags(fs, getenv)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	limits, err := limitFlags.limits()
+	if err != nil {
 		return err
 	}
 	if *dsn == "" {
@@ -301,11 +306,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}()
 	deps := serveDeps{Getenv: getenv, Log: log, DataDir: *dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
 	if d.temporal {
-		tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
+		// Lazy: the service starts, and serves what needs no Temporal,
+		// while Temporal is down; calls that need it answer unavailable.
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
 		defer tc.Close()
+		go temporalclient.CheckReachable(ctx, tc, *temporalAddr, log)
 		deps.Temporal = tc
 	}
 	svc, err := build(ctx, db, deps)
@@ -317,7 +325,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler()}
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits}
 	if agentsURL != nil && *agentsURL != "" {
 		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}

@@ -82,7 +82,7 @@ func runTemporalDev(ctx context.Context, args []string, getenv func(string) stri
 		case <-hctx.Done():
 		}
 	}()
-	runErr := server.RunHTTP(hctx, server.NewHTTPServer(mux, log), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+	runErr := server.RunHTTP(hctx, server.NewHTTPServer(mux, log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 	died := false
 	select {
 	case <-srv.Done():

@@ -9,37 +9,47 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/childproc"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/supervise"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
-// child is a running process of `toolmesh up`.
-type child struct {
-	meshProcess
-	cmd  *exec.Cmd
-	dead chan struct{} // closed once it has exited and been reaped
-}
+// Defaults of the restart policy of `toolmesh up`.
+const (
+	defaultRestartLimit  = 5
+	defaultRestartWindow = time.Minute
+)
 
 // runUp starts the plan of meshPlan in order — each process once its deps
-// are ready — prints where everything is, and stops it all, in reverse, when
-// ctx ends or a process dies.
+// are ready — prints where everything is, and keeps every process running
+// (internal/supervise): a process that exits is restarted on its own, after
+// a backoff, and up stops everything only on Ctrl-C or when one process
+// keeps failing. `toolmesh up status` prints the processes' state.
 func runUp(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
+	if len(args) > 0 && args[0] == "status" {
+		return runUpStatus(ctx, args[1:], stdout)
+	}
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	meshCfg := addMeshFlags(fs, getenv)
+	statusAddr := fs.String("status-addr", "", fmt.Sprintf("address of the status page (/, /status.json, /metrics, /healthz); default 127.0.0.1:%d plus --port-offset, \"off\": none", upStatusPort))
+	limit := fs.Int("restart-limit", defaultRestartLimit, "stop the mesh when one process fails more than this many times within --restart-window")
+	window := fs.Duration("restart-window", defaultRestartWindow, "the window of --restart-limit; a process that ran well for this long restarts after the shortest backoff again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("up takes no arguments, got %q", fs.Args())
+		return fmt.Errorf("up takes no arguments (but the command status), got %q", fs.Args())
+	}
+	if *limit < 1 || *window <= 0 {
+		return errors.New("--restart-limit must be at least 1 and --restart-window positive")
 	}
 	cfg, err := meshCfg()
 	if err != nil {
@@ -60,86 +70,71 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-
-	var started []*child
-	exited := make(chan string, len(plan))
-	for _, p := range plan {
-		c := &child{meshProcess: p, dead: make(chan struct{})}
-		c.cmd = exec.Command(self, p.Args...)
-		c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
-		c.cmd.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-			c.cmd.Env = append(c.cmd.Env, k+"="+p.Env[k])
+	if *statusAddr == "" {
+		*statusAddr = fmt.Sprintf("127.0.0.1:%d", upStatusPort+cfg.PortOffset)
+	}
+	// Listen first: a busy status port fails before anything starts.
+	var statusLis net.Listener
+	if *statusAddr != "off" {
+		if statusLis, err = server.Listen(*statusAddr); err != nil {
+			return err
 		}
-		// Children get their own process group so Ctrl-C reaches them
-		// through us, in order, rather than all at once from the terminal.
-		c.cmd.SysProcAttr = childproc.Attr()
+		defer statusLis.Close()
+	}
+
+	var procs []supervise.Process
+	for _, p := range plan {
 		if p.Once {
-			if err := c.cmd.Run(); err != nil {
-				stopChildren(started, log)
+			if err := childCommand(self, p).Run(); err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
 			continue
 		}
-		if err := c.cmd.Start(); err != nil {
-			stopChildren(started, log)
-			return fmt.Errorf("start %s: %w", p.Name, err)
-		}
-		started = append(started, c)
-		go func() {
-			_ = c.cmd.Wait()
-			close(c.dead)
-			exited <- c.Name
-		}()
-		if err := waitHealthy(ctx, p.Probe.URL(), c.dead, p.readyTimeout); err != nil {
-			stopChildren(started, log)
-			return fmt.Errorf("%s did not become ready: %w", p.Name, err)
-		}
+		procs = append(procs, supervise.Process{
+			Name:         p.Name,
+			Group:        p.Label,
+			Command:      func() *exec.Cmd { return childCommand(self, p) },
+			Ready:        func(ctx context.Context) error { return httpOK(ctx, p.Probe.URL()) },
+			ReadyTimeout: p.readyTimeout,
+			Needs:        p.needs,
+		})
 	}
-	printUp(stdout, cfg, plan, self)
-
-	var failed error
-	select {
-	case <-ctx.Done():
-	case name := <-exited:
-		failed = fmt.Errorf("%s exited unexpectedly", name)
+	sup, err := supervise.New(procs, supervise.Policy{Limit: *limit, Window: *window}, log.With("component", "up"))
+	if err != nil {
+		return err
 	}
-	log.Info("up.stopping")
-	stopChildren(started, log)
+	if statusLis != nil {
+		stop, err := serveUpStatus(ctx, statusLis, sup, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	err = sup.Run(ctx, func() { printUp(stdout, cfg, plan, self, statusLis) })
+	if gaveUp, ok := errors.AsType[*supervise.GaveUpError](err); ok {
+		err = fmt.Errorf("%w; stopped the mesh (see the process's log above; --restart-limit and --restart-window allow more)", gaveUp)
+	}
 	fmt.Fprintln(stdout, "toolmesh stopped")
-	return failed
+	return err
 }
 
-// stopChildren stops the running children in reverse start order, one
-// label at a time (the edge, then the workers, the services, Temporal last),
-// so that nothing loses what it uses while it shuts down.
-func stopChildren(started []*child, log *slog.Logger) {
-	const grace = 20 * time.Second
-	for end := len(started); end > 0; {
-		begin := end - 1
-		for begin > 0 && started[begin-1].Label == started[end-1].Label {
-			begin--
-		}
-		tier := started[begin:end]
-		for _, c := range tier {
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		deadline := time.After(grace)
-		for _, c := range tier {
-			select {
-			case <-c.dead:
-			case <-deadline:
-				log.Warn("up.stop_timeout", "process", c.Name, "after", grace.String())
-				_ = c.cmd.Process.Kill()
-				<-c.dead
-			}
-		}
-		end = begin
+// childCommand is one run of p: this binary with p's arguments and
+// environment, its output on our stderr, in its own process group so that
+// Ctrl-C reaches it through us, in order, rather than all at once from the
+// terminal.
+func childCommand(self string, p meshProcess) *exec.Cmd {
+	cmd := exec.Command(self, p.Args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		cmd.Env = append(cmd.Env, k+"="+p.Env[k])
 	}
+	cmd.SysProcAttr = childproc.Attr()
+	return cmd
 }
 
 // printUp tells where everything is.
-func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) {
+func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, status net.Listener) {
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", cfg.DataDir)
 	var tasksAddr string
 	// The edge's link (the MCP endpoint) first: it is what a user wants.
@@ -172,6 +167,13 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) 
 		}
 		fmt.Fprintf(stdout, "\n  Call a service directly with a mesh token:\n    grpcurl -plaintext -H \"authorization: Bearer $(%s)\" \\\n      -d '{\"description\":\"try the mesh\"}' %s toolmesh.tasks.v1.TasksService/Create\n", tokenCmd, tasksAddr)
 	}
+	if status != nil {
+		cmd := "toolmesh up status"
+		if cfg.PortOffset != 0 {
+			cmd += fmt.Sprintf(" --port-offset %d", cfg.PortOffset)
+		}
+		fmt.Fprintf(stdout, "\n  Processes and restarts: %s, or http://%s/\n", cmd, status.Addr())
+	}
 	fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n\n")
 }
 
@@ -179,15 +181,10 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string) 
 // passes or ctx ends.
 func waitHealthy(ctx context.Context, url string, dead <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
+		err := httpOK(ctx, url)
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return nil
 		}
 		select {
 		case <-dead:
@@ -197,13 +194,17 @@ func waitHealthy(ctx context.Context, url string, dead <-chan struct{}, timeout 
 		default:
 		}
 		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("health check did not answer 200")
-			}
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// httpOK checks once, within a second, that url answers GET with 200.
+func httpOK(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return checkHealth(ctx, url)
 }
 
 // temporalBinary finds the pinned Temporal CLI: the given path, else

@@ -68,6 +68,7 @@ var workerQueues = map[string]workerQueue{
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
+		Contracts:     contracts(),
 		Services:      deps.Services,
 		HTTPClient:    deps.HTTPClient,
 		Mesh:          deps.Mesh,
@@ -175,7 +176,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", tel.MetricsHandler())
-	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+	return server.RunHTTP(ctx, server.NewHTTPServer(mux, log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 }
 
 // newH2CClient returns an HTTP client that speaks cleartext HTTP/2 to the

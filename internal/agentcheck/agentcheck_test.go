@@ -26,6 +26,16 @@ type directory struct {
 	status  map[string]agentsv1.AgentStatus
 	lookups int
 	askedBy []string
+	// down makes every lookup fail as a directory that cannot be reached.
+	down bool
+	// hold, when set, delays every lookup until it is closed.
+	hold chan struct{}
+}
+
+func (d *directory) setDown(down bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down = down
 }
 
 func (d *directory) set(id string, s agentsv1.AgentStatus) {
@@ -36,9 +46,18 @@ func (d *directory) set(id string, s agentsv1.AgentStatus) {
 
 func (d *directory) Get(ctx context.Context, req *agentsv1.GetRequest) (*agentsv1.GetResponse, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.lookups++
+	hold := d.hold
+	d.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.askedBy = append(d.askedBy, mesh.FromContext(ctx).Caller.Agent)
+	if d.down {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("directory restarting"))
+	}
 	s, ok := d.status[req.GetAgentId()]
 	if !ok {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("agent is not registered"))
@@ -159,21 +178,103 @@ func TestActiveAnswersAreCachedForTheTTL(t *testing.T) {
 				t.Fatalf("call %d: %v", i, err)
 			}
 		}
+		f.clk.Advance(4 * time.Second)
+		if err := call(c, "worker"); err != nil {
+			t.Fatal(err)
+		}
 		if n := f.dir.count(); n != 1 {
-			t.Errorf("3 calls within the TTL asked the directory %d times, want 1", n)
+			t.Errorf("4 calls within the first half of the TTL asked the directory %d times, want 1", n)
 		}
 
-		// Pausing shows once the cached answer expires.
+		// An agent that is not called for longer than the TTL is asked
+		// about again, and pausing shows at once.
 		f.dir.set("worker", agentsv1.AgentStatus_AGENT_STATUS_PAUSED)
-		f.clk.Advance(9 * time.Second)
-		if err := call(c, "worker"); err != nil {
-			t.Errorf("within the TTL after pausing: %v, want the cached answer to let it pass", err)
-		}
-		f.clk.Advance(2 * time.Second)
+		f.clk.Advance(7 * time.Second)
 		refused(t, "after the TTL", call(c, "worker"), connect.CodePermissionDenied, "agent worker is paused")
 		if n := f.dir.count(); n != 2 {
 			t.Errorf("directory asked %d times, want 2", n)
 		}
+	})
+}
+
+func TestAnAgentThatKeepsCallingIsRefreshedInTheBackground(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, f *fixture, c tasksv1connect.TasksServiceClient) {
+		f.dir.set("worker", agentsv1.AgentStatus_AGENT_STATUS_ACTIVE)
+		if err := call(c, "worker"); err != nil {
+			t.Fatal(err)
+		}
+		// In the TTL's second half a call passes at once (the cached
+		// answer) and refreshes the answer behind it: the pause reaches
+		// the agent's calls before the TTL runs out.
+		f.dir.set("worker", agentsv1.AgentStatus_AGENT_STATUS_PAUSED)
+		f.clk.Advance(6 * time.Second)
+		if err := call(c, "worker"); err != nil {
+			t.Fatalf("call in the TTL's second half: %v, want the cached answer", err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for call(c, "worker") == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the background refresh never showed the pause (clock still within the TTL)")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		refused(t, "after the refresh", call(c, "worker"), connect.CodePermissionDenied, "agent worker is paused")
+	})
+}
+
+func TestConcurrentChecksOfOneAgentShareOneLookup(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, f *fixture, c tasksv1connect.TasksServiceClient) {
+		f.dir.set("busy", agentsv1.AgentStatus_AGENT_STATUS_ACTIVE)
+		hold := make(chan struct{})
+		f.dir.mu.Lock()
+		f.dir.hold = hold
+		f.dir.mu.Unlock()
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for range 20 {
+			wg.Go(func() { errs <- call(c, "busy") })
+		}
+		// Hold the first lookup until the directory has seen 20 (what 20
+		// calls without sharing would ask) or for a second; with sharing
+		// it sees one. (A call that comes late finds the answer cached,
+		// so this cannot fail when the checker shares lookups.)
+		for deadline := time.Now().Add(time.Second); f.dir.count() < 20 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(hold)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("call: %v", err)
+			}
+		}
+		if n := f.dir.count(); n != 1 {
+			t.Errorf("20 concurrent calls of one agent asked the directory %d times, want 1", n)
+		}
+	})
+}
+
+func TestRememberedAnswersServeWhileTheDirectoryIsDown(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, f *fixture, c tasksv1connect.TasksServiceClient) {
+		f.dir.set("worker", agentsv1.AgentStatus_AGENT_STATUS_ACTIVE)
+		f.dir.set("newcomer", agentsv1.AgentStatus_AGENT_STATUS_ACTIVE)
+		if err := call(c, "worker"); err != nil {
+			t.Fatal(err)
+		}
+		f.dir.setDown(true)
+		f.clk.Advance(time.Minute)
+		if err := call(c, "worker"); err != nil {
+			t.Errorf("directory down, worker seen active a minute ago: %v, want the remembered answer", err)
+		}
+		refused(t, "directory down, agent never seen", call(c, "newcomer"), connect.CodeUnavailable, "cannot check that agent newcomer is registered")
+		f.clk.Advance(5 * time.Minute)
+		refused(t, "directory down past TTL + MaxStale", call(c, "worker"), connect.CodeUnavailable, "cannot check that agent worker is registered")
+
+		// Back: the directory is asked again and its answer counts.
+		f.dir.setDown(false)
+		f.dir.set("worker", agentsv1.AgentStatus_AGENT_STATUS_RETIRED)
+		refused(t, "directory back", call(c, "worker"), connect.CodePermissionDenied, "agent worker is retired")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/bearer"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 )
 
@@ -32,8 +33,13 @@ type serverInterceptor struct {
 var errNoToken = errors.New("missing mesh token: send \"Authorization: Bearer <token>\"; for local development, `toolmesh token --agent <id>` mints one")
 
 func (i *serverInterceptor) authenticate(ctx context.Context, h http.Header) (context.Context, error) {
-	tok := bearer(h)
-	if tok == "" {
+	tok, err := bearer.Token(h)
+	if errors.Is(err, bearer.ErrAmbiguous) {
+		// Connect answers InvalidArgument with HTTP 400.
+		boundary.LogRejection(ctx, i.log, boundary.JWT, []boundary.Violation{{Field: "authorization", Rule: "mesh_token.single", Message: err.Error()}})
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid_request: %w", err))
+	}
+	if err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errNoToken)
 	}
 	caller, err := i.v.Verify(tok, i.now())

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -119,13 +118,3 @@ func SetHeaders(h http.Header, token, idempotencyKey string) {
 
 // maxIdempotencyKeyLen bounds the idempotency key header.
 const maxIdempotencyKeyLen = 256
-
-// bearer returns the token of an "Authorization: Bearer <token>" header, ""
-// when there is none.
-func bearer(h http.Header) string {
-	fields := strings.Fields(h.Get(HeaderAuthorization))
-	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
-		return ""
-	}
-	return fields[1]
-}

@@ -32,6 +32,10 @@ const (
 	Audience = "toolmesh-mesh"
 )
 
+// headerCritical is the JOSE header listing extensions a verifier must
+// understand (RFC 7515 §4.1.11); mesh tokens use none.
+const headerCritical jose.HeaderKey = "crit"
+
 // maxTokenLen bounds a presented token before it is parsed.
 const maxTokenLen = 4096
 
@@ -259,6 +263,9 @@ func (v *Verifier) verify(token string, now time.Time) (Caller, time.Time, error
 		return fail(tokenErr("alg", "the token is not an EdDSA-signed JWT"))
 	}
 	h := tok.Headers[0]
+	if _, ok := h.ExtraHeaders[headerCritical]; ok {
+		return fail(tokenErr("crit", "the token has critical header parameters (crit), which mesh tokens never use"))
+	}
 	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != TokenType {
 		return fail(tokenErr("typ", "the token is not a mesh token (typ %q)", typ))
 	}

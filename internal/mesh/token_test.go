@@ -16,6 +16,13 @@ import (
 
 func newSigner(t *testing.T) *Signer {
 	t.Helper()
+	_, s := newKeyedSigner(t)
+	return s
+}
+
+// newKeyedSigner returns a new signer and its private key.
+func newKeyedSigner(t *testing.T) (ed25519.PrivateKey, *Signer) {
+	t.Helper()
 	key, err := GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +31,7 @@ func newSigner(t *testing.T) *Signer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return key, s
 }
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -117,14 +124,7 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 }
 
 func TestVerifyWrongAudienceOrType(t *testing.T) {
-	key, err := GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSigner(key, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, s := newKeyedSigner(t)
 	// A token signed by the right key but for another audience must not pass.
 	tok, err := s.Mint(Caller{Agent: "a1"}, now, now.Add(time.Minute))
 	if err != nil {
@@ -254,5 +254,22 @@ func TestVerifyRemembersOnlyUntilExpiry(t *testing.T) {
 	}
 	if _, err := v.Verify(tok, now.Add(time.Minute)); err == nil {
 		t.Error("a remembered token passed after it expired")
+	}
+}
+
+// TestVerifyNamesARefusedCriticalHeader: a correctly signed token that
+// marks a header parameter critical is refused for that, not for a bad
+// signature.
+func TestVerifyNamesARefusedCriticalHeader(t *testing.T) {
+	key, s := newKeyedSigner(t)
+	enc := base64.RawURLEncoding.EncodeToString
+	header := `{"alg":"EdDSA","typ":"toolmesh-mesh+jwt","kid":"` + KeyID(s.PublicKey()) + `","crit":["exp"],"exp":1}`
+	claims := `{"aud":"toolmesh-mesh","sub":"u","agent":"a1","exp":` + strconv.FormatInt(now.Add(time.Minute).Unix(), 10) + `}`
+	signing := enc([]byte(header)) + "." + enc([]byte(claims))
+	tok := signing + "." + enc(ed25519.Sign(key, []byte(signing)))
+	_, err := s.Verifier().Verify(tok, now)
+	var te *TokenError
+	if !errors.As(err, &te) || te.Field != "crit" || !strings.Contains(err.Error(), "critical header") {
+		t.Errorf("Verify of a token with crit = %v, want a crit error naming the critical header", err)
 	}
 }

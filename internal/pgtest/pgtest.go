@@ -65,10 +65,13 @@ const fallbackBinGlob = "/usr/lib/postgresql/*/bin"
 
 // Cluster is a running throwaway PostgreSQL server.
 type Cluster struct {
-	dir   string // temporary directory: data/, the socket, postgres.log
-	port  int
-	proc  *os.Process // the postmaster
-	admin *sql.DB
+	dir      string // temporary directory: data/, the socket, postgres.log
+	port     int
+	postgres string // the server binary
+	runAs    *account
+	durable  bool
+	proc     *os.Process // the postmaster
+	admin    *sql.DB
 
 	exited  chan struct{} // closed when the postmaster has exited
 	waitErr error         // the postmaster's exit status, set before exited closes
@@ -82,7 +85,22 @@ type Cluster struct {
 // and its subtests finish. It fails tb when the cluster cannot start.
 func Start(tb testing.TB) *Cluster {
 	tb.Helper()
-	c, err := start()
+	return StartWith(tb, Options{})
+}
+
+// Options tune a cluster.
+type Options struct {
+	// Durable keeps PostgreSQL's durability settings (fsync,
+	// synchronous_commit, full_page_writes on), for tests that crash the
+	// server and count what survived; other clusters turn them off for
+	// speed.
+	Durable bool
+}
+
+// StartWith starts a cluster as Start does, tuned by opts.
+func StartWith(tb testing.TB, opts Options) *Cluster {
+	tb.Helper()
+	c, err := start(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,7 +152,7 @@ func (s *Shared) NewDatabase(tb testing.TB) string {
 	if !s.running {
 		tb.Fatal("pgtest: Shared.NewDatabase called outside Shared.Run; call os.Exit(pg.Run(m)) from TestMain so the cluster is stopped")
 	}
-	s.once.Do(func() { s.c, s.err = start() })
+	s.once.Do(func() { s.c, s.err = start(Options{}) })
 	if s.err != nil {
 		tb.Fatal(s.err)
 	}
@@ -223,8 +241,37 @@ func (c *Cluster) stopServer() error {
 	return fmt.Errorf("pgtest: postgres (pid %d) did not exit", c.proc.Pid)
 }
 
+// StopImmediate stops the server as a crash would: `pg_ctl stop -m
+// immediate` (no checkpoint; the next start replays the WAL). Restart
+// starts it again.
+func (c *Cluster) StopImmediate() error {
+	pgCtl := filepath.Join(filepath.Dir(c.postgres), "pg_ctl")
+	cmd := exec.Command(pgCtl, "stop", "-m", "immediate", "-w", "-D", filepath.Join(c.dir, "data"))
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = c.dir, childEnv(c.dir), procAttr(c.runAs, false)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: %s: %w\n%s", pgCtl, err, out)
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("pgtest: postgres (pid %d) did not exit after an immediate shutdown", c.proc.Pid)
+	}
+}
+
+// Restart starts a stopped server again, on the same port and data.
+func (c *Cluster) Restart() error {
+	if c.admin != nil {
+		c.admin.Close()
+		c.admin = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	return c.startServer(ctx, c.port)
+}
+
 // start makes, initialises and starts a cluster.
-func start() (c *Cluster, err error) {
+func start(opts Options) (c *Cluster, err error) {
 	initdb, postgres, err := findBinaries(fallbackBinGlob)
 	if err != nil {
 		return nil, err
@@ -246,7 +293,7 @@ func start() (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	c = &Cluster{dir: dir}
+	c = &Cluster{dir: dir, postgres: postgres, runAs: runAs, durable: opts.Durable}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -275,7 +322,7 @@ func start() (c *Cluster, err error) {
 	// The free port can be taken by someone else before postgres binds it;
 	// then try another.
 	for attempt := 1; ; attempt++ {
-		err := c.startServer(ctx, postgres, data, runAs)
+		err := c.startServer(ctx, 0)
 		if err == nil || !errors.Is(err, errPortTaken) {
 			return c, err
 		}
@@ -287,23 +334,31 @@ func start() (c *Cluster, err error) {
 
 var errPortTaken = errors.New("port taken")
 
-func (c *Cluster) startServer(ctx context.Context, postgres, data string, runAs *account) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+// startServer starts the postmaster on port (a free one when 0).
+func (c *Cluster) startServer(ctx context.Context, port int) error {
+	postgres, data, runAs := c.postgres, filepath.Join(c.dir, "data"), c.runAs
+	// A restart keeps the log of the runs before it.
+	logFlags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
+		}
+		logFlags |= os.O_TRUNC
 	}
 	logPath := filepath.Join(c.dir, "postgres.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logFile, err := os.OpenFile(logPath, logFlags, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	defer logFile.Close() // the child has its own copy
 	args := []string{"-D", data, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", c.dir}
-	// Fast and quiet: durability is pointless for a database that is thrown away.
+	// Fast and quiet: durability is pointless for a database that is
+	// thrown away, unless the test is about durability.
+	if !c.durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
 	for _, s := range []string{
-		"fsync=off",
-		"synchronous_commit=off",
-		"full_page_writes=off",
 		"wal_level=minimal",
 		"max_wal_senders=0",
 		"autovacuum=off",

@@ -17,7 +17,7 @@ import (
 )
 
 func TestClusterServesIsolatedDatabasesAndStopsClean(t *testing.T) {
-	c, err := start()
+	c, err := start(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +223,36 @@ func anyAlive(pids []int) bool {
 func syscallKill(pid int) {
 	if p, err := os.FindProcess(pid); err == nil {
 		p.Kill()
+	}
+}
+
+func TestADurableClusterKeepsCommitsThroughAnImmediateStop(t *testing.T) {
+	c := StartWith(t, Options{Durable: true})
+	dsn := c.NewDatabase(t)
+	db := open(t, dsn)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE acks (n INT)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := db.ExecContext(ctx, `INSERT INTO acks VALUES ($1)`, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.StopImmediate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PingContext(ctx); err == nil {
+		t.Fatal("the server still answers after an immediate stop")
+	}
+	if err := c.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM acks`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 50 {
+		t.Errorf("%d of 50 committed rows after the restart", n)
 	}
 }

@@ -40,8 +40,9 @@ type Hop struct {
 
 // RoundRobin sends POSTs and DELETEs to the replicas in turn, and GETs in
 // turn too but counted apart (an MCP client opens its stream when it
-// likes, so counting them apart keeps the turn of POSTs predictable). It
-// records every hop.
+// likes, so counting them apart keeps the turn of POSTs predictable). The
+// first GET goes to the second replica, so a client's stream does not go
+// where its session began. It records every hop.
 type RoundRobin struct {
 	// URL is the balancer's root URL.
 	URL   string
@@ -57,7 +58,7 @@ type RoundRobin struct {
 // New serves a balancer in front of replicas until the test ends.
 func New(tb testing.TB, replicas ...Replica) *RoundRobin {
 	tb.Helper()
-	rr := &RoundRobin{replicas: replicas, down: map[string]bool{}, turns: map[bool]int{}}
+	rr := &RoundRobin{replicas: replicas, down: map[string]bool{}, turns: map[bool]int{true: 1}}
 	rr.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(replicaKey{}).(*url.URL))

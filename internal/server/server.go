@@ -3,9 +3,11 @@
 // grpc.health.v1, REST/JSON through grpc-gateway, and a plain /healthz for
 // probes, and /metrics for Prometheus when given. Every request passes the
 // telemetry interceptor (a span continuing the caller's trace, the RPC
-// duration histogram), the mesh interceptor (a verified mesh token: no or a
-// bad token is Unauthenticated) and the protovalidate interceptor before its
-// handler runs.
+// duration histogram), the error interceptor (an unexpected error or a
+// panic answers with a fixed message and an error id, its cause logged;
+// see newErrorInterceptor), the mesh interceptor (a verified mesh token: no
+// or a bad token is Unauthenticated) and the protovalidate interceptor
+// before its handler runs.
 package server
 
 import (
@@ -72,6 +74,8 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics (the process's
 	// Prometheus page), unauthenticated like /healthz.
 	Metrics http.Handler
+	// Limits cut off slow and oversized clients (defaults when zero).
+	Limits Limits
 }
 
 // Server is a running service listener.
@@ -94,17 +98,25 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	if opts.Mesh == nil {
 		return nil, errors.New("server: no mesh token verifier configured (the mesh public key)")
 	}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	opts.Limits = opts.Limits.withDefaults()
 	validator, err := boundary.NewValidator()
 	if err != nil {
 		return nil, err
 	}
 	interceptors := append([]connect.Interceptor{
 		opts.Telemetry.ConnectInterceptor(),
-		newRecoverInterceptor(log),
+		newErrorInterceptor(log),
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)
 	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
+	if max := opts.Limits.MaxBodyBytes; max > 0 {
+		// The cap again after decompression.
+		handlerOpts = append(handlerOpts, connect.WithReadMaxBytes(int(max)))
+	}
 
 	names := make([]string, 0, len(services))
 	mux := http.NewServeMux()
@@ -158,7 +170,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		mux.Handle("/v1/", opts.Telemetry.GatewayHandler(gw))
 	}
 
-	s.http = NewHTTPServer(mux, log)
+	s.http = NewHTTPServer(mux, log, opts.Limits)
 	return s, nil
 }
 
@@ -211,6 +223,12 @@ type HTTPOptions struct {
 	OnDrain func()
 	// BeforeShutdown runs after the drain delay, before connections close.
 	BeforeShutdown func()
+	// AnswerInFlight, when set, runs once the listener has closed, beside
+	// the server's graceful shutdown: it must make every request still in
+	// flight answer (the edge answers its tool calls "unavailable") before
+	// ctx ends, so that no accepted request sees its connection drop. Its
+	// ctx ends ShutdownTimeout after the shutdown began.
+	AnswerInFlight func(ctx context.Context)
 }
 
 // RunHTTP serves hs on lis until ctx is cancelled, then shuts down
@@ -241,27 +259,47 @@ func RunHTTP(ctx context.Context, hs *http.Server, lis net.Listener, log *slog.L
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	answered := make(chan struct{})
+	if opts.AnswerInFlight != nil {
+		go func() {
+			defer close(answered)
+			opts.AnswerInFlight(sctx)
+		}()
+	} else {
+		close(answered)
+	}
+	err := hs.Shutdown(sctx)
+	<-answered
+	if err != nil {
+		// Whatever is left is cut off now, rather than when the process
+		// exits.
+		_ = hs.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("server.stopped", "addr", lis.Addr().String())
 	return nil
 }
 
-// NewHTTPServer returns an http.Server with the mesh's timeouts that serves
-// HTTP/1.1 and cleartext HTTP/2 (h2c).
-func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+// NewHTTPServer returns an http.Server that serves HTTP/1.1 and cleartext
+// HTTP/2 (h2c) within limits (defaults for zero fields): header and body
+// deadlines, the body cap and the cap on connections per client address.
+func NewHTTPServer(h http.Handler, log *slog.Logger, limits Limits) *http.Server {
+	limits = limits.withDefaults()
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	return &http.Server{
-		Handler:           h,
+	hs := &http.Server{
+		Handler:           limits.guardBodies(h),
 		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: limits.HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	if limits.MaxConnsPerClient > 0 {
+		hs.ConnState = newConnLimiter(limits.MaxConnsPerClient, log).track
+	}
+	return hs
 }
 
 func (s *Server) setServing(on bool) {

@@ -114,12 +114,20 @@ func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + serveTesting(t, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier()}), signer
+}
+
+// serveTesting serves the test service with opts until the test ends and
+// returns its host:port.
+func serveTesting(t *testing.T, log *slog.Logger, opts server.Options) string {
+	t.Helper()
 	lis, err := server.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier(), ShutdownTimeout: 5 * time.Second}, testingsvc.New().Server())
+	opts.ShutdownTimeout = 5 * time.Second
+	srv, err := server.New(ctx, lis, log, opts, testingsvc.New().Server())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +139,7 @@ func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
 			t.Errorf("server: %v", err)
 		}
 	})
-	return "http://" + srv.Addr(), signer
+	return srv.Addr()
 }
 
 func h2cClient() *http.Client {
@@ -231,6 +239,54 @@ func TestCallsWithoutAValidMeshTokenAreUnauthenticated(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), expired) || strings.Contains(logs.String(), foreign) {
 		t.Error("a presented token reached the log")
+	}
+}
+
+// TestMoreThanOneMeshTokenIsAnInvalidRequest: a service refuses a request
+// with two Authorization headers, or two credentials in one, before any
+// handler runs, whichever protocol carries it: a proxy that reads the other
+// header must not disagree with the service about who is calling.
+func TestMoreThanOneMeshTokenIsAnInvalidRequest(t *testing.T) {
+	base, signer := start(t, io.Discard)
+	mint := func(agent string) string {
+		tok, err := signer.Mint(mesh.Caller{Subject: agent, Agent: agent}, time.Now(), time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	alice, bob := mint("alice"), mint("bob")
+	cases := map[string][]string{
+		"alice then bob":             {"Bearer " + alice, "Bearer " + bob},
+		"a valid token then junk":    {"Bearer " + alice, "junk"},
+		"two credentials in one":     {"Bearer " + alice + ", Bearer " + bob},
+		"two tokens after one label": {"Bearer " + alice + " " + bob},
+	}
+	for name, values := range cases {
+		for proto, opts := range map[string][]connect.ClientOption{"connect": nil, "grpc": {connect.WithGRPC()}} {
+			t.Run(name+"/"+proto, func(t *testing.T) {
+				opts := append(opts, connect.WithInterceptors(headerInterceptor(http.Header{"Authorization": values})))
+				res, err := testingv1connect.NewTestingServiceClient(h2cClient(), base, opts...).Echo(context.Background(), &testingv1.EchoRequest{Message: "hi"})
+				var ce *connect.Error
+				if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || !strings.Contains(ce.Message(), "invalid_request") {
+					t.Errorf("Echo = %v, %v; want InvalidArgument invalid_request", res, err)
+				}
+			})
+		}
+		t.Run(name+"/rest", func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/testing/echo", strings.NewReader(`{"message":"hi"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header["Authorization"] = values
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") {
+				t.Errorf("REST echo = %d %s, want 400 invalid_request", res.StatusCode, body)
+			}
+		})
 	}
 }
 

@@ -19,7 +19,9 @@ import (
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -224,4 +226,56 @@ func BearerFor(c mesh.Caller) string {
 		panic(err) // only an invalid caller fails, a test bug
 	}
 	return "Bearer " + tok
+}
+
+// Unexpected checks that err answers an unexpected error: code (Internal,
+// or Unavailable for a busy store), the fixed message with an error id, the
+// id as a detail, and one rpc.error event in logs under that id. It returns
+// the event; its "error" is the cause.
+func Unexpected(tb testing.TB, err error, code connect.Code, logs *logtest.Buffer) map[string]any {
+	tb.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != code {
+		tb.Fatalf("error = %v, want %s", err, code)
+	}
+	id := rpcerror.ID(err)
+	want := rpcerror.MessageInternal
+	if code == connect.CodeUnavailable {
+		want = rpcerror.MessageBusy
+	}
+	if id == "" || ce.Message() != rpcerror.WithID(want, id) {
+		tb.Fatalf("error message %q, error id %q; want %q with an error id", ce.Message(), id, want)
+	}
+	return LoggedError(tb, logs, id)
+}
+
+// LoggedError returns the one rpc.error event logged under the error id,
+// failing the test when there is none or more than one.
+func LoggedError(tb testing.TB, logs *logtest.Buffer, id string) map[string]any {
+	tb.Helper()
+	var found []map[string]any
+	for _, e := range logs.Events("rpc.error") {
+		if e[rpcerror.MetadataErrorID] == id {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		tb.Fatalf("rpc.error events with error_id %s: %d, want 1; log:\n%s", id, len(found), logs.String())
+	}
+	return found[0]
+}
+
+// InternalText lists what of an unexpected error's cause shows in text, a
+// message a caller received: any of causes (the failure's table, path,
+// trigger text), the words of database errors, or the "step: cause" chain
+// of a wrapped Go error. Empty when text hides the cause.
+func InternalText(text string, causes ...string) []string {
+	var found []string
+	lower := strings.ToLower(text)
+	for _, s := range append([]string{"sql", "no such table", "constraint", "database is locked", "busy_timeout", "trigger", ": "}, causes...) {
+		if strings.Contains(lower, strings.ToLower(s)) {
+			found = append(found, s)
+		}
+	}
+	return found
 }

@@ -8,6 +8,7 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -284,4 +285,41 @@ func IsUniqueViolation(err error) bool {
 		return code == sqlite3.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 	}
 	return false
+}
+
+// IsBusy reports whether err is, or wraps, a database that could not do the
+// work now but may on a retry: SQLite busy or locked (another connection
+// holds the lock past busy_timeout), or PostgreSQL refusing for contention
+// (serialization failure, deadlock, lock timeout) or unreachable (connection
+// failures, a server starting or shutting down, too many connections). The
+// statement did not take effect; callers answer "unavailable", not
+// "internal".
+func IsBusy(err error) bool {
+	if err == nil {
+		return false
+	}
+	if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok {
+		switch sqliteErr.Code() & 0xff { // the primary code of an extended one
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+		return false
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case "40001", // serialization_failure
+			"40P01", // deadlock_detected
+			"55P03", // lock_not_available (lock_timeout)
+			"53300", // too_many_connections
+			"57P01", // admin_shutdown
+			"57P02", // crash_shutdown
+			"57P03": // cannot_connect_now
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection_exception
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	return errors.Is(err, driver.ErrBadConn)
 }

@@ -19,6 +19,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -55,8 +57,22 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 		// Payloads are small protobuf JSON on a local or cluster network:
 		// gzip (the SDK's default) costs more CPU per round trip than it
 		// saves, as inside the mesh.
-		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
-		Interceptors:      interceptors,
+		ConnectionOptions: client.ConnectionOptions{
+			GrpcCompression: &client.GrpcCompressionNone{},
+			// Reconnect within a second of Temporal coming back (a
+			// restarted dev server): the SDK's default waits up to 10s
+			// between attempts.
+			DialOptions: []grpc.DialOption{
+				grpc.WithConnectParams(grpc.ConnectParams{
+					Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+					MinConnectTimeout: 5 * time.Second,
+				}),
+				// Inside the SDK's retries: each attempt ends a moment
+				// before its caller's deadline.
+				grpc.WithChainUnaryInterceptor(leaveReplyMargin),
+			},
+		},
+		Interceptors: interceptors,
 		MetricsHandler: otelsdk.NewMetricsHandler(otelsdk.MetricsHandlerOptions{
 			Meter:                cfg.Telemetry.Meters().Meter(telemetry.TemporalScope),
 			UseMonotonicCounters: true,
@@ -65,6 +81,25 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 			OnError: func(err error) { log.Warn("temporal.metrics_error", "error", err) },
 		}),
 	}
+}
+
+// ReplyMargin is how long before its caller's deadline a call to Temporal
+// gives up (a tenth of the time left, when that is less). The SDK retries a
+// call while Temporal cannot be reached, up to the call's deadline; a
+// service that waits on Temporal that long has no time left to answer its
+// own caller, who then sees deadline_exceeded from its side instead of the
+// service's unavailable. With the margin the service answers unavailable in
+// time.
+const ReplyMargin = 500 * time.Millisecond
+
+func leaveReplyMargin(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if dl, ok := ctx.Deadline(); ok {
+		margin := min(ReplyMargin, time.Until(dl)/10)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
+		defer cancel()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // NewLazy returns a client that connects on first use, for a process that
@@ -76,6 +111,22 @@ func NewLazy(cfg Config, log *slog.Logger) (client.Client, error) {
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.HostPort, err)
 	}
 	return c, nil
+}
+
+// CheckReachable logs, for a lazy client, whether Temporal answers now: a
+// warning that says what is unavailable when it does not (a wrong address
+// shows at start, not at the first call that needs it).
+func CheckReachable(ctx context.Context, c client.Client, hostPort string, log *slog.Logger) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("temporal.unreachable", "temporal", hostPort, "error", err.Error(),
+				"message", "calls that need Temporal answer unavailable until it answers; everything else is served")
+		}
+		return
+	}
+	log.Info("temporal.reachable", "temporal", hostPort)
 }
 
 // Dial connects to Temporal and checks the connection.

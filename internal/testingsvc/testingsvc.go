@@ -5,12 +5,20 @@
 // like the product's services — applies a side effect once per idempotency
 // key, counting the executions, so tests can tell that a retried call had
 // its effect exactly once.
+//
+// A test that runs it in another process (the fault suite's build of the
+// toolmesh binary serves it as the "testing" domain) learns what happened
+// from its log: every Wait, and every side effect made slow with
+// Options.Delays, ends with one testing.call_ended event saying whether the
+// caller's cancellation or deadline cut it short, how far past the deadline
+// it returned, and whether it completed although its caller had gone.
 package testingsvc
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,9 +40,23 @@ const ItemCount = 120
 // its error message; it must never reach a caller or a log.
 const SecretInError = "password=hunter2-db-secret sk-live0123456789abcdefghijkl"
 
+// Options tune a Service.
+type Options struct {
+	// Log receives the testing.call_ended events (none when nil).
+	Log *slog.Logger
+	// Delays makes side effects slow: the method ("Purge", "Write", ...)
+	// waits this long, or until its caller's deadline or cancellation,
+	// before it applies its effect.
+	Delays map[string]time.Duration
+}
+
+// EventCallEnded is logged when a Wait, or a delayed side effect, ends.
+const EventCallEnded = "testing.call_ended"
+
 // Service implements toolmesh.testing.v1.TestingService.
 type Service struct {
 	testingv1connect.UnimplementedTestingServiceHandler
+	opts Options
 
 	mu         sync.Mutex
 	calls      map[string]int
@@ -50,14 +72,63 @@ type Service struct {
 var _ testingv1connect.TestingServiceHandler = (*Service)(nil)
 
 // New returns an empty service.
-func New() *Service {
-	return &Service{calls: map[string]int{}, executions: map[string]int{}, notes: map[string]int{},
+func New() *Service { return NewWith(Options{}) }
+
+// NewWith returns an empty service tuned by opts.
+func NewWith(opts Options) *Service {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{opts: opts, calls: map[string]int{}, executions: map[string]int{}, notes: map[string]int{},
 		balances: map[string]int64{}, reminders: map[string]int{}, done: map[string]proto.Message{}}
+}
+
+// pause waits d, or until ctx ends (then it answers the context's error,
+// and the caller applies nothing), and logs how the wait ended.
+func (s *Service) pause(ctx context.Context, method string, d time.Duration) error {
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var err error
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		s.count(method + ".cancelled")
+		code := connect.CodeCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			code = connect.CodeDeadlineExceeded
+		}
+		err = connect.NewError(code, ctx.Err())
+	}
+	end := time.Now()
+	attrs := []any{"method", method, "waited_ms", end.Sub(start).Milliseconds(), "cancelled", err != nil,
+		// The wait ran out, but the caller had already gone: what the
+		// handler does next, nobody waits for.
+		"completed_after_cancel", err == nil && ctx.Err() != nil}
+	if dl, ok := ctx.Deadline(); ok {
+		attrs = append(attrs, "overrun_ms", float64(end.Sub(dl).Microseconds())/1000)
+	}
+	s.opts.Log.InfoContext(ctx, EventCallEnded, attrs...)
+	return err
+}
+
+// slow applies Options.Delays to a side effect of method.
+func (s *Service) slow(ctx context.Context, method string) error {
+	d, ok := s.opts.Delays[method]
+	if !ok {
+		return nil
+	}
+	return s.pause(ctx, method, d)
 }
 
 // Server describes the service for internal/server, REST gateway included.
 func (s *Service) Server() server.Service {
 	return server.Register(testingv1connect.TestingServiceName, testingv1connect.TestingServiceHandler(s), testingv1connect.NewTestingServiceHandler, testingv1.RegisterTestingServiceHandler)
+}
+
+// NotesServer describes the notes service, served by the same backend.
+func (s *Service) NotesServer() server.Service {
+	return server.Register(testingv1connect.TestingNotesServiceName, testingv1connect.TestingNotesServiceHandler(s), testingv1connect.NewTestingNotesServiceHandler, testingv1.RegisterTestingNotesServiceHandler)
 }
 
 // Calls returns how many calls of method ("Echo", "Purge", ...) reached the
@@ -153,7 +224,7 @@ func failure(f testingv1.Failure) error {
 	case testingv1.Failure_FAILURE_CAPABILITY_GAP:
 		return mesh.NewCapabilityGapError("testing.echo_channel", errors.New("no echo channel is configured on this service; configure one to echo"))
 	case testingv1.Failure_FAILURE_UNAVAILABLE:
-		return connect.NewError(connect.CodeUnavailable, errors.New("upstream store: connection refused"))
+		return connect.NewError(connect.CodeUnavailable, errors.New("the echo store is unavailable; try again"))
 	case testingv1.Failure_FAILURE_INTERNAL_SECRET:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("open store postgres://app:pa55w0rd@db:5432/x failed (%s)", SecretInError))
 	case testingv1.Failure_FAILURE_PANIC:
@@ -175,9 +246,63 @@ func (s *Service) ListItems(ctx context.Context, req *testingv1.ListItemsRequest
 	return &testingv1.ListItemsResponse{Items: items, Page: paging.New(offset, limit, ItemCount)}, nil
 }
 
+// GetNote implements TestingNotesService.GetNote.
+func (s *Service) GetNote(ctx context.Context, req *testingv1.GetNoteRequest) (*testingv1.GetNoteResponse, error) {
+	s.count("GetNote")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(req.GetNoteId(), "note-%d", &n); err != nil || n < 1 || n > s.noteCount(agent) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("note %s not found", req.GetNoteId()))
+	}
+	return &testingv1.GetNoteResponse{Note: note(agent, n)}, nil
+}
+
+// NoteStats implements TestingNotesService.NoteStats.
+func (s *Service) NoteStats(ctx context.Context, _ *testingv1.NoteStatsRequest) (*testingv1.NoteStatsResponse, error) {
+	s.count("NoteStats")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &testingv1.NoteStatsResponse{Count: int32(s.noteCount(agent))}, nil
+}
+
+// ListNotes implements TestingNotesService.ListNotes.
+func (s *Service) ListNotes(ctx context.Context, req *testingv1.ListNotesRequest) (*testingv1.ListNotesResponse, error) {
+	s.count("ListNotes")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	total := s.noteCount(agent)
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	res := &testingv1.ListNotesResponse{Page: paging.New(offset, limit, total)}
+	for i := offset; i < offset+limit && i < total; i++ {
+		res.Notes = append(res.Notes, note(agent, i+1))
+	}
+	return res, nil
+}
+
+func (s *Service) noteCount(agent string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notes[agent]
+}
+
+// note is the agent's nth note.
+func note(agent string, n int) *testingv1.Note {
+	return &testingv1.Note{Id: fmt.Sprintf("note-%d", n), Text: fmt.Sprintf("note %d of %s", n, agent)}
+}
+
 // Write implements TestingService.Write.
 func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*testingv1.WriteResponse, error) {
 	s.count("Write")
+	if err := s.slow(ctx, "Write"); err != nil {
+		return nil, err
+	}
 	return once(s, ctx, "Write", func(agent string) *testingv1.WriteResponse {
 		s.notes[agent]++
 		return &testingv1.WriteResponse{Count: int32(s.notes[agent])}
@@ -187,6 +312,9 @@ func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*test
 // Purge implements TestingService.Purge.
 func (s *Service) Purge(ctx context.Context, req *testingv1.PurgeRequest) (*testingv1.PurgeResponse, error) {
 	s.count("Purge")
+	if err := s.slow(ctx, "Purge"); err != nil {
+		return nil, err
+	}
 	return once(s, ctx, "Purge", func(string) *testingv1.PurgeResponse {
 		n := s.notes[req.GetAgentId()]
 		delete(s.notes, req.GetAgentId())
@@ -197,6 +325,9 @@ func (s *Service) Purge(ctx context.Context, req *testingv1.PurgeRequest) (*test
 // Grant implements TestingService.Grant.
 func (s *Service) Grant(ctx context.Context, req *testingv1.GrantRequest) (*testingv1.GrantResponse, error) {
 	s.count("Grant")
+	if err := s.slow(ctx, "Grant"); err != nil {
+		return nil, err
+	}
 	return once(s, ctx, "Grant", func(string) *testingv1.GrantResponse {
 		s.balances[req.GetAgentId()] += req.GetAmount()
 		return &testingv1.GrantResponse{Balance: s.balances[req.GetAgentId()]}
@@ -207,6 +338,9 @@ func (s *Service) Grant(ctx context.Context, req *testingv1.GrantRequest) (*test
 func (s *Service) Remind(ctx context.Context, req *testingv1.RemindRequest) (*testingv1.RemindResponse, error) {
 	s.count("Remind")
 	if _, err := reminderPeriod(req.GetEvery()); err != nil {
+		return nil, err
+	}
+	if err := s.slow(ctx, "Remind"); err != nil {
 		return nil, err
 	}
 	return once(s, ctx, "Remind", func(agent string) *testingv1.RemindResponse {
@@ -266,13 +400,8 @@ func (s *Service) Peek(ctx context.Context, _ *testingv1.PeekRequest) (*testingv
 func (s *Service) Wait(ctx context.Context, req *testingv1.WaitRequest) (*testingv1.WaitResponse, error) {
 	s.count("Wait")
 	start := time.Now()
-	t := time.NewTimer(time.Duration(req.GetMillis()) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		s.count("Wait.cancelled")
-		return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+	if err := s.pause(ctx, "Wait", time.Duration(req.GetMillis())*time.Millisecond); err != nil {
+		return nil, err
 	}
 	return &testingv1.WaitResponse{WaitedMillis: int32(time.Since(start).Milliseconds())}, nil
 }

@@ -174,13 +174,13 @@ func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *me
 	// the timeout.
 	token, err := signer.MintFor(call.Caller, now, deadline, b.timeout/2)
 	if err != nil {
-		return Fail(name, CodeInternal, "mint mesh token: "+err.Error())
+		return Unexpected(ctx, b.log, name, fmt.Errorf("mint mesh token: %w", err))
 	}
 	req := connect.NewRequest(msg)
 	mesh.SetHeaders(req.Header(), token, call.IdempotencyKey)
 	res, err := b.client.CallUnary(ctx, req)
 	if err != nil {
-		return FromError(ctx, name, err)
+		return FromError(ctx, b.log, name, err)
 	}
 	var page *Pagination
 	if pf := b.tool.PageField; pf != nil && res.Msg.Has(pf) {
@@ -189,7 +189,7 @@ func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *me
 	}
 	data, err := encodeOpts.Marshal(res.Msg)
 	if err != nil {
-		return Fail(name, CodeInternal, "encode response: "+err.Error())
+		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
 	return OK(data, page)
 }

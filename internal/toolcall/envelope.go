@@ -10,13 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"log/slog"
 
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 )
 
 // Domain codes of error envelopes (DESIGN §4). A model reads them to decide
@@ -73,10 +74,14 @@ type Envelope struct {
 	Data       json.RawMessage `json:"data,omitempty"`
 	Pagination *Pagination     `json:"pagination,omitempty"`
 
-	Tool       string               `json:"tool,omitempty"`
-	ErrorType  string               `json:"error_type,omitempty"`
-	DomainCode string               `json:"domain_code,omitempty"`
-	Message    string               `json:"message,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	ErrorType  string `json:"error_type,omitempty"`
+	DomainCode string `json:"domain_code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	// ErrorID names the logged cause of an error the caller cannot act on
+	// (internal, and unavailable when a service was busy or unreachable):
+	// an operator finds the cause by it (docs/errors.md).
+	ErrorID    string               `json:"error_id,omitempty"`
 	Violation  string               `json:"violation,omitempty"`
 	Violations []boundary.Violation `json:"violations,omitempty"`
 	// Gap names what a capability_gap backend lacks.
@@ -124,26 +129,80 @@ func Invalid(tool string, vs []boundary.Violation) *Envelope {
 	return e
 }
 
-// FromError maps an error from a service call to its envelope.
-func FromError(ctx context.Context, tool string, err error) *Envelope {
+// Internal is the internal envelope of an unexpected error whose cause was
+// logged under id: a fixed message and the id, nothing of the cause.
+func Internal(tool, id string) *Envelope {
+	env := Fail(tool, CodeInternal, rpcerror.WithID(rpcerror.MessageInternal, id))
+	env.ErrorID = id
+	return env
+}
+
+// Unexpected is the envelope of an error the caller cannot act on: its cause
+// is logged under a fresh error id (one tool.error event) and the caller
+// gets Internal.
+func Unexpected(ctx context.Context, log *slog.Logger, tool string, cause error) *Envelope {
+	id := rpcerror.NewID()
+	logCause(ctx, log, tool, id, CodeInternal, cause)
+	return Internal(tool, id)
+}
+
+func logCause(ctx context.Context, log *slog.Logger, tool, id, code string, cause error) {
+	level := slog.LevelWarn
+	if code == CodeInternal {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "tool.error", "error_id", id, "tool", tool, "domain_code", code, "error", cause)
+}
+
+// FromError maps an error from a service call to its envelope. A message
+// the service chose is passed on; the text of an error the service did not
+// send (a refused connection, a protocol failure) never is: it is logged
+// under an error id.
+func FromError(ctx context.Context, log *slog.Logger, tool string, err error) *Envelope {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return Fail(tool, CodeDeadlineExceeded, "the service did not answer in time")
 		}
-		return Fail(tool, CodeInternal, err.Error())
+		return Unexpected(ctx, log, tool, err)
 	}
-	msg := ce.Message()
-	if gap, ok := mesh.CapabilityGap(ce); ok {
-		env := Fail(tool, CodeCapabilityGap, fmt.Sprintf("the service lacks %s: %s", gap, msg))
-		env.Gap = gap
-		return env
-	}
-	switch ce.Code() {
-	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
-		if vs := boundary.ViolationsFromError(ce); len(vs) > 0 {
-			return Invalid(tool, vs)
+	if !connect.IsWireError(err) {
+		switch ce.Code() {
+		case connect.CodeDeadlineExceeded, connect.CodeCanceled:
+			return fromCode(ctx, tool, ce.Code(), "")
+		case connect.CodeUnavailable:
+			id := rpcerror.NewID()
+			logCause(ctx, log, tool, id, CodeUnavailable, err)
+			env := Fail(tool, CodeUnavailable, rpcerror.WithID(rpcerror.MessageUnreachable, id))
+			env.ErrorID = id
+			return env
 		}
+		return Unexpected(ctx, log, tool, err)
+	}
+	id := rpcerror.ID(err)
+	switch ce.Code() {
+	case connect.CodeInternal, connect.CodeUnknown:
+		if id == "" {
+			// A service that did not translate its error: its text stays here.
+			return Unexpected(ctx, log, tool, err)
+		}
+		return Internal(tool, id)
+	}
+	env := fromCode(ctx, tool, ce.Code(), ce.Message())
+	if gap, ok := mesh.CapabilityGap(ce); ok {
+		env = Fail(tool, CodeCapabilityGap, fmt.Sprintf("the service lacks %s: %s", gap, ce.Message()))
+		env.Gap = gap
+	} else if vs := boundary.ViolationsFromError(ce); len(vs) > 0 && env.DomainCode == CodeInvalidArgument {
+		env = Invalid(tool, vs)
+	}
+	env.ErrorID = id
+	return env
+}
+
+// fromCode is the envelope of a service's answer with code and msg.
+func fromCode(ctx context.Context, tool string, code connect.Code, msg string) *Envelope {
+	switch code {
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
 		return Fail(tool, CodeInvalidArgument, msg)
 	case connect.CodeNotFound:
 		return Fail(tool, CodeNotFound, msg)
@@ -158,7 +217,7 @@ func FromError(ctx context.Context, tool string, err error) *Envelope {
 	case connect.CodeUnimplemented:
 		return Fail(tool, CodeNotSupported, msg)
 	case connect.CodeUnavailable:
-		return Fail(tool, CodeUnavailable, "the service is unavailable: "+unwrapDial(msg))
+		return Fail(tool, CodeUnavailable, msg)
 	case connect.CodeDeadlineExceeded:
 		return Fail(tool, CodeDeadlineExceeded, "the service did not answer in time")
 	case connect.CodeCanceled:
@@ -167,13 +226,6 @@ func FromError(ctx context.Context, tool string, err error) *Envelope {
 		}
 		return Fail(tool, CodeUnavailable, "the call was cancelled")
 	}
+	// DataLoss and any other code: a message the service chose.
 	return Fail(tool, CodeInternal, msg)
-}
-
-// unwrapDial shortens transport errors to their last, most specific part.
-func unwrapDial(msg string) string {
-	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
-		return msg[i+2:]
-	}
-	return msg
 }

@@ -47,6 +47,8 @@ type Tool struct {
 	Procedure string
 	// PageField is the response's page field when the tool is a list tool.
 	PageField protoreflect.FieldDescriptor
+	// Resource is set when the tool is also served as an MCP resource.
+	Resource *Resource
 
 	// InputSchema and OutputSchema are the marshalled JSON schemas.
 	InputSchema  json.RawMessage
@@ -55,8 +57,9 @@ type Tool struct {
 
 // Registry is the immutable set of tools, sorted by name.
 type Registry struct {
-	tools  []*Tool
-	byName map[string]*Tool
+	tools     []*Tool
+	byName    map[string]*Tool
+	resources []*Tool
 }
 
 // Options adjust the generated schemas.
@@ -64,6 +67,10 @@ type Options struct {
 	// ExtraInput adds properties to the input schema of tools of a kind
 	// (the edge adds confirm and reason to ADMIN tools).
 	ExtraInput func(t *Tool) (props toolschema.Schema, required []string)
+	// ErrorOutput is the schema of an error result. When set, a tool's
+	// output schema is the union (oneOf) of its success result and this, so
+	// that every result, success or error, validates against it.
+	ErrorOutput toolschema.Schema
 }
 
 // Build makes the registry for services. Two RPCs that map to the same tool
@@ -91,9 +98,21 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 		}
 	}
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
+	templates := map[string]string{}
 	for _, t := range r.tools {
 		if err := r.checkPreview(t); err != nil {
 			return nil, err
+		}
+		if opt := toolOption(t.Method).GetResource(); opt != nil {
+			if err := r.bindResource(t, opt); err != nil {
+				return nil, err
+			}
+			tmpl := t.Resource.URITemplate()
+			if prev, ok := templates[tmpl]; ok {
+				return nil, fmt.Errorf("duplicate resource template %q: tools %q and %q both serve it", tmpl, prev, t.Name)
+			}
+			templates[tmpl] = t.Name
+			r.resources = append(r.resources, t)
 		}
 	}
 	return r, nil
@@ -241,7 +260,7 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 	if t.InputSchema, err = json.Marshal(in); err != nil {
 		return nil, fmt.Errorf("tool %q: marshal input schema: %w", t.Name, err)
 	}
-	if t.OutputSchema, err = json.Marshal(outputSchema(t, docs)); err != nil {
+	if t.OutputSchema, err = json.Marshal(outputSchema(t, docs, opts.ErrorOutput)); err != nil {
 		return nil, fmt.Errorf("tool %q: marshal output schema: %w", t.Name, err)
 	}
 	return t, nil
@@ -271,8 +290,9 @@ func checkPaging(in protoreflect.MessageDescriptor) error {
 	return nil
 }
 
-// outputSchema describes the success envelope of t.
-func outputSchema(t *Tool, docs Docs) toolschema.Schema {
+// outputSchema describes the results of t: its success envelope, or, with
+// an error schema, either that or an error envelope.
+func outputSchema(t *Tool, docs Docs, errorOutput toolschema.Schema) toolschema.Schema {
 	data := toolschema.Output(t.Method.Output(), docs.Lookup)
 	props := toolschema.Schema{
 		"status": toolschema.Schema{"const": "ok"},
@@ -291,11 +311,25 @@ func outputSchema(t *Tool, docs Docs) toolschema.Schema {
 			"required": []string{"offset", "limit", "total"},
 		}
 	}
-	return toolschema.Schema{
-		"$schema":    toolschema.Draft,
+	ok := toolschema.Schema{
 		"type":       "object",
 		"properties": props,
 		"required":   []string{"status", "data"},
+	}
+	if errorOutput == nil {
+		ok["$schema"] = toolschema.Draft
+		return ok
+	}
+	ok["title"] = "Success"
+	return toolschema.Schema{
+		"$schema": toolschema.Draft,
+		"type":    "object",
+		"properties": toolschema.Schema{
+			"status": toolschema.Schema{"type": "string", "enum": []string{"ok", "error"},
+				"description": "ok: data holds the result; error: domain_code and message say why it failed."},
+		},
+		"required": []string{"status"},
+		"oneOf":    []any{ok, errorOutput},
 	}
 }
 
@@ -314,6 +348,9 @@ func validName(n string) bool {
 
 // Tools returns every tool, sorted by name. The slice must not be modified.
 func (r *Registry) Tools() []*Tool { return r.tools }
+
+// Resources returns the tools served as resources, sorted by tool name.
+func (r *Registry) Resources() []*Tool { return r.resources }
 
 // Lookup returns the tool with that name.
 func (r *Registry) Lookup(name string) (*Tool, bool) {

@@ -167,7 +167,7 @@ func singular(fd protoreflect.FieldDescriptor, rules *validate.FieldRules, docs 
 	case protoreflect.BytesKind:
 		return Schema{"type": "string", "contentEncoding": "base64"}
 	case protoreflect.EnumKind:
-		return enumSchema(fd.Enum(), rules.GetEnum(), docs)
+		return enumSchema(fd.Enum(), rules.GetEnum(), docs, withRules)
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
 		protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
 		s := Schema{"type": "integer"}
@@ -258,8 +258,11 @@ func regexpQuote(s string) string {
 	return b.String()
 }
 
-func enumSchema(ed protoreflect.EnumDescriptor, r *validate.EnumRules, docs Comments) Schema {
-	excluded := map[int32]bool{0: true}
+// enumSchema lists the enum's names. A request never needs the zero value
+// (it means "not set"), so input schemas leave it out; a response may carry
+// it, so output schemas list every name.
+func enumSchema(ed protoreflect.EnumDescriptor, r *validate.EnumRules, docs Comments, input bool) Schema {
+	excluded := map[int32]bool{0: input}
 	for _, n := range r.GetNotIn() {
 		excluded[n] = true
 	}

@@ -202,6 +202,21 @@ func (s *Service) List(ctx context.Context, req *auditv1.ListRequest) (*auditv1.
 	return &auditv1.ListResponse{Records: list, Page: paging.New(offset, limit, total)}, nil
 }
 
+// Head implements AuditService.Head.
+func (s *Service) Head(ctx context.Context, _ *auditv1.HeadRequest) (*auditv1.HeadResponse, error) {
+	if err := requireCaller(ctx); err != nil {
+		return nil, err
+	}
+	head, err := s.store.Head(ctx)
+	if errors.Is(err, ErrHeadMissing) {
+		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("the audit head checkpoint is missing; run audit_verify"))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read audit head: %w", err))
+	}
+	return &auditv1.HeadResponse{Head: head}, nil
+}
+
 // Verify implements AuditService.Verify. The stored records are the
 // audit_chain boundary: a bad chain is logged there once, and answered as a
 // result (intact false and the first bad record), not as an error, because

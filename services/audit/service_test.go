@@ -192,6 +192,32 @@ func TestEmptyTrailVerifies(t *testing.T) {
 	})
 }
 
+func TestHeadFollowsTheLastRecord(t *testing.T) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
+		head := func() *auditv1.Checkpoint {
+			t.Helper()
+			res, err := e.c.Head(asReader(), &auditv1.HeadRequest{})
+			if err != nil {
+				t.Fatalf("Head: %v", err)
+			}
+			return res.GetHead()
+		}
+		if diff := cmp.Diff(&auditv1.Checkpoint{Seq: 0, Hash: audit.GenesisHash}, head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head of an empty trail (-want +got):\n%s", diff)
+		}
+		recs := appendN(t, e, 2)
+		if diff := cmp.Diff(&auditv1.Checkpoint{Seq: 2, Hash: recs[1].GetHash()}, head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head after two records (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(verify(t, e, nil).GetHead(), head(), protocmp.Transform()); diff != "" {
+			t.Errorf("Head differs from the head Verify reports (-verify +head):\n%s", diff)
+		}
+		if _, err := e.c.Head(context.Background(), &auditv1.HeadRequest{}); servertest.Code(t, err) != connect.CodeUnauthenticated {
+			t.Errorf("Head without identity: %v, want unauthenticated", err)
+		}
+	})
+}
+
 func TestAppendIsIdempotentByCallID(t *testing.T) {
 	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
 		first, err := e.c.Append(asEdge(), appendReq(1))
@@ -717,6 +743,9 @@ func TestServesREST(t *testing.T) {
 		}
 		if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
 			t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)
+		}
+		if code, body := get("/v1/audit/head"); code != http.StatusOK || !strings.Contains(body, `"seq":"3"`) {
+			t.Errorf("GET /v1/audit/head = %d %s, want seq 3", code, body)
 		}
 		if code, body := get("/v1/audit/verify"); code != http.StatusOK || !strings.Contains(body, `"intact":true`) {
 			t.Errorf("GET /v1/audit/verify = %d %s, want intact", code, body)

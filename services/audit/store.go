@@ -24,6 +24,8 @@ type Store interface {
 	// List returns one page of the records that match f, newest first, and
 	// how many match in all.
 	List(ctx context.Context, f Filter, offset, limit int) ([]*auditv1.Record, int, error)
+	// Head reads the head checkpoint, or ErrHeadMissing.
+	Head(ctx context.Context) (*auditv1.Checkpoint, error)
 	// Walk reads the head checkpoint (nil when it is missing) and the stored
 	// records with seq >= from in ascending sequence order, from one
 	// consistent snapshot, and hands them to visit. Records are read as they

@@ -176,6 +176,26 @@ func (s *Service) Recall(ctx context.Context, req *memoryv1.RecallRequest) (*mem
 	return res, nil
 }
 
+// Get implements MemoryService.Get.
+func (s *Service) Get(ctx context.Context, req *memoryv1.GetRequest) (*memoryv1.GetResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.store.Get(ctx, agent, req.GetKey())
+	if errors.Is(err, ErrNotFound) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no memory under key %q", req.GetKey()))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get memory: %w", err))
+	}
+	content, err := s.content(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &memoryv1.GetResponse{Memory: toProto(r, content)}, nil
+}
+
 // List implements MemoryService.List.
 func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv1.ListResponse, error) {
 	agent, err := mesh.RequireAgent(ctx)

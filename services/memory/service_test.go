@@ -298,6 +298,27 @@ func keys(ms []*memoryv1.Memory) []string {
 	return out
 }
 
+func TestGetByKey(t *testing.T) {
+	eachProtocolAndMode(t, memory.Config{}, func(t *testing.T, c memoryv1connect.MemoryServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		saved := save(t, c, ctx, "project/roadmap", "Ship the zeppelin feature in June.").GetMemory()
+		res, err := c.Get(ctx, &memoryv1.GetRequest{Key: "project/roadmap"})
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if diff := cmp.Diff(saved, res.GetMemory(), protocmp.Transform()); diff != "" {
+			t.Errorf("Get (-saved +got):\n%s", diff)
+		}
+		_, err = c.Get(servertest.As(context.Background(), "agent-b"), &memoryv1.GetRequest{Key: "project/roadmap"})
+		if servertest.Code(t, err) != connect.CodeNotFound || !strings.Contains(err.Error(), `"project/roadmap"`) {
+			t.Errorf("another agent's Get: %v, want not_found naming the key", err)
+		}
+		if _, err := c.Get(ctx, &memoryv1.GetRequest{Key: "-bad"}); servertest.Code(t, err) != connect.CodeInvalidArgument {
+			t.Errorf("Get with a malformed key: %v, want invalid_argument", err)
+		}
+	})
+}
+
 func TestDelete(t *testing.T) {
 	eachProtocolAndMode(t, memory.Config{}, func(t *testing.T, c memoryv1connect.MemoryServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
@@ -627,6 +648,9 @@ func TestREST(t *testing.T) {
 	}
 	if code, out := do(http.MethodGet, "/v1/memories:recall?query="+url.QueryEscape("pager"), ""); code != http.StatusOK || !strings.Contains(out, "Pager rotation starts Monday") {
 		t.Errorf("GET /v1/memories:recall = %d %s, want the memory", code, out)
+	}
+	if code, out := do(http.MethodGet, "/v1/memories:get?key="+url.QueryEscape("ops/oncall"), ""); code != http.StatusOK || !strings.Contains(out, "Pager rotation starts Monday") {
+		t.Errorf("GET /v1/memories:get = %d %s, want the memory", code, out)
 	}
 	if code, out := do(http.MethodDelete, "/v1/memories?key="+url.QueryEscape("ops/oncall"), ""); code != http.StatusOK || !strings.Contains(out, `"key":"ops/oncall"`) {
 		t.Errorf("DELETE /v1/memories = %d %s, want the deleted memory", code, out)

@@ -22,6 +22,8 @@ type Store interface {
 	// Search returns up to limit of the agent's memories whose terms contain
 	// any of terms, best match first.
 	Search(ctx context.Context, agentID string, terms []string, limit int) ([]Match, error)
+	// Get returns the agent's memory under key, or ErrNotFound.
+	Get(ctx context.Context, agentID, key string) (Record, error)
 	// List returns one page of the agent's memories, most recently updated
 	// first, and the total count.
 	List(ctx context.Context, agentID string, offset, limit int) ([]Record, int, error)

@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
@@ -106,8 +107,7 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 				s.log.ErrorContext(ctx, "owner.ask_rollback_failed", "ask_id", id, "error", derr)
 			}
 		}
-		s.log.ErrorContext(ctx, "owner.ask_start_failed", "ask_id", id, "agent", agent, "error", err)
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("could not start the ask; try again"))
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not start the ask; try again", fmt.Errorf("start ask %s: %w", id, err))
 	}
 	if created {
 		s.log.InfoContext(ctx, "owner.ask_created", "ask_id", id, "agent", agent, "workflow_id", stored.GetWorkflowId(),
@@ -270,8 +270,7 @@ func (s *Service) Answer(ctx context.Context, req *ownerv1.AnswerRequest) (*owne
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer waiting for an answer", a.GetAskId()))
 	}
 	if err != nil {
-		s.log.ErrorContext(ctx, "owner.answer_failed", "ask_id", a.GetAskId(), "error", err)
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("could not deliver the answer; try again"))
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not deliver the answer; try again", fmt.Errorf("answer ask %s: %w", a.GetAskId(), err))
 	}
 	// The workflow records the outcome too before it ends; recording it here
 	// as well makes every read after this call see it. The first wins.
@@ -322,8 +321,7 @@ func (s *Service) CancelAsk(ctx context.Context, req *ownerv1.CancelAskRequest) 
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("asks are unavailable: the owner service runs without Temporal"))
 	}
 	if err := s.wf.CancelAsk(ctx, a.GetWorkflowId()); err != nil {
-		s.log.ErrorContext(ctx, "owner.cancel_failed", "ask_id", a.GetAskId(), "error", err)
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("could not cancel the ask; try again"))
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not cancel the ask; try again", fmt.Errorf("cancel ask %s: %w", a.GetAskId(), err))
 	}
 	s.log.InfoContext(ctx, "owner.ask_cancel_requested", "ask_id", a.GetAskId(), "agent", a.GetAgentId())
 	// Cancelling is cooperative: wait a little for the workflow to end (the

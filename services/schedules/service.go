@@ -35,6 +35,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -244,19 +245,29 @@ func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec
 		// Undo without the caller's cancellation: the caller may be gone.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
+		// But undo in Temporal only within the caller's deadline: when
+		// Temporal does not answer, the answer (unavailable) must still
+		// reach the caller in time; what could not be undone stays paused
+		// and unapproved, and never runs.
+		tctx := uctx
+		if dl, ok := ctx.Deadline(); ok {
+			var tcancel context.CancelFunc
+			tctx, tcancel = context.WithDeadline(uctx, dl)
+			defer tcancel()
+		}
 		if approvalID != "" {
-			if uerr := s.engine.WithdrawApproval(uctx, approvalID); uerr != nil {
+			if uerr := s.engine.WithdrawApproval(tctx, approvalID); uerr != nil {
 				s.log.WarnContext(ctx, "schedules.undo_failed", "schedule", sch.GetId(), "step", "withdraw approval", "error", uerr)
 			}
 		}
-		if uerr := s.engine.DeleteSchedule(uctx, sch.GetTemporalScheduleId()); uerr != nil {
+		if uerr := s.engine.DeleteSchedule(tctx, sch.GetTemporalScheduleId()); uerr != nil {
 			s.log.WarnContext(ctx, "schedules.undo_failed", "schedule", sch.GetId(), "step", "delete temporal schedule", "error", uerr)
 		}
 		if uerr := s.store.Delete(uctx, sch.GetId()); uerr != nil {
 			s.log.WarnContext(ctx, "schedules.undo_failed", "schedule", sch.GetId(), "step", "delete stored schedule", "error", uerr)
 		}
-		s.log.ErrorContext(ctx, "schedules.create_failed", "schedule", sch.GetId(), "step", what, "error", err)
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("create schedule: %s: %w; nothing was created, try again", what, err))
+		return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf("could not create the schedule (%s); nothing was created, try again", what),
+			fmt.Errorf("create schedule %s: %s: %w", sch.GetId(), what, err))
 	}
 	hash, err := s.engine.CreateSchedule(ctx, sch, spec, run)
 	if err != nil {
@@ -482,12 +493,19 @@ func decider(c mesh.Caller) string {
 	return c.Agent
 }
 
+// temporalUnavailable is the answer when Temporal did not carry out verb on
+// the Temporal Schedule tid; the error is logged, not sent.
+func temporalUnavailable(verb, tid string, err error) error {
+	return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf("could not %s Temporal Schedule %s now; try again", verb, tid),
+		fmt.Errorf("%s Temporal Schedule %s: %w", verb, tid, err))
+}
+
 // decisionError maps an approval workflow's refusal to the caller's error.
 func decisionError(id, verb string, err error) error {
 	if errors.Is(err, ErrDecisionRefused) {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cannot %s schedule %s: %w", verb, id, err))
 	}
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s schedule %s: %w", verb, id, err))
+	return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf("could not %s schedule %s now; try again", verb, id), err)
 }
 
 // ApplyDecision implements SchedulesService.ApplyDecision.
@@ -529,7 +547,7 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 				"schedule %s's Temporal Schedule %s no longer exists: it was not approved", sch.GetId(), tid))
 		}
 		if err != nil {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("describe Temporal Schedule %s: %w", tid, err))
+			return nil, temporalUnavailable("read", tid, err)
 		}
 		if hash != req.GetSpecHash() {
 			s.log.WarnContext(ctx, "schedules.spec_changed", "schedule", sch.GetId(), "asked", req.GetSpecHash(), "now", hash)
@@ -542,10 +560,10 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 			note += ": " + req.GetNote()
 		}
 		if err := s.engine.SetPaused(ctx, tid, false, note); err != nil {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("unpause Temporal Schedule %s: %w", tid, err))
+			return nil, temporalUnavailable("unpause", tid, err)
 		}
 	} else if err := s.engine.DeleteSchedule(ctx, tid); err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete Temporal Schedule %s: %w", tid, err))
+		return nil, temporalUnavailable("delete", tid, err)
 	}
 	now := timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
 	next := proto.Clone(sch).(*schedulesv1.Schedule)
@@ -579,7 +597,7 @@ func (s *Service) Pause(ctx context.Context, req *schedulesv1.PauseRequest) (*sc
 		note += ": " + req.GetReason()
 	}
 	if err := s.engine.SetPaused(ctx, sch.GetTemporalScheduleId(), true, note); err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("pause Temporal Schedule: %w", err))
+		return nil, temporalUnavailable("pause", sch.GetTemporalScheduleId(), err)
 	}
 	next := proto.Clone(sch).(*schedulesv1.Schedule)
 	next.Status = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PAUSED
@@ -616,7 +634,7 @@ func (s *Service) Resume(ctx context.Context, req *schedulesv1.ResumeRequest) (*
 			"schedule %s was paused by %s; only they or the owner may resume it", sch.GetId(), sch.GetPausedBy()))
 	}
 	if err := s.engine.SetPaused(ctx, sch.GetTemporalScheduleId(), false, "resumed by "+caller.Agent); err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("unpause Temporal Schedule: %w", err))
+		return nil, temporalUnavailable("unpause", sch.GetTemporalScheduleId(), err)
 	}
 	next := proto.Clone(sch).(*schedulesv1.Schedule)
 	next.Status = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE
@@ -644,7 +662,7 @@ func (s *Service) Delete(ctx context.Context, req *schedulesv1.DeleteRequest) (*
 		return &schedulesv1.DeleteResponse{Schedule: sch}, nil // already ended
 	}
 	if err := s.engine.DeleteSchedule(ctx, sch.GetTemporalScheduleId()); err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete Temporal Schedule: %w", err))
+		return nil, temporalUnavailable("delete", sch.GetTemporalScheduleId(), err)
 	}
 	if from == schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PENDING_APPROVAL && sch.GetApprovalWorkflowId() != "" {
 		if err := s.engine.WithdrawApproval(ctx, sch.GetApprovalWorkflowId()); err != nil {

@@ -17,7 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
@@ -34,6 +37,7 @@ type fixture struct {
 	engine *fakeEngine
 	store  *schedulestore.Store
 	srv    *servertest.Server
+	logs   *logtest.Buffer
 }
 
 // start serves the schedules service on SQLite with a fake engine, and a
@@ -53,10 +57,11 @@ func start(t *testing.T, cfg schedules.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servertest.Start(t, svc.Registration())
+	logs := &logtest.Buffer{}
+	srv := servertest.StartWith(t, servertest.Options{Log: logging.New(logs, nil)}, svc.Registration())
 	client := schedulesv1connect.NewSchedulesServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
 	engine.client = client
-	return &fixture{client: client, engine: engine, store: st, srv: srv}
+	return &fixture{client: client, engine: engine, store: st, srv: srv, logs: logs}
 }
 
 // eachProtocol runs fn against a fresh server once over Connect and once
@@ -260,8 +265,17 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 	f := start(t, schedules.Config{})
 	ctx := servertest.WithIdempotencyKey(asAgent(context.Background(), agentA, 0), "create-1")
 	f.engine.failStart = errUnavailable
-	if _, err := f.client.Create(ctx, hourly(t)); servertest.Code(t, err) != connect.CodeUnavailable {
+	_, err := f.client.Create(ctx, hourly(t))
+	if servertest.Code(t, err) != connect.CodeUnavailable {
 		t.Fatalf("Create with Temporal down: %v, want unavailable", err)
+	}
+	// What did not happen is said; Temporal's error is logged under the
+	// answer's error id, not sent.
+	id := rpcerror.ID(err)
+	if msg := err.(*connect.Error).Message(); id == "" || !strings.Contains(msg, "nothing was created, try again") || strings.Contains(msg, errUnavailable.Error()) {
+		t.Errorf("answer %q (error id %q), want what did not happen and an error id, without Temporal's error", msg, id)
+	} else if event := servertest.LoggedError(t, f.logs, id); !strings.Contains(event["error"].(string), errUnavailable.Error()) {
+		t.Errorf("rpc.error under %s = %v, want Temporal's error", id, event)
 	}
 	if res, _ := f.client.List(ctx, &schedulesv1.ListRequest{}); res.GetPage().GetTotal() != 0 || len(f.engine.schedules) != 0 {
 		t.Fatalf("after a failed create: %d stored, %d in Temporal; want none", res.GetPage().GetTotal(), len(f.engine.schedules))

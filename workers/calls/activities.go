@@ -125,7 +125,7 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	if in.GetAudit() {
 		var err error
 		if raw, reason, err = toolcall.StripAdmin(args, b.Input()); err != nil {
-			return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+			return output(toolcall.Unexpected(ctx, a.log, in.GetTool(), err))
 		}
 	}
 	msg, vs := b.Decode(ctx, raw)
@@ -133,9 +133,11 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 		return output(toolcall.Invalid(in.GetTool(), vs))
 	}
 	caller := meshCaller(in.GetCaller())
+	ctx, cancel := callDeadline(ctx, in)
+	defer cancel()
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()})
 	if env.DomainCode == toolcall.CodeUnavailable {
-		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+		return nil, unavailable(env)
 	}
 	a.log.InfoContext(ctx, "calls.invoked", "tool", in.GetTool(), "subject", caller.Subject, "agent", caller.Agent,
 		"status", env.Status, "domain_code", env.DomainCode, "call_id", in.GetIdempotencyKey(), "attempt", activity.GetInfo(ctx).Attempt)
@@ -172,17 +174,39 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return output(toolcall.Fail(in.GetTool(), toolcall.CodeInternal, err.Error()))
+		return output(toolcall.Unexpected(ctx, a.log, in.GetTool(), fmt.Errorf("re-encode preview arguments: %w", err)))
 	}
 	msg, vs := b.Decode(ctx, raw)
 	if vs != nil {
 		return output(toolcall.Invalid(in.GetTool(), vs))
 	}
+	ctx, cancel := callDeadline(ctx, in)
+	defer cancel()
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: meshCaller(in.GetCaller())})
 	if env.DomainCode == toolcall.CodeUnavailable {
-		return nil, temporal.NewApplicationError(env.Message, errUnavailable)
+		return nil, unavailable(env)
 	}
 	return output(env)
+}
+
+// callDeadline bounds the service call by the call's own deadline (the
+// edge's call timeout), not the activity's, which leaves room to report.
+func callDeadline(ctx context.Context, in *callsv1.InvokeInput) (context.Context, context.CancelFunc) {
+	if d := in.GetTimeout().AsDuration(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
+}
+
+// unavailable fails an attempt whose service was unreachable (it is
+// retried); the envelope goes with it, so that the workflow answers with the
+// last attempt's envelope, error id included.
+func unavailable(env *toolcall.Envelope) error {
+	out, err := output(env)
+	if err != nil {
+		return err
+	}
+	return temporal.NewApplicationError(env.Message, errUnavailable, out.GetEnvelope())
 }
 
 func meshCaller(c *callsv1.Caller) mesh.Caller {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 )
@@ -59,7 +60,7 @@ func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInp
 	})
 	var out callsv1.InvokeOutput
 	if err := workflow.ExecuteLocalActivity(actx, name, in).Get(actx, &out); err != nil {
-		return toolcall.Fail(in.GetTool(), toolcall.CodeUnavailable, "the service could not be reached: "+rootMessage(err))
+		return failedAttempts(in.GetTool(), err)
 	}
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(out.GetEnvelope()), &env); err != nil || env.Status == "" {
@@ -68,14 +69,19 @@ func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInp
 	return &env
 }
 
-// rootMessage is the innermost message of an activity error (the error the
-// activity returned, without Temporal's wrapping).
-func rootMessage(err error) string {
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			return err.Error()
+// failedAttempts is the envelope of a tool-calling activity whose every
+// attempt failed: the last attempt's unavailable envelope (error id
+// included), or, when the activity itself failed (a timeout, a crash), a
+// fixed message. Nothing of the failure's text goes into the result. Only
+// the result changes, not the commands: runs in flight replay as before.
+func failedAttempts(tool string, err error) *toolcall.Envelope {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == errUnavailable {
+		var raw string
+		var env toolcall.Envelope
+		if ae.HasDetails() && ae.Details(&raw) == nil && json.Unmarshal([]byte(raw), &env) == nil && env.Status != "" {
+			return &env
 		}
-		err = u
 	}
+	return toolcall.Fail(tool, toolcall.CodeUnavailable, rpcerror.MessageUnreachable)
 }

@@ -18,13 +18,20 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
@@ -108,7 +115,9 @@ type harness struct {
 	previews []*callsv1.InvokeInput
 	statuses []string
 	invoke   func(*callsv1.InvokeInput) string // envelope
-	preview  func(*callsv1.InvokeInput) string
+	// invokeActivity, when set, runs instead of invoke.
+	invokeActivity func(context.Context, *callsv1.InvokeInput) (*callsv1.InvokeOutput, error)
+	preview        func(*callsv1.InvokeInput) string
 }
 
 func newHarness(t *testing.T) *harness {
@@ -121,10 +130,13 @@ func newHarness(t *testing.T) *harness {
 	h.preview = func(*callsv1.InvokeInput) string {
 		return `{"status":"ok","data":{"next_runs":["2030-01-01T11:00:00Z","2030-01-01T13:00:00Z","2030-01-01T15:00:00Z","2030-01-01T17:00:00Z"]}}`
 	}
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
 		h.mu.Lock()
 		h.invokes = append(h.invokes, in)
 		h.mu.Unlock()
+		if h.invokeActivity != nil {
+			return h.invokeActivity(ctx, in)
+		}
 		return &callsv1.InvokeOutput{Envelope: h.invoke(in)}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityInvoke})
 	h.env.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
@@ -177,6 +189,18 @@ func (h *harness) run(in *callsv1.ElicitedCallInput) {
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
+}
+
+// purgeAtOnce runs a purge whose arguments are complete, so it needs no
+// round of questions, and returns its result.
+func (h *harness) purgeAtOnce() toolcall.Envelope {
+	h.t.Helper()
+	in := purgeInput(h.t)
+	in.Arguments = `{"agent_id":"agent-9","confirm":true,"reason":"r"}`
+	var o0 outcome
+	h.round(0, 0, digest, nil, &o0)
+	h.run(in)
+	return envelopeOf(h.t, o0)
 }
 
 func accept(t *testing.T, content map[string]any) *callsv1.Answer {
@@ -439,17 +463,54 @@ func TestServiceOutcomeIsTheResult(t *testing.T) {
 	h.invoke = func(*callsv1.InvokeInput) string {
 		return `{"status":"error","tool":"testing_purge","error_type":"NotFoundError","domain_code":"not_found","message":"agent agent-9 not found"}`
 	}
-	in := purgeInput(t)
-	in.Arguments = `{"agent_id":"agent-9","confirm":true,"reason":"r"}`
-	var o0 outcome
-	h.round(0, 0, digest, nil, &o0)
-	h.run(in)
-	env := envelopeOf(t, o0)
+	env := h.purgeAtOnce()
 	if diff := cmp.Diff(toolcall.Envelope{Status: "error", Tool: "testing_purge", ErrorType: "NotFoundError", DomainCode: "not_found", Message: "agent agent-9 not found"}, env); diff != "" {
 		t.Errorf("envelope (-want +got):\n%s", diff)
 	}
 	if h.statuses[len(h.statuses)-1] != calls.StatusFailed {
 		t.Errorf("statuses = %v, want failed last", h.statuses)
+	}
+}
+
+// A service unreachable through every attempt ends the call with the last
+// attempt's envelope: a fixed message and the error id its cause is logged
+// under, nothing of the dial error.
+func TestUnreachableServiceEndsWithTheLastAttemptsEnvelope(t *testing.T) {
+	logs := &logtest.Buffer{}
+	acts, err := calls.NewActivities(calls.Config{
+		Contracts: []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().Get(0)},
+		Services:  map[string]string{testingv1connect.TestingServiceName: "http://127.0.0.1:1"},
+		Mesh:      servertest.MeshSigner(),
+		Log:       logging.New(logs, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.invokeActivity = acts.Invoke
+	env := h.purgeAtOnce()
+	if env.DomainCode != toolcall.CodeUnavailable || env.ErrorID == "" || env.Message != rpcerror.WithID(rpcerror.MessageUnreachable, env.ErrorID) {
+		t.Fatalf("envelope %+v, want unavailable with the fixed message and an error id", env)
+	}
+	var logged bool
+	for _, e := range logs.Events("tool.error") {
+		logged = logged || (e["error_id"] == env.ErrorID && strings.Contains(fmt.Sprint(e["error"]), "127.0.0.1:1"))
+	}
+	if !logged || len(h.invokes) < 2 {
+		t.Errorf("no tool.error event holds the dial error under %s, or the call was not retried (%d attempts)", env.ErrorID, len(h.invokes))
+	}
+}
+
+// An activity that fails on its own (here, a panic) ends the call as
+// unavailable with a fixed message: nothing of the failure's text.
+func TestFailedActivityShowsNoText(t *testing.T) {
+	h := newHarness(t)
+	h.invokeActivity = func(context.Context, *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
+		panic("index out of range [3] with length 3 in /src/toolmesh/workers/calls/activities.go")
+	}
+	env := h.purgeAtOnce()
+	if env.DomainCode != toolcall.CodeUnavailable || env.Message != rpcerror.MessageUnreachable {
+		t.Errorf("envelope %+v, want unavailable with %q only", env, rpcerror.MessageUnreachable)
 	}
 }
 

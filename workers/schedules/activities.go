@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
@@ -169,7 +170,9 @@ func serviceError(err error) error {
 		}
 		return temporal.NewNonRetryableApplicationError(msg, connect.CodeOf(err).String(), nil)
 	}
-	return err
+	// Retried. The message may reach a run's result: only what the service
+	// said, or a fixed message; the error itself stays in the history.
+	return temporal.NewApplicationErrorWithCause(rpcerror.Public(err), connect.CodeOf(err).String(), err)
 }
 
 // retryableCodes are the error envelopes a run tries again: the call may
@@ -190,17 +193,28 @@ func (a *Activities) CallTool(ctx context.Context, in *schedulesv1.CallToolInput
 			"tool", run.GetTool(), "domain_code", env.DomainCode, "attempt", attempt)
 		return nil, temporal.NewApplicationError(env.Message, env.DomainCode)
 	}
-	raw, err := json.Marshal(env)
+	envelope, err := asStruct(env)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
-	}
-	envelope := &structpb.Struct{}
-	if err := protojson.Unmarshal(raw, envelope); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("encode envelope: "+err.Error(), "internal", nil)
+		// The run's result says only that, with the id of the logged cause.
+		failed := toolcall.Unexpected(ctx, a.Log, run.GetTool(), err)
+		return nil, temporal.NewNonRetryableApplicationError(failed.Message, toolcall.CodeInternal, nil)
 	}
 	a.Log.InfoContext(ctx, "schedules.run.called", "schedule", run.GetScheduleId(), "run", in.GetIdempotencyKey(),
 		"tool", run.GetTool(), "agent", run.GetAgentId(), "status", env.Status, "domain_code", env.DomainCode, "attempt", attempt)
 	return &schedulesv1.CallToolResult{Envelope: envelope, Ok: !env.IsError(), DomainCode: env.DomainCode, Attempts: attempt}, nil
+}
+
+// asStruct is env as the Struct a run records.
+func asStruct(env *toolcall.Envelope) (*structpb.Struct, error) {
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	out := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	return out, nil
 }
 
 func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *toolcall.Envelope {
@@ -211,7 +225,7 @@ func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *t
 	}
 	args, err := protojson.Marshal(run.GetArguments())
 	if err != nil {
-		return toolcall.Fail(run.GetTool(), toolcall.CodeInternal, "encode arguments: "+err.Error())
+		return toolcall.Unexpected(ctx, a.Log, run.GetTool(), fmt.Errorf("encode arguments: %w", err))
 	}
 	// The arguments were checked when the schedule was created; the tool's
 	// contract may have changed since.

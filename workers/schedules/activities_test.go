@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/workers/schedules"
@@ -73,6 +74,11 @@ func TestNotifyErrors(t *testing.T) {
 		nonRetryable := errors.As(err, &ae) && ae.NonRetryable()
 		if err == nil || nonRetryable == tc.retryable {
 			t.Errorf("Notify failing with %v = %v; want retryable %v", connect.CodeOf(tc.err), err, tc.retryable)
+		}
+		// A retried failure's message may reach a run's result: the
+		// client's own error text (a refused dial) stays out of it.
+		if tc.retryable && (ae == nil || ae.Message() != rpcerror.MessageUnreachable) {
+			t.Errorf("retryable failure %v, want the message %q", err, rpcerror.MessageUnreachable)
 		}
 	}
 }

@@ -241,13 +241,19 @@ func decidedBy(by string) string {
 }
 
 // applicationMessage returns the message of the application error under an
-// activity error, and whether it was non-retryable.
+// activity error, and whether it was non-retryable. The activities make
+// those messages fit for a run's result; any other failure (a timeout, a
+// crash) gets a fixed message, as its text is Temporal's or Go's.
 func applicationMessage(err error) (string, bool) {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		return ae.Message(), ae.NonRetryable()
 	}
-	return err.Error(), false
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "no answer in time", false
+	}
+	return "the attempt failed", false
 }
 
 // RunWorkflow is one run of an approved schedule.

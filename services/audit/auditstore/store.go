@@ -120,6 +120,19 @@ func (s *Store) List(ctx context.Context, f audit.Filter, offset, limit int) ([]
 	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
+// Head implements audit.Store.
+func (s *Store) Head(ctx context.Context) (*auditv1.Checkpoint, error) {
+	var h auditv1.Checkpoint
+	row := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`)
+	if err := row.Scan(&h.Seq, &h.Hash); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, audit.ErrHeadMissing
+		}
+		return nil, fmt.Errorf("read audit head: %w", err)
+	}
+	return &h, nil
+}
+
 // Walk implements audit.Store. The head and the records come from one
 // read-only transaction, so appends committed meanwhile are not half seen.
 func (s *Store) Walk(ctx context.Context, from int64, visit func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error) error {

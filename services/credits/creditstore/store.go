@@ -51,9 +51,12 @@ const (
 // Apply implements credits.Store.
 func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
 	out, err := s.apply(ctx, e)
-	if err != nil && sqldb.IsUniqueViolation(err) {
-		// A concurrent change with the same reference committed first;
-		// answer as for a retry.
+	var short *credits.InsufficientError
+	if err != nil && (sqldb.IsUniqueViolation(err) || errors.As(err, &short) || errors.Is(err, credits.ErrBalanceLimit)) {
+		// A concurrent change with the same reference may have committed
+		// first: its ledger row collides with ours, or (PostgreSQL, read
+		// committed) our balance update waited for it and found the
+		// balance it left. Look again, and answer as for a retry if so.
 		out, err = s.apply(ctx, e)
 	}
 	return out, err

@@ -235,6 +235,12 @@ func (s *Store) List(ctx context.Context, agentID string, offset, limit int) ([]
 		func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc) })
 }
 
+// Get implements memory.Store.
+func (s *Store) Get(ctx context.Context, agentID, key string) (memory.Record, error) {
+	row := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM memories WHERE agent_id = ? AND memory_key = ?`), agentID, key)
+	return sqldb.One(row, func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc) }, memory.ErrNotFound)
+}
+
 // Delete implements memory.Store.
 func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record, error) {
 	var r memory.Record

@@ -30,6 +30,7 @@ func TestStore(t *testing.T) {
 		{Name: "save upserts and search follows", Test: testSaveUpserts},
 		{Name: "search ranks and isolates agents", Test: testSearch},
 		{Name: "list pages most recent first", Test: testList},
+		{Name: "get reads one agent's key", Test: testGet},
 		{Name: "delete removes from the index", Test: testDelete},
 		{Name: "every word is one term", Test: testWordIsOneTerm},
 		{Name: "a very long word does not stop a save", Test: testLongWord},
@@ -234,6 +235,22 @@ func testList(t *testing.T, db *sqldb.DB) {
 	}
 	if got := []string{list[0].Key, list[1].Key}; !cmp.Equal(got, []string{"k3", "k2"}) {
 		t.Errorf("List offset 1 limit 2 = %v, want [k3 k2]", got)
+	}
+}
+
+func testGet(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	saved, _, err := st.Save(ctx, rec("a", "project/roadmap", "otter", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, "a", "project/roadmap")
+	if err != nil || string(got.Body) != "body of project/roadmap" || got.AgentID != "a" || !got.CreateTime.Equal(saved.CreateTime) || !got.UpdateTime.Equal(saved.UpdateTime) {
+		t.Errorf("Get = %+v, %v; want the saved record %+v", got, err, saved)
+	}
+	if _, err := st.Get(ctx, "b", "project/roadmap"); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("another agent's Get: %v, want ErrNotFound", err)
 	}
 }
 

@@ -706,6 +706,87 @@ func (x *Checkpoint) GetHash() string {
 	return ""
 }
 
+type HeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadRequest) Reset() {
+	*x = HeadRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadRequest) ProtoMessage() {}
+
+func (x *HeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadRequest.ProtoReflect.Descriptor instead.
+func (*HeadRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+}
+
+type HeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The head checkpoint: the last sequence number and its hash.
+	Head          *Checkpoint `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeadResponse) Reset() {
+	*x = HeadResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeadResponse) ProtoMessage() {}
+
+func (x *HeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeadResponse.ProtoReflect.Descriptor instead.
+func (*HeadResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HeadResponse) GetHead() *Checkpoint {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
 type VerifyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A head returned by an earlier verify. When given, the record at its
@@ -723,7 +804,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +816,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[6]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +829,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VerifyRequest) GetAnchor() *Checkpoint {
@@ -784,7 +865,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +877,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[7]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +890,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Finding) GetSeq() int64 {
@@ -864,7 +945,7 @@ type SignedCheckpoint struct {
 
 func (x *SignedCheckpoint) Reset() {
 	*x = SignedCheckpoint{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +957,7 @@ func (x *SignedCheckpoint) String() string {
 func (*SignedCheckpoint) ProtoMessage() {}
 
 func (x *SignedCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[8]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +970,7 @@ func (x *SignedCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedCheckpoint.ProtoReflect.Descriptor instead.
 func (*SignedCheckpoint) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SignedCheckpoint) GetOrigin() string {
@@ -951,7 +1032,7 @@ type RejectedCheckpoint struct {
 
 func (x *RejectedCheckpoint) Reset() {
 	*x = RejectedCheckpoint{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1044,7 @@ func (x *RejectedCheckpoint) String() string {
 func (*RejectedCheckpoint) ProtoMessage() {}
 
 func (x *RejectedCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[9]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1057,7 @@ func (x *RejectedCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectedCheckpoint.ProtoReflect.Descriptor instead.
 func (*RejectedCheckpoint) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RejectedCheckpoint) GetSource() string {
@@ -1036,7 +1117,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1129,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[10]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1142,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VerifyResponse) GetIntact() bool {
@@ -1164,7 +1245,10 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"Checkpoint\x12\x19\n" +
 	"\x03seq\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x03seq\x12,\n" +
-	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"s\n" +
+	"\x04hash\x18\x02 \x01(\tB\x18\xbaH\x15\xc8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x04hash\"\r\n" +
+	"\vHeadRequest\"A\n" +
+	"\fHeadResponse\x121\n" +
+	"\x04head\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x04head\"s\n" +
 	"\rVerifyRequest\x125\n" +
 	"\x06anchor\x18\x01 \x01(\v2\x1d.toolmesh.audit.v1.CheckpointR\x06anchor\x12+\n" +
 	"\vcheckpoints\x18\x02 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x10R\vcheckpoints\"\xae\x01\n" +
@@ -1219,12 +1303,16 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x1eCHECKPOINT_PROBLEM_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCHECKPOINT_PROBLEM_MALFORMED\x10\x01\x12\"\n" +
 	"\x1eCHECKPOINT_PROBLEM_UNKNOWN_KEY\x10\x02\x12$\n" +
-	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xcf\x02\n" +
+	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xf2\x03\n" +
 	"\fAuditService\x12M\n" +
 	"\x06Append\x12 .toolmesh.audit.v1.AppendRequest\x1a!.toolmesh.audit.v1.AppendResponse\x12t\n" +
 	"\x04List\x12\x1e.toolmesh.audit.v1.ListRequest\x1a\x1f.toolmesh.audit.v1.ListResponse\"+\xc2\xf3\x18$\n" +
 	"\n" +
-	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12z\n" +
+	"audit_list\x12\x12List audit records\x18\x01 \x01\x90\x02\x01\x12\xa0\x01\n" +
+	"\x04Head\x12\x1e.toolmesh.audit.v1.HeadRequest\x1a\x1f.toolmesh.audit.v1.HeadResponse\"W\xc2\xf3\x18P\n" +
+	"\n" +
+	"audit_head\x12\x15Show audit trail head\x18\x01B)\n" +
+	"\x15toolmesh://audit/head2\x10Audit trail head\x90\x02\x01\x12z\n" +
 	"\x06Verify\x12 .toolmesh.audit.v1.VerifyRequest\x1a!.toolmesh.audit.v1.VerifyResponse\"+\xc2\xf3\x18$\n" +
 	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
 
@@ -1241,7 +1329,7 @@ func file_toolmesh_audit_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: toolmesh.audit.v1.Outcome
 	(Problem)(0),                  // 1: toolmesh.audit.v1.Problem
@@ -1252,43 +1340,48 @@ var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(*ListRequest)(nil),           // 6: toolmesh.audit.v1.ListRequest
 	(*ListResponse)(nil),          // 7: toolmesh.audit.v1.ListResponse
 	(*Checkpoint)(nil),            // 8: toolmesh.audit.v1.Checkpoint
-	(*VerifyRequest)(nil),         // 9: toolmesh.audit.v1.VerifyRequest
-	(*Finding)(nil),               // 10: toolmesh.audit.v1.Finding
-	(*SignedCheckpoint)(nil),      // 11: toolmesh.audit.v1.SignedCheckpoint
-	(*RejectedCheckpoint)(nil),    // 12: toolmesh.audit.v1.RejectedCheckpoint
-	(*VerifyResponse)(nil),        // 13: toolmesh.audit.v1.VerifyResponse
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 15: toolmesh.page.v1.Page
+	(*HeadRequest)(nil),           // 9: toolmesh.audit.v1.HeadRequest
+	(*HeadResponse)(nil),          // 10: toolmesh.audit.v1.HeadResponse
+	(*VerifyRequest)(nil),         // 11: toolmesh.audit.v1.VerifyRequest
+	(*Finding)(nil),               // 12: toolmesh.audit.v1.Finding
+	(*SignedCheckpoint)(nil),      // 13: toolmesh.audit.v1.SignedCheckpoint
+	(*RejectedCheckpoint)(nil),    // 14: toolmesh.audit.v1.RejectedCheckpoint
+	(*VerifyResponse)(nil),        // 15: toolmesh.audit.v1.VerifyResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 17: toolmesh.page.v1.Page
 }
 var file_toolmesh_audit_v1_audit_proto_depIdxs = []int32{
-	14, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
+	16, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: toolmesh.audit.v1.Record.outcome:type_name -> toolmesh.audit.v1.Outcome
 	0,  // 2: toolmesh.audit.v1.AppendRequest.outcome:type_name -> toolmesh.audit.v1.Outcome
 	3,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
-	14, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
+	16, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	16, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
 	3,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
-	15, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	8,  // 8: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
-	1,  // 9: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
-	11, // 10: toolmesh.audit.v1.Finding.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
-	14, // 11: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
-	2,  // 12: toolmesh.audit.v1.RejectedCheckpoint.problem:type_name -> toolmesh.audit.v1.CheckpointProblem
-	8,  // 13: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
-	10, // 14: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
-	11, // 15: toolmesh.audit.v1.VerifyResponse.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
-	12, // 16: toolmesh.audit.v1.VerifyResponse.rejected_checkpoints:type_name -> toolmesh.audit.v1.RejectedCheckpoint
-	4,  // 17: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
-	6,  // 18: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
-	9,  // 19: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
-	5,  // 20: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
-	7,  // 21: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
-	13, // 22: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
-	20, // [20:23] is the sub-list for method output_type
-	17, // [17:20] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	17, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	8,  // 8: toolmesh.audit.v1.HeadResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	8,  // 9: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
+	1,  // 10: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
+	13, // 11: toolmesh.audit.v1.Finding.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
+	16, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
+	2,  // 13: toolmesh.audit.v1.RejectedCheckpoint.problem:type_name -> toolmesh.audit.v1.CheckpointProblem
+	8,  // 14: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
+	12, // 15: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
+	13, // 16: toolmesh.audit.v1.VerifyResponse.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
+	14, // 17: toolmesh.audit.v1.VerifyResponse.rejected_checkpoints:type_name -> toolmesh.audit.v1.RejectedCheckpoint
+	4,  // 18: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
+	6,  // 19: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
+	9,  // 20: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
+	11, // 21: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
+	5,  // 22: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
+	7,  // 23: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
+	10, // 24: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
+	15, // 25: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_audit_v1_audit_proto_init() }
@@ -1302,7 +1395,7 @@ func file_toolmesh_audit_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_audit_v1_audit_proto_rawDesc), len(file_toolmesh_audit_v1_audit_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

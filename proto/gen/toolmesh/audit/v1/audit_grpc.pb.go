@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AuditService_Append_FullMethodName = "/toolmesh.audit.v1.AuditService/Append"
 	AuditService_List_FullMethodName   = "/toolmesh.audit.v1.AuditService/List"
+	AuditService_Head_FullMethodName   = "/toolmesh.audit.v1.AuditService/Head"
 	AuditService_Verify_FullMethodName = "/toolmesh.audit.v1.AuditService/Verify"
 )
 
@@ -52,6 +53,11 @@ type AuditServiceClient interface {
 	// in a time range [since, until). Results are paginated with offset and
 	// limit.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// Show the head of the audit trail: the sequence number and hash of the
+	// last record, as the stored head checkpoint names them (seq 0 and 64
+	// zeros while the trail is empty). It changes with every admin call
+	// recorded. Unlike audit_verify it checks nothing and reads no records.
+	Head(ctx context.Context, in *HeadRequest, opts ...grpc.CallOption) (*HeadResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -86,6 +92,16 @@ func (c *auditServiceClient) List(ctx context.Context, in *ListRequest, opts ...
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListResponse)
 	err := c.cc.Invoke(ctx, AuditService_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *auditServiceClient) Head(ctx context.Context, in *HeadRequest, opts ...grpc.CallOption) (*HeadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeadResponse)
+	err := c.cc.Invoke(ctx, AuditService_Head_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +143,11 @@ type AuditServiceServer interface {
 	// in a time range [since, until). Results are paginated with offset and
 	// limit.
 	List(context.Context, *ListRequest) (*ListResponse, error)
+	// Show the head of the audit trail: the sequence number and hash of the
+	// last record, as the stored head checkpoint names them (seq 0 and 64
+	// zeros while the trail is empty). It changes with every admin call
+	// recorded. Unlike audit_verify it checks nothing and reads no records.
+	Head(context.Context, *HeadRequest) (*HeadResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -152,6 +173,9 @@ func (UnimplementedAuditServiceServer) Append(context.Context, *AppendRequest) (
 }
 func (UnimplementedAuditServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedAuditServiceServer) Head(context.Context, *HeadRequest) (*HeadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Head not implemented")
 }
 func (UnimplementedAuditServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
@@ -213,6 +237,24 @@ func _AuditService_List_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuditService_Head_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditServiceServer).Head(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditService_Head_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditServiceServer).Head(ctx, req.(*HeadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AuditService_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(VerifyRequest)
 	if err := dec(in); err != nil {
@@ -245,6 +287,10 @@ var AuditService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _AuditService_List_Handler,
+		},
+		{
+			MethodName: "Head",
+			Handler:    _AuditService_Head_Handler,
 		},
 		{
 			MethodName: "Verify",

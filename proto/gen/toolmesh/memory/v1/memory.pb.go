@@ -367,6 +367,96 @@ func (x *RecallResponse) GetMatches() []*RecallMatch {
 	return nil
 }
 
+type GetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key the memory is saved under.
+	Key           string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type GetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The memory.
+	Memory        *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetResponse) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Index of the first memory to return (0 for the first page).
@@ -379,7 +469,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[6]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +481,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[6]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +494,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRequest) GetOffset() int32 {
@@ -433,7 +523,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[7]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +535,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[7]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +548,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResponse) GetMemories() []*Memory {
@@ -485,7 +575,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[8]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +587,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[8]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +600,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetKey() string {
@@ -532,7 +622,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[9]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +634,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[9]
+	mi := &file_toolmesh_memory_v1_memory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +647,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_memory_v1_memory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteResponse) GetMemory() *Memory {
@@ -594,7 +684,12 @@ const file_toolmesh_memory_v1_memory_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\"K\n" +
 	"\x0eRecallResponse\x129\n" +
-	"\amatches\x18\x01 \x03(\v2\x1f.toolmesh.memory.v1.RecallMatchR\amatches\"T\n" +
+	"\amatches\x18\x01 \x03(\v2\x1f.toolmesh.memory.v1.RecallMatchR\amatches\"M\n" +
+	"\n" +
+	"GetRequest\x12?\n" +
+	"\x03key\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\xc8\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\"A\n" +
+	"\vGetResponse\x122\n" +
+	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory\"T\n" +
 	"\vListRequest\x12#\n" +
 	"\x06offset\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
 	"\x05limit\x18\x02 \x01(\x05B\n" +
@@ -605,12 +700,17 @@ const file_toolmesh_memory_v1_memory_proto_rawDesc = "" +
 	"\rDeleteRequest\x12?\n" +
 	"\x03key\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\xc8\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\"D\n" +
 	"\x0eDeleteResponse\x122\n" +
-	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory2\xe1\x03\n" +
+	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory2\x8e\x05\n" +
 	"\rMemoryService\x12k\n" +
 	"\x04Save\x12\x1f.toolmesh.memory.v1.SaveRequest\x1a .toolmesh.memory.v1.SaveResponse\" \xc2\xf3\x18\x1c\n" +
 	"\vmemory_save\x12\vSave memory\x18\x02\x12z\n" +
 	"\x06Recall\x12!.toolmesh.memory.v1.RecallRequest\x1a\".toolmesh.memory.v1.RecallResponse\")\xc2\xf3\x18\"\n" +
-	"\rmemory_recall\x12\x0fRecall memories\x18\x01\x90\x02\x01\x12p\n" +
+	"\rmemory_recall\x12\x0fRecall memories\x18\x01\x90\x02\x01\x12\xaa\x01\n" +
+	"\x03Get\x12\x1e.toolmesh.memory.v1.GetRequest\x1a\x1f.toolmesh.memory.v1.GetResponse\"b\xc2\xf3\x18[\n" +
+	"\n" +
+	"memory_get\x12\n" +
+	"Get memory\x18\x01B?\n" +
+	"\x19toolmesh://memories/{key}\x12\vmemory_list\x1a\bmemories\"\x03key2\x06Memory\x90\x02\x01\x12p\n" +
 	"\x04List\x12\x1f.toolmesh.memory.v1.ListRequest\x1a .toolmesh.memory.v1.ListResponse\"%\xc2\xf3\x18\x1e\n" +
 	"\vmemory_list\x12\rList memories\x18\x01\x90\x02\x01\x12u\n" +
 	"\x06Delete\x12!.toolmesh.memory.v1.DeleteRequest\x1a\".toolmesh.memory.v1.DeleteResponse\"$\xc2\xf3\x18 \n" +
@@ -628,7 +728,7 @@ func file_toolmesh_memory_v1_memory_proto_rawDescGZIP() []byte {
 	return file_toolmesh_memory_v1_memory_proto_rawDescData
 }
 
-var file_toolmesh_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolmesh_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_toolmesh_memory_v1_memory_proto_goTypes = []any{
 	(*Memory)(nil),                // 0: toolmesh.memory.v1.Memory
 	(*SaveRequest)(nil),           // 1: toolmesh.memory.v1.SaveRequest
@@ -636,35 +736,40 @@ var file_toolmesh_memory_v1_memory_proto_goTypes = []any{
 	(*RecallRequest)(nil),         // 3: toolmesh.memory.v1.RecallRequest
 	(*RecallMatch)(nil),           // 4: toolmesh.memory.v1.RecallMatch
 	(*RecallResponse)(nil),        // 5: toolmesh.memory.v1.RecallResponse
-	(*ListRequest)(nil),           // 6: toolmesh.memory.v1.ListRequest
-	(*ListResponse)(nil),          // 7: toolmesh.memory.v1.ListResponse
-	(*DeleteRequest)(nil),         // 8: toolmesh.memory.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 9: toolmesh.memory.v1.DeleteResponse
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 11: toolmesh.page.v1.Page
+	(*GetRequest)(nil),            // 6: toolmesh.memory.v1.GetRequest
+	(*GetResponse)(nil),           // 7: toolmesh.memory.v1.GetResponse
+	(*ListRequest)(nil),           // 8: toolmesh.memory.v1.ListRequest
+	(*ListResponse)(nil),          // 9: toolmesh.memory.v1.ListResponse
+	(*DeleteRequest)(nil),         // 10: toolmesh.memory.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 11: toolmesh.memory.v1.DeleteResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 13: toolmesh.page.v1.Page
 }
 var file_toolmesh_memory_v1_memory_proto_depIdxs = []int32{
-	10, // 0: toolmesh.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
-	10, // 1: toolmesh.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
+	12, // 0: toolmesh.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
+	12, // 1: toolmesh.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: toolmesh.memory.v1.SaveResponse.memory:type_name -> toolmesh.memory.v1.Memory
 	0,  // 3: toolmesh.memory.v1.RecallMatch.memory:type_name -> toolmesh.memory.v1.Memory
 	4,  // 4: toolmesh.memory.v1.RecallResponse.matches:type_name -> toolmesh.memory.v1.RecallMatch
-	0,  // 5: toolmesh.memory.v1.ListResponse.memories:type_name -> toolmesh.memory.v1.Memory
-	11, // 6: toolmesh.memory.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	0,  // 7: toolmesh.memory.v1.DeleteResponse.memory:type_name -> toolmesh.memory.v1.Memory
-	1,  // 8: toolmesh.memory.v1.MemoryService.Save:input_type -> toolmesh.memory.v1.SaveRequest
-	3,  // 9: toolmesh.memory.v1.MemoryService.Recall:input_type -> toolmesh.memory.v1.RecallRequest
-	6,  // 10: toolmesh.memory.v1.MemoryService.List:input_type -> toolmesh.memory.v1.ListRequest
-	8,  // 11: toolmesh.memory.v1.MemoryService.Delete:input_type -> toolmesh.memory.v1.DeleteRequest
-	2,  // 12: toolmesh.memory.v1.MemoryService.Save:output_type -> toolmesh.memory.v1.SaveResponse
-	5,  // 13: toolmesh.memory.v1.MemoryService.Recall:output_type -> toolmesh.memory.v1.RecallResponse
-	7,  // 14: toolmesh.memory.v1.MemoryService.List:output_type -> toolmesh.memory.v1.ListResponse
-	9,  // 15: toolmesh.memory.v1.MemoryService.Delete:output_type -> toolmesh.memory.v1.DeleteResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 5: toolmesh.memory.v1.GetResponse.memory:type_name -> toolmesh.memory.v1.Memory
+	0,  // 6: toolmesh.memory.v1.ListResponse.memories:type_name -> toolmesh.memory.v1.Memory
+	13, // 7: toolmesh.memory.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	0,  // 8: toolmesh.memory.v1.DeleteResponse.memory:type_name -> toolmesh.memory.v1.Memory
+	1,  // 9: toolmesh.memory.v1.MemoryService.Save:input_type -> toolmesh.memory.v1.SaveRequest
+	3,  // 10: toolmesh.memory.v1.MemoryService.Recall:input_type -> toolmesh.memory.v1.RecallRequest
+	6,  // 11: toolmesh.memory.v1.MemoryService.Get:input_type -> toolmesh.memory.v1.GetRequest
+	8,  // 12: toolmesh.memory.v1.MemoryService.List:input_type -> toolmesh.memory.v1.ListRequest
+	10, // 13: toolmesh.memory.v1.MemoryService.Delete:input_type -> toolmesh.memory.v1.DeleteRequest
+	2,  // 14: toolmesh.memory.v1.MemoryService.Save:output_type -> toolmesh.memory.v1.SaveResponse
+	5,  // 15: toolmesh.memory.v1.MemoryService.Recall:output_type -> toolmesh.memory.v1.RecallResponse
+	7,  // 16: toolmesh.memory.v1.MemoryService.Get:output_type -> toolmesh.memory.v1.GetResponse
+	9,  // 17: toolmesh.memory.v1.MemoryService.List:output_type -> toolmesh.memory.v1.ListResponse
+	11, // 18: toolmesh.memory.v1.MemoryService.Delete:output_type -> toolmesh.memory.v1.DeleteResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_memory_v1_memory_proto_init() }
@@ -678,7 +783,7 @@ func file_toolmesh_memory_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_memory_v1_memory_proto_rawDesc), len(file_toolmesh_memory_v1_memory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	MemoryService_Save_FullMethodName   = "/toolmesh.memory.v1.MemoryService/Save"
 	MemoryService_Recall_FullMethodName = "/toolmesh.memory.v1.MemoryService/Recall"
+	MemoryService_Get_FullMethodName    = "/toolmesh.memory.v1.MemoryService/Get"
 	MemoryService_List_FullMethodName   = "/toolmesh.memory.v1.MemoryService/List"
 	MemoryService_Delete_FullMethodName = "/toolmesh.memory.v1.MemoryService/Delete"
 )
@@ -49,6 +50,10 @@ type MemoryServiceClient interface {
 	// more often, rank higher. Returns no results (not an error) when nothing
 	// matches.
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
+	// Get the calling agent's memory saved under a key: its content and when
+	// it was saved. Fails with not_found when there is no memory under the
+	// key. Use memory_recall to find memories by their words.
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// List the calling agent's memories, most recently saved first. Results
 	// are paginated with offset and limit.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
@@ -79,6 +84,16 @@ func (c *memoryServiceClient) Recall(ctx context.Context, in *RecallRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecallResponse)
 	err := c.cc.Invoke(ctx, MemoryService_Recall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, MemoryService_Get_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +141,10 @@ type MemoryServiceServer interface {
 	// more often, rank higher. Returns no results (not an error) when nothing
 	// matches.
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
+	// Get the calling agent's memory saved under a key: its content and when
+	// it was saved. Fails with not_found when there is no memory under the
+	// key. Use memory_recall to find memories by their words.
+	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// List the calling agent's memories, most recently saved first. Results
 	// are paginated with offset and limit.
 	List(context.Context, *ListRequest) (*ListResponse, error)
@@ -147,6 +166,9 @@ func (UnimplementedMemoryServiceServer) Save(context.Context, *SaveRequest) (*Sa
 }
 func (UnimplementedMemoryServiceServer) Recall(context.Context, *RecallRequest) (*RecallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Recall not implemented")
+}
+func (UnimplementedMemoryServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
 func (UnimplementedMemoryServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -211,6 +233,24 @@ func _MemoryService_Recall_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRequest)
 	if err := dec(in); err != nil {
@@ -261,6 +301,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Recall",
 			Handler:    _MemoryService_Recall_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _MemoryService_Get_Handler,
 		},
 		{
 			MethodName: "List",

@@ -2203,12 +2203,13 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\vChannelKind\x12\x1c\n" +
 	"\x18CHANNEL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CHANNEL_KIND_LOG\x10\x01\x12\x18\n" +
-	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xdf\f\n" +
+	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xb7\r\n" +
 	"\fOwnerService\x12h\n" +
 	"\x03Ask\x12\x1d.toolmesh.owner.v1.AskRequest\x1a\x1e.toolmesh.owner.v1.AskResponse\"\"\xc2\xf3\x18\x1e\n" +
-	"\towner_ask\x12\rAsk the owner\x18\x02(\x01\x12p\n" +
-	"\x06GetAsk\x12 .toolmesh.owner.v1.GetAskRequest\x1a!.toolmesh.owner.v1.GetAskResponse\"!\xc2\xf3\x18\x1a\n" +
-	"\rowner_get_ask\x12\aGet ask\x18\x01\x90\x02\x01\x12z\n" +
+	"\towner_ask\x12\rAsk the owner\x18\x02(\x01\x12\xc7\x01\n" +
+	"\x06GetAsk\x12 .toolmesh.owner.v1.GetAskRequest\x1a!.toolmesh.owner.v1.GetAskResponse\"x\xc2\xf3\x18q\n" +
+	"\rowner_get_ask\x12\aGet ask\x18\x01BU\n" +
+	"\x18toolmesh://asks/{ask_id}\x12\x0fowner_list_asks\x1a\x04asks\"\x06ask_id*\bquestion2\x10Ask to the owner\x90\x02\x01\x12z\n" +
 	"\bListAsks\x12\".toolmesh.owner.v1.ListAsksRequest\x1a#.toolmesh.owner.v1.ListAsksResponse\"%\xc2\xf3\x18\x1e\n" +
 	"\x0fowner_list_asks\x12\tList asks\x18\x01\x90\x02\x01\x12t\n" +
 	"\x06Answer\x12 .toolmesh.owner.v1.AnswerRequest\x1a!.toolmesh.owner.v1.AnswerResponse\"%\xc2\xf3\x18!\n" +

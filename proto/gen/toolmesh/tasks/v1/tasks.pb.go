@@ -840,12 +840,14 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x19TASK_PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TASK_PRIORITY_LOW\x10\x01\x12\x18\n" +
 	"\x14TASK_PRIORITY_NORMAL\x10\x02\x12\x16\n" +
-	"\x12TASK_PRIORITY_HIGH\x10\x032\xf0\x04\n" +
+	"\x12TASK_PRIORITY_HIGH\x10\x032\xbe\x05\n" +
 	"\fTasksService\x12u\n" +
 	"\x06Create\x12 .toolmesh.tasks.v1.CreateRequest\x1a!.toolmesh.tasks.v1.CreateResponse\"&\xc2\xf3\x18\"\n" +
-	"\ftasks_create\x12\x10Create work task\x18\x02\x12i\n" +
-	"\x03Get\x12\x1d.toolmesh.tasks.v1.GetRequest\x1a\x1e.toolmesh.tasks.v1.GetResponse\"#\xc2\xf3\x18\x1c\n" +
-	"\ttasks_get\x12\rGet work task\x18\x01\x90\x02\x01\x12o\n" +
+	"\ftasks_create\x12\x10Create work task\x18\x02\x12\xb6\x01\n" +
+	"\x03Get\x12\x1d.toolmesh.tasks.v1.GetRequest\x1a\x1e.toolmesh.tasks.v1.GetResponse\"p\xc2\xf3\x18i\n" +
+	"\ttasks_get\x12\rGet work task\x18\x01BK\n" +
+	"\x1atoolmesh://tasks/{task_id}\x12\n" +
+	"tasks_list\x1a\x05tasks\"\x02id*\vdescription2\tWork task\x90\x02\x01\x12o\n" +
 	"\x04List\x12\x1e.toolmesh.tasks.v1.ListRequest\x1a\x1f.toolmesh.tasks.v1.ListResponse\"&\xc2\xf3\x18\x1f\n" +
 	"\n" +
 	"tasks_list\x12\x0fList work tasks\x18\x01\x90\x02\x01\x12\x95\x01\n" +

@@ -801,6 +801,340 @@ func (x *GrantResponse) GetBalance() int64 {
 	return 0
 }
 
+// Note is one note of an agent.
+type Note struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The note's id, "note-1" for the agent's first note.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// What the note says.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Note) Reset() {
+	*x = Note{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Note) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Note) ProtoMessage() {}
+
+func (x *Note) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Note.ProtoReflect.Descriptor instead.
+func (*Note) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Note) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Note) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type GetNoteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the note, e.g. "note-1".
+	NoteId        string `protobuf:"bytes,1,opt,name=note_id,json=noteId,proto3" json:"note_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNoteRequest) Reset() {
+	*x = GetNoteRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNoteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNoteRequest) ProtoMessage() {}
+
+func (x *GetNoteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNoteRequest.ProtoReflect.Descriptor instead.
+func (*GetNoteRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetNoteRequest) GetNoteId() string {
+	if x != nil {
+		return x.NoteId
+	}
+	return ""
+}
+
+type GetNoteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The note.
+	Note          *Note `protobuf:"bytes,1,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNoteResponse) Reset() {
+	*x = GetNoteResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNoteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNoteResponse) ProtoMessage() {}
+
+func (x *GetNoteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNoteResponse.ProtoReflect.Descriptor instead.
+func (*GetNoteResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetNoteResponse) GetNote() *Note {
+	if x != nil {
+		return x.Note
+	}
+	return nil
+}
+
+type ListNotesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the first note to return (0 for the first page).
+	Offset int32 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Page size, 1 to 100; 50 when omitted or 0.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotesRequest) Reset() {
+	*x = ListNotesRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotesRequest) ProtoMessage() {}
+
+func (x *ListNotesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotesRequest.ProtoReflect.Descriptor instead.
+func (*ListNotesRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListNotesRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ListNotesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListNotesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The notes on this page, oldest first.
+	Notes []*Note `protobuf:"bytes,1,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Which page this is.
+	Page          *v1.Page `protobuf:"bytes,2,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotesResponse) Reset() {
+	*x = ListNotesResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotesResponse) ProtoMessage() {}
+
+func (x *ListNotesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotesResponse.ProtoReflect.Descriptor instead.
+func (*ListNotesResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListNotesResponse) GetNotes() []*Note {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+func (x *ListNotesResponse) GetPage() *v1.Page {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
+type NoteStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NoteStatsRequest) Reset() {
+	*x = NoteStatsRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoteStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoteStatsRequest) ProtoMessage() {}
+
+func (x *NoteStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoteStatsRequest.ProtoReflect.Descriptor instead.
+func (*NoteStatsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
+}
+
+type NoteStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many notes the calling agent has.
+	Count         int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NoteStatsResponse) Reset() {
+	*x = NoteStatsResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoteStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoteStatsResponse) ProtoMessage() {}
+
+func (x *NoteStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoteStatsResponse.ProtoReflect.Descriptor instead.
+func (*NoteStatsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NoteStatsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type PeekRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -809,7 +1143,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1155,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1168,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
 }
 
 type PeekResponse struct {
@@ -847,7 +1181,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1193,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1206,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PeekResponse) GetConfig() map[string]string {
@@ -892,7 +1226,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1238,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1251,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WaitRequest) GetMillis() int32 {
@@ -937,7 +1271,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1283,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1296,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WaitResponse) GetWaitedMillis() int32 {
@@ -988,7 +1322,7 @@ type RemindRequest struct {
 
 func (x *RemindRequest) Reset() {
 	*x = RemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1334,7 @@ func (x *RemindRequest) String() string {
 func (*RemindRequest) ProtoMessage() {}
 
 func (x *RemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1347,7 @@ func (x *RemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindRequest.ProtoReflect.Descriptor instead.
 func (*RemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RemindRequest) GetText() string {
@@ -1060,7 +1394,7 @@ type RemindResponse struct {
 
 func (x *RemindResponse) Reset() {
 	*x = RemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1406,7 @@ func (x *RemindResponse) String() string {
 func (*RemindResponse) ProtoMessage() {}
 
 func (x *RemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1419,7 @@ func (x *RemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindResponse.ProtoReflect.Descriptor instead.
 func (*RemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemindResponse) GetText() string {
@@ -1126,7 +1460,7 @@ type PreviewRemindRequest struct {
 
 func (x *PreviewRemindRequest) Reset() {
 	*x = PreviewRemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1472,7 @@ func (x *PreviewRemindRequest) String() string {
 func (*PreviewRemindRequest) ProtoMessage() {}
 
 func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1485,7 @@ func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PreviewRemindRequest) GetEvery() string {
@@ -1171,7 +1505,7 @@ type PreviewRemindResponse struct {
 
 func (x *PreviewRemindResponse) Reset() {
 	*x = PreviewRemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1517,7 @@ func (x *PreviewRemindResponse) String() string {
 func (*PreviewRemindResponse) ProtoMessage() {}
 
 func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1530,7 @@ func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindResponse.ProtoReflect.Descriptor instead.
 func (*PreviewRemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PreviewRemindResponse) GetNextRuns() []*timestamppb.Timestamp {
@@ -1246,7 +1580,23 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x06amount\x18\x02 \x01(\x03B\v\xbaH\b\"\x06\x18\xc0\x84= \x00R\x06amount\x12 \n" +
 	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\")\n" +
 	"\rGrantResponse\x12\x18\n" +
-	"\abalance\x18\x01 \x01(\x03R\abalance\"\r\n" +
+	"\abalance\x18\x01 \x01(\x03R\abalance\"*\n" +
+	"\x04Note\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"F\n" +
+	"\x0eGetNoteRequest\x124\n" +
+	"\anote_id\x18\x01 \x01(\tB\x1b\xbaH\x18\xc8\x01\x01r\x132\x11^note-[0-9]{1,6}$R\x06noteId\"@\n" +
+	"\x0fGetNoteResponse\x12-\n" +
+	"\x04note\x18\x01 \x01(\v2\x19.toolmesh.testing.v1.NoteR\x04note\"X\n" +
+	"\x10ListNotesRequest\x12#\n" +
+	"\x06offset\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\"p\n" +
+	"\x11ListNotesResponse\x12/\n" +
+	"\x05notes\x18\x01 \x03(\v2\x19.toolmesh.testing.v1.NoteR\x05notes\x12*\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x12\n" +
+	"\x10NoteStatsRequest\")\n" +
+	"\x11NoteStatsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\"\r\n" +
 	"\vPeekRequest\"\x90\x01\n" +
 	"\fPeekResponse\x12E\n" +
 	"\x06config\x18\x01 \x03(\v2-.toolmesh.testing.v1.PeekResponse.ConfigEntryR\x06config\x1a9\n" +
@@ -1310,7 +1660,18 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
 	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12l\n" +
 	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"\x1f\xc2\xf3\x18\x18\n" +
-	"\ftesting_wait\x12\x04Wait\x18\x01(\x01\x90\x02\x012\x8d\x01\n" +
+	"\ftesting_wait\x12\x04Wait\x18\x01(\x01\x90\x02\x012\xa5\x04\n" +
+	"\x13TestingNotesService\x12\xcb\x01\n" +
+	"\aGetNote\x12#.toolmesh.testing.v1.GetNoteRequest\x1a$.toolmesh.testing.v1.GetNoteResponse\"u\xc2\xf3\x18n\n" +
+	"\x10testing_get_note\x12\n" +
+	"Get a note\x18\x01BL\n" +
+	"\x1ftoolmesh-test://notes/{note_id}\x12\x12testing_list_notes\x1a\x05notes\"\x02id*\x04text2\x04Note\x90\x02\x01\x12\x85\x01\n" +
+	"\tListNotes\x12%.toolmesh.testing.v1.ListNotesRequest\x1a&.toolmesh.testing.v1.ListNotesResponse\")\xc2\xf3\x18\"\n" +
+	"\x12testing_list_notes\x12\n" +
+	"List notes\x18\x01\x90\x02\x01\x12\xb7\x01\n" +
+	"\tNoteStats\x12%.toolmesh.testing.v1.NoteStatsRequest\x1a&.toolmesh.testing.v1.NoteStatsResponse\"[\xc2\xf3\x18T\n" +
+	"\x12testing_note_stats\x12\vCount notes\x18\x01 \x01B-\n" +
+	"\x1atoolmesh-test://note-stats2\x0fNote statistics\x90\x02\x012\x8d\x01\n" +
 	"\x10DuplicateService\x12y\n" +
 	"\x06Repeat\x12\".toolmesh.testing.v1.RepeatRequest\x1a#.toolmesh.testing.v1.RepeatResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftesting_echo\x12\x10Repeat a message\x18\x01BFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1;testingv1b\x06proto3"
@@ -1328,7 +1689,7 @@ func file_toolmesh_testing_v1_testing_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_testing_v1_testing_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(Failure)(0),                  // 0: toolmesh.testing.v1.Failure
 	(Channel)(0),                  // 1: toolmesh.testing.v1.Channel
@@ -1344,50 +1705,66 @@ var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(*PurgeResponse)(nil),         // 11: toolmesh.testing.v1.PurgeResponse
 	(*GrantRequest)(nil),          // 12: toolmesh.testing.v1.GrantRequest
 	(*GrantResponse)(nil),         // 13: toolmesh.testing.v1.GrantResponse
-	(*PeekRequest)(nil),           // 14: toolmesh.testing.v1.PeekRequest
-	(*PeekResponse)(nil),          // 15: toolmesh.testing.v1.PeekResponse
-	(*WaitRequest)(nil),           // 16: toolmesh.testing.v1.WaitRequest
-	(*WaitResponse)(nil),          // 17: toolmesh.testing.v1.WaitResponse
-	(*RemindRequest)(nil),         // 18: toolmesh.testing.v1.RemindRequest
-	(*RemindResponse)(nil),        // 19: toolmesh.testing.v1.RemindResponse
-	(*PreviewRemindRequest)(nil),  // 20: toolmesh.testing.v1.PreviewRemindRequest
-	(*PreviewRemindResponse)(nil), // 21: toolmesh.testing.v1.PreviewRemindResponse
-	nil,                           // 22: toolmesh.testing.v1.PeekResponse.ConfigEntry
-	(*v1.Page)(nil),               // 23: toolmesh.page.v1.Page
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*Note)(nil),                  // 14: toolmesh.testing.v1.Note
+	(*GetNoteRequest)(nil),        // 15: toolmesh.testing.v1.GetNoteRequest
+	(*GetNoteResponse)(nil),       // 16: toolmesh.testing.v1.GetNoteResponse
+	(*ListNotesRequest)(nil),      // 17: toolmesh.testing.v1.ListNotesRequest
+	(*ListNotesResponse)(nil),     // 18: toolmesh.testing.v1.ListNotesResponse
+	(*NoteStatsRequest)(nil),      // 19: toolmesh.testing.v1.NoteStatsRequest
+	(*NoteStatsResponse)(nil),     // 20: toolmesh.testing.v1.NoteStatsResponse
+	(*PeekRequest)(nil),           // 21: toolmesh.testing.v1.PeekRequest
+	(*PeekResponse)(nil),          // 22: toolmesh.testing.v1.PeekResponse
+	(*WaitRequest)(nil),           // 23: toolmesh.testing.v1.WaitRequest
+	(*WaitResponse)(nil),          // 24: toolmesh.testing.v1.WaitResponse
+	(*RemindRequest)(nil),         // 25: toolmesh.testing.v1.RemindRequest
+	(*RemindResponse)(nil),        // 26: toolmesh.testing.v1.RemindResponse
+	(*PreviewRemindRequest)(nil),  // 27: toolmesh.testing.v1.PreviewRemindRequest
+	(*PreviewRemindResponse)(nil), // 28: toolmesh.testing.v1.PreviewRemindResponse
+	nil,                           // 29: toolmesh.testing.v1.PeekResponse.ConfigEntry
+	(*v1.Page)(nil),               // 30: toolmesh.page.v1.Page
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_toolmesh_testing_v1_testing_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.testing.v1.EchoRequest.fail:type_name -> toolmesh.testing.v1.Failure
-	23, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	22, // 2: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
-	1,  // 3: toolmesh.testing.v1.RemindRequest.channel:type_name -> toolmesh.testing.v1.Channel
-	1,  // 4: toolmesh.testing.v1.RemindResponse.channel:type_name -> toolmesh.testing.v1.Channel
-	24, // 5: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
-	2,  // 6: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
-	6,  // 7: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
-	8,  // 8: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
-	10, // 9: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
-	12, // 10: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
-	14, // 11: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
-	18, // 12: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
-	20, // 13: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
-	16, // 14: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
-	4,  // 15: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
-	3,  // 16: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
-	7,  // 17: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
-	9,  // 18: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
-	11, // 19: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
-	13, // 20: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
-	15, // 21: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
-	19, // 22: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
-	21, // 23: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
-	17, // 24: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
-	5,  // 25: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	30, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	14, // 2: toolmesh.testing.v1.GetNoteResponse.note:type_name -> toolmesh.testing.v1.Note
+	14, // 3: toolmesh.testing.v1.ListNotesResponse.notes:type_name -> toolmesh.testing.v1.Note
+	30, // 4: toolmesh.testing.v1.ListNotesResponse.page:type_name -> toolmesh.page.v1.Page
+	29, // 5: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
+	1,  // 6: toolmesh.testing.v1.RemindRequest.channel:type_name -> toolmesh.testing.v1.Channel
+	1,  // 7: toolmesh.testing.v1.RemindResponse.channel:type_name -> toolmesh.testing.v1.Channel
+	31, // 8: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
+	2,  // 9: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
+	6,  // 10: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
+	8,  // 11: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
+	10, // 12: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
+	12, // 13: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
+	21, // 14: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
+	25, // 15: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
+	27, // 16: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
+	23, // 17: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
+	15, // 18: toolmesh.testing.v1.TestingNotesService.GetNote:input_type -> toolmesh.testing.v1.GetNoteRequest
+	17, // 19: toolmesh.testing.v1.TestingNotesService.ListNotes:input_type -> toolmesh.testing.v1.ListNotesRequest
+	19, // 20: toolmesh.testing.v1.TestingNotesService.NoteStats:input_type -> toolmesh.testing.v1.NoteStatsRequest
+	4,  // 21: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
+	3,  // 22: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
+	7,  // 23: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
+	9,  // 24: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
+	11, // 25: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
+	13, // 26: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
+	22, // 27: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
+	26, // 28: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
+	28, // 29: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
+	24, // 30: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
+	16, // 31: toolmesh.testing.v1.TestingNotesService.GetNote:output_type -> toolmesh.testing.v1.GetNoteResponse
+	18, // 32: toolmesh.testing.v1.TestingNotesService.ListNotes:output_type -> toolmesh.testing.v1.ListNotesResponse
+	20, // 33: toolmesh.testing.v1.TestingNotesService.NoteStats:output_type -> toolmesh.testing.v1.NoteStatsResponse
+	5,  // 34: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_testing_v1_testing_proto_init() }
@@ -1401,9 +1778,9 @@ func file_toolmesh_testing_v1_testing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_testing_v1_testing_proto_rawDesc), len(file_toolmesh_testing_v1_testing_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   28,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_toolmesh_testing_v1_testing_proto_goTypes,
 		DependencyIndexes: file_toolmesh_testing_v1_testing_proto_depIdxs,

@@ -62,6 +62,41 @@ func local_request_TestingService_Echo_0(ctx context.Context, marshaler runtime.
 	return msg, metadata, err
 }
 
+var filter_TestingNotesService_ListNotes_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_TestingNotesService_ListNotes_0(ctx context.Context, marshaler runtime.Marshaler, client TestingNotesServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListNotesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TestingNotesService_ListNotes_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListNotes(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_TestingNotesService_ListNotes_0(ctx context.Context, marshaler runtime.Marshaler, server TestingNotesServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListNotesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_TestingNotesService_ListNotes_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListNotes(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterTestingServiceHandlerServer registers the http handlers for service TestingService to "mux".
 // UnaryRPC     :call TestingServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -87,6 +122,36 @@ func RegisterTestingServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 			return
 		}
 		forward_TestingService_Echo_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterTestingNotesServiceHandlerServer registers the http handlers for service TestingNotesService to "mux".
+// UnaryRPC     :call TestingNotesServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterTestingNotesServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterTestingNotesServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server TestingNotesServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_TestingNotesService_ListNotes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/toolmesh.testing.v1.TestingNotesService/ListNotes", runtime.WithHTTPPathPattern("/v1/testing/notes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_TestingNotesService_ListNotes_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TestingNotesService_ListNotes_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -154,4 +219,68 @@ var (
 
 var (
 	forward_TestingService_Echo_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterTestingNotesServiceHandlerFromEndpoint is same as RegisterTestingNotesServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterTestingNotesServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterTestingNotesServiceHandler(ctx, mux, conn)
+}
+
+// RegisterTestingNotesServiceHandler registers the http handlers for service TestingNotesService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterTestingNotesServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterTestingNotesServiceHandlerClient(ctx, mux, NewTestingNotesServiceClient(conn))
+}
+
+// RegisterTestingNotesServiceHandlerClient registers the http handlers for service TestingNotesService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "TestingNotesServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "TestingNotesServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "TestingNotesServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterTestingNotesServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client TestingNotesServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_TestingNotesService_ListNotes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/toolmesh.testing.v1.TestingNotesService/ListNotes", runtime.WithHTTPPathPattern("/v1/testing/notes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_TestingNotesService_ListNotes_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_TestingNotesService_ListNotes_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+var (
+	pattern_TestingNotesService_ListNotes_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "testing", "notes"}, ""))
+)
+
+var (
+	forward_TestingNotesService_ListNotes_0 = runtime.ForwardResponseMessage
 )

@@ -454,6 +454,200 @@ var TestingService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	TestingNotesService_GetNote_FullMethodName   = "/toolmesh.testing.v1.TestingNotesService/GetNote"
+	TestingNotesService_ListNotes_FullMethodName = "/toolmesh.testing.v1.TestingNotesService/ListNotes"
+	TestingNotesService_NoteStats_FullMethodName = "/toolmesh.testing.v1.TestingNotesService/NoteStats"
+)
+
+// TestingNotesServiceClient is the client API for TestingNotesService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// TestingNotesService serves the notes TestingService.Write records as MCP
+// resources, for the edge's resource tests. It is served by the same test
+// backend, beside TestingService.
+type TestingNotesServiceClient interface {
+	// Show one of the calling agent's notes.
+	GetNote(ctx context.Context, in *GetNoteRequest, opts ...grpc.CallOption) (*GetNoteResponse, error)
+	// List the calling agent's notes, oldest first, paginated with offset and
+	// limit.
+	ListNotes(ctx context.Context, in *ListNotesRequest, opts ...grpc.CallOption) (*ListNotesResponse, error)
+	// Count the calling agent's notes.
+	NoteStats(ctx context.Context, in *NoteStatsRequest, opts ...grpc.CallOption) (*NoteStatsResponse, error)
+}
+
+type testingNotesServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTestingNotesServiceClient(cc grpc.ClientConnInterface) TestingNotesServiceClient {
+	return &testingNotesServiceClient{cc}
+}
+
+func (c *testingNotesServiceClient) GetNote(ctx context.Context, in *GetNoteRequest, opts ...grpc.CallOption) (*GetNoteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNoteResponse)
+	err := c.cc.Invoke(ctx, TestingNotesService_GetNote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *testingNotesServiceClient) ListNotes(ctx context.Context, in *ListNotesRequest, opts ...grpc.CallOption) (*ListNotesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNotesResponse)
+	err := c.cc.Invoke(ctx, TestingNotesService_ListNotes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *testingNotesServiceClient) NoteStats(ctx context.Context, in *NoteStatsRequest, opts ...grpc.CallOption) (*NoteStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NoteStatsResponse)
+	err := c.cc.Invoke(ctx, TestingNotesService_NoteStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TestingNotesServiceServer is the server API for TestingNotesService service.
+// All implementations must embed UnimplementedTestingNotesServiceServer
+// for forward compatibility.
+//
+// TestingNotesService serves the notes TestingService.Write records as MCP
+// resources, for the edge's resource tests. It is served by the same test
+// backend, beside TestingService.
+type TestingNotesServiceServer interface {
+	// Show one of the calling agent's notes.
+	GetNote(context.Context, *GetNoteRequest) (*GetNoteResponse, error)
+	// List the calling agent's notes, oldest first, paginated with offset and
+	// limit.
+	ListNotes(context.Context, *ListNotesRequest) (*ListNotesResponse, error)
+	// Count the calling agent's notes.
+	NoteStats(context.Context, *NoteStatsRequest) (*NoteStatsResponse, error)
+	mustEmbedUnimplementedTestingNotesServiceServer()
+}
+
+// UnimplementedTestingNotesServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTestingNotesServiceServer struct{}
+
+func (UnimplementedTestingNotesServiceServer) GetNote(context.Context, *GetNoteRequest) (*GetNoteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNote not implemented")
+}
+func (UnimplementedTestingNotesServiceServer) ListNotes(context.Context, *ListNotesRequest) (*ListNotesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNotes not implemented")
+}
+func (UnimplementedTestingNotesServiceServer) NoteStats(context.Context, *NoteStatsRequest) (*NoteStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NoteStats not implemented")
+}
+func (UnimplementedTestingNotesServiceServer) mustEmbedUnimplementedTestingNotesServiceServer() {}
+func (UnimplementedTestingNotesServiceServer) testEmbeddedByValue()                             {}
+
+// UnsafeTestingNotesServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TestingNotesServiceServer will
+// result in compilation errors.
+type UnsafeTestingNotesServiceServer interface {
+	mustEmbedUnimplementedTestingNotesServiceServer()
+}
+
+func RegisterTestingNotesServiceServer(s grpc.ServiceRegistrar, srv TestingNotesServiceServer) {
+	// If the following call panics, it indicates UnimplementedTestingNotesServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&TestingNotesService_ServiceDesc, srv)
+}
+
+func _TestingNotesService_GetNote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNoteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingNotesServiceServer).GetNote(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingNotesService_GetNote_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingNotesServiceServer).GetNote(ctx, req.(*GetNoteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TestingNotesService_ListNotes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNotesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingNotesServiceServer).ListNotes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingNotesService_ListNotes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingNotesServiceServer).ListNotes(ctx, req.(*ListNotesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TestingNotesService_NoteStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NoteStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingNotesServiceServer).NoteStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingNotesService_NoteStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingNotesServiceServer).NoteStats(ctx, req.(*NoteStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// TestingNotesService_ServiceDesc is the grpc.ServiceDesc for TestingNotesService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var TestingNotesService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolmesh.testing.v1.TestingNotesService",
+	HandlerType: (*TestingNotesServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetNote",
+			Handler:    _TestingNotesService_GetNote_Handler,
+		},
+		{
+			MethodName: "ListNotes",
+			Handler:    _TestingNotesService_ListNotes_Handler,
+		},
+		{
+			MethodName: "NoteStats",
+			Handler:    _TestingNotesService_NoteStats_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "toolmesh/testing/v1/testing.proto",
+}
+
+const (
 	DuplicateService_Repeat_FullMethodName = "/toolmesh.testing.v1.DuplicateService/Repeat"
 )
 

@@ -103,7 +103,9 @@ type Tool struct {
 	// shows what a call would do (e.g. "schedules_preview"). When a call was
 	// completed by eliciting fields from the user, the user confirms that result
 	// before the call runs.
-	Preview       string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
+	Preview string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
+	// Serves this READ tool as an MCP resource too (see Resource).
+	Resource      *Resource `protobuf:"bytes,8,opt,name=resource,proto3" json:"resource,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +189,114 @@ func (x *Tool) GetPreview() string {
 	return ""
 }
 
+func (x *Tool) GetResource() *Resource {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+// Resource serves a READ tool as an MCP resource: reading a URI that matches
+// uri_template calls the tool, as the reader, with the template's variable as
+// its argument, and answers with the tool's data. The reader therefore sees
+// exactly what the tool would show it, with the same identity, grants and
+// errors.
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The RFC 6570 URI template, e.g. "toolmesh://tasks/{task_id}". Its one
+	// variable, if any, is a string field of the request; a template without
+	// a variable names one fixed resource (e.g. "toolmesh://audit/head").
+	UriTemplate string `protobuf:"bytes,1,opt,name=uri_template,json=uriTemplate,proto3" json:"uri_template,omitempty"`
+	// A READ list tool whose items are the resources of this template: they
+	// are what resources/list shows and what completes the variable. Required
+	// when the template has a variable.
+	ListTool string `protobuf:"bytes,2,opt,name=list_tool,json=listTool,proto3" json:"list_tool,omitempty"`
+	// The repeated message field of the list tool's response that holds the
+	// items, e.g. "tasks".
+	ListItems string `protobuf:"bytes,3,opt,name=list_items,json=listItems,proto3" json:"list_items,omitempty"`
+	// The string field of an item that holds the variable's value, e.g. "id".
+	ItemId string `protobuf:"bytes,4,opt,name=item_id,json=itemId,proto3" json:"item_id,omitempty"`
+	// The string field of an item that names it for people, e.g.
+	// "description"; the id when empty.
+	ItemTitle string `protobuf:"bytes,5,opt,name=item_title,json=itemTitle,proto3" json:"item_title,omitempty"`
+	// What one resource of the template is, for people, e.g. "Work task".
+	Title         string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Resource) GetUriTemplate() string {
+	if x != nil {
+		return x.UriTemplate
+	}
+	return ""
+}
+
+func (x *Resource) GetListTool() string {
+	if x != nil {
+		return x.ListTool
+	}
+	return ""
+}
+
+func (x *Resource) GetListItems() string {
+	if x != nil {
+		return x.ListItems
+	}
+	return ""
+}
+
+func (x *Resource) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+func (x *Resource) GetItemTitle() string {
+	if x != nil {
+		return x.ItemTitle
+	}
+	return ""
+}
+
+func (x *Resource) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
 var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -210,7 +320,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd9\x01\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\x91\x02\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -222,7 +332,17 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
 	"elicitable\x18\x06 \x03(\tR\n" +
 	"elicitable\x12\x18\n" +
-	"\apreview\x18\a \x01(\tR\apreview*K\n" +
+	"\apreview\x18\a \x01(\tR\apreview\x126\n" +
+	"\bresource\x18\b \x01(\v2\x1a.toolmesh.tool.v1.ResourceR\bresource\"\xb7\x01\n" +
+	"\bResource\x12!\n" +
+	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
+	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
+	"\n" +
+	"list_items\x18\x03 \x01(\tR\tlistItems\x12\x17\n" +
+	"\aitem_id\x18\x04 \x01(\tR\x06itemId\x12\x1d\n" +
+	"\n" +
+	"item_title\x18\x05 \x01(\tR\titemTitle\x12\x14\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title*K\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0e\n" +
@@ -245,21 +365,23 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
 	(*Tool)(nil),                       // 1: toolmesh.tool.v1.Tool
-	(*descriptorpb.MethodOptions)(nil), // 2: google.protobuf.MethodOptions
+	(*Resource)(nil),                   // 2: toolmesh.tool.v1.Resource
+	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0, // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	2, // 1: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	1, // 2: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	2, // [2:3] is the sub-list for extension type_name
-	1, // [1:2] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	3, // 2: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	1, // 3: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	3, // [3:4] is the sub-list for extension type_name
+	2, // [2:3] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -273,7 +395,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 1,
 			NumServices:   0,
 		},

@@ -39,6 +39,8 @@ const (
 	AuditServiceAppendProcedure = "/toolmesh.audit.v1.AuditService/Append"
 	// AuditServiceListProcedure is the fully-qualified name of the AuditService's List RPC.
 	AuditServiceListProcedure = "/toolmesh.audit.v1.AuditService/List"
+	// AuditServiceHeadProcedure is the fully-qualified name of the AuditService's Head RPC.
+	AuditServiceHeadProcedure = "/toolmesh.audit.v1.AuditService/Head"
 	// AuditServiceVerifyProcedure is the fully-qualified name of the AuditService's Verify RPC.
 	AuditServiceVerifyProcedure = "/toolmesh.audit.v1.AuditService/Verify"
 )
@@ -57,6 +59,11 @@ type AuditServiceClient interface {
 	// in a time range [since, until). Results are paginated with offset and
 	// limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
+	// Show the head of the audit trail: the sequence number and hash of the
+	// last record, as the stored head checkpoint names them (seq 0 and 64
+	// zeros while the trail is empty). It changes with every admin call
+	// recorded. Unlike audit_verify it checks nothing and reads no records.
+	Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -93,6 +100,13 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		head: connect.NewClient[v1.HeadRequest, v1.HeadResponse](
+			httpClient,
+			baseURL+AuditServiceHeadProcedure,
+			connect.WithSchema(auditServiceMethods.ByName("Head")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		verify: connect.NewClient[v1.VerifyRequest, v1.VerifyResponse](
 			httpClient,
 			baseURL+AuditServiceVerifyProcedure,
@@ -107,6 +121,7 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type auditServiceClient struct {
 	append *connect.Client[v1.AppendRequest, v1.AppendResponse]
 	list   *connect.Client[v1.ListRequest, v1.ListResponse]
+	head   *connect.Client[v1.HeadRequest, v1.HeadResponse]
 	verify *connect.Client[v1.VerifyRequest, v1.VerifyResponse]
 }
 
@@ -122,6 +137,15 @@ func (c *auditServiceClient) Append(ctx context.Context, req *v1.AppendRequest) 
 // List calls toolmesh.audit.v1.AuditService.List.
 func (c *auditServiceClient) List(ctx context.Context, req *v1.ListRequest) (*v1.ListResponse, error) {
 	response, err := c.list.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Head calls toolmesh.audit.v1.AuditService.Head.
+func (c *auditServiceClient) Head(ctx context.Context, req *v1.HeadRequest) (*v1.HeadResponse, error) {
+	response, err := c.head.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -151,6 +175,11 @@ type AuditServiceHandler interface {
 	// in a time range [since, until). Results are paginated with offset and
 	// limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
+	// Show the head of the audit trail: the sequence number and hash of the
+	// last record, as the stored head checkpoint names them (seq 0 and 64
+	// zeros while the trail is empty). It changes with every admin call
+	// recorded. Unlike audit_verify it checks nothing and reads no records.
+	Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -183,6 +212,13 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	auditServiceHeadHandler := connect.NewUnaryHandlerSimple(
+		AuditServiceHeadProcedure,
+		svc.Head,
+		connect.WithSchema(auditServiceMethods.ByName("Head")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	auditServiceVerifyHandler := connect.NewUnaryHandlerSimple(
 		AuditServiceVerifyProcedure,
 		svc.Verify,
@@ -196,6 +232,8 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 			auditServiceAppendHandler.ServeHTTP(w, r)
 		case AuditServiceListProcedure:
 			auditServiceListHandler.ServeHTTP(w, r)
+		case AuditServiceHeadProcedure:
+			auditServiceHeadHandler.ServeHTTP(w, r)
 		case AuditServiceVerifyProcedure:
 			auditServiceVerifyHandler.ServeHTTP(w, r)
 		default:
@@ -213,6 +251,10 @@ func (UnimplementedAuditServiceHandler) Append(context.Context, *v1.AppendReques
 
 func (UnimplementedAuditServiceHandler) List(context.Context, *v1.ListRequest) (*v1.ListResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.List is not implemented"))
+}
+
+func (UnimplementedAuditServiceHandler) Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.Head is not implemented"))
 }
 
 func (UnimplementedAuditServiceHandler) Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error) {

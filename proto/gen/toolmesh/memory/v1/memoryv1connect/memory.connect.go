@@ -39,6 +39,8 @@ const (
 	MemoryServiceSaveProcedure = "/toolmesh.memory.v1.MemoryService/Save"
 	// MemoryServiceRecallProcedure is the fully-qualified name of the MemoryService's Recall RPC.
 	MemoryServiceRecallProcedure = "/toolmesh.memory.v1.MemoryService/Recall"
+	// MemoryServiceGetProcedure is the fully-qualified name of the MemoryService's Get RPC.
+	MemoryServiceGetProcedure = "/toolmesh.memory.v1.MemoryService/Get"
 	// MemoryServiceListProcedure is the fully-qualified name of the MemoryService's List RPC.
 	MemoryServiceListProcedure = "/toolmesh.memory.v1.MemoryService/List"
 	// MemoryServiceDeleteProcedure is the fully-qualified name of the MemoryService's Delete RPC.
@@ -60,6 +62,10 @@ type MemoryServiceClient interface {
 	// more often, rank higher. Returns no results (not an error) when nothing
 	// matches.
 	Recall(context.Context, *v1.RecallRequest) (*v1.RecallResponse, error)
+	// Get the calling agent's memory saved under a key: its content and when
+	// it was saved. Fails with not_found when there is no memory under the
+	// key. Use memory_recall to find memories by their words.
+	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List the calling agent's memories, most recently saved first. Results
 	// are paginated with offset and limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
@@ -92,6 +98,13 @@ func NewMemoryServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
+			httpClient,
+			baseURL+MemoryServiceGetProcedure,
+			connect.WithSchema(memoryServiceMethods.ByName("Get")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[v1.ListRequest, v1.ListResponse](
 			httpClient,
 			baseURL+MemoryServiceListProcedure,
@@ -112,6 +125,7 @@ func NewMemoryServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 type memoryServiceClient struct {
 	save   *connect.Client[v1.SaveRequest, v1.SaveResponse]
 	recall *connect.Client[v1.RecallRequest, v1.RecallResponse]
+	get    *connect.Client[v1.GetRequest, v1.GetResponse]
 	list   *connect.Client[v1.ListRequest, v1.ListResponse]
 	delete *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
 }
@@ -128,6 +142,15 @@ func (c *memoryServiceClient) Save(ctx context.Context, req *v1.SaveRequest) (*v
 // Recall calls toolmesh.memory.v1.MemoryService.Recall.
 func (c *memoryServiceClient) Recall(ctx context.Context, req *v1.RecallRequest) (*v1.RecallResponse, error) {
 	response, err := c.recall.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Get calls toolmesh.memory.v1.MemoryService.Get.
+func (c *memoryServiceClient) Get(ctx context.Context, req *v1.GetRequest) (*v1.GetResponse, error) {
+	response, err := c.get.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -167,6 +190,10 @@ type MemoryServiceHandler interface {
 	// more often, rank higher. Returns no results (not an error) when nothing
 	// matches.
 	Recall(context.Context, *v1.RecallRequest) (*v1.RecallResponse, error)
+	// Get the calling agent's memory saved under a key: its content and when
+	// it was saved. Fails with not_found when there is no memory under the
+	// key. Use memory_recall to find memories by their words.
+	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List the calling agent's memories, most recently saved first. Results
 	// are paginated with offset and limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
@@ -195,6 +222,13 @@ func NewMemoryServiceHandler(svc MemoryServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	memoryServiceGetHandler := connect.NewUnaryHandlerSimple(
+		MemoryServiceGetProcedure,
+		svc.Get,
+		connect.WithSchema(memoryServiceMethods.ByName("Get")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	memoryServiceListHandler := connect.NewUnaryHandlerSimple(
 		MemoryServiceListProcedure,
 		svc.List,
@@ -214,6 +248,8 @@ func NewMemoryServiceHandler(svc MemoryServiceHandler, opts ...connect.HandlerOp
 			memoryServiceSaveHandler.ServeHTTP(w, r)
 		case MemoryServiceRecallProcedure:
 			memoryServiceRecallHandler.ServeHTTP(w, r)
+		case MemoryServiceGetProcedure:
+			memoryServiceGetHandler.ServeHTTP(w, r)
 		case MemoryServiceListProcedure:
 			memoryServiceListHandler.ServeHTTP(w, r)
 		case MemoryServiceDeleteProcedure:
@@ -233,6 +269,10 @@ func (UnimplementedMemoryServiceHandler) Save(context.Context, *v1.SaveRequest) 
 
 func (UnimplementedMemoryServiceHandler) Recall(context.Context, *v1.RecallRequest) (*v1.RecallResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.memory.v1.MemoryService.Recall is not implemented"))
+}
+
+func (UnimplementedMemoryServiceHandler) Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.memory.v1.MemoryService.Get is not implemented"))
 }
 
 func (UnimplementedMemoryServiceHandler) List(context.Context, *v1.ListRequest) (*v1.ListResponse, error) {

@@ -27,6 +27,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// TestingServiceName is the fully-qualified name of the TestingService service.
 	TestingServiceName = "toolmesh.testing.v1.TestingService"
+	// TestingNotesServiceName is the fully-qualified name of the TestingNotesService service.
+	TestingNotesServiceName = "toolmesh.testing.v1.TestingNotesService"
 	// DuplicateServiceName is the fully-qualified name of the DuplicateService service.
 	DuplicateServiceName = "toolmesh.testing.v1.DuplicateService"
 )
@@ -59,6 +61,15 @@ const (
 	TestingServicePreviewRemindProcedure = "/toolmesh.testing.v1.TestingService/PreviewRemind"
 	// TestingServiceWaitProcedure is the fully-qualified name of the TestingService's Wait RPC.
 	TestingServiceWaitProcedure = "/toolmesh.testing.v1.TestingService/Wait"
+	// TestingNotesServiceGetNoteProcedure is the fully-qualified name of the TestingNotesService's
+	// GetNote RPC.
+	TestingNotesServiceGetNoteProcedure = "/toolmesh.testing.v1.TestingNotesService/GetNote"
+	// TestingNotesServiceListNotesProcedure is the fully-qualified name of the TestingNotesService's
+	// ListNotes RPC.
+	TestingNotesServiceListNotesProcedure = "/toolmesh.testing.v1.TestingNotesService/ListNotes"
+	// TestingNotesServiceNoteStatsProcedure is the fully-qualified name of the TestingNotesService's
+	// NoteStats RPC.
+	TestingNotesServiceNoteStatsProcedure = "/toolmesh.testing.v1.TestingNotesService/NoteStats"
 	// DuplicateServiceRepeatProcedure is the fully-qualified name of the DuplicateService's Repeat RPC.
 	DuplicateServiceRepeatProcedure = "/toolmesh.testing.v1.DuplicateService/Repeat"
 )
@@ -405,6 +416,155 @@ func (UnimplementedTestingServiceHandler) PreviewRemind(context.Context, *v1.Pre
 
 func (UnimplementedTestingServiceHandler) Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Wait is not implemented"))
+}
+
+// TestingNotesServiceClient is a client for the toolmesh.testing.v1.TestingNotesService service.
+type TestingNotesServiceClient interface {
+	// Show one of the calling agent's notes.
+	GetNote(context.Context, *v1.GetNoteRequest) (*v1.GetNoteResponse, error)
+	// List the calling agent's notes, oldest first, paginated with offset and
+	// limit.
+	ListNotes(context.Context, *v1.ListNotesRequest) (*v1.ListNotesResponse, error)
+	// Count the calling agent's notes.
+	NoteStats(context.Context, *v1.NoteStatsRequest) (*v1.NoteStatsResponse, error)
+}
+
+// NewTestingNotesServiceClient constructs a client for the toolmesh.testing.v1.TestingNotesService
+// service. By default, it uses the Connect protocol with the binary Protobuf Codec, asks for
+// gzipped responses, and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply
+// the connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewTestingNotesServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) TestingNotesServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	testingNotesServiceMethods := v1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService").Methods()
+	return &testingNotesServiceClient{
+		getNote: connect.NewClient[v1.GetNoteRequest, v1.GetNoteResponse](
+			httpClient,
+			baseURL+TestingNotesServiceGetNoteProcedure,
+			connect.WithSchema(testingNotesServiceMethods.ByName("GetNote")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listNotes: connect.NewClient[v1.ListNotesRequest, v1.ListNotesResponse](
+			httpClient,
+			baseURL+TestingNotesServiceListNotesProcedure,
+			connect.WithSchema(testingNotesServiceMethods.ByName("ListNotes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		noteStats: connect.NewClient[v1.NoteStatsRequest, v1.NoteStatsResponse](
+			httpClient,
+			baseURL+TestingNotesServiceNoteStatsProcedure,
+			connect.WithSchema(testingNotesServiceMethods.ByName("NoteStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// testingNotesServiceClient implements TestingNotesServiceClient.
+type testingNotesServiceClient struct {
+	getNote   *connect.Client[v1.GetNoteRequest, v1.GetNoteResponse]
+	listNotes *connect.Client[v1.ListNotesRequest, v1.ListNotesResponse]
+	noteStats *connect.Client[v1.NoteStatsRequest, v1.NoteStatsResponse]
+}
+
+// GetNote calls toolmesh.testing.v1.TestingNotesService.GetNote.
+func (c *testingNotesServiceClient) GetNote(ctx context.Context, req *v1.GetNoteRequest) (*v1.GetNoteResponse, error) {
+	response, err := c.getNote.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListNotes calls toolmesh.testing.v1.TestingNotesService.ListNotes.
+func (c *testingNotesServiceClient) ListNotes(ctx context.Context, req *v1.ListNotesRequest) (*v1.ListNotesResponse, error) {
+	response, err := c.listNotes.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// NoteStats calls toolmesh.testing.v1.TestingNotesService.NoteStats.
+func (c *testingNotesServiceClient) NoteStats(ctx context.Context, req *v1.NoteStatsRequest) (*v1.NoteStatsResponse, error) {
+	response, err := c.noteStats.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// TestingNotesServiceHandler is an implementation of the toolmesh.testing.v1.TestingNotesService
+// service.
+type TestingNotesServiceHandler interface {
+	// Show one of the calling agent's notes.
+	GetNote(context.Context, *v1.GetNoteRequest) (*v1.GetNoteResponse, error)
+	// List the calling agent's notes, oldest first, paginated with offset and
+	// limit.
+	ListNotes(context.Context, *v1.ListNotesRequest) (*v1.ListNotesResponse, error)
+	// Count the calling agent's notes.
+	NoteStats(context.Context, *v1.NoteStatsRequest) (*v1.NoteStatsResponse, error)
+}
+
+// NewTestingNotesServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewTestingNotesServiceHandler(svc TestingNotesServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	testingNotesServiceMethods := v1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService").Methods()
+	testingNotesServiceGetNoteHandler := connect.NewUnaryHandlerSimple(
+		TestingNotesServiceGetNoteProcedure,
+		svc.GetNote,
+		connect.WithSchema(testingNotesServiceMethods.ByName("GetNote")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	testingNotesServiceListNotesHandler := connect.NewUnaryHandlerSimple(
+		TestingNotesServiceListNotesProcedure,
+		svc.ListNotes,
+		connect.WithSchema(testingNotesServiceMethods.ByName("ListNotes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	testingNotesServiceNoteStatsHandler := connect.NewUnaryHandlerSimple(
+		TestingNotesServiceNoteStatsProcedure,
+		svc.NoteStats,
+		connect.WithSchema(testingNotesServiceMethods.ByName("NoteStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/toolmesh.testing.v1.TestingNotesService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case TestingNotesServiceGetNoteProcedure:
+			testingNotesServiceGetNoteHandler.ServeHTTP(w, r)
+		case TestingNotesServiceListNotesProcedure:
+			testingNotesServiceListNotesHandler.ServeHTTP(w, r)
+		case TestingNotesServiceNoteStatsProcedure:
+			testingNotesServiceNoteStatsHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedTestingNotesServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedTestingNotesServiceHandler struct{}
+
+func (UnimplementedTestingNotesServiceHandler) GetNote(context.Context, *v1.GetNoteRequest) (*v1.GetNoteResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingNotesService.GetNote is not implemented"))
+}
+
+func (UnimplementedTestingNotesServiceHandler) ListNotes(context.Context, *v1.ListNotesRequest) (*v1.ListNotesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingNotesService.ListNotes is not implemented"))
+}
+
+func (UnimplementedTestingNotesServiceHandler) NoteStats(context.Context, *v1.NoteStatsRequest) (*v1.NoteStatsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingNotesService.NoteStats is not implemented"))
 }
 
 // DuplicateServiceClient is a client for the toolmesh.testing.v1.DuplicateService service.

@@ -1,0 +1,50 @@
+//go:build faults
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+)
+
+// The fault suite (make faults) builds toolmesh with -tags faults: the
+// binary then also serves the test-only testing domain (internal/testingsvc),
+// which `toolmesh up` starts beside the product's domains and the edge and
+// workers call as tools (testing_wait, testing_purge, ...). It lets the
+// suite make the last hop of a call sleep past its deadline and read, from
+// the service's log, how each wait ended. The product build has none of it.
+
+// testingDelaysEnv makes side effects of the testing domain slow:
+// method=duration pairs, comma-separated, e.g. "Purge=3s".
+const testingDelaysEnv = "TOOLMESH_TESTING_DELAYS"
+
+func withFaultsDomains(d map[string]domain) map[string]domain {
+	d["testing"] = domain{port: 7110, build: buildTesting}
+	return d
+}
+
+func faultsContracts() []protoreflect.ServiceDescriptor {
+	return []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")}
+}
+
+func buildTesting(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+	delays := map[string]time.Duration{}
+	for _, kv := range splitList(deps.Getenv(testingDelaysEnv)) {
+		method, v, ok := strings.Cut(kv, "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d < 0 {
+			return server.Service{}, fmt.Errorf("%s: want method=duration pairs, got %q", testingDelaysEnv, kv)
+		}
+		delays[method] = d
+	}
+	return testingsvc.NewWith(testingsvc.Options{Log: deps.Log, Delays: delays}).Server(), nil
+}
