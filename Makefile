@@ -87,9 +87,11 @@ lint: $(BIN)/buf .build/protovalidate/buf/validate/validate.proto ## gofmt, go v
 # Store tests start their own throwaway PostgreSQL (internal/pgtest): they
 # need initdb and postgres (PostgreSQL 15) on PATH or in
 # /usr/lib/postgresql/*/bin, and, as root, the postgres system user.
+# Every test runs under the race detector: stores, the edge, the workers and
+# the servers are concurrent by design, and their tests race them on purpose.
 .PHONY: test
-test: $(BIN)/temporal ## Run every test (installs what the tests need)
-	go test -count=1 -timeout 30m $(GO_PACKAGES)
+test: $(BIN)/temporal ## Run every test with the race detector (installs what the tests need)
+	go test -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 # The fault suite (docs/faults.md) builds toolmesh with -tags faults (which
 # adds the test-only testing domain), starts the real processes on a free
@@ -108,6 +110,15 @@ bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, elicitatio
 	go test -run '^$$' -bench AskRoundTrip -benchtime 200x ./cmd/toolmesh
 	go test -run '^$$' -bench ApprovalToFirstRun -benchtime 20x ./cmd/toolmesh
 	go test -run '^$$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh
+
+# The mesh as users meet it: the processes `make run` starts, driven by
+# load generators of their own (see docs/performance.md). Flags go in
+# BENCH_MESH_FLAGS, e.g. BENCH_MESH_FLAGS="--rounds 3" or "--profile .build/profiles".
+BENCH_MESH_FLAGS ?=
+.PHONY: bench-mesh
+bench-mesh: $(BIN)/temporal ## Benchmark the running mesh: edge vs direct Connect vs a stock go-sdk server (JSON in .build/)
+	@mkdir -p .build
+	go run ./cmd/benchmesh --out .build/bench-mesh.json $(BENCH_MESH_FLAGS)
 
 # --- run ---------------------------------------------------------------------
 

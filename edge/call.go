@@ -162,7 +162,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		e.callTask(ctx, b, env)
 	}
 	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
-		e.adminExecuted(ctx, t, p, msg, key, reason)
+		e.adminExecuted(ctx, t, p, msg, key, reason, env)
 	}
 	return env, nil
 }
@@ -185,18 +185,24 @@ func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *Principal)
 type unmeteredKey struct{}
 
 // adminExecuted records a successful admin call: exactly one
-// mcp.admin_op.executed event and one audit record (when an audit service is
-// configured). The action has already happened, so a failed append is
-// logged, not returned to the caller.
-func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *Principal, msg proto.Message, key, reason string) {
-	e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", t.Name, "subject", p.Subject, "agent", p.Agent, "reason", truncate(reason, 500), "call_id", key)
+// mcp.admin_op.executed event and its audit record (when an audit service is
+// configured): a change, or a replay of the call that made it when the
+// service answered env as a replay (see audittrail). The action has already
+// happened, so a failed append is logged, not returned to the caller.
+func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
+	attrs := []any{"tool", t.Name, "subject", p.Subject, "agent", p.Agent, "reason", truncate(reason, 500), "call_id", key}
+	if env.Replayed {
+		attrs = append(attrs, "replay_of", env.ReplayOf)
+	}
+	e.log.InfoContext(ctx, "mcp.admin_op.executed", attrs...)
 	if e.audit == nil {
 		return
 	}
 	// Record even when the client has gone away: the action happened.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
-	if _, err := e.audit.Record(actx, audittrail.Entry{CallID: key, Actor: p.Subject, Tool: t.Name, Reason: reason, Arguments: msg}); err != nil {
+	entry := audittrail.Entry{CallID: key, Actor: p.Subject, Tool: t.Name, Reason: reason, Arguments: msg, Replayed: env.Replayed, ReplayOf: env.ReplayOf}
+	if _, err := e.audit.Record(actx, entry); err != nil {
 		e.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", p.Subject, "call_id", key, "error", err)
 	}
 }

@@ -125,41 +125,59 @@ func (e *Edge) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		// something the SDK would not.
 		return false
 	}
-	if res.Meta == nil {
-		res.Meta = mcp.Meta{}
+	// The id is written back as it came (plainID), like the SDK does.
+	buf := append(make([]byte, 0, 1024), "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
+	buf = append(buf, req.ID...)
+	buf = append(buf, `,"result":`...)
+	buf, plain := appendPlainResult(buf, res, e.serverInfo)
+	if !plain {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta["io.modelcontextprotocol/serverInfo"] = e.impl
+		result, err := json.Marshal(fastResult{callToolResult(*res), "complete"})
+		if err != nil {
+			return false
+		}
+		buf = append(buf, result...)
 	}
-	res.Meta["io.modelcontextprotocol/serverInfo"] = e.impl
-	payload, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  fastResult      `json:"result"`
-	}{"2.0", req.ID, fastResult{callToolResult(*res), "complete"}})
-	if err != nil {
-		return false
-	}
+	buf = append(buf, '}')
+	buf = append(buf, "\n\n"...)
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Connection", "keep-alive")
 	h.Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	buf := make([]byte, 0, len(payload)+24)
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, payload...)
-	buf = append(buf, "\n\n"...)
 	_, _ = w.Write(buf)
 	return true
 }
 
-// plainID reports whether id is a JSON-RPC request id (a number or string).
+// plainID reports whether id is a JSON-RPC request id that the SDK writes
+// back byte for byte: an integer, or a string of printable ASCII without
+// escapes. Other ids (fractions, exponents, escapes, non-ASCII) take the
+// SDK's path.
 func plainID(id json.RawMessage) bool {
-	if len(id) == 0 {
-		return false
-	}
-	switch id[0] {
-	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+	if len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"' {
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+				return false
+			}
+		}
 		return true
 	}
-	return false
+	digits := id
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // acceptsJSONAndSSE reports whether the Accept headers name both

@@ -35,6 +35,9 @@ func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 	}
 	cases := []request{
 		call("echo", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"hi"},`+meta+`}}`),
+		call("escaped id", `{"jsonrpc":"2.0","id":"\\u0061","method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`),
+		call("fraction id", `{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`),
+		call("id to escape", `{"jsonrpc":"2.0","id":"<a&b>","method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"\\ \" q"},`+meta+`}}`),
 		call("string id and client info", `{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"hé \u2028 <b>"},`+metaInfo+`}}`),
 		call("invalid arguments", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":""},`+meta+`}}`),
 		call("unknown argument", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"testing_echo","arguments":{"nope":1},`+meta+`}}`),

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -77,8 +77,9 @@ func waitField(t *toolcatalog.Tool) protoreflect.FieldDescriptor {
 
 // setWait fills the wait of a waiting tool's request: 0 for a client that
 // takes a task, else the budget (or the caller's shorter wait).
-func (e *Edge) setWait(b *binding, msg *dynamicpb.Message, task bool) {
+func (e *Edge) setWait(b *binding, req proto.Message, task bool) {
 	budget := int64(e.cfg.WaitBudget / time.Second)
+	msg := req.ProtoReflect()
 	switch {
 	case task:
 		msg.Set(b.wait, protoreflect.ValueOfInt32(0))

@@ -145,7 +145,7 @@ func TestCutAuditTailIsCaughtAcrossProcesses(t *testing.T) {
 		`DELETE FROM audit_records WHERE seq = 3`,
 		`UPDATE audit_head SET seq = 2, hash = (SELECT hash FROM audit_records WHERE seq = 2) WHERE id = 1`,
 	} {
-		if _, err := db.Exec(q); err != nil {
+		if _, err := db.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

@@ -273,6 +273,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
 	var metricsLis net.Listener
+	if *telFlags.pprof && (*metricsAddr == "" || *metricsAddr == "off") {
+		lis.Close()
+		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
+	}
 	if *metricsAddr != "" && *metricsAddr != "off" {
 		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
 			lis.Close()
@@ -297,7 +301,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
 	return runHTTPPair(ctx, log, mcpListener,
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler()), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
 }
 
 // defaultEdgeShutdownTimeout bounds the edge's shutdown.
@@ -349,10 +353,14 @@ func sessionSelf(advertise, addr string) (string, error) {
 // also not need an MCP bearer token or pass the Host and Origin checks.
 const defaultEdgeMetricsAddr = "127.0.0.1:7190"
 
-// metricsMux serves a process's /metrics and /healthz.
-func metricsMux(metrics http.Handler) http.Handler {
+// metricsMux serves a process's /metrics and /healthz, and /debug/pprof
+// when pprof is set.
+func metricsMux(metrics http.Handler, pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
+	if pprof {
+		server.HandlePprof(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -97,25 +98,36 @@ type envelope struct {
 
 func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) envelope {
 	t.Helper()
-	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	env, err := tryCallTool(s, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
+		t.Fatal(err)
+	}
+	return env
+}
+
+// tryCallTool is callTool that reports what went wrong instead of failing
+// the test, for calls made from other goroutines.
+func tryCallTool(s *mcp.ClientSession, params *mcp.CallToolParams) (envelope, error) {
+	name := params.Name
+	res, err := s.CallTool(context.Background(), params)
+	if err != nil {
+		return envelope{}, fmt.Errorf("tools/call %s: %v", name, err)
 	}
 	if len(res.Content) != 1 {
-		t.Fatalf("tools/call %s: %d content items, want 1", name, len(res.Content))
+		return envelope{}, fmt.Errorf("tools/call %s: %d content items, want 1", name, len(res.Content))
 	}
 	text, ok := res.Content[0].(*mcp.TextContent)
 	if !ok {
-		t.Fatalf("tools/call %s: content is %T, want text", name, res.Content[0])
+		return envelope{}, fmt.Errorf("tools/call %s: content is %T, want text", name, res.Content[0])
 	}
 	var env envelope
 	if err := json.Unmarshal([]byte(text.Text), &env); err != nil {
-		t.Fatalf("tools/call %s: envelope %q: %v", name, text.Text, err)
+		return envelope{}, fmt.Errorf("tools/call %s: envelope %q: %v", name, text.Text, err)
 	}
 	if res.IsError != (env.Status != "ok") {
-		t.Errorf("tools/call %s: isError %v with envelope status %q", name, res.IsError, env.Status)
+		return env, fmt.Errorf("tools/call %s: isError %v with envelope status %q", name, res.IsError, env.Status)
 	}
-	return env
+	return env, nil
 }
 
 func listTools(t *testing.T, s *mcp.ClientSession) map[string]*mcp.Tool {

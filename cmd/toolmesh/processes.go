@@ -120,6 +120,8 @@ type meshConfig struct {
 	TemporalPort, TemporalUIPort, TemporalHealthPort int
 	// PortOffset is added to every service's and worker's port.
 	PortOffset int
+	// Pprof starts every service, worker and the edge with --pprof.
+	Pprof bool
 }
 
 // addMeshFlags defines the flags of the plan on fs; the returned function
@@ -132,6 +134,7 @@ func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConf
 	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
 	tPort := fs.Int("temporal-port", temporalPort, "Temporal dev server frontend (gRPC) port on 127.0.0.1 (plus --port-offset unless given)")
 	tUIPort := fs.Int("temporal-ui-port", temporalUIPort, "Temporal Web UI port on 127.0.0.1, 0: no UI (plus --port-offset unless given)")
+	pprof := fs.Bool("pprof", false, "start every service, worker and the edge with --pprof: Go's profiles at /debug/pprof on each one's metrics address")
 	return func() (meshConfig, error) {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -148,6 +151,7 @@ func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConf
 			TemporalUIPort:     *tUIPort,
 			TemporalHealthPort: temporalHealthPort + *offset,
 			PortOffset:         *offset,
+			Pprof:              *pprof,
 		}
 		if !given["edge-addr"] {
 			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+*offset)
@@ -246,6 +250,9 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		if d.temporal {
 			args = append(args, "--temporal", temporalAddr)
 		}
+		if cfg.Pprof {
+			args = append(args, "--pprof")
+		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
 			// missing), so the mesh works out of the box.
@@ -270,6 +277,9 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	for _, q := range queues {
 		health := local(workerQueues[q].port)
 		args := append([]string{"worker", q, "--temporal", temporalAddr, "--health-addr", health, "--mesh-key", keyPath}, serviceFlags...)
+		if cfg.Pprof {
+			args = append(args, "--pprof")
+		}
 		plan = append(plan, meshProcess{
 			Name:         workerPrefix + q,
 			Label:        labelWorkers,
@@ -302,6 +312,9 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--temporal", temporalAddr,
 		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
 		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
+	if cfg.Pprof {
+		edgeArgs = append(edgeArgs, "--pprof")
+	}
 	plan = append(plan, meshProcess{
 		Name:  procEdge,
 		Label: labelEdge,

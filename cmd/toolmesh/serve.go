@@ -325,7 +325,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits}
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits, Pprof: *telFlags.pprof}
 	if agentsURL != nil && *agentsURL != "" {
 		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}

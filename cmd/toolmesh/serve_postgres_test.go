@@ -197,7 +197,7 @@ func TestServeOnPostgres(t *testing.T) {
 		`DELETE FROM audit_records`,
 		`UPDATE audit_head SET seq = 0, hash = '` + auditGenesis + `'`,
 	} {
-		if _, err := auditDB.Exec(q); err != nil {
+		if _, err := auditDB.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

@@ -34,6 +34,8 @@ type telemetryFlags struct {
 	protocol *string
 	ratio    *float64
 	service  string
+	// pprof serves /debug/pprof on the process's metrics address.
+	pprof *bool
 }
 
 func addTelemetryFlags(fs *flag.FlagSet, getenv func(string) string) *telemetryFlags {
@@ -50,7 +52,16 @@ func addTelemetryFlags(fs *flag.FlagSet, getenv func(string) string) *telemetryF
 		protocol: fs.String("otlp-protocol", protocol, "OTLP protocol of --trace-exporter otlp: grpc or http/protobuf"),
 		ratio:    fs.Float64("trace-sample-ratio", ratio, "fraction of new traces recorded, in (0, 1]; calls inside a trace follow their caller"),
 		service:  getenv("OTEL_SERVICE_NAME"),
+		pprof: fs.Bool("pprof", envBool(getenv, "TOOLMESH_PPROF"),
+			"serve Go's profiles at /debug/pprof on the metrics address (go tool pprof http://<addr>/debug/pprof/profile)"),
 	}
+}
+
+// envBool reads a boolean environment variable ("1", "true", ...); unset or
+// unreadable is false.
+func envBool(getenv func(string) string, key string) bool {
+	v, _ := strconv.ParseBool(getenv(key))
+	return v
 }
 
 // start builds the process's telemetry: spans to the chosen exporter

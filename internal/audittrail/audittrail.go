@@ -12,7 +12,14 @@
 //     as CallID, so a retried append never writes a second record;
 //   - Arguments is the decoded, validated request message that was sent (the
 //     admin guardrail fields confirm and reason are not part of it; reason
-//     travels in its own field).
+//     travels in its own field);
+//   - a call the service answered as a replay of another call (the
+//     Toolmesh-Replay-Of response header, internal/idempotency) changed
+//     nothing: it is recorded with outcome REPLAYED and replay_of naming the
+//     call that made the change, never as a second change. A replay of the
+//     call's own id (the client retried with the same idempotency key) is
+//     that same call: its change record is appended again, which finds the
+//     record the first attempt wrote, or writes it if that attempt could not.
 //
 // Recorder.Record identifies itself to the audit service as EdgeSubject, the
 // one principal the service lets append by default.
@@ -82,6 +89,10 @@ type Entry struct {
 	Reason string
 	// Arguments is the request message the tool call sent to its service.
 	Arguments proto.Message
+	// Replayed is true when the service answered with the result of an
+	// earlier call, ReplayOf's, and changed nothing.
+	Replayed bool
+	ReplayOf string
 }
 
 // Request builds the Append request for e.
@@ -90,14 +101,18 @@ func Request(e Entry) (*auditv1.AppendRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &auditv1.AppendRequest{
+	req := &auditv1.AppendRequest{
 		CallId:     e.CallID,
 		Actor:      e.Actor,
 		Tool:       e.Tool,
 		Reason:     e.Reason,
 		ArgsDigest: digest,
 		Outcome:    auditv1.Outcome_OUTCOME_SUCCEEDED,
-	}, nil
+	}
+	if e.Replayed && e.ReplayOf != e.CallID {
+		req.Outcome, req.ReplayOf = auditv1.Outcome_OUTCOME_REPLAYED, e.ReplayOf
+	}
+	return req, nil
 }
 
 // Recorder appends audit records through an AuditService client.

@@ -3,6 +3,7 @@
 package porttest
 
 import (
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -17,15 +18,24 @@ import (
 // offset is free.
 func FreeOffset(tb testing.TB, ports ...int) int {
 	tb.Helper()
+	offset, err := Offset(ports...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return offset
+}
+
+// Offset is FreeOffset for programs (make bench-mesh): it returns an error
+// when no offset is free.
+func Offset(ports ...int) (int, error) {
 	start := os.Getpid() % 40 * 300
 	for i := range 40 {
 		offset := 10000 + (start+i*300)%12000
 		if allFree(ports, offset) {
-			return offset
+			return offset, nil
 		}
 	}
-	tb.Fatal("no free port range for the mesh")
-	return 0
+	return 0, errors.New("no free port range for the mesh")
 }
 
 func allFree(ports []int, offset int) bool {

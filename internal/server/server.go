@@ -76,7 +76,13 @@ type Options struct {
 	Metrics http.Handler
 	// Limits cut off slow and oversized clients (defaults when zero).
 	Limits Limits
+	// Pprof serves /debug/pprof beside /metrics (see HandlePprof).
+	Pprof bool
 }
+
+// compressMinBytes is the smallest response a service compresses for a
+// client that accepts compression.
+const compressMinBytes = 4 << 10
 
 // Server is a running service listener.
 type Server struct {
@@ -112,7 +118,10 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)
-	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
+	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...),
+		// Compressing a small answer costs more CPU than it saves bytes
+		// (and a gzip writer's reset alone outweighs a point read).
+		connect.WithCompressMinBytes(compressMinBytes)}
 	if max := opts.Limits.MaxBodyBytes; max > 0 {
 		// The cap again after decompression.
 		handlerOpts = append(handlerOpts, connect.WithReadMaxBytes(int(max)))
@@ -135,6 +144,9 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	mux.HandleFunc("GET /healthz", s.healthz)
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	if opts.Pprof {
+		HandlePprof(mux)
 	}
 
 	// REST: grpc-gateway translates JSON/HTTP into gRPC calls to this same

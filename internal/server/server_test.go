@@ -312,3 +312,27 @@ func TestNewRefusesToRunWithoutAVerifier(t *testing.T) {
 		t.Fatal("server.New without a mesh verifier succeeded")
 	}
 }
+
+// TestSmallAnswersAreNotCompressed: a client that accepts gzip (every
+// Connect client does by default) gets a small answer as it is; compressing
+// it would cost the service more CPU than the call itself.
+func TestSmallAnswersAreNotCompressed(t *testing.T) {
+	base, signer := start(t, io.Discard)
+	tok, err := signer.Mint(mesh.Caller{Agent: "a1"}, time.Now(), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+testingv1connect.TestingServiceEchoProcedure, strings.NewReader(`{"message":"`+strings.Repeat("x", 200)+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept-Encoding", "gzip")
+	mesh.SetHeaders(req.Header, tok, "")
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "" {
+		t.Errorf("echo = %d, Content-Encoding %q: %.200s; want 200, uncompressed", res.StatusCode, res.Header.Get("Content-Encoding"), body)
+	}
+}

@@ -2,7 +2,6 @@ package sqldb_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -43,7 +42,7 @@ func TestIsBusyOnSQLite(t *testing.T) {
 	if _, err := writer.ExecContext(ctx, `PRAGMA busy_timeout = 50`); err != nil {
 		t.Fatal(err)
 	}
-	err = writer.InTx(ctx, func(tx *sql.Tx) error {
+	err = writer.InTx(ctx, func(tx *sqldb.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO notes (body) VALUES ('x')`)
 		return err
 	})
@@ -82,7 +81,7 @@ func TestIsBusyOnPostgres(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, `LOCK TABLE notes IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
+	err = db.InTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '50ms'`); err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ func One[T any](row *sql.Row, scan func(Scanner) (T, error), notFound error) (T,
 // nil when there is none. op says what the query does ("list channels"),
 // for its errors; scan's errors are returned as they are.
 func All[T any](ctx context.Context, db *DB, op string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, db.Rebind(query), args...)
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -68,11 +68,11 @@ func Page[T any](ctx context.Context, db *DB, q ListQuery, offset, limit int, sc
 		where = ` WHERE ` + q.Where
 	}
 	var total int
-	if err := db.QueryRowContext(ctx, db.Rebind(`SELECT COUNT(*) FROM `+q.From+where), q.Args...).Scan(&total); err != nil {
+	if err := db.QueryRow(ctx, `SELECT COUNT(*) FROM `+q.From+where, q.Args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count %s: %w", q.What, err)
 	}
 	op := "list " + q.What
-	rows, err := db.QueryContext(ctx, db.Rebind(`SELECT `+q.Columns+` FROM `+q.From+where+` ORDER BY `+q.OrderBy+` LIMIT ? OFFSET ?`),
+	rows, err := db.Query(ctx, `SELECT `+q.Columns+` FROM `+q.From+where+` ORDER BY `+q.OrderBy+` LIMIT ? OFFSET ?`,
 		slices.Concat(q.Args, []any{limit, offset})...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", op, err)

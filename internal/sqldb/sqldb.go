@@ -1,8 +1,9 @@
 // Package sqldb opens a service's database and runs its embedded migrations.
 // A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
 // PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
-// with ? placeholders, and run it through Rebind; One, All and Page read
-// rows the same way in every store.
+// with ? placeholders, which the Exec, Query and QueryRow of a DB and of a
+// Tx rebind for the dialect; One, All and Page read rows, and InsertOnce
+// writes a row idempotently, the same way in every store.
 package sqldb
 
 import (
@@ -38,6 +39,13 @@ const (
 type DB struct {
 	*sql.DB
 	Dialect Dialect
+
+	// writer is held by the one writer of a SQLite database in this
+	// process (see awaitWriter); nil for PostgreSQL.
+	writer chan struct{}
+	// stmts are the prepared statements of QueryRowContext, QueryContext
+	// and ExecContext (stmt.go).
+	stmts statements
 }
 
 // Open opens the database named by dsn: a postgres:// or postgresql:// URL
@@ -62,7 +70,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		db = &DB{DB: sdb, Dialect: SQLite}
+		db = &DB{DB: sdb, Dialect: SQLite, writer: make(chan struct{}, 1)}
 	}
 	return connected(ctx, db)
 }
@@ -119,7 +127,8 @@ func openSQLite(path string) (*sql.DB, error) {
 	}
 	// WAL lets readers run beside the writer; synchronous=FULL makes every
 	// commit durable; immediate transactions take the write lock up front so
-	// concurrent writers queue on busy_timeout instead of failing mid-way.
+	// a writer never fails mid-way. This process's writers queue for it in
+	// awaitWriter; busy_timeout covers writers of other processes.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
 		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
 	sdb, err := sql.Open("sqlite", dsn)
@@ -129,6 +138,11 @@ func openSQLite(path string) (*sql.DB, error) {
 	if path == ":memory:" {
 		// Every connection to :memory: is a separate, empty database.
 		sdb.SetMaxOpenConns(1)
+	} else {
+		// database/sql keeps 2 idle connections by default: under any
+		// concurrency it would open (and prepare statements on) new ones
+		// for most calls.
+		sdb.SetMaxIdleConns(16)
 	}
 	return sdb, nil
 }
@@ -173,7 +187,7 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		}
 	}
 	sort.Strings(names)
-	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+	if err := db.InTx(ctx, func(tx *Tx) error {
 		if err := db.lockMigrations(ctx, tx); err != nil {
 			return err
 		}
@@ -194,13 +208,13 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 		if err != nil {
 			return fmt.Errorf("read migration %s: %w", name, err)
 		}
-		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := db.InTx(ctx, func(tx *Tx) error {
 			if err := db.lockMigrations(ctx, tx); err != nil {
 				return err
 			}
 			// Checked under the lock: another process may just have applied it.
 			var applied string
-			err := tx.QueryRowContext(ctx, db.Rebind(`SELECT name FROM schema_migrations WHERE version = ?`), version).Scan(&applied)
+			err := tx.QueryRow(ctx, `SELECT name FROM schema_migrations WHERE version = ?`, version).Scan(&applied)
 			switch {
 			case err == nil && applied == name:
 				return nil
@@ -214,7 +228,7 @@ func (db *DB) Migrate(ctx context.Context, migrations fs.FS) error {
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, db.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+			_, err = tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 				version, name, time.Now().UTC().Format(time.RFC3339))
 			return err
 		}); err != nil {
@@ -248,7 +262,7 @@ const migrateLockKey int64 = 0x746f6f6c6d657368
 // lockMigrations holds tx until no other transaction is migrating this
 // database. SQLite needs nothing: its transactions start with the write
 // lock (_txlock=immediate), which already serialises them.
-func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
+func (db *DB) lockMigrations(ctx context.Context, tx *Tx) error {
 	if db.Dialect != Postgres {
 		return nil
 	}
@@ -258,13 +272,20 @@ func (db *DB) lockMigrations(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// InTx runs fn in a transaction, committing when it returns nil.
-func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
+// InTx runs fn in a transaction, committing when it returns nil. On
+// PostgreSQL the transaction is READ COMMITTED (the default): each statement
+// sees what was committed before it started, which InsertOnce relies on.
+func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+	done, err := db.awaitWriter(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer done()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(&Tx{Tx: tx, db: db}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -272,6 +293,25 @@ func (db *DB) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// awaitWriter waits until this process has no other write in flight on a
+// SQLite database, and returns the function that ends this one. SQLite lets
+// one writer in at a time, and a writer that finds the database locked
+// polls for it (busy_timeout) with sleeps that grow to 100 ms, so writers
+// that race for it would mostly sleep; queued here, they take turns at
+// once. Other processes on the same file still meet busy_timeout.
+// PostgreSQL needs no queue: writers wait only on the rows they share.
+func (db *DB) awaitWriter(ctx context.Context) (done func(), err error) {
+	if db.writer == nil {
+		return func() {}, nil
+	}
+	select {
+	case db.writer <- struct{}{}:
+		return func() { <-db.writer }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // IsUniqueViolation reports whether err is, or wraps, a unique-constraint

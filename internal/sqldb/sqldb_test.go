@@ -215,7 +215,7 @@ func TestInTxRollsBackOnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		boom := errors.New("boom")
-		err := db.InTx(ctx, func(tx *sql.Tx) error {
+		err := db.InTx(ctx, func(tx *sqldb.Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO items (id) VALUES (1)`); err != nil {
 				return err
 			}
@@ -264,10 +264,10 @@ func TestOpenReadOnlyReadsButNeverWrites(t *testing.T) {
 	sqldbtest.Each(t, &pg, func(t *testing.T, e sqldbtest.Engine) {
 		dsn := e.NewDSN(t)
 		rw := sqldbtest.Open(t, dsn)
-		if _, err := rw.Exec(`CREATE TABLE evidence (n INTEGER)`); err != nil {
+		if _, err := rw.Exec(t.Context(), `CREATE TABLE evidence (n INTEGER)`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rw.Exec(`INSERT INTO evidence (n) VALUES (1)`); err != nil {
+		if _, err := rw.Exec(t.Context(), `INSERT INTO evidence (n) VALUES (1)`); err != nil {
 			t.Fatal(err)
 		}
 		ro, err := sqldb.OpenReadOnly(t.Context(), dsn)
@@ -278,7 +278,7 @@ func TestOpenReadOnlyReadsButNeverWrites(t *testing.T) {
 		if n := count(t, ro, `SELECT COUNT(*) FROM evidence`); n != 1 {
 			t.Errorf("read-only count = %d, want 1", n)
 		}
-		if _, err := ro.Exec(`INSERT INTO evidence (n) VALUES (2)`); err == nil {
+		if _, err := ro.Exec(t.Context(), `INSERT INTO evidence (n) VALUES (2)`); err == nil {
 			t.Error("an insert through the read-only database succeeded")
 		}
 		if n := count(t, rw, `SELECT COUNT(*) FROM evidence`); n != 1 {

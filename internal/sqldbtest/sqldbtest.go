@@ -18,6 +18,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -136,4 +137,81 @@ func WarmPool(tb testing.TB, db *sqldb.DB, n int) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// Outcome is what one idempotent write answered, for Stress.
+type Outcome struct {
+	// ID names the result (the stored row) the write answered with.
+	ID string
+	// Created is true when this write stored it; false for a replay.
+	Created bool
+	// Reused is true when the write was refused because its key is held by
+	// a different request.
+	Reused bool
+	// Err is any other error.
+	Err error
+}
+
+// Stress rounds and racers: each idempotent write of a store is raced from
+// StressRacers goroutines, StressRounds times, on each engine.
+const (
+	StressRounds = 50
+	StressRacers = 32
+)
+
+// Stress races an idempotent write: in each of StressRounds rounds,
+// StressRacers goroutines call write(round, racer, variant) at the same
+// moment with one key that is new in that round. Racers of variant 0 send
+// one request, racers of variant 1 (every fourth) another. The rule says:
+// exactly one write stores a result, every racer that sent the same request
+// as that write gets that result, and every other racer is refused (Reused).
+// Stress returns the ids of the results stored, one per round.
+func Stress(t *testing.T, db *sqldb.DB, write func(round, racer, variant int) Outcome) []string {
+	t.Helper()
+	WarmPool(t, db, StressRacers)
+	variant := func(racer int) int {
+		if racer%4 == 3 {
+			return 1
+		}
+		return 0
+	}
+	var stored []string
+	for round := range StressRounds {
+		got := make([]Outcome, StressRacers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for racer := range StressRacers {
+			wg.Go(func() {
+				<-start
+				got[racer] = write(round, racer, variant(racer))
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		winner, created := -1, 0
+		for racer, o := range got {
+			if o.Err != nil {
+				t.Fatalf("round %d, racer %d: %v", round, racer, o.Err)
+			}
+			if o.Created {
+				created++
+				winner = racer
+			}
+		}
+		if created != 1 {
+			t.Fatalf("round %d: %d racers stored a result, want exactly 1: %+v", round, created, got)
+		}
+		for racer, o := range got {
+			same := variant(racer) == variant(winner)
+			switch {
+			case same && (o.Reused || o.ID != got[winner].ID):
+				t.Fatalf("round %d, racer %d sent the stored request and got %+v, want the stored result %s", round, racer, o, got[winner].ID)
+			case !same && !o.Reused:
+				t.Fatalf("round %d, racer %d sent another request with the key and got %+v, want it refused", round, racer, o)
+			}
+		}
+		stored = append(stored, got[winner].ID)
+	}
+	return stored
 }

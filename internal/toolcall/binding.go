@@ -12,10 +12,11 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
@@ -25,8 +26,9 @@ import (
 // boundary) and calls the service with the caller's mesh identity.
 type Binding struct {
 	tool      *toolcatalog.Tool
-	client    *connect.Client[dynamicpb.Message, dynamicpb.Message] // nil: no backend configured
+	client    *connect.Client[message, message] // nil: no backend configured
 	in        protoreflect.MessageDescriptor
+	inType    protoreflect.MessageType
 	validator *boundary.Validator
 	log       *slog.Logger
 	timeout   time.Duration
@@ -43,22 +45,22 @@ var (
 // to the client's options, e.g. telemetry.Providers.ClientOption, which
 // makes each call a span of the caller's trace.
 func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration, opts ...connect.ClientOption) *Binding {
-	b := &Binding{tool: t, in: t.Method.Input(), validator: v, log: log, timeout: timeout}
+	b := &Binding{tool: t, in: t.Method.Input(), inType: messageType(t.Method.Input()), validator: v, log: log, timeout: timeout}
 	names := make([]string, 0, b.in.Fields().Len())
 	for i := 0; i < b.in.Fields().Len(); i++ {
 		names = append(names, string(b.in.Fields().Get(i).Name()))
 	}
 	b.fieldList = strings.Join(names, ", ")
 	if baseURL != "" {
-		out := t.Method.Output()
-		b.client = connect.NewClient[dynamicpb.Message, dynamicpb.Message](
+		out := messageType(t.Method.Output())
+		b.client = connect.NewClient[message, message](
 			httpClient, strings.TrimRight(baseURL, "/")+t.Procedure,
 			connect.WithSchema(t.Method),
 			// Inside the mesh, compressing small messages costs more CPU
 			// than it saves bytes.
 			connect.WithAcceptCompression("gzip", nil, nil),
 			connect.WithResponseInitializer(func(_ connect.Spec, msg any) error {
-				*msg.(*dynamicpb.Message) = *dynamicpb.NewMessage(out)
+				msg.(*message).Message = out.New().Interface()
 				return nil
 			}),
 			connect.WithClientOptions(opts...),
@@ -69,13 +71,13 @@ func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL stri
 
 // Decode parses tool arguments into the request message. It is the mcp.tool
 // boundary: a rejection is logged once and returned as violations.
-func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (*dynamicpb.Message, []boundary.Violation) {
+func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (proto.Message, []boundary.Violation) {
 	vs := CheckObject(args)
 	if vs != nil {
 		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
 		return nil, vs
 	}
-	msg := dynamicpb.NewMessage(b.in)
+	msg := b.inType.New().Interface()
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
 		vs = []boundary.Violation{b.DecodeError(err)}
 		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
@@ -96,7 +98,7 @@ func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (*dynamicpb.
 // with them, without logging: the caller decides which violations are a
 // rejection (a field the user will be asked for is not).
 func (b *Binding) Violations(args json.RawMessage) []boundary.Violation {
-	msg := dynamicpb.NewMessage(b.in)
+	msg := b.inType.New().Interface()
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
 		return []boundary.Violation{b.DecodeError(err)}
 	}
@@ -160,7 +162,7 @@ func (b *Binding) DecodeError(err error) boundary.Violation {
 
 // Invoke calls the service with a decoded request and returns the envelope.
 // The caller's mesh token is minted (or reused) with signer.
-func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
+func (b *Binding) Invoke(ctx context.Context, msg proto.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
 	name := b.tool.Name
 	if b.client == nil {
 		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
@@ -176,22 +178,25 @@ func (b *Binding) Invoke(ctx context.Context, msg *dynamicpb.Message, signer *me
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("mint mesh token: %w", err))
 	}
-	req := connect.NewRequest(msg)
+	req := connect.NewRequest(&message{msg})
 	mesh.SetHeaders(req.Header(), token, call.IdempotencyKey)
 	res, err := b.client.CallUnary(ctx, req)
 	if err != nil {
 		return FromError(ctx, b.log, name, err)
 	}
+	out := res.Msg.ProtoReflect()
 	var page *Pagination
-	if pf := b.tool.PageField; pf != nil && res.Msg.Has(pf) {
-		page = readPage(res.Msg.Get(pf).Message())
-		res.Msg.Clear(pf)
+	if pf := b.tool.PageField; pf != nil && out.Has(pf) {
+		page = readPage(out.Get(pf).Message())
+		out.Clear(pf)
 	}
-	data, err := encodeOpts.Marshal(res.Msg)
+	data, err := encodeOpts.Marshal(res.Msg.Message)
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
-	return OK(data, page)
+	env := OK(data, page)
+	env.ReplayOf, env.Replayed = idempotency.ReplayOf(res.Header())
+	return env
 }
 
 // Tool is the bound tool.

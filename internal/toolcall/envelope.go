@@ -88,6 +88,12 @@ type Envelope struct {
 	Gap string `json:"gap,omitempty"`
 	// RetryAfterSeconds tells a rate-limited caller when to try again.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
+
+	// Replayed is true when the service answered with the result of an
+	// earlier call and changed nothing; ReplayOf is that call's idempotency
+	// key (internal/idempotency). For the audit trail, not the client.
+	Replayed bool   `json:"-"`
+	ReplayOf string `json:"-"`
 }
 
 // IsError reports whether e is an error envelope.

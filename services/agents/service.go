@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -72,7 +73,7 @@ func (s *Service) Seed(ctx context.Context, ids ...string) error {
 		if vs, err := v.Check(&agentsv1.RegisterRequest{AgentId: id}); err != nil || len(vs) > 0 {
 			return fmt.Errorf("seed agent %q: %s", id, boundary.Summary(vs))
 		}
-		_, err := s.store.Create(ctx, s.newAgent(id, id, "Registered at start by the mesh.", SeedSubject), "")
+		_, _, err := s.store.Create(ctx, s.newAgent(id, id, "Registered at start by the mesh.", SeedSubject), idempotency.Call{})
 		if err != nil && !errors.Is(err, ErrExists) {
 			return fmt.Errorf("seed agent %q: %w", id, err)
 		}
@@ -102,9 +103,12 @@ func (s *Service) Register(ctx context.Context, req *agentsv1.RegisterRequest) (
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	call := mesh.FromContext(ctx)
-	a := s.newAgent(req.GetAgentId(), req.GetDisplayName(), req.GetDescription(), call.Caller.Subject)
-	created, err := s.store.Create(ctx, a, call.IdempotencyKey)
+	a := s.newAgent(req.GetAgentId(), req.GetDisplayName(), req.GetDescription(), mesh.FromContext(ctx).Caller.Subject)
+	call := idempotency.CallOf(ctx, req)
+	stored, created, err := s.store.Create(ctx, a, call)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(call.Key)
+	}
 	if errors.Is(err, ErrExists) {
 		return nil, connect.NewError(connect.CodeAlreadyExists,
 			fmt.Errorf("agent %s is already registered; agent ids are permanent, so choose another id", req.GetAgentId()))
@@ -112,7 +116,10 @@ func (s *Service) Register(ctx context.Context, req *agentsv1.RegisterRequest) (
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("register agent: %w", err))
 	}
-	return &agentsv1.RegisterResponse{Agent: created}, nil
+	if !created {
+		idempotency.MarkReplay(ctx, call.Key)
+	}
+	return &agentsv1.RegisterResponse{Agent: stored}, nil
 }
 
 // Get implements AgentsService.Get.

@@ -177,27 +177,24 @@ func TestAgentIDsAreUnique(t *testing.T) {
 	})
 }
 
-func TestRegisterRetriedWithTheSameIdempotencyKeyReturnsTheAgent(t *testing.T) {
+func TestIdempotencyKeyRule(t *testing.T) {
 	servertest.EachProtocol(t, start(agents.Config{}), agentsv1connect.NewAgentsServiceClient, func(t *testing.T, c agentsv1connect.AgentsServiceClient) {
 		owner := servertest.As(context.Background(), "owner")
-		req := &agentsv1.RegisterRequest{AgentId: "worker"}
-		a, err := c.Register(servertest.WithIdempotencyKey(owner, "k1"), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := c.Register(servertest.WithIdempotencyKey(owner, "k1"), req)
-		if err != nil {
-			t.Fatalf("retry with the same key: %v, want the first result", err)
-		}
-		if !proto.Equal(a.GetAgent(), b.GetAgent()) {
-			t.Errorf("retry returned %v, want %v", b.GetAgent(), a.GetAgent())
-		}
+		servertest.KeyRule(t, owner, "k1", func(ctx context.Context, variant int) (string, error) {
+			// The other request registers another id under the same key.
+			res, err := c.Register(ctx, &agentsv1.RegisterRequest{AgentId: fmt.Sprintf("worker-%d", variant)})
+			return res.GetAgent().GetId(), err
+		})
+		req := &agentsv1.RegisterRequest{AgentId: "worker-0"}
 		if _, err := c.Register(servertest.WithIdempotencyKey(owner, "k2"), req); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("a new key for a taken id: code %v, want already_exists", connect.CodeOf(err))
 		}
 		other := servertest.WithIdempotencyKey(servertest.As(context.Background(), "someone-else"), "k1")
 		if _, err := c.Register(other, req); servertest.Code(t, err) != connect.CodeAlreadyExists {
 			t.Errorf("another caller replaying the key: code %v, want already_exists", connect.CodeOf(err))
+		}
+		if _, err := c.Get(owner, &agentsv1.GetRequest{AgentId: "worker-1"}); servertest.Code(t, err) != connect.CodeNotFound {
+			t.Errorf("the refused registration of worker-1: code %v, want not_found", connect.CodeOf(err))
 		}
 	})
 }

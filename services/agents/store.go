@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 )
 
@@ -12,10 +13,11 @@ import (
 // (SQLite and PostgreSQL); the rules about which changes are legal live here.
 type Store interface {
 	// Create stores a, or returns ErrExists when an agent with a's id is
-	// already stored. With a non-empty idempotency key, a Create of an id
-	// that was stored with the same key by the same registered_by is a retry:
-	// it stores nothing and returns the stored agent.
-	Create(ctx context.Context, a *agentsv1.Agent, idempotencyKey string) (*agentsv1.Agent, error)
+	// already stored. A call with an idempotency key that a.RegisteredBy
+	// used before stores nothing: when the key's agent was registered by the
+	// same request (call.Digest) Create returns it with created false, and
+	// otherwise idempotency.ErrKeyReused.
+	Create(ctx context.Context, a *agentsv1.Agent, call idempotency.Call) (stored *agentsv1.Agent, created bool, err error)
 	// Get returns the agent with that id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*agentsv1.Agent, error)
 	// List returns one page of agents in id order and the total count;

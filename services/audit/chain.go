@@ -31,8 +31,11 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 //
 //	{"actor":…,"args_digest":…,"call_id":…,"outcome":"succeeded","reason":…,
 //	 "seq":"12","time":"2026-03-01T12:00:00.000Z","tool":…,"v":1}
+//
+// A replay (outcome "replayed") also carries "replay_of", the call id of
+// the call it repeated; the other records' JSON has no such member.
 func Canonical(r *auditv1.Record) ([]byte, error) {
-	return jcs.Marshal(map[string]any{
+	c := map[string]any{
 		"v":           FormatVersion,
 		"seq":         strconv.FormatInt(r.GetSeq(), 10),
 		"time":        r.GetTime().AsTime().UTC().Format(timeLayout),
@@ -42,7 +45,11 @@ func Canonical(r *auditv1.Record) ([]byte, error) {
 		"args_digest": r.GetArgsDigest(),
 		"outcome":     outcomeName(r.GetOutcome()),
 		"call_id":     r.GetCallId(),
-	})
+	}
+	if r.GetOutcome() == auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "" {
+		c["replay_of"] = r.GetReplayOf()
+	}
+	return jcs.Marshal(c)
 }
 
 // outcomeName is the outcome as written in canonical JSON: the enum value

@@ -54,6 +54,47 @@ func TestChainHashIsPinned(t *testing.T) {
 	}
 }
 
+// pinnedReplay is a replay of pinned, the next record of the chain.
+func pinnedReplay() *auditv1.Record {
+	r := pinned()
+	r.Seq++
+	r.Time = timestamppb.New(time.Date(2026, 3, 1, 12, 34, 57, 0, time.UTC))
+	r.Outcome = auditv1.Outcome_OUTCOME_REPLAYED
+	r.CallId = "mcp-client-retry-2"
+	r.ReplayOf = pinned().GetCallId()
+	r.PrevHash = "6d8ddbd48a44263a1b811d7e5d3cfb3ba3514894fcb392bad939fc4b14386536"
+	return r
+}
+
+func TestReplayIsPinned(t *testing.T) {
+	const want = `{"actor":"owner@example.com","args_digest":"sha256:3febdcfbbfe2a508aaeaaa3b3c49bf2d074f5551da6424cb343690b27e4363ce",` +
+		`"call_id":"mcp-client-retry-2","outcome":"replayed","reason":"Quarterly top-up — \"ops\" ticket #42\n",` +
+		`"replay_of":"mcp-0123456789abcdef0123456789abcdef","seq":"9007199254740994","time":"2026-03-01T12:34:57.000Z","tool":"credits_grant","v":1}`
+	got, err := audit.Canonical(pinnedReplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("canonical JSON of a replay changed:\n got %s\nwant %s", got, want)
+	}
+	r := pinnedReplay()
+	if err := audit.Seal(r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "56a42319df23e4b8dd7a850efc65670c167024e94a2a42ab5f9f7b4d630ea522"; r.GetHash() != want {
+		t.Errorf("replay hash = %s, want %s", r.GetHash(), want)
+	}
+	// What a replay repeats is covered by the hash.
+	edited := pinnedReplay()
+	edited.ReplayOf = "mcp-another-call"
+	if err := audit.Seal(edited); err != nil {
+		t.Fatal(err)
+	}
+	if edited.GetHash() == r.GetHash() {
+		t.Error("changing replay_of leaves the hash unchanged")
+	}
+}
+
 func TestEveryFieldIsCovered(t *testing.T) {
 	base := pinned()
 	if err := audit.Seal(base); err != nil {

@@ -130,7 +130,7 @@ func TestCheckpointsCatchEveryTamperKind(t *testing.T) {
 			// The forger re-signs the new head: under the audit key's name
 			// (its signature cannot verify) and under a key of its own.
 			var newHead string
-			if err := e.db.QueryRow(`SELECT hash FROM audit_head`).Scan(&newHead); err != nil {
+			if err := e.db.QueryRow(t.Context(), `SELECT hash FROM audit_head`).Scan(&newHead); err != nil {
 				t.Fatal(err)
 			}
 			valid, _, err := e.signer.Verifier().ReadFile(e.checkpoints, "log")

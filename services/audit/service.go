@@ -154,6 +154,7 @@ func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*audi
 			ArgsDigest: req.GetArgsDigest(),
 			Outcome:    req.GetOutcome(),
 			CallId:     req.GetCallId(),
+			ReplayOf:   req.GetReplayOf(),
 			PrevHash:   prevHash,
 		}
 		return r, Seal(r)
@@ -170,7 +171,8 @@ func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*audi
 			fmt.Errorf("call %s is already recorded (record %d) with other contents", req.GetCallId(), rec.GetSeq()))
 	}
 	if !replayed {
-		s.log.InfoContext(ctx, "audit.record_appended", "seq", rec.GetSeq(), "tool", rec.GetTool(), "actor", rec.GetActor(), "call_id", rec.GetCallId())
+		s.log.InfoContext(ctx, "audit.record_appended", "seq", rec.GetSeq(), "tool", rec.GetTool(), "actor", rec.GetActor(), "call_id", rec.GetCallId(),
+			"outcome", outcomeName(rec.GetOutcome()))
 		s.cp.notify()
 	}
 	return &auditv1.AppendResponse{Record: rec, Replayed: replayed}, nil
@@ -179,7 +181,7 @@ func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*audi
 // sameCall reports whether a stored record says what req says.
 func sameCall(r *auditv1.Record, req *auditv1.AppendRequest) bool {
 	return r.GetActor() == req.GetActor() && r.GetTool() == req.GetTool() && r.GetReason() == req.GetReason() &&
-		r.GetArgsDigest() == req.GetArgsDigest() && r.GetOutcome() == req.GetOutcome()
+		r.GetArgsDigest() == req.GetArgsDigest() && r.GetOutcome() == req.GetOutcome() && r.GetReplayOf() == req.GetReplayOf()
 }
 
 // List implements AuditService.List.

@@ -459,13 +459,13 @@ func attacker(t *testing.T, e *env) func(query string, args ...any) {
 		`DROP TRIGGER audit_records_no_delete` + on,
 		`DROP INDEX audit_records_prev_hash`,
 	} {
-		if _, err := e.db.Exec(q); err != nil {
+		if _, err := e.db.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	return func(query string, args ...any) {
 		t.Helper()
-		if _, err := e.db.Exec(e.db.Rebind(query), args...); err != nil {
+		if _, err := e.db.Exec(t.Context(), query, args...); err != nil {
 			t.Fatalf("tamper %q: %v", query, err)
 		}
 	}
@@ -687,7 +687,7 @@ func TestRecordsAreAppendOnlyInTheDatabase(t *testing.T) {
 			`UPDATE audit_records SET reason = 'x' WHERE seq = 1`,
 			`DELETE FROM audit_records WHERE seq = 2`,
 		} {
-			if _, err := e.db.Exec(q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			if _, err := e.db.Exec(t.Context(), q); err == nil || !strings.Contains(err.Error(), "append-only") {
 				t.Errorf("%s: err = %v, want the append-only guard to refuse it", q, err)
 			}
 		}
@@ -723,6 +723,50 @@ func TestRecorderIsWhatTheEdgeCalls(t *testing.T) {
 		}
 		if res := verify(t, e, nil); res.GetHead().GetSeq() != 1 || !res.GetIntact() {
 			t.Errorf("after recording one call twice the trail is %v, want one intact record", res)
+		}
+	})
+}
+
+// A replay is recorded as such, naming the call that made the change; a
+// replay under the call's own id is that call, whose record stands.
+func TestRecorderRecordsReplays(t *testing.T) {
+	eachBackend(t, audit.Config{}, func(t *testing.T, e *env) {
+		rec := audittrail.NewRecorder(e.c, audittrail.RecorderOptions{})
+		args := &tasksv1.CreateRequest{Description: "rotate the keys"}
+		change := audittrail.Entry{CallID: "mcp-first", Actor: "owner", Tool: "tasks_create", Reason: "rotation", Arguments: args}
+		first, err := rec.Record(context.Background(), change)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := change
+		replay.CallID, replay.Reason, replay.Replayed, replay.ReplayOf = "mcp-second", "rotation, again", true, "mcp-first"
+		r, err := rec.Record(context.Background(), replay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetOutcome() != auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "mcp-first" || r.GetCallId() != "mcp-second" ||
+			r.GetArgsDigest() != first.GetArgsDigest() || r.GetSeq() != 2 {
+			t.Errorf("replay recorded as %v, want record 2, replayed, of mcp-first", r)
+		}
+		same := change
+		same.Replayed, same.ReplayOf = true, "mcp-first"
+		if again, err := rec.Record(context.Background(), same); err != nil || !proto.Equal(again, first) {
+			t.Errorf("a replay under the first call's own id = %v, %v; want its record %v", again, err, first)
+		}
+		// A replay of a change made without a call id names none.
+		anon := change
+		anon.CallID, anon.Replayed, anon.ReplayOf = "mcp-third", true, ""
+		if r, err := rec.Record(context.Background(), anon); err != nil || r.GetOutcome() != auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "" {
+			t.Errorf("a replay of a call without id = %v, %v; want a replay record", r, err)
+		}
+		if res := verify(t, e, nil); res.GetHead().GetSeq() != 3 || !res.GetIntact() {
+			t.Errorf("the trail is %v, want three intact records", res)
+		}
+		// replay_of belongs to replays only.
+		bad := appendReq(9)
+		bad.ReplayOf = "mcp-first"
+		if _, err := e.c.Append(asEdge(), bad); servertest.Code(t, err) != connect.CodeInvalidArgument {
+			t.Errorf("replay_of on a change: code %v, want invalid_argument", connect.CodeOf(err))
 		}
 	})
 }

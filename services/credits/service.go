@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -121,10 +122,7 @@ func (s *Service) Grant(ctx context.Context, req *creditsv1.GrantRequest) (*cred
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkMax(ctx, creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT, "grant", req.GetAmount()); err != nil {
-		return nil, err
-	}
-	e, err := s.apply(ctx, creditsv1.EntryKind_ENTRY_KIND_GRANT, req.GetWallet(), req.GetAmount(), req.GetReference(), req.GetNote())
+	e, err := s.apply(ctx, idempotency.CallOf(ctx, req), creditsv1.EntryKind_ENTRY_KIND_GRANT, req.GetWallet(), req.GetAmount(), req.GetReference(), req.GetNote())
 	if err != nil {
 		return nil, err
 	}
@@ -137,33 +135,29 @@ func (s *Service) Spend(ctx context.Context, req *creditsv1.SpendRequest) (*cred
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkMax(ctx, creditsv1.ConfigKey_CONFIG_KEY_MAX_SPEND_AMOUNT, "spend", req.GetAmount()); err != nil {
-		return nil, err
-	}
-	e, err := s.apply(ctx, creditsv1.EntryKind_ENTRY_KIND_SPEND, agent, -req.GetAmount(), req.GetReference(), req.GetNote())
+	e, err := s.apply(ctx, idempotency.CallOf(ctx, req), creditsv1.EntryKind_ENTRY_KIND_SPEND, agent, -req.GetAmount(), req.GetReference(), req.GetNote())
 	if err != nil {
 		return nil, err
 	}
 	return &creditsv1.SpendResponse{Entry: e}, nil
 }
 
-// checkMax refuses an amount above the configured maximum for its kind.
-func (s *Service) checkMax(ctx context.Context, key creditsv1.ConfigKey, what string, amount int64) error {
-	max, err := s.setting(ctx, key)
+// apply records a change made by call, of at most the configured maximum
+// for its kind. A retry (same reference or same idempotency key, same
+// request) answers with the first entry, whatever the maximum is now, and
+// marks the response as a replay.
+func (s *Service) apply(ctx context.Context, call idempotency.Call, kind creditsv1.EntryKind, wallet string, amount int64, reference, note string) (*creditsv1.LedgerEntry, error) {
+	maxKey := creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT
+	if kind == creditsv1.EntryKind_ENTRY_KIND_SPEND {
+		maxKey = creditsv1.ConfigKey_CONFIG_KEY_MAX_SPEND_AMOUNT
+	}
+	maxAmount, err := s.setting(ctx, maxKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if amount > max {
-		return connect.NewError(connect.CodeOutOfRange,
-			fmt.Errorf("amount %d exceeds the largest single %s of %d (setting %s); nothing was recorded", amount, what, max, key))
-	}
-	return nil
-}
-
-func (s *Service) apply(ctx context.Context, kind creditsv1.EntryKind, wallet string, amount int64, reference, note string) (*creditsv1.LedgerEntry, error) {
 	// Stored times have millisecond precision; answer with what is stored.
 	now := s.now().UTC().Truncate(time.Millisecond)
-	e, err := s.store.Apply(ctx, &creditsv1.LedgerEntry{
+	applied, err := s.store.Apply(ctx, &creditsv1.LedgerEntry{
 		Id:         ids.NewAt("led", now),
 		Wallet:     wallet,
 		Kind:       kind,
@@ -172,7 +166,7 @@ func (s *Service) apply(ctx context.Context, kind creditsv1.EntryKind, wallet st
 		Note:       note,
 		Actor:      mesh.FromContext(ctx).Caller.Subject,
 		CreateTime: timestamppb.New(now),
-	})
+	}, call, maxAmount)
 	var insufficient *InsufficientError
 	var reused *ReusedError
 	switch {
@@ -181,15 +175,24 @@ func (s *Service) apply(ctx context.Context, kind creditsv1.EntryKind, wallet st
 			fmt.Errorf("insufficient credits: wallet %s holds %d, the spend needs %d; nothing was charged", wallet, insufficient.Balance, -amount))
 	case errors.As(err, &reused):
 		f := reused.First
+		if f.GetKind() != kind || f.GetReference() != reference || (kind == creditsv1.EntryKind_ENTRY_KIND_SPEND && f.GetWallet() != wallet) {
+			return nil, idempotency.KeyConflict(call.Key)
+		}
 		return nil, connect.NewError(connect.CodeAlreadyExists,
-			fmt.Errorf("reference %q was already used by %s %s of %d on wallet %s; a retry must repeat the same wallet and amount, a new %s needs a new reference",
+			fmt.Errorf("reference %q was already used by %s %s of %d on wallet %s; a retry must repeat the same request, a new %s needs a new reference",
 				reference, kindName(f.GetKind()), f.GetId(), abs(f.GetAmount()), f.GetWallet(), kindName(kind)))
+	case errors.Is(err, ErrOverMax):
+		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("amount %d exceeds the largest single %s of %d (setting %s); nothing was recorded",
+			abs(amount), kindName(kind), maxAmount, maxKey))
 	case errors.Is(err, ErrBalanceLimit):
 		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("wallet %s cannot hold more credits: %w", wallet, err))
 	case err != nil:
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record %s: %w", kindName(kind), err))
 	}
-	return e, nil
+	if applied.Replayed {
+		idempotency.MarkReplay(ctx, applied.FirstCallID)
+	}
+	return applied.Entry, nil
 }
 
 func kindName(k creditsv1.EntryKind) string {

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
@@ -532,4 +533,60 @@ func TestREST(t *testing.T) {
 	if code, out := do(http.MethodGet, "/v1/credits/balance", "agent-r", ""); code != http.StatusOK || !strings.Contains(out, `"balance":"120"`) {
 		t.Errorf("GET /v1/credits/balance = %d %s, want 120", code, out)
 	}
+}
+
+func TestIdempotencyKeyRule(t *testing.T) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+		// The call's idempotency key names a change as its reference does:
+		// the same key with another reference is another request.
+		servertest.KeyRule(t, as("ops"), "k1", func(ctx context.Context, variant int) (string, error) {
+			res, err := c.Grant(ctx, &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 10, Reference: fmt.Sprintf("inv-%d", variant)})
+			return res.GetEntry().GetId(), err
+		})
+		servertest.KeyRule(t, as("agent-a"), "k2", func(ctx context.Context, variant int) (string, error) {
+			res, err := c.Spend(ctx, &creditsv1.SpendRequest{Amount: 1, Reference: fmt.Sprintf("job-%d", variant)})
+			return res.GetEntry().GetId(), err
+		})
+
+		// A grant repeated by reference under a new key is a replay of the
+		// call that made it; the header names that call's key, or none.
+		replayOf := func(key, ref string) (string, bool) {
+			t.Helper()
+			ctx, info := connect.NewClientContext(servertest.WithIdempotencyKey(as("ops"), key))
+			if _, err := c.Grant(ctx, &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 10, Reference: ref}); err != nil {
+				t.Fatalf("grant %s under key %q: %v", ref, key, err)
+			}
+			return idempotency.ReplayOf(info.ResponseHeader())
+		}
+		if of, replayed := replayOf("k3", "inv-0"); !replayed || of != "k1" {
+			t.Errorf("grant inv-0 again under key k3: replay of %q (%v), want a replay of k1", of, replayed)
+		}
+		if _, err := c.Grant(as("ops"), &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 10, Reference: "inv-9"}); err != nil {
+			t.Fatal(err) // a call without a key
+		}
+		if of, replayed := replayOf("k4", "inv-9"); !replayed || of != "" {
+			t.Errorf("grant inv-9 again under key k4: replay of %q (%v), want a replay of a call without a key", of, replayed)
+		}
+		// A reference reused with another request names the reference.
+		_, err := c.Grant(servertest.WithIdempotencyKey(as("ops"), "k5"), &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 11, Reference: "inv-0"})
+		if servertest.Code(t, err) != connect.CodeAlreadyExists || !strings.Contains(err.Error(), `reference "inv-0"`) {
+			t.Errorf("reference inv-0 reused for another amount: %v, want already_exists naming the reference", err)
+		}
+		if b := balance(t, c, "agent-a"); b != 19 {
+			t.Errorf("agent-a's balance = %d, want 10 + 10 - 1 = 19", b)
+		}
+
+		// A retry gets the first result even after the maximum was lowered
+		// below its amount; a new grant of that amount is refused.
+		if _, err := c.SetConfig(as("ops"), &creditsv1.SetConfigRequest{Key: creditsv1.ConfigKey_CONFIG_KEY_MAX_GRANT_AMOUNT, Value: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if of, replayed := replayOf("k6", "inv-0"); !replayed || of != "k1" {
+			t.Errorf("grant inv-0 again under a lower maximum: replay of %q (%v), want a replay of k1", of, replayed)
+		}
+		_, err = c.Grant(as("ops"), &creditsv1.GrantRequest{Wallet: "agent-a", Amount: 10, Reference: "inv-new"})
+		if servertest.Code(t, err) != connect.CodeOutOfRange {
+			t.Errorf("a new grant over the maximum: %v, want out_of_range", err)
+		}
+	})
 }

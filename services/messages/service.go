@@ -7,10 +7,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -95,11 +97,18 @@ func (s *Service) Send(ctx context.Context, req *messagesv1.SendRequest) (*messa
 	}
 	// A message is a repeat when the original is younger than the window:
 	// one sent exactly DedupWindow ago is stored anew.
-	stored, dup, err := s.store.Send(ctx, m, DedupKey(req.GetMessage()), now.Add(-DedupWindow), call.IdempotencyKey)
+	key := idempotency.CallOf(ctx, req)
+	sent, err := s.store.Send(ctx, m, DedupKey(req.GetMessage()), now.Add(-DedupWindow), key)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(key.Key)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("send message: %w", err))
 	}
-	return &messagesv1.SendResponse{Message: stored, DuplicateSuppressed: dup}, nil
+	if sent.Replayed {
+		idempotency.MarkReplay(ctx, key.Key)
+	}
+	return &messagesv1.SendResponse{Message: sent.Message, DuplicateSuppressed: sent.Duplicate}, nil
 }
 
 // DedupKey is the digest of the first DedupPrefix characters of text: two

@@ -3,6 +3,7 @@ package messages_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -326,18 +327,19 @@ func TestConcurrentIdenticalSendsStoreOneMessage(t *testing.T) {
 	})
 }
 
-func TestRetryWithTheSameIdempotencyKeyReturnsTheFirstMessage(t *testing.T) {
+func TestIdempotencyKeyRule(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock) {
-		ctx := servertest.WithIdempotencyKey(as("alice"), "k1")
-		a := send(t, c, ctx, &messagesv1.SendRequest{ToAgent: "bob", Message: "once"})
-		// Past the dedup window, only the key prevents a second copy.
-		clk.Set(t0.Add(time.Hour))
-		b := send(t, c, ctx, &messagesv1.SendRequest{ToAgent: "bob", Message: "once"})
-		if !proto.Equal(a.GetMessage(), b.GetMessage()) {
-			t.Errorf("retry returned %v, want the first message %v", b.GetMessage(), a.GetMessage())
-		}
+		servertest.KeyRule(t, as("alice"), "k1", func(ctx context.Context, variant int) (string, error) {
+			// Past the dedup window, only the key prevents a second copy.
+			clk.Set(clk.Now().Add(time.Hour))
+			res, err := c.Send(ctx, &messagesv1.SendRequest{ToAgent: "bob", Message: fmt.Sprintf("message %d", variant)})
+			if res.GetDuplicateSuppressed() {
+				t.Errorf("send under key k1 answered as a suppressed duplicate")
+			}
+			return res.GetMessage().GetId(), err
+		})
 		if got := inbox(t, c, "bob"); len(got) != 1 {
-			t.Errorf("bob has %d messages after a retry, want 1", len(got))
+			t.Errorf("bob has %d messages after retries, want 1", len(got))
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -78,12 +79,21 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 		ExpireTime: timestamppb.New(now.Add(timeout)),
 		WorkflowId: WorkflowID(agent, id),
 	}
-	stored, created, err := s.store.CreateAsk(ctx, a)
+	// How long this call waits for the answer is not part of the ask.
+	digested := proto.Clone(req).(*ownerv1.AskRequest)
+	digested.WaitSeconds = nil
+	stored, created, err := s.store.CreateAsk(ctx, a, idempotency.Digest(digested))
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(call.IdempotencyKey)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record ask: %w", err))
 	}
 	if stored.GetAgentId() != agent {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("ask id %s is taken", id))
+	}
+	if !created {
+		idempotency.MarkReplay(ctx, call.IdempotencyKey)
 	}
 	if stored.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
 		return &ownerv1.AskResponse{Ask: stored}, nil

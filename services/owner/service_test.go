@@ -3,6 +3,7 @@ package owner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -141,7 +142,7 @@ func TestAskIsAnsweredWhileTheCallWaits(t *testing.T) {
 
 		// The same call again (a retry) asks nothing new: it returns the
 		// answered ask at once.
-		again, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Deploy to production?", Options: []string{"yes", "no"}})
+		again, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Deploy to production?", Options: []string{"yes", "no"}, Context: "all tests pass"})
 		if err != nil || again.GetAsk().GetAskId() != id || again.GetAsk().GetAnswer() != "yes" {
 			t.Errorf("retried Ask = %v, %v; want ask %s with its answer", again, err, id)
 		}
@@ -167,7 +168,7 @@ func TestAskReturnsPendingWhenTheWaitRunsOut(t *testing.T) {
 		}
 		// A retry while pending waits on the same ask and starts no second
 		// workflow (starting is idempotent by id).
-		retry, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Which region?", WaitSeconds: waitNone()})
+		retry, err := e.c.Ask(ctx, &ownerv1.AskRequest{Question: "Which region?", WaitSeconds: waitNone(), TimeoutSeconds: 600})
 		if err != nil || retry.GetAsk().GetAskId() != a.GetAskId() {
 			t.Fatalf("retry = %v, %v; want the same ask", retry, err)
 		}
@@ -193,6 +194,26 @@ func TestAskReturnsPendingWhenTheWaitRunsOut(t *testing.T) {
 		got, err := e.c.GetAsk(agentA(), &ownerv1.GetAskRequest{AskId: a.GetAskId()})
 		if err != nil || got.GetAsk().GetAnswer() != "eu-west" || got.GetAsk().GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
 			t.Errorf("GetAsk = %v, %v; want the answer eu-west", got, err)
+		}
+	})
+}
+
+func TestIdempotencyKeyRule(t *testing.T) {
+	eachProtocol(t, owner.Config{DefaultWait: 10 * time.Millisecond}, func(t *testing.T, e *env) {
+		calls := 0
+		servertest.KeyRule(t, agentA(), "k1", func(ctx context.Context, variant int) (string, error) {
+			// How long a call waits for the answer is not part of the ask:
+			// the calls alternate between the default wait and none.
+			req := &ownerv1.AskRequest{Question: fmt.Sprintf("Question %d?", variant)}
+			if calls++; calls%2 == 0 {
+				req.WaitSeconds = waitNone()
+			}
+			res, err := e.c.Ask(ctx, req)
+			return res.GetAsk().GetAskId(), err
+		})
+		mine, err := e.c.ListAsks(agentA(), &ownerv1.ListAsksRequest{})
+		if err != nil || mine.GetPage().GetTotal() != 1 || mine.GetAsks()[0].GetQuestion() != "Question 0?" {
+			t.Errorf("agent-a's asks = %v, %v; want the one first asked", mine, err)
 		}
 	})
 }

@@ -12,10 +12,12 @@ import (
 // ownerstore (SQLite and PostgreSQL); who may see and change what is decided
 // here, in the service.
 type Store interface {
-	// CreateAsk stores a. When an ask with a's id exists already (a retried
-	// call with the same idempotency key), it stores nothing and returns the
-	// existing ask with created false.
-	CreateAsk(ctx context.Context, a *ownerv1.Ask) (stored *ownerv1.Ask, created bool, err error)
+	// CreateAsk stores a, made by a request with digest digest. When an ask
+	// with a's id exists already (a call with the same idempotency key), it
+	// stores nothing: it returns the existing ask with created false when
+	// that ask was made by the same request, and idempotency.ErrKeyReused
+	// otherwise.
+	CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (stored *ownerv1.Ask, created bool, err error)
 	// GetAsk returns the ask with that id, or ErrNotFound.
 	GetAsk(ctx context.Context, id string) (*ownerv1.Ask, error)
 	// ListAsks returns one page of asks, newest first, and the total count:

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -201,9 +202,16 @@ func (s *Service) Create(ctx context.Context, req *schedulesv1.CreateRequest) (*
 		CreateTime:         timestamppb.New(now),
 		UpdateTime:         timestamppb.New(now),
 	}
-	stored, created, err := s.store.Create(ctx, sch, call.IdempotencyKey)
+	key := idempotency.CallOf(ctx, req)
+	stored, created, err := s.store.Create(ctx, sch, key)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(key.Key)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create schedule: %w", err))
+	}
+	if !created {
+		idempotency.MarkReplay(ctx, key.Key)
 	}
 	if !created && stored.GetSpecHash() != "" {
 		// A retry of a create that completed.

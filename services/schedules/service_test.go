@@ -248,17 +248,19 @@ func TestMinimumIntervalIsConfigurable(t *testing.T) {
 	}
 }
 
-func TestCreateIsIdempotentByKey(t *testing.T) {
-	f := start(t, schedules.Config{})
-	ctx := servertest.WithIdempotencyKey(asAgent(context.Background(), agentA, 0), "create-1")
-	first := create(t, f, ctx, hourly(t))
-	again := create(t, f, ctx, hourly(t))
-	if diff := cmp.Diff(first, again, protocmp.Transform()); diff != "" {
-		t.Errorf("retry returned another schedule (-first +retry):\n%s", diff)
-	}
-	if res, _ := f.client.List(ctx, &schedulesv1.ListRequest{}); res.GetPage().GetTotal() != 1 || len(f.engine.schedules) != 1 {
-		t.Errorf("%d schedules stored, %d in Temporal; want one of each", res.GetPage().GetTotal(), len(f.engine.schedules))
-	}
+func TestIdempotencyKeyRule(t *testing.T) {
+	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
+		ctx := asAgent(context.Background(), agentA, 0)
+		servertest.KeyRule(t, ctx, "create-1", func(ctx context.Context, variant int) (string, error) {
+			req := hourly(t)
+			req.Description = fmt.Sprintf("request %d", variant)
+			res, err := f.client.Create(ctx, req)
+			return res.GetSchedule().GetId(), err
+		})
+		if res, _ := f.client.List(ctx, &schedulesv1.ListRequest{}); res.GetPage().GetTotal() != 1 || len(f.engine.schedules) != 1 {
+			t.Errorf("%d schedules stored, %d in Temporal; want one of each", res.GetPage().GetTotal(), len(f.engine.schedules))
+		}
+	})
 }
 
 func TestFailedCreateLeavesNothingBehind(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 )
 
@@ -12,10 +13,11 @@ import (
 // schedulestore (SQLite and PostgreSQL); the rules about which changes are
 // legal live in the service.
 type Store interface {
-	// Create stores s. With a non-empty idempotency key, a second Create
-	// with the same agent and key stores nothing and returns the first
-	// schedule, with created false.
-	Create(ctx context.Context, s *schedulesv1.Schedule, idempotencyKey string) (stored *schedulesv1.Schedule, created bool, err error)
+	// Create stores s. A call with an idempotency key the agent used
+	// before stores nothing: when the key's schedule was created by the same
+	// request (call.Digest) Create returns it with created false, and
+	// otherwise idempotency.ErrKeyReused.
+	Create(ctx context.Context, s *schedulesv1.Schedule, call idempotency.Call) (stored *schedulesv1.Schedule, created bool, err error)
 	// Get returns the schedule with that id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*schedulesv1.Schedule, error)
 	// List returns one page of schedules, newest first, and the total count:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -77,7 +78,11 @@ func (s *Service) Create(ctx context.Context, req *tasksv1.CreateRequest) (*task
 		CreateTime:  timestamppb.New(now),
 		UpdateTime:  timestamppb.New(now),
 	}
-	created, err := s.store.Create(ctx, t, mesh.FromContext(ctx).IdempotencyKey, s.maxPerDay)
+	call := idempotency.CallOf(ctx, req)
+	stored, created, err := s.store.Create(ctx, t, call, s.maxPerDay)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, idempotency.KeyConflict(call.Key)
+	}
 	if errors.Is(err, ErrDailyCap) {
 		return nil, connect.NewError(connect.CodeResourceExhausted,
 			fmt.Errorf("Rate limit exceeded: maximum %d work tasks per day.", s.maxPerDay)) //nolint:staticcheck // the exact user-facing sentence
@@ -85,7 +90,10 @@ func (s *Service) Create(ctx context.Context, req *tasksv1.CreateRequest) (*task
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create task: %w", err))
 	}
-	return &tasksv1.CreateResponse{Task: created}, nil
+	if !created {
+		idempotency.MarkReplay(ctx, call.Key)
+	}
+	return &tasksv1.CreateResponse{Task: stored}, nil
 }
 
 // Get implements TasksService.Get.

@@ -22,7 +22,6 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
 	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
@@ -250,27 +249,23 @@ func TestDailyCap(t *testing.T) {
 	})
 }
 
-func TestIdempotencyKeyReturnsTheFirstTask(t *testing.T) {
+func TestIdempotencyKeyRule(t *testing.T) {
 	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
-		create := func(key, desc string) *tasksv1.Task {
-			res, err := c.Create(withKey(ctx, key), &tasksv1.CreateRequest{Description: desc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res.GetTask()
+		servertest.KeyRule(t, ctx, "k1", func(ctx context.Context, variant int) (string, error) {
+			res, err := c.Create(ctx, &tasksv1.CreateRequest{Description: fmt.Sprintf("request %d", variant)})
+			return res.GetTask().GetId(), err
+		})
+		// Another key is another task; another agent's k1 is its own.
+		if _, err := c.Create(withKey(ctx, "k2"), &tasksv1.CreateRequest{Description: "request 1"}); err != nil {
+			t.Error(err)
 		}
-		a := create("k1", "first")
-		b := create("k1", "retry")
-		if !proto.Equal(a, b) {
-			t.Errorf("retry with the same key returned %v, want the first task %v", b, a)
-		}
-		if create("k2", "other").GetId() == a.GetId() {
-			t.Error("a different key returned the same task")
+		if _, err := c.Create(withKey(servertest.As(context.Background(), "agent-b"), "k1"), &tasksv1.CreateRequest{Description: "request 1"}); err != nil {
+			t.Error(err)
 		}
 		res, _ := c.List(ctx, &tasksv1.ListRequest{})
 		if res.GetPage().GetTotal() != 2 {
-			t.Errorf("%d tasks stored, want 2", res.GetPage().GetTotal())
+			t.Errorf("agent-a has %d tasks, want 2", res.GetPage().GetTotal())
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
@@ -12,10 +13,11 @@ import (
 // PostgreSQL); the rules about which changes are legal live here.
 type Store interface {
 	// Create stores t unless the agent already created maxPerDay tasks on
-	// t's UTC creation day (ErrDailyCap). With a non-empty idempotency key,
-	// a second Create with the same agent and key stores nothing and returns
-	// the first task.
-	Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error)
+	// t's UTC creation day (ErrDailyCap). A call with an idempotency key
+	// the agent used before stores nothing: when the key's task was created
+	// by the same request (call.Digest) Create returns it with created
+	// false, and otherwise idempotency.ErrKeyReused.
+	Create(ctx context.Context, t *tasksv1.Task, call idempotency.Call, maxPerDay int) (stored *tasksv1.Task, created bool, err error)
 	// Get returns the agent's task with that id, or ErrNotFound.
 	Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error)
 	// List returns one page of the agent's tasks, newest first, and the total

@@ -144,7 +144,8 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	if in.GetAudit() && !env.IsError() {
 		if a.audit != nil {
 			actx, cancel := context.WithTimeout(ctx, auditTimeout)
-			_, err := a.audit.Record(actx, audittrail.Entry{CallID: in.GetIdempotencyKey(), Actor: caller.Subject, Tool: in.GetTool(), Reason: reason, Arguments: msg})
+			_, err := a.audit.Record(actx, audittrail.Entry{CallID: in.GetIdempotencyKey(), Actor: caller.Subject, Tool: in.GetTool(), Reason: reason, Arguments: msg,
+				Replayed: env.Replayed, ReplayOf: env.ReplayOf})
 			cancel()
 			if err != nil {
 				// The action happened; the record is retried with the activity

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
@@ -37,44 +38,31 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const columns = `id, display_name, description, status, status_reason, registered_by, create_ms, update_ms`
 
-// Create implements agents.Store.
-func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, idempotencyKey string) (*agentsv1.Agent, error) {
-	var key any
-	if idempotencyKey != "" {
-		key = idempotencyKey
+// Create implements agents.Store. The row is inserted first and claims
+// both the id and the key (sqldb.InsertOnce); what holds the key is read
+// after.
+func (s *Store) Create(ctx context.Context, a *agentsv1.Agent, call idempotency.Call) (*agentsv1.Agent, bool, error) {
+	stored, created, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[*agentsv1.Agent]{
+		What:   "agent",
+		Insert: `INSERT INTO agents (` + columns + `, idempotency_key, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{a.GetId(), a.GetDisplayName(), a.GetDescription(), int32(a.GetStatus()), a.GetStatusReason(), a.GetRegisteredBy(),
+			a.GetCreateTime().AsTime().UnixMilli(), a.GetUpdateTime().AsTime().UnixMilli(), call.KeyOrNil(), call.Digest},
+		Holders:    `SELECT ` + columns + `, request_digest FROM agents WHERE registered_by = ? AND idempotency_key = ?`,
+		HolderArgs: []any{a.GetRegisteredBy(), call.KeyOrNil()},
+		Scan:       sqldb.DigestLast(scanRow),
+		Digest:     call.Digest,
+		New:        a,
+	})
+	if errors.Is(err, sqldb.ErrNotInserted) {
+		// The id is taken, and not under this key.
+		return nil, false, agents.ErrExists
 	}
-	// ON CONFLICT DO NOTHING keeps the statement (and a PostgreSQL
-	// transaction around it) alive when the id is taken.
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO agents (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`),
-		a.GetId(), a.GetDisplayName(), a.GetDescription(), int32(a.GetStatus()), a.GetStatusReason(), a.GetRegisteredBy(),
-		a.GetCreateTime().AsTime().UnixMilli(), a.GetUpdateTime().AsTime().UnixMilli(), key)
-	if err != nil {
-		return nil, fmt.Errorf("insert agent: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, fmt.Errorf("insert agent: %w", err)
-	}
-	if n == 1 {
-		return a, nil
-	}
-	if idempotencyKey != "" {
-		prev, err := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents
-			WHERE id = ? AND idempotency_key = ? AND registered_by = ?`), a.GetId(), idempotencyKey, a.GetRegisteredBy()), scan, agents.ErrNotFound)
-		if err == nil {
-			return prev, nil
-		}
-		if !errors.Is(err, agents.ErrNotFound) {
-			return nil, err
-		}
-	}
-	return nil, agents.ErrExists
+	return stored, created, err
 }
 
 // Get implements agents.Store.
 func (s *Store) Get(ctx context.Context, id string) (*agentsv1.Agent, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM agents WHERE id = ?`), id), scan, agents.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM agents WHERE id = ?`, id), scan, agents.ErrNotFound)
 }
 
 // List implements agents.Store.
@@ -119,8 +107,8 @@ type statusCount struct{ status, n int64 }
 
 // Update implements agents.Store.
 func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.AgentStatus) (*agentsv1.Agent, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
-		WHERE id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
+		WHERE id = ? AND status = ?`,
 		int32(a.GetStatus()), a.GetStatusReason(), a.GetUpdateTime().AsTime().UnixMilli(), a.GetId(), int32(from))
 	if err != nil {
 		return nil, fmt.Errorf("update agent: %w", err)
@@ -139,12 +127,17 @@ func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.Age
 }
 
 func scan(r sqldb.Scanner) (*agentsv1.Agent, error) {
+	return scanRow(r)
+}
+
+// scanRow reads a row of columns, and of more columns into more.
+func scanRow(r sqldb.Scanner, more ...any) (*agentsv1.Agent, error) {
 	var (
 		a                  agentsv1.Agent
 		status             int64
 		createMS, updateMS int64
 	)
-	if err := r.Scan(&a.Id, &a.DisplayName, &a.Description, &status, &a.StatusReason, &a.RegisteredBy, &createMS, &updateMS); err != nil {
+	if err := r.Scan(append([]any{&a.Id, &a.DisplayName, &a.Description, &status, &a.StatusReason, &a.RegisteredBy, &createMS, &updateMS}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

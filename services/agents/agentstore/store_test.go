@@ -1,6 +1,7 @@
 package agentstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -37,6 +40,7 @@ func TestStore(t *testing.T) {
 		{Name: "idempotency key", Test: testIdempotency},
 		{Name: "concurrent registrations of one id", Test: testConcurrentCreate},
 		{Name: "concurrent retries of one registration", Test: testConcurrentRetry},
+		{Name: "stress: racing registrations with one key", Test: testStressCreate},
 		{Name: "list in id order", Test: testList},
 		{Name: "summary counts per status", Test: testSummary},
 		{Name: "update compare-and-swap", Test: testUpdate},
@@ -78,9 +82,21 @@ func newAgent(id string, at time.Time) *agentsv1.Agent {
 	}
 }
 
+// createAgent is Store.Create of a as a call with key, with the request
+// digest the service makes; it checks that created says whether the answer
+// is a.
+func createAgent(ctx context.Context, s *agentstore.Store, a *agentsv1.Agent, key string) (*agentsv1.Agent, error) {
+	req := &agentsv1.RegisterRequest{AgentId: a.GetId(), DisplayName: a.GetDisplayName(), Description: a.GetDescription()}
+	got, created, err := s.Create(ctx, a, idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
+	if err == nil && created != proto.Equal(got, a) {
+		return nil, fmt.Errorf("Create says created %v, but answered %v for %v", created, got, a)
+	}
+	return got, err
+}
+
 func create(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, key string) *agentsv1.Agent {
 	t.Helper()
-	got, err := s.Create(t.Context(), a, key)
+	got, err := createAgent(t.Context(), s, a, key)
 	if err != nil {
 		t.Fatalf("Create(%s, key %q): %v", a.GetId(), key, err)
 	}
@@ -137,10 +153,10 @@ func testUniqueID(t *testing.T, db *sqldb.DB) {
 	again := newAgent("scout", day1.Add(time.Hour))
 	again.DisplayName = "Another scout"
 	again.RegisteredBy = "someone-else"
-	_, err := s.Create(t.Context(), again, noKey)
+	_, err := createAgent(t.Context(), s, again, noKey)
 	sqldbtest.WantErr(t, "Create of a taken id", err, agents.ErrExists)
 	// A registration retried under a key it was never stored with is no retry.
-	_, err = s.Create(t.Context(), newAgent("scout", day1.Add(time.Hour)), "new-key")
+	_, err = createAgent(t.Context(), s, newAgent("scout", day1.Add(time.Hour)), "new-key")
 	sqldbtest.WantErr(t, "Create of a taken id with a key", err, agents.ErrExists)
 	prototest.Equal(t, "the agent after refused creates", get(t, s, "scout"), first)
 
@@ -157,26 +173,39 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := create(t, s, newAgent("scout", day1), "key-1")
 
-	retry := newAgent("scout", day1.Add(time.Second))
-	retry.DisplayName = "a different name"
-	prototest.Equal(t, "a retry with the same key", create(t, s, retry, "key-1"), first)
+	// The same key with another request is refused.
+	other := newAgent("scout", day1.Add(time.Second))
+	other.Description = first.GetDescription()
+	other.DisplayName = "a different name"
+	got, err := createAgent(ctx, s, other, "key-1")
+	sqldbtest.WantErr(t, "the same key with another name", err, idempotency.ErrKeyReused)
+	prototest.Equal(t, "the agent holding the reused key", got, first)
+	_, err = createAgent(ctx, s, newAgent("scout-3", day1), "key-1")
+	sqldbtest.WantErr(t, "the same key for another id", err, idempotency.ErrKeyReused)
+
+	// The same key with the same request is a retry.
+	retry := func(at time.Time) *agentsv1.Agent {
+		a := newAgent("scout", at)
+		a.Description = first.GetDescription()
+		return a
+	}
+	prototest.Equal(t, "a retry with the same key", create(t, s, retry(day1.Add(time.Second)), "key-1"), first)
 
 	// The retry answers with the agent as it is now.
 	now := withStatus(t, s, first, paused, day1.Add(time.Minute))
-	prototest.Equal(t, "a retry after a status change", create(t, s, newAgent("scout", day1.Add(2*time.Minute)), "key-1"), now)
+	prototest.Equal(t, "a retry after a status change", create(t, s, retry(day1.Add(2*time.Minute)), "key-1"), now)
 
-	// The key is the registrar's own: the same key from someone else is a
-	// conflict, not a retry.
-	theirs := newAgent("scout", day1.Add(time.Second))
+	// The key is the registrar's own: the same key from someone else is
+	// another call, here for an id that is taken.
+	theirs := retry(day1.Add(time.Second))
 	theirs.RegisteredBy = "another-owner"
-	_, err := s.Create(ctx, theirs, "key-1")
+	_, err = createAgent(ctx, s, theirs, "key-1")
 	sqldbtest.WantErr(t, "the same key and id from another registrar", err, agents.ErrExists)
-	_, err = s.Create(ctx, newAgent("scout", day1.Add(time.Second)), noKey)
+	_, err = createAgent(ctx, s, retry(day1.Add(time.Second)), noKey)
 	sqldbtest.WantErr(t, "the same id without a key", err, agents.ErrExists)
-
-	// A key is not an id: the same key registers other ids.
-	other := newAgent("scout-2", day1.Add(time.Second))
-	prototest.Equal(t, "another id with the same key", create(t, s, other, "key-1"), other)
+	theirs = newAgent("scout-2", day1.Add(time.Second))
+	theirs.RegisteredBy = "another-owner"
+	prototest.Equal(t, "another registrar's key-1 for another id", create(t, s, theirs, "key-1"), theirs)
 
 	if _, total, err := s.List(ctx, anyOf, 0, 50); err != nil || total != 2 {
 		t.Errorf("stored %d agents (%v), want 2", total, err)
@@ -184,8 +213,8 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 }
 
 // createConcurrently runs n creates of agent id at once, each with the key
-// key(i), and returns their results.
-func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key func(i int) string) ([]*agentsv1.Agent, []error) {
+// key(i) and the display name name(i), and returns their results.
+func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key, name func(i int) string) ([]*agentsv1.Agent, []error) {
 	t.Helper()
 	sqldbtest.WarmPool(t, db, n)
 	got, errs := make([]*agentsv1.Agent, n), make([]error, n)
@@ -193,10 +222,11 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, 
 	start := make(chan struct{})
 	for i := range n {
 		a := newAgent(id, day1.Add(time.Duration(i)*time.Millisecond))
-		a.DisplayName = fmt.Sprintf("racer %d", i)
+		a.DisplayName = name(i)
+		a.Description = "one of the racers"
 		wg.Go(func() {
 			<-start
-			got[i], errs[i] = s.Create(t.Context(), a, key(i))
+			got[i], errs[i] = createAgent(t.Context(), s, a, key(i))
 		})
 	}
 	close(start)
@@ -206,7 +236,7 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, 
 
 func testConcurrentCreate(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
-	got, errs := createConcurrently(t, db, s, 16, "contested", func(int) string { return noKey })
+	got, errs := createConcurrently(t, db, s, 16, "contested", func(int) string { return noKey }, func(i int) string { return fmt.Sprintf("racer %d", i) })
 	var winner *agentsv1.Agent
 	for i, err := range errs {
 		switch {
@@ -228,7 +258,7 @@ func testConcurrentCreate(t *testing.T, db *sqldb.DB) {
 // the agent, not a conflict.
 func testConcurrentRetry(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
-	got, errs := createConcurrently(t, db, s, 16, "retried", func(int) string { return "same-key" })
+	got, errs := createConcurrently(t, db, s, 16, "retried", func(int) string { return "same-key" }, func(int) string { return "the racer" })
 	stored := get(t, s, "retried")
 	for i, err := range errs {
 		if err != nil {
@@ -393,4 +423,28 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 		t.Fatal("no writer moved the agent")
 	}
 	prototest.Equal(t, "stored agent", get(t, s, "worker"), winner)
+}
+
+func testStressCreate(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		// The other request registers another id under the same key.
+		a := newAgent(fmt.Sprintf("agent-%d-%d", round, variant), day1.Add(time.Duration(racer)*time.Millisecond))
+		a.Description = "one of the racers"
+		got, err := createAgent(t.Context(), s, a, fmt.Sprintf("key-%d", round))
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		}
+		return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetCreateTime().AsTime().Equal(a.GetCreateTime().AsTime())}
+	})
+	list, total, err := s.List(t.Context(), anyOf, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(stored, prototest.IDs(list), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" || total != len(stored) {
+		t.Errorf("stored agents are not the ones answered (-answered +stored):\n%s", diff)
+	}
 }

@@ -45,7 +45,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 // touching its schema: what an offline verify reads (db may be read-only).
 func Existing(db *sqldb.DB) *Store { return &Store{db: db} }
 
-const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash`
+const columns = `seq, time_ms, actor, tool, reason, args_digest, outcome, call_id, prev_hash, hash, replay_of`
 
 // errReplay rolls back an append whose call id is already recorded.
 var errReplay = errors.New("call already recorded")
@@ -53,21 +53,21 @@ var errReplay = errors.New("call already recorded")
 // Append implements audit.Store.
 func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, prevHash string) (*auditv1.Record, error)) (*auditv1.Record, bool, error) {
 	var out *auditv1.Record
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		// Taking the head's row lock first serialises appends: a concurrent
 		// append waits here until this one commits, then sees its head.
 		var (
 			seq  int64
 			prev string
 		)
-		err := tx.QueryRowContext(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&seq, &prev)
+		err := tx.QueryRow(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&seq, &prev)
 		if errors.Is(err, sql.ErrNoRows) {
 			return audit.ErrHeadMissing
 		}
 		if err != nil {
 			return fmt.Errorf("lock audit head: %w", err)
 		}
-		first, err := scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records WHERE call_id = ?`), callID))
+		first, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM audit_records WHERE call_id = ?`, callID))
 		if err == nil {
 			out = first
 			return errReplay
@@ -79,15 +79,15 @@ func (s *Store) Append(ctx context.Context, callID string, seal func(seq int64, 
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO audit_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		if _, err := tx.Exec(ctx, `INSERT INTO audit_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.GetSeq(), r.GetTime().AsTime().UnixMilli(), r.GetActor(), r.GetTool(), r.GetReason(), r.GetArgsDigest(),
-			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash()); err != nil {
+			int32(r.GetOutcome()), r.GetCallId(), r.GetPrevHash(), r.GetHash(), r.GetReplayOf()); err != nil {
 			if sqldb.IsUniqueViolation(err) {
 				return fmt.Errorf("%w (record %d)", audit.ErrChainConflict, seq)
 			}
 			return fmt.Errorf("insert audit record: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE audit_head SET hash = ? WHERE id = 1`), r.GetHash()); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE audit_head SET hash = ? WHERE id = 1`, r.GetHash()); err != nil {
 			return fmt.Errorf("move audit head: %w", err)
 		}
 		out = r
@@ -175,7 +175,7 @@ func scan(row sqldb.Scanner) (*auditv1.Record, error) {
 		timeMS  int64
 		outcome int64
 	)
-	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash); err != nil {
+	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash, &r.ReplayOf); err != nil {
 		return nil, fmt.Errorf("read audit record: %w", err)
 	}
 	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())

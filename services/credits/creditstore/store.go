@@ -2,12 +2,10 @@
 // default, PostgreSQL when the service is given a postgres:// DSN. Both run
 // the same queries; the schemas live in migrations/<dialect>/.
 //
-// A change never overdraws a wallet, under any concurrency: the ledger
-// insert and a conditional UPDATE of the wallet's balance row ("balance >=
-// amount") run in one transaction. SQLite serialises writers (immediate
-// transactions); PostgreSQL re-checks the condition on the latest row
-// version after waiting for the row lock. The CHECK constraints on balance
-// and balance_after back this up in the schema.
+// A change never overdraws a wallet, under any concurrency: it locks the
+// wallet's balance row first, and reads the balance, inserts the ledger row
+// and writes the new balance under that lock, in one transaction. The CHECK
+// constraints on balance and balance_after back this up in the schema.
 package creditstore
 
 import (
@@ -19,6 +17,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
@@ -49,92 +48,131 @@ const (
 )
 
 // Apply implements credits.Store.
-func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
-	out, err := s.apply(ctx, e)
-	var short *credits.InsufficientError
-	if err != nil && (sqldb.IsUniqueViolation(err) || errors.As(err, &short) || errors.Is(err, credits.ErrBalanceLimit)) {
-		// A concurrent change with the same reference may have committed
-		// first: its ledger row collides with ours, or (PostgreSQL, read
-		// committed) our balance update waited for it and found the
-		// balance it left. Look again, and answer as for a retry if so.
-		out, err = s.apply(ctx, e)
-	}
-	return out, err
-}
-
-func (s *Store) apply(ctx context.Context, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
-	var out *creditsv1.LedgerEntry
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		prev, err := s.byReference(ctx, tx, e)
-		if err == nil {
-			if prev.GetWallet() == e.GetWallet() && prev.GetAmount() == e.GetAmount() {
-				out = prev
-				return nil
-			}
-			return &credits.ReusedError{First: prev}
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
+//
+// The wallet's row is locked first, so the changes of one wallet run one at
+// a time and the ledger lists them in the order the balance moved. The
+// ledger row is inserted next, with sqldb.InsertOnce: it claims the
+// reference and the idempotency key, and a retry (which waits for the first
+// attempt on either lock) finds the first entry instead of being judged
+// against the balance the first attempt left.
+func (s *Store) Apply(ctx context.Context, e *creditsv1.LedgerEntry, call idempotency.Call, maxAmount int64) (credits.Applied, error) {
+	var out credits.Applied
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		ms := e.GetCreateTime().AsTime().UnixMilli()
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_wallets (wallet, balance, update_ms) VALUES (?, 0, ?)
-			ON CONFLICT (wallet) DO NOTHING`), e.GetWallet(), ms); err != nil {
-			return fmt.Errorf("open wallet: %w", err)
+		var balance int64
+		if err := tx.QueryRow(ctx, `INSERT INTO credit_wallets (wallet, balance, update_ms) VALUES (?, 0, ?)
+			ON CONFLICT (wallet) DO UPDATE SET update_ms = credit_wallets.update_ms
+			RETURNING balance`, e.GetWallet(), ms).Scan(&balance); err != nil {
+			return fmt.Errorf("lock wallet: %w", err)
 		}
-		// The balance after the change must stay within [0, MaxInt64]; the
-		// bounds are on the old balance so the check itself cannot overflow.
-		lo, hi := int64(0), int64(math.MaxInt64)
-		if e.GetAmount() < 0 {
-			lo = -e.GetAmount()
-		} else {
-			hi = math.MaxInt64 - e.GetAmount()
+		after, fits := move(balance, e.GetAmount())
+		first, inserted, err := sqldb.InsertOnce(ctx, tx, sqldb.Once[held]{
+			What:   "ledger entry",
+			Insert: `INSERT INTO credit_ledger (` + columns + `, request_digest, call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			Args: []any{e.GetId(), e.GetWallet(), int32(e.GetKind()), e.GetAmount(), max(after, 0), e.GetReference(), e.GetNote(),
+				e.GetActor(), ms, call.Digest, call.KeyOrNil()},
+			Holders:    `SELECT ` + columns + `, request_digest, call_id FROM credit_ledger WHERE ` + referenceScope(e) + ` OR (actor = ? AND call_id = ?) ORDER BY seq`,
+			HolderArgs: append(referenceArgs(e), e.GetActor(), call.KeyOrNil()),
+			Scan: func(r sqldb.Scanner) (held, string, error) {
+				h, digest, err := scanHeld(r)
+				if digest == "" && (h.entry.GetWallet() != e.GetWallet() || h.entry.GetAmount() != e.GetAmount()) {
+					// Stored before digests were kept: the same wallet and
+					// amount were what made a retry then.
+					digest = "another request"
+				}
+				return h, digest, err
+			},
+			Digest: call.Digest,
+		})
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return &credits.ReusedError{First: first.entry}
+		case err != nil:
+			return err
+		case !inserted:
+			out = credits.Applied{Entry: first.entry, Replayed: true, FirstCallID: first.callID}
+			return nil
 		}
-		var after int64
-		err = tx.QueryRowContext(ctx, s.db.Rebind(`UPDATE credit_wallets SET balance = balance + ?, update_ms = ?
-			WHERE wallet = ? AND balance >= ? AND balance <= ? RETURNING balance`),
-			e.GetAmount(), ms, e.GetWallet(), lo, hi).Scan(&after)
-		if errors.Is(err, sql.ErrNoRows) {
-			var balance int64
-			if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT balance FROM credit_wallets WHERE wallet = ?`), e.GetWallet()).Scan(&balance); err != nil {
-				return fmt.Errorf("read balance: %w", err)
-			}
-			if balance < lo {
+		if e.GetAmount() > maxAmount || -e.GetAmount() > maxAmount {
+			return credits.ErrOverMax
+		}
+		if !fits {
+			if e.GetAmount() < 0 {
 				return &credits.InsufficientError{Balance: balance}
 			}
 			return credits.ErrBalanceLimit
 		}
-		if err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE credit_wallets SET balance = ?, update_ms = ? WHERE wallet = ?`, after, ms, e.GetWallet()); err != nil {
 			return fmt.Errorf("move balance: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_ledger (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			e.GetId(), e.GetWallet(), int32(e.GetKind()), e.GetAmount(), after, e.GetReference(), e.GetNote(), e.GetActor(), ms); err != nil {
-			return fmt.Errorf("insert ledger entry: %w", err)
-		}
 		e.BalanceAfter = after
-		out = e
+		out = credits.Applied{Entry: e}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return credits.Applied{}, err
 	}
 	return out, nil
 }
 
-// byReference returns the entry that holds e's reference: a grant's
-// reference is unique among grants, a spend's among its wallet's spends.
-func (s *Store) byReference(ctx context.Context, tx *sql.Tx, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
-	if e.GetKind() == creditsv1.EntryKind_ENTRY_KIND_GRANT {
-		return scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE kind = ? AND reference = ?`),
-			int32(e.GetKind()), e.GetReference()))
+// move returns balance plus amount and whether it stays within
+// [0, MaxInt64]; the bounds are checked on the old balance so the check
+// itself cannot overflow.
+func move(balance, amount int64) (int64, bool) {
+	if amount < 0 {
+		return balance + amount, balance >= -amount
 	}
-	return scan(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM credit_ledger WHERE kind = ? AND wallet = ? AND reference = ?`),
-		int32(e.GetKind()), e.GetWallet(), e.GetReference()))
+	if balance > math.MaxInt64-amount {
+		return 0, false
+	}
+	return balance + amount, true
+}
+
+// referenceScope is the condition that selects the entry holding e's
+// reference: a grant's reference is unique among grants, a spend's among its
+// wallet's spends.
+func referenceScope(e *creditsv1.LedgerEntry) string {
+	if e.GetKind() == creditsv1.EntryKind_ENTRY_KIND_GRANT {
+		return `(kind = ? AND reference = ?)`
+	}
+	return `(kind = ? AND wallet = ? AND reference = ?)`
+}
+
+func referenceArgs(e *creditsv1.LedgerEntry) []any {
+	if e.GetKind() == creditsv1.EntryKind_ENTRY_KIND_GRANT {
+		return []any{int32(e.GetKind()), e.GetReference()}
+	}
+	return []any{int32(e.GetKind()), e.GetWallet(), e.GetReference()}
+}
+
+// held is a stored entry with the idempotency key of the call that made it.
+type held struct {
+	entry  *creditsv1.LedgerEntry
+	callID string
+}
+
+// scanHeld reads a row of columns, request_digest and call_id.
+func scanHeld(r sqldb.Scanner) (held, string, error) {
+	var (
+		h        held
+		digest   string
+		callID   sql.NullString
+		kind, ms int64
+		e        creditsv1.LedgerEntry
+	)
+	if err := r.Scan(&e.Id, &e.Wallet, &kind, &e.Amount, &e.BalanceAfter, &e.Reference, &e.Note, &e.Actor, &ms, &digest, &callID); err != nil {
+		return h, "", fmt.Errorf("read ledger entry: %w", err)
+	}
+	e.Kind = creditsv1.EntryKind(kind)
+	e.CreateTime = timestamppb.New(time.UnixMilli(ms).UTC())
+	h.entry, h.callID = &e, callID.String
+	return h, digest, nil
 }
 
 // Balance implements credits.Store.
 func (s *Store) Balance(ctx context.Context, wallet string) (int64, error) {
 	var balance int64
-	if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM credit_ledger WHERE wallet = ?`),
+	if err := s.db.QueryRow(ctx, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM credit_ledger WHERE wallet = ?`,
 		wallet).Scan(&balance); err != nil {
 		return 0, fmt.Errorf("sum ledger: %w", err)
 	}
@@ -180,8 +218,8 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 		prev    credits.Setting
 		existed bool
 	)
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`), st.Name)
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE credit_config SET updated_by = updated_by WHERE config_key = ?`, st.Name)
 		if err != nil {
 			return fmt.Errorf("lock setting: %w", err)
 		}
@@ -192,8 +230,8 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 		if locked == 0 {
 			// Nothing to replace, as far as this transaction can tell: a row
 			// another set has inserted since is not locked, so not read.
-			res, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
-				ON CONFLICT (config_key) DO NOTHING`), st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
+			res, err := tx.Exec(ctx, `INSERT INTO credit_config (config_key, value, update_ms, updated_by) VALUES (?, ?, ?, ?)
+				ON CONFLICT (config_key) DO NOTHING`, st.Name, st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy)
 			if err != nil {
 				return fmt.Errorf("write setting: %w", err)
 			}
@@ -202,12 +240,12 @@ func (s *Store) setSetting(ctx context.Context, st credits.Setting) (credits.Set
 			}
 			return nil
 		}
-		prev, err = scanSetting(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+settingColumns+` FROM credit_config WHERE config_key = ?`), st.Name))
+		prev, err = scanSetting(tx.QueryRow(ctx, `SELECT `+settingColumns+` FROM credit_config WHERE config_key = ?`, st.Name))
 		if err != nil {
 			return err
 		}
 		existed = true
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`),
+		if _, err := tx.Exec(ctx, `UPDATE credit_config SET value = ?, update_ms = ?, updated_by = ? WHERE config_key = ?`,
 			st.Value, st.UpdateTime.UnixMilli(), st.UpdatedBy, st.Name); err != nil {
 			return fmt.Errorf("write setting: %w", err)
 		}

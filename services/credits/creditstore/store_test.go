@@ -1,6 +1,7 @@
 package creditstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -38,6 +41,10 @@ func TestStore(t *testing.T) {
 		{Name: "concurrent retries of one spend apply it once", Test: testConcurrentSpendRetries},
 		{Name: "concurrent settings report what they replaced", Test: testConcurrentSettings},
 		{Name: "settings", Test: testSettings},
+		{Name: "idempotency keys: retries answer, reuses are refused", Test: testIdempotencyKeys},
+		{Name: "stress: racing grants of one reference", Test: testStressGrants},
+		{Name: "stress: racing spends of one reference", Test: testStressSpends},
+		{Name: "stress: racing grants with one idempotency key", Test: testStressKeyedGrants},
 	})
 }
 
@@ -57,6 +64,31 @@ func grant(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
 
 func spend(wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
 	return entry(creditsv1.EntryKind_ENTRY_KIND_SPEND, wallet, -amount, ref)
+}
+
+// request is the request that makes e, as the service digests it.
+func request(e *creditsv1.LedgerEntry) proto.Message {
+	if e.GetKind() == creditsv1.EntryKind_ENTRY_KIND_GRANT {
+		return &creditsv1.GrantRequest{Wallet: e.GetWallet(), Amount: e.GetAmount(), Reference: e.GetReference(), Note: e.GetNote()}
+	}
+	return &creditsv1.SpendRequest{Amount: -e.GetAmount(), Reference: e.GetReference(), Note: e.GetNote()}
+}
+
+// apply applies e as a call without an idempotency key.
+func apply(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
+	return applyKeyed(ctx, st, e, "")
+}
+
+// applyKeyed applies e as a call with idempotency key key.
+func applyKeyed(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry, key string) (*creditsv1.LedgerEntry, error) {
+	got, err := st.Apply(ctx, e, idempotency.Call{Key: key, Digest: idempotency.Digest(request(e))}, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	if got.Replayed == (got.Entry.GetId() == e.GetId()) {
+		return nil, fmt.Errorf("Apply says replayed %v, but answered entry %s for entry %s", got.Replayed, got.Entry.GetId(), e.GetId())
+	}
+	return got.Entry, nil
 }
 
 func balance(t *testing.T, st *creditstore.Store, wallet string) int64 {
@@ -79,36 +111,36 @@ func refs(list []*creditsv1.LedgerEntry) []string {
 func testApply(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	st := openStore(t, db)
-	g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	g, err := apply(ctx, st, grant("a", 100, "inv-1"))
 	if err != nil || g.GetBalanceAfter() != 100 {
 		t.Fatalf("grant = %v, %v; want balance_after 100", g, err)
 	}
-	again, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	again, err := apply(ctx, st, grant("a", 100, "inv-1"))
 	if err != nil || !proto.Equal(again, g) {
 		t.Errorf("repeated grant = %v, %v; want the first entry", again, err)
 	}
 	var reused *credits.ReusedError
-	if _, err := st.Apply(ctx, grant("b", 100, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+	if _, err := apply(ctx, st, grant("b", 100, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
 		t.Errorf("grant reference reused for another wallet: %v, want ReusedError with the first entry", err)
 	}
 	var short *credits.InsufficientError
-	if _, err := st.Apply(ctx, spend("a", 101, "job")); !errors.As(err, &short) || short.Balance != 100 {
+	if _, err := apply(ctx, st, spend("a", 101, "job")); !errors.As(err, &short) || short.Balance != 100 {
 		t.Errorf("overdraft: %v, want InsufficientError with balance 100", err)
 	}
-	if _, err := st.Apply(ctx, spend("nobody", 1, "job")); !errors.As(err, &short) || short.Balance != 0 {
+	if _, err := apply(ctx, st, spend("nobody", 1, "job")); !errors.As(err, &short) || short.Balance != 0 {
 		t.Errorf("spend from a new wallet: %v, want InsufficientError with balance 0", err)
 	}
-	s, err := st.Apply(ctx, spend("a", 100, "job"))
+	s, err := apply(ctx, st, spend("a", 100, "job"))
 	if err != nil || s.GetBalanceAfter() != 0 {
 		t.Errorf("spend of the whole balance = %v, %v; want balance_after 0", s, err)
 	}
-	if _, err := st.Apply(ctx, spend("b", 1, "job")); !errors.As(err, &short) {
+	if _, err := apply(ctx, st, spend("b", 1, "job")); !errors.As(err, &short) {
 		t.Errorf("spend reference of another wallet is not shared, so this is an overdraft: %v", err)
 	}
-	if _, err := st.Apply(ctx, grant("big", math.MaxInt64, "max")); err != nil {
+	if _, err := apply(ctx, st, grant("big", math.MaxInt64, "max")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Apply(ctx, grant("big", 1, "over")); !errors.Is(err, credits.ErrBalanceLimit) {
+	if _, err := apply(ctx, st, grant("big", 1, "over")); !errors.Is(err, credits.ErrBalanceLimit) {
 		t.Errorf("grant past the largest balance: %v, want ErrBalanceLimit", err)
 	}
 	list, total, err := st.Ledger(ctx, "a", 0, 10)
@@ -123,7 +155,7 @@ func testApply(t *testing.T, db *sqldb.DB) {
 func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	st := openStore(t, db)
-	if _, err := st.Apply(ctx, grant("c", 500, "seed")); err != nil {
+	if _, err := apply(ctx, st, grant("c", 500, "seed")); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -132,7 +164,7 @@ func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := st.Apply(ctx, spend("c", 10, fmt.Sprintf("s-%d", i)))
+			_, err := apply(ctx, st, spend("c", 10, fmt.Sprintf("s-%d", i)))
 			results <- err
 		}()
 	}
@@ -168,7 +200,7 @@ func testLedgerPages(t *testing.T, db *sqldb.DB) {
 	for i, e := range []*creditsv1.LedgerEntry{
 		grant("a", 50, "g1"), grant("b", 7, "g-b"), spend("a", 20, "s1"), grant("a", 5, "g2"), spend("a", 35, "s2"), grant("a", 1, "g3"),
 	} {
-		got, err := st.Apply(ctx, e)
+		got, err := apply(ctx, st, e)
 		if err != nil {
 			t.Fatalf("change %d: %v", i, err)
 		}
@@ -217,46 +249,46 @@ func testLedgerPages(t *testing.T, db *sqldb.DB) {
 func testReferences(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	st := openStore(t, db)
-	g, err := st.Apply(ctx, grant("a", 100, "inv-1"))
+	g, err := apply(ctx, st, grant("a", 100, "inv-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := st.Apply(ctx, spend("a", 30, "job-1"))
+	s, err := apply(ctx, st, spend("a", 30, "job-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A retried spend answers with the first entry, balance as it was then.
-	if _, err := st.Apply(ctx, grant("a", 5, "inv-2")); err != nil {
+	if _, err := apply(ctx, st, grant("a", 5, "inv-2")); err != nil {
 		t.Fatal(err)
 	}
-	again, err := st.Apply(ctx, spend("a", 30, "job-1"))
+	again, err := apply(ctx, st, spend("a", 30, "job-1"))
 	if err != nil || !proto.Equal(again, s) {
 		t.Errorf("retried spend = %v, %v; want the first entry %v", again, err, s)
 	}
 	var reused *credits.ReusedError
-	if _, err := st.Apply(ctx, spend("a", 31, "job-1")); !errors.As(err, &reused) || reused.First.GetId() != s.GetId() {
+	if _, err := apply(ctx, st, spend("a", 31, "job-1")); !errors.As(err, &reused) || reused.First.GetId() != s.GetId() {
 		t.Errorf("spend reference reused with another amount: %v, want ReusedError with the first spend", err)
 	}
-	if _, err := st.Apply(ctx, grant("a", 99, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+	if _, err := apply(ctx, st, grant("a", 99, "inv-1")); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
 		t.Errorf("grant reference reused with another amount: %v, want ReusedError with the first grant", err)
 	}
 	// A spend may carry a grant's reference, and another wallet's spend
 	// reference: they are separate namespaces.
-	if _, err := st.Apply(ctx, spend("a", 1, "inv-1")); err != nil {
+	if _, err := apply(ctx, st, spend("a", 1, "inv-1")); err != nil {
 		t.Errorf("a spend with a grant's reference: %v", err)
 	}
-	if _, err := st.Apply(ctx, grant("b", 10, "inv-b")); err != nil {
+	if _, err := apply(ctx, st, grant("b", 10, "inv-b")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Apply(ctx, spend("b", 1, "job-1")); err != nil {
+	if _, err := apply(ctx, st, spend("b", 1, "job-1")); err != nil {
 		t.Errorf("wallet b's spend with wallet a's spend reference: %v", err)
 	}
 	var short *credits.InsufficientError
-	if _, err := st.Apply(ctx, spend("a", 1000, "job-2")); !errors.As(err, &short) || short.Balance != 74 {
+	if _, err := apply(ctx, st, spend("a", 1000, "job-2")); !errors.As(err, &short) || short.Balance != 74 {
 		t.Errorf("overdraft: %v, want InsufficientError with balance 74", err)
 	}
 	// The refused spend did not use up its reference.
-	if _, err := st.Apply(ctx, spend("a", 4, "job-2")); err != nil {
+	if _, err := apply(ctx, st, spend("a", 4, "job-2")); err != nil {
 		t.Errorf("the refused spend's reference, for a smaller amount: %v", err)
 	}
 	list, total, err := st.Ledger(ctx, "a", 0, 50)
@@ -273,7 +305,7 @@ func testReferences(t *testing.T, db *sqldb.DB) {
 
 func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
 	st := openStore(t, db)
-	if _, err := st.Apply(t.Context(), grant("e", 100, "seed")); err != nil {
+	if _, err := apply(t.Context(), st, grant("e", 100, "seed")); err != nil {
 		t.Fatal(err)
 	}
 	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return spend("e", 60, "job-same") })
@@ -290,7 +322,7 @@ func concurrentRetries(t *testing.T, st *creditstore.Store, entry func() *credit
 	got := make(chan string, 10)
 	for range 10 {
 		wg.Go(func() {
-			e, err := st.Apply(t.Context(), entry())
+			e, err := apply(t.Context(), st, entry())
 			if err != nil {
 				t.Errorf("concurrent retry: %v", err)
 				return
@@ -386,4 +418,133 @@ func testSettings(t *testing.T, db *sqldb.DB) {
 	if err != nil || len(all) != 1 || all[0].Value != 7 || all[0].UpdatedBy != "root" {
 		t.Errorf("Settings = %+v, %v; want one setting of 7 by root", all, err)
 	}
+}
+
+func testIdempotencyKeys(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	st := openStore(t, db)
+	g, err := applyKeyed(ctx, st, grant("a", 100, "inv-1"), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same key with another reference is another request: refused,
+	// naming the first entry.
+	var reused *credits.ReusedError
+	if _, err := applyKeyed(ctx, st, grant("a", 100, "inv-2"), "k1"); !errors.As(err, &reused) || reused.First.GetId() != g.GetId() {
+		t.Errorf("key k1 with another reference: %v, want ReusedError with the first grant", err)
+	}
+	// The same request with the same key is a retry.
+	if again, err := applyKeyed(ctx, st, grant("a", 100, "inv-1"), "k1"); err != nil || !proto.Equal(again, g) {
+		t.Errorf("retry with key k1 = %v, %v; want the first grant", again, err)
+	}
+	// The same reference under a new key is a retry too: the reference
+	// names the grant.
+	if again, err := applyKeyed(ctx, st, grant("a", 100, "inv-1"), "k2"); err != nil || !proto.Equal(again, g) {
+		t.Errorf("retry with a new key = %v, %v; want the first grant", again, err)
+	}
+	// A different note makes a different request.
+	other := grant("a", 100, "inv-1")
+	other.Note = "changed"
+	if _, err := applyKeyed(ctx, st, other, "k3"); !errors.As(err, &reused) {
+		t.Errorf("reference inv-1 with another note: %v, want ReusedError", err)
+	}
+	// Keys are the actor's own: another actor's k1 is another call.
+	theirs := grant("a", 5, "inv-3")
+	theirs.Actor = "someone-else"
+	if _, err := applyKeyed(ctx, st, theirs, "k1"); err != nil {
+		t.Errorf("another actor's key k1: %v", err)
+	}
+	// A spend whose first attempt was refused did not take its key.
+	if _, err := applyKeyed(ctx, st, spend("a", 1000, "job-1"), "k4"); !errors.As(err, new(*credits.InsufficientError)) {
+		t.Fatalf("overdraft: %v, want InsufficientError", err)
+	}
+	if _, err := applyKeyed(ctx, st, spend("a", 10, "job-1"), "k4"); err != nil {
+		t.Errorf("the refused spend's key and reference for a smaller amount: %v", err)
+	}
+	if b := balance(t, st, "a"); b != 95 {
+		t.Errorf("balance = %d, want 95", b)
+	}
+
+	// The maximum refuses a new change and records nothing; a retry of a
+	// change made under a higher maximum still gets the first entry.
+	big := grant("m", 10, "max-1")
+	call := idempotency.Call{Digest: idempotency.Digest(request(big))}
+	if _, err := st.Apply(ctx, big, call, 9); !errors.Is(err, credits.ErrOverMax) {
+		t.Errorf("a grant of 10 under a maximum of 9: %v, want ErrOverMax", err)
+	}
+	first, err := st.Apply(ctx, big, call, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := st.Apply(ctx, grant("m", 10, "max-1"), call, 9); err != nil || !again.Replayed || again.Entry.GetId() != first.Entry.GetId() {
+		t.Errorf("a retry after the maximum was lowered = %+v, %v; want the first entry", again, err)
+	}
+}
+
+// stress races the changes change(round, variant) makes, under the key
+// key(round) ("" for none), on wallet, which holds start from seeds entries
+// before; then it checks that the ledger holds exactly the entries the
+// racers were answered with and the balance is start plus their amounts.
+func stress(t *testing.T, db *sqldb.DB, st *creditstore.Store, wallet string, start int64, seeds int,
+	change func(round, variant int) *creditsv1.LedgerEntry, key func(round int) string) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		sum = start
+	)
+	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		e := change(round, variant)
+		got, err := applyKeyed(t.Context(), st, e, key(round))
+		switch {
+		case errors.As(err, new(*credits.ReusedError)):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		case got.GetId() == e.GetId():
+			mu.Lock()
+			sum += e.GetAmount()
+			mu.Unlock()
+		}
+		return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetId() == e.GetId()}
+	})
+	list, total, err := st.Ledger(t.Context(), wallet, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range list[:len(list)-seeds] {
+		ids = append(ids, e.GetId())
+	}
+	if diff := cmp.Diff(stored, ids, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" || total != len(stored)+seeds {
+		t.Errorf("ledger entries are not the ones answered (-answered +ledger):\n%s", diff)
+	}
+	if b := balance(t, st, wallet); b != sum {
+		t.Errorf("balance = %d, want %d", b, sum)
+	}
+}
+
+func noKey(int) string { return "" }
+
+func testStressGrants(t *testing.T, db *sqldb.DB) {
+	stress(t, db, openStore(t, db), "w", 0, 0, func(round, variant int) *creditsv1.LedgerEntry {
+		return grant("w", int64(10+variant), fmt.Sprintf("inv-%d", round))
+	}, noKey)
+}
+
+func testStressSpends(t *testing.T, db *sqldb.DB) {
+	st := openStore(t, db)
+	const seed = 100_000
+	if _, err := apply(t.Context(), st, grant("w", seed, "seed")); err != nil {
+		t.Fatal(err)
+	}
+	stress(t, db, st, "w", seed, 1, func(round, variant int) *creditsv1.LedgerEntry {
+		return spend("w", int64(10+variant), fmt.Sprintf("job-%d", round))
+	}, noKey)
+}
+
+// One key per round; the other request names another reference.
+func testStressKeyedGrants(t *testing.T, db *sqldb.DB) {
+	stress(t, db, openStore(t, db), "w", 0, 0, func(round, variant int) *creditsv1.LedgerEntry {
+		return grant("w", 7, fmt.Sprintf("inv-%d-%d", round, variant))
+	}, func(round int) string { return fmt.Sprintf("key-%d", round) })
 }

@@ -70,7 +70,7 @@ func (s *Store) Save(ctx context.Context, r memory.Record) (memory.Record, bool,
 
 func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool, error) {
 	created := false
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		var seq, createMS int64
 		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT seq, create_ms FROM memories WHERE agent_id = ? AND memory_key = ?`),
 			r.AgentID, r.Key).Scan(&seq, &createMS)
@@ -99,7 +99,7 @@ func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool,
 }
 
 // index replaces the index terms of memory seq.
-func (s *Store) index(ctx context.Context, tx *sql.Tx, seq int64, terms string) error {
+func (s *Store) index(ctx context.Context, tx *sqldb.Tx, seq int64, terms string) error {
 	if s.db.Dialect == sqldb.Postgres {
 		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET terms = CAST(? AS tsvector) WHERE seq = ?`), tsvector(terms), seq); err != nil {
 			return fmt.Errorf("index memory: %w", err)
@@ -117,7 +117,7 @@ func (s *Store) index(ctx context.Context, tx *sql.Tx, seq int64, terms string) 
 
 // unindex removes memory seq from the SQLite index (PostgreSQL keeps the
 // terms in the row itself).
-func (s *Store) unindex(ctx context.Context, tx *sql.Tx, seq int64) error {
+func (s *Store) unindex(ctx context.Context, tx *sqldb.Tx, seq int64) error {
 	if s.db.Dialect == sqldb.Postgres {
 		return nil
 	}
@@ -244,7 +244,7 @@ func (s *Store) Get(ctx context.Context, agentID, key string) (memory.Record, er
 // Delete implements memory.Store.
 func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record, error) {
 	var r memory.Record
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		var (
 			seq int64
 			err error

@@ -1,6 +1,7 @@
 package messagestore_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
@@ -38,7 +40,7 @@ func TestStore(t *testing.T) {
 		{Name: "the window ends at the cutoff", Test: testDedupWindowEnd},
 		{Name: "idempotency key", Test: testIdempotency},
 		{Name: "concurrent identical sends", Test: testConcurrentDuplicates},
-		{Name: "concurrent retries with one key", Test: testConcurrentSameKey},
+		{Name: "stress: racing sends with one key", Test: testStressSameKey},
 		{Name: "concurrent distinct sends", Test: testConcurrentDistinct},
 		{Name: "inbox newest first", Test: testInbox},
 		{Name: "threads", Test: testThread},
@@ -89,8 +91,21 @@ func send(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string
 }
 
 func trySend(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool, error) {
+	sent, err := sendCall(t, s, m, key)
+	return sent.Message, sent.Duplicate, err
+}
+
+// sendCall sends m as a call with key, with the request digest the service
+// makes, and checks that Replayed is true exactly when the answer is
+// neither m nor a duplicate.
+func sendCall(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (messages.Sent, error) {
 	at := m.GetCreateTime().AsTime()
-	return s.Send(t.Context(), m, messages.DedupKey(m.GetText()), at.Add(-window), key)
+	req := &messagesv1.SendRequest{ToAgent: m.GetToAgent(), Message: m.GetText()}
+	sent, err := s.Send(t.Context(), m, messages.DedupKey(m.GetText()), at.Add(-window), idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
+	if err == nil && sent.Replayed && sent.Message.GetId() == m.GetId() {
+		return sent, fmt.Errorf("Send of %s says replayed, but answered the message itself", m.GetId())
+	}
+	return sent, err
 }
 
 // stored sends m and fails unless it was stored as itself.
@@ -217,12 +232,26 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 		t.Error("a retry with the same key was reported as a suppressed duplicate, want the first send's answer")
 	}
 	prototest.Equal(t, "a retry within the window returned", got, first)
-	// Past the window, and with other contents, the key still holds.
-	got, dup = send(t, s, newMessage(alice, carol, "", "something else", t0.Add(time.Hour)), "k1")
+	// Past the window the key still holds.
+	got, dup = send(t, s, newMessage(alice, bob, "", "once", t0.Add(time.Hour)), "k1")
 	if dup {
 		t.Error("a late retry with the same key was reported as a suppressed duplicate")
 	}
 	prototest.Equal(t, "a retry past the window returned", got, first)
+	// The same key with another request is refused and stores nothing.
+	_, err := sendCall(t, s, newMessage(alice, carol, "", "something else", t0.Add(time.Hour)), "k1")
+	sqldbtest.WantErr(t, "the same key with another message", err, idempotency.ErrKeyReused)
+
+	// A keyed send suppressed as a duplicate answers so on retry, even
+	// past the window, when the same text would be stored anew.
+	dupOf, dup := send(t, s, newMessage(alice, bob, "", "once", t0.Add(2*time.Second)), "k3")
+	if !dup || dupOf.GetId() != first.GetId() {
+		t.Fatalf("a repeat under a new key = %v, duplicate %v; want a duplicate of %s", dupOf.GetId(), dup, first.GetId())
+	}
+	late, err := sendCall(t, s, newMessage(alice, bob, "", "once", t0.Add(time.Hour)), "k3")
+	if err != nil || !late.Duplicate || !late.Replayed || late.Message.GetId() != first.GetId() {
+		t.Errorf("a late retry of the suppressed send = %+v, %v; want the duplicate answer again, replayed", late, err)
+	}
 
 	// The key is the sender's own: another sender's k1 is a new message.
 	stored(t, s, newMessage(bob, alice, "", "once", t0.Add(time.Second)), "k1")
@@ -286,34 +315,30 @@ func testConcurrentDuplicates(t *testing.T, db *sqldb.DB) {
 	}
 }
 
-// A client retrying while its first send is in flight gets the first send's
-// answer: the message, not suppressed. The race is run a few times, since
-// the racers need not meet in any one round.
-func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
+// Racing sends with one key: a client retrying while its first send is in
+// flight gets the first send's answer (the message, not a duplicate); the
+// same key with another text is refused.
+func testStressSameKey(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
-	const rounds, n = 8, 8
-	for r := range rounds {
-		to, key := fmt.Sprintf("bob-%d", r), fmt.Sprintf("key-%d", r)
-		got, dups, _ := sendConcurrently(t, db, s, n,
-			func(i int) *messagesv1.Message {
-				// Most retries repeat the text (a duplicate too), some not.
-				text := "retried"
-				if i%4 == 3 {
-					text = fmt.Sprintf("retried, attempt %d", i)
-				}
-				return newMessage(alice, to, "", text, t0.Add(time.Duration(i)*time.Millisecond))
-			},
-			func(int) string { return key })
-		list := inbox(t, s, to)
-		if len(list) != 1 {
-			t.Fatalf("round %d: %d concurrent sends with one key stored %d messages, want 1", r, n, len(list))
+	var stored []string
+	answered := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		m := newMessage(alice, bob, "", fmt.Sprintf("round %d, request %d", round, variant), t0.Add(time.Duration(racer)*time.Millisecond))
+		sent, err := sendCall(t, s, m, fmt.Sprintf("key-%d", round))
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		case sent.Duplicate:
+			return sqldbtest.Outcome{Err: fmt.Errorf("send %s reported as a suppressed duplicate of %s", m.GetId(), sent.Message.GetId())}
 		}
-		for i := range n {
-			if dups[i] {
-				t.Errorf("round %d: send %d was reported as a suppressed duplicate, want the first send's answer", r, i)
-			}
-			prototest.Equal(t, fmt.Sprintf("round %d: send %d returned", r, i), got[i], list[0])
-		}
+		return sqldbtest.Outcome{ID: sent.Message.GetId(), Created: !sent.Replayed}
+	})
+	for _, m := range inbox(t, s, bob) {
+		stored = append(stored, m.GetId())
+	}
+	if diff := cmp.Diff(answered, stored, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("stored messages are not the ones answered (-answered +stored):\n%s", diff)
 	}
 }
 

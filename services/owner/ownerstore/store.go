@@ -39,8 +39,9 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const askColumns = `id, agent_id, question, options_json, context, status, answer, answered_by, create_ms, expire_ms, resolve_ms, workflow_id`
 
-// CreateAsk implements owner.Store.
-func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bool, error) {
+// CreateAsk implements owner.Store, with sqldb.InsertOnce: the ask's id
+// is its key.
+func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*ownerv1.Ask, bool, error) {
 	opts := a.GetOptions()
 	if opts == nil {
 		opts = []string{}
@@ -49,27 +50,22 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask) (*ownerv1.Ask, bo
 	if err != nil {
 		return nil, false, fmt.Errorf("encode options: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO asks (`+askColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`),
-		a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
-		a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId())
-	if err != nil {
-		return nil, false, fmt.Errorf("insert ask: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("insert ask: %w", err)
-	}
-	stored, err := s.GetAsk(ctx, a.GetAskId())
-	if err != nil {
-		return nil, false, err
-	}
-	return stored, n == 1, nil
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*ownerv1.Ask]{
+		What:   "ask",
+		Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
+			a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
+		Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
+		HolderArgs: []any{a.GetAskId()},
+		Scan:       sqldb.DigestLast(scanAskRow),
+		Digest:     digest,
+		New:        a,
+	})
 }
 
 // GetAsk implements owner.Store.
 func (s *Store) GetAsk(ctx context.Context, id string) (*ownerv1.Ask, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+askColumns+` FROM asks WHERE id = ?`), id), scanAsk, owner.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+askColumns+` FROM asks WHERE id = ?`, id), scanAsk, owner.ErrNotFound)
 }
 
 // ListAsks implements owner.Store.
@@ -86,8 +82,8 @@ func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskSt
 
 // ResolveAsk implements owner.Store.
 func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ownerv1.Ask, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
-		WHERE id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
+		WHERE id = ? AND status = ?`,
 		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
 	if err != nil {
 		return nil, false, fmt.Errorf("resolve ask: %w", err)
@@ -105,21 +101,26 @@ func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ow
 
 // DeleteAsk implements owner.Store.
 func (s *Store) DeleteAsk(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM asks WHERE id = ? AND status = ?`), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM asks WHERE id = ? AND status = ?`, id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
 		return fmt.Errorf("delete ask: %w", err)
 	}
 	return nil
 }
 
 func scanAsk(r sqldb.Scanner) (*ownerv1.Ask, error) {
+	return scanAskRow(r)
+}
+
+// scanAskRow reads a row of askColumns, and of more columns into more.
+func scanAskRow(r sqldb.Scanner, more ...any) (*ownerv1.Ask, error) {
 	var (
 		a                             ownerv1.Ask
 		optsJSON                      string
 		status                        int64
 		createMS, expireMS, resolveMS int64
 	)
-	if err := r.Scan(&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
-		&createMS, &expireMS, &resolveMS, &a.WorkflowId); err != nil {
+	if err := r.Scan(append([]any{&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
+		&createMS, &expireMS, &resolveMS, &a.WorkflowId}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
@@ -144,7 +145,7 @@ const channelColumns = `id, name, kind, enabled, min_level, webhook_url, webhook
 
 // CreateChannel implements owner.Store.
 func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
-	_, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.Exec(ctx, `INSERT INTO channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.Name, int32(c.Kind), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Created.UnixMilli(), c.Updated.UnixMilli())
 	if sqldb.IsUniqueViolation(err) {
 		return owner.ErrNameTaken
@@ -157,7 +158,7 @@ func (s *Store) CreateChannel(ctx context.Context, c *owner.Channel) error {
 
 // GetChannel implements owner.Store.
 func (s *Store) GetChannel(ctx context.Context, id string) (*owner.Channel, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+channelColumns+` FROM channels WHERE id = ?`, id), scanChannel, owner.ErrNotFound)
 }
 
 // ListChannels implements owner.Store.
@@ -173,8 +174,8 @@ func (s *Store) EnabledChannels(ctx context.Context) ([]*owner.Channel, error) {
 
 // UpdateChannel implements owner.Store.
 func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
-		WHERE id = ?`), c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
+	res, err := s.db.Exec(ctx, `UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
+		WHERE id = ?`, c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
 	if err != nil {
 		return fmt.Errorf("update channel: %w", err)
 	}
@@ -191,12 +192,12 @@ func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
 // DeleteChannel implements owner.Store.
 func (s *Store) DeleteChannel(ctx context.Context, id string) (*owner.Channel, error) {
 	var out *owner.Channel
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		c, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+channelColumns+` FROM channels WHERE id = ?`), id), scanChannel, owner.ErrNotFound)
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		c, err := sqldb.One(tx.QueryRow(ctx, `SELECT `+channelColumns+` FROM channels WHERE id = ?`, id), scanChannel, owner.ErrNotFound)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM channels WHERE id = ?`), id); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM channels WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete channel: %w", err)
 		}
 		out = c

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
@@ -32,6 +33,7 @@ func TestStore(t *testing.T) {
 	sqldbtest.Run(t, &pg, []sqldbtest.Test{
 		{Name: "create and get ask", Test: testCreateGetAsk},
 		{Name: "create is idempotent by id", Test: testCreateAskTwice},
+		{Name: "stress: racing creates of one ask", Test: testStressCreateAsk},
 		{Name: "list asks newest first, by agent and status", Test: testListAsks},
 		{Name: "first outcome wins", Test: testResolveFirstWins},
 		{Name: "concurrent outcomes", Test: testConcurrentResolve},
@@ -66,9 +68,15 @@ func newAsk(agent string, at time.Time, options ...string) *ownerv1.Ask {
 	}
 }
 
+// digest is the digest of the request that makes a, as the service makes
+// it.
+func digest(a *ownerv1.Ask) string {
+	return idempotency.Digest(&ownerv1.AskRequest{Question: a.GetQuestion(), Options: a.GetOptions(), Context: a.GetContext()})
+}
+
 func createAsk(t *testing.T, s *ownerstore.Store, a *ownerv1.Ask) *ownerv1.Ask {
 	t.Helper()
-	got, created, err := s.CreateAsk(t.Context(), proto.Clone(a).(*ownerv1.Ask))
+	got, created, err := s.CreateAsk(t.Context(), proto.Clone(a).(*ownerv1.Ask), digest(a))
 	if err != nil || !created {
 		t.Fatalf("CreateAsk(%s) = created %v, %v; want a new ask", a.GetAskId(), created, err)
 	}
@@ -99,13 +107,39 @@ func testCreateAskTwice(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := newAsk("agent-a", day1)
 	createAsk(t, s, first)
+	other := proto.Clone(first).(*ownerv1.Ask)
+	other.Question = "a different question under the same id"
+	got, _, err := s.CreateAsk(t.Context(), other, digest(other))
+	sqldbtest.WantErr(t, "another question under the same id", err, idempotency.ErrKeyReused)
+	prototest.Equal(t, "the ask holding the id", got, first)
 	retry := proto.Clone(first).(*ownerv1.Ask)
-	retry.Question = "a different question under the same id"
-	got, created, err := s.CreateAsk(t.Context(), retry)
+	retry.CreateTime = timestamppb.New(day1.Add(time.Minute))
+	got, created, err := s.CreateAsk(t.Context(), retry, digest(retry))
 	if err != nil || created {
 		t.Fatalf("second CreateAsk = created %v, %v; want the existing ask", created, err)
 	}
 	prototest.Equal(t, "second CreateAsk returned", got, first)
+}
+
+func testStressCreateAsk(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	answered := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		a := newAsk("agent-a", day1.Add(time.Duration(racer)*time.Millisecond))
+		a.AskId = fmt.Sprintf("ask_round%d", round) // the id comes from the call's key
+		a.Question = fmt.Sprintf("question %d?", variant)
+		got, created, err := s.CreateAsk(t.Context(), a, digest(a))
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		}
+		// Asks share their id; the creation time tells them apart.
+		return sqldbtest.Outcome{ID: got.GetCreateTime().AsTime().String(), Created: created}
+	})
+	if _, total, err := s.ListAsks(t.Context(), "", 0, 0, 200); err != nil || total != len(answered) {
+		t.Errorf("stored %d asks (%v), want %d", total, err, len(answered))
+	}
 }
 
 func testListAsks(t *testing.T, db *sqldb.DB) {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/services/schedules"
@@ -41,37 +42,32 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 const columns = `id, agent_id, description, cron, interval_seconds, timezone, tool, arguments, status, spec_hash,
 	approval_workflow_id, temporal_schedule_id, decided_by, decision_note, decide_ms, paused_by, depth, create_ms, update_ms`
 
-// Create implements schedules.Store.
-func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, idempotencyKey string) (*schedulesv1.Schedule, bool, error) {
+// Create implements schedules.Store, with sqldb.InsertOnce.
+func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idempotency.Call) (*schedulesv1.Schedule, bool, error) {
 	args, err := protojson.Marshal(orEmpty(sch.GetAction().GetArguments()))
 	if err != nil {
 		return nil, false, fmt.Errorf("encode arguments: %w", err)
 	}
-	var key any
-	if idempotencyKey != "" {
-		key = idempotencyKey
-	}
 	d := sch.GetDecision()
-	_, err = s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedules (`+columns+`, idempotency_key)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
-		sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
-		sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
-		sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), key)
-	if err != nil && idempotencyKey != "" && sqldb.IsUniqueViolation(err) {
-		prev, gerr := sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE agent_id = ? AND idempotency_key = ?`),
-			sch.GetAgentId(), idempotencyKey), scan, schedules.ErrNotFound)
-		return prev, false, gerr
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("insert schedule: %w", err)
-	}
-	return sch, true, nil
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*schedulesv1.Schedule]{
+		What: "schedule",
+		Insert: `INSERT INTO schedules (` + columns + `, idempotency_key, request_digest)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
+			sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
+			sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
+			sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
+		Holders:    `SELECT ` + columns + `, request_digest FROM schedules WHERE agent_id = ? AND idempotency_key = ?`,
+		HolderArgs: []any{sch.GetAgentId(), call.KeyOrNil()},
+		Scan:       sqldb.DigestLast(scanRow),
+		Digest:     call.Digest,
+		New:        sch,
+	})
 }
 
 // Get implements schedules.Store.
 func (s *Store) Get(ctx context.Context, id string) (*schedulesv1.Schedule, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM schedules WHERE id = ?`), id), scan, schedules.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM schedules WHERE id = ?`, id), scan, schedules.ErrNotFound)
 }
 
 // List implements schedules.Store.
@@ -89,9 +85,9 @@ func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.Sch
 // Update implements schedules.Store.
 func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
 	d := sch.GetDecision()
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
+	res, err := s.db.Exec(ctx, `UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
 		decided_by = ?, decision_note = ?, decide_ms = ?, paused_by = ?, update_ms = ?
-		WHERE id = ? AND status = ?`),
+		WHERE id = ? AND status = ?`,
 		int32(sch.GetStatus()), sch.GetSpecHash(), sch.GetApprovalWorkflowId(),
 		d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()), sch.GetPausedBy(), millis(sch.GetUpdateTime()),
 		sch.GetId(), int32(from))
@@ -113,7 +109,7 @@ func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from sche
 
 // Delete implements schedules.Store.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM schedules WHERE id = ?`), id); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM schedules WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete schedule: %w", err)
 	}
 	return nil
@@ -133,17 +129,17 @@ func (s *Store) RecordExecution(ctx context.Context, e *schedulesv1.Execution) (
 	}
 	// The WHERE keeps an ended run as it is: a late or repeated report
 	// never reopens it.
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO schedule_executions (`+execColumns+`)
+	if _, err := s.db.Exec(ctx, `INSERT INTO schedule_executions (`+execColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms, status = excluded.status,
 			domain_code = excluded.domain_code, result = excluded.result, attempts = excluded.attempts
-		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`),
+		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`,
 		e.GetRunId(), e.GetScheduleId(), millis(e.GetScheduledTime()), millis(e.GetStartTime()), millis(e.GetEndTime()),
 		int32(e.GetStatus()), e.GetDomainCode(), result, e.GetAttempts(),
 		int32(schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)); err != nil {
 		return nil, fmt.Errorf("record execution: %w", err)
 	}
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`), e.GetRunId()),
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+execColumns+` FROM schedule_executions WHERE run_id = ?`, e.GetRunId()),
 		scanExecution, schedules.ErrNotFound)
 }
 
@@ -156,6 +152,11 @@ func (s *Store) ListExecutions(ctx context.Context, scheduleID string, offset, l
 }
 
 func scan(r sqldb.Scanner) (*schedulesv1.Schedule, error) {
+	return scanRow(r)
+}
+
+// scanRow reads a row of columns, and of more columns into more.
+func scanRow(r sqldb.Scanner, more ...any) (*schedulesv1.Schedule, error) {
 	var (
 		sch                          schedulesv1.Schedule
 		action                       schedulesv1.Action
@@ -164,9 +165,9 @@ func scan(r sqldb.Scanner) (*schedulesv1.Schedule, error) {
 		decidedBy, note              string
 		decideMS, createMS, updateMS int64
 	)
-	if err := r.Scan(&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
+	if err := r.Scan(append([]any{&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
 		&status, &sch.SpecHash, &sch.ApprovalWorkflowId, &sch.TemporalScheduleId, &decidedBy, &note, &decideMS,
-		&sch.PausedBy, &depth, &createMS, &updateMS); err != nil {
+		&sch.PausedBy, &depth, &createMS, &updateMS}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

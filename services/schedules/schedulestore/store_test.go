@@ -1,18 +1,20 @@
 package schedulestore_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
@@ -36,7 +38,7 @@ func TestStore(t *testing.T) {
 		{Name: "create and get", Test: testCreateGet},
 		{Name: "reopen keeps schedules", Test: testReopen},
 		{Name: "idempotency key", Test: testIdempotency},
-		{Name: "concurrent creates with one key", Test: testConcurrentSameKey},
+		{Name: "stress: racing creates with one key", Test: testStressSameKey},
 		{Name: "list newest first, by agent and status", Test: testList},
 		{Name: "update compare-and-swap", Test: testUpdate},
 		{Name: "delete", Test: testDelete},
@@ -99,9 +101,17 @@ func newSchedule(t *testing.T, agent string, at time.Time) *schedulesv1.Schedule
 	}
 }
 
+// createKeyed is Store.Create of sch as a call with key, with the request
+// digest the service makes.
+func createKeyed(t *testing.T, s *schedulestore.Store, sch *schedulesv1.Schedule, key string) (*schedulesv1.Schedule, bool, error) {
+	req := &schedulesv1.CreateRequest{Cron: sch.GetCron(), IntervalSeconds: sch.GetIntervalSeconds(), Timezone: sch.GetTimezone(),
+		Action: sch.GetAction(), Description: sch.GetDescription()}
+	return s.Create(t.Context(), sch, idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
+}
+
 func create(t *testing.T, s *schedulestore.Store, sch *schedulesv1.Schedule, key string) *schedulesv1.Schedule {
 	t.Helper()
-	got, _, err := s.Create(t.Context(), sch, key)
+	got, _, err := createKeyed(t, s, sch, key)
 	if err != nil {
 		t.Fatalf("Create(%s, key %q): %v", sch.GetId(), key, err)
 	}
@@ -119,7 +129,7 @@ func testCreateGet(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	sch := newSchedule(t, agentA, day1.Add(9*time.Hour+123*time.Millisecond))
 	sch.Description = "Résumé prüfen ✓ — 'quotes' and \"double quotes\""
-	got, created, err := s.Create(t.Context(), proto.Clone(sch).(*schedulesv1.Schedule), noKey)
+	got, created, err := createKeyed(t, s, proto.Clone(sch).(*schedulesv1.Schedule), noKey)
 	if err != nil || !created {
 		t.Fatalf("Create = created %v, %v; want created", created, err)
 	}
@@ -159,18 +169,24 @@ func testReopen(t *testing.T, db *sqldb.DB) {
 func testIdempotency(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := create(t, s, newSchedule(t, agentA, day1), "key-1")
-	got, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1.Add(time.Minute)), "key-1")
+	retry := newSchedule(t, agentA, day1.Add(time.Minute))
+	retry.Description = first.GetDescription()
+	got, created, err := createKeyed(t, s, retry, "key-1")
 	if err != nil || created {
 		t.Fatalf("retry: created %v, %v; want the first schedule back", created, err)
 	}
 	want(t, "retry with the same key", got, first)
+	// The same key with another request is refused.
+	got, _, err = createKeyed(t, s, newSchedule(t, agentA, day1.Add(time.Minute)), "key-1")
+	sqldbtest.WantErr(t, "the same key with another description", err, idempotency.ErrKeyReused)
+	want(t, "the schedule holding the reused key", got, first)
 	// The key is the agent's own: another agent's key does not collide.
-	if _, created, err := s.Create(t.Context(), newSchedule(t, agentB, day1), "key-1"); err != nil || !created {
+	if _, created, err := createKeyed(t, s, newSchedule(t, agentB, day1), "key-1"); err != nil || !created {
 		t.Errorf("another agent's create with the same key: created %v, %v; want created", created, err)
 	}
 	// Without a key every create stores a schedule.
 	for range 2 {
-		if _, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1), noKey); err != nil || !created {
+		if _, created, err := createKeyed(t, s, newSchedule(t, agentA, day1), noKey); err != nil || !created {
 			t.Errorf("create without key: created %v, %v; want created", created, err)
 		}
 	}
@@ -179,32 +195,26 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	}
 }
 
-func testConcurrentSameKey(t *testing.T, db *sqldb.DB) {
+func testStressSameKey(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
-	const n = 8
-	var wg sync.WaitGroup
-	got := make([]string, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			sch, _, err := s.Create(t.Context(), newSchedule(t, agentA, day1.Add(time.Duration(i)*time.Second)), "same")
-			errs[i] = err
-			if sch != nil {
-				got[i] = sch.GetId()
-			}
-		})
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("create %d: %v", i, errs[i])
+	answered := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		sch := newSchedule(t, agentA, day1.Add(time.Duration(racer)*time.Millisecond))
+		sch.Description = fmt.Sprintf("round %d, request %d", round, variant)
+		got, created, err := createKeyed(t, s, sch, fmt.Sprintf("key-%d", round))
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
 		}
-		if got[i] != got[0] {
-			t.Errorf("create %d returned %s, create 0 %s: want one schedule", i, got[i], got[0])
-		}
+		return sqldbtest.Outcome{ID: got.GetId(), Created: created}
+	})
+	list, total, err := s.List(t.Context(), agentA, 0, 0, 200)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, total, _ := s.List(t.Context(), agentA, 0, 0, 10); total != 1 {
-		t.Errorf("%d schedules stored, want 1", total)
+	if diff := cmp.Diff(answered, prototest.IDs(list), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" || total != len(answered) {
+		t.Errorf("stored schedules are not the ones answered (-answered +stored):\n%s", diff)
 	}
 }
 
@@ -309,7 +319,7 @@ func testDelete(t *testing.T, db *sqldb.DB) {
 	sqldbtest.WantErr(t, "Get after Delete", err, schedules.ErrNotFound)
 	// The key is free again: a retry of a create that was rolled back
 	// creates anew.
-	if _, created, err := s.Create(t.Context(), newSchedule(t, agentA, day1), "key"); err != nil || !created {
+	if _, created, err := createKeyed(t, s, newSchedule(t, agentA, day1), "key"); err != nil || !created {
 		t.Errorf("create after Delete with the same key: created %v, %v; want created", created, err)
 	}
 }

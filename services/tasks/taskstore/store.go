@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -35,65 +36,62 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const (
-	columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
-	byKey   = `SELECT ` + columns + ` FROM tasks WHERE agent_id = ? AND idempotency_key = ?`
-)
+const columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
 
-// Create implements tasks.Store.
-func (s *Store) Create(ctx context.Context, t *tasksv1.Task, idempotencyKey string, maxPerDay int) (*tasksv1.Task, error) {
+// Create implements tasks.Store. The task's row is inserted first and
+// claims the key (sqldb.InsertOnce); the day's counter is counted after, so
+// a retry finds the first task instead of being refused by the cap that
+// task filled. The counter's row lock serialises the agent's creates of one
+// day, so the cap cannot be overshot.
+func (s *Store) Create(ctx context.Context, t *tasksv1.Task, call idempotency.Call, maxPerDay int) (*tasksv1.Task, bool, error) {
 	agent, day := t.GetAgentId(), t.GetCreateTime().AsTime().UTC().Format(time.DateOnly)
-	var out *tasksv1.Task
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		// Lock the agent's counter for the day before anything else, so the
-		// agent's creates run one at a time: the cap cannot be overshot, and
-		// a retry that waited here sees the task its first attempt stored
-		// instead of being refused by the cap that task filled.
+	var (
+		out     *tasksv1.Task
+		created bool
+	)
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		first, inserted, err := sqldb.InsertOnce(ctx, tx, sqldb.Once[*tasksv1.Task]{
+			What:   "task",
+			Insert: `INSERT INTO tasks (` + columns + `, idempotency_key, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			Args: []any{t.GetId(), agent, t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
+				t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), call.KeyOrNil(), call.Digest},
+			Holders:    `SELECT ` + columns + `, request_digest FROM tasks WHERE agent_id = ? AND idempotency_key = ?`,
+			HolderArgs: []any{agent, call.KeyOrNil()},
+			Scan:       sqldb.DigestLast(scanRow),
+			Digest:     call.Digest,
+		})
+		if err != nil {
+			out = first
+			return err
+		}
+		if !inserted {
+			out = first
+			return nil
+		}
 		var n int
-		if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO task_daily_counts (agent_id, day, created) VALUES (?, ?, 0)
-			ON CONFLICT (agent_id, day) DO UPDATE SET created = task_daily_counts.created
-			RETURNING created`), agent, day).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO task_daily_counts (agent_id, day, created) VALUES (?, ?, 1)
+			ON CONFLICT (agent_id, day) DO UPDATE SET created = task_daily_counts.created + 1
+			RETURNING created`, agent, day).Scan(&n); err != nil {
 			return fmt.Errorf("count today's tasks: %w", err)
 		}
-		if idempotencyKey != "" {
-			prev, err := sqldb.One(tx.QueryRowContext(ctx, s.db.Rebind(byKey), agent, idempotencyKey), scan, tasks.ErrNotFound)
-			if err == nil {
-				out = prev
-				return nil
-			}
-			if !errors.Is(err, tasks.ErrNotFound) {
-				return err
-			}
-		}
-		if n >= maxPerDay {
+		if n > maxPerDay {
 			return tasks.ErrDailyCap
 		}
-		var key any
-		if idempotencyKey != "" {
-			key = idempotencyKey
-		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO tasks (`+columns+`, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			t.GetId(), agent, t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
-			t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), key); err != nil {
-			return fmt.Errorf("insert task: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE task_daily_counts SET created = created + 1 WHERE agent_id = ? AND day = ?`), agent, day); err != nil {
-			return fmt.Errorf("count the task: %w", err)
-		}
-		out = t
+		out, created = t, true
 		return nil
 	})
-	if err != nil && sqldb.IsUniqueViolation(err) && idempotencyKey != "" {
-		// A concurrent create with the same key, dated another UTC day (so
-		// not serialised by the counter above), won; return its task.
-		return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(byKey), agent, idempotencyKey), scan, tasks.ErrNotFound)
+	if errors.Is(err, idempotency.ErrKeyReused) {
+		return out, false, err
 	}
-	return out, err
+	if err != nil {
+		return nil, false, err
+	}
+	return out, created, nil
 }
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`), id, agentID), scan, tasks.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`, id, agentID), scan, tasks.ErrNotFound)
 }
 
 // List implements tasks.Store.
@@ -107,8 +105,8 @@ func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskSta
 
 // Update implements tasks.Store.
 func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
-		WHERE id = ? AND agent_id = ? AND status = ?`),
+	res, err := s.db.Exec(ctx, `UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
+		WHERE id = ? AND agent_id = ? AND status = ?`,
 		int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
 		t.GetId(), t.GetAgentId(), int32(from))
 	if err != nil {
@@ -128,12 +126,17 @@ func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskSt
 }
 
 func scan(r sqldb.Scanner) (*tasksv1.Task, error) {
+	return scanRow(r)
+}
+
+// scanRow reads a row of columns, and of more columns into more.
+func scanRow(r sqldb.Scanner, more ...any) (*tasksv1.Task, error) {
 	var (
 		t                  tasksv1.Task
 		status, priority   int64
 		createMS, updateMS int64
 	)
-	if err := r.Scan(&t.Id, &t.AgentId, &t.Description, &status, &priority, &t.Result, &t.CancelReason, &createMS, &updateMS); err != nil {
+	if err := r.Scan(append([]any{&t.Id, &t.AgentId, &t.Description, &status, &priority, &t.Result, &t.CancelReason, &createMS, &updateMS}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package taskstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
@@ -42,6 +44,7 @@ func TestStore(t *testing.T) {
 		{Name: "concurrent creates with one key", Test: testConcurrentSameKey},
 		{Name: "concurrent retries of the last create the cap allows", Test: testConcurrentSameKeyAtCap},
 		{Name: "concurrent creates under the cap", Test: testConcurrentCap},
+		{Name: "stress: racing creates with one key", Test: testStressCreate},
 		{Name: "update compare-and-swap", Test: testUpdate},
 		{Name: "concurrent updates", Test: testConcurrentUpdate},
 	})
@@ -76,9 +79,25 @@ func newTask(agent string, at time.Time) *tasksv1.Task {
 	}
 }
 
+// call is the idempotency key and request digest of a create of task with
+// key, as the service makes them.
+func call(task *tasksv1.Task, key string) idempotency.Call {
+	return idempotency.Call{Key: key, Digest: idempotency.Digest(&tasksv1.CreateRequest{Description: task.GetDescription(), Priority: task.GetPriority()})}
+}
+
+// createTask is Store.Create of task as a call with key; it checks that
+// created says whether the answer is task.
+func createTask(ctx context.Context, s *taskstore.Store, task *tasksv1.Task, key string, maxPerDay int) (*tasksv1.Task, error) {
+	got, created, err := s.Create(ctx, task, call(task, key), maxPerDay)
+	if err == nil && created != (got.GetId() == task.GetId()) {
+		return nil, fmt.Errorf("Create says created %v, but answered task %s for task %s", created, got.GetId(), task.GetId())
+	}
+	return got, err
+}
+
 func create(t *testing.T, s *taskstore.Store, task *tasksv1.Task, key string, maxPerDay int) *tasksv1.Task {
 	t.Helper()
-	got, err := s.Create(t.Context(), task, key, maxPerDay)
+	got, err := createTask(t.Context(), s, task, key, maxPerDay)
 	if err != nil {
 		t.Fatalf("Create(%s, key %q, cap %d): %v", task.GetId(), key, maxPerDay, err)
 	}
@@ -178,7 +197,7 @@ func testDailyCap(t *testing.T, db *sqldb.DB) {
 		create(t, s, newTask(agentA, day1.Add(at)), noKey, maxPerDay)
 	}
 	refused := newTask(agentA, day1.Add(18*time.Hour))
-	_, err := s.Create(ctx, refused, noKey, maxPerDay)
+	_, err := createTask(ctx, s, refused, noKey, maxPerDay)
 	sqldbtest.WantErr(t, "create beyond the cap", err, tasks.ErrDailyCap)
 	_, err = s.Get(ctx, agentA, refused.GetId())
 	sqldbtest.WantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
@@ -199,7 +218,7 @@ func testDailyCapUTC(t *testing.T, db *sqldb.DB) {
 
 	create(t, s, newTask(agentA, day2.Add(30*time.Minute)), noKey, 1)
 	// 20:00 on day 1 in New York is 01:00 on day 2 in UTC: over the cap.
-	_, err := s.Create(t.Context(), newTask(agentA, day2.Add(time.Hour).In(newYork)), noKey, 1)
+	_, err := createTask(t.Context(), s, newTask(agentA, day2.Add(time.Hour).In(newYork)), noKey, 1)
 	sqldbtest.WantErr(t, "create at 20:00 UTC-5 on the day before", err, tasks.ErrDailyCap)
 	// 01:00 on day 2 in Berlin is 23:00 on day 1 in UTC: under it.
 	create(t, s, newTask(agentA, day2.Add(-time.Hour).In(berlin)), noKey, 1)
@@ -211,11 +230,18 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	first := newTask(agentA, day1)
 	create(t, s, first, "key-1", noCap)
 
+	// The same key with another request is refused and stores nothing.
+	other := newTask(agentA, day1.Add(time.Second))
+	other.Description = "a different description"
+	got, err := createTask(ctx, s, other, "key-1", noCap)
+	sqldbtest.WantErr(t, "the same key with another description", err, idempotency.ErrKeyReused)
+	prototest.Equal(t, "the task holding the reused key", got, first)
+	_, err = s.Get(ctx, agentA, other.GetId())
+	sqldbtest.WantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
+	// The same key with the same request is a retry: the first task.
 	retry := newTask(agentA, day1.Add(time.Second))
-	retry.Description = "a different description"
+	retry.Description = first.GetDescription()
 	prototest.Equal(t, "a second create with the same key", create(t, s, retry, "key-1", noCap), first)
-	_, err := s.Get(ctx, agentA, retry.GetId())
-	sqldbtest.WantErr(t, "Get of the retried task", err, tasks.ErrNotFound)
 
 	// The key is the agent's own: another agent's key-1 is a new task.
 	theirs := newTask(agentB, day1.Add(time.Second))
@@ -226,7 +252,9 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 		prototest.Equal(t, fmt.Sprintf("create with key %q", key), create(t, s, task, key, noCap), task)
 	}
 	// A retry once the cap is reached still answers with the first task.
-	prototest.Equal(t, "a retry at the cap", create(t, s, newTask(agentA, day1.Add(time.Minute)), "key-1", 4), first)
+	atCap := newTask(agentA, day1.Add(time.Minute))
+	atCap.Description = first.GetDescription()
+	prototest.Equal(t, "a retry at the cap", create(t, s, atCap, "key-1", 4), first)
 
 	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 4 {
 		t.Errorf("agent A has %d tasks (%v), want 4", total, err)
@@ -236,13 +264,14 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	create(t, s, newTask(agentA, day1), noKey, 1)
-	_, err := s.Create(t.Context(), newTask(agentA, day1.Add(time.Hour)), "late", 1)
+	_, err := createTask(t.Context(), s, newTask(agentA, day1.Add(time.Hour)), "late", 1)
 	sqldbtest.WantErr(t, "create with a key beyond the cap", err, tasks.ErrDailyCap)
 	next := newTask(agentA, day1.Add(24*time.Hour))
 	prototest.Equal(t, "the same key on the next day", create(t, s, next, "late", 1), next)
 }
 
-// createConcurrently runs n creates of distinct tasks for agentA at once.
+// createConcurrently runs n creates for agentA at once: distinct tasks of
+// one request.
 func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
 	t.Helper()
 	sqldbtest.WarmPool(t, db, n)
@@ -251,9 +280,10 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, k
 	start := make(chan struct{})
 	for i := range n {
 		task := newTask(agentA, day1.Add(time.Duration(i)*time.Millisecond))
+		task.Description = "one request"
 		wg.Go(func() {
 			<-start
-			got[i], errs[i] = s.Create(t.Context(), task, key, maxPerDay)
+			got[i], errs[i] = createTask(t.Context(), s, task, key, maxPerDay)
 		})
 	}
 	close(start)
@@ -424,4 +454,27 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 		t.Fatal(err)
 	}
 	prototest.Equal(t, "stored task", stored, winner)
+}
+
+func testStressCreate(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	stored := sqldbtest.Stress(t, db, func(round, racer, variant int) sqldbtest.Outcome {
+		task := newTask(agentA, day1.Add(time.Duration(racer)*time.Millisecond))
+		task.Description = fmt.Sprintf("request %d of round %d", variant, round)
+		got, err := createTask(t.Context(), s, task, fmt.Sprintf("key-%d", round), noCap)
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			return sqldbtest.Outcome{Reused: true}
+		case err != nil:
+			return sqldbtest.Outcome{Err: err}
+		}
+		return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetId() == task.GetId()}
+	})
+	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(stored, prototest.IDs(list), cmpSorted); diff != "" || total != len(stored) {
+		t.Errorf("stored tasks are not the ones answered (-answered +stored):\n%s", diff)
+	}
 }

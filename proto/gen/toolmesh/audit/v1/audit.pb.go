@@ -36,6 +36,10 @@ const (
 	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
 	// The service carried the call out and answered success.
 	Outcome_OUTCOME_SUCCEEDED Outcome = 1
+	// The service answered success with the result of an earlier call that
+	// this one repeated (same reference, or same idempotency key, and the same
+	// request): nothing changed. replay_of names the earlier call.
+	Outcome_OUTCOME_REPLAYED Outcome = 2
 )
 
 // Enum value maps for Outcome.
@@ -43,10 +47,12 @@ var (
 	Outcome_name = map[int32]string{
 		0: "OUTCOME_UNSPECIFIED",
 		1: "OUTCOME_SUCCEEDED",
+		2: "OUTCOME_REPLAYED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
 		"OUTCOME_SUCCEEDED":   1,
+		"OUTCOME_REPLAYED":    2,
 	}
 )
 
@@ -255,7 +261,11 @@ type Record struct {
 	PrevHash string `protobuf:"bytes,9,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
 	// This record's hash: hex SHA-256 of prev_hash (as 64 hex characters)
 	// followed by the record's canonical JSON.
-	Hash          string `protobuf:"bytes,10,opt,name=hash,proto3" json:"hash,omitempty"`
+	Hash string `protobuf:"bytes,10,opt,name=hash,proto3" json:"hash,omitempty"`
+	// For a replay (outcome OUTCOME_REPLAYED): the call id of the call that
+	// made the change, whose record is the one with that call_id; empty when
+	// that call was made without an id (directly, not through the edge).
+	ReplayOf      string `protobuf:"bytes,11,opt,name=replay_of,json=replayOf,proto3" json:"replay_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -360,6 +370,13 @@ func (x *Record) GetHash() string {
 	return ""
 }
 
+func (x *Record) GetReplayOf() string {
+	if x != nil {
+		return x.ReplayOf
+	}
+	return ""
+}
+
 type AppendRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The edge's id of the tool call (its idempotency key); a retry with the
@@ -375,7 +392,11 @@ type AppendRequest struct {
 	// call's arguments (internal/audittrail computes it).
 	ArgsDigest string `protobuf:"bytes,5,opt,name=args_digest,json=argsDigest,proto3" json:"args_digest,omitempty"`
 	// How the call ended.
-	Outcome       Outcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=toolmesh.audit.v1.Outcome" json:"outcome,omitempty"`
+	Outcome Outcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=toolmesh.audit.v1.Outcome" json:"outcome,omitempty"`
+	// For OUTCOME_REPLAYED: the call id of the call that made the change this
+	// call repeated (the service's Toolmesh-Replay-Of response header), or
+	// empty when that call had none.
+	ReplayOf      string `protobuf:"bytes,7,opt,name=replay_of,json=replayOf,proto3" json:"replay_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +471,13 @@ func (x *AppendRequest) GetOutcome() Outcome {
 		return x.Outcome
 	}
 	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *AppendRequest) GetReplayOf() string {
+	if x != nil {
+		return x.ReplayOf
+	}
+	return ""
 }
 
 type AppendResponse struct {
@@ -1205,7 +1233,7 @@ var File_toolmesh_audit_v1_audit_proto protoreflect.FileDescriptor
 
 const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/audit/v1/audit.proto\x12\x11toolmesh.audit.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xad\x02\n" +
+	"\x1dtoolmesh/audit/v1/audit.proto\x12\x11toolmesh.audit.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xca\x02\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -1218,7 +1246,8 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\acall_id\x18\b \x01(\tR\x06callId\x12\x1b\n" +
 	"\tprev_hash\x18\t \x01(\tR\bprevHash\x12\x12\n" +
 	"\x04hash\x18\n" +
-	" \x01(\tR\x04hash\"\xea\x02\n" +
+	" \x01(\tR\x04hash\x12\x1b\n" +
+	"\treplay_of\x18\v \x01(\tR\breplayOf\"\xa1\x04\n" +
 	"\rAppendRequest\x12;\n" +
 	"\acall_id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x06callId\x126\n" +
 	"\x05actor\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18\x18\x80\x022\x13^[^\\x00-\\x1F\\x7F]+$R\x05actor\x126\n" +
@@ -1226,7 +1255,9 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\x18\xa0\x1f2\x02\\SR\x06reason\x12@\n" +
 	"\vargs_digest\x18\x05 \x01(\tB\x1f\xbaH\x1c\xc8\x01\x01r\x172\x15^sha256:[0-9a-f]{64}$R\n" +
 	"argsDigest\x12A\n" +
-	"\aoutcome\x18\x06 \x01(\x0e2\x1a.toolmesh.audit.v1.OutcomeB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\aoutcome\"_\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x1a.toolmesh.audit.v1.OutcomeB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\aoutcome\x12?\n" +
+	"\treplay_of\x18\a \x01(\tB\"\xbaH\x1fr\x1d2\x1b^([A-Za-z0-9._:-]{1,128})?$R\breplayOf:t\xbaHq\x1ao\n" +
+	"\x1areplay_of_only_for_replays\x12&replay_of is only for OUTCOME_REPLAYED\x1a)this.outcome == 2 || this.replay_of == ''\"_\n" +
 	"\x0eAppendResponse\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.toolmesh.audit.v1.RecordR\x06record\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x88\x03\n" +
@@ -1281,10 +1312,11 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"checkpoint\x12/\n" +
 	"\x13checkpoints_checked\x18\x06 \x01(\x03R\x12checkpointsChecked\x12X\n" +
 	"\x14rejected_checkpoints\x18\a \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\x13rejectedCheckpoints\x121\n" +
-	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected*9\n" +
+	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected*O\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
-	"\x11OUTCOME_SUCCEEDED\x10\x01*\xaa\x02\n" +
+	"\x11OUTCOME_SUCCEEDED\x10\x01\x12\x14\n" +
+	"\x10OUTCOME_REPLAYED\x10\x02*\xaa\x02\n" +
 	"\aProblem\x12\x17\n" +
 	"\x13PROBLEM_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePROBLEM_EDITED\x10\x01\x12\x13\n" +

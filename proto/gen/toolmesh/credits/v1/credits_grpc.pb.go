@@ -53,19 +53,20 @@ type CreditsServiceClient interface {
 	ListLedger(ctx context.Context, in *ListLedgerRequest, opts ...grpc.CallOption) (*ListLedgerResponse, error)
 	// Add credits to an agent's wallet (admin). reference names the grant, for
 	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference, wallet and amount is applied only once
-	// and returns the entry of the first one. Reusing a reference for another
-	// wallet or amount fails with conflict. amount may not exceed the
-	// configured max grant amount (see credits_config_get); a larger grant
-	// fails with invalid_argument and adds nothing.
+	// repeated with the same reference and the same arguments is applied only
+	// once and returns the entry of the first one. Reusing a reference with
+	// other arguments (wallet, amount or note) fails with conflict. amount may
+	// not exceed the configured max grant amount (see credits_config_get); a
+	// larger grant fails with invalid_argument and adds nothing.
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP
 	// tool. The balance never goes below zero: a spend larger than the balance
 	// fails with FAILED_PRECONDITION and records nothing. A spend larger than
 	// the configured max spend amount fails with OUT_OF_RANGE. A spend repeated
-	// with the same reference is charged once and returns the first entry;
-	// reusing a reference for another amount fails with ALREADY_EXISTS.
+	// with the same reference and arguments is charged once and returns the
+	// first entry; reusing a reference with another amount or note fails with
+	// ALREADY_EXISTS.
 	Spend(ctx context.Context, in *SpendRequest, opts ...grpc.CallOption) (*SpendResponse, error)
 	// Show the credits settings (admin): each key with its current value, its
 	// default and when it last changed. Without key, every setting.
@@ -169,19 +170,20 @@ type CreditsServiceServer interface {
 	ListLedger(context.Context, *ListLedgerRequest) (*ListLedgerResponse, error)
 	// Add credits to an agent's wallet (admin). reference names the grant, for
 	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference, wallet and amount is applied only once
-	// and returns the entry of the first one. Reusing a reference for another
-	// wallet or amount fails with conflict. amount may not exceed the
-	// configured max grant amount (see credits_config_get); a larger grant
-	// fails with invalid_argument and adds nothing.
+	// repeated with the same reference and the same arguments is applied only
+	// once and returns the entry of the first one. Reusing a reference with
+	// other arguments (wallet, amount or note) fails with conflict. amount may
+	// not exceed the configured max grant amount (see credits_config_get); a
+	// larger grant fails with invalid_argument and adds nothing.
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP
 	// tool. The balance never goes below zero: a spend larger than the balance
 	// fails with FAILED_PRECONDITION and records nothing. A spend larger than
 	// the configured max spend amount fails with OUT_OF_RANGE. A spend repeated
-	// with the same reference is charged once and returns the first entry;
-	// reusing a reference for another amount fails with ALREADY_EXISTS.
+	// with the same reference and arguments is charged once and returns the
+	// first entry; reusing a reference with another amount or note fails with
+	// ALREADY_EXISTS.
 	Spend(context.Context, *SpendRequest) (*SpendResponse, error)
 	// Show the credits settings (admin): each key with its current value, its
 	// default and when it last changed. Without key, every setting.

@@ -1,0 +1,100 @@
+// Command benchmesh is `make bench-mesh`: it builds toolmesh, starts the
+// mesh with `toolmesh up` at a free port offset, and measures, in one run,
+// tools/call tasks_get through the edge, the same Get straight to the tasks
+// service over Connect, and a stock go-sdk server doing the same lookup
+// (cmd/benchmesh/stocksdk), from load generators that are processes of
+// their own. It prints calls/s, p50/p99, the CPU time per call of every
+// process and their resident memory, and writes them as JSON.
+//
+//	benchmesh [--callers 8] [--duration 5s] [--heavy-callers 200] [--out bench-mesh.json]
+//	benchmesh load --kind mcp|connect-json|connect-proto --url URL --task-id ID ...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/benchmesh"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if err != flag.ErrHelp {
+			fmt.Fprintln(os.Stderr, "benchmesh:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "load" {
+		return runLoad(ctx, args[1:], stdout)
+	}
+	fs := flag.NewFlagSet("benchmesh", flag.ContinueOnError)
+	var cfg benchmesh.Config
+	fs.StringVar(&cfg.RepoDir, "repo", ".", "the repository's root (binaries are built from it)")
+	fs.StringVar(&cfg.TemporalBin, "temporal-bin", "", "the pinned Temporal CLI (default <repo>/bin/temporal)")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for the binaries, the mesh's data and the logs, kept afterwards (default: a temporary one, removed after a successful run)")
+	fs.IntVar(&cfg.Callers, "callers", 8, "concurrent callers of the throughput phases")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long each phase calls")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "how long each phase's target is called before it is measured")
+	fs.IntVar(&cfg.HeavyCallers, "heavy-callers", 200, "concurrent callers of the memory and tail latency phases (0: none)")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "run every phase this many times, interleaved; targets use the median")
+	fs.StringVar(&cfg.ProfileDir, "profile", "", "start the mesh with --pprof and save CPU and allocation profiles of the edge and the tasks service, taken during the first edge phase, into this directory")
+	fs.StringVar(&cfg.Out, "out", "", "write the report as JSON to this file")
+	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, direct-json, direct-proto, stock-sdk (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	_, err := benchmesh.Run(ctx, cfg, stdout)
+	return err
+}
+
+// runLoad is the load generator: it calls for --duration and prints what it
+// measured as JSON.
+func runLoad(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("benchmesh load", flag.ContinueOnError)
+	var cfg benchmesh.LoadConfig
+	fs.StringVar(&cfg.Kind, "kind", benchmesh.KindMCP, "what to call: mcp (tools/call tasks_get), connect-json or connect-proto (TasksService.Get)")
+	fs.StringVar(&cfg.URL, "url", "", "the MCP endpoint, or the tasks service's base URL")
+	fs.StringVar(&cfg.TaskID, "task-id", "", "the task to read")
+	tokenFile := fs.String("token-file", "", "file holding the mesh token of Connect calls")
+	fs.IntVar(&cfg.Callers, "callers", 8, "concurrent callers")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long to call")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.URL == "" || cfg.TaskID == "" {
+		return fmt.Errorf("load needs --url and --task-id")
+	}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	res, err := benchmesh.Load(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}

@@ -1,0 +1,217 @@
+// Package benchmesh measures the mesh as its users meet it: it builds the
+// binary, starts the processes `make run` starts (`toolmesh up`), and drives
+// one read from separate load generator processes in three ways — the
+// tasks_get tool through the edge, the same Get straight to the tasks
+// service over Connect, and a stock go-sdk server doing the same lookup —
+// reading each process's CPU time and resident memory from /proc.
+package benchmesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+)
+
+// Kinds of call a load generator makes.
+const (
+	// KindMCP posts a stateless (2026-07-28) tools/call tasks_get and reads
+	// the SSE answer, as a plain HTTP client would.
+	KindMCP = "mcp"
+	// KindConnectJSON calls TasksService.Get with the Connect protocol and
+	// the JSON codec (what curl or buf curl send).
+	KindConnectJSON = "connect-json"
+	// KindConnectProto calls TasksService.Get with the Connect protocol and
+	// the binary codec (a generated client's default).
+	KindConnectProto = "connect-proto"
+)
+
+// ModernProtocol is the MCP protocol version of the tools/call requests.
+const ModernProtocol = "2026-07-28"
+
+// LoadConfig is one load generator run.
+type LoadConfig struct {
+	// Kind is KindMCP, KindConnectJSON or KindConnectProto.
+	Kind string
+	// URL is the MCP endpoint (KindMCP) or the service's base URL.
+	URL string
+	// TaskID is the task every call reads.
+	TaskID string
+	// Token is the mesh token of Connect calls (KindConnect*).
+	Token string
+	// Callers call concurrently, each waiting for its answer before it
+	// sends the next call.
+	Callers int
+	// Duration is how long callers start new calls.
+	Duration time.Duration
+}
+
+// LoadResult is what a load generator measured.
+type LoadResult struct {
+	Kind    string  `json:"kind"`
+	Callers int     `json:"callers"`
+	Calls   int     `json:"calls"`
+	Errors  int     `json:"errors"`
+	Seconds float64 `json:"seconds"`
+	// CallsPerSecond counts successful calls.
+	CallsPerSecond float64 `json:"calls_per_second"`
+	P50Ms          float64 `json:"p50_ms"`
+	P90Ms          float64 `json:"p90_ms"`
+	P99Ms          float64 `json:"p99_ms"`
+	MaxMs          float64 `json:"max_ms"`
+	// FirstError is the first failure, if any.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// Load runs cfg's callers until its duration has passed and every call in
+// flight has answered.
+func Load(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
+	if cfg.Callers < 1 || cfg.Duration <= 0 {
+		return LoadResult{}, errors.New("load: callers and duration must be positive")
+	}
+	// One HTTP/1.1 connection per caller, kept alive: what an MCP client
+	// (and a Connect client on a plain http.Client) uses.
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        cfg.Callers,
+		MaxIdleConnsPerHost: cfg.Callers,
+		IdleConnTimeout:     time.Minute,
+	}}
+	defer client.CloseIdleConnections()
+	call, err := newCaller(client, cfg)
+	if err != nil {
+		return LoadResult{}, err
+	}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		errCount  atomic.Int64
+		firstErr  atomic.Value
+		wg        sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	for range cfg.Callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 4096)
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := call(ctx); err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			latencies = append(latencies, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res := LoadResult{Kind: cfg.Kind, Callers: cfg.Callers, Calls: len(latencies), Errors: int(errCount.Load()), Seconds: elapsed.Seconds()}
+	if s, ok := firstErr.Load().(string); ok {
+		res.FirstError = s
+	}
+	if len(latencies) == 0 {
+		return res, nil
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[int(float64(len(latencies)-1)*p)].Microseconds()) / 1000
+	}
+	res.CallsPerSecond = float64(len(latencies)) / elapsed.Seconds()
+	res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs = pct(0.50), pct(0.90), pct(0.99), pct(1)
+	return res, nil
+}
+
+// newCaller returns the function that makes one call of cfg's kind and
+// checks its answer.
+func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error, error) {
+	switch cfg.Kind {
+	case KindMCP:
+		body := ToolCallBody("tasks_get", `{"task_id":"`+cfg.TaskID+`"}`)
+		return func(ctx context.Context) error {
+			_, err := PostToolCall(ctx, client, cfg.URL, "tasks_get", body)
+			return err
+		}, nil
+	case KindConnectJSON, KindConnectProto:
+		opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token))}
+		if cfg.Kind == KindConnectJSON {
+			opts = append(opts, connect.WithProtoJSON())
+		}
+		tasks := tasksv1connect.NewTasksServiceClient(client, cfg.URL, opts...)
+		return func(ctx context.Context) error {
+			res, err := tasks.Get(ctx, &tasksv1.GetRequest{TaskId: cfg.TaskID})
+			if err != nil {
+				return err
+			}
+			if res.GetTask().GetId() != cfg.TaskID {
+				return fmt.Errorf("Get answered task %q, want %q", res.GetTask().GetId(), cfg.TaskID)
+			}
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("load: unknown kind %q (want %s, %s or %s)", cfg.Kind, KindMCP, KindConnectJSON, KindConnectProto)
+}
+
+// bearer sends token as the bearer token of every call.
+func bearer(token string) connect.UnaryInterceptorFunc {
+	auth := "Bearer " + token
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", auth)
+			return next(ctx, req)
+		}
+	}
+}
+
+// ToolCallBody is a stateless tools/call request of tool with the JSON
+// object args, from a client that declares no capabilities.
+func ToolCallBody(tool, args string) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"` + ModernProtocol + `","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+}
+
+// PostToolCall posts body, a tools/call of tool, to the MCP endpoint url
+// and returns the answer; a non-200 status, a JSON-RPC error or a tool error
+// is an error.
+func PostToolCall(ctx context.Context, client *http.Client, url, tool string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("Mcp-Protocol-Version", ModernProtocol)
+	h.Set("Mcp-Method", "tools/call")
+	h.Set("Mcp-Name", tool)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
+		return nil, fmt.Errorf("%s answered %d: %.300s", tool, resp.StatusCode, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}

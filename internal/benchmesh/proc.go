@@ -1,0 +1,156 @@
+package benchmesh
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime is the CPU time (user + system, all threads, living and exited)
+// process pid has used, from /proc/<pid>/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// fields are counted after its closing one.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime or stime", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// memory is a process's resident set in KiB: VmRSS (what ps shows as RSS)
+// and VmHWM (its peak since it started), from /proc/<pid>/status.
+func memory(pid int) (rss, hwm int, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		switch k {
+		case "VmRSS":
+			rss = kb
+		case "VmHWM":
+			hwm = kb
+		}
+	}
+	return rss, hwm, nil
+}
+
+// loadAverage is the one-minute load average of the machine.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// children returns the processes whose parent is pid, with their command
+// lines.
+func children(pid int) (map[int][]string, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int][]string{}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		child, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(path), "cmdline"))
+		if err != nil {
+			continue
+		}
+		out[child] = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	}
+	return out, nil
+}
+
+// rssSampler records the highest VmRSS of some processes, read every
+// interval, until stopped.
+type rssSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	peak map[int]int
+}
+
+func sampleRSS(pids []int, interval time.Duration) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{}), peak: map[int]int{}}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			for _, pid := range pids {
+				if rss, _, err := memory(pid); err == nil {
+					s.mu.Lock()
+					s.peak[pid] = max(s.peak[pid], rss)
+					s.mu.Unlock()
+				}
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends the sampling and returns each process's peak VmRSS in KiB.
+func (s *rssSampler) Stop() map[int]int {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}

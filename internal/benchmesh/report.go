@@ -1,0 +1,203 @@
+package benchmesh
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is what one bench run measured (written as JSON).
+type Report struct {
+	Time         string  `json:"time"`
+	Commit       string  `json:"commit,omitempty"`
+	GoVersion    string  `json:"go_version"`
+	CPUs         int     `json:"cpus"`
+	Callers      int     `json:"callers"`
+	HeavyCallers int     `json:"heavy_callers"`
+	Seconds      float64 `json:"seconds_per_phase"`
+	Rounds       int     `json:"rounds"`
+	// Profiled runs took profiles during the first edge phase: its figures
+	// include the profiler's cost.
+	Profiled bool     `json:"profiled,omitempty"`
+	Phases   []Phase  `json:"phases"`
+	Targets  []Target `json:"targets"`
+}
+
+// Phase is one target driven by one number of callers.
+type Phase struct {
+	Target string     `json:"target"`
+	Round  int        `json:"round"`
+	Result LoadResult `json:"result"`
+	// LoadBefore and LoadAfter are the machine's one-minute load average.
+	LoadBefore float64 `json:"loadavg_before"`
+	LoadAfter  float64 `json:"loadavg_after"`
+	// Processes are the CPU time per call and the memory of every
+	// measured process during the phase (each phase reads them all; only
+	// those on the phase's path work for it).
+	Processes []ProcessFigure `json:"processes"`
+}
+
+// ProcessFigure is one process during one phase.
+type ProcessFigure struct {
+	Name string `json:"name"`
+	// CPUMicrosPerCall is the process's user + system CPU time during the
+	// phase divided by the calls answered.
+	CPUMicrosPerCall float64 `json:"cpu_us_per_call"`
+	// RSSPeakMB is the highest resident set size sampled during the phase
+	// (VmRSS, what ps shows as RSS), in MiB; HWMMB the highest since the
+	// process started (VmHWM). The load generator has neither.
+	RSSPeakMB float64 `json:"rss_peak_mb,omitempty"`
+	HWMMB     float64 `json:"rss_hwm_mb,omitempty"`
+}
+
+// Target is one of the performance targets, as this run measured it.
+type Target struct {
+	Name string  `json:"name"`
+	Want string  `json:"want"`
+	Got  float64 `json:"got"`
+	Met  bool    `json:"met"`
+}
+
+func (p *Phase) sortProcesses() {
+	order := []string{"edge", "stock-sdk", "tasks", "agents", "load"}
+	slices.SortFunc(p.Processes, func(a, b ProcessFigure) int {
+		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
+	})
+}
+
+// onPath names the processes that work for a phase's calls.
+func onPath(target string) []string {
+	switch target {
+	case TargetEdge:
+		return []string{"edge", "tasks", "agents", "load"}
+	case TargetStock:
+		return []string{"stock-sdk", "tasks", "agents", "load"}
+	}
+	return []string{"tasks", "agents", "load"}
+}
+
+func (p Phase) process(name string) ProcessFigure {
+	for _, f := range p.Processes {
+		if f.Name == name {
+			return f
+		}
+	}
+	return ProcessFigure{}
+}
+
+// line is the phase in one line of text.
+func (p Phase) line() string {
+	r := p.Result
+	var procs []string
+	for _, name := range onPath(p.Target) {
+		f := p.process(name)
+		s := fmt.Sprintf("%s %.0f µs", name, f.CPUMicrosPerCall)
+		if f.RSSPeakMB > 0 {
+			s += fmt.Sprintf(" %.1f MB", f.RSSPeakMB)
+		}
+		procs = append(procs, s)
+	}
+	return fmt.Sprintf("%-12s %3d callers  %7.0f calls/s  p50 %6.2f ms  p99 %6.2f ms  load %4.1f  CPU/call: %s",
+		p.Target, r.Callers, r.CallsPerSecond, r.P50Ms, r.P99Ms, p.LoadBefore, strings.Join(procs, ", "))
+}
+
+// median of the phases of target with callers, by f.
+func (rep *Report) median(target string, callers int, f func(Phase) float64) float64 {
+	var vs []float64
+	for _, p := range rep.Phases {
+		if p.Target == target && p.Result.Callers == callers {
+			vs = append(vs, f(p))
+		}
+	}
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+// evaluate fills in the targets from the phases (medians over rounds).
+func (rep *Report) evaluate() {
+	rate := func(p Phase) float64 { return p.Result.CallsPerSecond }
+	cpu := func(names ...string) func(Phase) float64 {
+		return func(p Phase) float64 {
+			sum := 0.0
+			for _, n := range names {
+				sum += p.process(n).CPUMicrosPerCall
+			}
+			return sum
+		}
+	}
+	c := rep.Callers
+	edge := rep.median(TargetEdge, c, rate)
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	rep.Targets = []Target{
+		atLeast(fmt.Sprintf("edge ÷ direct Connect (JSON), calls/s at %d callers", c), 0.7, ratio(edge, rep.median(TargetDirectJSON, c, rate))),
+		atLeast(fmt.Sprintf("edge ÷ stock go-sdk server, calls/s at %d callers", c), 1.0, ratio(edge, rep.median(TargetStock, c, rate))),
+		atMost("CPU µs per tools/call, edge + services", 400, rep.median(TargetEdge, c, cpu("edge", "tasks", "agents"))),
+		atMost("tasks service CPU µs per Get through the edge", 150, rep.median(TargetEdge, c, cpu("tasks"))),
+	}
+	if h := rep.HeavyCallers; h > 0 {
+		rep.Targets = append(rep.Targets,
+			atMost(fmt.Sprintf("edge peak RSS MB at %d callers", h), 60, rep.median(TargetEdge, h, func(p Phase) float64 { return p.process("edge").RSSPeakMB })),
+			atMost(fmt.Sprintf("edge p99 ÷ p50 at %d callers", h), 4, rep.median(TargetEdge, h, func(p Phase) float64 { return ratio(p.Result.P99Ms, p.Result.P50Ms) })),
+		)
+	}
+}
+
+func atLeast(name string, want, got float64) Target {
+	return Target{Name: name, Want: fmt.Sprintf("≥ %g", want), Got: got, Met: got >= want}
+}
+
+func atMost(name string, want, got float64) Target {
+	return Target{Name: name, Want: fmt.Sprintf("≤ %g", want), Got: got, Met: got <= want}
+}
+
+// print writes the phases and the targets as tables.
+func (rep *Report) print(out io.Writer) {
+	fmt.Fprintf(out, "\n%s, %d CPUs, %s, %d round(s) of %g s per phase", rep.Commit, rep.CPUs, rep.GoVersion, rep.Rounds, rep.Seconds)
+	if rep.Profiled {
+		fmt.Fprint(out, " (profiled: figures include the profiler)")
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tedge/stock µs\ttasks µs\tagents µs\tload gen µs\tedge/stock RSS MB\t")
+	for _, p := range rep.Phases {
+		front := "-"
+		rss := "-"
+		switch p.Target {
+		case TargetEdge, TargetStock:
+			name := "edge"
+			if p.Target == TargetStock {
+				name = "stock-sdk"
+			}
+			f := p.process(name)
+			front, rss = fmt.Sprintf("%.0f", f.CPUMicrosPerCall), fmt.Sprintf("%.1f", f.RSSPeakMB)
+		}
+		r := p.Result
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%s\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Target, r.Callers, r.CallsPerSecond, r.P50Ms, r.P99Ms,
+			p.LoadBefore, front, p.process("tasks").CPUMicrosPerCall, p.process("agents").CPUMicrosPerCall, p.process("load").CPUMicrosPerCall, rss)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\twant\tgot\t")
+	for _, t := range rep.Targets {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\n", t.Name, t.Want, t.Got, verdict)
+	}
+	tw.Flush()
+}
