@@ -33,6 +33,8 @@ var external = map[string]bool{
 	"ConfigMap/toolmesh-edge-jwks":       true,
 	"Secret/toolmesh-memory-key":         true,
 	"Secret/toolmesh-state-key":          true,
+	"Secret/toolmesh-github-token":       true,
+	"Secret/toolmesh-search-brave":       true,
 	"Secret/toolmesh-audit-key":          true,
 }
 
@@ -40,9 +42,10 @@ var external = map[string]bool{
 func postgresSecret(domain string) string { return "toolmesh-" + domain + "-postgres" }
 
 type process struct {
-	Name  string   `json:"name"`
-	Label string   `json:"label"`
-	Args  []string `json:"args"`
+	Name      string   `json:"name"`
+	Label     string   `json:"label"`
+	Args      []string `json:"args"`
+	Stateless bool     `json:"stateless"`
 }
 
 // meshProcesses is what the binary runs: every service, worker and edge.
@@ -616,7 +619,7 @@ func TestProdOverlay(t *testing.T) {
 				t.Errorf("prod %s: TOOLMESH_TEMPORAL=%q, want the external Temporal", p.Name, tmp)
 			}
 		}
-		if p.Label == "services" {
+		if p.Label == "services" && !p.Stateless {
 			// The DSN comes from the domain's own Secret, never a literal.
 			dsn := "TOOLMESH_" + strings.ToUpper(p.Name) + "_DSN"
 			found := false
@@ -866,6 +869,23 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 			t.Error("NetworkPolicy: the edge replicas cannot reach each other's http port")
 		}
 	}
+	// calls: the services each service calls besides the directory (its
+	// --service flags under `toolmesh up`).
+	calls := map[string]map[string]bool{}
+	for _, p := range meshProcesses {
+		if p.Label != "services" {
+			continue
+		}
+		for i, a := range p.Args {
+			if a == "--service" && i+1 < len(p.Args) {
+				d, _, _ := strings.Cut(p.Args[i+1], "=")
+				if calls[p.Name] == nil {
+					calls[p.Name] = map[string]bool{}
+				}
+				calls[p.Name][d] = true
+			}
+		}
+	}
 	outsider := map[string]string{"app": "something-else"}
 	for dstName, dst := range r.deployments {
 		if dst.Metadata.Labels["app.kubernetes.io/component"] != "service" {
@@ -876,7 +896,7 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 		}
 		for srcName, src := range r.deployments {
 			c := src.Metadata.Labels["app.kubernetes.io/component"]
-			want := c == "edge" || c == "worker" || (dstName == "agents" && c == "service")
+			want := c == "edge" || c == "worker" || (dstName == "agents" && c == "service") || calls[srcName][dstName]
 			if got, _ := allowed(src.podLabels(), dst.podLabels()); got != want {
 				t.Errorf("NetworkPolicy: %s (%s) -> %s allowed=%v, want %v", srcName, c, dstName, got, want)
 			}

@@ -106,6 +106,11 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 	if env != nil {
 		return env, nil
 	}
+	depth, env := e.depthOf(ctx, t.Name, p, req.Params.Meta)
+	if env != nil {
+		return env, nil
+	}
+	ctx = withCallDepth(ctx, depth)
 
 	args := req.Params.Arguments
 	if vs := toolcall.CheckObject(args); vs != nil {
@@ -156,7 +161,9 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		e.setWait(b, msg, e.tasks != nil && e.tasks.byStart[t.Name] != nil && taskSlotFrom(ctx) != nil)
 	}
 	stop := e.progress(ctx, b, req)
-	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller(), IdempotencyKey: key})
+	caller := p.caller()
+	caller.Depth = depth
+	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: caller, IdempotencyKey: key})
 	stop()
 	if e.tasks != nil {
 		e.callTask(ctx, b, env)

@@ -136,6 +136,9 @@ type Config struct {
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
 	Telemetry telemetry.Providers
+	// A2A serves the mesh's agents over A2A on a listener of its own
+	// (A2AHandler; see a2a.go). None when nil.
+	A2A *A2AConfig
 	// ShutdownGrace is how long tool calls in flight may run on once the
 	// edge stops (Shutdown) before they are cut short and answer
 	// unavailable (default DefaultShutdownGrace).
@@ -180,6 +183,11 @@ type Edge struct {
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
 
+	// a2a is the A2A endpoint; nil without Config.A2A.
+	a2a *a2aGateway
+	// depth finds the depth of the message a call is made on behalf of;
+	// nil without a messages service.
+	depth *depthLookup
 	// resources are the resource kinds, sorted by tool name; prompts the
 	// prompts, sorted by name; subs the resource subscriptions.
 	resources []*resourceKind
@@ -361,6 +369,13 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		e.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
 			clientTelemetry, connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
 	}
+
+	if cfg.A2A != nil {
+		if e.a2a, err = newA2AGateway(e, *cfg.A2A); err != nil {
+			return nil, err
+		}
+	}
+	e.depth = newDepthLookup(cfg, clientTelemetry)
 
 	getServer := func(*http.Request) *mcp.Server { return e.server }
 	e.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{

@@ -251,7 +251,7 @@ func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp
 		Tool:            t.Name,
 		Title:           t.Title,
 		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
-		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles},
+		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(callDepth(ctx))},
 		Arguments:       string(argsJSON),
 		ArgumentsDigest: digest,
 		Steps:           steps,

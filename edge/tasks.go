@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
 // Long-running tools that wait, and MCP tasks.
@@ -118,12 +119,56 @@ const (
 	taskCancelled = "cancelled"
 )
 
-// taskKinds lists the work that can become tasks: owner asks.
+// taskKinds lists the work that can become tasks: owner asks and remote
+// agent invocations.
 func taskKinds() []*taskKind {
 	return []*taskKind{{
 		prefix: "ask", start: "owner_ask", get: "owner_get_ask", cancel: "owner_cancel_ask", idField: "ask_id",
 		state: askState,
+	}, {
+		prefix: "invoke", start: "remoteagents_invoke", get: "remoteagents_get_invocation", cancel: "remoteagents_cancel_invocation",
+		idField: "invocation_id", state: invocationState,
 	}}
+}
+
+// invocationState reads the invocation in a remoteagents_invoke,
+// remoteagents_get_invocation or remoteagents_cancel_invocation result
+// ({"invocation": {...}}).
+func invocationState(data json.RawMessage) (taskState, error) {
+	var res remoteagentsv1.GetInvocationResponse
+	if err := askJSON.Unmarshal(data, &res); err != nil {
+		return taskState{}, fmt.Errorf("read the invocation: %w", err)
+	}
+	inv := res.GetInvocation()
+	st := taskState{id: inv.GetWorkflowId(), created: inv.GetCreateTime().AsTime(), updated: inv.GetCreateTime().AsTime()}
+	if inv.GetResolveTime() != nil {
+		st.updated = inv.GetResolveTime().AsTime()
+	}
+	switch inv.GetStatus() {
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING:
+		st.status = taskWorking
+		st.message = "The remote agent is working on it"
+		if s := inv.GetRemoteState(); s != "" {
+			st.message += " (" + s + ")"
+		}
+		st.message += "."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED:
+		st.status, st.message = taskCompleted, "The remote agent answered."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED:
+		st.status, st.message = taskCompleted, "The invocation failed: "+inv.GetError()
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_REJECTED:
+		st.status, st.message = taskCompleted, "The remote agent refused it."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED:
+		st.status, st.message = taskCompleted, "The remote agent needs more input: invoke it again with the task_id."
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED:
+		st.status, st.message = taskCancelled, "The invocation was cancelled."
+	default:
+		return taskState{}, fmt.Errorf("invocation in unknown status %v", inv.GetStatus())
+	}
+	if st.id == "" {
+		return taskState{}, fmt.Errorf("the invocation names no workflow")
+	}
+	return st, nil
 }
 
 var askJSON = protojson.UnmarshalOptions{DiscardUnknown: true}

@@ -318,7 +318,8 @@ func TestTiltfileLabelsAndLinks(t *testing.T) {
 		t.Errorf("temporal links (-want +got):\n%s", diff)
 	}
 	edge := run.resource("edge")
-	if diff := cmp.Diff([]tiltLink{{URL: "http://127.0.0.1:7100/mcp", Name: "MCP endpoint"}, {URL: "http://127.0.0.1:7190/metrics", Name: "Edge metrics"}}, edge.Links); diff != "" {
+	if diff := cmp.Diff([]tiltLink{{URL: "http://127.0.0.1:7100/mcp", Name: "MCP endpoint"}, {URL: "http://127.0.0.1:7190/metrics", Name: "Edge metrics"},
+		{URL: "http://127.0.0.1:7170/a2a/agents/local/", Name: "A2A endpoint"}}, edge.Links); diff != "" {
 		t.Errorf("edge links (-want +got):\n%s", diff)
 	}
 	// The edge starts last: after every service and worker.
@@ -395,8 +396,9 @@ func TestTiltfileOptions(t *testing.T) {
 	if v := run.resource("agents").ServeEnv["TOOLMESH_AGENTS_SEED"]; v != "dev-1" {
 		t.Errorf("agents seed %q, want the dev agent dev-1", v)
 	}
-	if l := run.resource("edge").Links; len(l) != 2 || l[0].URL != "http://127.0.0.1:7400/mcp" || l[1].URL != "http://127.0.0.1:7490/metrics" {
-		t.Errorf("edge links %+v, want the MCP endpoint on 7400 and its metrics on 7490", l)
+	if l := run.resource("edge").Links; len(l) != 3 || l[0].URL != "http://127.0.0.1:7400/mcp" || l[1].URL != "http://127.0.0.1:7490/metrics" ||
+		l[2].URL != "http://127.0.0.1:7470/a2a/agents/dev-1/" {
+		t.Errorf("edge links %+v, want the MCP endpoint on 7400, its metrics on 7490 and dev-1's A2A base on 7470", l)
 	}
 
 	if _, err := execTiltfile(filepath.Join(dir, "Tiltfile"), map[string]string{"port-offset": "many"}); err == nil {

@@ -33,14 +33,16 @@ func TestClientsAtEveryVersion(t *testing.T) {
 		t.Skip("starts the whole mesh and runs Node")
 	}
 	tsDir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
-	m := startUp(t)
-	seed := seedMesh(t, m.endpoint)
+	bin, temporal := meshBinaries(t)
+	m := startUp(t, bin, temporal)
+	endpoint := m.Link(t, linkMCP)
+	seed := seedMesh(t, endpoint)
 
 	for _, v := range edge.ProtocolVersions {
-		t.Run("go-sdk/"+v, func(t *testing.T) { runGoClient(t, m.endpoint, v, seed) })
+		t.Run("go-sdk/"+v, func(t *testing.T) { runGoClient(t, endpoint, v, seed) })
 	}
 	for _, v := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
-		t.Run("typescript/"+v, func(t *testing.T) { runTSClient(t, tsDir, m.endpoint, v) })
+		t.Run("typescript/"+v, func(t *testing.T) { runTSClient(t, tsDir, endpoint, v) })
 	}
 }
 

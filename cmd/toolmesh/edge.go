@@ -122,6 +122,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	sessionPeers := envList(getenv, "TOOLMESH_EDGE_SESSION_PEERS")
 	fs.Var(&sessionPeers, "session-peer", "an edge replica as host:port, a name standing for every address it resolves to (repeatable); with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on")
 	sessionAdvertise := fs.String("session-advertise", getenv("TOOLMESH_EDGE_SESSION_ADVERTISE"), "IP address (and port, default --addr's) the other edge replicas reach this one at (default --addr when it names an IP address)")
+	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
+	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
+	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
 	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
 	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
 		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
@@ -250,6 +253,13 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		cfg.Auth = a
 	}
+	if *a2aAddr != "" && !*stdio {
+		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
+		if err != nil {
+			return err
+		}
+		cfg.A2A = &edge.A2AConfig{Addr: *a2aAddr, PublicURL: *a2aURL, Resource: *a2aResource, Egress: policy, Version: cfg.Version}
+	}
 	if *stdio {
 		cfg.Addr = ""
 		if *issuer != "" {
@@ -272,22 +282,14 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
 	}
-	var metricsLis net.Listener
 	if *telFlags.pprof && (*metricsAddr == "" || *metricsAddr == "off") {
 		lis.Close()
 		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
 	}
-	if *metricsAddr != "" && *metricsAddr != "off" {
-		if metricsLis, err = server.Listen(*metricsAddr); err != nil {
-			lis.Close()
-			return err
-		}
-	}
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil, "session_peers", []string(sessionPeers))
 	// The edge answers oversized bodies itself, in JSON-RPC.
-	limits.MaxBodyBytes = -1
-	mcpListener := httpListener{server.NewHTTPServer(e.Handler(), log, limits), lis, server.HTTPOptions{
+	mcpLimits := limits
+	mcpLimits.MaxBodyBytes = -1
+	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log, mcpLimits), lis, server.HTTPOptions{
 		ShutdownTimeout: shutdownTimeout,
 		// Every call in flight gets its answer before the listener closes.
 		AnswerInFlight: func(ctx context.Context) {
@@ -295,13 +297,34 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 				log.Warn("edge.shutdown_incomplete", "error", err)
 			}
 		},
-	}}
-	if metricsLis == nil {
-		return server.RunHTTP(ctx, mcpListener.srv, mcpListener.lis, log, mcpListener.opts)
+	}}}
+	closeAll := func() {
+		for _, s := range servers {
+			s.lis.Close()
+		}
 	}
-	log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-	return runHTTPPair(ctx, log, mcpListener,
-		httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+	if *metricsAddr != "" && *metricsAddr != "off" {
+		metricsLis, err := server.Listen(*metricsAddr)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+	}
+	if cfg.A2A != nil {
+		a2aLis, err := server.Listen(*a2aAddr)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
+		// The A2A endpoint caps bodies itself too (1 MiB).
+		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: shutdownTimeout}})
+	}
+	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", []string(sessionPeers))
+	return runHTTPAll(ctx, log, servers...)
 }
 
 // defaultEdgeShutdownTimeout bounds the edge's shutdown.
@@ -374,20 +397,24 @@ type httpListener struct {
 	opts server.HTTPOptions
 }
 
-// runHTTPPair serves a and b until ctx ends or either fails, then stops
-// both.
-func runHTTPPair(ctx context.Context, log *slog.Logger, a, b httpListener) error {
+// runHTTPAll serves every listener until ctx ends or one fails, then
+// stops them all.
+func runHTTPAll(ctx context.Context, log *slog.Logger, servers ...httpListener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 2)
-	for _, h := range []httpListener{a, b} {
+	errs := make(chan error, len(servers))
+	for _, h := range servers {
 		go func() {
 			err := server.RunHTTP(ctx, h.srv, h.lis, log, h.opts)
 			cancel()
 			errs <- err
 		}()
 	}
-	return errors.Join(<-errs, <-errs)
+	var all []error
+	for range servers {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -85,7 +85,11 @@ type envelope struct {
 	Data       json.RawMessage `json:"data"`
 	DomainCode string          `json:"domain_code"`
 	Message    string          `json:"message"`
-	Pagination *struct {
+	// Gap names what a capability_gap backend lacks.
+	Gap string `json:"gap"`
+	// RetryAfterSeconds is when a rate-limited call may be retried.
+	RetryAfterSeconds int `json:"retry_after_seconds"`
+	Pagination        *struct {
 		Total      int  `json:"total"`
 		Limit      int  `json:"limit"`
 		NextOffset *int `json:"next_offset"`
@@ -98,7 +102,13 @@ type envelope struct {
 
 func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) envelope {
 	t.Helper()
-	env, err := tryCallTool(s, &mcp.CallToolParams{Name: name, Arguments: args})
+	return callToolMeta(t, s, name, args, nil)
+}
+
+// callToolMeta is callTool with the request's _meta.
+func callToolMeta(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, meta mcp.Meta) envelope {
+	t.Helper()
+	env, err := tryCallTool(s, &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 const testingDelaysEnv = "TOOLMESH_TESTING_DELAYS"
 
 func withFaultsDomains(d map[string]domain) map[string]domain {
-	d["testing"] = domain{port: 7110, build: buildTesting}
+	d["testing"] = domain{port: 7150, build: buildTesting}
 	return d
 }
 

@@ -42,6 +42,10 @@ const (
 // linkMCP names the edge's first link, its MCP endpoint.
 const linkMCP = "MCP endpoint"
 
+// linkA2A names the edge's link to the A2A endpoint (the development
+// agent's base URL: its card is below it).
+const linkA2A = "A2A endpoint"
+
 // Default ports of the processes that are not in the domains and
 // workerQueues tables. --port-offset moves every default port.
 const (
@@ -75,6 +79,8 @@ type meshProcess struct {
 	Deps []string `json:"deps,omitempty"`
 	// Links are URLs a developer opens (the Temporal UI, the MCP endpoint).
 	Links []meshLink `json:"links,omitempty"`
+	// Stateless marks a domain service that keeps no database.
+	Stateless bool `json:"stateless,omitempty"`
 	// readyTimeout bounds the wait for Probe under `toolmesh up`.
 	readyTimeout time.Duration
 	// needs are the processes this one cannot start without: `toolmesh
@@ -240,6 +246,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	plan = append(plan, temporal)
 
 	agentsURL := "http://" + local(domains[directory].port)
+	a2aURL := "http://" + local(a2aPort)
 	serviceFlags := make([]string, 0, 2*len(names))
 	for _, n := range names {
 		d := domains[n]
@@ -252,6 +259,10 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		}
 		if cfg.Pprof {
 			args = append(args, "--pprof")
+		}
+		for _, c := range d.calls {
+			args = append(args, "--service", c+"=http://"+local(domains[c].port))
+			deps = append(deps, c)
 		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
@@ -268,6 +279,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: d.port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         deps,
+			Stateless:    d.stateless,
 			readyTimeout: 30 * time.Second,
 		})
 		serviceFlags = append(serviceFlags, "--service", n+"=http://"+addr)
@@ -280,10 +292,16 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		if cfg.Pprof {
 			args = append(args, "--pprof")
 		}
+		var env map[string]string
+		if q == "remoteagents" {
+			// Depth tokens name the A2A endpoint, which publishes the key.
+			env = map[string]string{a2aURLEnv: a2aURL}
+		}
 		plan = append(plan, meshProcess{
 			Name:         workerPrefix + q,
 			Label:        labelWorkers,
 			Args:         args,
+			Env:          env,
 			Probe:        &httpProbe{Host: "127.0.0.1", Port: workerQueues[q].port + cfg.PortOffset, Path: "/healthz"},
 			Deps:         append([]string{procMeshKeys, procTemporal}, names...),
 			readyTimeout: 30 * time.Second,
@@ -311,7 +329,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
 		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
-		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile)}
+		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile),
+		"--a2a-addr", local(a2aPort)}
 	if cfg.Pprof {
 		edgeArgs = append(edgeArgs, "--pprof")
 	}
@@ -324,6 +343,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		Links: []meshLink{
 			{Name: linkMCP, URL: "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"},
 			{Name: "Edge metrics", URL: "http://" + local(edgeMetricsPort) + "/metrics"},
+			{Name: linkA2A, URL: a2aURL + "/a2a/agents/" + cfg.DevAgent + "/"},
 		},
 		readyTimeout: 30 * time.Second,
 	})

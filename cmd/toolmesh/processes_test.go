@@ -153,6 +153,22 @@ func TestPlanPortsAreDistinctAndShiftTogether(t *testing.T) {
 	}
 }
 
+func TestPlanServesA2AWhereTheWorkerSignsFor(t *testing.T) {
+	plan := defaultPlan(t, "--port-offset", "300")
+	var edgeA2A, signs string
+	for _, p := range plan {
+		if i := slices.Index(p.Args, "--a2a-addr"); i >= 0 {
+			edgeA2A = "http://" + p.Args[i+1]
+		}
+		if p.Name == workerPrefix+"remoteagents" {
+			signs = p.Env[a2aURLEnv]
+		}
+	}
+	if edgeA2A != "http://127.0.0.1:7470" || signs != edgeA2A {
+		t.Errorf("the edge serves A2A at %q, the remoteagents worker signs for %q; want both at http://127.0.0.1:7470", edgeA2A, signs)
+	}
+}
+
 func TestPlanSeedsTheDevAgent(t *testing.T) {
 	var out bytes.Buffer
 	env := map[string]string{agentsSeedEnv: "ops, ci"}
@@ -168,7 +184,7 @@ func TestPlanSeedsTheDevAgent(t *testing.T) {
 			if diff := cmp.Diff(map[string]string{agentsSeedEnv: "me,ops,ci"}, p.Env); diff != "" {
 				t.Errorf("agents env (-want +got):\n%s", diff)
 			}
-		} else if len(p.Env) != 0 {
+		} else if _, seeded := p.Env[agentsSeedEnv]; seeded {
 			t.Errorf("%s env %v: only the agents service is seeded", p.Name, p.Env)
 		}
 		if i := slices.Index(p.Args, "--data"); i >= 0 && p.Args[i+1] != "/srv/mesh" {

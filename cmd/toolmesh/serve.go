@@ -44,11 +44,18 @@ type buildFunc func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.S
 type domain struct {
 	// port is the default port under `toolmesh up`.
 	port int
-	// build opens the domain's store on db and returns its service.
+	// build opens the domain's store on db and returns its service (db is
+	// nil for a stateless domain).
 	build buildFunc
 	// flags, when set instead of build, defines flags of the domain's own
 	// on fs and returns its build, which reads them after parsing.
 	flags func(fs *flag.FlagSet, getenv func(string) string) buildFunc
+	// stateless marks a domain that keeps no data of its own: serve opens
+	// no database for it and takes no --dsn.
+	stateless bool
+	// calls lists the domains whose services this one calls (besides the
+	// agents directory): serve then takes --service for them.
+	calls []string
 	// temporal marks a domain that starts or updates workflows: `serve`
 	// then takes --temporal and dials it before build.
 	temporal bool
@@ -68,6 +75,11 @@ var domains = withFaultsDomains(map[string]domain{
 	"audit":    {port: 7108, flags: auditFlags},
 
 	"schedules": {port: 7107, build: buildSchedules, temporal: true},
+
+	// The integrations: reaching beyond the mesh (docs/integrations.md).
+	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},
+	"github":       {port: 7110, build: buildGitHub, stateless: true},
+	"search":       {port: 7111, build: buildSearch, stateless: true},
 })
 
 // serveDeps is what a domain's build gets besides its database.
@@ -78,6 +90,9 @@ type serveDeps struct {
 	Log *slog.Logger
 	// Temporal is a connected client for domains marked temporal, else nil.
 	Temporal client.Client
+	// Services maps the fully-qualified names of the services a domain
+	// calls (domain.calls) to their base URLs.
+	Services map[string]string
 	// DataDir is the --data directory.
 	DataDir string
 	// AfterStop registers fn to run once the server has stopped serving,
@@ -252,7 +267,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := flag.NewFlagSet("serve "+name, flag.ContinueOnError)
 	addr := fs.String("addr", fmt.Sprintf("127.0.0.1:%d", d.port), "listen address")
 	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for SQLite files")
-	dsn := fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
+	var dsn *string
+	if !d.stateless {
+		dsn = fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
+	}
 	drain := fs.Duration("drain", 0, "how long to report NOT_SERVING before closing on shutdown")
 	var agentsURL *string
 	if !d.directory {
@@ -264,6 +282,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
 	}
 	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
+	var calls serviceFlag
+	if len(d.calls) > 0 {
+		var err error
+		if calls, err = envServices(getenv); err != nil {
+			return err
+		}
+		fs.Var(calls, "service", "a domain service this one calls ("+strings.Join(d.calls, ", ")+") as domain=url (repeatable; default $"+servicesEnv+")")
+	}
 	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
 	telFlags := addTelemetryFlags(fs, getenv)
 	build := d.build
@@ -277,7 +303,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if *dsn == "" {
+	if dsn != nil && *dsn == "" {
 		*dsn = filepath.Join(*dataDir, name+".db")
 	}
 	if *pubKey == "" {
@@ -293,11 +319,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer stopTelemetry(tel, log)
-	db, err := sqldb.Open(ctx, *dsn)
-	if err != nil {
-		return err
+	var db *sqldb.DB
+	if dsn != nil {
+		if db, err = sqldb.Open(ctx, *dsn); err != nil {
+			return err
+		}
+		defer db.Close()
 	}
-	defer db.Close()
 	var afterStop []func()
 	defer func() {
 		for _, fn := range slices.Backward(afterStop) {
@@ -305,6 +333,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 	deps := serveDeps{Getenv: getenv, Log: log, DataDir: *dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
+	if len(d.calls) > 0 {
+		needed := serviceFlag{}
+		for _, c := range d.calls {
+			if calls[c] == "" {
+				return fmt.Errorf("serve %s needs the %s service: --service %s=http://...", name, c, c)
+			}
+			needed[c] = calls[c]
+		}
+		if deps.Services, err = serviceURLs(needed); err != nil {
+			return err
+		}
+	}
 	if d.temporal {
 		// Lazy: the service starts, and serves what needs no Temporal,
 		// while Temporal is down; calls that need it answer unavailable.

@@ -144,6 +144,9 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, 
 			if p.Name == procEdge && l.Name == linkMCP {
 				note = fmt.Sprintf("  (calls act as agent %q)", cfg.DevAgent)
 			}
+			if p.Name == procEdge && l.Name == linkA2A {
+				note = "  (every agent at /a2a/agents/<id>/; card: .well-known/agent-card.json)"
+			}
 			fmt.Fprintf(stdout, "  %-14s %s%s\n", l.Name, l.URL, note)
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,99 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolmesh/toolmesh/internal/porttest"
 )
-
-// upMesh is a real `toolmesh up` (what `make run` does) a test started,
-// with its own port offset and data directory.
-type upMesh struct {
-	dir      string
-	bin      string // the toolmesh binary it runs
-	offset   int
-	endpoint string   // the MCP endpoint up printed
-	printed  []string // up's output until it was up
-	cmd      *exec.Cmd
-	lines    chan string
-	exited   chan error
-	stderr   *strings.Builder
-	stopped  bool
-}
-
-// startUp builds the binary, runs `toolmesh up` and waits until it says the
-// mesh is up. The mesh is stopped (Ctrl-C) when the test ends, unless the
-// test stopped it.
-func startUp(t *testing.T) *upMesh {
-	t.Helper()
-	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(temporal); err != nil {
-		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
-	}
-	m := &upMesh{dir: t.TempDir(), lines: make(chan string, 100), exited: make(chan error, 1), stderr: &strings.Builder{}}
-	bin := filepath.Join(m.dir, "toolmesh")
-	m.bin = bin
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build toolmesh: %v\n%s", err, out)
-	}
-	m.offset = porttest.FreeOffset(t, append(porttest.Range(edgePort, 7300), temporalUIPort)...)
-	m.cmd = exec.Command(bin, "up", "--port-offset", strconv.Itoa(m.offset), "--data", filepath.Join(m.dir, "data"), "--temporal-bin", temporal)
-	m.cmd.Dir = m.dir
-	stdout, err := m.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.cmd.Stderr = m.stderr
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			m.lines <- s.Text()
-		}
-		close(m.lines)
-		m.exited <- m.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if !m.stopped {
-			_ = m.cmd.Process.Signal(os.Interrupt)
-			<-m.exited
-		}
-	})
-
-	// Wait for "toolmesh is up" and read the MCP endpoint it prints.
-	mcpRE := regexp.MustCompile(`MCP endpoint\s+(http://\S+/mcp)`)
-	timeout := time.After(3 * time.Minute)
-	for m.endpoint == "" || !strings.Contains(strings.Join(m.printed, "\n"), "Press Ctrl-C") {
-		select {
-		case l, ok := <-m.lines:
-			if !ok {
-				t.Fatalf("up exited before the mesh was up:\n%s\n%s", strings.Join(m.printed, "\n"), tail(m.stderr.String()))
-			}
-			m.printed = append(m.printed, l)
-			if sm := mcpRE.FindStringSubmatch(l); sm != nil {
-				m.endpoint = sm[1]
-			}
-		case <-timeout:
-			t.Fatalf("up did not come up:\n%s\n%s", strings.Join(m.printed, "\n"), tail(m.stderr.String()))
-		}
-	}
-	return m
-}
-
-// stop sends Ctrl-C and returns what up printed until it exited, and how
-// it exited.
-func (m *upMesh) stop() ([]string, error) {
-	_ = m.cmd.Process.Signal(os.Interrupt)
-	var rest []string
-	for l := range m.lines {
-		rest = append(rest, l)
-	}
-	m.stopped = true
-	return rest, <-m.exited
-}
 
 // TestUpRunsThePlan runs the real binary's `toolmesh up` (what `make run`
 // does): every process of the plan comes up, a tool call goes through the
@@ -121,23 +28,25 @@ func TestUpRunsThePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh")
 	}
-	m := startUp(t)
-	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+m.offset); m.endpoint != want {
-		t.Errorf("MCP endpoint %s, want %s", m.endpoint, want)
+	bin, temporal := meshBinaries(t)
+	m := startUp(t, bin, temporal)
+	endpoint := m.Link(t, linkMCP)
+	if want := fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort+m.Offset); endpoint != want {
+		t.Errorf("MCP endpoint %s, want %s", endpoint, want)
 	}
 	// Every service of the plan is listed where it listens, and answers.
-	printed := strings.Join(m.printed, "\n")
+	printed := strings.Join(m.Printed, "\n")
 	for name, d := range domains {
-		addr := fmt.Sprintf("127.0.0.1:%d", d.port+m.offset)
+		addr := fmt.Sprintf("127.0.0.1:%d", d.port+m.Offset)
 		if !strings.Contains(printed, name) || !strings.Contains(printed, addr) {
 			t.Errorf("up does not print %s at %s", name, addr)
 		}
 	}
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "up-e2e", Version: "1"}, nil)
-	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: m.endpoint}, nil)
+	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", m.endpoint, err)
+		t.Fatalf("connect to %s: %v", endpoint, err)
 	}
 	res, err := session.CallTool(t.Context(), &mcp.CallToolParams{Name: "tasks_create", Arguments: map[string]any{"description": "started by up"}})
 	if err != nil {
@@ -152,7 +61,7 @@ func TestUpRunsThePlan(t *testing.T) {
 	// and the same MCP session works again.
 	upStatus := func() upStatus {
 		t.Helper()
-		out, err := exec.Command(m.bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.offset)).Output()
+		out, err := exec.Command(bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.Offset)).Output()
 		if err != nil {
 			t.Fatalf("toolmesh up status: %v", err)
 		}
@@ -181,18 +90,18 @@ func TestUpRunsThePlan(t *testing.T) {
 		}
 	}
 	if !restarted {
-		t.Fatalf("tasks was not restarted after kill -9: %+v\n%s", upStatus(), tail(m.stderr.String()))
+		t.Fatalf("tasks was not restarted after kill -9: %+v\n%s", upStatus(), tail(m.Stderr()))
 	}
 	for _, p := range upStatus().Processes {
 		if p.Name != "tasks" && (p.PID != pids[p.Name] || p.Restarts != 0) {
 			t.Errorf("%s was touched when tasks died: pid %d (was %d), restarts %d", p.Name, p.PID, pids[p.Name], p.Restarts)
 		}
 	}
-	table, err := exec.Command(m.bin, "up", "status", "--port-offset", strconv.Itoa(m.offset)).Output()
+	table, err := exec.Command(bin, "up", "status", "--port-offset", strconv.Itoa(m.Offset)).Output()
 	if err != nil || !regexp.MustCompile(`(?m)^tasks\s+ready\s+\d+\s+\S+\s+1\s+signal: killed`).Match(table) {
 		t.Errorf("toolmesh up status: %v\n%s", err, table)
 	}
-	metrics, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", upStatusPort+m.offset))
+	metrics, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", upStatusPort+m.Offset))
 	if err != nil || !strings.Contains(metrics, `toolmesh_up_restarts_total{process="tasks"} 1`) {
 		t.Errorf("up /metrics does not count the restart (%v):\n%s", err, metrics)
 	}
@@ -206,20 +115,20 @@ func TestUpRunsThePlan(t *testing.T) {
 	session.Close()
 
 	// Ctrl-C: everything stops, in order, and up says so.
-	rest, err := m.stop()
+	rest, err := m.Stop()
 	if err != nil {
-		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(m.stderr.String()))
+		t.Errorf("up after Ctrl-C: %v\n%s", err, tail(m.Stderr()))
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "toolmesh stopped") {
 		t.Errorf("up did not say it stopped: %q", rest)
 	}
 	for name, d := range domains {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+m.offset), time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port+m.Offset), time.Second); err == nil {
 			c.Close()
 			t.Errorf("%s still listens after up stopped", name)
 		}
 	}
-	if left := processesUnder(m.dir); len(left) > 0 {
+	if left := processesUnder(m.Dir); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
 }

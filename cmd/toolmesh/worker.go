@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ type workerDeps struct {
 	Temporal client.Client
 	// Mesh signs the mesh tokens of the service calls activities make.
 	Mesh *mesh.Signer
+	// MeshKey is the mesh's private key itself, for what else the mesh
+	// signs with it (the depth of A2A messages: internal/a2alink).
+	MeshKey ed25519.PrivateKey
 	// Services maps fully-qualified service names to base URLs.
 	Services map[string]string
 	// HTTPClient reaches the services (h2c).
@@ -62,6 +66,8 @@ var workerQueues = map[string]workerQueue{
 	"calls":     {port: 7209, register: registerCalls},
 	"owner":     {port: 7206, register: registerOwner},
 	"schedules": {port: 7207, register: registerSchedules},
+	// Invocations of remote A2A agents.
+	"remoteagents": {port: 7210, register: registerRemoteAgents},
 }
 
 // registerCalls registers the calls queue: elicited tool calls, their side
@@ -157,7 +163,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	httpClient := newH2CClient()
 	httpClient.Transport = tel.Transport(httpClient.Transport)
 	w := worker.New(tc, name, temporalclient.WorkerOptions())
-	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, MeshKey: key, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {

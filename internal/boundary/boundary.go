@@ -25,6 +25,8 @@ const (
 	RequestState = "request_state"
 	Webhook      = "webhook.payload"
 	AuditChain   = "audit_chain"
+	// A2AJSONRPC is the params of an inbound A2A JSON-RPC request.
+	A2AJSONRPC = "a2a.jsonrpc"
 )
 
 // Violation is one broken rule of one field.

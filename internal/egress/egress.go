@@ -1,5 +1,6 @@
-// Package egress sends HTTP requests to URLs that users configure (webhooks)
-// without letting those URLs reach into the network the mesh runs in: the
+// Package egress sends HTTP requests to URLs that users or remote parties
+// name (webhooks, remote A2A agents, search and GitHub endpoints) without
+// letting those URLs reach into the network the mesh runs in: the
 // loopback interface, private and shared address space, link-local
 // addresses and the cloud metadata endpoints that hand out credentials.
 //
@@ -15,17 +16,20 @@
 //     resolves to 127.0.0.1 now (DNS rebinding) is refused there.
 //
 // The client follows no redirects and uses no proxy, so neither can carry a
-// request past the check.
+// request past the check; it bounds each request's time and the size of the
+// response body it reads.
 package egress
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -124,7 +128,7 @@ func (e *RefusedError) Error() string {
 	if e.Host != "" && e.Host != what {
 		what = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
 	}
-	return fmt.Sprintf("%s is refused: webhooks may not reach %s addresses unless they are explicitly allowed", what, e.Category)
+	return fmt.Sprintf("%s is refused: outbound requests may not reach %s addresses unless they are explicitly allowed", what, e.Category)
 }
 
 // ErrRefused matches every *RefusedError with errors.Is.
@@ -232,13 +236,27 @@ func (p Policy) CheckURL(ctx context.Context, raw string) error {
 type ClientOptions struct {
 	// Timeout bounds one request, response included (default 10s).
 	Timeout time.Duration
+	// MaxResponseBytes bounds a response body (default
+	// DefaultMaxResponseBytes): reading past it fails with
+	// ErrResponseTooLarge.
+	MaxResponseBytes int64
 }
+
+// DefaultMaxResponseBytes is the response body cap of a Client.
+const DefaultMaxResponseBytes = 4 << 20
+
+// ErrResponseTooLarge is the error reading a response body fails with once
+// it passes the client's cap.
+var ErrResponseTooLarge = errors.New("the response is larger than this client reads")
 
 // Client returns an HTTP client whose every connection is checked against
 // p after resolution, that follows no redirects and uses no proxy.
 func (p Policy) Client(opts ClientOptions) *http.Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	dialer := &net.Dialer{
 		Timeout: 5 * time.Second,
@@ -254,7 +272,7 @@ func (p Policy) Client(opts ClientOptions) *http.Client {
 	}
 	return &http.Client{
 		Timeout: opts.Timeout,
-		Transport: &http.Transport{
+		Transport: capped{max: opts.MaxResponseBytes, next: &http.Transport{
 			Proxy:                 nil,
 			DialContext:           dialer.DialContext,
 			TLSHandshakeTimeout:   5 * time.Second,
@@ -262,10 +280,52 @@ func (p Policy) Client(opts ClientOptions) *http.Client {
 			MaxIdleConnsPerHost:   4,
 			IdleConnTimeout:       60 * time.Second,
 			ForceAttemptHTTP2:     true,
-		},
+		}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
+
+// capped bounds the bodies of the responses next returns.
+type capped struct {
+	max  int64
+	next http.RoundTripper
+}
+
+func (c capped) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > c.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w (%d bytes announced, at most %d read)", ErrResponseTooLarge, resp.ContentLength, c.max)
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: c.max}
+	return resp, nil
+}
+
+// cappedBody fails once more than its allowance has been read.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n - int(-b.left), ErrResponseTooLarge
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // Redact returns a URL as scheme://host[:port]/… without user info, path or
 // query, for showing and logging it.
@@ -292,12 +352,40 @@ func DescribeError(err error) string {
 	if errors.As(err, &refused) {
 		return refused.Error()
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, http.ErrHandlerTimeout) {
-		return "timed out"
+	if errors.Is(err, ErrResponseTooLarge) {
+		return err.Error()
 	}
-	var nerr net.Error
-	if errors.As(err, &nerr) && nerr.Timeout() {
+	if IsTimeout(err) {
 		return "timed out"
 	}
 	return err.Error()
+}
+
+// IsTimeout reports whether err is a request that ran out of time (the
+// client's timeout or the context's deadline).
+func IsTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, http.ErrHandlerTimeout) {
+		return true
+	}
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
+}
+
+// RetryAfter reads a Retry-After header (delay seconds or an HTTP date) as
+// the time to wait from now; 0 when there is none or it has passed.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package egress_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/egress"
 )
@@ -226,6 +228,64 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := egress.Redact(raw); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestClientCapsResponseBodies(t *testing.T) {
+	body := strings.Repeat("x", 1000)
+	announced, _ := receiver(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) })
+	chunked, _ := receiver(t, func(w http.ResponseWriter, _ *http.Request) {
+		for range 10 {
+			_, _ = w.Write([]byte(body[:100]))
+			w.(http.Flusher).Flush() // no Content-Length: the cap applies while reading
+		}
+	})
+	p := egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	for _, tc := range []struct {
+		name string
+		max  int64
+		url  string
+		ok   bool
+	}{
+		{"announced, at the cap", 1000, announced.URL, true},
+		{"announced, over the cap", 999, announced.URL, false},
+		{"streamed, at the cap", 1000, chunked.URL, true},
+		{"streamed, over the cap", 999, chunked.URL, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := p.Client(egress.ClientOptions{MaxResponseBytes: tc.max}).Get(tc.url)
+			var got []byte
+			if err == nil {
+				got, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if tc.ok && (err != nil || string(got) != body) {
+				t.Errorf("read %d bytes, err %v; want the whole %d-byte body", len(got), err, len(body))
+			}
+			if !tc.ok && !errors.Is(err, egress.ErrResponseTooLarge) {
+				t.Errorf("read %d bytes, err %v; want ErrResponseTooLarge", len(got), err)
+			}
+			if !tc.ok && int64(len(got)) > tc.max {
+				t.Errorf("read %d bytes past the cap of %d", len(got), tc.max)
+			}
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"30":                            30 * time.Second,
+		"0":                             0,
+		"-5":                            0,
+		"soon":                          0,
+		"Sun, 01 Mar 2026 12:01:30 GMT": 90 * time.Second,
+		"Sun, 01 Mar 2026 11:59:00 GMT": 0,
+	} {
+		if got := egress.RetryAfter(http.Header{"Retry-After": {v}}, now); got != want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", v, got, want)
 		}
 	}
 }

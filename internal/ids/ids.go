@@ -5,6 +5,7 @@ package ids
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"time"
 )
@@ -36,4 +37,27 @@ func NewAt(prefix string, t time.Time) string {
 		hi >>= 5
 	}
 	return string(out)
+}
+
+// Derive returns the id with prefix that names, for good, what parts name
+// within namespace: the same parts give the same id (a retried call finds
+// what its first attempt made), different parts different ids. The 26
+// characters are the first 128 bits of a SHA-256 over the namespace and
+// the parts, in the encoding New uses.
+func Derive(prefix, namespace string, parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte("toolmesh " + namespace))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	sum := h.Sum(nil)
+	hi, lo := binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])
+	out := make([]byte, 26)
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return prefix + "_" + string(out)
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Scanner reads the columns of one row: *sql.Row and *sql.Rows are both
@@ -99,4 +102,20 @@ func collect[T any](rows *sql.Rows, op string, scan func(Scanner) (T, error), li
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return list, nil
+}
+
+// Millis is ts as the Unix milliseconds a store keeps (0 for none).
+func Millis(ts *timestamppb.Timestamp) int64 {
+	if ts == nil {
+		return 0
+	}
+	return ts.AsTime().UnixMilli()
+}
+
+// Timestamp is a stored Unix millisecond time (nil for 0: none).
+func Timestamp(ms int64) *timestamppb.Timestamp {
+	if ms == 0 {
+		return nil
+	}
+	return timestamppb.New(time.UnixMilli(ms).UTC())
 }

@@ -201,6 +201,11 @@ func FromError(ctx context.Context, log *slog.Logger, tool string, err error) *E
 	} else if vs := boundary.ViolationsFromError(ce); len(vs) > 0 && env.DomainCode == CodeInvalidArgument {
 		env = Invalid(tool, vs)
 	}
+	if env.DomainCode == CodeRateLimited || env.DomainCode == CodeUnavailable {
+		// When the service says when to try again (an outside API's rate
+		// limit), so does the envelope.
+		env.RetryAfterSeconds = retryAfterSeconds(ce)
+	}
 	env.ErrorID = id
 	return env
 }

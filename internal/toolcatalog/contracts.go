@@ -6,10 +6,13 @@ import (
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
+	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
+	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
@@ -25,5 +28,8 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		creditsv1.File_toolmesh_credits_v1_credits_proto.Services().ByName("CreditsService"),
 		ownerv1.File_toolmesh_owner_v1_owner_proto.Services().ByName("OwnerService"),
 		schedulesv1.File_toolmesh_schedules_v1_schedules_proto.Services().ByName("SchedulesService"),
+		githubv1.File_toolmesh_github_v1_github_proto.Services().ByName("GitHubService"),
+		searchv1.File_toolmesh_search_v1_search_proto.Services().ByName("SearchService"),
+		remoteagentsv1.File_toolmesh_remoteagents_v1_remoteagents_proto.Services().ByName("RemoteAgentsService"),
 	}
 }

@@ -94,6 +94,8 @@ func (s *Service) Send(ctx context.Context, req *messagesv1.SendRequest) (*messa
 		ToAgent:    req.GetToAgent(),
 		Text:       req.GetMessage(),
 		CreateTime: timestamppb.New(now),
+		// Whoever acts on the message works one invocation deeper.
+		Depth: int32(call.Caller.Depth) + 1,
 	}
 	// A message is a repeat when the original is younger than the window:
 	// one sent exactly DedupWindow ago is stored anew.
@@ -138,6 +140,23 @@ func (s *Service) requireInThread(ctx context.Context, thread, agent string) err
 			fmt.Errorf("thread %s not found among your messages; omit thread_id to start a new thread", thread))
 	}
 	return nil
+}
+
+// Get implements MessagesService.Get: the message, to its sender and its
+// recipient only; to anyone else it does not exist.
+func (s *Service) Get(ctx context.Context, req *messagesv1.GetRequest) (*messagesv1.GetResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.store.Get(ctx, req.GetMessageId())
+	if errors.Is(err, ErrNotFound) || (err == nil && m.GetFromAgent() != agent && m.GetToAgent() != agent) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("message %s not found among your messages", req.GetMessageId()))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get message: %w", err))
+	}
+	return &messagesv1.GetResponse{Message: m}, nil
 }
 
 // List implements MessagesService.List.

@@ -191,6 +191,35 @@ func TestSendIsRefusedFromDepthThree(t *testing.T) {
 	})
 }
 
+func TestMessagesCarryTheirRecipientsDepth(t *testing.T) {
+	eachProtocol(t, func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock) {
+		// A message asks for work one invocation deeper than its sender.
+		for sender, depth := range map[string]int{"alice": 0, "carol": 2} {
+			m := send(t, c, atDepth(sender, depth), &messagesv1.SendRequest{ToAgent: "bob", Message: "from " + sender}).GetMessage()
+			if m.GetDepth() != int32(depth+1) {
+				t.Errorf("sent at depth %d: stored depth %d, want %d", depth, m.GetDepth(), depth+1)
+			}
+			got, err := c.Get(as("bob"), &messagesv1.GetRequest{MessageId: m.GetId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(m, got.GetMessage(), protocmp.Transform()); diff != "" {
+				t.Errorf("messages_get by the recipient (-sent +got):\n%s", diff)
+			}
+			if _, err := c.Get(as(sender), &messagesv1.GetRequest{MessageId: m.GetId()}); err != nil {
+				t.Errorf("messages_get by the sender: %v", err)
+			}
+			// To anyone else it does not exist.
+			if _, err := c.Get(as("mallory"), &messagesv1.GetRequest{MessageId: m.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
+				t.Errorf("messages_get by a third agent: %v, want not_found", err)
+			}
+		}
+		if _, err := c.Get(as("bob"), &messagesv1.GetRequest{MessageId: "msg_00000000000000000000000000"}); servertest.Code(t, err) != connect.CodeNotFound {
+			t.Errorf("messages_get of an unknown id: %v, want not_found", err)
+		}
+	})
+}
+
 func TestDuplicateWithinThirtySecondsIsSuppressed(t *testing.T) {
 	eachProtocol(t, func(t *testing.T, c messagesv1connect.MessagesServiceClient, clk *clock) {
 		req := &messagesv1.SendRequest{ToAgent: "bob", Message: "status update"}

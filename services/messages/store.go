@@ -22,6 +22,8 @@ type Store interface {
 	// as that send did, marked Replayed, even while they race; otherwise it
 	// returns idempotency.ErrKeyReused.
 	Send(ctx context.Context, m *messagesv1.Message, dedupKey string, after time.Time, call idempotency.Call) (Sent, error)
+	// Get returns the message with id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*messagesv1.Message, error)
 	// InThread reports whether agent sent or received a message in thread.
 	InThread(ctx context.Context, threadID, agent string) (bool, error)
 	// Inbox returns one page of the messages sent to agent, newest first,

@@ -3,8 +3,6 @@ package owner
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
@@ -32,22 +31,7 @@ func AskID(agent, idempotencyKey string, now time.Time) string {
 	if idempotencyKey == "" {
 		return ids.NewAt("ask", now)
 	}
-	sum := sha256.Sum256([]byte("toolmesh owner.ask\x00" + agent + "\x00" + idempotencyKey))
-	return "ask_" + base32(sum[:16])
-}
-
-// base32 encodes 16 bytes as the 26 characters ids use (130 bits, the top
-// two zero).
-func base32(b []byte) string {
-	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16])
-	out := make([]byte, 26)
-	for i := 25; i >= 0; i-- {
-		out[i] = alphabet[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return string(out)
+	return ids.Derive("ask", "owner.ask", agent, idempotencyKey)
 }
 
 // Ask implements OwnerService.Ask: it records the ask, starts its workflow
@@ -134,19 +118,13 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 // reply) for the ask's workflow to end, and returns the ask with its
 // outcome, or as it is when the wait runs out.
 func (s *Service) await(ctx context.Context, a *ownerv1.Ask, wait time.Duration) *ownerv1.Ask {
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-replyMargin)
-	}
-	if wait <= 0 {
-		return a
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	o, err := s.wf.WaitAsk(wctx, a.GetWorkflowId())
+	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*ownerv1.AskOutcome, error) {
+		return s.wf.WaitAsk(ctx, a.GetWorkflowId())
+	})
 	if err != nil {
-		if wctx.Err() == nil {
-			s.log.WarnContext(ctx, "owner.ask_wait_failed", "ask_id", a.GetAskId(), "error", err)
-		}
+		s.log.WarnContext(ctx, "owner.ask_wait_failed", "ask_id", a.GetAskId(), "error", err)
+	}
+	if !done {
 		return a
 	}
 	return s.ended(ctx, a, o)

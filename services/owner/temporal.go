@@ -8,13 +8,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
@@ -37,31 +37,16 @@ func NewTemporalWorkflows(c client.Client) *TemporalWorkflows {
 
 // StartAsk implements Workflows.
 func (t *TemporalWorkflows) StartAsk(ctx context.Context, in *ownerv1.AskWorkflowInput) error {
-	wf := askWorkflow()
 	id := WorkflowID(in.GetAgentId(), in.GetAskId())
-	_, err := t.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: wf.TaskQueue,
-		// One workflow per ask, ever: a retried start finds the running
-		// one, and an ended one is never run again.
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(in.GetAgentId()),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(wf.IDPrefix),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(SearchStatusWaiting),
-		),
-		StaticSummary: AskSummary(in),
-		StaticDetails: AskDetails(in, id),
-	}, wf.Name, in)
-	if _, started := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); started {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("start workflow %s: %w", id, err)
-	}
-	return nil
+	return workflowrun.Once(ctx, t.c, workflowrun.Start{
+		Contract: askWorkflow(),
+		ID:       id,
+		Agent:    in.GetAgentId(),
+		Tool:     in.GetTool(),
+		Status:   SearchStatusWaiting,
+		Summary:  AskSummary(in),
+		Details:  AskDetails(in, id),
+	}, in)
 }
 
 // AskSummary is the one line the Temporal UI shows for an ask workflow.
@@ -114,20 +99,18 @@ func clip(s string, n int) string {
 // WaitAsk implements Workflows.
 func (t *TemporalWorkflows) WaitAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
 	var out ownerv1.AskOutcome
-	// Get long-polls the workflow's history for its close event: it
-	// returns when the workflow ends.
-	err := t.c.GetWorkflow(ctx, workflowID, "").Get(ctx, &out)
-	if err == nil {
-		return &out, nil
-	}
-	if _, cancelled := errors.AsType[*temporal.CanceledError](err); cancelled {
+	cancelled, err := workflowrun.Wait(ctx, t.c, workflowID, &out)
+	if cancelled {
 		_, askID, _ := ParseWorkflowID(workflowID)
 		return &ownerv1.AskOutcome{AskId: askID, Status: ownerv1.AskStatus_ASK_STATUS_CANCELLED, ResolveTime: timestamppb.Now()}, nil
 	}
-	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+	if errors.Is(err, workflowrun.ErrNoWorkflow) {
 		return nil, ErrNoWorkflow
 	}
-	return nil, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // AnswerAsk implements Workflows.
@@ -182,16 +165,13 @@ type askState struct {
 
 // QueryAsk implements Workflows.
 func (t *TemporalWorkflows) QueryAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
-	v, err := t.c.QueryWorkflow(ctx, workflowID, "", workflowcontract.HandlerOf(&ownerv1.StatusQuery{}).Name)
-	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+	var st askState
+	err := workflowrun.Query(ctx, t.c, workflowID, workflowcontract.HandlerOf(&ownerv1.StatusQuery{}).Name, &st)
+	if errors.Is(err, workflowrun.ErrNoWorkflow) {
 		return nil, ErrNoWorkflow
 	}
 	if err != nil {
 		return nil, err
-	}
-	var st askState
-	if err := v.Get(&st); err != nil {
-		return nil, fmt.Errorf("read the status query: %w", err)
 	}
 	out := &ownerv1.AskOutcome{AskId: st.AskID, Answer: st.Answer, AnsweredBy: st.AnsweredBy}
 	switch st.Status {
@@ -214,9 +194,5 @@ func (t *TemporalWorkflows) QueryAsk(ctx context.Context, workflowID string) (*o
 
 // CancelAsk implements Workflows.
 func (t *TemporalWorkflows) CancelAsk(ctx context.Context, workflowID string) error {
-	err := t.c.CancelWorkflow(ctx, workflowID, "")
-	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
-		return nil
-	}
-	return err
+	return workflowrun.Cancel(ctx, t.c, workflowID)
 }

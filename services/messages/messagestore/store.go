@@ -36,7 +36,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const columns = `id, thread_id, from_agent, to_agent, body, create_ms`
+const columns = `id, thread_id, from_agent, to_agent, body, create_ms, depth`
 
 // Send implements messages.Store. A keyed send first claims its key in
 // message_keys (sqldb.InsertOnce), which records what the send answered:
@@ -50,7 +50,7 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 				What:   "message key",
 				Insert: `INSERT INTO message_keys (from_agent, idempotency_key, request_digest, message_id, duplicate) VALUES (?, ?, ?, ?, ?)`,
 				Args:   []any{m.GetFromAgent(), call.Key, call.Digest, m.GetId(), false},
-				Holders: `SELECT m.id, m.thread_id, m.from_agent, m.to_agent, m.body, m.create_ms, k.duplicate, k.request_digest
+				Holders: `SELECT m.id, m.thread_id, m.from_agent, m.to_agent, m.body, m.create_ms, m.depth, k.duplicate, k.request_digest
 					FROM message_keys k JOIN messages m ON m.id = k.message_id WHERE k.from_agent = ? AND k.idempotency_key = ?`,
 				HolderArgs: []any{m.GetFromAgent(), call.Key},
 				Scan: func(r sqldb.Scanner) (messages.Sent, string, error) {
@@ -94,8 +94,8 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 		if err != nil {
 			return fmt.Errorf("claim dedup slot: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO messages (`+columns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-			m.GetId(), m.GetThreadId(), m.GetFromAgent(), m.GetToAgent(), m.GetText(), m.GetCreateTime().AsTime().UnixMilli()); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO messages (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			m.GetId(), m.GetThreadId(), m.GetFromAgent(), m.GetToAgent(), m.GetText(), m.GetCreateTime().AsTime().UnixMilli(), m.GetDepth()); err != nil {
 			return fmt.Errorf("insert message: %w", err)
 		}
 		out = messages.Sent{Message: m}
@@ -108,6 +108,11 @@ func (s *Store) Send(ctx context.Context, m *messagesv1.Message, dedupKey string
 		return messages.Sent{}, err
 	}
 	return out, nil
+}
+
+// Get implements messages.Store.
+func (s *Store) Get(ctx context.Context, id string) (*messagesv1.Message, error) {
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+columns+` FROM messages WHERE id = ?`, id), scan, messages.ErrNotFound)
 }
 
 // InThread implements messages.Store.
@@ -146,7 +151,7 @@ func scanRow(r sqldb.Scanner, more ...any) (*messagesv1.Message, error) {
 		m        messagesv1.Message
 		createMS int64
 	)
-	if err := r.Scan(append([]any{&m.Id, &m.ThreadId, &m.FromAgent, &m.ToAgent, &m.Text, &createMS}, more...)...); err != nil {
+	if err := r.Scan(append([]any{&m.Id, &m.ThreadId, &m.FromAgent, &m.ToAgent, &m.Text, &createMS, &m.Depth}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

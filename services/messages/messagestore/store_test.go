@@ -135,7 +135,19 @@ func testSendRead(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	s := openStore(t, db)
 	m := newMessage(alice, bob, "", "Grüße ✓ — 'quotes', \"double quotes\", 100% and a ? too", t0.Add(123*time.Millisecond))
+	m.Depth = 2
 	stored(t, s, m, noKey)
+
+	one, err := s.Get(ctx, m.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(m, one, protocmp.Transform()); diff != "" {
+		t.Errorf("Get (-want +got):\n%s", diff)
+	}
+	if _, err := s.Get(ctx, ids.NewAt("msg", t0)); !errors.Is(err, messages.ErrNotFound) {
+		t.Errorf("Get of an unknown id: %v, want ErrNotFound", err)
+	}
 
 	got := inbox(t, s, bob)
 	if diff := cmp.Diff([]*messagesv1.Message{m}, got, protocmp.Transform()); diff != "" {

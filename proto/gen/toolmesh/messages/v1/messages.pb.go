@@ -42,7 +42,12 @@ type Message struct {
 	// The message text.
 	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
 	// When the message was sent.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The invocation depth of the work this message asks for: the sender's
+	// depth plus one. A tool call made on behalf of the message (MCP request
+	// _meta "dev.toolmesh/onBehalfOf": the message id) runs at this depth, and
+	// sending or invoking is refused from depth 3 on.
+	Depth         int32 `protobuf:"varint,7,opt,name=depth,proto3" json:"depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -117,6 +122,13 @@ func (x *Message) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *Message) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
 }
 
 type SendRequest struct {
@@ -239,6 +251,96 @@ func (x *SendResponse) GetDuplicateSuppressed() bool {
 	return false
 }
 
+type GetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's id, as returned by messages_send or messages_list.
+	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type GetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message.
+	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// List this thread (messages in it you sent or received) instead of your
@@ -254,7 +356,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[3]
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +368,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[3]
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +381,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListRequest) GetThreadId() string {
@@ -315,7 +417,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[4]
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +429,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[4]
+	mi := &file_toolmesh_messages_v1_messages_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +442,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_messages_v1_messages_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -361,7 +463,7 @@ var File_toolmesh_messages_v1_messages_proto protoreflect.FileDescriptor
 
 const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\n" +
-	"#toolmesh/messages/v1/messages.proto\x12\x14toolmesh.messages.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xc1\x01\n" +
+	"#toolmesh/messages/v1/messages.proto\x12\x14toolmesh.messages.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd7\x01\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x1d\n" +
@@ -370,7 +472,8 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\bto_agent\x18\x04 \x01(\tR\atoAgent\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xaf\x01\n" +
+	"createTime\x12\x14\n" +
+	"\x05depth\x18\a \x01(\x05R\x05depth\"\xaf\x01\n" +
 	"\vSendRequest\x12<\n" +
 	"\bto_agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\atoAgent\x12'\n" +
 	"\amessage\x18\x02 \x01(\tB\r\xbaH\n" +
@@ -378,7 +481,13 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\tthread_id\x18\x03 \x01(\tB\x1c\xbaH\x19r\x172\x15^(thr_[0-9a-z]{26})?$R\bthreadId\"z\n" +
 	"\fSendResponse\x127\n" +
 	"\amessage\x18\x01 \x01(\v2\x1d.toolmesh.messages.v1.MessageR\amessage\x121\n" +
-	"\x14duplicate_suppressed\x18\x02 \x01(\bR\x13duplicateSuppressed\"\x8f\x01\n" +
+	"\x14duplicate_suppressed\x18\x02 \x01(\bR\x13duplicateSuppressed\"I\n" +
+	"\n" +
+	"GetRequest\x12;\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^msg_[0-9a-z]{26}$R\tmessageId\"F\n" +
+	"\vGetResponse\x127\n" +
+	"\amessage\x18\x01 \x01(\v2\x1d.toolmesh.messages.v1.MessageR\amessage\"\x8f\x01\n" +
 	"\vListRequest\x129\n" +
 	"\tthread_id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x172\x15^(thr_[0-9a-z]{26})?$R\bthreadId\x12#\n" +
 	"\x06offset\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
@@ -386,10 +495,12 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"u\n" +
 	"\fListResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolmesh.messages.v1.MessageR\bmessages\x12*\n" +
-	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xfd\x01\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xef\x02\n" +
 	"\x0fMessagesService\x12r\n" +
 	"\x04Send\x12!.toolmesh.messages.v1.SendRequest\x1a\".toolmesh.messages.v1.SendResponse\"#\xc2\xf3\x18\x1f\n" +
-	"\rmessages_send\x12\fSend message\x18\x02\x12v\n" +
+	"\rmessages_send\x12\fSend message\x18\x02\x12p\n" +
+	"\x03Get\x12 .toolmesh.messages.v1.GetRequest\x1a!.toolmesh.messages.v1.GetResponse\"$\xc2\xf3\x18\x1d\n" +
+	"\fmessages_get\x12\vGet message\x18\x01\x90\x02\x01\x12v\n" +
 	"\x04List\x12!.toolmesh.messages.v1.ListRequest\x1a\".toolmesh.messages.v1.ListResponse\"'\xc2\xf3\x18 \n" +
 	"\rmessages_list\x12\rList messages\x18\x01\x90\x02\x01BHZFgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1;messagesv1b\x06proto3"
 
@@ -405,30 +516,35 @@ func file_toolmesh_messages_v1_messages_proto_rawDescGZIP() []byte {
 	return file_toolmesh_messages_v1_messages_proto_rawDescData
 }
 
-var file_toolmesh_messages_v1_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_messages_v1_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_toolmesh_messages_v1_messages_proto_goTypes = []any{
 	(*Message)(nil),               // 0: toolmesh.messages.v1.Message
 	(*SendRequest)(nil),           // 1: toolmesh.messages.v1.SendRequest
 	(*SendResponse)(nil),          // 2: toolmesh.messages.v1.SendResponse
-	(*ListRequest)(nil),           // 3: toolmesh.messages.v1.ListRequest
-	(*ListResponse)(nil),          // 4: toolmesh.messages.v1.ListResponse
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 6: toolmesh.page.v1.Page
+	(*GetRequest)(nil),            // 3: toolmesh.messages.v1.GetRequest
+	(*GetResponse)(nil),           // 4: toolmesh.messages.v1.GetResponse
+	(*ListRequest)(nil),           // 5: toolmesh.messages.v1.ListRequest
+	(*ListResponse)(nil),          // 6: toolmesh.messages.v1.ListResponse
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 8: toolmesh.page.v1.Page
 }
 var file_toolmesh_messages_v1_messages_proto_depIdxs = []int32{
-	5, // 0: toolmesh.messages.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	7, // 0: toolmesh.messages.v1.Message.create_time:type_name -> google.protobuf.Timestamp
 	0, // 1: toolmesh.messages.v1.SendResponse.message:type_name -> toolmesh.messages.v1.Message
-	0, // 2: toolmesh.messages.v1.ListResponse.messages:type_name -> toolmesh.messages.v1.Message
-	6, // 3: toolmesh.messages.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	1, // 4: toolmesh.messages.v1.MessagesService.Send:input_type -> toolmesh.messages.v1.SendRequest
-	3, // 5: toolmesh.messages.v1.MessagesService.List:input_type -> toolmesh.messages.v1.ListRequest
-	2, // 6: toolmesh.messages.v1.MessagesService.Send:output_type -> toolmesh.messages.v1.SendResponse
-	4, // 7: toolmesh.messages.v1.MessagesService.List:output_type -> toolmesh.messages.v1.ListResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0, // 2: toolmesh.messages.v1.GetResponse.message:type_name -> toolmesh.messages.v1.Message
+	0, // 3: toolmesh.messages.v1.ListResponse.messages:type_name -> toolmesh.messages.v1.Message
+	8, // 4: toolmesh.messages.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	1, // 5: toolmesh.messages.v1.MessagesService.Send:input_type -> toolmesh.messages.v1.SendRequest
+	3, // 6: toolmesh.messages.v1.MessagesService.Get:input_type -> toolmesh.messages.v1.GetRequest
+	5, // 7: toolmesh.messages.v1.MessagesService.List:input_type -> toolmesh.messages.v1.ListRequest
+	2, // 8: toolmesh.messages.v1.MessagesService.Send:output_type -> toolmesh.messages.v1.SendResponse
+	4, // 9: toolmesh.messages.v1.MessagesService.Get:output_type -> toolmesh.messages.v1.GetResponse
+	6, // 10: toolmesh.messages.v1.MessagesService.List:output_type -> toolmesh.messages.v1.ListResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_messages_v1_messages_proto_init() }
@@ -442,7 +558,7 @@ func file_toolmesh_messages_v1_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_messages_v1_messages_proto_rawDesc), len(file_toolmesh_messages_v1_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	MessagesService_Send_FullMethodName = "/toolmesh.messages.v1.MessagesService/Send"
+	MessagesService_Get_FullMethodName  = "/toolmesh.messages.v1.MessagesService/Get"
 	MessagesService_List_FullMethodName = "/toolmesh.messages.v1.MessagesService/List"
 )
 
@@ -40,8 +41,12 @@ type MessagesServiceClient interface {
 	// agent again within 30 seconds stores nothing new and succeeds with
 	// duplicate_suppressed true and the original message. Sending is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
-	// agents from messaging each other in endless loops.
+	// agents from messaging each other in endless loops; the stored message
+	// records the depth its recipient works at (one deeper than the sender).
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
+	// Show one message you sent or received, by id. Its depth is the
+	// invocation depth a call made on behalf of it runs at (see messages_send).
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// List messages, newest first: your inbox (messages sent to you) by
 	// default, or with thread_id the messages of that thread that you sent or
 	// received. Results are paginated with offset and limit.
@@ -60,6 +65,16 @@ func (c *messagesServiceClient) Send(ctx context.Context, in *SendRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SendResponse)
 	err := c.cc.Invoke(ctx, MessagesService_Send_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *messagesServiceClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, MessagesService_Get_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +105,12 @@ type MessagesServiceServer interface {
 	// agent again within 30 seconds stores nothing new and succeeds with
 	// duplicate_suppressed true and the original message. Sending is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
-	// agents from messaging each other in endless loops.
+	// agents from messaging each other in endless loops; the stored message
+	// records the depth its recipient works at (one deeper than the sender).
 	Send(context.Context, *SendRequest) (*SendResponse, error)
+	// Show one message you sent or received, by id. Its depth is the
+	// invocation depth a call made on behalf of it runs at (see messages_send).
+	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// List messages, newest first: your inbox (messages sent to you) by
 	// default, or with thread_id the messages of that thread that you sent or
 	// received. Results are paginated with offset and limit.
@@ -108,6 +127,9 @@ type UnimplementedMessagesServiceServer struct{}
 
 func (UnimplementedMessagesServiceServer) Send(context.Context, *SendRequest) (*SendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedMessagesServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
 func (UnimplementedMessagesServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -151,6 +173,24 @@ func _MessagesService_Send_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MessagesService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagesServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MessagesService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagesServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MessagesService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRequest)
 	if err := dec(in); err != nil {
@@ -179,6 +219,10 @@ var MessagesService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Send",
 			Handler:    _MessagesService_Send_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _MessagesService_Get_Handler,
 		},
 		{
 			MethodName: "List",

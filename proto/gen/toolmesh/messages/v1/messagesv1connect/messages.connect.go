@@ -37,6 +37,8 @@ const (
 const (
 	// MessagesServiceSendProcedure is the fully-qualified name of the MessagesService's Send RPC.
 	MessagesServiceSendProcedure = "/toolmesh.messages.v1.MessagesService/Send"
+	// MessagesServiceGetProcedure is the fully-qualified name of the MessagesService's Get RPC.
+	MessagesServiceGetProcedure = "/toolmesh.messages.v1.MessagesService/Get"
 	// MessagesServiceListProcedure is the fully-qualified name of the MessagesService's List RPC.
 	MessagesServiceListProcedure = "/toolmesh.messages.v1.MessagesService/List"
 )
@@ -49,8 +51,12 @@ type MessagesServiceClient interface {
 	// agent again within 30 seconds stores nothing new and succeeds with
 	// duplicate_suppressed true and the original message. Sending is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
-	// agents from messaging each other in endless loops.
+	// agents from messaging each other in endless loops; the stored message
+	// records the depth its recipient works at (one deeper than the sender).
 	Send(context.Context, *v1.SendRequest) (*v1.SendResponse, error)
+	// Show one message you sent or received, by id. Its depth is the
+	// invocation depth a call made on behalf of it runs at (see messages_send).
+	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List messages, newest first: your inbox (messages sent to you) by
 	// default, or with thread_id the messages of that thread that you sent or
 	// received. Results are paginated with offset and limit.
@@ -74,6 +80,13 @@ func NewMessagesServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(messagesServiceMethods.ByName("Send")),
 			connect.WithClientOptions(opts...),
 		),
+		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
+			httpClient,
+			baseURL+MessagesServiceGetProcedure,
+			connect.WithSchema(messagesServiceMethods.ByName("Get")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[v1.ListRequest, v1.ListResponse](
 			httpClient,
 			baseURL+MessagesServiceListProcedure,
@@ -87,12 +100,22 @@ func NewMessagesServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 // messagesServiceClient implements MessagesServiceClient.
 type messagesServiceClient struct {
 	send *connect.Client[v1.SendRequest, v1.SendResponse]
+	get  *connect.Client[v1.GetRequest, v1.GetResponse]
 	list *connect.Client[v1.ListRequest, v1.ListResponse]
 }
 
 // Send calls toolmesh.messages.v1.MessagesService.Send.
 func (c *messagesServiceClient) Send(ctx context.Context, req *v1.SendRequest) (*v1.SendResponse, error) {
 	response, err := c.send.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Get calls toolmesh.messages.v1.MessagesService.Get.
+func (c *messagesServiceClient) Get(ctx context.Context, req *v1.GetRequest) (*v1.GetResponse, error) {
+	response, err := c.get.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -116,8 +139,12 @@ type MessagesServiceHandler interface {
 	// agent again within 30 seconds stores nothing new and succeeds with
 	// duplicate_suppressed true and the original message. Sending is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
-	// agents from messaging each other in endless loops.
+	// agents from messaging each other in endless loops; the stored message
+	// records the depth its recipient works at (one deeper than the sender).
 	Send(context.Context, *v1.SendRequest) (*v1.SendResponse, error)
+	// Show one message you sent or received, by id. Its depth is the
+	// invocation depth a call made on behalf of it runs at (see messages_send).
+	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List messages, newest first: your inbox (messages sent to you) by
 	// default, or with thread_id the messages of that thread that you sent or
 	// received. Results are paginated with offset and limit.
@@ -137,6 +164,13 @@ func NewMessagesServiceHandler(svc MessagesServiceHandler, opts ...connect.Handl
 		connect.WithSchema(messagesServiceMethods.ByName("Send")),
 		connect.WithHandlerOptions(opts...),
 	)
+	messagesServiceGetHandler := connect.NewUnaryHandlerSimple(
+		MessagesServiceGetProcedure,
+		svc.Get,
+		connect.WithSchema(messagesServiceMethods.ByName("Get")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	messagesServiceListHandler := connect.NewUnaryHandlerSimple(
 		MessagesServiceListProcedure,
 		svc.List,
@@ -148,6 +182,8 @@ func NewMessagesServiceHandler(svc MessagesServiceHandler, opts ...connect.Handl
 		switch r.URL.Path {
 		case MessagesServiceSendProcedure:
 			messagesServiceSendHandler.ServeHTTP(w, r)
+		case MessagesServiceGetProcedure:
+			messagesServiceGetHandler.ServeHTTP(w, r)
 		case MessagesServiceListProcedure:
 			messagesServiceListHandler.ServeHTTP(w, r)
 		default:
@@ -161,6 +197,10 @@ type UnimplementedMessagesServiceHandler struct{}
 
 func (UnimplementedMessagesServiceHandler) Send(context.Context, *v1.SendRequest) (*v1.SendResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.messages.v1.MessagesService.Send is not implemented"))
+}
+
+func (UnimplementedMessagesServiceHandler) Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.messages.v1.MessagesService.Get is not implemented"))
 }
 
 func (UnimplementedMessagesServiceHandler) List(context.Context, *v1.ListRequest) (*v1.ListResponse, error) {

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
+	"github.com/toolmesh/toolmesh/services/github"
+	"github.com/toolmesh/toolmesh/services/remoteagents"
+	"github.com/toolmesh/toolmesh/services/remoteagents/remoteagentsstore"
+	"github.com/toolmesh/toolmesh/services/search"
+	"github.com/toolmesh/toolmesh/services/search/searchprovider"
+	remoteagentsworker "github.com/toolmesh/toolmesh/workers/remoteagents"
+)
+
+// The integrations reach outside the mesh; each reads its settings from
+// the environment (docs/integrations.md). Each one's outbound addresses
+// pass the egress guard, which refuses loopback, private and link-local
+// addresses unless <DOMAIN>_EGRESS_ALLOW lists them (for development, or
+// an internal GitHub Enterprise or SearXNG).
+const (
+	searchProviderEnv    = "TOOLMESH_SEARCH_PROVIDER"
+	searchBraveKeyEnv    = "TOOLMESH_SEARCH_BRAVE_API_KEY"
+	searchBraveURLEnv    = "TOOLMESH_SEARCH_BRAVE_URL"
+	searchSearXNGURLEnv  = "TOOLMESH_SEARCH_SEARXNG_URL"
+	searchEgressAllowEnv = "TOOLMESH_SEARCH_EGRESS_ALLOW"
+	githubTokenEnv       = "TOOLMESH_GITHUB_TOKEN"
+	githubURLEnv         = "TOOLMESH_GITHUB_URL"
+	githubEgressAllowEnv = "TOOLMESH_GITHUB_EGRESS_ALLOW"
+	remoteEgressAllowEnv = "TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW"
+)
+
+// egressPolicy reads the allowed internal prefixes of an integration from
+// env and says so when there are any.
+func egressPolicy(getenv func(string) string, env string, log *slog.Logger) (egress.Policy, error) {
+	allow, err := egress.ParsePrefixes(getenv(env))
+	if err != nil {
+		return egress.Policy{}, fmt.Errorf("%s: %w", env, err)
+	}
+	if len(allow) > 0 {
+		log.Warn("egress.allow", "setting", env, "allowed", prefixes(allow), "message", "outbound requests may reach these internal addresses")
+	}
+	return egress.Policy{Allow: allow}, nil
+}
+
+func prefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// buildSearch serves web search with the provider TOOLMESH_SEARCH_PROVIDER
+// names; without one, search_web answers capability_gap.
+func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv, log := deps.Getenv, deps.Log
+	policy, err := egressPolicy(getenv, searchEgressAllowEnv, log)
+	if err != nil {
+		return server.Service{}, err
+	}
+	var p search.Provider
+	switch name := getenv(searchProviderEnv); name {
+	case "":
+		log.Warn("search.unconfigured", "message", "web search answers capability_gap: set "+searchProviderEnv+" (brave or searxng)")
+	case "brave":
+		if p, err = searchprovider.NewBrave(searchprovider.BraveConfig{APIKey: getenv(searchBraveKeyEnv), URL: getenv(searchBraveURLEnv), Egress: policy}); err != nil {
+			return server.Service{}, fmt.Errorf("%s=brave needs %s: %w", searchProviderEnv, searchBraveKeyEnv, err)
+		}
+	case "searxng":
+		if p, err = searchprovider.NewSearXNG(searchprovider.SearXNGConfig{URL: getenv(searchSearXNGURLEnv), Egress: policy}); err != nil {
+			return server.Service{}, fmt.Errorf("%s=searxng needs %s: %w", searchProviderEnv, searchSearXNGURLEnv, err)
+		}
+	default:
+		return server.Service{}, fmt.Errorf("%s=%q: want brave or searxng", searchProviderEnv, name)
+	}
+	if p != nil {
+		log.Info("search.provider", "provider", p.Name())
+	}
+	return search.New(search.Config{Provider: p, Log: log}).Registration(), nil
+}
+
+// buildGitHub serves the GitHub tools with TOOLMESH_GITHUB_TOKEN against
+// github.com, or the GitHub Enterprise Server at TOOLMESH_GITHUB_URL;
+// without a token they answer capability_gap.
+func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+	getenv, log := deps.Getenv, deps.Log
+	policy, err := egressPolicy(getenv, githubEgressAllowEnv, log)
+	if err != nil {
+		return server.Service{}, err
+	}
+	token := strings.TrimSpace(getenv(githubTokenEnv))
+	if token == "" {
+		log.Warn("github.unconfigured", "message", "the GitHub tools answer capability_gap: set "+githubTokenEnv)
+	}
+	svc, err := github.New(github.Config{Token: token, BaseURL: getenv(githubURLEnv), Egress: policy, Log: log})
+	if err != nil {
+		return server.Service{}, fmt.Errorf("%s: %w", githubURLEnv, err)
+	}
+	return svc.Registration(), nil
+}
+
+// A2A settings. The edge serves the mesh's agents over A2A at its
+// --a2a-addr, known to the world as --a2a-url; the remoteagents worker
+// signs the depth of what it sends with the mesh key, naming that URL
+// (TOOLMESH_A2A_URL) as where the key is published.
+const (
+	a2aURLEnv = "TOOLMESH_A2A_URL"
+	// a2aPort is the A2A endpoint's default port under `toolmesh up`.
+	a2aPort = 7170
+)
+
+// buildRemoteAgents serves invocations of remote agents (Temporal
+// workflows run by the remoteagents worker) and the inbound A2A tasks the
+// edge's A2A endpoint opens, delivering their messages through the
+// messages service.
+func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	if err != nil {
+		return server.Service{}, err
+	}
+	st, err := remoteagentsstore.Open(ctx, db)
+	if err != nil {
+		return server.Service{}, err
+	}
+	msgs := messagesv1connect.NewMessagesServiceClient(newH2CClient(), deps.Services[messagesv1connect.MessagesServiceName],
+		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))
+	return remoteagents.New(st, remoteagents.Config{
+		Workflows: remoteagents.NewTemporalWorkflows(deps.Temporal),
+		Messages:  msgs,
+		Egress:    policy,
+		Log:       deps.Log,
+	}).Registration(), nil
+}
+
+// registerRemoteAgents runs the invoke workflow; its activities reach
+// remote agents through the egress guard and sign each message's depth.
+func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
+	url := deps.Services[remoteagentsv1connect.RemoteAgentsServiceName]
+	if url == "" {
+		return fmt.Errorf("worker remoteagents needs the remoteagents service (--service remoteagents=http://...)")
+	}
+	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	if err != nil {
+		return err
+	}
+	acts := &remoteagentsworker.Activities{
+		HTTP: a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
+		RemoteAgents: remoteagentsv1connect.NewRemoteAgentsServiceClient(deps.HTTPClient, url,
+			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
+		Self: workerSelf("remoteagents"),
+		Log:  deps.Log,
+	}
+	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {
+		if acts.Depth, err = a2alink.NewDepthSigner(deps.MeshKey, issuer); err != nil {
+			return fmt.Errorf("%s: %w", a2aURLEnv, err)
+		}
+	} else {
+		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth: set "+a2aURLEnv+" to the edge's A2A URL")
+	}
+	remoteagentsworker.Register(w, acts)
+	return nil
+}

@@ -1,0 +1,250 @@
+package a2alink
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+)
+
+// DepthTokenType is the JOSE "typ" of a depth token: it is never a mesh
+// token (mesh.TokenType), though a mesh signs both with its key.
+const DepthTokenType = "toolmesh-a2a-depth+jwt"
+
+// Depth token limits.
+const (
+	// DepthTokenTTL is how long a depth token is accepted after it is
+	// signed: long enough for retries, too short to keep.
+	DepthTokenTTL = 5 * time.Minute
+	maxTokenLen   = 4096
+	keysTTL       = 5 * time.Minute
+	maxKeysBytes  = 64 << 10
+	keysTimeout   = 5 * time.Second
+	leeway        = 30 * time.Second
+)
+
+// Depth is what a verified depth token says.
+type Depth struct {
+	// Issuer is the sending mesh's A2A base URL.
+	Issuer string
+	// Agent is the sending agent.
+	Agent string
+	// Depth is the invocation depth of the work the message asks for.
+	Depth int
+}
+
+type depthClaims struct {
+	Depth *int `json:"depth"`
+}
+
+// DepthSigner signs depth tokens for the messages a mesh sends.
+type DepthSigner struct {
+	issuer string
+	signer jose.Signer
+}
+
+// NewDepthSigner returns a signer whose tokens name issuer, the mesh's A2A
+// base URL (where its keys are published at KeysPath).
+func NewDepthSigner(key ed25519.PrivateKey, issuer string) (*DepthSigner, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, errors.New("depth signing key: not an Ed25519 private key")
+	}
+	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("depth issuer %q: want the mesh's A2A base URL (http or https)", issuer)
+	}
+	kid := mesh.KeyID(key.Public().(ed25519.PublicKey))
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
+		(&jose.SignerOptions{}).WithType(DepthTokenType).WithHeader(jose.HeaderKey("kid"), kid))
+	if err != nil {
+		return nil, fmt.Errorf("depth signing key: %w", err)
+	}
+	return &DepthSigner{issuer: strings.TrimRight(issuer, "/"), signer: s}, nil
+}
+
+// Sign returns the token for a message (messageID) that agent sends to the
+// agent at audience (its A2A URL, the card's url), asking for work at depth.
+func (s *DepthSigner) Sign(audience, agent, messageID string, depth int, now time.Time) (string, error) {
+	std := jwt.Claims{
+		Issuer:   s.issuer,
+		Subject:  agent,
+		Audience: jwt.Audience{audience},
+		ID:       messageID,
+		IssuedAt: jwt.NewNumericDate(now),
+		Expiry:   jwt.NewNumericDate(now.Add(DepthTokenTTL)),
+	}
+	tok, err := jwt.Signed(s.signer).Claims(std).Claims(depthClaims{Depth: &depth}).Serialize()
+	if err != nil {
+		return "", fmt.Errorf("sign depth: %w", err)
+	}
+	return tok, nil
+}
+
+// Keys is the JSON Web Key Set a mesh publishes at KeysPath: the public
+// halves of the keys its depth tokens are signed with.
+func Keys(pubs ...ed25519.PublicKey) jose.JSONWebKeySet {
+	set := jose.JSONWebKeySet{}
+	for _, p := range pubs {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: p, KeyID: mesh.KeyID(p), Algorithm: string(jose.EdDSA), Use: "sig"})
+	}
+	return set
+}
+
+// DepthError says why a depth token was refused; Field names the part.
+type DepthError struct {
+	Field  string
+	Reason string
+}
+
+func (e *DepthError) Error() string { return e.Reason }
+
+func refuse(field, format string, args ...any) error {
+	return &DepthError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// DepthVerifier checks the depth tokens of inbound messages, fetching each
+// issuer's keys (and keeping them a while) through the egress guard.
+type DepthVerifier struct {
+	client *http.Client
+	now    func() time.Time
+
+	mu   sync.Mutex
+	keys map[string]cachedKeys
+}
+
+type cachedKeys struct {
+	set     jose.JSONWebKeySet
+	fetched time.Time
+}
+
+// maxCachedIssuers bounds the issuers whose keys are kept.
+const maxCachedIssuers = 256
+
+// NewDepthVerifier returns a verifier that reaches issuers through policy.
+func NewDepthVerifier(policy egress.Policy) *DepthVerifier {
+	return &DepthVerifier{client: HTTPClient(policy, keysTimeout, maxKeysBytes), now: time.Now, keys: map[string]cachedKeys{}}
+}
+
+// Verify checks token, which came with message messageID for the agent at
+// audience, and returns what it says.
+func (v *DepthVerifier) Verify(ctx context.Context, token, audience, messageID string) (Depth, error) {
+	if len(token) > maxTokenLen {
+		return Depth{}, refuse("token", "the depth token is longer than %d bytes", maxTokenLen)
+	}
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return Depth{}, refuse("alg", "the depth token is not an EdDSA-signed JWT")
+	}
+	h := tok.Headers[0]
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != DepthTokenType {
+		return Depth{}, refuse("typ", "the depth token has type %q, want %q", typ, DepthTokenType)
+	}
+	// Who claims to have signed it decides where its keys are; the
+	// signature then proves it.
+	var unverified jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
+		return Depth{}, refuse("claims", "the depth token's claims do not parse")
+	}
+	issuer := strings.TrimRight(unverified.Issuer, "/")
+	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return Depth{}, refuse("iss", "the depth token's issuer is not an http or https URL")
+	}
+	key, err := v.key(ctx, issuer, h.KeyID)
+	if err != nil {
+		return Depth{}, err
+	}
+	var std jwt.Claims
+	var dc depthClaims
+	if err := tok.Claims(key, &std, &dc); err != nil {
+		return Depth{}, refuse("signature", "the depth token's signature is invalid")
+	}
+	if std.Expiry == nil || std.IssuedAt == nil {
+		return Depth{}, refuse("exp", "the depth token has no expiry or issue time")
+	}
+	if err := std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{audience}, ID: messageID, Time: v.now()}, leeway); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrExpired):
+			return Depth{}, refuse("exp", "the depth token has expired")
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return Depth{}, refuse("aud", "the depth token is for another agent")
+		case errors.Is(err, jwt.ErrInvalidID):
+			return Depth{}, refuse("jti", "the depth token is for another message")
+		}
+		return Depth{}, refuse("claims", "the depth token's claims are invalid")
+	}
+	if std.Expiry.Time().Sub(std.IssuedAt.Time()) > DepthTokenTTL+leeway {
+		return Depth{}, refuse("exp", "the depth token lives longer than %s", DepthTokenTTL)
+	}
+	if dc.Depth == nil || *dc.Depth < 0 || *dc.Depth > mesh.MaxDepth {
+		return Depth{}, refuse("depth", "the depth token carries no depth between 0 and %d", mesh.MaxDepth)
+	}
+	return Depth{Issuer: issuer, Agent: std.Subject, Depth: *dc.Depth}, nil
+}
+
+// key returns the issuer's key kid, fetching the issuer's keys when they
+// are not known or are stale, or when kid is new (a rotation).
+func (v *DepthVerifier) key(ctx context.Context, issuer, kid string) (*jose.JSONWebKey, error) {
+	now := v.now()
+	v.mu.Lock()
+	c, ok := v.keys[issuer]
+	v.mu.Unlock()
+	if ok && now.Sub(c.fetched) < keysTTL {
+		if k := c.set.Key(kid); len(k) > 0 {
+			return &k[0], nil
+		}
+	}
+	set, err := v.fetch(ctx, issuer)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	if len(v.keys) >= maxCachedIssuers {
+		clear(v.keys)
+	}
+	v.keys[issuer] = cachedKeys{set: set, fetched: now}
+	v.mu.Unlock()
+	k := set.Key(kid)
+	if len(k) == 0 {
+		return nil, refuse("kid", "the depth token is signed with a key its issuer does not publish")
+	}
+	if _, ok := k[0].Key.(ed25519.PublicKey); !ok {
+		return nil, refuse("kid", "the issuer's key %q is not an Ed25519 public key", kid)
+	}
+	return &k[0], nil
+}
+
+func (v *DepthVerifier) fetch(ctx context.Context, issuer string) (jose.JSONWebKeySet, error) {
+	ctx, cancel := context.WithTimeout(ctx, keysTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+KeysPath, nil)
+	if err != nil {
+		return jose.JSONWebKeySet{}, refuse("iss", "the depth token's issuer is not a URL")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys could not be fetched: %s", egress.DescribeError(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys could not be fetched (%s)", resp.Status)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(body, &set); err != nil {
+		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys are not a JSON Web Key Set")
+	}
+	return set, nil
+}

@@ -1,0 +1,254 @@
+package remoteagents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+)
+
+// ToolInvoke is the tool that starts invocations (the ToolmeshTool search
+// attribute).
+const ToolInvoke = "remoteagents_invoke"
+
+// working is the status of an invocation the remote agent works on.
+const working = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING
+
+// InvocationID is the id of the invocation an agent's call makes: derived
+// from the call's idempotency key, so that a retried call names the
+// invocation (its workflow, and the A2A message the remote agent gets) its
+// first attempt made; random when the call has no key.
+func InvocationID(agent, idempotencyKey string, now time.Time) string {
+	if idempotencyKey == "" {
+		return ids.NewAt("inv", now)
+	}
+	return ids.Derive("inv", "remoteagents.invoke", agent, idempotencyKey)
+}
+
+// DepthError is the refusal of a call already MaxDepth invocations deep,
+// in the words messages_send uses.
+func DepthError(depth int) error {
+	return connect.NewError(connect.CodeFailedPrecondition,
+		fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of %d.", depth, MaxDepth)) //nolint:staticcheck // the exact user-facing sentence
+}
+
+// Invoke implements RemoteAgentsService.Invoke: it records the
+// invocation, starts its workflow and waits for the outcome as long as the
+// request (and its deadline) allow.
+func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest) (*remoteagentsv1.InvokeResponse, error) {
+	call := mesh.FromContext(ctx)
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if call.Caller.Depth >= MaxDepth {
+		return nil, DepthError(call.Caller.Depth)
+	}
+	if s.wf == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("invocations are unavailable: the remoteagents service runs without Temporal"))
+	}
+	if err := s.checkURL(ctx, req.GetUrl()); err != nil {
+		return nil, err
+	}
+	now := s.nowMillis()
+	timeout := s.cfg.DefaultTimeout
+	if t := req.GetTimeoutSeconds(); t > 0 {
+		timeout = time.Duration(max(t, 10)) * time.Second
+	}
+	id := InvocationID(agent, call.IdempotencyKey, now)
+	inv := &remoteagentsv1.Invocation{
+		InvocationId: id,
+		AgentId:      agent,
+		Url:          req.GetUrl(),
+		Message:      req.GetMessage(),
+		Status:       working,
+		TaskId:       req.GetTaskId(),
+		ContextId:    req.GetContextId(),
+		Depth:        int32(call.Caller.Depth) + 1,
+		WorkflowId:   WorkflowID(agent, id),
+		CreateTime:   timestamppb.New(now),
+		ExpireTime:   timestamppb.New(now.Add(timeout)),
+	}
+	stored, created, err := s.store.CreateInvocation(ctx, inv)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record invocation: %w", err))
+	}
+	if stored.GetAgentId() != agent {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("invocation id %s is taken", id))
+	}
+	if stored.GetStatus() != working {
+		return &remoteagentsv1.InvokeResponse{Invocation: stored}, nil
+	}
+	// Started on a retry too: the first attempt may have stored the
+	// invocation and failed before its workflow started.
+	if err := s.wf.StartInvoke(ctx, &remoteagentsv1.InvokeWorkflowInput{
+		InvocationId: id,
+		AgentId:      agent,
+		Subject:      call.Caller.Subject,
+		Depth:        int32(call.Caller.Depth),
+		Url:          stored.GetUrl(),
+		Message:      stored.GetMessage(),
+		MessageId:    id,
+		TaskId:       stored.GetTaskId(),
+		ContextId:    stored.GetContextId(),
+		ExpireTime:   stored.GetExpireTime(),
+		Tool:         ToolInvoke,
+	}); err != nil {
+		if created {
+			if derr := s.store.DeleteInvocation(context.WithoutCancel(ctx), id); derr != nil {
+				s.log.ErrorContext(ctx, "remoteagents.invoke_rollback_failed", "invocation_id", id, "error", derr)
+			}
+		}
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not start the invocation; try again", fmt.Errorf("start invocation %s: %w", id, err))
+	}
+	if created {
+		s.log.InfoContext(ctx, "remoteagents.invoked", "invocation_id", id, "agent", agent, "depth", stored.GetDepth(), "workflow_id", stored.GetWorkflowId())
+	}
+	wait := s.cfg.DefaultWait
+	if req.WaitSeconds != nil {
+		wait = time.Duration(req.GetWaitSeconds()) * time.Second
+	}
+	return &remoteagentsv1.InvokeResponse{Invocation: s.await(ctx, stored, wait)}, nil
+}
+
+// await waits up to wait (and never past ctx's deadline less a margin to
+// reply) for the invocation's workflow to end, and returns the invocation
+// with its outcome, or as it is when the wait runs out.
+func (s *Service) await(ctx context.Context, inv *remoteagentsv1.Invocation, wait time.Duration) *remoteagentsv1.Invocation {
+	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*remoteagentsv1.InvokeOutcome, error) {
+		return s.wf.WaitInvoke(ctx, inv.GetWorkflowId())
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "remoteagents.invoke_wait_failed", "invocation_id", inv.GetInvocationId(), "error", err)
+	}
+	if !done {
+		return inv
+	}
+	return s.ended(ctx, inv, o)
+}
+
+// ended returns the invocation as the workflow says it is; an outcome
+// (not WORKING) is recorded, which changes nothing when the workflow
+// recorded it already.
+func (s *Service) ended(ctx context.Context, inv *remoteagentsv1.Invocation, o *remoteagentsv1.InvokeOutcome) *remoteagentsv1.Invocation {
+	if o.GetStatus() == working || o.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_UNSPECIFIED {
+		// Still working: show how far it got.
+		out := proto.Clone(inv).(*remoteagentsv1.Invocation)
+		if o.GetTaskId() != "" {
+			out.TaskId, out.ContextId, out.RemoteState = o.GetTaskId(), o.GetContextId(), o.GetRemoteState()
+		}
+		return out
+	}
+	if o.GetResolveTime() == nil {
+		o.ResolveTime = timestamppb.New(s.nowMillis())
+	}
+	out, _, err := s.store.ResolveInvocation(ctx, inv.GetInvocationId(), o)
+	if err != nil {
+		s.log.WarnContext(ctx, "remoteagents.record_failed", "invocation_id", inv.GetInvocationId(), "error", err)
+		return inv
+	}
+	return out
+}
+
+// queryTimeout bounds GetInvocation's question to a working invocation's
+// workflow.
+const queryTimeout = time.Second
+
+// GetInvocation implements RemoteAgentsService.GetInvocation: the record,
+// and for a working invocation the workflow's own word (its status query).
+func (s *Service) GetInvocation(ctx context.Context, req *remoteagentsv1.GetInvocationRequest) (*remoteagentsv1.GetInvocationResponse, error) {
+	inv, err := s.visibleInvocation(ctx, req.GetInvocationId())
+	if err != nil {
+		return nil, err
+	}
+	if inv.GetStatus() == working && s.wf != nil {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		o, err := s.wf.QueryInvoke(qctx, inv.GetWorkflowId())
+		cancel()
+		if errIsNoWorkflow(err) {
+			// It has ended: its result says how.
+			wctx, cancel := context.WithTimeout(ctx, queryTimeout)
+			o, err = s.wf.WaitInvoke(wctx, inv.GetWorkflowId())
+			cancel()
+		}
+		if err != nil {
+			s.log.DebugContext(ctx, "remoteagents.query_failed", "invocation_id", inv.GetInvocationId(), "error", err)
+		} else {
+			inv = s.ended(ctx, inv, o)
+		}
+	}
+	return &remoteagentsv1.GetInvocationResponse{Invocation: inv}, nil
+}
+
+// visibleInvocation returns the invocation when the caller made it; to
+// any other agent it does not exist.
+func (s *Service) visibleInvocation(ctx context.Context, id string) (*remoteagentsv1.Invocation, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := s.store.GetInvocation(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && inv.GetAgentId() != agent) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("invocation %s not found", id))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get invocation: %w", err))
+	}
+	return inv, nil
+}
+
+// cancelWait bounds how long CancelInvocation waits for the workflow to
+// end (it asks the remote agent to cancel first).
+const cancelWait = 10 * time.Second
+
+// CancelInvocation implements RemoteAgentsService.CancelInvocation.
+func (s *Service) CancelInvocation(ctx context.Context, req *remoteagentsv1.CancelInvocationRequest) (*remoteagentsv1.CancelInvocationResponse, error) {
+	inv, err := s.visibleInvocation(ctx, req.GetInvocationId())
+	if err != nil {
+		return nil, err
+	}
+	if inv.GetStatus() != working {
+		return &remoteagentsv1.CancelInvocationResponse{Invocation: inv}, nil
+	}
+	if s.wf == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("invocations are unavailable: the remoteagents service runs without Temporal"))
+	}
+	if err := s.wf.CancelInvoke(ctx, inv.GetWorkflowId()); err != nil {
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not cancel the invocation; try again", fmt.Errorf("cancel invocation %s: %w", inv.GetInvocationId(), err))
+	}
+	s.log.InfoContext(ctx, "remoteagents.cancel_requested", "invocation_id", inv.GetInvocationId(), "agent", inv.GetAgentId())
+	return &remoteagentsv1.CancelInvocationResponse{Invocation: s.await(ctx, inv, cancelWait)}, nil
+}
+
+// RecordInvocationOutcome implements
+// RemoteAgentsService.RecordInvocationOutcome, for the invoke workflow
+// (mesh service role).
+func (s *Service) RecordInvocationOutcome(ctx context.Context, req *remoteagentsv1.RecordInvocationOutcomeRequest) (*remoteagentsv1.RecordInvocationOutcomeResponse, error) {
+	if _, err := mesh.RequireRole(ctx, mesh.RoleService); err != nil {
+		return nil, err
+	}
+	inv, changed, err := s.store.ResolveInvocation(ctx, req.GetInvocationId(), &remoteagentsv1.InvokeOutcome{
+		InvocationId: req.GetInvocationId(), Status: req.GetStatus(), Answer: req.GetAnswer(), TaskId: req.GetTaskId(),
+		ContextId: req.GetContextId(), RemoteState: req.GetRemoteState(), Error: req.GetError(), ResolveTime: req.GetResolveTime(),
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("invocation %s not found", req.GetInvocationId()))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record invocation outcome: %w", err))
+	}
+	if changed {
+		s.log.InfoContext(ctx, "remoteagents.invocation_ended", "invocation_id", inv.GetInvocationId(), "agent", inv.GetAgentId(), "status", inv.GetStatus().String())
+	}
+	return &remoteagentsv1.RecordInvocationOutcomeResponse{Invocation: inv}, nil
+}

@@ -1,0 +1,159 @@
+package remoteagentsstore_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	"github.com/toolmesh/toolmesh/services/remoteagents"
+	"github.com/toolmesh/toolmesh/services/remoteagents/remoteagentsstore"
+)
+
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
+
+// TestStore checks the remoteagents store on SQLite and on PostgreSQL.
+func TestStore(t *testing.T) {
+	sqldbtest.Run(t, &pg, []sqldbtest.Test{
+		{Name: "invocations", Test: testInvocations},
+		{Name: "inbound tasks", Test: testInbound},
+	})
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func open(t *testing.T, db *sqldb.DB) *remoteagentsstore.Store {
+	return sqldbtest.OpenStore(t, db, remoteagentsstore.Open)
+}
+
+func diff(t *testing.T, what string, want, got proto.Message) {
+	t.Helper()
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
+
+func testInvocations(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := open(t, db)
+	inv := &remoteagentsv1.Invocation{
+		InvocationId: "inv_01jd8xw0000000000000000001", AgentId: "planner", Url: "https://agents.example.com/travel/",
+		Message: "Book a flight — to Köln, 'please'.", Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING,
+		ContextId: "ctx-1", Depth: 2, WorkflowId: "invoke/planner/inv_01jd8xw0000000000000000001",
+		CreateTime: timestamppb.New(t0), ExpireTime: timestamppb.New(t0.Add(time.Hour)),
+	}
+	stored, created, err := s.CreateInvocation(ctx, inv)
+	if err != nil || !created {
+		t.Fatalf("CreateInvocation = %v, created %v", err, created)
+	}
+	diff(t, "stored invocation", inv, stored)
+
+	// A retry stores nothing and returns the first.
+	again := proto.Clone(inv).(*remoteagentsv1.Invocation)
+	again.Message = "something else"
+	got, created, err := s.CreateInvocation(ctx, again)
+	if err != nil || created {
+		t.Fatalf("second CreateInvocation: created %v, %v; want the existing one", created, err)
+	}
+	diff(t, "invocation after a retried create", inv, got)
+
+	// The first outcome wins.
+	end := &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED, Answer: "Booked.",
+		TaskId: "task-9", ContextId: "ctx-1", RemoteState: "completed", ResolveTime: timestamppb.New(t0.Add(time.Minute))}
+	resolved, changed, err := s.ResolveInvocation(ctx, inv.GetInvocationId(), end)
+	if err != nil || !changed {
+		t.Fatalf("ResolveInvocation = %v, changed %v", err, changed)
+	}
+	want := proto.Clone(inv).(*remoteagentsv1.Invocation)
+	want.Status, want.Answer, want.TaskId, want.RemoteState, want.ResolveTime = end.Status, end.Answer, end.TaskId, end.RemoteState, end.ResolveTime
+	diff(t, "resolved invocation", want, resolved)
+	late := &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED, ResolveTime: timestamppb.New(t0.Add(2 * time.Minute))}
+	if got, changed, err := s.ResolveInvocation(ctx, inv.GetInvocationId(), late); err != nil || changed {
+		t.Errorf("a second outcome: changed %v, %v; want the first kept", changed, err)
+	} else {
+		diff(t, "invocation after a second outcome", want, got)
+	}
+	if err := s.DeleteInvocation(ctx, inv.GetInvocationId()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetInvocation(ctx, inv.GetInvocationId()); err != nil {
+		t.Errorf("an ended invocation was deleted: %v", err)
+	}
+
+	// A working one whose workflow never started is removed.
+	fresh := proto.Clone(inv).(*remoteagentsv1.Invocation)
+	fresh.InvocationId = "inv_01jd8xw0000000000000000002"
+	if _, _, err := s.CreateInvocation(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteInvocation(ctx, fresh.GetInvocationId()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetInvocation(ctx, fresh.GetInvocationId())
+	sqldbtest.WantErr(t, "GetInvocation after DeleteInvocation", err, remoteagents.ErrNotFound)
+	_, _, err = s.ResolveInvocation(ctx, "inv_missing", end)
+	sqldbtest.WantErr(t, "ResolveInvocation of an unknown id", err, remoteagents.ErrNotFound)
+}
+
+func testInbound(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := open(t, db)
+	in := &remoteagentsv1.Inbound{
+		TaskId: "tsk_01jd8xw0000000000000000001", ContextId: "ctx_1", AgentId: "bob", Sender: "a2a-alice",
+		A2AMessageId: "0195d3a4-msg", MessageId: "msg_01jd8xw0000000000000000001", ThreadId: "thr_01jd8xw0000000000000000001",
+		Text: "hello bob", Depth: 2, Status: remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING,
+		CreateTime: timestamppb.New(t0), UpdateTime: timestamppb.New(t0),
+	}
+	stored, created, err := s.CreateInbound(ctx, in)
+	if err != nil || !created {
+		t.Fatalf("CreateInbound = %v, created %v", err, created)
+	}
+	diff(t, "stored task", in, stored)
+
+	// The same A2A message from the same sender opens no second task.
+	dup := proto.Clone(in).(*remoteagentsv1.Inbound)
+	dup.TaskId = "tsk_01jd8xw0000000000000000002"
+	got, created, err := s.CreateInbound(ctx, dup)
+	if err != nil || created {
+		t.Fatalf("redelivery: created %v, %v", created, err)
+	}
+	diff(t, "task after a redelivery", in, got)
+	// The same message id from another sender is another message.
+	other := proto.Clone(dup).(*remoteagentsv1.Inbound)
+	other.Sender = "a2a-carol"
+	if _, created, err := s.CreateInbound(ctx, other); err != nil || !created {
+		t.Fatalf("another sender's message: created %v, %v", created, err)
+	}
+	if got, err := s.InboundByMessage(ctx, "a2a-alice", "0195d3a4-msg"); err != nil || got.GetTaskId() != in.GetTaskId() {
+		t.Errorf("InboundByMessage = %v, %v", got, err)
+	}
+	_, err = s.InboundByMessage(ctx, "a2a-nobody", "0195d3a4-msg")
+	sqldbtest.WantErr(t, "InboundByMessage of another sender", err, remoteagents.ErrNotFound)
+
+	at := t0.Add(time.Minute)
+	done, changed, err := s.EndInbound(ctx, in.GetTaskId(), remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED, "hi alice", "msg_answer", at)
+	if err != nil || !changed {
+		t.Fatalf("EndInbound = %v, changed %v", err, changed)
+	}
+	want := proto.Clone(in).(*remoteagentsv1.Inbound)
+	want.Status, want.Answer, want.AnswerMessageId, want.UpdateTime = remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED, "hi alice", "msg_answer", timestamppb.New(at)
+	diff(t, "completed task", want, done)
+	// An ended task stays as it ended.
+	if got, changed, err := s.EndInbound(ctx, in.GetTaskId(), remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED, "", "", at.Add(time.Minute)); err != nil || changed {
+		t.Errorf("cancel after completion: changed %v, %v", changed, err)
+	} else {
+		diff(t, "task after a late cancel", want, got)
+	}
+	_, err = s.GetInbound(ctx, "tsk_missing")
+	sqldbtest.WantErr(t, "GetInbound of an unknown task", err, remoteagents.ErrNotFound)
+}

@@ -1,0 +1,126 @@
+// Package remoteagents connects the mesh's agents with A2A agents elsewhere
+// (the Agent2Agent protocol, 0.3).
+//
+// Outbound: Discover reads a remote agent's card; Invoke sends it a message
+// as a Temporal workflow (the remoteagents.invoke contract in
+// toolmesh.remoteagents.v1; the worker is workers/remoteagents) with the
+// deterministic id "invoke/<agent>/<invocation id>". The workflow sends the
+// message with the invocation depth the mesh signs, follows the remote task
+// until it ends and records the outcome here (RecordInvocationOutcome);
+// cancelling the workflow cancels the remote task. Invoke waits a short
+// while for the outcome, then returns the invocation to poll, like owner
+// asks; the edge makes it an MCP task for clients that take tasks.
+//
+// Inbound: the mesh's A2A endpoint (edge/a2a) calls DeliverInbound,
+// GetInbound and CancelInbound as the remote sender. A delivered message
+// lands in the agent's inbox through the messages service, at the depth
+// the sender's mesh signed, and opens an A2A task that completes when the
+// agent answers in the message's thread.
+package remoteagents
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
+)
+
+// Defaults of Config.
+const (
+	// DefaultWait is how long Invoke waits for the answer when the request
+	// names no wait.
+	DefaultWait = 25 * time.Second
+	// DefaultTimeout is how long an invocation is followed when the
+	// request names no timeout.
+	DefaultTimeout = time.Hour
+)
+
+// MaxDepth is the invocation depth from which Invoke is refused, as
+// messages_send is (services/messages).
+const MaxDepth = 3
+
+// replyMargin is kept free before a call's deadline to answer "working"
+// when the wait runs up to it.
+const replyMargin = 500 * time.Millisecond
+
+// Config configures the service.
+type Config struct {
+	// Workflows runs the invocations (required for Invoke, GetInvocation
+	// and CancelInvocation; without it they answer unavailable).
+	Workflows Workflows
+	// Messages reaches the messages service, which inbound messages are
+	// delivered through (required for the inbound RPCs). Its client must
+	// forward the caller's mesh token (mesh.NewForwardingInterceptor).
+	Messages messagesv1connect.MessagesServiceClient
+	// Egress decides which addresses remote agents may have: loopback,
+	// private and link-local ones only when it allows them.
+	Egress egress.Policy
+	// DefaultWait and DefaultTimeout apply when a request names none.
+	DefaultWait, DefaultTimeout time.Duration
+	// Log receives the service's events.
+	Log *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now Clock
+}
+
+// Service implements toolmesh.remoteagents.v1.RemoteAgentsService.
+type Service struct {
+	store    Store
+	wf       Workflows
+	messages messagesv1connect.MessagesServiceClient
+	cfg      Config
+	cards    *http.Client
+	log      *slog.Logger
+	now      Clock
+}
+
+var _ remoteagentsv1connect.RemoteAgentsServiceHandler = (*Service)(nil)
+
+// New returns the service over store.
+func New(store Store, cfg Config) *Service {
+	if cfg.DefaultWait <= 0 {
+		cfg.DefaultWait = DefaultWait
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = DefaultTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{
+		store:    store,
+		wf:       cfg.Workflows,
+		messages: cfg.Messages,
+		cfg:      cfg,
+		cards:    a2alink.HTTPClient(cfg.Egress, a2alink.CardTimeout, a2alink.MaxCardBytes),
+		log:      cfg.Log,
+		now:      cfg.Now,
+	}
+}
+
+// Registration describes the service for internal/server.
+func (s *Service) Registration() server.Service {
+	return server.Register(remoteagentsv1connect.RemoteAgentsServiceName, remoteagentsv1connect.RemoteAgentsServiceHandler(s),
+		remoteagentsv1connect.NewRemoteAgentsServiceHandler, remoteagentsv1.RegisterRemoteAgentsServiceHandler)
+}
+
+// nowMillis is the current time at the precision the store keeps.
+func (s *Service) nowMillis() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+// clip shortens s to at most n characters, marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -1,0 +1,312 @@
+package remoteagents_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/a2aproject/a2a-go/a2a"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
+	"github.com/toolmesh/toolmesh/services/remoteagents"
+	"github.com/toolmesh/toolmesh/services/remoteagents/remoteagentsstore"
+)
+
+var loopback = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
+// fixture is the service over SQLite with fake workflows and a fake
+// messages service.
+type fixture struct {
+	client   remoteagentsv1connect.RemoteAgentsServiceClient
+	wf       *fakeWorkflows
+	messages *fakeMessages
+}
+
+func start(t *testing.T, cfg remoteagents.Config) *fixture {
+	t.Helper()
+	st, err := remoteagentsstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "remoteagents.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{wf: newFakeWorkflows(), messages: &fakeMessages{}}
+	msgSrv := servertest.Start(t, servertestService(f.messages))
+	if cfg.Workflows == nil {
+		cfg.Workflows = f.wf
+	}
+	cfg.Messages = messagesv1connect.NewMessagesServiceClient(msgSrv.Client(), msgSrv.URL,
+		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))
+	if cfg.Egress.Allow == nil && cfg.Egress.Lookup == nil {
+		cfg.Egress = loopback
+	}
+	srv := servertest.Start(t, remoteagents.New(st, cfg).Registration())
+	f.client = remoteagentsv1connect.NewRemoteAgentsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	return f
+}
+
+func at(agent string, depth int) context.Context {
+	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: agent, Agent: agent, Depth: depth}})
+}
+
+// remote is the sender of inbound messages as the A2A endpoint calls.
+func remote(sender string, depth int) context.Context {
+	return mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "partner", Agent: sender, Roles: []string{mesh.RoleService}, Depth: depth}})
+}
+
+func wait(n int32) *int32 { return &n }
+
+const agentURL = "https://agents.example.com/a2a/agents/travel/"
+
+func TestInvokeIsRefusedFromDepthThree(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	_, err := f.client.Invoke(at("planner", 3), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "one too deep"})
+	if servertest.Code(t, err) != connect.CodeFailedPrecondition {
+		t.Fatalf("error %v, want failed_precondition", err)
+	}
+	if msg := err.(*connect.Error).Message(); msg != "Cannot send message: invocation depth 3 exceeds maximum of 3." {
+		t.Errorf("message %q, want the messages domain's sentence", msg)
+	}
+	if f.wf.starts != 0 {
+		t.Errorf("%d workflows started for a refused call", f.wf.starts)
+	}
+	res, err := f.client.Invoke(at("planner", 2), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "just deep enough", WaitSeconds: wait(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := res.GetInvocation()
+	if inv.GetDepth() != 3 || inv.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING {
+		t.Errorf("invocation %v, want working, telling the remote agent depth 3", inv)
+	}
+	if in := f.wf.run(inv.GetWorkflowId()).in; in.GetDepth() != 2 || in.GetMessageId() != inv.GetInvocationId() || in.GetUrl() != agentURL ||
+		in.GetTool() != "remoteagents_invoke" || in.GetAgentId() != "planner" {
+		t.Errorf("workflow input %v, want the caller's depth 2 and the invocation's id as the message id", in)
+	}
+}
+
+// publicLookup resolves every name to a public address, so the egress
+// check passes for example.com.
+func publicLookup(context.Context, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
+}
+
+func TestInvokeWaitsForTheOutcome(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	ctx := servertest.WithIdempotencyKey(at("planner", 0), "call-1")
+	done := make(chan *remoteagentsv1.InvokeResponse, 1)
+	go func() {
+		res, err := f.client.Invoke(ctx, &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "Book a flight.", WaitSeconds: wait(10)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	id := remoteagents.WorkflowID("planner", remoteagents.InvocationID("planner", "call-1", time.Now()))
+	if !eventually(func() bool { return f.wf.run(id) != nil }) {
+		t.Fatal("the invocation's workflow did not start")
+	}
+	f.wf.end(id, &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED, Answer: "Booked.",
+		TaskId: "task-1", RemoteState: "completed", ResolveTime: timestamppb.Now()})
+	inv := (<-done).GetInvocation()
+	if inv.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || inv.GetAnswer() != "Booked." || inv.GetTaskId() != "task-1" {
+		t.Errorf("invocation %v, want completed with the answer", inv)
+	}
+	// A retry with the same key is the same invocation: nothing new runs.
+	res, err := f.client.Invoke(ctx, &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "Book a flight."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(res.GetInvocation(), inv) || len(f.wf.runs) != 1 {
+		t.Errorf("retry = %v (%d runs), want the first invocation again", res.GetInvocation(), len(f.wf.runs))
+	}
+}
+
+func TestGetAndCancelInvocation(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	res, err := f.client.Invoke(at("planner", 0), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "Book a flight.", WaitSeconds: wait(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := res.GetInvocation()
+	get := func(agent string) (*remoteagentsv1.Invocation, error) {
+		r, err := f.client.GetInvocation(at(agent, 0), &remoteagentsv1.GetInvocationRequest{InvocationId: inv.GetInvocationId()})
+		return r.GetInvocation(), err
+	}
+	if _, err := get("someone-else"); servertest.Code(t, err) != connect.CodeNotFound {
+		t.Errorf("another agent's GetInvocation: %v, want not_found", err)
+	}
+	// While it runs, the workflow says where the remote task is.
+	f.wf.progress(inv.GetWorkflowId(), &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING,
+		TaskId: "task-7", ContextId: "ctx-7", RemoteState: "working"})
+	got, err := get("planner")
+	if err != nil || got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING || got.GetTaskId() != "task-7" || got.GetRemoteState() != "working" {
+		t.Errorf("GetInvocation while working = %v, %v; want working on task-7", got, err)
+	}
+	c, err := f.client.CancelInvocation(at("planner", 0), &remoteagentsv1.CancelInvocationRequest{InvocationId: inv.GetInvocationId()})
+	if err != nil || c.GetInvocation().GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED {
+		t.Fatalf("CancelInvocation = %v, %v; want cancelled", c, err)
+	}
+	if got, err := get("planner"); err != nil || got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED {
+		t.Errorf("GetInvocation after the cancel = %v, %v", got, err)
+	}
+}
+
+func TestInvokeStartFailureLeavesNothing(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	f.wf.startErr = errStart
+	ctx := servertest.WithIdempotencyKey(at("planner", 0), "call-2")
+	_, err := f.client.Invoke(ctx, &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "hi"})
+	if servertest.Code(t, err) != connect.CodeUnavailable {
+		t.Fatalf("error %v, want unavailable", err)
+	}
+	id := remoteagents.InvocationID("planner", "call-2", time.Now())
+	if _, err := f.client.GetInvocation(at("planner", 0), &remoteagentsv1.GetInvocationRequest{InvocationId: id}); servertest.Code(t, err) != connect.CodeNotFound {
+		t.Errorf("the invocation whose workflow did not start is kept: %v", err)
+	}
+	f.wf.startErr = nil
+	if _, err := f.client.Invoke(ctx, &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "hi", WaitSeconds: wait(0)}); err != nil {
+		t.Errorf("retry after the failure: %v", err)
+	}
+}
+
+func TestInvokeRefusesPrivateAddresses(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup, Allow: []netip.Prefix{}}})
+	for _, u := range []string{"http://127.0.0.1:8080/agent", "http://10.1.2.3/agent", "http://169.254.169.254/latest"} {
+		_, err := f.client.Invoke(at("planner", 0), &remoteagentsv1.InvokeRequest{Url: u, Message: "hi"})
+		if servertest.Code(t, err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("Invoke %s: %v, want invalid_argument: refused", u, err)
+		}
+	}
+	if f.wf.starts != 0 {
+		t.Errorf("%d workflows started for refused addresses", f.wf.starts)
+	}
+}
+
+func TestRecordOutcomeIsForTheWorkflowOnly(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	res, err := f.client.Invoke(at("planner", 0), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "hi", WaitSeconds: wait(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &remoteagentsv1.RecordInvocationOutcomeRequest{InvocationId: res.GetInvocation().GetInvocationId(),
+		Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, Error: "unreachable", ResolveTime: timestamppb.Now()}
+	if _, err := f.client.RecordInvocationOutcome(at("planner", 0), req); servertest.Code(t, err) != connect.CodePermissionDenied {
+		t.Errorf("an agent recording an outcome: %v, want permission_denied", err)
+	}
+	rec, err := f.client.RecordInvocationOutcome(remote("toolmesh-worker-remoteagents", 0), req)
+	if err != nil || rec.GetInvocation().GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED || rec.GetInvocation().GetError() != "unreachable" {
+		t.Errorf("the workflow recording: %v, %v", rec, err)
+	}
+}
+
+func TestDiscoverReadsTheCard(t *testing.T) {
+	card := a2a.AgentCard{Name: "Travel agent", Description: "Books trips.", URL: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3.0",
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain", "application/json"},
+		Provider:     &a2a.AgentProvider{Org: "Example", URL: "https://example.com"},
+		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{URI: a2alink.DepthExtension}}},
+		Skills:       []a2a.AgentSkill{{ID: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/agents/travel/.well-known/agent-card.json" && r.URL.Path != "/cards/travel.json" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(card)
+	}))
+	t.Cleanup(srv.Close)
+	f := start(t, remoteagents.Config{})
+	want := &remoteagentsv1.AgentCard{Name: "Travel agent", Description: "Books trips.", Url: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3.0",
+		PreferredTransport: "JSONRPC", Streaming: true, Provider: "Example", TakesDepth: true,
+		InputModes: []string{"text/plain"}, OutputModes: []string{"text/plain", "application/json"},
+		Skills: []*remoteagentsv1.Skill{{Id: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
+	for _, u := range []string{srv.URL + "/agents/travel", srv.URL + "/agents/travel/", srv.URL + "/cards/travel.json"} {
+		res, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: u})
+		if err != nil {
+			t.Fatalf("Discover %s: %v", u, err)
+		}
+		if !proto.Equal(res.GetCard(), want) {
+			t.Errorf("Discover %s = %v, want %v", u, res.GetCard(), want)
+		}
+	}
+	_, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: srv.URL + "/nobody"})
+	if servertest.Code(t, err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "404") {
+		t.Errorf("Discover of an agent without a card: %v, want unavailable naming the 404", err)
+	}
+}
+
+func TestInboundDeliveryAndAnswer(t *testing.T) {
+	f := start(t, remoteagents.Config{})
+	deliver := func(ctx context.Context, msgID, text string) (*remoteagentsv1.Inbound, error) {
+		res, err := f.client.DeliverInbound(ctx, &remoteagentsv1.DeliverInboundRequest{AgentId: "bob", Text: text, A2AMessageId: msgID})
+		return res.GetInbound(), err
+	}
+	// Only the A2A endpoint (the mesh's service role) delivers.
+	if _, err := deliver(at("mallory", 0), "m-0", "spoofed"); servertest.Code(t, err) != connect.CodePermissionDenied {
+		t.Errorf("an agent delivering: %v, want permission_denied", err)
+	}
+	in, err := deliver(remote("a2a-alice", 1), "m-1", "hello bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := f.messages.inbox("bob")
+	if in.GetStatus() != remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING || in.GetDepth() != 2 || in.GetSender() != "a2a-alice" ||
+		len(inbox) != 1 || inbox[0].GetId() != in.GetMessageId() || inbox[0].GetDepth() != 2 || inbox[0].GetFromAgent() != "a2a-alice" {
+		t.Fatalf("task %v, inbox %v: want the message in bob's inbox from a2a-alice at depth 2", in, inbox)
+	}
+	// A redelivery opens nothing new and stores no second message.
+	again, err := deliver(remote("a2a-alice", 1), "m-1", "hello bob")
+	if err != nil || again.GetTaskId() != in.GetTaskId() || len(f.messages.inbox("bob")) != 1 {
+		t.Errorf("redelivery: %v, %v, %d messages; want the first task and one message", again, err, len(f.messages.inbox("bob")))
+	}
+	// At the sender's depth 3 the messages service refuses.
+	if _, err := deliver(remote("a2a-alice", 3), "m-deep", "too deep"); servertest.Code(t, err) != connect.CodeFailedPrecondition ||
+		!strings.Contains(err.Error(), "Cannot send message: invocation depth 3 exceeds maximum of 3.") {
+		t.Errorf("delivery at depth 3: %v, want the depth refusal", err)
+	}
+
+	get := func(ctx context.Context) (*remoteagentsv1.Inbound, error) {
+		r, err := f.client.GetInbound(ctx, &remoteagentsv1.GetInboundRequest{TaskId: in.GetTaskId()})
+		return r.GetInbound(), err
+	}
+	if _, err := get(remote("a2a-carol", 0)); servertest.Code(t, err) != connect.CodeNotFound {
+		t.Errorf("another sender's GetInbound: %v, want not_found", err)
+	}
+	if got, err := get(remote("a2a-alice", 0)); err != nil || got.GetStatus() != remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING {
+		t.Errorf("GetInbound before an answer: %v, %v", got, err)
+	}
+	// Bob answers in the thread: the task completes with the answer.
+	if _, err := f.messages.Send(mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Agent: "bob", Depth: 2}}),
+		sendReq("a2a-alice", in.GetThreadId(), "hi alice")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := get(remote("a2a-alice", 0))
+	if err != nil || got.GetStatus() != remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED || got.GetAnswer() != "hi alice" {
+		t.Fatalf("GetInbound after the answer: %v, %v; want completed with it", got, err)
+	}
+	if _, err := f.client.CancelInbound(remote("a2a-alice", 0), &remoteagentsv1.CancelInboundRequest{TaskId: in.GetTaskId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
+		t.Errorf("cancel of an answered task: %v, want failed_precondition", err)
+	}
+
+	// A task the agent has not answered is cancelled.
+	other, err := deliver(remote("a2a-alice", 0), "m-2", "never mind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.client.CancelInbound(remote("a2a-alice", 0), &remoteagentsv1.CancelInboundRequest{TaskId: other.GetTaskId()})
+	if err != nil || c.GetInbound().GetStatus() != remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED {
+		t.Errorf("CancelInbound: %v, %v; want cancelled", c, err)
+	}
+}

@@ -1,0 +1,265 @@
+// Package remoteagents is the worker of the "remoteagents" task queue: the
+// invoke workflow and its activities. The workflow's names come from the
+// toolmesh.remoteagents.v1 contract messages, which RemoteAgentsService
+// reads too; neither side imports the other.
+//
+// An invoke workflow sends one message to a remote A2A agent, signed with
+// the invocation depth, then follows the remote task (polling tasks/get,
+// at growing intervals) until it ends, needs input, or the invocation
+// expires. Cancelling the workflow cancels the remote task (tasks/cancel).
+// It records the outcome with RemoteAgentsService before it ends.
+package remoteagents
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+)
+
+// Activity names: the activity types in every recorded history. Never
+// change one (docs/workflows.md).
+const (
+	ActivitySendMessage   = "SendMessage"
+	ActivityGetTask       = "GetTask"
+	ActivityCancelTask    = "CancelTask"
+	ActivityRecordOutcome = "RecordOutcome"
+)
+
+// ToolmeshStatus values of an invoke workflow; RemoteAgentsService starts
+// it as "working".
+const (
+	StatusWorking       = "working"
+	StatusCompleted     = "completed"
+	StatusFailed        = "failed"
+	StatusCancelled     = "cancelled"
+	StatusRejected      = "rejected"
+	StatusInputRequired = "input_required"
+)
+
+// Poll intervals: the first poll comes FirstPoll after the send, each
+// next one twice as late, at most MaxPoll.
+const (
+	FirstPoll = time.Second
+	MaxPoll   = 10 * time.Second
+)
+
+// ErrTypeRefused is the application error type of a remote refusal no
+// retry can change (an invalid request, an unknown task, a refused
+// address, no card).
+const ErrTypeRefused = "RemoteRefused"
+
+func invokeContract() workflowcontract.Workflow {
+	return workflowcontract.WorkflowOf(&remoteagentsv1.InvokeWorkflowInput{})
+}
+
+func statusQuery() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&remoteagentsv1.InvokeStatusQuery{})
+}
+
+// TaskQueue is the queue this worker polls ("remoteagents").
+func TaskQueue() string { return invokeContract().TaskQueue }
+
+// Register adds the invoke workflow and its activities to w.
+func Register(w worker.Registry, a *Activities) {
+	RegisterWorkflows(w)
+	RegisterActivities(w, a)
+}
+
+// RegisterWorkflows adds the invoke workflow, under its contract name, to r
+// (a worker or a replayer).
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(InvokeWorkflow, workflow.RegisterOptions{Name: invokeContract().Name})
+}
+
+// RegisterActivities adds the activities of a to r, under their names.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.SendMessage, activity.RegisterOptions{Name: ActivitySendMessage})
+	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
+	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
+	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
+}
+
+// Remote is where the remote task is, as the activities report it.
+type Remote struct {
+	// Endpoint is the remote agent's A2A URL (its card's url).
+	Endpoint string `json:"endpoint"`
+	// TaskID and ContextID name the remote task; TaskID is empty when the
+	// agent answered with a message.
+	TaskID    string `json:"task_id"`
+	ContextID string `json:"context_id"`
+	// State is the task's A2A state ("completed" for a message answer).
+	State string `json:"state"`
+	// Answer is what the agent said.
+	Answer string `json:"answer"`
+}
+
+// TaskRef names a remote task for GetTask and CancelTask.
+type TaskRef struct {
+	Endpoint string `json:"endpoint"`
+	TaskID   string `json:"task_id"`
+}
+
+var send = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+		MaximumAttempts: 6, NonRetryableErrorTypes: []string{ErrTypeRefused}},
+	Summary: "Send the message to the remote agent",
+}
+
+var poll = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+		MaximumAttempts: 4, NonRetryableErrorTypes: []string{ErrTypeRefused}},
+	Summary: "Read the remote task",
+}
+
+var cancelOpts = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrTypeRefused}},
+	Summary:             "Cancel the remote task",
+}
+
+// InvokeWorkflow is the remoteagents.invoke workflow.
+func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput) (*remoteagentsv1.InvokeOutcome, error) {
+	log := workflow.GetLogger(ctx)
+	st := &remoteagentsv1.InvokeOutcome{InvocationId: in.GetInvocationId(), Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING,
+		TaskId: in.GetTaskId(), ContextId: in.GetContextId()}
+	q := statusQuery()
+	if err := workflow.SetQueryHandlerWithOptions(ctx, q.Name, func() (*remoteagentsv1.InvokeOutcome, error) { return st, nil },
+		workflow.QueryHandlerOptions{Description: q.Description}); err != nil {
+		return nil, err
+	}
+	workflow.SetCurrentDetails(ctx, "Sending the message to "+in.GetUrl())
+
+	var remote Remote
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, send), ActivitySendMessage, in).Get(ctx, &remote)
+	if err == nil {
+		st.TaskId, st.ContextId = remote.TaskID, remote.ContextID
+		apply(st, remote)
+	}
+	// The first poll comes soon; later ones less often.
+	for wait := FirstPoll; err == nil && st.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING; wait = min(2*wait, MaxPoll) {
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("The remote agent is working on task %s (%s).", remote.TaskID, remote.State))
+		left := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+		if left <= 0 {
+			break
+		}
+		if err = workflow.Sleep(ctx, min(wait, left)); err != nil {
+			break
+		}
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, poll), ActivityGetTask, TaskRef{Endpoint: remote.Endpoint, TaskID: remote.TaskID}).Get(ctx, &remote)
+		if err == nil {
+			apply(st, remote)
+		}
+	}
+
+	status := StatusFailed
+	switch {
+	case err != nil && temporal.IsCanceledError(err):
+		// Tell the remote agent, on a context the cancellation does not
+		// reach; a task it never opened needs no cancel.
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+		if remote.TaskID != "" {
+			if cerr := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, cancelOpts), ActivityCancelTask,
+				TaskRef{Endpoint: remote.Endpoint, TaskID: remote.TaskID}).Get(ctx, nil); cerr != nil {
+				log.Warn("remoteagents.invoke.cancel_failed", "invocation_id", in.GetInvocationId(), "error", cerr)
+			}
+		}
+		st.Status, st.RemoteState = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED, "canceled"
+		status = StatusCancelled
+	case err != nil:
+		st.Status, st.Error = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, failure(err)
+	case st.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING:
+		st.Status, st.Error = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, "the remote agent did not finish before the invocation expired"
+	default:
+		status = searchStatus(st.GetStatus())
+	}
+	st.ResolveTime = timestamppb.New(workflow.Now(ctx))
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(status)); err != nil {
+		return nil, err
+	}
+	workflow.SetCurrentDetails(ctx, "Ended: "+status)
+
+	rctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Summary:                "Record the outcome with RemoteAgentsService",
+	})
+	rec := &remoteagentsv1.RecordInvocationOutcomeRequest{InvocationId: st.GetInvocationId(), Status: st.GetStatus(), Answer: clip(st.GetAnswer(), 100000),
+		TaskId: st.GetTaskId(), ContextId: st.GetContextId(), RemoteState: st.GetRemoteState(), Error: clip(st.GetError(), 4000), ResolveTime: st.GetResolveTime()}
+	if err := workflow.ExecuteLocalActivity(rctx, ActivityRecordOutcome, rec).Get(rctx, nil); err != nil {
+		// The result still carries the outcome; the service records it
+		// when it sees the result.
+		log.Error("remoteagents.invoke.record_failed", "invocation_id", in.GetInvocationId(), "error", err)
+	}
+	if status == StatusCancelled {
+		return nil, temporal.NewCanceledError("the invocation was cancelled")
+	}
+	return st, nil
+}
+
+// apply moves the invocation to where the remote task is.
+func apply(st *remoteagentsv1.InvokeOutcome, r Remote) {
+	st.RemoteState = r.State
+	if r.TaskID != "" {
+		st.TaskId = r.TaskID
+	}
+	if r.ContextID != "" {
+		st.ContextId = r.ContextID
+	}
+	if r.Answer != "" {
+		st.Answer = r.Answer
+	}
+	st.Status = StatusOf(r.State)
+}
+
+// StatusOf maps an A2A task state to an invocation's status.
+func StatusOf(state string) remoteagentsv1.InvocationStatus {
+	switch state {
+	case "completed":
+		return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED
+	case "failed":
+		return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED
+	case "canceled":
+		return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED
+	case "rejected":
+		return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_REJECTED
+	case "input-required", "auth-required":
+		return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED
+	}
+	// submitted, working, unknown: still going.
+	return remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING
+}
+
+func searchStatus(s remoteagentsv1.InvocationStatus) string {
+	switch s {
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED:
+		return StatusCompleted
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED:
+		return StatusCancelled
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_REJECTED:
+		return StatusRejected
+	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED:
+		return StatusInputRequired
+	}
+	return StatusFailed
+}
+
+// failure is what an activity's error says, without the SDK's wrapping.
+func failure(err error) string {
+	if app, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return app.Message()
+	}
+	return err.Error()
+}

@@ -1,0 +1,239 @@
+package remoteagents_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	remoteagents "github.com/toolmesh/toolmesh/workers/remoteagents"
+)
+
+var start = time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+
+const endpoint = "https://agents.example.com/a2a/agents/travel"
+
+// wfEnv is one invoke workflow under the Temporal test suite: the remote
+// agent is a script of task states, one per poll; what the workflow asked
+// of it and recorded is kept.
+type wfEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	mu        sync.Mutex
+	polls     []time.Time // when GetTask ran (workflow time)
+	cancelled []remoteagents.TaskRef
+	recorded  []*remoteagentsv1.RecordInvocationOutcomeRequest
+	statuses  []string
+}
+
+func quietSuite() *testsuite.WorkflowTestSuite {
+	s := &testsuite.WorkflowTestSuite{}
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	return s
+}
+
+// newWfEnv runs the workflow against a remote agent whose send answers
+// sent (or fails with sendErr) and whose polls answer the states in turn
+// (the last one repeating), each with answer once it is completed.
+func newWfEnv(t *testing.T, sent remoteagents.Remote, sendErr error, states ...string) *wfEnv {
+	t.Helper()
+	env := &wfEnv{TestWorkflowEnvironment: quietSuite().NewTestWorkflowEnvironment()}
+	env.SetDataConverter(temporalclient.DataConverter())
+	env.SetStartTime(start)
+	remoteagents.Register(env, &remoteagents.Activities{})
+	env.OnActivity(remoteagents.ActivitySendMessage, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+			return sent, sendErr
+		})
+	env.OnActivity(remoteagents.ActivityGetTask, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref remoteagents.TaskRef) (remoteagents.Remote, error) {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			env.polls = append(env.polls, env.Now())
+			st := states[min(len(env.polls), len(states))-1]
+			r := remoteagents.Remote{Endpoint: ref.Endpoint, TaskID: ref.TaskID, ContextID: "ctx-1", State: st}
+			if st == "completed" {
+				r.Answer = "Booked: flight LH 400."
+			}
+			return r, nil
+		})
+	env.OnActivity(remoteagents.ActivityCancelTask, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref remoteagents.TaskRef) error {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			env.cancelled = append(env.cancelled, ref)
+			return nil
+		})
+	env.OnActivity(remoteagents.ActivityRecordOutcome, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req *remoteagentsv1.RecordInvocationOutcomeRequest) error {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			env.recorded = append(env.recorded, req)
+			return nil
+		})
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa, _ := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)); ok {
+			env.mu.Lock()
+			env.statuses = append(env.statuses, v)
+			env.mu.Unlock()
+		}
+	}).Return(nil)
+	return env
+}
+
+func input() *remoteagentsv1.InvokeWorkflowInput {
+	return &remoteagentsv1.InvokeWorkflowInput{
+		InvocationId: "inv_01jd8xw0000000000000000000",
+		AgentId:      "planner",
+		Depth:        1,
+		Url:          "https://agents.example.com/a2a/agents/travel/",
+		Message:      "Book a flight to Berlin.",
+		MessageId:    "inv_01jd8xw0000000000000000000",
+		ExpireTime:   timestamppb.New(start.Add(time.Hour)),
+		Tool:         "remoteagents_invoke",
+	}
+}
+
+func (e *wfEnv) result(t *testing.T) *remoteagentsv1.InvokeOutcome {
+	t.Helper()
+	if !e.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := e.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow failed: %v", err)
+	}
+	var out remoteagentsv1.InvokeOutcome
+	if err := e.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func (e *wfEnv) status(t *testing.T) *remoteagentsv1.InvokeOutcome {
+	t.Helper()
+	v, err := e.QueryWorkflow("status")
+	if err != nil {
+		t.Fatalf("status query: %v", err)
+	}
+	var out remoteagentsv1.InvokeOutcome
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func (e *wfEnv) recordedOnce(t *testing.T, want remoteagentsv1.InvocationStatus) *remoteagentsv1.RecordInvocationOutcomeRequest {
+	t.Helper()
+	if len(e.recorded) != 1 || e.recorded[0].GetStatus() != want {
+		t.Fatalf("recorded %v, want one %v", e.recorded, want)
+	}
+	return e.recorded[0]
+}
+
+func TestAnswerByMessageEndsAtOnce(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, ContextID: "ctx-1", State: "completed", Answer: "Hello from the agent."}, nil)
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || got.GetAnswer() != "Hello from the agent." || got.GetTaskId() != "" {
+		t.Errorf("result = %v, want completed with the message's answer", got)
+	}
+	if len(env.polls) != 0 {
+		t.Errorf("polled %d times after a message answer", len(env.polls))
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED)
+	if len(env.statuses) != 1 || env.statuses[0] != remoteagents.StatusCompleted {
+		t.Errorf("ToolmeshStatus upserts %q, want [completed]", env.statuses)
+	}
+}
+
+func TestWorkingTaskIsPolledUntilItEnds(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, TaskID: "task-1", ContextID: "ctx-1", State: "submitted"}, nil,
+		"working", "working", "working", "completed")
+	var during *remoteagentsv1.InvokeOutcome
+	env.RegisterDelayedCallback(func() { during = env.status(t) }, 2*time.Second)
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || got.GetAnswer() != "Booked: flight LH 400." ||
+		got.GetTaskId() != "task-1" || got.GetRemoteState() != "completed" {
+		t.Errorf("result = %v, want completed with the task's answer", got)
+	}
+	if during.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING || during.GetTaskId() != "task-1" || during.GetRemoteState() != "working" {
+		t.Errorf("status query while working = %v, want working on task-1", during)
+	}
+	// Polled at 1, 3, 7 and 15 seconds: each wait twice the last.
+	var at []time.Duration
+	for _, p := range env.polls {
+		at = append(at, p.Sub(start))
+	}
+	if want := []time.Duration{time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second}; len(at) != len(want) || at[0] != want[0] || at[3] != want[3] {
+		t.Errorf("polled at %v, want %v", at, want)
+	}
+	rec := env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED)
+	if rec.GetAnswer() != "Booked: flight LH 400." || rec.GetTaskId() != "task-1" {
+		t.Errorf("recorded %v, want the answer and the task", rec)
+	}
+}
+
+func TestPollsSpreadOutToTheMaximum(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, TaskID: "task-1", State: "working"}, nil, "working")
+	in := input()
+	in.ExpireTime = timestamppb.New(start.Add(10 * time.Minute))
+	env.ExecuteWorkflow("remoteagents.invoke", in)
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED || got.GetError() == "" {
+		t.Errorf("result = %v, want failed: the remote agent did not finish in time", got)
+	}
+	// 1+2+4+8 s, then every 10 s up to the ten minutes: about 63 polls,
+	// never more than 10 s apart.
+	if n := len(env.polls); n < 60 || n > 64 {
+		t.Errorf("polled %d times in ten minutes, want about 63", n)
+	}
+	for i := 1; i < len(env.polls); i++ {
+		if gap := env.polls[i].Sub(env.polls[i-1]); gap > remoteagents.MaxPoll {
+			t.Errorf("poll %d came %v after the one before, more than %v", i, gap, remoteagents.MaxPoll)
+		}
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED)
+}
+
+func TestCancelCancelsTheRemoteTask(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, TaskID: "task-1", State: "working"}, nil, "working")
+	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Minute)
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	if !env.IsWorkflowCompleted() || !temporal.IsCanceledError(env.GetWorkflowError()) {
+		t.Fatalf("workflow error = %v, want cancelled", env.GetWorkflowError())
+	}
+	if len(env.cancelled) != 1 || env.cancelled[0] != (remoteagents.TaskRef{Endpoint: endpoint, TaskID: "task-1"}) {
+		t.Errorf("remote cancels %v, want task-1 once", env.cancelled)
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED)
+}
+
+func TestInputRequiredEndsTheInvocation(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, TaskID: "task-1", State: "working"}, nil, "input-required")
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	if got := env.result(t); got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED || got.GetTaskId() != "task-1" {
+		t.Errorf("result = %v, want input required on task-1", got)
+	}
+}
+
+func TestRefusedSendFailsWithTheReason(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{}, temporal.NewNonRetryableApplicationError("the agent card could not be read: the agent answered 404 Not Found",
+		remoteagents.ErrTypeRefused, nil))
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED || got.GetError() != "the agent card could not be read: the agent answered 404 Not Found" {
+		t.Errorf("result = %v, want failed with the reason", got)
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED)
+}
