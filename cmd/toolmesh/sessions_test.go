@@ -98,6 +98,8 @@ func TestSessionsAcrossEdgeProcesses(t *testing.T) {
 			secondArgs[i+1] = addrs[1]
 		case "--metrics-addr":
 			secondArgs[i+1] = "off"
+		case "--a2a-addr":
+			secondArgs[i+1] = "" // none: the first edge serves A2A
 		}
 	}
 	second := startBinary(t, bin, "http://"+addrs[1]+"/healthz", peers, secondArgs...)
