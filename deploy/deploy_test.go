@@ -176,6 +176,9 @@ type container struct {
 		ValueFrom *struct {
 			SecretKeyRef    *struct{ Name, Key string } `json:"secretKeyRef"`
 			ConfigMapKeyRef *struct{ Name, Key string } `json:"configMapKeyRef"`
+			FieldRef        *struct {
+				FieldPath string `json:"fieldPath"`
+			} `json:"fieldRef"`
 		} `json:"valueFrom"`
 	} `json:"env"`
 	Ports []struct {
@@ -587,6 +590,9 @@ func TestDevOverlay(t *testing.T) {
 	if r.config(t, ec)["TOOLMESH_OAUTH_ISSUER"] != "" {
 		t.Error("dev edge has an OAuth issuer")
 	}
+	if peers := r.config(t, ec)[sessionPeersEnv]; peers != "" {
+		t.Errorf("dev edge has session peers %q: its one replica listens on the pod's loopback", peers)
+	}
 	agents := r.deployments["agents"]
 	if agents == nil || r.config(t, agents.spec.Template.Spec.Containers[0])["TOOLMESH_AGENTS_SEED"] != "local" {
 		t.Error("dev agents does not seed the edge's development agent local")
@@ -678,8 +684,67 @@ func TestProdOverlay(t *testing.T) {
 		t.Errorf("prod edge listens on loopback: %q", edge.spec.Template.Spec.Containers[0].Args)
 	}
 
+	checkEdgeSessions(t, r, edge)
 	checkDisruptionBudgets(t, r)
 	checkNetworkPolicy(t, r)
+}
+
+const sessionPeersEnv = "TOOLMESH_EDGE_SESSION_PEERS"
+
+// checkEdgeSessions: the edge replicas serve each other's 2025-era sessions.
+// Each advertises its pod IP, and the peers name a headless Service on the
+// edge's http port that lists exactly the edge pods, ready or not (a
+// draining replica still holds its sessions).
+func checkEdgeSessions(t *testing.T, r *rendered, edge *deployment) {
+	t.Helper()
+	c := edge.spec.Template.Spec.Containers[0]
+	env := r.config(t, c)
+	podIP := ""
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+			podIP = e.Name
+		}
+		if e.Name == "TOOLMESH_EDGE_SESSION_ADVERTISE" && podIP == "" {
+			t.Error("prod edge: TOOLMESH_EDGE_SESSION_ADVERTISE comes before the pod IP variable it refers to")
+		}
+	}
+	if podIP == "" || env["TOOLMESH_EDGE_SESSION_ADVERTISE"] != "$("+podIP+")" {
+		t.Errorf("prod edge advertises %q to its peers, want its pod IP (downward API status.podIP)", env["TOOLMESH_EDGE_SESSION_ADVERTISE"])
+	}
+	host, port, ok := strings.Cut(env[sessionPeersEnv], ":")
+	if !ok || strings.Contains(host, ",") {
+		t.Fatalf("prod edge: %s=%q, want one Service name:port", sessionPeersEnv, env[sessionPeersEnv])
+	}
+	httpPort := ""
+	for _, p := range c.Ports {
+		if p.Name == "http" {
+			httpPort = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	if port != httpPort {
+		t.Errorf("prod edge peers on port %s, want the edge's http port %s", port, httpPort)
+	}
+	svc := r.find("Service", host)
+	if svc == nil {
+		t.Fatalf("prod edge peers %q: no such Service", host)
+	}
+	var spec struct {
+		ClusterIP                string            `json:"clusterIP"`
+		PublishNotReadyAddresses bool              `json:"publishNotReadyAddresses"`
+		Selector                 map[string]string `json:"selector"`
+	}
+	if err := json.Unmarshal(svc.Spec, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.ClusterIP != "None" || !spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v; want a headless Service listing pods ready or not", host, spec.ClusterIP, spec.PublishNotReadyAddresses)
+	}
+	sel := labelSelector{MatchLabels: spec.Selector}
+	for name, d := range r.deployments {
+		if got := sel.matches(d.podLabels()); got != (name == "edge") {
+			t.Errorf("Service %s selects the pods of %s: %v", host, name, got)
+		}
+	}
 }
 
 // checkDisruptionBudgets: every Deployment has one budget of its own that
@@ -803,6 +868,12 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 			}
 		}
 		return !isolated, isolated
+	}
+	// The edge replicas forward session requests to each other.
+	if e := r.deployments["edge"]; e != nil {
+		if ok, _ := allowed(e.podLabels(), e.podLabels()); !ok {
+			t.Error("NetworkPolicy: the edge replicas cannot reach each other's http port")
+		}
 	}
 	// calls: the services each service calls besides the directory (its
 	// --service flags under `toolmesh up`).

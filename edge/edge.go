@@ -143,6 +143,9 @@ type Config struct {
 	// edge stops (Shutdown) before they are cut short and answer
 	// unavailable (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
+	// Sessions, when set, serves 2025-era sessions on every replica of a
+	// multi-replica edge (see sessions.go).
+	Sessions *Sessions
 }
 
 // Edge is a configured MCP edge.
@@ -154,11 +157,12 @@ type Edge struct {
 	// audit records successful admin calls; nil without an audit service.
 	audit *audittrail.Recorder
 	// elicit runs elicited calls; nil without Config.Elicitation.
-	elicit  *elicitor
-	server  *mcp.Server
-	handler http.Handler
-	modern  http.Handler
-	legacy  http.Handler
+	elicit   *elicitor
+	server   *mcp.Server
+	handler  http.Handler
+	modern   http.Handler
+	legacy   http.Handler
+	sessions *sessions
 	// modernWithInfo and legacyWithInfo are modern and legacy handing the
 	// verified token to the SDK (withTokenInfo), for requests that carry one.
 	modernWithInfo http.Handler
@@ -251,6 +255,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err := e.configureAccess(); err != nil {
 		return nil, err
 	}
+	var err error
+	if e.sessions, err = newSessions(cfg.Sessions, log); err != nil {
+		return nil, err
+	}
 
 	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
 	if err != nil {
@@ -302,6 +310,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Logger:                    log,
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  cfg.ToolsPageSize,
+		GetSessionID:              e.sessions.idFunc(),
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 			if _, ok := req.(*mcp.ReadResourceRequest); ok {
 				e.resourceCacheable(c)
@@ -381,12 +390,12 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		// The edge's own Host check is stricter and configurable.
 		DisableLocalhostProtection: true,
 	})
-	e.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	e.legacy = e.sessions.route(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Logger:                     log,
 		SessionTimeout:             DefaultSessionTimeout,
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 		DisableLocalhostProtection: true,
-	})
+	}))
 	e.modernWithInfo = withTokenInfo(e.modern)
 	e.legacyWithInfo = withTokenInfo(e.legacy)
 	e.handler = e.routes()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,6 +119,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
 	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
 	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
+	sessionPeers := envList(getenv, "TOOLMESH_EDGE_SESSION_PEERS")
+	fs.Var(&sessionPeers, "session-peer", "an edge replica as host:port, a name standing for every address it resolves to (repeatable); with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on")
+	sessionAdvertise := fs.String("session-advertise", getenv("TOOLMESH_EDGE_SESSION_ADVERTISE"), "IP address (and port, default --addr's) the other edge replicas reach this one at (default --addr when it names an IP address)")
 	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
 	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
 	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
@@ -183,13 +187,26 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 
 		ResourcePollInterval: *resourcePoll,
 	}
+	if *stateKey == "" {
+		*stateKey = filepath.Join(*dataDir, stateKeyFile)
+	}
+	if *statePrevKey == "" {
+		*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
+	}
+	if len(sessionPeers) > 0 && !*stdio {
+		self, err := sessionSelf(*sessionAdvertise, *addr)
+		if err != nil {
+			return err
+		}
+		// Every replica holds the request state keys: session ids are
+		// signed with a secret derived from them.
+		keys, err := readStateKeys(*stateKey, *statePrevKey)
+		if err != nil {
+			return err
+		}
+		cfg.Sessions = &edge.Sessions{Self: self, Peers: sessionPeers, Keys: keys}
+	}
 	if *temporalAddr != "" {
-		if *stateKey == "" {
-			*stateKey = filepath.Join(*dataDir, stateKeyFile)
-		}
-		if *statePrevKey == "" {
-			*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
-		}
 		sealer, err := readStateSealer(*stateKey, *statePrevKey)
 		if err != nil {
 			return err
@@ -306,7 +323,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: shutdownTimeout}})
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil)
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", []string(sessionPeers))
 	return runHTTPAll(ctx, log, servers...)
 }
 
@@ -325,6 +342,31 @@ func envDuration(getenv func(string) string, key string, def time.Duration) (tim
 		return 0, fmt.Errorf("%s: %w", key, err)
 	}
 	return d, nil
+}
+
+// sessionSelf is the address the other edge replicas reach this one at:
+// advertise (an IP address, with or without a port; the port of addr when
+// without), or addr itself when it names an IP address that is not
+// 0.0.0.0 or ::.
+func sessionSelf(advertise, addr string) (string, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	given := advertise
+	if advertise == "" {
+		advertise = addr
+	} else if ip, err := netip.ParseAddr(strings.Trim(advertise, "[]")); err == nil {
+		advertise = net.JoinHostPort(ip.String(), port) // no port: --addr's
+	}
+	ap, err := netip.ParseAddrPort(advertise)
+	if err == nil && !ap.Addr().IsUnspecified() && ap.Port() != 0 {
+		return ap.String(), nil
+	}
+	if given == "" {
+		return "", fmt.Errorf("--session-peer needs --session-advertise: --addr %q names no IP address the other edge replicas can reach (in Kubernetes, give the pod IP)", addr)
+	}
+	return "", fmt.Errorf("--session-advertise %q: want the IP address (and port) the other edge replicas reach this one at", given)
 }
 
 // defaultEdgeMetricsAddr is where the edge serves /metrics by default: a

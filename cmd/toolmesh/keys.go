@@ -137,6 +137,16 @@ func rotateStateKey(dir string) (current, previous string, err error) {
 // readStateSealer reads the current request state key and, when the file
 // exists, the previous one.
 func readStateSealer(currentPath, previousPath string) (*requeststate.Sealer, error) {
+	keys, err := readStateKeys(currentPath, previousPath)
+	if err != nil {
+		return nil, err
+	}
+	return requeststate.NewSealer(keys[0], keys[1:]...)
+}
+
+// readStateKeys reads the current request state key and, when the file
+// exists, the previous one: the current first.
+func readStateKeys(currentPath, previousPath string) ([]requeststate.Key, error) {
 	b, err := os.ReadFile(currentPath)
 	if err != nil {
 		return nil, fmt.Errorf("read request state key (create one with `toolmesh keygen`): %w", err)
@@ -145,7 +155,7 @@ func readStateSealer(currentPath, previousPath string) (*requeststate.Sealer, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", currentPath, err)
 	}
-	var previous []requeststate.Key
+	keys := []requeststate.Key{current}
 	if previousPath != "" {
 		b, err := os.ReadFile(previousPath)
 		switch {
@@ -157,10 +167,10 @@ func readStateSealer(currentPath, previousPath string) (*requeststate.Sealer, er
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", previousPath, err)
 			}
-			previous = append(previous, k)
+			keys = append(keys, k)
 		}
 	}
-	return requeststate.NewSealer(current, previous...)
+	return keys, nil
 }
 
 func runKeygen(args []string, getenv func(string) string, stdout io.Writer) error {

@@ -118,6 +118,20 @@ func GenerateKey() (Key, error) {
 	return NewKey(secret)
 }
 
+// Derive returns a secret for another use of the key, named by purpose:
+// HMAC-SHA256 of the purpose under the key's secret. Each purpose gets a
+// secret of its own, unrelated to the state MACs and to other purposes, so
+// one key file can serve several uses that every replica must share.
+func (k Key) Derive(purpose string) []byte {
+	h := hmac.New(sha256.New, k.secret)
+	h.Write([]byte(deriveDomain))
+	h.Write([]byte(purpose))
+	return h.Sum(nil)
+}
+
+// deriveDomain separates derived secrets from the state MACs.
+const deriveDomain = "toolmesh.request_state.derive.v1\x00"
+
 // pemType is the PEM block type of a key file.
 const pemType = "TOOLMESH REQUEST STATE KEY"
 

@@ -212,3 +212,24 @@ func TestSealRefusesInvalidStates(t *testing.T) {
 		}
 	}
 }
+
+func TestDeriveGivesOneSecretPerKeyAndPurpose(t *testing.T) {
+	k, other := newKey(t), newKey(t)
+	a := k.Derive("toolmesh.session_id.v1")
+	if len(a) != 32 {
+		t.Fatalf("derived %d bytes, want 32", len(a))
+	}
+	again, err := requeststate.ParseKey(requeststate.MarshalKey(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Derive("toolmesh.session_id.v1"), a) {
+		t.Error("the same key file derives another secret")
+	}
+	if bytes.Equal(k.Derive("another purpose"), a) {
+		t.Error("two purposes share a secret")
+	}
+	if bytes.Equal(other.Derive("toolmesh.session_id.v1"), a) {
+		t.Error("two keys derive the same secret")
+	}
+}
