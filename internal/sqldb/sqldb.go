@@ -295,6 +295,19 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
+// InSnapshot runs fn in a read-only transaction that sees the database as
+// it was when the transaction began (REPEATABLE READ), so rows committed
+// meanwhile are not half seen, and ends it after. It does not queue with
+// this process's writers.
+func (db *DB) InSnapshot(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(&Tx{Tx: tx, db: db})
+}
+
 // awaitWriter waits until this process has no other write in flight on a
 // SQLite database, and returns the function that ends this one. SQLite lets
 // one writer in at a time, and a writer that finds the database locked

@@ -246,7 +246,7 @@ func testSealFails(t *testing.T, db *sqldb.DB) {
 
 func exec(t *testing.T, db *sqldb.DB, query string, args ...any) {
 	t.Helper()
-	if _, err := db.ExecContext(t.Context(), db.Rebind(query), args...); err != nil {
+	if _, err := db.Exec(t.Context(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
