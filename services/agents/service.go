@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -34,13 +35,13 @@ const SeedSubject = "toolmesh-seed"
 // Config tunes the service.
 type Config struct {
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.agents.v1.AgentsService.
 type Service struct {
 	store Store
-	now   Clock
+	now   clock.Clock
 }
 
 var _ agentsv1connect.AgentsServiceHandler = (*Service)(nil)

@@ -13,6 +13,8 @@ import (
 
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
+
+	"github.com/toolmesh/toolmesh/internal/clock"
 )
 
 // DefaultCheckpointInterval is how often a checkpoint is signed when no
@@ -39,7 +41,7 @@ type checkpointer struct {
 	verifier *checkpoint.Verifier
 	path     string // "" when no file is written
 	interval time.Duration
-	now      Clock
+	now      clock.Clock
 	log      *slog.Logger
 	// kick asks the loop for a checkpoint; its one slot coalesces the asks
 	// of many appends into one checkpoint.

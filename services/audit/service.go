@@ -30,6 +30,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -45,7 +46,7 @@ type Config struct {
 	// (audittrail.EdgeSubject) when empty.
 	Appenders []string
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 	// Log receives the service's events; nothing is logged when nil.
 	Log *slog.Logger
 	// Signer signs checkpoints of the chain with the audit service's own
@@ -64,7 +65,7 @@ type Config struct {
 type Service struct {
 	store     Store
 	appenders []string
-	now       Clock
+	now       clock.Clock
 	log       *slog.Logger
 	cp        *checkpointer // nil without a signer
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -47,13 +48,13 @@ func defaultValue(k creditsv1.ConfigKey) (int64, bool) {
 // Config tunes the service.
 type Config struct {
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.credits.v1.CreditsService.
 type Service struct {
 	store Store
-	now   Clock
+	now   clock.Clock
 }
 
 var _ creditsv1connect.CreditsServiceHandler = (*Service)(nil)

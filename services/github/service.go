@@ -23,6 +23,7 @@ import (
 	gh "github.com/google/go-github/v88/github"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -72,14 +73,14 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock (for the wait until a rate limit resets); time.Now
 	// when nil.
-	Now func() time.Time
+	Now clock.Clock
 }
 
 // Service implements toolmesh.github.v1.GitHubService.
 type Service struct {
 	gh  *gh.Client // nil: no token configured
 	log *slog.Logger
-	now func() time.Time
+	now clock.Clock
 }
 
 var _ githubv1connect.GitHubServiceHandler = (*Service)(nil)

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
@@ -67,7 +68,7 @@ type Config struct {
 	// Log receives the service's events.
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.remoteagents.v1.RemoteAgentsService.
@@ -78,7 +79,7 @@ type Service struct {
 	cfg      Config
 	cards    *http.Client
 	log      *slog.Logger
-	now      Clock
+	now      clock.Clock
 }
 
 var _ remoteagentsv1connect.RemoteAgentsServiceHandler = (*Service)(nil)

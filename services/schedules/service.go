@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -73,7 +74,7 @@ type Config struct {
 	// (toolcatalog.Contracts() when nil).
 	Contracts []protoreflect.ServiceDescriptor
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 	// Log receives the service's events; discarded when nil.
 	Log *slog.Logger
 }
@@ -86,7 +87,7 @@ type Service struct {
 	schedulable     []string
 	minInterval     time.Duration
 	approvalTimeout time.Duration
-	now             Clock
+	now             clock.Clock
 	log             *slog.Logger
 }
 

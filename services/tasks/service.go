@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -28,14 +29,14 @@ type Config struct {
 	// MaxPerDay caps how many tasks one agent may create per UTC day.
 	MaxPerDay int
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.tasks.v1.TasksService.
 type Service struct {
 	store     Store
 	maxPerDay int
-	now       Clock
+	now       clock.Clock
 }
 
 var _ tasksv1connect.TasksServiceHandler = (*Service)(nil)
