@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
@@ -39,7 +40,11 @@ func start(cfg tasks.Config) func(t *testing.T) *servertest.Server {
 }
 
 func TestCreateGetListWithPagination(t *testing.T) {
-	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	// Each task is created a millisecond after the one before: "newest
+	// first" orders by creation time, and tasks created in the same
+	// millisecond have no order among them but their ids'.
+	now := clock.Stepping(time.Now(), time.Millisecond)
+	servertest.EachProtocol(t, start(tasks.Config{Now: now}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		var created []*tasksv1.Task
 		for i := range 5 {
