@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 
 	"github.com/toolmesh/toolmesh/internal/clock"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 )
 
 // DefaultCheckpointInterval is how often a checkpoint is signed when no
@@ -125,7 +126,7 @@ func (c *checkpointer) sign(ctx context.Context, always bool) (checkpoint.Signed
 			from = c.last.Seq
 		}
 		c.log.ErrorContext(ctx, "audit.checkpoint_refused", "last_checkpoint_seq", from, "seq", f.GetSeq(),
-			"problem", problemName(f.GetProblem()), "detail", f.GetDetail(),
+			"problem", protoenum.Word(f.GetProblem()), "detail", f.GetDetail(),
 			"message", "the trail no longer extends the last signed checkpoint; run audit_verify or toolmesh audit verify")
 		return checkpoint.Signed{}, fmt.Errorf("%w: %s", ErrCheckpointRefused, f.GetDetail())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -290,7 +291,7 @@ func outcome(o *ownerv1.AskOutcome) Outcome {
 }
 
 func notPending(a *ownerv1.Ask) error {
-	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer pending: it is %s", a.GetAskId(), statusName(a.GetStatus())))
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer pending: it is %s", a.GetAskId(), protoenum.Word(a.GetStatus())))
 }
 
 // cancelWait bounds how long CancelAsk waits for the workflow to end.
@@ -336,21 +337,7 @@ func (s *Service) RecordAskOutcome(ctx context.Context, req *ownerv1.RecordAskOu
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record ask outcome: %w", err))
 	}
 	if changed {
-		s.log.InfoContext(ctx, "owner.ask_ended", "ask_id", a.GetAskId(), "agent", a.GetAgentId(), "status", statusName(a.GetStatus()))
+		s.log.InfoContext(ctx, "owner.ask_ended", "ask_id", a.GetAskId(), "agent", a.GetAgentId(), "status", protoenum.Word(a.GetStatus()))
 	}
 	return &ownerv1.RecordAskOutcomeResponse{Ask: a}, nil
-}
-
-func statusName(st ownerv1.AskStatus) string {
-	switch st {
-	case ownerv1.AskStatus_ASK_STATUS_PENDING:
-		return "pending"
-	case ownerv1.AskStatus_ASK_STATUS_ANSWERED:
-		return "answered"
-	case ownerv1.AskStatus_ASK_STATUS_EXPIRED:
-		return "expired"
-	case ownerv1.AskStatus_ASK_STATUS_CANCELLED:
-		return "cancelled"
-	}
-	return st.String()
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -490,7 +491,7 @@ func (s *Service) pendingForOwner(ctx context.Context, id, verb string) (mesh.Ca
 	}
 	if sch.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PENDING_APPROVAL || sch.GetApprovalWorkflowId() == "" {
 		return mesh.Caller{}, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
-			"schedule %s is %s; only a schedule waiting for approval can be %s", id, statusName(sch.GetStatus()), verb))
+			"schedule %s is %s; only a schedule waiting for approval can be %s", id, protoenum.Word(sch.GetStatus()), verb))
 	}
 	return caller, sch, nil
 }
@@ -546,7 +547,7 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 	}
 	if sch.GetStatus() != pending {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
-			"schedule %s is %s; only a schedule waiting for approval can be decided on", sch.GetId(), statusName(sch.GetStatus())))
+			"schedule %s is %s; only a schedule waiting for approval can be decided on", sch.GetId(), protoenum.Word(sch.GetStatus())))
 	}
 	tid := sch.GetTemporalScheduleId()
 	if to == schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE {
@@ -583,7 +584,7 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "schedules.decided", "schedule", done.GetId(), "status", statusName(to), "decided_by", req.GetDecidedBy())
+	s.log.InfoContext(ctx, "schedules.decided", "schedule", done.GetId(), "status", protoenum.Word(to), "decided_by", req.GetDecidedBy())
 	return &schedulesv1.ApplyDecisionResponse{Schedule: s.withNextRuns(done)}, nil
 }
 
@@ -599,7 +600,7 @@ func (s *Service) Pause(ctx context.Context, req *schedulesv1.PauseRequest) (*sc
 	case schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE:
 	default:
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
-			"schedule %s is %s; only an active schedule can be paused", sch.GetId(), statusName(sch.GetStatus())))
+			"schedule %s is %s; only an active schedule can be paused", sch.GetId(), protoenum.Word(sch.GetStatus())))
 	}
 	note := "paused by " + caller.Agent
 	if req.GetReason() != "" {
@@ -634,7 +635,7 @@ func (s *Service) Resume(ctx context.Context, req *schedulesv1.ResumeRequest) (*
 			"schedule %s is waiting for approval; only the owner's approval starts it", sch.GetId()))
 	default:
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
-			"schedule %s is %s; only a paused schedule can be resumed", sch.GetId(), statusName(sch.GetStatus())))
+			"schedule %s is %s; only a paused schedule can be resumed", sch.GetId(), protoenum.Word(sch.GetStatus())))
 	}
 	// Whoever paused it may resume it; what the owner paused, only the
 	// owner resumes.
@@ -735,7 +736,7 @@ func (s *Service) RecordExecution(ctx context.Context, req *schedulesv1.RecordEx
 func runMismatch(sch *schedulesv1.Schedule, req *schedulesv1.RecordExecutionRequest) string {
 	switch {
 	case sch.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE:
-		return fmt.Sprintf("schedule %s is %s", sch.GetId(), statusName(sch.GetStatus()))
+		return fmt.Sprintf("schedule %s is %s", sch.GetId(), protoenum.Word(sch.GetStatus()))
 	case req.GetAgentId() != sch.GetAgentId():
 		return fmt.Sprintf("it would act as %s, the schedule as %s", req.GetAgentId(), sch.GetAgentId())
 	case req.GetDepth() != sch.GetDepth()+1:
@@ -848,8 +849,4 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-func statusName(st schedulesv1.ScheduleStatus) string {
-	return strings.ToLower(strings.TrimPrefix(st.String(), "SCHEDULE_STATUS_"))
 }

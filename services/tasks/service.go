@@ -14,6 +14,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
@@ -177,7 +178,7 @@ func (s *Service) move(ctx context.Context, id string, to tasksv1.TaskStatus, ed
 	from := t.GetStatus()
 	if !CanMove(from, to) {
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
-			fmt.Errorf("task %s cannot move from %s to %s", id, statusName(from), statusName(to)))
+			fmt.Errorf("task %s cannot move from %s to %s", id, protoenum.Word(from), protoenum.Word(to)))
 	}
 	t.Status = to
 	t.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
@@ -190,20 +191,4 @@ func (s *Service) move(ctx context.Context, id string, to tasksv1.TaskStatus, ed
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("update task: %w", err))
 	}
 	return updated, nil
-}
-
-func statusName(s tasksv1.TaskStatus) string {
-	switch s {
-	case tasksv1.TaskStatus_TASK_STATUS_PENDING:
-		return "pending"
-	case tasksv1.TaskStatus_TASK_STATUS_RUNNING:
-		return "running"
-	case tasksv1.TaskStatus_TASK_STATUS_COMPLETED:
-		return "completed"
-	case tasksv1.TaskStatus_TASK_STATUS_FAILED:
-		return "failed"
-	case tasksv1.TaskStatus_TASK_STATUS_CANCELLED:
-		return "cancelled"
-	}
-	return s.String()
 }
