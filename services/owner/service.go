@@ -41,10 +41,6 @@ const (
 	DefaultDeliveryTimeout = 10 * time.Second
 )
 
-// replyMargin is kept free before a call's deadline to answer "pending"
-// when the wait runs up to it.
-const replyMargin = 500 * time.Millisecond
-
 // Config configures the service.
 type Config struct {
 	// Workflows runs the asks (required for the ask RPCs; without it they

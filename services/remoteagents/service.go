@@ -47,10 +47,6 @@ const (
 // messages_send is (services/messages).
 const MaxDepth = 3
 
-// replyMargin is kept free before a call's deadline to answer "working"
-// when the wait runs up to it.
-const replyMargin = 500 * time.Millisecond
-
 // Config configures the service.
 type Config struct {
 	// Workflows runs the invocations (required for Invoke, GetInvocation
