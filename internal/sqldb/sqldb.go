@@ -2,8 +2,9 @@
 // A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
 // PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
 // with ? placeholders, which the Exec, Query and QueryRow of a DB and of a
-// Tx rebind for the dialect; One, All and Page read rows, and InsertOnce
-// writes a row idempotently, the same way in every store.
+// Tx rebind for the dialect; One, All and Page read rows, InsertOnce writes
+// a row idempotently and Update changes one from a given state, the same
+// way in every store; Millis and Timestamp store times.
 package sqldb
 
 import (

@@ -15,12 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -175,7 +173,7 @@ func scan(row sqldb.Scanner) (*auditv1.Record, error) {
 	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash, &r.ReplayOf); err != nil {
 		return nil, fmt.Errorf("read audit record: %w", err)
 	}
-	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())
+	r.Time = sqldb.Timestamp(timeMS)
 	r.Outcome = auditv1.Outcome(outcome)
 	return &r, nil
 }

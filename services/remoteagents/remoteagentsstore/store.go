@@ -60,19 +60,11 @@ func (s *Store) GetInvocation(ctx context.Context, id string) (*remoteagentsv1.I
 
 // ResolveInvocation implements remoteagents.Store.
 func (s *Store) ResolveInvocation(ctx context.Context, id string, o *remoteagentsv1.InvokeOutcome) (*remoteagentsv1.Invocation, bool, error) {
-	res, err := s.db.Exec(ctx, `UPDATE invocations SET status = ?, answer = ?, task_id = ?, context_id = ?, remote_state = ?, error = ?, resolve_ms = ?
+	return sqldb.Update(ctx, s.db, "resolve invocation", func(ctx context.Context) (*remoteagentsv1.Invocation, error) { return s.GetInvocation(ctx, id) },
+		`UPDATE invocations SET status = ?, answer = ?, task_id = ?, context_id = ?, remote_state = ?, error = ?, resolve_ms = ?
 		WHERE id = ? AND status = ?`,
 		int32(o.GetStatus()), o.GetAnswer(), o.GetTaskId(), o.GetContextId(), o.GetRemoteState(), o.GetError(), sqldb.Millis(o.GetResolveTime()),
 		id, int32(remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING))
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve invocation: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve invocation: %w", err)
-	}
-	inv, err := s.GetInvocation(ctx, id)
-	return inv, n == 1, err
 }
 
 // DeleteInvocation implements remoteagents.Store.
@@ -135,18 +127,9 @@ func (s *Store) GetInbound(ctx context.Context, taskID string) (*remoteagentsv1.
 
 // EndInbound implements remoteagents.Store.
 func (s *Store) EndInbound(ctx context.Context, taskID string, status remoteagentsv1.InboundStatus, answer, answerMessageID string, at time.Time) (*remoteagentsv1.Inbound, bool, error) {
-	res, err := s.db.Exec(ctx, `UPDATE inbound SET status = ?, answer = ?, answer_message_id = ?, update_ms = ?
-		WHERE task_id = ? AND status = ?`,
+	return sqldb.Update(ctx, s.db, "end inbound task", func(ctx context.Context) (*remoteagentsv1.Inbound, error) { return s.GetInbound(ctx, taskID) },
+		`UPDATE inbound SET status = ?, answer = ?, answer_message_id = ?, update_ms = ? WHERE task_id = ? AND status = ?`,
 		int32(status), answer, answerMessageID, at.UnixMilli(), taskID, int32(remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING))
-	if err != nil {
-		return nil, false, fmt.Errorf("end inbound task: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("end inbound task: %w", err)
-	}
-	in, err := s.GetInbound(ctx, taskID)
-	return in, n == 1, err
 }
 
 func scanInbound(r sqldb.Scanner) (*remoteagentsv1.Inbound, error) {
