@@ -3,7 +3,6 @@ package audit_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -449,15 +448,7 @@ func TestServesREST(t *testing.T) {
 	startEach(t, audit.Config{}, func(t *testing.T, e *env) {
 		appendN(t, e, 3)
 		get := func(path string) (int, string) {
-			req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
-			req.Header.Set("Authorization", servertest.Bearer("operator"))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
+			return e.srv.REST(t, servertest.Bearer("operator"), http.MethodGet, path, "")
 		}
 		if code, body := get("/v1/audit/records?tool=credits_grant&limit=10"); code != http.StatusOK || !strings.Contains(body, `"seq":"2"`) || strings.Contains(body, `"seq":"1"`) {
 			t.Errorf("GET /v1/audit/records?tool=credits_grant = %d %s, want record 2 only", code, body)

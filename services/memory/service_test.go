@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -408,15 +407,7 @@ func TestREST(t *testing.T) {
 	e := start(t, "", memory.Config{Key: testKey("rest")})
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return e.srv.REST(t, servertest.Bearer("agent-rest"), method, path, body)
 	}
 	if code, out := do(http.MethodPost, "/v1/memories", `{"key":"ops/oncall","content":"Pager rotation starts Monday"}`); code != http.StatusOK || !strings.Contains(out, `"created":true`) {
 		t.Errorf("POST /v1/memories = %d %s, want 200 with created", code, out)

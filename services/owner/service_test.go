@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -423,15 +422,7 @@ func TestAskOverREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/owner/asks/"+res.GetAsk().GetAskId(), nil)
-	req.Header.Set("Authorization", servertest.Bearer("agent-a"))
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ASK_STATUS_PENDING"`) {
-		t.Errorf("GET /v1/owner/asks/{id} = %s %s", resp.Status, body)
+	if code, body := e.srv.REST(t, servertest.Bearer("agent-a"), http.MethodGet, "/v1/owner/asks/"+res.GetAsk().GetAskId(), ""); code != http.StatusOK || !strings.Contains(body, `"ASK_STATUS_PENDING"`) {
+		t.Errorf("GET /v1/owner/asks/{id} = %d %s", code, body)
 	}
 }

@@ -3,7 +3,6 @@ package schedules_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -352,26 +351,12 @@ func TestPreview(t *testing.T) {
 
 func TestRESTRoutes(t *testing.T) {
 	f := start(t, schedules.Config{})
+	as := servertest.Bearer("agent-rest")
 	body := `{"interval_seconds":3600,"action":{"tool":"tasks_create","arguments":{"description":"from REST"}}}`
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/schedules", strings.NewReader(body))
-	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	resp, err := f.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules", body); code != http.StatusOK || !strings.Contains(out, `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
+		t.Fatalf("POST /v1/schedules: %d %s", code, out)
 	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
-		t.Fatalf("POST /v1/schedules: %s %s", resp.Status, out)
-	}
-	req, _ = http.NewRequest(http.MethodPost, f.srv.URL+"/v1/schedules:preview", strings.NewReader(`{"cron":"0 9 * * *","count":1}`))
-	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	if resp, err = f.srv.Client().Do(req); err != nil {
-		t.Fatal(err)
-	}
-	out, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"run_times":["2026-03-03T09:00:00Z"]`) {
-		t.Errorf("POST /v1/schedules:preview: %s %s", resp.Status, out)
+	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules:preview", `{"cron":"0 9 * * *","count":1}`); code != http.StatusOK || !strings.Contains(out, `"run_times":["2026-03-03T09:00:00Z"]`) {
+		t.Errorf("POST /v1/schedules:preview: %d %s", code, out)
 	}
 }
