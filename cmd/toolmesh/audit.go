@@ -11,12 +11,14 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // exitNotIntact is the exit status of `toolmesh audit verify` when the
@@ -142,7 +144,7 @@ func printVerify(w io.Writer, where string, res *auditv1.VerifyResponse) {
 		fmt.Fprintln(w, "  checkpoints  none: a tail cut together with the head row, or a rewritten trail, cannot show")
 	}
 	if f := res.GetFirstBad(); f != nil {
-		fmt.Fprintf(w, "  first bad    record %d: %s\n               %s\n", f.GetSeq(), problemWord(f.GetProblem().String(), "PROBLEM_"), f.GetDetail())
+		fmt.Fprintf(w, "  first bad    record %d: %s\n               %s\n", f.GetSeq(), problemWord(f.GetProblem()), f.GetDetail())
 		if c := f.GetCheckpoint(); c != nil {
 			fmt.Fprintf(w, "  proof        the signed checkpoint at %s:\n", c.GetSource())
 			for _, line := range strings.Split(strings.TrimSuffix(c.GetNote(), "\n"), "\n") {
@@ -153,12 +155,12 @@ func printVerify(w io.Writer, where string, res *auditv1.VerifyResponse) {
 	if n := res.GetCheckpointsRejected(); n > 0 {
 		fmt.Fprintf(w, "  rejected     %d checkpoints cannot be trusted:\n", n)
 		for _, r := range res.GetRejectedCheckpoints() {
-			fmt.Fprintf(w, "               %s: %s: %s\n", r.GetSource(), problemWord(r.GetProblem().String(), "CHECKPOINT_PROBLEM_"), r.GetDetail())
+			fmt.Fprintf(w, "               %s: %s: %s\n", r.GetSource(), problemWord(r.GetProblem()), r.GetDetail())
 		}
 	}
 }
 
-// problemWord is an enum value name without its prefix, in lower case.
-func problemWord(name, prefix string) string {
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, prefix)), "_", " ")
+// problemWord is a problem as words: "out of order".
+func problemWord(p protoreflect.Enum) string {
+	return strings.ReplaceAll(protoenum.Word(p), "_", " ")
 }

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -169,85 +165,6 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 	m.schedules = schedulesv1connect.NewSchedulesServiceClient(schedSrv.Client(), schedSrv.URL, servertest.ClientOptions(nil)...)
 	m.tasks = tasksv1connect.NewTasksServiceClient(tasksSrv.Client(), tasksSrv.URL, servertest.ClientOptions(nil)...)
 	return m
-}
-
-// lossyProxy forwards to a service and, for the first call of each
-// idempotency key to one procedure, throws the service's answer away and
-// answers 503 instead: the call took effect, the caller cannot know.
-type lossyProxy struct {
-	URL       string
-	upstream  string
-	procedure string
-	client    *http.Client
-
-	mu   sync.Mutex
-	seen map[string]bool
-	lost int
-}
-
-func newLossyProxy(t testing.TB, upstream, procedure string) *lossyProxy {
-	t.Helper()
-	p := &lossyProxy{upstream: upstream, procedure: procedure, client: servertest.HTTPClient(), seen: map[string]bool{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
-	protocols.SetHTTP1(true)
-	hs := &http.Server{Handler: p, Protocols: protocols, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		p.client.CloseIdleConnections()
-	})
-	p.URL = "http://" + lis.Addr().String()
-	return p
-}
-
-func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := p.client.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if key := r.Header.Get(mesh.HeaderIdempotencyKey); key != "" && r.URL.Path == p.procedure {
-		p.mu.Lock()
-		first := !p.seen[key]
-		p.seen[key] = true
-		if first {
-			p.lost++
-		}
-		p.mu.Unlock()
-		if first {
-			http.Error(w, "the answer was lost on the way back", http.StatusServiceUnavailable)
-			return
-		}
-	}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
-}
-
-func (p *lossyProxy) lostAnswers() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lost
 }
 
 func ownerCtx(ctx context.Context) context.Context {
@@ -628,68 +545,6 @@ func TestCronPreviewMatchesTemporal(t *testing.T) {
 		if _, err := m.schedules.Delete(servertest.As(ctx, "agent-cron"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkApprovalToFirstRun measures, against a dev server as
-// internal/temporaldev configures it, how long after an approval the first
-// run of a 1-second interval schedule has made its tool call and is listed
-// in schedules_executions. The first run is due at the next whole second,
-// so the figures are split up:
-//
-//   - approve-ms: the Approve call (update, hash check, unpause, confirm);
-//   - first-run-ms: approval to the first run listed as ended;
-//   - due-to-started-ms: the run's due time to the start of its workflow
-//     (Temporal's scheduler);
-//   - started-to-recorded-ms: the run workflow's start to its result
-//     recorded (the worker: record start, tool call, record result);
-//   - overhead-ms: first-run-ms minus the wait for the due time.
-//
-// go test ./cmd/toolmesh -run '^$' -bench ApprovalToFirstRun -benchtime 20x
-func BenchmarkApprovalToFirstRun(b *testing.B) {
-	m := startSchedulesMesh(b, "1s", false)
-	ctx := context.Background()
-	var approveD, firstD, dueToStart, startToRecorded, overhead []time.Duration
-	for i := 0; b.Loop(); i++ {
-		sch := createTickSchedule(b, m, "bench", fmt.Sprintf("bench %d", i), 1)
-		// Approve at a random point of the second, not in step with the
-		// previous run.
-		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
-		t0 := time.Now()
-		if _, err := m.schedules.Approve(ownerCtx(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
-			b.Fatal(err)
-		}
-		approveD = append(approveD, time.Since(t0))
-		var run *schedulesv1.Execution
-		for run == nil {
-			if list := ended(executions(b, m, "bench", sch.GetId())); len(list) > 0 {
-				run = list[len(list)-1]
-			} else {
-				time.Sleep(2 * time.Millisecond)
-			}
-		}
-		seen := time.Since(t0)
-		if _, err := m.schedules.Delete(servertest.As(ctx, "bench"), &schedulesv1.DeleteRequest{ScheduleId: sch.GetId()}); err != nil {
-			b.Fatal(err)
-		}
-		d, err := m.temporal.DescribeWorkflow(ctx, run.GetRunId(), "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		due := run.GetScheduledTime().AsTime()
-		started := d.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime()
-		firstD = append(firstD, seen)
-		dueToStart = append(dueToStart, started.Sub(due))
-		startToRecorded = append(startToRecorded, run.GetEndTime().AsTime().Sub(started))
-		overhead = append(overhead, seen-max(0, due.Sub(t0)))
-	}
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"approve", approveD}, {"first-run", firstD}, {"due-to-started", dueToStart}, {"started-to-recorded", startToRecorded}, {"overhead", overhead}} {
-		slices.Sort(m.d)
-		b.ReportMetric(float64(m.d[len(m.d)/2].Microseconds())/1000, m.name+"-p50-ms")
-		b.ReportMetric(float64(m.d[len(m.d)-1].Microseconds())/1000, m.name+"-max-ms")
 	}
 }
 

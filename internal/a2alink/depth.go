@@ -16,6 +16,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 )
@@ -118,7 +119,7 @@ func refuse(field, format string, args ...any) error {
 // issuer's keys (and keeping them a while) through the egress guard.
 type DepthVerifier struct {
 	client *http.Client
-	now    func() time.Time
+	now    clock.Clock
 
 	mu   sync.Mutex
 	keys map[string]cachedKeys

@@ -52,6 +52,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -88,7 +89,7 @@ type Options struct {
 	// the directory cannot be reached; negative: never.
 	MaxStale time.Duration
 	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	Now clock.Clock
 	// HTTPClient reaches the agents service; an h2c client when nil.
 	HTTPClient connect.HTTPClient
 	// Log receives agentcheck.lookup_failed when the directory stops
@@ -104,7 +105,7 @@ type Checker struct {
 	client   agentsv1connect.AgentsServiceClient
 	ttl      time.Duration
 	maxStale time.Duration
-	now      func() time.Time
+	now      clock.Clock
 	log      *slog.Logger
 	checks   metric.Int64Counter
 

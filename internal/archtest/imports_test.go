@@ -1,5 +1,5 @@
-// Package archtest checks the import rules of README.md (run by make lint
-// and make test):
+// Package archtest checks the import rules of README.md and the house's
+// other structural rules (run by make lint and make test):
 //
 //   - no services/<a> imports services/<b>; cross-domain calls go through
 //     generated clients;
@@ -7,7 +7,9 @@
 //   - workers/ never import services/ or edge/;
 //   - internal/ never imports a domain (services/, edge/, workers/, cmd/);
 //   - only cmd/ reads flags and the environment (no "flag" import, no
-//     os.Getenv/LookupEnv/Environ outside cmd/ and tests).
+//     os.Getenv/LookupEnv/Environ outside cmd/ and tests);
+//   - stores write SQL one way: ? placeholders run through sqldb's
+//     rebinding Exec, Query and QueryRow (sql_test.go).
 package archtest
 
 import (

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/bearer"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 )
 
 // NewServerInterceptor returns the interceptor that verifies the mesh token of
@@ -26,7 +27,7 @@ func NewServerInterceptor(v *Verifier, log *slog.Logger) connect.Interceptor {
 type serverInterceptor struct {
 	v   *Verifier
 	log *slog.Logger
-	now func() time.Time
+	now clock.Clock
 }
 
 // errNoToken tells a direct caller how to get a token.
@@ -97,7 +98,7 @@ func NewClientInterceptor(s *Signer, ttl time.Duration) connect.Interceptor {
 type clientInterceptor struct {
 	s   *Signer
 	ttl time.Duration
-	now func() time.Time
+	now clock.Clock
 }
 
 func (i *clientInterceptor) headers(ctx context.Context, h http.Header) error {

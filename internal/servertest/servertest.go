@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -100,6 +101,31 @@ func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server 
 // Client returns an h2c HTTP client for this server; its connections are
 // closed before the server stops.
 func (s *Server) Client() *http.Client { return s.client }
+
+// REST calls the server's REST gateway with the Authorization header
+// bearer (Bearer, BearerFor): method on path with the JSON body ("" for
+// none). It returns the status code and the response body.
+func (s *Server) REST(tb testing.TB, bearer, method, path, body string) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", bearer)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: read the answer: %v", method, path, err)
+	}
+	return resp.StatusCode, string(out)
+}
 
 // Stop shuts the server down now (it is also stopped when the test ends).
 func (s *Server) Stop() { s.stop() }

@@ -103,3 +103,12 @@ func DigestLast[T any](scan func(r Scanner, more ...any) (T, error)) func(Scanne
 		return v, digest, err
 	}
 }
+
+// NoDigest makes Once.Scan of a row scan function, for a table that keeps
+// no request digests: a retry gets the holder, whatever it asked.
+func NoDigest[T any](scan func(Scanner) (T, error)) func(Scanner) (T, string, error) {
+	return func(r Scanner) (T, string, error) {
+		v, err := scan(r)
+		return v, "", err
+	}
+}

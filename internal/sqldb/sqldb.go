@@ -2,8 +2,9 @@
 // A service gets SQLite (pure Go, WAL, synchronous=FULL) by default and
 // PostgreSQL when it is given a postgres:// DSN. Stores write their SQL once,
 // with ? placeholders, which the Exec, Query and QueryRow of a DB and of a
-// Tx rebind for the dialect; One, All and Page read rows, and InsertOnce
-// writes a row idempotently, the same way in every store.
+// Tx rebind for the dialect; One, All and Page read rows, InsertOnce writes
+// a row idempotently and Update changes one from a given state, the same
+// way in every store; Millis and Timestamp store times.
 package sqldb
 
 import (
@@ -293,6 +294,19 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// InSnapshot runs fn in a read-only transaction that sees the database as
+// it was when the transaction began (REPEATABLE READ), so rows committed
+// meanwhile are not half seen, and ends it after. It does not queue with
+// this process's writers.
+func (db *DB) InSnapshot(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(&Tx{Tx: tx, db: db})
 }
 
 // awaitWriter waits until this process has no other write in flight on a

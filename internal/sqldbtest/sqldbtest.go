@@ -151,6 +151,52 @@ func WarmPool(tb testing.TB, db *sqldb.DB, n int) {
 	}
 }
 
+// Race runs racer(0), ..., racer(n-1) at the same moment, each in a
+// goroutine of its own, over the n connections of db it opens first
+// (WarmPool), and returns when every racer has.
+func Race(tb testing.TB, db *sqldb.DB, n int, racer func(i int)) {
+	tb.Helper()
+	WarmPool(tb, db, n)
+	together(n, racer)
+}
+
+// OneWinner checks the errors of racing conditional updates of one row
+// from one state: exactly one succeeded, and every other lost with lost
+// (the store's ErrStale). It returns the index of the winner.
+func OneWinner(tb testing.TB, errs []error, lost error) int {
+	tb.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner < 0:
+			winner = i
+		case err == nil:
+			tb.Errorf("racers %d and %d both made the update", winner, i)
+		case !errors.Is(err, lost):
+			tb.Errorf("racer %d: %v, want success or %v", i, err, lost)
+		}
+	}
+	if winner < 0 {
+		tb.Fatal("no racer made the update")
+	}
+	return winner
+}
+
+// together runs racer(0), ..., racer(n-1), released at once, and waits for
+// them.
+func together(n int, racer func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			racer(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // Outcome is what one idempotent write answered, for Stress.
 type Outcome struct {
 	// ID names the result (the stored row) the write answered with.
@@ -190,16 +236,7 @@ func Stress(t *testing.T, db *sqldb.DB, write func(round, racer, variant int) Ou
 	var stored []string
 	for round := range StressRounds {
 		got := make([]Outcome, StressRacers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for racer := range StressRacers {
-			wg.Go(func() {
-				<-start
-				got[racer] = write(round, racer, variant(racer))
-			})
-		}
-		close(start)
-		wg.Wait()
+		together(StressRacers, func(racer int) { got[racer] = write(round, racer, variant(racer)) })
 
 		winner, created := -1, 0
 		for racer, o := range got {

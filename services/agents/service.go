@@ -19,9 +19,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -34,13 +36,13 @@ const SeedSubject = "toolmesh-seed"
 // Config tunes the service.
 type Config struct {
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.agents.v1.AgentsService.
 type Service struct {
 	store Store
-	now   Clock
+	now   clock.Clock
 }
 
 var _ agentsv1connect.AgentsServiceHandler = (*Service)(nil)
@@ -183,7 +185,7 @@ func (s *Service) SetStatus(ctx context.Context, req *agentsv1.SetStatusRequest)
 	}
 	if from == agentsv1.AgentStatus_AGENT_STATUS_RETIRED {
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
-			fmt.Errorf("agent %s is retired and cannot become %s; retiring is final, register a new agent id instead", id, StatusName(to)))
+			fmt.Errorf("agent %s is retired and cannot become %s; retiring is final, register a new agent id instead", id, protoenum.Word(to)))
 	}
 	a.Status = to
 	a.StatusReason = req.GetReason()
@@ -196,17 +198,4 @@ func (s *Service) SetStatus(ctx context.Context, req *agentsv1.SetStatusRequest)
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("set agent status: %w", err))
 	}
 	return &agentsv1.SetStatusResponse{Agent: updated}, nil
-}
-
-// StatusName is the lower-case word for an agent status ("active").
-func StatusName(s agentsv1.AgentStatus) string {
-	switch s {
-	case agentsv1.AgentStatus_AGENT_STATUS_ACTIVE:
-		return "active"
-	case agentsv1.AgentStatus_AGENT_STATUS_PAUSED:
-		return "paused"
-	case agentsv1.AgentStatus_AGENT_STATUS_RETIRED:
-		return "retired"
-	}
-	return s.String()
 }

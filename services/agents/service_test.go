@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -380,15 +379,7 @@ func TestSeedRegistersMissingAgentsOnly(t *testing.T) {
 func TestServesREST(t *testing.T) {
 	srv := start(agents.Config{})(t)
 	do := func(method, path, body string) (int, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", servertest.Bearer("owner"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(out)
+		return srv.REST(t, servertest.Bearer("owner"), method, path, body)
 	}
 	if code, out := do(http.MethodPost, "/v1/agents", `{"agent_id":"rest-bot"}`); code != http.StatusOK || !strings.Contains(out, `"id":"rest-bot"`) {
 		t.Errorf("POST /v1/agents = %d %s, want 200 with the agent", code, out)

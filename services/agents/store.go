@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
@@ -36,6 +35,3 @@ var (
 	ErrExists   = errors.New("already exists")
 	ErrStale    = errors.New("agent changed concurrently")
 )
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/toolmesh/toolmesh/internal/jcs"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 )
 
@@ -33,7 +33,8 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 //	 "seq":"12","time":"2026-03-01T12:00:00.000Z","tool":…,"v":1}
 //
 // A replay (outcome "replayed") also carries "replay_of", the call id of
-// the call it repeated; the other records' JSON has no such member.
+// the call it repeated; the other records' JSON has no such member. An
+// outcome this build does not know is written as its number.
 func Canonical(r *auditv1.Record) ([]byte, error) {
 	c := map[string]any{
 		"v":           FormatVersion,
@@ -43,7 +44,7 @@ func Canonical(r *auditv1.Record) ([]byte, error) {
 		"tool":        r.GetTool(),
 		"reason":      r.GetReason(),
 		"args_digest": r.GetArgsDigest(),
-		"outcome":     outcomeName(r.GetOutcome()),
+		"outcome":     protoenum.Word(r.GetOutcome()),
 		"call_id":     r.GetCallId(),
 	}
 	if r.GetOutcome() == auditv1.Outcome_OUTCOME_REPLAYED || r.GetReplayOf() != "" {
@@ -51,13 +52,6 @@ func Canonical(r *auditv1.Record) ([]byte, error) {
 	}
 	return jcs.Marshal(c)
 }
-
-// outcomeName is the outcome as written in canonical JSON: the enum value
-// name without its prefix, in lower case ("succeeded"); the number for a
-// value this build does not know.
-func outcomeName(o auditv1.Outcome) string { return enumWord(o.String(), "OUTCOME_") }
-
-func enumWord(name, prefix string) string { return strings.ToLower(strings.TrimPrefix(name, prefix)) }
 
 // ChainHash returns the hex SHA-256 of prevHash (its 64 hex characters)
 // followed by a record's canonical JSON.

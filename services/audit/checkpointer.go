@@ -13,6 +13,9 @@ import (
 
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
+
+	"github.com/toolmesh/toolmesh/internal/clock"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 )
 
 // DefaultCheckpointInterval is how often a checkpoint is signed when no
@@ -39,7 +42,7 @@ type checkpointer struct {
 	verifier *checkpoint.Verifier
 	path     string // "" when no file is written
 	interval time.Duration
-	now      Clock
+	now      clock.Clock
 	log      *slog.Logger
 	// kick asks the loop for a checkpoint; its one slot coalesces the asks
 	// of many appends into one checkpoint.
@@ -123,7 +126,7 @@ func (c *checkpointer) sign(ctx context.Context, always bool) (checkpoint.Signed
 			from = c.last.Seq
 		}
 		c.log.ErrorContext(ctx, "audit.checkpoint_refused", "last_checkpoint_seq", from, "seq", f.GetSeq(),
-			"problem", problemName(f.GetProblem()), "detail", f.GetDetail(),
+			"problem", protoenum.Word(f.GetProblem()), "detail", f.GetDetail(),
 			"message", "the trail no longer extends the last signed checkpoint; run audit_verify or toolmesh audit verify")
 		return checkpoint.Signed{}, fmt.Errorf("%w: %s", ErrCheckpointRefused, f.GetDetail())
 	}

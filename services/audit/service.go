@@ -30,8 +30,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
@@ -45,7 +47,7 @@ type Config struct {
 	// (audittrail.EdgeSubject) when empty.
 	Appenders []string
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 	// Log receives the service's events; nothing is logged when nil.
 	Log *slog.Logger
 	// Signer signs checkpoints of the chain with the audit service's own
@@ -64,7 +66,7 @@ type Config struct {
 type Service struct {
 	store     Store
 	appenders []string
-	now       Clock
+	now       clock.Clock
 	log       *slog.Logger
 	cp        *checkpointer // nil without a signer
 }
@@ -172,7 +174,7 @@ func (s *Service) Append(ctx context.Context, req *auditv1.AppendRequest) (*audi
 	}
 	if !replayed {
 		s.log.InfoContext(ctx, "audit.record_appended", "seq", rec.GetSeq(), "tool", rec.GetTool(), "actor", rec.GetActor(), "call_id", rec.GetCallId(),
-			"outcome", outcomeName(rec.GetOutcome()))
+			"outcome", protoenum.Word(rec.GetOutcome()))
 		s.cp.notify()
 	}
 	return &auditv1.AppendResponse{Record: rec, Replayed: replayed}, nil
@@ -252,14 +254,14 @@ func (s *Service) Verify(ctx context.Context, req *auditv1.VerifyRequest) (*audi
 	if f := res.GetFirstBad(); f != nil {
 		vs = append(vs, boundary.Violation{
 			Field:   fmt.Sprintf("records[%d]", f.GetSeq()),
-			Rule:    "audit_chain." + problemName(f.GetProblem()),
+			Rule:    "audit_chain." + protoenum.Word(f.GetProblem()),
 			Message: f.GetDetail(),
 		})
 	}
 	for _, r := range res.GetRejectedCheckpoints() {
 		vs = append(vs, boundary.Violation{
 			Field:   "checkpoints[" + r.GetSource() + "]",
-			Rule:    "audit_chain.checkpoint_" + enumWord(r.GetProblem().String(), "CHECKPOINT_PROBLEM_"),
+			Rule:    "audit_chain.checkpoint_" + protoenum.Word(r.GetProblem()),
 			Message: r.GetDetail(),
 		})
 	}
@@ -270,4 +272,3 @@ func (s *Service) Verify(ctx context.Context, req *auditv1.VerifyRequest) (*audi
 }
 
 // problemName is a problem in lower case without its prefix ("edited").
-func problemName(p auditv1.Problem) string { return enumWord(p.String(), "PROBLEM_") }

@@ -46,6 +46,3 @@ var (
 	ErrHeadMissing   = errors.New("audit head checkpoint is missing")
 	ErrChainConflict = errors.New("a record already exists past the audit head checkpoint")
 )
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -16,14 +16,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
@@ -47,13 +48,13 @@ func defaultValue(k creditsv1.ConfigKey) (int64, bool) {
 // Config tunes the service.
 type Config struct {
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.credits.v1.CreditsService.
 type Service struct {
 	store Store
-	now   Clock
+	now   clock.Clock
 }
 
 var _ creditsv1connect.CreditsServiceHandler = (*Service)(nil)
@@ -180,14 +181,14 @@ func (s *Service) apply(ctx context.Context, call idempotency.Call, kind credits
 		}
 		return nil, connect.NewError(connect.CodeAlreadyExists,
 			fmt.Errorf("reference %q was already used by %s %s of %d on wallet %s; a retry must repeat the same request, a new %s needs a new reference",
-				reference, kindName(f.GetKind()), f.GetId(), abs(f.GetAmount()), f.GetWallet(), kindName(kind)))
+				reference, protoenum.Word(f.GetKind()), f.GetId(), abs(f.GetAmount()), f.GetWallet(), protoenum.Word(kind)))
 	case errors.Is(err, ErrOverMax):
 		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("amount %d exceeds the largest single %s of %d (setting %s); nothing was recorded",
-			abs(amount), kindName(kind), maxAmount, maxKey))
+			abs(amount), protoenum.Word(kind), maxAmount, maxKey))
 	case errors.Is(err, ErrBalanceLimit):
 		return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("wallet %s cannot hold more credits: %w", wallet, err))
 	case err != nil:
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record %s: %w", kindName(kind), err))
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record %s: %w", protoenum.Word(kind), err))
 	}
 	if applied.Replayed {
 		idempotency.MarkReplay(ctx, applied.FirstCallID)
@@ -195,27 +196,11 @@ func (s *Service) apply(ctx context.Context, call idempotency.Call, kind credits
 	return applied.Entry, nil
 }
 
-func kindName(k creditsv1.EntryKind) string {
-	switch k {
-	case creditsv1.EntryKind_ENTRY_KIND_GRANT:
-		return "grant"
-	case creditsv1.EntryKind_ENTRY_KIND_SPEND:
-		return "spend"
-	}
-	return k.String()
-}
-
 func abs(n int64) int64 {
 	if n < 0 {
 		return -n
 	}
 	return n
-}
-
-// settingName is the stored name of a key: "max_grant_amount" for
-// CONFIG_KEY_MAX_GRANT_AMOUNT.
-func settingName(k creditsv1.ConfigKey) string {
-	return strings.ToLower(strings.TrimPrefix(k.String(), "CONFIG_KEY_"))
 }
 
 // setting returns the current value of one key.
@@ -247,7 +232,7 @@ func (s *Service) config(ctx context.Context, key creditsv1.ConfigKey) ([]*credi
 			continue
 		}
 		e := &creditsv1.ConfigEntry{Key: k, Value: def, DefaultValue: def}
-		if st, ok := byName[settingName(k)]; ok {
+		if st, ok := byName[protoenum.Word(k)]; ok {
 			e.Value, e.UpdateTime, e.UpdatedBy = st.Value, timestamppb.New(st.UpdateTime), st.UpdatedBy
 		}
 		out = append(out, e)
@@ -280,7 +265,7 @@ func (s *Service) SetConfig(ctx context.Context, req *creditsv1.SetConfigRequest
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("setting %s has no default", req.GetKey()))
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	set := Setting{Name: settingName(req.GetKey()), Value: req.GetValue(), UpdateTime: now, UpdatedBy: mesh.FromContext(ctx).Caller.Subject}
+	set := Setting{Name: protoenum.Word(req.GetKey()), Value: req.GetValue(), UpdateTime: now, UpdatedBy: mesh.FromContext(ctx).Caller.Subject}
 	prev, existed, err := s.store.SetSetting(ctx, set)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("store setting: %w", err))

@@ -3,7 +3,6 @@ package credits_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -514,15 +513,7 @@ func TestREST(t *testing.T) {
 	srv := start(t)
 	do := func(method, path, agent, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", servertest.Bearer(agent))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return srv.REST(t, servertest.Bearer(agent), method, path, body)
 	}
 	if code, out := do(http.MethodPost, "/v1/credits/grants", "ops", `{"wallet":"agent-r","amount":"120","reference":"inv-rest"}`); code != http.StatusOK || !strings.Contains(out, `"balance_after":"120"`) {
 		t.Errorf("POST /v1/credits/grants = %d %s, want 200 with balance_after 120", code, out)

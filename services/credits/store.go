@@ -91,6 +91,3 @@ var ErrOverMax = errors.New("amount exceeds the configured maximum")
 
 // ErrBalanceLimit refuses a grant that would overflow a balance.
 var ErrBalanceLimit = errors.New("balance would exceed the largest representable amount")
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -23,8 +23,10 @@ import (
 	gh "github.com/google/go-github/v88/github"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
@@ -72,14 +74,14 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock (for the wait until a rate limit resets); time.Now
 	// when nil.
-	Now func() time.Time
+	Now clock.Clock
 }
 
 // Service implements toolmesh.github.v1.GitHubService.
 type Service struct {
 	gh  *gh.Client // nil: no token configured
 	log *slog.Logger
-	now func() time.Time
+	now clock.Clock
 }
 
 var _ githubv1connect.GitHubServiceHandler = (*Service)(nil)
@@ -436,15 +438,12 @@ func pullName(owner, repo string, n int32) string {
 	return fmt.Sprintf("pull request %s/%s#%d", owner, repo, n)
 }
 
-// state is a State as GitHub's list filters name it.
+// state is a State as GitHub's list filters name it ("open" when unset).
 func state(st githubv1.State) string {
-	switch st {
-	case githubv1.State_STATE_CLOSED:
-		return "closed"
-	case githubv1.State_STATE_ALL:
-		return "all"
+	if st == githubv1.State_STATE_UNSPECIFIED {
+		return "open"
 	}
-	return "open"
+	return protoenum.Word(st)
 }
 
 func page(p, perPage int32) gh.ListOptions {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -43,7 +44,7 @@ type Config struct {
 	// A database keeps the setting it was created with.
 	Key []byte
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 	// Log receives events about unreadable rows; discarded when nil.
 	Log *slog.Logger
 }
@@ -52,7 +53,7 @@ type Config struct {
 type Service struct {
 	store  Store
 	sealer *sealer // nil: content and index are plaintext
-	now    Clock
+	now    clock.Clock
 	log    *slog.Logger
 }
 

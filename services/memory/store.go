@@ -67,6 +67,3 @@ type Keyring struct {
 
 // ErrNotFound is returned for a memory that does not exist.
 var ErrNotFound = errors.New("not found")
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -38,13 +39,13 @@ const (
 // Config tunes the service.
 type Config struct {
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.messages.v1.MessagesService.
 type Service struct {
 	store Store
-	now   Clock
+	now   clock.Clock
 }
 
 var _ messagesv1connect.MessagesServiceHandler = (*Service)(nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -422,19 +421,11 @@ func TestCallWithoutIdentityIsUnauthenticated(t *testing.T) {
 func TestServesREST(t *testing.T) {
 	srv := start(t, &clock{t: t0})
 	do := func(method, path, agent, depth, body string) (int, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		caller := mesh.Caller{Subject: agent, Agent: agent}
 		if depth != "" {
 			caller.Depth, _ = strconv.Atoi(depth)
 		}
-		req.Header.Set("Authorization", servertest.BearerFor(caller))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(out)
+		return srv.REST(t, servertest.BearerFor(caller), method, path, body)
 	}
 	if code, out := do(http.MethodPost, "/v1/messages", "alice", "", `{"to_agent":"bob","message":"over REST"}`); code != http.StatusOK || !strings.Contains(out, `"text":"over REST"`) {
 		t.Errorf("POST /v1/messages = %d %s, want 200 with the message", code, out)

@@ -48,6 +48,3 @@ type Sent struct {
 
 // ErrNotFound is returned by stores when a message does not exist.
 var ErrNotFound = errors.New("not found")
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -16,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -84,50 +85,40 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 	}
 	// Started on a retry too: the first attempt may have stored the ask and
 	// failed before its workflow started. Starting is idempotent by id.
-	if err := s.wf.StartAsk(ctx, &ownerv1.AskWorkflowInput{
-		AskId:      stored.GetAskId(),
-		AgentId:    agent,
-		Subject:    call.Caller.Subject,
-		Depth:      int32(call.Caller.Depth),
-		Question:   stored.GetQuestion(),
-		Options:    stored.GetOptions(),
-		Context:    stored.GetContext(),
-		ExpireTime: stored.GetExpireTime(),
-		Tool:       ToolAsk,
-	}); err != nil {
-		if created {
-			// Leave nothing half-made: a retry with the same key starts over.
-			if derr := s.store.DeleteAsk(context.WithoutCancel(ctx), id); derr != nil {
-				s.log.ErrorContext(ctx, "owner.ask_rollback_failed", "ask_id", id, "error", derr)
-			}
-		}
-		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not start the ask; try again", fmt.Errorf("start ask %s: %w", id, err))
+	if err := s.askCall(id).Start(ctx, created, func(ctx context.Context) error {
+		return s.wf.StartAsk(ctx, &ownerv1.AskWorkflowInput{
+			AskId:      stored.GetAskId(),
+			AgentId:    agent,
+			Subject:    call.Caller.Subject,
+			Depth:      int32(call.Caller.Depth),
+			Question:   stored.GetQuestion(),
+			Options:    stored.GetOptions(),
+			Context:    stored.GetContext(),
+			ExpireTime: stored.GetExpireTime(),
+			Tool:       ToolAsk,
+		})
+	}, func(ctx context.Context) error { return s.store.DeleteAsk(ctx, id) }); err != nil {
+		return nil, err
 	}
 	if created {
 		s.log.InfoContext(ctx, "owner.ask_created", "ask_id", id, "agent", agent, "workflow_id", stored.GetWorkflowId(),
 			"options", len(stored.GetOptions()), "timeout_s", int(timeout.Seconds()))
 	}
-	wait := s.cfg.DefaultWait
-	if req.WaitSeconds != nil {
-		wait = time.Duration(req.GetWaitSeconds()) * time.Second
-	}
-	return &ownerv1.AskResponse{Ask: s.await(ctx, stored, wait)}, nil
+	return &ownerv1.AskResponse{Ask: s.await(ctx, stored, workflowrun.WaitBudget(req.WaitSeconds, s.cfg.DefaultWait))}, nil
+}
+
+// askCall is the long-running call of ask id.
+func (s *Service) askCall(id string) workflowrun.Call {
+	return workflowrun.Call{Event: "owner.ask", What: "ask", IDKey: "ask_id", ID: id, Log: s.log}
 }
 
 // await waits up to wait (and never past ctx's deadline less a margin to
 // reply) for the ask's workflow to end, and returns the ask with its
 // outcome, or as it is when the wait runs out.
 func (s *Service) await(ctx context.Context, a *ownerv1.Ask, wait time.Duration) *ownerv1.Ask {
-	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*ownerv1.AskOutcome, error) {
+	return workflowrun.Await(ctx, s.askCall(a.GetAskId()), a, wait, func(ctx context.Context) (*ownerv1.AskOutcome, error) {
 		return s.wf.WaitAsk(ctx, a.GetWorkflowId())
-	})
-	if err != nil {
-		s.log.WarnContext(ctx, "owner.ask_wait_failed", "ask_id", a.GetAskId(), "error", err)
-	}
-	if !done {
-		return a
-	}
-	return s.ended(ctx, a, o)
+	}, s.ended)
 }
 
 // ended returns the ask as the workflow says it is. An outcome the
@@ -290,7 +281,7 @@ func outcome(o *ownerv1.AskOutcome) Outcome {
 }
 
 func notPending(a *ownerv1.Ask) error {
-	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer pending: it is %s", a.GetAskId(), statusName(a.GetStatus())))
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer pending: it is %s", a.GetAskId(), protoenum.Word(a.GetStatus())))
 }
 
 // cancelWait bounds how long CancelAsk waits for the workflow to end.
@@ -336,21 +327,7 @@ func (s *Service) RecordAskOutcome(ctx context.Context, req *ownerv1.RecordAskOu
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record ask outcome: %w", err))
 	}
 	if changed {
-		s.log.InfoContext(ctx, "owner.ask_ended", "ask_id", a.GetAskId(), "agent", a.GetAgentId(), "status", statusName(a.GetStatus()))
+		s.log.InfoContext(ctx, "owner.ask_ended", "ask_id", a.GetAskId(), "agent", a.GetAgentId(), "status", protoenum.Word(a.GetStatus()))
 	}
 	return &ownerv1.RecordAskOutcomeResponse{Ask: a}, nil
-}
-
-func statusName(st ownerv1.AskStatus) string {
-	switch st {
-	case ownerv1.AskStatus_ASK_STATUS_PENDING:
-		return "pending"
-	case ownerv1.AskStatus_ASK_STATUS_ANSWERED:
-		return "answered"
-	case ownerv1.AskStatus_ASK_STATUS_EXPIRED:
-		return "expired"
-	case ownerv1.AskStatus_ASK_STATUS_CANCELLED:
-		return "cancelled"
-	}
-	return st.String()
 }

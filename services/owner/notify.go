@@ -23,6 +23,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
@@ -85,7 +86,7 @@ func (s *Service) Notify(ctx context.Context, req *ownerv1.NotifyRequest) (*owne
 		}
 	}
 	s.log.InfoContext(ctx, "owner.notified", "notification_id", p.GetNotificationId(), "agent", agent,
-		"level", levelName(level), "channels", len(out), "delivered", delivered)
+		"level", protoenum.Word(level), "channels", len(out), "delivered", delivered)
 	return &ownerv1.NotifyResponse{NotificationId: p.GetNotificationId(), Deliveries: out}, nil
 }
 
@@ -100,7 +101,7 @@ func (s *Service) deliver(ctx context.Context, c *Channel, p *ownerv1.WebhookPay
 	switch c.Kind {
 	case ownerv1.ChannelKind_CHANNEL_KIND_LOG:
 		s.log.Log(ctx, slogLevel(p.GetLevel()), "owner.notification",
-			"notification_id", p.GetNotificationId(), "channel", c.Name, "level", levelName(p.GetLevel()),
+			"notification_id", p.GetNotificationId(), "channel", c.Name, "level", protoenum.Word(p.GetLevel()),
 			"agent", p.GetAgentId(), "title", p.GetTitle(), "message", p.GetMessage())
 	case ownerv1.ChannelKind_CHANNEL_KIND_WEBHOOK:
 		err = s.postWebhook(ctx, c, p)
@@ -174,16 +175,4 @@ func slogLevel(l ownerv1.NotificationLevel) slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
-}
-
-func levelName(l ownerv1.NotificationLevel) string {
-	switch l {
-	case ownerv1.NotificationLevel_NOTIFICATION_LEVEL_INFO:
-		return "info"
-	case ownerv1.NotificationLevel_NOTIFICATION_LEVEL_WARNING:
-		return "warning"
-	case ownerv1.NotificationLevel_NOTIFICATION_LEVEL_CRITICAL:
-		return "critical"
-	}
-	return l.String()
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/server"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -39,10 +40,6 @@ const (
 	// DefaultDeliveryTimeout bounds one webhook delivery.
 	DefaultDeliveryTimeout = 10 * time.Second
 )
-
-// replyMargin is kept free before a call's deadline to answer "pending"
-// when the wait runs up to it.
-const replyMargin = 500 * time.Millisecond
 
 // Config configures the service.
 type Config struct {
@@ -62,7 +59,7 @@ type Config struct {
 	// Log receives the log channel's notifications and the service's events.
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.owner.v1.OwnerService.
@@ -73,7 +70,7 @@ type Service struct {
 	webhooks  *http.Client
 	validator *boundary.Validator
 	log       *slog.Logger
-	now       Clock
+	now       clock.Clock
 }
 
 var _ ownerv1connect.OwnerServiceHandler = (*Service)(nil)

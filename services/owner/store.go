@@ -74,6 +74,3 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrNameTaken = errors.New("name taken")
 )
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

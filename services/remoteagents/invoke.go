@@ -92,50 +92,41 @@ func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest)
 	}
 	// Started on a retry too: the first attempt may have stored the
 	// invocation and failed before its workflow started.
-	if err := s.wf.StartInvoke(ctx, &remoteagentsv1.InvokeWorkflowInput{
-		InvocationId: id,
-		AgentId:      agent,
-		Subject:      call.Caller.Subject,
-		Depth:        int32(call.Caller.Depth),
-		Url:          stored.GetUrl(),
-		Message:      stored.GetMessage(),
-		MessageId:    id,
-		TaskId:       stored.GetTaskId(),
-		ContextId:    stored.GetContextId(),
-		ExpireTime:   stored.GetExpireTime(),
-		Tool:         ToolInvoke,
-	}); err != nil {
-		if created {
-			if derr := s.store.DeleteInvocation(context.WithoutCancel(ctx), id); derr != nil {
-				s.log.ErrorContext(ctx, "remoteagents.invoke_rollback_failed", "invocation_id", id, "error", derr)
-			}
-		}
-		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not start the invocation; try again", fmt.Errorf("start invocation %s: %w", id, err))
+	if err := s.invocationCall(id).Start(ctx, created, func(ctx context.Context) error {
+		return s.wf.StartInvoke(ctx, &remoteagentsv1.InvokeWorkflowInput{
+			InvocationId: id,
+			AgentId:      agent,
+			Subject:      call.Caller.Subject,
+			Depth:        int32(call.Caller.Depth),
+			Url:          stored.GetUrl(),
+			Message:      stored.GetMessage(),
+			MessageId:    id,
+			TaskId:       stored.GetTaskId(),
+			ContextId:    stored.GetContextId(),
+			ExpireTime:   stored.GetExpireTime(),
+			Tool:         ToolInvoke,
+		})
+	}, func(ctx context.Context) error { return s.store.DeleteInvocation(ctx, id) }); err != nil {
+		return nil, err
 	}
 	if created {
 		s.log.InfoContext(ctx, "remoteagents.invoked", "invocation_id", id, "agent", agent, "depth", stored.GetDepth(), "workflow_id", stored.GetWorkflowId())
 	}
-	wait := s.cfg.DefaultWait
-	if req.WaitSeconds != nil {
-		wait = time.Duration(req.GetWaitSeconds()) * time.Second
-	}
-	return &remoteagentsv1.InvokeResponse{Invocation: s.await(ctx, stored, wait)}, nil
+	return &remoteagentsv1.InvokeResponse{Invocation: s.await(ctx, stored, workflowrun.WaitBudget(req.WaitSeconds, s.cfg.DefaultWait))}, nil
+}
+
+// invocationCall is the long-running call of invocation id.
+func (s *Service) invocationCall(id string) workflowrun.Call {
+	return workflowrun.Call{Event: "remoteagents.invoke", What: "invocation", IDKey: "invocation_id", ID: id, Log: s.log}
 }
 
 // await waits up to wait (and never past ctx's deadline less a margin to
 // reply) for the invocation's workflow to end, and returns the invocation
 // with its outcome, or as it is when the wait runs out.
 func (s *Service) await(ctx context.Context, inv *remoteagentsv1.Invocation, wait time.Duration) *remoteagentsv1.Invocation {
-	o, done, err := workflowrun.Within(ctx, wait, replyMargin, func(ctx context.Context) (*remoteagentsv1.InvokeOutcome, error) {
+	return workflowrun.Await(ctx, s.invocationCall(inv.GetInvocationId()), inv, wait, func(ctx context.Context) (*remoteagentsv1.InvokeOutcome, error) {
 		return s.wf.WaitInvoke(ctx, inv.GetWorkflowId())
-	})
-	if err != nil {
-		s.log.WarnContext(ctx, "remoteagents.invoke_wait_failed", "invocation_id", inv.GetInvocationId(), "error", err)
-	}
-	if !done {
-		return inv
-	}
-	return s.ended(ctx, inv, o)
+	}, s.ended)
 }
 
 // ended returns the invocation as the workflow says it is; an outcome

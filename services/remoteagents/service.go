@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
@@ -46,10 +47,6 @@ const (
 // messages_send is (services/messages).
 const MaxDepth = 3
 
-// replyMargin is kept free before a call's deadline to answer "working"
-// when the wait runs up to it.
-const replyMargin = 500 * time.Millisecond
-
 // Config configures the service.
 type Config struct {
 	// Workflows runs the invocations (required for Invoke, GetInvocation
@@ -67,7 +64,7 @@ type Config struct {
 	// Log receives the service's events.
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.remoteagents.v1.RemoteAgentsService.
@@ -78,7 +75,7 @@ type Service struct {
 	cfg      Config
 	cards    *http.Client
 	log      *slog.Logger
-	now      Clock
+	now      clock.Clock
 }
 
 var _ remoteagentsv1connect.RemoteAgentsServiceHandler = (*Service)(nil)

@@ -44,6 +44,3 @@ type Store interface {
 
 // ErrNotFound is returned by stores when a record does not exist.
 var ErrNotFound = errors.New("not found")
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

@@ -3,7 +3,6 @@ package schedules_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -288,180 +287,6 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-func TestApproveUnpausesTheSchedule(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		sch := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
-
-		// Agents cannot approve, not even their own schedules.
-		if _, err := f.client.Approve(asAgent(ctx, agentA, 0), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
-			t.Errorf("an agent's Approve: %v, want permission_denied", err)
-		}
-		// A hash the owner was not asked about is refused.
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), SpecHash: strings.Repeat("0", 32)}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("Approve of another hash: %v, want failed_precondition", err)
-		}
-		res, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId(), Reason: "useful", SpecHash: sch.GetSpecHash()})
-		if err != nil {
-			t.Fatalf("Approve: %v", err)
-		}
-		got := res.GetSchedule()
-		if got.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE || got.GetDecision().GetDecidedBy() != "owner-1" ||
-			got.GetDecision().GetNote() != "useful" || len(got.GetNextRunTimes()) != 3 {
-			t.Errorf("approved schedule = %v; want active, decided by owner-1 with the note, and next runs", got)
-		}
-		if ts, _ := f.engine.schedule(sch.GetTemporalScheduleId()); ts.paused || ts.note != "approved by owner-1: useful" {
-			t.Errorf("Temporal Schedule paused %v, note %q; want unpaused with the approval's note", ts.paused, ts.note)
-		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("a second Approve: %v, want failed_precondition", err)
-		}
-	})
-}
-
-func TestApproveIsRefusedWhenTheSpecChangedAfterTheAsk(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		sch := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
-		f.engine.tamper(sch.GetTemporalScheduleId())
-
-		_, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()})
-		if servertest.Code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "changed since the owner was asked") {
-			t.Fatalf("Approve after the spec changed: %v, want failed_precondition saying it changed", err)
-		}
-		if ts, _ := f.engine.schedule(sch.GetTemporalScheduleId()); !ts.paused {
-			t.Error("the changed schedule was unpaused")
-		}
-		got, _ := f.client.Get(asOwner(ctx), &schedulesv1.GetRequest{ScheduleId: sch.GetId()})
-		if got.GetSchedule().GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PENDING_APPROVAL {
-			t.Errorf("status after the refused approval = %v, want pending_approval", got.GetSchedule().GetStatus())
-		}
-		// The owner can still deny it.
-		if _, err := f.client.Deny(asOwner(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Errorf("Deny after the refused approval: %v", err)
-		}
-	})
-}
-
-func TestDenyDeletesTheSchedule(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		sch := create(t, f, asAgent(ctx, agentA, 0), hourly(t))
-		if _, err := f.client.Deny(asAgent(ctx, agentA, 0), &schedulesv1.DenyRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
-			t.Errorf("an agent's Deny: %v, want permission_denied", err)
-		}
-		res, err := f.client.Deny(asOwner(ctx), &schedulesv1.DenyRequest{ScheduleId: sch.GetId(), Reason: "too often"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := res.GetSchedule(); got.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_DENIED ||
-			got.GetDecision().GetNote() != "too often" || len(got.GetNextRunTimes()) != 0 {
-			t.Errorf("denied schedule = %v; want denied with the reason and no next runs", got)
-		}
-		if _, ok := f.engine.schedule(sch.GetTemporalScheduleId()); ok {
-			t.Error("the denied schedule's Temporal Schedule still exists")
-		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("Approve after Deny: %v, want failed_precondition", err)
-		}
-	})
-}
-
-func TestPauseAndResume(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		a := asAgent(ctx, agentA, 0)
-		sch := create(t, f, a, hourly(t))
-		tid := sch.GetTemporalScheduleId()
-		// Waiting for approval: neither pause nor resume moves it.
-		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("Resume before approval: %v, want failed_precondition", err)
-		}
-		if _, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("Pause before approval: %v, want failed_precondition", err)
-		}
-		if ts, _ := f.engine.schedule(tid); !ts.paused {
-			t.Fatal("the schedule runs before approval")
-		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-
-		res, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId(), Reason: "holiday"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := res.GetSchedule(); got.GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PAUSED || got.GetPausedBy() != agentA {
-			t.Errorf("paused schedule = %v, want paused by %s", got, agentA)
-		}
-		if ts, _ := f.engine.schedule(tid); !ts.paused || ts.note != "paused by agent-a: holiday" {
-			t.Errorf("Temporal Schedule paused %v, note %q", ts.paused, ts.note)
-		}
-		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Fatalf("Resume by the agent that paused it: %v", err)
-		}
-		if ts, _ := f.engine.schedule(tid); ts.paused {
-			t.Error("resumed schedule is still paused in Temporal")
-		}
-
-		// What the owner pauses, only the owner resumes.
-		if _, err := f.client.Pause(asOwner(ctx), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.client.Resume(a, &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodePermissionDenied {
-			t.Errorf("the agent resuming what the owner paused: %v, want permission_denied", err)
-		}
-		if res, err := f.client.Resume(asOwner(ctx), &schedulesv1.ResumeRequest{ScheduleId: sch.GetId()}); err != nil ||
-			res.GetSchedule().GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE {
-			t.Errorf("the owner's Resume = %v, %v; want active", res.GetSchedule(), err)
-		}
-		// Another agent does not see it at all.
-		if _, err := f.client.Pause(asAgent(ctx, agentB, 0), &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
-			t.Errorf("another agent's Pause: %v, want not_found", err)
-		}
-	})
-}
-
-func TestDelete(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		a := asAgent(ctx, agentA, 0)
-		pending := create(t, f, a, hourly(t))
-		res, err := f.client.Delete(a, &schedulesv1.DeleteRequest{ScheduleId: pending.GetId()})
-		if err != nil || res.GetSchedule().GetStatus() != schedulesv1.ScheduleStatus_SCHEDULE_STATUS_DELETED {
-			t.Fatalf("Delete of a pending schedule = %v, %v; want deleted", res.GetSchedule(), err)
-		}
-		if _, ok := f.engine.schedule(pending.GetTemporalScheduleId()); ok {
-			t.Error("the deleted schedule's Temporal Schedule still exists")
-		}
-		if ap, _ := f.engine.approval(pending.GetApprovalWorkflowId()); !ap.withdrawn {
-			t.Error("the deleted schedule's approval request was not withdrawn")
-		}
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: pending.GetId()}); servertest.Code(t, err) != connect.CodeFailedPrecondition {
-			t.Errorf("Approve of a deleted schedule: %v, want failed_precondition", err)
-		}
-		// Deleting again changes nothing.
-		again, err := f.client.Delete(a, &schedulesv1.DeleteRequest{ScheduleId: pending.GetId()})
-		if err != nil || !cmp.Equal(res.GetSchedule(), again.GetSchedule(), protocmp.Transform()) {
-			t.Errorf("second Delete = %v, %v; want the deleted schedule unchanged", again.GetSchedule(), err)
-		}
-
-		active := create(t, f, a, hourly(t))
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: active.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.client.Delete(asAgent(ctx, agentB, 0), &schedulesv1.DeleteRequest{ScheduleId: active.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
-			t.Errorf("another agent's Delete: %v, want not_found", err)
-		}
-		if _, err := f.client.Delete(a, &schedulesv1.DeleteRequest{ScheduleId: active.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := f.engine.schedule(active.GetTemporalScheduleId()); ok {
-			t.Error("the deleted active schedule's Temporal Schedule still exists")
-		}
-	})
-}
-
 func TestVisibilityAndListing(t *testing.T) {
 	var tick atomic.Int64 // a clock that moves, so creation order is listing order
 	clock := func() time.Time { return now.Add(time.Duration(tick.Add(1)) * time.Second) }
@@ -490,46 +315,6 @@ func TestVisibilityAndListing(t *testing.T) {
 		}
 		if all.GetPage().GetTotal() != 2 || len(all.GetSchedules()) != 1 || all.GetSchedules()[0].GetId() != theirs.GetId() {
 			t.Errorf("the owner's first page of pending schedules = %v of %d, want the newest of 2", all.GetSchedules(), all.GetPage().GetTotal())
-		}
-	})
-}
-
-func TestRunsAreRecordedAndListed(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		a := asAgent(ctx, agentA, 0)
-		sch := create(t, f, a, hourly(t))
-		due := now.Add(53 * time.Minute)
-		run := &schedulesv1.Execution{
-			RunId: "schedule-run/" + sch.GetId() + "-" + due.Format(time.RFC3339), ScheduleId: sch.GetId(),
-			ScheduledTime: timestamppb.New(due), StartTime: timestamppb.New(due), EndTime: timestamppb.New(due.Add(time.Second)),
-			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_SUCCEEDED, Attempts: 1,
-			Result: args(t, map[string]any{"status": "ok", "data": map[string]any{"task": map[string]any{"id": "tsk_1"}}}),
-		}
-		if _, err := f.client.RecordExecution(a, &schedulesv1.RecordExecutionRequest{Execution: run}); servertest.Code(t, err) != connect.CodePermissionDenied {
-			t.Errorf("an agent recording a run: %v, want permission_denied", err)
-		}
-		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: run}); err != nil {
-			t.Fatalf("the worker recording a run: %v", err)
-		}
-		other := &schedulesv1.Execution{RunId: "r", ScheduleId: "sch_" + strings.Repeat("0", 26), ScheduledTime: timestamppb.New(due),
-			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING}
-		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: other, Action: taskAction(t)}); servertest.Code(t, err) != connect.CodeNotFound {
-			t.Errorf("recording a run of an unknown schedule: %v, want not_found", err)
-		}
-		res, err := f.client.Executions(a, &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.GetExecutions()) != 1 || !cmp.Equal(run, res.GetExecutions()[0], protocmp.Transform()) || res.GetPage().GetTotal() != 1 {
-			t.Errorf("Executions = %v, want the recorded run", res.GetExecutions())
-		}
-		if _, err := f.client.Executions(asAgent(ctx, agentB, 0), &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()}); servertest.Code(t, err) != connect.CodeNotFound {
-			t.Errorf("another agent's Executions: %v, want not_found", err)
-		}
-		if _, err := f.client.ApplyDecision(a, &schedulesv1.ApplyDecisionRequest{ScheduleId: sch.GetId(), SpecHash: sch.GetSpecHash(),
-			Kind: schedulesv1.DecisionKind_DECISION_KIND_APPROVE}); servertest.Code(t, err) != connect.CodePermissionDenied {
-			t.Errorf("an agent applying a decision: %v, want permission_denied", err)
 		}
 	})
 }
@@ -566,91 +351,12 @@ func TestPreview(t *testing.T) {
 
 func TestRESTRoutes(t *testing.T) {
 	f := start(t, schedules.Config{})
+	as := servertest.Bearer("agent-rest")
 	body := `{"interval_seconds":3600,"action":{"tool":"tasks_create","arguments":{"description":"from REST"}}}`
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/schedules", strings.NewReader(body))
-	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	resp, err := f.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules", body); code != http.StatusOK || !strings.Contains(out, `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
+		t.Fatalf("POST /v1/schedules: %d %s", code, out)
 	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
-		t.Fatalf("POST /v1/schedules: %s %s", resp.Status, out)
+	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules:preview", `{"cron":"0 9 * * *","count":1}`); code != http.StatusOK || !strings.Contains(out, `"run_times":["2026-03-03T09:00:00Z"]`) {
+		t.Errorf("POST /v1/schedules:preview: %d %s", code, out)
 	}
-	req, _ = http.NewRequest(http.MethodPost, f.srv.URL+"/v1/schedules:preview", strings.NewReader(`{"cron":"0 9 * * *","count":1}`))
-	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	if resp, err = f.srv.Client().Do(req); err != nil {
-		t.Fatal(err)
-	}
-	out, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"run_times":["2026-03-03T09:00:00Z"]`) {
-		t.Errorf("POST /v1/schedules:preview: %s %s", resp.Status, out)
-	}
-}
-
-func TestRunsAreCheckedAgainstTheApprovedSchedule(t *testing.T) {
-	eachProtocol(t, schedules.Config{}, func(t *testing.T, f *fixture) {
-		ctx := context.Background()
-		a := asAgent(ctx, agentA, 1)
-		sch := create(t, f, a, hourly(t))
-		due := now.Add(53 * time.Minute)
-		n := 0
-		start := func(action *schedulesv1.Action, agent string, depth int32) (*schedulesv1.RecordExecutionResponse, error) {
-			n++
-			run := &schedulesv1.Execution{
-				RunId: fmt.Sprintf("schedule-run/%s-%d", sch.GetId(), n), ScheduleId: sch.GetId(),
-				ScheduledTime: timestamppb.New(due), StartTime: timestamppb.New(due), Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
-			}
-			return f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: run, Action: action, AgentId: agent, Depth: depth})
-		}
-		refused := func(what string, action *schedulesv1.Action, agent string, depth int32, why string) {
-			t.Helper()
-			_, err := start(action, agent, depth)
-			if servertest.Code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), why) {
-				t.Errorf("%s: %v, want failed_precondition saying %q", what, err, why)
-			}
-		}
-		refused("a run before approval", taskAction(t), agentA, 2, "is pending_approval")
-		if _, err := f.client.Approve(asOwner(ctx), &schedulesv1.ApproveRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := start(taskAction(t), agentA, 2); err != nil || res.GetExecution().GetStatus() != schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING {
-			t.Fatalf("the approved call: %v, %v; want recorded running", res.GetExecution(), err)
-		}
-		other := taskAction(t)
-		other.Arguments = args(t, map[string]any{"description": "something else"})
-		refused("other arguments", other, agentA, 2, "arguments are not the approved ones")
-		refused("another tool", &schedulesv1.Action{Tool: "memory_save", Arguments: other.GetArguments()}, agentA, 2, "would call memory_save")
-		refused("another agent", taskAction(t), agentB, 2, "would act as agent-b")
-		refused("another depth", taskAction(t), agentA, 1, "at depth 1")
-		if _, err := f.client.Pause(a, &schedulesv1.PauseRequest{ScheduleId: sch.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		refused("a run of a paused schedule", taskAction(t), agentA, 2, "is paused")
-
-		// The refusals are listed as failed runs.
-		res, err := f.client.Executions(a, &schedulesv1.ExecutionsRequest{ScheduleId: sch.GetId()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		failed := 0
-		for _, e := range res.GetExecutions() {
-			if e.GetStatus() == schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED && e.GetDomainCode() == "conflict" &&
-				strings.Contains(e.GetResult().GetFields()["message"].GetStringValue(), "refused") {
-				failed++
-			}
-		}
-		if failed != 6 || res.GetPage().GetTotal() != 7 {
-			t.Errorf("%d of %d runs listed as refused, want 6 of 7", failed, res.GetPage().GetTotal())
-		}
-		// A start report must say what it is about to call.
-		_, err = f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: &schedulesv1.Execution{
-			RunId: "r", ScheduleId: sch.GetId(), ScheduledTime: timestamppb.New(due), Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING,
-		}})
-		if v := servertest.Violations(t, err); len(v[""]) != 1 {
-			t.Errorf("a start report without the action: violations %v", v)
-		}
-	})
 }

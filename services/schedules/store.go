@@ -3,7 +3,6 @@ package schedules
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
@@ -44,6 +43,3 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrStale    = errors.New("schedule changed concurrently")
 )
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

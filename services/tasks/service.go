@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/paging"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/server"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
@@ -28,14 +30,14 @@ type Config struct {
 	// MaxPerDay caps how many tasks one agent may create per UTC day.
 	MaxPerDay int
 	// Now is the clock; time.Now when nil.
-	Now Clock
+	Now clock.Clock
 }
 
 // Service implements toolmesh.tasks.v1.TasksService.
 type Service struct {
 	store     Store
 	maxPerDay int
-	now       Clock
+	now       clock.Clock
 }
 
 var _ tasksv1connect.TasksServiceHandler = (*Service)(nil)
@@ -176,7 +178,7 @@ func (s *Service) move(ctx context.Context, id string, to tasksv1.TaskStatus, ed
 	from := t.GetStatus()
 	if !CanMove(from, to) {
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
-			fmt.Errorf("task %s cannot move from %s to %s", id, statusName(from), statusName(to)))
+			fmt.Errorf("task %s cannot move from %s to %s", id, protoenum.Word(from), protoenum.Word(to)))
 	}
 	t.Status = to
 	t.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
@@ -189,20 +191,4 @@ func (s *Service) move(ctx context.Context, id string, to tasksv1.TaskStatus, ed
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("update task: %w", err))
 	}
 	return updated, nil
-}
-
-func statusName(s tasksv1.TaskStatus) string {
-	switch s {
-	case tasksv1.TaskStatus_TASK_STATUS_PENDING:
-		return "pending"
-	case tasksv1.TaskStatus_TASK_STATUS_RUNNING:
-		return "running"
-	case tasksv1.TaskStatus_TASK_STATUS_COMPLETED:
-		return "completed"
-	case tasksv1.TaskStatus_TASK_STATUS_FAILED:
-		return "failed"
-	case tasksv1.TaskStatus_TASK_STATUS_CANCELLED:
-		return "cancelled"
-	}
-	return s.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
@@ -39,7 +39,11 @@ func start(cfg tasks.Config) func(t *testing.T) *servertest.Server {
 }
 
 func TestCreateGetListWithPagination(t *testing.T) {
-	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+	// Each task is created a millisecond after the one before: "newest
+	// first" orders by creation time, and tasks created in the same
+	// millisecond have no order among them but their ids'.
+	now := clock.Stepping(time.Now(), time.Millisecond)
+	servertest.EachProtocol(t, start(tasks.Config{Now: now}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")
 		var created []*tasksv1.Task
 		for i := range 5 {
@@ -303,28 +307,13 @@ func TestServesReflectionHealthAndREST(t *testing.T) {
 		t.Errorf("health = %v (err %v), want SERVING", res, err)
 	}
 
-	body := `{"description":"from REST"}`
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(body))
-	req.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	as := servertest.Bearer("agent-rest")
+	if code, out := srv.REST(t, as, http.MethodPost, "/v1/tasks", `{"description":"from REST"}`); code != http.StatusOK ||
+		!strings.Contains(out, `"description":"from REST"`) || !strings.Contains(out, `"agent_id":"agent-rest"`) {
+		t.Errorf("POST /v1/tasks = %d %s, want 200 with the created task", code, out)
 	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"description":"from REST"`) || !strings.Contains(string(out), `"agent_id":"agent-rest"`) {
-		t.Errorf("POST /v1/tasks = %d %s, want 200 with the created task", resp.StatusCode, out)
-	}
-	bad, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(`{"description":""}`))
-	bad.Header.Set("Authorization", servertest.Bearer("agent-rest"))
-	resp, err = http.DefaultClient.Do(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "description") {
-		t.Errorf("POST /v1/tasks with empty description = %d %s, want 400 naming description", resp.StatusCode, out)
+	if code, out := srv.REST(t, as, http.MethodPost, "/v1/tasks", `{"description":""}`); code != http.StatusBadRequest || !strings.Contains(out, "description") {
+		t.Errorf("POST /v1/tasks with empty description = %d %s, want 400 naming description", code, out)
 	}
 }
 

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -34,6 +33,3 @@ var (
 	ErrDailyCap = errors.New("daily cap reached")
 	ErrStale    = errors.New("task changed concurrently")
 )
-
-// Clock returns the current time; tests inject a fixed one.
-type Clock func() time.Time

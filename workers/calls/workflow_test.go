@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -26,9 +25,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
@@ -121,9 +119,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	var s testsuite.WorkflowTestSuite
-	h := &harness{t: t, env: s.NewTestWorkflowEnvironment()}
-	h.env.SetDataConverter(temporalclient.DataConverter())
+	h := &harness{t: t, env: workflowtest.NewEnv()}
 	h.env.SetStartWorkflowOptions(testStartOptions())
 	h.env.RegisterWorkflowWithOptions(calls.ElicitedCall, workflow.RegisterOptions{Name: calls.Contract().Name})
 	h.invoke = func(*callsv1.InvokeInput) string { return `{"status":"ok","data":{"removed":2}}` }
@@ -145,13 +141,10 @@ func newHarness(t *testing.T) *harness {
 		h.mu.Unlock()
 		return &callsv1.InvokeOutput{Envelope: h.preview(in)}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityPreview})
-	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
-		sa := args.Get(0).(temporal.SearchAttributes)
-		if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)); ok {
-			h.mu.Lock()
-			h.statuses = append(h.statuses, v)
-			h.mu.Unlock()
-		}
+	workflowtest.OnStatus(h.env, func(status string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.statuses = append(h.statuses, status)
 	})
 	return h
 }

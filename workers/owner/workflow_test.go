@@ -3,20 +3,17 @@ package owner_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	owner "github.com/toolmesh/toolmesh/workers/owner"
 )
@@ -36,8 +33,7 @@ type wfEnv struct {
 
 func newWfEnv(t *testing.T) *wfEnv {
 	t.Helper()
-	env := &wfEnv{TestWorkflowEnvironment: quietSuite().NewTestWorkflowEnvironment()}
-	env.SetDataConverter(temporalclient.DataConverter())
+	env := &wfEnv{TestWorkflowEnvironment: workflowtest.NewEnv()}
 	env.SetStartTime(start)
 	owner.Register(env, &owner.Activities{})
 	env.OnActivity(owner.ActivityNotifyOwner, mock.Anything, mock.Anything).Return(
@@ -54,22 +50,12 @@ func newWfEnv(t *testing.T) *wfEnv {
 			env.recorded = append(env.recorded, req)
 			return nil
 		})
-	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		sa, _ := args.Get(0).(temporal.SearchAttributes)
-		if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)); ok {
-			env.mu.Lock()
-			env.statuses = append(env.statuses, v)
-			env.mu.Unlock()
-		}
-	}).Return(nil)
+	workflowtest.OnStatus(env.TestWorkflowEnvironment, func(status string) {
+		env.mu.Lock()
+		defer env.mu.Unlock()
+		env.statuses = append(env.statuses, status)
+	})
 	return env
-}
-
-// quietSuite is a test suite that does not print the SDK's debug log.
-func quietSuite() *testsuite.WorkflowTestSuite {
-	s := &testsuite.WorkflowTestSuite{}
-	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	return s
 }
 
 func askInput(options ...string) *ownerv1.AskWorkflowInput {
@@ -279,8 +265,7 @@ func TestAskCancelled(t *testing.T) {
 }
 
 func TestAskSurvivesAFailedNotification(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	env.SetDataConverter(temporalclient.DataConverter())
+	env := workflowtest.NewEnv()
 	owner.Register(env, &owner.Activities{})
 	env.OnActivity(owner.ActivityNotifyOwner, mock.Anything, mock.Anything).Return(
 		temporal.NewNonRetryableApplicationError("no channel", "OwnerServiceRefused", nil))

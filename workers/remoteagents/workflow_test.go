@@ -2,19 +2,16 @@ package remoteagents_test
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	remoteagents "github.com/toolmesh/toolmesh/workers/remoteagents"
 )
@@ -35,19 +32,12 @@ type wfEnv struct {
 	statuses  []string
 }
 
-func quietSuite() *testsuite.WorkflowTestSuite {
-	s := &testsuite.WorkflowTestSuite{}
-	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	return s
-}
-
 // newWfEnv runs the workflow against a remote agent whose send answers
 // sent (or fails with sendErr) and whose polls answer the states in turn
 // (the last one repeating), each with answer once it is completed.
 func newWfEnv(t *testing.T, sent remoteagents.Remote, sendErr error, states ...string) *wfEnv {
 	t.Helper()
-	env := &wfEnv{TestWorkflowEnvironment: quietSuite().NewTestWorkflowEnvironment()}
-	env.SetDataConverter(temporalclient.DataConverter())
+	env := &wfEnv{TestWorkflowEnvironment: workflowtest.NewEnv()}
 	env.SetStartTime(start)
 	remoteagents.Register(env, &remoteagents.Activities{})
 	env.OnActivity(remoteagents.ActivitySendMessage, mock.Anything, mock.Anything).Return(
@@ -80,14 +70,11 @@ func newWfEnv(t *testing.T, sent remoteagents.Remote, sendErr error, states ...s
 			env.recorded = append(env.recorded, req)
 			return nil
 		})
-	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		sa, _ := args.Get(0).(temporal.SearchAttributes)
-		if v, ok := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)); ok {
-			env.mu.Lock()
-			env.statuses = append(env.statuses, v)
-			env.mu.Unlock()
-		}
-	}).Return(nil)
+	workflowtest.OnStatus(env.TestWorkflowEnvironment, func(status string) {
+		env.mu.Lock()
+		defer env.mu.Unlock()
+		env.statuses = append(env.statuses, status)
+	})
 	return env
 }
 

@@ -18,7 +18,6 @@ package schedules
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 )
@@ -134,7 +134,7 @@ func ApprovalWorkflow(ctx workflow.Context, in *schedulesv1.ApprovalInput) (*sch
 		state.Decision = res.GetSchedule().GetDecision()
 		setStatus(status)
 		return fmt.Sprintf("schedule %s %s by %s: it is %s", in.GetScheduleId(), status, by,
-			strings.ToLower(strings.TrimPrefix(res.GetSchedule().GetStatus().String(), "SCHEDULE_STATUS_"))), nil
+			protoenum.Word(res.GetSchedule().GetStatus())), nil
 	}
 	canDecide := func() error {
 		switch {

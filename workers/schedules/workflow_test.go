@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/proto"
@@ -26,10 +25,10 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
@@ -149,15 +148,12 @@ type env struct {
 // testing service as the tools' backend.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(tlog.NewStructuredLogger(logging.Discard()))
 	e := &env{
-		TestWorkflowEnvironment: suite.NewTestWorkflowEnvironment(),
+		TestWorkflowEnvironment: workflowtest.NewEnv(),
 		schedules:               &fakeSchedules{},
 		notifier:                &fakeNotifier{},
 		backend:                 testingsvc.New(),
 	}
-	e.SetDataConverter(temporalclient.DataConverter())
 	e.SetStartTime(start)
 	schedules.Register(e, newActivities(t, e.schedules, e.notifier, e.backend))
 	return e

@@ -9,13 +9,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -107,23 +105,13 @@ type statusCount struct{ status, n int64 }
 
 // Update implements agents.Store.
 func (s *Store) Update(ctx context.Context, a *agentsv1.Agent, from agentsv1.AgentStatus) (*agentsv1.Agent, error) {
-	res, err := s.db.Exec(ctx, `UPDATE agents SET status = ?, status_reason = ?, update_ms = ?
-		WHERE id = ? AND status = ?`,
+	updated, changed, err := sqldb.Update(ctx, s.db, "update agent", func(ctx context.Context) (*agentsv1.Agent, error) { return s.Get(ctx, a.GetId()) },
+		`UPDATE agents SET status = ?, status_reason = ?, update_ms = ? WHERE id = ? AND status = ?`,
 		int32(a.GetStatus()), a.GetStatusReason(), a.GetUpdateTime().AsTime().UnixMilli(), a.GetId(), int32(from))
-	if err != nil {
-		return nil, fmt.Errorf("update agent: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, fmt.Errorf("update agent: %w", err)
-	}
-	if n == 0 {
-		if _, err := s.Get(ctx, a.GetId()); err != nil {
-			return nil, err
-		}
+	if err == nil && !changed {
 		return nil, agents.ErrStale
 	}
-	return s.Get(ctx, a.GetId())
+	return updated, err
 }
 
 func scan(r sqldb.Scanner) (*agentsv1.Agent, error) {
@@ -144,7 +132,7 @@ func scanRow(r sqldb.Scanner, more ...any) (*agentsv1.Agent, error) {
 		return nil, fmt.Errorf("read agent: %w", err)
 	}
 	a.Status = agentsv1.AgentStatus(status)
-	a.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
-	a.UpdateTime = timestamppb.New(time.UnixMilli(updateMS).UTC())
+	a.CreateTime = sqldb.Timestamp(createMS)
+	a.UpdateTime = sqldb.Timestamp(updateMS)
 	return &a, nil
 }

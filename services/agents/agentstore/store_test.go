@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -216,21 +215,13 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 // key(i) and the display name name(i), and returns their results.
 func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key, name func(i int) string) ([]*agentsv1.Agent, []error) {
 	t.Helper()
-	sqldbtest.WarmPool(t, db, n)
 	got, errs := make([]*agentsv1.Agent, n), make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
+	sqldbtest.Race(t, db, n, func(i int) {
 		a := newAgent(id, day1.Add(time.Duration(i)*time.Millisecond))
 		a.DisplayName = name(i)
 		a.Description = "one of the racers"
-		wg.Go(func() {
-			<-start
-			got[i], errs[i] = createAgent(t.Context(), s, a, key(i))
-		})
-	}
-	close(start)
-	wg.Wait()
+		got[i], errs[i] = createAgent(t.Context(), s, a, key(i))
+	})
 	return got, errs
 }
 
@@ -398,31 +389,15 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := create(t, s, newAgent("worker", day1), noKey)
 	const writers = 10
-	sqldbtest.WarmPool(t, db, writers)
 	results, errs := make([]*agentsv1.Agent, writers), make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
+	sqldbtest.Race(t, db, writers, func(i int) {
 		next := proto.Clone(a).(*agentsv1.Agent)
 		next.Status = []agentsv1.AgentStatus{paused, retired}[i%2]
 		next.StatusReason = fmt.Sprintf("writer %d", i)
-		wg.Go(func() { results[i], errs[i] = s.Update(ctx, next, active) })
-	}
-	wg.Wait()
-	var winner *agentsv1.Agent
-	for i, err := range errs {
-		switch {
-		case err == nil && winner == nil:
-			winner = results[i]
-		case err == nil:
-			t.Errorf("%s and writer %d both moved the agent from active", winner.GetStatusReason(), i)
-		case !errors.Is(err, agents.ErrStale):
-			t.Errorf("writer %d: %v, want success or ErrStale", i, err)
-		}
-	}
-	if winner == nil {
-		t.Fatal("no writer moved the agent")
-	}
-	prototest.Equal(t, "stored agent", get(t, s, "worker"), winner)
+		results[i], errs[i] = s.Update(ctx, next, active)
+	})
+	winner := sqldbtest.OneWinner(t, errs, agents.ErrStale)
+	prototest.Equal(t, "stored agent", get(t, s, "worker"), results[winner])
 }
 
 func testStressCreate(t *testing.T, db *sqldb.DB) {

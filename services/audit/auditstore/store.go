@@ -15,12 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -123,7 +121,7 @@ func (s *Store) List(ctx context.Context, f audit.Filter, offset, limit int) ([]
 // Head implements audit.Store.
 func (s *Store) Head(ctx context.Context) (*auditv1.Checkpoint, error) {
 	var h auditv1.Checkpoint
-	row := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`)
+	row := s.db.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`)
 	if err := row.Scan(&h.Seq, &h.Hash); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, audit.ErrHeadMissing
@@ -136,37 +134,34 @@ func (s *Store) Head(ctx context.Context) (*auditv1.Checkpoint, error) {
 // Walk implements audit.Store. The head and the records come from one
 // read-only transaction, so appends committed meanwhile are not half seen.
 func (s *Store) Walk(ctx context.Context, from int64, visit func(head *auditv1.Checkpoint, records iter.Seq2[*auditv1.Record, error]) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-	if err != nil {
-		return fmt.Errorf("begin read: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var head *auditv1.Checkpoint
-	var h auditv1.Checkpoint
-	switch err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); {
-	case err == nil:
-		head = &h
-	case !errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("read audit head: %w", err)
-	}
-	records := func(yield func(*auditv1.Record, error) bool) {
-		rows, err := tx.QueryContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM audit_records WHERE seq >= ? ORDER BY seq`), from)
-		if err != nil {
-			yield(nil, fmt.Errorf("read audit records: %w", err))
-			return
+	return s.db.InSnapshot(ctx, func(tx *sqldb.Tx) error {
+		var head *auditv1.Checkpoint
+		var h auditv1.Checkpoint
+		switch err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); {
+		case err == nil:
+			head = &h
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("read audit head: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scan(rows)
-			if !yield(r, err) || err != nil {
+		records := func(yield func(*auditv1.Record, error) bool) {
+			rows, err := tx.Query(ctx, `SELECT `+columns+` FROM audit_records WHERE seq >= ? ORDER BY seq`, from)
+			if err != nil {
+				yield(nil, fmt.Errorf("read audit records: %w", err))
 				return
 			}
+			defer rows.Close()
+			for rows.Next() {
+				r, err := scan(rows)
+				if !yield(r, err) || err != nil {
+					return
+				}
+			}
+			if err := rows.Err(); err != nil {
+				yield(nil, fmt.Errorf("read audit records: %w", err))
+			}
 		}
-		if err := rows.Err(); err != nil {
-			yield(nil, fmt.Errorf("read audit records: %w", err))
-		}
-	}
-	return visit(head, records)
+		return visit(head, records)
+	})
 }
 
 func scan(row sqldb.Scanner) (*auditv1.Record, error) {
@@ -178,7 +173,7 @@ func scan(row sqldb.Scanner) (*auditv1.Record, error) {
 	if err := row.Scan(&r.Seq, &timeMS, &r.Actor, &r.Tool, &r.Reason, &r.ArgsDigest, &outcome, &r.CallId, &r.PrevHash, &r.Hash, &r.ReplayOf); err != nil {
 		return nil, fmt.Errorf("read audit record: %w", err)
 	}
-	r.Time = timestamppb.New(time.UnixMilli(timeMS).UTC())
+	r.Time = sqldb.Timestamp(timeMS)
 	r.Outcome = auditv1.Outcome(outcome)
 	return &r, nil
 }

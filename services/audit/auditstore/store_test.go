@@ -246,7 +246,7 @@ func testSealFails(t *testing.T, db *sqldb.DB) {
 
 func exec(t *testing.T, db *sqldb.DB, query string, args ...any) {
 	t.Helper()
-	if _, err := db.ExecContext(t.Context(), db.Rebind(query), args...); err != nil {
+	if _, err := db.Exec(t.Context(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
@@ -402,18 +402,10 @@ func testConcurrentReplays(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	first := appendEntry(t, s, call(1))
 	const n = 12
-	sqldbtest.WarmPool(t, db, n)
 	got, replays, errs := make([]*auditv1.Record, n), make([]bool, n), make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			got[i], replays[i], errs[i] = s.Append(t.Context(), call(2).callID, call(2).seal)
-		})
-	}
-	close(start)
-	wg.Wait()
+	sqldbtest.Race(t, db, n, func(i int) {
+		got[i], replays[i], errs[i] = s.Append(t.Context(), call(2).callID, call(2).seal)
+	})
 	head, recs := walk(t, s)
 	if len(recs) != 2 || head.GetSeq() != 2 {
 		t.Fatalf("%d concurrent appends of one call: %d records, head %v; want 2 and record 2", n, len(recs), head)

@@ -21,7 +21,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -164,7 +163,7 @@ func scanHeld(r sqldb.Scanner) (held, string, error) {
 		return h, "", fmt.Errorf("read ledger entry: %w", err)
 	}
 	e.Kind = creditsv1.EntryKind(kind)
-	e.CreateTime = timestamppb.New(time.UnixMilli(ms).UTC())
+	e.CreateTime = sqldb.Timestamp(ms)
 	h.entry, h.callID = &e, callID.String
 	return h, digest, nil
 }
@@ -264,7 +263,7 @@ func scan(r sqldb.Scanner) (*creditsv1.LedgerEntry, error) {
 		return nil, fmt.Errorf("read ledger entry: %w", err)
 	}
 	e.Kind = creditsv1.EntryKind(kind)
-	e.CreateTime = timestamppb.New(time.UnixMilli(ms).UTC())
+	e.CreateTime = sqldb.Timestamp(ms)
 	return &e, nil
 }
 

@@ -158,17 +158,11 @@ func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
 	if _, err := apply(ctx, st, grant("c", 500, "seed")); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
 	results := make(chan error, 100)
-	for i := range 100 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := apply(ctx, st, spend("c", 10, fmt.Sprintf("s-%d", i)))
-			results <- err
-		}()
-	}
-	wg.Wait()
+	sqldbtest.Race(t, db, 100, func(i int) {
+		_, err := apply(ctx, st, spend("c", 10, fmt.Sprintf("s-%d", i)))
+		results <- err
+	})
 	close(results)
 	won := 0
 	for err := range results {
@@ -187,7 +181,7 @@ func testConcurrentChanges(t *testing.T, db *sqldb.DB) {
 
 func testConcurrentGrantRetries(t *testing.T, db *sqldb.DB) {
 	st := openStore(t, db)
-	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return grant("d", 30, "inv-same") })
+	distinct := concurrentRetries(t, db, st, func() *creditsv1.LedgerEntry { return grant("d", 30, "inv-same") })
 	if distinct != 1 || balance(t, st, "d") != 30 {
 		t.Errorf("10 concurrent retries: %d distinct entries, balance %d; want 1 and 30", distinct, balance(t, st, "d"))
 	}
@@ -308,7 +302,7 @@ func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
 	if _, err := apply(t.Context(), st, grant("e", 100, "seed")); err != nil {
 		t.Fatal(err)
 	}
-	distinct := concurrentRetries(t, st, func() *creditsv1.LedgerEntry { return spend("e", 60, "job-same") })
+	distinct := concurrentRetries(t, db, st, func() *creditsv1.LedgerEntry { return spend("e", 60, "job-same") })
 	if distinct != 1 || balance(t, st, "e") != 40 {
 		t.Errorf("10 concurrent retries of a spend: %d distinct entries, balance %d; want 1 and 40", distinct, balance(t, st, "e"))
 	}
@@ -316,21 +310,17 @@ func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
 
 // concurrentRetries applies the change entry makes from 10 goroutines at
 // once and returns how many distinct entries they were answered with.
-func concurrentRetries(t *testing.T, st *creditstore.Store, entry func() *creditsv1.LedgerEntry) int {
+func concurrentRetries(t *testing.T, db *sqldb.DB, st *creditstore.Store, entry func() *creditsv1.LedgerEntry) int {
 	t.Helper()
-	var wg sync.WaitGroup
 	got := make(chan string, 10)
-	for range 10 {
-		wg.Go(func() {
-			e, err := apply(t.Context(), st, entry())
-			if err != nil {
-				t.Errorf("concurrent retry: %v", err)
-				return
-			}
-			got <- e.GetId()
-		})
-	}
-	wg.Wait()
+	sqldbtest.Race(t, db, 10, func(int) {
+		e, err := apply(t.Context(), st, entry())
+		if err != nil {
+			t.Errorf("concurrent retry: %v", err)
+			return
+		}
+		got <- e.GetId()
+	})
 	close(got)
 	seen := map[string]bool{}
 	for id := range got {
@@ -355,27 +345,24 @@ func testConcurrentSettings(t *testing.T, db *sqldb.DB) {
 			}
 		}
 		var (
-			wg       sync.WaitGroup
 			mu       sync.Mutex
 			replaced = map[int64]int{} // value -> how many reported replacing it
 			fresh    int
 		)
-		for i := 1; i <= n; i++ {
-			wg.Go(func() {
-				prev, existed, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: int64(i), UpdateTime: at, UpdatedBy: fmt.Sprintf("admin-%d", i)})
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err != nil:
-					t.Errorf("SetSetting %d: %v", i, err)
-				case existed:
-					replaced[prev.Value]++
-				default:
-					fresh++
-				}
-			})
-		}
-		wg.Wait()
+		sqldbtest.Race(t, db, n, func(i int) {
+			v := int64(i + 1)
+			prev, existed, err := st.SetSetting(ctx, credits.Setting{Name: name, Value: v, UpdateTime: at, UpdatedBy: fmt.Sprintf("admin-%d", v)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("SetSetting %d: %v", v, err)
+			case existed:
+				replaced[prev.Value]++
+			default:
+				fresh++
+			}
+		})
 		all, err := st.Settings(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -43,17 +43,22 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// InitKeyring implements memory.Store.
+// InitKeyring implements memory.Store, with sqldb.InsertOnce: the first
+// keyring recorded is the database's, and a later start reads it.
 func (s *Store) InitKeyring(ctx context.Context, k memory.Keyring) (memory.Keyring, error) {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO memory_keyring (id, key_id, key_check, create_ms) VALUES (1, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`), k.KeyID, k.Check, time.Now().UnixMilli()); err != nil {
-		return memory.Keyring{}, fmt.Errorf("record keyring: %w", err)
-	}
-	var got memory.Keyring
-	if err := s.db.QueryRowContext(ctx, `SELECT key_id, key_check FROM memory_keyring WHERE id = 1`).Scan(&got.KeyID, &got.Check); err != nil {
-		return memory.Keyring{}, fmt.Errorf("read keyring: %w", err)
-	}
-	return got, nil
+	got, _, err := sqldb.InsertOnce(ctx, s.db, sqldb.Once[memory.Keyring]{
+		What:    "keyring",
+		Insert:  `INSERT INTO memory_keyring (id, key_id, key_check, create_ms) VALUES (1, ?, ?, ?)`,
+		Args:    []any{k.KeyID, k.Check, time.Now().UnixMilli()},
+		Holders: `SELECT key_id, key_check FROM memory_keyring WHERE id = 1`,
+		Scan: sqldb.NoDigest(func(r sqldb.Scanner) (memory.Keyring, error) {
+			var got memory.Keyring
+			err := r.Scan(&got.KeyID, &got.Check)
+			return got, err
+		}),
+		New: k,
+	})
+	return got, err
 }
 
 const columns = `agent_id, memory_key, body, key_id, create_ms, update_ms`
@@ -72,12 +77,12 @@ func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool,
 	created := false
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		var seq, createMS int64
-		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT seq, create_ms FROM memories WHERE agent_id = ? AND memory_key = ?`),
+		err := tx.QueryRow(ctx, `SELECT seq, create_ms FROM memories WHERE agent_id = ? AND memory_key = ?`,
 			r.AgentID, r.Key).Scan(&seq, &createMS)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			created = true
-			if err := tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO memories (`+columns+`) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`),
+			if err := tx.QueryRow(ctx, `INSERT INTO memories (`+columns+`) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
 				r.AgentID, r.Key, r.Body, r.KeyID, r.CreateTime.UnixMilli(), r.UpdateTime.UnixMilli()).Scan(&seq); err != nil {
 				return fmt.Errorf("insert memory: %w", err)
 			}
@@ -85,7 +90,7 @@ func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool,
 			return fmt.Errorf("find memory: %w", err)
 		default:
 			r.CreateTime = time.UnixMilli(createMS).UTC()
-			if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET body = ?, key_id = ?, update_ms = ? WHERE seq = ?`),
+			if _, err := tx.Exec(ctx, `UPDATE memories SET body = ?, key_id = ?, update_ms = ? WHERE seq = ?`,
 				r.Body, r.KeyID, r.UpdateTime.UnixMilli(), seq); err != nil {
 				return fmt.Errorf("update memory: %w", err)
 			}
@@ -101,7 +106,7 @@ func (s *Store) save(ctx context.Context, r memory.Record) (memory.Record, bool,
 // index replaces the index terms of memory seq.
 func (s *Store) index(ctx context.Context, tx *sqldb.Tx, seq int64, terms string) error {
 	if s.db.Dialect == sqldb.Postgres {
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE memories SET terms = CAST(? AS tsvector) WHERE seq = ?`), tsvector(terms), seq); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE memories SET terms = CAST(? AS tsvector) WHERE seq = ?`, tsvector(terms), seq); err != nil {
 			return fmt.Errorf("index memory: %w", err)
 		}
 		return nil
@@ -109,7 +114,7 @@ func (s *Store) index(ctx context.Context, tx *sqldb.Tx, seq int64, terms string
 	if err := s.unindex(ctx, tx, seq); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_index (rowid, terms) VALUES (?, ?)`, seq, terms); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO memory_index (rowid, terms) VALUES (?, ?)`, seq, terms); err != nil {
 		return fmt.Errorf("index memory: %w", err)
 	}
 	return nil
@@ -121,7 +126,7 @@ func (s *Store) unindex(ctx context.Context, tx *sqldb.Tx, seq int64) error {
 	if s.db.Dialect == sqldb.Postgres {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM memory_index WHERE rowid = ?`, seq); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM memory_index WHERE rowid = ?`, seq); err != nil {
 		return fmt.Errorf("unindex memory: %w", err)
 	}
 	return nil
@@ -237,7 +242,7 @@ func (s *Store) List(ctx context.Context, agentID string, offset, limit int) ([]
 
 // Get implements memory.Store.
 func (s *Store) Get(ctx context.Context, agentID, key string) (memory.Record, error) {
-	row := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+` FROM memories WHERE agent_id = ? AND memory_key = ?`), agentID, key)
+	row := s.db.QueryRow(ctx, `SELECT `+columns+` FROM memories WHERE agent_id = ? AND memory_key = ?`, agentID, key)
 	return sqldb.One(row, func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc) }, memory.ErrNotFound)
 }
 
@@ -249,12 +254,12 @@ func (s *Store) Delete(ctx context.Context, agentID, key string) (memory.Record,
 			seq int64
 			err error
 		)
-		row := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT `+columns+`, seq FROM memories WHERE agent_id = ? AND memory_key = ?`), agentID, key)
+		row := tx.QueryRow(ctx, `SELECT `+columns+`, seq FROM memories WHERE agent_id = ? AND memory_key = ?`, agentID, key)
 		r, err = sqldb.One(row, func(sc sqldb.Scanner) (memory.Record, error) { return scan(sc, &seq) }, memory.ErrNotFound)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.db.Rebind(`DELETE FROM memories WHERE seq = ?`), seq); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE seq = ?`, seq); err != nil {
 			return fmt.Errorf("delete memory: %w", err)
 		}
 		return s.unindex(ctx, tx, seq)

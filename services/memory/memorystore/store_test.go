@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -320,17 +319,11 @@ func testLongWord(t *testing.T, db *sqldb.DB) {
 func testConcurrentSaves(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	st := openStore(t, db)
-	var wg sync.WaitGroup
 	errs := make(chan error, 20)
-	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _, err := st.Save(ctx, rec("a", "same", fmt.Sprintf("word%d", i), t0))
-			errs <- err
-		}()
-	}
-	wg.Wait()
+	sqldbtest.Race(t, db, 20, func(i int) {
+		_, _, err := st.Save(ctx, rec("a", "same", fmt.Sprintf("word%d", i), t0))
+		errs <- err
+	})
 	close(errs)
 	for err := range errs {
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -157,6 +156,6 @@ func scanRow(r sqldb.Scanner, more ...any) (*messagesv1.Message, error) {
 		}
 		return nil, fmt.Errorf("read message: %w", err)
 	}
-	m.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
+	m.CreateTime = sqldb.Timestamp(createMS)
 	return &m, nil
 }

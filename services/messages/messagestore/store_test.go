@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -282,19 +281,10 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 // key(i) its idempotency key.
 func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagestore.Store, n int, message func(i int) *messagesv1.Message, key func(i int) string) ([]*messagesv1.Message, []bool, []error) {
 	t.Helper()
-	sqldbtest.WarmPool(t, db, n)
 	got, dups, errs := make([]*messagesv1.Message, n), make([]bool, n), make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		m := message(i)
-		wg.Go(func() {
-			<-start
-			got[i], dups[i], errs[i] = trySend(t, s, m, key(i))
-		})
-	}
-	close(start)
-	wg.Wait()
+	sqldbtest.Race(t, db, n, func(i int) {
+		got[i], dups[i], errs[i] = trySend(t, s, message(i), key(i))
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)

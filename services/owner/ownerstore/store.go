@@ -16,7 +16,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -54,7 +53,7 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*
 		What:   "ask",
 		Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
-			a.GetAnswer(), a.GetAnsweredBy(), millis(a.GetCreateTime()), millis(a.GetExpireTime()), millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
+			a.GetAnswer(), a.GetAnsweredBy(), sqldb.Millis(a.GetCreateTime()), sqldb.Millis(a.GetExpireTime()), sqldb.Millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
 		Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
 		HolderArgs: []any{a.GetAskId()},
 		Scan:       sqldb.DigestLast(scanAskRow),
@@ -82,21 +81,9 @@ func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskSt
 
 // ResolveAsk implements owner.Store.
 func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ownerv1.Ask, bool, error) {
-	res, err := s.db.Exec(ctx, `UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ?
-		WHERE id = ? AND status = ?`,
+	return sqldb.Update(ctx, s.db, "resolve ask", func(ctx context.Context) (*ownerv1.Ask, error) { return s.GetAsk(ctx, id) },
+		`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ? WHERE id = ? AND status = ?`,
 		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve ask: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve ask: %w", err)
-	}
-	a, err := s.GetAsk(ctx, id)
-	if err != nil {
-		return nil, false, err
-	}
-	return a, n == 1, nil
 }
 
 // DeleteAsk implements owner.Store.
@@ -133,11 +120,7 @@ func scanAskRow(r sqldb.Scanner, more ...any) (*ownerv1.Ask, error) {
 		a.Options = nil
 	}
 	a.Status = ownerv1.AskStatus(status)
-	a.CreateTime = timestamp(createMS)
-	a.ExpireTime = timestamp(expireMS)
-	if resolveMS != 0 {
-		a.ResolveTime = timestamp(resolveMS)
-	}
+	a.CreateTime, a.ExpireTime, a.ResolveTime = sqldb.Timestamp(createMS), sqldb.Timestamp(expireMS), sqldb.Timestamp(resolveMS)
 	return &a, nil
 }
 
@@ -174,19 +157,13 @@ func (s *Store) EnabledChannels(ctx context.Context) ([]*owner.Channel, error) {
 
 // UpdateChannel implements owner.Store.
 func (s *Store) UpdateChannel(ctx context.Context, c *owner.Channel) error {
-	res, err := s.db.Exec(ctx, `UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ?
-		WHERE id = ?`, c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
-	if err != nil {
-		return fmt.Errorf("update channel: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("update channel: %w", err)
-	}
-	if n == 0 {
+	changed, err := sqldb.Changed(ctx, s.db, "update channel",
+		`UPDATE channels SET enabled = ?, min_level = ?, webhook_url = ?, webhook_secret = ?, update_ms = ? WHERE id = ?`,
+		c.Enabled, int32(c.MinLevel), c.WebhookURL, c.WebhookSecret, c.Updated.UnixMilli(), c.ID)
+	if err == nil && !changed {
 		return owner.ErrNotFound
 	}
-	return nil
+	return err
 }
 
 // DeleteChannel implements owner.Store.
@@ -223,15 +200,4 @@ func scanChannel(r sqldb.Scanner) (*owner.Channel, error) {
 	c.Created = time.UnixMilli(createMS).UTC()
 	c.Updated = time.UnixMilli(updateMS).UTC()
 	return &c, nil
-}
-
-func millis(ts *timestamppb.Timestamp) int64 {
-	if ts == nil {
-		return 0
-	}
-	return ts.AsTime().UnixMilli()
-}
-
-func timestamp(ms int64) *timestamppb.Timestamp {
-	return timestamppb.New(time.UnixMilli(ms).UTC())
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -230,25 +229,21 @@ func testConcurrentResolve(t *testing.T, db *sqldb.DB) {
 	s := openStore(t, db)
 	a := createAsk(t, s, newAsk("agent-a", day1))
 	const n = 8
-	var wg sync.WaitGroup
 	wins := make(chan string, n)
-	for i := range n {
-		wg.Go(func() {
-			answer := fmt.Sprintf("answer %d", i)
-			got, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: answer, At: day1.Add(time.Minute)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if changed {
-				wins <- answer
-			}
-			if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
-				t.Errorf("ResolveAsk returned status %v", got.GetStatus())
-			}
-		})
-	}
-	wg.Wait()
+	sqldbtest.Race(t, db, n, func(i int) {
+		answer := fmt.Sprintf("answer %d", i)
+		got, changed, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: answer, At: day1.Add(time.Minute)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if changed {
+			wins <- answer
+		}
+		if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_ANSWERED {
+			t.Errorf("ResolveAsk returned status %v", got.GetStatus())
+		}
+	})
 	close(wins)
 	var won []string
 	for w := range wins {

@@ -37,49 +37,39 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const invColumns = `id, agent_id, url, message, status, answer, task_id, context_id, remote_state, error, depth, workflow_id, create_ms, expire_ms, resolve_ms`
 
-// CreateInvocation implements remoteagents.Store.
+// CreateInvocation implements remoteagents.Store, with sqldb.InsertOnce:
+// the row claims its id, and a retry reads the invocation that holds it.
 func (s *Store) CreateInvocation(ctx context.Context, inv *remoteagentsv1.Invocation) (*remoteagentsv1.Invocation, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO invocations (`+invColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`),
-		inv.GetInvocationId(), inv.GetAgentId(), inv.GetUrl(), inv.GetMessage(), int32(inv.GetStatus()), inv.GetAnswer(), inv.GetTaskId(),
-		inv.GetContextId(), inv.GetRemoteState(), inv.GetError(), inv.GetDepth(), inv.GetWorkflowId(),
-		sqldb.Millis(inv.GetCreateTime()), sqldb.Millis(inv.GetExpireTime()), sqldb.Millis(inv.GetResolveTime()))
-	if err != nil {
-		return nil, false, fmt.Errorf("insert invocation: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("insert invocation: %w", err)
-	}
-	stored, err := s.GetInvocation(ctx, inv.GetInvocationId())
-	return stored, n == 1, err
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*remoteagentsv1.Invocation]{
+		What:   "invocation",
+		Insert: `INSERT INTO invocations (` + invColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{inv.GetInvocationId(), inv.GetAgentId(), inv.GetUrl(), inv.GetMessage(), int32(inv.GetStatus()), inv.GetAnswer(), inv.GetTaskId(),
+			inv.GetContextId(), inv.GetRemoteState(), inv.GetError(), inv.GetDepth(), inv.GetWorkflowId(),
+			sqldb.Millis(inv.GetCreateTime()), sqldb.Millis(inv.GetExpireTime()), sqldb.Millis(inv.GetResolveTime())},
+		Holders:    `SELECT ` + invColumns + ` FROM invocations WHERE id = ?`,
+		HolderArgs: []any{inv.GetInvocationId()},
+		Scan:       sqldb.NoDigest(scanInvocation),
+		New:        inv,
+	})
 }
 
 // GetInvocation implements remoteagents.Store.
 func (s *Store) GetInvocation(ctx context.Context, id string) (*remoteagentsv1.Invocation, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+invColumns+` FROM invocations WHERE id = ?`), id), scanInvocation, remoteagents.ErrNotFound)
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+invColumns+` FROM invocations WHERE id = ?`, id), scanInvocation, remoteagents.ErrNotFound)
 }
 
 // ResolveInvocation implements remoteagents.Store.
 func (s *Store) ResolveInvocation(ctx context.Context, id string, o *remoteagentsv1.InvokeOutcome) (*remoteagentsv1.Invocation, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE invocations SET status = ?, answer = ?, task_id = ?, context_id = ?, remote_state = ?, error = ?, resolve_ms = ?
-		WHERE id = ? AND status = ?`),
+	return sqldb.Update(ctx, s.db, "resolve invocation", func(ctx context.Context) (*remoteagentsv1.Invocation, error) { return s.GetInvocation(ctx, id) },
+		`UPDATE invocations SET status = ?, answer = ?, task_id = ?, context_id = ?, remote_state = ?, error = ?, resolve_ms = ?
+		WHERE id = ? AND status = ?`,
 		int32(o.GetStatus()), o.GetAnswer(), o.GetTaskId(), o.GetContextId(), o.GetRemoteState(), o.GetError(), sqldb.Millis(o.GetResolveTime()),
 		id, int32(remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING))
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve invocation: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("resolve invocation: %w", err)
-	}
-	inv, err := s.GetInvocation(ctx, id)
-	return inv, n == 1, err
 }
 
 // DeleteInvocation implements remoteagents.Store.
 func (s *Store) DeleteInvocation(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM invocations WHERE id = ? AND status = ?`),
+	if _, err := s.db.Exec(ctx, `DELETE FROM invocations WHERE id = ? AND status = ?`,
 		id, int32(remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING)); err != nil {
 		return fmt.Errorf("delete invocation: %w", err)
 	}
@@ -106,50 +96,40 @@ func scanInvocation(r sqldb.Scanner) (*remoteagentsv1.Invocation, error) {
 
 const inboundColumns = `task_id, context_id, agent_id, sender, a2a_message_id, message_id, thread_id, body, depth, status, answer, answer_message_id, create_ms, update_ms`
 
-// CreateInbound implements remoteagents.Store.
+// CreateInbound implements remoteagents.Store, with sqldb.InsertOnce: the
+// row claims its sender's A2A message id, and a redelivery reads the task
+// that holds it.
 func (s *Store) CreateInbound(ctx context.Context, in *remoteagentsv1.Inbound) (*remoteagentsv1.Inbound, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`INSERT INTO inbound (`+inboundColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (sender, a2a_message_id) DO NOTHING`),
-		in.GetTaskId(), in.GetContextId(), in.GetAgentId(), in.GetSender(), in.GetA2AMessageId(), in.GetMessageId(), in.GetThreadId(),
-		in.GetText(), in.GetDepth(), int32(in.GetStatus()), in.GetAnswer(), in.GetAnswerMessageId(),
-		sqldb.Millis(in.GetCreateTime()), sqldb.Millis(in.GetUpdateTime()))
-	if err != nil {
-		return nil, false, fmt.Errorf("insert inbound task: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("insert inbound task: %w", err)
-	}
-	stored, err := s.InboundByMessage(ctx, in.GetSender(), in.GetA2AMessageId())
-	return stored, n == 1, err
+	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*remoteagentsv1.Inbound]{
+		What:   "inbound task",
+		Insert: `INSERT INTO inbound (` + inboundColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{in.GetTaskId(), in.GetContextId(), in.GetAgentId(), in.GetSender(), in.GetA2AMessageId(), in.GetMessageId(), in.GetThreadId(),
+			in.GetText(), in.GetDepth(), int32(in.GetStatus()), in.GetAnswer(), in.GetAnswerMessageId(),
+			sqldb.Millis(in.GetCreateTime()), sqldb.Millis(in.GetUpdateTime())},
+		Holders:    `SELECT ` + inboundColumns + ` FROM inbound WHERE sender = ? AND a2a_message_id = ?`,
+		HolderArgs: []any{in.GetSender(), in.GetA2AMessageId()},
+		Scan:       sqldb.NoDigest(scanInbound),
+		New:        in,
+	})
 }
 
 // InboundByMessage implements remoteagents.Store.
 func (s *Store) InboundByMessage(ctx context.Context, sender, a2aMessageID string) (*remoteagentsv1.Inbound, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+inboundColumns+` FROM inbound WHERE sender = ? AND a2a_message_id = ?`),
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound WHERE sender = ? AND a2a_message_id = ?`,
 		sender, a2aMessageID), scanInbound, remoteagents.ErrNotFound)
 }
 
 // GetInbound implements remoteagents.Store.
 func (s *Store) GetInbound(ctx context.Context, taskID string) (*remoteagentsv1.Inbound, error) {
-	return sqldb.One(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+inboundColumns+` FROM inbound WHERE task_id = ?`), taskID),
+	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound WHERE task_id = ?`, taskID),
 		scanInbound, remoteagents.ErrNotFound)
 }
 
 // EndInbound implements remoteagents.Store.
 func (s *Store) EndInbound(ctx context.Context, taskID string, status remoteagentsv1.InboundStatus, answer, answerMessageID string, at time.Time) (*remoteagentsv1.Inbound, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.db.Rebind(`UPDATE inbound SET status = ?, answer = ?, answer_message_id = ?, update_ms = ?
-		WHERE task_id = ? AND status = ?`),
+	return sqldb.Update(ctx, s.db, "end inbound task", func(ctx context.Context) (*remoteagentsv1.Inbound, error) { return s.GetInbound(ctx, taskID) },
+		`UPDATE inbound SET status = ?, answer = ?, answer_message_id = ?, update_ms = ? WHERE task_id = ? AND status = ?`,
 		int32(status), answer, answerMessageID, at.UnixMilli(), taskID, int32(remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING))
-	if err != nil {
-		return nil, false, fmt.Errorf("end inbound task: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, false, fmt.Errorf("end inbound task: %w", err)
-	}
-	in, err := s.GetInbound(ctx, taskID)
-	return in, n == 1, err
 }
 
 func scanInbound(r sqldb.Scanner) (*remoteagentsv1.Inbound, error) {

@@ -9,11 +9,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -55,8 +53,8 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idem
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
 			sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
-			sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()),
-			sch.GetPausedBy(), sch.GetDepth(), millis(sch.GetCreateTime()), millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
+			sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), sqldb.Millis(d.GetDecideTime()),
+			sch.GetPausedBy(), sch.GetDepth(), sqldb.Millis(sch.GetCreateTime()), sqldb.Millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
 		Holders:    `SELECT ` + columns + `, request_digest FROM schedules WHERE agent_id = ? AND idempotency_key = ?`,
 		HolderArgs: []any{sch.GetAgentId(), call.KeyOrNil()},
 		Scan:       sqldb.DigestLast(scanRow),
@@ -85,26 +83,17 @@ func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.Sch
 // Update implements schedules.Store.
 func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
 	d := sch.GetDecision()
-	res, err := s.db.Exec(ctx, `UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
+	updated, changed, err := sqldb.Update(ctx, s.db, "update schedule", func(ctx context.Context) (*schedulesv1.Schedule, error) { return s.Get(ctx, sch.GetId()) },
+		`UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
 		decided_by = ?, decision_note = ?, decide_ms = ?, paused_by = ?, update_ms = ?
 		WHERE id = ? AND status = ?`,
 		int32(sch.GetStatus()), sch.GetSpecHash(), sch.GetApprovalWorkflowId(),
-		d.GetDecidedBy(), d.GetNote(), millis(d.GetDecideTime()), sch.GetPausedBy(), millis(sch.GetUpdateTime()),
+		d.GetDecidedBy(), d.GetNote(), sqldb.Millis(d.GetDecideTime()), sch.GetPausedBy(), sqldb.Millis(sch.GetUpdateTime()),
 		sch.GetId(), int32(from))
-	if err != nil {
-		return nil, fmt.Errorf("update schedule: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, fmt.Errorf("update schedule: %w", err)
-	}
-	if n == 0 {
-		if _, err := s.Get(ctx, sch.GetId()); err != nil {
-			return nil, err
-		}
+	if err == nil && !changed {
 		return nil, schedules.ErrStale
 	}
-	return s.Get(ctx, sch.GetId())
+	return updated, err
 }
 
 // Delete implements schedules.Store.
@@ -134,7 +123,7 @@ func (s *Store) RecordExecution(ctx context.Context, e *schedulesv1.Execution) (
 		ON CONFLICT (run_id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms, status = excluded.status,
 			domain_code = excluded.domain_code, result = excluded.result, attempts = excluded.attempts
 		WHERE schedule_executions.status = ? AND schedule_executions.schedule_id = excluded.schedule_id`,
-		e.GetRunId(), e.GetScheduleId(), millis(e.GetScheduledTime()), millis(e.GetStartTime()), millis(e.GetEndTime()),
+		e.GetRunId(), e.GetScheduleId(), sqldb.Millis(e.GetScheduledTime()), sqldb.Millis(e.GetStartTime()), sqldb.Millis(e.GetEndTime()),
 		int32(e.GetStatus()), e.GetDomainCode(), result, e.GetAttempts(),
 		int32(schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING)); err != nil {
 		return nil, fmt.Errorf("record execution: %w", err)
@@ -182,10 +171,10 @@ func scanRow(r sqldb.Scanner, more ...any) (*schedulesv1.Schedule, error) {
 	sch.Status = schedulesv1.ScheduleStatus(status)
 	sch.Depth = int32(depth)
 	if decideMS != 0 || decidedBy != "" {
-		sch.Decision = &schedulesv1.Decision{DecidedBy: decidedBy, Note: note, DecideTime: stamp(decideMS)}
+		sch.Decision = &schedulesv1.Decision{DecidedBy: decidedBy, Note: note, DecideTime: sqldb.Timestamp(decideMS)}
 	}
-	sch.CreateTime = stamp(createMS)
-	sch.UpdateTime = stamp(updateMS)
+	sch.CreateTime = sqldb.Timestamp(createMS)
+	sch.UpdateTime = sqldb.Timestamp(updateMS)
 	return &sch, nil
 }
 
@@ -201,9 +190,9 @@ func scanExecution(r sqldb.Scanner) (*schedulesv1.Execution, error) {
 		}
 		return nil, fmt.Errorf("read execution: %w", err)
 	}
-	e.ScheduledTime = stamp(scheduledMS)
-	e.StartTime = stamp(startMS)
-	e.EndTime = stamp(endMS)
+	e.ScheduledTime = sqldb.Timestamp(scheduledMS)
+	e.StartTime = sqldb.Timestamp(startMS)
+	e.EndTime = sqldb.Timestamp(endMS)
 	e.Status = schedulesv1.ExecutionStatus(status)
 	e.Attempts = int32(at)
 	if result != "" {
@@ -220,19 +209,4 @@ func orEmpty(s *structpb.Struct) *structpb.Struct {
 		return &structpb.Struct{}
 	}
 	return s
-}
-
-// millis stores a time with millisecond precision; 0 is "not set".
-func millis(ts *timestamppb.Timestamp) int64 {
-	if ts == nil {
-		return 0
-	}
-	return ts.AsTime().UnixMilli()
-}
-
-func stamp(ms int64) *timestamppb.Timestamp {
-	if ms == 0 {
-		return nil
-	}
-	return timestamppb.New(time.UnixMilli(ms).UTC())
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 //go:embed migrations
@@ -105,24 +104,15 @@ func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskSta
 
 // Update implements tasks.Store.
 func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error) {
-	res, err := s.db.Exec(ctx, `UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
+	updated, changed, err := sqldb.Update(ctx, s.db, "update task", func(ctx context.Context) (*tasksv1.Task, error) { return s.Get(ctx, t.GetAgentId(), t.GetId()) },
+		`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
 		WHERE id = ? AND agent_id = ? AND status = ?`,
 		int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
 		t.GetId(), t.GetAgentId(), int32(from))
-	if err != nil {
-		return nil, fmt.Errorf("update task: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, fmt.Errorf("update task: %w", err)
-	}
-	if n == 0 {
-		if _, err := s.Get(ctx, t.GetAgentId(), t.GetId()); err != nil {
-			return nil, err
-		}
+	if err == nil && !changed {
 		return nil, tasks.ErrStale
 	}
-	return s.Get(ctx, t.GetAgentId(), t.GetId())
+	return updated, err
 }
 
 func scan(r sqldb.Scanner) (*tasksv1.Task, error) {
@@ -144,7 +134,7 @@ func scanRow(r sqldb.Scanner, more ...any) (*tasksv1.Task, error) {
 	}
 	t.Status = tasksv1.TaskStatus(status)
 	t.Priority = tasksv1.TaskPriority(priority)
-	t.CreateTime = timestamppb.New(time.UnixMilli(createMS).UTC())
-	t.UpdateTime = timestamppb.New(time.UnixMilli(updateMS).UTC())
+	t.CreateTime = sqldb.Timestamp(createMS)
+	t.UpdateTime = sqldb.Timestamp(updateMS)
 	return &t, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -274,20 +273,12 @@ func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
 // one request.
 func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
 	t.Helper()
-	sqldbtest.WarmPool(t, db, n)
 	got, errs := make([]*tasksv1.Task, n), make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
+	sqldbtest.Race(t, db, n, func(i int) {
 		task := newTask(agentA, day1.Add(time.Duration(i)*time.Millisecond))
 		task.Description = "one request"
-		wg.Go(func() {
-			<-start
-			got[i], errs[i] = createTask(t.Context(), s, task, key, maxPerDay)
-		})
-	}
-	close(start)
-	wg.Wait()
+		got[i], errs[i] = createTask(t.Context(), s, task, key, maxPerDay)
+	})
 	return got, errs
 }
 
@@ -424,36 +415,21 @@ func testConcurrentUpdate(t *testing.T, db *sqldb.DB) {
 	task := create(t, s, newTask(agentA, day1), noKey, noCap)
 	const writers = 10
 	results, errs := make([]*tasksv1.Task, writers), make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
+	sqldbtest.Race(t, db, writers, func(i int) {
 		next := proto.Clone(task).(*tasksv1.Task)
 		next.Status = tasksv1.TaskStatus_TASK_STATUS_RUNNING
 		if i%2 == 1 {
 			next.Status = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
 			next.CancelReason = fmt.Sprintf("writer %d", i)
 		}
-		wg.Go(func() { results[i], errs[i] = s.Update(ctx, next, tasksv1.TaskStatus_TASK_STATUS_PENDING) })
-	}
-	wg.Wait()
-	var winner *tasksv1.Task
-	for i, err := range errs {
-		switch {
-		case err == nil && winner == nil:
-			winner = results[i]
-		case err == nil:
-			t.Errorf("writers %s and %d both moved the task from pending", winner.GetCancelReason(), i)
-		case !errors.Is(err, tasks.ErrStale):
-			t.Errorf("writer %d: %v, want success or ErrStale", i, err)
-		}
-	}
-	if winner == nil {
-		t.Fatal("no writer moved the task")
-	}
+		results[i], errs[i] = s.Update(ctx, next, tasksv1.TaskStatus_TASK_STATUS_PENDING)
+	})
+	winner := sqldbtest.OneWinner(t, errs, tasks.ErrStale)
 	stored, err := s.Get(ctx, agentA, task.GetId())
 	if err != nil {
 		t.Fatal(err)
 	}
-	prototest.Equal(t, "stored task", stored, winner)
+	prototest.Equal(t, "stored task", stored, results[winner])
 }
 
 func testStressCreate(t *testing.T, db *sqldb.DB) {
