@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 )
 
@@ -15,8 +17,9 @@ func TestLimitFlagsTakeTheEnvironmentThenFlags(t *testing.T) {
 	parse := func(env map[string]string, args ...string) (server.Limits, error) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		l := addLimitFlags(fs, func(k string) string { return env[k] }, "TOOLMESH_SERVICE_", 1<<20)
-		if err := fs.Parse(args); err != nil {
+		s := config.New(fs, func(k string) string { return env[k] })
+		l := bindLimits(s, "TOOLMESH_SERVICE_", 1<<20)
+		if err := s.Parse(args); err != nil {
 			return server.Limits{}, err
 		}
 		return l.limits()

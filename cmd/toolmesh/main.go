@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/logging"
 )
 
@@ -69,25 +70,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log := logging.New(stderr, logging.ParseLevel(getenv("TOOLMESH_LOG_LEVEL")))
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], getenv, stdout, log)
+		return runServe(ctx, args[1:], getenv, stdout, stderr, log)
 	case "worker":
-		return runWorker(ctx, args[1:], getenv, stdout, log)
+		return runWorker(ctx, args[1:], getenv, stdout, stderr, log)
 	case "edge":
 		return runEdge(ctx, args[1:], getenv, stdin, stdout, stderr, log)
 	case "temporal-dev":
-		return runTemporalDev(ctx, args[1:], getenv, log)
+		return runTemporalDev(ctx, args[1:], getenv, stderr, log)
 	case "up":
-		return runUp(ctx, args[1:], getenv, stdout, log)
+		return runUp(ctx, args[1:], getenv, stdout, stderr, log)
 	case "processes":
-		return runProcesses(args[1:], getenv, stdout)
+		return runProcesses(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
-		return runHealthcheck(ctx, args[1:])
+		return runHealthcheck(ctx, args[1:], stderr)
 	case "keygen":
-		return runKeygen(args[1:], getenv, stdout)
+		return runKeygen(args[1:], getenv, stdout, stderr)
 	case "token":
-		return runToken(args[1:], getenv, stdout)
+		return runToken(args[1:], getenv, stdout, stderr)
 	case "audit":
-		return runAudit(ctx, args[1:], getenv, stdout)
+		return runAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, usage, domainNames())
 		return nil
@@ -96,10 +97,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// envOr returns the environment value of key, or def when unset.
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
+// newConfig returns the option set of the command name, whose --help goes
+// to stderr.
+func newConfig(name string, getenv func(string) string, stderr io.Writer) *config.Set {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return config.New(fs, getenv)
 }

@@ -55,7 +55,7 @@ func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.S
 
 // registerSchedules runs the approval and run workflows of schedules: each
 // run calls its tool through the services in deps.Services
-// (TOOLMESH_SCHEDULES_CALL_TIMEOUT bounds one call, default 15s). Approval
+// (deps.CallTimeout, the worker's --call-timeout, bounds one call). Approval
 // requests reach the owner through OwnerService.Notify, or the worker's log
 // when no owner service is configured.
 func registerSchedules(w worker.Worker, deps workerDeps) error {
@@ -63,16 +63,8 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	if url == "" {
 		return errors.New("worker schedules needs the schedules service (--service schedules=http://...)")
 	}
-	timeout := 15 * time.Second
-	if v := deps.Getenv("TOOLMESH_SCHEDULES_CALL_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("TOOLMESH_SCHEDULES_CALL_TIMEOUT must be a positive duration, got %q", v)
-		}
-		timeout = d
-	}
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
-		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
+		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: deps.CallTimeout, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {

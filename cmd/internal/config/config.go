@@ -61,6 +61,7 @@ type Set struct {
 	getenv  func(string) string
 	opts    []*Option
 	envErrs map[string]error
+	envSet  map[string]bool
 	retired map[string]string
 }
 
@@ -68,7 +69,7 @@ type Set struct {
 // getenv. It replaces fs.Usage with one that lists every option's flag,
 // variable and default.
 func New(fs *flag.FlagSet, getenv func(string) string) *Set {
-	s := &Set{fs: fs, getenv: getenv, envErrs: map[string]error{}, retired: map[string]string{}}
+	s := &Set{fs: fs, getenv: getenv, envErrs: map[string]error{}, envSet: map[string]bool{}, retired: map[string]string{}}
 	fs.Usage = func() { s.PrintUsage(fs.Output()) }
 	return s
 }
@@ -150,6 +151,7 @@ func (s *Set) bind(o Opt, v flag.Value) {
 			if err := v.Set(env); err != nil {
 				s.envErrs[o.Flag] = fmt.Errorf("%s=%q: %w", o.Env, env, err)
 			}
+			s.envSet[o.Flag] = true
 		}
 	}
 	// From here on, each flag adds one item.
@@ -181,9 +183,10 @@ func (s *Set) Parse(args []string) error {
 	return errors.Join(errs...)
 }
 
-// Given reports whether the flag name was given on the command line.
-func (s *Set) Given(name string) bool {
-	given := false
+// Explicit reports whether the option name was given, on the command line
+// or by its variable, rather than left at its default.
+func (s *Set) Explicit(name string) bool {
+	given := s.envSet[name]
 	s.fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
 }
