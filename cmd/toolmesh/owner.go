@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -31,7 +32,7 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Servi
 	if err != nil {
 		return server.Service{}, err
 	}
-	allow, err := egress.ParsePrefixes(deps.Getenv(ownerWebhookAllowEnv))
+	allow, err := egress.ParsePrefixes(config.Split(deps.Getenv(ownerWebhookAllowEnv))...)
 	if err != nil {
 		return server.Service{}, fmt.Errorf("%s: %w", ownerWebhookAllowEnv, err)
 	}
