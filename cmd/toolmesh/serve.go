@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -66,15 +66,15 @@ type domain struct {
 }
 
 var domains = withFaultsDomains(map[string]domain{
-	"tasks":    {port: 7101, build: buildTasks},
-	"agents":   {port: 7102, build: buildAgents, directory: true},
+	"tasks":    {port: 7101, options: tasksOptions},
+	"agents":   {port: 7102, options: agentsOptions, directory: true},
 	"messages": {port: 7103, build: buildMessages},
 	"memory":   {port: 7104, build: buildMemory},
 	"credits":  {port: 7105, build: buildCredits},
-	"owner":    {port: 7106, build: buildOwner, temporal: true},
+	"owner":    {port: 7106, options: ownerOptions, temporal: true},
 	"audit":    {port: 7108, options: auditOptions},
 
-	"schedules": {port: 7107, build: buildSchedules, temporal: true},
+	"schedules": {port: 7107, options: schedulesOptions, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},
@@ -114,34 +114,40 @@ func domainNames() string {
 	return strings.Join(names, ", ")
 }
 
-func buildTasks(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	getenv := deps.Getenv
-	st, err := taskstore.Open(ctx, db)
-	if err != nil {
-		return server.Service{}, err
-	}
-	maxPerDay := tasks.DefaultMaxPerDay
-	if v := getenv("WORK_TASK_MAX_PER_DAY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return server.Service{}, fmt.Errorf("WORK_TASK_MAX_PER_DAY must be a positive integer, got %q", v)
+// tasksOptions binds the daily limit of work tasks, whose variable keeps
+// its documented name WORK_TASK_MAX_PER_DAY.
+func tasksOptions(s *config.Set) buildFunc {
+	var maxPerDay int
+	s.Int(&maxPerDay, tasks.DefaultMaxPerDay, config.Opt{Flag: "max-tasks-per-day", Env: "WORK_TASK_MAX_PER_DAY",
+		Usage: "work tasks one agent may create per UTC calendar day"})
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+		if maxPerDay < 1 {
+			return server.Service{}, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
 		}
-		maxPerDay = n
+		st, err := taskstore.Open(ctx, db)
+		if err != nil {
+			return server.Service{}, err
+		}
+		return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 	}
-	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
-func buildAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	getenv := deps.Getenv
-	st, err := agentstore.Open(ctx, db)
-	if err != nil {
-		return server.Service{}, err
+// agentsOptions binds the agents registered at start.
+func agentsOptions(s *config.Set) buildFunc {
+	var seed []string
+	s.List(&seed, config.Opt{Flag: "seed", Env: agentsSeedEnv,
+		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+		st, err := agentstore.Open(ctx, db)
+		if err != nil {
+			return server.Service{}, err
+		}
+		svc := agents.New(st, agents.Config{})
+		if err := svc.Seed(ctx, seed...); err != nil {
+			return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
+		}
+		return svc.Registration(), nil
 	}
-	svc := agents.New(st, agents.Config{})
-	if err := svc.Seed(ctx, config.Split(getenv(agentsSeedEnv))...); err != nil {
-		return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
-	}
-	return svc.Registration(), nil
 }
 
 func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
@@ -164,6 +170,9 @@ func auditOptions(s *config.Set) buildFunc {
 		Usage: "file every signed audit checkpoint is appended to; ship it elsewhere", Default: "<data>/" + auditCheckpointLogFile})
 	s.Duration(&interval, audit.DefaultCheckpointInterval, config.Opt{Flag: "checkpoint-interval", Env: "TOOLMESH_AUDIT_CHECKPOINT_INTERVAL",
 		Usage: "how often a checkpoint is signed besides the one after appends (at least 1s)"})
+	var appenders []string
+	s.List(&appenders, config.Opt{Flag: "appender", Env: "TOOLMESH_AUDIT_APPENDERS",
+		Usage: "a mesh subject allowed to append audit records", Default: audittrail.EdgeSubject})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
 		if interval < time.Second {
 			return server.Service{}, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
@@ -179,7 +188,7 @@ func auditOptions(s *config.Set) buildFunc {
 			return server.Service{}, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
 		}
 		return buildAudit(ctx, db, deps, audit.Config{
-			Signer: checkpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval,
+			Signer: checkpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval, Appenders: appenders,
 		})
 	}
 }
@@ -189,8 +198,6 @@ func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Con
 	if err != nil {
 		return server.Service{}, err
 	}
-	// Mesh subjects allowed to append; the edge's own subject by default.
-	cfg.Appenders = config.Split(deps.Getenv("TOOLMESH_AUDIT_APPENDERS"))
 	cfg.Log = deps.Log
 	svc := audit.New(st, cfg)
 	// Checkpoints are signed until the server has stopped serving, so the
