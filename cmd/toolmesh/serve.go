@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -105,14 +105,7 @@ type serveDeps struct {
 // agent in it.
 const agentsSeedEnv = "TOOLMESH_AGENTS_SEED"
 
-func domainNames() string {
-	names := make([]string, 0, len(domains))
-	for n := range domains {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+func domainNames() string { return strings.Join(slices.Sorted(maps.Keys(domains)), ", ") }
 
 // tasksOptions binds the daily limit of work tasks, whose variable keeps
 // its documented name WORK_TASK_MAX_PER_DAY.
@@ -291,21 +284,31 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 	return c
 }
 
+// parseNamed finds the entry of table that args[0] names (the domain of
+// serve, the task queue of worker) and parses the rest of args into the
+// options bind binds for it.
+func parseNamed[T, C any](args []string, table map[string]T, command, what string, getenv func(string) string, stderr io.Writer,
+	bind func(s *config.Set, getenv func(string) string, name string, entry T) C) (name string, entry T, cfg C, err error) {
+	names := strings.Join(slices.Sorted(maps.Keys(table)), ", ")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return "", entry, cfg, fmt.Errorf("%s needs a %s: %s", command, what, names)
+	}
+	name = args[0]
+	entry, ok := table[name]
+	if !ok {
+		return "", entry, cfg, fmt.Errorf("unknown %s %q (%ss: %s)", what, name, what, names)
+	}
+	s := newConfig(command+" "+name, getenv, stderr)
+	cfg = bind(s, getenv, name, entry)
+	return name, entry, cfg, s.Parse(args[1:])
+}
+
 // defaultTemporalAddr is the Temporal frontend of `toolmesh up`.
 const defaultTemporalAddr = "127.0.0.1:7233"
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("serve needs a domain: %s", domainNames())
-	}
-	name := args[0]
-	d, ok := domains[name]
-	if !ok {
-		return fmt.Errorf("unknown domain %q (domains: %s)", name, domainNames())
-	}
-	s := newConfig("serve "+name, getenv, stderr)
-	c := bindServe(s, getenv, name, d)
-	if err := s.Parse(args[1:]); err != nil {
+	name, d, c, err := parseNamed(args, domains, "serve", "domain", getenv, stderr, bindServe)
+	if err != nil {
 		return err
 	}
 	limits, err := c.limits.limits()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -89,15 +88,6 @@ func registerCalls(w worker.Worker, deps workerDeps) error {
 	return nil
 }
 
-func workerNames() string {
-	names := make([]string, 0, len(workerQueues))
-	for n := range workerQueues {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
 // workerConfig is the configuration of `toolmesh worker <queue>`.
 type workerConfig struct {
 	temporalAddr, healthAddr, dataDir, keyPath string
@@ -127,17 +117,8 @@ func bindWorker(s *config.Set, getenv func(string) string, name string, q worker
 // it (the Temporal SDK's worker, workflow and activity metrics, the service
 // calls of activities, the process).
 func runWorker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("worker needs a task queue: %s", workerNames())
-	}
-	name := args[0]
-	q, ok := workerQueues[name]
-	if !ok {
-		return fmt.Errorf("unknown task queue %q (queues: %s)", name, workerNames())
-	}
-	s := newConfig("worker "+name, getenv, stderr)
-	c := bindWorker(s, getenv, name, q)
-	if err := s.Parse(args[1:]); err != nil {
+	name, q, c, err := parseNamed(args, workerQueues, "worker", "task queue", getenv, stderr, bindWorker)
+	if err != nil {
 		return err
 	}
 	urls, err := serviceURLs(orLoopback(c.services))

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
@@ -45,23 +44,15 @@ func (activityWorker) RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
 // set to 100ms (by flag or by variable) the call ends deadline_exceeded; with
 // the 15s default it would get the service's answer.
 func TestWorkerCallTimeoutReachesSchedules(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
-	protocols.SetHTTP1(true)
-	slow := &http.Server{Protocols: protocols, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(3 * time.Second):
 			http.Error(w, "late", http.StatusServiceUnavailable)
 		}
-	})}
-	go func() { _ = slow.Serve(lis) }()
-	t.Cleanup(func() { slow.Close() })
-	url := "http://" + lis.Addr().String()
+	}))
+	t.Cleanup(slow.Close)
+	url := slow.URL
 
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -92,7 +83,7 @@ func TestWorkerCallTimeoutReachesSchedules(t *testing.T) {
 			}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()
-			deps := workerDeps{Mesh: signer, MeshKey: key, Services: urls, HTTPClient: servertest.HTTPClient(), Getenv: getenv,
+			deps := workerDeps{Mesh: signer, MeshKey: key, Services: urls, HTTPClient: slow.Client(), Getenv: getenv,
 				Log: slog.New(slog.DiscardHandler), CallTimeout: c.callTimeout, Telemetry: telemetry.Providers{}}
 			if err := registerSchedules(activityWorker{env: env}, deps); err != nil {
 				t.Fatal(err)
