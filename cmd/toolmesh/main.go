@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/logging"
 )
 
@@ -95,12 +94,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	fmt.Fprintf(stderr, usage, domainNames())
 	return fmt.Errorf("unknown command %q", args[0])
-}
-
-// newConfig returns the option set of the command name, whose --help goes
-// to stderr.
-func newConfig(name string, getenv func(string) string, stderr io.Writer) *config.Set {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return config.New(fs, getenv)
 }

@@ -165,17 +165,6 @@ func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, err
 	}
 }
 
-// bindPortOffset binds --port-offset of up, processes and up status.
-func bindPortOffset(s *config.Set, p *int, usage string) {
-	s.Int(p, 0, config.Opt{Flag: "port-offset", Env: "TOOLMESH_PORT_OFFSET", Usage: usage})
-}
-
-// bindTemporalBin binds --temporal-bin of up and temporal-dev.
-func bindTemporalBin(s *config.Set, p *string) {
-	s.String(p, "", config.Opt{Flag: "temporal-bin", Env: "TOOLMESH_TEMPORAL_BIN", Usage: "path of the pinned Temporal CLI",
-		Default: "temporal next to this binary, else ./bin/temporal"})
-}
-
 // directoryDomain is the domain every other service checks its callers
 // against (the one marked directory in the domains table).
 func directoryDomain() (string, error) {

@@ -303,9 +303,6 @@ func parseNamed[T, C any](args []string, table map[string]T, command, what strin
 	return name, entry, cfg, s.Parse(args[1:])
 }
 
-// defaultTemporalAddr is the Temporal frontend of `toolmesh up`.
-const defaultTemporalAddr = "127.0.0.1:7233"
-
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
 	name, d, c, err := parseNamed(args, domains, "serve", "domain", getenv, stderr, bindServe)
 	if err != nil {
