@@ -123,7 +123,6 @@ bench: $(BIN)/temporal ## Run the benchmarks (edge vs direct Connect, elicitatio
 	go test -run '^$$' -bench ElicitationRounds -benchtime 200x ./edge/
 	go test -run '^$$' -bench AskRoundTrip -benchtime 200x ./cmd/toolmesh
 	go test -run '^$$' -bench ApprovalToFirstRun -benchtime 20x ./cmd/toolmesh
-	go test -run '^$$' -bench EdgeProcessUnderLoad -benchtime 20000x ./cmd/toolmesh
 
 # The mesh as users meet it: the processes `make run` starts, driven by
 # load generators of their own (see docs/performance.md). Flags go in

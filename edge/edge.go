@@ -479,12 +479,24 @@ func newServiceClient() *http.Client {
 	// wait), and up to 256 per service are kept: closing those beyond the
 	// idle limit after every call, under many callers, costs both sides a
 	// connection per call.
+	//
+	// Each connection holds a read and a write buffer for its lifetime, and
+	// under many callers there is one connection per call in flight. A
+	// service call's request and answer are a few hundred bytes, and
+	// larger bodies are read and written past the buffers, so 1 KiB each
+	// does instead of net/http's 4 KiB: 6 KiB less per call in flight.
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           protocols,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
+		ReadBufferSize:      serviceConnBuffer,
+		WriteBufferSize:     serviceConnBuffer,
 	}}
 }
+
+// serviceConnBuffer is the size of the read and the write buffer of each
+// connection to a service.
+const serviceConnBuffer = 1 << 10
 
 // readOnlyNote prefixes the description of tools that read-only mode
 // refuses, so a model does not plan around them.

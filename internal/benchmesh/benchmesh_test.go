@@ -53,7 +53,7 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 		front := map[string]string{TargetEdge: "edge", TargetStock: "stock-sdk"}[p.Target]
-		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0) {
+		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
@@ -120,9 +120,9 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if after <= before {
 		t.Errorf("CPU time %v after spinning, %v before", after, before)
 	}
-	rss, hwm, err := memory(pid)
-	if err != nil || rss <= 0 || hwm < rss {
-		t.Errorf("memory: rss %d KiB, hwm %d KiB, %v", rss, hwm, err)
+	m, err := memory(pid)
+	if err != nil || m.rss <= 0 || m.hwm < m.rss || m.anon <= 0 || m.file <= 0 || m.anon+m.file > m.rss {
+		t.Errorf("memory: %+v KiB, %v; want rss ≤ hwm and anon + file ≤ rss, all above 0", m, err)
 	}
 }
 
