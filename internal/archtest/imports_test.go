@@ -15,12 +15,14 @@ package archtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -33,20 +35,29 @@ type pkg struct {
 	Imports    []string
 }
 
-func listPackages(t *testing.T) []pkg {
-	t.Helper()
+// goList runs go list over the module once for every test of the binary.
+var goList = sync.OnceValues(func() ([]pkg, error) {
 	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		return nil, fmt.Errorf("go list: %w", err)
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for dec.More() {
 		var p pkg
 		if err := dec.Decode(&p); err != nil {
-			t.Fatalf("decode go list output: %v", err)
+			return nil, fmt.Errorf("decode go list output: %w", err)
 		}
 		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+})
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	pkgs, err := goList()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(pkgs) == 0 {
 		t.Fatal("go list found no packages")
