@@ -15,6 +15,19 @@ import (
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
 
+// seedPurge seeds the notes testing_purge removes and returns the check
+// that the purge ran exactly once since.
+func (m *mrtrMesh) seedPurge(t *testing.T) (purgedOnce func()) {
+	before := m.backend.Executions("Purge")
+	m.backend.SeedNotes("victim", 3)
+	return func() {
+		t.Helper()
+		if n := m.backend.Executions("Purge") - before; n != 1 {
+			t.Errorf("Purge ran %d times, want once", n)
+		}
+	}
+}
+
 // The side effect of an elicited call happens once, whatever the clients,
 // edges and workers do between and during its rounds.
 func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
@@ -22,8 +35,7 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 
 	t.Run("duplicate final round", func(t *testing.T) {
 		m.startWorker(t)
-		before := m.backend.Executions("Purge")
-		m.backend.SeedNotes("victim", 3)
+		purgedOnce := m.seedPurge(t)
 		f := m.edge(t, nil)
 		c := newConversation(t)
 		state, answers := c.toFinal(f.url)
@@ -33,15 +45,12 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		if again := c.send(f.url, state, answers); !isRefusal(again) {
 			t.Errorf("repeated final round = %s, want the refusal", again.StructuredContent)
 		}
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
+		purgedOnce()
 	})
 
 	t.Run("three concurrent final rounds", func(t *testing.T) {
 		m.startWorker(t)
-		before := m.backend.Executions("Purge")
-		m.backend.SeedNotes("victim", 3)
+		purgedOnce := m.seedPurge(t)
 		f := m.edge(t, nil)
 		c := newConversation(t)
 		state, answers := c.toFinal(f.url)
@@ -65,15 +74,12 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		if ok != 1 || refused != 2 {
 			t.Errorf("concurrent final rounds: %d results, %d refusals; want 1 and 2", ok, refused)
 		}
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
+		purgedOnce()
 	})
 
 	t.Run("round 2 taken by a second edge", func(t *testing.T) {
 		m.startWorker(t)
-		before := m.backend.Executions("Purge")
-		m.backend.SeedNotes("victim", 3)
+		purgedOnce := m.seedPurge(t)
 		a, b := m.edge(t, nil), m.edge(t, nil)
 		c := newConversation(t)
 		r1 := c.send(a.url, "", nil)
@@ -81,14 +87,11 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		if final := c.send(a.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
+		purgedOnce()
 	})
 
 	t.Run("worker killed between rounds", func(t *testing.T) {
-		before := m.backend.Executions("Purge")
-		m.backend.SeedNotes("victim", 3)
+		purgedOnce := m.seedPurge(t)
 		w := m.startWorkerProcess(t)
 		f := m.edge(t, nil)
 		c := newConversation(t)
@@ -99,15 +102,12 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		if final := c.send(f.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
+		purgedOnce()
 	})
 
 	t.Run("edge killed between rounds", func(t *testing.T) {
 		m.startWorker(t)
-		before := m.backend.Executions("Purge")
-		m.backend.SeedNotes("victim", 3)
+		purgedOnce := m.seedPurge(t)
 		a, aURL := m.startEdgeProcess(t)
 		c := newConversation(t)
 		r1 := c.send(aURL, "", nil)
@@ -117,9 +117,7 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		if final := c.send(bURL, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
+		purgedOnce()
 	})
 }
 
