@@ -37,7 +37,7 @@ type pkg struct {
 
 // goList runs go list over the module once for every test of the binary.
 var goList = sync.OnceValues(func() ([]pkg, error) {
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Dir,GoFiles,Imports", module+"/...").Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list: %w", err)
 	}
