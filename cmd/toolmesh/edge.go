@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -227,7 +228,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return fmt.Errorf("read grants file: %w", err)
 		}
-		if cfg.Grants, err = edge.ParseGrants(b); err != nil {
+		if cfg.Grants, err = identity.ParseGrants(b); err != nil {
 			return err
 		}
 	}
@@ -235,7 +236,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if *issuer == "" {
 			return errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
 		}
-		a := &edge.AuthConfig{Issuer: *issuer, Resource: *resource, AuthorizationServers: authServers}
+		a := &identity.Config{Issuer: *issuer, Resource: *resource, AuthorizationServers: authServers}
 		if a.Resource == "" {
 			a.Resource = "http://" + *addr + "/mcp"
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -111,7 +112,18 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+	// Spin until the kernel has charged this process 50ms more CPU by its
+	// own count (getrusage), rather than for a span of wall time: on a
+	// loaded machine 200ms of wall time may bring less than a clock tick
+	// of CPU.
+	spent := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for start := spent(); spent() < start+50*time.Millisecond; {
 	}
 	after, err := cpuTime(pid)
 	if err != nil {
