@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -79,7 +80,7 @@ type a2aGateway struct {
 	cfg      A2AConfig
 	base     string
 	hostPort hostPort
-	auth     *authenticator // nil in development mode
+	auth     *identity.Authenticator // nil in development mode
 	agents   agentsv1connect.AgentsServiceClient
 	remote   remoteagentsv1connect.RemoteAgentsServiceClient
 	depth    *a2alink.DepthVerifier
@@ -118,7 +119,7 @@ func newA2AGateway(e *Edge, cfg A2AConfig) (*a2aGateway, error) {
 		if ac.Resource == "" {
 			ac.Resource = g.base
 		}
-		if g.auth, err = newAuthenticator(ac, e.cfg.Grants, e.log); err != nil {
+		if g.auth, err = identity.New(ac, e.cfg.Grants, e.log); err != nil {
 			return nil, fmt.Errorf("a2a: %w", err)
 		}
 	}
@@ -293,7 +294,7 @@ func (g *a2aGateway) card(ag *agentsv1.Agent) *a2a.AgentCard {
 	}
 	if g.auth != nil {
 		c.SecuritySchemes = a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", BearerFormat: "JWT",
-			Description: "An OAuth 2.1 access token from " + g.auth.cfg.Issuer + " for " + g.auth.cfg.Resource}}
+			Description: "An OAuth 2.1 access token from " + g.auth.Issuer() + " for " + g.auth.Resource()}}
 		c.Security = []a2a.SecurityRequirements{{"bearer": a2a.SecuritySchemeScopes{}}}
 	}
 	return c
@@ -302,7 +303,7 @@ func (g *a2aGateway) card(ag *agentsv1.Agent) *a2a.AgentCard {
 // sender is the mesh identity of an A2A caller: "a2a-" and its subject,
 // made an agent id (lower case, [a-z0-9_-], at most 63 characters; a hash
 // keeps apart subjects that had to be changed to fit).
-func sender(p *Principal) string {
+func sender(p *identity.Principal) string {
 	sub := p.Subject
 	if sub == "" {
 		sub = p.Agent

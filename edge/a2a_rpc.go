@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -114,17 +115,17 @@ func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
 // authenticate returns the caller: with authentication on, a bearer JWT
 // for the A2A resource granting toolmesh:write; in development mode the
 // local caller.
-func (g *a2aGateway) authenticate(w http.ResponseWriter, r *http.Request) (*Principal, bool) {
+func (g *a2aGateway) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Principal, bool) {
 	if g.auth == nil {
 		return g.e.dev, true
 	}
-	p, _, fail := g.auth.authenticate(r)
-	if fail == nil && !p.all && !p.hasScope(ScopeWrite) {
-		fail = &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope", message: "sending A2A messages needs scope " + ScopeWrite, scope: ScopeWrite}
+	p, _, fail := g.auth.Authenticate(r)
+	if fail == nil && !p.HasScope(identity.ScopeWrite) {
+		fail = &identity.Failure{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: "sending A2A messages needs scope " + identity.ScopeWrite, Scope: identity.ScopeWrite}
 	}
 	if fail != nil {
-		w.Header().Set("WWW-Authenticate", g.auth.challenge(fail))
-		writeRPCError(w, fail.status, nil, codeUnauthorized, authMessage(fail), nil)
+		w.Header().Set("WWW-Authenticate", g.auth.Challenge(fail))
+		writeRPCError(w, fail.Status, nil, codeUnauthorized, fail.Text(), nil)
 		return nil, false
 	}
 	return p, true
@@ -296,7 +297,7 @@ func messageText(m *a2a.Message) string {
 }
 
 // as returns ctx calling RemoteAgentsService as the sender, at depth.
-func (g *a2aGateway) as(ctx context.Context, p *Principal, depth int) (context.Context, context.CancelFunc) {
+func (g *a2aGateway) as(ctx context.Context, p *identity.Principal, depth int) (context.Context, context.CancelFunc) {
 	c := mesh.Caller{Subject: p.Subject, Agent: sender(p), Roles: []string{mesh.RoleService}, Depth: depth}
 	return context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: c}), a2aTimeout)
 }
@@ -304,7 +305,7 @@ func (g *a2aGateway) as(ctx context.Context, p *Principal, depth int) (context.C
 // send delivers a message/send: the depth its sending mesh signed, when it
 // carries one, decides the depth it is delivered at (the sender's depth is
 // one less); without one it starts a new chain.
-func (g *a2aGateway) send(ctx context.Context, p *Principal, agent string, params *a2a.MessageSendParams) (any, error) {
+func (g *a2aGateway) send(ctx context.Context, p *identity.Principal, agent string, params *a2a.MessageSendParams) (any, error) {
 	m := params.Message
 	senderDepth := 0
 	if tok, ok := m.Metadata[a2alink.MetadataDepthToken].(string); ok {
@@ -333,7 +334,7 @@ func (g *a2aGateway) send(ctx context.Context, p *Principal, agent string, param
 	return g.task(in, m, nil), nil
 }
 
-func (g *a2aGateway) getTask(ctx context.Context, p *Principal, agent string, params *a2a.TaskQueryParams) (any, error) {
+func (g *a2aGateway) getTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskQueryParams) (any, error) {
 	cctx, cancel := g.as(ctx, p, 0)
 	defer cancel()
 	res, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})
@@ -346,7 +347,7 @@ func (g *a2aGateway) getTask(ctx context.Context, p *Principal, agent string, pa
 	return g.task(res.GetInbound(), nil, params.HistoryLength), nil
 }
 
-func (g *a2aGateway) cancelTask(ctx context.Context, p *Principal, agent string, params *a2a.TaskIDParams) (any, error) {
+func (g *a2aGateway) cancelTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskIDParams) (any, error) {
 	cctx, cancel := g.as(ctx, p, 0)
 	defer cancel()
 	cur, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})

@@ -17,6 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 )
@@ -191,7 +192,7 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	iss := newIssuer(t)
 	cfg := func(addr string) edge.Config {
 		return edge.Config{Mesh: servertest.MeshSigner(), Addr: addr, Contracts: nil,
-			Auth: &edge.AuthConfig{Issuer: iss.url, Resource: "http://" + addr + "/mcp", HS256Secret: iss.hsSecret}}
+			Auth: &identity.Config{Issuer: iss.url, Resource: "http://" + addr + "/mcp", HS256Secret: iss.hsSecret}}
 	}
 	if _, err := edge.New(cfg("0.0.0.0:7100"), logging.Discard()); err == nil {
 		t.Error("an HS256 edge on 0.0.0.0 started")
@@ -201,7 +202,7 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	}
 	f := newFixture(t, func(c *edge.Config) {
 		c.Addr = "127.0.0.1:7100"
-		c.Auth = &edge.AuthConfig{Issuer: iss.url, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.hsSecret}
+		c.Auth = &identity.Config{Issuer: iss.url, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.hsSecret}
 	})
 	tok := iss.sign(t, jose.HS256, iss.valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
 	if resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok), modernList); resp.StatusCode != 200 {
@@ -239,7 +240,7 @@ func TestProtectedResourceMetadata(t *testing.T) {
 			t.Fatalf("GET %s = %d (%v)", path, resp.StatusCode, err)
 		}
 		if meta.Resource != resourceFor(f.http) || !slices.Equal(meta.AuthorizationServers, []string{iss.url}) ||
-			!slices.Contains(meta.ScopesSupported, edge.ScopeWrite) || !slices.Equal(meta.BearerMethodsSupported, []string{"header"}) {
+			!slices.Contains(meta.ScopesSupported, identity.ScopeWrite) || !slices.Equal(meta.BearerMethodsSupported, []string{"header"}) {
 			t.Errorf("GET %s = %+v", path, meta)
 		}
 	}
@@ -263,7 +264,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 
 func TestScopesAndGrantsDecideWhatACallerSeesAndMayCall(t *testing.T) {
 	iss := newIssuer(t)
-	grants, err := edge.ParseGrants([]byte(`
+	grants, err := identity.ParseGrants([]byte(`
 subjects:
   alice:
     roles: [owner]

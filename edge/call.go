@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -56,7 +57,7 @@ func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
 // is the one path of every tool call, and of every resource read, prompt
 // and completion that reads through a tool: the call is traced, counted and
 // logged, and a panic becomes an internal error.
-func (e *Edge) runCall(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (env *toolcall.Envelope, interim *mcp.CallToolResult) {
+func (e *Edge) runCall(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest) (env *toolcall.Envelope, interim *mcp.CallToolResult) {
 	start := time.Now()
 	ctx, end, accepted := e.inflight.begin(ctx)
 	defer end()
@@ -85,12 +86,12 @@ func (e *Edge) runCall(ctx context.Context, b *binding, p *Principal, req *mcp.C
 
 // call runs the pipeline of one tool call. Each refusal happens before
 // anything is sent to the service.
-func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
+func (e *Edge) call(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
 	t := b.tool
 	if p == nil {
 		return toolcall.Fail(t.Name, toolcall.CodeUnauthenticated, "the caller is not authenticated"), nil
 	}
-	if ok, why := p.mayCall(t); !ok {
+	if ok, why := p.MayCall(t); !ok {
 		return toolcall.Fail(t.Name, toolcall.CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)), nil
 	}
 	if !b.HasBackend() {
@@ -123,7 +124,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 			boundary.LogRejection(ctx, e.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})
 			return stateRefused(t.Name), nil
 		}
-		return e.elicit.next(ctx, b, p, req)
+		return e.elicit.next(ctx, elicitedCall{b: b, p: p, req: req})
 	}
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
 	elicit := e.elicit != nil && (admin || len(t.Elicitable) > 0) && canElicit(req)
@@ -144,7 +145,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 			}
 			if steps != nil {
 				clientKey, _ := req.Params.Meta[MetaIdempotencyKey].(string)
-				return e.elicit.start(ctx, b, p, req, obj, steps, clientKey)
+				return e.elicit.start(ctx, elicitedCall{b: b, p: p, req: req}, obj, steps, clientKey)
 			}
 		}
 		if admin {
@@ -161,7 +162,7 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 		e.setWait(b, msg, e.tasks != nil && e.tasks.byStart[t.Name] != nil && taskSlotFrom(ctx) != nil)
 	}
 	stop := e.progress(ctx, b, req)
-	caller := p.caller()
+	caller := p.Caller()
 	caller.Depth = depth
 	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: caller, IdempotencyKey: key})
 	stop()
@@ -176,11 +177,11 @@ func (e *Edge) call(ctx context.Context, b *binding, p *Principal, req *mcp.Call
 
 // rateLimit refuses a call past p's rate limit. The edge's own background
 // reads (subscription polls) are not the caller's calls and do not count.
-func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *Principal) *toolcall.Envelope {
+func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal) *toolcall.Envelope {
 	if ctx.Value(unmeteredKey{}) != nil {
 		return nil
 	}
-	if ok, wait := e.limits.allow(p.limitKey(), time.Now()); !ok {
+	if ok, wait := e.limits.allow(p.LimitKey(), time.Now()); !ok {
 		env := toolcall.Fail(t.Name, toolcall.CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
 		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
 		return env
@@ -196,7 +197,7 @@ type unmeteredKey struct{}
 // configured): a change, or a replay of the call that made it when the
 // service answered env as a replay (see audittrail). The action has already
 // happened, so a failed append is logged, not returned to the caller.
-func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
+func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
 	attrs := []any{"tool", t.Name, "subject", p.Subject, "agent", p.Agent, "reason", truncate(reason, 500), "call_id", key}
 	if env.Replayed {
 		attrs = append(attrs, "replay_of", env.ReplayOf)
@@ -333,7 +334,7 @@ func (e *Edge) progress(ctx context.Context, b *binding, req *mcp.CallToolReques
 // mcp.capability_gap or mcp.not_supported per such envelope. A failed call
 // is also reported to a client that set a log level. The outcome goes into
 // the call's span and the tool call metrics.
-func (e *Edge) observe(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, env *toolcall.Envelope, took time.Duration) {
+func (e *Edge) observe(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest, env *toolcall.Envelope, took time.Duration) {
 	e.obs.endCall(ctx, b, env, took)
 	t := b.tool
 	subject, agent := "", ""

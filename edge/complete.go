@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
@@ -67,7 +68,7 @@ func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 
 // completeValues are c's values that start with prefix, and whether there
 // may be more than those returned.
-func (e *Edge) completeValues(ctx context.Context, p *Principal, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
+func (e *Edge) completeValues(ctx context.Context, p *identity.Principal, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
 	values := []string{} // never null on the wire
 	matches := func(v string) bool { return strings.HasPrefix(strings.ToLower(v), strings.ToLower(prefix)) }
 	for _, v := range c.values {

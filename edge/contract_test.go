@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -71,7 +72,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 			if err := json.Unmarshal(env.Data, &echo); err != nil || env.Status != "ok" {
 				t.Fatalf("testing_echo = %+v (%v)", env, err)
 			}
-			if echo.AgentID != "local" || echo.Subject != edge.DevSubject || !slices.Equal(echo.Roles, []string{"owner"}) || !strings.HasPrefix(echo.IdempotencyKey, "mcp-") {
+			if echo.AgentID != "local" || echo.Subject != identity.DevSubject || !slices.Equal(echo.Roles, []string{"owner"}) || !strings.HasPrefix(echo.IdempotencyKey, "mcp-") {
 				t.Errorf("identity at the service = %+v, want the local owner and an idempotency key", echo)
 			}
 
@@ -280,7 +281,7 @@ func TestAdminGuardrails(t *testing.T) {
 		t.Fatalf("confirmed admin call = %+v", env)
 	}
 	ev := f.logs.Events("mcp.admin_op.executed")
-	if len(ev) != 1 || ev[0]["tool"] != "testing_purge" || ev[0]["reason"] != "cleanup after the test" || ev[0]["subject"] != edge.DevSubject {
+	if len(ev) != 1 || ev[0]["tool"] != "testing_purge" || ev[0]["reason"] != "cleanup after the test" || ev[0]["subject"] != identity.DevSubject {
 		t.Errorf("mcp.admin_op.executed events = %v, want exactly one for the call", ev)
 	}
 	// An admin call that fails at the service is not an executed admin op.

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -68,7 +69,7 @@ func callDepth(ctx context.Context) int {
 
 // depthOf returns the depth a call of tool by p runs at, as its request's
 // _meta says; an envelope when the _meta names no message p received.
-func (e *Edge) depthOf(ctx context.Context, tool string, p *Principal, meta mcp.Meta) (int, *toolcall.Envelope) {
+func (e *Edge) depthOf(ctx context.Context, tool string, p *identity.Principal, meta mcp.Meta) (int, *toolcall.Envelope) {
 	v, ok := meta[MetaOnBehalfOf]
 	if !ok {
 		return 0, nil
@@ -83,7 +84,7 @@ func (e *Edge) depthOf(ctx context.Context, tool string, p *Principal, meta mcp.
 	if e.depth == nil {
 		return 0, toolcall.Fail(tool, toolcall.CodeNotSupported, "this edge has no messages service to look up "+field)
 	}
-	lctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: p.caller()}), depthTimeout)
+	lctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: p.Caller()}), depthTimeout)
 	defer cancel()
 	res, err := e.depth.messages.Get(lctx, &messagesv1.GetRequest{MessageId: id})
 	if err == nil && res.GetMessage().GetToAgent() != p.Agent {

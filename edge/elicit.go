@@ -3,9 +3,6 @@ package edge
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
@@ -232,12 +228,24 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 	return steps, nil
 }
 
+// elicitedCall is one tools/call the elicitor serves: the tool's binding,
+// the caller, the request, and the digest of its arguments that every
+// round's requestState is bound to.
+type elicitedCall struct {
+	b      *binding
+	p      *identity.Principal
+	req    *mcp.CallToolRequest
+	digest string
+}
+
 // start begins an elicited call: it checks the arguments it has, starts the
 // call's workflow and answers with the first question (or, for a session
-// client, asks every question and answers with the result).
-func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := b.tool
-	digest, err := argumentsDigest(req.Params.Arguments)
+// client, asks every question and answers with the result). clientKey is
+// the client's idempotency key ("" for none).
+func (x *elicitor) start(ctx context.Context, c elicitedCall, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t, p := c.b.tool, c.p
+	var err error
+	c.digest, err = argumentsDigest(c.req.Params.Arguments)
 	if err != nil {
 		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}
 		boundary.LogRejection(ctx, x.e.log, boundary.MCPTool, vs)
@@ -253,17 +261,17 @@ func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp
 		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
 		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(callDepth(ctx))},
 		Arguments:       string(argsJSON),
-		ArgumentsDigest: digest,
+		ArgumentsDigest: c.digest,
 		Steps:           steps,
 		RoundTimeout:    durationpb.New(x.patience),
 		MaxRounds:       int32(x.max),
 		CallTimeout:     durationpb.New(x.e.cfg.CallTimeout),
 	}
-	id := x.workflowID(t.Name, p, digest, clientKey)
+	id := x.workflowID(&c, clientKey)
 	if clientKey != "" {
 		// A call with the client's idempotency key may have been made
 		// before: resume it where it is, or answer its result.
-		if env, interim, ok := x.resume(ctx, b, p, req, id, digest); ok {
+		if env, interim, ok := x.resume(ctx, &c, id); ok {
 			return env, interim
 		}
 	}
@@ -279,48 +287,49 @@ func (x *elicitor) start(ctx context.Context, b *binding, p *Principal, req *mcp
 	}
 	x.e.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
 		"workflow_id", id, "run_id", runID, "steps", len(steps))
-	return x.respond(ctx, b, p, req, res, id, runID, digest)
+	return x.respond(ctx, &c, callRun{id: id, runID: runID}, res)
 }
 
 // next delivers the answers of a round ≥ 2: the request carries the
 // requestState of the round it answers.
-func (x *elicitor) next(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := b.tool
-	digest, err := argumentsDigest(req.Params.Arguments)
+func (x *elicitor) next(ctx context.Context, c elicitedCall) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.b.tool
+	var err error
+	c.digest, err = argumentsDigest(c.req.Params.Arguments)
 	if err != nil {
 		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
 	}
-	st, err := x.states.Open(req.Params.RequestState, x.binding(p, t.Name, digest), time.Now())
+	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), time.Now())
 	if err != nil {
 		return x.refuse(ctx, t.Name, err.Error())
 	}
-	answers := answersOf(req.Params.InputResponses)
-	res, err := x.update(ctx, b, req, st.WorkflowID, st.RunID, int32(st.Round), digest, answers)
+	run := callRun{id: st.WorkflowID, runID: st.RunID}
+	res, err := x.update(ctx, &c, run, int32(st.Round), answersOf(c.req.Params.InputResponses))
 	if err != nil {
 		if refused(err) {
 			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
 		}
 		return x.unavailable(ctx, t.Name, st.WorkflowID, err), nil
 	}
-	return x.respond(ctx, b, p, req, res, st.WorkflowID, st.RunID, digest)
+	return x.respond(ctx, &c, run, res)
 }
 
 // respond turns a round's result into the client's answer: the final
 // envelope, the next questions with a new requestState (2026-07-28), or —
 // for a session client — every further round asked over the session.
-func (x *elicitor) respond(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, res *callsv1.RoundResult, id, runID, digest string) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := b.tool
-	if !modern(req) {
+func (x *elicitor) respond(ctx context.Context, c *elicitedCall, run callRun, res *callsv1.RoundResult) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.b.tool
+	if !modern(c.req) {
 		var err error
-		if res, err = x.converse(ctx, b, req, res, id, runID, digest); err != nil {
+		if res, err = x.converse(ctx, c, run, res); err != nil {
 			if refused(err) {
 				return toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered"), nil
 			}
-			return x.unavailable(ctx, t.Name, id, err), nil
+			return x.unavailable(ctx, t.Name, run.id, err), nil
 		}
 	}
 	if res.GetEnvelope() != "" {
-		return x.final(ctx, t.Name, p, res), nil
+		return x.final(ctx, t.Name, c.p, res), nil
 	}
 	requests := mcp.InputRequestMap{}
 	for _, q := range res.GetQuestions() {
@@ -329,60 +338,53 @@ func (x *elicitor) respond(ctx context.Context, b *binding, p *Principal, req *m
 	state, err := x.states.Seal(requeststate.State{
 		Expires:    time.Now().Add(x.ttl),
 		Round:      int(res.GetRound()),
-		WorkflowID: id,
-		RunID:      runID,
-	}, x.binding(p, t.Name, digest))
+		WorkflowID: run.id,
+		RunID:      run.runID,
+	}, c.stateBinding())
 	if err != nil {
 		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
 	}
-	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", id, "round", res.GetRound())
+	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
 	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
 }
 
 // converse asks a session client every question of every round over the
 // session (elicitation/create) and delivers the answers, until the call is
 // over. The SDK's own fallback asks only once; calls may take many rounds.
-func (x *elicitor) converse(ctx context.Context, b *binding, req *mcp.CallToolRequest, res *callsv1.RoundResult, id, runID, digest string) (*callsv1.RoundResult, error) {
+func (x *elicitor) converse(ctx context.Context, c *elicitedCall, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
 	for res.GetEnvelope() == "" {
 		answers := map[string]*callsv1.Answer{}
 		for _, q := range res.GetQuestions() {
 			ectx, cancel := context.WithTimeout(ctx, x.ttl)
-			r, err := req.Session.Elicit(ectx, elicitParams(q))
+			r, err := c.req.Session.Elicit(ectx, elicitParams(q))
 			cancel()
 			switch {
 			case ctx.Err() != nil:
 				// The client went away: end the call rather than leave it to
 				// be abandoned.
-				x.cancelCall(id, runID, res.GetRound(), digest, q.GetKey())
+				x.cancelCall(roundUpdate{run: run, round: res.GetRound(), digest: c.digest,
+					answers: map[string]*callsv1.Answer{q.GetKey(): {Action: callsv1.Action_ACTION_CANCEL}}})
 				return nil, ctx.Err()
 			case err != nil:
 				// An answer the client's SDK could not send (one that does
 				// not fit the form, say) is no answer: the workflow asks
 				// again, a bounded number of times.
-				x.e.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", b.tool.Name, "workflow_id", id, "round", res.GetRound(), "error", err)
+				x.e.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", c.b.tool.Name, "workflow_id", run.id, "round", res.GetRound(), "error", err)
 			default:
 				answers[q.GetKey()] = answerOf(r)
 			}
 		}
 		var err error
-		if res, err = x.update(ctx, b, req, id, runID, res.GetRound(), digest, answers); err != nil {
+		if res, err = x.update(ctx, c, run, res.GetRound(), answers); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// cancelCall tells the workflow that the pending question was cancelled,
-// so a call whose client left ends now; best effort.
-func (x *elicitor) cancelCall(id, runID string, round int32, digest, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = x.updateWorkflow(ctx, id, runID, round, digest, map[string]*callsv1.Answer{key: {Action: callsv1.Action_ACTION_CANCEL}})
-}
-
 // final is the envelope of a call that is over; a successful ADMIN call is
 // reported as executed (its audit record was written by the worker).
-func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *callsv1.RoundResult) *toolcall.Envelope {
+func (x *elicitor) final(ctx context.Context, tool string, p *identity.Principal, res *callsv1.RoundResult) *toolcall.Envelope {
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
 		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
@@ -397,8 +399,8 @@ func (x *elicitor) final(ctx context.Context, tool string, p *Principal, res *ca
 // resume continues a call made before with the same idempotency key (and
 // so the same workflow id): a running call gets its pending question again,
 // a finished one its result. ok is false when there is no such call.
-func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mcp.CallToolRequest, id, digest string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
-	t := b.tool
+func (x *elicitor) resume(ctx context.Context, c *elicitedCall, id string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
+	t := c.b.tool
 	qctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
 	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
@@ -424,7 +426,7 @@ func (x *elicitor) resume(ctx context.Context, b *binding, p *Principal, req *mc
 		// idempotent) as if it were new.
 		return nil, nil, false
 	}
-	env, interim := x.respond(ctx, b, p, req, &res, id, runID, digest)
+	env, interim := x.respond(ctx, c, callRun{id: id, runID: runID}, &res)
 	return env, interim, true
 }
 
@@ -463,123 +465,10 @@ func (x *elicitor) unavailable(ctx context.Context, tool, id string, err error) 
 	return toolcall.Fail(tool, toolcall.CodeUnavailable, "the workflow service that carries this call's questions did not answer in time; retry the same request")
 }
 
-// binding is what a state of p's call of tool with these arguments is bound to.
-func (x *elicitor) binding(p *Principal, tool, digest string) requeststate.Binding {
-	return requeststate.Binding{Subject: p.Subject, Agent: p.Agent, Tool: tool, ArgumentsDigest: digest}
-}
-
-// workflowID is the id of a call's workflow: derived from the caller, the
-// tool, the arguments and the client's idempotency key when it gave one (a
-// repeated call reaches the same workflow), else random.
-func (x *elicitor) workflowID(tool string, p *Principal, digest, clientKey string) string {
-	var suffix string
-	if clientKey != "" {
-		h := sha256.New()
-		for _, s := range []string{p.Subject, p.Agent, tool, digest, clientKey} {
-			fmt.Fprintf(h, "%d:%s;", len(s), s)
-		}
-		suffix = hex.EncodeToString(h.Sum(nil)[:16])
-	} else {
-		var r [16]byte
-		_, _ = rand.Read(r[:])
-		suffix = hex.EncodeToString(r[:])
-	}
-	return x.wf.IDPrefix + "/" + tool + "/" + suffix
-}
-
-// startWorkflow starts the call's workflow and delivers round 0 in one
-// round trip (update-with-start; a running workflow of the same id is
-// reused, and the update id makes a repeated start idempotent).
-func (x *elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *Principal) (*callsv1.RoundResult, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, x.startWait)
-	defer cancel()
-	keyword := temporal.NewSearchAttributeKeyKeyword
-	op := x.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                x.wf.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// A backstop: the workflow gives a call up after one unanswered
-		// round by itself.
-		WorkflowExecutionTimeout: time.Duration(x.max+2) * x.patience,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			keyword(workflowcontract.SearchAttrAgent).ValueSet(p.Agent),
-			keyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),
-			keyword(workflowcontract.SearchAttrKind).ValueSet(x.wf.IDPrefix),
-			keyword(workflowcontract.SearchAttrStatus).ValueSet("waiting"),
-		),
-		StaticSummary: fmt.Sprintf("%s for agent %s (subject %s): asks the user before it runs", in.GetTool(), p.Agent, p.Subject),
-		StaticDetails: x.wf.Summary,
-	}, x.wf.Name, in)
-	h, err := x.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID:     id + "/1",
-			UpdateName:   x.round.Name,
-			Args:         []any{&callsv1.RoundRequest{Round: 0, ArgumentsDigest: in.GetArgumentsDigest()}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	var res callsv1.RoundResult
-	if err := h.Get(ctx, &res); err != nil {
-		return nil, "", err
-	}
-	run, err := op.Get(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	return &res, run.GetRunID(), nil
-}
-
-// update delivers a round's answers to the workflow, telling a client that
-// asked for progress that the call is still running meanwhile.
-func (x *elicitor) update(ctx context.Context, b *binding, req *mcp.CallToolRequest, id, runID string, round int32, digest string, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
-	stop := x.e.progress(ctx, b, req)
-	defer stop()
-	return x.updateWorkflow(ctx, id, runID, round, digest, answers)
-}
-
-// updateWorkflow sends the round update. Its id is new for every request:
-// a repeated or concurrent delivery of the same round is not merged with
-// the first but refused by the workflow's validator (or, once the call is
-// over, by Temporal), so each state is used once.
-func (x *elicitor) updateWorkflow(ctx context.Context, id, runID string, round int32, digest string, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, x.wait)
-	defer cancel()
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
-	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		RunID:        runID,
-		UpdateID:     fmt.Sprintf("%s/%d/%s", id, round+1, hex.EncodeToString(nonce[:])),
-		UpdateName:   x.round.Name,
-		Args:         []any{&callsv1.RoundRequest{Round: round, ArgumentsDigest: digest, Answers: answers}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return nil, err
-	}
-	var res callsv1.RoundResult
-	if err := h.Get(ctx, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
-// refused reports whether a round's error means the round was refused
-// (stale, repeated, or the call is gone) rather than that Temporal could
-// not be reached in time.
-func refused(err error) bool {
-	var (
-		notFound *serviceerror.NotFound
-		invalid  *serviceerror.InvalidArgument
-		failed   *serviceerror.FailedPrecondition
-		app      *temporal.ApplicationError
-	)
-	return errors.As(err, &notFound) || errors.As(err, &invalid) || errors.As(err, &failed) || errors.As(err, &app)
+// stateBinding is what a requestState of c is bound to: its caller, tool
+// and arguments.
+func (c *elicitedCall) stateBinding() requeststate.Binding {
+	return requeststate.Binding{Subject: c.p.Subject, Agent: c.p.Agent, Tool: c.b.tool.Name, ArgumentsDigest: c.digest}
 }
 
 // argumentsDigest is the digest of a call's arguments' canonical JSON
@@ -590,43 +479,4 @@ func argumentsDigest(args json.RawMessage) (string, error) {
 		a = []byte("{}")
 	}
 	return audittrail.JSONDigest(a)
-}
-
-// elicitParams is a question as a form elicitation.
-func elicitParams(q *callsv1.Question) *mcp.ElicitParams {
-	schema, err := protojson.Marshal(q.GetRequestedSchema())
-	if err != nil {
-		schema = []byte(`{"type":"object"}`)
-	}
-	return &mcp.ElicitParams{Mode: "form", Message: q.GetMessage(), RequestedSchema: json.RawMessage(schema)}
-}
-
-// answersOf converts a client's input responses; responses that are not
-// elicitation results are left out (the workflow asks again).
-func answersOf(responses mcp.InputResponseMap) map[string]*callsv1.Answer {
-	out := map[string]*callsv1.Answer{}
-	for k, r := range responses {
-		if er, ok := r.(*mcp.ElicitResult); ok {
-			out[k] = answerOf(er)
-		}
-	}
-	return out
-}
-
-func answerOf(r *mcp.ElicitResult) *callsv1.Answer {
-	a := &callsv1.Answer{}
-	switch r.Action {
-	case "accept":
-		a.Action = callsv1.Action_ACTION_ACCEPT
-		if c, err := structpb.NewStruct(r.Content); err == nil {
-			a.Content = c
-		} else {
-			a.Content = &structpb.Struct{}
-		}
-	case "decline":
-		a.Action = callsv1.Action_ACTION_DECLINE
-	case "cancel":
-		a.Action = callsv1.Action_ACTION_CANCEL
-	}
-	return a
 }

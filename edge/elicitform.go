@@ -6,10 +6,13 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
@@ -164,4 +167,43 @@ func adminForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 		},
 		"required": []any{argConfirm, argReason},
 	})
+}
+
+// elicitParams is a question as a form elicitation.
+func elicitParams(q *callsv1.Question) *mcp.ElicitParams {
+	schema, err := protojson.Marshal(q.GetRequestedSchema())
+	if err != nil {
+		schema = []byte(`{"type":"object"}`)
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: q.GetMessage(), RequestedSchema: json.RawMessage(schema)}
+}
+
+// answersOf converts a client's input responses; responses that are not
+// elicitation results are left out (the workflow asks again).
+func answersOf(responses mcp.InputResponseMap) map[string]*callsv1.Answer {
+	out := map[string]*callsv1.Answer{}
+	for k, r := range responses {
+		if er, ok := r.(*mcp.ElicitResult); ok {
+			out[k] = answerOf(er)
+		}
+	}
+	return out
+}
+
+func answerOf(r *mcp.ElicitResult) *callsv1.Answer {
+	a := &callsv1.Answer{}
+	switch r.Action {
+	case "accept":
+		a.Action = callsv1.Action_ACTION_ACCEPT
+		if c, err := structpb.NewStruct(r.Content); err == nil {
+			a.Content = c
+		} else {
+			a.Content = &structpb.Struct{}
+		}
+	case "decline":
+		a.Action = callsv1.Action_ACTION_DECLINE
+	case "cancel":
+		a.Action = callsv1.Action_ACTION_CANCEL
+	}
+	return a
 }

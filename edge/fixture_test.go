@@ -16,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -247,6 +248,6 @@ func (i *issuer) valid(resource, subject, scope string) claims {
 
 // authConfig makes a fixture's edge require the issuer's tokens (the
 // fixture fills in the resource).
-func (i *issuer) authConfig(t testing.TB) *edge.AuthConfig {
-	return &edge.AuthConfig{Issuer: i.url, JWKS: i.jwks(t)}
+func (i *issuer) authConfig(t testing.TB) *identity.Config {
+	return &identity.Config{Issuer: i.url, JWKS: i.jwks(t)}
 }

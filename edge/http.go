@@ -15,11 +15,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // JSON-RPC error codes the edge writes itself.
@@ -95,14 +94,7 @@ func (e *Edge) routes() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if e.auth != nil {
-		res, _ := url.Parse(e.auth.cfg.Resource)
-		meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-			Resource:               e.auth.cfg.Resource,
-			AuthorizationServers:   e.auth.cfg.AuthorizationServers,
-			ScopesSupported:        []string{ScopeRead, ScopeWrite, ScopeAdmin},
-			BearerMethodsSupported: []string{"header"},
-			ResourceName:           "toolmesh",
-		})
+		meta := e.auth.Metadata()
 		guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !e.hostAllowed(r) {
 				e.rejectHost(w, r)
@@ -110,9 +102,8 @@ func (e *Edge) routes() http.Handler {
 			}
 			meta.ServeHTTP(w, r)
 		})
-		mux.Handle("/.well-known/oauth-protected-resource", guarded)
-		if p := strings.TrimSuffix(res.Path, "/"); p != "" {
-			mux.Handle("/.well-known/oauth-protected-resource"+p, guarded)
+		for _, p := range e.auth.MetadataPaths() {
+			mux.Handle(p, guarded)
 		}
 	}
 	return e.recoverPanics(mux)
@@ -191,9 +182,9 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var info any
-	var caller *Principal
+	var caller *identity.Principal
 	if e.auth != nil {
-		p, ti, fail := e.auth.authenticate(r)
+		p, ti, fail := e.auth.Authenticate(r)
 		if fail != nil {
 			e.refuse(w, nil, fail)
 			return
@@ -280,19 +271,34 @@ func (e *Edge) serveMCP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a request whose credentials do not do: the failure's
 // status, its WWW-Authenticate challenge and a JSON-RPC error (with the
 // request's id once it is known).
-func (e *Edge) refuse(w http.ResponseWriter, id json.RawMessage, fail *authFailure) {
-	w.Header().Set("WWW-Authenticate", e.auth.challenge(fail))
-	writeRPCError(w, fail.status, id, codeUnauthorized, authMessage(fail), nil)
+func (e *Edge) refuse(w http.ResponseWriter, id json.RawMessage, fail *identity.Failure) {
+	w.Header().Set("WWW-Authenticate", e.auth.Challenge(fail))
+	writeRPCError(w, fail.Status, id, codeUnauthorized, fail.Text(), nil)
 }
 
-func authMessage(f *authFailure) string {
-	switch f.status {
-	case http.StatusUnauthorized:
-		return "Unauthorized: " + f.message
-	case http.StatusForbidden:
-		return "Forbidden: " + f.message
+// insufficientScope is the step-up challenge of a request whose token lacks
+// the scope it needs (nil when it may go on); a tools/call names its tool's.
+func (e *Edge) insufficientScope(p *identity.Principal, method string, body []byte) *identity.Failure {
+	var t *toolcatalog.Tool
+	if method == "tools/call" {
+		if b := e.bindings[toolName(body)]; b != nil {
+			t = b.tool
+		}
 	}
-	return "Bad request: " + f.message
+	return identity.InsufficientScope(p, t, e.cfg.ReadOnly)
+}
+
+// toolName is the params.name of a tools/call body ("" when it has none).
+func toolName(body []byte) string {
+	var m struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Params.Name
 }
 
 func (e *Edge) rejectHost(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge/identity"
 )
 
 // view is what one set of permissions may see, each list sorted by its
@@ -35,16 +37,16 @@ type views struct {
 	m  map[string]*view
 }
 
-func (v *views) forPrincipal(p *Principal) *view {
+func (v *views) forPrincipal(p *identity.Principal) *view {
 	v.mu.Lock()
-	pv, ok := v.m[p.key]
+	pv, ok := v.m[p.PermissionKey()]
 	v.mu.Unlock()
 	if ok {
 		return pv
 	}
 	pv = &view{}
 	for _, t := range v.e.reg.Tools() {
-		if ok, _ := p.mayCall(t); ok {
+		if ok, _ := p.MayCall(t); ok {
 			pv.tools = append(pv.tools, v.e.bindings[t.Name].mcpTool)
 			pv.toolNames = append(pv.toolNames, t.Name)
 		}
@@ -66,7 +68,7 @@ func (v *views) forPrincipal(p *Principal) *view {
 	}
 	v.mu.Lock()
 	if len(v.m) < maxViews {
-		v.m[p.key] = pv
+		v.m[p.PermissionKey()] = pv
 	}
 	v.mu.Unlock()
 	return pv
@@ -143,7 +145,7 @@ func undeclaredMethods(resources, prompts bool) map[string]bool {
 
 // caller is the principal of a list request; an unauthenticated one is
 // refused.
-func (e *Edge) caller(req mcp.Request) (*Principal, error) {
+func (e *Edge) caller(req mcp.Request) (*identity.Principal, error) {
 	p := e.principal(req)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}

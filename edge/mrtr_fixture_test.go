@@ -487,3 +487,64 @@ func envelopeJSON(t *testing.T, raw json.RawMessage) fullEnvelope {
 	}
 	return env
 }
+
+// conversation drives testing_purge by hand, one round at a time.
+type conversation struct {
+	t     *testing.T
+	tool  string
+	args  map[string]any
+	a     *answerer
+	id    int
+	extra http.Header
+}
+
+func newConversation(t *testing.T) *conversation {
+	return &conversation{t: t, tool: "testing_purge", args: map[string]any{}, a: newAnswerer(purgeSheet)}
+}
+
+// send sends one round (state "" starts the call) to url.
+func (c *conversation) send(url, state string, responses map[string]any) rawResult {
+	c.id++
+	return rawRound(c.t, url, c.tool, c.id, c.args, state, responses, c.extra)
+}
+
+// answers are the answerer's responses to a round's questions.
+func (c *conversation) answers(res rawResult) map[string]any {
+	c.t.Helper()
+	if res.ResultType != "input_required" {
+		c.t.Fatalf("result = %+v, want input_required", res)
+	}
+	out := map[string]any{}
+	for key, ir := range res.InputRequests {
+		var schema any
+		_ = json.Unmarshal(ir.Params.RequestedSchema, &schema)
+		action, content := c.a.answer(ir.Params.Message, schema)
+		out[key] = map[string]any{"action": action, "content": content}
+	}
+	return out
+}
+
+// toFinal drives the call up to its last round at url and returns the
+// state and the answers of that round, unsent.
+func (c *conversation) toFinal(url string) (string, map[string]any) {
+	c.t.Helper()
+	r1 := c.send(url, "", nil)
+	r2 := c.send(url, r1.RequestState, c.answers(r1))
+	if len(r2.InputRequests) != 1 || r2.InputRequests["r2.admin"].Method == "" {
+		c.t.Fatalf("round 2 = %+v, want the admin confirmation", r2)
+	}
+	return r2.RequestState, c.answers(r2)
+}
+
+// refusedState is the one answer to an unusable requestState.
+const refusedState = `{"status":"error","tool":"testing_purge","error_type":"ArgumentValidationError","domain_code":"invalid_argument","message":"requestState: not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over","violations":[{"field":"requestState","rule":"request_state","message":"not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}]}`
+
+func isRefusal(res rawResult) bool {
+	return res.ResultType == "complete" && res.IsError && string(res.StructuredContent) == refusedState
+}
+
+func isRemoved(t *testing.T, res rawResult, n int) bool {
+	t.Helper()
+	env := envelopeJSON(t, res.StructuredContent)
+	return res.ResultType == "complete" && env.Status == "ok" && string(env.Data) == fmt.Sprintf(`{"removed":%d}`, n)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 )
 
@@ -43,7 +44,7 @@ type promptDef struct {
 type completion struct {
 	values   []string
 	kind     string
-	listArgs func(p *Principal) map[string]any
+	listArgs func(p *identity.Principal) map[string]any
 }
 
 // prompt is a prompt the edge serves.
@@ -53,9 +54,9 @@ type prompt struct {
 }
 
 // visible reports whether p may call every tool pr reads.
-func (pr *prompt) visible(p *Principal) bool {
+func (pr *prompt) visible(p *identity.Principal) bool {
 	for _, b := range pr.tools {
-		if ok, _ := p.mayCall(b.tool); !ok {
+		if ok, _ := p.MayCall(b.tool); !ok {
 			return false
 		}
 	}
@@ -65,7 +66,7 @@ func (pr *prompt) visible(p *Principal) bool {
 // promptRun is one prompts/get: who asks, and the edge to read through.
 type promptRun struct {
 	e     *Edge
-	p     *Principal
+	p     *identity.Principal
 	extra *mcp.RequestExtra
 }
 
@@ -131,7 +132,7 @@ func count(n int, thing string) string {
 }
 
 // isOwner reports whether p acts as the owner.
-func isOwner(p *Principal) bool { return slices.Contains(p.Roles, mesh.RoleOwner) }
+func isOwner(p *identity.Principal) bool { return slices.Contains(p.Roles, mesh.RoleOwner) }
 
 // promptDefs are the prompts of the mesh.
 func promptDefs() []*promptDef {
@@ -179,7 +180,7 @@ func promptDefs() []*promptDef {
 			},
 			reads: []string{"schedules_get"},
 			kinds: []string{"schedules_get"},
-			complete: map[string]completion{"schedule_id": {kind: "schedules_get", listArgs: func(p *Principal) map[string]any {
+			complete: map[string]completion{"schedule_id": {kind: "schedules_get", listArgs: func(p *identity.Principal) map[string]any {
 				// The owner approves every agent's schedules; an agent
 				// sees its own.
 				return map[string]any{"status": "SCHEDULE_STATUS_PENDING_APPROVAL", "all_agents": isOwner(p)}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
@@ -59,20 +60,20 @@ func (k *resourceKind) asRead(raw json.RawMessage) json.RawMessage {
 }
 
 // visible reports whether p may read, and list, resources of k.
-func (k *resourceKind) visible(p *Principal) bool {
-	if ok, _ := p.mayCall(k.get.tool); !ok {
+func (k *resourceKind) visible(p *identity.Principal) bool {
+	if ok, _ := p.MayCall(k.get.tool); !ok {
 		return false
 	}
 	if k.list == nil {
 		return true
 	}
-	ok, _ := p.mayCall(k.list.tool)
+	ok, _ := p.MayCall(k.list.tool)
 	return ok
 }
 
 // listable reports whether resources/list shows k to p: it may see k, and
 // the services behind k are configured.
-func (k *resourceKind) listable(p *Principal) bool {
+func (k *resourceKind) listable(p *identity.Principal) bool {
 	return k.visible(p) && k.get.HasBackend() && (k.list == nil || k.list.HasBackend())
 }
 
@@ -139,7 +140,7 @@ func contents(uri string, data json.RawMessage) *mcp.ResourceContents {
 
 // read reads uri, a resource of kind k, as p: the envelope its tool
 // answered.
-func (e *Edge) read(ctx context.Context, k *resourceKind, p *Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
+func (e *Edge) read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
 	args := map[string]any{}
 	if k.Variable != "" {
 		v, ok := k.Match(uri)
@@ -155,7 +156,7 @@ func (e *Edge) read(ctx context.Context, k *resourceKind, p *Principal, extra *m
 // takes, and returns its envelope. extra carries the request's HTTP
 // headers and token, as a tools/call's would (nil for the edge's own
 // background reads).
-func (e *Edge) callAs(ctx context.Context, b *binding, p *Principal, extra *mcp.RequestExtra, args map[string]any) *toolcall.Envelope {
+func (e *Edge) callAs(ctx context.Context, b *binding, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) *toolcall.Envelope {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "encode arguments")
@@ -198,7 +199,7 @@ type item struct {
 // listItems lists the items of k as p, one page of at most limit from
 // offset, with args added to the list tool's arguments. next is the offset
 // of the next page, or -1 after the last.
-func (e *Edge) listItems(ctx context.Context, k *resourceKind, p *Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
+func (e *Edge) listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
 	all := map[string]any{"offset": offset, "limit": limit}
 	for name, v := range args {
 		all[name] = v

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
@@ -182,7 +183,7 @@ func TestResourcesAtEveryVersion(t *testing.T) {
 // the resources its grants allow, and the tool's errors.
 func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 	iss := newIssuer(t)
-	grants, err := edge.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
+	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 // stream) is read as the caller its token names.
 func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
 	iss := newIssuer(t)
-	grants, err := edge.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
+	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

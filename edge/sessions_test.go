@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/replicatest"
@@ -500,7 +501,7 @@ func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
 	iss := newIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
 	reps := startReplicas(t, m, func(c *edge.Config) {
-		c.Auth = &edge.AuthConfig{Issuer: iss.url, JWKS: iss.jwks(t), Resource: resource}
+		c.Auth = &identity.Config{Issuer: iss.url, JWKS: iss.jwks(t), Resource: resource}
 	}, "a", "b")
 	a, b := reps.all[0], reps.all[1]
 	alice := iss.sign(t, jose.RS256, iss.valid(resource, "alice", "toolmesh:read"))

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
@@ -43,7 +44,7 @@ type subscriptions struct {
 type watch struct {
 	kind *resourceKind
 	// subscribers are the sessions watching it, each with its principal.
-	subscribers map[*mcp.ServerSession]*Principal
+	subscribers map[*mcp.ServerSession]*identity.Principal
 	// digest is what the resource read as last.
 	digest [sha256.Size]byte
 }
@@ -66,7 +67,7 @@ func digest(env *toolcall.Envelope, last [sha256.Size]byte) [sha256.Size]byte {
 // subscriptions/listen stream subscribes with a request of the SDK's
 // making, which carries no token: the caller's token is then the one the
 // stream's HTTP request was authenticated with.
-func (e *Edge) subscriber(ctx context.Context, req mcp.Request) (*Principal, *mcp.RequestExtra, error) {
+func (e *Edge) subscriber(ctx context.Context, req mcp.Request) (*identity.Principal, *mcp.RequestExtra, error) {
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		if ti := auth.TokenInfoFromContext(ctx); ti != nil {
@@ -111,7 +112,7 @@ func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest
 	}
 	w := s.watches[uri]
 	if w == nil {
-		w = &watch{kind: k, subscribers: map[*mcp.ServerSession]*Principal{}, digest: digest(env, [sha256.Size]byte{})}
+		w = &watch{kind: k, subscribers: map[*mcp.ServerSession]*identity.Principal{}, digest: digest(env, [sha256.Size]byte{})}
 		s.watches[uri] = w
 	}
 	w.subscribers[req.Session] = p
@@ -156,12 +157,12 @@ func (s *subscriptions) pollOnce() bool {
 	type job struct {
 		uri string
 		w   *watch
-		p   *Principal
+		p   *identity.Principal
 	}
 	var jobs []job
 	s.mu.Lock()
 	for uri, w := range s.watches {
-		var p *Principal
+		var p *identity.Principal
 		for ss, sp := range w.subscribers {
 			if !live[ss] {
 				delete(w.subscribers, ss)

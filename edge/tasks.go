@@ -401,7 +401,7 @@ func (e *Edge) serveTask(ctx context.Context, method string, req mcp.Request) (m
 		name = k.cancel
 	}
 	b := e.bindings[name]
-	if ok, _ := p.mayCall(b.tool); !ok {
+	if ok, _ := p.MayCall(b.tool); !ok {
 		return nil, taskNotFound()
 	}
 	args, _ := json.Marshal(map[string]string{k.idField: id})
@@ -409,7 +409,7 @@ func (e *Edge) serveTask(ctx context.Context, method string, req mcp.Request) (m
 	if vs != nil {
 		return nil, taskNotFound()
 	}
-	env := b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.caller()})
+	env := b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.Caller()})
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeNotFound || env.DomainCode == toolcall.CodeInvalidArgument {
 			return nil, taskNotFound()

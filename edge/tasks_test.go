@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -276,7 +277,7 @@ func TestTasksClientGetsATask(t *testing.T) {
 	}
 
 	created := decodeTask(t, modernCall(t, url, "tools/call", map[string]any{"name": "owner_ask", "arguments": map[string]any{"question": "ship?"}}, true))
-	want := "ask/" + edge.DevSubject + "/ask_" + strings.Repeat("0", 25) + "1"
+	want := "ask/" + identity.DevSubject + "/ask_" + strings.Repeat("0", 25) + "1"
 	if created.ResultType != "task" || created.TaskID != want || created.Status != "working" || created.PollIntervalMs <= 0 ||
 		created.CreatedAt.IsZero() || created.Result != nil {
 		t.Errorf("CreateTaskResult = %+v, want a working task %s", created, want)
@@ -322,9 +323,9 @@ func TestTasksClientGetsATask(t *testing.T) {
 
 	// Bound to the caller, and only for declaring clients.
 	for _, id := range []string{
-		"ask/someone-else/" + strings.TrimPrefix(created.TaskID, "ask/"+edge.DevSubject+"/"), // another agent's id
-		"ask/" + edge.DevSubject + "/ask_99999999999999999999999999",                         // unknown
-		"ask/" + edge.DevSubject + "/not-an-ask-id",
+		"ask/someone-else/" + strings.TrimPrefix(created.TaskID, "ask/"+identity.DevSubject+"/"), // another agent's id
+		"ask/" + identity.DevSubject + "/ask_99999999999999999999999999",                         // unknown
+		"ask/" + identity.DevSubject + "/not-an-ask-id",
 		"nonsense",
 		"schedule/x/y",
 	} {

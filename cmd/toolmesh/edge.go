@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -178,7 +179,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return fmt.Errorf("read grants file: %w", err)
 		}
-		if cfg.Grants, err = edge.ParseGrants(b); err != nil {
+		if cfg.Grants, err = identity.ParseGrants(b); err != nil {
 			return err
 		}
 	}
@@ -186,7 +187,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if c.issuer == "" {
 			return errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
 		}
-		a := &edge.AuthConfig{Issuer: c.issuer, Resource: c.resource, AuthorizationServers: c.authServers}
+		a := &identity.Config{Issuer: c.issuer, Resource: c.resource, AuthorizationServers: c.authServers}
 		if a.Resource == "" {
 			a.Resource = "http://" + c.addr + "/mcp"
 		}

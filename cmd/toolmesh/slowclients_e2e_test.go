@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,3 +205,41 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 }
 
 func isReset(err error) bool { return err != nil && strings.Contains(err.Error(), "connection reset") }
+
+// procStatus reads a field of a process's /proc/<pid>/status in KiB
+// ("VmHWM", "RssAnon").
+func procStatus(b testing.TB, pid int, field string) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skipf("no /proc here: %v", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return kb
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// samplePeak reads field of pid's status every 20 ms until stop is closed
+// and returns the highest value seen, in KiB.
+func samplePeak(b testing.TB, pid int, field string, stop <-chan struct{}) <-chan int {
+	peak := make(chan int, 1)
+	go func() {
+		highest := 0
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			highest = max(highest, procStatus(b, pid, field))
+			select {
+			case <-stop:
+				peak <- highest
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return peak
+}

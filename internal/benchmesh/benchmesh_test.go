@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,7 +54,7 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 		front := map[string]string{TargetEdge: "edge", TargetStock: "stock-sdk"}[p.Target]
-		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0) {
+		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
@@ -111,7 +112,18 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+	// Spin until the kernel has charged this process 50ms more CPU by its
+	// own count (getrusage), rather than for a span of wall time: on a
+	// loaded machine 200ms of wall time may bring less than a clock tick
+	// of CPU.
+	spent := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for start := spent(); spent() < start+50*time.Millisecond; {
 	}
 	after, err := cpuTime(pid)
 	if err != nil {
@@ -120,9 +132,9 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if after <= before {
 		t.Errorf("CPU time %v after spinning, %v before", after, before)
 	}
-	rss, hwm, err := memory(pid)
-	if err != nil || rss <= 0 || hwm < rss {
-		t.Errorf("memory: rss %d KiB, hwm %d KiB, %v", rss, hwm, err)
+	m, err := memory(pid)
+	if err != nil || m.rss <= 0 || m.hwm < m.rss || m.anon <= 0 || m.file <= 0 || m.anon+m.file > m.rss {
+		t.Errorf("memory: %+v KiB, %v; want rss ≤ hwm and anon + file ≤ rss, all above 0", m, err)
 	}
 }
 

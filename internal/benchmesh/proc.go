@@ -41,13 +41,19 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
-// memory is a process's resident set in KiB: VmRSS (what ps shows as RSS)
-// and VmHWM (its peak since it started), from /proc/<pid>/status.
-func memory(pid int) (rss, hwm int, err error) {
+// memStatus is a process's resident memory in KiB, from /proc/<pid>/status:
+// rss is VmRSS (what ps shows as RSS), hwm VmHWM (its peak since it
+// started), and rss is anon + file (+ shmem): anon its private memory (heap,
+// stacks), file the pages of files it maps (the binary's code and data,
+// clean and shared with every process that runs the same binary).
+type memStatus struct{ rss, hwm, anon, file int }
+
+func memory(pid int) (memStatus, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return memStatus{}, err
 	}
+	var m memStatus
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -56,12 +62,16 @@ func memory(pid int) (rss, hwm int, err error) {
 		kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		switch k {
 		case "VmRSS":
-			rss = kb
+			m.rss = kb
 		case "VmHWM":
-			hwm = kb
+			m.hwm = kb
+		case "RssAnon":
+			m.anon = kb
+		case "RssFile":
+			m.file = kb
 		}
 	}
-	return rss, hwm, nil
+	return m, nil
 }
 
 // loadAverage is the one-minute load average of the machine.
@@ -113,26 +123,27 @@ func children(pid int) (map[int][]string, error) {
 	return out, nil
 }
 
-// rssSampler records the highest VmRSS of some processes, read every
-// interval, until stopped.
+// rssSampler records the highest VmRSS, RssAnon and RssFile (each on its
+// own) of some processes, read every interval, until stopped.
 type rssSampler struct {
 	stop chan struct{}
 	done chan struct{}
 	mu   sync.Mutex
-	peak map[int]int
+	peak map[int]memStatus
 }
 
 func sampleRSS(pids []int, interval time.Duration) *rssSampler {
-	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{}), peak: map[int]int{}}
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{}), peak: map[int]memStatus{}}
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			for _, pid := range pids {
-				if rss, _, err := memory(pid); err == nil {
+				if m, err := memory(pid); err == nil {
 					s.mu.Lock()
-					s.peak[pid] = max(s.peak[pid], rss)
+					p := s.peak[pid]
+					s.peak[pid] = memStatus{rss: max(p.rss, m.rss), anon: max(p.anon, m.anon), file: max(p.file, m.file)}
 					s.mu.Unlock()
 				}
 			}
@@ -146,8 +157,9 @@ func sampleRSS(pids []int, interval time.Duration) *rssSampler {
 	return s
 }
 
-// Stop ends the sampling and returns each process's peak VmRSS in KiB.
-func (s *rssSampler) Stop() map[int]int {
+// Stop ends the sampling and returns each process's peaks in KiB (hwm
+// unset).
+func (s *rssSampler) Stop() map[int]memStatus {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()

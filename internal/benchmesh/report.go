@@ -50,6 +50,11 @@ type ProcessFigure struct {
 	// process started (VmHWM). The load generator has neither.
 	RSSPeakMB float64 `json:"rss_peak_mb,omitempty"`
 	HWMMB     float64 `json:"rss_hwm_mb,omitempty"`
+	// AnonPeakMB and FilePeakMB are the highest RssAnon (private memory:
+	// the heap, stacks) and RssFile (mapped pages of the binary, shared
+	// with every process running it) sampled, each on its own.
+	AnonPeakMB float64 `json:"rss_anon_peak_mb,omitempty"`
+	FilePeakMB float64 `json:"rss_file_peak_mb,omitempty"`
 }
 
 // Target is one of the performance targets, as this run measured it.
@@ -78,6 +83,11 @@ func onPath(target string) []string {
 	return []string{"tasks", "agents", "load"}
 }
 
+// memory is the process's peak RSS and its private and file parts.
+func (f ProcessFigure) memory() string {
+	return fmt.Sprintf("%.1f MB (anon %.1f, file %.1f)", f.RSSPeakMB, f.AnonPeakMB, f.FilePeakMB)
+}
+
 func (p Phase) process(name string) ProcessFigure {
 	for _, f := range p.Processes {
 		if f.Name == name {
@@ -95,7 +105,7 @@ func (p Phase) line() string {
 		f := p.process(name)
 		s := fmt.Sprintf("%s %.0f µs", name, f.CPUMicrosPerCall)
 		if f.RSSPeakMB > 0 {
-			s += fmt.Sprintf(" %.1f MB", f.RSSPeakMB)
+			s += " " + f.memory()
 		}
 		procs = append(procs, s)
 	}
@@ -171,7 +181,7 @@ func (rep *Report) print(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tedge/stock µs\ttasks µs\tagents µs\tload gen µs\tedge/stock RSS MB\t")
+	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tedge/stock µs\ttasks µs\tagents µs\tload gen µs\tedge/stock RSS MB (anon, file)\t")
 	for _, p := range rep.Phases {
 		front := "-"
 		rss := "-"
@@ -182,7 +192,7 @@ func (rep *Report) print(out io.Writer) {
 				name = "stock-sdk"
 			}
 			f := p.process(name)
-			front, rss = fmt.Sprintf("%.0f", f.CPUMicrosPerCall), fmt.Sprintf("%.1f", f.RSSPeakMB)
+			front, rss = fmt.Sprintf("%.0f", f.CPUMicrosPerCall), f.memory()
 		}
 		r := p.Result
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%s\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Target, r.Callers, r.CallsPerSecond, r.P50Ms, r.P99Ms,

@@ -276,12 +276,13 @@ func measure(ctx context.Context, l loader, d time.Duration, procs map[string]in
 		if err != nil {
 			return Phase{}, fmt.Errorf("%s: %w", name, err)
 		}
-		_, hwm, err := memory(pid)
+		m, err := memory(pid)
 		if err != nil {
 			return Phase{}, fmt.Errorf("%s: %w", name, err)
 		}
+		peak := peaks[pid]
 		p.Processes = append(p.Processes, ProcessFigure{Name: name, CPUMicrosPerCall: micros(t-before[name]) / calls,
-			RSSPeakMB: mb(peaks[pid]), HWMMB: mb(hwm)})
+			RSSPeakMB: mb(peak.rss), HWMMB: mb(m.hwm), AnonPeakMB: mb(peak.anon), FilePeakMB: mb(peak.file)})
 	}
 	p.sortProcesses()
 	return p, nil

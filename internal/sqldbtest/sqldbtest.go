@@ -211,13 +211,18 @@ type Outcome struct {
 }
 
 // Stress rounds and racers: each idempotent write of a store is raced from
-// StressRacers goroutines, StressRounds times, on each engine.
+// StressRacers goroutines, StressRounds times, on each engine. Under -short
+// (make test-short) it is raced StressShortRounds times: the same rule
+// checked, with fewer chances to catch a rare interleaving; make test runs
+// every round.
 const (
-	StressRounds = 50
-	StressRacers = 32
+	StressRounds      = 50
+	StressShortRounds = 5
+	StressRacers      = 32
 )
 
-// Stress races an idempotent write: in each of StressRounds rounds,
+// Stress races an idempotent write: in each of StressRounds rounds (under
+// -short StressShortRounds),
 // StressRacers goroutines call write(round, racer, variant) at the same
 // moment with one key that is new in that round. Racers of variant 0 send
 // one request, racers of variant 1 (every fourth) another. The rule says:
@@ -233,8 +238,12 @@ func Stress(t *testing.T, db *sqldb.DB, write func(round, racer, variant int) Ou
 		}
 		return 0
 	}
+	rounds := StressRounds
+	if testing.Short() {
+		rounds = StressShortRounds
+	}
 	var stored []string
-	for round := range StressRounds {
+	for round := range rounds {
 		got := make([]Outcome, StressRacers)
 		together(StressRacers, func(racer int) { got[racer] = write(round, racer, variant(racer)) })
 

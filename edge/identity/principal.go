@@ -1,9 +1,13 @@
-package edge
+package identity
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -51,9 +55,9 @@ type Principal struct {
 	key string
 }
 
-// devPrincipal is the local caller of development mode and stdio: the owner,
-// holding every grant.
-func devPrincipal(agent string) *Principal {
+// Dev is the local caller of development mode and stdio: the owner acting
+// as agent, holding every grant.
+func Dev(agent string) *Principal {
 	p := &Principal{Subject: DevSubject, Agent: agent, Roles: []string{mesh.RoleOwner}, Scopes: []string{ScopeRead, ScopeWrite, ScopeAdmin}, all: true}
 	p.key = "*"
 	return p
@@ -107,13 +111,28 @@ func newPrincipal(subject, agent string, scopes, roles []string, g *Grant) *Prin
 	return p
 }
 
-func (p *Principal) hasScope(s string) bool { return slices.Contains(p.Scopes, s) }
+// FromTokenInfo is the principal a verified token's info carries (nil when
+// it carries none).
+func FromTokenInfo(info *auth.TokenInfo) *Principal {
+	if info == nil {
+		return nil
+	}
+	p, _ := info.Extra[principalKey].(*Principal)
+	return p
+}
+
+// HasScope reports whether the caller holds scope s.
+func (p *Principal) HasScope(s string) bool { return slices.Contains(p.Scopes, s) }
+
+// PermissionKey names the principal's permissions: two principals with the
+// same key may call the same tools, so they may share a view of them.
+func (p *Principal) PermissionKey() string { return p.key }
 
 // permissionKey is the same for two principals that may call the same tools.
 func (p *Principal) permissionKey() string {
 	var b strings.Builder
 	for _, s := range []string{ScopeRead, ScopeWrite, ScopeAdmin} {
-		if p.hasScope(s) {
+		if p.HasScope(s) {
 			b.WriteString(s)
 		}
 		b.WriteByte('|')
@@ -127,13 +146,13 @@ func (p *Principal) permissionKey() string {
 	return b.String()
 }
 
-// hasAnyAccess reports whether the principal may call any tool at all.
-func (p *Principal) hasAnyAccess() bool {
-	return p.all || len(p.grants) > 0 || p.hasScope(ScopeRead) || p.hasScope(ScopeWrite) || p.hasScope(ScopeAdmin)
+// HasAnyAccess reports whether the principal may call any tool at all.
+func (p *Principal) HasAnyAccess() bool {
+	return p.all || len(p.grants) > 0 || p.HasScope(ScopeRead) || p.HasScope(ScopeWrite) || p.HasScope(ScopeAdmin)
 }
 
-// mayCall reports whether p may call t, and if not, what it lacks.
-func (p *Principal) mayCall(t *toolcatalog.Tool) (bool, string) {
+// MayCall reports whether p may call t, and if not, what it lacks.
+func (p *Principal) MayCall(t *toolcatalog.Tool) (bool, string) {
 	if p.all || p.grants[t.Name] {
 		return true, ""
 	}
@@ -142,17 +161,17 @@ func (p *Principal) mayCall(t *toolcatalog.Tool) (bool, string) {
 	}
 	switch t.Kind {
 	case toolv1.Kind_KIND_READ:
-		if p.hasScope(ScopeRead) || p.hasScope(ScopeWrite) {
+		if p.HasScope(ScopeRead) || p.HasScope(ScopeWrite) {
 			return true, ""
 		}
 		return false, "it needs scope " + ScopeRead
 	case toolv1.Kind_KIND_WRITE:
-		if p.hasScope(ScopeWrite) {
+		if p.HasScope(ScopeWrite) {
 			return true, ""
 		}
 		return false, "it needs scope " + ScopeWrite
 	case toolv1.Kind_KIND_ADMIN:
-		if p.hasScope(ScopeAdmin) {
+		if p.HasScope(ScopeAdmin) {
 			return true, ""
 		}
 		return false, "it needs scope " + ScopeAdmin
@@ -160,13 +179,13 @@ func (p *Principal) mayCall(t *toolcatalog.Tool) (bool, string) {
 	return false, "its kind is unknown"
 }
 
-// caller is the identity the principal's service calls carry.
-func (p *Principal) caller() mesh.Caller {
+// Caller is the identity the principal's service calls carry.
+func (p *Principal) Caller() mesh.Caller {
 	return mesh.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles}
 }
 
-// limitKey is the key of the principal's rate limit.
-func (p *Principal) limitKey() string {
+// LimitKey is the key of the principal's rate limit.
+func (p *Principal) LimitKey() string {
 	if p.Subject != "" {
 		return "s:" + p.Subject
 	}
@@ -188,6 +207,30 @@ func scopeFor(t *toolcatalog.Tool) string {
 		return ScopeAdmin
 	}
 	return ""
+}
+
+// InsufficientScope is the step-up challenge (MCP authorization, "Scope
+// Challenge Handling") for a request whose token lacks the scope it needs:
+// 403 insufficient_scope naming the scopes to obtain. A tools/call of t
+// names what t needs (t is nil for other requests and unknown tools); any
+// request from a token with no toolmesh scope at all names toolmesh:read.
+// Nil when the request may go on: privileged tools without a grant, unknown
+// tools, and non-READ tools of a read-only edge are answered by the call
+// itself, since no scope would help.
+func InsufficientScope(p *Principal, t *toolcatalog.Tool, readOnly bool) *Failure {
+	if t != nil {
+		if allowed, _ := p.MayCall(t); allowed {
+			return nil
+		}
+		if scope := scopeFor(t); scope != "" && !(readOnly && t.Kind != toolv1.Kind_KIND_READ) {
+			return &Failure{Status: http.StatusForbidden, Code: "insufficient_scope",
+				Reason: fmt.Sprintf("%s needs scope %s", t.Name, scope), Scope: p.stepUpScopes(scope)}
+		}
+	}
+	if !p.HasAnyAccess() {
+		return &Failure{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: "the token grants no toolmesh scope", Scope: ScopeRead}
+	}
+	return nil
 }
 
 // stepUpScopes is the scope list a step-up challenge for a call that needs

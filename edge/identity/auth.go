@@ -1,4 +1,10 @@
-package edge
+// Package identity is how the edge knows who calls it: the OAuth 2.1
+// resource server that verifies bearer JWTs (RS256, ES256, and HS256 in
+// development), the RFC 9728 protected resource metadata that points
+// clients at the authorization server, the grants file, and the Principal a
+// verified token becomes, with the scopes and grants that decide which
+// tools it may call and the step-up challenge when it lacks one.
+package identity
 
 import (
 	"crypto/ecdsa"
@@ -17,15 +23,15 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/internal/bearer"
 	"github.com/toolmesh/toolmesh/internal/boundary"
-	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// AuthConfig makes the edge an OAuth 2.1 resource server: every request to
+// Config makes the edge an OAuth 2.1 resource server: every request to
 // /mcp needs a bearer JWT issued by Issuer for Resource.
-type AuthConfig struct {
+type Config struct {
 	// Issuer is the exact "iss" every token must carry.
 	Issuer string
 	// Resource is this edge's canonical URI ("https://mcp.example.com/mcp");
@@ -51,9 +57,9 @@ const principalKey = "toolmesh.principal"
 // minHS256SecretLen is the shortest HS256 secret accepted.
 const minHS256SecretLen = 32
 
-// authenticator verifies bearer tokens.
-type authenticator struct {
-	cfg      AuthConfig
+// Authenticator verifies bearer tokens.
+type Authenticator struct {
+	cfg      Config
 	rsaKeys  []keyEntry
 	ecKeys   []keyEntry
 	hsSecret []byte
@@ -68,7 +74,9 @@ type keyEntry struct {
 	key any
 }
 
-func newAuthenticator(cfg AuthConfig, grants *Grants, log *slog.Logger) (*authenticator, error) {
+// New returns the authenticator of cfg; grants (nil: none) adds to what
+// each verified token's subject may do.
+func New(cfg Config, grants *Grants, log *slog.Logger) (*Authenticator, error) {
 	if cfg.Issuer == "" {
 		return nil, errors.New("auth: an issuer is required")
 	}
@@ -82,7 +90,7 @@ func newAuthenticator(cfg AuthConfig, grants *Grants, log *slog.Logger) (*authen
 	if len(cfg.AuthorizationServers) == 0 {
 		cfg.AuthorizationServers = []string{cfg.Issuer}
 	}
-	a := &authenticator{cfg: cfg, grants: grants, log: log}
+	a := &Authenticator{cfg: cfg, grants: grants, log: log}
 	a.metaURL = res.Scheme + "://" + res.Host + "/.well-known/oauth-protected-resource" + strings.TrimSuffix(res.Path, "/")
 	if len(cfg.JWKS) > 0 {
 		var set jose.JSONWebKeySet
@@ -128,26 +136,71 @@ func newAuthenticator(cfg AuthConfig, grants *Grants, log *slog.Logger) (*authen
 	return a, nil
 }
 
-// authFailure is a refused request: the HTTP status, the WWW-Authenticate
-// challenge and a message safe to show (never the token).
-type authFailure struct {
-	status    int
-	errorCode string // RFC 6750 error: invalid_request, invalid_token, insufficient_scope
-	message   string
-	scope     string
+// Issuer is the issuer every token must come from.
+func (a *Authenticator) Issuer() string { return a.cfg.Issuer }
+
+// Resource is the canonical URI every token must be meant for.
+func (a *Authenticator) Resource() string { return a.cfg.Resource }
+
+// metadataPath is where RFC 9728 protected resource metadata is served.
+const metadataPath = "/.well-known/oauth-protected-resource"
+
+// MetadataPaths are the paths that serve the protected resource metadata:
+// the well-known path, and the same followed by the resource's path.
+func (a *Authenticator) MetadataPaths() []string {
+	paths := []string{metadataPath}
+	if res, _ := url.Parse(a.cfg.Resource); strings.TrimSuffix(res.Path, "/") != "" {
+		paths = append(paths, metadataPath+strings.TrimSuffix(res.Path, "/"))
+	}
+	return paths
 }
 
-// challenge renders the WWW-Authenticate header of a failure.
-func (a *authenticator) challenge(f *authFailure) string {
+// Metadata serves the protected resource metadata (RFC 9728): the
+// resource, its authorization servers and the scopes it understands.
+func (a *Authenticator) Metadata() http.Handler {
+	return auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               a.cfg.Resource,
+		AuthorizationServers:   a.cfg.AuthorizationServers,
+		ScopesSupported:        []string{ScopeRead, ScopeWrite, ScopeAdmin},
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "toolmesh",
+	})
+}
+
+// Failure is a refused request: the HTTP status, the WWW-Authenticate
+// challenge and a message safe to show (never the token).
+type Failure struct {
+	Status int
+	// Code is the RFC 6750 error: invalid_request, invalid_token,
+	// insufficient_scope ("" when no credentials came at all).
+	Code   string
+	Reason string
+	// Scope is the scope list to obtain (insufficient_scope).
+	Scope string
+}
+
+// Text is the failure as a message to the caller, led by its status.
+func (f *Failure) Text() string {
+	switch f.Status {
+	case http.StatusUnauthorized:
+		return "Unauthorized: " + f.Reason
+	case http.StatusForbidden:
+		return "Forbidden: " + f.Reason
+	}
+	return "Bad request: " + f.Reason
+}
+
+// Challenge renders the WWW-Authenticate header of a failure.
+func (a *Authenticator) Challenge(f *Failure) string {
 	var parts []string
-	if f.errorCode != "" {
-		parts = append(parts, fmt.Sprintf("error=%q", f.errorCode))
-		if f.message != "" {
-			parts = append(parts, fmt.Sprintf("error_description=%q", strings.ReplaceAll(f.message, `"`, "'")))
+	if f.Code != "" {
+		parts = append(parts, fmt.Sprintf("error=%q", f.Code))
+		if f.Reason != "" {
+			parts = append(parts, fmt.Sprintf("error_description=%q", strings.ReplaceAll(f.Reason, `"`, "'")))
 		}
 	}
-	if f.scope != "" {
-		parts = append(parts, fmt.Sprintf("scope=%q", f.scope))
+	if f.Scope != "" {
+		parts = append(parts, fmt.Sprintf("scope=%q", f.Scope))
 	}
 	parts = append(parts, fmt.Sprintf("resource_metadata=%q", a.metaURL))
 	return "Bearer " + strings.Join(parts, ", ")
@@ -171,72 +224,33 @@ const headerCritical jose.HeaderKey = "crit"
 // maxBearerLen bounds a presented token before it is parsed.
 const maxBearerLen = 16 << 10
 
-// authenticate checks the request's credentials and returns the caller.
-func (a *authenticator) authenticate(r *http.Request) (*Principal, *auth.TokenInfo, *authFailure) {
+// Authenticate checks the request's credentials and returns the caller, and
+// the token info the MCP SDK carries it in (see FromTokenInfo).
+func (a *Authenticator) Authenticate(r *http.Request) (*Principal, *auth.TokenInfo, *Failure) {
 	q := r.URL.Query()
 	if q.Has("access_token") || q.Has("token") {
-		return nil, nil, &authFailure{status: http.StatusBadRequest, errorCode: "invalid_request", message: "access tokens are accepted only in the Authorization header, never in the query string"}
+		return nil, nil, &Failure{Status: http.StatusBadRequest, Code: "invalid_request", Reason: "access tokens are accepted only in the Authorization header, never in the query string"}
 	}
 	raw, err := bearer.Token(r.Header)
 	if errors.Is(err, bearer.ErrAmbiguous) {
 		// A proxy in front that reads another header than the edge would
 		// disagree with it about who is calling: refuse both.
 		boundary.LogRejection(r.Context(), a.log, boundary.JWT, []boundary.Violation{{Field: "authorization", Rule: "jwt.single_credential", Message: err.Error()}})
-		return nil, nil, &authFailure{status: http.StatusBadRequest, errorCode: "invalid_request", message: err.Error()}
+		return nil, nil, &Failure{Status: http.StatusBadRequest, Code: "invalid_request", Reason: err.Error()}
 	}
 	if err != nil {
-		return nil, nil, &authFailure{status: http.StatusUnauthorized, message: "this endpoint needs a bearer token"}
+		return nil, nil, &Failure{Status: http.StatusUnauthorized, Reason: "this endpoint needs a bearer token"}
 	}
 	p, info, field, err := a.verify(raw)
 	if err != nil {
 		boundary.LogRejection(r.Context(), a.log, boundary.JWT, []boundary.Violation{{Field: field, Rule: "jwt." + field, Message: err.Error()}})
-		return nil, nil, &authFailure{status: http.StatusUnauthorized, errorCode: "invalid_token", message: err.Error()}
+		return nil, nil, &Failure{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: err.Error()}
 	}
 	return p, info, nil
 }
 
-// insufficientScope is the step-up challenge (MCP authorization, "Scope
-// Challenge Handling") for a request whose token lacks the scope it needs:
-// 403 insufficient_scope naming the scopes to obtain. A tools/call names
-// what its tool needs; any request from a token with no toolmesh scope at
-// all names toolmesh:read. Nil when the request may go on: privileged
-// tools without a grant, unknown tools, and tools a read-only edge refuses
-// anyway are answered by the call itself, since no scope would help.
-func (e *Edge) insufficientScope(p *Principal, method string, body []byte) *authFailure {
-	if method == "tools/call" {
-		if b := e.bindings[toolName(body)]; b != nil {
-			t := b.tool
-			allowed, _ := p.mayCall(t)
-			if allowed {
-				return nil
-			}
-			if scope := scopeFor(t); scope != "" && !(e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ) {
-				return &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope",
-					message: fmt.Sprintf("%s needs scope %s", t.Name, scope), scope: p.stepUpScopes(scope)}
-			}
-		}
-	}
-	if !p.hasAnyAccess() {
-		return &authFailure{status: http.StatusForbidden, errorCode: "insufficient_scope", message: "the token grants no toolmesh scope", scope: ScopeRead}
-	}
-	return nil
-}
-
-// toolName is the params.name of a tools/call body ("" when it has none).
-func toolName(body []byte) string {
-	var m struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &m) != nil {
-		return ""
-	}
-	return m.Params.Name
-}
-
 // verify checks a raw token; on failure it names the offending part.
-func (a *authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string, error) {
+func (a *Authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string, error) {
 	if len(raw) > maxBearerLen {
 		return nil, nil, "token", errors.New("the token is too long")
 	}
@@ -324,7 +338,7 @@ func (a *authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string,
 	info := &auth.TokenInfo{
 		Scopes:     p.Scopes,
 		Expiration: std.Expiry.Time().Add(a.cfg.Leeway), // the SDK checks it again, without leeway
-		UserID:     p.limitKey(),
+		UserID:     p.LimitKey(),
 		Extra:      map[string]any{principalKey: p},
 	}
 	return p, info, "", nil

@@ -1,4 +1,4 @@
-package edge
+package identity
 
 import (
 	"bytes"
@@ -89,8 +89,9 @@ func (g *Grants) lookup(subject string) *Grant {
 	return nil
 }
 
-// check reports grants of tools the edge does not have (a typo).
-func (g *Grants) check(known func(string) bool) error {
+// Check reports grants of tools the edge does not have (a typo); known
+// reports whether the edge has a tool.
+func (g *Grants) Check(known func(string) bool) error {
 	if g == nil {
 		return nil
 	}

@@ -1,0 +1,281 @@
+package edge_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/requeststate"
+)
+
+// seedPurge seeds the notes testing_purge removes and returns the check
+// that the purge ran exactly once since.
+func (m *mrtrMesh) seedPurge(t *testing.T) (purgedOnce func()) {
+	before := m.backend.Executions("Purge")
+	m.backend.SeedNotes("victim", 3)
+	return func() {
+		t.Helper()
+		if n := m.backend.Executions("Purge") - before; n != 1 {
+			t.Errorf("Purge ran %d times, want once", n)
+		}
+	}
+}
+
+// The side effect of an elicited call happens once, whatever the clients,
+// edges and workers do between and during its rounds.
+func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
+	m := newMRTRMesh(t)
+
+	t.Run("duplicate final round", func(t *testing.T) {
+		m.startWorker(t)
+		purgedOnce := m.seedPurge(t)
+		f := m.edge(t, nil)
+		c := newConversation(t)
+		state, answers := c.toFinal(f.url)
+		if first := c.send(f.url, state, answers); !isRemoved(t, first, 3) {
+			t.Fatalf("final round = %+v", first)
+		}
+		if again := c.send(f.url, state, answers); !isRefusal(again) {
+			t.Errorf("repeated final round = %s, want the refusal", again.StructuredContent)
+		}
+		purgedOnce()
+	})
+
+	t.Run("three concurrent final rounds", func(t *testing.T) {
+		m.startWorker(t)
+		purgedOnce := m.seedPurge(t)
+		f := m.edge(t, nil)
+		c := newConversation(t)
+		state, answers := c.toFinal(f.url)
+		results := make([]rawResult, 3)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() { results[i] = rawRound(t, f.url, c.tool, 100+i, c.args, state, answers, nil) })
+		}
+		wg.Wait()
+		ok, refused := 0, 0
+		for _, r := range results {
+			switch {
+			case isRemoved(t, r, 3):
+				ok++
+			case isRefusal(r):
+				refused++
+			default:
+				t.Errorf("concurrent final round = %s", r.StructuredContent)
+			}
+		}
+		if ok != 1 || refused != 2 {
+			t.Errorf("concurrent final rounds: %d results, %d refusals; want 1 and 2", ok, refused)
+		}
+		purgedOnce()
+	})
+
+	t.Run("round 2 taken by a second edge", func(t *testing.T) {
+		m.startWorker(t)
+		purgedOnce := m.seedPurge(t)
+		a, b := m.edge(t, nil), m.edge(t, nil)
+		c := newConversation(t)
+		r1 := c.send(a.url, "", nil)
+		r2 := c.send(b.url, r1.RequestState, c.answers(r1))
+		if final := c.send(a.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+			t.Errorf("final round = %s", final.StructuredContent)
+		}
+		purgedOnce()
+	})
+
+	t.Run("worker killed between rounds", func(t *testing.T) {
+		purgedOnce := m.seedPurge(t)
+		w := m.startWorkerProcess(t)
+		f := m.edge(t, nil)
+		c := newConversation(t)
+		r1 := c.send(f.url, "", nil)
+		killProcess(t, w)
+		m.startWorkerProcess(t)
+		r2 := c.send(f.url, r1.RequestState, c.answers(r1))
+		if final := c.send(f.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+			t.Errorf("final round = %s", final.StructuredContent)
+		}
+		purgedOnce()
+	})
+
+	t.Run("edge killed between rounds", func(t *testing.T) {
+		m.startWorker(t)
+		purgedOnce := m.seedPurge(t)
+		a, aURL := m.startEdgeProcess(t)
+		c := newConversation(t)
+		r1 := c.send(aURL, "", nil)
+		killProcess(t, a)
+		_, bURL := m.startEdgeProcess(t)
+		r2 := c.send(bURL, r1.RequestState, c.answers(r1))
+		if final := c.send(bURL, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+			t.Errorf("final round = %s", final.StructuredContent)
+		}
+		purgedOnce()
+	})
+}
+
+// Every unusable requestState is refused, each the same way, and logged at
+// the request_state boundary; a refused attempt does not spend the state.
+func TestRequestStateRefusals(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	iss := newIssuer(t)
+	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	token := func(subject string) http.Header {
+		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(f.http), subject, "toolmesh:admin toolmesh:write"))
+		return http.Header{"Authorization": {"Bearer " + tok}}
+	}
+	alice := newConversation(t)
+	alice.extra = token("alice")
+	r1 := alice.send(f.url, "", nil)
+	state, answers := r1.RequestState, alice.answers(r1)
+	decoded, err := requeststate.Parse(state)
+	if err != nil || decoded.Round != 1 || !strings.HasPrefix(decoded.WorkflowID, "call/testing_purge/") || decoded.RunID == "" {
+		t.Fatalf("state = %+v, %v", decoded, err)
+	}
+
+	flip := func(s string, i int) string {
+		b := []byte(s)
+		b[i] ^= 0x01
+		return string(b)
+	}
+	attempts := []struct {
+		name  string
+		state string
+		conv  func() *conversation
+	}{
+		{"another principal", state, func() *conversation { c := newConversation(t); c.extra = token("bob"); return c }},
+		{"changed arguments", state, func() *conversation {
+			c := newConversation(t)
+			c.extra, c.args = token("alice"), map[string]any{"agent_id": "someone-else"}
+			return c
+		}},
+		{"another tool", state, func() *conversation {
+			c := newConversation(t)
+			c.extra, c.tool, c.args = token("alice"), "testing_remind", map[string]any{}
+			return c
+		}},
+		{"truncated", state[:len(state)-5], nil},
+		{"first bit flipped", flip(state, 0), nil},
+		{"middle bit flipped", flip(state, len(state)/2), nil},
+		{"last bit flipped", flip(state, len(state)-1), nil},
+		{"garbage", "not-a-state", nil},
+	}
+	var refusals []string
+	for _, at := range attempts {
+		c := alice
+		if at.conv != nil {
+			c = at.conv()
+		}
+		res := c.send(f.url, at.state, answers)
+		if !res.IsError || res.ResultType != "complete" {
+			t.Errorf("%s: result = %+v, want refused", at.name, res)
+			continue
+		}
+		refusals = append(refusals, strings.ReplaceAll(string(res.StructuredContent), c.tool, "TOOL"))
+	}
+	for i, r := range refusals {
+		if r != refusals[0] {
+			t.Errorf("refusal %d (%s) = %s, want it the same as every other: %s", i, attempts[i].name, r, refusals[0])
+		}
+	}
+	if n := len(f.logs.Events("boundary.validation_failed")); n < len(attempts) {
+		t.Errorf("%d boundary.validation_failed events, want one per refusal (%d)", n, len(attempts))
+	}
+	for _, e := range f.logs.Events("boundary.validation_failed") {
+		if e["boundary"] != "request_state" {
+			t.Errorf("rejection logged at boundary %v, want request_state", e["boundary"])
+		}
+	}
+
+	// A retired key: an edge that only holds newer keys refuses the state;
+	// an edge whose previous key signed it accepts it.
+	retiredKey, _ := requeststate.GenerateKey()
+	newKey, _ := requeststate.GenerateKey()
+	retired, _ := requeststate.NewSealer(retiredKey, newKey)
+	rotated, _ := requeststate.NewSealer(newKey, m.key)
+	oldEdge := m.edge(t, func(c *edge.Config) {
+		c.Auth = iss.authConfig(t)
+		c.Elicitation.States = retired
+	})
+	tokenFor := func(fx *fixture) http.Header {
+		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(fx.http), "alice", "toolmesh:admin toolmesh:write"))
+		return http.Header{"Authorization": {"Bearer " + tok}}
+	}
+	alice.extra = tokenFor(oldEdge)
+	if res := alice.send(oldEdge.url, state, answers); !res.IsError || strings.ReplaceAll(string(res.StructuredContent), alice.tool, "TOOL") != refusals[0] {
+		t.Errorf("state of a retired key = %s, want the refusal", res.StructuredContent)
+	}
+
+	// The state was never spent: alice answers with it now, on an edge
+	// whose previous key signed it, and the call goes on.
+	next := m.edge(t, func(c *edge.Config) {
+		c.Auth = iss.authConfig(t)
+		c.Elicitation.States = rotated
+	})
+	alice.extra = tokenFor(next)
+	r2 := alice.send(next.url, state, answers)
+	if r2.ResultType != "input_required" || r2.InputRequests["r2.admin"].Method == "" {
+		t.Fatalf("round 2 after the refusals = %+v, want the admin question", r2)
+	}
+	// Replay after completion: both states of the finished call are refused.
+	m.backend.SeedNotes("victim", 1)
+	if final := alice.send(next.url, r2.RequestState, alice.answers(r2)); !isRemoved(t, final, 1) {
+		t.Fatalf("final round = %s", final.StructuredContent)
+	}
+	for name, s := range map[string]string{"round 1": state, "round 2": r2.RequestState} {
+		if res := alice.send(next.url, s, answers); !isRefusal(res) {
+			t.Errorf("replayed %s state after completion = %s, want the refusal", name, res.StructuredContent)
+		}
+	}
+}
+
+// A state is accepted for StateTTL, then refused.
+func TestExpiredRequestStateIsRefused(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	f := m.edge(t, func(c *edge.Config) { c.Elicitation.StateTTL = time.Second })
+	c := newConversation(t)
+	r1 := c.send(f.url, "", nil)
+	time.Sleep(2100 * time.Millisecond)
+	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {
+		t.Errorf("expired state = %s, want the refusal", res.StructuredContent)
+	}
+	if m.backend.Executions("Purge") != 0 {
+		t.Error("the call ran")
+	}
+}
+
+// A client that repeats a finished call with the same idempotency key gets
+// its result again, and the call does not run twice.
+func TestRepeatedIdempotencyKeyGetsTheSameResult(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	f := m.edge(t, nil)
+	m.backend.SeedNotes("victim", 4)
+	a := newAnswerer(purgeSheet)
+	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+	params := &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}, Meta: mcp.Meta{edge.MetaIdempotencyKey: "purge-victim-1"}}
+	first, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params.Meta = mcp.Meta{edge.MetaIdempotencyKey: "purge-victim-1"}
+	again, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(structured(t, again)), string(structured(t, first)); got != want || !strings.Contains(want, `"removed":4`) {
+		t.Errorf("repeated call = %s, want the first result %s", got, want)
+	}
+	if n := m.backend.Executions("Purge"); n != 1 || len(a.questions()) != 2 {
+		t.Errorf("Purge ran %d times after %d questions, want once after 2", n, len(a.questions()))
+	}
+}
