@@ -54,7 +54,7 @@ var ProtocolVersions = []string{ModernProtocol, "2025-11-25", "2025-06-18", "202
 
 // Defaults of Config.
 const (
-	DefaultCallTimeout      = 15 * time.Second
+	DefaultCallTimeout      = toolcall.DefaultTimeout
 	DefaultMaxBodyBytes     = 1 << 20
 	DefaultToolsPageSize    = 100
 	DefaultListTTL          = 5 * time.Minute

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/benchmesh"
 )
 
@@ -59,11 +60,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, t := range strings.Split(*targets, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			cfg.Targets = append(cfg.Targets, t)
-		}
-	}
+	cfg.Targets = config.Split(*targets)
 	_, err := benchmesh.Run(ctx, cfg, stdout)
 	return err
 }

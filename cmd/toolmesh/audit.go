@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/protoenum"
@@ -34,58 +34,52 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// pathsFlag collects a repeated flag of paths; the first Set replaces the
-// default.
-type pathsFlag struct {
-	paths []string
-	set   bool
+// auditVerifyConfig is the configuration of `toolmesh audit verify`.
+type auditVerifyConfig struct {
+	dataDir, dsn, pubKey string
+	logs                 []string
+	json                 bool
 }
 
-func (p *pathsFlag) String() string { return strings.Join(p.paths, ",") }
-
-func (p *pathsFlag) Set(v string) error {
-	if v == "" {
-		return errors.New("empty path")
-	}
-	if !p.set {
-		p.paths, p.set = nil, true
-	}
-	p.paths = append(p.paths, v)
-	return nil
+func bindAuditVerify(s *config.Set) *auditVerifyConfig {
+	c := &auditVerifyConfig{}
+	bindData(s, &c.dataDir, "directory of the mesh's local state")
+	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/audit.db"})
+	s.String(&c.pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + auditPubKeyFile})
+	s.List(&c.logs, config.Opt{Flag: "checkpoints", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
+		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+	s.Bool(&c.json, false, config.Opt{Flag: "json", Usage: "print the result as JSON (the audit_verify response)"})
+	return c
 }
 
-func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return errors.New("audit needs a subcommand: verify (toolmesh audit verify -h)")
 	}
-	return runAuditVerify(ctx, args[1:], getenv, stdout)
+	return runAuditVerify(ctx, args[1:], getenv, stdout, stderr)
 }
 
 // runAuditVerify checks an audit trail offline: the database of the audit
 // service (a SQLite file or a PostgreSQL DSN) against signed checkpoint
 // logs, with the audit public key. It never writes to the database.
-func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory of the mesh's local state")
-	dsn := fs.String("dsn", getenv("TOOLMESH_AUDIT_DSN"), "the audit database: a postgres:// URL, or a SQLite path (default <data>/audit.db)")
-	pubKey := fs.String("public-key", getenv("TOOLMESH_AUDIT_PUBLIC_KEY"), "audit public key file(s), PEM, several keys allowed (default <data>/"+auditPubKeyFile+")")
-	logs := &pathsFlag{}
-	fs.Var(logs, "checkpoints", "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere (repeatable; default <data>/"+auditCheckpointLogFile+")")
-	asJSON := fs.Bool("json", false, "print the result as JSON (the audit_verify response)")
-	if err := fs.Parse(args); err != nil {
+func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	s := newConfig("audit verify", getenv, stderr)
+	c := bindAuditVerify(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("audit verify takes no arguments, got %q", fs.Args())
+	if s.FlagSet().NArg() > 0 {
+		return fmt.Errorf("audit verify takes no arguments, got %q", s.FlagSet().Args())
 	}
+	dataDir, dsn, pubKey, asJSON := &c.dataDir, &c.dsn, &c.pubKey, &c.json
 	if *dsn == "" {
 		*dsn = filepath.Join(*dataDir, "audit.db")
 	}
 	if *pubKey == "" {
 		*pubKey = filepath.Join(*dataDir, auditPubKeyFile)
 	}
-	if !logs.set {
-		logs.paths = []string{envOr(getenv, "TOOLMESH_AUDIT_CHECKPOINT_LOG", filepath.Join(*dataDir, auditCheckpointLogFile))}
+	if len(c.logs) == 0 {
+		c.logs = []string{filepath.Join(*dataDir, auditCheckpointLogFile)}
 	}
 	keys, err := keyfile.ReadPublic(*pubKey)
 	if err != nil {
@@ -93,7 +87,7 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 	}
 	v := checkpoint.NewVerifier(keys...)
 	var ev audit.Evidence
-	for _, path := range logs.paths {
+	for _, path := range c.logs {
 		valid, rejected, err := v.ReadFile(path, path)
 		if err != nil {
 			return fmt.Errorf("read checkpoint log: %w", err)

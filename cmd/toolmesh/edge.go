@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -22,137 +22,88 @@ import (
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 )
 
-// serviceFlag collects repeated --service domain=url flags.
-type serviceFlag map[string]string
-
-func (s serviceFlag) String() string { return fmt.Sprint(map[string]string(s)) }
-
-func (s serviceFlag) Set(v string) error {
-	name, url, ok := strings.Cut(v, "=")
-	if !ok || name == "" || url == "" {
-		return fmt.Errorf("want domain=url, got %q", v)
-	}
-	s[name] = url
-	return nil
+// edgeConfig is the configuration of `toolmesh edge`.
+type edgeConfig struct {
+	addr, devAgent, dataDir, keyPath                       string
+	stdio, readOnly                                        bool
+	services                                               map[string]string
+	callTimeout, waitBudget                                time.Duration
+	issuer, resource, jwksFile, hsFile, grantsFile         string
+	authServers, origins, hosts, sessionPeers              []string
+	limits                                                 *limitConfig
+	shutdownGrace, shutdownTimeout, stateTTL, resourcePoll time.Duration
+	rateLimit                                              float64
+	rateBurst                                              int
+	temporalAddr, stateKey, statePrevKey, sessionAdvertise string
+	a2aAddr, a2aURL, a2aResource, metricsAddr              string
+	telemetry                                              *telemetryConfig
 }
 
-// servicesEnv holds the default of the repeatable --service flag of the edge
-// and the workers: domain=url pairs, comma-separated. The Kubernetes
-// manifests set it for all of them from one ConfigMap.
-const servicesEnv = "TOOLMESH_SERVICES"
-
-// envServices returns the services listed in servicesEnv; --service flags
-// add to them or replace a domain's URL.
-func envServices(getenv func(string) string) (serviceFlag, error) {
-	s := serviceFlag{}
-	for _, v := range splitList(getenv(servicesEnv)) {
-		if err := s.Set(v); err != nil {
-			return nil, fmt.Errorf("%s: %w", servicesEnv, err)
-		}
-	}
-	return s, nil
-}
-
-// listFlag collects a repeatable string flag; its default comes from a
-// comma-separated environment variable.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	if v == "" {
-		return errors.New("empty value")
-	}
-	*l = append(*l, v)
-	return nil
-}
-
-func envList(getenv func(string) string, key string) listFlag {
-	var out listFlag
-	for _, v := range strings.Split(getenv(key), ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
+func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
+	c := &edgeConfig{}
+	s.String(&c.addr, "127.0.0.1:7100", config.Opt{Flag: "addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "listen address; a non-loopback address needs --issuer"})
+	s.Bool(&c.stdio, false, config.Opt{Flag: "stdio", Usage: "serve MCP over stdin/stdout (for desktop clients) instead of HTTP"})
+	bindServices(s, &c.services, nil)
+	bindCallTimeout(s, &c.callTimeout, "deadline of each service call")
+	s.Duration(&c.waitBudget, edge.DefaultWaitBudget, config.Opt{Flag: "wait-budget", Env: "TOOLMESH_EDGE_WAIT_BUDGET",
+		Usage: "how long a long-running tool that waits for its outcome (owner_ask) waits before it returns a handle to poll; such calls get it on top of --call-timeout"})
+	s.String(&c.devAgent, "local", config.Opt{Flag: "dev-agent", Env: "TOOLMESH_DEV_AGENT", Usage: "agent id of the local caller in development mode and over stdio"})
+	bindData(s, &c.dataDir, "directory holding mesh.key and the request state keys")
+	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
+	s.Bool(&c.readOnly, false, config.Opt{Flag: "read-only", Env: "TOOLMESH_EDGE_READ_ONLY", Usage: "refuse WRITE and ADMIN tools (read_only) without calling services"})
+	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER", Usage: "OAuth issuer whose bearer JWTs the edge accepts; enables authentication"})
+	s.String(&c.resource, "", config.Opt{Flag: "resource", Env: "TOOLMESH_EDGE_RESOURCE", Usage: "canonical URI of this edge, the audience tokens must name", Default: "http://<addr>/mcp"})
+	s.String(&c.jwksFile, "", config.Opt{Flag: "jwks-file", Env: "TOOLMESH_OAUTH_JWKS_FILE", Usage: "JSON Web Key Set file with the issuer's RS256/ES256 public keys"})
+	s.String(&c.hsFile, "", config.Opt{Flag: "dev-hs256-secret-file", Env: "TOOLMESH_OAUTH_DEV_HS256_SECRET_FILE", Usage: "file with an HS256 secret of at least 32 bytes (development only: loopback addresses)"})
+	s.String(&c.grantsFile, "", config.Opt{Flag: "grants-file", Env: "TOOLMESH_EDGE_GRANTS_FILE", Usage: "YAML file granting roles, scopes and tools per token subject"})
+	s.List(&c.authServers, config.Opt{Flag: "authorization-server", Env: "TOOLMESH_OAUTH_AUTHORIZATION_SERVERS", Usage: "authorization server listed in the resource metadata", Default: "the issuer"})
+	s.List(&c.origins, config.Opt{Flag: "allow-origin", Env: "TOOLMESH_EDGE_ALLOWED_ORIGINS", Usage: "browser origin allowed to call the edge, scheme://host[:port]"})
+	s.List(&c.hosts, config.Opt{Flag: "allow-host", Env: "TOOLMESH_EDGE_ALLOWED_HOSTS", Usage: "Host header value the edge answers to, besides loopback names on loopback"})
+	c.limits = bindLimits(s, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
+	s.Duration(&c.shutdownGrace, edge.DefaultShutdownGrace, config.Opt{Flag: "shutdown-grace", Env: "TOOLMESH_EDGE_SHUTDOWN_GRACE",
+		Usage: "on shutdown, how long tool calls in flight may run on before they are cut short and answer unavailable"})
+	s.Duration(&c.shutdownTimeout, defaultEdgeShutdownTimeout, config.Opt{Flag: "shutdown-timeout", Env: "TOOLMESH_EDGE_SHUTDOWN_TIMEOUT",
+		Usage: "on shutdown, how long the edge may take to answer what is in flight and close its connections; longer than --shutdown-grace"})
+	s.Float64(&c.rateLimit, 0, config.Opt{Flag: "rate-limit", Env: "TOOLMESH_EDGE_RATE_LIMIT", Usage: "tool calls per second per caller (0: unlimited)"})
+	s.Int(&c.rateBurst, 0, config.Opt{Flag: "rate-burst", Env: "TOOLMESH_EDGE_RATE_BURST", Usage: "tool calls a caller may make at once (0: the rate)"})
+	s.String(&c.temporalAddr, "", config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)"})
+	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + stateKeyFile})
+	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
+	s.Duration(&c.stateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
+	s.List(&c.sessionPeers, config.Opt{Flag: "session-peer", Env: "TOOLMESH_EDGE_SESSION_PEERS",
+		Usage: "an edge replica as host:port, a name standing for every address it resolves to; with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on"})
+	s.String(&c.sessionAdvertise, "", config.Opt{Flag: "session-advertise", Env: "TOOLMESH_EDGE_SESSION_ADVERTISE",
+		Usage: "IP address (and port, default --addr's) the other edge replicas reach this one at", Default: "--addr when it names an IP address"})
+	s.String(&c.a2aAddr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
+	s.String(&c.a2aURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
+	s.String(&c.a2aResource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
+	s.Duration(&c.resourcePoll, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
+	s.String(&c.metricsAddr, defaultEdgeMetricsAddr, config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_EDGE_METRICS_ADDR", Usage: "address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)"})
+	c.telemetry = bindTelemetry(s, getenv)
+	return c
 }
 
 func runEdge(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
-	addr := fs.String("addr", envOr(getenv, "TOOLMESH_EDGE_ADDR", "127.0.0.1:7100"), "listen address")
-	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for desktop clients) instead of HTTP")
-	services, err := envServices(getenv)
+	s := newConfig("edge", getenv, stderr)
+	c := bindEdge(s, getenv)
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	limits, err := c.limits.limits()
 	if err != nil {
 		return err
 	}
-	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
-	timeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call")
-	waitBudget := fs.Duration("wait-budget", edge.DefaultWaitBudget, "how long a long-running tool that waits for its outcome (owner_ask) waits before it returns a handle to poll; such calls get it on top of --call-timeout")
-	agent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the local caller in development mode and over stdio")
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
-	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
-	readOnly := fs.Bool("read-only", getenv("TOOLMESH_EDGE_READ_ONLY") == "true", "refuse WRITE and ADMIN tools (read_only) without calling services")
-	issuer := fs.String("issuer", getenv("TOOLMESH_OAUTH_ISSUER"), "OAuth issuer whose bearer JWTs the edge accepts; enables authentication")
-	resource := fs.String("resource", getenv("TOOLMESH_EDGE_RESOURCE"), "canonical URI of this edge, the audience tokens must name (default http://<addr>/mcp)")
-	jwksFile := fs.String("jwks-file", getenv("TOOLMESH_OAUTH_JWKS_FILE"), "JSON Web Key Set file with the issuer's RS256/ES256 public keys")
-	hsFile := fs.String("dev-hs256-secret-file", getenv("TOOLMESH_OAUTH_DEV_HS256_SECRET_FILE"), "file with an HS256 secret (development only: loopback addresses)")
-	grantsFile := fs.String("grants-file", getenv("TOOLMESH_EDGE_GRANTS_FILE"), "YAML file granting roles, scopes and tools per token subject")
-	authServers := envList(getenv, "TOOLMESH_OAUTH_AUTHORIZATION_SERVERS")
-	fs.Var(&authServers, "authorization-server", "authorization server listed in the resource metadata (repeatable; default the issuer)")
-	origins := envList(getenv, "TOOLMESH_EDGE_ALLOWED_ORIGINS")
-	fs.Var(&origins, "allow-origin", "browser origin allowed to call the edge, scheme://host[:port] (repeatable)")
-	hosts := envList(getenv, "TOOLMESH_EDGE_ALLOWED_HOSTS")
-	fs.Var(&hosts, "allow-host", "Host header value the edge answers to, besides loopback names on loopback (repeatable)")
-	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
-	shutdownGrace, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_GRACE", edge.DefaultShutdownGrace)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&shutdownGrace, "shutdown-grace", shutdownGrace, "on shutdown, how long tool calls in flight may run on before they are cut short and answer unavailable ($TOOLMESH_EDGE_SHUTDOWN_GRACE)")
-	shutdownTimeout, err := envDuration(getenv, "TOOLMESH_EDGE_SHUTDOWN_TIMEOUT", defaultEdgeShutdownTimeout)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&shutdownTimeout, "shutdown-timeout", shutdownTimeout, "on shutdown, how long the edge may take to answer what is in flight and close its connections; longer than --shutdown-grace ($TOOLMESH_EDGE_SHUTDOWN_TIMEOUT)")
-	rateLimit := fs.Float64("rate-limit", 0, "tool calls per second per caller (0: unlimited)")
-	rateBurst := fs.Int("rate-burst", 0, "tool calls a caller may make at once (default: the rate)")
-	temporalAddr := fs.String("temporal", getenv("TOOLMESH_TEMPORAL"), "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)")
-	stateKey := fs.String("state-key", getenv("TOOLMESH_STATE_KEY"), "request state key file that seals and verifies elicitation rounds (default <data>/state.key)")
-	statePrevKey := fs.String("state-previous-key", getenv("TOOLMESH_STATE_PREVIOUS_KEY"), "previous request state key file, still accepted after a rotation (default <data>/state.previous.key when present)")
-	stateTTL := fs.Duration("state-ttl", edge.DefaultStateTTL, "how long a user has to answer one round of an elicited call")
-	sessionPeers := envList(getenv, "TOOLMESH_EDGE_SESSION_PEERS")
-	fs.Var(&sessionPeers, "session-peer", "an edge replica as host:port, a name standing for every address it resolves to (repeatable); with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on")
-	sessionAdvertise := fs.String("session-advertise", getenv("TOOLMESH_EDGE_SESSION_ADVERTISE"), "IP address (and port, default --addr's) the other edge replicas reach this one at (default --addr when it names an IP address)")
-	a2aAddr := fs.String("a2a-addr", getenv("TOOLMESH_A2A_ADDR"), "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)")
-	a2aURL := fs.String("a2a-url", getenv(a2aURLEnv), "the A2A endpoint's base URL as remote agents reach it (default http://<a2a-addr>)")
-	a2aResource := fs.String("a2a-resource", getenv("TOOLMESH_A2A_RESOURCE"), "with --issuer: the audience A2A callers' tokens must name (default the A2A URL)")
-	resourcePoll := fs.Duration("resource-poll", edge.DefaultResourcePoll, "how often a subscribed resource is read again to tell its subscribers it changed")
-	metricsAddr := fs.String("metrics-addr", envOr(getenv, "TOOLMESH_EDGE_METRICS_ADDR", defaultEdgeMetricsAddr),
-		"address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)")
-	telFlags := addTelemetryFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	limits, err := limitFlags.limits()
-	if err != nil {
-		return err
-	}
-	if shutdownGrace <= 0 || shutdownTimeout <= shutdownGrace {
+	if c.shutdownGrace <= 0 || c.shutdownTimeout <= c.shutdownGrace {
 		return errors.New("--shutdown-grace must be positive and shorter than --shutdown-timeout")
 	}
-	if len(services) == 0 {
-		for name, d := range domains {
-			services[name] = fmt.Sprintf("http://127.0.0.1:%d", d.port)
-		}
-	}
-	urls, err := serviceURLs(services)
+	urls, err := serviceURLs(orLoopback(c.services))
 	if err != nil {
 		return err
 	}
-	if *keyPath == "" {
-		*keyPath = filepath.Join(*dataDir, meshKeyFile)
+	if c.keyPath == "" {
+		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
 	}
-	key, err := readMeshKey(*keyPath)
+	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
 	}
@@ -162,10 +113,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	// Over stdio, stdout is the MCP channel: stdout spans go to stderr.
 	spanOut := stdout
-	if *stdio {
+	if c.stdio {
 		spanOut = stderr
 	}
-	tel, err := telFlags.start(ctx, "toolmesh-edge", spanOut, log.With("service", "edge"))
+	tel, err := c.telemetry.start(ctx, "toolmesh-edge", spanOut, log.With("service", "edge"))
 	if err != nil {
 		return err
 	}
@@ -174,57 +125,57 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
-		CallTimeout:    *timeout,
-		WaitBudget:     *waitBudget,
-		DevAgent:       *agent,
+		CallTimeout:    c.callTimeout,
+		WaitBudget:     c.waitBudget,
+		DevAgent:       c.devAgent,
 		Mesh:           signer,
-		Addr:           *addr,
-		ReadOnly:       *readOnly,
-		AllowedOrigins: origins,
-		AllowedHosts:   hosts,
+		Addr:           c.addr,
+		ReadOnly:       c.readOnly,
+		AllowedOrigins: c.origins,
+		AllowedHosts:   c.hosts,
 		MaxBodyBytes:   limits.MaxBodyBytes,
-		ShutdownGrace:  shutdownGrace,
-		RateLimit:      edge.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+		ShutdownGrace:  c.shutdownGrace,
+		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
 
-		ResourcePollInterval: *resourcePoll,
+		ResourcePollInterval: c.resourcePoll,
 	}
-	if *stateKey == "" {
-		*stateKey = filepath.Join(*dataDir, stateKeyFile)
+	if c.stateKey == "" {
+		c.stateKey = filepath.Join(c.dataDir, stateKeyFile)
 	}
-	if *statePrevKey == "" {
-		*statePrevKey = filepath.Join(*dataDir, statePreviousKeyFile)
+	if c.statePrevKey == "" {
+		c.statePrevKey = filepath.Join(c.dataDir, statePreviousKeyFile)
 	}
-	if len(sessionPeers) > 0 && !*stdio {
-		self, err := sessionSelf(*sessionAdvertise, *addr)
+	if len(c.sessionPeers) > 0 && !c.stdio {
+		self, err := sessionSelf(c.sessionAdvertise, c.addr)
 		if err != nil {
 			return err
 		}
 		// Every replica holds the request state keys: session ids are
 		// signed with a secret derived from them.
-		keys, err := readStateKeys(*stateKey, *statePrevKey)
+		keys, err := readStateKeys(c.stateKey, c.statePrevKey)
 		if err != nil {
 			return err
 		}
-		cfg.Sessions = &edge.Sessions{Self: self, Peers: sessionPeers, Keys: keys}
+		cfg.Sessions = &edge.Sessions{Self: self, Peers: c.sessionPeers, Keys: keys}
 	}
-	if *temporalAddr != "" {
-		sealer, err := readStateSealer(*stateKey, *statePrevKey)
+	if c.temporalAddr != "" {
+		sealer, err := readStateSealer(c.stateKey, c.statePrevKey)
 		if err != nil {
 			return err
 		}
-		if *stateTTL <= 0 {
+		if c.stateTTL <= 0 {
 			return errors.New("--state-ttl must be positive")
 		}
 		// Lazy: the edge serves every other call while Temporal is down.
-		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-edge", Telemetry: tel.Providers}, log)
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-edge", Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
 		defer tc.Close()
-		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: *stateTTL}
+		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: c.stateTTL}
 	}
-	if *grantsFile != "" {
-		b, err := os.ReadFile(*grantsFile)
+	if c.grantsFile != "" {
+		b, err := os.ReadFile(c.grantsFile)
 		if err != nil {
 			return fmt.Errorf("read grants file: %w", err)
 		}
@@ -232,21 +183,21 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 			return err
 		}
 	}
-	if !*stdio && (*issuer != "" || *jwksFile != "" || *hsFile != "") {
-		if *issuer == "" {
+	if !c.stdio && (c.issuer != "" || c.jwksFile != "" || c.hsFile != "") {
+		if c.issuer == "" {
 			return errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
 		}
-		a := &identity.Config{Issuer: *issuer, Resource: *resource, AuthorizationServers: authServers}
+		a := &identity.Config{Issuer: c.issuer, Resource: c.resource, AuthorizationServers: c.authServers}
 		if a.Resource == "" {
-			a.Resource = "http://" + *addr + "/mcp"
+			a.Resource = "http://" + c.addr + "/mcp"
 		}
-		if *jwksFile != "" {
-			if a.JWKS, err = os.ReadFile(*jwksFile); err != nil {
+		if c.jwksFile != "" {
+			if a.JWKS, err = os.ReadFile(c.jwksFile); err != nil {
 				return fmt.Errorf("read JWKS file: %w", err)
 			}
 		}
-		if *hsFile != "" {
-			secret, err := os.ReadFile(*hsFile)
+		if c.hsFile != "" {
+			secret, err := os.ReadFile(c.hsFile)
 			if err != nil {
 				return fmt.Errorf("read HS256 secret file: %w", err)
 			}
@@ -254,16 +205,16 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		cfg.Auth = a
 	}
-	if *a2aAddr != "" && !*stdio {
+	if c.a2aAddr != "" && !c.stdio {
 		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
 		if err != nil {
 			return err
 		}
-		cfg.A2A = &edge.A2AConfig{Addr: *a2aAddr, PublicURL: *a2aURL, Resource: *a2aResource, Egress: policy, Version: cfg.Version}
+		cfg.A2A = &edge.A2AConfig{Addr: c.a2aAddr, PublicURL: c.a2aURL, Resource: c.a2aResource, Egress: policy, Version: cfg.Version}
 	}
-	if *stdio {
+	if c.stdio {
 		cfg.Addr = ""
-		if *issuer != "" {
+		if c.issuer != "" {
 			log.Warn("edge.stdio_without_auth", "message", "--stdio serves the local user who started the process; --issuer and the token settings do not apply")
 		}
 	}
@@ -272,18 +223,18 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if *stdio {
-		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", *readOnly)
+	if c.stdio {
+		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", c.readOnly)
 		return e.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
 	}
-	lis, err := server.Listen(*addr)
+	lis, err := server.Listen(c.addr)
 	if err != nil {
 		return err
 	}
 	if e.DevelopmentMode() {
-		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", *agent)
+		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", c.devAgent)
 	}
-	if *telFlags.pprof && (*metricsAddr == "" || *metricsAddr == "off") {
+	if c.telemetry.pprof && (c.metricsAddr == "" || c.metricsAddr == "off") {
 		lis.Close()
 		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
 	}
@@ -291,7 +242,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	mcpLimits := limits
 	mcpLimits.MaxBodyBytes = -1
 	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log, mcpLimits), lis, server.HTTPOptions{
-		ShutdownTimeout: shutdownTimeout,
+		ShutdownTimeout: c.shutdownTimeout,
 		// Every call in flight gets its answer before the listener closes.
 		AnswerInFlight: func(ctx context.Context) {
 			if err := e.Shutdown(ctx); err != nil {
@@ -304,46 +255,32 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 			s.lis.Close()
 		}
 	}
-	if *metricsAddr != "" && *metricsAddr != "off" {
-		metricsLis, err := server.Listen(*metricsAddr)
+	if c.metricsAddr != "" && c.metricsAddr != "off" {
+		metricsLis, err := server.Listen(c.metricsAddr)
 		if err != nil {
 			closeAll()
 			return err
 		}
 		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
 	}
 	if cfg.A2A != nil {
-		a2aLis, err := server.Listen(*a2aAddr)
+		a2aLis, err := server.Listen(c.a2aAddr)
 		if err != nil {
 			closeAll()
 			return err
 		}
 		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
 		// The A2A endpoint caps bodies itself too (1 MiB).
-		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: shutdownTimeout}})
+		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
 	}
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", *readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", []string(sessionPeers))
+	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", []string(c.sessionPeers))
 	return runHTTPAll(ctx, log, servers...)
 }
 
 // defaultEdgeShutdownTimeout bounds the edge's shutdown.
 const defaultEdgeShutdownTimeout = 10 * time.Second
-
-// envDuration returns the duration in the environment variable key, or def
-// when it is unset.
-func envDuration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", key, err)
-	}
-	return d, nil
-}
 
 // sessionSelf is the address the other edge replicas reach this one at:
 // advertise (an IP address, with or without a port; the port of addr when

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -38,7 +39,7 @@ func faultsContracts() []protoreflect.ServiceDescriptor {
 
 func buildTesting(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
 	delays := map[string]time.Duration{}
-	for _, kv := range splitList(deps.Getenv(testingDelaysEnv)) {
+	for _, kv := range config.Split(deps.Getenv(testingDelaysEnv)) {
 		method, v, ok := strings.Cut(kv, "=")
 		d, err := time.ParseDuration(v)
 		if !ok || err != nil || d < 0 {

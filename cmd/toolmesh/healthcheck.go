@@ -3,21 +3,31 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 )
+
+// bindHealthcheck binds the one option of a probe, flag-only.
+func bindHealthcheck(s *config.Set) *time.Duration {
+	timeout := new(time.Duration)
+	s.Duration(timeout, 2*time.Second, config.Opt{Flag: "timeout", Usage: "how long to wait for the answer"})
+	return timeout
+}
 
 // runHealthcheck succeeds when the URL answers GET with 200: a probe for
 // where there is no shell or curl (the image is FROM scratch), such as an
 // exec probe of a process that listens on loopback only.
-func runHealthcheck(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
+func runHealthcheck(ctx context.Context, args []string, stderr io.Writer) error {
+	s := newConfig("healthcheck", func(string) string { return "" }, stderr)
+	timeout := bindHealthcheck(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
+	fs := s.FlagSet()
 	if fs.NArg() != 1 {
 		return errors.New("healthcheck needs one URL, e.g. http://127.0.0.1:7100/healthz")
 	}

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -46,7 +47,7 @@ const (
 // egressPolicy reads the allowed internal prefixes of an integration from
 // env and says so when there are any.
 func egressPolicy(getenv func(string) string, env string, log *slog.Logger) (egress.Policy, error) {
-	allow, err := egress.ParsePrefixes(getenv(env))
+	allow, err := egress.ParsePrefixes(config.Split(getenv(env))...)
 	if err != nil {
 		return egress.Policy{}, fmt.Errorf("%s: %w", env, err)
 	}

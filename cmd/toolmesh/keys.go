@@ -3,15 +3,14 @@ package main
 import (
 	"crypto/ed25519"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
@@ -173,13 +172,26 @@ func readStateKeys(currentPath, previousPath string) ([]requeststate.Key, error)
 	return keys, nil
 }
 
-func runKeygen(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for the key files")
-	rotate := fs.Bool("rotate-state-key", false, "make the request state key the previous one (still accepted) and create a new current key")
-	if err := fs.Parse(args); err != nil {
+// keygenConfig is the configuration of `toolmesh keygen`.
+type keygenConfig struct {
+	dataDir string
+	rotate  bool
+}
+
+func bindKeygen(s *config.Set) *keygenConfig {
+	c := &keygenConfig{}
+	bindData(s, &c.dataDir, "directory for the key files")
+	s.Bool(&c.rotate, false, config.Opt{Flag: "rotate-state-key", Usage: "make the request state key the previous one (still accepted) and create a new current key"})
+	return c
+}
+
+func runKeygen(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	s := newConfig("keygen", getenv, stderr)
+	c := bindKeygen(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
+	dataDir, rotate := &c.dataDir, &c.rotate
 	keyPath, pubPath, created, err := ensureMeshKeys(*dataDir)
 	if err != nil {
 		return err
@@ -218,35 +230,37 @@ func runKeygen(args []string, getenv func(string) string, stdout io.Writer) erro
 	return nil
 }
 
-// rolesFlag collects repeated --role flags.
-type rolesFlag []string
-
-func (r *rolesFlag) String() string { return strings.Join(*r, ",") }
-
-func (r *rolesFlag) Set(v string) error {
-	if v == "" {
-		return errors.New("empty role")
-	}
-	*r = append(*r, v)
-	return nil
-}
-
 // maxDevTokenTTL bounds `toolmesh token --ttl`.
 const maxDevTokenTTL = 24 * time.Hour
 
-func runToken(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
-	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file (default <data>/mesh.key)")
-	agent := fs.String("agent", "", "agent id the token acts as (required)")
-	subject := fs.String("subject", "", "subject of the token (default: the agent)")
-	depth := fs.Int("depth", 0, "invocation depth")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token (at most 24h)")
-	var roles rolesFlag
-	fs.Var(&roles, "role", "a role of the caller, e.g. owner (repeatable)")
-	if err := fs.Parse(args); err != nil {
+// tokenConfig is the configuration of `toolmesh token`: where the key is,
+// and the claims of the one token (flag-only).
+type tokenConfig struct {
+	dataDir, keyPath, agent, subject string
+	depth                            int
+	ttl                              time.Duration
+	roles                            []string
+}
+
+func bindToken(s *config.Set) *tokenConfig {
+	c := &tokenConfig{}
+	bindData(s, &c.dataDir, "directory holding mesh.key")
+	bindMeshKey(s, &c.keyPath, "mesh private key file")
+	s.String(&c.agent, "", config.Opt{Flag: "agent", Usage: "agent id the token acts as (required)"})
+	s.String(&c.subject, "", config.Opt{Flag: "subject", Usage: "subject of the token", Default: "the agent"})
+	s.Int(&c.depth, 0, config.Opt{Flag: "depth", Usage: "invocation depth"})
+	s.Duration(&c.ttl, time.Hour, config.Opt{Flag: "ttl", Usage: "lifetime of the token (at most 24h)"})
+	s.List(&c.roles, config.Opt{Flag: "role", Usage: "a role of the caller, e.g. owner"})
+	return c
+}
+
+func runToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	s := newConfig("token", getenv, stderr)
+	c := bindToken(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
+	dataDir, keyPath, agent, subject, depth, ttl, roles := &c.dataDir, &c.keyPath, &c.agent, &c.subject, &c.depth, &c.ttl, c.roles
 	if *agent == "" {
 		return errors.New("token needs --agent")
 	}

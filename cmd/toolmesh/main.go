@@ -69,37 +69,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log := logging.New(stderr, logging.ParseLevel(getenv("TOOLMESH_LOG_LEVEL")))
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], getenv, stdout, log)
+		return runServe(ctx, args[1:], getenv, stdout, stderr, log)
 	case "worker":
-		return runWorker(ctx, args[1:], getenv, stdout, log)
+		return runWorker(ctx, args[1:], getenv, stdout, stderr, log)
 	case "edge":
 		return runEdge(ctx, args[1:], getenv, stdin, stdout, stderr, log)
 	case "temporal-dev":
-		return runTemporalDev(ctx, args[1:], getenv, log)
+		return runTemporalDev(ctx, args[1:], getenv, stderr, log)
 	case "up":
-		return runUp(ctx, args[1:], getenv, stdout, log)
+		return runUp(ctx, args[1:], getenv, stdout, stderr, log)
 	case "processes":
-		return runProcesses(args[1:], getenv, stdout)
+		return runProcesses(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
-		return runHealthcheck(ctx, args[1:])
+		return runHealthcheck(ctx, args[1:], stderr)
 	case "keygen":
-		return runKeygen(args[1:], getenv, stdout)
+		return runKeygen(args[1:], getenv, stdout, stderr)
 	case "token":
-		return runToken(args[1:], getenv, stdout)
+		return runToken(args[1:], getenv, stdout, stderr)
 	case "audit":
-		return runAudit(ctx, args[1:], getenv, stdout)
+		return runAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, usage, domainNames())
 		return nil
 	}
 	fmt.Fprintf(stderr, usage, domainNames())
 	return fmt.Errorf("unknown command %q", args[0])
-}
-
-// envOr returns the environment value of key, or def when unset.
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -24,16 +26,25 @@ import (
 // "127.0.0.1,10.20.0.0/16". Empty: none.
 const ownerWebhookAllowEnv = "TOOLMESH_OWNER_WEBHOOK_ALLOW"
 
-// buildOwner serves the owner domain; its asks run as workflows on the
-// Temporal frontend serve dialled (--temporal).
-func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+// ownerOptions binds the owner domain's options; its asks run as
+// workflows on the Temporal frontend serve dialled (--temporal).
+func ownerOptions(s *config.Set) buildFunc {
+	var allowList []string
+	s.List(&allowList, config.Opt{Flag: "webhook-allow", Env: ownerWebhookAllowEnv,
+		Usage: "an internal address (CIDR prefix or single IP) webhook channels may reach anyway"})
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+		allow, err := egress.ParsePrefixes(allowList...)
+		if err != nil {
+			return server.Service{}, fmt.Errorf("--webhook-allow (%s): %w", ownerWebhookAllowEnv, err)
+		}
+		return buildOwner(ctx, db, deps, allow)
+	}
+}
+
+func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip.Prefix) (server.Service, error) {
 	st, err := ownerstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
-	}
-	allow, err := egress.ParsePrefixes(deps.Getenv(ownerWebhookAllowEnv))
-	if err != nil {
-		return server.Service{}, fmt.Errorf("%s: %w", ownerWebhookAllowEnv, err)
 	}
 	if len(allow) > 0 {
 		deps.Log.Warn("owner.webhook_allow", "allowed", fmt.Sprint(allow), "message", "webhook channels may reach these internal addresses")

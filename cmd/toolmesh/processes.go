@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 )
 
 // The local mesh is one plan — which processes, with which arguments, in
@@ -130,60 +131,38 @@ type meshConfig struct {
 	Pprof bool
 }
 
-// addMeshFlags defines the flags of the plan on fs; the returned function
-// reads them after fs.Parse.
-func addMeshFlags(fs *flag.FlagSet, getenv func(string) string) func() (meshConfig, error) {
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for local state (SQLite files, mesh keys, Temporal)")
-	offset := fs.Int("port-offset", 0, "added to every default port (services 71xx, workers 72xx, edge, Temporal), to run a second mesh beside the first")
-	edgeAddr := fs.String("edge-addr", fmt.Sprintf("127.0.0.1:%d", edgePort), "edge listen address (default port plus --port-offset)")
-	devAgent := fs.String("dev-agent", envOr(getenv, "TOOLMESH_DEV_AGENT", "local"), "agent id of the edge's calls; registered in the agents directory at start")
-	temporalBin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
-	tPort := fs.Int("temporal-port", temporalPort, "Temporal dev server frontend (gRPC) port on 127.0.0.1 (plus --port-offset unless given)")
-	tUIPort := fs.Int("temporal-ui-port", temporalUIPort, "Temporal Web UI port on 127.0.0.1, 0: no UI (plus --port-offset unless given)")
-	pprof := fs.Bool("pprof", false, "start every service, worker and the edge with --pprof: Go's profiles at /debug/pprof on each one's metrics address")
+// bindMesh binds the options of the plan; the returned function reads them
+// after parsing.
+func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, error) {
+	var cfg meshConfig
+	bindData(s, &cfg.DataDir, "directory for local state (SQLite files, mesh keys, Temporal)")
+	bindPortOffset(s, &cfg.PortOffset, "added to every default port (services 71xx, workers 72xx, edge, Temporal), to run a second mesh beside the first")
+	s.String(&cfg.EdgeAddr, fmt.Sprintf("127.0.0.1:%d", edgePort), config.Opt{Flag: "edge-addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "edge listen address (its default port plus --port-offset)"})
+	s.String(&cfg.DevAgent, "local", config.Opt{Flag: "dev-agent", Env: "TOOLMESH_DEV_AGENT", Usage: "agent id of the edge's calls; registered in the agents directory at start"})
+	bindTemporalBin(s, &cfg.TemporalBin)
+	s.Int(&cfg.TemporalPort, temporalPort, config.Opt{Flag: "temporal-port", Env: "TOOLMESH_TEMPORAL_DEV_PORT", Usage: "Temporal dev server frontend (gRPC) port on 127.0.0.1 (plus --port-offset unless given)"})
+	s.Int(&cfg.TemporalUIPort, temporalUIPort, config.Opt{Flag: "temporal-ui-port", Env: "TOOLMESH_TEMPORAL_DEV_UI_PORT", Usage: "Temporal Web UI port on 127.0.0.1, 0: no UI (plus --port-offset unless given)"})
+	s.Bool(&cfg.Pprof, false, config.Opt{Flag: "pprof", Env: "TOOLMESH_PPROF", Usage: "start every service, worker and the edge with --pprof: Go's profiles at /debug/pprof on each one's metrics address"})
 	return func() (meshConfig, error) {
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		if *offset < 0 || *offset > 50000 {
-			return meshConfig{}, fmt.Errorf("--port-offset %d out of range [0, 50000]", *offset)
+		if cfg.PortOffset < 0 || cfg.PortOffset > 50000 {
+			return meshConfig{}, fmt.Errorf("--port-offset %d out of range [0, 50000]", cfg.PortOffset)
 		}
-		cfg := meshConfig{
-			DataDir:            *dataDir,
-			DevAgent:           *devAgent,
-			Seed:               splitList(getenv(agentsSeedEnv)),
-			EdgeAddr:           *edgeAddr,
-			TemporalBin:        *temporalBin,
-			TemporalPort:       *tPort,
-			TemporalUIPort:     *tUIPort,
-			TemporalHealthPort: temporalHealthPort + *offset,
-			PortOffset:         *offset,
-			Pprof:              *pprof,
+		cfg.Seed = config.Split(getenv(agentsSeedEnv))
+		cfg.TemporalHealthPort = temporalHealthPort + cfg.PortOffset
+		if !s.Explicit("edge-addr") {
+			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+cfg.PortOffset)
 		}
-		if !given["edge-addr"] {
-			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+*offset)
+		if !s.Explicit("temporal-port") {
+			cfg.TemporalPort += cfg.PortOffset
 		}
-		if !given["temporal-port"] {
-			cfg.TemporalPort += *offset
-		}
-		if !given["temporal-ui-port"] && cfg.TemporalUIPort != 0 {
-			cfg.TemporalUIPort += *offset
+		if !s.Explicit("temporal-ui-port") && cfg.TemporalUIPort != 0 {
+			cfg.TemporalUIPort += cfg.PortOffset
 		}
 		if cfg.DevAgent == "" {
 			return meshConfig{}, errors.New("--dev-agent must not be empty")
 		}
 		return cfg, nil
 	}
-}
-
-// splitList splits a comma-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // directoryDomain is the domain every other service checks its callers
@@ -352,15 +331,20 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 
 // runProcesses prints the plan of `toolmesh up`: as JSON for tools (the
 // Tiltfile), or as a table.
-func runProcesses(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("processes", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON (what the Tiltfile reads)")
-	meshCfg := addMeshFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
+func bindProcesses(s *config.Set, getenv func(string) string) (*bool, func() (meshConfig, error)) {
+	asJSON := new(bool)
+	s.Bool(asJSON, false, config.Opt{Flag: "json", Usage: "print JSON (what the Tiltfile reads)"})
+	return asJSON, bindMesh(s, getenv)
+}
+
+func runProcesses(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	s := newConfig("processes", getenv, stderr)
+	asJSON, meshCfg := bindProcesses(s, getenv)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("processes takes no arguments, got %q", fs.Args())
+	if s.FlagSet().NArg() > 0 {
+		return fmt.Errorf("processes takes no arguments, got %q", s.FlagSet().Args())
 	}
 	cfg, err := meshCfg()
 	if err != nil {

@@ -219,21 +219,27 @@ func TestProcessesTable(t *testing.T) {
 }
 
 func TestServicesFromEnvironment(t *testing.T) {
+	parse := func(env map[string]string, args ...string) (map[string]string, error) {
+		s := newConfig("edge", func(k string) string { return env[k] }, io.Discard)
+		c := bindEdge(s, func(k string) string { return env[k] })
+		err := s.Parse(args)
+		return c.services, err
+	}
 	env := map[string]string{servicesEnv: "tasks=http://tasks:8080, agents=http://agents:8080"}
-	got, err := envServices(func(k string) string { return env[k] })
+	// A flag replaces one domain's URL and keeps the others.
+	got, err := parse(env, "--service", "tasks=http://127.0.0.1:7101")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A flag replaces one domain's URL and keeps the others.
-	if err := got.Set("tasks=http://127.0.0.1:7101"); err != nil {
-		t.Fatal(err)
-	}
-	want := serviceFlag{"tasks": "http://127.0.0.1:7101", "agents": "http://agents:8080"}
+	want := map[string]string{"tasks": "http://127.0.0.1:7101", "agents": "http://agents:8080"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
-	env[servicesEnv] = "tasks"
-	if _, err := envServices(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), servicesEnv) {
+	// Neither: every domain on loopback.
+	if got, err := parse(nil); err != nil || len(orLoopback(got)) != len(domains) {
+		t.Errorf("no services given: %v, %v; want every domain", orLoopback(got), err)
+	}
+	if _, err := parse(map[string]string{servicesEnv: "tasks"}); err == nil || !strings.Contains(err.Error(), servicesEnv) {
 		t.Errorf("malformed %s: err %v", servicesEnv, err)
 	}
 }

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -20,30 +20,26 @@ import (
 	schedulesworker "github.com/toolmesh/toolmesh/workers/schedules"
 )
 
-// buildSchedules serves the schedules domain on the Temporal frontend serve
-// dialled (--temporal). It reads TOOLMESH_SCHEDULES_MIN_INTERVAL (shortest
-// time between two runs, default 5m) and TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT
-// (how long the owner has to decide, default 168h), both Go durations.
-func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+// schedulesOptions binds the schedules domain's options; it serves on the
+// Temporal frontend serve dialled (--temporal).
+func schedulesOptions(s *config.Set) buildFunc {
+	var minInterval, approvalTimeout time.Duration
+	s.Duration(&minInterval, schedules.DefaultMinInterval, config.Opt{Flag: "min-interval", Env: "TOOLMESH_SCHEDULES_MIN_INTERVAL",
+		Usage: "shortest time allowed between two runs of a schedule (at least 1s)"})
+	s.Duration(&approvalTimeout, schedules.DefaultApprovalTimeout, config.Opt{Flag: "approval-timeout", Env: "TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT",
+		Usage: "how long the owner has to approve a schedule before it expires (at least 1s)"})
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+		if minInterval < time.Second || approvalTimeout < time.Second {
+			return server.Service{}, errors.New("--min-interval and --approval-timeout must be at least 1s")
+		}
+		return buildSchedules(ctx, db, deps, schedules.Config{Log: deps.Log, MinInterval: minInterval, ApprovalTimeout: approvalTimeout})
+	}
+}
+
+func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg schedules.Config) (server.Service, error) {
 	st, err := schedulestore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
-	}
-	cfg := schedules.Config{Log: deps.Log}
-	for _, d := range []struct {
-		env string
-		dst *time.Duration
-	}{
-		{"TOOLMESH_SCHEDULES_MIN_INTERVAL", &cfg.MinInterval},
-		{"TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT", &cfg.ApprovalTimeout},
-	} {
-		if v := deps.Getenv(d.env); v != "" {
-			n, err := time.ParseDuration(v)
-			if err != nil || n < time.Second {
-				return server.Service{}, fmt.Errorf("%s must be a duration of at least 1s (e.g. 5m), got %q", d.env, v)
-			}
-			*d.dst = n
-		}
 	}
 	engine := schedules.NewTemporalEngine(deps.Temporal, schedules.TemporalConfig{Log: deps.Log})
 	svc, err := schedules.New(st, engine, cfg)
@@ -55,7 +51,7 @@ func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.S
 
 // registerSchedules runs the approval and run workflows of schedules: each
 // run calls its tool through the services in deps.Services
-// (TOOLMESH_SCHEDULES_CALL_TIMEOUT bounds one call, default 15s). Approval
+// (deps.CallTimeout, the worker's --call-timeout, bounds one call). Approval
 // requests reach the owner through OwnerService.Notify, or the worker's log
 // when no owner service is configured.
 func registerSchedules(w worker.Worker, deps workerDeps) error {
@@ -63,16 +59,8 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	if url == "" {
 		return errors.New("worker schedules needs the schedules service (--service schedules=http://...)")
 	}
-	timeout := 15 * time.Second
-	if v := deps.Getenv("TOOLMESH_SCHEDULES_CALL_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("TOOLMESH_SCHEDULES_CALL_TIMEOUT must be a positive duration, got %q", v)
-		}
-		timeout = d
-	}
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
-		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: timeout, Log: deps.Log,
+		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: deps.CallTimeout, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {

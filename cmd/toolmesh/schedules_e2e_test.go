@@ -123,7 +123,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 
 	// The owner service, with a webhook channel: approval requests reach
 	// the owner through it.
-	ownerSvc, err := domains["owner"].build(ctx, open("owner"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
+	ownerSvc, err := domainBuild(t, "owner", getenv)(ctx, open("owner"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 		t.Fatal(err)
 	}
 
-	svc, err := domains["schedules"].build(ctx, open("schedules"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
+	svc, err := domainBuild(t, "schedules", getenv)(ctx, open("schedules"), serveDeps{Getenv: getenv, Log: logging.Discard(), Temporal: tc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,21 +3,21 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -47,9 +47,9 @@ type domain struct {
 	// build opens the domain's store on db and returns its service (db is
 	// nil for a stateless domain).
 	build buildFunc
-	// flags, when set instead of build, defines flags of the domain's own
-	// on fs and returns its build, which reads them after parsing.
-	flags func(fs *flag.FlagSet, getenv func(string) string) buildFunc
+	// options, when set instead of build, binds options of the domain's
+	// own and returns its build, which reads them after parsing.
+	options func(s *config.Set) buildFunc
 	// stateless marks a domain that keeps no data of its own: serve opens
 	// no database for it and takes no --dsn.
 	stateless bool
@@ -66,15 +66,15 @@ type domain struct {
 }
 
 var domains = withFaultsDomains(map[string]domain{
-	"tasks":    {port: 7101, build: buildTasks},
-	"agents":   {port: 7102, build: buildAgents, directory: true},
+	"tasks":    {port: 7101, options: tasksOptions},
+	"agents":   {port: 7102, options: agentsOptions, directory: true},
 	"messages": {port: 7103, build: buildMessages},
 	"memory":   {port: 7104, build: buildMemory},
 	"credits":  {port: 7105, build: buildCredits},
-	"owner":    {port: 7106, build: buildOwner, temporal: true},
-	"audit":    {port: 7108, flags: auditFlags},
+	"owner":    {port: 7106, options: ownerOptions, temporal: true},
+	"audit":    {port: 7108, options: auditOptions},
 
-	"schedules": {port: 7107, build: buildSchedules, temporal: true},
+	"schedules": {port: 7107, options: schedulesOptions, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},
@@ -105,49 +105,42 @@ type serveDeps struct {
 // agent in it.
 const agentsSeedEnv = "TOOLMESH_AGENTS_SEED"
 
-func domainNames() string {
-	names := make([]string, 0, len(domains))
-	for n := range domains {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+func domainNames() string { return strings.Join(slices.Sorted(maps.Keys(domains)), ", ") }
 
-func buildTasks(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	getenv := deps.Getenv
-	st, err := taskstore.Open(ctx, db)
-	if err != nil {
-		return server.Service{}, err
-	}
-	maxPerDay := tasks.DefaultMaxPerDay
-	if v := getenv("WORK_TASK_MAX_PER_DAY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return server.Service{}, fmt.Errorf("WORK_TASK_MAX_PER_DAY must be a positive integer, got %q", v)
+// tasksOptions binds the daily limit of work tasks, whose variable keeps
+// its documented name WORK_TASK_MAX_PER_DAY.
+func tasksOptions(s *config.Set) buildFunc {
+	var maxPerDay int
+	s.Int(&maxPerDay, tasks.DefaultMaxPerDay, config.Opt{Flag: "max-tasks-per-day", Env: "WORK_TASK_MAX_PER_DAY",
+		Usage: "work tasks one agent may create per UTC calendar day"})
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+		if maxPerDay < 1 {
+			return server.Service{}, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
 		}
-		maxPerDay = n
+		st, err := taskstore.Open(ctx, db)
+		if err != nil {
+			return server.Service{}, err
+		}
+		return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 	}
-	return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
 }
 
-func buildAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	getenv := deps.Getenv
-	st, err := agentstore.Open(ctx, db)
-	if err != nil {
-		return server.Service{}, err
-	}
-	svc := agents.New(st, agents.Config{})
+// agentsOptions binds the agents registered at start.
+func agentsOptions(s *config.Set) buildFunc {
 	var seed []string
-	for _, id := range strings.Split(getenv(agentsSeedEnv), ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			seed = append(seed, id)
+	s.List(&seed, config.Opt{Flag: "seed", Env: agentsSeedEnv,
+		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+		st, err := agentstore.Open(ctx, db)
+		if err != nil {
+			return server.Service{}, err
 		}
+		svc := agents.New(st, agents.Config{})
+		if err := svc.Seed(ctx, seed...); err != nil {
+			return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
+		}
+		return svc.Registration(), nil
 	}
-	if err := svc.Seed(ctx, seed...); err != nil {
-		return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
-	}
-	return svc.Registration(), nil
 }
 
 func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
@@ -158,42 +151,37 @@ func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Se
 	return messages.New(st, messages.Config{}).Registration(), nil
 }
 
-// auditFlags defines the audit service's checkpoint flags: the key that
+// auditOptions binds the audit service's checkpoint options: the key that
 // signs checkpoints (created by `toolmesh keygen`), the log file they are
 // appended to, and how often one is signed without appends.
-func auditFlags(fs *flag.FlagSet, getenv func(string) string) buildFunc {
-	keyPath := fs.String("checkpoint-key", getenv("TOOLMESH_AUDIT_KEY"),
-		"Ed25519 private key (PKCS #8 PEM) that signs audit checkpoints (default <data>/"+auditKeyFile+"; toolmesh keygen creates it)")
-	logPath := fs.String("checkpoint-log", getenv("TOOLMESH_AUDIT_CHECKPOINT_LOG"),
-		"file every signed audit checkpoint is appended to; ship it elsewhere (default <data>/"+auditCheckpointLogFile+")")
-	const intervalEnv = "TOOLMESH_AUDIT_CHECKPOINT_INTERVAL"
-	interval := fs.Duration("checkpoint-interval", audit.DefaultCheckpointInterval,
-		"how often a checkpoint is signed besides the one after appends (env "+intervalEnv+")")
+func auditOptions(s *config.Set) buildFunc {
+	var keyPath, logPath string
+	var interval time.Duration
+	s.String(&keyPath, "", config.Opt{Flag: "checkpoint-key", Env: "TOOLMESH_AUDIT_KEY",
+		Usage: "Ed25519 private key (PKCS #8 PEM) that signs audit checkpoints; toolmesh keygen creates it", Default: "<data>/" + auditKeyFile})
+	s.String(&logPath, "", config.Opt{Flag: "checkpoint-log", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
+		Usage: "file every signed audit checkpoint is appended to; ship it elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+	s.Duration(&interval, audit.DefaultCheckpointInterval, config.Opt{Flag: "checkpoint-interval", Env: "TOOLMESH_AUDIT_CHECKPOINT_INTERVAL",
+		Usage: "how often a checkpoint is signed besides the one after appends (at least 1s)"})
+	var appenders []string
+	s.List(&appenders, config.Opt{Flag: "appender", Env: "TOOLMESH_AUDIT_APPENDERS",
+		Usage: "a mesh subject allowed to append audit records", Default: audittrail.EdgeSubject})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-		given := false
-		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "checkpoint-interval" })
-		if v := getenv(intervalEnv); v != "" && !given {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return server.Service{}, fmt.Errorf("%s must be a duration such as 10m, got %q", intervalEnv, v)
-			}
-			*interval = d
+		if interval < time.Second {
+			return server.Service{}, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
 		}
-		if *interval < time.Second {
-			return server.Service{}, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", *interval)
+		if keyPath == "" {
+			keyPath = filepath.Join(deps.DataDir, auditKeyFile)
 		}
-		if *keyPath == "" {
-			*keyPath = filepath.Join(deps.DataDir, auditKeyFile)
+		if logPath == "" {
+			logPath = filepath.Join(deps.DataDir, auditCheckpointLogFile)
 		}
-		if *logPath == "" {
-			*logPath = filepath.Join(deps.DataDir, auditCheckpointLogFile)
-		}
-		key, err := keyfile.ReadPrivate(*keyPath)
+		key, err := keyfile.ReadPrivate(keyPath)
 		if err != nil {
 			return server.Service{}, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
 		}
 		return buildAudit(ctx, db, deps, audit.Config{
-			Signer: checkpoint.NewSigner(key), CheckpointLog: *logPath, CheckpointInterval: *interval,
+			Signer: checkpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval, Appenders: appenders,
 		})
 	}
 }
@@ -203,8 +191,6 @@ func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Con
 	if err != nil {
 		return server.Service{}, err
 	}
-	// Mesh subjects allowed to append; the edge's own subject by default.
-	cfg.Appenders = splitList(deps.Getenv("TOOLMESH_AUDIT_APPENDERS"))
 	cfg.Log = deps.Log
 	svc := audit.New(st, cfg)
 	// Checkpoints are signed until the server has stopped serving, so the
@@ -255,73 +241,96 @@ func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Ser
 	return credits.New(st, credits.Config{}).Registration(), nil
 }
 
-func runServe(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("serve needs a domain: %s", domainNames())
-	}
-	name := args[0]
-	d, ok := domains[name]
-	if !ok {
-		return fmt.Errorf("unknown domain %q (domains: %s)", name, domainNames())
-	}
-	fs := flag.NewFlagSet("serve "+name, flag.ContinueOnError)
-	addr := fs.String("addr", fmt.Sprintf("127.0.0.1:%d", d.port), "listen address")
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for SQLite files")
-	var dsn *string
+// serveConfig is the configuration of `toolmesh serve <domain>`.
+type serveConfig struct {
+	addr, dataDir, dsn, agentsURL, temporalAddr, pubKey string
+	drain                                               time.Duration
+	calls                                               map[string]string
+	limits                                              *limitConfig
+	telemetry                                           *telemetryConfig
+	// build builds the domain's service once the options are parsed.
+	build buildFunc
+}
+
+// bindServe binds the options of `toolmesh serve <name>`; a domain's
+// variables are named TOOLMESH_<DOMAIN>_..., the limits every service
+// shares TOOLMESH_SERVICE_....
+func bindServe(s *config.Set, getenv func(string) string, name string, d domain) *serveConfig {
+	c := &serveConfig{build: d.build}
+	prefix := "TOOLMESH_" + strings.ToUpper(name) + "_"
+	s.String(&c.addr, fmt.Sprintf("127.0.0.1:%d", d.port), config.Opt{Flag: "addr", Env: prefix + "ADDR", Usage: "listen address"})
+	bindData(s, &c.dataDir, "directory for SQLite files and the mesh public key")
 	if !d.stateless {
-		dsn = fs.String("dsn", getenv("TOOLMESH_"+strings.ToUpper(name)+"_DSN"), "database DSN: a postgres:// URL, or a SQLite path (default <data>/"+name+".db)")
+		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + name + ".db"})
 	}
-	drain := fs.Duration("drain", 0, "how long to report NOT_SERVING before closing on shutdown")
-	var agentsURL *string
+	s.Duration(&c.drain, 0, config.Opt{Flag: "drain", Env: "TOOLMESH_SERVICE_DRAIN", Usage: "how long to report NOT_SERVING before closing on shutdown"})
 	if !d.directory {
-		agentsURL = fs.String("agents-url", getenv("TOOLMESH_AGENTS_URL"),
-			"agents service URL, e.g. http://127.0.0.1:7102: refuse callers that are not registered, active agents (off when empty)")
+		s.String(&c.agentsURL, "", config.Opt{Flag: "agents-url", Env: "TOOLMESH_AGENTS_URL",
+			Usage: "agents service URL, e.g. http://127.0.0.1:7102: refuse callers that are not registered, active agents (off when empty)"})
 	}
-	var temporalAddr *string
 	if d.temporal {
-		temporalAddr = fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
+		s.String(&c.temporalAddr, defaultTemporalAddr, config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address"})
 	}
-	pubKey := fs.String("mesh-public-key", getenv("TOOLMESH_MESH_PUBLIC_KEY"), "mesh public key file(s) that verify callers' mesh tokens (default <data>/mesh.pub)")
-	var calls serviceFlag
+	s.String(&c.pubKey, "", config.Opt{Flag: "mesh-public-key", Env: "TOOLMESH_MESH_PUBLIC_KEY",
+		Usage: "mesh public key file(s) that verify callers' mesh tokens", Default: "<data>/" + meshPubKeyFile})
 	if len(d.calls) > 0 {
-		var err error
-		if calls, err = envServices(getenv); err != nil {
-			return err
-		}
-		fs.Var(calls, "service", "a domain service this one calls ("+strings.Join(d.calls, ", ")+") as domain=url (repeatable; default $"+servicesEnv+")")
+		bindServices(s, &c.calls, d.calls)
 	}
-	limitFlags := addLimitFlags(fs, getenv, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
-	telFlags := addTelemetryFlags(fs, getenv)
-	build := d.build
-	if d.flags != nil {
-		build = d.flags(fs, getenv)
+	c.limits = bindLimits(s, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
+	c.telemetry = bindTelemetry(s, getenv)
+	if d.options != nil {
+		c.build = d.options(s)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	return c
+}
+
+// parseNamed finds the entry of table that args[0] names (the domain of
+// serve, the task queue of worker) and parses the rest of args into the
+// options bind binds for it.
+func parseNamed[T, C any](args []string, table map[string]T, command, what string, getenv func(string) string, stderr io.Writer,
+	bind func(s *config.Set, getenv func(string) string, name string, entry T) C) (name string, entry T, cfg C, err error) {
+	names := strings.Join(slices.Sorted(maps.Keys(table)), ", ")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return "", entry, cfg, fmt.Errorf("%s needs a %s: %s", command, what, names)
 	}
-	limits, err := limitFlags.limits()
+	name = args[0]
+	entry, ok := table[name]
+	if !ok {
+		return "", entry, cfg, fmt.Errorf("unknown %s %q (%ss: %s)", what, name, what, names)
+	}
+	s := newConfig(command+" "+name, getenv, stderr)
+	cfg = bind(s, getenv, name, entry)
+	return name, entry, cfg, s.Parse(args[1:])
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
+	name, d, c, err := parseNamed(args, domains, "serve", "domain", getenv, stderr, bindServe)
 	if err != nil {
 		return err
 	}
-	if dsn != nil && *dsn == "" {
-		*dsn = filepath.Join(*dataDir, name+".db")
+	limits, err := c.limits.limits()
+	if err != nil {
+		return err
 	}
-	if *pubKey == "" {
-		*pubKey = filepath.Join(*dataDir, meshPubKeyFile)
+	if !d.stateless && c.dsn == "" {
+		c.dsn = filepath.Join(c.dataDir, name+".db")
 	}
-	verifier, err := readMeshVerifier(*pubKey)
+	if c.pubKey == "" {
+		c.pubKey = filepath.Join(c.dataDir, meshPubKeyFile)
+	}
+	verifier, err := readMeshVerifier(c.pubKey)
 	if err != nil {
 		return err
 	}
 	log = log.With("service", name)
-	tel, err := telFlags.start(ctx, "toolmesh-"+name, stdout, log)
+	tel, err := c.telemetry.start(ctx, "toolmesh-"+name, stdout, log)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry(tel, log)
 	var db *sqldb.DB
-	if dsn != nil {
-		if db, err = sqldb.Open(ctx, *dsn); err != nil {
+	if !d.stateless {
+		if db, err = sqldb.Open(ctx, c.dsn); err != nil {
 			return err
 		}
 		defer db.Close()
@@ -332,14 +341,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			fn()
 		}
 	}()
-	deps := serveDeps{Getenv: getenv, Log: log, DataDir: *dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
+	deps := serveDeps{Getenv: getenv, Log: log, DataDir: c.dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
 	if len(d.calls) > 0 {
-		needed := serviceFlag{}
-		for _, c := range d.calls {
-			if calls[c] == "" {
-				return fmt.Errorf("serve %s needs the %s service: --service %s=http://<host:port>", name, c, c)
+		needed := map[string]string{}
+		for _, callee := range d.calls {
+			if c.calls[callee] == "" {
+				return fmt.Errorf("serve %s needs the %s service: --service %s=http://<host:port>", name, callee, callee)
 			}
-			needed[c] = calls[c]
+			needed[callee] = c.calls[callee]
 		}
 		if deps.Services, err = serviceURLs(needed); err != nil {
 			return err
@@ -348,29 +357,29 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if d.temporal {
 		// Lazy: the service starts, and serves what needs no Temporal,
 		// while Temporal is down; calls that need it answer unavailable.
-		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
+		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-" + name, Telemetry: tel.Providers}, log)
 		if err != nil {
 			return err
 		}
 		defer tc.Close()
-		go temporalclient.CheckReachable(ctx, tc, *temporalAddr, log)
+		go temporalclient.CheckReachable(ctx, tc, c.temporalAddr, log)
 		deps.Temporal = tc
 	}
-	svc, err := build(ctx, db, deps)
+	svc, err := c.build(ctx, db, deps)
 	if err != nil {
 		return err
 	}
-	lis, err := server.Listen(*addr)
+	lis, err := server.Listen(c.addr)
 	if err != nil {
 		return err
 	}
-	opts := server.Options{DrainDelay: *drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits, Pprof: *telFlags.pprof}
-	if agentsURL != nil && *agentsURL != "" {
-		check := agentcheck.New(*agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
+	opts := server.Options{DrainDelay: c.drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits, Pprof: c.telemetry.pprof}
+	if c.agentsURL != "" {
+		check := agentcheck.New(c.agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}
-		log.Info("serve.agent_check", "enabled", true, "agents_url", *agentsURL)
-	} else if agentsURL != nil {
+		log.Info("serve.agent_check", "enabled", true, "agents_url", c.agentsURL)
+	} else if !d.directory {
 		log.Warn("serve.agent_check", "enabled", false, "message", "callers are not checked against the agents directory; set --agents-url")
 	}
 	srv, err := server.New(ctx, lis, log, opts, svc)

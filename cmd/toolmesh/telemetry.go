@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
 
@@ -26,65 +25,59 @@ const (
 	traceExporterStdout = "stdout"
 )
 
-// telemetryFlags are the telemetry settings every long-running command
+// telemetryConfig holds the telemetry settings every long-running command
 // (serve, worker, edge) takes. The OTLP exporter reads the standard
 // OTEL_EXPORTER_OTLP_* variables itself (endpoint, headers, TLS, timeout).
-type telemetryFlags struct {
-	exporter *string
-	protocol *string
-	ratio    *float64
-	service  string
+type telemetryConfig struct {
+	exporter string
+	protocol string
+	ratio    float64
+	// service is OTEL_SERVICE_NAME: the process's name in traces when set.
+	service string
 	// pprof serves /debug/pprof on the process's metrics address.
-	pprof *bool
+	pprof bool
 }
 
-func addTelemetryFlags(fs *flag.FlagSet, getenv func(string) string) *telemetryFlags {
-	protocol := envOr(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", envOr(getenv, "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
-	ratio := 1.0
-	if v := getenv("TOOLMESH_TRACE_SAMPLE_RATIO"); v != "" {
-		if r, err := strconv.ParseFloat(v, 64); err == nil {
-			ratio = r
-		}
+func bindTelemetry(s *config.Set, getenv func(string) string) *telemetryConfig {
+	t := &telemetryConfig{service: getenv("OTEL_SERVICE_NAME")}
+	s.String(&t.exporter, traceExporterNone, config.Opt{Flag: "trace-exporter", Env: "OTEL_TRACES_EXPORTER",
+		Usage: "where spans go: none, otlp (OTEL_EXPORTER_OTLP_* settings) or stdout"})
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, the standard's more specific
+	// variable, wins over the general one.
+	protocolEnv := "OTEL_EXPORTER_OTLP_PROTOCOL"
+	if getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") != "" {
+		protocolEnv = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	}
-	return &telemetryFlags{
-		exporter: fs.String("trace-exporter", envOr(getenv, "OTEL_TRACES_EXPORTER", traceExporterNone),
-			"where spans go: none, otlp (OTEL_EXPORTER_OTLP_* settings) or stdout"),
-		protocol: fs.String("otlp-protocol", protocol, "OTLP protocol of --trace-exporter otlp: grpc or http/protobuf"),
-		ratio:    fs.Float64("trace-sample-ratio", ratio, "fraction of new traces recorded, in (0, 1]; calls inside a trace follow their caller"),
-		service:  getenv("OTEL_SERVICE_NAME"),
-		pprof: fs.Bool("pprof", envBool(getenv, "TOOLMESH_PPROF"),
-			"serve Go's profiles at /debug/pprof on the metrics address (go tool pprof http://<addr>/debug/pprof/profile)"),
-	}
-}
-
-// envBool reads a boolean environment variable ("1", "true", ...); unset or
-// unreadable is false.
-func envBool(getenv func(string) string, key string) bool {
-	v, _ := strconv.ParseBool(getenv(key))
-	return v
+	s.String(&t.protocol, "http/protobuf", config.Opt{Flag: "otlp-protocol", Env: protocolEnv,
+		Usage: "OTLP protocol of --trace-exporter otlp: grpc or http/protobuf (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL wins when set)"})
+	s.Float64(&t.ratio, 1, config.Opt{Flag: "trace-sample-ratio", Env: "TOOLMESH_TRACE_SAMPLE_RATIO",
+		Usage: "fraction of new traces recorded, in (0, 1]; calls inside a trace follow their caller"})
+	s.Bool(&t.pprof, false, config.Opt{Flag: "pprof", Env: "TOOLMESH_PPROF",
+		Usage: "serve Go's profiles at /debug/pprof on the metrics address (go tool pprof http://<addr>/debug/pprof/profile)"})
+	return t
 }
 
 // start builds the process's telemetry: spans to the chosen exporter
 // (stdout writes them to out), metrics for /metrics. Stop it with
 // stopTelemetry to flush what is left.
-func (f *telemetryFlags) start(ctx context.Context, service string, out io.Writer, log *slog.Logger) (*telemetry.Telemetry, error) {
+func (f *telemetryConfig) start(ctx context.Context, service string, out io.Writer, log *slog.Logger) (*telemetry.Telemetry, error) {
 	if f.service != "" {
 		service = f.service
 	}
 	var exp sdktrace.SpanExporter
 	var err error
-	switch kind := strings.ToLower(*f.exporter); kind {
+	switch kind := strings.ToLower(f.exporter); kind {
 	case traceExporterNone, "":
 	case traceExporterStdout, "console":
 		exp, err = stdouttrace.New(stdouttrace.WithWriter(out))
 	case traceExporterOTLP:
-		switch *f.protocol {
+		switch f.protocol {
 		case "grpc":
 			exp, err = otlptracegrpc.New(ctx)
 		case "http/protobuf":
 			exp, err = otlptracehttp.New(ctx)
 		default:
-			return nil, fmt.Errorf("--otlp-protocol %q: want grpc or http/protobuf", *f.protocol)
+			return nil, fmt.Errorf("--otlp-protocol %q: want grpc or http/protobuf", f.protocol)
 		}
 	default:
 		return nil, fmt.Errorf("--trace-exporter %q: want none, otlp or stdout", kind)
@@ -92,18 +85,18 @@ func (f *telemetryFlags) start(ctx context.Context, service string, out io.Write
 	if err != nil {
 		return nil, fmt.Errorf("trace exporter: %w", err)
 	}
-	if r := *f.ratio; r <= 0 || r > 1 {
+	if r := f.ratio; r <= 0 || r > 1 {
 		return nil, fmt.Errorf("--trace-sample-ratio %v: want a fraction in (0, 1]", r)
 	}
 	// The SDK reports export failures (a collector that is down) through
 	// its one global error handler: into this process's log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry.error", "error", err) }))
-	tel, err := telemetry.New(telemetry.Config{ServiceName: service, Version: version, Exporter: exp, SampleRatio: *f.ratio})
+	tel, err := telemetry.New(telemetry.Config{ServiceName: service, Version: version, Exporter: exp, SampleRatio: f.ratio})
 	if err != nil {
 		return nil, err
 	}
 	if exp != nil {
-		log.Info("telemetry.tracing", "exporter", strings.ToLower(*f.exporter), "service_name", service, "sample_ratio", *f.ratio)
+		log.Info("telemetry.tracing", "exporter", strings.ToLower(f.exporter), "service_name", service, "sample_ratio", f.ratio)
 	}
 	return tel, nil
 }

@@ -3,36 +3,50 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
+
+// temporalDevConfig is the configuration of `toolmesh temporal-dev`.
+type temporalDevConfig struct {
+	dataDir, bin, ip, healthAddr string
+	port, uiPort                 int
+}
+
+func bindTemporalDev(s *config.Set) *temporalDevConfig {
+	c := &temporalDevConfig{}
+	bindData(s, &c.dataDir, "directory for the server's state ("+temporaldev.DBFileName+") and log")
+	bindTemporalBin(s, &c.bin)
+	s.String(&c.ip, "127.0.0.1", config.Opt{Flag: "ip", Env: "TOOLMESH_TEMPORAL_DEV_IP", Usage: "address the frontend and the UI bind to"})
+	s.Int(&c.port, temporalPort, config.Opt{Flag: "port", Env: "TOOLMESH_TEMPORAL_DEV_PORT", Usage: "frontend (gRPC) port"})
+	s.Int(&c.uiPort, temporalUIPort, config.Opt{Flag: "ui-port", Env: "TOOLMESH_TEMPORAL_DEV_UI_PORT", Usage: "Web UI port (0: no UI)"})
+	s.String(&c.healthAddr, fmt.Sprintf("127.0.0.1:%d", temporalHealthPort), config.Opt{Flag: "health-addr", Env: "TOOLMESH_TEMPORAL_DEV_HEALTH_ADDR", Usage: "address of the /healthz probe"})
+	return c
+}
 
 // runTemporalDev runs the Temporal dev server from the pinned CLI (through
 // internal/temporaldev: search attributes, dynamic config, state under the
 // data dir) until ctx ends, with a /healthz that answers 200 only once the
 // server really serves: the frontend, the search attributes and the UI.
 // `toolmesh up` and Tilt start Temporal this way, as one more process.
-func runTemporalDev(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
-	fs := flag.NewFlagSet("temporal-dev", flag.ContinueOnError)
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory for the server's state ("+temporaldev.DBFileName+") and log")
-	bin := fs.String("temporal-bin", getenv("TOOLMESH_TEMPORAL_BIN"), "path of the pinned Temporal CLI (default: temporal next to this binary, else ./bin/temporal)")
-	ip := fs.String("ip", "127.0.0.1", "address the frontend and the UI bind to")
-	port := fs.Int("port", temporalPort, "frontend (gRPC) port")
-	uiPort := fs.Int("ui-port", temporalUIPort, "Web UI port (0: no UI)")
-	healthAddr := fs.String("health-addr", fmt.Sprintf("127.0.0.1:%d", temporalHealthPort), "address of the /healthz probe")
-	if err := fs.Parse(args); err != nil {
+func runTemporalDev(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, log *slog.Logger) error {
+	s := newConfig("temporal-dev", getenv, stderr)
+	c := bindTemporalDev(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("temporal-dev takes no arguments, got %q", fs.Args())
+	if s.FlagSet().NArg() > 0 {
+		return fmt.Errorf("temporal-dev takes no arguments, got %q", s.FlagSet().Args())
 	}
+	dataDir, bin, ip, port, uiPort, healthAddr := &c.dataDir, &c.bin, &c.ip, &c.port, &c.uiPort, &c.healthAddr
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/childproc"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/supervise"
@@ -28,26 +28,48 @@ const (
 	defaultRestartWindow = time.Minute
 )
 
+// upConfig is the configuration of `toolmesh up`.
+type upConfig struct {
+	mesh          func() (meshConfig, error)
+	statusAddr    string
+	restartLimit  int
+	restartWindow time.Duration
+}
+
+func bindUp(s *config.Set, getenv func(string) string) *upConfig {
+	c := &upConfig{mesh: bindMesh(s, getenv)}
+	bindStatusAddr(s, &c.statusAddr, "address of the status page (/, /status.json, /metrics, /healthz); \"off\": none")
+	s.Int(&c.restartLimit, defaultRestartLimit, config.Opt{Flag: "restart-limit", Env: "TOOLMESH_UP_RESTART_LIMIT",
+		Usage: "stop the mesh when one process fails more than this many times within --restart-window"})
+	s.Duration(&c.restartWindow, defaultRestartWindow, config.Opt{Flag: "restart-window", Env: "TOOLMESH_UP_RESTART_WINDOW",
+		Usage: "the window of --restart-limit; a process that ran well for this long restarts after the shortest backoff again"})
+	return c
+}
+
+// bindStatusAddr binds --status-addr of up and up status.
+func bindStatusAddr(s *config.Set, p *string, usage string) {
+	s.String(p, "", config.Opt{Flag: "status-addr", Env: "TOOLMESH_UP_STATUS_ADDR", Usage: usage,
+		Default: fmt.Sprintf("127.0.0.1:%d plus --port-offset", upStatusPort)})
+}
+
 // runUp starts the plan of meshPlan in order — each process once its deps
 // are ready — prints where everything is, and keeps every process running
 // (internal/supervise): a process that exits is restarted on its own, after
 // a backoff, and up stops everything only on Ctrl-C or when one process
 // keeps failing. `toolmesh up status` prints the processes' state.
-func runUp(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
+func runUp(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
 	if len(args) > 0 && args[0] == "status" {
-		return runUpStatus(ctx, args[1:], stdout)
+		return runUpStatus(ctx, args[1:], getenv, stdout, stderr)
 	}
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	meshCfg := addMeshFlags(fs, getenv)
-	statusAddr := fs.String("status-addr", "", fmt.Sprintf("address of the status page (/, /status.json, /metrics, /healthz); default 127.0.0.1:%d plus --port-offset, \"off\": none", upStatusPort))
-	limit := fs.Int("restart-limit", defaultRestartLimit, "stop the mesh when one process fails more than this many times within --restart-window")
-	window := fs.Duration("restart-window", defaultRestartWindow, "the window of --restart-limit; a process that ran well for this long restarts after the shortest backoff again")
-	if err := fs.Parse(args); err != nil {
+	s := newConfig("up", getenv, stderr)
+	c := bindUp(s, getenv)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("up takes no arguments (but the command status), got %q", fs.Args())
+	if s.FlagSet().NArg() > 0 {
+		return fmt.Errorf("up takes no arguments (but the command status), got %q", s.FlagSet().Args())
 	}
+	statusAddr, limit, window, meshCfg := &c.statusAddr, &c.restartLimit, &c.restartWindow, c.mesh
 	if *limit < 1 || *window <= 0 {
 		return errors.New("--restart-limit must be at least 1 and --restart-window positive")
 	}

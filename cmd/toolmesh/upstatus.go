@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/supervise"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -140,16 +140,30 @@ func writeStatusTable(w io.Writer, procs []supervise.Status, now time.Time) {
 	_ = tw.Flush()
 }
 
+// upStatusConfig is the configuration of `toolmesh up status`.
+type upStatusConfig struct {
+	portOffset int
+	statusAddr string
+	json       bool
+}
+
+func bindUpStatus(s *config.Set) *upStatusConfig {
+	c := &upStatusConfig{}
+	bindPortOffset(s, &c.portOffset, "the --port-offset of the toolmesh up to ask")
+	bindStatusAddr(s, &c.statusAddr, "the --status-addr of the toolmesh up to ask")
+	s.Bool(&c.json, false, config.Opt{Flag: "json", Usage: "print JSON"})
+	return c
+}
+
 // runUpStatus prints the processes of a running `toolmesh up`, read from
 // its status page.
-func runUpStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("up status", flag.ContinueOnError)
-	offset := fs.Int("port-offset", 0, "the --port-offset of the toolmesh up to ask")
-	addr := fs.String("status-addr", "", fmt.Sprintf("the --status-addr of the toolmesh up to ask (default 127.0.0.1:%d plus --port-offset)", upStatusPort))
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+func runUpStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	s := newConfig("up status", getenv, stderr)
+	c := bindUpStatus(s)
+	if err := s.Parse(args); err != nil {
 		return err
 	}
+	offset, addr, asJSON := &c.portOffset, &c.statusAddr, &c.json
 	if *addr == "" {
 		*addr = fmt.Sprintf("127.0.0.1:%d", upStatusPort+*offset)
 	}

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -89,56 +88,47 @@ func registerCalls(w worker.Worker, deps workerDeps) error {
 	return nil
 }
 
-func workerNames() string {
-	names := make([]string, 0, len(workerQueues))
-	for n := range workerQueues {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+// workerConfig is the configuration of `toolmesh worker <queue>`.
+type workerConfig struct {
+	temporalAddr, healthAddr, dataDir, keyPath string
+	services                                   map[string]string
+	callTimeout                                time.Duration
+	telemetry                                  *telemetryConfig
+}
+
+func bindWorker(s *config.Set, getenv func(string) string, name string, q workerQueue) *workerConfig {
+	c := &workerConfig{}
+	s.String(&c.temporalAddr, defaultTemporalAddr, config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address"})
+	s.String(&c.healthAddr, fmt.Sprintf("127.0.0.1:%d", q.port), config.Opt{Flag: "health-addr", Env: "TOOLMESH_WORKER_" + strings.ToUpper(name) + "_HEALTH_ADDR",
+		Usage: "address of the /healthz probe and /metrics"})
+	bindData(s, &c.dataDir, "directory holding mesh.key")
+	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
+	bindServices(s, &c.services, nil)
+	bindCallTimeout(s, &c.callTimeout, "deadline of each service call an activity makes (a schedule run's tool call included)")
+	// The schedules queue read its own variable once; one deadline governs
+	// every queue now.
+	s.Retired("TOOLMESH_SCHEDULES_CALL_TIMEOUT", "TOOLMESH_CALL_TIMEOUT or worker --call-timeout")
+	c.telemetry = bindTelemetry(s, getenv)
+	return c
 }
 
 // runWorker serves one task queue until ctx ends, with /healthz on its
 // health address answering 200 once the worker polls, and /metrics beside
 // it (the Temporal SDK's worker, workflow and activity metrics, the service
 // calls of activities, the process).
-func runWorker(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, log *slog.Logger) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("worker needs a task queue: %s", workerNames())
-	}
-	name := args[0]
-	q, ok := workerQueues[name]
-	if !ok {
-		return fmt.Errorf("unknown task queue %q (queues: %s)", name, workerNames())
-	}
-	fs := flag.NewFlagSet("worker "+name, flag.ContinueOnError)
-	temporalAddr := fs.String("temporal", envOr(getenv, "TOOLMESH_TEMPORAL", "127.0.0.1:7233"), "Temporal frontend address")
-	healthAddr := fs.String("health-addr", fmt.Sprintf("127.0.0.1:%d", q.port), "address of the /healthz probe")
-	dataDir := fs.String("data", envOr(getenv, "TOOLMESH_DATA", ".toolmesh"), "directory holding mesh.key")
-	keyPath := fs.String("mesh-key", getenv("TOOLMESH_MESH_KEY"), "mesh private key file that signs service calls (default <data>/mesh.key)")
-	services, err := envServices(getenv)
+func runWorker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
+	name, q, c, err := parseNamed(args, workerQueues, "worker", "task queue", getenv, stderr, bindWorker)
 	if err != nil {
 		return err
 	}
-	fs.Var(services, "service", "a domain service as domain=url (repeatable; default $"+servicesEnv+", else every domain on loopback), e.g. tasks=http://127.0.0.1:7101")
-	callTimeout := fs.Duration("call-timeout", 15*time.Second, "deadline of each service call an activity makes")
-	telFlags := addTelemetryFlags(fs, getenv)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if len(services) == 0 {
-		for n, d := range domains {
-			services[n] = fmt.Sprintf("http://127.0.0.1:%d", d.port)
-		}
-	}
-	urls, err := serviceURLs(services)
+	urls, err := serviceURLs(orLoopback(c.services))
 	if err != nil {
 		return err
 	}
-	if *keyPath == "" {
-		*keyPath = filepath.Join(*dataDir, meshKeyFile)
+	if c.keyPath == "" {
+		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
 	}
-	key, err := readMeshKey(*keyPath)
+	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
 	}
@@ -147,12 +137,12 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	log = log.With("worker", name)
-	tel, err := telFlags.start(ctx, "toolmesh-worker-"+name, stdout, log)
+	tel, err := c.telemetry.start(ctx, "toolmesh-worker-"+name, stdout, log)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry(tel, log)
-	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: *temporalAddr, Identity: "toolmesh-worker-" + name, Telemetry: tel.Providers}, log)
+	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-worker-" + name, Telemetry: tel.Providers}, log)
 	if err != nil {
 		return err
 	}
@@ -163,20 +153,20 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	httpClient := newH2CClient()
 	httpClient.Transport = tel.Transport(httpClient.Transport)
 	w := worker.New(tc, name, temporalclient.WorkerOptions())
-	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, MeshKey: key, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: *callTimeout, Telemetry: tel.Providers}); err != nil {
+	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, MeshKey: key, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: c.callTimeout, Telemetry: tel.Providers}); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker %s: %w", name, err)
 	}
 	defer w.Stop()
-	log.Info("worker.started", "task_queue", name, "temporal", *temporalAddr)
+	log.Info("worker.started", "task_queue", name, "temporal", c.temporalAddr)
 
-	lis, err := server.Listen(*healthAddr)
+	lis, err := server.Listen(c.healthAddr)
 	if err != nil {
 		return err
 	}
-	return server.RunHTTP(ctx, server.NewHTTPServer(metricsMux(tel.MetricsHandler(), *telFlags.pprof), log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+	return server.RunHTTP(ctx, server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 }
 
 // newH2CClient returns an HTTP client that speaks cleartext HTTP/2 to the

@@ -149,15 +149,11 @@ type Policy struct {
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// ParsePrefixes parses a comma-separated list of CIDR prefixes or single
-// addresses ("127.0.0.1, 10.0.0.0/8").
-func ParsePrefixes(s string) ([]netip.Prefix, error) {
+// ParsePrefixes parses CIDR prefixes or single addresses ("127.0.0.1",
+// "10.0.0.0/8").
+func ParsePrefixes(items ...string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	for _, f := range items {
 		if !strings.Contains(f, "/") {
 			a, err := netip.ParseAddr(f)
 			if err != nil {

@@ -67,7 +67,7 @@ func TestCategory(t *testing.T) {
 }
 
 func TestPolicyAllowsOnlyWhatItLists(t *testing.T) {
-	allow, err := egress.ParsePrefixes(" 127.0.0.1, 10.1.0.0/16 ,fd00::/8")
+	allow, err := egress.ParsePrefixes("127.0.0.1", "10.1.0.0/16", "fd00::/8")
 	if err != nil {
 		t.Fatal(err)
 	}

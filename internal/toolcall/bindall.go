@@ -25,13 +25,17 @@ type BindConfig struct {
 	Services map[string]string
 	// HTTPClient reaches the services (h2c).
 	HTTPClient connect.HTTPClient
-	// Timeout bounds one call.
+	// Timeout bounds one call (DefaultTimeout when zero).
 	Timeout time.Duration
 	// Log receives boundary rejections (discarded when nil).
 	Log *slog.Logger
 	// ClientOptions add to each tool's client.
 	ClientOptions []connect.ClientOption
 }
+
+// DefaultTimeout is the deadline of one service call when none is
+// configured: the edge's, the workers' and a schedule run's.
+const DefaultTimeout = 15 * time.Second
 
 // BindAll builds the tool catalog of the contracts, with the RPC comments as
 // descriptions, and binds every tool to its service, once: the bindings
@@ -42,6 +46,9 @@ func BindAll(cfg BindConfig) (map[string]*Binding, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
 	if err != nil {

@@ -77,7 +77,7 @@ const ErrTypeAbandoned = "Abandoned"
 const (
 	DefaultRoundTimeout = 11 * time.Minute
 	DefaultMaxRounds    = 8
-	DefaultCallTimeout  = 15 * time.Second
+	DefaultCallTimeout  = toolcall.DefaultTimeout
 )
 
 // Refusals of the round validator. The edge shows them all alike.
