@@ -215,6 +215,7 @@ func textMessage(id, text string) string {
 }
 
 func TestA2AServesCardsOfActiveAgents(t *testing.T) {
+	t.Parallel()
 	f := newA2AFixture(t, nil)
 	resp, err := http.Get(f.base + "/a2a/agents/bob/.well-known/agent-card.json")
 	if err != nil {
@@ -254,6 +255,7 @@ func TestA2AServesCardsOfActiveAgents(t *testing.T) {
 }
 
 func TestA2AParamsPassTheTypedBoundary(t *testing.T) {
+	t.Parallel()
 	f := newA2AFixture(t, nil)
 	long := strings.Repeat("x", 10001)
 	for _, tc := range []struct {
@@ -317,6 +319,7 @@ func TestA2AParamsPassTheTypedBoundary(t *testing.T) {
 }
 
 func TestA2ATasksThroughTheEndpoint(t *testing.T) {
+	t.Parallel()
 	f := newA2AFixture(t, nil)
 	_, a := f.rpc(t, "bob", sendBody(1, textMessage("m-1", "hello bob")), nil)
 	task := a.task(t)
@@ -372,6 +375,7 @@ func withDepth(id, text, token string) string {
 }
 
 func TestA2ADepthIsTheOneTheSenderSigned(t *testing.T) {
+	t.Parallel()
 	f := newA2AFixture(t, nil)
 	signer, _ := depthIssuer(t, "mesh-a")
 	bob := f.base + "/a2a/agents/bob"
@@ -439,6 +443,7 @@ func signerIssuer(t *testing.T, s *a2alink.DepthSigner) string {
 }
 
 func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	var resource string
 	f := newA2AFixture(t, func(c *edge.Config) {
@@ -479,6 +484,7 @@ func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
 }
 
 func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
+	t.Parallel()
 	f := newA2AFixture(t, nil)
 	req, _ := http.NewRequest(http.MethodGet, f.base+"/a2a/agents/bob/.well-known/agent-card.json", nil)
 	req.Host = "attacker.example"

@@ -42,6 +42,7 @@ func startAudit(t *testing.T, n int) *servertest.Server {
 }
 
 func TestAuditToolsThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	svc := startAudit(t, 3)
 	cs := startEdge(t, edge.Config{
 		Services:    map[string]string{auditv1connect.AuditServiceName: svc.URL},

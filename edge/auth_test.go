@@ -69,6 +69,7 @@ func forge(header, claims string, sign func([]byte) []byte) string {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
 	res := resourceFor(f.http)
@@ -189,6 +190,7 @@ func mustDecode(s string) []byte {
 }
 
 func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	cfg := func(addr string) edge.Config {
 		return edge.Config{Mesh: servertest.MeshSigner(), Addr: addr, Contracts: nil,
@@ -211,6 +213,7 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 }
 
 func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), Addr: "0.0.0.0:7100"}, logging.Discard()); err == nil ||
 		!strings.Contains(err.Error(), "loopback") {
 		t.Errorf("edge.New without auth on 0.0.0.0 = %v, want a refusal naming loopback", err)
@@ -221,6 +224,7 @@ func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
 }
 
 func TestProtectedResourceMetadata(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
 	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
@@ -263,6 +267,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 func TestScopesAndGrantsDecideWhatACallerSeesAndMayCall(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	grants, err := identity.ParseGrants([]byte(`
 subjects:
@@ -350,6 +355,7 @@ subjects:
 }
 
 func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
 	res := resourceFor(f.http)
@@ -373,6 +379,7 @@ func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
 }
 
 func TestToolsListIsPaginated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ToolsPageSize = 3 })
 	for _, v := range allVersions {
 		cs := f.connect(t, v, "", nil)

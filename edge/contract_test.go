@@ -24,6 +24,7 @@ import (
 var allVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
 
 func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
@@ -119,6 +120,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 }
 
 func TestProgressReachesTheClientOnEveryEra(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ProgressInterval = 40 * time.Millisecond })
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
@@ -143,6 +145,7 @@ func TestProgressReachesTheClientOnEveryEra(t *testing.T) {
 }
 
 func TestEveryDomainCodeIsReachable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 300 * time.Millisecond })
 	cs := f.connect(t, "", "", nil)
 	cases := []struct {
@@ -197,6 +200,7 @@ func TestEveryDomainCodeIsReachable(t *testing.T) {
 }
 
 func TestGapAndNotSupportedEmitOneEventEach(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	cs := f.connect(t, "", "", nil)
 	callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
@@ -212,6 +216,7 @@ func TestGapAndNotSupportedEmitOneEventEach(t *testing.T) {
 }
 
 func TestListToolsPageWithOffsetAndLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	cs := f.connect(t, "", "", nil)
 	_, env := callEnv(t, cs, "testing_list_items", map[string]any{})
@@ -244,6 +249,7 @@ func TestListToolsPageWithOffsetAndLimit(t *testing.T) {
 }
 
 func TestAdminGuardrails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	cs := f.connect(t, "", "", nil)
 	cases := []struct {
@@ -292,6 +298,7 @@ func TestAdminGuardrails(t *testing.T) {
 }
 
 func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	cs := f.connect(t, "", "", nil)
 	list, err := cs.ListTools(context.Background(), nil)
@@ -326,6 +333,7 @@ func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
 }
 
 func TestReadOnlyModeRefusesWritesWithoutCallingTheService(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ReadOnly = true })
 	cs := f.connect(t, "", "", nil)
 	_, env := callEnv(t, cs, "testing_write", map[string]any{"note": "n"})
@@ -354,6 +362,7 @@ func TestReadOnlyModeRefusesWritesWithoutCallingTheService(t *testing.T) {
 }
 
 func TestDuplicateToolNamesStopTheEdge(t *testing.T) {
+	t.Parallel()
 	dup := testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("DuplicateService")
 	_, err := edge.New(edge.Config{
 		Contracts: []protoreflect.ServiceDescriptor{testingService(), dup},
@@ -365,6 +374,7 @@ func TestDuplicateToolNamesStopTheEdge(t *testing.T) {
 }
 
 func TestIdempotencyKeyFromMeta(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	cs := f.connect(t, "", "", nil)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_echo", Arguments: map[string]any{"message": "x"},
@@ -384,6 +394,7 @@ func TestIdempotencyKeyFromMeta(t *testing.T) {
 }
 
 func TestAClientThatGivesUpCancelsTheServiceCall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 30 * time.Second })
 	for i, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
@@ -405,6 +416,7 @@ func TestAClientThatGivesUpCancelsTheServiceCall(t *testing.T) {
 }
 
 func TestSessionStreamAndDelete(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	resp, body := post(t, f.url, http.Header{}, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")

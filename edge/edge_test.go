@@ -186,6 +186,7 @@ func checkOutput(t *testing.T, cs *mcp.ClientSession, tool string, structured []
 }
 
 func TestToolsListMatchesGolden(t *testing.T) {
+	t.Parallel()
 	cs := startEdge(t, tasksOnly(nil))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -216,6 +217,7 @@ func TestToolsListMatchesGolden(t *testing.T) {
 }
 
 func TestCreateAndListThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	cs := startEdge(t, tasksOnly(svc))
 
@@ -261,6 +263,7 @@ func TestCreateAndListThroughTheEdge(t *testing.T) {
 }
 
 func TestBadArgumentsGetInvalidArgumentEnvelopes(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	cs := startEdge(t, tasksOnly(svc))
 	cases := []struct {
@@ -301,6 +304,7 @@ func TestBadArgumentsGetInvalidArgumentEnvelopes(t *testing.T) {
 }
 
 func TestServiceDownGivesUnavailable(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	cs := startEdge(t, tasksOnly(svc))
 	if _, env := call(t, cs, "tasks_list", map[string]any{}); env.Status != "ok" {
@@ -328,6 +332,7 @@ func (hangingTasks) List(context.Context, *tasksv1.ListRequest) (*tasksv1.ListRe
 }
 
 func TestSlowBrokenAndMissingBackends(t *testing.T) {
+	t.Parallel()
 	svc := servertest.Start(t, registrationFor(hangingTasks{}))
 	cfg := tasksOnly(svc)
 	cfg.CallTimeout = 300 * time.Millisecond

@@ -20,6 +20,7 @@ import (
 var freshKey = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
 
 func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
+	t.Parallel()
 	fast := newFixture(t, nil)
 	slow := newFixture(t, func(c *edge.Config) { c.DisableFastPath = true })
 

@@ -15,6 +15,7 @@ import (
 // makes, appendPlainResult writes encoding/json's bytes without it; for any
 // other it declines.
 func TestPlainResultIsWhatEncodingJSONWrites(t *testing.T) {
+	t.Parallel()
 	impl := &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: "dev"}
 	serverInfo, err := json.Marshal(impl)
 	if err != nil {

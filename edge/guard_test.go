@@ -41,6 +41,7 @@ func (hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestOriginAndHostMatrix(t *testing.T) {
+	t.Parallel()
 	// A loopback edge in development mode.
 	local := newFixture(t, func(c *edge.Config) {
 		c.AllowedHosts = []string{"mcp.internal"}
@@ -131,6 +132,7 @@ func TestOriginAndHostMatrix(t *testing.T) {
 }
 
 func TestRequestBodyCap(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.MaxBodyBytes = 2048 })
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"` + strings.Repeat("x", 4096) + `"}}}`
 	for name, h := range map[string]http.Header{
@@ -148,6 +150,7 @@ func TestRequestBodyCap(t *testing.T) {
 }
 
 func TestSecretsNeverReachErrorsOrLogs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 2 * time.Second })
 	cs := f.connect(t, "", "", nil)
 	secrets := []string{"sk-live0123456789abcdefghijkl", "hunter2hunter2", "ghp_abcdefghijklmnopqrstuvwx", "pa55w0rd", "hunter2-db-secret",

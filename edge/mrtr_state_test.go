@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ func (m *mrtrMesh) seedPurge(t *testing.T) (purgedOnce func()) {
 // The side effect of an elicited call happens once, whatever the clients,
 // edges and workers do between and during its rounds.
 func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 
 	t.Run("duplicate final round", func(t *testing.T) {
@@ -124,6 +126,7 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 // Every unusable requestState is refused, each the same way, and logged at
 // the request_state boundary; a refused attempt does not spend the state.
 func TestRequestStateRefusals(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	iss := newIssuer(t)
@@ -239,6 +242,7 @@ func TestRequestStateRefusals(t *testing.T) {
 
 // A state is accepted for StateTTL, then refused.
 func TestExpiredRequestStateIsRefused(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, func(c *edge.Config) { c.Elicitation.StateTTL = time.Second })
@@ -256,18 +260,23 @@ func TestExpiredRequestStateIsRefused(t *testing.T) {
 // A client that repeats a finished call with the same idempotency key gets
 // its result again, and the call does not run twice.
 func TestRepeatedIdempotencyKeyGetsTheSameResult(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, nil)
 	m.backend.SeedNotes("victim", 4)
 	a := newAnswerer(purgeSheet)
 	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
-	params := &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}, Meta: mcp.Meta{edge.MetaIdempotencyKey: "purge-victim-1"}}
+	// The key is new to the Temporal server, which every test of the
+	// binary shares (and -count runs again): the same key there is a
+	// retry of that earlier call.
+	key := fmt.Sprintf("purge-victim-%d", time.Now().UnixNano())
+	params := &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}, Meta: mcp.Meta{edge.MetaIdempotencyKey: key}}
 	first, err := cs.CallTool(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	params.Meta = mcp.Meta{edge.MetaIdempotencyKey: "purge-victim-1"}
+	params.Meta = mcp.Meta{edge.MetaIdempotencyKey: key}
 	again, err := cs.CallTool(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)

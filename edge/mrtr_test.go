@@ -31,6 +31,7 @@ var (
 // elicitation, every round) and by hand over raw HTTP, ask the same questions and end with the
 // same result.
 func TestEveryClientGetsTheSameQuestionsAndResult(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	cases := []struct {
@@ -128,6 +129,7 @@ func sessionDriver(version string) func(t *testing.T, f *fixture, tool string, a
 // 2025-03-26 client, whose protocol has no elicitation, whatever it
 // declares.
 func TestClientsThatCannotElicitGetWhatIsMissingNamed(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	f := m.edge(t, nil)
 	asked := newAnswerer(purgeSheet)
@@ -161,6 +163,7 @@ func TestClientsThatCannotElicitGetWhatIsMissingNamed(t *testing.T) {
 // Declining or cancelling a question ends the call without its side
 // effect, with a declined envelope, in either era.
 func TestDeclineAndCancelEndTheCall(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, nil)
@@ -185,6 +188,7 @@ func TestDeclineAndCancelEndTheCall(t *testing.T) {
 // Answers are checked against the form that was asked; an answer that does
 // not fit, or lacks a field, is asked again instead of reaching the service.
 func TestAnswersThatDoNotFitAreAskedAgain(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, nil)
@@ -211,6 +215,7 @@ func TestAnswersThatDoNotFitAreAskedAgain(t *testing.T) {
 // A call nobody answers is given up: its workflow fails as abandoned and
 // operators find it by its status; its state is refused afterwards.
 func TestAbandonedCallIsVisibleAsSuch(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, func(c *edge.Config) {
@@ -257,6 +262,7 @@ func TestAbandonedCallIsVisibleAsSuch(t *testing.T) {
 // them: an optional elicitable field that is merely absent asks nothing,
 // and arguments with other faults are refused at once, every fault named.
 func TestOnlyMissingElicitableFieldsAreAsked(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	f := m.edge(t, nil)
@@ -283,6 +289,7 @@ func TestOnlyMissingElicitableFieldsAreAsked(t *testing.T) {
 // With Temporal unreachable, a call that would ask answers unavailable (and
 // calls that need no question are served as usual).
 func TestUnreachableTemporalAnswersUnavailable(t *testing.T) {
+	t.Parallel()
 	tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: "127.0.0.1:1"}, logging.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func embeddedURIs(t *testing.T, cs *mcp.ClientSession, res *mcp.GetPromptResult)
 }
 
 func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	cs := startEdge(t, tasksOnly(svc))
 	ctx := context.Background()
@@ -132,6 +133,7 @@ func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
 }
 
 func TestPromptsAtEveryVersion(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	url := serveEdgeB(t, tasksOnly(svc))
 	for _, v := range allVersions {

@@ -95,6 +95,7 @@ func rpcError(t *testing.T, err error) (*jsonrpc.Error, fullEnvelope) {
 }
 
 func TestResourcesAtEveryVersion(t *testing.T) {
+	t.Parallel()
 	f := newNotesFixture(t, nil)
 	f.backend.SeedNotes("local", 120)
 	ctx := context.Background()
@@ -182,6 +183,7 @@ func TestResourcesAtEveryVersion(t *testing.T) {
 // A reader sees exactly what the tool would show it: its own notes, only
 // the resources its grants allow, and the tool's errors.
 func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {
@@ -251,6 +253,7 @@ func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 }
 
 func TestResourcesListFailsWithTheListToolsError(t *testing.T) {
+	t.Parallel()
 	f := newNotesFixture(t, func(c *edge.Config) { c.Services[testingv1connect.TestingNotesServiceName] = "http://127.0.0.1:1" })
 	cs := f.connect(t, "", "", nil)
 	_, err := cs.ListResources(context.Background(), nil)
@@ -265,6 +268,7 @@ func TestResourcesListFailsWithTheListToolsError(t *testing.T) {
 // A session subscribed to a resource hears when it changes: the edge polls
 // it as the subscriber, without spending the subscriber's rate limit.
 func TestSubscribersHearOfChanges(t *testing.T) {
+	t.Parallel()
 	f := newNotesFixture(t, func(c *edge.Config) {
 		c.ResourcePollInterval = 20 * time.Millisecond
 		// Two subscription reads per version and one call at the end.
@@ -316,6 +320,7 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 // With authentication, a 2026-07-28 subscription (a subscriptions/listen
 // stream) is read as the caller its token names.
 func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {

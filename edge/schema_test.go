@@ -20,6 +20,7 @@ import (
 // that checks structuredContent against outputSchema (the TypeScript SDK
 // does) must never see a schema error instead of the envelope.
 func TestEveryResultValidatesAgainstItsOutputSchema(t *testing.T) {
+	t.Parallel()
 	svc := startTasks(t)
 	cfg := tasksOnly(svc)
 	// Every other service is configured but unreachable, so calls get as

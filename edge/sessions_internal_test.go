@@ -32,6 +32,7 @@ func (d *countingDNS) LookupNetIP(context.Context, string, string) ([]netip.Addr
 // lookup ran in the last peersMinRefresh; failed lookups keep the last
 // answer for peersMaxStale.
 func TestPeerSetLooksNamesUpAsItMust(t *testing.T) {
+	t.Parallel()
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	at := func(ip netip.Addr) netip.AddrPort { return netip.AddrPortFrom(ip, 8080) }
 	dns := &countingDNS{addrs: []netip.Addr{a}}
@@ -76,6 +77,7 @@ func newTestSessions(t *testing.T, self string, keys ...requeststate.Key) *sessi
 }
 
 func TestSessionIDsNameTheirOwnerUnderEveryKeyHeld(t *testing.T) {
+	t.Parallel()
 	oldKey, newKey := generateKey(t), generateKey(t)
 	before := newTestSessions(t, "10.0.0.1:8080", oldKey)
 	during := newTestSessions(t, "[fd00::2]:8080", newKey, oldKey)
@@ -97,6 +99,7 @@ func TestSessionIDsNameTheirOwnerUnderEveryKeyHeld(t *testing.T) {
 }
 
 func TestSessionsConfigurationIsChecked(t *testing.T) {
+	t.Parallel()
 	key := generateKey(t)
 	for _, c := range []Sessions{
 		{Self: ":8080", Peers: []string{"edge:8080"}, Keys: []requeststate.Key{key}},

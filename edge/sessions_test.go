@@ -225,6 +225,7 @@ func connectAt(t *testing.T, url, version string, opts *mcp.ClientOptions) (*mcp
 // are asked on one replica and answered on the other, and the DELETE that
 // ends it.
 func TestSessionsWorkAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
 	for _, v := range sessionVersions() {
@@ -327,6 +328,7 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 // which tells the client of changes on the session's GET stream — here
 // open through the other replica.
 func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	notes := servertest.Start(t, m.backend.NotesServer())
 	reps := startReplicas(t, m, func(c *edge.Config) {
@@ -387,6 +389,7 @@ func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
 // it (to the client's next POST, or to its GET stream reconnecting, which
 // ever comes first), the session no longer works, and a new session does.
 func TestLosingTheOwnerMeansANewSession(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	for _, v := range sessionVersions() {
 		t.Run(v, func(t *testing.T) {
@@ -431,6 +434,7 @@ func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 // not list, is refused with 404 by the replica it reaches, which forwards
 // nothing: no open proxy, no request to an address a client made up.
 func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	reps := startReplicas(t, m, nil, "a", "b", "outsider")
 	a, b, outsider := reps.all[0], reps.all[1], reps.all[2]
@@ -497,6 +501,7 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 // owner still refuses another caller on a session (403), and a browser gets
 // one set of CORS headers.
 func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
+	t.Parallel()
 	m := newMRTRMesh(t)
 	iss := newIssuer(t)
 	const resource = "https://mcp.example.com/mcp"

@@ -63,6 +63,7 @@ func envelopeOf(res *mcp.CallToolResult) envelope {
 // the grace period gets its result, the others are cut short and answer
 // unavailable, and no client sees its connection drop.
 func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 3*time.Second, time.Minute })
 	lis, err := server.Listen("127.0.0.1:0")
 	if err != nil {
@@ -120,6 +121,7 @@ func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
 // TestShutdownRefusesNewCalls: once the edge is stopping, a call that
 // arrives is not run and answers unavailable at once.
 func TestShutdownRefusesNewCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = time.Minute, time.Minute })
 	cs := f.connect(t, "2025-11-25", "", nil)
 	held := callAsync(cs, "testing_wait", map[string]any{"millis": 60000})
@@ -147,6 +149,7 @@ func TestShutdownRefusesNewCalls(t *testing.T) {
 // TestStdioAnswersCallsInFlightWhenStopped: a stdio edge whose context
 // ends writes the answer of the call in flight before it returns.
 func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 100*time.Millisecond, time.Minute })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -183,6 +186,7 @@ func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
 // mid-call (its process died) leaves the call with an unavailable result,
 // not a dropped connection.
 func TestACrashedServiceAnswersUnavailable(t *testing.T) {
+	t.Parallel()
 	backend := testingsvc.New()
 	svc := servertest.Start(t, backend.Server())
 	proxy := servertest.StartCutProxy(t, svc.Addr)

@@ -48,6 +48,7 @@ func challengeOf(t *testing.T, resp *http.Response) map[string]string {
 // holds that it does not cover), and a JSON-RPC error; a privileged tool
 // keeps its permission_denied envelope, since no scope would help.
 func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
 	res := resourceFor(f.http)
@@ -117,6 +118,7 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 // answers the challenge with a wider token and its retried call runs, on
 // every protocol era; a 2025-era session carries on with the new token.
 func TestAClientStepsUpAndRetries(t *testing.T) {
+	t.Parallel()
 	iss := newIssuer(t)
 	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
 	res := resourceFor(f.http)

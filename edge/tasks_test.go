@@ -233,6 +233,7 @@ func decodeTask(t *testing.T, r rpcReply) task {
 }
 
 func TestWaitingToolsGetTheWaitBudget(t *testing.T) {
+	t.Parallel()
 	f, url := askEdge(t, nil)
 	call := func(args map[string]any) rpcReply {
 		return modernCall(t, url, "tools/call", map[string]any{"name": "owner_ask", "arguments": args}, false)
@@ -252,6 +253,7 @@ func TestWaitingToolsGetTheWaitBudget(t *testing.T) {
 }
 
 func TestWaitingCallReturnsAsSoonAsTheAnswerLands(t *testing.T) {
+	t.Parallel()
 	f, url := askEdge(t, func(c *edge.Config) { c.WaitBudget = 20 * time.Second })
 	go func() {
 		// Answer once the ask exists: an answer before it would be lost.
@@ -269,6 +271,7 @@ func TestWaitingCallReturnsAsSoonAsTheAnswerLands(t *testing.T) {
 }
 
 func TestTasksClientGetsATask(t *testing.T) {
+	t.Parallel()
 	f, url := askEdge(t, nil)
 
 	disc := modernCall(t, url, "server/discover", map[string]any{}, false)
@@ -346,6 +349,7 @@ func TestTasksClientGetsATask(t *testing.T) {
 }
 
 func TestNoTasksWithoutTheirTools(t *testing.T) {
+	t.Parallel()
 	// The edge of the other tests has no owner service: nothing declares
 	// the extension and tasks/get is not a method.
 	f := newFixture(t, nil)
@@ -360,6 +364,7 @@ func TestNoTasksWithoutTheirTools(t *testing.T) {
 }
 
 func TestTasksInASessionDeclaredAtInitialize(t *testing.T) {
+	t.Parallel()
 	_, url := askEdge(t, nil)
 	session := ""
 	send := func(method string, id any, params map[string]any) rpcReply {

@@ -49,6 +49,7 @@ func newTracedFixture(t *testing.T, configure func(*edge.Config)) *tracedFixture
 // TestToolCallTraceCrossesEdgeAndService: a tools/call is one trace from
 // the edge's span through the service call, in both protocol eras.
 func TestToolCallTraceCrossesEdgeAndService(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			tf := newTracedFixture(t, nil)
@@ -69,6 +70,7 @@ func TestToolCallTraceCrossesEdgeAndService(t *testing.T) {
 // — in the request's _meta, or as an HTTP header — gets the call inside its
 // trace, whether the SDK or the edge's fast path answers it.
 func TestToolCallContinuesTheClientsTrace(t *testing.T) {
+	t.Parallel()
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	const traceparent = "00-" + traceID + "-" + parentID + "-01"
 	raw := func(t *testing.T, url string, meta string, h http.Header) {
@@ -130,6 +132,7 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 // TestToolCallOutcomeMetricsAndSpan: each call counts once under its tool
 // and outcome, an error under its domain_code, which its span names too.
 func TestToolCallOutcomeMetricsAndSpan(t *testing.T) {
+	t.Parallel()
 	tf := newTracedFixture(t, nil)
 	cs := tf.connect(t, "", "", nil)
 	callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
@@ -177,6 +180,7 @@ func TestToolCallOutcomeMetricsAndSpan(t *testing.T) {
 // (edge → workflow → activity → service), with the edge, the worker and the
 // service each recording their own spans.
 func TestElicitedCallTraceReachesItsSideEffect(t *testing.T) {
+	t.Parallel()
 	edgeTel, workerTel, svcTel := telemetrytest.New(t), telemetrytest.New(t), telemetrytest.New(t)
 	server := temporal.Server(t)
 	dial := func(tel *telemetrytest.Telemetry) client.Client {

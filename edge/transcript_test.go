@@ -106,6 +106,7 @@ func (a archive) format() string {
 const modernMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
 func TestTranscripts(t *testing.T) {
+	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txtar"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no transcripts (%v)", err)
