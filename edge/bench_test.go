@@ -18,7 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // latencies collects per-call durations from parallel benchmark goroutines
@@ -175,7 +175,7 @@ type getIn struct {
 
 // serveStockSDK serves a go-sdk server, configured as the SDK documents,
 // whose tasks_get reads the store directly, and returns its URL.
-func serveStockSDK(b *testing.B, store *taskstore.Store) string {
+func serveStockSDK(b *testing.B, store *tasksstore.Store) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "stock", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "tasks_get", Description: "Get one work task by its id."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in getIn) (*mcp.CallToolResult, map[string]any, error) {

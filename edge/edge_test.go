@@ -25,7 +25,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -38,11 +38,11 @@ func startTasksB(t testing.TB) *servertest.Server {
 	return svc
 }
 
-func startTasksWithStore(t testing.TB) (*servertest.Server, *taskstore.Store) {
+func startTasksWithStore(t testing.TB) (*servertest.Server, *tasksstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db"))
-	st, err := taskstore.Open(ctx, db)
+	st, err := tasksstore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

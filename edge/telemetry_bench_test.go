@@ -11,7 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // BenchmarkTasksGetTelemetry measures what telemetry costs a read: the
@@ -53,7 +53,7 @@ func BenchmarkTasksGetTelemetry(b *testing.B) {
 func startTasksTelemetry(b *testing.B, p telemetry.Providers) *servertest.Server {
 	ctx := context.Background()
 	db := sqldbtest.Open(b, filepath.Join(b.TempDir(), "tasks.db"))
-	st, err := taskstore.Open(ctx, db)
+	st, err := tasksstore.Open(ctx, db)
 	if err != nil {
 		b.Fatal(err)
 	}

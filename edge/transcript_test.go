@@ -25,7 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // Golden JSON-RPC transcripts: testdata/transcripts/*.txtar hold HTTP
@@ -235,7 +235,7 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 func newTasksFixture(t *testing.T, configure func(*edge.Config)) *fixture {
 	t.Helper()
 	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db"))
-	st, err := taskstore.Open(context.Background(), db)
+	st, err := tasksstore.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,13 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 )
 
 func TestCreditsToolsThroughTheEdge(t *testing.T) {
 	ctx := context.Background()
 	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "credits.db"))
-	st, err := creditstore.Open(ctx, db)
+	st, err := creditsstore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

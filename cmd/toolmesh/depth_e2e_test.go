@@ -11,7 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
 )
 
 // TestCallsOnBehalfOfAMessageRunAtItsDepth: a chain of agents, each
@@ -19,7 +19,7 @@ import (
 // reaches depth 3 and is refused there; only a message the caller received
 // lends its depth.
 func TestCallsOnBehalfOfAMessageRunAtItsDepth(t *testing.T) {
-	st, err := messagestore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "messages.db")))
+	st, err := messagesstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "messages.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
 )
 
 // startMesh serves the agents and messages services (messages checking its
@@ -32,7 +32,7 @@ import (
 func startMesh(t *testing.T) (sessionAs func(agent string) *mcp.ClientSession) {
 	t.Helper()
 	agentsSrv, checked := startDirectory(t)
-	mst, err := messagestore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "messages.db")))
+	mst, err := messagesstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "messages.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestMessagesToolsThroughTheEdge(t *testing.T) {
 // checking its callers against that directory, as every domain does.
 func startDirectory(t *testing.T) (agentsSrv *servertest.Server, checked func(server.Service) *servertest.Server) {
 	t.Helper()
-	ast, err := agentstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "agents.db")))
+	ast, err := agentsstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "agents.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // startTasks serves the tasks service on SQLite, accepting tokens of the
@@ -37,7 +37,7 @@ func startTasks(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := taskstore.Open(ctx, db)
+	st, err := tasksstore.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // TestStoreFailuresReachToolsAsErrorIDs breaks the stores behind the edge
@@ -46,7 +46,7 @@ func TestStoreFailuresReachToolsAsErrorIDs(t *testing.T) {
 	memSrv := servertest.StartWith(t, opts, msvc.Registration())
 	tasksPath := filepath.Join(dir, "tasks.db")
 	tasksDB := sqldbtest.Open(t, tasksPath)
-	tst, err := taskstore.Open(ctx, tasksDB)
+	tst, err := tasksstore.Open(ctx, tasksDB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // startIdempotencyMesh serves agents, tasks, credits and audit, as under
@@ -32,11 +32,11 @@ func startIdempotencyMesh(t *testing.T) *mcp.ClientSession {
 	t.Helper()
 	agentsSrv, checked := startDirectory(t)
 	open := func(name string) string { return filepath.Join(t.TempDir(), name+".db") }
-	tst, err := taskstore.Open(t.Context(), sqldbtest.Open(t, open("tasks")))
+	tst, err := tasksstore.Open(t.Context(), sqldbtest.Open(t, open("tasks")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cst, err := creditstore.Open(t.Context(), sqldbtest.Open(t, open("credits")))
+	cst, err := creditsstore.Open(t.Context(), sqldbtest.Open(t, open("credits")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 		deps.Log.Warn("owner.webhook_allow", "allowed", fmt.Sprint(allow), "message", "webhook channels may reach these internal addresses")
 	}
 	svc, err := owner.New(st, owner.Config{
-		Workflows: owner.NewTemporalWorkflows(deps.Temporal),
+		Engine: owner.NewTemporalEngine(deps.Temporal),
 		Egress:    egress.Policy{Allow: allow},
 		Log:       deps.Log,
 	})

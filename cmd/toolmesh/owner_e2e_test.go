@@ -75,7 +75,7 @@ func startOwnerMesh(tb testing.TB) *ownerMesh {
 		tb.Fatal(err)
 	}
 	svc, err := owner.New(st, owner.Config{
-		Workflows: owner.NewTemporalWorkflows(tc),
+		Engine: owner.NewTemporalEngine(tc),
 		Egress:    egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		Log:       slog.New(slog.DiscardHandler),
 	})

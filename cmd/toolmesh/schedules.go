@@ -16,7 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	"github.com/toolmesh/toolmesh/services/schedules"
-	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
+	"github.com/toolmesh/toolmesh/services/schedules/schedulesstore"
 	schedulesworker "github.com/toolmesh/toolmesh/workers/schedules"
 )
 
@@ -37,7 +37,7 @@ func schedulesOptions(s *config.Set) buildFunc {
 }
 
 func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg schedules.Config) (server.Service, error) {
-	st, err := schedulestore.Open(ctx, db)
+	st, err := schedulesstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
 	}

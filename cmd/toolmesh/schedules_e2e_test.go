@@ -37,7 +37,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // schedulesMesh is a real Temporal dev server, the tasks and schedules
@@ -107,7 +107,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 		return db
 	}
 
-	tst, err := taskstore.Open(ctx, open("tasks"))
+	tst, err := tasksstore.Open(ctx, open("tasks"))
 	if err != nil {
 		t.Fatal(err)
 	}

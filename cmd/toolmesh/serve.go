@@ -23,18 +23,18 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // buildFunc opens a domain's store on db and returns its service.
@@ -117,7 +117,7 @@ func tasksOptions(s *config.Set) buildFunc {
 		if maxPerDay < 1 {
 			return server.Service{}, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
 		}
-		st, err := taskstore.Open(ctx, db)
+		st, err := tasksstore.Open(ctx, db)
 		if err != nil {
 			return server.Service{}, err
 		}
@@ -131,7 +131,7 @@ func agentsOptions(s *config.Set) buildFunc {
 	s.List(&seed, config.Opt{Flag: "seed", Env: agentsSeedEnv,
 		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
 	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
-		st, err := agentstore.Open(ctx, db)
+		st, err := agentsstore.Open(ctx, db)
 		if err != nil {
 			return server.Service{}, err
 		}
@@ -144,7 +144,7 @@ func agentsOptions(s *config.Set) buildFunc {
 }
 
 func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	st, err := messagestore.Open(ctx, db)
+	st, err := messagesstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
 	}
@@ -234,7 +234,7 @@ func buildMemory(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Serv
 }
 
 func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
-	st, err := creditstore.Open(ctx, db)
+	st, err := creditsstore.Open(ctx, db)
 	if err != nil {
 		return server.Service{}, err
 	}

@@ -10,7 +10,10 @@
 //     os.Getenv/LookupEnv/Environ outside cmd/ and tests);
 //   - stores write SQL one way: ? placeholders run through sqldb's
 //     rebinding Exec, Query and QueryRow (sql_test.go);
-//   - no hand-written source file is over 600 lines (filesize_test.go).
+//   - no hand-written source file is over 600 lines (filesize_test.go);
+//   - no tracked file is over 1 MiB or an executable binary
+//     (trackedfiles_test.go);
+//   - a package comment names its own package (pkgdoc_test.go).
 package archtest
 
 import (

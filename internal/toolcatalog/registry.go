@@ -1,4 +1,4 @@
-// Package registry builds the edge's tool surface from compiled protobuf
+// Package toolcatalog builds the edge's tool surface from compiled protobuf
 // descriptors: every RPC that carries a toolmesh.tool.v1.tool option becomes
 // one tool, with its description from the RPC comment and its schemas from
 // the request and response messages. The registry is built once at start and

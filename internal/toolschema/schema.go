@@ -1,4 +1,4 @@
-// Package schema turns protobuf request and response messages into JSON
+// Package toolschema turns protobuf request and response messages into JSON
 // Schema (draft 2020-12) for MCP tools. Input schemas carry the message's
 // protovalidate rules so that a model sees the contract before it calls:
 // required fields, string lengths and patterns, numeric ranges, formats,

@@ -18,7 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 )
@@ -32,7 +32,7 @@ const (
 // open returns the service over a fresh SQLite store.
 func open(t *testing.T, cfg agents.Config) *agents.Service {
 	t.Helper()
-	st, err := agentstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
+	st, err := agentsstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}

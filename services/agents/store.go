@@ -8,7 +8,7 @@ import (
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 )
 
-// Store keeps the agent directory. Implementations live in agentstore
+// Store keeps the agent directory. Implementations live in agentsstore
 // (SQLite and PostgreSQL); the rules about which changes are legal live here.
 type Store interface {
 	// Create stores a, or returns ErrExists when an agent with a's id is

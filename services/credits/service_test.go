@@ -18,7 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 )
@@ -26,7 +26,7 @@ import (
 // start serves the credits service on a fresh SQLite file.
 func start(t *testing.T) *servertest.Server {
 	t.Helper()
-	st, err := creditstore.Open(context.Background(), sqldbtest.SQLite().Open(t))
+	st, err := creditsstore.Open(context.Background(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}

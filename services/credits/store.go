@@ -11,7 +11,7 @@ import (
 )
 
 // Store keeps wallets, their ledgers and the settings. Implementations live
-// in creditstore (SQLite and PostgreSQL).
+// in creditsstore (SQLite and PostgreSQL).
 type Store interface {
 	// Apply records e, a grant (positive amount) or a spend (negative
 	// amount), in e.Wallet's ledger and moves the wallet's balance by the

@@ -21,7 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 )
@@ -44,7 +44,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // start serves the messages service on SQLite with the clock c.
 func start(t *testing.T, c *clock) *servertest.Server {
 	t.Helper()
-	st, err := messagestore.Open(t.Context(), sqldbtest.SQLite().Open(t))
+	st, err := messagesstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}

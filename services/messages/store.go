@@ -9,7 +9,7 @@ import (
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 )
 
-// Store keeps messages. Implementations live in messagestore (SQLite and
+// Store keeps messages. Implementations live in messagesstore (SQLite and
 // PostgreSQL); the rules about what is a duplicate live here.
 type Store interface {
 	// Send stores m unless a message with the same sender, recipient and

@@ -12,13 +12,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// fakeWorkflows stands in for Temporal in the service's tests: it keeps
+// fakeEngine stands in for Temporal in the service's tests: it keeps
 // each started ask in memory and ends it when the test answers, cancels or
 // expires it. It checks answers as the real workflow's validator does, so
 // the tests can see how the service maps a refusal. The workflow itself is
 // tested in workers/owner, and the two together against a real Temporal dev
 // server in cmd/toolmesh.
-type fakeWorkflows struct {
+type fakeEngine struct {
 	mu       sync.Mutex
 	asks     map[string]*fakeAsk // by workflow id
 	starts   int
@@ -32,11 +32,11 @@ type fakeAsk struct {
 	done    chan struct{}
 }
 
-func newFakeWorkflows() *fakeWorkflows {
-	return &fakeWorkflows{asks: map[string]*fakeAsk{}, updates: map[string]*ownerv1.AskOutcome{}}
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{asks: map[string]*fakeAsk{}, updates: map[string]*ownerv1.AskOutcome{}}
 }
 
-func (f *fakeWorkflows) StartAsk(_ context.Context, in *ownerv1.AskWorkflowInput) error {
+func (f *fakeEngine) StartAsk(_ context.Context, in *ownerv1.AskWorkflowInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts++
@@ -50,13 +50,13 @@ func (f *fakeWorkflows) StartAsk(_ context.Context, in *ownerv1.AskWorkflowInput
 	return nil
 }
 
-func (f *fakeWorkflows) get(id string) *fakeAsk {
+func (f *fakeEngine) get(id string) *fakeAsk {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.asks[id]
 }
 
-func (f *fakeWorkflows) WaitAsk(ctx context.Context, id string) (*ownerv1.AskOutcome, error) {
+func (f *fakeEngine) WaitAsk(ctx context.Context, id string) (*ownerv1.AskOutcome, error) {
 	a := f.get(id)
 	if a == nil {
 		return nil, owner.ErrNoWorkflow
@@ -71,7 +71,7 @@ func (f *fakeWorkflows) WaitAsk(ctx context.Context, id string) (*ownerv1.AskOut
 	}
 }
 
-func (f *fakeWorkflows) AnswerAsk(_ context.Context, id, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
+func (f *fakeEngine) AnswerAsk(_ context.Context, id, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o, ok := f.updates[updateID]; ok {
@@ -91,12 +91,12 @@ func (f *fakeWorkflows) AnswerAsk(_ context.Context, id, updateID string, u *own
 	return a.outcome, nil
 }
 
-func (f *fakeWorkflows) CancelAsk(_ context.Context, id string) error {
+func (f *fakeEngine) CancelAsk(_ context.Context, id string) error {
 	f.end(id, ownerv1.AskStatus_ASK_STATUS_CANCELLED)
 	return nil
 }
 
-func (f *fakeWorkflows) QueryAsk(_ context.Context, id string) (*ownerv1.AskOutcome, error) {
+func (f *fakeEngine) QueryAsk(_ context.Context, id string) (*ownerv1.AskOutcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a := f.asks[id]
@@ -111,7 +111,7 @@ func (f *fakeWorkflows) QueryAsk(_ context.Context, id string) (*ownerv1.AskOutc
 
 // end ends the ask (unless it ended) as the workflow would, without
 // recording the outcome in the service: the worker does that.
-func (f *fakeWorkflows) end(id string, st ownerv1.AskStatus) {
+func (f *fakeEngine) end(id string, st ownerv1.AskStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a := f.asks[id]
@@ -123,7 +123,7 @@ func (f *fakeWorkflows) end(id string, st ownerv1.AskStatus) {
 }
 
 // waitStarted waits until the ask's workflow has been started.
-func (f *fakeWorkflows) waitStarted(ctx context.Context, id string) (*ownerv1.AskWorkflowInput, error) {
+func (f *fakeEngine) waitStarted(ctx context.Context, id string) (*ownerv1.AskWorkflowInput, error) {
 	for {
 		if a := f.get(id); a != nil {
 			return a.in, nil
@@ -136,13 +136,13 @@ func (f *fakeWorkflows) waitStarted(ctx context.Context, id string) (*ownerv1.As
 	}
 }
 
-func (f *fakeWorkflows) startCount() int {
+func (f *fakeEngine) startCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.starts
 }
 
-func (f *fakeWorkflows) failStarts(err error) {
+func (f *fakeEngine) failStarts(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.startErr = err

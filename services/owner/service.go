@@ -43,9 +43,9 @@ const (
 
 // Config configures the service.
 type Config struct {
-	// Workflows runs the asks (required for the ask RPCs; without it they
+	// Engine runs the asks (required for the ask RPCs; without it they
 	// answer unavailable).
-	Workflows Workflows
+	Engine Engine
 	// DefaultWait is Ask's wait when the request names none (DefaultWait).
 	DefaultWait time.Duration
 	// DefaultTimeout is an ask's timeout when the request names none
@@ -65,7 +65,7 @@ type Config struct {
 // Service implements toolmesh.owner.v1.OwnerService.
 type Service struct {
 	store     Store
-	wf        Workflows
+	wf        Engine
 	cfg       Config
 	webhooks  *http.Client
 	validator *boundary.Validator
@@ -98,7 +98,7 @@ func New(store Store, cfg Config) (*Service, error) {
 	}
 	return &Service{
 		store:     store,
-		wf:        cfg.Workflows,
+		wf:        cfg.Engine,
 		cfg:       cfg,
 		webhooks:  cfg.Egress.Client(egress.ClientOptions{Timeout: cfg.DeliveryTimeout}),
 		validator: v,

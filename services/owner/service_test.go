@@ -29,7 +29,7 @@ import (
 type env struct {
 	c    ownerv1connect.OwnerServiceClient
 	srv  *servertest.Server
-	wf   *fakeWorkflows
+	wf   *fakeEngine
 	logs *logtest.Buffer
 }
 
@@ -42,9 +42,9 @@ func start(t *testing.T, cfg owner.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := newFakeWorkflows()
-	if cfg.Workflows == nil {
-		cfg.Workflows = wf
+	wf := newFakeEngine()
+	if cfg.Engine == nil {
+		cfg.Engine = wf
 	}
 	logs := &logtest.Buffer{}
 	cfg.Log = logging.New(logs, slog.LevelDebug)

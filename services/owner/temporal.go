@@ -22,21 +22,21 @@ import (
 // answer; the worker moves it to answered, expired or cancelled.
 const SearchStatusWaiting = "waiting"
 
-// TemporalWorkflows runs asks on Temporal.
-type TemporalWorkflows struct {
+// TemporalEngine runs asks on Temporal.
+type TemporalEngine struct {
 	c client.Client
 }
 
-var _ Workflows = (*TemporalWorkflows)(nil)
+var _ Engine = (*TemporalEngine)(nil)
 
-// NewTemporalWorkflows returns Workflows over a connected client (one that
+// NewTemporalEngine returns Engine over a connected client (one that
 // encodes payloads as protobuf JSON: internal/temporalclient).
-func NewTemporalWorkflows(c client.Client) *TemporalWorkflows {
-	return &TemporalWorkflows{c: c}
+func NewTemporalEngine(c client.Client) *TemporalEngine {
+	return &TemporalEngine{c: c}
 }
 
-// StartAsk implements Workflows.
-func (t *TemporalWorkflows) StartAsk(ctx context.Context, in *ownerv1.AskWorkflowInput) error {
+// StartAsk implements Engine.
+func (t *TemporalEngine) StartAsk(ctx context.Context, in *ownerv1.AskWorkflowInput) error {
 	id := WorkflowID(in.GetAgentId(), in.GetAskId())
 	return workflowrun.Once(ctx, t.c, workflowrun.Start{
 		Contract: askWorkflow(),
@@ -96,8 +96,8 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// WaitAsk implements Workflows.
-func (t *TemporalWorkflows) WaitAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
+// WaitAsk implements Engine.
+func (t *TemporalEngine) WaitAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
 	var out ownerv1.AskOutcome
 	cancelled, err := workflowrun.Wait(ctx, t.c, workflowID, &out)
 	if cancelled {
@@ -113,8 +113,8 @@ func (t *TemporalWorkflows) WaitAsk(ctx context.Context, workflowID string) (*ow
 	return &out, nil
 }
 
-// AnswerAsk implements Workflows.
-func (t *TemporalWorkflows) AnswerAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
+// AnswerAsk implements Engine.
+func (t *TemporalEngine) AnswerAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error) {
 	h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateID:     updateID,
@@ -163,8 +163,8 @@ type askState struct {
 	AnsweredBy string `json:"answered_by"`
 }
 
-// QueryAsk implements Workflows.
-func (t *TemporalWorkflows) QueryAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
+// QueryAsk implements Engine.
+func (t *TemporalEngine) QueryAsk(ctx context.Context, workflowID string) (*ownerv1.AskOutcome, error) {
 	var st askState
 	err := workflowrun.Query(ctx, t.c, workflowID, workflowcontract.HandlerOf(&ownerv1.StatusQuery{}).Name, &st)
 	if errors.Is(err, workflowrun.ErrNoWorkflow) {
@@ -192,7 +192,7 @@ func (t *TemporalWorkflows) QueryAsk(ctx context.Context, workflowID string) (*o
 	return out, nil
 }
 
-// CancelAsk implements Workflows.
-func (t *TemporalWorkflows) CancelAsk(ctx context.Context, workflowID string) error {
+// CancelAsk implements Engine.
+func (t *TemporalEngine) CancelAsk(ctx context.Context, workflowID string) error {
 	return workflowrun.Cancel(ctx, t.c, workflowID)
 }

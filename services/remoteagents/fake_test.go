@@ -19,11 +19,11 @@ import (
 	"github.com/toolmesh/toolmesh/services/remoteagents"
 )
 
-// fakeWorkflows stands in for Temporal: each started invocation waits in
+// fakeEngine stands in for Temporal: each started invocation waits in
 // memory until the test ends it. The workflow itself is tested in
 // workers/remoteagents, and the two together against real processes in
 // cmd/toolmesh.
-type fakeWorkflows struct {
+type fakeEngine struct {
 	mu       sync.Mutex
 	runs     map[string]*fakeRun // by workflow id
 	starts   int
@@ -37,9 +37,9 @@ type fakeRun struct {
 	done    chan struct{}
 }
 
-func newFakeWorkflows() *fakeWorkflows { return &fakeWorkflows{runs: map[string]*fakeRun{}} }
+func newFakeEngine() *fakeEngine { return &fakeEngine{runs: map[string]*fakeRun{}} }
 
-func (f *fakeWorkflows) StartInvoke(_ context.Context, in *remoteagentsv1.InvokeWorkflowInput) error {
+func (f *fakeEngine) StartInvoke(_ context.Context, in *remoteagentsv1.InvokeWorkflowInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts++
@@ -54,21 +54,21 @@ func (f *fakeWorkflows) StartInvoke(_ context.Context, in *remoteagentsv1.Invoke
 	return nil
 }
 
-func (f *fakeWorkflows) run(id string) *fakeRun {
+func (f *fakeEngine) run(id string) *fakeRun {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.runs[id]
 }
 
 // progress makes the running invocation's status query report o.
-func (f *fakeWorkflows) progress(id string, o *remoteagentsv1.InvokeOutcome) {
+func (f *fakeEngine) progress(id string, o *remoteagentsv1.InvokeOutcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.runs[id].now = o
 }
 
 // end ends the invocation with o.
-func (f *fakeWorkflows) end(id string, o *remoteagentsv1.InvokeOutcome) {
+func (f *fakeEngine) end(id string, o *remoteagentsv1.InvokeOutcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.runs[id]
@@ -78,7 +78,7 @@ func (f *fakeWorkflows) end(id string, o *remoteagentsv1.InvokeOutcome) {
 	}
 }
 
-func (f *fakeWorkflows) WaitInvoke(ctx context.Context, id string) (*remoteagentsv1.InvokeOutcome, error) {
+func (f *fakeEngine) WaitInvoke(ctx context.Context, id string) (*remoteagentsv1.InvokeOutcome, error) {
 	r := f.run(id)
 	if r == nil {
 		return nil, remoteagents.ErrNoWorkflow
@@ -91,7 +91,7 @@ func (f *fakeWorkflows) WaitInvoke(ctx context.Context, id string) (*remoteagent
 	}
 }
 
-func (f *fakeWorkflows) QueryInvoke(_ context.Context, id string) (*remoteagentsv1.InvokeOutcome, error) {
+func (f *fakeEngine) QueryInvoke(_ context.Context, id string) (*remoteagentsv1.InvokeOutcome, error) {
 	r := f.run(id)
 	if r == nil {
 		return nil, remoteagents.ErrNoWorkflow
@@ -106,7 +106,7 @@ func (f *fakeWorkflows) QueryInvoke(_ context.Context, id string) (*remoteagents
 	return r.now, nil
 }
 
-func (f *fakeWorkflows) CancelInvoke(_ context.Context, id string) error {
+func (f *fakeEngine) CancelInvoke(_ context.Context, id string) error {
 	if f.run(id) == nil {
 		return nil
 	}

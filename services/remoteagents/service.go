@@ -49,9 +49,9 @@ const MaxDepth = 3
 
 // Config configures the service.
 type Config struct {
-	// Workflows runs the invocations (required for Invoke, GetInvocation
+	// Engine runs the invocations (required for Invoke, GetInvocation
 	// and CancelInvocation; without it they answer unavailable).
-	Workflows Workflows
+	Engine Engine
 	// Messages reaches the messages service, which inbound messages are
 	// delivered through (required for the inbound RPCs). Its client must
 	// forward the caller's mesh token (mesh.NewForwardingInterceptor).
@@ -70,7 +70,7 @@ type Config struct {
 // Service implements toolmesh.remoteagents.v1.RemoteAgentsService.
 type Service struct {
 	store    Store
-	wf       Workflows
+	wf       Engine
 	messages messagesv1connect.MessagesServiceClient
 	cfg      Config
 	cards    *http.Client
@@ -96,7 +96,7 @@ func New(store Store, cfg Config) *Service {
 	}
 	return &Service{
 		store:    store,
-		wf:       cfg.Workflows,
+		wf:       cfg.Engine,
 		messages: cfg.Messages,
 		cfg:      cfg,
 		cards:    a2alink.HTTPClient(cfg.Egress, a2alink.CardTimeout, a2alink.MaxCardBytes),

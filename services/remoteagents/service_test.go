@@ -34,7 +34,7 @@ var loopback = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.
 // messages service.
 type fixture struct {
 	client   remoteagentsv1connect.RemoteAgentsServiceClient
-	wf       *fakeWorkflows
+	wf       *fakeEngine
 	messages *fakeMessages
 }
 
@@ -44,10 +44,10 @@ func start(t *testing.T, cfg remoteagents.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{wf: newFakeWorkflows(), messages: &fakeMessages{}}
+	f := &fixture{wf: newFakeEngine(), messages: &fakeMessages{}}
 	msgSrv := servertest.Start(t, servertestService(f.messages))
-	if cfg.Workflows == nil {
-		cfg.Workflows = f.wf
+	if cfg.Engine == nil {
+		cfg.Engine = f.wf
 	}
 	cfg.Messages = messagesv1connect.NewMessagesServiceClient(msgSrv.Client(), msgSrv.URL,
 		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))

@@ -25,7 +25,7 @@ import (
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1/schedulesv1connect"
 	"github.com/toolmesh/toolmesh/services/schedules"
-	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
+	"github.com/toolmesh/toolmesh/services/schedules/schedulesstore"
 )
 
 // now is the service's clock in these tests: Monday 2 March 2026, 10:07 UTC.
@@ -34,7 +34,7 @@ var now = time.Date(2026, 3, 2, 10, 7, 0, 0, time.UTC)
 type fixture struct {
 	client schedulesv1connect.SchedulesServiceClient
 	engine *fakeEngine
-	store  *schedulestore.Store
+	store  *schedulesstore.Store
 	srv    *servertest.Server
 	logs   *logtest.Buffer
 }
@@ -44,7 +44,7 @@ type fixture struct {
 func start(t *testing.T, cfg schedules.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := schedulestore.Open(ctx, sqldbtest.SQLite().Open(t))
+	st, err := schedulesstore.Open(ctx, sqldbtest.SQLite().Open(t))
 	if err != nil {
 		t.Fatal(err)
 	}

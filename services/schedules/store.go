@@ -9,7 +9,7 @@ import (
 )
 
 // Store keeps schedules and their runs. Implementations live in
-// schedulestore (SQLite and PostgreSQL); the rules about which changes are
+// schedulesstore (SQLite and PostgreSQL); the rules about which changes are
 // legal live in the service.
 type Store interface {
 	// Create stores s. A call with an idempotency key the agent used

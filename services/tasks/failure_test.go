@@ -19,7 +19,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // storeFixture is the tasks service on a SQLite file whose store a test
@@ -35,7 +35,7 @@ func startOnFile(t *testing.T) *storeFixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	db := sqldbtest.Open(t, path)
-	st, err := taskstore.Open(t.Context(), db)
+	st, err := tasksstore.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

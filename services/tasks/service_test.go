@@ -21,7 +21,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
@@ -30,7 +30,7 @@ import (
 func start(cfg tasks.Config) func(t *testing.T) *servertest.Server {
 	return func(t *testing.T) *servertest.Server {
 		t.Helper()
-		st, err := taskstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
+		st, err := tasksstore.Open(t.Context(), sqldbtest.SQLite().Open(t))
 		if err != nil {
 			t.Fatal(err)
 		}

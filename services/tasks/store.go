@@ -8,7 +8,7 @@ import (
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
-// Store keeps tasks. Implementations live in taskstore (SQLite and
+// Store keeps tasks. Implementations live in tasksstore (SQLite and
 // PostgreSQL); the rules about which changes are legal live here.
 type Store interface {
 	// Create stores t unless the agent already created maxPerDay tasks on

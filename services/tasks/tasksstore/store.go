@@ -1,7 +1,7 @@
-// Package taskstore keeps work tasks in SQL: SQLite by default, PostgreSQL
+// Package tasksstore keeps work tasks in SQL: SQLite by default, PostgreSQL
 // when the service is given a postgres:// DSN. Both run the same queries; the
 // schemas live in migrations/<dialect>/.
-package taskstore
+package tasksstore
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package creditstore keeps wallets, ledgers and settings in SQL: SQLite by
+// Package creditsstore keeps wallets, ledgers and settings in SQL: SQLite by
 // default, PostgreSQL when the service is given a postgres:// DSN. Both run
 // the same queries; the schemas live in migrations/<dialect>/.
 //
@@ -6,7 +6,7 @@
 // wallet's balance row first, and reads the balance, inserts the ledger row
 // and writes the new balance under that lock, in one transaction. The CHECK
 // constraints on balance and balance_after back this up in the schema.
-package creditstore
+package creditsstore
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-// Package schedulestore keeps schedules and their runs in SQL: SQLite by
+// Package schedulesstore keeps schedules and their runs in SQL: SQLite by
 // default, PostgreSQL when the service is given a postgres:// DSN. Both run
 // the same queries; the schemas live in migrations/<dialect>/.
-package schedulestore
+package schedulesstore
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package taskstore_test
+package tasksstore_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/taskstore"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -59,8 +59,8 @@ const (
 // day1 is an arbitrary UTC day.
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
-func openStore(t *testing.T, db *sqldb.DB) *taskstore.Store {
-	return sqldbtest.OpenStore(t, db, taskstore.Open)
+func openStore(t *testing.T, db *sqldb.DB) *tasksstore.Store {
+	return sqldbtest.OpenStore(t, db, tasksstore.Open)
 }
 
 // newTask is a pending task as the service builds it: times have
@@ -86,7 +86,7 @@ func call(task *tasksv1.Task, key string) idempotency.Call {
 
 // createTask is Store.Create of task as a call with key; it checks that
 // created says whether the answer is task.
-func createTask(ctx context.Context, s *taskstore.Store, task *tasksv1.Task, key string, maxPerDay int) (*tasksv1.Task, error) {
+func createTask(ctx context.Context, s *tasksstore.Store, task *tasksv1.Task, key string, maxPerDay int) (*tasksv1.Task, error) {
 	got, created, err := s.Create(ctx, task, call(task, key), maxPerDay)
 	if err == nil && created != (got.GetId() == task.GetId()) {
 		return nil, fmt.Errorf("Create says created %v, but answered task %s for task %s", created, got.GetId(), task.GetId())
@@ -94,7 +94,7 @@ func createTask(ctx context.Context, s *taskstore.Store, task *tasksv1.Task, key
 	return got, err
 }
 
-func create(t *testing.T, s *taskstore.Store, task *tasksv1.Task, key string, maxPerDay int) *tasksv1.Task {
+func create(t *testing.T, s *tasksstore.Store, task *tasksv1.Task, key string, maxPerDay int) *tasksv1.Task {
 	t.Helper()
 	got, err := createTask(t.Context(), s, task, key, maxPerDay)
 	if err != nil {
@@ -271,7 +271,7 @@ func testRefusedKeepsKey(t *testing.T, db *sqldb.DB) {
 
 // createConcurrently runs n creates for agentA at once: distinct tasks of
 // one request.
-func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
+func createConcurrently(t *testing.T, db *sqldb.DB, s *tasksstore.Store, n int, key string, maxPerDay int) ([]*tasksv1.Task, []error) {
 	t.Helper()
 	got, errs := make([]*tasksv1.Task, n), make([]error, n)
 	sqldbtest.Race(t, db, n, func(i int) {
@@ -282,7 +282,7 @@ func createConcurrently(t *testing.T, db *sqldb.DB, s *taskstore.Store, n int, k
 	return got, errs
 }
 
-func wantOneTask(t *testing.T, s *taskstore.Store, got []*tasksv1.Task, errs []error) {
+func wantOneTask(t *testing.T, s *tasksstore.Store, got []*tasksv1.Task, errs []error) {
 	t.Helper()
 	for i, err := range errs {
 		if err != nil {

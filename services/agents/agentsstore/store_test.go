@@ -1,4 +1,4 @@
-package agentstore_test
+package agentsstore_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentstore"
+	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -62,8 +62,8 @@ var (
 // day1 is an arbitrary UTC day.
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
-func openStore(t *testing.T, db *sqldb.DB) *agentstore.Store {
-	return sqldbtest.OpenStore(t, db, agentstore.Open)
+func openStore(t *testing.T, db *sqldb.DB) *agentsstore.Store {
+	return sqldbtest.OpenStore(t, db, agentsstore.Open)
 }
 
 // newAgent is an active agent as the service builds it: times have
@@ -84,7 +84,7 @@ func newAgent(id string, at time.Time) *agentsv1.Agent {
 // createAgent is Store.Create of a as a call with key, with the request
 // digest the service makes; it checks that created says whether the answer
 // is a.
-func createAgent(ctx context.Context, s *agentstore.Store, a *agentsv1.Agent, key string) (*agentsv1.Agent, error) {
+func createAgent(ctx context.Context, s *agentsstore.Store, a *agentsv1.Agent, key string) (*agentsv1.Agent, error) {
 	req := &agentsv1.RegisterRequest{AgentId: a.GetId(), DisplayName: a.GetDisplayName(), Description: a.GetDescription()}
 	got, created, err := s.Create(ctx, a, idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
 	if err == nil && created != proto.Equal(got, a) {
@@ -93,7 +93,7 @@ func createAgent(ctx context.Context, s *agentstore.Store, a *agentsv1.Agent, ke
 	return got, err
 }
 
-func create(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, key string) *agentsv1.Agent {
+func create(t *testing.T, s *agentsstore.Store, a *agentsv1.Agent, key string) *agentsv1.Agent {
 	t.Helper()
 	got, err := createAgent(t.Context(), s, a, key)
 	if err != nil {
@@ -102,7 +102,7 @@ func create(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, key string) *a
 	return got
 }
 
-func get(t *testing.T, s *agentstore.Store, id string) *agentsv1.Agent {
+func get(t *testing.T, s *agentsstore.Store, id string) *agentsv1.Agent {
 	t.Helper()
 	got, err := s.Get(t.Context(), id)
 	if err != nil {
@@ -111,7 +111,7 @@ func get(t *testing.T, s *agentstore.Store, id string) *agentsv1.Agent {
 	return got
 }
 
-func withStatus(t *testing.T, s *agentstore.Store, a *agentsv1.Agent, to agentsv1.AgentStatus, at time.Time) *agentsv1.Agent {
+func withStatus(t *testing.T, s *agentsstore.Store, a *agentsv1.Agent, to agentsv1.AgentStatus, at time.Time) *agentsv1.Agent {
 	t.Helper()
 	next := proto.Clone(a).(*agentsv1.Agent)
 	next.Status = to
@@ -213,7 +213,7 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 
 // createConcurrently runs n creates of agent id at once, each with the key
 // key(i) and the display name name(i), and returns their results.
-func createConcurrently(t *testing.T, db *sqldb.DB, s *agentstore.Store, n int, id string, key, name func(i int) string) ([]*agentsv1.Agent, []error) {
+func createConcurrently(t *testing.T, db *sqldb.DB, s *agentsstore.Store, n int, id string, key, name func(i int) string) ([]*agentsv1.Agent, []error) {
 	t.Helper()
 	got, errs := make([]*agentsv1.Agent, n), make([]error, n)
 	sqldbtest.Race(t, db, n, func(i int) {

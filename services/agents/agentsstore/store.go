@@ -1,7 +1,7 @@
-// Package agentstore keeps the agent directory in SQL: SQLite by default,
+// Package agentsstore keeps the agent directory in SQL: SQLite by default,
 // PostgreSQL when the service is given a postgres:// DSN. Both run the same
 // queries; the schemas live in migrations/<dialect>/.
-package agentstore
+package agentsstore
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package schedulestore_test
+package schedulesstore_test
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/services/schedules"
-	"github.com/toolmesh/toolmesh/services/schedules/schedulestore"
+	"github.com/toolmesh/toolmesh/services/schedules/schedulesstore"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first
@@ -66,8 +66,8 @@ var (
 	failed  = schedulesv1.ExecutionStatus_EXECUTION_STATUS_FAILED
 )
 
-func openStore(t *testing.T, db *sqldb.DB) *schedulestore.Store {
-	return sqldbtest.OpenStore(t, db, schedulestore.Open)
+func openStore(t *testing.T, db *sqldb.DB) *schedulesstore.Store {
+	return sqldbtest.OpenStore(t, db, schedulesstore.Open)
 }
 
 func args(t *testing.T, m map[string]any) *structpb.Struct {
@@ -103,13 +103,13 @@ func newSchedule(t *testing.T, agent string, at time.Time) *schedulesv1.Schedule
 
 // createKeyed is Store.Create of sch as a call with key, with the request
 // digest the service makes.
-func createKeyed(t *testing.T, s *schedulestore.Store, sch *schedulesv1.Schedule, key string) (*schedulesv1.Schedule, bool, error) {
+func createKeyed(t *testing.T, s *schedulesstore.Store, sch *schedulesv1.Schedule, key string) (*schedulesv1.Schedule, bool, error) {
 	req := &schedulesv1.CreateRequest{Cron: sch.GetCron(), IntervalSeconds: sch.GetIntervalSeconds(), Timezone: sch.GetTimezone(),
 		Action: sch.GetAction(), Description: sch.GetDescription()}
 	return s.Create(t.Context(), sch, idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
 }
 
-func create(t *testing.T, s *schedulestore.Store, sch *schedulesv1.Schedule, key string) *schedulesv1.Schedule {
+func create(t *testing.T, s *schedulesstore.Store, sch *schedulesv1.Schedule, key string) *schedulesv1.Schedule {
 	t.Helper()
 	got, _, err := createKeyed(t, s, sch, key)
 	if err != nil {

@@ -1,4 +1,4 @@
-package creditstore_test
+package creditsstore_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/services/credits"
-	"github.com/toolmesh/toolmesh/services/credits/creditstore"
+	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -48,8 +48,8 @@ func TestStore(t *testing.T) {
 	})
 }
 
-func openStore(t *testing.T, db *sqldb.DB) *creditstore.Store {
-	return sqldbtest.OpenStore(t, db, creditstore.Open)
+func openStore(t *testing.T, db *sqldb.DB) *creditsstore.Store {
+	return sqldbtest.OpenStore(t, db, creditsstore.Open)
 }
 
 func entry(kind creditsv1.EntryKind, wallet string, amount int64, ref string) *creditsv1.LedgerEntry {
@@ -75,12 +75,12 @@ func request(e *creditsv1.LedgerEntry) proto.Message {
 }
 
 // apply applies e as a call without an idempotency key.
-func apply(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
+func apply(ctx context.Context, st *creditsstore.Store, e *creditsv1.LedgerEntry) (*creditsv1.LedgerEntry, error) {
 	return applyKeyed(ctx, st, e, "")
 }
 
 // applyKeyed applies e as a call with idempotency key key.
-func applyKeyed(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerEntry, key string) (*creditsv1.LedgerEntry, error) {
+func applyKeyed(ctx context.Context, st *creditsstore.Store, e *creditsv1.LedgerEntry, key string) (*creditsv1.LedgerEntry, error) {
 	got, err := st.Apply(ctx, e, idempotency.Call{Key: key, Digest: idempotency.Digest(request(e))}, math.MaxInt64)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func applyKeyed(ctx context.Context, st *creditstore.Store, e *creditsv1.LedgerE
 	return got.Entry, nil
 }
 
-func balance(t *testing.T, st *creditstore.Store, wallet string) int64 {
+func balance(t *testing.T, st *creditsstore.Store, wallet string) int64 {
 	t.Helper()
 	b, err := st.Balance(t.Context(), wallet)
 	if err != nil {
@@ -310,7 +310,7 @@ func testConcurrentSpendRetries(t *testing.T, db *sqldb.DB) {
 
 // concurrentRetries applies the change entry makes from 10 goroutines at
 // once and returns how many distinct entries they were answered with.
-func concurrentRetries(t *testing.T, db *sqldb.DB, st *creditstore.Store, entry func() *creditsv1.LedgerEntry) int {
+func concurrentRetries(t *testing.T, db *sqldb.DB, st *creditsstore.Store, entry func() *creditsv1.LedgerEntry) int {
 	t.Helper()
 	got := make(chan string, 10)
 	sqldbtest.Race(t, db, 10, func(int) {
@@ -472,7 +472,7 @@ func testIdempotencyKeys(t *testing.T, db *sqldb.DB) {
 // key(round) ("" for none), on wallet, which holds start from seeds entries
 // before; then it checks that the ledger holds exactly the entries the
 // racers were answered with and the balance is start plus their amounts.
-func stress(t *testing.T, db *sqldb.DB, st *creditstore.Store, wallet string, start int64, seeds int,
+func stress(t *testing.T, db *sqldb.DB, st *creditsstore.Store, wallet string, start int64, seeds int,
 	change func(round, variant int) *creditsv1.LedgerEntry, key func(round int) string) {
 	t.Helper()
 	var (

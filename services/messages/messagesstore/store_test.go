@@ -1,4 +1,4 @@
-package messagestore_test
+package messagesstore_test
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/services/messages"
-	"github.com/toolmesh/toolmesh/services/messages/messagestore"
+	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -57,8 +57,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // window is the service's dedup window; the store gets its cutoff.
 const window = messages.DedupWindow
 
-func openStore(t *testing.T, db *sqldb.DB) *messagestore.Store {
-	return sqldbtest.OpenStore(t, db, messagestore.Open)
+func openStore(t *testing.T, db *sqldb.DB) *messagesstore.Store {
+	return sqldbtest.OpenStore(t, db, messagesstore.Open)
 }
 
 // newMessage is a message as the service builds it: its time has
@@ -80,7 +80,7 @@ func newMessage(from, to, thread, text string, at time.Time) *messagesv1.Message
 
 // send stores m as the service does at m's time, and returns what the
 // store answered.
-func send(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool) {
+func send(t *testing.T, s *messagesstore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool) {
 	t.Helper()
 	got, dup, err := trySend(t, s, m, key)
 	if err != nil {
@@ -89,7 +89,7 @@ func send(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string
 	return got, dup
 }
 
-func trySend(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool, error) {
+func trySend(t *testing.T, s *messagesstore.Store, m *messagesv1.Message, key string) (*messagesv1.Message, bool, error) {
 	sent, err := sendCall(t, s, m, key)
 	return sent.Message, sent.Duplicate, err
 }
@@ -97,7 +97,7 @@ func trySend(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key str
 // sendCall sends m as a call with key, with the request digest the service
 // makes, and checks that Replayed is true exactly when the answer is
 // neither m nor a duplicate.
-func sendCall(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) (messages.Sent, error) {
+func sendCall(t *testing.T, s *messagesstore.Store, m *messagesv1.Message, key string) (messages.Sent, error) {
 	at := m.GetCreateTime().AsTime()
 	req := &messagesv1.SendRequest{ToAgent: m.GetToAgent(), Message: m.GetText()}
 	sent, err := s.Send(t.Context(), m, messages.DedupKey(m.GetText()), at.Add(-window), idempotency.Call{Key: key, Digest: idempotency.Digest(req)})
@@ -108,7 +108,7 @@ func sendCall(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key st
 }
 
 // stored sends m and fails unless it was stored as itself.
-func stored(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key string) *messagesv1.Message {
+func stored(t *testing.T, s *messagesstore.Store, m *messagesv1.Message, key string) *messagesv1.Message {
 	t.Helper()
 	got, dup := send(t, s, m, key)
 	if dup {
@@ -118,7 +118,7 @@ func stored(t *testing.T, s *messagestore.Store, m *messagesv1.Message, key stri
 	return got
 }
 
-func inbox(t *testing.T, s *messagestore.Store, agent string) []*messagesv1.Message {
+func inbox(t *testing.T, s *messagesstore.Store, agent string) []*messagesv1.Message {
 	t.Helper()
 	list, total, err := s.Inbox(t.Context(), agent, 0, 200)
 	if err != nil {
@@ -279,7 +279,7 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 
 // sendConcurrently runs n sends at once; message(i) is the i-th message and
 // key(i) its idempotency key.
-func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagestore.Store, n int, message func(i int) *messagesv1.Message, key func(i int) string) ([]*messagesv1.Message, []bool, []error) {
+func sendConcurrently(t *testing.T, db *sqldb.DB, s *messagesstore.Store, n int, message func(i int) *messagesv1.Message, key func(i int) string) ([]*messagesv1.Message, []bool, []error) {
 	t.Helper()
 	got, dups, errs := make([]*messagesv1.Message, n), make([]bool, n), make([]error, n)
 	sqldbtest.Race(t, db, n, func(i int) {

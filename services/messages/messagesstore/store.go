@@ -1,7 +1,7 @@
-// Package messagestore keeps messages in SQL: SQLite by default, PostgreSQL
+// Package messagesstore keeps messages in SQL: SQLite by default, PostgreSQL
 // when the service is given a postgres:// DSN. Both run the same queries; the
 // schemas live in migrations/<dialect>/.
-package messagestore
+package messagesstore
 
 import (
 	"context"

@@ -9,10 +9,10 @@ import (
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
 
-// Workflows runs asks as workflows of the owner.ask contract
-// (AskWorkflowInput). TemporalWorkflows implements it with a Temporal
+// Engine runs asks as workflows of the owner.ask contract
+// (AskWorkflowInput). TemporalEngine implements it with a Temporal
 // client; the service's tests use an in-memory stand-in.
-type Workflows interface {
+type Engine interface {
 	// StartAsk starts the ask's workflow unless one with its id exists,
 	// running or ended; then it does nothing.
 	StartAsk(ctx context.Context, in *ownerv1.AskWorkflowInput) error
