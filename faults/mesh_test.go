@@ -4,6 +4,7 @@ package faults
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,30 +193,70 @@ func (m *mesh) process(t *testing.T, name string) supervise.Status {
 	return supervise.Status{}
 }
 
-// kill sends sig to the process up runs as name and returns when.
-func (m *mesh) kill(t *testing.T, name string, sig syscall.Signal) time.Time {
+// fault brackets the moment a signal took effect on a process. sent is
+// taken before the signal is sent and landed once its effect is seen
+// (SIGKILL: the process has exited; SIGSTOP: it is stopped; any other
+// signal: the kill call returned). A call that started before sent met the
+// process as it was, one that started after landed met it as the signal
+// left it, and one in between may have met either: the cases classify by
+// the bracket, never by a single instant, so no call falls between two
+// classes.
+type fault struct{ sent, landed time.Time }
+
+// kill sends sig to the process up runs as name and returns when it took
+// effect.
+func (m *mesh) kill(t *testing.T, name string, sig syscall.Signal) fault {
 	t.Helper()
 	p := m.process(t, name)
 	if p.PID == 0 {
 		t.Fatalf("%s is not running: %+v", name, p)
 	}
-	if err := syscall.Kill(p.PID, sig); err != nil {
-		t.Fatalf("kill %s: %v", name, err)
-	}
-	t.Logf("sent %v to %s (pid %d)", sig, name, p.PID)
-	return time.Now()
+	return signalPID(t, name, p.PID, sig)
 }
 
 // killTemporalServer kills the Temporal dev server itself: the `temporal`
 // process under `toolmesh temporal-dev`.
-func (m *mesh) killTemporalServer(t *testing.T) time.Time {
+func (m *mesh) killTemporalServer(t *testing.T) fault {
 	t.Helper()
-	pid := m.temporalServerPID(t)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	return signalPID(t, "the Temporal dev server", m.temporalServerPID(t), syscall.SIGKILL)
+}
+
+// signalPID sends sig to pid and waits until it took effect (see fault).
+func signalPID(t *testing.T, name string, pid int, sig syscall.Signal) fault {
+	t.Helper()
+	f := fault{sent: time.Now()}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("kill %s: %v", name, err)
 	}
-	t.Logf("sent SIGKILL to the Temporal dev server (pid %d)", pid)
-	return time.Now()
+	switch sig {
+	case syscall.SIGKILL:
+		// Exited: gone, or a zombie its parent has not reaped yet. Either
+		// way its sockets are closed.
+		eventually(t, 30*time.Second, fmt.Sprintf("%s (pid %d) exited", name, pid), func() bool {
+			st := procState(pid)
+			return st == "" || st == "Z" || st == "X"
+		})
+	case syscall.SIGSTOP:
+		eventually(t, 30*time.Second, fmt.Sprintf("%s (pid %d) stopped", name, pid), func() bool { return procState(pid) == "T" })
+	}
+	f.landed = time.Now()
+	t.Logf("sent %v to %s (pid %d); took effect within %s", sig, name, pid, f.landed.Sub(f.sent))
+	return f
+}
+
+// procState is the state letter of pid in /proc (R, S, T, Z, ...), empty
+// when there is no such process.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	_, rest, ok := strings.Cut(string(b[bytes.LastIndexByte(b, ')')+1:]), " ")
+	if !ok || rest == "" {
+		return ""
+	}
+	return rest[:1]
 }
 
 // temporalServerPID is the pid of the `temporal` process under
@@ -381,14 +422,15 @@ func failures(t *testing.T, calls []outcome) int {
 	return n
 }
 
-// servingAgain waits until a call that started after killed succeeds, and
-// returns when it ended: when the killed process was serving again.
-func servingAgain(t *testing.T, calls *outcomes, killed time.Time) time.Time {
+// servingAgain waits until a call that started after the killed process
+// had exited succeeds, and returns when it ended: when the process (or its
+// replacement) was serving again.
+func servingAgain(t *testing.T, calls *outcomes, killed fault) time.Time {
 	t.Helper()
 	var back time.Time
 	eventually(t, 30*time.Second, "serving again after the kill", func() bool {
 		for _, o := range calls.list() {
-			if o.start.After(killed) && o.ok() {
+			if o.start.After(killed.landed) && o.ok() {
 				back = o.end
 				return true
 			}

@@ -84,14 +84,13 @@ type figureRow struct {
 	ok                      bool
 }
 
-// figure records a figure of t: the suite's table shows it, and t fails
-// when ok is false.
+// figure records a figure of t that the case asserts: the suite's table
+// shows it, and t fails when ok is false. Assert only what does not hang on
+// how loaded the machine is (a count, an order, a bound the fault itself
+// sets); a timing goes in with report.
 func figure(t *testing.T, name string, value any, want string, ok bool) {
 	t.Helper()
-	v := fmt.Sprint(value)
-	if f, isFloat := value.(float64); isFloat {
-		v = fmt.Sprintf("%.2f", f)
-	}
+	v := formatFigure(value)
 	suite.mu.Lock()
 	suite.figures = append(suite.figures, figureRow{test: t.Name(), name: name, value: v, want: want, ok: ok})
 	suite.mu.Unlock()
@@ -100,6 +99,32 @@ func figure(t *testing.T, name string, value any, want string, ok bool) {
 	} else {
 		t.Errorf("figure: %s = %s, want %s", name, v, want)
 	}
+}
+
+// report records a figure of t that depends on how loaded the machine is —
+// a recovery time, an overrun, a latency — beside the target it is read
+// against. It never fails t: the case asserts what the figure is evidence
+// of (the process came back, the call did not wait for the work) with a
+// bound the fault sets, and the table marks a figure past its target for a
+// person to read.
+func report(t *testing.T, name string, value any, target string, withinTarget bool) {
+	t.Helper()
+	v := formatFigure(value)
+	want := "reported; target " + target
+	if !withinTarget {
+		want += " (past target)"
+	}
+	suite.mu.Lock()
+	suite.figures = append(suite.figures, figureRow{test: t.Name(), name: name, value: v, want: want, ok: true})
+	suite.mu.Unlock()
+	t.Logf("figure: %s = %s (%s)", name, v, want)
+}
+
+func formatFigure(value any) string {
+	if f, isFloat := value.(float64); isFloat {
+		return fmt.Sprintf("%.2f", f)
+	}
+	return fmt.Sprint(value)
 }
 
 func printFigures(w io.Writer, took time.Duration) {
