@@ -30,7 +30,7 @@ const clonesDir = "clones"
 
 // projectsOptions binds the projects domain's options: the base path
 // projects must be inside, the health interval, the limits of one call's
-// reading, and how git projects are cloned. Its health workflows run on the
+// reading, and how git projects are cloned (through the egress guard). Its health workflows run on the
 // Temporal frontend serve dialled (--temporal).
 func projectsOptions(s *config.Set) buildFunc {
 	var (
@@ -56,8 +56,8 @@ func projectsOptions(s *config.Set) buildFunc {
 		Usage: "how long one git clone or fetch may take (at least 1s)"})
 	s.Int64(&cloneBytes, projects.DefaultCloneMaxBytes, config.Opt{Flag: "clone-max-bytes", Env: "TOOLMESH_PROJECTS_CLONE_MAX_BYTES",
 		Usage: "largest clone kept on disk, in bytes; a larger repository is refused"})
-	s.List(&gitAllow, config.Opt{Flag: "git-allow", Env: "TOOLMESH_PROJECTS_GIT_ALLOW",
-		Usage: "an internal address (CIDR prefix or single IP) git URLs may reach anyway"})
+	s.List(&gitAllow, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_PROJECTS_EGRESS_ALLOW",
+		Usage: "an internal address (CIDR prefix or single IP) git clones may reach anyway"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
 		if interval < time.Second || indexTimeout < time.Second || cloneTimeout < time.Second {
 			return server.Service{}, errors.New("--health-interval, --index-timeout and --clone-timeout must be at least 1s")
@@ -71,7 +71,10 @@ func projectsOptions(s *config.Set) buildFunc {
 		}
 		allow, err := egress.ParsePrefixes(gitAllow...)
 		if err != nil {
-			return server.Service{}, fmt.Errorf("--git-allow (TOOLMESH_PROJECTS_GIT_ALLOW): %w", err)
+			return server.Service{}, fmt.Errorf("--egress-allow (TOOLMESH_PROJECTS_EGRESS_ALLOW): %w", err)
+		}
+		if len(allow) > 0 {
+			deps.Log.Warn("egress.allow", "setting", "TOOLMESH_PROJECTS_EGRESS_ALLOW", "allowed", prefixes(allow), "message", "git clones may reach these internal addresses")
 		}
 		deps.Log.Info("projects.base", "base", b.Dir(), "clones", filepath.Join(deps.DataDir, clonesDir))
 		return buildProjects(ctx, db, deps, projects.Config{
