@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,42 @@ func TestDefaultDailyTaskCapThroughTheEdge(t *testing.T) {
 	}
 	if list := callTool(t, s, "tasks_list", map[string]any{"limit": 1}); list.Pagination == nil || list.Pagination.Total != 100 {
 		t.Errorf("tasks_list = %+v, want 100 tasks: the refused create stores nothing", list)
+	}
+}
+
+// TestBlankTextThroughTheEdge: a whitespace-only description is refused at
+// the edge with the non_blank rule's violation, and the tool's input schema
+// says so beforehand (pattern "\S").
+func TestBlankTextThroughTheEdge(t *testing.T) {
+	db, err := sqldb.Open(t.Context(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := domainBuild(t, "tasks", noEnv)(t.Context(), db, serveDeps{Getenv: noEnv, Log: logging.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := servertest.Start(t, svc)
+	edgeClient := servertest.HTTPClient()
+	t.Cleanup(edgeClient.CloseIdleConnections)
+	_, s := connectEdge(t, edge.Config{Services: map[string]string{tasksv1connect.TasksServiceName: srv.URL}, HTTPClient: edgeClient})
+
+	schema, _ := json.Marshal(listTools(t, s)["tasks_create"].InputSchema)
+	var in struct {
+		Properties map[string]struct {
+			Pattern string `json:"pattern"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &in); err != nil || in.Properties["description"].Pattern != `\S` {
+		t.Errorf("tasks_create's description schema has pattern %q (%v), want \\S", in.Properties["description"].Pattern, err)
+	}
+	env := callTool(t, s, "tasks_create", map[string]any{"description": " \t\n "})
+	if env.DomainCode != "invalid_argument" || len(env.Violations) != 1 || env.Violations[0].Field != "description" ||
+		env.Violations[0].Rule != "string.non_blank" || !strings.Contains(env.Message, "description: must not be empty or only whitespace") {
+		t.Errorf("tasks_create with a blank description = %+v, want invalid_argument on description by string.non_blank", env)
+	}
+	if list := callTool(t, s, "tasks_list", map[string]any{}); list.Pagination == nil || list.Pagination.Total != 0 {
+		t.Errorf("tasks_list = %+v, want no task: the refused create stores nothing", list)
 	}
 }

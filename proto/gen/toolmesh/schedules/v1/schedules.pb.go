@@ -15,6 +15,7 @@ package schedulesv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -2001,7 +2002,7 @@ var File_toolmesh_schedules_v1_schedules_proto protoreflect.FileDescriptor
 
 const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\n" +
-	"%toolmesh/schedules/v1/schedules.proto\x12\x15toolmesh.schedules.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"|\n" +
+	"%toolmesh/schedules/v1/schedules.proto\x12\x15toolmesh.schedules.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"|\n" +
 	"\x06Action\x12;\n" +
 	"\x04tool\x18\x01 \x01(\tB'\xbaH$\xc8\x01\x01r\x1f\x18@2\x1b^[a-z][a-z0-9]*_[a-z0-9_]+$R\x04tool\x125\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"z\n" +
@@ -2031,9 +2032,9 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xfb\x03\n" +
-	"\tExecution\x12\"\n" +
-	"\x06run_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\x05runId\x12=\n" +
+	"updateTime\"\xff\x03\n" +
+	"\tExecution\x12&\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\xc8\x01R\x05runId\x12=\n" +
 	"\vschedule_id\x18\x02 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^sch_[0-9a-z]{26}$R\n" +
 	"scheduleId\x12I\n" +
 	"\x0escheduled_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\rscheduledTime\x129\n" +
