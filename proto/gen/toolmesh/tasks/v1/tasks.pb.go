@@ -12,6 +12,7 @@ package tasksv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -812,7 +813,7 @@ var File_toolmesh_tasks_v1_tasks_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x9d\x03\n" +
+	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x9d\x03\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12 \n" +
@@ -827,10 +828,9 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\n" +
-	" \x01(\tR\tprojectId\"\xc4\x01\n" +
-	"\rCreateRequest\x12/\n" +
-	"\vdescription\x18\x01 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
+	" \x01(\tR\tprojectId\"\xc8\x01\n" +
+	"\rCreateRequest\x123\n" +
+	"\vdescription\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
 	"\bpriority\x18\x02 \x01(\x0e2\x1f.toolmesh.tasks.v1.TaskPriorityB\b\xbaH\x05\x82\x01\x02\x10\x01R\bpriority\x12;\n" +
 	"\n" +
 	"project_id\x18\x03 \x01(\tB\x1c\xbaH\x19\xd8\x01\x01r\x142\x12^prj_[0-9a-z]{26}$R\tprojectId\"=\n" +
