@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -165,8 +166,11 @@ func TestProjectsToolsThroughTheEdge(t *testing.T) {
 	if !temporal.IsCanceledError(err) && err != nil {
 		t.Errorf("the health workflow of an archived project ended with %v, want cancelled", err)
 	}
-	desc, err := tc.DescribeWorkflowExecution(ctx, projects.HealthWorkflowID("agent-e2e", id), "")
-	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus().String() == "Running" {
-		t.Errorf("the health workflow after archiving: %v, %v", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	desc, err := tc.DescribeWorkflow(ctx, projects.HealthWorkflowID("agent-e2e", id), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(); status != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Errorf("the health workflow after archiving is %v, want cancelled", status)
 	}
 }
