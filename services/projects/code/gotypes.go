@@ -88,7 +88,6 @@ func newGoLoader(ctx context.Context, fsys fs.FS, files []string) *goLoader {
 	}
 	l.build.JoinPath = path.Join
 	l.build.OpenFile = func(p string) (io.ReadCloser, error) { return fsys.Open(p) }
-	l.build.CgoEnabled = false
 	for _, f := range files {
 		if !strings.HasSuffix(f, ".go") || !packageDir(path.Dir(f)) {
 			continue
