@@ -84,6 +84,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.p
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet $(GO_PACKAGES)
 	go vet -tags faults ./faults ./cmd/toolmesh
+	CGO_ENABLED=0 go vet ./cmd/toolmesh ./services/projects/...
 	staticcheck $(GO_PACKAGES)
 	staticcheck -tags faults ./faults ./cmd/toolmesh
 	buf lint
@@ -95,9 +96,13 @@ lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.p
 # /usr/lib/postgresql/*/bin, and, as root, the postgres system user.
 # Every test runs under the race detector: stores, the edge, the workers and
 # the servers are concurrent by design, and their tests race them on purpose.
+# The race detector needs cgo, so the projects domain's tree-sitter parsers
+# (C) are tested with it; the parsers package runs once more without cgo,
+# where those languages answer ErrNoTreeSitter (docs/projects.md).
 .PHONY: test
 test: $(BIN)/temporal ## Run every test with the race detector (installs what the tests need)
 	go test -race -count=1 -timeout 30m $(GO_PACKAGES)
+	CGO_ENABLED=0 go test -count=1 ./services/projects/code
 
 # The fast lane for the edit-test loop: -short skips everything that needs
 # PostgreSQL, a Temporal dev server or a built toolmesh binary (the SQLite

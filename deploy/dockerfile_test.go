@@ -44,6 +44,17 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(src, "go build") || !strings.Contains(src, "./cmd/toolmesh") {
 		t.Error("Dockerfile does not build ./cmd/toolmesh")
 	}
+	// The runtime image is scratch: the binary, built with cgo for the
+	// tree-sitter parsers, must need no shared library.
+	build := regexp.MustCompile(`(?m)^\s*go build .*\./cmd/toolmesh$`).FindString(src)
+	for _, want := range []string{"netgo", "osusergo", "-linkmode external", `-extldflags "-static"`} {
+		if !strings.Contains(build, want) {
+			t.Errorf("the toolmesh build %q lacks %s: a cgo binary on scratch must be linked statically", build, want)
+		}
+	}
+	if !strings.Contains(src, "ENV CGO_ENABLED=1") {
+		t.Error("the build stage does not enable cgo: the TypeScript, JavaScript and Python parsers would answer capability_gap")
+	}
 
 	// The same Temporal CLI and Go as the Makefile and go.mod.
 	mk, err := os.ReadFile("../Makefile")

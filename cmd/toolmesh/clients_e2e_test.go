@@ -48,11 +48,12 @@ func TestClientsAtEveryVersion(t *testing.T) {
 
 // seeded is what seedMesh created.
 type seeded struct {
-	pendingTask, runningTask, askID, scheduleID string
+	pendingTask, runningTask, askID, scheduleID, projectID string
 }
 
 // seedMesh gives the mesh one of each resource: tasks, a memory, a pending
-// ask and a schedule waiting for approval.
+// ask, a schedule waiting for approval and a project (the directory the
+// mesh runs in, its project base).
 func seedMesh(t *testing.T, endpoint string) seeded {
 	t.Helper()
 	cs := connectAt(t, endpoint, "2025-11-25", nil)
@@ -72,6 +73,7 @@ func seedMesh(t *testing.T, endpoint string) seeded {
 	s.askID = id("owner_ask", map[string]any{"question": "Ship on Friday?", "options": []string{"yes", "no"}, "wait_seconds": 0}, "ask_id")
 	s.scheduleID = id("schedules_create", map[string]any{"interval_seconds": 3600, "description": "hourly check",
 		"action": map[string]any{"tool": "tasks_create", "arguments": map[string]any{"description": "hourly check"}}}, "id")
+	s.projectID = id("projects_create", map[string]any{"name": "toolmesh-cmd", "path": "."}, "id")
 	return s
 }
 
@@ -171,7 +173,7 @@ func runGoClient(t *testing.T, endpoint, version string, seed seeded) {
 		uris = append(uris, r.URI)
 	}
 	for _, want := range []string{"toolmesh://tasks/" + seed.pendingTask, "toolmesh://asks/" + seed.askID, "toolmesh://memories/project%2Froadmap",
-		"toolmesh://schedules/" + seed.scheduleID, "toolmesh://agents/local", "toolmesh://audit/head"} {
+		"toolmesh://schedules/" + seed.scheduleID, "toolmesh://agents/local", "toolmesh://audit/head", "toolmesh://projects/" + seed.projectID} {
 		if !slices.Contains(uris, want) {
 			t.Errorf("resources/list lacks %s", want)
 			continue
@@ -182,8 +184,8 @@ func runGoClient(t *testing.T, endpoint, version string, seed seeded) {
 		}
 	}
 	templates, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(templates.ResourceTemplates) != 5 {
-		t.Errorf("resources/templates/list = %v, %v, want 5 templates", templates, err)
+	if err != nil || len(templates.ResourceTemplates) != 6 {
+		t.Errorf("resources/templates/list = %v, %v, want 6 templates", templates, err)
 	}
 
 	// Prompts and completion.
@@ -317,7 +319,7 @@ func runTSClient(t *testing.T, dir, endpoint, version string) {
 	if r.Tools < 40 || r.FailingCalls != r.Tools || r.ErrorResults < r.FailingCalls || r.OKCalls != 3 {
 		t.Errorf("tools %d, failing calls %d, error results %d, ok calls %d; want every failing call answered with an error result", r.Tools, r.FailingCalls, r.ErrorResults, r.OKCalls)
 	}
-	if r.Resources < 6 || len(r.Templates) != 5 || len(r.Reads) != 6 {
+	if r.Resources < 7 || len(r.Templates) != 6 || len(r.Reads) != 7 {
 		t.Errorf("resources %d, templates %v, reads %v; want each kind listed and read", r.Resources, r.Templates, r.Reads)
 	}
 	if len(r.Prompts) != 3 || len(r.PromptMessages) != 3 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -24,6 +26,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1/projectsv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
@@ -43,9 +47,9 @@ func TestServeOnPostgres(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
-	memoryDSN, creditsDSN := pg.NewDatabase(t), pg.NewDatabase(t)
+	memoryDSN, creditsDSN, projectsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	memoryAddr, creditsAddr := freeAddr(t), freeAddr(t)
+	memoryAddr, creditsAddr, projectsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -66,6 +70,14 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, map[string]string{"TOOLMESH_MEMORY_DSN": memoryDSN, "TOOLMESH_MEMORY_KEY": memoryKey}, "memory", "--addr", memoryAddr, "--data", data,
 		"--mesh-public-key", pub)
 	serve(t, nil, "credits", "--addr", creditsAddr, "--data", data, "--mesh-public-key", pub, "--dsn", creditsDSN)
+	// projects reads code under its base; its Temporal is down (nothing
+	// listens at the address).
+	code := t.TempDir()
+	if err := os.WriteFile(filepath.Join(code, "app.go"), []byte("package app\n\n// Serve serves.\nfunc Serve() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, map[string]string{"TOOLMESH_PROJECTS_DSN": projectsDSN, projectsBaseEnv: code}, "projects", "--addr", projectsAddr, "--data", data,
+		"--mesh-public-key", pub, "--temporal", freeAddr(t))
 
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
@@ -76,6 +88,7 @@ func TestServeOnPostgres(t *testing.T) {
 	trail := auditv1connect.NewAuditServiceClient(client, "http://"+auditAddr, opts...)
 	mem := memoryv1connect.NewMemoryServiceClient(client, "http://"+memoryAddr, opts...)
 	wallets := creditsv1connect.NewCreditsServiceClient(client, "http://"+creditsAddr, opts...)
+	prj := projectsv1connect.NewProjectsServiceClient(client, "http://"+projectsAddr, opts...)
 	local := servertest.As(ctx, "local")
 
 	// agents: the seeded agent is there, a registration is stored.
@@ -160,6 +173,20 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("credits GetBalance = %v, %v; want 70", b, err)
 	}
 
+	// projects: with Temporal down, a create stores the project and says its
+	// health snapshots wait for a retry; its code is indexed all the same.
+	if _, err := prj.Create(local, &projectsv1.CreateRequest{Name: "app", Path: "."}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("projects Create with Temporal down = %v, want unavailable", err)
+	}
+	listed, err := prj.List(local, &projectsv1.ListRequest{})
+	if err != nil || len(listed.GetProjects()) != 1 {
+		t.Fatalf("projects List = %v, %v; want the stored project", listed, err)
+	}
+	syms, err := prj.CodeSymbols(local, &projectsv1.CodeSymbolsRequest{ProjectId: listed.GetProjects()[0].GetId(), Query: "serve"})
+	if err != nil || len(syms.GetSymbols()) != 1 || syms.GetSymbols()[0].GetName() != "Serve" {
+		t.Errorf("projects CodeSymbols(serve) = %v, %v; want Serve", syms.GetSymbols(), err)
+	}
+
 	// Everything went to PostgreSQL: the rows are in each service's own
 	// database, and no SQLite file was made.
 	for _, c := range []struct{ dsn, query string }{
@@ -169,6 +196,7 @@ func TestServeOnPostgres(t *testing.T) {
 		{auditDSN, `SELECT COUNT(*) FROM audit_records`},
 		{memoryDSN, `SELECT COUNT(*) FROM memories WHERE key_id <> ''`},
 		{creditsDSN, `SELECT COUNT(*) FROM credit_ledger`},
+		{projectsDSN, `SELECT COUNT(*) FROM project_symbols`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)

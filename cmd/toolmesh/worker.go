@@ -65,6 +65,8 @@ var workerQueues = map[string]workerQueue{
 	"calls":     {port: 7209, register: registerCalls},
 	"owner":     {port: 7206, register: registerOwner},
 	"schedules": {port: 7207, register: registerSchedules},
+	// Health snapshots of projects.
+	"projects": {port: 7212, register: registerProjects},
 	// Invocations of remote A2A agents.
 	"remoteagents": {port: 7210, register: registerRemoteAgents},
 }

@@ -10,6 +10,7 @@ import (
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
@@ -31,5 +32,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		githubv1.File_toolmesh_github_v1_github_proto.Services().ByName("GitHubService"),
 		searchv1.File_toolmesh_search_v1_search_proto.Services().ByName("SearchService"),
 		remoteagentsv1.File_toolmesh_remoteagents_v1_remoteagents_proto.Services().ByName("RemoteAgentsService"),
+		projectsv1.File_toolmesh_projects_v1_projects_proto.Services().ByName("ProjectsService"),
 	}
 }

@@ -77,6 +77,7 @@ func (s *Service) Create(ctx context.Context, req *tasksv1.CreateRequest) (*task
 		Description: req.GetDescription(),
 		Status:      tasksv1.TaskStatus_TASK_STATUS_PENDING,
 		Priority:    priority,
+		ProjectId:   req.GetProjectId(),
 		CreateTime:  timestamppb.New(now),
 		UpdateTime:  timestamppb.New(now),
 	}
@@ -130,7 +131,7 @@ func (s *Service) List(ctx context.Context, req *tasksv1.ListRequest) (*tasksv1.
 		return nil, err
 	}
 	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
-	list, total, err := s.store.List(ctx, agent, req.GetStatus(), offset, limit)
+	list, total, err := s.store.List(ctx, agent, Filter{Status: req.GetStatus(), ProjectID: req.GetProjectId()}, offset, limit)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list tasks: %w", err))
 	}

@@ -107,6 +107,59 @@ func TestCreateGetListWithPagination(t *testing.T) {
 	})
 }
 
+// A task may name one of its agent's projects; tasks_list keeps the tasks
+// of one project. The id is checked for its shape only (docs/projects.md
+// says why tasks does not ask the projects service).
+func TestTasksOfAProject(t *testing.T) {
+	servertest.EachProtocol(t, start(tasks.Config{Now: clock.Stepping(time.Now(), time.Millisecond)}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
+		ctx := servertest.As(context.Background(), "agent-a")
+		const web, api = "prj_01hzy3d5q8w9x7v6t5s4r3p2n1", "prj_01hzy3d5q8w9x7v6t5s4r3p2n2"
+		var ids []string
+		for i, project := range []string{web, "", api, web} {
+			res, err := c.Create(ctx, &tasksv1.CreateRequest{Description: fmt.Sprintf("task %d", i), ProjectId: project})
+			if err != nil {
+				t.Fatalf("Create %d: %v", i, err)
+			}
+			if res.GetTask().GetProjectId() != project {
+				t.Errorf("task %d has project %q, want %q", i, res.GetTask().GetProjectId(), project)
+			}
+			ids = append(ids, res.GetTask().GetId())
+		}
+		got, err := c.Get(ctx, &tasksv1.GetRequest{TaskId: ids[0]})
+		if err != nil || got.GetTask().GetProjectId() != web {
+			t.Errorf("Get = %v, %v; want the task of project %s", got.GetTask(), err, web)
+		}
+		for _, tc := range []struct {
+			project string
+			want    []string
+		}{
+			{web, []string{ids[3], ids[0]}},
+			{api, []string{ids[2]}},
+			{"", []string{ids[3], ids[2], ids[1], ids[0]}},
+			{"prj_01hzy3d5q8w9x7v6t5s4r3p2n3", []string{}},
+		} {
+			res, err := c.List(ctx, &tasksv1.ListRequest{ProjectId: tc.project})
+			if err != nil {
+				t.Fatalf("List(project %q): %v", tc.project, err)
+			}
+			if diff := cmp.Diff(tc.want, prototest.IDs(res.GetTasks())); diff != "" || res.GetPage().GetTotal() != int32(len(tc.want)) {
+				t.Errorf("List(project %q): total %d (-want +got):\n%s", tc.project, res.GetPage().GetTotal(), diff)
+			}
+		}
+		if res, err := c.List(servertest.As(context.Background(), "agent-b"), &tasksv1.ListRequest{ProjectId: web}); err != nil || len(res.GetTasks()) != 0 {
+			t.Errorf("another agent lists %v (err %v) of project %s, want none", res.GetTasks(), err, web)
+		}
+		for _, bad := range []string{"web", "prj_SHOUT", "tsk_01hzy3d5q8w9x7v6t5s4r3p2n1"} {
+			if _, err := c.Create(ctx, &tasksv1.CreateRequest{Description: "x", ProjectId: bad}); servertest.Code(t, err) != connect.CodeInvalidArgument {
+				t.Errorf("Create with project %q: %v, want invalid_argument", bad, err)
+			}
+			if _, err := c.List(ctx, &tasksv1.ListRequest{ProjectId: bad}); servertest.Code(t, err) != connect.CodeInvalidArgument {
+				t.Errorf("List of project %q: %v, want invalid_argument", bad, err)
+			}
+		}
+	})
+}
+
 func TestStatusMachine(t *testing.T) {
 	servertest.EachProtocol(t, start(tasks.Config{}), tasksv1connect.NewTasksServiceClient, func(t *testing.T, c tasksv1connect.TasksServiceClient) {
 		ctx := servertest.As(context.Background(), "agent-a")

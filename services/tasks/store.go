@@ -19,12 +19,21 @@ type Store interface {
 	Create(ctx context.Context, t *tasksv1.Task, call idempotency.Call, maxPerDay int) (stored *tasksv1.Task, created bool, err error)
 	// Get returns the agent's task with that id, or ErrNotFound.
 	Get(ctx context.Context, agentID, id string) (*tasksv1.Task, error)
-	// List returns one page of the agent's tasks, newest first, and the total
-	// count; status TASK_STATUS_UNSPECIFIED means any status.
-	List(ctx context.Context, agentID string, status tasksv1.TaskStatus, offset, limit int) ([]*tasksv1.Task, int, error)
+	// List returns one page of the agent's tasks that f keeps, newest first,
+	// and the total count.
+	List(ctx context.Context, agentID string, f Filter, offset, limit int) ([]*tasksv1.Task, int, error)
 	// Update writes t's status, result, cancel reason and update time if the
 	// stored status is still from; otherwise ErrStale (or ErrNotFound).
 	Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error)
+}
+
+// Filter narrows a list of tasks; its zero value keeps every task.
+type Filter struct {
+	// Status keeps the tasks in it; TASK_STATUS_UNSPECIFIED means any.
+	Status tasksv1.TaskStatus
+	// ProjectID keeps the tasks of that project; empty means any project,
+	// or none.
+	ProjectID string
 }
 
 // Store errors.

@@ -35,7 +35,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms`
+const columns = `id, agent_id, description, status, priority, result, cancel_reason, create_ms, update_ms, project_id`
 
 // Create implements tasks.Store. The task's row is inserted first and
 // claims the key (sqldb.InsertOnce); the day's counter is counted after, so
@@ -51,9 +51,9 @@ func (s *Store) Create(ctx context.Context, t *tasksv1.Task, call idempotency.Ca
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		first, inserted, err := sqldb.InsertOnce(ctx, tx, sqldb.Once[*tasksv1.Task]{
 			What:   "task",
-			Insert: `INSERT INTO tasks (` + columns + `, idempotency_key, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			Insert: `INSERT INTO tasks (` + columns + `, idempotency_key, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			Args: []any{t.GetId(), agent, t.GetDescription(), int32(t.GetStatus()), int32(t.GetPriority()), t.GetResult(), t.GetCancelReason(),
-				t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), call.KeyOrNil(), call.Digest},
+				t.GetCreateTime().AsTime().UnixMilli(), t.GetUpdateTime().AsTime().UnixMilli(), t.GetProjectId(), call.KeyOrNil(), call.Digest},
 			Holders:    `SELECT ` + columns + `, request_digest FROM tasks WHERE agent_id = ? AND idempotency_key = ?`,
 			HolderArgs: []any{agent, call.KeyOrNil()},
 			Scan:       sqldb.DigestLast(scanRow),
@@ -94,10 +94,13 @@ func (s *Store) Get(ctx context.Context, agentID, id string) (*tasksv1.Task, err
 }
 
 // List implements tasks.Store.
-func (s *Store) List(ctx context.Context, agentID string, status tasksv1.TaskStatus, offset, limit int) ([]*tasksv1.Task, int, error) {
+func (s *Store) List(ctx context.Context, agentID string, f tasks.Filter, offset, limit int) ([]*tasksv1.Task, int, error) {
 	q := sqldb.ListQuery{What: "tasks", Columns: columns, From: `tasks`, Where: `agent_id = ?`, Args: []any{agentID}, OrderBy: `create_ms DESC, id DESC`}
-	if status != tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED {
-		q.And(`status = ?`, int32(status))
+	if f.Status != tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED {
+		q.And(`status = ?`, int32(f.Status))
+	}
+	if f.ProjectID != "" {
+		q.And(`project_id = ?`, f.ProjectID)
 	}
 	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
@@ -126,7 +129,7 @@ func scanRow(r sqldb.Scanner, more ...any) (*tasksv1.Task, error) {
 		status, priority   int64
 		createMS, updateMS int64
 	)
-	if err := r.Scan(append([]any{&t.Id, &t.AgentId, &t.Description, &status, &priority, &t.Result, &t.CancelReason, &createMS, &updateMS}, more...)...); err != nil {
+	if err := r.Scan(append([]any{&t.Id, &t.AgentId, &t.Description, &status, &priority, &t.Result, &t.CancelReason, &createMS, &updateMS, &t.ProjectId}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

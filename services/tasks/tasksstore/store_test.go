@@ -136,10 +136,19 @@ func testReopen(t *testing.T, db *sqldb.DB) {
 func testList(t *testing.T, db *sqldb.DB) {
 	ctx := t.Context()
 	s := openStore(t, db)
-	// Five tasks a minute apart, created out of order; 1 and 3 running.
+	// Five tasks a minute apart, created out of order; 1 and 3 running;
+	// 0, 1 and 2 in project A, 4 in project B, 3 in none.
+	projectA, projectB := ids.NewAt("prj", day1), ids.NewAt("prj", day1.Add(time.Second))
 	var all [5]*tasksv1.Task
 	for _, i := range []int{2, 0, 4, 1, 3} {
-		all[i] = create(t, s, newTask(agentA, day1.Add(time.Duration(i)*time.Minute)), noKey, noCap)
+		task := newTask(agentA, day1.Add(time.Duration(i)*time.Minute))
+		switch i {
+		case 0, 1, 2:
+			task.ProjectId = projectA
+		case 4:
+			task.ProjectId = projectB
+		}
+		all[i] = create(t, s, task, noKey, noCap)
 	}
 	for _, i := range []int{1, 3} {
 		running := proto.Clone(all[i]).(*tasksv1.Task)
@@ -156,10 +165,11 @@ func testList(t *testing.T, db *sqldb.DB) {
 		create(t, s, newTask(agentB, day1.Add(time.Hour)), noKey, noCap),
 	}
 
-	any, running := tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, tasksv1.TaskStatus_TASK_STATUS_RUNNING
+	any, running := tasks.Filter{}, tasks.Filter{Status: tasksv1.TaskStatus_TASK_STATUS_RUNNING}
+	inA, inB := tasks.Filter{ProjectID: projectA}, tasks.Filter{ProjectID: projectB}
 	for _, tc := range []struct {
 		agent         string
-		status        tasksv1.TaskStatus
+		filter        tasks.Filter
 		offset, limit int
 		want          []*tasksv1.Task
 		total         int
@@ -170,12 +180,17 @@ func testList(t *testing.T, db *sqldb.DB) {
 		{agentA, any, 5, 2, []*tasksv1.Task{}, 5},
 		{agentA, running, 0, 50, []*tasksv1.Task{all[3], all[1]}, 2},
 		{agentA, running, 1, 1, []*tasksv1.Task{all[1]}, 2},
-		{agentA, tasksv1.TaskStatus_TASK_STATUS_COMPLETED, 0, 50, []*tasksv1.Task{}, 0},
+		{agentA, tasks.Filter{Status: tasksv1.TaskStatus_TASK_STATUS_COMPLETED}, 0, 50, []*tasksv1.Task{}, 0},
+		{agentA, inA, 0, 50, []*tasksv1.Task{all[2], all[1], all[0]}, 3},
+		{agentA, inA, 1, 1, []*tasksv1.Task{all[1]}, 3},
+		{agentA, inB, 0, 50, []*tasksv1.Task{all[4]}, 1},
+		{agentA, tasks.Filter{Status: tasksv1.TaskStatus_TASK_STATUS_RUNNING, ProjectID: projectA}, 0, 50, []*tasksv1.Task{all[1]}, 1},
+		{agentB, inA, 0, 50, []*tasksv1.Task{}, 0},
 		{agentB, any, 0, 50, []*tasksv1.Task{theirs[1], theirs[0]}, 2},
 		{"agent-without-tasks", any, 0, 50, []*tasksv1.Task{}, 0},
 	} {
-		what := fmt.Sprintf("List(%s, %s, offset %d, limit %d)", tc.agent, tc.status, tc.offset, tc.limit)
-		got, total, err := s.List(ctx, tc.agent, tc.status, tc.offset, tc.limit)
+		what := fmt.Sprintf("List(%s, %+v, offset %d, limit %d)", tc.agent, tc.filter, tc.offset, tc.limit)
+		got, total, err := s.List(ctx, tc.agent, tc.filter, tc.offset, tc.limit)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -200,7 +215,7 @@ func testDailyCap(t *testing.T, db *sqldb.DB) {
 	sqldbtest.WantErr(t, "create beyond the cap", err, tasks.ErrDailyCap)
 	_, err = s.Get(ctx, agentA, refused.GetId())
 	sqldbtest.WantErr(t, "Get of the refused task", err, tasks.ErrNotFound)
-	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != maxPerDay {
+	if _, total, err := s.List(ctx, agentA, tasks.Filter{}, 0, 50); err != nil || total != maxPerDay {
 		t.Errorf("List after a refused create: total = %d, %v; want %d", total, err, maxPerDay)
 	}
 
@@ -255,7 +270,7 @@ func testIdempotency(t *testing.T, db *sqldb.DB) {
 	atCap.Description = first.GetDescription()
 	prototest.Equal(t, "a retry at the cap", create(t, s, atCap, "key-1", 4), first)
 
-	if _, total, err := s.List(ctx, agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 4 {
+	if _, total, err := s.List(ctx, agentA, tasks.Filter{}, 0, 50); err != nil || total != 4 {
 		t.Errorf("agent A has %d tasks (%v), want 4", total, err)
 	}
 }
@@ -289,7 +304,7 @@ func wantOneTask(t *testing.T, s *tasksstore.Store, got []*tasksv1.Task, errs []
 			t.Fatalf("create %d: %v", i, err)
 		}
 	}
-	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50)
+	list, total, err := s.List(t.Context(), agentA, tasks.Filter{}, 0, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +346,7 @@ func testConcurrentCap(t *testing.T, db *sqldb.DB) {
 	if len(created) != maxPerDay {
 		t.Errorf("%d concurrent creates under a cap of %d: %d succeeded", len(errs), maxPerDay, len(created))
 	}
-	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50)
+	list, total, err := s.List(t.Context(), agentA, tasks.Filter{}, 0, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +413,7 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	sqldbtest.WantErr(t, "another agent's Update", err, tasks.ErrNotFound)
 	_, err = s.Get(ctx, agentB, task.GetId())
 	sqldbtest.WantErr(t, "another agent's Get", err, tasks.ErrNotFound)
-	if list, total, err := s.List(ctx, agentB, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 50); err != nil || total != 0 || len(list) != 0 {
+	if list, total, err := s.List(ctx, agentB, tasks.Filter{}, 0, 50); err != nil || total != 0 || len(list) != 0 {
 		t.Errorf("another agent's List = %v, total %d, %v; want nothing", prototest.IDs(list), total, err)
 	}
 
@@ -446,7 +461,7 @@ func testStressCreate(t *testing.T, db *sqldb.DB) {
 		}
 		return sqldbtest.Outcome{ID: got.GetId(), Created: got.GetId() == task.GetId()}
 	})
-	list, total, err := s.List(t.Context(), agentA, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, 0, 200)
+	list, total, err := s.List(t.Context(), agentA, tasks.Filter{}, 0, 200)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,9 @@ type Task struct {
 	// When the task was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the task last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The project the task belongs to (a projects_create id); empty when none.
+	ProjectId     string `protobuf:"bytes,10,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,12 +269,22 @@ func (x *Task) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Task) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What is to be done, in plain words (1 to 4000 characters).
 	Description string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	// How urgent the task is; normal when omitted.
-	Priority      TaskPriority `protobuf:"varint,2,opt,name=priority,proto3,enum=toolmesh.tasks.v1.TaskPriority" json:"priority,omitempty"`
+	Priority TaskPriority `protobuf:"varint,2,opt,name=priority,proto3,enum=toolmesh.tasks.v1.TaskPriority" json:"priority,omitempty"`
+	// The project the task belongs to, as returned by projects_create or
+	// projects_list (e.g. "prj_01hzy3d5q8w9x7v6t5s4r3p2n1"); none when omitted.
+	ProjectId     string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +331,13 @@ func (x *CreateRequest) GetPriority() TaskPriority {
 		return x.Priority
 	}
 	return TaskPriority_TASK_PRIORITY_UNSPECIFIED
+}
+
+func (x *CreateRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
 }
 
 type CreateResponse struct {
@@ -461,6 +480,8 @@ type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only tasks in this status; all statuses when omitted.
 	Status TaskStatus `protobuf:"varint,1,opt,name=status,proto3,enum=toolmesh.tasks.v1.TaskStatus" json:"status,omitempty"`
+	// Only tasks of this project; tasks of any project, or none, when omitted.
+	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	// Index of the first task to return (0 for the first page).
 	Offset int32 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Page size, 1 to 200; 50 when omitted or 0.
@@ -504,6 +525,13 @@ func (x *ListRequest) GetStatus() TaskStatus {
 		return x.Status
 	}
 	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *ListRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
 }
 
 func (x *ListRequest) GetOffset() int32 {
@@ -785,7 +813,7 @@ var File_toolmesh_tasks_v1_tasks_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xfe\x02\n" +
+	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x9d\x03\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12 \n" +
@@ -797,19 +825,26 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x8b\x01\n" +
+	"updateTime\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\n" +
+	" \x01(\tR\tprojectId\"\xc8\x01\n" +
 	"\rCreateRequest\x123\n" +
 	"\vdescription\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
-	"\bpriority\x18\x02 \x01(\x0e2\x1f.toolmesh.tasks.v1.TaskPriorityB\b\xbaH\x05\x82\x01\x02\x10\x01R\bpriority\"=\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x1f.toolmesh.tasks.v1.TaskPriorityB\b\xbaH\x05\x82\x01\x02\x10\x01R\bpriority\x12;\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tB\x1c\xbaH\x19\xd8\x01\x01r\x142\x12^prj_[0-9a-z]{26}$R\tprojectId\"=\n" +
 	"\x0eCreateResponse\x12+\n" +
 	"\x04task\x18\x01 \x01(\v2\x17.toolmesh.tasks.v1.TaskR\x04task\"C\n" +
 	"\n" +
 	"GetRequest\x125\n" +
 	"\atask_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^tsk_[0-9a-z]{26}$R\x06taskId\":\n" +
 	"\vGetResponse\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.toolmesh.tasks.v1.TaskR\x04task\"\x95\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x17.toolmesh.tasks.v1.TaskR\x04task\"\xd2\x01\n" +
 	"\vListRequest\x12?\n" +
-	"\x06status\x18\x01 \x01(\x0e2\x1d.toolmesh.tasks.v1.TaskStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12#\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1d.toolmesh.tasks.v1.TaskStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12;\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tB\x1c\xbaH\x19\xd8\x01\x01r\x142\x12^prj_[0-9a-z]{26}$R\tprojectId\x12#\n" +
 	"\x06offset\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
 	"\x05limit\x18\x03 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"i\n" +

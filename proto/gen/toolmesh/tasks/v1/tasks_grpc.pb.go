@@ -36,7 +36,8 @@ const (
 // TasksService keeps the work tasks of every agent. The calling agent comes
 // from the caller's identity, never from a request field.
 type TasksServiceClient interface {
-	// Create a work task for the calling agent. The task starts as pending.
+	// Create a work task for the calling agent, optionally in one of its
+	// projects (project_id). The task starts as pending.
 	// Each agent may create a limited number of tasks per UTC day; past that
 	// the call fails with rate_limited. Retrying with the same idempotency key
 	// returns the task created the first time.
@@ -44,7 +45,8 @@ type TasksServiceClient interface {
 	// Get one work task by its id.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// List the calling agent's work tasks, newest first, optionally only those
-	// in one status. Results are paginated with offset and limit.
+	// in one status or of one project. Results are paginated with offset and
+	// limit.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Move a work task to its next status. Allowed moves: pending -> running,
 	// running -> completed or failed, and pending or running -> cancelled.
@@ -121,7 +123,8 @@ func (c *tasksServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts
 // TasksService keeps the work tasks of every agent. The calling agent comes
 // from the caller's identity, never from a request field.
 type TasksServiceServer interface {
-	// Create a work task for the calling agent. The task starts as pending.
+	// Create a work task for the calling agent, optionally in one of its
+	// projects (project_id). The task starts as pending.
 	// Each agent may create a limited number of tasks per UTC day; past that
 	// the call fails with rate_limited. Retrying with the same idempotency key
 	// returns the task created the first time.
@@ -129,7 +132,8 @@ type TasksServiceServer interface {
 	// Get one work task by its id.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// List the calling agent's work tasks, newest first, optionally only those
-	// in one status. Results are paginated with offset and limit.
+	// in one status or of one project. Results are paginated with offset and
+	// limit.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Move a work task to its next status. Allowed moves: pending -> running,
 	// running -> completed or failed, and pending or running -> cancelled.

@@ -50,7 +50,8 @@ const (
 
 // TasksServiceClient is a client for the toolmesh.tasks.v1.TasksService service.
 type TasksServiceClient interface {
-	// Create a work task for the calling agent. The task starts as pending.
+	// Create a work task for the calling agent, optionally in one of its
+	// projects (project_id). The task starts as pending.
 	// Each agent may create a limited number of tasks per UTC day; past that
 	// the call fails with rate_limited. Retrying with the same idempotency key
 	// returns the task created the first time.
@@ -58,7 +59,8 @@ type TasksServiceClient interface {
 	// Get one work task by its id.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List the calling agent's work tasks, newest first, optionally only those
-	// in one status. Results are paginated with offset and limit.
+	// in one status or of one project. Results are paginated with offset and
+	// limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Move a work task to its next status. Allowed moves: pending -> running,
 	// running -> completed or failed, and pending or running -> cancelled.
@@ -172,7 +174,8 @@ func (c *tasksServiceClient) Cancel(ctx context.Context, req *v1.CancelRequest) 
 
 // TasksServiceHandler is an implementation of the toolmesh.tasks.v1.TasksService service.
 type TasksServiceHandler interface {
-	// Create a work task for the calling agent. The task starts as pending.
+	// Create a work task for the calling agent, optionally in one of its
+	// projects (project_id). The task starts as pending.
 	// Each agent may create a limited number of tasks per UTC day; past that
 	// the call fails with rate_limited. Retrying with the same idempotency key
 	// returns the task created the first time.
@@ -180,7 +183,8 @@ type TasksServiceHandler interface {
 	// Get one work task by its id.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// List the calling agent's work tasks, newest first, optionally only those
-	// in one status. Results are paginated with offset and limit.
+	// in one status or of one project. Results are paginated with offset and
+	// limit.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Move a work task to its next status. Allowed moves: pending -> running,
 	// running -> completed or failed, and pending or running -> cancelled.
