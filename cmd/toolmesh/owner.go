@@ -51,8 +51,8 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 	}
 	svc, err := owner.New(st, owner.Config{
 		Engine: owner.NewTemporalEngine(deps.Temporal),
-		Egress:    egress.Policy{Allow: allow},
-		Log:       deps.Log,
+		Egress: egress.Policy{Allow: allow},
+		Log:    deps.Log,
 	})
 	if err != nil {
 		return server.Service{}, err
