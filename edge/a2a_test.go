@@ -19,10 +19,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 	jose "github.com/go-jose/go-jose/v4"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/a2adoor"
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -122,9 +123,9 @@ type a2aFixture struct {
 	logs   *logtest.Buffer
 }
 
-// newA2AFixture serves an edge with an A2A endpoint on loopback;
-// configure adjusts its configuration.
-func newA2AFixture(t *testing.T, configure func(*edge.Config)) *a2aFixture {
+// newA2AFixture serves an A2A door on loopback; configure adjusts its
+// configuration.
+func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
 	t.Helper()
 	f := &a2aFixture{remote: &inbound{tasks: map[string]*remoteagentsv1.Inbound{}}, logs: &logtest.Buffer{}}
 	agentsSrv := servertest.Start(t, server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(directory{}),
@@ -136,22 +137,34 @@ func newA2AFixture(t *testing.T, configure func(*edge.Config)) *a2aFixture {
 		t.Fatal(err)
 	}
 	f.base = "http://" + lis.Addr().String()
-	cfg := edge.Config{
-		Contracts:  []protoreflect.ServiceDescriptor{testingService()},
+	log := logging.New(f.logs, logging.ParseLevel("debug"))
+	cfg := a2adoor.Config{
+		Addr:       lis.Addr().String(),
+		Egress:     egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Version:    edge.DefaultVersion,
+		DevAgent:   edge.DefaultDevAgent,
 		Services:   map[string]string{agentsv1connect.AgentsServiceName: agentsSrv.URL, remoteagentsv1connect.RemoteAgentsServiceName: remoteSrv.URL},
 		HTTPClient: servertest.HTTPClient(),
 		Mesh:       servertest.MeshSigner(),
-		A2A:        &edge.A2AConfig{Addr: lis.Addr().String(), Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
+		Log:        log,
 	}
 	if configure != nil {
 		configure(&cfg)
 	}
-	e, err := edge.New(cfg, logging.New(f.logs, logging.ParseLevel("debug")))
+	// The edge's own Host and Origin check, which the door shares.
+	gc := httpguard.Config{Log: log}
+	if cfg.Auth != nil {
+		gc.Resource = cfg.Auth.Resource
+	}
+	if cfg.Guard, err = httpguard.New(gc); err != nil {
+		t.Fatal(err)
+	}
+	door, err := a2adoor.New(cfg)
 	if err != nil {
 		lis.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: e.A2AHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: door.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return f
@@ -446,10 +459,10 @@ func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
 	t.Parallel()
 	iss := newIssuer(t)
 	var resource string
-	f := newA2AFixture(t, func(c *edge.Config) {
+	f := newA2AFixture(t, func(c *a2adoor.Config) {
 		c.Auth = iss.authConfig(t)
 		c.Auth.Resource = "http://edge.example/mcp"
-		resource = "http://" + c.A2A.Addr
+		resource = "http://" + c.Addr
 	})
 	body := sendBody(1, textMessage("m-1", "hi"))
 	if status, a := f.rpc(t, "bob", body, nil); status != http.StatusUnauthorized || a.code() != -32001 {
@@ -497,12 +510,17 @@ func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
 		t.Errorf("a foreign Host: %d, want 403 (DNS rebinding)", resp.StatusCode)
 	}
 	// Development mode serves loopback only.
-	_, err = edge.New(edge.Config{
-		Contracts: []protoreflect.ServiceDescriptor{testingService()},
-		Services:  map[string]string{agentsv1connect.AgentsServiceName: "http://127.0.0.1:1", remoteagentsv1connect.RemoteAgentsServiceName: "http://127.0.0.1:1"},
-		Mesh:      servertest.MeshSigner(),
-		A2A:       &edge.A2AConfig{Addr: "0.0.0.0:8070"},
-	}, logging.Discard())
+	guard, err := httpguard.New(httpguard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a2adoor.New(a2adoor.Config{
+		Addr:     "0.0.0.0:8070",
+		Services: map[string]string{agentsv1connect.AgentsServiceName: "http://127.0.0.1:1", remoteagentsv1connect.RemoteAgentsServiceName: "http://127.0.0.1:1"},
+		Mesh:     servertest.MeshSigner(),
+		Guard:    guard,
+		Log:      logging.Discard(),
+	})
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("an A2A endpoint on 0.0.0.0 without authentication: %v, want refused", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/boundary"
@@ -31,10 +30,6 @@ import (
 // refuse from depth 3 on. The message must be one the caller received; the
 // edge asks the messages service, as the caller, for it.
 
-// MetaOnBehalfOf is the request _meta key naming the message a tools/call
-// is made on behalf of.
-const MetaOnBehalfOf = "dev.toolmesh/onBehalfOf"
-
 var messageIDRE = regexp.MustCompile(`^msg_[0-9a-z]{26}$`)
 
 // depthTimeout bounds looking a message up.
@@ -54,22 +49,9 @@ func newDepthLookup(cfg Config, opt connect.ClientOption) *depthLookup {
 		connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, depthTimeout)))}
 }
 
-type callDepthKey struct{}
-
-// withCallDepth records the depth a call runs at in its context.
-func withCallDepth(ctx context.Context, depth int) context.Context {
-	return context.WithValue(ctx, callDepthKey{}, depth)
-}
-
-// callDepth is the depth the call in ctx runs at (0 unless set).
-func callDepth(ctx context.Context) int {
-	d, _ := ctx.Value(callDepthKey{}).(int)
-	return d
-}
-
 // depthOf returns the depth a call of tool by p runs at, as its request's
 // _meta says; an envelope when the _meta names no message p received.
-func (e *Edge) depthOf(ctx context.Context, tool string, p *identity.Principal, meta mcp.Meta) (int, *toolcall.Envelope) {
+func (p *pipeline) depthOf(ctx context.Context, tool string, caller *identity.Principal, meta map[string]any) (int, *toolcall.Envelope) {
 	v, ok := meta[MetaOnBehalfOf]
 	if !ok {
 		return 0, nil
@@ -78,25 +60,25 @@ func (e *Edge) depthOf(ctx context.Context, tool string, p *identity.Principal, 
 	id, isString := v.(string)
 	if !isString || !messageIDRE.MatchString(id) {
 		vs := []boundary.Violation{{Field: field, Rule: "message_id", Message: "must be the id of a message you received, e.g. \"msg_01hzy3d5q8w9x7v6t5s4r3p2n1\""}}
-		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
+		boundary.LogRejection(ctx, p.log, boundary.MCPTool, vs)
 		return 0, toolcall.Invalid(tool, vs)
 	}
-	if e.depth == nil {
+	if p.depth == nil {
 		return 0, toolcall.Fail(tool, toolcall.CodeNotSupported, "this edge has no messages service to look up "+field)
 	}
-	lctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: p.Caller()}), depthTimeout)
+	lctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: caller.Caller()}), depthTimeout)
 	defer cancel()
-	res, err := e.depth.messages.Get(lctx, &messagesv1.GetRequest{MessageId: id})
-	if err == nil && res.GetMessage().GetToAgent() != p.Agent {
+	res, err := p.depth.messages.Get(lctx, &messagesv1.GetRequest{MessageId: id})
+	if err == nil && res.GetMessage().GetToAgent() != caller.Agent {
 		err = connect.NewError(connect.CodeNotFound, fmt.Errorf("message %s was not sent to you", id))
 	}
 	switch {
 	case connect.CodeOf(err) == connect.CodeNotFound:
 		vs := []boundary.Violation{{Field: field, Rule: "message_id", Message: fmt.Sprintf("no message %s was sent to you", id)}}
-		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
+		boundary.LogRejection(ctx, p.log, boundary.MCPTool, vs)
 		return 0, toolcall.Invalid(tool, vs)
 	case err != nil:
-		env := toolcall.FromError(lctx, e.log, tool, err)
+		env := toolcall.FromError(lctx, p.log, tool, err)
 		env.Message = "look up " + field + ": " + env.Message
 		return 0, env
 	}

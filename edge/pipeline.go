@@ -1,187 +1,273 @@
 package edge
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
-	"regexp"
 	"runtime/debug"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/edge/elicit"
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Guardrail violations of ADMIN calls.
-const (
-	ViolationMissingActor   = "missing_actor"
-	ViolationMissingConfirm = "missing_confirm"
-	ViolationMissingReason  = "missing_reason"
-)
+// The pipeline: the one path of every tool call, whichever door it came
+// through (port.Pipeline). Call runs, in order, each refusal happening
+// before anything is sent to the service:
+//
+//  1. identity: an authenticated caller (the door authenticated it);
+//  2. grants: the caller may call the tool; a service is behind it; a
+//     read-only edge runs READ tools only;
+//  3. limits: the caller's rate limit; the call's idempotency key and the
+//     depth it runs at (depth.go);
+//  4. guardrails: arguments are an object; an ADMIN call has an actor, a
+//     confirmation and a reason — or, from a client that can be asked, a
+//     call that lacks them (or elicitable fields) goes to the Elicitor;
+//  5. decode and validate: protojson into the request message, then
+//     protovalidate (the mcp.tool boundary);
+//  6. invoke: the service call with a deadline and the caller's mesh token;
+//  7. envelope: every outcome, a panic and a shutdown included, is one
+//     envelope, traced, counted and logged;
+//  8. audit: a successful ADMIN call is recorded exactly once.
 
-// MetaIdempotencyKey is the request _meta key a client may set to make a
-// retried tools/call apply once; without it every call gets a fresh key.
-const MetaIdempotencyKey = "dev.toolmesh/idempotencyKey"
-
-var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-
-// toolHandler answers every call to b's tool with exactly one envelope,
-// whatever happens underneath.
-func (e *Edge) toolHandler(b *binding) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		env, interim := e.runCall(ctx, b, e.principal(req), req)
-		if interim != nil {
-			return interim, nil
-		}
-		return result(env), nil
-	}
+// binding is a tool as the pipeline calls it: the bound service call and
+// what each call of it reuses.
+type binding struct {
+	call *toolcall.Binding
+	tool *toolcatalog.Tool
+	// timeout bounds the service call: the call timeout, plus the wait
+	// budget for a tool that waits for its outcome (wait.go).
+	timeout time.Duration
+	// telemetry is the call's span name and metric labels, built once.
+	telemetry callTelemetry
 }
 
-// runCall runs one call of b's tool as p and returns its envelope, or the
-// interim result of a call that goes on (an elicitation round, a task). It
-// is the one path of every tool call, and of every resource read, prompt
-// and completion that reads through a tool: the call is traced, counted and
+// Binding implements port.Tool.
+func (b *binding) Binding() *toolcall.Binding { return b.call }
+
+// pipeline runs tool calls; it implements port.Pipeline.
+type pipeline struct {
+	cfg      Config
+	log      *slog.Logger
+	reg      *toolcatalog.Registry
+	tools    []port.Tool
+	bindings map[string]*binding
+	limits   *limiters
+	obs      *instruments
+	// elicit asks the user for what calls lack; nil without
+	// Config.Elicitation.
+	elicit port.Elicitor
+	// audit records successful admin calls; nil without an audit service.
+	audit *audittrail.Recorder
+	// depth finds the depth of the message a call is made on behalf of;
+	// nil without a messages service.
+	depth *depthLookup
+	// inflight tracks tool calls so that each gets its answer on shutdown.
+	inflight *inflight
+}
+
+func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
+	p := &pipeline{cfg: cfg, log: log, bindings: map[string]*binding{}, limits: newLimiters(cfg.RateLimit), inflight: newInflight()}
+	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	p.reg, err = toolcatalog.Build(cfg.Contracts, docs, toolcatalog.Options{ExtraInput: adminInputs, ErrorOutput: toolcall.ErrorSchema()})
+	if err != nil {
+		return nil, fmt.Errorf("build tool registry: %w", err)
+	}
+	validator, err := boundary.NewValidator()
+	if err != nil {
+		return nil, err
+	}
+	if p.obs, err = newInstruments(cfg.Telemetry); err != nil {
+		return nil, err
+	}
+	clientTelemetry := cfg.Telemetry.ClientOption()
+	for _, t := range p.reg.Tools() {
+		timeout := cfg.CallTimeout
+		if t.Wait != nil {
+			timeout += cfg.WaitBudget
+		}
+		b := &binding{
+			call:      toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout, clientTelemetry),
+			tool:      t,
+			timeout:   timeout,
+			telemetry: newCallTelemetry(t.Name),
+		}
+		p.bindings[t.Name] = b
+		p.tools = append(p.tools, b)
+	}
+	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
+		p.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
+			clientTelemetry, connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
+	}
+	p.depth = newDepthLookup(cfg, clientTelemetry)
+	return p, nil
+}
+
+func (p *pipeline) Tools() []port.Tool { return p.tools }
+
+func (p *pipeline) Lookup(name string) (port.Tool, bool) {
+	b, ok := p.bindings[name]
+	if !ok {
+		return nil, false
+	}
+	return b, true
+}
+
+func (p *pipeline) ReadOnly() bool { return p.cfg.ReadOnly }
+
+// Call runs one call and returns its envelope, or the interim result of a
+// call that goes on (an elicitation round). The call is traced, counted and
 // logged, and a panic becomes an internal error.
-func (e *Edge) runCall(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest) (env *toolcall.Envelope, interim *mcp.CallToolResult) {
+func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
+	b := c.Tool.(*binding)
 	start := time.Now()
-	ctx, end, accepted := e.inflight.begin(ctx)
+	ctx, end, accepted := p.inflight.begin(ctx)
 	defer end()
-	ctx, span := e.obs.startCall(ctx, b, req)
+	ctx, span := p.obs.startCall(ctx, b, c.Meta, c.Header)
 	defer span.End()
 	defer func() {
 		if r := recover(); r != nil {
 			id := rpcerror.NewID()
-			e.log.ErrorContext(ctx, "tool.error", "error_id", id, "tool", b.tool.Name, "domain_code", toolcall.CodeInternal,
+			p.log.ErrorContext(ctx, "tool.error", "error_id", id, "tool", b.tool.Name, "domain_code", toolcall.CodeInternal,
 				"error", fmt.Sprintf("panic: %v", r), "stack", string(debug.Stack()))
-			env, interim = toolcall.Internal(b.tool.Name, id), nil
-			e.obs.endCall(ctx, b, env, time.Since(start))
+			out = port.Outcome{Envelope: toolcall.Internal(b.tool.Name, id)}
+			p.obs.endCall(ctx, b, out.Envelope, time.Since(start))
 		}
 	}()
+	var env *toolcall.Envelope
 	if accepted {
-		env, interim = e.call(ctx, b, p, req)
-		if interim != nil {
-			e.obs.interimCall(ctx, b, time.Since(start))
-			return nil, interim
+		out = p.run(ctx, b, c)
+		if out.Interim != nil {
+			p.obs.interimCall(ctx, b, time.Since(start))
+			return out
 		}
+		env = out.Envelope
 	}
-	env = retryAdvice(ctx, env, b.tool.Name, b.tool.Kind, !accepted, req.Params.Meta)
-	e.observe(ctx, b, p, req, env, time.Since(start))
-	return env, nil
+	env = retryAdvice(ctx, env, b.tool.Name, b.tool.Kind, !accepted, c.Meta)
+	p.observe(ctx, b, c.Caller, env, time.Since(start))
+	return port.Outcome{Envelope: env}
 }
 
-// call runs the pipeline of one tool call. Each refusal happens before
-// anything is sent to the service.
-func (e *Edge) call(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := b.tool
-	if p == nil {
-		return toolcall.Fail(t.Name, toolcall.CodeUnauthenticated, "the caller is not authenticated"), nil
-	}
-	if ok, why := p.MayCall(t); !ok {
-		return toolcall.Fail(t.Name, toolcall.CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)), nil
-	}
-	if !b.HasBackend() {
-		return toolcall.Fail(t.Name, toolcall.CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", t.Name, t.Service)), nil
-	}
-	if e.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ {
-		return toolcall.Fail(t.Name, toolcall.CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", lowerFirst(t.Title))), nil
-	}
-	if env := e.rateLimit(ctx, t, p); env != nil {
-		return env, nil
-	}
-	key, env := idempotencyKey(t.Name, req.Params.Meta)
-	if env != nil {
-		return env, nil
-	}
-	depth, env := e.depthOf(ctx, t.Name, p, req.Params.Meta)
-	if env != nil {
-		return env, nil
-	}
-	ctx = withCallDepth(ctx, depth)
+// run runs the steps of one call.
+func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outcome {
+	t, caller := b.tool, c.Caller
+	fail := func(env *toolcall.Envelope) port.Outcome { return port.Outcome{Envelope: env} }
 
-	args := req.Params.Arguments
-	if vs := toolcall.CheckObject(args); vs != nil {
-		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-		return toolcall.Invalid(t.Name, vs), nil
+	// Identity and grants.
+	if caller == nil {
+		return fail(toolcall.Fail(t.Name, toolcall.CodeUnauthenticated, "the caller is not authenticated"))
 	}
-	if req.Params.RequestState != "" {
-		// A later round of an elicited call.
-		if e.elicit == nil {
-			boundary.LogRejection(ctx, e.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})
-			return stateRefused(t.Name), nil
+	if ok, why := caller.MayCall(t); !ok {
+		return fail(toolcall.Fail(t.Name, toolcall.CodePermissionDenied, fmt.Sprintf("you may not call %s: %s", t.Name, why)))
+	}
+	if !b.call.HasBackend() {
+		return fail(toolcall.Fail(t.Name, toolcall.CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", t.Name, t.Service)))
+	}
+	if p.cfg.ReadOnly && t.Kind != toolv1.Kind_KIND_READ {
+		return fail(toolcall.Fail(t.Name, toolcall.CodeReadOnly, fmt.Sprintf("Cannot %s in read-only mode.", t.Action())))
+	}
+
+	// Limits.
+	if !c.Unmetered {
+		if env := p.rateLimit(t, caller); env != nil {
+			return fail(env)
 		}
-		return e.elicit.next(ctx, elicitedCall{b: b, p: p, req: req})
+	}
+	key, env := idempotencyKey(t.Name, c.Meta)
+	if env != nil {
+		return fail(env)
+	}
+	depth, env := p.depthOf(ctx, t.Name, caller, c.Meta)
+	if env != nil {
+		return fail(env)
+	}
+
+	// Guardrails, or the questions that fill them.
+	args := c.Arguments
+	if vs := toolcall.CheckObject(args); vs != nil {
+		boundary.LogRejection(ctx, p.log, boundary.MCPTool, vs)
+		return fail(toolcall.Invalid(t.Name, vs))
+	}
+	if c.MCP != nil && c.MCP.Params.RequestState != "" {
+		// A later round of an elicited call.
+		if p.elicit == nil {
+			boundary.LogRejection(ctx, p.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})
+			return fail(elicit.StateRefused(t.Name))
+		}
+		return p.elicit.Next(ctx, &port.Elicited{Call: c, Depth: depth})
 	}
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
-	elicit := e.elicit != nil && (admin || len(t.Elicitable) > 0) && canElicit(req)
+	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0) && p.elicit.CanAsk(c)
 	var reason string
-	if admin || elicit {
-		obj, env := argumentsObject(ctx, e, b, args)
+	if admin || ask {
+		obj, env := argumentsObject(ctx, p.log, b, args)
 		if env != nil {
-			return env, nil
+			return fail(env)
 		}
-		if admin && p.Subject == "" {
-			return guardrail(t.Name, ViolationMissingActor,
-				fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)), nil
+		if admin && caller.Subject == "" {
+			return fail(guardrail(t.Name, ViolationMissingActor,
+				fmt.Sprintf("%s is an administrative tool and needs an identified actor: the caller's token names no subject", t.Name)))
 		}
-		if elicit {
-			steps, env := e.elicit.plan(ctx, b, obj)
-			if env != nil {
-				return env, nil
-			}
-			if steps != nil {
-				clientKey, _ := req.Params.Meta[MetaIdempotencyKey].(string)
-				return e.elicit.start(ctx, elicitedCall{b: b, p: p, req: req}, obj, steps, clientKey)
+		if ask {
+			clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
+			if out, ok := p.elicit.Ask(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey}, obj); ok {
+				return out
 			}
 		}
 		if admin {
-			if args, reason, env = e.guard(ctx, b, obj); env != nil {
-				return env, nil
+			if args, reason, env = p.guard(ctx, b, obj); env != nil {
+				return fail(env)
 			}
 		}
 	}
-	msg, vs := b.Decode(ctx, args)
+
+	// Decode and validate.
+	msg, vs := b.call.Decode(ctx, args)
 	if vs != nil {
-		return toolcall.Invalid(t.Name, vs), nil
+		return fail(toolcall.Invalid(t.Name, vs))
 	}
-	if b.wait != nil {
-		e.setWait(b, msg, e.tasks != nil && e.tasks.byStart[t.Name] != nil && taskSlotFrom(ctx) != nil)
+	if t.Wait != nil {
+		p.setWait(t, msg, c.NoWait)
 	}
-	stop := e.progress(ctx, b, req)
-	caller := p.Caller()
-	caller.Depth = depth
-	env = b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: caller, IdempotencyKey: key})
+
+	// Invoke: the envelope is what the service answered.
+	stop := func() {}
+	if c.Progress != nil {
+		stop = c.Progress.Start(ctx, t)
+	}
+	mc := caller.Caller()
+	mc.Depth = depth
+	env = b.call.Invoke(ctx, msg, p.cfg.Mesh, mesh.Call{Caller: mc, IdempotencyKey: key})
 	stop()
-	if e.tasks != nil {
-		e.callTask(ctx, b, env)
+
+	// Audit.
+	if admin && !env.IsError() {
+		p.adminExecuted(ctx, t, caller, msg, key, reason, env)
 	}
-	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
-		e.adminExecuted(ctx, t, p, msg, key, reason, env)
-	}
-	return env, nil
+	return port.Outcome{Envelope: env}
 }
 
-// rateLimit refuses a call past p's rate limit. The edge's own background
-// reads (subscription polls) are not the caller's calls and do not count.
-func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal) *toolcall.Envelope {
-	if ctx.Value(unmeteredKey{}) != nil {
-		return nil
-	}
-	if ok, wait := e.limits.allow(p.LimitKey(), time.Now()); !ok {
+// rateLimit refuses a call past p's rate limit.
+func (p *pipeline) rateLimit(t *toolcatalog.Tool, caller *identity.Principal) *toolcall.Envelope {
+	if ok, wait := p.limits.allow(caller.LimitKey(), time.Now()); !ok {
 		env := toolcall.Fail(t.Name, toolcall.CodeRateLimited, "too many tool calls; slow down and retry after the given number of seconds")
 		env.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
 		return env
@@ -189,185 +275,51 @@ func (e *Edge) rateLimit(ctx context.Context, t *toolcatalog.Tool, p *identity.P
 	return nil
 }
 
-// unmeteredKey marks the context of the edge's own background reads.
-type unmeteredKey struct{}
-
 // adminExecuted records a successful admin call: exactly one
 // mcp.admin_op.executed event and its audit record (when an audit service is
 // configured): a change, or a replay of the call that made it when the
 // service answered env as a replay (see audittrail). The action has already
 // happened, so a failed append is logged, not returned to the caller.
-func (e *Edge) adminExecuted(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
-	attrs := []any{"tool", t.Name, "subject", p.Subject, "agent", p.Agent, "reason", truncate(reason, 500), "call_id", key}
+func (p *pipeline) adminExecuted(ctx context.Context, t *toolcatalog.Tool, caller *identity.Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
+	attrs := []any{"tool", t.Name, "subject", caller.Subject, "agent", caller.Agent, "reason", httpguard.Truncate(reason, 500), "call_id", key}
 	if env.Replayed {
 		attrs = append(attrs, "replay_of", env.ReplayOf)
 	}
-	e.log.InfoContext(ctx, "mcp.admin_op.executed", attrs...)
-	if e.audit == nil {
+	p.log.InfoContext(ctx, "mcp.admin_op.executed", attrs...)
+	if p.audit == nil {
 		return
 	}
 	// Record even when the client has gone away: the action happened.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
-	entry := audittrail.Entry{CallID: key, Actor: p.Subject, Tool: t.Name, Reason: reason, Arguments: msg, Replayed: env.Replayed, ReplayOf: env.ReplayOf}
-	if _, err := e.audit.Record(actx, entry); err != nil {
-		e.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", p.Subject, "call_id", key, "error", err)
+	entry := audittrail.Entry{CallID: key, Actor: caller.Subject, Tool: t.Name, Reason: reason, Arguments: msg, Replayed: env.Replayed, ReplayOf: env.ReplayOf}
+	if _, err := p.audit.Record(actx, entry); err != nil {
+		p.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", caller.Subject, "call_id", key, "error", err)
 	}
 }
 
 // auditTimeout bounds recording one admin call, retries included.
 const auditTimeout = 5 * time.Second
 
-// argumentsObject parses a call's arguments (already known to be an
-// object, or absent) into their fields.
-func argumentsObject(ctx context.Context, e *Edge, b *binding, args json.RawMessage) (map[string]json.RawMessage, *toolcall.Envelope) {
-	obj := map[string]json.RawMessage{}
-	if a := bytes.TrimSpace(args); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
-		if err := json.Unmarshal(a, &obj); err != nil {
-			vs := []boundary.Violation{b.DecodeError(err)}
-			boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-			return nil, toolcall.Invalid(b.tool.Name, vs)
-		}
-	}
-	return obj, nil
-}
-
-// guard checks the admin inputs — confirm that is the JSON literal true, a
-// non-blank reason — and returns the arguments the request message decodes
-// from (confirm and reason removed unless the message has such fields).
-// The actor was checked before.
-func (e *Edge) guard(ctx context.Context, b *binding, obj map[string]json.RawMessage) (args json.RawMessage, reason string, env *toolcall.Envelope) {
-	t := b.tool
-	if missing := toolcall.MissingAdmin(obj); len(missing) > 0 {
-		return nil, "", missingAdminEnvelope(t.Name, missing)
-	}
-	out, reason, err := toolcall.StripAdmin(obj, b.Input())
-	if err != nil {
-		return nil, "", toolcall.Unexpected(ctx, e.log, t.Name, err)
-	}
-	return out, reason, nil
-}
-
-// missingAdminEnvelope is the guardrail_violated envelope naming exactly
-// the admin inputs a call lacks.
-func missingAdminEnvelope(tool string, missing []string) *toolcall.Envelope {
-	v := ViolationMissingConfirm
-	msg := fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) to confirm it", tool)
-	if missing[0] == argReason {
-		v = ViolationMissingReason
-		msg = fmt.Sprintf("%s is an administrative tool: give a non-blank reason for it", tool)
-	}
-	if len(missing) == 2 {
-		msg = fmt.Sprintf("%s is an administrative tool: set confirm to true (the JSON boolean) and give a non-blank reason", tool)
-	}
-	return guardrail(tool, v, msg)
-}
-
-func guardrail(tool, violation, msg string) *toolcall.Envelope {
-	env := toolcall.Fail(tool, toolcall.CodeGuardrailViolated, msg)
-	env.Violation = violation
-	return env
-}
-
-// idempotencyKey returns the key the call carries: the client's, from
-// _meta, or a fresh one.
-func idempotencyKey(tool string, meta mcp.Meta) (string, *toolcall.Envelope) {
-	v, ok := meta[MetaIdempotencyKey]
-	if !ok {
-		return newIdempotencyKey(), nil
-	}
-	s, isString := v.(string)
-	if !isString || !idempotencyKeyRE.MatchString(s) {
-		return "", toolcall.Invalid(tool, []boundary.Violation{{Field: "_meta." + MetaIdempotencyKey, Rule: "idempotency_key",
-			Message: "must be 1 to 128 characters of letters, digits, '.', '_', ':' or '-'"}})
-	}
-	return "mcp-client-" + s, nil
-}
-
-func newIdempotencyKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "mcp-" + hex.EncodeToString(b[:])
-}
-
-// progress tells a client that asked for progress that a call is still
-// running, every ProgressInterval, so it can keep waiting; the returned
-// function stops it. A long-running tool also reports its start.
-func (e *Edge) progress(ctx context.Context, b *binding, req *mcp.CallToolRequest) func() {
-	token := req.Params.GetProgressToken()
-	if token == nil || req.Session == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		n := 0
-		notify := func(msg string) {
-			n++
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg})
-		}
-		if b.tool.LongRunning {
-			notify(b.tool.Title + ": started")
-		}
-		tick := time.NewTicker(e.cfg.ProgressInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				notify(b.tool.Title + ": still running")
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
-}
-
 // observe logs the outcome of a call and emits the events some outcomes
-// promise: exactly one mcp.admin_op.executed per successful admin call, one
-// mcp.capability_gap or mcp.not_supported per such envelope. A failed call
-// is also reported to a client that set a log level. The outcome goes into
-// the call's span and the tool call metrics.
-func (e *Edge) observe(ctx context.Context, b *binding, p *identity.Principal, req *mcp.CallToolRequest, env *toolcall.Envelope, took time.Duration) {
-	e.obs.endCall(ctx, b, env, took)
+// promise: one mcp.capability_gap or mcp.not_supported per such envelope.
+// The outcome goes into the call's span and the tool call metrics.
+func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Principal, env *toolcall.Envelope, took time.Duration) {
+	p.obs.endCall(ctx, b, env, took)
 	t := b.tool
 	subject, agent := "", ""
-	if p != nil {
-		subject, agent = p.Subject, p.Agent
+	if caller != nil {
+		subject, agent = caller.Subject, caller.Agent
 	}
 	switch {
 	case env.DomainCode == toolcall.CodeCapabilityGap:
-		e.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
+		p.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
 	case env.DomainCode == toolcall.CodeNotSupported:
-		e.log.WarnContext(ctx, "mcp.not_supported", "tool", t.Name, "service", t.Service, "message", env.Message)
+		p.log.WarnContext(ctx, "mcp.not_supported", "tool", t.Name, "service", t.Service, "message", env.Message)
 	}
 	if env.Status == "ok" {
-		e.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())
+		p.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())
 		return
 	}
-	e.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
-	if req.Session != nil {
-		//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call
-		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
-			Data: map[string]string{"tool": t.Name, "domain_code": env.DomainCode, "message": env.Message}})
-	}
-}
-
-// lowerFirst lowercases the first letter of a title for use mid-sentence,
-// unless it starts an acronym ("Create work task" → "create work task").
-func lowerFirst(s string) string {
-	r, n := utf8.DecodeRuneInString(s)
-	if n == 0 {
-		return s
-	}
-	if next, _ := utf8.DecodeRuneInString(s[n:]); unicode.IsUpper(next) {
-		return s
-	}
-	return string(unicode.ToLower(r)) + s[n:]
+	p.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
 }

@@ -1,4 +1,4 @@
-package edge
+package a2adoor
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,17 +17,19 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 )
 
-// The A2A endpoint: the mesh's agents served over the Agent2Agent protocol
-// (0.3, JSON-RPC), on a listener of its own. Every registered, active agent
+// Package a2adoor is the edge's A2A door: the mesh's agents served over
+// the Agent2Agent protocol (0.3, JSON-RPC), on a listener of its own. Every registered, active agent
 // has a card at /a2a/agents/<id>/.well-known/agent-card.json and takes
 // JSON-RPC at /a2a/agents/<id>:
 //
@@ -46,8 +49,8 @@ import (
 // published keys, which this endpoint publishes too, at
 // /.well-known/jwks.json.
 
-// A2AConfig configures the A2A endpoint.
-type A2AConfig struct {
+// Config configures the A2A door.
+type Config struct {
 	// Addr is the address it listens on; in development mode (no Auth on
 	// the edge) it must be a loopback address.
 	Addr string
@@ -63,6 +66,27 @@ type A2AConfig struct {
 	Egress egress.Policy
 	// Version is the agents' version on their cards.
 	Version string
+
+	// Auth authenticates callers as the edge does, for the A2A resource
+	// (Resource); nil is development mode, which serves loopback only.
+	Auth *identity.Config
+	// Grants are the edge's grants per token subject.
+	Grants *identity.Grants
+	// DevAgent is the agent of the local caller in development mode.
+	DevAgent string
+	// Guard is the edge's Host and Origin check; the door also answers to
+	// its public URL's host.
+	Guard *httpguard.Guard
+	// Services maps fully-qualified service names to base URLs.
+	Services map[string]string
+	// HTTPClient reaches the services.
+	HTTPClient *http.Client
+	// Mesh signs the mesh token of each service call.
+	Mesh *mesh.Signer
+	// Telemetry makes each service call a span of the request's trace.
+	Telemetry telemetry.Providers
+	// Log receives the door's events.
+	Log *slog.Logger
 }
 
 // a2aPathPrefix is where agents are served.
@@ -74,12 +98,14 @@ const a2aTimeout = 15 * time.Second
 // a2aMaxBody caps an A2A request body.
 const a2aMaxBody = 1 << 20
 
-// a2aGateway is the A2A endpoint of an edge.
-type a2aGateway struct {
-	e        *Edge
-	cfg      A2AConfig
+// Door is the A2A endpoint of the mesh's agents.
+type Door struct {
+	cfg      Config
+	log      *slog.Logger
+	guard    *httpguard.Guard
+	dev      *identity.Principal // the local caller in development mode
 	base     string
-	hostPort hostPort
+	hostPort httpguard.HostPort
 	auth     *identity.Authenticator // nil in development mode
 	agents   agentsv1connect.AgentsServiceClient
 	remote   remoteagentsv1connect.RemoteAgentsServiceClient
@@ -91,12 +117,13 @@ type a2aGateway struct {
 // self is the identity the endpoint asks the agents directory with.
 var a2aSelf = mesh.Caller{Subject: "toolmesh-a2a", Agent: "toolmesh-a2a", Roles: []string{mesh.RoleService}}
 
-func newA2AGateway(e *Edge, cfg A2AConfig) (*a2aGateway, error) {
+// New checks cfg and builds the door.
+func New(cfg Config) (*Door, error) {
 	host, _, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("a2a: listen address %q: %w", cfg.Addr, err)
 	}
-	g := &a2aGateway{e: e, cfg: cfg, loopback: isLoopbackName(host)}
+	g := &Door{cfg: cfg, log: cfg.Log, guard: cfg.Guard, loopback: httpguard.IsLoopbackName(host)}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Addr
 	}
@@ -104,124 +131,96 @@ func newA2AGateway(e *Edge, cfg A2AConfig) (*a2aGateway, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("a2a: public URL %q is not an http(s) base URL", cfg.PublicURL)
 	}
-	if cfg.Version == "" {
-		cfg.Version = e.cfg.Version
-	}
 	g.base = strings.TrimRight(cfg.PublicURL, "/")
-	g.hostPort = parseHostPort(u.Host)
-	if e.cfg.Auth == nil {
+	g.hostPort = httpguard.ParseHostPort(u.Host)
+	if cfg.Auth == nil {
 		if !g.loopback {
 			return nil, fmt.Errorf("a2a: development mode (no authentication) serves loopback only, but the A2A endpoint listens on %s", cfg.Addr)
 		}
+		g.dev = identity.Dev(cfg.DevAgent)
 	} else {
-		ac := *e.cfg.Auth
+		ac := *cfg.Auth
 		ac.Resource = cfg.Resource
 		if ac.Resource == "" {
 			ac.Resource = g.base
 		}
-		if g.auth, err = identity.New(ac, e.cfg.Grants, e.log); err != nil {
+		if g.auth, err = identity.New(ac, cfg.Grants, cfg.Log); err != nil {
 			return nil, fmt.Errorf("a2a: %w", err)
 		}
 	}
-	agentsURL := e.cfg.Services[agentsv1connect.AgentsServiceName]
-	remoteURL := e.cfg.Services[remoteagentsv1connect.RemoteAgentsServiceName]
+	agentsURL := cfg.Services[agentsv1connect.AgentsServiceName]
+	remoteURL := cfg.Services[remoteagentsv1connect.RemoteAgentsServiceName]
 	if agentsURL == "" || remoteURL == "" {
 		return nil, errors.New("a2a: the A2A endpoint needs the agents and remoteagents services")
 	}
-	opts := []connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor(e.cfg.Mesh, a2aTimeout)), e.cfg.Telemetry.ClientOption()}
-	g.agents = agentsv1connect.NewAgentsServiceClient(e.cfg.HTTPClient, agentsURL, opts...)
-	g.remote = remoteagentsv1connect.NewRemoteAgentsServiceClient(e.cfg.HTTPClient, remoteURL, opts...)
+	opts := []connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, a2aTimeout)), cfg.Telemetry.ClientOption()}
+	g.agents = agentsv1connect.NewAgentsServiceClient(cfg.HTTPClient, agentsURL, opts...)
+	g.remote = remoteagentsv1connect.NewRemoteAgentsServiceClient(cfg.HTTPClient, remoteURL, opts...)
 	g.depth = a2alink.NewDepthVerifier(cfg.Egress)
-	if g.keys, err = json.Marshal(a2alink.Keys(e.cfg.Mesh.PublicKey())); err != nil {
+	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Mesh.PublicKey())); err != nil {
 		return nil, fmt.Errorf("a2a: publish keys: %w", err)
 	}
 	g.cfg = cfg
 	return g, nil
 }
 
-// A2AHandler serves the A2A endpoint (nil when the edge has none).
-func (e *Edge) A2AHandler() http.Handler {
-	if e.a2a == nil {
-		return nil
-	}
+// Handler serves the A2A endpoint.
+func (g *Door) Handler() http.Handler {
 	mux := http.NewServeMux()
-	g := e.a2a
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	mux.HandleFunc("GET "+a2alink.KeysPath, g.serveKeys)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}"+a2alink.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}", g.serveCard)
 	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveRPC)
-	return e.recoverPanics(g.guard(mux))
+	return httpguard.RecoverPanics(g.log, g.check(mux))
 }
 
-// guard is the Host check (DNS rebinding) and, in development mode, the
+// check is the Host check (DNS rebinding) and, in development mode, the
 // loopback check, before anything is served.
-func (g *a2aGateway) guard(next http.Handler) http.Handler {
+func (g *Door) check(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.hostAllowed(r) {
-			g.e.rejectHost(w, r)
+			g.guard.RejectHost(w, r)
 			return
 		}
-		if g.auth == nil && !connLoopback(r) {
-			writeRPCError(w, http.StatusForbidden, nil, codeUnauthorized, "Forbidden: this A2A endpoint runs without authentication and serves loopback clients only", nil)
+		if g.auth == nil && !httpguard.ConnLoopback(r) {
+			httpguard.WriteRPCError(w, http.StatusForbidden, nil, httpguard.CodeUnauthorized, "Forbidden: this A2A endpoint runs without authentication and serves loopback clients only", nil)
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && !g.e.originAllowed(o, r) {
-			writeRPCError(w, http.StatusForbidden, nil, codeInvalidRequest, "Forbidden: origin "+truncate(o, 200)+" is not allowed", nil)
+		if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && !g.guard.OriginAllowed(o, r) {
+			httpguard.WriteRPCError(w, http.StatusForbidden, nil, httpguard.CodeInvalidRequest, "Forbidden: origin "+httpguard.Truncate(o, 200)+" is not allowed", nil)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (g *a2aGateway) hostAllowed(r *http.Request) bool {
-	hp := parseHostPort(r.Host)
-	if hp.host == "" {
+func (g *Door) hostAllowed(r *http.Request) bool {
+	hp := httpguard.ParseHostPort(r.Host)
+	if hp.Host == "" {
 		return false
 	}
-	if g.loopback && connLoopback(r) && isLoopbackName(hp.host) {
+	if g.loopback && httpguard.ConnLoopback(r) && httpguard.IsLoopbackName(hp.Host) {
 		return true
 	}
-	if hp.host == g.hostPort.host && (g.hostPort.port == "" || g.hostPort.port == hp.port) {
-		return true
-	}
-	for _, a := range g.e.hosts {
-		if a.host == hp.host && (a.port == "" || a.port == hp.port) {
-			return true
-		}
-	}
-	return false
+	return g.hostPort.Matches(hp) || g.guard.Listed(hp)
 }
 
-// connLoopback reports whether r came in on a loopback address.
-func connLoopback(r *http.Request) bool {
-	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || addr == nil {
-		return false
-	}
-	host, _, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func (g *a2aGateway) serveKeys(w http.ResponseWriter, _ *http.Request) {
+func (g *Door) serveKeys(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	_, _ = w.Write(g.keys)
 }
 
+// PublicURL is the door's base URL as remote agents reach it.
+func (g *Door) PublicURL() string { return g.base }
+
 // endpoint is the A2A URL of an agent: its card's url, and the audience
 // of depth tokens for it.
-func (g *a2aGateway) endpoint(agent string) string { return g.base + a2aPathPrefix + agent }
+func (g *Door) endpoint(agent string) string { return g.base + a2aPathPrefix + agent }
 
 // activeAgent returns the registered agent id, when it is active.
-func (g *a2aGateway) activeAgent(ctx context.Context, id string) (*agentsv1.Agent, error) {
+func (g *Door) activeAgent(ctx context.Context, id string) (*agentsv1.Agent, error) {
 	ctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: a2aSelf}), a2aTimeout)
 	defer cancel()
 	res, err := g.agents.Get(ctx, &agentsv1.GetRequest{AgentId: id})
@@ -235,7 +234,7 @@ func (g *a2aGateway) activeAgent(ctx context.Context, id string) (*agentsv1.Agen
 }
 
 // serveCard answers an agent's card: public, for discovery.
-func (g *a2aGateway) serveCard(w http.ResponseWriter, r *http.Request) {
+func (g *Door) serveCard(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("agent")
 	ag, err := g.activeAgent(r.Context(), id)
 	if err != nil {
@@ -248,18 +247,18 @@ func (g *a2aGateway) serveCard(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentError answers a request for an agent that is not served.
-func (g *a2aGateway) agentError(w http.ResponseWriter, r *http.Request, rpcID json.RawMessage, id string, err error) {
+func (g *Door) agentError(w http.ResponseWriter, r *http.Request, rpcID json.RawMessage, id string, err error) {
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound, connect.CodeInvalidArgument:
-		writeRPCError(w, http.StatusNotFound, rpcID, codeInvalidRequest, fmt.Sprintf("no agent %q is served here", truncate(id, 64)), nil)
+		httpguard.WriteRPCError(w, http.StatusNotFound, rpcID, httpguard.CodeInvalidRequest, fmt.Sprintf("no agent %q is served here", httpguard.Truncate(id, 64)), nil)
 		return
 	}
-	g.e.log.ErrorContext(r.Context(), "a2a.directory_failed", "agent", truncate(id, 64), "error", err)
-	writeRPCError(w, http.StatusServiceUnavailable, rpcID, codeInternalError, "the agents directory is unavailable; try again", nil)
+	g.log.ErrorContext(r.Context(), "a2a.directory_failed", "agent", httpguard.Truncate(id, 64), "error", err)
+	httpguard.WriteRPCError(w, http.StatusServiceUnavailable, rpcID, httpguard.CodeInternalError, "the agents directory is unavailable; try again", nil)
 }
 
 // card is an agent's A2A card.
-func (g *a2aGateway) card(ag *agentsv1.Agent) *a2a.AgentCard {
+func (g *Door) card(ag *agentsv1.Agent) *a2a.AgentCard {
 	name := ag.GetDisplayName()
 	if name == "" {
 		name = ag.GetId()

@@ -1,4 +1,4 @@
-package edge
+package a2adoor
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/boundary"
@@ -26,6 +27,8 @@ import (
 // A2A JSON-RPC methods and error codes (A2A 0.3 §3.5.6, §8).
 const (
 	methodMessageSend      = "message/send"
+	methodTasksGet         = "tasks/get"
+	methodTasksCancel      = "tasks/cancel"
 	codeMethodNotFound     = -32601
 	codeInvalidParams      = -32602
 	codeServerError        = -32000
@@ -53,8 +56,7 @@ type a2aRequest struct {
 	cancel *a2a.TaskIDParams
 }
 
-// rpcFault is a JSON-RPC error answer (the methods tasks/get and
-// tasks/cancel share their names with the MCP Tasks extension's).
+// rpcFault is a JSON-RPC error answer.
 type rpcFault struct {
 	status int
 	code   int
@@ -65,7 +67,7 @@ func (f *rpcFault) Error() string { return f.msg }
 
 // serveRPC parses one JSON-RPC request at the a2a.jsonrpc boundary,
 // authenticates its caller and answers it.
-func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
+func (g *Door) serveRPC(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
 	p, ok := g.authenticate(w, r)
 	if !ok {
@@ -77,7 +79,7 @@ func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
 		if req != nil {
 			id = req.id
 		}
-		writeRPCError(w, fault.status, id, fault.code, fault.msg, nil)
+		httpguard.WriteRPCError(w, fault.status, id, fault.code, fault.msg, nil)
 		return
 	}
 	if _, err := g.activeAgent(r.Context(), agent); err != nil {
@@ -96,7 +98,7 @@ func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		f := g.fault(r.Context(), req.method, err)
-		writeRPCError(w, f.status, req.id, f.code, f.msg, map[string]string{"error": f.msg})
+		httpguard.WriteRPCError(w, f.status, req.id, f.code, f.msg, map[string]string{"error": f.msg})
 		return
 	}
 	b, err := json.Marshal(struct {
@@ -105,7 +107,7 @@ func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
 		Result  any             `json:"result"`
 	}{"2.0", req.id, res})
 	if err != nil {
-		writeRPCError(w, http.StatusInternalServerError, req.id, codeInternalError, "internal error", nil)
+		httpguard.WriteRPCError(w, http.StatusInternalServerError, req.id, httpguard.CodeInternalError, "internal error", nil)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -115,9 +117,9 @@ func (g *a2aGateway) serveRPC(w http.ResponseWriter, r *http.Request) {
 // authenticate returns the caller: with authentication on, a bearer JWT
 // for the A2A resource granting toolmesh:write; in development mode the
 // local caller.
-func (g *a2aGateway) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Principal, bool) {
+func (g *Door) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Principal, bool) {
 	if g.auth == nil {
-		return g.e.dev, true
+		return g.dev, true
 	}
 	p, _, fail := g.auth.Authenticate(r)
 	if fail == nil && !p.HasScope(identity.ScopeWrite) {
@@ -125,7 +127,7 @@ func (g *a2aGateway) authenticate(w http.ResponseWriter, r *http.Request) (*iden
 	}
 	if fail != nil {
 		w.Header().Set("WWW-Authenticate", g.auth.Challenge(fail))
-		writeRPCError(w, fail.Status, nil, codeUnauthorized, fail.Text(), nil)
+		httpguard.WriteRPCError(w, fail.Status, nil, httpguard.CodeUnauthorized, fail.Text(), nil)
 		return nil, false
 	}
 	return p, true
@@ -135,13 +137,13 @@ func (g *a2aGateway) authenticate(w http.ResponseWriter, r *http.Request) (*iden
 // (a malformed one is -32700 or -32600), then the params of its method as
 // that method's type. Params that do not fit are -32602, logged as one
 // boundary.validation_failed event.
-func (g *a2aGateway) parse(w http.ResponseWriter, r *http.Request) (*a2aRequest, *rpcFault) {
+func (g *Door) parse(w http.ResponseWriter, r *http.Request) (*a2aRequest, *rpcFault) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil, &rpcFault{http.StatusUnsupportedMediaType, codeInvalidRequest, "Content-Type must be application/json"}
+		return nil, &rpcFault{http.StatusUnsupportedMediaType, httpguard.CodeInvalidRequest, "Content-Type must be application/json"}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a2aMaxBody))
 	if err != nil {
-		return nil, &rpcFault{http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", a2aMaxBody)}
+		return nil, &rpcFault{http.StatusRequestEntityTooLarge, httpguard.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", a2aMaxBody)}
 	}
 	var env struct {
 		JSONRPC string          `json:"jsonrpc"`
@@ -151,17 +153,17 @@ func (g *a2aGateway) parse(w http.ResponseWriter, r *http.Request) (*a2aRequest,
 	}
 	t := bytes.TrimSpace(body)
 	if !json.Valid(t) {
-		return nil, &rpcFault{http.StatusOK, codeParseError, "Parse error: the body is not JSON"}
+		return nil, &rpcFault{http.StatusOK, httpguard.CodeParseError, "Parse error: the body is not JSON"}
 	}
 	if len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &env) != nil {
-		return nil, &rpcFault{http.StatusOK, codeInvalidRequest, "Invalid request: the body must be one JSON-RPC request object (batches are not served)"}
+		return nil, &rpcFault{http.StatusOK, httpguard.CodeInvalidRequest, "Invalid request: the body must be one JSON-RPC request object (batches are not served)"}
 	}
 	req := &a2aRequest{method: env.Method}
-	if plainID(env.ID) {
+	if httpguard.PlainID(env.ID) {
 		req.id = env.ID
 	}
 	if env.JSONRPC != "2.0" || req.id == nil || env.Method == "" {
-		return req, &rpcFault{http.StatusOK, codeInvalidRequest, `Invalid request: want "jsonrpc": "2.0", a string or number "id" and a "method"`}
+		return req, &rpcFault{http.StatusOK, httpguard.CodeInvalidRequest, `Invalid request: want "jsonrpc": "2.0", a string or number "id" and a "method"`}
 	}
 	var vs []boundary.Violation
 	switch env.Method {
@@ -193,10 +195,10 @@ func (g *a2aGateway) parse(w http.ResponseWriter, r *http.Request) (*a2aRequest,
 	case "agent/getAuthenticatedExtendedCard":
 		return req, &rpcFault{http.StatusOK, codeExtendedCardNone, "This agent has no authenticated extended card"}
 	default:
-		return req, &rpcFault{http.StatusOK, codeMethodNotFound, "Method not found: " + truncate(logging.Scrub(env.Method), 100)}
+		return req, &rpcFault{http.StatusOK, codeMethodNotFound, "Method not found: " + httpguard.Truncate(logging.Scrub(env.Method), 100)}
 	}
 	if len(vs) > 0 {
-		boundary.LogRejection(r.Context(), g.e.log, boundary.A2AJSONRPC, vs)
+		boundary.LogRejection(r.Context(), g.log, boundary.A2AJSONRPC, vs)
 		return req, &rpcFault{http.StatusOK, codeInvalidParams, "Invalid params: " + logging.Scrub(boundary.Summary(vs))}
 	}
 	if req.send != nil && req.send.Config != nil && req.send.Config.PushConfig != nil {
@@ -297,7 +299,7 @@ func messageText(m *a2a.Message) string {
 }
 
 // as returns ctx calling RemoteAgentsService as the sender, at depth.
-func (g *a2aGateway) as(ctx context.Context, p *identity.Principal, depth int) (context.Context, context.CancelFunc) {
+func (g *Door) as(ctx context.Context, p *identity.Principal, depth int) (context.Context, context.CancelFunc) {
 	c := mesh.Caller{Subject: p.Subject, Agent: sender(p), Roles: []string{mesh.RoleService}, Depth: depth}
 	return context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: c}), a2aTimeout)
 }
@@ -305,7 +307,7 @@ func (g *a2aGateway) as(ctx context.Context, p *identity.Principal, depth int) (
 // send delivers a message/send: the depth its sending mesh signed, when it
 // carries one, decides the depth it is delivered at (the sender's depth is
 // one less); without one it starts a new chain.
-func (g *a2aGateway) send(ctx context.Context, p *identity.Principal, agent string, params *a2a.MessageSendParams) (any, error) {
+func (g *Door) send(ctx context.Context, p *identity.Principal, agent string, params *a2a.MessageSendParams) (any, error) {
 	m := params.Message
 	senderDepth := 0
 	if tok, ok := m.Metadata[a2alink.MetadataDepthToken].(string); ok {
@@ -316,7 +318,7 @@ func (g *a2aGateway) send(ctx context.Context, p *identity.Principal, agent stri
 				field += "." + de.Field
 			}
 			vs := []boundary.Violation{{Field: field, Rule: "depth_token", Message: err.Error()}}
-			boundary.LogRejection(ctx, g.e.log, boundary.A2AJSONRPC, vs)
+			boundary.LogRejection(ctx, g.log, boundary.A2AJSONRPC, vs)
 			return nil, &rpcFault{http.StatusOK, codeInvalidParams, "Invalid params: " + logging.Scrub(boundary.Summary(vs))}
 		}
 		senderDepth = max(d.Depth-1, 0)
@@ -330,11 +332,11 @@ func (g *a2aGateway) send(ctx context.Context, p *identity.Principal, agent stri
 		return nil, err
 	}
 	in := res.GetInbound()
-	g.e.log.InfoContext(ctx, "a2a.message_delivered", "agent", agent, "sender", in.GetSender(), "task_id", in.GetTaskId(), "depth", in.GetDepth())
+	g.log.InfoContext(ctx, "a2a.message_delivered", "agent", agent, "sender", in.GetSender(), "task_id", in.GetTaskId(), "depth", in.GetDepth())
 	return g.task(in, m, nil), nil
 }
 
-func (g *a2aGateway) getTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskQueryParams) (any, error) {
+func (g *Door) getTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskQueryParams) (any, error) {
 	cctx, cancel := g.as(ctx, p, 0)
 	defer cancel()
 	res, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})
@@ -347,7 +349,7 @@ func (g *a2aGateway) getTask(ctx context.Context, p *identity.Principal, agent s
 	return g.task(res.GetInbound(), nil, params.HistoryLength), nil
 }
 
-func (g *a2aGateway) cancelTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskIDParams) (any, error) {
+func (g *Door) cancelTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskIDParams) (any, error) {
 	cctx, cancel := g.as(ctx, p, 0)
 	defer cancel()
 	cur, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})
@@ -367,7 +369,7 @@ func (g *a2aGateway) cancelTask(ctx context.Context, p *identity.Principal, agen
 // task is an inbound task as A2A shows it: the sender's message in its
 // history (with metadata: the stored message, thread and depth), and once
 // the agent answered, the answer as the status message and an artifact.
-func (g *a2aGateway) task(in *remoteagentsv1.Inbound, sent *a2a.Message, historyLength *int) *a2a.Task {
+func (g *Door) task(in *remoteagentsv1.Inbound, sent *a2a.Message, historyLength *int) *a2a.Task {
 	user := &a2a.Message{ID: in.GetA2AMessageId(), Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: in.GetText()}},
 		TaskID: a2a.TaskID(in.GetTaskId()), ContextID: in.GetContextId()}
 	if sent != nil {
@@ -403,7 +405,7 @@ func (g *a2aGateway) task(in *remoteagentsv1.Inbound, sent *a2a.Message, history
 // not have is -32001, one that cannot be cancelled -32002, a refusal of
 // the mesh (the depth limit) -32000 with its words; anything else is
 // logged and answered -32603 without details.
-func (g *a2aGateway) fault(ctx context.Context, method string, err error) rpcFault {
+func (g *Door) fault(ctx context.Context, method string, err error) rpcFault {
 	if f, ok := errors.AsType[*rpcFault](err); ok {
 		return *f
 	}
@@ -423,6 +425,6 @@ func (g *a2aGateway) fault(ctx context.Context, method string, err error) rpcFau
 			return rpcFault{http.StatusOK, codeInvalidParams, "Invalid params: " + ce.Message()}
 		}
 	}
-	g.e.log.ErrorContext(ctx, "a2a.request_failed", "method", method, "error", err)
-	return rpcFault{http.StatusOK, codeInternalError, "Internal error: the mesh could not serve the request; try again"}
+	g.log.ErrorContext(ctx, "a2a.request_failed", "method", method, "error", err)
+	return rpcFault{http.StatusOK, httpguard.CodeInternalError, "Internal error: the mesh could not serve the request; try again"}
 }

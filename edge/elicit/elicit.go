@@ -1,4 +1,4 @@
-package edge
+package elicit
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -17,16 +18,19 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Multi-round elicitation (MCP MRTR, SEP-2322; docs/elicitation.md).
+// Package elicit is the edge's door for multi-round elicitation (MCP
+// MRTR, SEP-2322; docs/elicitation.md).
 //
 // A call that lacks admin inputs (confirm, reason) or fields its tool marks
 // elicitable, from a client that declares elicitation, asks the user instead
@@ -43,19 +47,10 @@ import (
 // questions as server-sent elicitation/create requests, every round, inside
 // the one tools/call, and then the same result.
 
-// Defaults of Elicitation.
-const (
-	DefaultStateTTL  = 10 * time.Minute
-	DefaultMaxRounds = 8
-	// stateGrace is how much longer than a state's lifetime the workflow
-	// waits for its round, so a state is never valid for a workflow that
-	// already gave up.
-	stateGrace = time.Minute
-)
-
-// Elicitation configures multi-round elicitation. Without it the edge
-// refuses calls that lack inputs, naming what is missing.
-type Elicitation struct {
+// Config configures multi-round elicitation (edge.Config.Elicitation).
+// Without it the edge refuses calls that lack inputs, naming what is
+// missing.
+type Config struct {
 	// Temporal starts and updates call workflows. Its data converter must
 	// be temporalclient.DataConverter(), the calls worker's.
 	Temporal client.Client
@@ -77,14 +72,26 @@ type Elicitation struct {
 	TaskQueue string
 }
 
-// elicitor runs elicited calls for an edge. It holds no per-call state.
-type elicitor struct {
-	e        *Edge
+// Params is what the edge gives the elicitor besides its Config.
+type Params struct {
+	// Tools are the edge's tools; each gets its forms at start.
+	Tools []port.Tool
+	// CallTimeout is the deadline of the call's service call, carried with
+	// the call to the worker that makes it.
+	CallTimeout time.Duration
+	// Log receives the elicitor's events.
+	Log *slog.Logger
+}
+
+// Elicitor runs elicited calls for an edge. It holds no per-call state.
+type Elicitor struct {
+	log      *slog.Logger
 	tc       client.Client
 	states   *requeststate.Sealer
 	ttl      time.Duration
 	patience time.Duration // how long the workflow waits for a round
 	max      int
+	timeout  time.Duration // the call timeout
 	wf       workflowcontract.Workflow
 	round    workflowcontract.Handler
 	pending  workflowcontract.Handler
@@ -101,35 +108,28 @@ type toolForms struct {
 	admin  *structpb.Struct // confirm and reason (nil: not ADMIN)
 }
 
-func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
+// New returns the elicitor of cfg, whose defaults the edge has applied.
+func New(cfg Config, p Params) (*Elicitor, error) {
 	if cfg.Temporal == nil || cfg.States == nil {
 		return nil, errors.New("edge: elicitation needs a Temporal client and request state keys")
 	}
-	x := &elicitor{
-		e: e, tc: cfg.Temporal, states: cfg.States, ttl: cfg.StateTTL, max: cfg.MaxRounds,
+	x := &Elicitor{
+		log: p.Log, tc: cfg.Temporal, states: cfg.States, ttl: cfg.StateTTL, max: cfg.MaxRounds,
+		patience: cfg.AbandonAfter, timeout: p.CallTimeout,
 		wf:      workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
 		round:   workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
 		pending: workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
 		forms:   map[string]*toolForms{},
 	}
-	if x.ttl <= 0 {
-		x.ttl = DefaultStateTTL
-	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
 	}
-	if x.max <= 0 {
-		x.max = DefaultMaxRounds
-	}
-	x.patience = cfg.AbandonAfter
-	if x.patience < x.ttl {
-		x.patience = x.ttl + stateGrace
-	}
 	// The final round waits for the side effect: its activity may be tried
 	// three times.
-	x.wait = 3*(e.cfg.CallTimeout+5*time.Second) + 5*time.Second
-	x.startWait = e.cfg.CallTimeout + 5*time.Second
-	for _, t := range e.reg.Tools() {
+	x.wait = 3*(p.CallTimeout+5*time.Second) + 5*time.Second
+	x.startWait = p.CallTimeout + 5*time.Second
+	for _, pt := range p.Tools {
+		t := port.Catalog(pt)
 		f := &toolForms{}
 		var err error
 		if f.fields, err = fieldsForm(t); err != nil {
@@ -141,6 +141,30 @@ func newElicitor(e *Edge, cfg *Elicitation) (*elicitor, error) {
 		x.forms[t.Name] = f
 	}
 	return x, nil
+}
+
+// CanAsk reports whether the client of c declared form elicitation.
+func (x *Elicitor) CanAsk(c *port.Call) bool { return c.MCP != nil && canElicit(c.MCP) }
+
+// Ask starts asking the user for what c lacks; ok is false when it lacks
+// nothing the user can be asked for.
+func (x *Elicitor) Ask(ctx context.Context, e *port.Elicited, args map[string]json.RawMessage) (port.Outcome, bool) {
+	c := newCall(e)
+	steps, env := x.plan(ctx, c, args)
+	if env != nil {
+		return port.Outcome{Envelope: env}, true
+	}
+	if steps == nil {
+		return port.Outcome{}, false
+	}
+	env, interim := x.start(ctx, c, args, steps, e.ClientKey)
+	return port.Outcome{Envelope: env, Interim: interim}, true
+}
+
+// Next delivers the answers of a later round.
+func (x *Elicitor) Next(ctx context.Context, e *port.Elicited) port.Outcome {
+	env, interim := x.next(ctx, newCall(e))
+	return port.Outcome{Envelope: env, Interim: interim}
 }
 
 // canElicit reports whether the client of req declared form elicitation
@@ -162,7 +186,7 @@ const elicitationSince = "2025-06-18"
 
 // modern reports whether req is of the stateless protocol, where questions
 // travel as input_required results.
-func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= ModernProtocol }
+func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= port.ModernProtocol }
 
 // plan is what a call lacks that the user can be asked for, as the
 // workflow's steps; nil when it lacks nothing an elicitation can ask (the
@@ -172,8 +196,8 @@ func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= Mod
 // while some are absent); an optional elicitable field that is merely
 // absent asks nothing. Arguments with other faults are refused at once,
 // with every violation named, rather than asked about.
-func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.RawMessage) ([]*callsv1.Step, *toolcall.Envelope) {
-	t := b.tool
+func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMessage) ([]*callsv1.Step, *toolcall.Envelope) {
+	t, b := c.t, c.b
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
 	adminMissing := admin && len(toolcall.MissingAdmin(args)) > 0
 	var absent []string
@@ -189,14 +213,14 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 	if admin {
 		raw, _, err := toolcall.StripAdmin(args, b.Input())
 		if err != nil {
-			return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, err)
+			return nil, toolcall.Unexpected(ctx, x.log, t.Name, err)
 		}
 		partial = nil
 		_ = json.Unmarshal(raw, &partial)
 	}
 	raw, err := json.Marshal(partial)
 	if err != nil {
-		return nil, toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
+		return nil, toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
 	}
 	vs := b.Violations(raw)
 	askFields, other := false, false
@@ -211,7 +235,7 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 		return nil, nil
 	}
 	if other {
-		boundary.LogRejection(ctx, x.e.log, boundary.MCPTool, vs)
+		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
 		return nil, toolcall.Invalid(t.Name, vs)
 	}
 	forms := x.forms[t.Name]
@@ -223,55 +247,62 @@ func (x *elicitor) plan(ctx context.Context, b *binding, args map[string]json.Ra
 		}
 	}
 	if admin {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{argConfirm, argReason}, RequestedSchema: forms.admin})
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{toolcall.AdminConfirm, toolcall.AdminReason}, RequestedSchema: forms.admin})
 	}
 	return steps, nil
 }
 
-// elicitedCall is one tools/call the elicitor serves: the tool's binding,
-// the caller, the request, and the digest of its arguments that every
-// round's requestState is bound to.
-type elicitedCall struct {
-	b      *binding
+// call is one tools/call the elicitor serves: the tool, the caller, the
+// request, and the digest of its arguments that every round's
+// requestState is bound to.
+type call struct {
+	*port.Elicited
+	t      *toolcatalog.Tool
+	b      *toolcall.Binding
 	p      *identity.Principal
 	req    *mcp.CallToolRequest
 	digest string
+}
+
+func newCall(e *port.Elicited) *call {
+	b := e.Tool.Binding()
+	return &call{Elicited: e, t: b.Tool(), b: b, p: e.Caller, req: e.MCP}
 }
 
 // start begins an elicited call: it checks the arguments it has, starts the
 // call's workflow and answers with the first question (or, for a session
 // client, asks every question and answers with the result). clientKey is
 // the client's idempotency key ("" for none).
-func (x *elicitor) start(ctx context.Context, c elicitedCall, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t, p := c.b.tool, c.p
+func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t, p := c.t, c.p
 	var err error
 	c.digest, err = argumentsDigest(c.req.Params.Arguments)
 	if err != nil {
 		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}
-		boundary.LogRejection(ctx, x.e.log, boundary.MCPTool, vs)
+		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
 		return toolcall.Invalid(t.Name, vs), nil
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
+		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
 	}
 	in := &callsv1.ElicitedCallInput{
 		Tool:            t.Name,
 		Title:           t.Title,
 		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
-		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(callDepth(ctx))},
+		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(c.Depth)},
 		Arguments:       string(argsJSON),
 		ArgumentsDigest: c.digest,
 		Steps:           steps,
 		RoundTimeout:    durationpb.New(x.patience),
 		MaxRounds:       int32(x.max),
-		CallTimeout:     durationpb.New(x.e.cfg.CallTimeout),
+		CallTimeout:     durationpb.New(x.timeout),
 	}
-	id := x.workflowID(&c, clientKey)
+	id := x.workflowID(c, clientKey)
 	if clientKey != "" {
 		// A call with the client's idempotency key may have been made
 		// before: resume it where it is, or answer its result.
-		if env, interim, ok := x.resume(ctx, &c, id); ok {
+		if env, interim, ok := x.resume(ctx, c, id); ok {
 			return env, interim
 		}
 	}
@@ -285,15 +316,15 @@ func (x *elicitor) start(ctx context.Context, c elicitedCall, args map[string]js
 		}
 		return x.unavailable(ctx, t.Name, id, err), nil
 	}
-	x.e.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
+	x.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
 		"workflow_id", id, "run_id", runID, "steps", len(steps))
-	return x.respond(ctx, &c, callRun{id: id, runID: runID}, res)
+	return x.respond(ctx, c, callRun{id: id, runID: runID}, res)
 }
 
 // next delivers the answers of a round ≥ 2: the request carries the
 // requestState of the round it answers.
-func (x *elicitor) next(ctx context.Context, c elicitedCall) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := c.b.tool
+func (x *Elicitor) next(ctx context.Context, c *call) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.t
 	var err error
 	c.digest, err = argumentsDigest(c.req.Params.Arguments)
 	if err != nil {
@@ -304,21 +335,21 @@ func (x *elicitor) next(ctx context.Context, c elicitedCall) (*toolcall.Envelope
 		return x.refuse(ctx, t.Name, err.Error())
 	}
 	run := callRun{id: st.WorkflowID, runID: st.RunID}
-	res, err := x.update(ctx, &c, run, int32(st.Round), answersOf(c.req.Params.InputResponses))
+	res, err := x.update(ctx, c, run, int32(st.Round), answersOf(c.req.Params.InputResponses))
 	if err != nil {
 		if refused(err) {
 			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
 		}
 		return x.unavailable(ctx, t.Name, st.WorkflowID, err), nil
 	}
-	return x.respond(ctx, &c, run, res)
+	return x.respond(ctx, c, run, res)
 }
 
 // respond turns a round's result into the client's answer: the final
 // envelope, the next questions with a new requestState (2026-07-28), or —
 // for a session client — every further round asked over the session.
-func (x *elicitor) respond(ctx context.Context, c *elicitedCall, run callRun, res *callsv1.RoundResult) (*toolcall.Envelope, *mcp.CallToolResult) {
-	t := c.b.tool
+func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.t
 	if !modern(c.req) {
 		var err error
 		if res, err = x.converse(ctx, c, run, res); err != nil {
@@ -329,7 +360,7 @@ func (x *elicitor) respond(ctx context.Context, c *elicitedCall, run callRun, re
 		}
 	}
 	if res.GetEnvelope() != "" {
-		return x.final(ctx, t.Name, c.p, res), nil
+		return x.final(ctx, t, c.p, res), nil
 	}
 	requests := mcp.InputRequestMap{}
 	for _, q := range res.GetQuestions() {
@@ -342,16 +373,16 @@ func (x *elicitor) respond(ctx context.Context, c *elicitedCall, run callRun, re
 		RunID:      run.runID,
 	}, c.stateBinding())
 	if err != nil {
-		return toolcall.Unexpected(ctx, x.e.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
+		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
 	}
-	x.e.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
+	x.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
 	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
 }
 
 // converse asks a session client every question of every round over the
 // session (elicitation/create) and delivers the answers, until the call is
 // over. The SDK's own fallback asks only once; calls may take many rounds.
-func (x *elicitor) converse(ctx context.Context, c *elicitedCall, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
+func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
 	for res.GetEnvelope() == "" {
 		answers := map[string]*callsv1.Answer{}
 		for _, q := range res.GetQuestions() {
@@ -369,7 +400,7 @@ func (x *elicitor) converse(ctx context.Context, c *elicitedCall, run callRun, r
 				// An answer the client's SDK could not send (one that does
 				// not fit the form, say) is no answer: the workflow asks
 				// again, a bounded number of times.
-				x.e.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", c.b.tool.Name, "workflow_id", run.id, "round", res.GetRound(), "error", err)
+				x.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", c.t.Name, "workflow_id", run.id, "round", res.GetRound(), "error", err)
 			default:
 				answers[q.GetKey()] = answerOf(r)
 			}
@@ -384,13 +415,14 @@ func (x *elicitor) converse(ctx context.Context, c *elicitedCall, run callRun, r
 
 // final is the envelope of a call that is over; a successful ADMIN call is
 // reported as executed (its audit record was written by the worker).
-func (x *elicitor) final(ctx context.Context, tool string, p *identity.Principal, res *callsv1.RoundResult) *toolcall.Envelope {
+func (x *Elicitor) final(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal, res *callsv1.RoundResult) *toolcall.Envelope {
+	tool := t.Name
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
+		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
-	if t, ok := x.e.reg.Lookup(tool); ok && t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
-		x.e.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
+	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
+		x.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
 			"call_id", res.GetCallId(), "via", "elicitation")
 	}
 	return &env
@@ -399,8 +431,8 @@ func (x *elicitor) final(ctx context.Context, tool string, p *identity.Principal
 // resume continues a call made before with the same idempotency key (and
 // so the same workflow id): a running call gets its pending question again,
 // a finished one its result. ok is false when there is no such call.
-func (x *elicitor) resume(ctx context.Context, c *elicitedCall, id string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
-	t := c.b.tool
+func (x *Elicitor) resume(ctx context.Context, c *call, id string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
+	t := c.t
 	qctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
 	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
@@ -432,7 +464,7 @@ func (x *elicitor) resume(ctx context.Context, c *elicitedCall, id string) (*too
 
 // finished answers a repeated call (same idempotency key) that is over
 // with its result; a call that was abandoned or cancelled has none.
-func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
+func (x *Elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
 	var res callsv1.RoundResult
 	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
 		return toolcall.Fail(tool, toolcall.CodeConflict,
@@ -440,7 +472,7 @@ func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Enve
 	}
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Unexpected(ctx, x.e.log, tool, errors.New("the call's workflow returned no result envelope"))
+		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
 	}
 	return &env
 }
@@ -449,26 +481,26 @@ func (x *elicitor) finished(ctx context.Context, tool, id string) *toolcall.Enve
 // malformed, forged, expired, of a retired key, for another caller, tool
 // or arguments, already used, or of a call that is over. The client cannot
 // tell which; the log can.
-func (x *elicitor) refuse(ctx context.Context, tool, why string) (*toolcall.Envelope, *mcp.CallToolResult) {
-	boundary.LogRejection(ctx, x.e.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: why}})
-	return stateRefused(tool), nil
+func (x *Elicitor) refuse(ctx context.Context, tool, why string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	boundary.LogRejection(ctx, x.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: why}})
+	return StateRefused(tool), nil
 }
 
-// stateRefused is the one envelope of a refused requestState.
-func stateRefused(tool string) *toolcall.Envelope {
+// StateRefused is the one envelope of a refused requestState.
+func StateRefused(tool string) *toolcall.Envelope {
 	return toolcall.Invalid(tool, []boundary.Violation{{Field: "requestState", Rule: "request_state",
 		Message: "not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}})
 }
 
-func (x *elicitor) unavailable(ctx context.Context, tool, id string, err error) *toolcall.Envelope {
-	x.e.log.WarnContext(ctx, "mcp.elicitation.unavailable", "tool", tool, "workflow_id", id, "error", err)
+func (x *Elicitor) unavailable(ctx context.Context, tool, id string, err error) *toolcall.Envelope {
+	x.log.WarnContext(ctx, "mcp.elicitation.unavailable", "tool", tool, "workflow_id", id, "error", err)
 	return toolcall.Fail(tool, toolcall.CodeUnavailable, "the workflow service that carries this call's questions did not answer in time; retry the same request")
 }
 
 // stateBinding is what a requestState of c is bound to: its caller, tool
 // and arguments.
-func (c *elicitedCall) stateBinding() requeststate.Binding {
-	return requeststate.Binding{Subject: c.p.Subject, Agent: c.p.Agent, Tool: c.b.tool.Name, ArgumentsDigest: c.digest}
+func (c *call) stateBinding() requeststate.Binding {
+	return requeststate.Binding{Subject: c.p.Subject, Agent: c.p.Agent, Tool: c.t.Name, ArgumentsDigest: c.digest}
 }
 
 // argumentsDigest is the digest of a call's arguments' canonical JSON

@@ -1,4 +1,4 @@
-package edge
+package elicit
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -160,12 +161,12 @@ func adminForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 	return structpb.NewStruct(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			argConfirm: map[string]any{"type": "boolean", "title": "Confirm",
-				"description": "Yes, " + lowerFirst(t.Title) + " with the arguments shown."},
-			argReason: map[string]any{"type": "string", "title": "Reason", "minLength": 1, "maxLength": 500,
+			toolcall.AdminConfirm: map[string]any{"type": "boolean", "title": "Confirm",
+				"description": "Yes, " + t.Action() + " with the arguments shown."},
+			toolcall.AdminReason: map[string]any{"type": "string", "title": "Reason", "minLength": 1, "maxLength": 500,
 				"description": "Why this administrative action is taken (recorded in the audit trail)."},
 		},
-		"required": []any{argConfirm, argReason},
+		"required": []any{toolcall.AdminConfirm, toolcall.AdminReason},
 	})
 }
 

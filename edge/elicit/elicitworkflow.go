@@ -1,4 +1,4 @@
-package edge
+package elicit
 
 import (
 	"context"
@@ -40,8 +40,8 @@ type roundUpdate struct {
 // workflowID is the id of a call's workflow: derived from the caller, the
 // tool, the arguments and the client's idempotency key when it gave one (a
 // repeated call reaches the same workflow), else random.
-func (x *elicitor) workflowID(c *elicitedCall, clientKey string) string {
-	tool := c.b.tool.Name
+func (x *Elicitor) workflowID(c *call, clientKey string) string {
+	tool := c.t.Name
 	var suffix string
 	if clientKey != "" {
 		h := sha256.New()
@@ -60,7 +60,7 @@ func (x *elicitor) workflowID(c *elicitedCall, clientKey string) string {
 // startWorkflow starts the call's workflow and delivers round 0 in one
 // round trip (update-with-start; a running workflow of the same id is
 // reused, and the update id makes a repeated start idempotent).
-func (x *elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *identity.Principal) (*callsv1.RoundResult, string, error) {
+func (x *Elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *identity.Principal) (*callsv1.RoundResult, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
 	keyword := temporal.NewSearchAttributeKeyKeyword
@@ -107,15 +107,16 @@ func (x *elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.Eli
 // update delivers the answers to a round of c to its workflow run, telling
 // a client that asked for progress that the call is still running
 // meanwhile.
-func (x *elicitor) update(ctx context.Context, c *elicitedCall, run callRun, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
-	stop := x.e.progress(ctx, c.b, c.req)
-	defer stop()
+func (x *Elicitor) update(ctx context.Context, c *call, run callRun, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	if c.Progress != nil {
+		defer c.Progress.Start(ctx, c.t)()
+	}
 	return x.updateWorkflow(ctx, roundUpdate{run: run, round: round, digest: c.digest, answers: answers})
 }
 
 // cancelCall delivers u, the cancellation of the pending question, so a
 // call whose client left ends now; best effort.
-func (x *elicitor) cancelCall(u roundUpdate) {
+func (x *Elicitor) cancelCall(u roundUpdate) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = x.updateWorkflow(ctx, u)
@@ -125,7 +126,7 @@ func (x *elicitor) cancelCall(u roundUpdate) {
 // a repeated or concurrent delivery of the same round is not merged with
 // the first but refused by the workflow's validator (or, once the call is
 // over, by Temporal), so each state is used once.
-func (x *elicitor) updateWorkflow(ctx context.Context, u roundUpdate) (*callsv1.RoundResult, error) {
+func (x *Elicitor) updateWorkflow(ctx context.Context, u roundUpdate) (*callsv1.RoundResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.wait)
 	defer cancel()
 	var nonce [8]byte

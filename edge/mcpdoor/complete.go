@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"context"
@@ -23,8 +23,8 @@ const (
 	completionPages = 4
 )
 
-func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	p, err := e.caller(req)
+func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p, err := d.caller(req)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 	switch ref.Type {
 	case "ref/resource":
 		var k *resourceKind
-		for _, rk := range e.resources {
+		for _, rk := range d.resources {
 			if rk.template != nil && rk.URITemplate() == ref.URI {
 				k = rk
 			}
@@ -44,10 +44,10 @@ func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 		if arg.Name != k.Variable {
 			return nil, invalidArgument("resource template %s has no variable %q", ref.URI, arg.Name)
 		}
-		c = completion{kind: k.get.tool.Name}
+		c = completion{kind: k.get.catalog.Name}
 	case "ref/prompt":
 		var pr *prompt
-		for _, x := range e.prompts {
+		for _, x := range d.prompts {
 			if x.prompt.Name == ref.Name {
 				pr = x
 			}
@@ -59,7 +59,7 @@ func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 	default:
 		return nil, invalidArgument("unknown reference type %q", ref.Type)
 	}
-	values, more, err := e.completeValues(ctx, p, req.Extra, c, arg.Value)
+	values, more, err := d.completeValues(ctx, p, req.Extra, c, arg.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (e *Edge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 
 // completeValues are c's values that start with prefix, and whether there
 // may be more than those returned.
-func (e *Edge) completeValues(ctx context.Context, p *identity.Principal, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
+func (d *Door) completeValues(ctx context.Context, p *identity.Principal, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
 	values := []string{} // never null on the wire
 	matches := func(v string) bool { return strings.HasPrefix(strings.ToLower(v), strings.ToLower(prefix)) }
 	for _, v := range c.values {
@@ -79,7 +79,7 @@ func (e *Edge) completeValues(ctx context.Context, p *identity.Principal, extra 
 	if c.kind == "" {
 		return values, false, nil
 	}
-	k := (&promptRun{e: e}).kind(c.kind)
+	k := d.kind(c.kind)
 	if !k.visible(p) {
 		return values, false, nil
 	}
@@ -89,7 +89,7 @@ func (e *Edge) completeValues(ctx context.Context, p *identity.Principal, extra 
 	}
 	offset := int32(0)
 	for range completionPages {
-		items, next, env := e.listItems(ctx, k, p, extra, args, offset, resourcesPageSize)
+		items, next, env := d.listItems(ctx, k, p, extra, args, offset, resourcesPageSize)
 		if env != nil {
 			switch env.DomainCode {
 			case toolcall.CodePermissionDenied, toolcall.CodeUnauthenticated, toolcall.CodeNotSupported:

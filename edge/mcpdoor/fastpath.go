@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge/httpguard"
+	"github.com/toolmesh/toolmesh/edge/port"
 )
 
 // The fast path serves the most common request of the stateless protocol —
@@ -39,7 +42,7 @@ var fastMetaKeys = map[string]bool{
 	"io.modelcontextprotocol/protocolVersion":    true,
 	"io.modelcontextprotocol/clientCapabilities": true,
 	"io.modelcontextprotocol/clientInfo":         true,
-	MetaIdempotencyKey:                           true,
+	port.MetaIdempotencyKey:                      true,
 	// Trace context (see telemetry.go): the call's span continues it.
 	"traceparent": true,
 	"tracestate":  true,
@@ -56,8 +59,8 @@ type callToolResult mcp.CallToolResult
 
 // fastCall serves r from body when it is a fast-path request and reports
 // whether it did; when it returns false nothing has been written.
-func (e *Edge) fastCall(w http.ResponseWriter, r *http.Request, body []byte, info any) bool {
-	if e.cfg.DisableFastPath || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
+func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, info any) bool {
+	if d.cfg.DisableFastPath || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -73,11 +76,11 @@ func (e *Edge) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		return false
 	}
 	p := req.Params
-	if req.JSONRPC != "2.0" || req.Method != "tools/call" || p == nil || p.Name == "" || p.Name != r.Header.Get("Mcp-Name") || !plainID(req.ID) {
+	if req.JSONRPC != "2.0" || req.Method != "tools/call" || p == nil || p.Name == "" || p.Name != r.Header.Get("Mcp-Name") || !httpguard.PlainID(req.ID) {
 		return false
 	}
-	b, ok := e.bindings[p.Name]
-	if !ok || b.tool.LongRunning {
+	t, ok := d.tools[p.Name]
+	if !ok || t.catalog.LongRunning {
 		return false
 	}
 	var version string
@@ -119,22 +122,22 @@ func (e *Edge) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: p.Name, Arguments: p.Arguments},
 		Extra:  extra,
 	}
-	res, _ := e.toolHandler(b)(r.Context(), call)
+	res, _ := t.handler(r.Context(), call)
 	if res == nil || res.InputRequests != nil {
 		// Cannot happen for a client that cannot elicit; never answer
 		// something the SDK would not.
 		return false
 	}
-	// The id is written back as it came (plainID), like the SDK does.
+	// The id is written back as it came (httpguard.PlainID), like the SDK does.
 	buf := append(make([]byte, 0, 1024), "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
 	buf = append(buf, req.ID...)
 	buf = append(buf, `,"result":`...)
-	buf, plain := appendPlainResult(buf, res, e.serverInfo)
+	buf, plain := appendPlainResult(buf, res, d.serverInfo)
 	if !plain {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		res.Meta["io.modelcontextprotocol/serverInfo"] = e.impl
+		res.Meta["io.modelcontextprotocol/serverInfo"] = d.impl
 		result, err := json.Marshal(fastResult{callToolResult(*res), "complete"})
 		if err != nil {
 			return false
@@ -149,34 +152,6 @@ func (e *Edge) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 	h.Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
-	return true
-}
-
-// plainID reports whether id is a JSON-RPC request id that the SDK writes
-// back byte for byte: an integer, or a string of printable ASCII without
-// escapes. Other ids (fractions, exponents, escapes, non-ASCII) take the
-// SDK's path.
-func plainID(id json.RawMessage) bool {
-	if len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"' {
-		for _, c := range id[1 : len(id)-1] {
-			if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
-				return false
-			}
-		}
-		return true
-	}
-	digits := id
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
 	return true
 }
 

@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"context"
@@ -32,9 +32,9 @@ type view struct {
 const maxViews = 1024
 
 type views struct {
-	e  *Edge
-	mu sync.Mutex
-	m  map[string]*view
+	build func(p *identity.Principal) *view
+	mu    sync.Mutex
+	m     map[string]*view
 }
 
 func (v *views) forPrincipal(p *identity.Principal) *view {
@@ -44,14 +44,25 @@ func (v *views) forPrincipal(p *identity.Principal) *view {
 	if ok {
 		return pv
 	}
-	pv = &view{}
-	for _, t := range v.e.reg.Tools() {
-		if ok, _ := p.MayCall(t); ok {
-			pv.tools = append(pv.tools, v.e.bindings[t.Name].mcpTool)
-			pv.toolNames = append(pv.toolNames, t.Name)
+	pv = v.build(p)
+	v.mu.Lock()
+	if len(v.m) < maxViews {
+		v.m[p.PermissionKey()] = pv
+	}
+	v.mu.Unlock()
+	return pv
+}
+
+// buildView makes what p may see.
+func (d *Door) buildView(p *identity.Principal) *view {
+	pv := &view{}
+	for _, t := range d.sorted {
+		if ok, _ := p.MayCall(t.catalog); ok {
+			pv.tools = append(pv.tools, t.mcp)
+			pv.toolNames = append(pv.toolNames, t.catalog.Name)
 		}
 	}
-	for _, k := range v.e.resources {
+	for _, k := range d.resources {
 		if k.template != nil && k.visible(p) {
 			pv.templates = append(pv.templates, k.template)
 		}
@@ -60,17 +71,12 @@ func (v *views) forPrincipal(p *identity.Principal) *view {
 	for _, t := range pv.templates {
 		pv.templateURIs = append(pv.templateURIs, t.URITemplate)
 	}
-	for _, pr := range v.e.prompts { // sorted by name
+	for _, pr := range d.prompts { // sorted by name
 		if pr.visible(p) {
 			pv.prompts = append(pv.prompts, pr.prompt)
 			pv.promptNames = append(pv.promptNames, pr.prompt.Name)
 		}
 	}
-	v.mu.Lock()
-	if len(v.m) < maxViews {
-		v.m[p.PermissionKey()] = pv
-	}
-	v.mu.Unlock()
 	return pv
 }
 
@@ -106,19 +112,19 @@ func page[T any](items []T, keys []string, cursor string, size int) ([]T, string
 // methods of capabilities the edge does not declare: they answer "method
 // not found" rather than an empty list, so what a client discovers is
 // exactly what is served.
-func (e *Edge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch {
-		case e.undeclared[method]:
+		case d.undeclared[method]:
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served by this edge", method)}
 		case method == "tools/list":
-			return e.listTools(req)
+			return d.listTools(req)
 		case method == "resources/templates/list":
-			return e.listTemplates(req)
+			return d.listTemplates(req)
 		case method == "prompts/list":
-			return e.listPrompts(req)
+			return d.listPrompts(req)
 		case method == "resources/list":
-			return e.listResources(ctx, req)
+			return d.listResources(ctx, req)
 		}
 		return next(ctx, method, req)
 	}
@@ -145,8 +151,8 @@ func undeclaredMethods(resources, prompts bool) map[string]bool {
 
 // caller is the principal of a list request; an unauthenticated one is
 // refused.
-func (e *Edge) caller(req mcp.Request) (*identity.Principal, error) {
-	p := e.principal(req)
+func (d *Door) caller(req mcp.Request) (*identity.Principal, error) {
+	p := d.principal(req)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
@@ -156,10 +162,10 @@ func (e *Edge) caller(req mcp.Request) (*identity.Principal, error) {
 // listCacheable is how long, and by whom, a list that depends only on the
 // caller's permissions may be cached: shared when callers are not told
 // apart (development mode), else per caller.
-func (e *Edge) listCacheable(c *mcp.Cacheable) {
-	c.TTLMs = int(e.cfg.ListTTL.Milliseconds())
+func (d *Door) listCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(d.cfg.ListTTL.Milliseconds())
 	c.CacheScope = "private"
-	if e.dev != nil {
+	if d.cfg.Auth == nil {
 		c.CacheScope = "public"
 	}
 }
@@ -188,45 +194,45 @@ func cursor(req mcp.Request) string {
 }
 
 // listFor pages one of the lists of the caller's view.
-func listFor[T any](e *Edge, req mcp.Request, list func(*view) ([]T, []string)) ([]T, string, error) {
-	p, err := e.caller(req)
+func listFor[T any](d *Door, req mcp.Request, list func(*view) ([]T, []string)) ([]T, string, error) {
+	p, err := d.caller(req)
 	if err != nil {
 		return nil, "", err
 	}
-	items, keys := list(e.views.forPrincipal(p))
-	out, next, err := page(items, keys, cursor(req), e.cfg.ToolsPageSize)
+	items, keys := list(d.views.forPrincipal(p))
+	out, next, err := page(items, keys, cursor(req), d.cfg.ToolsPageSize)
 	if err != nil {
 		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	return out, next, nil
 }
 
-func (e *Edge) listTools(req mcp.Request) (mcp.Result, error) {
-	tools, next, err := listFor(e, req, func(v *view) ([]*mcp.Tool, []string) { return v.tools, v.toolNames })
+func (d *Door) listTools(req mcp.Request) (mcp.Result, error) {
+	tools, next, err := listFor(d, req, func(v *view) ([]*mcp.Tool, []string) { return v.tools, v.toolNames })
 	if err != nil {
 		return nil, err
 	}
 	res := &mcp.ListToolsResult{Tools: tools, NextCursor: next}
-	e.listCacheable(&res.Cacheable)
+	d.listCacheable(&res.Cacheable)
 	return res, nil
 }
 
-func (e *Edge) listTemplates(req mcp.Request) (mcp.Result, error) {
-	templates, next, err := listFor(e, req, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
+func (d *Door) listTemplates(req mcp.Request) (mcp.Result, error) {
+	templates, next, err := listFor(d, req, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
 	if err != nil {
 		return nil, err
 	}
 	res := &mcp.ListResourceTemplatesResult{ResourceTemplates: templates, NextCursor: next}
-	e.listCacheable(&res.Cacheable)
+	d.listCacheable(&res.Cacheable)
 	return res, nil
 }
 
-func (e *Edge) listPrompts(req mcp.Request) (mcp.Result, error) {
-	prompts, next, err := listFor(e, req, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
+func (d *Door) listPrompts(req mcp.Request) (mcp.Result, error) {
+	prompts, next, err := listFor(d, req, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
 	if err != nil {
 		return nil, err
 	}
 	res := &mcp.ListPromptsResult{Prompts: prompts, NextCursor: next}
-	e.listCacheable(&res.Cacheable)
+	d.listCacheable(&res.Cacheable)
 	return res, nil
 }

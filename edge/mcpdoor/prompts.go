@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
 // Prompts are conversations users start from a menu in their MCP host:
@@ -50,41 +51,51 @@ type completion struct {
 // prompt is a prompt the edge serves.
 type prompt struct {
 	*promptDef
-	tools []*binding
+	tools []*tool
 }
 
 // visible reports whether p may call every tool pr reads.
 func (pr *prompt) visible(p *identity.Principal) bool {
 	for _, b := range pr.tools {
-		if ok, _ := p.MayCall(b.tool); !ok {
+		if ok, _ := p.MayCall(b.catalog); !ok {
 			return false
 		}
 	}
 	return true
 }
 
-// promptRun is one prompts/get: who asks, and the edge to read through.
+// promptRun is one prompts/get: who asks, and the resources to read
+// through.
 type promptRun struct {
-	e     *Edge
+	mesh  resourceReader
 	p     *identity.Principal
 	extra *mcp.RequestExtra
 }
 
+// resourceReader reads the mesh's resources as a caller.
+type resourceReader interface {
+	kind(get string) *resourceKind
+	listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) ([]item, int32, *toolcall.Envelope)
+	read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error)
+}
+
 // kind is the resource kind read by the tool named get.
-func (r *promptRun) kind(get string) *resourceKind {
-	for _, k := range r.e.resources {
-		if k.get.tool.Name == get {
+func (d *Door) kind(get string) *resourceKind {
+	for _, k := range d.resources {
+		if k.get.catalog.Name == get {
 			return k
 		}
 	}
 	return nil
 }
 
+func (r *promptRun) kind(get string) *resourceKind { return r.mesh.kind(get) }
+
 // embedList lists up to promptItems resources of the kind read by get, with
 // args, and returns them as embedded resources, and whether there are more.
 func (r *promptRun) embedList(ctx context.Context, get string, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
 	k := r.kind(get)
-	items, next, env := r.e.listItems(ctx, k, r.p, r.extra, args, 0, promptItems)
+	items, next, env := r.mesh.listItems(ctx, k, r.p, r.extra, args, 0, promptItems)
 	if env != nil {
 		return nil, false, envelopeError(env)
 	}
@@ -100,7 +111,7 @@ func (r *promptRun) embedList(ctx context.Context, get string, args map[string]a
 func (r *promptRun) embedOne(ctx context.Context, get, id string) (*mcp.PromptMessage, error) {
 	k := r.kind(get)
 	uri := k.URI(id)
-	env, err := r.e.read(ctx, k, r.p, r.extra, uri)
+	env, err := r.mesh.read(ctx, k, r.p, r.extra, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -266,35 +277,35 @@ func reviewSchedule(ctx context.Context, r *promptRun, args map[string]string) (
 
 // buildPrompts makes the prompts whose tools the registry has, sorted by
 // name.
-func (e *Edge) buildPrompts() {
+func (d *Door) buildPrompts() {
 	for _, def := range promptDefs() {
 		pr := &prompt{promptDef: def}
 		for _, name := range def.reads {
-			if b, ok := e.bindings[name]; ok {
-				pr.tools = append(pr.tools, b)
+			if t, ok := d.tools[name]; ok {
+				pr.tools = append(pr.tools, t)
 			}
 		}
-		if len(pr.tools) < len(def.reads) || !e.hasKinds(def) {
+		if len(pr.tools) < len(def.reads) || !d.hasKinds(def) {
 			continue
 		}
-		e.prompts = append(e.prompts, pr)
+		d.prompts = append(d.prompts, pr)
 	}
-	sort.Slice(e.prompts, func(i, j int) bool { return e.prompts[i].prompt.Name < e.prompts[j].prompt.Name })
+	sort.Slice(d.prompts, func(i, j int) bool { return d.prompts[i].prompt.Name < d.prompts[j].prompt.Name })
 }
 
 // hasKinds reports whether the resource kinds def uses are served.
-func (e *Edge) hasKinds(def *promptDef) bool {
+func (d *Door) hasKinds(def *promptDef) bool {
 	for _, name := range def.kinds {
-		if (&promptRun{e: e}).kind(name) == nil {
+		if d.kind(name) == nil {
 			return false
 		}
 	}
 	return true
 }
 
-func (e *Edge) promptHandler(pr *prompt) mcp.PromptHandler {
+func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		p, err := e.caller(req)
+		p, err := d.caller(req)
 		if err != nil {
 			return nil, err
 		}
@@ -304,6 +315,6 @@ func (e *Edge) promptHandler(pr *prompt) mcp.PromptHandler {
 				return nil, invalidArgument("prompt %s needs the argument %s", pr.prompt.Name, a.Name)
 			}
 		}
-		return pr.build(ctx, &promptRun{e: e, p: p, extra: req.Extra}, args)
+		return pr.build(ctx, &promptRun{mesh: d, p: p, extra: req.Extra}, args)
 	}
 }

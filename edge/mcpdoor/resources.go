@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -36,8 +37,8 @@ const resourcesPageSize = 50
 // edge.
 type resourceKind struct {
 	*toolcatalog.Resource
-	get  *binding // reads a resource
-	list *binding // lists the resources; nil for a fixed resource
+	get  *tool // reads a resource
+	list *tool // lists the resources; nil for a fixed resource
 	// template describes a templated kind, fixed a fixed resource; exactly
 	// one is set.
 	template *mcp.ResourceTemplate
@@ -61,31 +62,35 @@ func (k *resourceKind) asRead(raw json.RawMessage) json.RawMessage {
 
 // visible reports whether p may read, and list, resources of k.
 func (k *resourceKind) visible(p *identity.Principal) bool {
-	if ok, _ := p.MayCall(k.get.tool); !ok {
+	if ok, _ := p.MayCall(k.get.catalog); !ok {
 		return false
 	}
 	if k.list == nil {
 		return true
 	}
-	ok, _ := p.MayCall(k.list.tool)
+	ok, _ := p.MayCall(k.list.catalog)
 	return ok
 }
 
 // listable reports whether resources/list shows k to p: it may see k, and
 // the services behind k are configured.
 func (k *resourceKind) listable(p *identity.Principal) bool {
-	return k.visible(p) && k.get.HasBackend() && (k.list == nil || k.list.HasBackend())
+	return k.visible(p) && k.get.Binding().HasBackend() && (k.list == nil || k.list.Binding().HasBackend())
 }
 
 // buildResources makes a resource kind of each resource tool.
-func (e *Edge) buildResources() {
-	for _, t := range e.reg.Resources() {
+func (d *Door) buildResources() {
+	for _, dt := range d.sorted {
+		t := dt.catalog
 		r := t.Resource
-		k := &resourceKind{Resource: r, get: e.bindings[t.Name]}
+		if r == nil {
+			continue
+		}
+		k := &resourceKind{Resource: r, get: dt}
 		if r.List == nil {
 			k.fixed = &mcp.Resource{URI: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mimeJSON}
 		} else {
-			k.list = e.bindings[r.List.Name]
+			k.list = d.tools[r.List.Name]
 			// A read that answers just the item ({"task": {...}}) shows a
 			// listed item as {"task": item}.
 			if out := t.Method.Output().Fields(); out.Len() == 1 {
@@ -95,14 +100,14 @@ func (e *Edge) buildResources() {
 			}
 			k.template = &mcp.ResourceTemplate{URITemplate: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mimeJSON}
 		}
-		e.resources = append(e.resources, k)
+		d.resources = append(d.resources, k)
 	}
 }
 
 // kindOf returns the resource kind whose template uri matches, and the
 // value of its variable.
-func (e *Edge) kindOf(uri string) (*resourceKind, string, bool) {
-	for _, k := range e.resources {
+func (d *Door) kindOf(uri string) (*resourceKind, string, bool) {
+	for _, k := range d.resources {
 		if v, ok := k.Match(uri); ok {
 			return k, v, true
 		}
@@ -110,13 +115,13 @@ func (e *Edge) kindOf(uri string) (*resourceKind, string, bool) {
 	return nil, "", false
 }
 
-func (e *Edge) readHandler(k *resourceKind) mcp.ResourceHandler {
+func (d *Door) readHandler(k *resourceKind) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		p, err := e.caller(req)
+		p, err := d.caller(req)
 		if err != nil {
 			return nil, err
 		}
-		env, err := e.read(ctx, k, p, req.Extra, req.Params.URI)
+		env, err := d.read(ctx, k, p, req.Extra, req.Params.URI)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +145,7 @@ func contents(uri string, data json.RawMessage) *mcp.ResourceContents {
 
 // read reads uri, a resource of kind k, as p: the envelope its tool
 // answered.
-func (e *Edge) read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
+func (d *Door) read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
 	args := map[string]any{}
 	if k.Variable != "" {
 		v, ok := k.Match(uri)
@@ -149,26 +154,7 @@ func (e *Edge) read(ctx context.Context, k *resourceKind, p *identity.Principal,
 		}
 		args[k.Variable] = v
 	}
-	return e.callAs(ctx, k.get, p, extra, args), nil
-}
-
-// callAs calls b's tool as p with args, through the path every tools/call
-// takes, and returns its envelope. extra carries the request's HTTP
-// headers and token, as a tools/call's would (nil for the edge's own
-// background reads).
-func (e *Edge) callAs(ctx context.Context, b *binding, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) *toolcall.Envelope {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "encode arguments")
-	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: b.tool.Name, Arguments: raw}, Extra: extra}
-	env, interim := e.runCall(ctx, b, p, req)
-	if interim != nil {
-		// Only calls that ask the user something, or become tasks, go on;
-		// the READ tools behind resources, prompts and completion do not.
-		return toolcall.Fail(b.tool.Name, toolcall.CodeInternal, "the call did not finish")
-	}
-	return env
+	return d.callAs(ctx, k.get, p, extra, args), nil
 }
 
 // envelopeError is the JSON-RPC error of a resource read, prompt or
@@ -199,16 +185,16 @@ type item struct {
 // listItems lists the items of k as p, one page of at most limit from
 // offset, with args added to the list tool's arguments. next is the offset
 // of the next page, or -1 after the last.
-func (e *Edge) listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
+func (d *Door) listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
 	all := map[string]any{"offset": offset, "limit": limit}
 	for name, v := range args {
 		all[name] = v
 	}
-	env = e.callAs(ctx, k.list, p, extra, all)
+	env = d.callAs(ctx, k.list, p, extra, all)
 	if env.IsError() {
 		return nil, -1, env
 	}
-	unreadable := toolcall.Fail(k.list.tool.Name, toolcall.CodeInternal, "the list tool answered data the edge cannot read")
+	unreadable := toolcall.Fail(k.list.catalog.Name, toolcall.CodeInternal, "the list tool answered data the edge cannot read")
 	var data map[string]json.RawMessage
 	var rows []json.RawMessage
 	if json.Unmarshal(env.Data, &data) != nil || json.Unmarshal(orNull(data[string(k.Items.Name())]), &rows) != nil {
@@ -255,7 +241,7 @@ func (k *resourceKind) resource(it item) *mcp.Resource {
 // oneLine shortens s to one line of at most n bytes.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	return truncate(s, n)
+	return httpguard.Truncate(s, n)
 }
 
 // resourceCursor is where the next page of resources/list starts: the kind,
@@ -268,13 +254,13 @@ type resourceCursor struct {
 // listResources pages through the resources the caller may read: each
 // listable kind in turn, fixed resources as themselves, templated ones as
 // the items of their list tool, called as the caller.
-func (e *Edge) listResources(ctx context.Context, req mcp.Request) (mcp.Result, error) {
-	p, err := e.caller(req)
+func (d *Door) listResources(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+	p, err := d.caller(req)
 	if err != nil {
 		return nil, err
 	}
 	var kinds []*resourceKind
-	for _, k := range e.resources {
+	for _, k := range d.resources {
 		if k.listable(p) {
 			kinds = append(kinds, k)
 		}
@@ -286,7 +272,7 @@ func (e *Edge) listResources(ctx context.Context, req mcp.Request) (mcp.Result, 
 		if err == nil {
 			err = json.Unmarshal(b, &rc)
 		}
-		for pos = 0; err == nil && pos < len(kinds) && kinds[pos].get.tool.Name != rc.Tool; pos++ {
+		for pos = 0; err == nil && pos < len(kinds) && kinds[pos].get.catalog.Name != rc.Tool; pos++ {
 		}
 		if err != nil || pos == len(kinds) || rc.Offset < 0 {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
@@ -302,7 +288,7 @@ func (e *Edge) listResources(ctx context.Context, req mcp.Request) (mcp.Result, 
 			pos, offset = pos+1, 0
 			continue
 		}
-		items, next, env := e.listItems(ctx, k, p, extra, nil, offset, int32(resourcesPageSize-len(out)))
+		items, next, env := d.listItems(ctx, k, p, extra, nil, offset, int32(resourcesPageSize-len(out)))
 		if env != nil {
 			return nil, envelopeError(env)
 		}
@@ -317,19 +303,19 @@ func (e *Edge) listResources(ctx context.Context, req mcp.Request) (mcp.Result, 
 	}
 	res := &mcp.ListResourcesResult{Resources: out}
 	if pos < len(kinds) {
-		b, err := json.Marshal(resourceCursor{Tool: kinds[pos].get.tool.Name, Offset: offset})
+		b, err := json.Marshal(resourceCursor{Tool: kinds[pos].get.catalog.Name, Offset: offset})
 		if err != nil {
 			return nil, fmt.Errorf("encode cursor: %w", err)
 		}
 		res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
 	}
-	e.resourceCacheable(&res.Cacheable)
+	d.resourceCacheable(&res.Cacheable)
 	return res, nil
 }
 
 // resourceCacheable is how long a client may cache what it read or listed
 // of the mesh's live state, for its caller only.
-func (e *Edge) resourceCacheable(c *mcp.Cacheable) {
-	c.TTLMs = int(e.cfg.ResourceTTL.Milliseconds())
+func (d *Door) resourceCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(d.cfg.ResourceTTL.Milliseconds())
 	c.CacheScope = "private"
 }

@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package edge
+package mcpdoor
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 const stdioAnswerTimeout = 5 * time.Second
 
 // serveStdio runs the MCP session over in and out. When ctx ends it stops
-// as Shutdown does: the calls in flight are answered, then the session is
-// closed. Closing a session refuses the writes still pending, so the edge
+// as the edge's shutdown does (stop): the calls in flight are answered,
+// then the session is closed. Closing a session refuses the writes still pending, so the edge
 // first waits until every call it read has its answer written, counting
 // the JSON-RPC messages that pass through in and out.
-func (e *Edge) serveStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
-	answers := e.inflight.answers
-	in = &lineCounter{ReadCloser: in, count: func(calls, _ int) { answers.add(int64(calls)) }}
-	out = &lineCounter{WriteCloser: out, count: func(_, responses int) { answers.add(-int64(responses)) }}
+func (d *Door) serveStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, shutdown func(context.Context) error, grace time.Duration) error {
+	answers := d.cfg.Answers
+	in = &lineCounter{ReadCloser: in, count: func(calls, _ int) { answers.Add(int64(calls)) }}
+	out = &lineCounter{WriteCloser: out, count: func(_, responses int) { answers.Add(-int64(responses)) }}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	stopped := make(chan struct{})
 	go func() {
@@ -33,14 +33,14 @@ func (e *Edge) serveStdio(ctx context.Context, in io.ReadCloser, out io.WriteClo
 			return
 		case <-ctx.Done():
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownGrace+stdioAnswerTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), grace+stdioAnswerTimeout)
 		defer cancel()
-		if err := e.Shutdown(sctx); err != nil {
-			e.log.Warn("edge.shutdown_incomplete", "error", err)
+		if err := shutdown(sctx); err != nil {
+			d.log.Warn("edge.shutdown_incomplete", "error", err)
 		}
 		stop()
 	}()
-	err := e.server.Run(runCtx, &mcp.IOTransport{Reader: in, Writer: out})
+	err := d.server.Run(runCtx, &mcp.IOTransport{Reader: in, Writer: out})
 	stop()
 	<-stopped
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {

@@ -1,9 +1,10 @@
-package edge
+package mcpdoor
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -34,7 +35,15 @@ const maxSubscriptionsPerSession = 100
 
 // subscriptions are the resources the sessions of this process watch.
 type subscriptions struct {
-	e       *Edge
+	// read reads a resource as a subscriber.
+	read func(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error)
+	// kindOf finds the kind of a URI.
+	kindOf func(uri string) (*resourceKind, string, bool)
+	// sessions are the sessions alive; updated notifies subscribers.
+	sessions func() iter.Seq[*mcp.ServerSession]
+	updated  func(context.Context, *mcp.ResourceUpdatedNotificationParams) error
+	interval time.Duration
+
 	mu      sync.Mutex
 	watches map[string]*watch // by URI
 	polling bool
@@ -67,32 +76,35 @@ func digest(env *toolcall.Envelope, last [sha256.Size]byte) [sha256.Size]byte {
 // subscriptions/listen stream subscribes with a request of the SDK's
 // making, which carries no token: the caller's token is then the one the
 // stream's HTTP request was authenticated with.
-func (e *Edge) subscriber(ctx context.Context, req mcp.Request) (*identity.Principal, *mcp.RequestExtra, error) {
+func (d *Door) subscriber(ctx context.Context, req mcp.Request) (*identity.Principal, *mcp.RequestExtra, error) {
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 			extra = &mcp.RequestExtra{TokenInfo: ti}
 		}
 	}
-	p := e.principalOf(extra)
+	p := d.principalOf(extra)
 	if p == nil {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
 	return p, extra, nil
 }
 
-func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	e := s.e
-	p, extra, err := e.subscriber(ctx, req)
+func (d *Door) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	p, extra, err := d.subscriber(ctx, req)
 	if err != nil {
 		return err
 	}
+	return d.subs.subscribe(ctx, req, p, extra)
+}
+
+func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest, p *identity.Principal, extra *mcp.RequestExtra) error {
 	uri := req.Params.URI
-	k, _, ok := e.kindOf(uri)
+	k, _, ok := s.kindOf(uri)
 	if !ok {
 		return mcp.ResourceNotFoundError(uri)
 	}
-	env, err := e.read(ctx, k, p, extra, uri)
+	env, err := s.read(ctx, k, p, extra, uri)
 	if err != nil {
 		return err
 	}
@@ -137,7 +149,7 @@ func (s *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeReque
 
 // poll reads the watched resources every interval until none is watched.
 func (s *subscriptions) poll() {
-	tick := time.NewTicker(s.e.cfg.ResourcePollInterval)
+	tick := time.NewTicker(s.interval)
 	defer tick.Stop()
 	for range tick.C {
 		if !s.pollOnce() {
@@ -151,7 +163,7 @@ func (s *subscriptions) poll() {
 // having stopped polling, when nothing is watched any more.
 func (s *subscriptions) pollOnce() bool {
 	live := map[*mcp.ServerSession]bool{}
-	for ss := range s.e.server.Sessions() {
+	for ss := range s.sessions() {
 		live[ss] = true
 	}
 	type job struct {
@@ -185,7 +197,7 @@ func (s *subscriptions) pollOnce() bool {
 
 	ctx := context.WithValue(context.Background(), unmeteredKey{}, true)
 	for _, j := range jobs {
-		env, err := s.e.read(ctx, j.w.kind, j.p, nil, j.uri)
+		env, err := s.read(ctx, j.w.kind, j.p, nil, j.uri)
 		if err != nil {
 			continue
 		}
@@ -195,7 +207,7 @@ func (s *subscriptions) pollOnce() bool {
 		j.w.digest = d
 		s.mu.Unlock()
 		if changed {
-			_ = s.e.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: j.uri})
+			_ = s.updated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: j.uri})
 		}
 	}
 	return true

@@ -1,19 +1,18 @@
-package edge
+package mcpdoor
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -55,39 +54,6 @@ const (
 	// codeMissingCapability is "Missing Required Client Capability".
 	codeMissingCapability = -32021
 )
-
-// DefaultWaitBudget is how long a waiting long_running tool waits for its
-// outcome before it returns a handle.
-const DefaultWaitBudget = 25 * time.Second
-
-// waitFieldName names the request field of a waiting long_running tool.
-const waitFieldName = "wait_seconds"
-
-// waitField returns t's wait_seconds field when t is a long_running tool
-// that waits (the field is an optional int32), else nil.
-func waitField(t *toolcatalog.Tool) protoreflect.FieldDescriptor {
-	if !t.LongRunning {
-		return nil
-	}
-	fd := t.Method.Input().Fields().ByName(waitFieldName)
-	if fd == nil || fd.Kind() != protoreflect.Int32Kind || !fd.HasPresence() || fd.IsList() {
-		return nil
-	}
-	return fd
-}
-
-// setWait fills the wait of a waiting tool's request: 0 for a client that
-// takes a task, else the budget (or the caller's shorter wait).
-func (e *Edge) setWait(b *binding, req proto.Message, task bool) {
-	budget := int64(e.cfg.WaitBudget / time.Second)
-	msg := req.ProtoReflect()
-	switch {
-	case task:
-		msg.Set(b.wait, protoreflect.ValueOfInt32(0))
-	case !msg.Has(b.wait) || msg.Get(b.wait).Int() > budget:
-		msg.Set(b.wait, protoreflect.ValueOfInt32(int32(budget)))
-	}
-}
 
 // taskKind is a kind of long-running work a tool call can become an MCP
 // task of: the tool that starts it, the tools that read and cancel it, and
@@ -211,24 +177,27 @@ type tasks struct {
 	byPrefix map[string]*taskKind
 }
 
-func buildTasks(reg *toolcatalog.Registry, services map[string]string) *tasks {
+func buildTasks(d *Door) (*tasks, error) {
 	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}}
 	for _, k := range taskKinds() {
 		ok := true
 		for _, name := range []string{k.start, k.get, k.cancel} {
-			tool, found := reg.Lookup(name)
-			ok = ok && found && services[tool.Service] != ""
+			tool, found := d.tools[name]
+			ok = ok && found && tool.Binding().HasBackend()
 		}
-		if start, _ := reg.Lookup(k.start); ok && waitField(start) != nil {
+		if ok && d.tools[k.start].catalog.Wait != nil {
 			t.byStart[k.start] = k
 			t.byPrefix[k.prefix] = k
 		}
 	}
 	if len(t.byStart) == 0 {
-		return nil
+		return nil, nil
 	}
-	return t
+	return t, nil
 }
+
+// starts reports whether the tool named name starts a kind of task.
+func (t *tasks) starts(name string) bool { return t != nil && t.byStart[name] != nil }
 
 // kindOf splits a task id into its kind, agent and local id.
 func (t *tasks) kindOf(taskID string) (k *taskKind, agent, id string, ok bool) {
@@ -300,19 +269,19 @@ func taskSlotFrom(ctx context.Context) *taskSlot {
 
 // addTaskMethods registers tasks/get and tasks/cancel with the SDK (so it
 // parses them); taskMiddleware answers them, with the caller in hand.
-func (e *Edge) addTaskMethods() error {
-	if e.tasks == nil {
+func (d *Door) addTaskMethods() error {
+	if d.tasks == nil {
 		return nil
 	}
 	unreachable := func(context.Context, *mcp.ServerSession, *taskParams) (*taskResult, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "task method outside the edge's middleware"}
 	}
 	for _, m := range []string{methodTasksGet, methodTasksCancel} {
-		if err := mcp.AddReceivingCustomMethod(e.server, m, unreachable); err != nil {
+		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
 			return fmt.Errorf("register %s: %w", m, err)
 		}
 	}
-	e.server.AddReceivingMiddleware(e.taskMiddleware)
+	d.server.AddReceivingMiddleware(d.taskMiddleware)
 	return nil
 }
 
@@ -335,7 +304,7 @@ func declaresTasks(req mcp.Request) bool {
 
 // taskMiddleware turns the tools/call of a Tasks client into a task when
 // the work is still running, and serves tasks/get and tasks/cancel.
-func (e *Edge) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "tools/call":
@@ -349,28 +318,30 @@ func (e *Edge) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case methodTasksGet, methodTasksCancel:
-			return e.serveTask(ctx, method, req)
+			return d.serveTask(ctx, method, req)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// callTask is the tools/call side: for a Tasks client, the started work
+// started is the tools/call side: for a Tasks client, the started work
 // becomes a task while it is still running.
-func (e *Edge) callTask(ctx context.Context, b *binding, env *toolcall.Envelope) {
-	slot := taskSlotFrom(ctx)
-	k := e.tasks.byStart[b.tool.Name]
-	if slot == nil || k == nil || env.IsError() {
+func (t *tasks) started(ctx context.Context, log *slog.Logger, tool *toolcatalog.Tool, env *toolcall.Envelope, slot *taskSlot) {
+	if t == nil {
+		return
+	}
+	k := t.byStart[tool.Name]
+	if k == nil || env.IsError() {
 		return
 	}
 	st, err := k.state(env.Data)
 	if err != nil {
-		e.log.WarnContext(ctx, "mcp.task_unreadable", "tool", b.tool.Name, "error", err)
+		log.WarnContext(ctx, "mcp.task_unreadable", "tool", tool.Name, "error", err)
 		return
 	}
 	if st.status == taskWorking {
 		slot.task = newTaskResult("task", st)
-		e.log.InfoContext(ctx, "mcp.task_created", "tool", b.tool.Name, "task_id", st.id)
+		log.InfoContext(ctx, "mcp.task_created", "tool", tool.Name, "task_id", st.id)
 	}
 }
 
@@ -379,8 +350,8 @@ func taskNotFound() error {
 }
 
 // serveTask answers tasks/get and tasks/cancel for the caller's own tasks.
-func (e *Edge) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-	p := e.principal(req)
+func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	p := d.principal(req)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
@@ -392,7 +363,7 @@ func (e *Edge) serveTask(ctx context.Context, method string, req mcp.Request) (m
 	if params == nil || params.TaskID == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "taskId is required"}
 	}
-	k, agent, id, ok := e.tasks.kindOf(params.TaskID)
+	k, agent, id, ok := d.tasks.kindOf(params.TaskID)
 	if !ok || agent != p.Agent {
 		return nil, taskNotFound()
 	}
@@ -400,23 +371,19 @@ func (e *Edge) serveTask(ctx context.Context, method string, req mcp.Request) (m
 	if method == methodTasksCancel {
 		name = k.cancel
 	}
-	b := e.bindings[name]
-	if ok, _ := p.MayCall(b.tool); !ok {
+	t := d.tools[name]
+	if ok, _ := p.MayCall(t.catalog); !ok {
 		return nil, taskNotFound()
 	}
 	args, _ := json.Marshal(map[string]string{k.idField: id})
-	msg, vs := b.Decode(ctx, args)
-	if vs != nil {
-		return nil, taskNotFound()
-	}
-	env := b.Invoke(ctx, msg, e.cfg.Mesh, mesh.Call{Caller: p.Caller()})
+	env := d.pipeline.Call(ctx, &port.Call{Tool: t.Tool, Caller: p, Arguments: args}).Envelope
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeNotFound || env.DomainCode == toolcall.CodeInvalidArgument {
 			return nil, taskNotFound()
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: env.Message}
 	}
-	e.log.DebugContext(ctx, "mcp.task", "method", method, "task_id", params.TaskID, "subject", p.Subject, "agent", p.Agent)
+	d.log.DebugContext(ctx, "mcp.task", "method", method, "task_id", params.TaskID, "subject", p.Subject, "agent", p.Agent)
 	if method == methodTasksCancel {
 		return &ackResult{ResultType: "complete"}, nil
 	}

@@ -3,7 +3,9 @@
 //
 //   - no services/<a> imports services/<b>; cross-domain calls go through
 //     generated clients;
-//   - edge/ imports generated code (proto/gen) and internal/ only;
+//   - edge/ imports generated code (proto/gen) and internal/ only; a door
+//     under edge/ imports neither the root nor another door, and no type
+//     under edge/ holds the root edge object (edge_test.go);
 //   - workers/ never import services/ or edge/;
 //   - internal/ never imports a domain (services/, edge/, workers/, cmd/);
 //   - only cmd/ reads flags and the environment (no "flag" import, no
