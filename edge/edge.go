@@ -39,6 +39,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/mcpdoor"
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -63,7 +64,6 @@ const ExtensionTasks = mcpdoor.ExtensionTasks
 
 // Defaults of Config.
 const (
-	DefaultCallTimeout      = toolcall.DefaultTimeout
 	DefaultMaxBodyBytes     = 1 << 20
 	DefaultToolsPageSize    = 100
 	DefaultListTTL          = 5 * time.Minute
@@ -120,7 +120,8 @@ type Config struct {
 	Version string
 	// Contracts overrides the services exposed (default toolcatalog.Contracts()).
 	Contracts []protoreflect.ServiceDescriptor
-	// HTTPClient overrides the client used to reach services.
+	// HTTPClient overrides the client used to reach services (default
+	// meshclient.HTTP()).
 	HTTPClient *http.Client
 	// Mesh signs the mesh token each service call carries. Required.
 	Mesh *mesh.Signer
@@ -162,7 +163,7 @@ type Config struct {
 	// hears that it is still running (default 2s).
 	ProgressInterval time.Duration
 	// WaitBudget is how long a long_running tool that waits for its
-	// outcome (owner_ask) waits before it returns a handle to poll, in whole
+	// outcome waits before it returns a handle to poll, in whole
 	// seconds (default DefaultWaitBudget). Such calls get it on top of
 	// CallTimeout. See wait.go.
 	WaitBudget time.Duration
@@ -187,7 +188,7 @@ type Config struct {
 // edge's defaults are.
 func withDefaults(cfg Config) Config {
 	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = DefaultCallTimeout
+		cfg.CallTimeout = toolcall.DefaultTimeout
 	}
 	if cfg.DevAgent == "" {
 		cfg.DevAgent = DefaultDevAgent
@@ -199,7 +200,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Contracts = toolcatalog.Contracts()
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = newServiceClient()
+		cfg.HTTPClient = meshclient.HTTP()
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/edge/elicit"
@@ -18,11 +17,11 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
@@ -74,8 +73,8 @@ type pipeline struct {
 	elicit port.Elicitor
 	// audit records successful admin calls; nil without an audit service.
 	audit *audittrail.Recorder
-	// depth finds the depth of the message a call is made on behalf of;
-	// nil without a messages service.
+	// depth finds the depth of the item a call is made on behalf of; nil
+	// without the service that reads such items.
 	depth *depthLookup
 	// inflight tracks tool calls so that each gets its answer on shutdown.
 	inflight *inflight
@@ -105,7 +104,7 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 			timeout += cfg.WaitBudget
 		}
 		b := &binding{
-			call:      toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, timeout, clientTelemetry),
+			call:      toolcall.NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, log, clientTelemetry),
 			tool:      t,
 			timeout:   timeout,
 			telemetry: newCallTelemetry(t.Name),
@@ -113,11 +112,8 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 		p.bindings[t.Name] = b
 		p.tools = append(p.tools, b)
 	}
-	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
-		p.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url,
-			clientTelemetry, connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout))), audittrail.RecorderOptions{})
-	}
-	p.depth = newDepthLookup(cfg, clientTelemetry)
+	p.audit = audittrail.Dial(meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}, cfg.Services)
+	p.depth = newDepthLookup(p.reg, p.bindings)
 	return p, nil
 }
 
@@ -255,7 +251,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	}
 	mc := caller.Caller()
 	mc.Depth = depth
-	env = b.call.Invoke(ctx, msg, p.cfg.Mesh, mesh.Call{Caller: mc, IdempotencyKey: key})
+	env = p.invoke(ctx, b, msg, mesh.Call{Caller: mc, IdempotencyKey: key})
 	stop()
 
 	// Audit.
@@ -263,6 +259,13 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		p.adminExecuted(ctx, t, caller, msg, key, reason, env)
 	}
 	return port.Outcome{Envelope: env}
+}
+
+// invoke calls b's service with msg, within the call's timeout.
+func (p *pipeline) invoke(ctx context.Context, b *binding, msg proto.Message, call mesh.Call) *toolcall.Envelope {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.call.Invoke(ctx, msg, p.cfg.Mesh, call)
 }
 
 // rateLimit refuses a call past p's rate limit.
@@ -290,16 +293,11 @@ func (p *pipeline) adminExecuted(ctx context.Context, t *toolcatalog.Tool, calle
 		return
 	}
 	// Record even when the client has gone away: the action happened.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
 	entry := audittrail.Entry{CallID: key, Actor: caller.Subject, Tool: t.Name, Reason: reason, Arguments: msg, Replayed: env.Replayed, ReplayOf: env.ReplayOf}
-	if _, err := p.audit.Record(actx, entry); err != nil {
+	if _, err := p.audit.Record(context.WithoutCancel(ctx), entry); err != nil {
 		p.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", caller.Subject, "call_id", key, "error", err)
 	}
 }
-
-// auditTimeout bounds recording one admin call, retries included.
-const auditTimeout = 5 * time.Second
 
 // observe logs the outcome of a call and emits the events some outcomes
 // promise: one mcp.capability_gap or mcp.not_supported per such envelope.

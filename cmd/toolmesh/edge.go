@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 )
@@ -122,7 +123,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer stopTelemetry(tel, log)
+	// The edge and its A2A door reach the services over one client.
+	httpClient := meshclient.HTTP()
 	cfg := edge.Config{
+		HTTPClient:     httpClient,
 		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
@@ -230,7 +234,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		// The A2A door authenticates as the edge does, shares its Host and
 		// Origin check, and reaches the same services.
 		a2aCfg.Version, a2aCfg.Auth, a2aCfg.Grants, a2aCfg.DevAgent, a2aCfg.Guard = e.Version(), cfg.Auth, cfg.Grants, c.devAgent, e.Guard()
-		a2aCfg.Services, a2aCfg.HTTPClient, a2aCfg.Mesh, a2aCfg.Telemetry, a2aCfg.Log = urls, cfg.HTTPClient, signer, tel.Providers, log
+		a2aCfg.Services, a2aCfg.Log = urls, log
+		a2aCfg.Clients = meshclient.Config{HTTP: httpClient, Signer: signer, Timeout: c.callTimeout, Telemetry: tel.Providers}
 		if a2a, err = a2adoor.New(*a2aCfg); err != nil {
 			return err
 		}
@@ -372,7 +377,8 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // serviceURLs maps domain names to the fully-qualified names of their
-// services in the edge's contracts.
+// services in the edge's contracts, and of the shared contracts' services
+// the domain serves too (domain.serves).
 func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
@@ -382,6 +388,9 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 				out[string(sd.FullName())] = url
 				found = true
 			}
+		}
+		for _, name := range domains[domain].serves {
+			out[name] = url
 		}
 		if !found {
 			return nil, fmt.Errorf("no contract for domain %q", domain)

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
@@ -22,10 +21,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/telemetry"
-	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 )
 
 // Package a2adoor is the edge's A2A door: the mesh's agents served over
@@ -34,9 +32,9 @@ import (
 // JSON-RPC at /a2a/agents/<id>:
 //
 //   - message/send delivers the message into the agent's inbox (through
-//     RemoteAgentsService.DeliverInbound and the messages service) and
-//     answers with a task, "working" until the agent answers in the
-//     message's thread (messages_send with its thread_id to the sender);
+//     toolmesh.inbound.v1.InboundService.DeliverInbound, which the
+//     remoteagents domain serves) and answers with a task, "working" until
+//     the agent answers in the message's thread;
 //   - tasks/get shows the task, "completed" with the answer once there is
 //     one; tasks/cancel cancels it while it is working;
 //   - streaming, push notifications and the extended card are not served.
@@ -79,21 +77,16 @@ type Config struct {
 	Guard *httpguard.Guard
 	// Services maps fully-qualified service names to base URLs.
 	Services map[string]string
-	// HTTPClient reaches the services.
-	HTTPClient *http.Client
-	// Mesh signs the mesh token of each service call.
-	Mesh *mesh.Signer
-	// Telemetry makes each service call a span of the request's trace.
-	Telemetry telemetry.Providers
+	// Clients says how the door calls the services: the edge's HTTP
+	// client, its mesh signer (whose public key the door also publishes)
+	// and its call timeout, the deadline of each call.
+	Clients meshclient.Config
 	// Log receives the door's events.
 	Log *slog.Logger
 }
 
 // a2aPathPrefix is where agents are served.
 const a2aPathPrefix = "/a2a/agents/"
-
-// a2aTimeout bounds one A2A request's service calls.
-const a2aTimeout = 15 * time.Second
 
 // a2aMaxBody caps an A2A request body.
 const a2aMaxBody = 1 << 20
@@ -107,14 +100,13 @@ type Door struct {
 	base     string
 	hostPort httpguard.HostPort
 	auth     *identity.Authenticator // nil in development mode
-	agents   agentsv1connect.AgentsServiceClient
-	remote   remoteagentsv1connect.RemoteAgentsServiceClient
+	inbound  inboundv1connect.InboundServiceClient
 	depth    *a2alink.DepthVerifier
 	keys     []byte
 	loopback bool
 }
 
-// self is the identity the endpoint asks the agents directory with.
+// a2aSelf is the identity the endpoint asks which agents it serves with.
 var a2aSelf = mesh.Caller{Subject: "toolmesh-a2a", Agent: "toolmesh-a2a", Roles: []string{mesh.RoleService}}
 
 // New checks cfg and builds the door.
@@ -148,16 +140,13 @@ func New(cfg Config) (*Door, error) {
 			return nil, fmt.Errorf("a2a: %w", err)
 		}
 	}
-	agentsURL := cfg.Services[agentsv1connect.AgentsServiceName]
-	remoteURL := cfg.Services[remoteagentsv1connect.RemoteAgentsServiceName]
-	if agentsURL == "" || remoteURL == "" {
-		return nil, errors.New("a2a: the A2A endpoint needs the agents and remoteagents services")
+	inboundURL := cfg.Services[inboundv1connect.InboundServiceName]
+	if inboundURL == "" {
+		return nil, errors.New("a2a: the A2A endpoint needs the service of toolmesh.inbound.v1 (the remoteagents domain serves it)")
 	}
-	opts := []connect.ClientOption{connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, a2aTimeout)), cfg.Telemetry.ClientOption()}
-	g.agents = agentsv1connect.NewAgentsServiceClient(cfg.HTTPClient, agentsURL, opts...)
-	g.remote = remoteagentsv1connect.NewRemoteAgentsServiceClient(cfg.HTTPClient, remoteURL, opts...)
+	g.inbound = meshclient.New(cfg.Clients, inboundv1connect.NewInboundServiceClient, inboundURL)
 	g.depth = a2alink.NewDepthVerifier(cfg.Egress)
-	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Mesh.PublicKey())); err != nil {
+	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Clients.Signer.PublicKey())); err != nil {
 		return nil, fmt.Errorf("a2a: publish keys: %w", err)
 	}
 	g.cfg = cfg
@@ -219,16 +208,13 @@ func (g *Door) PublicURL() string { return g.base }
 // of depth tokens for it.
 func (g *Door) endpoint(agent string) string { return g.base + a2aPathPrefix + agent }
 
-// activeAgent returns the registered agent id, when it is active.
-func (g *Door) activeAgent(ctx context.Context, id string) (*agentsv1.Agent, error) {
-	ctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: a2aSelf}), a2aTimeout)
-	defer cancel()
-	res, err := g.agents.Get(ctx, &agentsv1.GetRequest{AgentId: id})
+// activeAgent returns the agent id, when the mesh serves it (it is
+// registered and active).
+func (g *Door) activeAgent(ctx context.Context, id string) (*inboundv1.Agent, error) {
+	ctx = mesh.WithCall(ctx, mesh.Call{Caller: a2aSelf})
+	res, err := g.inbound.GetAgent(ctx, &inboundv1.GetAgentRequest{AgentId: id})
 	if err != nil {
 		return nil, err
-	}
-	if res.GetAgent().GetStatus() != agentsv1.AgentStatus_AGENT_STATUS_ACTIVE {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("agent %s is not active", id))
 	}
 	return res.GetAgent(), nil
 }
@@ -258,20 +244,20 @@ func (g *Door) agentError(w http.ResponseWriter, r *http.Request, rpcID json.Raw
 }
 
 // card is an agent's A2A card.
-func (g *Door) card(ag *agentsv1.Agent) *a2a.AgentCard {
+func (g *Door) card(ag *inboundv1.Agent) *a2a.AgentCard {
 	name := ag.GetDisplayName()
 	if name == "" {
-		name = ag.GetId()
+		name = ag.GetAgentId()
 	}
 	desc := ag.GetDescription()
 	if desc == "" {
-		desc = "Agent " + ag.GetId() + " of a toolmesh mesh."
+		desc = "Agent " + ag.GetAgentId() + " of a toolmesh mesh."
 	}
 	c := &a2a.AgentCard{
 		ProtocolVersion:    a2alink.ProtocolVersion,
 		Name:               name,
 		Description:        desc,
-		URL:                g.endpoint(ag.GetId()),
+		URL:                g.endpoint(ag.GetAgentId()),
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
 		Version:            g.cfg.Version,
 		DefaultInputModes:  []string{"text/plain"},
@@ -283,8 +269,8 @@ func (g *Door) card(ag *agentsv1.Agent) *a2a.AgentCard {
 		}}},
 		Skills: []a2a.AgentSkill{{
 			ID:   "inbox",
-			Name: "Message " + ag.GetId(),
-			Description: "Delivers your message to " + ag.GetId() + "'s inbox. The task stays working until " + ag.GetId() +
+			Name: "Message " + ag.GetAgentId(),
+			Description: "Delivers your message to " + ag.GetAgentId() + "'s inbox. The task stays working until " + ag.GetAgentId() +
 				" answers; its answer completes the task (tasks/get).",
 			Tags:        []string{"messaging", "inbox"},
 			InputModes:  []string{"text/plain"},

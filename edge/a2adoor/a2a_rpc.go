@@ -21,7 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 )
 
 // A2A JSON-RPC methods and error codes (A2A 0.3 §3.5.6, §8).
@@ -298,10 +298,10 @@ func messageText(m *a2a.Message) string {
 	return strings.Join(parts, "\n")
 }
 
-// as returns ctx calling RemoteAgentsService as the sender, at depth.
-func (g *Door) as(ctx context.Context, p *identity.Principal, depth int) (context.Context, context.CancelFunc) {
+// as returns ctx calling InboundService as the sender, at depth.
+func (g *Door) as(ctx context.Context, p *identity.Principal, depth int) context.Context {
 	c := mesh.Caller{Subject: p.Subject, Agent: sender(p), Roles: []string{mesh.RoleService}, Depth: depth}
-	return context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: c}), a2aTimeout)
+	return mesh.WithCall(ctx, mesh.Call{Caller: c})
 }
 
 // send delivers a message/send: the depth its sending mesh signed, when it
@@ -323,9 +323,8 @@ func (g *Door) send(ctx context.Context, p *identity.Principal, agent string, pa
 		}
 		senderDepth = max(d.Depth-1, 0)
 	}
-	cctx, cancel := g.as(ctx, p, senderDepth)
-	defer cancel()
-	res, err := g.remote.DeliverInbound(cctx, &remoteagentsv1.DeliverInboundRequest{
+	cctx := g.as(ctx, p, senderDepth)
+	res, err := g.inbound.DeliverInbound(cctx, &inboundv1.DeliverInboundRequest{
 		AgentId: agent, Text: messageText(m), A2AMessageId: m.ID, ContextId: m.ContextID,
 	})
 	if err != nil {
@@ -337,9 +336,8 @@ func (g *Door) send(ctx context.Context, p *identity.Principal, agent string, pa
 }
 
 func (g *Door) getTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskQueryParams) (any, error) {
-	cctx, cancel := g.as(ctx, p, 0)
-	defer cancel()
-	res, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})
+	cctx := g.as(ctx, p, 0)
+	res, err := g.inbound.GetInbound(cctx, &inboundv1.GetInboundRequest{TaskId: string(params.ID)})
 	if err != nil {
 		return nil, err
 	}
@@ -350,16 +348,15 @@ func (g *Door) getTask(ctx context.Context, p *identity.Principal, agent string,
 }
 
 func (g *Door) cancelTask(ctx context.Context, p *identity.Principal, agent string, params *a2a.TaskIDParams) (any, error) {
-	cctx, cancel := g.as(ctx, p, 0)
-	defer cancel()
-	cur, err := g.remote.GetInbound(cctx, &remoteagentsv1.GetInboundRequest{TaskId: string(params.ID)})
+	cctx := g.as(ctx, p, 0)
+	cur, err := g.inbound.GetInbound(cctx, &inboundv1.GetInboundRequest{TaskId: string(params.ID)})
 	if err != nil {
 		return nil, err
 	}
 	if cur.GetInbound().GetAgentId() != agent {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("task not found"))
 	}
-	res, err := g.remote.CancelInbound(cctx, &remoteagentsv1.CancelInboundRequest{TaskId: string(params.ID)})
+	res, err := g.inbound.CancelInbound(cctx, &inboundv1.CancelInboundRequest{TaskId: string(params.ID)})
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +366,7 @@ func (g *Door) cancelTask(ctx context.Context, p *identity.Principal, agent stri
 // task is an inbound task as A2A shows it: the sender's message in its
 // history (with metadata: the stored message, thread and depth), and once
 // the agent answered, the answer as the status message and an artifact.
-func (g *Door) task(in *remoteagentsv1.Inbound, sent *a2a.Message, historyLength *int) *a2a.Task {
+func (g *Door) task(in *inboundv1.Inbound, sent *a2a.Message, historyLength *int) *a2a.Task {
 	user := &a2a.Message{ID: in.GetA2AMessageId(), Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: in.GetText()}},
 		TaskID: a2a.TaskID(in.GetTaskId()), ContextID: in.GetContextId()}
 	if sent != nil {
@@ -386,13 +383,13 @@ func (g *Door) task(in *remoteagentsv1.Inbound, sent *a2a.Message, historyLength
 	at := in.GetUpdateTime().AsTime()
 	t.Status = a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: &at}
 	switch in.GetStatus() {
-	case remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED:
+	case inboundv1.InboundStatus_INBOUND_STATUS_COMPLETED:
 		answer := &a2a.Message{ID: in.GetAnswerMessageId(), Role: a2a.MessageRoleAgent, Parts: a2a.ContentParts{a2a.TextPart{Text: in.GetAnswer()}},
 			TaskID: t.ID, ContextID: t.ContextID}
 		t.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: answer, Timestamp: &at}
 		t.History = append(t.History, answer)
 		t.Artifacts = []*a2a.Artifact{{ID: a2a.ArtifactID("answer-" + in.GetAnswerMessageId()), Name: "answer", Parts: answer.Parts}}
-	case remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED:
+	case inboundv1.InboundStatus_INBOUND_STATUS_CANCELLED:
 		t.Status = a2a.TaskStatus{State: a2a.TaskStateCanceled, Timestamp: &at}
 	}
 	if historyLength != nil && *historyLength < len(t.History) {

@@ -72,6 +72,10 @@ type Config struct {
 	TaskQueue string
 }
 
+// replyMargin is how much longer than the workflow's work a round waits
+// for its reply.
+const replyMargin = 5 * time.Second
+
 // Params is what the edge gives the elicitor besides its Config.
 type Params struct {
 	// Tools are the edge's tools; each gets its forms at start.
@@ -124,10 +128,11 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
 	}
-	// The final round waits for the side effect: its activity may be tried
-	// three times.
-	x.wait = 3*(p.CallTimeout+5*time.Second) + 5*time.Second
-	x.startWait = p.CallTimeout + 5*time.Second
+	// The final round waits for the side effect, which the calls worker
+	// tries as its retry policy says; round 1 never runs it.
+	retry := toolcall.RetryOf(p.CallTimeout)
+	x.wait = retry.Budget() + replyMargin
+	x.startWait = retry.Attempt
 	for _, pt := range p.Tools {
 		t := port.Catalog(pt)
 		f := &toolForms{}

@@ -44,7 +44,7 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 		if arg.Name != k.Variable {
 			return nil, invalidArgument("resource template %s has no variable %q", ref.URI, arg.Name)
 		}
-		c = completion{kind: k.get.catalog.Name}
+		c = completion{kind: k}
 	case "ref/prompt":
 		var pr *prompt
 		for _, x := range d.prompts {
@@ -76,10 +76,10 @@ func (d *Door) completeValues(ctx context.Context, p *identity.Principal, extra 
 			values = append(values, v)
 		}
 	}
-	if c.kind == "" {
+	k := c.kind
+	if k == nil {
 		return values, false, nil
 	}
-	k := d.kind(c.kind)
 	if !k.visible(p) {
 		return values, false, nil
 	}

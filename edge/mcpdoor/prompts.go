@@ -13,70 +13,47 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // Prompts are conversations users start from a menu in their MCP host:
-// each reads the mesh through tools, as the caller, and hands the model
-// what it found as embedded resources, with instructions. A prompt is
-// offered to callers who may call every tool it reads, and only on edges
-// whose registry has those tools; its errors are the tools' errors.
+// each reads the mesh through the READ tool whose contract declares it
+// (toolmesh.tool.v1 Prompt), as the caller, and hands the model what it
+// found as embedded resources, after instructions rendered from the
+// contract's templates. A prompt is offered to callers who may call that
+// tool, and only on edges that serve the resources it embeds and completes
+// from; its errors are the tool's errors. Nothing here names a prompt.
 
-// promptItems is how many items of a list a prompt embeds.
+// promptItems is how many items of a list a prompt embeds per list call.
 const promptItems = 50
 
-// promptDef defines one prompt.
-type promptDef struct {
+// prompt is a prompt the door serves.
+type prompt struct {
+	*toolcatalog.Prompt
 	prompt *mcp.Prompt
-	// reads are the tools the prompt calls.
-	reads []string
-	// kinds are the resource kinds (named by the tool that reads them) it
-	// embeds or completes from.
-	kinds []string
+	// tool is the tool it reads through; kind the resource kind it embeds.
+	tool *tool
+	kind *resourceKind
+	// each is the argument whose choices the list is read for, once per
+	// choice, when it is left empty (nil: none).
+	each *toolv1.PromptArgument
 	// complete says how each argument that has completions completes.
 	complete map[string]completion
-	// build makes the prompt for p from its arguments.
-	build func(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error)
 }
 
 // completion is where an argument's values come from: a fixed set, or the
-// ids of a resource kind (named by the tool that reads it), listed as the
-// caller with listArgs added.
+// ids of a resource kind, listed as the caller with listArgs added.
 type completion struct {
 	values   []string
-	kind     string
+	kind     *resourceKind
 	listArgs func(p *identity.Principal) map[string]any
 }
 
-// prompt is a prompt the edge serves.
-type prompt struct {
-	*promptDef
-	tools []*tool
-}
-
-// visible reports whether p may call every tool pr reads.
+// visible reports whether p may call the tool pr reads through.
 func (pr *prompt) visible(p *identity.Principal) bool {
-	for _, b := range pr.tools {
-		if ok, _ := p.MayCall(b.catalog); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// promptRun is one prompts/get: who asks, and the resources to read
-// through.
-type promptRun struct {
-	mesh  resourceReader
-	p     *identity.Principal
-	extra *mcp.RequestExtra
-}
-
-// resourceReader reads the mesh's resources as a caller.
-type resourceReader interface {
-	kind(get string) *resourceKind
-	listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) ([]item, int32, *toolcall.Envelope)
-	read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error)
+	ok, _ := p.MayCall(pr.tool.catalog)
+	return ok
 }
 
 // kind is the resource kind read by the tool named get.
@@ -89,13 +66,189 @@ func (d *Door) kind(get string) *resourceKind {
 	return nil
 }
 
-func (r *promptRun) kind(get string) *resourceKind { return r.mesh.kind(get) }
+// buildPrompts makes the prompts of the tools, sorted by name, leaving out
+// those whose resource kinds this door does not serve.
+func (d *Door) buildPrompts() {
+	for _, t := range d.sorted {
+	prompts:
+		for _, def := range t.catalog.Prompts {
+			pr := &prompt{Prompt: def, tool: t, complete: map[string]completion{}}
+			switch def.GetEmbed() {
+			case toolv1.PromptEmbed_PROMPT_EMBED_LIST:
+				for _, k := range d.resources {
+					if k.list == t {
+						pr.kind = k
+					}
+				}
+			case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
+				pr.kind = d.kind(t.catalog.Name)
+			}
+			if pr.kind == nil {
+				continue
+			}
+			mp := &mcp.Prompt{Name: def.GetName(), Title: def.GetTitle(), Description: def.GetDescription()}
+			for _, a := range def.GetArguments() {
+				mp.Arguments = append(mp.Arguments, &mcp.PromptArgument{Name: a.GetName(), Title: a.GetTitle(), Description: a.GetDescription(), Required: a.GetRequired()})
+				if len(a.GetChoices()) > 0 {
+					if a.GetListField() != "" {
+						pr.each = a
+					}
+					var values []string
+					for _, c := range a.GetChoices() {
+						values = append(values, c.GetValue())
+					}
+					pr.complete[a.GetName()] = completion{values: values}
+				}
+				if c := def.Completions[a.GetName()]; c != nil {
+					k := d.kind(c.Resource)
+					if k == nil || k.list == nil {
+						continue prompts
+					}
+					pr.complete[a.GetName()] = completion{kind: k, listArgs: listArgs(c)}
+				}
+			}
+			pr.prompt = mp
+			d.prompts = append(d.prompts, pr)
+		}
+	}
+	sort.Slice(d.prompts, func(i, j int) bool { return d.prompts[i].prompt.Name < d.prompts[j].prompt.Name })
+}
 
-// embedList lists up to promptItems resources of the kind read by get, with
-// args, and returns them as embedded resources, and whether there are more.
-func (r *promptRun) embedList(ctx context.Context, get string, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
-	k := r.kind(get)
-	items, next, env := r.mesh.listItems(ctx, k, r.p, r.extra, args, 0, promptItems)
+// listArgs are the list arguments a completion lists with, for p.
+func listArgs(c *toolcatalog.PromptCompletion) func(p *identity.Principal) map[string]any {
+	if len(c.ListArguments) == 0 && c.OwnerField == "" {
+		return nil
+	}
+	return func(p *identity.Principal) map[string]any {
+		out := make(map[string]any, len(c.ListArguments)+1)
+		for k, v := range c.ListArguments {
+			out[k] = v
+		}
+		if c.OwnerField != "" {
+			out[c.OwnerField] = slices.Contains(p.Roles, mesh.RoleOwner)
+		}
+		return out
+	}
+}
+
+func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		p, err := d.caller(req)
+		if err != nil {
+			return nil, err
+		}
+		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
+	}
+}
+
+// runPrompt reads what pr embeds as p and renders its instructions.
+func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) (*mcp.GetPromptResult, error) {
+	data := toolcatalog.PromptData{Args: map[string]string{}, Limit: promptItems}
+	for _, a := range pr.GetArguments() {
+		v := strings.TrimSpace(given[a.GetName()])
+		if v == "" {
+			if a.GetRequired() {
+				return nil, invalidArgument("prompt %s needs the argument %s", pr.GetName(), a.GetName())
+			}
+			continue
+		}
+		if choices := a.GetChoices(); len(choices) > 0 {
+			i := slices.IndexFunc(choices, func(c *toolv1.PromptChoice) bool { return strings.EqualFold(c.GetValue(), v) })
+			if i < 0 {
+				var values []string
+				for _, c := range choices {
+					values = append(values, c.GetValue())
+				}
+				return nil, invalidArgument("%s must be %s, not %q", a.GetName(), strings.Join(values, " or "), given[a.GetName()])
+			}
+			v = choices[i].GetValue()
+		}
+		data.Args[a.GetName()] = v
+	}
+	var attached []*mcp.PromptMessage
+	if pr.GetEmbed() == toolv1.PromptEmbed_PROMPT_EMBED_ONE {
+		msg, err := d.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
+		if err != nil {
+			return nil, err
+		}
+		attached = append(attached, msg)
+	} else {
+		var err error
+		if attached, err = d.embedLists(ctx, pr, p, extra, &data); err != nil {
+			return nil, err
+		}
+	}
+	data.Count = len(attached)
+	var text, desc strings.Builder
+	if err := pr.Text.Execute(&text, data); err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
+	}
+	if err := pr.Description.Execute(&desc, data); err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
+	}
+	return &mcp.GetPromptResult{Description: desc.String(), Messages: append([]*mcp.PromptMessage{textMessage(text.String())}, attached...)}, nil
+}
+
+// embedLists lists the items pr embeds — once, or once per choice of its
+// each argument — and returns them as embedded resources; data learns the
+// choices read and whether there were more.
+func (d *Door) embedLists(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, data *toolcatalog.PromptData) ([]*mcp.PromptMessage, error) {
+	base := map[string]any{}
+	for k, v := range pr.ListArguments {
+		base[k] = v
+	}
+	for _, a := range pr.GetArguments() {
+		if v, ok := data.Args[a.GetName()]; ok && a.GetListField() != "" {
+			base[a.GetListField()] = listValue(a, v)
+		}
+	}
+	runs := []map[string]any{base}
+	if a := pr.each; a != nil {
+		if v, ok := data.Args[a.GetName()]; ok {
+			data.Each = []string{v}
+		} else {
+			runs = nil
+			for _, c := range a.GetChoices() {
+				args := maps(base)
+				args[a.GetListField()] = c.GetListValue()
+				runs = append(runs, args)
+				data.Each = append(data.Each, c.GetValue())
+			}
+		}
+	}
+	var out []*mcp.PromptMessage
+	for _, args := range runs {
+		msgs, more, err := d.embedList(ctx, pr.kind, p, extra, args)
+		if err != nil {
+			return nil, err
+		}
+		out, data.More = append(out, msgs...), data.More || more
+	}
+	return out, nil
+}
+
+// listValue is what the list tool gets for v, a value of a.
+func listValue(a *toolv1.PromptArgument, v string) string {
+	for _, c := range a.GetChoices() {
+		if c.GetValue() == v && c.GetListValue() != "" {
+			return c.GetListValue()
+		}
+	}
+	return v
+}
+
+func maps(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// embedList lists up to promptItems resources of k, with args, and returns
+// them as embedded resources, and whether there are more.
+func (d *Door) embedList(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
+	items, next, env := d.listItems(ctx, k, p, extra, args, 0, promptItems)
 	if env != nil {
 		return nil, false, envelopeError(env)
 	}
@@ -106,12 +259,11 @@ func (r *promptRun) embedList(ctx context.Context, get string, args map[string]a
 	return msgs, next >= 0, nil
 }
 
-// embedOne reads the resource of the kind read by get with the given id and
-// returns it embedded.
-func (r *promptRun) embedOne(ctx context.Context, get, id string) (*mcp.PromptMessage, error) {
-	k := r.kind(get)
+// embedOne reads the resource of k with the given id and returns it
+// embedded.
+func (d *Door) embedOne(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, id string) (*mcp.PromptMessage, error) {
 	uri := k.URI(id)
-	env, err := r.mesh.read(ctx, k, r.p, r.extra, uri)
+	env, err := d.read(ctx, k, p, extra, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -125,196 +277,11 @@ func embedded(uri string, data json.RawMessage) *mcp.PromptMessage {
 	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: contents(uri, data)}}
 }
 
-func text(s string) *mcp.PromptMessage {
+func textMessage(s string) *mcp.PromptMessage {
 	return &mcp.PromptMessage{Role: "user", Content: &mcp.TextContent{Text: s}}
 }
 
 // invalidArgument refuses a prompt argument.
 func invalidArgument(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
-}
-
-// count says how many things there are: "1 open task", "2 open tasks".
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-// isOwner reports whether p acts as the owner.
-func isOwner(p *identity.Principal) bool { return slices.Contains(p.Roles, mesh.RoleOwner) }
-
-// promptDefs are the prompts of the mesh.
-func promptDefs() []*promptDef {
-	return []*promptDef{
-		{
-			prompt: &mcp.Prompt{
-				Name:  "triage_tasks",
-				Title: "Triage my open tasks",
-				Description: "Go through your open work tasks (pending and running) and decide, most urgent first, " +
-					"what to do next with each: start it, finish it, cancel it or leave it.",
-				Arguments: []*mcp.PromptArgument{
-					{Name: "status", Title: "Status", Description: "Only open tasks in this status: pending or running (both when empty)."},
-					{Name: "focus", Title: "Focus", Description: "What matters most right now, e.g. a deadline or a project."},
-				},
-			},
-			reads:    []string{"tasks_list"},
-			kinds:    []string{"tasks_get"},
-			complete: map[string]completion{"status": {values: []string{"pending", "running"}}},
-			build:    triageTasks,
-		},
-		{
-			prompt: &mcp.Prompt{
-				Name:  "review_pending_asks",
-				Title: "Go through the owner's pending asks",
-				Description: "Go through the questions agents are waiting on the owner to answer, summarise what each " +
-					"agent needs and suggest an answer.",
-				Arguments: []*mcp.PromptArgument{
-					{Name: "agent_id", Title: "Agent", Description: "Only this agent's asks (every agent's you may see when empty)."},
-				},
-			},
-			reads:    []string{"owner_list_asks"},
-			kinds:    []string{"owner_get_ask", "agents_get"},
-			complete: map[string]completion{"agent_id": {kind: "agents_get"}},
-			build:    reviewPendingAsks,
-		},
-		{
-			prompt: &mcp.Prompt{
-				Name:  "review_schedule",
-				Title: "Review a schedule before approving it",
-				Description: "Check what a schedule waiting for approval will run, as which agent and how often, " +
-					"and recommend approving or denying it.",
-				Arguments: []*mcp.PromptArgument{
-					{Name: "schedule_id", Title: "Schedule", Description: "Id of the schedule, e.g. sch_01j....", Required: true},
-				},
-			},
-			reads: []string{"schedules_get"},
-			kinds: []string{"schedules_get"},
-			complete: map[string]completion{"schedule_id": {kind: "schedules_get", listArgs: func(p *identity.Principal) map[string]any {
-				// The owner approves every agent's schedules; an agent
-				// sees its own.
-				return map[string]any{"status": "SCHEDULE_STATUS_PENDING_APPROVAL", "all_agents": isOwner(p)}
-			}}},
-			build: reviewSchedule,
-		},
-	}
-}
-
-func triageTasks(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error) {
-	statuses := []string{"pending", "running"}
-	if s := strings.ToLower(strings.TrimSpace(args["status"])); s != "" {
-		if !slices.Contains(statuses, s) {
-			return nil, invalidArgument("status must be pending or running, not %q", args["status"])
-		}
-		statuses = []string{s}
-	}
-	var tasks []*mcp.PromptMessage
-	more := false
-	for _, s := range statuses {
-		msgs, m, err := r.embedList(ctx, "tasks_get", map[string]any{"status": "TASK_STATUS_" + strings.ToUpper(s)})
-		if err != nil {
-			return nil, err
-		}
-		tasks, more = append(tasks, msgs...), more || m
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Triage my open work tasks (%s).", strings.Join(statuses, " and "))
-	if focus := strings.TrimSpace(args["focus"]); focus != "" {
-		fmt.Fprintf(&b, " What matters most right now: %s.", focus)
-	}
-	if len(tasks) == 0 {
-		b.WriteString("\n\nI have no open tasks. Say so, and suggest what to record as a task next, if anything.")
-		return &mcp.GetPromptResult{Description: "No open tasks.", Messages: []*mcp.PromptMessage{text(b.String())}}, nil
-	}
-	b.WriteString("\n\nThe tasks are attached, newest first. Order them by urgency (priority first), then say for each what to do next:" +
-		" start it (tasks_update_status to TASK_STATUS_RUNNING), finish it (TASK_STATUS_COMPLETED or TASK_STATUS_FAILED with a result)," +
-		" cancel it (tasks_cancel with a reason) or leave it, and why. Do not change any task before I agree.")
-	if more {
-		fmt.Fprintf(&b, "\n\nOnly the first %d tasks of each status are attached; tasks_list pages through the rest.", promptItems)
-	}
-	return &mcp.GetPromptResult{Description: count(len(tasks), "open task") + " to triage.", Messages: append([]*mcp.PromptMessage{text(b.String())}, tasks...)}, nil
-}
-
-func reviewPendingAsks(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error) {
-	list := map[string]any{"status": "ASK_STATUS_PENDING"}
-	who := "every agent I may see"
-	if agent := strings.TrimSpace(args["agent_id"]); agent != "" {
-		list["agent_id"], who = agent, "agent "+agent
-	}
-	asks, more, err := r.embedList(ctx, "owner_get_ask", list)
-	if err != nil {
-		return nil, err
-	}
-	if len(asks) == 0 {
-		return &mcp.GetPromptResult{Description: "No pending asks.", Messages: []*mcp.PromptMessage{
-			text(fmt.Sprintf("Check the owner's pending asks from %s. There are none: say so.", who))}}, nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Go through the asks from %s that are waiting for the owner's answer; they are attached, newest first.", who)
-	b.WriteString(" For each: say in one line what the agent needs and by when it expires, suggest an answer (exactly one of its options when" +
-		" it lists options), and say which can wait. The owner answers with owner_answer; do not answer before the owner decides.")
-	if more {
-		fmt.Fprintf(&b, "\n\nOnly the first %d asks are attached; owner_list_asks pages through the rest.", promptItems)
-	}
-	return &mcp.GetPromptResult{Description: count(len(asks), "pending ask") + ".", Messages: append([]*mcp.PromptMessage{text(b.String())}, asks...)}, nil
-}
-
-func reviewSchedule(ctx context.Context, r *promptRun, args map[string]string) (*mcp.GetPromptResult, error) {
-	id := strings.TrimSpace(args["schedule_id"])
-	schedule, err := r.embedOne(ctx, "schedules_get", id)
-	if err != nil {
-		return nil, err
-	}
-	return &mcp.GetPromptResult{Description: "Review schedule " + id + ".", Messages: []*mcp.PromptMessage{
-		text("Review the attached schedule before the owner approves it. Check: which tool it runs, with which arguments, as which agent;" +
-			" whether the arguments are right and safe to repeat; how often it runs (its next run times) and whether that is what is needed." +
-			" Then recommend approving it (schedules_approve) or denying it (schedules_deny), with the reason in one sentence." +
-			" Do not approve or deny it yourself before the owner agrees."),
-		schedule,
-	}}, nil
-}
-
-// buildPrompts makes the prompts whose tools the registry has, sorted by
-// name.
-func (d *Door) buildPrompts() {
-	for _, def := range promptDefs() {
-		pr := &prompt{promptDef: def}
-		for _, name := range def.reads {
-			if t, ok := d.tools[name]; ok {
-				pr.tools = append(pr.tools, t)
-			}
-		}
-		if len(pr.tools) < len(def.reads) || !d.hasKinds(def) {
-			continue
-		}
-		d.prompts = append(d.prompts, pr)
-	}
-	sort.Slice(d.prompts, func(i, j int) bool { return d.prompts[i].prompt.Name < d.prompts[j].prompt.Name })
-}
-
-// hasKinds reports whether the resource kinds def uses are served.
-func (d *Door) hasKinds(def *promptDef) bool {
-	for _, name := range def.kinds {
-		if d.kind(name) == nil {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
-	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		p, err := d.caller(req)
-		if err != nil {
-			return nil, err
-		}
-		args := req.Params.Arguments
-		for _, a := range pr.prompt.Arguments {
-			if a.Required && strings.TrimSpace(args[a.Name]) == "" {
-				return nil, invalidArgument("prompt %s needs the argument %s", pr.prompt.Name, a.Name)
-			}
-		}
-		return pr.build(ctx, &promptRun{mesh: d, p: p, extra: req.Extra}, args)
-	}
 }

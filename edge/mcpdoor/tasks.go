@@ -1,6 +1,7 @@
 package mcpdoor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,38 +12,34 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
-	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
-	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Long-running tools that wait, and MCP tasks.
+// MCP tasks for long-running tools.
 //
-// A long_running tool whose request has an `optional int32 wait_seconds`
-// field waits for its outcome in the service, for at most that many
-// seconds, then answers with a handle to poll. The edge fills the field
-// with its wait budget (Config.WaitBudget, whole seconds; a smaller value
-// the caller gave is kept) and gives such a call the budget on top of
-// CallTimeout, so the service's wait, not the edge's deadline, decides
-// when a pending handle comes back. While it waits, a client that asked for
-// progress hears that the call is still running.
+// A long_running tool whose contract gives it a task block (toolmesh.tool.v1
+// Task) starts work a client that declares the Tasks extension
+// (io.modelcontextprotocol/tasks, in the request's per-request capabilities
+// or, for a session, in its initialize capabilities) follows as a task
+// instead of waiting for it: the call goes out with wait_seconds 0
+// (port.Call.NoWait) and, while the work is still running, answers
 //
-// A client that declares the Tasks extension (io.modelcontextprotocol/tasks,
-// in the request's per-request capabilities or, for a session, in its
-// initialize capabilities) gets a task instead of the wait: the call goes
-// out with wait_seconds 0 and, while the work is still running, answers
+//	{"resultType":"task","taskId":"<prefix>/<agent>/<id>","status":"working",...}
 //
-//	{"resultType":"task","taskId":"ask/<agent>/<ask id>","status":"working",...}
-//
-// whose taskId is the workflow id. tasks/get reads the work through the
-// kind's get tool (working, then completed with the same tool result the
-// call would have returned, or cancelled), and tasks/cancel cancels it
-// through the kind's cancel tool. Both are bound to the caller: a task id
-// names its agent, and another caller's task is "not found" (-32602), as is
-// an unknown one.
+// whose taskId is the work's task id field (its workflow id). tasks/get
+// reads the work through the block's get tool (working, then completed with
+// the same tool result the call would have returned, or cancelled), and
+// tasks/cancel cancels it through its cancel tool, both through the
+// pipeline as the caller. Both are bound to the caller: a task id names its
+// agent, and another caller's task is "not found" (-32602), as is an unknown
+// one. What a status means, and the words that say so, are the contract's:
+// nothing here names a kind of work.
 
 // ExtensionTasks is the MCP Tasks extension's identifier.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
@@ -57,115 +54,64 @@ const (
 
 // taskKind is a kind of long-running work a tool call can become an MCP
 // task of: the tool that starts it, the tools that read and cancel it, and
-// how their results say where the work is.
+// how their results say where the work is (the contract's task block).
 type taskKind struct {
-	// prefix starts its task ids: "<prefix>/<agent>/<id>".
-	prefix string
-	// start, get and cancel are tool names; get and cancel take the id in
-	// idField.
-	start, get, cancel string
-	idField            string
-	// state reads a start, get or cancel result's data.
-	state func(data json.RawMessage) (taskState, error)
+	*toolcatalog.Task
+	// start, get and cancel are the tools.
+	start, get, cancel *tool
 }
 
 // taskState is where a task's work is.
 type taskState struct {
 	id      string // the task id
-	status  string // working, completed or cancelled
+	status  string // working, input_required, completed, failed or cancelled
 	message string
 	created time.Time
 	updated time.Time
 }
 
-// Task statuses the edge reports.
+// MCP task statuses, by the contract's states.
+var taskStatuses = map[toolv1.TaskState]string{
+	toolv1.TaskState_TASK_STATE_WORKING:        "working",
+	toolv1.TaskState_TASK_STATE_INPUT_REQUIRED: "input_required",
+	toolv1.TaskState_TASK_STATE_COMPLETED:      "completed",
+	toolv1.TaskState_TASK_STATE_FAILED:         "failed",
+	toolv1.TaskState_TASK_STATE_CANCELLED:      "cancelled",
+}
+
 const (
 	taskWorking   = "working"
 	taskCompleted = "completed"
-	taskCancelled = "cancelled"
 )
 
-// taskKinds lists the work that can become tasks: owner asks and remote
-// agent invocations.
-func taskKinds() []*taskKind {
-	return []*taskKind{{
-		prefix: "ask", start: "owner_ask", get: "owner_get_ask", cancel: "owner_cancel_ask", idField: "ask_id",
-		state: askState,
-	}, {
-		prefix: "invoke", start: "remoteagents_invoke", get: "remoteagents_get_invocation", cancel: "remoteagents_cancel_invocation",
-		idField: "invocation_id", state: invocationState,
-	}}
-}
+var itemJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
 
-// invocationState reads the invocation in a remoteagents_invoke,
-// remoteagents_get_invocation or remoteagents_cancel_invocation result
-// ({"invocation": {...}}).
-func invocationState(data json.RawMessage) (taskState, error) {
-	var res remoteagentsv1.GetInvocationResponse
-	if err := askJSON.Unmarshal(data, &res); err != nil {
-		return taskState{}, fmt.Errorf("read the invocation: %w", err)
+// state reads where the work is from a result of t, one of k's tools: the
+// work is in the result data's item field.
+func (k *taskKind) state(t *tool, data json.RawMessage) (taskState, error) {
+	res := dynamicpb.NewMessage(t.catalog.Method.Output())
+	if err := itemJSON.Unmarshal(data, res); err != nil {
+		return taskState{}, fmt.Errorf("read the %s: %w", k.ItemField, err)
 	}
-	inv := res.GetInvocation()
-	st := taskState{id: inv.GetWorkflowId(), created: inv.GetCreateTime().AsTime(), updated: inv.GetCreateTime().AsTime()}
-	if inv.GetResolveTime() != nil {
-		st.updated = inv.GetResolveTime().AsTime()
+	item := res.Get(res.Descriptor().Fields().ByName(protoreflect.Name(k.ItemField))).Message()
+	st := taskState{id: item.Get(k.TaskID).String(), created: toolcatalog.Time(item, k.Created)}
+	st.updated = st.created
+	if item.Has(k.Updated) {
+		st.updated = toolcatalog.Time(item, k.Updated)
 	}
-	switch inv.GetStatus() {
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING:
-		st.status = taskWorking
-		st.message = "The remote agent is working on it"
-		if s := inv.GetRemoteState(); s != "" {
-			st.message += " (" + s + ")"
-		}
-		st.message += "."
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED:
-		st.status, st.message = taskCompleted, "The remote agent answered."
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED:
-		st.status, st.message = taskCompleted, "The invocation failed: "+inv.GetError()
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_REJECTED:
-		st.status, st.message = taskCompleted, "The remote agent refused it."
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_INPUT_REQUIRED:
-		st.status, st.message = taskCompleted, "The remote agent needs more input: invoke it again with the task_id."
-	case remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED:
-		st.status, st.message = taskCancelled, "The invocation was cancelled."
-	default:
-		return taskState{}, fmt.Errorf("invocation in unknown status %v", inv.GetStatus())
+	status := item.Get(k.Status).Enum()
+	s, ok := k.States[status]
+	if !ok {
+		return taskState{}, fmt.Errorf("%s in unknown status %d", k.ItemField, status)
 	}
+	st.status = taskStatuses[s.State]
+	var b bytes.Buffer
+	if err := s.Message.Execute(&b, toolcatalog.ItemFields(item)); err != nil {
+		return taskState{}, fmt.Errorf("say where the %s is: %w", k.ItemField, err)
+	}
+	st.message = b.String()
 	if st.id == "" {
-		return taskState{}, fmt.Errorf("the invocation names no workflow")
-	}
-	return st, nil
-}
-
-var askJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
-
-// askState reads the ask in an owner_ask, owner_get_ask or
-// owner_cancel_ask result ({"ask": {...}}).
-func askState(data json.RawMessage) (taskState, error) {
-	var res ownerv1.GetAskResponse
-	if err := askJSON.Unmarshal(data, &res); err != nil {
-		return taskState{}, fmt.Errorf("read the ask: %w", err)
-	}
-	a := res.GetAsk()
-	st := taskState{id: a.GetWorkflowId(), created: a.GetCreateTime().AsTime(), updated: a.GetCreateTime().AsTime()}
-	if a.GetResolveTime() != nil {
-		st.updated = a.GetResolveTime().AsTime()
-	}
-	switch a.GetStatus() {
-	case ownerv1.AskStatus_ASK_STATUS_PENDING:
-		st.status = taskWorking
-		st.message = "Waiting for the owner's answer (the ask expires at " + a.GetExpireTime().AsTime().UTC().Format(time.RFC3339) + ")."
-	case ownerv1.AskStatus_ASK_STATUS_ANSWERED:
-		st.status, st.message = taskCompleted, "The owner answered."
-	case ownerv1.AskStatus_ASK_STATUS_EXPIRED:
-		st.status, st.message = taskCompleted, "The ask expired without an answer."
-	case ownerv1.AskStatus_ASK_STATUS_CANCELLED:
-		st.status, st.message = taskCancelled, "The ask was cancelled."
-	default:
-		return taskState{}, fmt.Errorf("ask in unknown status %v", a.GetStatus())
-	}
-	if st.id == "" {
-		return taskState{}, fmt.Errorf("the ask names no workflow")
+		return taskState{}, fmt.Errorf("the %s names no task", k.ItemField)
 	}
 	return st, nil
 }
@@ -179,16 +125,17 @@ type tasks struct {
 
 func buildTasks(d *Door) (*tasks, error) {
 	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}}
-	for _, k := range taskKinds() {
-		ok := true
-		for _, name := range []string{k.start, k.get, k.cancel} {
-			tool, found := d.tools[name]
-			ok = ok && found && tool.Binding().HasBackend()
+	for _, start := range d.sorted {
+		task := start.catalog.Task
+		if task == nil {
+			continue
 		}
-		if ok && d.tools[k.start].catalog.Wait != nil {
-			t.byStart[k.start] = k
-			t.byPrefix[k.prefix] = k
+		k := &taskKind{Task: task, start: start, get: d.tools[task.Get.Name], cancel: d.tools[task.Cancel.Name]}
+		if !k.start.Binding().HasBackend() || !k.get.Binding().HasBackend() || !k.cancel.Binding().HasBackend() {
+			continue
 		}
+		t.byStart[start.catalog.Name] = k
+		t.byPrefix[task.IDPrefix] = k
 	}
 	if len(t.byStart) == 0 {
 		return nil, nil
@@ -213,8 +160,8 @@ func (t *tasks) kindOf(taskID string) (k *taskKind, agent, id string, ok bool) {
 	return k, rest[:i], rest[i+1:], true
 }
 
-// taskPollInterval is the pollIntervalMs tasks suggest: asks wait for a
-// person.
+// taskPollInterval is the pollIntervalMs tasks suggest: long-running work
+// often waits for a person.
 const taskPollInterval = 2 * time.Second
 
 // taskResult is a CreateTaskResult (resultType "task", from tools/call) or
@@ -334,7 +281,7 @@ func (t *tasks) started(ctx context.Context, log *slog.Logger, tool *toolcatalog
 	if k == nil || env.IsError() {
 		return
 	}
-	st, err := k.state(env.Data)
+	st, err := k.state(k.start, env.Data)
 	if err != nil {
 		log.WarnContext(ctx, "mcp.task_unreadable", "tool", tool.Name, "error", err)
 		return
@@ -367,15 +314,14 @@ func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (m
 	if !ok || agent != p.Agent {
 		return nil, taskNotFound()
 	}
-	name := k.get
+	t := k.get
 	if method == methodTasksCancel {
-		name = k.cancel
+		t = k.cancel
 	}
-	t := d.tools[name]
 	if ok, _ := p.MayCall(t.catalog); !ok {
 		return nil, taskNotFound()
 	}
-	args, _ := json.Marshal(map[string]string{k.idField: id})
+	args, _ := json.Marshal(map[string]string{k.IDField: id})
 	env := d.pipeline.Call(ctx, &port.Call{Tool: t.Tool, Caller: p, Arguments: args}).Envelope
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeNotFound || env.DomainCode == toolcall.CodeInvalidArgument {
@@ -387,7 +333,7 @@ func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (m
 	if method == methodTasksCancel {
 		return &ackResult{ResultType: "complete"}, nil
 	}
-	st, err := k.state(env.Data)
+	st, err := k.state(t, env.Data)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "read the task's state"}
 	}

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +27,54 @@ const edgeRoot = module + "/edge"
 // leaf package of the doors' ports, the callers' identity and the HTTP
 // guards every listener shares.
 var edgeShared = []string{edgeRoot + "/port", edgeRoot + "/identity", edgeRoot + "/httpguard"}
+
+// domains are the packages under proto/gen/toolmesh/ that are a domain's:
+// those with a service in services/. The others are shared contracts (the
+// tool options, page, workflow, calls, ...).
+func domains(t *testing.T) map[string]bool {
+	t.Helper()
+	var servicesDir string
+	for _, p := range listPackages(t) {
+		if p.ImportPath == module+"/internal/archtest" {
+			servicesDir = filepath.Join(p.Dir, "..", "..", "services")
+		}
+	}
+	entries, err := os.ReadDir(servicesDir)
+	if err != nil {
+		t.Fatalf("read services/: %v", err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if e.IsDir() {
+			out[e.Name()] = true
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("found no domain under services/")
+	}
+	return out
+}
+
+// TestEdgeKnowsNoDomain: nothing under edge/ imports a domain's generated
+// package (its messages, its Connect client).
+func TestEdgeKnowsNoDomain(t *testing.T) {
+	doms := domains(t)
+	gen := module + "/" + generatedDir + "/toolmesh/"
+	for _, p := range listPackages(t) {
+		if p.ImportPath != edgeRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			rest, ok := strings.CutPrefix(imp, gen)
+			if !ok {
+				continue
+			}
+			if pkg, _, _ := strings.Cut(rest, "/"); doms[pkg] {
+				t.Errorf("%s imports %s: the edge knows no domain; what it needs of one belongs in the contract's toolmesh.tool.v1 options or a shared contract", p.ImportPath, imp)
+			}
+		}
+	}
+}
 
 // TestDoorsImportNeitherTheRootNorEachOther: a package under edge/ other
 // than the root imports, of the edge, only edge/port, edge/identity and

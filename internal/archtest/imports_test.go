@@ -15,7 +15,9 @@
 //   - no hand-written source file is over 600 lines (filesize_test.go);
 //   - no tracked file is over 1 MiB or an executable binary
 //     (trackedfiles_test.go);
-//   - a package comment names its own package (pkgdoc_test.go).
+//   - a package comment names its own package (pkgdoc_test.go);
+//   - docs/README.md links every page of docs/, and every link to a local
+//     page resolves (docs_test.go).
 package archtest
 
 import (

@@ -55,6 +55,11 @@ type Tool struct {
 	PageField protoreflect.FieldDescriptor
 	// Resource is set when the tool is also served as an MCP resource.
 	Resource *Resource
+	// Task is set when the work the tool starts is an MCP task.
+	Task *Task
+	// Prompts are the prompts that read through the tool.
+	Prompts []*Prompt
+
 	// Wait is the request's wait_seconds field of a long_running tool that
 	// waits for its outcome (an optional int32): the service waits that
 	// many seconds at most, then answers with a handle to poll. Nil for
@@ -68,9 +73,10 @@ type Tool struct {
 
 // Registry is the immutable set of tools, sorted by name.
 type Registry struct {
-	tools     []*Tool
-	byName    map[string]*Tool
-	resources []*Tool
+	tools      []*Tool
+	byName     map[string]*Tool
+	resources  []*Tool
+	onBehalfOf *OnBehalfOf
 }
 
 // Options adjust the generated schemas.
@@ -124,6 +130,25 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 			}
 			templates[tmpl] = t.Name
 			r.resources = append(r.resources, t)
+		}
+	}
+	// Blocks that name other tools, and resources: after every resource is
+	// bound.
+	prompts := map[string]string{}
+	for _, t := range r.tools {
+		opt := toolOption(t.Method)
+		if task := opt.GetTask(); task != nil {
+			if err := r.bindTask(t, task); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.bindPrompts(t, opt.GetPrompts(), prompts); err != nil {
+			return nil, err
+		}
+		if b := opt.GetOnBehalfOf(); b != nil {
+			if err := r.bindOnBehalfOf(t, b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil

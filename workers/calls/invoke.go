@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -25,7 +24,7 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 		Caller:         c.in.GetCaller(),
 		IdempotencyKey: IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID),
 		Audit:          c.in.GetAdmin(),
-		Timeout:        durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+		Timeout:        durationpb.New(callTimeout(c.in.GetCallTimeout())),
 	})
 	status := StatusSucceeded
 	if env.IsError() {
@@ -46,15 +45,18 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 // is recorded in the history like any activity's. A worker that dies after
 // the service call but before the task completes makes another worker run
 // it again, with the same idempotency key, which the service applies once.
+//
+// How it is tried is toolcall.RetryOf the call's timeout, which the edge
+// asks too, to know how long the final round may take.
 func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInput) *toolcall.Envelope {
-	timeout := durationOr(in.GetTimeout(), DefaultCallTimeout)
+	retry := toolcall.RetryOf(callTimeout(in.GetTimeout()))
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    timeout + 5*time.Second,
-		ScheduleToCloseTimeout: 3 * (timeout + 5*time.Second),
+		StartToCloseTimeout:    retry.Attempt,
+		ScheduleToCloseTimeout: retry.Budget(),
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    200 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumAttempts:    3,
+			InitialInterval:    retry.Interval,
+			BackoffCoefficient: retry.Backoff,
+			MaximumAttempts:    retry.Attempts,
 		},
 		Summary: in.GetTool(),
 	})

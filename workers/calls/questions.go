@@ -132,7 +132,7 @@ func (c *call) preview(ctx workflow.Context, st *callsv1.Step) *callsv1.RoundRes
 		Tool:      st.GetPreviewTool(),
 		Arguments: c.arguments(),
 		Caller:    c.in.GetCaller(),
-		Timeout:   durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+		Timeout:   durationpb.New(callTimeout(c.in.GetCallTimeout())),
 	})
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeInvalidArgument && len(c.elicited) > 0 {
