@@ -208,7 +208,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 			boundary.LogRejection(ctx, p.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})
 			return fail(elicit.StateRefused(t.Name))
 		}
-		return p.elicit.Next(ctx, &port.Elicited{Call: c, Depth: depth})
+		return p.elicited(ctx, t, caller, p.elicit.Next(ctx, &port.Elicited{Call: c, Depth: depth}))
 	}
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
 	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0) && p.elicit.CanAsk(c)
@@ -225,7 +225,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		if ask {
 			clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
 			if out, ok := p.elicit.Ask(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey}, obj); ok {
-				return out
+				return p.elicited(ctx, t, caller, out)
 			}
 		}
 		if admin {
@@ -284,11 +284,11 @@ func (p *pipeline) rateLimit(t *toolcatalog.Tool, caller *identity.Principal) *t
 // service answered env as a replay (see audittrail). The action has already
 // happened, so a failed append is logged, not returned to the caller.
 func (p *pipeline) adminExecuted(ctx context.Context, t *toolcatalog.Tool, caller *identity.Principal, msg proto.Message, key, reason string, env *toolcall.Envelope) {
-	attrs := []any{"tool", t.Name, "subject", caller.Subject, "agent", caller.Agent, "reason", httpguard.Truncate(reason, 500), "call_id", key}
+	var attrs []any
 	if env.Replayed {
 		attrs = append(attrs, "replay_of", env.ReplayOf)
 	}
-	p.log.InfoContext(ctx, "mcp.admin_op.executed", attrs...)
+	p.adminEvent(ctx, t, caller, reason, key, attrs...)
 	if p.audit == nil {
 		return
 	}
@@ -297,6 +297,23 @@ func (p *pipeline) adminExecuted(ctx context.Context, t *toolcatalog.Tool, calle
 	if _, err := p.audit.Record(context.WithoutCancel(ctx), entry); err != nil {
 		p.log.ErrorContext(ctx, "audit.append_failed", "tool", t.Name, "subject", caller.Subject, "call_id", key, "error", err)
 	}
+}
+
+// elicited is the outcome of an elicited call: one whose side effect ran,
+// and was recorded, in the calls worker is reported executed here, as any
+// admin call is.
+func (p *pipeline) elicited(ctx context.Context, t *toolcatalog.Tool, caller *identity.Principal, out port.Outcome) port.Outcome {
+	if x := out.Executed; x != nil {
+		p.adminEvent(ctx, t, caller, x.Reason, x.CallID, "via", "elicitation")
+	}
+	return out
+}
+
+// adminEvent is the one mcp.admin_op.executed event of an admin call that
+// ran: who, why, and the idempotency key it ran and was recorded under.
+func (p *pipeline) adminEvent(ctx context.Context, t *toolcatalog.Tool, caller *identity.Principal, reason, callID string, attrs ...any) {
+	p.log.InfoContext(ctx, "mcp.admin_op.executed", append([]any{"tool", t.Name, "subject", caller.Subject, "agent", caller.Agent,
+		"reason", httpguard.Truncate(reason, 500), "call_id", callID}, attrs...)...)
 }
 
 // observe logs the outcome of a call and emits the events some outcomes

@@ -163,13 +163,14 @@ func (x *Elicitor) Ask(ctx context.Context, e *port.Elicited, args map[string]js
 		return port.Outcome{}, false
 	}
 	env, interim := x.start(ctx, c, args, steps, e.ClientKey)
-	return port.Outcome{Envelope: env, Interim: interim}, true
+	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}, true
 }
 
 // Next delivers the answers of a later round.
 func (x *Elicitor) Next(ctx context.Context, e *port.Elicited) port.Outcome {
-	env, interim := x.next(ctx, newCall(e))
-	return port.Outcome{Envelope: env, Interim: interim}
+	c := newCall(e)
+	env, interim := x.next(ctx, c)
+	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}
 }
 
 // canElicit reports whether the client of req declared form elicitation
@@ -267,6 +268,8 @@ type call struct {
 	p      *identity.Principal
 	req    *mcp.CallToolRequest
 	digest string
+	// executed is set once the call ran as a successful ADMIN call.
+	executed *port.Executed
 }
 
 func newCall(e *port.Elicited) *call {
@@ -365,7 +368,7 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		}
 	}
 	if res.GetEnvelope() != "" {
-		return x.final(ctx, t, c.p, res), nil
+		return x.final(ctx, c, res), nil
 	}
 	requests := mcp.InputRequestMap{}
 	for _, q := range res.GetQuestions() {
@@ -419,16 +422,15 @@ func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *call
 }
 
 // final is the envelope of a call that is over; a successful ADMIN call is
-// reported as executed (its audit record was written by the worker).
-func (x *Elicitor) final(ctx context.Context, t *toolcatalog.Tool, p *identity.Principal, res *callsv1.RoundResult) *toolcall.Envelope {
-	tool := t.Name
+// executed, with the reason the user gave (the worker wrote its audit
+// record), which the pipeline reports.
+func (x *Elicitor) final(ctx context.Context, c *call, res *callsv1.RoundResult) *toolcall.Envelope {
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
+		return toolcall.Unexpected(ctx, x.log, c.t.Name, errors.New("the call's workflow returned no result envelope"))
 	}
-	if t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
-		x.log.InfoContext(ctx, "mcp.admin_op.executed", "tool", tool, "subject", p.Subject, "agent", p.Agent,
-			"call_id", res.GetCallId(), "via", "elicitation")
+	if c.t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
+		c.executed = &port.Executed{Reason: res.GetReason(), CallID: res.GetCallId()}
 	}
 	return &env
 }

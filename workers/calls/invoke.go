@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -33,7 +34,20 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 	c.callID = IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
 	res := c.finish(ctx, env, status)
 	res.CallId = c.callID
+	if c.in.GetAdmin() && !env.IsError() {
+		// The edge reports the call executed with the reason the audit
+		// record holds.
+		res.Reason = c.reason()
+	}
 	return res // also c.current
+}
+
+// reason is the reason the user gave an ADMIN call, as the audit trail
+// records it.
+func (c *call) reason() string {
+	var r string
+	_ = json.Unmarshal(c.args[toolcall.AdminReason], &r)
+	return strings.TrimSpace(r)
 }
 
 // activity runs a tool-calling activity and returns its envelope; an
