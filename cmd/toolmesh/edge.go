@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -102,9 +101,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if c.keyPath == "" {
-		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
-	}
+	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
 	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
@@ -144,12 +141,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 
 		ResourcePollInterval: c.resourcePoll,
 	}
-	if c.stateKey == "" {
-		c.stateKey = filepath.Join(c.dataDir, stateKeyFile)
-	}
-	if c.statePrevKey == "" {
-		c.statePrevKey = filepath.Join(c.dataDir, statePreviousKeyFile)
-	}
+	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
+	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
 	if len(c.sessionPeers) > 0 && !c.stdio {
 		self, err := sessionSelf(c.sessionAdvertise, c.addr)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -176,12 +175,8 @@ func auditOptions(s *config.Set) buildFunc {
 		if interval < time.Second {
 			return nil, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
 		}
-		if keyPath == "" {
-			keyPath = filepath.Join(deps.DataDir, auditKeyFile)
-		}
-		if logPath == "" {
-			logPath = filepath.Join(deps.DataDir, auditCheckpointLogFile)
-		}
+		keyPath = orDataFile(keyPath, deps.DataDir, auditKeyFile)
+		logPath = orDataFile(logPath, deps.DataDir, auditCheckpointLogFile)
 		key, err := keyfile.ReadPrivate(keyPath)
 		if err != nil {
 			return nil, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
@@ -267,7 +262,7 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 	s.String(&c.addr, fmt.Sprintf("127.0.0.1:%d", d.port), config.Opt{Flag: "addr", Env: prefix + "ADDR", Usage: "listen address"})
 	bindData(s, &c.dataDir, "directory for SQLite files and the mesh public key")
 	if !d.stateless {
-		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + name + ".db"})
+		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile(name)})
 	}
 	s.Duration(&c.drain, 0, config.Opt{Flag: "drain", Env: "TOOLMESH_SERVICE_DRAIN", Usage: "how long to report NOT_SERVING before closing on shutdown"})
 	if !d.directory {
@@ -319,11 +314,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	if !d.stateless && c.dsn == "" {
-		c.dsn = filepath.Join(c.dataDir, name+".db")
+		c.dsn = dataFile(c.dataDir, dbFile(name))
 	}
-	if c.pubKey == "" {
-		c.pubKey = filepath.Join(c.dataDir, meshPubKeyFile)
-	}
+	c.pubKey = orDataFile(c.pubKey, c.dataDir, meshPubKeyFile)
 	verifier, err := readMeshVerifier(c.pubKey)
 	if err != nil {
 		return err

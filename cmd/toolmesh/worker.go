@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -131,9 +130,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	if c.keyPath == "" {
-		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
-	}
+	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
 	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
