@@ -368,6 +368,10 @@ func (e *Edge) Registry() *toolcatalog.Registry { return e.pipeline.reg }
 // protected resource metadata.
 func (e *Edge) Handler() http.Handler { return e.handler }
 
+// Pipeline is the one path of every tool call, for a door that cmd/ wires
+// beside the edge (the MCP door gets it at New).
+func (e *Edge) Pipeline() port.Pipeline { return e.pipeline }
+
 // Guard is the edge's Host and Origin check, which the A2A door shares.
 func (e *Edge) Guard() *httpguard.Guard { return e.guard }
 
