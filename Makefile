@@ -18,6 +18,7 @@ PROTOC_GEN_GO_GRPC_VERSION    := v1.6.2
 GRPC_GATEWAY_VERSION          := v2.33.0
 TEMPORAL_CLI_VERSION          := v1.5.1
 STATICCHECK_VERSION           := v0.8.2
+WORKFLOWCHECK_VERSION         := v0.6.0
 # buf/validate/validate.proto is copied from this Go module in the module cache.
 PROTOVALIDATE_PROTO_VERSION   := v1.2.2
 
@@ -49,12 +50,16 @@ $(BIN)/temporal:
 	go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 $(BIN)/staticcheck:
 	go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# Temporal's determinism linter: what a workflow calls must decide alike
+# when the workflow replays.
+$(BIN)/workflowcheck:
+	go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 PROTO_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/protoc-gen-go-grpc \
 	$(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2
 
 .PHONY: tools
-tools: $(PROTO_TOOLS) $(BIN)/temporal $(BIN)/staticcheck ## Install the pinned tools into ./bin
+tools: $(PROTO_TOOLS) $(BIN)/temporal $(BIN)/staticcheck $(BIN)/workflowcheck ## Install the pinned tools into ./bin
 
 # --- code generation ---------------------------------------------------------
 
@@ -79,7 +84,7 @@ checkgenerate: generate ## Fail when the committed generated code is stale
 # --- lint and test -----------------------------------------------------------
 
 .PHONY: lint
-lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.proto ## gofmt, go mod tidy, go vet, staticcheck, buf lint, buf breaking, import rules
+lint: $(BIN)/buf $(BIN)/staticcheck $(BIN)/workflowcheck .build/protovalidate/buf/validate/validate.proto ## gofmt, go mod tidy, go vet, staticcheck, workflowcheck, buf lint, buf breaking, import rules
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^proto/gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet $(GO_PACKAGES)
@@ -87,6 +92,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck .build/protovalidate/buf/validate/validate.p
 	CGO_ENABLED=0 go vet ./cmd/toolmesh ./services/projects/...
 	staticcheck $(GO_PACKAGES)
 	staticcheck -tags faults ./faults ./cmd/toolmesh
+	workflowcheck -config workflowcheck.yaml ./workers/...
 	buf lint
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest

@@ -19,55 +19,48 @@ import (
 	"connectrpc.com/connect"
 	"github.com/a2aproject/a2a-go/a2a"
 	jose "github.com/go-jose/go-jose/v4"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/a2adoor"
+	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
-	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
+	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 )
 
-// directory is an agents directory with bob (active) and sleepy (paused).
-type directory struct {
-	agentsv1connect.UnimplementedAgentsServiceHandler
+// delivery is one DeliverInbound the inbound stand-in got.
+type delivery struct {
+	caller mesh.Caller
+	req    *inboundv1.DeliverInboundRequest
 }
 
-func (directory) Get(_ context.Context, req *agentsv1.GetRequest) (*agentsv1.GetResponse, error) {
-	switch req.GetAgentId() {
-	case "bob":
-		return &agentsv1.GetResponse{Agent: &agentsv1.Agent{Id: "bob", DisplayName: "Bob", Description: "Books trips.", Status: agentsv1.AgentStatus_AGENT_STATUS_ACTIVE}}, nil
-	case "sleepy":
-		return &agentsv1.GetResponse{Agent: &agentsv1.Agent{Id: "sleepy", Status: agentsv1.AgentStatus_AGENT_STATUS_PAUSED}}, nil
+// inbound stands in for the InboundService the remoteagents domain serves:
+// it serves bob (active; sleepy is paused, so not served), keeps tasks in
+// memory, and refuses delivery from depth 3 on as the messages service
+// does.
+type inbound struct {
+	inboundv1connect.UnimplementedInboundServiceHandler
+	mu         sync.Mutex
+	deliveries []delivery
+	tasks      map[string]*inboundv1.Inbound
+}
+
+func (f *inbound) GetAgent(_ context.Context, req *inboundv1.GetAgentRequest) (*inboundv1.GetAgentResponse, error) {
+	if req.GetAgentId() == "bob" {
+		return &inboundv1.GetAgentResponse{Agent: &inboundv1.Agent{AgentId: "bob", DisplayName: "Bob", Description: "Books trips."}}, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("agent %s not found", req.GetAgentId()))
 }
 
-// delivery is one DeliverInbound the remoteagents stand-in got.
-type delivery struct {
-	caller mesh.Caller
-	req    *remoteagentsv1.DeliverInboundRequest
-}
-
-// inbound stands in for RemoteAgentsService's inbound RPCs: it keeps tasks
-// in memory, refusing delivery from depth 3 on as the messages service
-// does.
-type inbound struct {
-	remoteagentsv1connect.UnimplementedRemoteAgentsServiceHandler
-	mu         sync.Mutex
-	deliveries []delivery
-	tasks      map[string]*remoteagentsv1.Inbound
-}
-
-func (f *inbound) DeliverInbound(ctx context.Context, req *remoteagentsv1.DeliverInboundRequest) (*remoteagentsv1.DeliverInboundResponse, error) {
+func (f *inbound) DeliverInbound(ctx context.Context, req *inboundv1.DeliverInboundRequest) (*inboundv1.DeliverInboundResponse, error) {
 	c := mesh.FromContext(ctx).Caller
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,14 +68,14 @@ func (f *inbound) DeliverInbound(ctx context.Context, req *remoteagentsv1.Delive
 	if c.Depth >= 3 {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of 3.", c.Depth)) //nolint:staticcheck // the exact sentence
 	}
-	in := &remoteagentsv1.Inbound{TaskId: fmt.Sprintf("tsk_%d", len(f.deliveries)), ContextId: "ctx_1", AgentId: req.GetAgentId(), Sender: c.Agent,
+	in := &inboundv1.Inbound{TaskId: fmt.Sprintf("tsk_%d", len(f.deliveries)), ContextId: "ctx_1", AgentId: req.GetAgentId(), Sender: c.Agent,
 		A2AMessageId: req.GetA2AMessageId(), MessageId: "msg_1", ThreadId: "thr_1", Text: req.GetText(), Depth: int32(c.Depth) + 1,
-		Status: remoteagentsv1.InboundStatus_INBOUND_STATUS_WORKING, CreateTime: timestamppb.Now(), UpdateTime: timestamppb.Now()}
+		Status: inboundv1.InboundStatus_INBOUND_STATUS_WORKING, CreateTime: timestamppb.Now(), UpdateTime: timestamppb.Now()}
 	f.tasks[in.GetTaskId()] = in
-	return &remoteagentsv1.DeliverInboundResponse{Inbound: in}, nil
+	return &inboundv1.DeliverInboundResponse{Inbound: in}, nil
 }
 
-func (f *inbound) task(ctx context.Context, id string) (*remoteagentsv1.Inbound, error) {
+func (f *inbound) task(ctx context.Context, id string) (*inboundv1.Inbound, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in, ok := f.tasks[id]
@@ -92,21 +85,21 @@ func (f *inbound) task(ctx context.Context, id string) (*remoteagentsv1.Inbound,
 	return in, nil
 }
 
-func (f *inbound) GetInbound(ctx context.Context, req *remoteagentsv1.GetInboundRequest) (*remoteagentsv1.GetInboundResponse, error) {
+func (f *inbound) GetInbound(ctx context.Context, req *inboundv1.GetInboundRequest) (*inboundv1.GetInboundResponse, error) {
 	in, err := f.task(ctx, req.GetTaskId())
-	return &remoteagentsv1.GetInboundResponse{Inbound: in}, err
+	return &inboundv1.GetInboundResponse{Inbound: in}, err
 }
 
-func (f *inbound) CancelInbound(ctx context.Context, req *remoteagentsv1.CancelInboundRequest) (*remoteagentsv1.CancelInboundResponse, error) {
+func (f *inbound) CancelInbound(ctx context.Context, req *inboundv1.CancelInboundRequest) (*inboundv1.CancelInboundResponse, error) {
 	in, err := f.task(ctx, req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
-	if in.GetStatus() == remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED {
+	if in.GetStatus() == inboundv1.InboundStatus_INBOUND_STATUS_COMPLETED {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("task %s is completed", in.GetTaskId()))
 	}
-	in.Status = remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED
-	return &remoteagentsv1.CancelInboundResponse{Inbound: in}, nil
+	in.Status = inboundv1.InboundStatus_INBOUND_STATUS_CANCELLED
+	return &inboundv1.CancelInboundResponse{Inbound: in}, nil
 }
 
 func (f *inbound) count() int {
@@ -122,36 +115,45 @@ type a2aFixture struct {
 	logs   *logtest.Buffer
 }
 
-// newA2AFixture serves an edge with an A2A endpoint on loopback;
-// configure adjusts its configuration.
-func newA2AFixture(t *testing.T, configure func(*edge.Config)) *a2aFixture {
+// newA2AFixture serves an A2A door on loopback; configure adjusts its
+// configuration.
+func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
 	t.Helper()
-	f := &a2aFixture{remote: &inbound{tasks: map[string]*remoteagentsv1.Inbound{}}, logs: &logtest.Buffer{}}
-	agentsSrv := servertest.Start(t, server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(directory{}),
-		agentsv1connect.NewAgentsServiceHandler, agentsv1.RegisterAgentsServiceHandler))
-	remoteSrv := servertest.Start(t, server.Register(remoteagentsv1connect.RemoteAgentsServiceName, remoteagentsv1connect.RemoteAgentsServiceHandler(f.remote),
-		remoteagentsv1connect.NewRemoteAgentsServiceHandler, remoteagentsv1.RegisterRemoteAgentsServiceHandler))
+	f := &a2aFixture{remote: &inbound{tasks: map[string]*inboundv1.Inbound{}}, logs: &logtest.Buffer{}}
+	inboundSrv := servertest.Start(t, server.Register(inboundv1connect.InboundServiceName, inboundv1connect.InboundServiceHandler(f.remote),
+		inboundv1connect.NewInboundServiceHandler, nil))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.base = "http://" + lis.Addr().String()
-	cfg := edge.Config{
-		Contracts:  []protoreflect.ServiceDescriptor{testingService()},
-		Services:   map[string]string{agentsv1connect.AgentsServiceName: agentsSrv.URL, remoteagentsv1connect.RemoteAgentsServiceName: remoteSrv.URL},
-		HTTPClient: servertest.HTTPClient(),
-		Mesh:       servertest.MeshSigner(),
-		A2A:        &edge.A2AConfig{Addr: lis.Addr().String(), Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
+	log := logging.New(f.logs, logging.ParseLevel("debug"))
+	cfg := a2adoor.Config{
+		Addr:     lis.Addr().String(),
+		Egress:   egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Version:  edge.DefaultVersion,
+		DevAgent: edge.DefaultDevAgent,
+		Services: map[string]string{inboundv1connect.InboundServiceName: inboundSrv.URL},
+		Clients:  meshclient.Config{HTTP: servertest.HTTPClient(), Signer: servertest.MeshSigner(), Timeout: 5 * time.Second},
+		Log:      log,
 	}
 	if configure != nil {
 		configure(&cfg)
 	}
-	e, err := edge.New(cfg, logging.New(f.logs, logging.ParseLevel("debug")))
+	// The edge's own Host and Origin check, which the door shares.
+	gc := httpguard.Config{Log: log}
+	if cfg.Auth != nil {
+		gc.Resource = cfg.Auth.Resource
+	}
+	if cfg.Guard, err = httpguard.New(gc); err != nil {
+		t.Fatal(err)
+	}
+	door, err := a2adoor.New(cfg)
 	if err != nil {
 		lis.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: e.A2AHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: door.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return f
@@ -344,7 +346,7 @@ func TestA2ATasksThroughTheEndpoint(t *testing.T) {
 	if _, a = f.rpc(t, "bob", `{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"id":"tsk_404"}}`, nil); a.code() != -32001 {
 		t.Errorf("tasks/get of an unknown task: %+v, want -32001", a.Error)
 	}
-	f.remote.tasks["tsk_1"].Status = remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED
+	f.remote.tasks["tsk_1"].Status = inboundv1.InboundStatus_INBOUND_STATUS_COMPLETED
 	if _, a = f.rpc(t, "bob", `{"jsonrpc":"2.0","id":5,"method":"tasks/cancel","params":{"id":"tsk_1"}}`, nil); a.code() != -32002 {
 		t.Errorf("tasks/cancel of a completed task: %+v, want -32002", a.Error)
 	}
@@ -446,10 +448,10 @@ func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
 	t.Parallel()
 	iss := newIssuer(t)
 	var resource string
-	f := newA2AFixture(t, func(c *edge.Config) {
+	f := newA2AFixture(t, func(c *a2adoor.Config) {
 		c.Auth = iss.authConfig(t)
 		c.Auth.Resource = "http://edge.example/mcp"
-		resource = "http://" + c.A2A.Addr
+		resource = "http://" + c.Addr
 	})
 	body := sendBody(1, textMessage("m-1", "hi"))
 	if status, a := f.rpc(t, "bob", body, nil); status != http.StatusUnauthorized || a.code() != -32001 {
@@ -497,12 +499,17 @@ func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
 		t.Errorf("a foreign Host: %d, want 403 (DNS rebinding)", resp.StatusCode)
 	}
 	// Development mode serves loopback only.
-	_, err = edge.New(edge.Config{
-		Contracts: []protoreflect.ServiceDescriptor{testingService()},
-		Services:  map[string]string{agentsv1connect.AgentsServiceName: "http://127.0.0.1:1", remoteagentsv1connect.RemoteAgentsServiceName: "http://127.0.0.1:1"},
-		Mesh:      servertest.MeshSigner(),
-		A2A:       &edge.A2AConfig{Addr: "0.0.0.0:8070"},
-	}, logging.Discard())
+	guard, err := httpguard.New(httpguard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a2adoor.New(a2adoor.Config{
+		Addr:     "0.0.0.0:8070",
+		Services: map[string]string{inboundv1connect.InboundServiceName: "http://127.0.0.1:1"},
+		Clients:  meshclient.Config{Signer: servertest.MeshSigner()},
+		Guard:    guard,
+		Log:      logging.Discard(),
+	})
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("an A2A endpoint on 0.0.0.0 without authentication: %v, want refused", err)
 	}

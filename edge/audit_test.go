@@ -8,14 +8,21 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/worker"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
+	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
 // startAudit serves a real audit service on SQLite holding n records of
@@ -114,5 +121,61 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 	defer cancel()
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "audit_append", Arguments: map[string]any{}}); err == nil && !res.IsError {
 		t.Error("audit_append answered as a tool; it must not be callable through the edge")
+	}
+}
+
+// TestAnElicitedAdminCallIsReportedAndRecordedWithItsReason: an ADMIN call
+// whose confirmation and reason were asked from the user runs in the calls
+// worker, which writes its audit record; the edge reports it executed once,
+// with the reason the user gave and the call id the record holds.
+func TestAnElicitedAdminCallIsReportedAndRecordedWithItsReason(t *testing.T) {
+	t.Parallel()
+	m := newMRTRMesh(t)
+	auditSrv := startAudit(t, 0)
+	acts, err := calls.NewActivities(calls.Config{
+		Contracts:  testingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: m.svc.URL, auditv1connect.AuditServiceName: auditSrv.URL},
+		HTTPClient: m.svc.Client(),
+		Mesh:       servertest.MeshSigner(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(m.tc, m.queue, worker.Options{})
+	calls.Register(w, acts)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	m.backend.SeedNotes("victim", 2)
+	f := m.edge(t, nil)
+	a := newAnswerer(purgeSheet)
+	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := envelopeJSON(t, structured(t, res)); env.Status != "ok" {
+		t.Fatalf("the purge = %+v, want it done", env)
+	}
+
+	events := f.logs.Events("mcp.admin_op.executed")
+	if len(events) != 1 {
+		t.Fatalf("mcp.admin_op.executed events = %v, want exactly one", events)
+	}
+	ev := events[0]
+	callID, _ := ev["call_id"].(string)
+	if ev["tool"] != "testing_purge" || ev["reason"] != purgeSheet["reason"] || ev["subject"] != identity.DevSubject || ev["via"] != "elicitation" || callID == "" {
+		t.Errorf("mcp.admin_op.executed = %v, want testing_purge by %s, with the reason the user gave and the call id", ev, identity.DevSubject)
+	}
+	list, err := auditv1connect.NewAuditServiceClient(auditSrv.Client(), auditSrv.URL, servertest.ClientOptions(nil)...).List(
+		mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "owner", Agent: "owner", Roles: []string{mesh.RoleOwner}}}),
+		&auditv1.ListRequest{Tool: "testing_purge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := list.GetRecords(); len(recs) != 1 || recs[0].GetCallId() != callID || recs[0].GetReason() != purgeSheet["reason"] || recs[0].GetActor() != identity.DevSubject {
+		t.Errorf("audit records of testing_purge = %v, want one, under call id %q, with the reason, by %s", recs, callID, identity.DevSubject)
 	}
 }

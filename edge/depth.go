@@ -2,103 +2,100 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"regexp"
-	"time"
 
-	"connectrpc.com/connect"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
 // How deep a call is. A call an MCP client makes runs at depth 0, unless
-// the client says it makes the call on behalf of a message it received:
-// the request's _meta names the message,
+// the client says it makes the call on behalf of an item it received — a
+// message — by naming it in the request's _meta,
 //
 //	"_meta": {"dev.toolmesh/onBehalfOf": "msg_01hzy3d5q8w9x7v6t5s4r3p2n1"}
 //
-// and the call runs at that message's depth (messages_get shows it: the
-// depth of its sender's call plus one, or, for a message that came over
-// A2A, the depth its sending mesh signed). So an agent that answers a
-// message, or acts on it by sending or invoking further, does so one level
-// deeper than whoever asked, and messages_send and remoteagents_invoke
-// refuse from depth 3 on. The message must be one the caller received; the
-// edge asks the messages service, as the caller, for it.
+// and the call runs at that item's depth (for a message: the depth of its
+// sender's call plus one, or, for one that came over A2A, the depth its
+// sending mesh signed). So an agent that answers a message, or acts on it
+// by sending or invoking further, does so one level deeper than whoever
+// asked, and the tools that refuse from depth 3 on stop loops of agents.
+//
+// Which tool reads such items, and where their recipient and depth are,
+// is the contract's (toolmesh.tool.v1 OnBehalfOf): the edge calls that
+// tool, as the caller, and the item must be one the caller received.
 
-// MetaOnBehalfOf is the request _meta key naming the message a tools/call
-// is made on behalf of.
-const MetaOnBehalfOf = "dev.toolmesh/onBehalfOf"
-
-var messageIDRE = regexp.MustCompile(`^msg_[0-9a-z]{26}$`)
-
-// depthTimeout bounds looking a message up.
-const depthTimeout = 5 * time.Second
-
-// depthLookup finds messages' depths in the messages service.
+// depthLookup reads the items calls are made on behalf of.
 type depthLookup struct {
-	messages messagesv1connect.MessagesServiceClient
+	*toolcatalog.OnBehalfOf
+	b *binding
 }
 
-func newDepthLookup(cfg Config, opt connect.ClientOption) *depthLookup {
-	u := cfg.Services[messagesv1connect.MessagesServiceName]
-	if u == "" {
+// newDepthLookup is the registry's depth lookup; nil when the contracts
+// have no tool reading such items, or its service is not configured.
+func newDepthLookup(reg *toolcatalog.Registry, bindings map[string]*binding) *depthLookup {
+	ob := reg.OnBehalfOf()
+	if ob == nil || !bindings[ob.Tool.Name].call.HasBackend() {
 		return nil
 	}
-	return &depthLookup{messages: messagesv1connect.NewMessagesServiceClient(cfg.HTTPClient, u, opt,
-		connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, depthTimeout)))}
+	return &depthLookup{OnBehalfOf: ob, b: bindings[ob.Tool.Name]}
 }
 
-type callDepthKey struct{}
+var itemJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
 
-// withCallDepth records the depth a call runs at in its context.
-func withCallDepth(ctx context.Context, depth int) context.Context {
-	return context.WithValue(ctx, callDepthKey{}, depth)
-}
-
-// callDepth is the depth the call in ctx runs at (0 unless set).
-func callDepth(ctx context.Context) int {
-	d, _ := ctx.Value(callDepthKey{}).(int)
-	return d
-}
-
-// depthOf returns the depth a call of tool by p runs at, as its request's
-// _meta says; an envelope when the _meta names no message p received.
-func (e *Edge) depthOf(ctx context.Context, tool string, p *identity.Principal, meta mcp.Meta) (int, *toolcall.Envelope) {
+// depthOf returns the depth a call of tool by caller runs at, as its
+// request's _meta says; an envelope when the _meta names no item the caller
+// received.
+func (p *pipeline) depthOf(ctx context.Context, tool string, caller *identity.Principal, meta map[string]any) (int, *toolcall.Envelope) {
 	v, ok := meta[MetaOnBehalfOf]
 	if !ok {
 		return 0, nil
 	}
 	field := "_meta." + MetaOnBehalfOf
+	d := p.depth
+	if d == nil {
+		return 0, toolcall.Fail(tool, toolcall.CodeNotSupported, "this edge has no service to look up "+field)
+	}
+	refuse := func(msg string) (int, *toolcall.Envelope) {
+		vs := []boundary.Violation{{Field: field, Rule: d.IDField, Message: msg}}
+		boundary.LogRejection(ctx, p.log, boundary.MCPTool, vs)
+		return 0, toolcall.Invalid(tool, vs)
+	}
 	id, isString := v.(string)
-	if !isString || !messageIDRE.MatchString(id) {
-		vs := []boundary.Violation{{Field: field, Rule: "message_id", Message: "must be the id of a message you received, e.g. \"msg_01hzy3d5q8w9x7v6t5s4r3p2n1\""}}
-		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-		return 0, toolcall.Invalid(tool, vs)
+	malformed := fmt.Sprintf("must be the id of a %s you received, e.g. %q", d.Noun, d.IDExample)
+	if !isString {
+		return refuse(malformed)
 	}
-	if e.depth == nil {
-		return 0, toolcall.Fail(tool, toolcall.CodeNotSupported, "this edge has no messages service to look up "+field)
+	args, err := json.Marshal(map[string]string{d.IDField: id})
+	if err != nil || len(d.b.call.Violations(args)) > 0 {
+		return refuse(malformed)
 	}
-	lctx, cancel := context.WithTimeout(mesh.WithCall(ctx, mesh.Call{Caller: p.Caller()}), depthTimeout)
-	defer cancel()
-	res, err := e.depth.messages.Get(lctx, &messagesv1.GetRequest{MessageId: id})
-	if err == nil && res.GetMessage().GetToAgent() != p.Agent {
-		err = connect.NewError(connect.CodeNotFound, fmt.Errorf("message %s was not sent to you", id))
+	msg, vs := d.b.call.Decode(ctx, args)
+	if vs != nil {
+		return refuse(malformed)
 	}
-	switch {
-	case connect.CodeOf(err) == connect.CodeNotFound:
-		vs := []boundary.Violation{{Field: field, Rule: "message_id", Message: fmt.Sprintf("no message %s was sent to you", id)}}
-		boundary.LogRejection(ctx, e.log, boundary.MCPTool, vs)
-		return 0, toolcall.Invalid(tool, vs)
-	case err != nil:
-		env := toolcall.FromError(lctx, e.log, tool, err)
-		env.Message = "look up " + field + ": " + env.Message
-		return 0, env
+	env := p.invoke(ctx, d.b, msg, mesh.Call{Caller: caller.Caller()})
+	if env.DomainCode == toolcall.CodeNotFound {
+		return refuse(fmt.Sprintf("no %s %s was sent to you", d.Noun, id))
 	}
-	return int(res.GetMessage().GetDepth()), nil
+	if env.IsError() {
+		out := *env
+		out.Tool, out.Message = tool, "look up "+field+": "+env.Message
+		return 0, &out
+	}
+	res := dynamicpb.NewMessage(d.Tool.Method.Output())
+	if err := itemJSON.Unmarshal(env.Data, res); err != nil {
+		return 0, toolcall.Unexpected(ctx, p.log, tool, fmt.Errorf("read the %s: %w", d.Noun, err))
+	}
+	item := res.Get(d.Item).Message()
+	if item.Get(d.Recipient).String() != caller.Agent {
+		return refuse(fmt.Sprintf("no %s %s was sent to you", d.Noun, id))
+	}
+	return int(item.Get(d.Depth).Int()), nil
 }

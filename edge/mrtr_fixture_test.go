@@ -102,11 +102,10 @@ func testingContracts() []protoreflect.ServiceDescriptor {
 func (m *mrtrMesh) startWorker(t testing.TB) worker.Worker {
 	t.Helper()
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:   testingContracts(),
-		Services:    map[string]string{testingv1connect.TestingServiceName: m.svc.URL},
-		HTTPClient:  m.svc.Client(),
-		Mesh:        servertest.MeshSigner(),
-		CallTimeout: 5 * time.Second,
+		Contracts:  testingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: m.svc.URL},
+		HTTPClient: m.svc.Client(),
+		Mesh:       servertest.MeshSigner(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -180,11 +179,10 @@ func runWorkerProcess(specJSON string) int {
 		return 2
 	}
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:   testingContracts(),
-		Services:    map[string]string{testingv1connect.TestingServiceName: spec.Service},
-		HTTPClient:  servertest.HTTPClient(),
-		Mesh:        servertest.MeshSigner(),
-		CallTimeout: 5 * time.Second,
+		Contracts:  testingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: spec.Service},
+		HTTPClient: servertest.HTTPClient(),
+		Mesh:       servertest.MeshSigner(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker process:", err)

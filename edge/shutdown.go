@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -21,10 +17,6 @@ import (
 // "unavailable" with how to retry it safely, before its connection closes.
 // A call whose service fails under it (a crashed process, a dropped
 // connection) answers "unavailable" with the same advice.
-
-// DefaultShutdownGrace is how long calls in flight may run on once the edge
-// begins to stop.
-const DefaultShutdownGrace = 5 * time.Second
 
 // errShuttingDown is why the calls the edge cuts short are cancelled.
 var errShuttingDown = errors.New("the edge is shutting down")
@@ -51,11 +43,11 @@ func newInflight() *inflight {
 // edge cuts the calls in flight short; end must be called when it has its
 // answer. ok is false once the edge is stopping: the call must not run.
 func (f *inflight) begin(ctx context.Context) (_ context.Context, end func(), ok bool) {
-	f.calls.add(1)
+	f.calls.Add(1)
 	// Shutdown sets stopping before it reads the count, and this reads
 	// stopping after it counted: one of them sees the other.
 	if f.stopping.Load() {
-		f.calls.add(-1)
+		f.calls.Add(-1)
 		return ctx, func() {}, false
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -63,7 +55,7 @@ func (f *inflight) begin(ctx context.Context) (_ context.Context, end func(), ok
 	return ctx, func() {
 		unhook()
 		cancel(nil)
-		f.calls.add(-1)
+		f.calls.Add(-1)
 	}, true
 }
 
@@ -78,7 +70,8 @@ type counter struct {
 
 func newCounter() *counter { return &counter{drained: make(chan struct{}, 1)} }
 
-func (c *counter) add(d int64) {
+// Add counts d more (or, negative, fewer) in progress.
+func (c *counter) Add(d int64) {
 	if c.n.Add(d) <= 0 && c.watching.Load() {
 		select {
 		case c.drained <- struct{}{}:
@@ -112,7 +105,7 @@ func (c *counter) wait(ctx context.Context) error {
 // connections (it is server.HTTPOptions.AnswerInFlight of the edge's
 // listener).
 func (e *Edge) Shutdown(ctx context.Context) error {
-	f := e.inflight
+	f := e.pipeline.inflight
 	f.stopping.Store(true)
 	e.log.Info("edge.stopping", "calls_in_flight", f.calls.load(), "grace", e.cfg.ShutdownGrace.String())
 	gctx, cancel := context.WithTimeout(ctx, e.cfg.ShutdownGrace)
@@ -128,27 +121,7 @@ func (e *Edge) Shutdown(ctx context.Context) error {
 	if err := f.answers.wait(ctx); err != nil {
 		return fmt.Errorf("edge shutdown: %d answers not written: %w", f.answers.load(), err)
 	}
-	return e.closeSessions(ctx)
-}
-
-// closeSessions closes every MCP session. A session closes once the
-// requests it is handling have their answers written.
-func (e *Edge) closeSessions(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for ss := range e.server.Sessions() {
-		wg.Go(func() { _ = ss.Close() })
-	}
-	closed := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("edge shutdown: close sessions: %w", ctx.Err())
-	}
+	return e.mcp.CloseSessions(ctx)
 }
 
 // retryAdvice makes an unavailable answer say how to retry: a call the
@@ -156,7 +129,7 @@ func (e *Edge) closeSessions(ctx context.Context) error {
 // as unavailable, a deadline or an internal error), answers unavailable;
 // an unavailable service's answer to a call with side effects gains the
 // advice (reading again is always safe).
-func retryAdvice(ctx context.Context, env *toolcall.Envelope, name string, kind toolv1.Kind, refused bool, meta mcp.Meta) *toolcall.Envelope {
+func retryAdvice(ctx context.Context, env *toolcall.Envelope, name string, kind toolv1.Kind, refused bool, meta map[string]any) *toolcall.Envelope {
 	switch {
 	case refused:
 		return toolcall.Fail(name, toolcall.CodeUnavailable, "toolmesh is shutting down and did not run this call: retry it")
@@ -172,7 +145,7 @@ func retryAdvice(ctx context.Context, env *toolcall.Envelope, name string, kind 
 var cutShort = map[string]bool{toolcall.CodeUnavailable: true, toolcall.CodeDeadlineExceeded: true, toolcall.CodeInternal: true}
 
 // retryHint says how to retry a call that may or may not have taken effect.
-func retryHint(kind toolv1.Kind, meta mcp.Meta) string {
+func retryHint(kind toolv1.Kind, meta map[string]any) string {
 	if kind == toolv1.Kind_KIND_READ {
 		return "Retry the call."
 	}

@@ -25,8 +25,11 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
 
 // fakeAsks is an OwnerService whose asks end when the test says so. Ask
@@ -414,5 +417,71 @@ func TestTasksInASessionDeclaredAtInitialize(t *testing.T) {
 	}
 	if got := decodeTask(t, send("tasks/get", 3, map[string]any{"taskId": created.TaskID})); got.Status != "working" {
 		t.Errorf("tasks/get = %+v", got)
+	}
+}
+
+// TestADomainsTaskBlockIsAllItTakes: the test-only jobs domain declares a
+// task block in its contract (proto/toolmesh/testing/v1/jobs.proto) and
+// nothing else: its work becomes MCP tasks — working, then completed,
+// failed or cancelled as its statuses say, with the words its contract
+// gives — with no edit of the edge, which names no kind of work.
+func TestADomainsTaskBlockIsAllItTakes(t *testing.T) {
+	t.Parallel()
+	jobs := testingsvc.NewJobs()
+	svc := servertest.Start(t, jobs.Server())
+	e, err := edge.New(edge.Config{
+		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_jobs_proto.Services().ByName("TestingJobsService")},
+		Services:   map[string]string{testingv1connect.TestingJobsServiceName: svc.URL},
+		HTTPClient: svc.Client(),
+		Mesh:       servertest.MeshSigner(),
+	}, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(e.Handler())
+	t.Cleanup(hs.Close)
+	url := hs.URL + "/mcp"
+
+	if disc := modernCall(t, url, "server/discover", map[string]any{}, false); !strings.Contains(string(disc.Result), edge.ExtensionTasks) {
+		t.Errorf("server/discover does not declare the Tasks extension: %s", disc.Result)
+	}
+	start := func(name string) task {
+		t.Helper()
+		return decodeTask(t, modernCall(t, url, "tools/call", map[string]any{"name": "testing_start_job", "arguments": map[string]any{"name": name}}, true))
+	}
+	get := func(id string) task {
+		t.Helper()
+		return decodeTask(t, modernCall(t, url, "tasks/get", map[string]any{"taskId": id}, true))
+	}
+	prefix := "job/" + identity.DevSubject + "/"
+	cases := []struct {
+		name   string
+		end    func(id string)
+		status string
+		says   string
+		result bool
+	}{
+		{"build", func(id string) { jobs.End(id, false, "built") }, "completed", "Job build is done.", true},
+		{"deploy", func(id string) { jobs.End(id, true, "disk full") }, "failed", "Job deploy failed: disk full", false},
+		{"cleanup", func(id string) {
+			if ack := modernCall(t, url, "tasks/cancel", map[string]any{"taskId": prefix + id}, true); ack.Error != nil {
+				t.Errorf("tasks/cancel: %+v", ack.Error)
+			}
+		}, "cancelled", "Job cleanup was cancelled.", false},
+	}
+	for _, c := range cases {
+		created := start(c.name)
+		id := strings.TrimPrefix(created.TaskID, prefix)
+		if created.ResultType != "task" || created.Status != "working" || created.StatusMessage != "Job "+c.name+" is running." || id == created.TaskID {
+			t.Fatalf("starting job %s = %+v, want a working task %s<job id> saying it runs", c.name, created, prefix)
+		}
+		c.end(id)
+		got := get(created.TaskID)
+		if got.Status != c.status || got.StatusMessage != c.says || (got.Result != nil) != c.result || !got.LastUpdatedAt.After(got.CreatedAt) {
+			t.Errorf("job %s after it ended: %+v, want %s saying %q (a result: %v), updated after it was created", c.name, got, c.status, c.says, c.result)
+		}
+	}
+	if r := modernCall(t, url, "tasks/get", map[string]any{"taskId": "job/someone-else/job_1"}, true); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("another agent's job: %+v, want -32602", r.Error)
 	}
 }

@@ -3,9 +3,9 @@ package edge
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -85,13 +85,11 @@ func newCallTelemetry(tool string) callTelemetry {
 // startCall starts the span of one tools/call. It continues the client's
 // trace: the traceparent in the request's _meta (MCP's own carrier), else
 // in the HTTP request's headers.
-func (in *instruments) startCall(ctx context.Context, b *binding, req *mcp.CallToolRequest) (context.Context, trace.Span) {
-	if req.Params != nil {
-		if v, ok := req.Params.Meta["traceparent"].(string); ok && v != "" {
-			ctx = in.prop.Extract(ctx, metaCarrier(req.Params.Meta))
-		} else if x := req.GetExtra(); x != nil && x.Header != nil {
-			ctx = in.prop.Extract(ctx, propagation.HeaderCarrier(x.Header))
-		}
+func (in *instruments) startCall(ctx context.Context, b *binding, meta map[string]any, header http.Header) (context.Context, trace.Span) {
+	if v, ok := meta["traceparent"].(string); ok && v != "" {
+		ctx = in.prop.Extract(ctx, metaCarrier(meta))
+	} else if header != nil {
+		ctx = in.prop.Extract(ctx, propagation.HeaderCarrier(header))
 	}
 	return in.tracer.Start(ctx, b.telemetry.spanName, b.telemetry.spanStart...)
 }
@@ -123,7 +121,7 @@ func (in *instruments) interimCall(ctx context.Context, b *binding, took time.Du
 }
 
 // metaCarrier reads trace context from a request's _meta.
-type metaCarrier mcp.Meta
+type metaCarrier map[string]any
 
 func (m metaCarrier) Get(key string) string {
 	s, _ := m[key].(string)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
@@ -196,12 +195,11 @@ func TestElicitedCallTraceReachesItsSideEffect(t *testing.T) {
 	m := newMRTRMesh(t)
 
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:     testingContracts(),
-		Services:      map[string]string{testingv1connect.TestingServiceName: svc.URL},
-		HTTPClient:    svc.Client(),
-		Mesh:          servertest.MeshSigner(),
-		CallTimeout:   5 * time.Second,
-		ClientOptions: []connect.ClientOption{workerTel.ClientOption()},
+		Contracts:  testingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: svc.URL},
+		HTTPClient: svc.Client(),
+		Mesh:       servertest.MeshSigner(),
+		Telemetry:  workerTel.Providers,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
@@ -17,8 +19,6 @@ import (
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // exitNotIntact is the exit status of `toolmesh audit verify` when the
@@ -44,7 +44,7 @@ type auditVerifyConfig struct {
 func bindAuditVerify(s *config.Set) *auditVerifyConfig {
 	c := &auditVerifyConfig{}
 	bindData(s, &c.dataDir, "directory of the mesh's local state")
-	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/audit.db"})
+	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile("audit")})
 	s.String(&c.pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + auditPubKeyFile})
 	s.List(&c.logs, config.Opt{Flag: "checkpoints", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
 		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + auditCheckpointLogFile})
@@ -72,14 +72,10 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("audit verify takes no arguments, got %q", s.FlagSet().Args())
 	}
 	dataDir, dsn, pubKey, asJSON := &c.dataDir, &c.dsn, &c.pubKey, &c.json
-	if *dsn == "" {
-		*dsn = filepath.Join(*dataDir, "audit.db")
-	}
-	if *pubKey == "" {
-		*pubKey = filepath.Join(*dataDir, auditPubKeyFile)
-	}
+	*dsn = orDataFile(*dsn, *dataDir, dbFile("audit"))
+	*pubKey = orDataFile(*pubKey, *dataDir, auditPubKeyFile)
 	if len(c.logs) == 0 {
-		c.logs = []string{filepath.Join(*dataDir, auditCheckpointLogFile)}
+		c.logs = []string{dataFile(*dataDir, auditCheckpointLogFile)}
 	}
 	keys, err := keyfile.ReadPublic(*pubKey)
 	if err != nil {

@@ -10,14 +10,15 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 )
@@ -100,9 +101,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if c.keyPath == "" {
-		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
-	}
+	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
 	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
@@ -121,7 +120,10 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer stopTelemetry(tel, log)
+	// The edge and its A2A door reach the services over one client.
+	httpClient := meshclient.HTTP()
 	cfg := edge.Config{
+		HTTPClient:     httpClient,
 		Contracts:      contracts(),
 		Telemetry:      tel.Providers,
 		Services:       urls,
@@ -139,12 +141,8 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 
 		ResourcePollInterval: c.resourcePoll,
 	}
-	if c.stateKey == "" {
-		c.stateKey = filepath.Join(c.dataDir, stateKeyFile)
-	}
-	if c.statePrevKey == "" {
-		c.statePrevKey = filepath.Join(c.dataDir, statePreviousKeyFile)
-	}
+	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
+	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
 	if len(c.sessionPeers) > 0 && !c.stdio {
 		self, err := sessionSelf(c.sessionAdvertise, c.addr)
 		if err != nil {
@@ -205,12 +203,13 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		cfg.Auth = a
 	}
+	var a2aCfg *a2adoor.Config
 	if c.a2aAddr != "" && !c.stdio {
 		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
 		if err != nil {
 			return err
 		}
-		cfg.A2A = &edge.A2AConfig{Addr: c.a2aAddr, PublicURL: c.a2aURL, Resource: c.a2aResource, Egress: policy, Version: cfg.Version}
+		a2aCfg = &a2adoor.Config{Addr: c.a2aAddr, PublicURL: c.a2aURL, Resource: c.a2aResource, Egress: policy}
 	}
 	if c.stdio {
 		cfg.Addr = ""
@@ -222,6 +221,17 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	e, err := edge.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	var a2a *a2adoor.Door
+	if a2aCfg != nil {
+		// The A2A door authenticates as the edge does, shares its Host and
+		// Origin check, and reaches the same services.
+		a2aCfg.Version, a2aCfg.Auth, a2aCfg.Grants, a2aCfg.DevAgent, a2aCfg.Guard = e.Version(), cfg.Auth, cfg.Grants, c.devAgent, e.Guard()
+		a2aCfg.Services, a2aCfg.Log = urls, log
+		a2aCfg.Clients = meshclient.Config{HTTP: httpClient, Signer: signer, Timeout: c.callTimeout, Telemetry: tel.Providers}
+		if a2a, err = a2adoor.New(*a2aCfg); err != nil {
+			return err
+		}
 	}
 	if c.stdio {
 		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", c.readOnly)
@@ -264,18 +274,18 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
 		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
 	}
-	if cfg.A2A != nil {
+	if a2a != nil {
 		a2aLis, err := server.Listen(c.a2aAddr)
 		if err != nil {
 			closeAll()
 			return err
 		}
-		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", cfg.A2A.PublicURL)
+		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", a2a.PublicURL())
 		// The A2A endpoint caps bodies itself too (1 MiB).
-		servers = append(servers, httpListener{server.NewHTTPServer(e.A2AHandler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
+		servers = append(servers, httpListener{server.NewHTTPServer(a2a.Handler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
 	}
 	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", []string(c.sessionPeers))
+		"elicitation", cfg.Elicitation != nil, "a2a", a2a != nil, "session_peers", []string(c.sessionPeers))
 	return runHTTPAll(ctx, log, servers...)
 }
 
@@ -360,7 +370,8 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // serviceURLs maps domain names to the fully-qualified names of their
-// services in the edge's contracts.
+// services in the edge's contracts, and of the shared contracts' services
+// the domain serves too (domain.serves).
 func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for domain, url := range byDomain {
@@ -370,6 +381,9 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 				out[string(sd.FullName())] = url
 				found = true
 			}
+		}
+		for _, name := range domains[domain].serves {
+			out[name] = url
 		}
 		if !found {
 			return nil, fmt.Errorf("no contract for domain %q", domain)

@@ -37,15 +37,15 @@ func faultsContracts() []protoreflect.ServiceDescriptor {
 	return []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")}
 }
 
-func buildTesting(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildTesting(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	delays := map[string]time.Duration{}
 	for _, kv := range config.Split(deps.Getenv(testingDelaysEnv)) {
 		method, v, ok := strings.Cut(kv, "=")
 		d, err := time.ParseDuration(v)
 		if !ok || err != nil || d < 0 {
-			return server.Service{}, fmt.Errorf("%s: want method=duration pairs, got %q", testingDelaysEnv, kv)
+			return nil, fmt.Errorf("%s: want method=duration pairs, got %q", testingDelaysEnv, kv)
 		}
 		delays[method] = d
 	}
-	return testingsvc.NewWith(testingsvc.Options{Log: deps.Log, Delays: delays}).Server(), nil
+	return []server.Service{testingsvc.NewWith(testingsvc.Options{Log: deps.Log, Delays: delays}).Server()}, nil
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	"github.com/toolmesh/toolmesh/services/github"
@@ -67,11 +68,11 @@ func prefixes(ps []netip.Prefix) string {
 
 // buildSearch serves web search with the provider TOOLMESH_SEARCH_PROVIDER
 // names; without one, search_web answers capability_gap.
-func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
 	policy, err := egressPolicy(getenv, searchEgressAllowEnv, log)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	var p search.Provider
 	switch name := getenv(searchProviderEnv); name {
@@ -79,29 +80,29 @@ func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service
 		log.Warn("search.unconfigured", "message", "web search answers capability_gap: set "+searchProviderEnv+" (brave or searxng)")
 	case "brave":
 		if p, err = searchprovider.NewBrave(searchprovider.BraveConfig{APIKey: getenv(searchBraveKeyEnv), URL: getenv(searchBraveURLEnv), Egress: policy}); err != nil {
-			return server.Service{}, fmt.Errorf("%s=brave needs %s: %w", searchProviderEnv, searchBraveKeyEnv, err)
+			return nil, fmt.Errorf("%s=brave needs %s: %w", searchProviderEnv, searchBraveKeyEnv, err)
 		}
 	case "searxng":
 		if p, err = searchprovider.NewSearXNG(searchprovider.SearXNGConfig{URL: getenv(searchSearXNGURLEnv), Egress: policy}); err != nil {
-			return server.Service{}, fmt.Errorf("%s=searxng needs %s: %w", searchProviderEnv, searchSearXNGURLEnv, err)
+			return nil, fmt.Errorf("%s=searxng needs %s: %w", searchProviderEnv, searchSearXNGURLEnv, err)
 		}
 	default:
-		return server.Service{}, fmt.Errorf("%s=%q: want brave or searxng", searchProviderEnv, name)
+		return nil, fmt.Errorf("%s=%q: want brave or searxng", searchProviderEnv, name)
 	}
 	if p != nil {
 		log.Info("search.provider", "provider", p.Name())
 	}
-	return search.New(search.Config{Provider: p, Log: log}).Registration(), nil
+	return []server.Service{search.New(search.Config{Provider: p, Log: log}).Registration()}, nil
 }
 
 // buildGitHub serves the GitHub tools with TOOLMESH_GITHUB_TOKEN against
 // github.com, or the GitHub Enterprise Server at TOOLMESH_GITHUB_URL;
 // without a token they answer capability_gap.
-func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
 	policy, err := egressPolicy(getenv, githubEgressAllowEnv, log)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	token := strings.TrimSpace(getenv(githubTokenEnv))
 	if token == "" {
@@ -109,9 +110,9 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) (server.Service
 	}
 	svc, err := github.New(github.Config{Token: token, BaseURL: getenv(githubURLEnv), Egress: policy, Log: log})
 	if err != nil {
-		return server.Service{}, fmt.Errorf("%s: %w", githubURLEnv, err)
+		return nil, fmt.Errorf("%s: %w", githubURLEnv, err)
 	}
-	return svc.Registration(), nil
+	return []server.Service{svc.Registration()}, nil
 }
 
 // A2A settings. The edge serves the mesh's agents over A2A at its
@@ -125,26 +126,31 @@ const (
 )
 
 // buildRemoteAgents serves invocations of remote agents (Temporal
-// workflows run by the remoteagents worker) and the inbound A2A tasks the
-// edge's A2A endpoint opens, delivering their messages through the
-// messages service.
-func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+// workflows run by the remoteagents worker) and, as InboundService, the
+// agents and inbound A2A tasks the edge's A2A door serves, delivering their
+// messages through the messages service.
+func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	st, err := remoteagentsstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	msgs := messagesv1connect.NewMessagesServiceClient(newH2CClient(), deps.Services[messagesv1connect.MessagesServiceName],
-		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))
-	return remoteagents.New(st, remoteagents.Config{
+	// It delivers, and asks the directory, as the caller it serves (the
+	// A2A door, or its sender): no key of its own.
+	msgs := meshclient.New(meshclient.Config{Interceptors: []connect.Interceptor{remoteagents.NewIdempotencyInterceptor()}},
+		messagesv1connect.NewMessagesServiceClient, deps.Services[messagesv1connect.MessagesServiceName])
+	svc := remoteagents.New(st, remoteagents.Config{
 		Engine:   remoteagents.NewTemporalEngine(deps.Temporal),
 		Messages: msgs,
+		Agents:   meshclient.New(meshclient.Config{}, agentsv1connect.NewAgentsServiceClient, deps.Services[agentsv1connect.AgentsServiceName]),
 		Egress:   policy,
 		Log:      deps.Log,
-	}).Registration(), nil
+	})
+	// The A2A door's backend (toolmesh.inbound.v1) beside the domain's own.
+	return []server.Service{svc.Registration(), svc.Inbound().Registration()}, nil
 }
 
 // registerRemoteAgents runs the invoke workflow; its activities reach
@@ -159,11 +165,10 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 		return err
 	}
 	acts := &remoteagentsworker.Activities{
-		HTTP: a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
-		RemoteAgents: remoteagentsv1connect.NewRemoteAgentsServiceClient(deps.HTTPClient, url,
-			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
-		Self: workerSelf("remoteagents"),
-		Log:  deps.Log,
+		HTTP:         a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
+		RemoteAgents: meshclient.New(deps.clients(), remoteagentsv1connect.NewRemoteAgentsServiceClient, url),
+		Self:         workerSelf("remoteagents"),
+		Log:          deps.Log,
 	}
 	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {
 		if acts.Depth, err = a2alink.NewDepthSigner(deps.MeshKey, issuer); err != nil {

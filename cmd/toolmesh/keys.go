@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
@@ -16,30 +15,10 @@ import (
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
 
-// Mesh key files under the data directory. The private key signs mesh
-// tokens (edge, workers, `toolmesh token`); services only ever read the
-// public key.
-const (
-	meshKeyFile    = "mesh.key"
-	meshPubKeyFile = "mesh.pub"
-)
-
-// Audit key files under the data directory. The private key is the audit
-// service's own: it signs the audit trail's checkpoints. The public key is
-// what `toolmesh audit verify` and anyone checking a shipped checkpoint log
-// are given.
-const (
-	auditKeyFile    = "audit.key"
-	auditPubKeyFile = "audit.pub"
-	// auditCheckpointLogFile is where `serve audit` appends the checkpoints
-	// it signs, and where `toolmesh audit verify` reads them by default.
-	auditCheckpointLogFile = "audit-checkpoints.log"
-)
-
 // ensureMeshKeys creates an Ed25519 mesh key pair under dir unless one is
 // there, and returns the paths of both files.
 func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err error) {
-	keyPath, pubPath = filepath.Join(dir, meshKeyFile), filepath.Join(dir, meshPubKeyFile)
+	keyPath, pubPath = dataFile(dir, meshKeyFile), dataFile(dir, meshPubKeyFile)
 	created, err = keyfile.Ensure(keyPath, pubPath)
 	if err != nil {
 		return "", "", false, fmt.Errorf("mesh key: %w", err)
@@ -50,7 +29,7 @@ func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err erro
 // ensureAuditKeys creates the audit service's checkpoint key pair under dir
 // unless one is there, and returns the paths of both files.
 func ensureAuditKeys(dir string) (keyPath, pubPath string, created bool, err error) {
-	keyPath, pubPath = filepath.Join(dir, auditKeyFile), filepath.Join(dir, auditPubKeyFile)
+	keyPath, pubPath = dataFile(dir, auditKeyFile), dataFile(dir, auditPubKeyFile)
 	created, err = keyfile.Ensure(keyPath, pubPath)
 	if err != nil {
 		return "", "", false, fmt.Errorf("audit key: %w", err)
@@ -78,18 +57,10 @@ func readMeshVerifier(path string) (*mesh.Verifier, error) {
 	return mesh.NewVerifier(keys...), nil
 }
 
-// Request state key files under the data directory (multi-round
-// elicitation): the current key seals and verifies, the previous one only
-// verifies, so a rotation does not refuse the calls in flight.
-const (
-	stateKeyFile         = "state.key"
-	statePreviousKeyFile = "state.previous.key"
-)
-
 // ensureStateKey creates the request state key under dir unless one is
 // there, and returns its path.
 func ensureStateKey(dir string) (path string, created bool, err error) {
-	path = filepath.Join(dir, stateKeyFile)
+	path = dataFile(dir, stateKeyFile)
 	if _, err := os.Stat(path); err == nil {
 		return path, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -123,7 +94,7 @@ func writeStateKey(path string) error {
 // rotateStateKey makes the current request state key the previous one
 // (replacing the previous) and creates a new current key.
 func rotateStateKey(dir string) (current, previous string, err error) {
-	current, previous = filepath.Join(dir, stateKeyFile), filepath.Join(dir, statePreviousKeyFile)
+	current, previous = dataFile(dir, stateKeyFile), dataFile(dir, statePreviousKeyFile)
 	if _, err := os.Stat(current); err != nil {
 		return "", "", fmt.Errorf("no request state key to rotate (create one with toolmesh keygen): %w", err)
 	}
@@ -267,9 +238,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	if *ttl <= 0 || *ttl > maxDevTokenTTL {
 		return fmt.Errorf("--ttl must be between 1s and %s", maxDevTokenTTL)
 	}
-	if *keyPath == "" {
-		*keyPath = filepath.Join(*dataDir, meshKeyFile)
-	}
+	*keyPath = orDataFile(*keyPath, *dataDir, meshKeyFile)
 	key, err := readMeshKey(*keyPath)
 	if err != nil {
 		return err

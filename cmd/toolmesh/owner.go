@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
-	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
@@ -32,19 +31,19 @@ func ownerOptions(s *config.Set) buildFunc {
 	var allowList []string
 	s.List(&allowList, config.Opt{Flag: "webhook-allow", Env: ownerWebhookAllowEnv,
 		Usage: "an internal address (CIDR prefix or single IP) webhook channels may reach anyway"})
-	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		allow, err := egress.ParsePrefixes(allowList...)
 		if err != nil {
-			return server.Service{}, fmt.Errorf("--webhook-allow (%s): %w", ownerWebhookAllowEnv, err)
+			return nil, fmt.Errorf("--webhook-allow (%s): %w", ownerWebhookAllowEnv, err)
 		}
 		return buildOwner(ctx, db, deps, allow)
 	}
 }
 
-func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip.Prefix) (server.Service, error) {
+func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip.Prefix) ([]server.Service, error) {
 	st, err := ownerstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	if len(allow) > 0 {
 		deps.Log.Warn("owner.webhook_allow", "allowed", fmt.Sprint(allow), "message", "webhook channels may reach these internal addresses")
@@ -55,9 +54,9 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 		Log:    deps.Log,
 	})
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	return svc.Registration(), nil
+	return []server.Service{svc.Registration()}, nil
 }
 
 // workerSelf is the mesh identity of a worker acting for itself.
@@ -73,8 +72,7 @@ func registerOwner(w worker.Worker, deps workerDeps) error {
 	if url == "" {
 		return fmt.Errorf("worker owner needs the owner service (--service owner=http://...)")
 	}
-	client := ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, url,
-		deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))
+	client := meshclient.New(deps.clients(), ownerv1connect.NewOwnerServiceClient, url)
 	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner")})
 	return nil
 }

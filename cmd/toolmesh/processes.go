@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,8 +194,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	queues := slices.Sorted(maps.Keys(workerQueues))
 
 	local := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+cfg.PortOffset) }
-	keyPath := filepath.Join(cfg.DataDir, meshKeyFile)
-	pubPath := filepath.Join(cfg.DataDir, meshPubKeyFile)
+	keyPath := dataFile(cfg.DataDir, meshKeyFile)
+	pubPath := dataFile(cfg.DataDir, meshPubKeyFile)
 	temporalAddr := fmt.Sprintf("127.0.0.1:%d", cfg.TemporalPort)
 
 	plan := []meshProcess{{
@@ -307,8 +306,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	edgeArgs := []string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath,
 		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
-		"--state-key", filepath.Join(cfg.DataDir, stateKeyFile),
-		"--state-previous-key", filepath.Join(cfg.DataDir, statePreviousKeyFile),
+		"--state-key", dataFile(cfg.DataDir, stateKeyFile),
+		"--state-previous-key", dataFile(cfg.DataDir, statePreviousKeyFile),
 		"--a2a-addr", local(a2aPort)}
 	if cfg.Pprof {
 		edgeArgs = append(edgeArgs, "--pprof")

@@ -7,12 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1/projectsv1connect"
@@ -58,20 +57,20 @@ func projectsOptions(s *config.Set) buildFunc {
 		Usage: "largest clone kept on disk, in bytes; a larger repository is refused"})
 	s.List(&gitAllow, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_PROJECTS_EGRESS_ALLOW",
 		Usage: "an internal address (CIDR prefix or single IP) git clones may reach anyway"})
-	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		if interval < time.Second || indexTimeout < time.Second || cloneTimeout < time.Second {
-			return server.Service{}, errors.New("--health-interval, --index-timeout and --clone-timeout must be at least 1s")
+			return nil, errors.New("--health-interval, --index-timeout and --clone-timeout must be at least 1s")
 		}
 		if maxFiles < 1 || maxFileBytes < 1 || cloneBytes < 1 {
-			return server.Service{}, errors.New("--max-files, --max-file-bytes and --clone-max-bytes must be positive")
+			return nil, errors.New("--max-files, --max-file-bytes and --clone-max-bytes must be positive")
 		}
 		b, err := projects.NewBase(base)
 		if err != nil {
-			return server.Service{}, fmt.Errorf("--base (%s): %w", projectsBaseEnv, err)
+			return nil, fmt.Errorf("--base (%s): %w", projectsBaseEnv, err)
 		}
 		allow, err := egress.ParsePrefixes(gitAllow...)
 		if err != nil {
-			return server.Service{}, fmt.Errorf("--egress-allow (TOOLMESH_PROJECTS_EGRESS_ALLOW): %w", err)
+			return nil, fmt.Errorf("--egress-allow (TOOLMESH_PROJECTS_EGRESS_ALLOW): %w", err)
 		}
 		if len(allow) > 0 {
 			deps.Log.Warn("egress.allow", "setting", "TOOLMESH_PROJECTS_EGRESS_ALLOW", "allowed", prefixes(allow), "message", "git clones may reach these internal addresses")
@@ -88,12 +87,12 @@ func projectsOptions(s *config.Set) buildFunc {
 	}
 }
 
-func buildProjects(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg projects.Config) (server.Service, error) {
+func buildProjects(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg projects.Config) ([]server.Service, error) {
 	st, err := projectsstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	return projects.New(st, projects.NewTemporalEngine(deps.Temporal), cfg).Registration(), nil
+	return []server.Service{projects.New(st, projects.NewTemporalEngine(deps.Temporal), cfg).Registration()}, nil
 }
 
 // registerProjects runs the health workflow of projects; its activity
@@ -106,8 +105,10 @@ func registerProjects(w worker.Worker, deps workerDeps) error {
 		return errors.New("worker projects needs the projects service (--service projects=http://...)")
 	}
 	projectsworker.Register(w, &projectsworker.Activities{
-		Projects: projectsv1connect.NewProjectsServiceClient(deps.HTTPClient, url,
-			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
+		// No deadline of the worker's: the activity's own timeout bounds
+		// the call.
+		Projects: meshclient.New(meshclient.Config{HTTP: deps.HTTPClient, Signer: deps.Mesh, Telemetry: deps.Telemetry},
+			projectsv1connect.NewProjectsServiceClient, url),
 		Self: workerSelf("projects"),
 	})
 	return nil

@@ -53,7 +53,7 @@ func TestProjectsToolsThroughTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	projectsSrv := servertest.Start(t, svc)
+	projectsSrv := servertest.Start(t, svc...)
 	tst, err := tasksstore.Open(ctx, sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db")))
 	if err != nil {
 		t.Fatal(err)

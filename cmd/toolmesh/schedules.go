@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
-	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -28,25 +28,25 @@ func schedulesOptions(s *config.Set) buildFunc {
 		Usage: "shortest time allowed between two runs of a schedule (at least 1s)"})
 	s.Duration(&approvalTimeout, schedules.DefaultApprovalTimeout, config.Opt{Flag: "approval-timeout", Env: "TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT",
 		Usage: "how long the owner has to approve a schedule before it expires (at least 1s)"})
-	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		if minInterval < time.Second || approvalTimeout < time.Second {
-			return server.Service{}, errors.New("--min-interval and --approval-timeout must be at least 1s")
+			return nil, errors.New("--min-interval and --approval-timeout must be at least 1s")
 		}
 		return buildSchedules(ctx, db, deps, schedules.Config{Log: deps.Log, MinInterval: minInterval, ApprovalTimeout: approvalTimeout})
 	}
 }
 
-func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg schedules.Config) (server.Service, error) {
+func buildSchedules(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg schedules.Config) ([]server.Service, error) {
 	st, err := schedulesstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	engine := schedules.NewTemporalEngine(deps.Temporal, schedules.TemporalConfig{Log: deps.Log})
 	svc, err := schedules.New(st, engine, cfg)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	return svc.Registration(), nil
+	return []server.Service{svc.Registration()}, nil
 }
 
 // registerSchedules runs the approval and run workflows of schedules: each
@@ -60,7 +60,7 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 		return errors.New("worker schedules needs the schedules service (--service schedules=http://...)")
 	}
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
-		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Timeout: deps.CallTimeout, Log: deps.Log,
+		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {
@@ -68,19 +68,18 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 	}
 	var notifier schedulesworker.Notifier = schedulesworker.LogNotifier{Log: deps.Log}
 	if ownerURL := deps.Services[ownerv1connect.OwnerServiceName]; ownerURL != "" {
-		notifier = schedulesworker.OwnerNotifier{Owner: ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, ownerURL,
-			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))}
+		notifier = schedulesworker.OwnerNotifier{Owner: meshclient.New(deps.clients(), ownerv1connect.NewOwnerServiceClient, ownerURL)}
 	} else {
 		deps.Log.Warn("schedules.owner_notices", "message", "no owner service configured: approval requests go to this log only")
 	}
 	schedulesworker.Register(w, &schedulesworker.Activities{
-		Schedules: schedulesv1connect.NewSchedulesServiceClient(deps.HTTPClient, url,
-			deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))),
-		Identity: workerSelf("schedules"),
-		Notifier: notifier,
-		Tools:    tools,
-		Mesh:     deps.Mesh,
-		Log:      deps.Log,
+		Schedules:   meshclient.New(deps.clients(), schedulesv1connect.NewSchedulesServiceClient, url),
+		Identity:    workerSelf("schedules"),
+		Notifier:    notifier,
+		Tools:       tools,
+		Mesh:        deps.Mesh,
+		CallTimeout: deps.CallTimeout,
+		Log:         deps.Log,
 	})
 	return nil
 }

@@ -127,7 +127,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownerSrv := servertest.Start(t, ownerSvc)
+	ownerSrv := servertest.Start(t, ownerSvc...)
 	m.notices = &webhookInbox{}
 	hook := httptest.NewServer(m.notices)
 	t.Cleanup(hook.Close)
@@ -142,7 +142,7 @@ func startSchedulesMesh(t testing.TB, minInterval string, lossy bool) *schedules
 	if err != nil {
 		t.Fatal(err)
 	}
-	schedSrv := servertest.Start(t, svc)
+	schedSrv := servertest.Start(t, svc...)
 
 	w := worker.New(tc, "schedules", worker.Options{})
 	if err := workerQueues["schedules"].register(w, workerDeps{

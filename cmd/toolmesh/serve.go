@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"github.com/toolmesh/toolmesh/services/audit"
@@ -38,7 +38,7 @@ import (
 )
 
 // buildFunc opens a domain's store on db and returns its service.
-type buildFunc func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error)
+type buildFunc func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error)
 
 // domain is one service the binary can run.
 type domain struct {
@@ -56,6 +56,10 @@ type domain struct {
 	// calls lists the domains whose services this one calls (besides the
 	// agents directory): serve then takes --service for them.
 	calls []string
+	// serves lists the services of shared contracts (not a domain's own)
+	// the domain serves besides its own, by fully-qualified name: the edge
+	// reaches them at the domain's address.
+	serves []string
 	// temporal marks a domain that starts or updates workflows: `serve`
 	// then takes --temporal and dials it before build.
 	temporal bool
@@ -78,9 +82,10 @@ var domains = withFaultsDomains(map[string]domain{
 	"projects":  {port: 7112, options: projectsOptions, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
-	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},
-	"github":       {port: 7110, build: buildGitHub, stateless: true},
-	"search":       {port: 7111, build: buildSearch, stateless: true},
+	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
+		serves: []string{inboundv1connect.InboundServiceName}},
+	"github": {port: 7110, build: buildGitHub, stateless: true},
+	"search": {port: 7111, build: buildSearch, stateless: true},
 })
 
 // serveDeps is what a domain's build gets besides its database.
@@ -114,15 +119,15 @@ func tasksOptions(s *config.Set) buildFunc {
 	var maxPerDay int
 	s.Int(&maxPerDay, tasks.DefaultMaxPerDay, config.Opt{Flag: "max-tasks-per-day", Env: "WORK_TASK_MAX_PER_DAY",
 		Usage: "work tasks one agent may create per UTC calendar day"})
-	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) ([]server.Service, error) {
 		if maxPerDay < 1 {
-			return server.Service{}, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
+			return nil, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
 		}
 		st, err := tasksstore.Open(ctx, db)
 		if err != nil {
-			return server.Service{}, err
+			return nil, err
 		}
-		return tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration(), nil
+		return []server.Service{tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration()}, nil
 	}
 }
 
@@ -131,25 +136,25 @@ func agentsOptions(s *config.Set) buildFunc {
 	var seed []string
 	s.List(&seed, config.Opt{Flag: "seed", Env: agentsSeedEnv,
 		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
-	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) ([]server.Service, error) {
 		st, err := agentsstore.Open(ctx, db)
 		if err != nil {
-			return server.Service{}, err
+			return nil, err
 		}
 		svc := agents.New(st, agents.Config{})
 		if err := svc.Seed(ctx, seed...); err != nil {
-			return server.Service{}, fmt.Errorf("%s: %w", agentsSeedEnv, err)
+			return nil, fmt.Errorf("%s: %w", agentsSeedEnv, err)
 		}
-		return svc.Registration(), nil
+		return []server.Service{svc.Registration()}, nil
 	}
 }
 
-func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildMessages(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	st, err := messagesstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	return messages.New(st, messages.Config{}).Registration(), nil
+	return []server.Service{messages.New(st, messages.Config{}).Registration()}, nil
 }
 
 // auditOptions binds the audit service's checkpoint options: the key that
@@ -167,19 +172,15 @@ func auditOptions(s *config.Set) buildFunc {
 	var appenders []string
 	s.List(&appenders, config.Opt{Flag: "appender", Env: "TOOLMESH_AUDIT_APPENDERS",
 		Usage: "a mesh subject allowed to append audit records", Default: audittrail.EdgeSubject})
-	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		if interval < time.Second {
-			return server.Service{}, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
+			return nil, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
 		}
-		if keyPath == "" {
-			keyPath = filepath.Join(deps.DataDir, auditKeyFile)
-		}
-		if logPath == "" {
-			logPath = filepath.Join(deps.DataDir, auditCheckpointLogFile)
-		}
+		keyPath = orDataFile(keyPath, deps.DataDir, auditKeyFile)
+		logPath = orDataFile(logPath, deps.DataDir, auditCheckpointLogFile)
 		key, err := keyfile.ReadPrivate(keyPath)
 		if err != nil {
-			return server.Service{}, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
+			return nil, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
 		}
 		return buildAudit(ctx, db, deps, audit.Config{
 			Signer: checkpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval, Appenders: appenders,
@@ -187,10 +188,10 @@ func auditOptions(s *config.Set) buildFunc {
 	}
 }
 
-func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Config) (server.Service, error) {
+func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Config) ([]server.Service, error) {
 	st, err := auditstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	cfg.Log = deps.Log
 	svc := audit.New(st, cfg)
@@ -201,45 +202,45 @@ func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Con
 	go func() { defer close(done); svc.RunCheckpoints(loop) }()
 	deps.AfterStop(func() { stop(); <-done })
 	deps.Log.Info("audit.checkpoints", "origin", cfg.Signer.Origin(), "log", cfg.CheckpointLog, "interval", cfg.CheckpointInterval.String())
-	return svc.Registration(), nil
+	return []server.Service{svc.Registration()}, nil
 }
 
 // buildMemory encrypts memory content at rest when TOOLMESH_MEMORY_KEY holds
 // a key: 32 random bytes in base64 (`openssl rand -base64 32`).
-func buildMemory(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildMemory(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	getenv := deps.Getenv
 	log := deps.Log
 	st, err := memorystore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	cfg := memory.Config{Log: log}
 	if v := getenv("TOOLMESH_MEMORY_KEY"); v != "" {
 		if cfg.Key, err = memory.ParseKey(v); err != nil {
-			return server.Service{}, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
+			return nil, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
 		}
 	}
 	svc, err := memory.New(ctx, st, cfg)
 	if errors.Is(err, memory.ErrKeyRequired) || errors.Is(err, memory.ErrWrongKey) || errors.Is(err, memory.ErrPlaintextDatabase) {
-		return server.Service{}, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
+		return nil, fmt.Errorf("TOOLMESH_MEMORY_KEY: %w", err)
 	}
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
 	if id := svc.KeyID(); id != "" {
 		log.Info("memory.encryption", "enabled", true, "key_id", id)
 	} else {
 		log.Warn("memory.encryption", "enabled", false, "message", "memory content is stored unencrypted; set TOOLMESH_MEMORY_KEY to encrypt it")
 	}
-	return svc.Registration(), nil
+	return []server.Service{svc.Registration()}, nil
 }
 
-func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) (server.Service, error) {
+func buildCredits(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 	st, err := creditsstore.Open(ctx, db)
 	if err != nil {
-		return server.Service{}, err
+		return nil, err
 	}
-	return credits.New(st, credits.Config{}).Registration(), nil
+	return []server.Service{credits.New(st, credits.Config{}).Registration()}, nil
 }
 
 // serveConfig is the configuration of `toolmesh serve <domain>`.
@@ -262,7 +263,7 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 	s.String(&c.addr, fmt.Sprintf("127.0.0.1:%d", d.port), config.Opt{Flag: "addr", Env: prefix + "ADDR", Usage: "listen address"})
 	bindData(s, &c.dataDir, "directory for SQLite files and the mesh public key")
 	if !d.stateless {
-		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + name + ".db"})
+		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile(name)})
 	}
 	s.Duration(&c.drain, 0, config.Opt{Flag: "drain", Env: "TOOLMESH_SERVICE_DRAIN", Usage: "how long to report NOT_SERVING before closing on shutdown"})
 	if !d.directory {
@@ -314,11 +315,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	if !d.stateless && c.dsn == "" {
-		c.dsn = filepath.Join(c.dataDir, name+".db")
+		c.dsn = dataFile(c.dataDir, dbFile(name))
 	}
-	if c.pubKey == "" {
-		c.pubKey = filepath.Join(c.dataDir, meshPubKeyFile)
-	}
+	c.pubKey = orDataFile(c.pubKey, c.dataDir, meshPubKeyFile)
 	verifier, err := readMeshVerifier(c.pubKey)
 	if err != nil {
 		return err
@@ -366,7 +365,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		go temporalclient.CheckReachable(ctx, tc, c.temporalAddr, log)
 		deps.Temporal = tc
 	}
-	svc, err := c.build(ctx, db, deps)
+	svcs, err := c.build(ctx, db, deps)
 	if err != nil {
 		return err
 	}
@@ -383,7 +382,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	} else if !d.directory {
 		log.Warn("serve.agent_check", "enabled", false, "message", "callers are not checked against the agents directory; set --agents-url")
 	}
-	srv, err := server.New(ctx, lis, log, opts, svc)
+	srv, err := server.New(ctx, lis, log, opts, svcs...)
 	if err != nil {
 		lis.Close()
 		return err

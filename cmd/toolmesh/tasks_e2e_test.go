@@ -31,7 +31,7 @@ func TestDefaultDailyTaskCapThroughTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servertest.Start(t, svc)
+	srv := servertest.Start(t, svc...)
 	edgeClient := servertest.HTTPClient()
 	t.Cleanup(edgeClient.CloseIdleConnections)
 	_, s := connectEdge(t, edge.Config{
@@ -73,7 +73,7 @@ func TestBlankTextThroughTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servertest.Start(t, svc)
+	srv := servertest.Start(t, svc...)
 	edgeClient := servertest.HTTPClient()
 	t.Cleanup(edgeClient.CloseIdleConnections)
 	_, s := connectEdge(t, edge.Config{Services: map[string]string{tasksv1connect.TasksServiceName: srv.URL}, HTTPClient: edgeClient})

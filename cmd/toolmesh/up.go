@@ -173,7 +173,7 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, 
 		}
 	}
 	fmt.Fprintf(stdout, "  %-14s 127.0.0.1:%d  (gRPC frontend, namespace %s, state in %s)\n", "Temporal", cfg.TemporalPort,
-		temporaldev.DefaultNamespace, filepath.Join(cfg.DataDir, temporaldev.DBFileName))
+		temporaldev.DefaultNamespace, dataFile(cfg.DataDir, temporaldev.DBFileName))
 	fmt.Fprintf(stdout, "  %-14s calls that lack inputs ask the user; their workflows: ToolmeshKind=\"call\" (abandoned: ToolmeshStatus=\"abandoned\")\n", "Elicitation")
 	for _, p := range plan {
 		if p.Label != labelServices {

@@ -7,16 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -45,17 +44,24 @@ type workerDeps struct {
 	MeshKey ed25519.PrivateKey
 	// Services maps fully-qualified service names to base URLs.
 	Services map[string]string
-	// HTTPClient reaches the services (h2c).
+	// HTTPClient reaches the services (meshclient.HTTP).
 	HTTPClient *http.Client
 	// Getenv reads the environment (only cmd/ does).
 	Getenv func(string) string
 	// Log is the worker's logger.
 	Log *slog.Logger
-	// CallTimeout bounds each service call an activity makes.
+	// CallTimeout bounds each service call an activity makes of its own
+	// (a schedule's run); an elicited call's carries the edge's.
 	CallTimeout time.Duration
 	// Telemetry instruments the service clients activities build
 	// (Telemetry.ClientOption): their calls continue the activity's trace.
 	Telemetry telemetry.Providers
+}
+
+// clients is how the queue's activities call the services: the worker's
+// HTTP client, mesh key, call timeout and telemetry.
+func (d workerDeps) clients() meshclient.Config {
+	return meshclient.Config{HTTP: d.HTTPClient, Signer: d.Mesh, Timeout: d.CallTimeout, Telemetry: d.Telemetry}
 }
 
 // workerQueues lists the task queues; a new queue is added here
@@ -75,13 +81,12 @@ var workerQueues = map[string]workerQueue{
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:     contracts(),
-		Services:      deps.Services,
-		HTTPClient:    deps.HTTPClient,
-		Mesh:          deps.Mesh,
-		CallTimeout:   deps.CallTimeout,
-		Log:           deps.Log,
-		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
+		Contracts:  contracts(),
+		Services:   deps.Services,
+		HTTPClient: deps.HTTPClient,
+		Mesh:       deps.Mesh,
+		Log:        deps.Log,
+		Telemetry:  deps.Telemetry,
 	})
 	if err != nil {
 		return err
@@ -106,7 +111,7 @@ func bindWorker(s *config.Set, getenv func(string) string, name string, q worker
 	bindData(s, &c.dataDir, "directory holding mesh.key")
 	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
 	bindServices(s, &c.services, nil)
-	bindCallTimeout(s, &c.callTimeout, "deadline of each service call an activity makes (a schedule run's tool call included)")
+	bindCallTimeout(s, &c.callTimeout, "deadline of each service call an activity makes of its own, a schedule run's tool call included (an elicited call's side effect has the edge's)")
 	// The schedules queue read its own variable once; one deadline governs
 	// every queue now.
 	s.Retired("TOOLMESH_SCHEDULES_CALL_TIMEOUT", "TOOLMESH_CALL_TIMEOUT or worker --call-timeout")
@@ -127,9 +132,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	if c.keyPath == "" {
-		c.keyPath = filepath.Join(c.dataDir, meshKeyFile)
-	}
+	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
 	key, err := readMeshKey(c.keyPath)
 	if err != nil {
 		return err
@@ -152,7 +155,7 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 
 	// Every service client of the queue's activities continues their
 	// trace, even one built without deps.Telemetry.ClientOption.
-	httpClient := newH2CClient()
+	httpClient := meshclient.HTTP()
 	httpClient.Transport = tel.Transport(httpClient.Transport)
 	w := worker.New(tc, name, temporalclient.WorkerOptions())
 	if err := q.register(w, workerDeps{Temporal: tc, Mesh: signer, MeshKey: key, Services: urls, HTTPClient: httpClient, Getenv: getenv, Log: log, CallTimeout: c.callTimeout, Telemetry: tel.Providers}); err != nil {
@@ -169,12 +172,4 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	return server.RunHTTP(ctx, server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
-}
-
-// newH2CClient returns an HTTP client that speaks cleartext HTTP/2 to the
-// mesh's services.
-func newH2CClient() *http.Client {
-	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: protocols, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 }

@@ -42,8 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +52,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
@@ -90,7 +89,7 @@ type Options struct {
 	MaxStale time.Duration
 	// Now is the clock; time.Now when nil.
 	Now clock.Clock
-	// HTTPClient reaches the agents service; an h2c client when nil.
+	// HTTPClient reaches the agents service (default meshclient.HTTP()).
 	HTTPClient connect.HTTPClient
 	// Log receives agentcheck.lookup_failed when the directory stops
 	// answering, and agentcheck.lookup_recovered when it answers again.
@@ -151,11 +150,6 @@ func New(baseURL string, opts Options) *Checker {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.HTTPClient == nil {
-		protocols := new(http.Protocols)
-		protocols.SetUnencryptedHTTP2(true)
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{Protocols: protocols}}
-	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -168,8 +162,7 @@ func New(baseURL string, opts Options) *Checker {
 	return &Checker{
 		// The lookup carries the caller's own identity (its verified mesh
 		// token, forwarded): it asks about itself.
-		client: agentsv1connect.NewAgentsServiceClient(opts.HTTPClient, strings.TrimRight(baseURL, "/"),
-			connect.WithInterceptors(opts.Telemetry.ConnectInterceptor(), mesh.NewForwardingInterceptor())),
+		client:   meshclient.New(meshclient.Config{HTTP: opts.HTTPClient, Telemetry: opts.Telemetry}, agentsv1connect.NewAgentsServiceClient, baseURL),
 		ttl:      opts.TTL,
 		maxStale: opts.MaxStale,
 		now:      opts.Now,

@@ -3,7 +3,9 @@
 //
 //   - no services/<a> imports services/<b>; cross-domain calls go through
 //     generated clients;
-//   - edge/ imports generated code (proto/gen) and internal/ only;
+//   - edge/ imports generated code (proto/gen) and internal/ only; a door
+//     under edge/ imports neither the root nor another door, and no type
+//     under edge/ holds the root edge object (edge_test.go);
 //   - workers/ never import services/ or edge/;
 //   - internal/ never imports a domain (services/, edge/, workers/, cmd/);
 //   - only cmd/ reads flags and the environment (no "flag" import, no
@@ -13,7 +15,9 @@
 //   - no hand-written source file is over 600 lines (filesize_test.go);
 //   - no tracked file is over 1 MiB or an executable binary
 //     (trackedfiles_test.go);
-//   - a package comment names its own package (pkgdoc_test.go).
+//   - a package comment names its own package (pkgdoc_test.go);
+//   - docs/README.md links every page of docs/, and every link to a local
+//     page resolves (docs_test.go).
 package archtest
 
 import (

@@ -34,12 +34,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/toolmesh/toolmesh/internal/jcs"
-	"github.com/toolmesh/toolmesh/internal/mesh"
-	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/internal/jcs"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 )
 
 // EdgeSubject is the mesh subject the edge appends audit records as. Until
@@ -132,6 +134,21 @@ type RecorderOptions struct {
 	Backoff time.Duration
 }
 
+// RecordTimeout bounds recording one admin call, retries included.
+const RecordTimeout = 5 * time.Second
+
+// Dial returns the recorder of the audit service in services (by
+// fully-qualified service name), called as c says; nil when services has
+// none. c must sign (c.Signer): records are appended as EdgeSubject.
+func Dial(c meshclient.Config, services map[string]string) *Recorder {
+	url := services[auditv1connect.AuditServiceName]
+	if url == "" {
+		return nil
+	}
+	c.Timeout = RecordTimeout
+	return NewRecorder(meshclient.New(c, auditv1connect.NewAuditServiceClient, url), RecorderOptions{})
+}
+
 // NewRecorder returns a recorder over client. The client must carry the mesh
 // identity of each call's context (mesh.NewClientInterceptor).
 func NewRecorder(client auditv1connect.AuditServiceClient, opts RecorderOptions) *Recorder {
@@ -145,13 +162,16 @@ func NewRecorder(client auditv1connect.AuditServiceClient, opts RecorderOptions)
 }
 
 // Record appends e to the audit trail, as EdgeSubject, and returns the
-// stored record. Transient failures (unavailable, deadline exceeded, aborted)
-// are retried; any other error is returned at once.
+// stored record, within RecordTimeout. Transient failures (unavailable,
+// deadline exceeded, aborted) are retried; any other error is returned at
+// once.
 func (r *Recorder) Record(ctx context.Context, e Entry) (*auditv1.Record, error) {
 	req, err := Request(e)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, RecordTimeout)
+	defer cancel()
 	ctx = mesh.WithCall(ctx, mesh.Call{
 		Caller:         mesh.Caller{Subject: EdgeSubject, Agent: EdgeSubject, Roles: []string{mesh.RoleService}},
 		IdempotencyKey: e.CallID,

@@ -23,18 +23,17 @@ type BindConfig struct {
 	// whose service has none is bound to no backend: it decodes and
 	// validates arguments but cannot be invoked.
 	Services map[string]string
-	// HTTPClient reaches the services (h2c).
+	// HTTPClient reaches the services (meshclient.HTTP).
 	HTTPClient connect.HTTPClient
-	// Timeout bounds one call (DefaultTimeout when zero).
-	Timeout time.Duration
 	// Log receives boundary rejections (discarded when nil).
 	Log *slog.Logger
 	// ClientOptions add to each tool's client.
 	ClientOptions []connect.ClientOption
 }
 
-// DefaultTimeout is the deadline of one service call when none is
-// configured: the edge's, the workers' and a schedule run's.
+// DefaultTimeout is the deadline of one tool call's service call: the one
+// default of the edge's and the workers' --call-timeout, which a call
+// carries to where it runs (an elicited call's workflow, a schedule's run).
 const DefaultTimeout = 15 * time.Second
 
 // BindAll builds the tool catalog of the contracts, with the RPC comments as
@@ -46,9 +45,6 @@ func BindAll(cfg BindConfig) (map[string]*Binding, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
 	}
 	docs, err := toolcatalog.LoadDocs(descriptorset.Bytes)
 	if err != nil {
@@ -64,7 +60,7 @@ func BindAll(cfg BindConfig) (map[string]*Binding, error) {
 	}
 	out := make(map[string]*Binding, len(reg.Tools()))
 	for _, t := range reg.Tools() {
-		out[t.Name] = NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.Timeout, cfg.ClientOptions...)
+		out[t.Name] = NewBinding(t, cfg.HTTPClient, cfg.Services[t.Service], validator, cfg.Log, cfg.ClientOptions...)
 	}
 	return out, nil
 }

@@ -31,7 +31,6 @@ type Binding struct {
 	inType    protoreflect.MessageType
 	validator *boundary.Validator
 	log       *slog.Logger
-	timeout   time.Duration
 	fieldList string
 }
 
@@ -41,11 +40,12 @@ var (
 )
 
 // NewBinding binds t to the service at baseURL ("" leaves it without a
-// backend: calls answer not_supported). timeout bounds each call. opts add
-// to the client's options, e.g. telemetry.Providers.ClientOption, which
-// makes each call a span of the caller's trace.
-func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, timeout time.Duration, opts ...connect.ClientOption) *Binding {
-	b := &Binding{tool: t, in: t.Method.Input(), inType: messageType(t.Method.Input()), validator: v, log: log, timeout: timeout}
+// backend: calls answer not_supported). opts add to the client's options,
+// e.g. telemetry.Providers.ClientOption, which makes each call a span of the
+// caller's trace. The client mints each call's mesh token itself (Invoke),
+// so that a caller's next call reuses it; its deadline is the call's own.
+func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, opts ...connect.ClientOption) *Binding {
+	b := &Binding{tool: t, in: t.Method.Input(), inType: messageType(t.Method.Input()), validator: v, log: log}
 	names := make([]string, 0, b.in.Fields().Len())
 	for i := 0; i < b.in.Fields().Len(); i++ {
 		names = append(names, string(b.in.Fields().Get(i).Name()))
@@ -161,20 +161,23 @@ func (b *Binding) DecodeError(err error) boundary.Violation {
 }
 
 // Invoke calls the service with a decoded request and returns the envelope.
-// The caller's mesh token is minted (or reused) with signer.
+// The call is bounded by ctx's deadline: the caller's call timeout, carried
+// with the call (the edge's, or the one an elicited call's workflow was
+// given). The caller's mesh token is minted (or reused) with signer.
 func (b *Binding) Invoke(ctx context.Context, msg proto.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
 	name := b.tool.Name
 	if b.client == nil {
 		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
 	now := time.Now()
-	deadline, _ := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(unboundedTokenTTL)
+	}
 	// A token minted for this caller's earlier call is reused while it
 	// expires no later than this call's deadline and stays valid for half
-	// the timeout.
-	token, err := signer.MintFor(call.Caller, now, deadline, b.timeout/2)
+	// the time the call has.
+	token, err := signer.MintFor(call.Caller, now, deadline, deadline.Sub(now)/2)
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("mint mesh token: %w", err))
 	}
@@ -198,6 +201,10 @@ func (b *Binding) Invoke(ctx context.Context, msg proto.Message, signer *mesh.Si
 	env.ReplayOf, env.Replayed = idempotency.ReplayOf(res.Header())
 	return env
 }
+
+// unboundedTokenTTL is how long the token of a call without a deadline
+// lives.
+const unboundedTokenTTL = time.Minute
 
 // Tool is the bound tool.
 func (b *Binding) Tool() *toolcatalog.Tool { return b.tool }

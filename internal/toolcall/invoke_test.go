@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
@@ -92,7 +91,6 @@ func startCallMesh(t *testing.T) *callMesh {
 	b, err := toolcall.BindAll(toolcall.BindConfig{
 		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
 		HTTPClient: srv.Client(),
-		Timeout:    10 * time.Second,
 		Log:        logging.New(m.logs, nil),
 		Contracts:  bindContracts(),
 	})
@@ -216,7 +214,6 @@ func TestInvokeAnswersFailuresAsEnvelopes(t *testing.T) {
 	b, err := toolcall.BindAll(toolcall.BindConfig{
 		Services:   map[string]string{testingv1connect.TestingServiceName: url},
 		HTTPClient: servertest.HTTPClient(),
-		Timeout:    5 * time.Second,
 		Log:        logging.New(logs, nil),
 		Contracts:  bindContracts(),
 	})

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"google.golang.org/protobuf/proto"
@@ -24,6 +26,10 @@ import (
 
 // pageMessage is the message a list response carries in its `page` field.
 const pageMessage protoreflect.FullName = "toolmesh.page.v1.Page"
+
+// waitField names the request field of a long_running tool that waits for
+// its outcome (Tool.Wait).
+const waitField = "wait_seconds"
 
 // Tool is one MCP tool and the RPC behind it.
 type Tool struct {
@@ -49,6 +55,16 @@ type Tool struct {
 	PageField protoreflect.FieldDescriptor
 	// Resource is set when the tool is also served as an MCP resource.
 	Resource *Resource
+	// Task is set when the work the tool starts is an MCP task.
+	Task *Task
+	// Prompts are the prompts that read through the tool.
+	Prompts []*Prompt
+
+	// Wait is the request's wait_seconds field of a long_running tool that
+	// waits for its outcome (an optional int32): the service waits that
+	// many seconds at most, then answers with a handle to poll. Nil for
+	// other tools.
+	Wait protoreflect.FieldDescriptor
 
 	// InputSchema and OutputSchema are the marshalled JSON schemas.
 	InputSchema  json.RawMessage
@@ -57,9 +73,10 @@ type Tool struct {
 
 // Registry is the immutable set of tools, sorted by name.
 type Registry struct {
-	tools     []*Tool
-	byName    map[string]*Tool
-	resources []*Tool
+	tools      []*Tool
+	byName     map[string]*Tool
+	resources  []*Tool
+	onBehalfOf *OnBehalfOf
 }
 
 // Options adjust the generated schemas.
@@ -113,6 +130,25 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 			}
 			templates[tmpl] = t.Name
 			r.resources = append(r.resources, t)
+		}
+	}
+	// Blocks that name other tools, and resources: after every resource is
+	// bound.
+	prompts := map[string]string{}
+	for _, t := range r.tools {
+		opt := toolOption(t.Method)
+		if task := opt.GetTask(); task != nil {
+			if err := r.bindTask(t, task); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.bindPrompts(t, opt.GetPrompts(), prompts); err != nil {
+			return nil, err
+		}
+		if b := opt.GetOnBehalfOf(); b != nil {
+			if err := r.bindOnBehalfOf(t, b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
@@ -230,6 +266,9 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {
 		t.PageField = pf
 	}
+	if fd := md.Input().Fields().ByName(waitField); t.LongRunning && fd != nil && fd.Kind() == protoreflect.Int32Kind && fd.HasPresence() && !fd.IsList() {
+		t.Wait = fd
+	}
 
 	in := toolschema.Input(md.Input(), docs.Lookup)
 	if t.PageField != nil {
@@ -344,6 +383,20 @@ func validName(n string) bool {
 		}
 	}
 	return true
+}
+
+// Action is the tool's title for use mid-sentence: lowercased, unless it
+// starts an acronym ("Create work task" → "create work task").
+func (t *Tool) Action() string {
+	s := t.Title
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	if next, _ := utf8.DecodeRuneInString(s[n:]); unicode.IsUpper(next) {
+		return s
+	}
+	return string(unicode.ToLower(r)) + s[n:]
 }
 
 // Tools returns every tool, sorted by name. The slice must not be modified.

@@ -212,7 +212,7 @@ func service(t *testing.T, rpcs ...rpc) (protoreflect.ServiceDescriptor, toolcat
 		Name:        proto.String("toolcatalog_test/fake.proto"),
 		Package:     proto.String("toolcatalog.test"),
 		Syntax:      proto.String("proto3"),
-		Dependency:  []string{"toolmesh/testing/v1/testing.proto", "toolmesh/testing/v1/kinds.proto", "toolmesh/tool/v1/tool.proto"},
+		Dependency:  []string{"toolmesh/testing/v1/testing.proto", "toolmesh/testing/v1/kinds.proto", "toolmesh/testing/v1/jobs.proto", "toolmesh/tool/v1/tool.proto"},
 		MessageType: madeUp,
 		Service:     []*descriptorpb.ServiceDescriptorProto{sd},
 	}, protoregistry.GlobalFiles)

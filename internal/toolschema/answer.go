@@ -3,6 +3,7 @@ package toolschema
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 
@@ -83,8 +84,28 @@ func Missing(schema *structpb.Struct, content map[string]any) []string {
 
 // ValidateAnswer checks content, a user's answer to a form, against the
 // form's schema: a client may send anything. The error says what does not
-// fit, in words a user can act on.
+// fit, in words a user can act on. The form's fields are checked one at a
+// time, in the order of their names, then the form as a whole: an answer
+// with several faults is told the same one every time (workflows check
+// answers, and must decide alike when they replay).
 func ValidateAnswer(schema *structpb.Struct, content map[string]any) error {
+	props := schema.GetFields()["properties"].GetStructValue().GetFields()
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		one := WithoutRequired(schema)
+		one.Fields["properties"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{name: props[name]}})
+		answer := map[string]any{}
+		if v, ok := content[name]; ok {
+			answer[name] = v
+		}
+		if err := checkAnswer(one, answer); err != nil {
+			return err
+		}
+	}
+	return checkAnswer(schema, content)
+}
+
+// checkAnswer checks content against schema.
+func checkAnswer(schema *structpb.Struct, content map[string]any) error {
 	raw, err := schema.MarshalJSON()
 	if err != nil {
 		return err

@@ -192,3 +192,19 @@ func TestValidateAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateAnswerNamesTheSameFaultEveryTime: an answer with several
+// faults is told the fault of the first field by name, every time — a
+// workflow checks answers and must decide alike when it replays.
+func TestValidateAnswerNamesTheSameFaultEveryTime(t *testing.T) {
+	answer := map[string]any{"every": 2.0, "channel": "CHANNEL_SMOKE"}
+	first := toolschema.ValidateAnswer(reminder(t), answer)
+	if first == nil || !strings.Contains(first.Error(), "channel") {
+		t.Fatalf("ValidateAnswer(%v) = %v, want the channel's fault first", answer, first)
+	}
+	for range 50 {
+		if err := toolschema.ValidateAnswer(reminder(t), answer); err == nil || err.Error() != first.Error() {
+			t.Fatalf("ValidateAnswer(%v) = %v, then %v", answer, first, err)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
@@ -56,6 +57,10 @@ type Config struct {
 	// delivered through (required for the inbound RPCs). Its client must
 	// forward the caller's mesh token (mesh.NewForwardingInterceptor).
 	Messages messagesv1connect.MessagesServiceClient
+	// Agents is the agents directory, which InboundService.GetAgent asks
+	// which agents the A2A door may serve. Its client must forward the
+	// caller's mesh token.
+	Agents agentsv1connect.AgentsServiceClient
 	// Egress decides which addresses remote agents may have: loopback,
 	// private and link-local ones only when it allows them.
 	Egress egress.Policy

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/activity"
@@ -20,8 +18,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 )
 
@@ -32,17 +31,15 @@ type Config struct {
 	Contracts []protoreflect.ServiceDescriptor
 	// Services maps fully-qualified service names to base URLs.
 	Services map[string]string
-	// HTTPClient reaches the services (h2c).
+	// HTTPClient reaches the services (default meshclient.HTTP()).
 	HTTPClient *http.Client
 	// Mesh signs the mesh token each service call carries. Required.
 	Mesh *mesh.Signer
-	// CallTimeout bounds each service call (default DefaultCallTimeout).
-	CallTimeout time.Duration
 	// Log receives the activities' events.
 	Log *slog.Logger
-	// ClientOptions add to each service client (telemetry: a call's side
-	// effect is a span of the call's trace).
-	ClientOptions []connect.ClientOption
+	// Telemetry makes each service call a span of the call's trace (a
+	// call's side effect continues the trace of the tools/call).
+	Telemetry telemetry.Providers
 }
 
 // Activities call tools' services for elicited calls.
@@ -53,35 +50,28 @@ type Activities struct {
 	log      *slog.Logger
 }
 
-// auditTimeout bounds recording one admin call, retries included.
-const auditTimeout = 5 * time.Second
-
-// NewActivities binds every tool of the contracts to its service.
+// NewActivities binds every tool of the contracts to its service. A call's
+// deadline is the one it carries (InvokeInput.timeout: the edge's call
+// timeout), not the worker's.
 func NewActivities(cfg Config) (*Activities, error) {
 	if cfg.Mesh == nil {
 		return nil, errors.New("calls: no mesh signing key configured")
 	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = DefaultCallTimeout
-	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = http.DefaultClient
+		cfg.HTTPClient = meshclient.HTTP()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	bindings, err := toolcall.BindAll(toolcall.BindConfig{
 		Contracts: cfg.Contracts, Services: cfg.Services, HTTPClient: cfg.HTTPClient,
-		Timeout: cfg.CallTimeout, Log: cfg.Log, ClientOptions: cfg.ClientOptions,
+		Log: cfg.Log, ClientOptions: []connect.ClientOption{cfg.Telemetry.ClientOption()},
 	})
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{bindings: bindings, mesh: cfg.Mesh, log: cfg.Log}
-	if url := cfg.Services[auditv1connect.AuditServiceName]; url != "" {
-		opts := append(slices.Clone(cfg.ClientOptions), connect.WithInterceptors(mesh.NewClientInterceptor(cfg.Mesh, auditTimeout)))
-		a.audit = audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(cfg.HTTPClient, url, opts...), audittrail.RecorderOptions{})
-	}
+	a := &Activities{bindings: bindings, mesh: cfg.Mesh, log: cfg.Log,
+		audit: audittrail.Dial(meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}, cfg.Services)}
 	return a, nil
 }
 
@@ -143,10 +133,8 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 		"status", env.Status, "domain_code", env.DomainCode, "call_id", in.GetIdempotencyKey(), "attempt", activity.GetInfo(ctx).Attempt)
 	if in.GetAudit() && !env.IsError() {
 		if a.audit != nil {
-			actx, cancel := context.WithTimeout(ctx, auditTimeout)
-			_, err := a.audit.Record(actx, audittrail.Entry{CallID: in.GetIdempotencyKey(), Actor: caller.Subject, Tool: in.GetTool(), Reason: reason, Arguments: msg,
+			_, err := a.audit.Record(ctx, audittrail.Entry{CallID: in.GetIdempotencyKey(), Actor: caller.Subject, Tool: in.GetTool(), Reason: reason, Arguments: msg,
 				Replayed: env.Replayed, ReplayOf: env.ReplayOf})
-			cancel()
 			if err != nil {
 				// The action happened; the record is retried with the activity
 				// only when the service call itself failed.

@@ -26,11 +26,10 @@ func TestInvokeGivesTheServiceCallTheCallsDeadline(t *testing.T) {
 	backend := testingsvc.NewWith(testingsvc.Options{Delays: map[string]time.Duration{"Purge": 10 * time.Second}})
 	srv := servertest.Start(t, backend.Server())
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:   []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
-		Services:    map[string]string{testingv1connect.TestingServiceName: srv.URL},
-		HTTPClient:  srv.Client(),
-		Mesh:        servertest.MeshSigner(),
-		CallTimeout: 15 * time.Second,
+		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
+		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
+		HTTPClient: srv.Client(),
+		Mesh:       servertest.MeshSigner(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -25,7 +25,7 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 		Caller:         c.in.GetCaller(),
 		IdempotencyKey: IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID),
 		Audit:          c.in.GetAdmin(),
-		Timeout:        durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+		Timeout:        durationpb.New(callTimeout(c.in.GetCallTimeout())),
 	})
 	status := StatusSucceeded
 	if env.IsError() {
@@ -34,7 +34,20 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 	c.callID = IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
 	res := c.finish(ctx, env, status)
 	res.CallId = c.callID
+	if c.in.GetAdmin() && !env.IsError() {
+		// The edge reports the call executed with the reason the audit
+		// record holds.
+		res.Reason = c.reason()
+	}
 	return res // also c.current
+}
+
+// reason is the reason the user gave an ADMIN call, as the audit trail
+// records it.
+func (c *call) reason() string {
+	var r string
+	_ = json.Unmarshal(c.args[toolcall.AdminReason], &r)
+	return strings.TrimSpace(r)
 }
 
 // activity runs a tool-calling activity and returns its envelope; an
@@ -46,15 +59,18 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 // is recorded in the history like any activity's. A worker that dies after
 // the service call but before the task completes makes another worker run
 // it again, with the same idempotency key, which the service applies once.
+//
+// How it is tried is toolcall.RetryOf the call's timeout, which the edge
+// asks too, to know how long the final round may take.
 func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInput) *toolcall.Envelope {
-	timeout := durationOr(in.GetTimeout(), DefaultCallTimeout)
+	retry := toolcall.RetryOf(callTimeout(in.GetTimeout()))
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    timeout + 5*time.Second,
-		ScheduleToCloseTimeout: 3 * (timeout + 5*time.Second),
+		StartToCloseTimeout:    retry.Attempt,
+		ScheduleToCloseTimeout: retry.Budget(),
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    200 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumAttempts:    3,
+			InitialInterval:    retry.Interval,
+			BackoffCoefficient: retry.Backoff,
+			MaximumAttempts:    retry.Attempts,
 		},
 		Summary: in.GetTool(),
 	})

@@ -132,7 +132,7 @@ func (c *call) preview(ctx workflow.Context, st *callsv1.Step) *callsv1.RoundRes
 		Tool:      st.GetPreviewTool(),
 		Arguments: c.arguments(),
 		Caller:    c.in.GetCaller(),
-		Timeout:   durationpb.New(durationOr(c.in.GetCallTimeout(), DefaultCallTimeout)),
+		Timeout:   durationpb.New(callTimeout(c.in.GetCallTimeout())),
 	})
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeInvalidArgument && len(c.elicited) > 0 {
@@ -207,6 +207,9 @@ func (c *call) arguments(leaveOut ...string) string {
 	args := c.args
 	if len(leaveOut) > 0 {
 		args = make(map[string]json.RawMessage, len(c.args))
+		// A copy: the order it is made in does not matter, and the JSON
+		// is written with sorted keys.
+		//workflowcheck:ignore
 		for k, v := range c.args {
 			if !slices.Contains(leaveOut, k) {
 				args[k] = v
@@ -240,6 +243,8 @@ func describe(data json.RawMessage) string {
 		return string(data)
 	}
 	keys := make([]string, 0, len(m))
+	// Sorted below.
+	//workflowcheck:ignore
 	for k := range m {
 		keys = append(keys, k)
 	}

@@ -77,8 +77,14 @@ const ErrTypeAbandoned = "Abandoned"
 const (
 	DefaultRoundTimeout = 11 * time.Minute
 	DefaultMaxRounds    = 8
-	DefaultCallTimeout  = toolcall.DefaultTimeout
 )
+
+// callTimeout is the deadline of the call's service calls: the one its
+// input carries (the edge always sets it), or, for the input of an edge
+// that did not, the mesh's default.
+func callTimeout(d *durationpb.Duration) time.Duration {
+	return durationOr(d, toolcall.DefaultTimeout)
+}
 
 // Refusals of the round validator. The edge shows them all alike.
 var (

@@ -91,6 +91,8 @@ type Activities struct {
 	Tools map[string]*toolcall.Binding
 	// Mesh signs the mesh tokens of runs' tool calls.
 	Mesh *mesh.Signer
+	// CallTimeout bounds a run's tool call: the worker's --call-timeout.
+	CallTimeout time.Duration
 	// Log receives the activities' events.
 	Log *slog.Logger
 }
@@ -238,6 +240,11 @@ func (a *Activities) call(ctx context.Context, in *schedulesv1.CallToolInput) *t
 	msg, vs := b.Decode(ctx, args)
 	if vs != nil {
 		return toolcall.Invalid(run.GetTool(), vs)
+	}
+	if a.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.CallTimeout)
+		defer cancel()
 	}
 	return b.Invoke(ctx, msg, a.Mesh, mesh.Call{
 		Caller: mesh.Caller{

@@ -167,14 +167,14 @@ func newActivities(t *testing.T, fake *fakeSchedules, notifier schedules.Notifie
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
 		Contracts:  []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")},
 		Services:   map[string]string{testingv1connect.TestingServiceName: srv.URL},
-		HTTPClient: srv.Client(), Timeout: 5 * time.Second, Log: logging.Discard(),
+		HTTPClient: srv.Client(), Log: logging.Discard(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &schedules.Activities{
 		Schedules: fake, Identity: workerCaller, Notifier: notifier,
-		Tools: tools, Mesh: servertest.MeshSigner(), Log: logging.Discard(),
+		Tools: tools, Mesh: servertest.MeshSigner(), CallTimeout: 5 * time.Second, Log: logging.Discard(),
 	}
 }
 

@@ -593,7 +593,10 @@ type RoundResult struct {
 	// The final result envelope (JSON) when the call is over.
 	Envelope string `protobuf:"bytes,3,opt,name=envelope,proto3" json:"envelope,omitempty"`
 	// The idempotency key the call's side effect ran under (when it ran).
-	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The reason the user gave for an ADMIN call, once its side effect ran
+	// (recorded with it in the audit trail).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +655,13 @@ func (x *RoundResult) GetEnvelope() string {
 func (x *RoundResult) GetCallId() string {
 	if x != nil {
 		return x.CallId
+	}
+	return ""
+}
+
+func (x *RoundResult) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -899,12 +909,13 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.AnswerR\x05value:\x028\x01:h\xea\xf9\x18d\n" +
 	"\x05round\x12YDeliver the user's answers to the questions of a round (round 0 asks the first question).\x18\x01\"q\n" +
 	"\fPendingQuery:a\xea\xf9\x18]\n" +
-	"\apending\x12PThe question the call waits for (with its round), or its result once it is over.\x18\x03\"\x93\x01\n" +
+	"\apending\x12PThe question the call waits for (with its round), or its result once it is over.\x18\x03\"\xab\x01\n" +
 	"\vRoundResult\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x129\n" +
 	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x1a\n" +
 	"\benvelope\x18\x03 \x01(\tR\benvelope\x12\x17\n" +
-	"\acall_id\x18\x04 \x01(\tR\x06callId\"z\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"z\n" +
 	"\bQuestion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +

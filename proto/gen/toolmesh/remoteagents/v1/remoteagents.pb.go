@@ -1723,12 +1723,20 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\x9d\t\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x032\x82\x0e\n" +
 	"\x13RemoteAgentsService\x12\x9a\x01\n" +
 	"\bDiscover\x12).toolmesh.remoteagents.v1.DiscoverRequest\x1a*.toolmesh.remoteagents.v1.DiscoverResponse\"7\xc2\xf3\x180\n" +
-	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12\x8f\x01\n" +
-	"\x06Invoke\x12'.toolmesh.remoteagents.v1.InvokeRequest\x1a(.toolmesh.remoteagents.v1.InvokeResponse\"2\xc2\xf3\x18.\n" +
-	"\x13remoteagents_invoke\x12\x13Invoke remote agent\x18\x02(\x01\x12\xaf\x01\n" +
+	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12\xf4\x05\n" +
+	"\x06Invoke\x12'.toolmesh.remoteagents.v1.InvokeRequest\x1a(.toolmesh.remoteagents.v1.InvokeResponse\"\x96\x05\xc2\xf3\x18\x91\x05\n" +
+	"\x13remoteagents_invoke\x12\x13Invoke remote agent\x18\x02(\x01J\xe0\x04\n" +
+	"\x06invoke\x12\x1bremoteagents_get_invocation\x1a\x1eremoteagents_cancel_invocation\"\rinvocation_id*\n" +
+	"invocation2\vworkflow_id:\x06statusB\vcreate_timeJ\fresolve_timeRf\n" +
+	"\x19INVOCATION_STATUS_WORKING\x10\x01\x1aGThe remote agent is working on it{{with .remote_state}} ({{.}}){{end}}.R;\n" +
+	"\x1bINVOCATION_STATUS_COMPLETED\x10\x03\x1a\x1aThe remote agent answered.R?\n" +
+	"\x18INVOCATION_STATUS_FAILED\x10\x03\x1a!The invocation failed: {{.error}}R<\n" +
+	"\x1aINVOCATION_STATUS_REJECTED\x10\x03\x1a\x1cThe remote agent refused it.Rj\n" +
+	" INVOCATION_STATUS_INPUT_REQUIRED\x10\x03\x1aDThe remote agent needs more input: invoke it again with the task_id.R>\n" +
+	"\x1bINVOCATION_STATUS_CANCELLED\x10\x05\x1a\x1dThe invocation was cancelled.\x12\xaf\x01\n" +
 	"\rGetInvocation\x12..toolmesh.remoteagents.v1.GetInvocationRequest\x1a/.toolmesh.remoteagents.v1.GetInvocationResponse\"=\xc2\xf3\x186\n" +
 	"\x1bremoteagents_get_invocation\x12\x15Get remote invocation\x18\x01\x90\x02\x01\x12\xbb\x01\n" +
 	"\x10CancelInvocation\x121.toolmesh.remoteagents.v1.CancelInvocationRequest\x1a2.toolmesh.remoteagents.v1.CancelInvocationResponse\"@\xc2\xf3\x18<\n" +

@@ -875,17 +875,29 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x19TASK_PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TASK_PRIORITY_LOW\x10\x01\x12\x18\n" +
 	"\x14TASK_PRIORITY_NORMAL\x10\x02\x12\x16\n" +
-	"\x12TASK_PRIORITY_HIGH\x10\x032\xbe\x05\n" +
+	"\x12TASK_PRIORITY_HIGH\x10\x032\xfd\x0e\n" +
 	"\fTasksService\x12u\n" +
 	"\x06Create\x12 .toolmesh.tasks.v1.CreateRequest\x1a!.toolmesh.tasks.v1.CreateResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftasks_create\x12\x10Create work task\x18\x02\x12\xb6\x01\n" +
 	"\x03Get\x12\x1d.toolmesh.tasks.v1.GetRequest\x1a\x1e.toolmesh.tasks.v1.GetResponse\"p\xc2\xf3\x18i\n" +
 	"\ttasks_get\x12\rGet work task\x18\x01BK\n" +
 	"\x1atoolmesh://tasks/{task_id}\x12\n" +
-	"tasks_list\x1a\x05tasks\"\x02id*\vdescription2\tWork task\x90\x02\x01\x12o\n" +
-	"\x04List\x12\x1e.toolmesh.tasks.v1.ListRequest\x1a\x1f.toolmesh.tasks.v1.ListResponse\"&\xc2\xf3\x18\x1f\n" +
+	"tasks_list\x1a\x05tasks\"\x02id*\vdescription2\tWork task\x90\x02\x01\x12\xad\n" +
 	"\n" +
-	"tasks_list\x12\x0fList work tasks\x18\x01\x90\x02\x01\x12\x95\x01\n" +
+	"\x04List\x12\x1e.toolmesh.tasks.v1.ListRequest\x1a\x1f.toolmesh.tasks.v1.ListResponse\"\xe3\t\xc2\xf3\x18\xdb\t\n" +
+	"\n" +
+	"tasks_list\x12\x0fList work tasks\x18\x01R\xb9\t\n" +
+	"\ftriage_tasks\x12\x14Triage my open tasks\x1a\x9b\x01Go through your open work tasks (pending and running) and decide, most urgent first, what to do next with each: start it, finish it, cancel it or leave it.\"\x9f\x01\n" +
+	"\x06status\x12\x06Status\x1aEOnly open tasks in this status: pending or running (both when empty).*\x1e\n" +
+	"\apending\x12\x13TASK_STATUS_PENDING*\x1e\n" +
+	"\arunning\x12\x13TASK_STATUS_RUNNING2\x06status\"J\n" +
+	"\x05focus\x12\x05Focus\x1a:What matters most right now, e.g. a deadline or a project.(\x01B\xb1\x05Triage my open work tasks ({{join .Each \" and \"}}).{{with .Args.focus}} What matters most right now: {{.}}.{{end}}{{if not .Count}}\n" +
+	"\n" +
+	"I have no open tasks. Say so, and suggest what to record as a task next, if anything.{{else}}\n" +
+	"\n" +
+	"The tasks are attached, newest first. Order them by urgency (priority first), then say for each what to do next: start it (tasks_update_status to TASK_STATUS_RUNNING), finish it (TASK_STATUS_COMPLETED or TASK_STATUS_FAILED with a result), cancel it (tasks_cancel with a reason) or leave it, and why. Do not change any task before I agree.{{if .More}}\n" +
+	"\n" +
+	"Only the first {{.Limit}} tasks of each status are attached; tasks_list pages through the rest.{{end}}{{end}}JQ{{if .Count}}{{count .Count \"open task\"}} to triage.{{else}}No open tasks.{{end}}\x90\x02\x01\x12\x95\x01\n" +
 	"\fUpdateStatus\x12&.toolmesh.tasks.v1.UpdateStatusRequest\x1a'.toolmesh.tasks.v1.UpdateStatusResponse\"4\xc2\xf3\x180\n" +
 	"\x13tasks_update_status\x12\x17Update work task status\x18\x02\x12u\n" +
 	"\x06Cancel\x12 .toolmesh.tasks.v1.CancelRequest\x1a!.toolmesh.tasks.v1.CancelResponse\"&\xc2\xf3\x18\"\n" +

@@ -84,6 +84,125 @@ func (Kind) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{0}
 }
 
+// TaskState is an MCP task status.
+type TaskState int32
+
+const (
+	TaskState_TASK_STATE_UNSPECIFIED TaskState = 0
+	// The work goes on.
+	TaskState_TASK_STATE_WORKING TaskState = 1
+	// The work waits for input from the caller.
+	TaskState_TASK_STATE_INPUT_REQUIRED TaskState = 2
+	// The work is over; tasks/get answers with the tool result the call would
+	// have returned had it waited (which may itself be an error result).
+	TaskState_TASK_STATE_COMPLETED TaskState = 3
+	// The work failed.
+	TaskState_TASK_STATE_FAILED TaskState = 4
+	// The work was cancelled.
+	TaskState_TASK_STATE_CANCELLED TaskState = 5
+)
+
+// Enum value maps for TaskState.
+var (
+	TaskState_name = map[int32]string{
+		0: "TASK_STATE_UNSPECIFIED",
+		1: "TASK_STATE_WORKING",
+		2: "TASK_STATE_INPUT_REQUIRED",
+		3: "TASK_STATE_COMPLETED",
+		4: "TASK_STATE_FAILED",
+		5: "TASK_STATE_CANCELLED",
+	}
+	TaskState_value = map[string]int32{
+		"TASK_STATE_UNSPECIFIED":    0,
+		"TASK_STATE_WORKING":        1,
+		"TASK_STATE_INPUT_REQUIRED": 2,
+		"TASK_STATE_COMPLETED":      3,
+		"TASK_STATE_FAILED":         4,
+		"TASK_STATE_CANCELLED":      5,
+	}
+)
+
+func (x TaskState) Enum() *TaskState {
+	p := new(TaskState)
+	*p = x
+	return p
+}
+
+func (x TaskState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskState) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[1].Descriptor()
+}
+
+func (TaskState) Type() protoreflect.EnumType {
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[1]
+}
+
+func (x TaskState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskState.Descriptor instead.
+func (TaskState) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+// PromptEmbed says what a prompt attaches.
+type PromptEmbed int32
+
+const (
+	PromptEmbed_PROMPT_EMBED_UNSPECIFIED PromptEmbed = 0
+	// The items the list tool carrying the prompt lists (at most 50 per list
+	// call), as the resources of the template whose list tool it is.
+	PromptEmbed_PROMPT_EMBED_LIST PromptEmbed = 1
+	// The one resource the READ tool carrying the prompt serves, named by the
+	// id_argument.
+	PromptEmbed_PROMPT_EMBED_ONE PromptEmbed = 2
+)
+
+// Enum value maps for PromptEmbed.
+var (
+	PromptEmbed_name = map[int32]string{
+		0: "PROMPT_EMBED_UNSPECIFIED",
+		1: "PROMPT_EMBED_LIST",
+		2: "PROMPT_EMBED_ONE",
+	}
+	PromptEmbed_value = map[string]int32{
+		"PROMPT_EMBED_UNSPECIFIED": 0,
+		"PROMPT_EMBED_LIST":        1,
+		"PROMPT_EMBED_ONE":         2,
+	}
+)
+
+func (x PromptEmbed) Enum() *PromptEmbed {
+	p := new(PromptEmbed)
+	*p = x
+	return p
+}
+
+func (x PromptEmbed) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PromptEmbed) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[2].Descriptor()
+}
+
+func (PromptEmbed) Type() protoreflect.EnumType {
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[2]
+}
+
+func (x PromptEmbed) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PromptEmbed.Descriptor instead.
+func (PromptEmbed) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+}
+
 // Tool marks an RPC as an MCP tool. An RPC without it is not exposed.
 type Tool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -105,7 +224,14 @@ type Tool struct {
 	// before the call runs.
 	Preview string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
 	// Serves this READ tool as an MCP resource too (see Resource).
-	Resource      *Resource `protobuf:"bytes,8,opt,name=resource,proto3" json:"resource,omitempty"`
+	Resource *Resource `protobuf:"bytes,8,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Makes the work this long_running tool starts an MCP task (see Task).
+	Task *Task `protobuf:"bytes,9,opt,name=task,proto3" json:"task,omitempty"`
+	// Prompts that read the mesh through this READ tool (see Prompt).
+	Prompts []*Prompt `protobuf:"bytes,10,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	// This READ tool reads an item a tool call can be made on behalf of (see
+	// OnBehalfOf).
+	OnBehalfOf    *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +318,27 @@ func (x *Tool) GetPreview() string {
 func (x *Tool) GetResource() *Resource {
 	if x != nil {
 		return x.Resource
+	}
+	return nil
+}
+
+func (x *Tool) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *Tool) GetPrompts() []*Prompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+func (x *Tool) GetOnBehalfOf() *OnBehalfOf {
+	if x != nil {
+		return x.OnBehalfOf
 	}
 	return nil
 }
@@ -297,6 +444,666 @@ func (x *Resource) GetTitle() string {
 	return ""
 }
 
+// Task makes the work a long_running tool starts an MCP task, for clients
+// that declare the MCP Tasks extension (io.modelcontextprotocol/tasks). The
+// tool's request has `optional int32 wait_seconds`: a Tasks client's call goes
+// out with 0 and, while the work is still running, answers with a task instead
+// of a handle to poll. The task's id is the work's task_id_field, which must
+// read "<id_prefix>/<agent>/<id>" (the work's workflow id): tasks/get shows the
+// work through get_tool and tasks/cancel cancels it through cancel_tool, both
+// called as the task's caller with <id> in id_field. Another agent's task is
+// not found. The start, get and cancel tools all answer with the work in
+// item_field.
+type Task struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Starts the work's task ids, e.g. "ask"; unique across the mesh.
+	IdPrefix string `protobuf:"bytes,1,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	// The READ tool that shows the work, e.g. "owner_get_ask".
+	GetTool string `protobuf:"bytes,2,opt,name=get_tool,json=getTool,proto3" json:"get_tool,omitempty"`
+	// The tool that cancels the work, e.g. "owner_cancel_ask".
+	CancelTool string `protobuf:"bytes,3,opt,name=cancel_tool,json=cancelTool,proto3" json:"cancel_tool,omitempty"`
+	// The string request field of get_tool and cancel_tool that takes the
+	// work's id, e.g. "ask_id".
+	IdField string `protobuf:"bytes,4,opt,name=id_field,json=idField,proto3" json:"id_field,omitempty"`
+	// The response field of the start, get and cancel tools that holds the
+	// work, e.g. "ask".
+	ItemField string `protobuf:"bytes,5,opt,name=item_field,json=itemField,proto3" json:"item_field,omitempty"`
+	// The work's string field holding its task id, e.g. "workflow_id".
+	TaskIdField string `protobuf:"bytes,6,opt,name=task_id_field,json=taskIdField,proto3" json:"task_id_field,omitempty"`
+	// The work's enum field saying where it is, e.g. "status".
+	StatusField string `protobuf:"bytes,7,opt,name=status_field,json=statusField,proto3" json:"status_field,omitempty"`
+	// The work's Timestamp field of when it started, e.g. "create_time".
+	CreatedField string `protobuf:"bytes,8,opt,name=created_field,json=createdField,proto3" json:"created_field,omitempty"`
+	// The work's Timestamp field of when it last changed, once it did, e.g.
+	// "resolve_time"; the start time until then.
+	UpdatedField string `protobuf:"bytes,9,opt,name=updated_field,json=updatedField,proto3" json:"updated_field,omitempty"`
+	// What each value of status_field means as an MCP task. Every value but
+	// the zero value has one.
+	Statuses      []*TaskStatus `protobuf:"bytes,10,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Task) Reset() {
+	*x = Task{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Task) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Task) ProtoMessage() {}
+
+func (x *Task) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Task.ProtoReflect.Descriptor instead.
+func (*Task) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Task) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *Task) GetGetTool() string {
+	if x != nil {
+		return x.GetTool
+	}
+	return ""
+}
+
+func (x *Task) GetCancelTool() string {
+	if x != nil {
+		return x.CancelTool
+	}
+	return ""
+}
+
+func (x *Task) GetIdField() string {
+	if x != nil {
+		return x.IdField
+	}
+	return ""
+}
+
+func (x *Task) GetItemField() string {
+	if x != nil {
+		return x.ItemField
+	}
+	return ""
+}
+
+func (x *Task) GetTaskIdField() string {
+	if x != nil {
+		return x.TaskIdField
+	}
+	return ""
+}
+
+func (x *Task) GetStatusField() string {
+	if x != nil {
+		return x.StatusField
+	}
+	return ""
+}
+
+func (x *Task) GetCreatedField() string {
+	if x != nil {
+		return x.CreatedField
+	}
+	return ""
+}
+
+func (x *Task) GetUpdatedField() string {
+	if x != nil {
+		return x.UpdatedField
+	}
+	return ""
+}
+
+func (x *Task) GetStatuses() []*TaskStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+// TaskStatus says what one value of the work's status means as an MCP task.
+type TaskStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The enum value's name, e.g. "ASK_STATUS_PENDING".
+	Value string `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	// The MCP task status it shows as.
+	State TaskState `protobuf:"varint,2,opt,name=state,proto3,enum=toolmesh.tool.v1.TaskState" json:"state,omitempty"`
+	// The task's statusMessage: a Go text/template over the work's fields by
+	// name (Timestamps in RFC 3339, UTC), e.g. "Waiting for the owner's answer
+	// (the ask expires at {{.expire_time}})."
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStatus) Reset() {
+	*x = TaskStatus{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStatus) ProtoMessage() {}
+
+func (x *TaskStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
+func (*TaskStatus) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TaskStatus) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *TaskStatus) GetState() TaskState {
+	if x != nil {
+		return x.State
+	}
+	return TaskState_TASK_STATE_UNSPECIFIED
+}
+
+func (x *TaskStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Prompt is a conversation users start from a menu in their MCP host
+// (prompts/get): it reads the mesh through the READ tool carrying it, as the
+// caller, and hands the model what it found as embedded resources, after
+// instructions. A prompt is offered to callers who may call that tool, on
+// edges whose registry has the resources it embeds and completes from; its
+// errors are the tool's errors.
+type Prompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prompt's name, unique across the mesh, e.g. "triage_tasks".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A short human title shown in menus.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// What the prompt is for.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The arguments the user gives.
+	Arguments []*PromptArgument `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty"`
+	// What the prompt embeds.
+	Embed PromptEmbed `protobuf:"varint,5,opt,name=embed,proto3,enum=toolmesh.tool.v1.PromptEmbed" json:"embed,omitempty"`
+	// For PROMPT_EMBED_LIST: arguments (a JSON object) every list call gets,
+	// e.g. {"status": "ASK_STATUS_PENDING"}.
+	ListArguments string `protobuf:"bytes,6,opt,name=list_arguments,json=listArguments,proto3" json:"list_arguments,omitempty"`
+	// For PROMPT_EMBED_ONE: the argument holding the id of the resource to
+	// embed (required).
+	IdArgument string `protobuf:"bytes,7,opt,name=id_argument,json=idArgument,proto3" json:"id_argument,omitempty"`
+	// The instructions, a Go text/template. Its data: .Args (the arguments
+	// given, by name, trimmed; an argument with choices as the choice), .Each
+	// (the choices the list was read for), .Count (the resources attached),
+	// .More (there were more than attached), .Limit (the most attached per
+	// list call); functions join (strings.Join) and count (count 2 "task" is
+	// "2 tasks").
+	Text string `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
+	// The result's description, a Go text/template over the same data.
+	ResultDescription string `protobuf:"bytes,9,opt,name=result_description,json=resultDescription,proto3" json:"result_description,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Prompt) Reset() {
+	*x = Prompt{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prompt) ProtoMessage() {}
+
+func (x *Prompt) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
+func (*Prompt) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Prompt) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Prompt) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Prompt) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Prompt) GetArguments() []*PromptArgument {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *Prompt) GetEmbed() PromptEmbed {
+	if x != nil {
+		return x.Embed
+	}
+	return PromptEmbed_PROMPT_EMBED_UNSPECIFIED
+}
+
+func (x *Prompt) GetListArguments() string {
+	if x != nil {
+		return x.ListArguments
+	}
+	return ""
+}
+
+func (x *Prompt) GetIdArgument() string {
+	if x != nil {
+		return x.IdArgument
+	}
+	return ""
+}
+
+func (x *Prompt) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Prompt) GetResultDescription() string {
+	if x != nil {
+		return x.ResultDescription
+	}
+	return ""
+}
+
+// PromptArgument is one argument of a prompt.
+type PromptArgument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The argument's name, e.g. "agent_id".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A short human title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// What to give, for people.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The prompt cannot run without it.
+	Required bool `protobuf:"varint,4,opt,name=required,proto3" json:"required,omitempty"`
+	// The only values the argument takes (matched ignoring case and
+	// surrounding space), offered as completions. Left empty, an argument with
+	// choices and a list_field stands for every choice: the list is read once
+	// per choice, in order.
+	Choices []*PromptChoice `protobuf:"bytes,5,rep,name=choices,proto3" json:"choices,omitempty"`
+	// For PROMPT_EMBED_LIST: the list tool's request field the argument's
+	// value (or its choice's list_value) is passed in, when given.
+	ListField string `protobuf:"bytes,6,opt,name=list_field,json=listField,proto3" json:"list_field,omitempty"`
+	// Completes the argument from the ids of a resource template's items.
+	Complete      *PromptCompletion `protobuf:"bytes,7,opt,name=complete,proto3" json:"complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptArgument) Reset() {
+	*x = PromptArgument{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptArgument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptArgument) ProtoMessage() {}
+
+func (x *PromptArgument) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
+func (*PromptArgument) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PromptArgument) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
+}
+
+func (x *PromptArgument) GetChoices() []*PromptChoice {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+func (x *PromptArgument) GetListField() string {
+	if x != nil {
+		return x.ListField
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetComplete() *PromptCompletion {
+	if x != nil {
+		return x.Complete
+	}
+	return nil
+}
+
+// PromptChoice is one value a prompt argument takes.
+type PromptChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value as the user gives it, e.g. "pending".
+	Value string `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	// The value passed to the list tool, e.g. "TASK_STATUS_PENDING".
+	ListValue     string `protobuf:"bytes,2,opt,name=list_value,json=listValue,proto3" json:"list_value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptChoice) Reset() {
+	*x = PromptChoice{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptChoice) ProtoMessage() {}
+
+func (x *PromptChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
+func (*PromptChoice) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PromptChoice) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *PromptChoice) GetListValue() string {
+	if x != nil {
+		return x.ListValue
+	}
+	return ""
+}
+
+// PromptCompletion completes a prompt argument from the ids of the items of
+// a resource template, listed live as the caller.
+type PromptCompletion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The READ tool served as the resource template, e.g. "agents_get".
+	ResourceTool string `protobuf:"bytes,1,opt,name=resource_tool,json=resourceTool,proto3" json:"resource_tool,omitempty"`
+	// Arguments (a JSON object) the template's list tool gets, e.g.
+	// {"status": "SCHEDULE_STATUS_PENDING_APPROVAL"}.
+	ListArguments string `protobuf:"bytes,2,opt,name=list_arguments,json=listArguments,proto3" json:"list_arguments,omitempty"`
+	// A boolean request field of the list tool set to true when the caller
+	// is the owner (who sees every agent's items), e.g. "all_agents".
+	OwnerField    string `protobuf:"bytes,3,opt,name=owner_field,json=ownerField,proto3" json:"owner_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptCompletion) Reset() {
+	*x = PromptCompletion{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptCompletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptCompletion) ProtoMessage() {}
+
+func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
+func (*PromptCompletion) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PromptCompletion) GetResourceTool() string {
+	if x != nil {
+		return x.ResourceTool
+	}
+	return ""
+}
+
+func (x *PromptCompletion) GetListArguments() string {
+	if x != nil {
+		return x.ListArguments
+	}
+	return ""
+}
+
+func (x *PromptCompletion) GetOwnerField() string {
+	if x != nil {
+		return x.OwnerField
+	}
+	return ""
+}
+
+// OnBehalfOf says that the READ tool carrying it reads an item a tool call
+// can be made on behalf of — a message an agent received. A tools/call whose
+// request _meta names one ("dev.toolmesh/onBehalfOf": "<id>") runs at that
+// item's depth, so an agent that acts on a message does so one level deeper
+// than whoever sent it, and tools that refuse from depth 3 on stop loops of
+// agents. The edge reads the item through this tool, as the caller; the item
+// must be one the caller received. At most one tool of a mesh carries it.
+type OnBehalfOf struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the item is, for people, e.g. "message".
+	Noun string `protobuf:"bytes,1,opt,name=noun,proto3" json:"noun,omitempty"`
+	// The request field taking the item's id, e.g. "message_id".
+	IdField string `protobuf:"bytes,2,opt,name=id_field,json=idField,proto3" json:"id_field,omitempty"`
+	// An example id, for the error refusing a malformed one.
+	IdExample string `protobuf:"bytes,3,opt,name=id_example,json=idExample,proto3" json:"id_example,omitempty"`
+	// The response field holding the item, e.g. "message".
+	ItemField string `protobuf:"bytes,4,opt,name=item_field,json=itemField,proto3" json:"item_field,omitempty"`
+	// The item's string field naming the agent it was for, e.g. "to_agent".
+	RecipientField string `protobuf:"bytes,5,opt,name=recipient_field,json=recipientField,proto3" json:"recipient_field,omitempty"`
+	// The item's int32 field holding the depth a call on its behalf runs at,
+	// e.g. "depth".
+	DepthField    string `protobuf:"bytes,6,opt,name=depth_field,json=depthField,proto3" json:"depth_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OnBehalfOf) Reset() {
+	*x = OnBehalfOf{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OnBehalfOf) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OnBehalfOf) ProtoMessage() {}
+
+func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
+func (*OnBehalfOf) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OnBehalfOf) GetNoun() string {
+	if x != nil {
+		return x.Noun
+	}
+	return ""
+}
+
+func (x *OnBehalfOf) GetIdField() string {
+	if x != nil {
+		return x.IdField
+	}
+	return ""
+}
+
+func (x *OnBehalfOf) GetIdExample() string {
+	if x != nil {
+		return x.IdExample
+	}
+	return ""
+}
+
+func (x *OnBehalfOf) GetItemField() string {
+	if x != nil {
+		return x.ItemField
+	}
+	return ""
+}
+
+func (x *OnBehalfOf) GetRecipientField() string {
+	if x != nil {
+		return x.RecipientField
+	}
+	return ""
+}
+
+func (x *OnBehalfOf) GetDepthField() string {
+	if x != nil {
+		return x.DepthField
+	}
+	return ""
+}
+
 var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -320,7 +1127,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\x91\x02\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xb1\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -333,7 +1140,12 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"elicitable\x18\x06 \x03(\tR\n" +
 	"elicitable\x12\x18\n" +
 	"\apreview\x18\a \x01(\tR\apreview\x126\n" +
-	"\bresource\x18\b \x01(\v2\x1a.toolmesh.tool.v1.ResourceR\bresource\"\xb7\x01\n" +
+	"\bresource\x18\b \x01(\v2\x1a.toolmesh.tool.v1.ResourceR\bresource\x12*\n" +
+	"\x04task\x18\t \x01(\v2\x16.toolmesh.tool.v1.TaskR\x04task\x122\n" +
+	"\aprompts\x18\n" +
+	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
+	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
+	"onBehalfOf\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -342,14 +1154,84 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\aitem_id\x18\x04 \x01(\tR\x06itemId\x12\x1d\n" +
 	"\n" +
 	"item_title\x18\x05 \x01(\tR\titemTitle\x12\x14\n" +
-	"\x05title\x18\x06 \x01(\tR\x05title*K\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\"\xe4\x02\n" +
+	"\x04Task\x12\x1b\n" +
+	"\tid_prefix\x18\x01 \x01(\tR\bidPrefix\x12\x19\n" +
+	"\bget_tool\x18\x02 \x01(\tR\agetTool\x12\x1f\n" +
+	"\vcancel_tool\x18\x03 \x01(\tR\n" +
+	"cancelTool\x12\x19\n" +
+	"\bid_field\x18\x04 \x01(\tR\aidField\x12\x1d\n" +
+	"\n" +
+	"item_field\x18\x05 \x01(\tR\titemField\x12\"\n" +
+	"\rtask_id_field\x18\x06 \x01(\tR\vtaskIdField\x12!\n" +
+	"\fstatus_field\x18\a \x01(\tR\vstatusField\x12#\n" +
+	"\rcreated_field\x18\b \x01(\tR\fcreatedField\x12#\n" +
+	"\rupdated_field\x18\t \x01(\tR\fupdatedField\x128\n" +
+	"\bstatuses\x18\n" +
+	" \x03(\v2\x1c.toolmesh.tool.v1.TaskStatusR\bstatuses\"o\n" +
+	"\n" +
+	"TaskStatus\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value\x121\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1b.toolmesh.tool.v1.TaskStateR\x05state\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xd4\x02\n" +
+	"\x06Prompt\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12>\n" +
+	"\targuments\x18\x04 \x03(\v2 .toolmesh.tool.v1.PromptArgumentR\targuments\x123\n" +
+	"\x05embed\x18\x05 \x01(\x0e2\x1d.toolmesh.tool.v1.PromptEmbedR\x05embed\x12%\n" +
+	"\x0elist_arguments\x18\x06 \x01(\tR\rlistArguments\x12\x1f\n" +
+	"\vid_argument\x18\a \x01(\tR\n" +
+	"idArgument\x12\x12\n" +
+	"\x04text\x18\b \x01(\tR\x04text\x12-\n" +
+	"\x12result_description\x18\t \x01(\tR\x11resultDescription\"\x91\x02\n" +
+	"\x0ePromptArgument\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
+	"\brequired\x18\x04 \x01(\bR\brequired\x128\n" +
+	"\achoices\x18\x05 \x03(\v2\x1e.toolmesh.tool.v1.PromptChoiceR\achoices\x12\x1d\n" +
+	"\n" +
+	"list_field\x18\x06 \x01(\tR\tlistField\x12>\n" +
+	"\bcomplete\x18\a \x01(\v2\".toolmesh.tool.v1.PromptCompletionR\bcomplete\"C\n" +
+	"\fPromptChoice\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value\x12\x1d\n" +
+	"\n" +
+	"list_value\x18\x02 \x01(\tR\tlistValue\"\x7f\n" +
+	"\x10PromptCompletion\x12#\n" +
+	"\rresource_tool\x18\x01 \x01(\tR\fresourceTool\x12%\n" +
+	"\x0elist_arguments\x18\x02 \x01(\tR\rlistArguments\x12\x1f\n" +
+	"\vowner_field\x18\x03 \x01(\tR\n" +
+	"ownerField\"\xc3\x01\n" +
+	"\n" +
+	"OnBehalfOf\x12\x12\n" +
+	"\x04noun\x18\x01 \x01(\tR\x04noun\x12\x19\n" +
+	"\bid_field\x18\x02 \x01(\tR\aidField\x12\x1d\n" +
+	"\n" +
+	"id_example\x18\x03 \x01(\tR\tidExample\x12\x1d\n" +
+	"\n" +
+	"item_field\x18\x04 \x01(\tR\titemField\x12'\n" +
+	"\x0frecipient_field\x18\x05 \x01(\tR\x0erecipientField\x12\x1f\n" +
+	"\vdepth_field\x18\x06 \x01(\tR\n" +
+	"depthField*K\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0e\n" +
 	"\n" +
 	"KIND_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"KIND_ADMIN\x10\x03:L\n" +
+	"KIND_ADMIN\x10\x03*\xa9\x01\n" +
+	"\tTaskState\x12\x1a\n" +
+	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TASK_STATE_WORKING\x10\x01\x12\x1d\n" +
+	"\x19TASK_STATE_INPUT_REQUIRED\x10\x02\x12\x18\n" +
+	"\x14TASK_STATE_COMPLETED\x10\x03\x12\x15\n" +
+	"\x11TASK_STATE_FAILED\x10\x04\x12\x18\n" +
+	"\x14TASK_STATE_CANCELLED\x10\x05*X\n" +
+	"\vPromptEmbed\x12\x1c\n" +
+	"\x18PROMPT_EMBED_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11PROMPT_EMBED_LIST\x10\x01\x12\x14\n" +
+	"\x10PROMPT_EMBED_ONE\x10\x02:L\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04toolB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
@@ -364,24 +1246,42 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolmesh_tool_v1_tool_proto_rawDescData
 }
 
-var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
-	(*Tool)(nil),                       // 1: toolmesh.tool.v1.Tool
-	(*Resource)(nil),                   // 2: toolmesh.tool.v1.Resource
-	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
+	(TaskState)(0),                     // 1: toolmesh.tool.v1.TaskState
+	(PromptEmbed)(0),                   // 2: toolmesh.tool.v1.PromptEmbed
+	(*Tool)(nil),                       // 3: toolmesh.tool.v1.Tool
+	(*Resource)(nil),                   // 4: toolmesh.tool.v1.Resource
+	(*Task)(nil),                       // 5: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                 // 6: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                     // 7: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),             // 8: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),               // 9: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),           // 10: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                 // 11: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil), // 12: google.protobuf.MethodOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
-	0, // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	2, // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	3, // 2: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	1, // 3: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	3, // [3:4] is the sub-list for extension type_name
-	2, // [2:3] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
+	4,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	5,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	7,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	11, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	6,  // 5: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	1,  // 6: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	8,  // 7: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	2,  // 8: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	9,  // 9: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	10, // 10: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	12, // 11: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	3,  // 12: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	12, // [12:13] is the sub-list for extension type_name
+	11, // [11:12] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -394,8 +1294,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   2,
+			NumEnums:      3,
+			NumMessages:   9,
 			NumExtensions: 1,
 			NumServices:   0,
 		},

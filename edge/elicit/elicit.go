@@ -1,0 +1,521 @@
+package elicit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/requeststate"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// Package elicit is the edge's door for multi-round elicitation (MCP
+// MRTR, SEP-2322; docs/elicitation.md).
+//
+// A call that lacks admin inputs (confirm, reason) or fields its tool marks
+// elicitable, from a client that declares elicitation, asks the user instead
+// of failing. The call lives in a Temporal workflow (toolmesh.calls.v1,
+// run by the calls worker), never in the edge: round 1 starts it with
+// update-with-start and gets the first question back in the same round
+// trip; each later round is an update addressed by the workflow and run ids
+// in the verified requestState. The workflow keeps the answers, decides the
+// next question and runs the side effect once, after the last round.
+//
+// Clients of 2026-07-28 get the questions as an input_required result with
+// inputRequests and a sealed requestState, and retry the call with their
+// inputResponses and the same state. Clients of the session era get the same
+// questions as server-sent elicitation/create requests, every round, inside
+// the one tools/call, and then the same result.
+
+// Config configures multi-round elicitation (edge.Config.Elicitation).
+// Without it the edge refuses calls that lack inputs, naming what is
+// missing.
+type Config struct {
+	// Temporal starts and updates call workflows. Its data converter must
+	// be temporalclient.DataConverter(), the calls worker's.
+	Temporal client.Client
+	// States seals requestState with the current key and opens states of
+	// the current and previous keys.
+	States *requeststate.Sealer
+	// StateTTL is how long a requestState is accepted (default 10m); the
+	// workflow waits a minute longer for the round before it gives the call
+	// up as abandoned.
+	StateTTL time.Duration
+	// AbandonAfter is how long the workflow waits for the answers of a
+	// round before it gives the call up (default StateTTL plus a minute, so
+	// no state outlives its call).
+	AbandonAfter time.Duration
+	// MaxRounds bounds the rounds of questions of one call (default 8).
+	MaxRounds int
+	// TaskQueue overrides the contract's task queue of the call workflows
+	// (the calls worker must poll the same one).
+	TaskQueue string
+}
+
+// replyMargin is how much longer than the workflow's work a round waits
+// for its reply.
+const replyMargin = 5 * time.Second
+
+// Params is what the edge gives the elicitor besides its Config.
+type Params struct {
+	// Tools are the edge's tools; each gets its forms at start.
+	Tools []port.Tool
+	// CallTimeout is the deadline of the call's service call, carried with
+	// the call to the worker that makes it.
+	CallTimeout time.Duration
+	// Log receives the elicitor's events.
+	Log *slog.Logger
+}
+
+// Elicitor runs elicited calls for an edge. It holds no per-call state.
+type Elicitor struct {
+	log      *slog.Logger
+	tc       client.Client
+	states   *requeststate.Sealer
+	ttl      time.Duration
+	patience time.Duration // how long the workflow waits for a round
+	max      int
+	timeout  time.Duration // the call timeout
+	wf       workflowcontract.Workflow
+	round    workflowcontract.Handler
+	pending  workflowcontract.Handler
+	wait     time.Duration // the longest a round waits for the workflow
+	// startWait bounds round 1 (and resuming a call), which never runs a
+	// side effect: an unreachable Temporal is reported sooner.
+	startWait time.Duration
+	forms     map[string]*toolForms
+}
+
+// toolForms are a tool's forms, built once at start.
+type toolForms struct {
+	fields *structpb.Struct // its elicitable fields (nil: none)
+	admin  *structpb.Struct // confirm and reason (nil: not ADMIN)
+}
+
+// New returns the elicitor of cfg, whose defaults the edge has applied.
+func New(cfg Config, p Params) (*Elicitor, error) {
+	if cfg.Temporal == nil || cfg.States == nil {
+		return nil, errors.New("edge: elicitation needs a Temporal client and request state keys")
+	}
+	x := &Elicitor{
+		log: p.Log, tc: cfg.Temporal, states: cfg.States, ttl: cfg.StateTTL, max: cfg.MaxRounds,
+		patience: cfg.AbandonAfter, timeout: p.CallTimeout,
+		wf:      workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
+		round:   workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
+		pending: workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
+		forms:   map[string]*toolForms{},
+	}
+	if cfg.TaskQueue != "" {
+		x.wf.TaskQueue = cfg.TaskQueue
+	}
+	// The final round waits for the side effect, which the calls worker
+	// tries as its retry policy says; round 1 never runs it.
+	retry := toolcall.RetryOf(p.CallTimeout)
+	x.wait = retry.Budget() + replyMargin
+	x.startWait = retry.Attempt
+	for _, pt := range p.Tools {
+		t := port.Catalog(pt)
+		f := &toolForms{}
+		var err error
+		if f.fields, err = fieldsForm(t); err != nil {
+			return nil, err
+		}
+		if f.admin, err = adminForm(t); err != nil {
+			return nil, err
+		}
+		x.forms[t.Name] = f
+	}
+	return x, nil
+}
+
+// CanAsk reports whether the client of c declared form elicitation.
+func (x *Elicitor) CanAsk(c *port.Call) bool { return c.MCP != nil && canElicit(c.MCP) }
+
+// Ask starts asking the user for what c lacks; ok is false when it lacks
+// nothing the user can be asked for.
+func (x *Elicitor) Ask(ctx context.Context, e *port.Elicited, args map[string]json.RawMessage) (port.Outcome, bool) {
+	c := newCall(e)
+	steps, env := x.plan(ctx, c, args)
+	if env != nil {
+		return port.Outcome{Envelope: env}, true
+	}
+	if steps == nil {
+		return port.Outcome{}, false
+	}
+	env, interim := x.start(ctx, c, args, steps, e.ClientKey)
+	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}, true
+}
+
+// Next delivers the answers of a later round.
+func (x *Elicitor) Next(ctx context.Context, e *port.Elicited) port.Outcome {
+	c := newCall(e)
+	env, interim := x.next(ctx, c)
+	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}
+}
+
+// canElicit reports whether the client of req declared form elicitation
+// (an empty elicitation capability means form).
+func canElicit(req *mcp.CallToolRequest) bool {
+	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
+		// A client of an older protocol has no elicitation to declare.
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// elicitationSince is the first protocol version with elicitation.
+const elicitationSince = "2025-06-18"
+
+// modern reports whether req is of the stateless protocol, where questions
+// travel as input_required results.
+func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= port.ModernProtocol }
+
+// plan is what a call lacks that the user can be asked for, as the
+// workflow's steps; nil when it lacks nothing an elicitation can ask (the
+// call then goes on as usual). Fields are asked for when the arguments break
+// their rules only for want of elicitable fields (a required one absent, or
+// a message rule such as "give exactly one of cron or interval_seconds"
+// while some are absent); an optional elicitable field that is merely
+// absent asks nothing. Arguments with other faults are refused at once,
+// with every violation named, rather than asked about.
+func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMessage) ([]*callsv1.Step, *toolcall.Envelope) {
+	t, b := c.t, c.b
+	admin := t.Kind == toolv1.Kind_KIND_ADMIN
+	adminMissing := admin && len(toolcall.MissingAdmin(args)) > 0
+	var absent []string
+	for _, f := range t.Elicitable {
+		if v, ok := args[f]; !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			absent = append(absent, f)
+		}
+	}
+	if len(absent) == 0 && !adminMissing {
+		return nil, nil
+	}
+	partial := args
+	if admin {
+		raw, _, err := toolcall.StripAdmin(args, b.Input())
+		if err != nil {
+			return nil, toolcall.Unexpected(ctx, x.log, t.Name, err)
+		}
+		partial = nil
+		_ = json.Unmarshal(raw, &partial)
+	}
+	raw, err := json.Marshal(partial)
+	if err != nil {
+		return nil, toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
+	}
+	vs := b.Violations(raw)
+	askFields, other := false, false
+	for _, v := range vs {
+		if top := toolcall.TopField(v.Field); len(absent) > 0 && (top == "" || slices.Contains(absent, top)) {
+			askFields = true
+		} else {
+			other = true
+		}
+	}
+	if !askFields && !adminMissing {
+		return nil, nil
+	}
+	if other {
+		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
+		return nil, toolcall.Invalid(t.Name, vs)
+	}
+	forms := x.forms[t.Name]
+	var steps []*callsv1.Step
+	if askFields {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_FIELDS, Fields: t.Elicitable, RequestedSchema: forms.fields})
+		if t.Preview != "" {
+			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
+		}
+	}
+	if admin {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{toolcall.AdminConfirm, toolcall.AdminReason}, RequestedSchema: forms.admin})
+	}
+	return steps, nil
+}
+
+// call is one tools/call the elicitor serves: the tool, the caller, the
+// request, and the digest of its arguments that every round's
+// requestState is bound to.
+type call struct {
+	*port.Elicited
+	t      *toolcatalog.Tool
+	b      *toolcall.Binding
+	p      *identity.Principal
+	req    *mcp.CallToolRequest
+	digest string
+	// executed is set once the call ran as a successful ADMIN call.
+	executed *port.Executed
+}
+
+func newCall(e *port.Elicited) *call {
+	b := e.Tool.Binding()
+	return &call{Elicited: e, t: b.Tool(), b: b, p: e.Caller, req: e.MCP}
+}
+
+// start begins an elicited call: it checks the arguments it has, starts the
+// call's workflow and answers with the first question (or, for a session
+// client, asks every question and answers with the result). clientKey is
+// the client's idempotency key ("" for none).
+func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t, p := c.t, c.p
+	var err error
+	c.digest, err = argumentsDigest(c.req.Params.Arguments)
+	if err != nil {
+		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}
+		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
+		return toolcall.Invalid(t.Name, vs), nil
+	}
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
+	}
+	in := &callsv1.ElicitedCallInput{
+		Tool:            t.Name,
+		Title:           t.Title,
+		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
+		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(c.Depth)},
+		Arguments:       string(argsJSON),
+		ArgumentsDigest: c.digest,
+		Steps:           steps,
+		RoundTimeout:    durationpb.New(x.patience),
+		MaxRounds:       int32(x.max),
+		CallTimeout:     durationpb.New(x.timeout),
+	}
+	id := x.workflowID(c, clientKey)
+	if clientKey != "" {
+		// A call with the client's idempotency key may have been made
+		// before: resume it where it is, or answer its result.
+		if env, interim, ok := x.resume(ctx, c, id); ok {
+			return env, interim
+		}
+	}
+	res, runID, err := x.startWorkflow(ctx, id, in, p)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// The client repeated a call it gave an idempotency key; the call
+			// is over: answer its result again.
+			return x.finished(ctx, t.Name, id), nil
+		}
+		return x.unavailable(ctx, t.Name, id, err), nil
+	}
+	x.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
+		"workflow_id", id, "run_id", runID, "steps", len(steps))
+	return x.respond(ctx, c, callRun{id: id, runID: runID}, res)
+}
+
+// next delivers the answers of a round ≥ 2: the request carries the
+// requestState of the round it answers.
+func (x *Elicitor) next(ctx context.Context, c *call) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.t
+	var err error
+	c.digest, err = argumentsDigest(c.req.Params.Arguments)
+	if err != nil {
+		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
+	}
+	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), time.Now())
+	if err != nil {
+		return x.refuse(ctx, t.Name, err.Error())
+	}
+	run := callRun{id: st.WorkflowID, runID: st.RunID}
+	res, err := x.update(ctx, c, run, int32(st.Round), answersOf(c.req.Params.InputResponses))
+	if err != nil {
+		if refused(err) {
+			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
+		}
+		return x.unavailable(ctx, t.Name, st.WorkflowID, err), nil
+	}
+	return x.respond(ctx, c, run, res)
+}
+
+// respond turns a round's result into the client's answer: the final
+// envelope, the next questions with a new requestState (2026-07-28), or —
+// for a session client — every further round asked over the session.
+func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*toolcall.Envelope, *mcp.CallToolResult) {
+	t := c.t
+	if !modern(c.req) {
+		var err error
+		if res, err = x.converse(ctx, c, run, res); err != nil {
+			if refused(err) {
+				return toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered"), nil
+			}
+			return x.unavailable(ctx, t.Name, run.id, err), nil
+		}
+	}
+	if res.GetEnvelope() != "" {
+		return x.final(ctx, c, res), nil
+	}
+	requests := mcp.InputRequestMap{}
+	for _, q := range res.GetQuestions() {
+		requests[q.GetKey()] = elicitParams(q)
+	}
+	state, err := x.states.Seal(requeststate.State{
+		Expires:    time.Now().Add(x.ttl),
+		Round:      int(res.GetRound()),
+		WorkflowID: run.id,
+		RunID:      run.runID,
+	}, c.stateBinding())
+	if err != nil {
+		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
+	}
+	x.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
+	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
+}
+
+// converse asks a session client every question of every round over the
+// session (elicitation/create) and delivers the answers, until the call is
+// over. The SDK's own fallback asks only once; calls may take many rounds.
+func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
+	for res.GetEnvelope() == "" {
+		answers := map[string]*callsv1.Answer{}
+		for _, q := range res.GetQuestions() {
+			ectx, cancel := context.WithTimeout(ctx, x.ttl)
+			r, err := c.req.Session.Elicit(ectx, elicitParams(q))
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				// The client went away: end the call rather than leave it to
+				// be abandoned.
+				x.cancelCall(roundUpdate{run: run, round: res.GetRound(), digest: c.digest,
+					answers: map[string]*callsv1.Answer{q.GetKey(): {Action: callsv1.Action_ACTION_CANCEL}}})
+				return nil, ctx.Err()
+			case err != nil:
+				// An answer the client's SDK could not send (one that does
+				// not fit the form, say) is no answer: the workflow asks
+				// again, a bounded number of times.
+				x.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", c.t.Name, "workflow_id", run.id, "round", res.GetRound(), "error", err)
+			default:
+				answers[q.GetKey()] = answerOf(r)
+			}
+		}
+		var err error
+		if res, err = x.update(ctx, c, run, res.GetRound(), answers); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// final is the envelope of a call that is over; a successful ADMIN call is
+// executed, with the reason the user gave (the worker wrote its audit
+// record), which the pipeline reports.
+func (x *Elicitor) final(ctx context.Context, c *call, res *callsv1.RoundResult) *toolcall.Envelope {
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Unexpected(ctx, x.log, c.t.Name, errors.New("the call's workflow returned no result envelope"))
+	}
+	if c.t.Kind == toolv1.Kind_KIND_ADMIN && !env.IsError() {
+		c.executed = &port.Executed{Reason: res.GetReason(), CallID: res.GetCallId()}
+	}
+	return &env
+}
+
+// resume continues a call made before with the same idempotency key (and
+// so the same workflow id): a running call gets its pending question again,
+// a finished one its result. ok is false when there is no such call.
+func (x *Elicitor) resume(ctx context.Context, c *call, id string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
+	t := c.t
+	qctx, cancel := context.WithTimeout(ctx, x.startWait)
+	defer cancel()
+	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil, false
+	case err != nil:
+		return x.unavailable(ctx, t.Name, id, err), nil, true
+	}
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return x.finished(ctx, t.Name, id), nil, true
+	}
+	runID := info.GetExecution().GetRunId()
+	v, err := x.tc.QueryWorkflow(qctx, id, runID, x.pending.Name)
+	if err != nil {
+		return x.unavailable(ctx, t.Name, id, err), nil, true
+	}
+	var res callsv1.RoundResult
+	if err := v.Get(&res); err != nil || (res.GetEnvelope() == "" && len(res.GetQuestions()) == 0) {
+		// Not asked its first question yet: start it (the start is
+		// idempotent) as if it were new.
+		return nil, nil, false
+	}
+	env, interim := x.respond(ctx, c, callRun{id: id, runID: runID}, &res)
+	return env, interim, true
+}
+
+// finished answers a repeated call (same idempotency key) that is over
+// with its result; a call that was abandoned or cancelled has none.
+func (x *Elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
+	var res callsv1.RoundResult
+	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
+		return toolcall.Fail(tool, toolcall.CodeConflict,
+			"a call with this idempotency key ended without a result (it was abandoned or cancelled); call again with a new key")
+	}
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
+	}
+	return &env
+}
+
+// refuse is the answer to every requestState that cannot be used —
+// malformed, forged, expired, of a retired key, for another caller, tool
+// or arguments, already used, or of a call that is over. The client cannot
+// tell which; the log can.
+func (x *Elicitor) refuse(ctx context.Context, tool, why string) (*toolcall.Envelope, *mcp.CallToolResult) {
+	boundary.LogRejection(ctx, x.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: why}})
+	return StateRefused(tool), nil
+}
+
+// StateRefused is the one envelope of a refused requestState.
+func StateRefused(tool string) *toolcall.Envelope {
+	return toolcall.Invalid(tool, []boundary.Violation{{Field: "requestState", Rule: "request_state",
+		Message: "not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}})
+}
+
+func (x *Elicitor) unavailable(ctx context.Context, tool, id string, err error) *toolcall.Envelope {
+	x.log.WarnContext(ctx, "mcp.elicitation.unavailable", "tool", tool, "workflow_id", id, "error", err)
+	return toolcall.Fail(tool, toolcall.CodeUnavailable, "the workflow service that carries this call's questions did not answer in time; retry the same request")
+}
+
+// stateBinding is what a requestState of c is bound to: its caller, tool
+// and arguments.
+func (c *call) stateBinding() requeststate.Binding {
+	return requeststate.Binding{Subject: c.p.Subject, Agent: c.p.Agent, Tool: c.t.Name, ArgumentsDigest: c.digest}
+}
+
+// argumentsDigest is the digest of a call's arguments' canonical JSON
+// (absent or null arguments are the empty object).
+func argumentsDigest(args json.RawMessage) (string, error) {
+	a := bytes.TrimSpace(args)
+	if len(a) == 0 || bytes.Equal(a, []byte("null")) {
+		a = []byte("{}")
+	}
+	return audittrail.JSONDigest(a)
+}

@@ -1,0 +1,210 @@
+package elicit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// Forms for elicitation. MCP form elicitation accepts a flat object of
+// primitive properties only: strings (with minLength, maxLength and the
+// formats email, uri, date and date-time), numbers and integers (with
+// minimum and maximum), booleans, and enums as titled choices (oneOf of
+// const and title). A field's form property is derived from its input
+// schema property, which carries the field's protovalidate rules, keeping
+// what a form can say; the rest (a pattern, an exclusive bound a form cannot
+// express) is still enforced when the call's arguments are validated.
+
+// formFormat reports whether a form may carry the string format f.
+func formFormat(f string) bool {
+	switch f {
+	case "email", "uri", "date", "date-time":
+		return true
+	}
+	return false
+}
+
+// fieldsForm is the form asking for every elicitable field of t (the
+// workflow asks only for those still missing). It is nil when t has none.
+func fieldsForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
+	if len(t.Elicitable) == 0 {
+		return nil, nil
+	}
+	var in struct {
+		Properties map[string]map[string]any `json:"properties"`
+		Required   []string                  `json:"required"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &in); err != nil {
+		return nil, fmt.Errorf("tool %s: read input schema: %w", t.Name, err)
+	}
+	props := map[string]any{}
+	var required []any
+	for _, name := range t.Elicitable {
+		fd := t.Method.Input().Fields().ByName(protoreflect.Name(name))
+		props[name] = formProperty(name, fd, in.Properties[name])
+		for _, r := range in.Required {
+			if r == name {
+				required = append(required, name)
+			}
+		}
+	}
+	form := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		form["required"] = required
+	}
+	return structpb.NewStruct(form)
+}
+
+// formProperty is the form property asking for field name.
+func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]any) map[string]any {
+	out := map[string]any{"title": humanize(name)}
+	if d, ok := prop["description"].(string); ok && d != "" {
+		out["description"] = d
+	}
+	switch prop["type"] {
+	case "boolean":
+		out["type"] = "boolean"
+	case "integer", "number":
+		out["type"] = prop["type"]
+		if v, ok := prop["minimum"]; ok {
+			out["minimum"] = v
+		}
+		if v, ok := prop["maximum"]; ok {
+			out["maximum"] = v
+		}
+		if v, ok := prop["exclusiveMinimum"].(float64); ok && prop["type"] == "integer" {
+			out["minimum"] = v + 1
+		}
+		if v, ok := prop["exclusiveMaximum"].(float64); ok && prop["type"] == "integer" {
+			out["maximum"] = v - 1
+		}
+	default:
+		out["type"] = "string"
+		if fd != nil && fd.Kind() == protoreflect.EnumKind {
+			if names, ok := prop["enum"].([]any); ok {
+				out["oneOf"] = titledChoices(fd.Enum(), names)
+			}
+			break
+		}
+		for _, k := range []string{"minLength", "maxLength"} {
+			if v, ok := prop[k]; ok {
+				out[k] = v
+			}
+		}
+		if f, ok := prop["format"].(string); ok && formFormat(f) {
+			out["format"] = f
+		}
+		if in, ok := prop["enum"].([]any); ok && len(in) > 0 {
+			out["enum"] = in
+		}
+	}
+	return out
+}
+
+// titledChoices are an enum's allowed names as form choices, titled by
+// the name without the enum's common prefix ("CHANNEL_LOG" → "Log").
+func titledChoices(ed protoreflect.EnumDescriptor, names []any) []any {
+	prefix := enumPrefix(ed)
+	out := make([]any, 0, len(names))
+	for _, n := range names {
+		s, _ := n.(string)
+		out = append(out, map[string]any{"const": s, "title": humanize(strings.TrimPrefix(s, prefix))})
+	}
+	return out
+}
+
+// enumPrefix is the prefix every value name of ed shares, up to an
+// underscore ("CHANNEL_"), or "".
+func enumPrefix(ed protoreflect.EnumDescriptor) string {
+	values := ed.Values()
+	if values.Len() == 0 {
+		return ""
+	}
+	prefix := string(values.Get(0).Name())
+	for i := 1; i < values.Len(); i++ {
+		name := string(values.Get(i).Name())
+		for !strings.HasPrefix(name, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	if i := strings.LastIndexByte(prefix, '_'); i >= 0 {
+		return prefix[:i+1]
+	}
+	return ""
+}
+
+// humanize turns "agent_id" or "WEBHOOK" into "Agent id" / "Webhook".
+func humanize(s string) string {
+	s = strings.ToLower(strings.ReplaceAll(s, "_", " "))
+	for i, r := range s {
+		return string(unicode.ToUpper(r)) + s[i+len(string(r)):]
+	}
+	return s
+}
+
+// adminForm asks for the admin inputs of t: a confirmation and a reason.
+func adminForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
+	if t.Kind != toolv1.Kind_KIND_ADMIN {
+		return nil, nil
+	}
+	return structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			toolcall.AdminConfirm: map[string]any{"type": "boolean", "title": "Confirm",
+				"description": "Yes, " + t.Action() + " with the arguments shown."},
+			toolcall.AdminReason: map[string]any{"type": "string", "title": "Reason", "minLength": 1, "maxLength": 500,
+				"description": "Why this administrative action is taken (recorded in the audit trail)."},
+		},
+		"required": []any{toolcall.AdminConfirm, toolcall.AdminReason},
+	})
+}
+
+// elicitParams is a question as a form elicitation.
+func elicitParams(q *callsv1.Question) *mcp.ElicitParams {
+	schema, err := protojson.Marshal(q.GetRequestedSchema())
+	if err != nil {
+		schema = []byte(`{"type":"object"}`)
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: q.GetMessage(), RequestedSchema: json.RawMessage(schema)}
+}
+
+// answersOf converts a client's input responses; responses that are not
+// elicitation results are left out (the workflow asks again).
+func answersOf(responses mcp.InputResponseMap) map[string]*callsv1.Answer {
+	out := map[string]*callsv1.Answer{}
+	for k, r := range responses {
+		if er, ok := r.(*mcp.ElicitResult); ok {
+			out[k] = answerOf(er)
+		}
+	}
+	return out
+}
+
+func answerOf(r *mcp.ElicitResult) *callsv1.Answer {
+	a := &callsv1.Answer{}
+	switch r.Action {
+	case "accept":
+		a.Action = callsv1.Action_ACTION_ACCEPT
+		if c, err := structpb.NewStruct(r.Content); err == nil {
+			a.Content = c
+		} else {
+			a.Content = &structpb.Struct{}
+		}
+	case "decline":
+		a.Action = callsv1.Action_ACTION_DECLINE
+	case "cancel":
+		a.Action = callsv1.Action_ACTION_CANCEL
+	}
+	return a
+}

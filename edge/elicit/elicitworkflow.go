@@ -1,0 +1,163 @@
+package elicit
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/workflowcontract"
+	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+)
+
+// The Temporal side of elicitation: the call's workflow is started with
+// its first round (update-with-start) and each later round is an update of
+// the same run (see elicit.go for the protocol side).
+
+// callRun addresses the workflow run that carries an elicited call.
+type callRun struct {
+	id, runID string
+}
+
+// roundUpdate is what one round delivers to a call's workflow run: the
+// answers to the questions of round, for arguments of digest.
+type roundUpdate struct {
+	run     callRun
+	round   int32
+	digest  string
+	answers map[string]*callsv1.Answer
+}
+
+// workflowID is the id of a call's workflow: derived from the caller, the
+// tool, the arguments and the client's idempotency key when it gave one (a
+// repeated call reaches the same workflow), else random.
+func (x *Elicitor) workflowID(c *call, clientKey string) string {
+	tool := c.t.Name
+	var suffix string
+	if clientKey != "" {
+		h := sha256.New()
+		for _, s := range []string{c.p.Subject, c.p.Agent, tool, c.digest, clientKey} {
+			fmt.Fprintf(h, "%d:%s;", len(s), s)
+		}
+		suffix = hex.EncodeToString(h.Sum(nil)[:16])
+	} else {
+		var r [16]byte
+		_, _ = rand.Read(r[:])
+		suffix = hex.EncodeToString(r[:])
+	}
+	return x.wf.IDPrefix + "/" + tool + "/" + suffix
+}
+
+// startWorkflow starts the call's workflow and delivers round 0 in one
+// round trip (update-with-start; a running workflow of the same id is
+// reused, and the update id makes a repeated start idempotent).
+func (x *Elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.ElicitedCallInput, p *identity.Principal) (*callsv1.RoundResult, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.startWait)
+	defer cancel()
+	keyword := temporal.NewSearchAttributeKeyKeyword
+	op := x.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                x.wf.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// A backstop: the workflow gives a call up after one unanswered
+		// round by itself.
+		WorkflowExecutionTimeout: time.Duration(x.max+2) * x.patience,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			keyword(workflowcontract.SearchAttrAgent).ValueSet(p.Agent),
+			keyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),
+			keyword(workflowcontract.SearchAttrKind).ValueSet(x.wf.IDPrefix),
+			keyword(workflowcontract.SearchAttrStatus).ValueSet("waiting"),
+		),
+		StaticSummary: fmt.Sprintf("%s for agent %s (subject %s): asks the user before it runs", in.GetTool(), p.Agent, p.Subject),
+		StaticDetails: x.wf.Summary,
+	}, x.wf.Name, in)
+	h, err := x.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     id + "/1",
+			UpdateName:   x.round.Name,
+			Args:         []any{&callsv1.RoundRequest{Round: 0, ArgumentsDigest: in.GetArgumentsDigest()}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	var res callsv1.RoundResult
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, "", err
+	}
+	run, err := op.Get(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return &res, run.GetRunID(), nil
+}
+
+// update delivers the answers to a round of c to its workflow run, telling
+// a client that asked for progress that the call is still running
+// meanwhile.
+func (x *Elicitor) update(ctx context.Context, c *call, run callRun, round int32, answers map[string]*callsv1.Answer) (*callsv1.RoundResult, error) {
+	if c.Progress != nil {
+		defer c.Progress.Start(ctx, c.t)()
+	}
+	return x.updateWorkflow(ctx, roundUpdate{run: run, round: round, digest: c.digest, answers: answers})
+}
+
+// cancelCall delivers u, the cancellation of the pending question, so a
+// call whose client left ends now; best effort.
+func (x *Elicitor) cancelCall(u roundUpdate) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = x.updateWorkflow(ctx, u)
+}
+
+// updateWorkflow sends the round update. Its id is new for every request:
+// a repeated or concurrent delivery of the same round is not merged with
+// the first but refused by the workflow's validator (or, once the call is
+// over, by Temporal), so each state is used once.
+func (x *Elicitor) updateWorkflow(ctx context.Context, u roundUpdate) (*callsv1.RoundResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.wait)
+	defer cancel()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   u.run.id,
+		RunID:        u.run.runID,
+		UpdateID:     fmt.Sprintf("%s/%d/%s", u.run.id, u.round+1, hex.EncodeToString(nonce[:])),
+		UpdateName:   x.round.Name,
+		Args:         []any{&callsv1.RoundRequest{Round: u.round, ArgumentsDigest: u.digest, Answers: u.answers}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var res callsv1.RoundResult
+	if err := h.Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// refused reports whether a round's error means the round was refused
+// (stale, repeated, or the call is gone) rather than that Temporal could
+// not be reached in time.
+func refused(err error) bool {
+	var (
+		notFound *serviceerror.NotFound
+		invalid  *serviceerror.InvalidArgument
+		failed   *serviceerror.FailedPrecondition
+		app      *temporal.ApplicationError
+	)
+	return errors.As(err, &notFound) || errors.As(err, &invalid) || errors.As(err, &failed) || errors.As(err, &app)
+}

@@ -1,0 +1,434 @@
+// Package mcpdoor is the edge's door for the Model Context Protocol: MCP
+// over Streamable HTTP at /mcp (and over stdio), both protocol eras —
+// requests whose MCP-Protocol-Version is 2026-07-28 or later go to a
+// stateless handler, older ones get the initialize handshake and sessions
+// (across replicas: sessions.go) — the fast path of plain stateless tool
+// calls, tools/list by the caller's grants, resources, prompts,
+// subscriptions, completion and MCP tasks.
+//
+// Every tool call, and every resource read, prompt and completion that
+// reads through a tool, goes through the edge's one pipeline (port.Pipeline);
+// this package turns MCP requests into pipeline calls and their outcomes
+// into MCP results. In front of every request sit the checks of the HTTP
+// layer: Host, Origin, the caller's bearer JWT (or, in development mode on
+// loopback only, the fixed local owner), a body cap and a well-formed JSON
+// frame.
+package mcpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge/httpguard"
+	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// ProtocolVersions are the MCP protocol versions the door serves, newest
+// first: the stateless era and every version of the session era from
+// 2025-03-26 on.
+var ProtocolVersions = []string{port.ModernProtocol, "2025-11-25", "2025-06-18", "2025-03-26"}
+
+// SessionTimeout closes a 2025-era session idle this long.
+const SessionTimeout = 30 * time.Minute
+
+// Config is what the door is built from. Every value is final: the edge
+// applies the defaults of its options before it builds the door.
+type Config struct {
+	// Pipeline runs the tool calls.
+	Pipeline port.Pipeline
+	// Auth authenticates callers; nil is development mode, where Dev is
+	// every caller.
+	Auth *identity.Authenticator
+	// Dev is the local owner in development mode and over stdio.
+	Dev *identity.Principal
+	// Guard checks Host and Origin.
+	Guard *httpguard.Guard
+	// Answers counts the requests whose answer is not written yet (the
+	// edge's shutdown waits for them).
+	Answers port.Counter
+	// Log receives the door's events.
+	Log *slog.Logger
+
+	// Version is reported to clients.
+	Version string
+	// DisableFastPath sends every request through the SDK's handler.
+	DisableFastPath bool
+	// MaxBodyBytes caps a request body.
+	MaxBodyBytes int64
+	// ToolsPageSize is the page size of the lists.
+	ToolsPageSize int
+	// ListTTL is how long clients may cache the lists.
+	ListTTL time.Duration
+	// ResourceTTL is how long clients may cache what resources show.
+	ResourceTTL time.Duration
+	// ResourcePollInterval is how often a subscribed resource is read.
+	ResourcePollInterval time.Duration
+	// ProgressInterval is how often a running call reports progress.
+	ProgressInterval time.Duration
+	// Sessions serves 2025-era sessions on every replica; nil: on the one
+	// they began on.
+	Sessions *Sessions
+}
+
+// Door serves MCP.
+type Door struct {
+	cfg      Config
+	log      *slog.Logger
+	pipeline port.Pipeline
+	tools    map[string]*tool
+	sorted   []*tool
+
+	server   *mcp.Server
+	modern   http.Handler
+	legacy   http.Handler
+	sessions *sessions
+	// modernWithInfo and legacyWithInfo are modern and legacy handing the
+	// verified token to the SDK (withTokenInfo), for requests that carry
+	// one.
+	modernWithInfo http.Handler
+	legacyWithInfo http.Handler
+	// impl identifies the edge in every result's _meta; serverInfo is it
+	// in JSON.
+	impl       *mcp.Implementation
+	serverInfo []byte
+
+	views *views
+	// tasks serves MCP tasks for long-running tools; nil when none can be.
+	tasks *tasks
+	// resources are the resource kinds, sorted by tool name; prompts the
+	// prompts, sorted by name; subs the resource subscriptions.
+	resources []*resourceKind
+	prompts   []*prompt
+	subs      *subscriptions
+	// undeclared are the methods of capabilities the door does not
+	// declare.
+	undeclared map[string]bool
+}
+
+// tool is a tool as the door serves it: the pipeline's tool and its MCP
+// description.
+type tool struct {
+	port.Tool
+	catalog *toolcatalog.Tool
+	mcp     *mcp.Tool
+	handler mcp.ToolHandler
+}
+
+// New builds the MCP server, its tools, resources, prompts and task
+// methods, and the HTTP handlers of both eras.
+func New(cfg Config) (*Door, error) {
+	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}}
+	var err error
+	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.Pipeline.Tools() {
+		c := port.Catalog(t)
+		dt := &tool{Tool: t, catalog: c, mcp: mcpTool(c, cfg.Pipeline.ReadOnly())}
+		dt.handler = d.toolHandler(dt)
+		d.tools[c.Name] = dt
+		d.sorted = append(d.sorted, dt)
+	}
+	sort.Slice(d.sorted, func(i, j int) bool { return d.sorted[i].catalog.Name < d.sorted[j].catalog.Name })
+	d.buildResources()
+	d.buildPrompts()
+	d.views = &views{build: d.buildView, m: map[string]*view{}}
+	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
+
+	// Exactly what is served: tools (the list never changes after start);
+	// logging (logging/setLevel, and a message per failed call); resources,
+	// with subscriptions, and prompts, when the contracts have any, and
+	// completion of their arguments; the Tasks extension when a
+	// long-running tool can become a task.
+	//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on; 2025-era clients still use logging/setLevel and its messages
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
+	opts := &mcp.ServerOptions{
+		Logger:                    cfg.Log,
+		SupportedProtocolVersions: ProtocolVersions,
+		PageSize:                  cfg.ToolsPageSize,
+		GetSessionID:              d.sessions.idFunc(),
+		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			if _, ok := req.(*mcp.ReadResourceRequest); ok {
+				d.resourceCacheable(c)
+				return
+			}
+			// server/discover depends only on the edge's configuration.
+			c.TTLMs = int(cfg.ListTTL.Milliseconds())
+			c.CacheScope = "public"
+		},
+		Instructions: "toolmesh exposes agent-platform services as tools. Every result is a JSON envelope: " +
+			`{"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
+			"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.",
+	}
+	if len(d.resources) > 0 {
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
+		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
+	}
+	if len(d.prompts) > 0 {
+		caps.Prompts = &mcp.PromptCapabilities{}
+	}
+	if len(d.resources) > 0 || len(d.prompts) > 0 {
+		caps.Completions = &mcp.CompletionCapabilities{}
+		opts.CompletionHandler = d.complete
+	}
+	d.undeclared = undeclaredMethods(len(d.resources) > 0, len(d.prompts) > 0)
+	if d.tasks, err = buildTasks(d); err != nil {
+		return nil, err
+	}
+	if d.tasks != nil {
+		caps.AddExtension(ExtensionTasks, nil)
+	}
+	opts.Capabilities = caps
+	d.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
+	if d.serverInfo, err = json.Marshal(d.impl); err != nil {
+		return nil, err
+	}
+	d.server = mcp.NewServer(d.impl, opts)
+	d.server.AddReceivingMiddleware(d.middleware)
+	for _, t := range d.sorted {
+		d.server.AddTool(t.mcp, t.handler)
+	}
+	for _, k := range d.resources {
+		if k.fixed != nil {
+			d.server.AddResource(k.fixed, d.readHandler(k))
+		} else {
+			d.server.AddResourceTemplate(k.template, d.readHandler(k))
+		}
+	}
+	for _, pr := range d.prompts {
+		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
+	}
+	if err := d.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated
+
+	getServer := func(*http.Request) *mcp.Server { return d.server }
+	d.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       cfg.Log,
+		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
+		// The edge's own Host check is stricter and configurable.
+		DisableLocalhostProtection: true,
+	})
+	d.legacy = d.sessions.route(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Logger:                     cfg.Log,
+		SessionTimeout:             SessionTimeout,
+		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
+		DisableLocalhostProtection: true,
+	}))
+	d.modernWithInfo = withTokenInfo(d.modern)
+	d.legacyWithInfo = withTokenInfo(d.legacy)
+	return d, nil
+}
+
+// withTokenInfo hands the verified TokenInfo to the SDK, which gives it to
+// every handler of the request as req.Extra.TokenInfo and binds legacy
+// sessions to its UserID. The SDK's bearer middleware is the one way to set
+// it; the token was verified already, so its verifier returns the result.
+func withTokenInfo(next http.Handler) http.Handler {
+	return auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		info, ok := r.Context().Value(tokenInfoKey{}).(*auth.TokenInfo)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return info, nil
+	}, nil)(next)
+}
+
+// readOnlyNote prefixes the description of tools that read-only mode
+// refuses, so a model does not plan around them.
+const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
+
+// mcpTool describes t for tools/list.
+func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
+	readOnly := t.Kind == toolv1.Kind_KIND_READ
+	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
+	desc := t.Description
+	if readOnlyMode && !readOnly {
+		desc = readOnlyNote + desc
+	}
+	return &mcp.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  desc,
+		InputSchema:  t.InputSchema,
+		OutputSchema: t.OutputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.Title,
+			ReadOnlyHint:    readOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  readOnly,
+			OpenWorldHint:   new(bool),
+		},
+	}
+}
+
+// principal is the caller of an MCP request: the verified token's principal
+// over HTTP, or the local owner in development mode and over stdio.
+func (d *Door) principal(req mcp.Request) *identity.Principal { return d.principalOf(req.GetExtra()) }
+
+// principalOf is the caller a request's extra names.
+func (d *Door) principalOf(x *mcp.RequestExtra) *identity.Principal {
+	if x != nil && x.TokenInfo != nil {
+		return identity.FromTokenInfo(x.TokenInfo)
+	}
+	return d.cfg.Dev
+}
+
+// toolHandler answers every call to t with exactly one result, whatever
+// happens underneath: the pipeline's envelope, an elicitation round, or —
+// for a Tasks client whose work is still running — a task.
+func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		slot := taskSlotFrom(ctx)
+		c := port.Call{
+			Tool:      t.Tool,
+			Caller:    d.principal(req),
+			Arguments: req.Params.Arguments,
+			Meta:      req.Params.Meta,
+			MCP:       req,
+			NoWait:    slot != nil && d.tasks.starts(t.catalog.Name),
+		}
+		if x := req.GetExtra(); x != nil {
+			c.Header = x.Header
+		}
+		if pr := d.progressOf(req); pr != nil {
+			c.Progress = pr
+		}
+		out := d.pipeline.Call(ctx, &c)
+		if out.Interim != nil {
+			return out.Interim, nil
+		}
+		env := out.Envelope
+		if slot != nil {
+			d.tasks.started(ctx, d.log, t.catalog, env, slot)
+		}
+		if env.IsError() && req.Session != nil {
+			//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
+				Data: map[string]string{"tool": t.catalog.Name, "domain_code": env.DomainCode, "message": env.Message}})
+		}
+		return result(env), nil
+	}
+}
+
+// progress tells a client that asked for progress that a call is still
+// running, every ProgressInterval, so it can keep waiting. A long-running
+// tool also reports its start.
+type progress struct {
+	req      *mcp.CallToolRequest
+	token    any
+	interval time.Duration
+}
+
+// progressOf is the progress of req's call; nil when its client did not
+// ask for it.
+func (d *Door) progressOf(req *mcp.CallToolRequest) *progress {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	return &progress{req: req, token: token, interval: d.cfg.ProgressInterval}
+}
+
+func (pr *progress) Start(ctx context.Context, t *toolcatalog.Tool) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n := 0
+		notify := func(msg string) {
+			n++
+			_ = pr.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: float64(n), Message: msg})
+		}
+		if t.LongRunning {
+			notify(t.Title + ": started")
+		}
+		tick := time.NewTicker(pr.interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				notify(t.Title + ": still running")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// callAs calls t as p with args, through the pipeline every tools/call
+// takes, and returns its envelope. extra carries the request's HTTP headers
+// and token, as a tools/call's would (nil for the edge's own background
+// reads).
+func (d *Door) callAs(ctx context.Context, t *tool, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) *toolcall.Envelope {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return toolcall.Fail(t.catalog.Name, toolcall.CodeInternal, "encode arguments")
+	}
+	c := port.Call{Tool: t.Tool, Caller: p, Arguments: raw, Unmetered: ctx.Value(unmeteredKey{}) != nil}
+	if extra != nil {
+		c.Header = extra.Header
+	}
+	out := d.pipeline.Call(ctx, &c)
+	if out.Interim != nil {
+		// Only calls that ask the user something go on; the READ tools
+		// behind resources, prompts and completion do not.
+		return toolcall.Fail(t.catalog.Name, toolcall.CodeInternal, "the call did not finish")
+	}
+	return out.Envelope
+}
+
+// unmeteredKey marks the context of the edge's own background reads.
+type unmeteredKey struct{}
+
+// ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, the
+// stdio transport desktop clients start) until the client disconnects or
+// ctx ends; when ctx ends, stop (the edge's shutdown) answers the calls in
+// flight first, within stopWithin.
+func (d *Door) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser, stop func(context.Context) error, stopWithin time.Duration) error {
+	return d.serveStdio(ctx, in, out, stop, stopWithin)
+}
+
+// CloseSessions closes every MCP session. A session closes once the
+// requests it is handling have their answers written; this also ends
+// 2025-era standalone streams.
+func (d *Door) CloseSessions(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for ss := range d.server.Sessions() {
+		wg.Go(func() { _ = ss.Close() })
+	}
+	closed := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("edge shutdown: close sessions: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,255 @@
+package mcpdoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/edge/httpguard"
+	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+)
+
+// codeUnsupportedVersion answers a protocol version the edge does not
+// speak.
+const codeUnsupportedVersion = -32022
+
+// CORS for browser clients (the MCP Inspector connecting directly).
+const (
+	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
+	corsAllowHeaders  = "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Mcp-Method, Mcp-Name, Last-Event-ID"
+	corsExposeHeaders = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
+)
+
+// tokenInfoKey carries the verified TokenInfo to withTokenInfo.
+type tokenInfoKey struct{}
+
+// Handler serves /mcp.
+func (d *Door) Handler() http.Handler { return http.HandlerFunc(d.serveMCP) }
+
+// serveMCP checks a request in order — Host, Origin, declared body size,
+// credentials, body, the scopes a tools/call needs, protocol version — then
+// hands it to the handler of its protocol era.
+func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		// Its answer is written when this returns: the edge's shutdown
+		// waits for it.
+		d.cfg.Answers.Add(1)
+		defer d.cfg.Answers.Add(-1)
+	}
+	g := d.cfg.Guard
+	if !g.HostAllowed(r) {
+		g.RejectHost(w, r)
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		if !g.OriginAllowed(origin, r) {
+			g.RejectOrigin(w, r, origin)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	if r.Method == http.MethodOptions {
+		w.Header().Set("Allow", corsAllowMethods)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+
+	maxBody := d.cfg.MaxBodyBytes
+	if r.Method == http.MethodPost && r.ContentLength > maxBody {
+		// Refused before any of the body is read.
+		httpguard.WriteRPCError(w, http.StatusRequestEntityTooLarge, nil, httpguard.CodeInvalidRequest, fmt.Sprintf("the request body exceeds %d bytes", maxBody), nil)
+		return
+	}
+
+	var info any
+	var caller *identity.Principal
+	if d.cfg.Auth != nil {
+		p, ti, fail := d.cfg.Auth.Authenticate(r)
+		if fail != nil {
+			d.refuse(w, nil, fail)
+			return
+		}
+		info, caller = ti, p
+	} else if !g.Loopback(r) {
+		// Development mode has no credentials: it must never be reachable
+		// from another machine.
+		d.log.WarnContext(r.Context(), "edge.request_rejected", "reason", "dev_mode_not_loopback")
+		httpguard.WriteRPCError(w, http.StatusForbidden, nil, httpguard.CodeUnauthorized, "Forbidden: this edge runs without authentication and serves loopback clients only", nil)
+		return
+	}
+
+	var id json.RawMessage
+	var method string
+	var body []byte
+	single := false
+	if r.Method == http.MethodPost {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				httpguard.WriteRPCError(w, http.StatusRequestEntityTooLarge, nil, httpguard.CodeInvalidRequest, fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit), nil)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				// The server's body deadline (server.Limits.BodyTimeout).
+				httpguard.WriteRPCError(w, http.StatusRequestTimeout, nil, httpguard.CodeInvalidRequest, "the request body did not arrive in time", nil)
+			default:
+				httpguard.WriteRPCError(w, http.StatusBadRequest, nil, httpguard.CodeInvalidRequest, "the request body could not be read", nil)
+			}
+			return
+		}
+		if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
+			httpguard.WriteRPCError(w, http.StatusBadRequest, nil, httpguard.CodeParseError, "Parse error: the request body is not valid JSON", nil)
+			return
+		}
+		id, method, single = httpguard.Peek(body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	if caller != nil {
+		if fail := d.insufficientScope(caller, method, body); fail != nil {
+			d.refuse(w, id, fail)
+			return
+		}
+	}
+
+	handler := d.legacy
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		if !slices.Contains(ProtocolVersions, v) {
+			httpguard.WriteRPCError(w, http.StatusBadRequest, id, codeUnsupportedVersion,
+				fmt.Sprintf("unsupported protocol version %q", httpguard.Truncate(v, 40)),
+				map[string]any{"supported": ProtocolVersions, "requested": httpguard.Truncate(v, 40)})
+			return
+		}
+		if v >= ModernProtocol {
+			handler = d.modern
+		}
+	}
+	// The session era: only initialize may come without a session (a
+	// stray request would otherwise open, and fail, a session of its own).
+	if handler == d.legacy && r.Method == http.MethodPost && single && method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
+		httpguard.WriteRPCError(w, http.StatusBadRequest, id, httpguard.CodeInvalidRequest,
+			"Bad Request: missing Mcp-Session-Id; start a session with initialize (or send MCP-Protocol-Version: "+ModernProtocol+" for the stateless protocol)", nil)
+		return
+	}
+	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info) {
+		return
+	}
+	if info != nil {
+		r = r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, info))
+		if handler == d.modern {
+			handler = d.modernWithInfo
+		} else {
+			handler = d.legacyWithInfo
+		}
+	}
+	rw := &rpcErrorWriter{ResponseWriter: w, id: id}
+	handler.ServeHTTP(rw, r)
+	rw.finish()
+}
+
+// ModernProtocol is the first MCP protocol version served statelessly.
+const ModernProtocol = port.ModernProtocol
+
+// refuse answers a request whose credentials do not do: the failure's
+// status, its WWW-Authenticate challenge and a JSON-RPC error (with the
+// request's id once it is known).
+func (d *Door) refuse(w http.ResponseWriter, id json.RawMessage, fail *identity.Failure) {
+	w.Header().Set("WWW-Authenticate", d.cfg.Auth.Challenge(fail))
+	httpguard.WriteRPCError(w, fail.Status, id, httpguard.CodeUnauthorized, fail.Text(), nil)
+}
+
+// insufficientScope is the step-up challenge of a request whose token lacks
+// the scope it needs (nil when it may go on); a tools/call names its tool's.
+func (d *Door) insufficientScope(p *identity.Principal, method string, body []byte) *identity.Failure {
+	var t *toolcatalog.Tool
+	if method == "tools/call" {
+		if dt := d.tools[toolName(body)]; dt != nil {
+			t = dt.catalog
+		}
+	}
+	return identity.InsufficientScope(p, t, d.pipeline.ReadOnly())
+}
+
+// toolName is the params.name of a tools/call body ("" when it has none).
+func toolName(body []byte) string {
+	var m struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Params.Name
+}
+
+// rpcErrorWriter rewrites the SDK's plain-text error responses (a bad
+// Accept header, an unknown session, a malformed message) into JSON-RPC
+// error bodies with the same status, so every refusal reads the same way.
+type rpcErrorWriter struct {
+	http.ResponseWriter
+	id      json.RawMessage
+	status  int // a captured error status
+	buf     bytes.Buffer
+	started bool
+}
+
+func (w *rpcErrorWriter) WriteHeader(code int) {
+	if !w.started && code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = code
+		return
+	}
+	w.started = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *rpcErrorWriter) Write(p []byte) (int, error) {
+	if w.status != 0 {
+		if w.buf.Len() < 4096 {
+			w.buf.Write(p)
+		}
+		return len(p), nil
+	}
+	w.started = true
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *rpcErrorWriter) Flush() {
+	if w.status != 0 {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *rpcErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *rpcErrorWriter) finish() {
+	if w.status == 0 {
+		return
+	}
+	w.Header().Del("X-Content-Type-Options")
+	httpguard.WriteRPCError(w.ResponseWriter, w.status, w.id, httpguard.CodeInvalidRequest, logging.Scrub(strings.TrimSpace(w.buf.String())), nil)
+}

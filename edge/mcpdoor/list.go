@@ -1,0 +1,238 @@
+package mcpdoor
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge/identity"
+)
+
+// view is what one set of permissions may see, each list sorted by its
+// key: the tools it may call, the resource templates and the prompts that
+// read through them. It is built once per set and shared by every caller
+// who has it, so a list request does no work proportional to the number of
+// tools.
+type view struct {
+	tools        []*mcp.Tool
+	toolNames    []string
+	templates    []*mcp.ResourceTemplate
+	templateURIs []string
+	prompts      []*mcp.Prompt
+	promptNames  []string
+}
+
+// maxViews bounds the cached views (one per distinct set of permissions);
+// past it, views are built per request.
+const maxViews = 1024
+
+type views struct {
+	build func(p *identity.Principal) *view
+	mu    sync.Mutex
+	m     map[string]*view
+}
+
+func (v *views) forPrincipal(p *identity.Principal) *view {
+	v.mu.Lock()
+	pv, ok := v.m[p.PermissionKey()]
+	v.mu.Unlock()
+	if ok {
+		return pv
+	}
+	pv = v.build(p)
+	v.mu.Lock()
+	if len(v.m) < maxViews {
+		v.m[p.PermissionKey()] = pv
+	}
+	v.mu.Unlock()
+	return pv
+}
+
+// buildView makes what p may see.
+func (d *Door) buildView(p *identity.Principal) *view {
+	pv := &view{}
+	for _, t := range d.sorted {
+		if ok, _ := p.MayCall(t.catalog); ok {
+			pv.tools = append(pv.tools, t.mcp)
+			pv.toolNames = append(pv.toolNames, t.catalog.Name)
+		}
+	}
+	for _, k := range d.resources {
+		if k.template != nil && k.visible(p) {
+			pv.templates = append(pv.templates, k.template)
+		}
+	}
+	sort.Slice(pv.templates, func(i, j int) bool { return pv.templates[i].URITemplate < pv.templates[j].URITemplate })
+	for _, t := range pv.templates {
+		pv.templateURIs = append(pv.templateURIs, t.URITemplate)
+	}
+	for _, pr := range d.prompts { // sorted by name
+		if pr.visible(p) {
+			pv.prompts = append(pv.prompts, pr.prompt)
+			pv.promptNames = append(pv.promptNames, pr.prompt.Name)
+		}
+	}
+	return pv
+}
+
+// page returns the items after cursor (the last key of the previous page,
+// opaque to clients) and the cursor of the next page; keys are the items'
+// sorted keys.
+func page[T any](items []T, keys []string, cursor string, size int) ([]T, string, error) {
+	start := 0
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(b) == 0 {
+			return nil, "", fmt.Errorf("invalid cursor")
+		}
+		after := string(b)
+		start = sort.SearchStrings(keys, after)
+		if start < len(keys) && keys[start] == after {
+			start++
+		}
+	}
+	end := min(start+size, len(items))
+	out := []T{} // never null on the wire
+	if start < end {
+		out = items[start:end]
+	}
+	next := ""
+	if end < len(items) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(keys[end-1]))
+	}
+	return out, next, nil
+}
+
+// middleware serves the lists that depend on the caller and refuses the
+// methods of capabilities the edge does not declare: they answer "method
+// not found" rather than an empty list, so what a client discovers is
+// exactly what is served.
+func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch {
+		case d.undeclared[method]:
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served by this edge", method)}
+		case method == "tools/list":
+			return d.listTools(req)
+		case method == "resources/templates/list":
+			return d.listTemplates(req)
+		case method == "prompts/list":
+			return d.listPrompts(req)
+		case method == "resources/list":
+			return d.listResources(ctx, req)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// undeclaredMethods are the methods of the capabilities the edge does not
+// declare: resources without resources, prompts without prompts, and
+// completion without either.
+func undeclaredMethods(resources, prompts bool) map[string]bool {
+	m := map[string]bool{}
+	if !resources {
+		for _, method := range []string{"resources/list", "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe"} {
+			m[method] = true
+		}
+	}
+	if !prompts {
+		m["prompts/list"], m["prompts/get"] = true, true
+	}
+	if !resources && !prompts {
+		m["completion/complete"] = true
+	}
+	return m
+}
+
+// caller is the principal of a list request; an unauthenticated one is
+// refused.
+func (d *Door) caller(req mcp.Request) (*identity.Principal, error) {
+	p := d.principal(req)
+	if p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
+	}
+	return p, nil
+}
+
+// listCacheable is how long, and by whom, a list that depends only on the
+// caller's permissions may be cached: shared when callers are not told
+// apart (development mode), else per caller.
+func (d *Door) listCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(d.cfg.ListTTL.Milliseconds())
+	c.CacheScope = "private"
+	if d.cfg.Auth == nil {
+		c.CacheScope = "public"
+	}
+}
+
+// cursor is the cursor of a list request ("" for the first page).
+func cursor(req mcp.Request) string {
+	switch p := req.GetParams().(type) {
+	case *mcp.ListToolsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourceTemplatesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListPromptsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourcesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	}
+	return ""
+}
+
+// listFor pages one of the lists of the caller's view.
+func listFor[T any](d *Door, req mcp.Request, list func(*view) ([]T, []string)) ([]T, string, error) {
+	p, err := d.caller(req)
+	if err != nil {
+		return nil, "", err
+	}
+	items, keys := list(d.views.forPrincipal(p))
+	out, next, err := page(items, keys, cursor(req), d.cfg.ToolsPageSize)
+	if err != nil {
+		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	return out, next, nil
+}
+
+func (d *Door) listTools(req mcp.Request) (mcp.Result, error) {
+	tools, next, err := listFor(d, req, func(v *view) ([]*mcp.Tool, []string) { return v.tools, v.toolNames })
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListToolsResult{Tools: tools, NextCursor: next}
+	d.listCacheable(&res.Cacheable)
+	return res, nil
+}
+
+func (d *Door) listTemplates(req mcp.Request) (mcp.Result, error) {
+	templates, next, err := listFor(d, req, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListResourceTemplatesResult{ResourceTemplates: templates, NextCursor: next}
+	d.listCacheable(&res.Cacheable)
+	return res, nil
+}
+
+func (d *Door) listPrompts(req mcp.Request) (mcp.Result, error) {
+	prompts, next, err := listFor(d, req, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListPromptsResult{Prompts: prompts, NextCursor: next}
+	d.listCacheable(&res.Cacheable)
+	return res, nil
+}

@@ -1,0 +1,287 @@
+package mcpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+)
+
+// Prompts are conversations users start from a menu in their MCP host:
+// each reads the mesh through the READ tool whose contract declares it
+// (toolmesh.tool.v1 Prompt), as the caller, and hands the model what it
+// found as embedded resources, after instructions rendered from the
+// contract's templates. A prompt is offered to callers who may call that
+// tool, and only on edges that serve the resources it embeds and completes
+// from; its errors are the tool's errors. Nothing here names a prompt.
+
+// promptItems is how many items of a list a prompt embeds per list call.
+const promptItems = 50
+
+// prompt is a prompt the door serves.
+type prompt struct {
+	*toolcatalog.Prompt
+	prompt *mcp.Prompt
+	// tool is the tool it reads through; kind the resource kind it embeds.
+	tool *tool
+	kind *resourceKind
+	// each is the argument whose choices the list is read for, once per
+	// choice, when it is left empty (nil: none).
+	each *toolv1.PromptArgument
+	// complete says how each argument that has completions completes.
+	complete map[string]completion
+}
+
+// completion is where an argument's values come from: a fixed set, or the
+// ids of a resource kind, listed as the caller with listArgs added.
+type completion struct {
+	values   []string
+	kind     *resourceKind
+	listArgs func(p *identity.Principal) map[string]any
+}
+
+// visible reports whether p may call the tool pr reads through.
+func (pr *prompt) visible(p *identity.Principal) bool {
+	ok, _ := p.MayCall(pr.tool.catalog)
+	return ok
+}
+
+// kind is the resource kind read by the tool named get.
+func (d *Door) kind(get string) *resourceKind {
+	for _, k := range d.resources {
+		if k.get.catalog.Name == get {
+			return k
+		}
+	}
+	return nil
+}
+
+// buildPrompts makes the prompts of the tools, sorted by name, leaving out
+// those whose resource kinds this door does not serve.
+func (d *Door) buildPrompts() {
+	for _, t := range d.sorted {
+	prompts:
+		for _, def := range t.catalog.Prompts {
+			pr := &prompt{Prompt: def, tool: t, complete: map[string]completion{}}
+			switch def.GetEmbed() {
+			case toolv1.PromptEmbed_PROMPT_EMBED_LIST:
+				for _, k := range d.resources {
+					if k.list == t {
+						pr.kind = k
+					}
+				}
+			case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
+				pr.kind = d.kind(t.catalog.Name)
+			}
+			if pr.kind == nil {
+				continue
+			}
+			mp := &mcp.Prompt{Name: def.GetName(), Title: def.GetTitle(), Description: def.GetDescription()}
+			for _, a := range def.GetArguments() {
+				mp.Arguments = append(mp.Arguments, &mcp.PromptArgument{Name: a.GetName(), Title: a.GetTitle(), Description: a.GetDescription(), Required: a.GetRequired()})
+				if len(a.GetChoices()) > 0 {
+					if a.GetListField() != "" {
+						pr.each = a
+					}
+					var values []string
+					for _, c := range a.GetChoices() {
+						values = append(values, c.GetValue())
+					}
+					pr.complete[a.GetName()] = completion{values: values}
+				}
+				if c := def.Completions[a.GetName()]; c != nil {
+					k := d.kind(c.Resource)
+					if k == nil || k.list == nil {
+						continue prompts
+					}
+					pr.complete[a.GetName()] = completion{kind: k, listArgs: listArgs(c)}
+				}
+			}
+			pr.prompt = mp
+			d.prompts = append(d.prompts, pr)
+		}
+	}
+	sort.Slice(d.prompts, func(i, j int) bool { return d.prompts[i].prompt.Name < d.prompts[j].prompt.Name })
+}
+
+// listArgs are the list arguments a completion lists with, for p.
+func listArgs(c *toolcatalog.PromptCompletion) func(p *identity.Principal) map[string]any {
+	if len(c.ListArguments) == 0 && c.OwnerField == "" {
+		return nil
+	}
+	return func(p *identity.Principal) map[string]any {
+		out := make(map[string]any, len(c.ListArguments)+1)
+		for k, v := range c.ListArguments {
+			out[k] = v
+		}
+		if c.OwnerField != "" {
+			out[c.OwnerField] = slices.Contains(p.Roles, mesh.RoleOwner)
+		}
+		return out
+	}
+}
+
+func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		p, err := d.caller(req)
+		if err != nil {
+			return nil, err
+		}
+		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
+	}
+}
+
+// runPrompt reads what pr embeds as p and renders its instructions.
+func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) (*mcp.GetPromptResult, error) {
+	data := toolcatalog.PromptData{Args: map[string]string{}, Limit: promptItems}
+	for _, a := range pr.GetArguments() {
+		v := strings.TrimSpace(given[a.GetName()])
+		if v == "" {
+			if a.GetRequired() {
+				return nil, invalidArgument("prompt %s needs the argument %s", pr.GetName(), a.GetName())
+			}
+			continue
+		}
+		if choices := a.GetChoices(); len(choices) > 0 {
+			i := slices.IndexFunc(choices, func(c *toolv1.PromptChoice) bool { return strings.EqualFold(c.GetValue(), v) })
+			if i < 0 {
+				var values []string
+				for _, c := range choices {
+					values = append(values, c.GetValue())
+				}
+				return nil, invalidArgument("%s must be %s, not %q", a.GetName(), strings.Join(values, " or "), given[a.GetName()])
+			}
+			v = choices[i].GetValue()
+		}
+		data.Args[a.GetName()] = v
+	}
+	var attached []*mcp.PromptMessage
+	if pr.GetEmbed() == toolv1.PromptEmbed_PROMPT_EMBED_ONE {
+		msg, err := d.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
+		if err != nil {
+			return nil, err
+		}
+		attached = append(attached, msg)
+	} else {
+		var err error
+		if attached, err = d.embedLists(ctx, pr, p, extra, &data); err != nil {
+			return nil, err
+		}
+	}
+	data.Count = len(attached)
+	var text, desc strings.Builder
+	if err := pr.Text.Execute(&text, data); err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
+	}
+	if err := pr.Description.Execute(&desc, data); err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
+	}
+	return &mcp.GetPromptResult{Description: desc.String(), Messages: append([]*mcp.PromptMessage{textMessage(text.String())}, attached...)}, nil
+}
+
+// embedLists lists the items pr embeds — once, or once per choice of its
+// each argument — and returns them as embedded resources; data learns the
+// choices read and whether there were more.
+func (d *Door) embedLists(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, data *toolcatalog.PromptData) ([]*mcp.PromptMessage, error) {
+	base := map[string]any{}
+	for k, v := range pr.ListArguments {
+		base[k] = v
+	}
+	for _, a := range pr.GetArguments() {
+		if v, ok := data.Args[a.GetName()]; ok && a.GetListField() != "" {
+			base[a.GetListField()] = listValue(a, v)
+		}
+	}
+	runs := []map[string]any{base}
+	if a := pr.each; a != nil {
+		if v, ok := data.Args[a.GetName()]; ok {
+			data.Each = []string{v}
+		} else {
+			runs = nil
+			for _, c := range a.GetChoices() {
+				args := maps(base)
+				args[a.GetListField()] = c.GetListValue()
+				runs = append(runs, args)
+				data.Each = append(data.Each, c.GetValue())
+			}
+		}
+	}
+	var out []*mcp.PromptMessage
+	for _, args := range runs {
+		msgs, more, err := d.embedList(ctx, pr.kind, p, extra, args)
+		if err != nil {
+			return nil, err
+		}
+		out, data.More = append(out, msgs...), data.More || more
+	}
+	return out, nil
+}
+
+// listValue is what the list tool gets for v, a value of a.
+func listValue(a *toolv1.PromptArgument, v string) string {
+	for _, c := range a.GetChoices() {
+		if c.GetValue() == v && c.GetListValue() != "" {
+			return c.GetListValue()
+		}
+	}
+	return v
+}
+
+func maps(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// embedList lists up to promptItems resources of k, with args, and returns
+// them as embedded resources, and whether there are more.
+func (d *Door) embedList(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
+	items, next, env := d.listItems(ctx, k, p, extra, args, 0, promptItems)
+	if env != nil {
+		return nil, false, envelopeError(env)
+	}
+	msgs := make([]*mcp.PromptMessage, 0, len(items))
+	for _, it := range items {
+		msgs = append(msgs, embedded(k.URI(it.id), k.asRead(it.raw)))
+	}
+	return msgs, next >= 0, nil
+}
+
+// embedOne reads the resource of k with the given id and returns it
+// embedded.
+func (d *Door) embedOne(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, id string) (*mcp.PromptMessage, error) {
+	uri := k.URI(id)
+	env, err := d.read(ctx, k, p, extra, uri)
+	if err != nil {
+		return nil, err
+	}
+	if env.IsError() {
+		return nil, envelopeError(env)
+	}
+	return embedded(uri, env.Data), nil
+}
+
+func embedded(uri string, data json.RawMessage) *mcp.PromptMessage {
+	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: contents(uri, data)}}
+}
+
+func textMessage(s string) *mcp.PromptMessage {
+	return &mcp.PromptMessage{Role: "user", Content: &mcp.TextContent{Text: s}}
+}
+
+// invalidArgument refuses a prompt argument.
+func invalidArgument(format string, args ...any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}

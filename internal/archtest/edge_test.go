@@ -1,0 +1,155 @@
+package archtest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The edge's shape (docs/edge.md): a root package that builds the one
+// pipeline of every tool call and owns the edge's options, and a door per
+// protocol beside it. A door reaches the root only through the small
+// interfaces of edge/port, so that a protocol can be rewritten without the
+// others noticing; and nothing under edge/ knows a domain: what it needs to
+// know of one (task kinds, prompts, what a call on behalf of a message
+// reads, the A2A door's backend) comes from the contracts' options and the
+// shared contracts.
+
+// edgeRoot is the import path of the edge's root package.
+const edgeRoot = module + "/edge"
+
+// edgeShared are the packages under edge/ that every door may import: the
+// leaf package of the doors' ports, the callers' identity and the HTTP
+// guards every listener shares.
+var edgeShared = []string{edgeRoot + "/port", edgeRoot + "/identity", edgeRoot + "/httpguard"}
+
+// domains are the packages under proto/gen/toolmesh/ that are a domain's:
+// those with a service in services/. The others are shared contracts (the
+// tool options, page, workflow, calls, ...).
+func domains(t *testing.T) map[string]bool {
+	t.Helper()
+	var servicesDir string
+	for _, p := range listPackages(t) {
+		if p.ImportPath == module+"/internal/archtest" {
+			servicesDir = filepath.Join(p.Dir, "..", "..", "services")
+		}
+	}
+	entries, err := os.ReadDir(servicesDir)
+	if err != nil {
+		t.Fatalf("read services/: %v", err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if e.IsDir() {
+			out[e.Name()] = true
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("found no domain under services/")
+	}
+	return out
+}
+
+// TestEdgeKnowsNoDomain: nothing under edge/ imports a domain's generated
+// package (its messages, its Connect client).
+func TestEdgeKnowsNoDomain(t *testing.T) {
+	doms := domains(t)
+	gen := module + "/" + generatedDir + "/toolmesh/"
+	for _, p := range listPackages(t) {
+		if p.ImportPath != edgeRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			rest, ok := strings.CutPrefix(imp, gen)
+			if !ok {
+				continue
+			}
+			if pkg, _, _ := strings.Cut(rest, "/"); doms[pkg] {
+				t.Errorf("%s imports %s: the edge knows no domain; what it needs of one belongs in the contract's toolmesh.tool.v1 options or a shared contract", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// TestDoorsImportNeitherTheRootNorEachOther: a package under edge/ other
+// than the root imports, of the edge, only edge/port, edge/identity and
+// edge/httpguard.
+func TestDoorsImportNeitherTheRootNorEachOther(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp != edgeRoot && !strings.HasPrefix(imp, edgeRoot+"/") {
+				continue
+			}
+			if !slices.Contains(edgeShared, imp) || imp == p.ImportPath {
+				t.Errorf("%s imports %s: a door imports only edge/port, edge/identity and edge/httpguard, never the root or another door", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// TestNothingHoldsTheEdge: no type under edge/ but the root object itself
+// holds a pointer to the root object (edge.Edge); a helper gets the small
+// interface it needs instead.
+func TestNothingHoldsTheEdge(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.ImportPath != edgeRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			path := filepath.Join(p.Dir, f)
+			file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The name the root package goes by in this file.
+			rootName := ""
+			if p.ImportPath == edgeRoot {
+				rootName = "."
+			}
+			for _, imp := range file.Imports {
+				if strings.Trim(imp.Path.Value, `"`) == edgeRoot {
+					rootName = "edge"
+					if imp.Name != nil {
+						rootName = imp.Name.Name
+					}
+				}
+			}
+			if rootName == "" {
+				continue
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok || (rootName == "." && ts.Name.Name == "Edge") {
+					return true
+				}
+				ast.Inspect(ts.Type, func(n ast.Node) bool {
+					if star, ok := n.(*ast.StarExpr); ok && isEdge(star.X, rootName) {
+						t.Errorf("%s: type %s holds a *Edge: give it the small interface of the edge it needs (edge/port)", path, ts.Name.Name)
+					}
+					return true
+				})
+				return true
+			})
+		}
+	}
+}
+
+// isEdge reports whether x names the root's Edge type.
+func isEdge(x ast.Expr, rootName string) bool {
+	switch x := x.(type) {
+	case *ast.Ident:
+		return rootName == "." && x.Name == "Edge"
+	case *ast.SelectorExpr:
+		id, ok := x.X.(*ast.Ident)
+		return ok && id.Name == rootName && x.Sel.Name == "Edge"
+	}
+	return false
+}

@@ -1,0 +1,39 @@
+package meshclient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+)
+
+// TestAClientCallsAsItsCallerWithinItsDeadline: a mesh client sends the
+// mesh token of the caller in its context, with the call's idempotency
+// key, and gives up on a call past its timeout; without a signer it sends
+// none of its own.
+func TestAClientCallsAsItsCallerWithinItsDeadline(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, testingsvc.New().Server())
+	signed := meshclient.New(meshclient.Config{HTTP: srv.Client(), Signer: servertest.MeshSigner(), Timeout: 300 * time.Millisecond},
+		testingv1connect.NewTestingServiceClient, srv.URL+"/")
+	ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "user-1", Agent: "agent-1", Depth: 2}, IdempotencyKey: "key-1"})
+	res, err := signed.Echo(ctx, &testingv1.EchoRequest{Message: "hi"})
+	if err != nil || res.GetAgentId() != "agent-1" || res.GetSubject() != "user-1" || res.GetDepth() != 2 || res.GetIdempotencyKey() != "key-1" {
+		t.Errorf("Echo as agent-1 = %+v, %v; want the caller, its depth and key", res, err)
+	}
+	if _, err := signed.Wait(ctx, &testingv1.WaitRequest{Millis: 10000}); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Errorf("a 10s wait through a client with a 300ms timeout = %v, want deadline exceeded", err)
+	}
+	unsigned := meshclient.New(meshclient.Config{HTTP: srv.Client()}, testingv1connect.NewTestingServiceClient, srv.URL)
+	if _, err := unsigned.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("Echo without a signer or a served call's token = %v, want unauthenticated", err)
+	}
+}
