@@ -78,8 +78,10 @@ func sharedMesh(t *testing.T) *mesh {
 	m := suite.shared
 	suite.mu.Unlock()
 	if m == nil {
-		offset := porttest.FreeOffset(t, append(porttest.Range(meshPortsLow, meshPortsHigh), temporalUIPort)...)
-		var err error
+		offset, err := porttest.Offset(append(porttest.Range(meshPortsLow, meshPortsHigh), temporalUIPort)...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		m, err = startMesh(filepath.Join(suite.dir, "mesh"), offset)
 		if err != nil {
 			t.Fatal(err)

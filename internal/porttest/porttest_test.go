@@ -29,3 +29,14 @@ func TestFreeOffsetSkipsATakenPort(t *testing.T) {
 		c.Close()
 	}
 }
+
+// Two reservations never get the same offset, even while its ports are
+// still free (the first mesh has not bound them yet): the second skips it.
+func TestFreeOffsetIsReserved(t *testing.T) {
+	ports := porttest.Range(7100, 7110)
+	first := porttest.FreeOffset(t, ports...)
+	second := porttest.FreeOffset(t, ports...)
+	if second == first {
+		t.Fatalf("FreeOffset gave offset %d twice while the first reservation is held", first)
+	}
+}
