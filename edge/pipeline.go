@@ -129,9 +129,10 @@ func (p *pipeline) Lookup(name string) (port.Tool, bool) {
 
 func (p *pipeline) ReadOnly() bool { return p.cfg.ReadOnly }
 
-// Call runs one call and returns its envelope, or the interim result of a
-// call that goes on (an elicitation round). The call is traced, counted and
-// logged, and a panic becomes an internal error.
+// Call runs one call and returns its envelope, or — for a call that goes
+// on — the interim result (an elicitation round) or the task it became.
+// The call is traced, counted and logged, and a panic becomes an internal
+// error.
 func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	b := c.Tool.(*binding)
 	start := time.Now()
@@ -151,8 +152,9 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	var env *toolcall.Envelope
 	if accepted {
 		out = p.run(ctx, b, c)
-		if out.Interim != nil {
-			p.obs.interimCall(ctx, b, time.Since(start))
+		if out.Interim != nil || out.Task != nil {
+			// The call goes on: a round of questions, or the task it became.
+			p.obs.interimCall(ctx, b, out.Task != nil, time.Since(start))
 			return out
 		}
 		env = out.Envelope
