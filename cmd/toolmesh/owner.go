@@ -51,8 +51,8 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 	}
 	svc, err := owner.New(st, owner.Config{
 		Engine: owner.NewTemporalEngine(deps.Temporal),
-		Egress:    egress.Policy{Allow: allow},
-		Log:       deps.Log,
+		Egress: egress.Policy{Allow: allow},
+		Log:    deps.Log,
 	})
 	if err != nil {
 		return server.Service{}, err
@@ -67,7 +67,8 @@ func workerSelf(queue string) mesh.Caller {
 }
 
 // registerOwner runs the ask workflow; its activities call OwnerService
-// through the generated client, each call with a fresh mesh token.
+// through the generated client, each call with a fresh mesh token, and
+// record extensions in the audit trail.
 func registerOwner(w worker.Worker, deps workerDeps) error {
 	url := deps.Services[ownerv1connect.OwnerServiceName]
 	if url == "" {
@@ -75,6 +76,6 @@ func registerOwner(w worker.Worker, deps workerDeps) error {
 	}
 	client := ownerv1connect.NewOwnerServiceClient(deps.HTTPClient, url,
 		deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute)))
-	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner")})
+	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner"), Audit: deps.auditRecorder(), Log: deps.Log})
 	return nil
 }

@@ -16,10 +16,12 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
@@ -67,6 +69,17 @@ var workerQueues = map[string]workerQueue{
 	"schedules": {port: 7207, register: registerSchedules},
 	// Invocations of remote A2A agents.
 	"remoteagents": {port: 7210, register: registerRemoteAgents},
+}
+
+// auditRecorder records in the audit trail what a queue's activities
+// must (extensions of asks and runs); nil without an audit service.
+func (deps workerDeps) auditRecorder() *audittrail.Recorder {
+	url := deps.Services[auditv1connect.AuditServiceName]
+	if url == "" {
+		return nil
+	}
+	return audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(deps.HTTPClient, url,
+		deps.Telemetry.ClientOption(), connect.WithInterceptors(mesh.NewClientInterceptor(deps.Mesh, time.Minute))), audittrail.RecorderOptions{})
 }
 
 // registerCalls registers the calls queue: elicited tool calls, their side
