@@ -14,6 +14,7 @@ import (
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 )
 
 // Contracts returns the services whose RPCs the edge may expose as tools.
@@ -31,5 +32,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		githubv1.File_toolmesh_github_v1_github_proto.Services().ByName("GitHubService"),
 		searchv1.File_toolmesh_search_v1_search_proto.Services().ByName("SearchService"),
 		remoteagentsv1.File_toolmesh_remoteagents_v1_remoteagents_proto.Services().ByName("RemoteAgentsService"),
+		workflowsv1.File_toolmesh_workflows_v1_workflows_proto.Services().ByName("WorkflowsService"),
 	}
 }

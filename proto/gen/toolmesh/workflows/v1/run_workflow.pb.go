@@ -430,6 +430,190 @@ func (x *ExtendUpdate) GetRequest() *ExtendRunRequest {
 	return nil
 }
 
+// ApprovalInput is the input of the activities that ask the owner for an
+// approval node (through OwnerService.Ask, as the run's starter) and wait
+// for the answer.
+type ApprovalInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run and the node.
+	RunId  string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The question, its templates filled in.
+	Question string `protobuf:"bytes,3,opt,name=question,proto3" json:"question,omitempty"`
+	// Background for the owner: which workflow and run ask.
+	Context string `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	// How long the owner has, in seconds.
+	TimeoutSeconds int32 `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// Who asks: the run's starter, one level deeper.
+	Caller *v1.Caller `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The ask's idempotency key (from the run and the node), so a retried
+	// or replayed node asks once.
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The ask, once made (for waiting and withdrawing).
+	AskId         string `protobuf:"bytes,8,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalInput) Reset() {
+	*x = ApprovalInput{}
+	mi := &file_toolmesh_workflows_v1_run_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalInput) ProtoMessage() {}
+
+func (x *ApprovalInput) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_workflows_v1_run_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalInput.ProtoReflect.Descriptor instead.
+func (*ApprovalInput) Descriptor() ([]byte, []int) {
+	return file_toolmesh_workflows_v1_run_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ApprovalInput) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ApprovalInput) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ApprovalInput) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *ApprovalInput) GetContext() string {
+	if x != nil {
+		return x.Context
+	}
+	return ""
+}
+
+func (x *ApprovalInput) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ApprovalInput) GetCaller() *v1.Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *ApprovalInput) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ApprovalInput) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+// ApprovalOutcome is where an approval's ask is.
+type ApprovalOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// "pending", "answered", "expired" or "cancelled".
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The owner's answer ("approve" or "reject"), when answered.
+	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
+	// Who answered.
+	AnsweredBy    string `protobuf:"bytes,4,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalOutcome) Reset() {
+	*x = ApprovalOutcome{}
+	mi := &file_toolmesh_workflows_v1_run_workflow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalOutcome) ProtoMessage() {}
+
+func (x *ApprovalOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_workflows_v1_run_workflow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalOutcome.ProtoReflect.Descriptor instead.
+func (*ApprovalOutcome) Descriptor() ([]byte, []int) {
+	return file_toolmesh_workflows_v1_run_workflow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ApprovalOutcome) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *ApprovalOutcome) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ApprovalOutcome) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *ApprovalOutcome) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
 var File_toolmesh_workflows_v1_run_workflow_proto protoreflect.FileDescriptor
 
 const file_toolmesh_workflows_v1_run_workflow_proto_rawDesc = "" +
@@ -472,7 +656,22 @@ const file_toolmesh_workflows_v1_run_workflow_proto_rawDesc = "" +
 	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12A\n" +
 	"\arequest\x18\x05 \x01(\v2'.toolmesh.workflows.v1.ExtendRunRequestR\arequest:\xf6\x01\xea\xf9\x18\xf1\x01\n" +
-	"\x06extend\x12\xe4\x01Move the run's deadline later, e.g. {\"deadline\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the run has ended, or when the deadline is not later than the current one or past the run's maximum. Returns the run so far.\x18\x01*|\n" +
+	"\x06extend\x12\xe4\x01Move the run's deadline later, e.g. {\"deadline\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the run has ended, or when the deadline is not later than the current one or past the run's maximum. Returns the run so far.\x18\x01\"\x91\x02\n" +
+	"\rApprovalInput\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\bquestion\x18\x03 \x01(\tR\bquestion\x12\x18\n" +
+	"\acontext\x18\x04 \x01(\tR\acontext\x12'\n" +
+	"\x0ftimeout_seconds\x18\x05 \x01(\x05R\x0etimeoutSeconds\x121\n" +
+	"\x06caller\x18\x06 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x15\n" +
+	"\x06ask_id\x18\b \x01(\tR\x05askId\"y\n" +
+	"\x0fApprovalOutcome\x12\x15\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\x12\x1f\n" +
+	"\vanswered_by\x18\x04 \x01(\tR\n" +
+	"answeredBy*|\n" +
 	"\x0fExtendRejection\x12 \n" +
 	"\x1cEXTEND_REJECTION_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cEXTEND_REJECTION_NOT_RUNNING\x10\x01\x12%\n" +
@@ -491,44 +690,47 @@ func file_toolmesh_workflows_v1_run_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_workflows_v1_run_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_workflows_v1_run_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_workflows_v1_run_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_toolmesh_workflows_v1_run_workflow_proto_goTypes = []any{
 	(ExtendRejection)(0),          // 0: toolmesh.workflows.v1.ExtendRejection
 	(*RunWorkflowInput)(nil),      // 1: toolmesh.workflows.v1.RunWorkflowInput
 	(*RunOutcome)(nil),            // 2: toolmesh.workflows.v1.RunOutcome
 	(*StateQuery)(nil),            // 3: toolmesh.workflows.v1.StateQuery
 	(*ExtendUpdate)(nil),          // 4: toolmesh.workflows.v1.ExtendUpdate
-	nil,                           // 5: toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntry
-	(*Definition)(nil),            // 6: toolmesh.workflows.v1.Definition
-	(*structpb.Struct)(nil),       // 7: google.protobuf.Struct
-	(*v1.Caller)(nil),             // 8: toolmesh.calls.v1.Caller
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(RunStatus)(0),                // 10: toolmesh.workflows.v1.RunStatus
-	(*structpb.Value)(nil),        // 11: google.protobuf.Value
-	(*RunError)(nil),              // 12: toolmesh.workflows.v1.RunError
-	(*NodeExecution)(nil),         // 13: toolmesh.workflows.v1.NodeExecution
-	(*ExtendRunRequest)(nil),      // 14: toolmesh.workflows.v1.ExtendRunRequest
+	(*ApprovalInput)(nil),         // 5: toolmesh.workflows.v1.ApprovalInput
+	(*ApprovalOutcome)(nil),       // 6: toolmesh.workflows.v1.ApprovalOutcome
+	nil,                           // 7: toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntry
+	(*Definition)(nil),            // 8: toolmesh.workflows.v1.Definition
+	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
+	(*v1.Caller)(nil),             // 10: toolmesh.calls.v1.Caller
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(RunStatus)(0),                // 12: toolmesh.workflows.v1.RunStatus
+	(*structpb.Value)(nil),        // 13: google.protobuf.Value
+	(*RunError)(nil),              // 14: toolmesh.workflows.v1.RunError
+	(*NodeExecution)(nil),         // 15: toolmesh.workflows.v1.NodeExecution
+	(*ExtendRunRequest)(nil),      // 16: toolmesh.workflows.v1.ExtendRunRequest
 }
 var file_toolmesh_workflows_v1_run_workflow_proto_depIdxs = []int32{
-	6,  // 0: toolmesh.workflows.v1.RunWorkflowInput.definition:type_name -> toolmesh.workflows.v1.Definition
-	7,  // 1: toolmesh.workflows.v1.RunWorkflowInput.input:type_name -> google.protobuf.Struct
-	8,  // 2: toolmesh.workflows.v1.RunWorkflowInput.starter:type_name -> toolmesh.calls.v1.Caller
-	5,  // 3: toolmesh.workflows.v1.RunWorkflowInput.refused_tools:type_name -> toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntry
-	9,  // 4: toolmesh.workflows.v1.RunWorkflowInput.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 5: toolmesh.workflows.v1.RunWorkflowInput.max_deadline:type_name -> google.protobuf.Timestamp
-	10, // 6: toolmesh.workflows.v1.RunOutcome.status:type_name -> toolmesh.workflows.v1.RunStatus
-	11, // 7: toolmesh.workflows.v1.RunOutcome.output:type_name -> google.protobuf.Value
-	12, // 8: toolmesh.workflows.v1.RunOutcome.error:type_name -> toolmesh.workflows.v1.RunError
-	13, // 9: toolmesh.workflows.v1.RunOutcome.nodes:type_name -> toolmesh.workflows.v1.NodeExecution
-	9,  // 10: toolmesh.workflows.v1.RunOutcome.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 11: toolmesh.workflows.v1.RunOutcome.end_time:type_name -> google.protobuf.Timestamp
-	9,  // 12: toolmesh.workflows.v1.ExtendUpdate.deadline:type_name -> google.protobuf.Timestamp
-	14, // 13: toolmesh.workflows.v1.ExtendUpdate.request:type_name -> toolmesh.workflows.v1.ExtendRunRequest
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 0: toolmesh.workflows.v1.RunWorkflowInput.definition:type_name -> toolmesh.workflows.v1.Definition
+	9,  // 1: toolmesh.workflows.v1.RunWorkflowInput.input:type_name -> google.protobuf.Struct
+	10, // 2: toolmesh.workflows.v1.RunWorkflowInput.starter:type_name -> toolmesh.calls.v1.Caller
+	7,  // 3: toolmesh.workflows.v1.RunWorkflowInput.refused_tools:type_name -> toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntry
+	11, // 4: toolmesh.workflows.v1.RunWorkflowInput.deadline:type_name -> google.protobuf.Timestamp
+	11, // 5: toolmesh.workflows.v1.RunWorkflowInput.max_deadline:type_name -> google.protobuf.Timestamp
+	12, // 6: toolmesh.workflows.v1.RunOutcome.status:type_name -> toolmesh.workflows.v1.RunStatus
+	13, // 7: toolmesh.workflows.v1.RunOutcome.output:type_name -> google.protobuf.Value
+	14, // 8: toolmesh.workflows.v1.RunOutcome.error:type_name -> toolmesh.workflows.v1.RunError
+	15, // 9: toolmesh.workflows.v1.RunOutcome.nodes:type_name -> toolmesh.workflows.v1.NodeExecution
+	11, // 10: toolmesh.workflows.v1.RunOutcome.deadline:type_name -> google.protobuf.Timestamp
+	11, // 11: toolmesh.workflows.v1.RunOutcome.end_time:type_name -> google.protobuf.Timestamp
+	11, // 12: toolmesh.workflows.v1.ExtendUpdate.deadline:type_name -> google.protobuf.Timestamp
+	16, // 13: toolmesh.workflows.v1.ExtendUpdate.request:type_name -> toolmesh.workflows.v1.ExtendRunRequest
+	10, // 14: toolmesh.workflows.v1.ApprovalInput.caller:type_name -> toolmesh.calls.v1.Caller
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_workflows_v1_run_workflow_proto_init() }
@@ -545,7 +747,7 @@ func file_toolmesh_workflows_v1_run_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_workflows_v1_run_workflow_proto_rawDesc), len(file_toolmesh_workflows_v1_run_workflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
