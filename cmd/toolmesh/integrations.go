@@ -140,10 +140,10 @@ func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) (serve
 	msgs := messagesv1connect.NewMessagesServiceClient(newH2CClient(), deps.Services[messagesv1connect.MessagesServiceName],
 		connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor()))
 	return remoteagents.New(st, remoteagents.Config{
-		Engine: remoteagents.NewTemporalEngine(deps.Temporal),
-		Messages:  msgs,
-		Egress:    policy,
-		Log:       deps.Log,
+		Engine:   remoteagents.NewTemporalEngine(deps.Temporal),
+		Messages: msgs,
+		Egress:   policy,
+		Log:      deps.Log,
 	}).Registration(), nil
 }
 

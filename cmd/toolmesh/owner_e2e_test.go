@@ -76,8 +76,8 @@ func startOwnerMesh(tb testing.TB) *ownerMesh {
 	}
 	svc, err := owner.New(st, owner.Config{
 		Engine: owner.NewTemporalEngine(tc),
-		Egress:    egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
-		Log:       slog.New(slog.DiscardHandler),
+		Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		Log:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		tb.Fatal(err)

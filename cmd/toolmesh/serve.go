@@ -75,6 +75,7 @@ var domains = withFaultsDomains(map[string]domain{
 	"audit":    {port: 7108, options: auditOptions},
 
 	"schedules": {port: 7107, options: schedulesOptions, temporal: true},
+	"workflows": {port: 7112, options: workflowsOptions, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages"}},

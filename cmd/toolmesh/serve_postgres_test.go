@@ -26,6 +26,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1/workflowsv1connect"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first
@@ -43,9 +45,9 @@ func TestServeOnPostgres(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
-	memoryDSN, creditsDSN := pg.NewDatabase(t), pg.NewDatabase(t)
+	memoryDSN, creditsDSN, workflowsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	memoryAddr, creditsAddr := freeAddr(t), freeAddr(t)
+	memoryAddr, creditsAddr, workflowsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -66,6 +68,8 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, map[string]string{"TOOLMESH_MEMORY_DSN": memoryDSN, "TOOLMESH_MEMORY_KEY": memoryKey}, "memory", "--addr", memoryAddr, "--data", data,
 		"--mesh-public-key", pub)
 	serve(t, nil, "credits", "--addr", creditsAddr, "--data", data, "--mesh-public-key", pub, "--dsn", creditsDSN)
+	// Workflows are stored without Temporal; only runs need it.
+	serve(t, map[string]string{"TOOLMESH_WORKFLOWS_DSN": workflowsDSN}, "workflows", "--addr", workflowsAddr, "--data", data, "--mesh-public-key", pub)
 
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
@@ -76,6 +80,7 @@ func TestServeOnPostgres(t *testing.T) {
 	trail := auditv1connect.NewAuditServiceClient(client, "http://"+auditAddr, opts...)
 	mem := memoryv1connect.NewMemoryServiceClient(client, "http://"+memoryAddr, opts...)
 	wallets := creditsv1connect.NewCreditsServiceClient(client, "http://"+creditsAddr, opts...)
+	flows := workflowsv1connect.NewWorkflowsServiceClient(client, "http://"+workflowsAddr, opts...)
 	local := servertest.As(ctx, "local")
 
 	// agents: the seeded agent is there, a registration is stored.
@@ -160,6 +165,19 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("credits GetBalance = %v, %v; want 70", b, err)
 	}
 
+	// workflows: a definition, then a second version of it.
+	def := &workflowsv1.Definition{Nodes: []*workflowsv1.Node{
+		{Id: "start", Kind: &workflowsv1.Node_Start{Start: &workflowsv1.StartNode{Next: "done"}}},
+		{Id: "done", Kind: &workflowsv1.Node_End{End: &workflowsv1.EndNode{}}},
+	}}
+	wf, err := flows.Create(local, &workflowsv1.CreateRequest{Name: "noop", Definition: def})
+	if err != nil {
+		t.Fatalf("workflows Create: %v", err)
+	}
+	if up, err := flows.Update(local, &workflowsv1.UpdateRequest{WorkflowId: wf.GetWorkflow().GetWorkflowId(), Definition: def}); err != nil || up.GetWorkflow().GetVersion() != 2 {
+		t.Errorf("workflows Update = %v, %v; want version 2", up, err)
+	}
+
 	// Everything went to PostgreSQL: the rows are in each service's own
 	// database, and no SQLite file was made.
 	for _, c := range []struct{ dsn, query string }{
@@ -169,6 +187,7 @@ func TestServeOnPostgres(t *testing.T) {
 		{auditDSN, `SELECT COUNT(*) FROM audit_records`},
 		{memoryDSN, `SELECT COUNT(*) FROM memories WHERE key_id <> ''`},
 		{creditsDSN, `SELECT COUNT(*) FROM credit_ledger`},
+		{workflowsDSN, `SELECT COUNT(*) FROM workflow_versions`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)

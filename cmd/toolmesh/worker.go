@@ -69,6 +69,8 @@ var workerQueues = map[string]workerQueue{
 	"schedules": {port: 7207, register: registerSchedules},
 	// Invocations of remote A2A agents.
 	"remoteagents": {port: 7210, register: registerRemoteAgents},
+	// Runs of agents' own workflows (their tool calls run on the calls queue).
+	"workflows": {port: 7211, register: registerWorkflows},
 }
 
 // auditRecorder records in the audit trail what a queue's activities
