@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -55,12 +56,17 @@ func (s *Service) ExtendAsk(ctx context.Context, req *ownerv1.ExtendAskRequest) 
 		return nil, invalidExtension(fmt.Sprintf("an ask waits at most %s from when it was asked: ask %s can expire at %s at the latest, and expires at %s now",
 			"7 days", a.GetAskId(), latest.UTC().Format(time.RFC3339), a.GetExpireTime().AsTime().UTC().Format(time.RFC3339)))
 	}
-	id := updateID(call.IdempotencyKey)
-	st, err := s.wf.ExtendAsk(ctx, a.GetWorkflowId(), "extend/"+id, &ownerv1.ExtendUpdate{
+	// A retried call (the same key) is the same update and the same audit
+	// record.
+	key := call.IdempotencyKey
+	if key == "" {
+		key = ids.New("key")
+	}
+	st, err := s.wf.ExtendAsk(ctx, a.GetWorkflowId(), "extend/"+key, &ownerv1.ExtendUpdate{
 		ExpireTime:  timestamppb.New(expire),
 		Reason:      req.GetReason(),
 		RequestedBy: call.Caller.Subject,
-		CallId:      "owner-extend/" + id,
+		CallId:      ids.Derive("ext", "owner.extend_ask", agent, key),
 		Request:     req,
 	})
 	if rej, ok := errors.AsType[*AnswerRejectedError](err); ok {

@@ -353,15 +353,17 @@ func (s *Service) ExtendRun(ctx context.Context, req *workflowsv1.ExtendRunReque
 		return nil, invalid("extend_seconds", "workflows.max_run_duration", fmt.Sprintf("a run takes at most %s from its start: run %s may last until %s at the latest, and its deadline is %s now",
 			s.cfg.MaxRunDuration, r.GetRunId(), latest.UTC().Format(time.RFC3339), r.GetDeadline().AsTime().UTC().Format(time.RFC3339)))
 	}
+	// A retried call (the same key) is the same update and the same audit
+	// record.
 	key := call.IdempotencyKey
 	if key == "" {
-		key = ids.New("ext")
+		key = ids.New("key")
 	}
 	o, err := s.engine.ExtendRun(ctx, r.GetTemporalWorkflowId(), "extend/"+key, &workflowsv1.ExtendUpdate{
 		Deadline:    timestamppb.New(deadline),
 		Reason:      req.GetReason(),
 		RequestedBy: call.Caller.Subject,
-		CallId:      "workflows-extend/" + key,
+		CallId:      ids.Derive("ext", "workflows.extend_run", r.GetAgentId(), key),
 		Request:     req,
 	})
 	if rej, ok := errors.AsType[*ExtendRejectedError](err); ok {

@@ -234,7 +234,7 @@ func TestOnlyTheStarterExtendsOrCancelsARun(t *testing.T) {
 			t.Errorf("deadline after extending = %s, want %s", ext.GetRun().GetDeadline().AsTime(), want)
 		}
 		u := e.wf.extends[0]
-		if u.GetRequestedBy() != "agent-a-subject" || u.GetReason() != "slow owner" || u.GetCallId() != "workflows-extend/x1" || u.GetRequest().GetExtendSeconds() != 3600 {
+		if u.GetRequestedBy() != "agent-a-subject" || u.GetReason() != "slow owner" || !strings.HasPrefix(u.GetCallId(), "ext_") || u.GetRequest().GetExtendSeconds() != 3600 {
 			t.Errorf("extend update = %v, want the caller, reason, call id and request for the audit record", u)
 		}
 		_, err = e.c.ExtendRun(agentA(), &workflowsv1.ExtendRunRequest{RunId: r.GetRunId(), ExtendSeconds: 3 * 3600, Reason: "more"})

@@ -143,3 +143,18 @@ func TestConstantArgumentsAreCheckedTemplatedOnesAtRunTime(t *testing.T) {
 		t.Errorf("a missing required argument = %v, want invalid_argument naming it", err)
 	}
 }
+
+// The docs show the example the tests run, as it is.
+func TestTheDocsShowTheExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/agent-workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := os.ReadFile("../../docs/examples/triage-workflow.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```json\n"+string(ex)+"```") {
+		t.Error("docs/agent-workflows.md does not show docs/examples/triage-workflow.json as it is; copy the file into its example block")
+	}
+}

@@ -105,6 +105,8 @@ type ask struct {
 	outcome *ownerv1.AskOutcome
 	// expire is when it expires: the input's, then the extend updates'.
 	expire time.Time
+	// auditing counts extensions still being recorded in the audit trail.
+	auditing int
 }
 
 func (a *ask) state() State {
@@ -189,11 +191,15 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 				up.RequestedBy = AnsweredByTemporal
 			}
 			if up.GetCallId() == "" {
-				up.CallId = "owner-extend/" + workflow.GetCurrentUpdateInfo(ctx).ID
+				up.CallId = "owner-extend:" + workflow.GetCurrentUpdateInfo(ctx).ID
 			}
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the owner's answer (extended by %s until %s).",
 				up.GetRequestedBy(), a.expire.UTC().Format(time.RFC3339)))
-			recordExtension(ctx, up)
+			a.auditing++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				recordExtension(ctx, up)
+				a.auditing--
+			})
 			return a.state(), nil
 		},
 		workflow.UpdateHandlerOptions{
@@ -289,7 +295,7 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 		log.Error("owner.ask.record_failed", "ask_id", in.GetAskId(), "error", err)
 	}
 	// An extension still being recorded finishes first.
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && a.auditing == 0 }); err != nil {
 		return nil, err
 	}
 	if status == StatusCancelled {
@@ -299,7 +305,8 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 }
 
 // recordExtension records an extension in the audit trail (an activity,
-// retried a while; an extension that could not be recorded is logged, and
+// retried a while, beside the wait: the extension holds whether or not the
+// audit service answers; one that could not be recorded is logged, and
 // stays in the workflow's history).
 func recordExtension(ctx workflow.Context, up *ownerv1.ExtendUpdate) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

@@ -406,8 +406,9 @@ func (r *run) record(ctx workflow.Context, final bool) {
 }
 
 // recordExtension records an extension in the audit trail (an activity,
-// retried a while; one that could not be recorded is logged, and stays in
-// the workflow's history).
+// retried a while, beside the run: the extension holds whether or not the
+// audit service answers; one that could not be recorded is logged, and
+// stays in the workflow's history).
 func recordExtension(ctx workflow.Context, up *workflowsv1.ExtendUpdate) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,

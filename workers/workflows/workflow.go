@@ -125,6 +125,8 @@ type run struct {
 	over bool
 	// env compiles expressions; built inside SideEffect, when first needed.
 	env *flowexpr.Env
+	// auditing counts extensions still being recorded in the audit trail.
+	auditing int
 }
 
 func newRun(in *workflowsv1.RunWorkflowInput) *run {
@@ -181,10 +183,14 @@ func RunWorkflow(ctx workflow.Context, in *workflowsv1.RunWorkflowInput) (*workf
 				up.RequestedBy = "temporal"
 			}
 			if up.GetCallId() == "" {
-				up.CallId = "workflows-extend/" + workflow.GetCurrentUpdateInfo(ctx).ID
+				up.CallId = "workflows-extend:" + workflow.GetCurrentUpdateInfo(ctx).ID
 			}
 			r.details(ctx)
-			recordExtension(ctx, up)
+			r.auditing++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				recordExtension(ctx, up)
+				r.auditing--
+			})
 			return r.outcome(), nil
 		},
 		workflow.UpdateHandlerOptions{
@@ -247,7 +253,7 @@ func RunWorkflow(ctx workflow.Context, in *workflowsv1.RunWorkflowInput) (*workf
 	r.details(ctx)
 	r.record(ctx, true)
 	// An extension still being recorded finishes first.
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && r.auditing == 0 }); err != nil {
 		return nil, err
 	}
 	if cancelled {
