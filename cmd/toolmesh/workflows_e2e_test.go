@@ -181,7 +181,9 @@ func TestWorkflowsEndToEnd(t *testing.T) {
 		}
 		okData(t, callTool(t, owner, "owner_answer", map[string]any{"ask_id": askID, "answer": "approve"}), &ask)
 
-		done := awaitRun(t, owner, runID, "completed", func(d runData) bool { return d.Run.Status != "RUN_STATUS_SUSPENDED" && d.Run.Status != "RUN_STATUS_RUNNING" })
+		done := awaitRun(t, owner, runID, "completed", func(d runData) bool {
+			return d.Run.Status != "RUN_STATUS_SUSPENDED" && d.Run.Status != "RUN_STATUS_RUNNING"
+		})
 		if done.Run.Status != "RUN_STATUS_COMPLETED" {
 			t.Fatalf("run = %+v, want completed", done.Run)
 		}
@@ -365,4 +367,3 @@ func killAndAwaitRestart(t *testing.T, bin string, m *upMesh, name string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
