@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -71,7 +72,7 @@ func (s *Service) Run(ctx context.Context, req *workflowsv1.RunRequest) (*workfl
 	if err != nil {
 		return nil, err
 	}
-	if b, err := proto.Marshal(req.GetInput()); err == nil && len(b) > maxInputBytes {
+	if b, err := protojson.Marshal(req.GetInput()); err == nil && len(b) > maxInputBytes {
 		return nil, invalid("input", "workflows.input", fmt.Sprintf("the input is %d bytes; at most %d", len(b), maxInputBytes))
 	}
 	timeout := s.cfg.RunTimeout

@@ -283,7 +283,7 @@ func (r *run) approval(ctx workflow.Context, id string, a *workflowsv1.ApprovalN
 	in := &workflowsv1.ApprovalInput{
 		RunId:          r.in.GetRunId(),
 		NodeId:         id,
-		Question:       question,
+		Question:       clip(question, 2000), // an ask's longest question
 		Context:        fmt.Sprintf("Workflow %s (version %d), run %s, node %s. Answer %q to go on, %q to stop.", r.in.GetWorkflowName(), r.in.GetVersion(), r.in.GetRunId(), id, AnswerApprove, AnswerReject),
 		TimeoutSeconds: int32(timeout / time.Second),
 		Caller:         r.starter(),
