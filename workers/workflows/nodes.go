@@ -151,23 +151,31 @@ func (r *run) action(ctx workflow.Context, id string, a *workflowsv1.ActionNode)
 		return r.fail(ctx, id, "invalid_argument", "its arguments: %v", err)
 	}
 	timeout := calls.DefaultCallTimeout
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           calls.Contract().TaskQueue,
-		StartToCloseTimeout: timeout + 5*time.Second,
-		// Tried again while the service is unreachable (the same key:
-		// applied once), until the run's deadline.
-		ScheduleToCloseTimeout: max(r.deadline.Sub(workflow.Now(ctx)), time.Second),
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
-		Summary:                "node " + id + ": " + tool,
-	})
 	var out callsv1.InvokeOutput
-	err = workflow.ExecuteActivity(actx, calls.ActivityInvoke, &callsv1.InvokeInput{
-		Tool:           tool,
-		Arguments:      args,
-		Caller:         r.starter(),
-		IdempotencyKey: IdempotencyKey(r.in.GetRunId(), id),
-		Timeout:        durationpb.New(timeout),
-	}).Get(actx, &out)
+	for {
+		deadline := r.deadline
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           calls.Contract().TaskQueue,
+			StartToCloseTimeout: timeout + 5*time.Second,
+			// Tried again while the service is unreachable (the same key:
+			// applied once), until the run's deadline.
+			ScheduleToCloseTimeout: max(deadline.Sub(workflow.Now(ctx)), time.Second),
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+			Summary:                "node " + id + ": " + tool,
+		})
+		err = workflow.ExecuteActivity(actx, calls.ActivityInvoke, &callsv1.InvokeInput{
+			Tool:           tool,
+			Arguments:      args,
+			Caller:         r.starter(),
+			IdempotencyKey: IdempotencyKey(r.in.GetRunId(), id),
+			Timeout:        durationpb.New(timeout),
+		}).Get(actx, &out)
+		// An extension moved the deadline while the call was being tried:
+		// try on, with the same key, until the new one.
+		if err == nil || temporal.IsCanceledError(err) || !r.deadline.After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err

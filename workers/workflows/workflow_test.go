@@ -55,6 +55,9 @@ type wfEnv struct {
 	statuses []string
 	// reply is how each tool answers (data as JSON, or an error envelope).
 	reply map[string]func(args map[string]any) string
+	// unreachable is how many of the first attempts find the service
+	// unreachable (a retryable failure of the calls worker's activity).
+	unreachable, attempts int
 }
 
 // owner answers every approval with answer, after a while (test time);
@@ -79,6 +82,11 @@ func newWfEnv(t *testing.T) *wfEnv {
 	env.OnActivity(calls.ActivityInvoke, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
 			env.mu.Lock()
+			env.attempts++
+			if env.attempts <= env.unreachable {
+				env.mu.Unlock()
+				return nil, temporal.NewApplicationError("the service is unreachable", "Unavailable")
+			}
 			env.calls = append(env.calls, in)
 			reply := env.reply[in.GetTool()]
 			env.mu.Unlock()
@@ -360,5 +368,32 @@ func TestACancelledRunWithdrawsItsApproval(t *testing.T) {
 	last := env.records[len(env.records)-1]
 	if last.GetStatus() != workflowsv1.RunStatus_RUN_STATUS_CANCELLED || statuses(&workflowsv1.RunOutcome{Nodes: last.GetNodes()})["approve"] != "CANCELLED" {
 		t.Errorf("last record = %v, want the run cancelled with its approval", last)
+	}
+}
+
+func TestAnExtensionGivesAToolCallBeingRetriedMoreTime(t *testing.T) {
+	env := newWfEnv(t)
+	env.reply["tasks_create"] = func(map[string]any) string { return `{"status":"ok","data":{"task":{"id":"tsk_1"}}}` }
+	// The calls worker finds the service unreachable for its first ten
+	// attempts: about three minutes of backoff, past the run's two-minute
+	// deadline.
+	env.unreachable = 10
+	env.OnActivity(workflows.ActivityRecordExtension, mock.Anything, mock.Anything).Return(nil)
+	def := &workflowsv1.Definition{}
+	if err := protojson.Unmarshal([]byte(`{"nodes":[{"id":"start","start":{"next":"a"}},
+		{"id":"a","action":{"tool":"tasks_create","arguments":{"description":"x"},"next":"done"}},{"id":"done","end":{}}]}`), def); err != nil {
+		t.Fatal(err)
+	}
+	in := input(t, def, map[string]any{})
+	in.Deadline = timestamppb.New(start.Add(2 * time.Minute))
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow("extend", "x1", &testsuite.TestUpdateCallback{OnReject: func(err error) { t.Errorf("extension refused: %v", err) },
+			OnAccept: func() {}, OnComplete: func(any, error) {}},
+			&workflowsv1.ExtendUpdate{Deadline: timestamppb.New(start.Add(time.Hour)), Reason: "the service is down", RequestedBy: "alice"})
+	}, time.Minute)
+	env.ExecuteWorkflow("workflows.run", in)
+	got := env.result(t)
+	if got.GetStatus() != workflowsv1.RunStatus_RUN_STATUS_COMPLETED || len(env.calls) != 1 {
+		t.Errorf("run = %v after %d attempts, want completed once the service answered", got, env.attempts)
 	}
 }
