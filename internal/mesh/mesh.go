@@ -36,6 +36,11 @@ const (
 // require it.
 const RoleOwner = "owner"
 
+// RoleAdmin is the role of an operator who oversees agents without being the
+// owner: it reads what the owner reads about every agent (wallets, for one)
+// but answers no asks and approves nothing.
+const RoleAdmin = "admin"
+
 // RoleService is the role of the mesh's own components (the edge recording
 // audit, workers acting for themselves). Their agent names a component, not a
 // registered agent, so the agent registration check lets them through.
@@ -69,6 +74,10 @@ const GrantAll = "*"
 
 // HasRole reports whether the caller holds role.
 func (c Caller) HasRole(role string) bool { return slices.Contains(c.Roles, role) }
+
+// Oversees reports whether the caller may read every agent's records, not
+// only its own: the owner and admins may.
+func (c Caller) Oversees() bool { return c.HasRole(RoleOwner) || c.HasRole(RoleAdmin) }
 
 // Call is the mesh metadata of one request.
 type Call struct {

@@ -119,6 +119,8 @@ func TestDecodeRefusesBadArguments(t *testing.T) {
 		{"pattern", takeWith(t, map[string]any{"code": "abc"}), []boundary.Violation{{Field: "code", Rule: "string.pattern"}}},
 		{"format", takeWith(t, map[string]any{"email": "not an address"}), []boundary.Violation{{Field: "email", Rule: "string.email"}}},
 		{"required", takeWith(t, map[string]any{"name": nil}), []boundary.Violation{{Field: "name", Rule: "required"}}},
+		{"blank text", takeWith(t, map[string]any{"text": " \t\n"}), []boundary.Violation{{Field: "text", Rule: "string.non_blank", Message: "must not be empty or only whitespace"}}},
+		{"blank repeated item", takeWith(t, map[string]any{"words": []string{"a", "  "}}), []boundary.Violation{{Field: "words[1]", Rule: "string.non_blank"}}},
 		{"int64 bound", takeWith(t, map[string]any{"amount": "1001"}), []boundary.Violation{{Field: "amount", Rule: "int64.gt_lte"}}},
 		{"excluded enum value", takeWith(t, map[string]any{"shade_not_dark": "SHADE_DARK"}), []boundary.Violation{{Field: "shade_not_dark", Rule: "enum.not_in"}}},
 		{"repeated bound", takeWith(t, map[string]any{"tags": []string{}}), []boundary.Violation{{Field: "tags", Rule: "repeated.min_items"}}},

@@ -1,8 +1,9 @@
 // Package toolschema turns protobuf request and response messages into JSON
 // Schema (draft 2020-12) for MCP tools. Input schemas carry the message's
 // protovalidate rules so that a model sees the contract before it calls:
-// required fields, string lengths and patterns, numeric ranges, formats,
-// enum names (without the zero value), repeated bounds. Field names are the
+// required fields, string lengths and patterns (non-blank text too: the
+// non_blank rule of toolmesh.rules.v1), numeric ranges, formats, enum names
+// (without the zero value), repeated bounds. Field names are the
 // proto names (snake_case), the same names protojson accepts and emits.
 package toolschema
 
@@ -14,6 +15,8 @@ import (
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	rulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 )
 
 // Draft is the JSON Schema dialect of every generated schema.
@@ -228,6 +231,16 @@ func stringSchema(r *validate.StringRules) Schema {
 	if r.HasPrefix() && !r.HasPattern() {
 		s["pattern"] = "^" + regexpQuote(r.GetPrefix())
 	}
+	if nonBlank(r) {
+		// "\S" is what non_blank checks: a character other than whitespace
+		// somewhere. A schema holds one pattern, so beside another it is
+		// a second schema the value must match as well.
+		if _, ok := s["pattern"]; ok {
+			s["allOf"] = []Schema{{"pattern": nonBlankPattern}}
+		} else {
+			s["pattern"] = nonBlankPattern
+		}
+	}
 	switch {
 	case r.GetEmail():
 		s["format"] = "email"
@@ -245,6 +258,16 @@ func stringSchema(r *validate.StringRules) Schema {
 		s["format"] = "uuid"
 	}
 	return s
+}
+
+// nonBlankPattern is the JSON Schema (ECMA-262) form of the non_blank rule
+// (toolmesh.rules.v1): the value holds a character other than whitespace.
+const nonBlankPattern = `\S`
+
+// nonBlank reports whether r carries the non_blank rule.
+func nonBlank(r *validate.StringRules) bool {
+	on, _ := proto.GetExtension(r, rulesv1.E_NonBlank).(bool)
+	return on
 }
 
 func regexpQuote(s string) string {

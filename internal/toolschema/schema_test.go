@@ -100,6 +100,10 @@ func TestInputSchemaOfEachFieldKind(t *testing.T) {
 		// Well-known types in their protojson shapes.
 		{"at", `{"type":"string","format":"date-time"}`},
 		{"wait", `{"type":"string","pattern":"^-?[0-9]+(\\.[0-9]{1,9})?s$","description":"A duration in seconds with an s suffix, e.g. \"90s\" or \"1.5s\"."}`},
+		// Non-blank text (toolmesh.rules.v1.non_blank): a character other
+		// than whitespace somewhere; beside another pattern, both apply.
+		{"text", `{"type":"string","pattern":"\\S"}`},
+		{"words", `{"type":"array","items":{"type":"string","pattern":"^[^,]*$","allOf":[{"pattern":"\\S"}]}}`},
 		// Each member of a oneof is a property of its own.
 		{"agent_id", `{"type":"string"}`},
 		{"group_id", `{"type":"string"}`},

@@ -299,7 +299,8 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 			{"empty append", func() error { _, err := e.c.Append(asEdge(), &auditv1.AppendRequest{}); return err }, map[string][]string{
 				"call_id": {"required"}, "actor": {"required"}, "tool": {"required"}, "reason": {"required"}, "args_digest": {"required"}, "outcome": {"required"},
 			}},
-			{"blank reason", edit(func(r *auditv1.AppendRequest) { r.Reason = " \t\n" }), map[string][]string{"reason": {"string.pattern"}}},
+			{"blank reason", edit(func(r *auditv1.AppendRequest) { r.Reason = " \t\n" }), map[string][]string{"reason": {"string.non_blank"}}},
+			{"blank actor", edit(func(r *auditv1.AppendRequest) { r.Actor = "   " }), map[string][]string{"actor": {"string.non_blank"}}},
 			{"reason too long", edit(func(r *auditv1.AppendRequest) { r.Reason = strings.Repeat("x", 4001) }), map[string][]string{"reason": {"string.max_len"}}},
 			{"digest without algorithm", edit(func(r *auditv1.AppendRequest) { r.ArgsDigest = strings.Repeat("a", 64) }), map[string][]string{"args_digest": {"string.pattern"}}},
 			{"tool not a tool name", edit(func(r *auditv1.AppendRequest) { r.Tool = "Credits Grant" }), map[string][]string{"tool": {"string.pattern"}}},

@@ -4,7 +4,9 @@
 //
 // Who may do what:
 //   - an agent reads its own wallet's balance and ledger (GetBalance,
-//     ListLedger); naming another wallet is PermissionDenied;
+//     ListLedger); naming another wallet is PermissionDenied, unless the
+//     caller holds the owner or admin role (mesh.Caller.Oversees), which
+//     reads any wallet;
 //   - Spend debits the calling agent's own wallet. It is not an MCP tool:
 //     services call it on behalf of the agent whose work they meter;
 //   - Grant, GetConfig and SetConfig are ADMIN, privileged tools; the edge
@@ -74,7 +76,8 @@ func (s *Service) Registration() server.Service {
 }
 
 // readableWallet returns the wallet a read names: the caller's own when
-// none is named. Agents read only their own wallet.
+// none is named. Agents read only their own wallet; the owner and admins
+// read any.
 func readableWallet(ctx context.Context, named string) (string, error) {
 	agent, err := mesh.RequireAgent(ctx)
 	if err != nil {
@@ -83,8 +86,11 @@ func readableWallet(ctx context.Context, named string) (string, error) {
 	if named == "" || named == agent {
 		return agent, nil
 	}
+	if mesh.FromContext(ctx).Caller.Oversees() {
+		return named, nil
+	}
 	return "", connect.NewError(connect.CodePermissionDenied,
-		fmt.Errorf("agent %s may read only its own wallet, not %s", agent, named))
+		fmt.Errorf("agent %s may read only its own wallet, not %s (reading another's needs the %s or %s role)", agent, named, mesh.RoleOwner, mesh.RoleAdmin))
 }
 
 // GetBalance implements CreditsService.GetBalance.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -345,6 +346,45 @@ func TestReviewBodyRule(t *testing.T) {
 // envelope is what an MCP client sees for err.
 func envelope(err error) *toolcall.Envelope {
 	return toolcall.FromError(context.Background(), logging.Discard(), "github_tool", err)
+}
+
+func TestBlankTextIsRefused(t *testing.T) {
+	f := newFake(t)
+	c := client(t, service(t, f))
+	const blank = " \n\t "
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"pull request title", func() error {
+			_, err := c.CreatePull(as(), &githubv1.CreatePullRequest{Owner: "octocat", Repo: "Hello-World", Title: blank, Head: "feature", Base: "main"})
+			return err
+		}, "title"},
+		{"pull request comment", func() error {
+			_, err := c.CommentPull(as(), &githubv1.CommentPullRequest{Owner: "octocat", Repo: "Hello-World", Number: 1, Body: blank})
+			return err
+		}, "body"},
+		{"issue title", func() error {
+			_, err := c.CreateIssue(as(), &githubv1.CreateIssueRequest{Owner: "octocat", Repo: "Hello-World", Title: blank})
+			return err
+		}, "title"},
+		{"issue label", func() error {
+			_, err := c.CreateIssue(as(), &githubv1.CreateIssueRequest{Owner: "octocat", Repo: "Hello-World", Title: "Bug", Labels: []string{"bug", blank}})
+			return err
+		}, "labels"},
+		{"issue label filter", func() error {
+			_, err := c.ListIssues(as(), &githubv1.ListIssuesRequest{Owner: "octocat", Repo: "Hello-World", Labels: []string{blank}})
+			return err
+		}, "labels"},
+	} {
+		if vs := servertest.Violations(t, tc.call()); !slices.Equal(vs[tc.field], []string{"string.non_blank"}) {
+			t.Errorf("blank %s: violations %v, want %s: string.non_blank", tc.name, vs, tc.field)
+		}
+	}
+	if f.count() != 0 {
+		t.Errorf("GitHub got %d requests for refused blank text", f.count())
+	}
 }
 
 func TestGitHubRefusalsMapToDomainCodes(t *testing.T) {

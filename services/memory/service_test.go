@@ -363,6 +363,14 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 				_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "my key", Content: "x"})
 				return err
 			}, map[string][]string{"key": {"string.pattern"}}},
+			{"blank content", func() error {
+				_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "k", Content: "  \n  "})
+				return err
+			}, map[string][]string{"content": {"string.non_blank"}}},
+			{"blank query", func() error {
+				_, err := c.Recall(ctx, &memoryv1.RecallRequest{Query: "\t"})
+				return err
+			}, map[string][]string{"query": {"string.non_blank"}}},
 			{"too long content", func() error {
 				_, err := c.Save(ctx, &memoryv1.SaveRequest{Key: "k", Content: strings.Repeat("x", 16001)})
 				return err

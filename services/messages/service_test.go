@@ -383,6 +383,7 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 			{"missing recipient", &messagesv1.SendRequest{Message: "x"}, map[string][]string{"to_agent": {"required"}}},
 			{"malformed recipient", &messagesv1.SendRequest{ToAgent: "Bob Smith", Message: "x"}, map[string][]string{"to_agent": {"string.pattern"}}},
 			{"empty message", &messagesv1.SendRequest{ToAgent: "bob"}, map[string][]string{"message": {"required"}}},
+			{"blank message", &messagesv1.SendRequest{ToAgent: "bob", Message: " \n\t "}, map[string][]string{"message": {"string.non_blank"}}},
 			{"message over 10000 characters", &messagesv1.SendRequest{ToAgent: "bob", Message: strings.Repeat("m", 10001)}, map[string][]string{"message": {"string.max_len"}}},
 			{"malformed thread", &messagesv1.SendRequest{ToAgent: "bob", Message: "x", ThreadId: "thread-1"}, map[string][]string{"thread_id": {"string.pattern"}}},
 			{"malformed thread on list", &messagesv1.ListRequest{ThreadId: "msg_00000000000000000000000000"}, map[string][]string{"thread_id": {"string.pattern"}}},

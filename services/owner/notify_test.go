@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +153,14 @@ func TestNotifyWithoutChannelsIsACapabilityGap(t *testing.T) {
 	_, err := e.c.Notify(agentA(), &ownerv1.NotifyRequest{Message: "anyone?"})
 	if gap, ok := mesh.CapabilityGap(err); !ok || gap != owner.GapNoChannel {
 		t.Errorf("Notify without channels = %v, want capability gap %s", err, owner.GapNoChannel)
+	}
+}
+
+func TestBlankNotificationIsRefused(t *testing.T) {
+	e := start(t, owner.Config{})
+	_, err := e.c.Notify(agentA(), &ownerv1.NotifyRequest{Title: "Build", Message: " \r\n "})
+	if vs := servertest.Violations(t, err); !slices.Equal(vs["message"], []string{"string.non_blank"}) {
+		t.Errorf("a blank notification: violations %v, want message: string.non_blank", vs)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -244,6 +245,44 @@ func TestDiscoverReadsTheCard(t *testing.T) {
 	_, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: srv.URL + "/nobody"})
 	if servertest.Code(t, err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "404") {
 		t.Errorf("Discover of an agent without a card: %v, want unavailable naming the 404", err)
+	}
+}
+
+func TestBlankTextIsRefused(t *testing.T) {
+	f := start(t, remoteagents.Config{})
+	const blank = "\t \n"
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"invoke message", func() error {
+			_, err := f.client.Invoke(at("alice", 0), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: blank})
+			return err
+		}, "message"},
+		{"inbound text", func() error {
+			_, err := f.client.DeliverInbound(remote("a2a-alice", 0), &remoteagentsv1.DeliverInboundRequest{AgentId: "bob", Text: blank, A2AMessageId: "m-1"})
+			return err
+		}, "text"},
+		{"inbound message id", func() error {
+			_, err := f.client.DeliverInbound(remote("a2a-alice", 0), &remoteagentsv1.DeliverInboundRequest{AgentId: "bob", Text: "hello", A2AMessageId: blank})
+			return err
+		}, "a2a_message_id"},
+		{"inbound task id to get", func() error {
+			_, err := f.client.GetInbound(remote("a2a-alice", 0), &remoteagentsv1.GetInboundRequest{TaskId: blank})
+			return err
+		}, "task_id"},
+		{"inbound task id to cancel", func() error {
+			_, err := f.client.CancelInbound(remote("a2a-alice", 0), &remoteagentsv1.CancelInboundRequest{TaskId: blank})
+			return err
+		}, "task_id"},
+	} {
+		if vs := servertest.Violations(t, tc.call()); !slices.Equal(vs[tc.field], []string{"string.non_blank"}) {
+			t.Errorf("blank %s: violations %v, want %s: string.non_blank", tc.name, vs, tc.field)
+		}
+	}
+	if n := len(f.messages.inbox("bob")); n != 0 {
+		t.Errorf("bob's inbox holds %d messages after refused deliveries", n)
 	}
 }
 

@@ -119,13 +119,6 @@ func (s *Service) Create(ctx context.Context, req *schedulesv1.CreateRequest) (*
 // undoes what it can, so that a retry (with the same idempotency key)
 // starts afresh rather than finding half a schedule.
 func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec Spec) (*schedulesv1.Schedule, error) {
-	run := &schedulesv1.RunInput{
-		ScheduleId: sch.GetId(),
-		AgentId:    sch.GetAgentId(),
-		Tool:       sch.GetAction().GetTool(),
-		Arguments:  sch.GetAction().GetArguments(),
-		Depth:      sch.GetDepth() + 1,
-	}
 	var approvalID string
 	fail := func(what string, err error) error {
 		// Undo without the caller's cancellation: the caller may be gone.
@@ -155,12 +148,41 @@ func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec
 		return rpcerror.WithCause(connect.CodeUnavailable, fmt.Sprintf("could not create the schedule (%s); nothing was created, try again", what),
 			fmt.Errorf("create schedule %s: %s: %w", sch.GetId(), what, err))
 	}
-	hash, err := s.engine.CreateSchedule(ctx, sch, spec, run)
+	hash, err := s.engine.CreateSchedule(ctx, sch, spec, runInput(sch))
 	if err != nil {
 		return nil, fail("create the Temporal Schedule", err)
 	}
 	approvalID = ApprovalWorkflowID(sch.GetId(), hash)
-	in := &schedulesv1.ApprovalInput{
+	if err := s.engine.StartApproval(ctx, approvalID, s.approvalInput(sch, hash, spec)); err != nil {
+		return nil, fail("ask the owner (start the approval workflow)", err)
+	}
+	next := proto.Clone(sch).(*schedulesv1.Schedule)
+	next.SpecHash = hash
+	next.ApprovalWorkflowId = approvalID
+	next.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
+	done, err := s.store.Update(ctx, next, sch)
+	if err != nil {
+		return nil, fail("record the approval request", err)
+	}
+	return done, nil
+}
+
+// runInput is what each run of sch calls, as its Temporal Schedule holds it.
+func runInput(sch *schedulesv1.Schedule) *schedulesv1.RunInput {
+	return &schedulesv1.RunInput{
+		ScheduleId: sch.GetId(),
+		AgentId:    sch.GetAgentId(),
+		Tool:       sch.GetAction().GetTool(),
+		Arguments:  sch.GetAction().GetArguments(),
+		Depth:      sch.GetDepth() + 1,
+		Revision:   sch.GetRevision(),
+	}
+}
+
+// approvalInput is the approval request of sch, whose Temporal Schedule
+// hashes to hash.
+func (s *Service) approvalInput(sch *schedulesv1.Schedule, hash string, spec Spec) *schedulesv1.ApprovalInput {
+	return &schedulesv1.ApprovalInput{
 		ScheduleId:         sch.GetId(),
 		AgentId:            sch.GetAgentId(),
 		SpecHash:           hash,
@@ -174,19 +196,8 @@ func (s *Service) provision(ctx context.Context, sch *schedulesv1.Schedule, spec
 		Timeout:            durationpb.New(s.approvalTimeout),
 		SpecSummary:        spec.Summary(),
 		Depth:              sch.GetDepth(),
+		Revision:           sch.GetRevision(),
 	}
-	if err := s.engine.StartApproval(ctx, approvalID, in); err != nil {
-		return nil, fail("ask the owner (start the approval workflow)", err)
-	}
-	next := proto.Clone(sch).(*schedulesv1.Schedule)
-	next.SpecHash = hash
-	next.ApprovalWorkflowId = approvalID
-	next.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
-	done, err := s.store.Update(ctx, next, schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PENDING_APPROVAL)
-	if err != nil {
-		return nil, fail("record the approval request", err)
-	}
-	return done, nil
 }
 
 // parseSpec parses a spec and checks it against the minimum interval.

@@ -71,6 +71,11 @@ func (s *Service) pendingForOwner(ctx context.Context, id, verb string) (mesh.Ca
 		return mesh.Caller{}, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
 			"schedule %s is %s; only a schedule waiting for approval can be %s", id, protoenum.Word(sch.GetStatus()), verb))
 	}
+	if sch.GetSpecHash() == "" {
+		// Changed, and the owner is not asked about the change yet.
+		return mesh.Caller{}, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+			"schedule %s was just changed and its approval request is not ready yet; try again shortly", id))
+	}
 	return caller, sch, nil
 }
 
@@ -140,7 +145,7 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 		if hash != req.GetSpecHash() {
 			s.log.WarnContext(ctx, "schedules.spec_changed", "schedule", sch.GetId(), "asked", req.GetSpecHash(), "now", hash)
 			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
-				"schedule %s changed since the owner was asked (spec hash %s, now %s): it was not approved; deny it, and have it created again to ask anew",
+				"schedule %s changed since the owner was asked (spec hash %s, now %s): it was not approved; deny it, or change it with schedules_update, to ask anew",
 				sch.GetId(), req.GetSpecHash(), hash))
 		}
 		note := "approved by " + orDefault(req.GetDecidedBy(), "the owner")
@@ -158,7 +163,7 @@ func (s *Service) ApplyDecision(ctx context.Context, req *schedulesv1.ApplyDecis
 	next.Status = to
 	next.Decision = &schedulesv1.Decision{DecidedBy: req.GetDecidedBy(), Note: req.GetNote(), DecideTime: now}
 	next.UpdateTime = now
-	done, err := s.update(ctx, next, pending)
+	done, err := s.save(ctx, next, sch)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,12 @@ type Engine interface {
 	// already exists under s's Temporal id is kept (a retried create). It
 	// returns the schedule's spec hash (see SpecHash).
 	CreateSchedule(ctx context.Context, s *schedulesv1.Schedule, spec Spec, run *schedulesv1.RunInput) (specHash string, err error)
+	// UpdateSchedule changes the Temporal Schedule of s to spec and run and
+	// pauses it with note, unless it already holds a later revision of s
+	// (run.revision), and returns the spec hash it holds after. ErrNotFound
+	// when the schedule does not exist; ErrSuperseded when, after the
+	// change, it holds another revision than run's (a concurrent change).
+	UpdateSchedule(ctx context.Context, s *schedulesv1.Schedule, spec Spec, run *schedulesv1.RunInput, note string) (specHash string, err error)
 	// SpecHash describes the Temporal Schedule and returns the hash of its
 	// spec, action and policies as Temporal holds them now: any change to
 	// when it runs or what it runs changes the hash. ErrNotFound when the
@@ -44,3 +50,6 @@ type Engine interface {
 
 // ErrDecisionRefused marks a decision the approval workflow refused.
 var ErrDecisionRefused = errors.New("decision refused")
+
+// ErrSuperseded marks a change of a schedule that another change overtook.
+var ErrSuperseded = errors.New("superseded by another change")

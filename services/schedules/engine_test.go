@@ -26,8 +26,8 @@ type fakeEngine struct {
 	approvals map[string]*fakeApproval // by workflow id
 	// client reaches the service under test (set once it serves).
 	client schedulesv1connect.SchedulesServiceClient
-	// failStart fails StartApproval.
-	failStart error
+	// failStart fails StartApproval; failUpdate fails UpdateSchedule.
+	failStart, failUpdate error
 }
 
 type fakeSchedule struct {
@@ -63,6 +63,25 @@ func (f *fakeEngine) CreateSchedule(_ context.Context, s *schedulesv1.Schedule, 
 	if !ok {
 		fs = &fakeSchedule{paused: true, spec: spec, run: run}
 		f.schedules[s.GetTemporalScheduleId()] = fs
+	}
+	return f.hash(fs), nil
+}
+
+func (f *fakeEngine) UpdateSchedule(_ context.Context, s *schedulesv1.Schedule, spec schedules.Spec, run *schedulesv1.RunInput, note string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failUpdate != nil {
+		return "", f.failUpdate
+	}
+	fs, ok := f.schedules[s.GetTemporalScheduleId()]
+	if !ok {
+		return "", schedules.ErrNotFound
+	}
+	if fs.run.GetRevision() <= run.GetRevision() {
+		fs.spec, fs.run, fs.paused, fs.note, fs.tampered = spec, run, true, note, false
+	}
+	if fs.run.GetRevision() != run.GetRevision() {
+		return "", schedules.ErrSuperseded
 	}
 	return f.hash(fs), nil
 }

@@ -3,12 +3,14 @@ package schedules_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -34,6 +36,14 @@ func TestRunsAreRecordedAndListed(t *testing.T) {
 		}
 		if _, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: run}); err != nil {
 			t.Fatalf("the worker recording a run: %v", err)
+		}
+		blank := proto.CloneOf(run)
+		blank.RunId = "  "
+		if vs := servertest.Violations(t, func() error {
+			_, err := f.client.RecordExecution(asWorker(ctx), &schedulesv1.RecordExecutionRequest{Execution: blank})
+			return err
+		}()); !slices.Equal(vs["execution.run_id"], []string{"string.non_blank"}) {
+			t.Errorf("a run with a blank id: violations %v, want execution.run_id: string.non_blank", vs)
 		}
 		other := &schedulesv1.Execution{RunId: "r", ScheduleId: "sch_" + strings.Repeat("0", 26), ScheduledTime: timestamppb.New(due),
 			Status: schedulesv1.ExecutionStatus_EXECUTION_STATUS_RUNNING}

@@ -39,7 +39,7 @@ func (s *Service) Pause(ctx context.Context, req *schedulesv1.PauseRequest) (*sc
 	next.Status = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PAUSED
 	next.PausedBy = caller.Agent
 	next.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
-	done, err := s.update(ctx, next, schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE)
+	done, err := s.save(ctx, next, sch)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Service) Resume(ctx context.Context, req *schedulesv1.ResumeRequest) (*
 	next.Status = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_ACTIVE
 	next.PausedBy = ""
 	next.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
-	done, err := s.update(ctx, next, schedulesv1.ScheduleStatus_SCHEDULE_STATUS_PAUSED)
+	done, err := s.save(ctx, next, sch)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (s *Service) Delete(ctx context.Context, req *schedulesv1.DeleteRequest) (*
 	next.Status = schedulesv1.ScheduleStatus_SCHEDULE_STATUS_DELETED
 	next.PausedBy = ""
 	next.UpdateTime = timestamppb.New(s.now().UTC().Truncate(time.Millisecond))
-	done, err := s.update(ctx, next, from)
+	done, err := s.save(ctx, next, sch)
 	if err != nil {
 		return nil, err
 	}

@@ -197,7 +197,9 @@ func (s *Service) load(ctx context.Context, id string) (*schedulesv1.Schedule, e
 	return sch, nil
 }
 
-func (s *Service) update(ctx context.Context, next *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
+// save stores next, a change of from, unless the stored schedule changed
+// since from was read (Aborted).
+func (s *Service) save(ctx context.Context, next, from *schedulesv1.Schedule) (*schedulesv1.Schedule, error) {
 	done, err := s.store.Update(ctx, next, from)
 	if errors.Is(err, ErrStale) {
 		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("schedule %s changed while it was being updated; read it and try again", next.GetId()))

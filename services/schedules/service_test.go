@@ -353,8 +353,17 @@ func TestRESTRoutes(t *testing.T) {
 	f := start(t, schedules.Config{})
 	as := servertest.Bearer("agent-rest")
 	body := `{"interval_seconds":3600,"action":{"tool":"tasks_create","arguments":{"description":"from REST"}}}`
-	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules", body); code != http.StatusOK || !strings.Contains(out, `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
+	code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules", body)
+	if code != http.StatusOK || !strings.Contains(out, `"status":"SCHEDULE_STATUS_PENDING_APPROVAL"`) {
 		t.Fatalf("POST /v1/schedules: %d %s", code, out)
+	}
+	id := regexp.MustCompile(`"id":"(sch_[0-9a-z]{26})"`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("POST /v1/schedules answered no schedule id: %s", out)
+	}
+	if code, out := f.srv.REST(t, as, http.MethodPatch, "/v1/schedules/"+id[1], `{"interval_seconds":7200}`); code != http.StatusOK ||
+		!strings.Contains(out, `"interval_seconds":7200`) || !strings.Contains(out, `"revision":1`) {
+		t.Errorf("PATCH /v1/schedules/%s: %d %s", id[1], code, out)
 	}
 	if code, out := f.srv.REST(t, as, http.MethodPost, "/v1/schedules:preview", `{"cron":"0 9 * * *","count":1}`); code != http.StatusOK || !strings.Contains(out, `"run_times":["2026-03-03T09:00:00Z"]`) {
 		t.Errorf("POST /v1/schedules:preview: %d %s", code, out)

@@ -24,9 +24,19 @@ type Store interface {
 	// SCHEDULE_STATUS_UNSPECIFIED means any status.
 	List(ctx context.Context, agentID string, status schedulesv1.ScheduleStatus, offset, limit int) ([]*schedulesv1.Schedule, int, error)
 	// Update writes s's status, spec hash, approval workflow id, decision,
-	// paused_by and update time if the stored status is still from;
-	// otherwise ErrStale (or ErrNotFound).
-	Update(ctx context.Context, s *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error)
+	// paused_by and update time if the stored schedule still has from's
+	// status, spec hash and revision; otherwise ErrStale (or ErrNotFound).
+	Update(ctx context.Context, s *schedulesv1.Schedule, from *schedulesv1.Schedule) (*schedulesv1.Schedule, error)
+	// Revise stores next, a change of from (schedules_update) made by agent
+	// by: its spec, action, description, depth, status, spec hash, approval
+	// workflow id and revision (from's plus one), with the decision and
+	// paused_by cleared, if the stored schedule is still as from was
+	// (status, spec hash and revision); otherwise ErrStale. The change is
+	// kept under the caller's idempotency key: when by used the key before
+	// for the same request (call.Digest), Revise changes nothing and returns
+	// the stored schedule, the revision that call made and created false;
+	// for another request, idempotency.ErrKeyReused.
+	Revise(ctx context.Context, next, from *schedulesv1.Schedule, by string, call idempotency.Call) (stored *schedulesv1.Schedule, revision int32, created bool, err error)
 	// Delete removes a schedule whose creation could not be completed.
 	Delete(ctx context.Context, id string) error
 	// RecordExecution stores a run, or updates the stored run with the same

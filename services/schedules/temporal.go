@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	schedulepb "go.temporal.io/api/schedule/v1"
 	"go.temporal.io/api/serviceerror"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolmesh/toolmesh/internal/jcs"
+	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 )
@@ -79,26 +81,32 @@ var (
 // maxDetailArgs bounds the arguments shown in a workflow's static details.
 const maxDetailArgs = 4 << 10
 
+// runAction is the action of s's Temporal Schedule: a run workflow with
+// input run.
+func (e *TemporalEngine) runAction(s *schedulesv1.Schedule, spec Spec, run *schedulesv1.RunInput) *client.ScheduleWorkflowAction {
+	tool := s.GetAction().GetTool()
+	return &client.ScheduleWorkflowAction{
+		ID:                 RunWorkflowID(s.GetId()),
+		Workflow:           runWorkflow.Name,
+		Args:               []any{run},
+		TaskQueue:          runWorkflow.TaskQueue,
+		WorkflowRunTimeout: e.cfg.RunTimeout,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			saAgent.ValueSet(s.GetAgentId()), saTool.ValueSet(tool), saKind.ValueSet(runWorkflow.IDPrefix)),
+		StaticSummary: clip(fmt.Sprintf("Run of schedule %s: %s as %s", s.GetId(), tool, s.GetAgentId()), 200),
+		StaticDetails: fmt.Sprintf("One run of schedule `%s` (%s): calls **%s** through the mesh as agent `%s` "+
+			"at invocation depth %d, with the run's workflow id as its idempotency key.\n\nArguments:\n\n```json\n%s\n```\n",
+			s.GetId(), spec.Summary(), tool, s.GetAgentId(), run.GetDepth(), clip(argumentsJSON(s.GetAction()), maxDetailArgs)),
+	}
+}
+
 // CreateSchedule implements Engine.
 func (e *TemporalEngine) CreateSchedule(ctx context.Context, s *schedulesv1.Schedule, spec Spec, run *schedulesv1.RunInput) (string, error) {
 	tool := s.GetAction().GetTool()
-	args := argumentsJSON(s.GetAction())
 	_, err := e.c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:   s.GetTemporalScheduleId(),
-		Spec: TemporalSpec(spec),
-		Action: &client.ScheduleWorkflowAction{
-			ID:                 RunWorkflowID(s.GetId()),
-			Workflow:           runWorkflow.Name,
-			Args:               []any{run},
-			TaskQueue:          runWorkflow.TaskQueue,
-			WorkflowRunTimeout: e.cfg.RunTimeout,
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				saAgent.ValueSet(s.GetAgentId()), saTool.ValueSet(tool), saKind.ValueSet(runWorkflow.IDPrefix)),
-			StaticSummary: clip(fmt.Sprintf("Run of schedule %s: %s as %s", s.GetId(), tool, s.GetAgentId()), 200),
-			StaticDetails: fmt.Sprintf("One run of schedule `%s` (%s): calls **%s** through the mesh as agent `%s` "+
-				"at invocation depth %d, with the run's workflow id as its idempotency key.\n\nArguments:\n\n```json\n%s\n```\n",
-				s.GetId(), spec.Summary(), tool, s.GetAgentId(), run.GetDepth(), clip(args, maxDetailArgs)),
-		},
+		ID:            s.GetTemporalScheduleId(),
+		Spec:          TemporalSpec(spec),
+		Action:        e.runAction(s, spec, run),
 		Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 		CatchupWindow: e.cfg.CatchupWindow,
 		Paused:        true,
@@ -113,6 +121,59 @@ func (e *TemporalEngine) CreateSchedule(ctx context.Context, s *schedulesv1.Sche
 		return "", err
 	}
 	return e.SpecHash(ctx, s.GetTemporalScheduleId())
+}
+
+// UpdateSchedule implements Engine. Temporal's update replaces the spec,
+// the action and the state (paused, with the note) at once, so the changed
+// schedule never runs unpaused; its policies stay.
+func (e *TemporalEngine) UpdateSchedule(ctx context.Context, s *schedulesv1.Schedule, spec Spec, run *schedulesv1.RunInput, note string) (string, error) {
+	tid := s.GetTemporalScheduleId()
+	err := e.c.ScheduleClient().GetHandle(ctx, tid).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			cur := in.Description.Schedule
+			if a, ok := cur.Action.(*client.ScheduleWorkflowAction); ok && len(a.Args) == 1 {
+				if p, ok := a.Args[0].(*commonpb.Payload); ok && runRevision(p) > run.GetRevision() {
+					return nil, temporal.ErrSkipScheduleUpdate // a later change got there first
+				}
+			}
+			ts := TemporalSpec(spec)
+			sa := temporal.NewSearchAttributes(saAgent.ValueSet(s.GetAgentId()), saTool.ValueSet(s.GetAction().GetTool()), saKind.ValueSet("schedule"))
+			return &client.ScheduleUpdate{
+				Schedule: &client.Schedule{
+					Action: e.runAction(s, spec, run),
+					Spec:   &ts,
+					Policy: cur.Policy,
+					State:  &client.ScheduleState{Paused: true, Note: note},
+				},
+				TypedSearchAttributes: &sa,
+			}, nil
+		},
+	})
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	resp, err := e.c.WorkflowService().DescribeSchedule(ctx, &workflowservice.DescribeScheduleRequest{Namespace: e.cfg.Namespace, ScheduleId: tid})
+	if err != nil {
+		return "", err
+	}
+	in := resp.GetSchedule().GetAction().GetStartWorkflow().GetInput().GetPayloads()
+	if len(in) != 1 || runRevision(in[0]) != run.GetRevision() {
+		return "", ErrSuperseded
+	}
+	return HashSchedule(resp.GetSchedule())
+}
+
+// runRevision is the revision of a run workflow's input as a Temporal
+// Schedule holds it (-1 when it cannot be read).
+func runRevision(p *commonpb.Payload) int32 {
+	var run schedulesv1.RunInput
+	if err := temporalclient.DataConverter().FromPayload(p, &run); err != nil {
+		return -1
+	}
+	return run.GetRevision()
 }
 
 // TemporalSpec is the Temporal form of a spec: an interval with no offset,
@@ -247,9 +308,9 @@ func (e *TemporalEngine) StartApproval(ctx context.Context, workflowID string, i
 		// The workflow ends itself at its timeout; this is a backstop.
 		WorkflowExecutionTimeout: in.GetTimeout().AsDuration() + 24*time.Hour,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			saAgent.ValueSet(in.GetAgentId()), saTool.ValueSet("schedules_create"),
+			saAgent.ValueSet(in.GetAgentId()), saTool.ValueSet(approvalTool(in)),
 			saKind.ValueSet(approvalWorkflow.IDPrefix), saStatus.ValueSet("waiting")),
-		StaticSummary: clip(fmt.Sprintf("Approve schedule %s: %s %s for %s", in.GetScheduleId(), in.GetAction().GetTool(), in.GetSpecSummary(), in.GetAgentId()), 200),
+		StaticSummary: clip(fmt.Sprintf("Approve %s %s: %s %s for %s", approvalWhat(in), in.GetScheduleId(), in.GetAction().GetTool(), in.GetSpecSummary(), in.GetAgentId()), 200),
 		StaticDetails: ApprovalDetails(workflowID, in),
 	}, approvalWorkflow.Name, in)
 	if _, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
@@ -258,10 +319,30 @@ func (e *TemporalEngine) StartApproval(ctx context.Context, workflowID string, i
 	return err
 }
 
+// approvalTool is the tool that asked for an approval: schedules_create for
+// a new schedule, schedules_update for a change.
+func approvalTool(in *schedulesv1.ApprovalInput) string {
+	if in.GetRevision() > 0 {
+		return "schedules_update"
+	}
+	return "schedules_create"
+}
+
+// approvalWhat names what an approval is about.
+func approvalWhat(in *schedulesv1.ApprovalInput) string {
+	if in.GetRevision() > 0 {
+		return fmt.Sprintf("change %d of schedule", in.GetRevision())
+	}
+	return "schedule"
+}
+
 // ApprovalDetails is the Markdown an operator reads on the approval
 // workflow's page: what would run, and how to decide.
 func ApprovalDetails(workflowID string, in *schedulesv1.ApprovalInput) string {
 	var b strings.Builder
+	if in.GetRevision() > 0 {
+		fmt.Fprintf(&b, "Schedule `%s` was changed (change %d); until this change is approved it runs nothing.\n\n", in.GetScheduleId(), in.GetRevision())
+	}
 	fmt.Fprintf(&b, "Agent `%s` asks to call **%s** %s", in.GetAgentId(), in.GetAction().GetTool(), in.GetSpecSummary())
 	if d := in.GetDescription(); d != "" {
 		fmt.Fprintf(&b, ": %s", d)

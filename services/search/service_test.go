@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +200,21 @@ func TestUnconfiguredIsACapabilityGap(t *testing.T) {
 			t.Errorf("envelope = %+v, want capability_gap %s", env, search.GapProvider)
 		}
 	})
+}
+
+func TestBlankQueryIsRefused(t *testing.T) {
+	a := newAPI(t, fixture(t, "brave_web.json"))
+	eachProtocol(t, brave(t, a), func(t *testing.T, c searchv1connect.SearchServiceClient) {
+		_, err := c.Web(as(), &searchv1.WebRequest{Query: " \t "})
+		if vs := servertest.Violations(t, err); !slices.Equal(vs["query"], []string{"string.non_blank"}) {
+			t.Errorf("a blank query: violations %v, want query: string.non_blank", vs)
+		}
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.requests) != 0 {
+		t.Errorf("the search API got %d requests for blank queries", len(a.requests))
+	}
 }
 
 func TestProviderRefusalsMapToDomainCodes(t *testing.T) {

@@ -179,6 +179,13 @@ func TestValidationFailuresCarryFieldViolations(t *testing.T) {
 				_, err := c.Create(ctx, &tasksv1.CreateRequest{})
 				return err
 			}, map[string][]string{"description": {"required"}}},
+			{"blank description", func() error {
+				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: " \t\n\u00a0\u3000"})
+				if err != nil && !strings.Contains(err.Error(), "description: must not be empty or only whitespace") {
+					t.Errorf("a blank description is refused with %q, want it to say the description must not be only whitespace", err)
+				}
+				return err
+			}, map[string][]string{"description": {"string.non_blank"}}},
 			{"too long description", func() error {
 				_, err := c.Create(ctx, &tasksv1.CreateRequest{Description: strings.Repeat("x", 4001)})
 				return err

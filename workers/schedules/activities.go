@@ -105,9 +105,15 @@ func (a *Activities) NotifyOwner(ctx context.Context, in *schedulesv1.ApprovalIn
 	return a.Notifier.Notify(ctx, ApprovalNotice(in))
 }
 
-// ApprovalNotice is the message that asks the owner about a schedule.
+// ApprovalNotice is the message that asks the owner about a schedule, or
+// about a change of one (revision > 0).
 func ApprovalNotice(in *schedulesv1.ApprovalInput) *schedulesv1.Notice {
 	var b strings.Builder
+	title := fmt.Sprintf("Schedule %s needs your approval", in.GetScheduleId())
+	if r := in.GetRevision(); r > 0 {
+		title = fmt.Sprintf("Change %d of schedule %s needs your approval", r, in.GetScheduleId())
+		fmt.Fprintf(&b, "Schedule %s was changed (change %d) and runs nothing until you approve the change. ", in.GetScheduleId(), r)
+	}
 	fmt.Fprintf(&b, "Agent %s asks to call %s %s", in.GetAgentId(), in.GetAction().GetTool(), in.GetSpecSummary())
 	if d := in.GetDescription(); d != "" {
 		fmt.Fprintf(&b, " (%q)", d)
@@ -129,7 +135,7 @@ func ApprovalNotice(in *schedulesv1.ApprovalInput) *schedulesv1.Notice {
 		" or send the %s or %s update to workflow %s in the Temporal UI. It expires in %s.",
 		in.GetScheduleId(), approveHandler.Name, denyHandler.Name, wid, in.GetTimeout().AsDuration())
 	return &schedulesv1.Notice{
-		Title:   fmt.Sprintf("Schedule %s needs your approval", in.GetScheduleId()),
+		Title:   title,
 		Message: b.String(),
 		Level:   "warning",
 	}

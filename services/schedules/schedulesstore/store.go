@@ -38,7 +38,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 }
 
 const columns = `id, agent_id, description, cron, interval_seconds, timezone, tool, arguments, status, spec_hash,
-	approval_workflow_id, temporal_schedule_id, decided_by, decision_note, decide_ms, paused_by, depth, create_ms, update_ms`
+	approval_workflow_id, temporal_schedule_id, decided_by, decision_note, decide_ms, paused_by, depth, create_ms, update_ms, revision`
 
 // Create implements schedules.Store, with sqldb.InsertOnce.
 func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idempotency.Call) (*schedulesv1.Schedule, bool, error) {
@@ -50,11 +50,12 @@ func (s *Store) Create(ctx context.Context, sch *schedulesv1.Schedule, call idem
 	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*schedulesv1.Schedule]{
 		What: "schedule",
 		Insert: `INSERT INTO schedules (` + columns + `, idempotency_key, request_digest)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{sch.GetId(), sch.GetAgentId(), sch.GetDescription(), sch.GetCron(), sch.GetIntervalSeconds(), sch.GetTimezone(),
 			sch.GetAction().GetTool(), string(args), int32(sch.GetStatus()), sch.GetSpecHash(),
 			sch.GetApprovalWorkflowId(), sch.GetTemporalScheduleId(), d.GetDecidedBy(), d.GetNote(), sqldb.Millis(d.GetDecideTime()),
-			sch.GetPausedBy(), sch.GetDepth(), sqldb.Millis(sch.GetCreateTime()), sqldb.Millis(sch.GetUpdateTime()), call.KeyOrNil(), call.Digest},
+			sch.GetPausedBy(), sch.GetDepth(), sqldb.Millis(sch.GetCreateTime()), sqldb.Millis(sch.GetUpdateTime()), sch.GetRevision(),
+			call.KeyOrNil(), call.Digest},
 		Holders:    `SELECT ` + columns + `, request_digest FROM schedules WHERE agent_id = ? AND idempotency_key = ?`,
 		HolderArgs: []any{sch.GetAgentId(), call.KeyOrNil()},
 		Scan:       sqldb.DigestLast(scanRow),
@@ -81,19 +82,87 @@ func (s *Store) List(ctx context.Context, agentID string, status schedulesv1.Sch
 }
 
 // Update implements schedules.Store.
-func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from schedulesv1.ScheduleStatus) (*schedulesv1.Schedule, error) {
+func (s *Store) Update(ctx context.Context, sch *schedulesv1.Schedule, from *schedulesv1.Schedule) (*schedulesv1.Schedule, error) {
 	d := sch.GetDecision()
 	updated, changed, err := sqldb.Update(ctx, s.db, "update schedule", func(ctx context.Context) (*schedulesv1.Schedule, error) { return s.Get(ctx, sch.GetId()) },
 		`UPDATE schedules SET status = ?, spec_hash = ?, approval_workflow_id = ?,
 		decided_by = ?, decision_note = ?, decide_ms = ?, paused_by = ?, update_ms = ?
-		WHERE id = ? AND status = ?`,
+		WHERE id = ? AND status = ? AND spec_hash = ? AND revision = ?`,
 		int32(sch.GetStatus()), sch.GetSpecHash(), sch.GetApprovalWorkflowId(),
 		d.GetDecidedBy(), d.GetNote(), sqldb.Millis(d.GetDecideTime()), sch.GetPausedBy(), sqldb.Millis(sch.GetUpdateTime()),
-		sch.GetId(), int32(from))
+		sch.GetId(), int32(from.GetStatus()), from.GetSpecHash(), from.GetRevision())
 	if err == nil && !changed {
 		return nil, schedules.ErrStale
 	}
 	return updated, err
+}
+
+// Revise implements schedules.Store. The change's row in schedule_updates
+// is inserted first and claims the key (sqldb.InsertOnce) and the revision
+// number; the schedule's row is changed after, from the state from read.
+func (s *Store) Revise(ctx context.Context, next, from *schedulesv1.Schedule, by string, call idempotency.Call) (*schedulesv1.Schedule, int32, bool, error) {
+	args, err := protojson.Marshal(orEmpty(next.GetAction().GetArguments()))
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("encode arguments: %w", err)
+	}
+	var (
+		revision int32
+		created  bool
+	)
+	err = s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		type change struct {
+			scheduleID string
+			revision   int32
+		}
+		first, inserted, err := sqldb.InsertOnce(ctx, tx, sqldb.Once[change]{
+			What: "schedule change",
+			Insert: `INSERT INTO schedule_updates (schedule_id, revision, agent_id, idempotency_key, request_digest, create_ms)
+				VALUES (?, ?, ?, ?, ?, ?)`,
+			Args:       []any{next.GetId(), next.GetRevision(), by, call.KeyOrNil(), call.Digest, sqldb.Millis(next.GetUpdateTime())},
+			Holders:    `SELECT schedule_id, revision, request_digest FROM schedule_updates WHERE agent_id = ? AND idempotency_key = ?`,
+			HolderArgs: []any{by, call.KeyOrNil()},
+			Scan: func(r sqldb.Scanner) (change, string, error) {
+				var c change
+				var digest string
+				err := r.Scan(&c.scheduleID, &c.revision, &digest)
+				return c, digest, err
+			},
+			Digest: call.Digest,
+			New:    change{next.GetId(), next.GetRevision()},
+		})
+		if errors.Is(err, sqldb.ErrNotInserted) {
+			return schedules.ErrStale // another change took this revision
+		}
+		if err != nil {
+			return err
+		}
+		revision, created = first.revision, inserted
+		if !inserted {
+			return nil
+		}
+		changed, err := sqldb.Changed(ctx, tx, "change schedule", `UPDATE schedules SET description = ?, cron = ?, interval_seconds = ?,
+			timezone = ?, tool = ?, arguments = ?, depth = ?, status = ?, spec_hash = ?, approval_workflow_id = ?,
+			decided_by = '', decision_note = '', decide_ms = 0, paused_by = '', update_ms = ?, revision = ?
+			WHERE id = ? AND status = ? AND spec_hash = ? AND revision = ?`,
+			next.GetDescription(), next.GetCron(), next.GetIntervalSeconds(), next.GetTimezone(), next.GetAction().GetTool(), string(args),
+			next.GetDepth(), int32(next.GetStatus()), next.GetSpecHash(), next.GetApprovalWorkflowId(), sqldb.Millis(next.GetUpdateTime()),
+			next.GetRevision(), next.GetId(), int32(from.GetStatus()), from.GetSpecHash(), from.GetRevision())
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return schedules.ErrStale
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, idempotency.ErrKeyReused) {
+		return nil, 0, false, err
+	}
+	stored, gerr := s.Get(ctx, next.GetId())
+	if gerr != nil {
+		return nil, 0, false, gerr
+	}
+	return stored, revision, created, err
 }
 
 // Delete implements schedules.Store.
@@ -153,10 +222,11 @@ func scanRow(r sqldb.Scanner, more ...any) (*schedulesv1.Schedule, error) {
 		interval, status, depth      int64
 		decidedBy, note              string
 		decideMS, createMS, updateMS int64
+		revision                     int64
 	)
 	if err := r.Scan(append([]any{&sch.Id, &sch.AgentId, &sch.Description, &sch.Cron, &interval, &sch.Timezone, &action.Tool, &args,
 		&status, &sch.SpecHash, &sch.ApprovalWorkflowId, &sch.TemporalScheduleId, &decidedBy, &note, &decideMS,
-		&sch.PausedBy, &depth, &createMS, &updateMS}, more...)...); err != nil {
+		&sch.PausedBy, &depth, &createMS, &updateMS, &revision}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
@@ -170,6 +240,7 @@ func scanRow(r sqldb.Scanner, more ...any) (*schedulesv1.Schedule, error) {
 	sch.IntervalSeconds = int32(interval)
 	sch.Status = schedulesv1.ScheduleStatus(status)
 	sch.Depth = int32(depth)
+	sch.Revision = int32(revision)
 	if decideMS != 0 || decidedBy != "" {
 		sch.Decision = &schedulesv1.Decision{DecidedBy: decidedBy, Note: note, DecideTime: sqldb.Timestamp(decideMS)}
 	}

@@ -41,6 +41,8 @@ func TestStore(t *testing.T) {
 		{Name: "stress: racing creates with one key", Test: testStressSameKey},
 		{Name: "list newest first, by agent and status", Test: testList},
 		{Name: "update compare-and-swap", Test: testUpdate},
+		{Name: "revise: a change, its key and its revision", Test: testRevise},
+		{Name: "stress: racing changes of one schedule", Test: testStressRevise},
 		{Name: "delete", Test: testDelete},
 		{Name: "record executions", Test: testRecordExecution},
 		{Name: "an ended run is never reopened", Test: testEndedRunStays},
@@ -230,7 +232,7 @@ func testList(t *testing.T, db *sqldb.DB) {
 	for _, i := range []int{1, 3} {
 		next := proto.Clone(a[i]).(*schedulesv1.Schedule)
 		next.Status = active
-		updated, err := s.Update(ctx, next, pending)
+		updated, err := s.Update(ctx, next, a[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,17 +278,22 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	next.SpecHash = "0123456789abcdef0123456789abcdef"
 	next.ApprovalWorkflowId = "schedule-approval/" + sch.GetId() + "/" + next.SpecHash
 	next.UpdateTime = timestamppb.New(day1.Add(time.Second))
-	got, err := s.Update(ctx, next, pending)
+	got, err := s.Update(ctx, next, sch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want(t, "Update recording the approval request", got, next)
 
+	// A decision about another spec hash than the stored one is stale.
+	otherHash := proto.Clone(got).(*schedulesv1.Schedule)
+	otherHash.SpecHash = "ffffffffffffffffffffffffffffffff"
 	approved := proto.Clone(got).(*schedulesv1.Schedule)
 	approved.Status = active
 	approved.Decision = &schedulesv1.Decision{DecidedBy: "owner", Note: "fine", DecideTime: timestamppb.New(day1.Add(time.Minute))}
 	approved.UpdateTime = timestamppb.New(day1.Add(time.Minute))
-	if got, err = s.Update(ctx, approved, pending); err != nil {
+	_, err = s.Update(ctx, approved, otherHash)
+	sqldbtest.WantErr(t, "Update from another spec hash", err, schedules.ErrStale)
+	if got, err = s.Update(ctx, approved, got); err != nil {
 		t.Fatal(err)
 	}
 	want(t, "Update approving", got, approved)
@@ -296,16 +303,16 @@ func testUpdate(t *testing.T, db *sqldb.DB) {
 	stale := proto.Clone(approved).(*schedulesv1.Schedule)
 	stale.Status = paused
 	stale.PausedBy = "agent-a"
-	_, err = s.Update(ctx, stale, pending)
+	_, err = s.Update(ctx, stale, next)
 	sqldbtest.WantErr(t, "Update from a stale status", err, schedules.ErrStale)
 	if got, _ := s.Get(ctx, sch.GetId()); got.GetStatus() != active {
 		t.Errorf("after a stale Update the status is %v, want active", got.GetStatus())
 	}
-	if got, err = s.Update(ctx, stale, active); err != nil || got.GetPausedBy() != "agent-a" {
+	if got, err = s.Update(ctx, stale, approved); err != nil || got.GetPausedBy() != "agent-a" {
 		t.Errorf("pause = %v, %v; want paused by agent-a", got, err)
 	}
 	missing := newSchedule(t, agentA, day1)
-	_, err = s.Update(ctx, missing, pending)
+	_, err = s.Update(ctx, missing, missing)
 	sqldbtest.WantErr(t, "Update of an unknown schedule", err, schedules.ErrNotFound)
 }
 

@@ -12,6 +12,7 @@ package auditv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1233,7 +1234,7 @@ var File_toolmesh_audit_v1_audit_proto protoreflect.FileDescriptor
 
 const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/audit/v1/audit.proto\x12\x11toolmesh.audit.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xca\x02\n" +
+	"\x1dtoolmesh/audit/v1/audit.proto\x12\x11toolmesh.audit.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xca\x02\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -1247,12 +1248,12 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\tprev_hash\x18\t \x01(\tR\bprevHash\x12\x12\n" +
 	"\x04hash\x18\n" +
 	" \x01(\tR\x04hash\x12\x1b\n" +
-	"\treplay_of\x18\v \x01(\tR\breplayOf\"\xa1\x04\n" +
+	"\treplay_of\x18\v \x01(\tR\breplayOf\"\xa5\x04\n" +
 	"\rAppendRequest\x12;\n" +
-	"\acall_id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x06callId\x126\n" +
-	"\x05actor\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18\x18\x80\x022\x13^[^\\x00-\\x1F\\x7F]+$R\x05actor\x126\n" +
+	"\acall_id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x06callId\x12:\n" +
+	"\x05actor\x18\x02 \x01(\tB$\xbaH!\xc8\x01\x01r\x1c\xc8\xc6'\x01\x18\x80\x022\x13^[^\\x00-\\x1F\\x7F]+$R\x05actor\x126\n" +
 	"\x04tool\x18\x03 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a\x18@2\x16^[a-z0-9]+_[a-z0-9_]+$R\x04tool\x12'\n" +
-	"\x06reason\x18\x04 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\x18\xa0\x1f2\x02\\SR\x06reason\x12@\n" +
+	"\x06reason\x18\x04 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\xa0\x1fR\x06reason\x12@\n" +
 	"\vargs_digest\x18\x05 \x01(\tB\x1f\xbaH\x1c\xc8\x01\x01r\x172\x15^sha256:[0-9a-f]{64}$R\n" +
 	"argsDigest\x12A\n" +
 	"\aoutcome\x18\x06 \x01(\x0e2\x1a.toolmesh.audit.v1.OutcomeB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\aoutcome\x12?\n" +

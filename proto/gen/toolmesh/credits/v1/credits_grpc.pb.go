@@ -43,13 +43,15 @@ type CreditsServiceClient interface {
 	// Show how many credits a wallet holds. Each agent has one wallet, named by
 	// its agent id; without wallet this is the calling agent's own. An agent
 	// may read only its own wallet: naming another fails with
-	// permission_denied. low is true when the balance is under the configured
-	// low-balance threshold, a sign to spend sparingly.
+	// permission_denied, unless the caller holds the owner or admin role,
+	// which reads any wallet. low is true when the balance is under the
+	// configured low-balance threshold, a sign to spend sparingly.
 	GetBalance(ctx context.Context, in *GetBalanceRequest, opts ...grpc.CallOption) (*GetBalanceResponse, error)
 	// List the changes to a wallet, newest first. Every grant and every spend
 	// is one entry carrying the balance after it; the balance is the sum of
 	// all entries. Without wallet this is the calling agent's own; an agent may
-	// read only its own wallet. Results are paginated with offset and limit.
+	// read only its own wallet, the owner and admins any wallet. Results are
+	// paginated with offset and limit.
 	ListLedger(ctx context.Context, in *ListLedgerRequest, opts ...grpc.CallOption) (*ListLedgerResponse, error)
 	// Add credits to an agent's wallet (admin). reference names the grant, for
 	// example an invoice or ticket id, and makes it safe to retry: a grant
@@ -160,13 +162,15 @@ type CreditsServiceServer interface {
 	// Show how many credits a wallet holds. Each agent has one wallet, named by
 	// its agent id; without wallet this is the calling agent's own. An agent
 	// may read only its own wallet: naming another fails with
-	// permission_denied. low is true when the balance is under the configured
-	// low-balance threshold, a sign to spend sparingly.
+	// permission_denied, unless the caller holds the owner or admin role,
+	// which reads any wallet. low is true when the balance is under the
+	// configured low-balance threshold, a sign to spend sparingly.
 	GetBalance(context.Context, *GetBalanceRequest) (*GetBalanceResponse, error)
 	// List the changes to a wallet, newest first. Every grant and every spend
 	// is one entry carrying the balance after it; the balance is the sum of
 	// all entries. Without wallet this is the calling agent's own; an agent may
-	// read only its own wallet. Results are paginated with offset and limit.
+	// read only its own wallet, the owner and admins any wallet. Results are
+	// paginated with offset and limit.
 	ListLedger(context.Context, *ListLedgerRequest) (*ListLedgerResponse, error)
 	// Add credits to an agent's wallet (admin). reference names the grant, for
 	// example an invoice or ticket id, and makes it safe to retry: a grant

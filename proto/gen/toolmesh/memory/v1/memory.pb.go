@@ -12,6 +12,7 @@ package memoryv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -661,24 +662,22 @@ var File_toolmesh_memory_v1_memory_proto protoreflect.FileDescriptor
 
 const file_toolmesh_memory_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftoolmesh/memory/v1/memory.proto\x12\x12toolmesh.memory.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xae\x01\n" +
+	"\x1ftoolmesh/memory/v1/memory.proto\x12\x12toolmesh.memory.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xae\x01\n" +
 	"\x06Memory\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12;\n" +
 	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"w\n" +
+	"updateTime\"{\n" +
 	"\vSaveRequest\x12?\n" +
-	"\x03key\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\xc8\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\x12'\n" +
-	"\acontent\x18\x02 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x80}R\acontent\"\\\n" +
+	"\x03key\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\xc8\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\x12+\n" +
+	"\acontent\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x80}R\acontent\"\\\n" +
 	"\fSaveResponse\x122\n" +
 	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"U\n" +
-	"\rRecallRequest\x12#\n" +
-	"\x05query\x18\x01 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\xf4\x03R\x05query\x12\x1f\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"Y\n" +
+	"\rRecallRequest\x12'\n" +
+	"\x05query\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xf4\x03R\x05query\x12\x1f\n" +
 	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x05limit\"W\n" +
 	"\vRecallMatch\x122\n" +
 	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory\x12\x14\n" +

@@ -12,6 +12,7 @@ package messagesv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -463,7 +464,7 @@ var File_toolmesh_messages_v1_messages_proto protoreflect.FileDescriptor
 
 const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\n" +
-	"#toolmesh/messages/v1/messages.proto\x12\x14toolmesh.messages.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd7\x01\n" +
+	"#toolmesh/messages/v1/messages.proto\x12\x14toolmesh.messages.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd7\x01\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x1d\n" +
@@ -473,11 +474,10 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x14\n" +
-	"\x05depth\x18\a \x01(\x05R\x05depth\"\xaf\x01\n" +
+	"\x05depth\x18\a \x01(\x05R\x05depth\"\xb3\x01\n" +
 	"\vSendRequest\x12<\n" +
-	"\bto_agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\atoAgent\x12'\n" +
-	"\amessage\x18\x02 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x90NR\amessage\x129\n" +
+	"\bto_agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\atoAgent\x12+\n" +
+	"\amessage\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90NR\amessage\x129\n" +
 	"\tthread_id\x18\x03 \x01(\tB\x1c\xbaH\x19r\x172\x15^(thr_[0-9a-z]{26})?$R\bthreadId\"z\n" +
 	"\fSendResponse\x127\n" +
 	"\amessage\x18\x01 \x01(\v2\x1d.toolmesh.messages.v1.MessageR\amessage\x121\n" +

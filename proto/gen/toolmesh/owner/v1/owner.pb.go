@@ -14,6 +14,7 @@ package ownerv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -2142,7 +2143,7 @@ var File_toolmesh_owner_v1_owner_proto protoreflect.FileDescriptor
 
 const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/owner/v1/owner.proto\x12\x11toolmesh.owner.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd0\x03\n" +
+	"\x1dtoolmesh/owner/v1/owner.proto\x12\x11toolmesh.owner.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd0\x03\n" +
 	"\x03Ask\x12\x15\n" +
 	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
@@ -2163,8 +2164,8 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"workflowId\"\x8f\x02\n" +
 	"\n" +
 	"AskRequest\x12-\n" +
-	"\bquestion\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\x10\x01\x18\xd0\x0f2\x02\\SR\bquestion\x121\n" +
-	"\aoptions\x18\x02 \x03(\tB\x17\xbaH\x14\x92\x01\x11\x10\x14\x18\x01\"\vr\t\x10\x01\x18\xc8\x012\x02\\SR\aoptions\x12\"\n" +
+	"\bquestion\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xd0\x0fR\bquestion\x121\n" +
+	"\aoptions\x18\x02 \x03(\tB\x17\xbaH\x14\x92\x01\x11\x10\x14\x18\x01\"\vr\t\xc8\xc6'\x01\x10\x01\x18\xc8\x01R\aoptions\x12\"\n" +
 	"\acontext\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xa0\x1fR\acontext\x127\n" +
 	"\x0ftimeout_seconds\x18\x04 \x01(\x05B\x0e\xbaH\v\xd8\x01\x01\x1a\x06\x18\x80\xf5$(\n" +
 	"R\x0etimeoutSeconds\x121\n" +
@@ -2187,7 +2188,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"o\n" +
 	"\rAnswerRequest\x123\n" +
 	"\x06ask_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ask_[0-9a-z]{26}$R\x05askId\x12)\n" +
-	"\x06answer\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\x10\x01\x18\xa0\x1f2\x02\\SR\x06answer\":\n" +
+	"\x06answer\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\x06answer\":\n" +
 	"\x0eAnswerResponse\x12(\n" +
 	"\x03ask\x18\x01 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask\"G\n" +
 	"\x10CancelAskRequest\x123\n" +
@@ -2211,7 +2212,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x03ask\x18\x01 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask\"\xa2\x01\n" +
 	"\rNotifyRequest\x12\x1e\n" +
 	"\x05title\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x05title\x12+\n" +
-	"\amessage\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\x10\x01\x18\xa0\x1f2\x02\\SR\amessage\x12D\n" +
+	"\amessage\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\amessage\x12D\n" +
 	"\x05level\x18\x03 \x01(\x0e2$.toolmesh.owner.v1.NotificationLevelB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05level\"\x9d\x01\n" +
 	"\bDelivery\x12\x1d\n" +
 	"\n" +
@@ -2223,14 +2224,14 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12;\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x1b.toolmesh.owner.v1.DeliveryR\n" +
-	"deliveries\"\xf1\x02\n" +
+	"deliveries\"\x81\x03\n" +
 	"\x0eWebhookPayload\x12E\n" +
-	"\x0fnotification_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ntf_[0-9a-z]{26}$R\x0enotificationId\x12 \n" +
-	"\achannel\x18\x02 \x01(\tB\x06\xbaH\x03\xc8\x01\x01R\achannel\x12G\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ntf_[0-9a-z]{26}$R\x0enotificationId\x12&\n" +
+	"\achannel\x18\x02 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\xc8\xc6'\x01R\achannel\x12G\n" +
 	"\x05level\x18\x03 \x01(\x0e2$.toolmesh.owner.v1.NotificationLevelB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x05level\x12\x1e\n" +
-	"\x05title\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x05title\x12%\n" +
-	"\amessage\x18\x05 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xa0\x1fR\amessage\x12!\n" +
-	"\bagent_id\x18\x06 \x01(\tB\x06\xbaH\x03\xc8\x01\x01R\aagentId\x12C\n" +
+	"\x05title\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x05title\x12)\n" +
+	"\amessage\x18\x05 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\xa0\x1fR\amessage\x12'\n" +
+	"\bagent_id\x18\x06 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\xc8\xc6'\x01R\aagentId\x12C\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\n" +
 	"createTime\"\x8f\x03\n" +
 	"\aChannel\x12\x1d\n" +

@@ -14,6 +14,7 @@ package remoteagentsv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1586,7 +1587,7 @@ var File_toolmesh_remoteagents_v1_remoteagents_proto protoreflect.FileDescriptor
 
 const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\n" +
-	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
+	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1634,11 +1635,10 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x0fDiscoverRequest\x12 \n" +
 	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\"K\n" +
 	"\x10DiscoverResponse\x127\n" +
-	"\x04card\x18\x01 \x01(\v2#.toolmesh.remoteagents.v1.AgentCardR\x04card\"\xa0\x02\n" +
+	"\x04card\x18\x01 \x01(\v2#.toolmesh.remoteagents.v1.AgentCardR\x04card\"\xa4\x02\n" +
 	"\rInvokeRequest\x12 \n" +
-	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12'\n" +
-	"\amessage\x18\x02 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x90NR\amessage\x12!\n" +
+	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12+\n" +
+	"\amessage\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90NR\amessage\x12!\n" +
 	"\atask_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x06taskId\x12'\n" +
 	"\n" +
 	"context_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\x124\n" +
@@ -1694,23 +1694,21 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xd6\x01\n" +
+	"updateTime\"\xde\x01\n" +
 	"\x15DeliverInboundRequest\x12<\n" +
-	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12!\n" +
-	"\x04text\x18\x02 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x90NR\x04text\x123\n" +
-	"\x0ea2a_message_id\x18\x03 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x80\x02R\fa2aMessageId\x12'\n" +
+	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12%\n" +
+	"\x04text\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90NR\x04text\x127\n" +
+	"\x0ea2a_message_id\x18\x03 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x80\x02R\fa2aMessageId\x12'\n" +
 	"\n" +
 	"context_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\"U\n" +
 	"\x16DeliverInboundResponse\x12;\n" +
-	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound\"9\n" +
-	"\x11GetInboundRequest\x12$\n" +
-	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\"Q\n" +
+	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound\"=\n" +
+	"\x11GetInboundRequest\x12(\n" +
+	"\atask_id\x18\x01 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80\x02R\x06taskId\"Q\n" +
 	"\x12GetInboundResponse\x12;\n" +
-	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound\"<\n" +
-	"\x14CancelInboundRequest\x12$\n" +
-	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\"T\n" +
+	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound\"@\n" +
+	"\x14CancelInboundRequest\x12(\n" +
+	"\atask_id\x18\x01 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80\x02R\x06taskId\"T\n" +
 	"\x15CancelInboundResponse\x12;\n" +
 	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound*\xfa\x01\n" +
 	"\x10InvocationStatus\x12!\n" +

@@ -15,6 +15,7 @@ package schedulesv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -377,7 +378,10 @@ type Schedule struct {
 	// When the schedule was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the schedule last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// How many times the schedule was changed (schedules_update); 0 as
+	// created. Each change is approved anew.
+	Revision      int32 `protobuf:"varint,18,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,6 +533,13 @@ func (x *Schedule) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Schedule) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // Execution is one run of a schedule.
@@ -789,6 +800,147 @@ func (x *CreateResponse) GetSchedule() *Schedule {
 	return nil
 }
 
+type UpdateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the schedule to change.
+	ScheduleId string `protobuf:"bytes,1,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// A new cron expression, as for schedules_create; the schedule becomes
+	// calendar based. Give this or interval_seconds, or neither to keep the
+	// schedule's spec.
+	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
+	// A new interval in seconds, as for schedules_create; the schedule becomes
+	// interval based.
+	IntervalSeconds int32 `protobuf:"varint,3,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
+	// A new IANA time zone for the cron expression, e.g. "Europe/Paris";
+	// omitted, the schedule keeps its time zone.
+	Timezone *string `protobuf:"bytes,4,opt,name=timezone,proto3,oneof" json:"timezone,omitempty"`
+	// A new action: the tool and all of its arguments (the arguments are not
+	// merged with the old ones).
+	Action *Action `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	// A new description (up to 500 characters; empty clears it).
+	Description   *string `protobuf:"bytes,6,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRequest) Reset() {
+	*x = UpdateRequest{}
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRequest) ProtoMessage() {}
+
+func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *UpdateRequest) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *UpdateRequest) GetIntervalSeconds() int32 {
+	if x != nil {
+		return x.IntervalSeconds
+	}
+	return 0
+}
+
+func (x *UpdateRequest) GetTimezone() string {
+	if x != nil && x.Timezone != nil {
+		return *x.Timezone
+	}
+	return ""
+}
+
+func (x *UpdateRequest) GetAction() *Action {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *UpdateRequest) GetDescription() string {
+	if x != nil && x.Description != nil {
+		return *x.Description
+	}
+	return ""
+}
+
+type UpdateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule as changed: pending_approval, with the spec hash of the new
+	// approval request (or, when nothing changed, the schedule as it was).
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateResponse) Reset() {
+	*x = UpdateResponse{}
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateResponse) ProtoMessage() {}
+
+func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
+func (*UpdateResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UpdateResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
 type PreviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Cron expression, as for schedules_create. Give this or interval_seconds.
@@ -807,7 +959,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[6]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +971,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[6]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +984,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PreviewRequest) GetCron() string {
@@ -885,7 +1037,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[7]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1049,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[7]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1062,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PreviewResponse) GetRunTimes() []*timestamppb.Timestamp {
@@ -944,7 +1096,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[8]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1108,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[8]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1121,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRequest) GetScheduleId() string {
@@ -989,7 +1141,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[9]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1153,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[9]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1166,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetResponse) GetSchedule() *Schedule {
@@ -1040,7 +1192,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[10]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1204,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[10]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1217,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetStatus() ScheduleStatus {
@@ -1108,7 +1260,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[11]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1272,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[11]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1285,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResponse) GetSchedules() []*Schedule {
@@ -1164,7 +1316,7 @@ type ExecutionsRequest struct {
 
 func (x *ExecutionsRequest) Reset() {
 	*x = ExecutionsRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[12]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1328,7 @@ func (x *ExecutionsRequest) String() string {
 func (*ExecutionsRequest) ProtoMessage() {}
 
 func (x *ExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[12]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1341,7 @@ func (x *ExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecutionsRequest) GetScheduleId() string {
@@ -1225,7 +1377,7 @@ type ExecutionsResponse struct {
 
 func (x *ExecutionsResponse) Reset() {
 	*x = ExecutionsResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[13]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1389,7 @@ func (x *ExecutionsResponse) String() string {
 func (*ExecutionsResponse) ProtoMessage() {}
 
 func (x *ExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[13]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1402,7 @@ func (x *ExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecutionsResponse) GetExecutions() []*Execution {
@@ -1282,7 +1434,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[14]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1446,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[14]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1459,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApproveRequest) GetScheduleId() string {
@@ -1341,7 +1493,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[15]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1505,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[15]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1518,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApproveResponse) GetSchedule() *Schedule {
@@ -1388,7 +1540,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[16]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1552,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[16]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1565,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DenyRequest) GetScheduleId() string {
@@ -1440,7 +1592,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[17]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1604,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[17]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1617,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DenyResponse) GetSchedule() *Schedule {
@@ -1487,7 +1639,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[18]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1651,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[18]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1664,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseRequest) GetScheduleId() string {
@@ -1539,7 +1691,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[19]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1703,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[19]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1716,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseResponse) GetSchedule() *Schedule {
@@ -1584,7 +1736,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[20]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1748,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[20]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1761,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeRequest) GetScheduleId() string {
@@ -1629,7 +1781,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[21]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1793,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[21]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1806,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeResponse) GetSchedule() *Schedule {
@@ -1674,7 +1826,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[22]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1838,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[22]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1851,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteRequest) GetScheduleId() string {
@@ -1719,7 +1871,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[23]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1883,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[23]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1896,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteResponse) GetSchedule() *Schedule {
@@ -1772,7 +1924,7 @@ type ApplyDecisionRequest struct {
 
 func (x *ApplyDecisionRequest) Reset() {
 	*x = ApplyDecisionRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[24]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1936,7 @@ func (x *ApplyDecisionRequest) String() string {
 func (*ApplyDecisionRequest) ProtoMessage() {}
 
 func (x *ApplyDecisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[24]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1949,7 @@ func (x *ApplyDecisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDecisionRequest.ProtoReflect.Descriptor instead.
 func (*ApplyDecisionRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyDecisionRequest) GetScheduleId() string {
@@ -1845,7 +1997,7 @@ type ApplyDecisionResponse struct {
 
 func (x *ApplyDecisionResponse) Reset() {
 	*x = ApplyDecisionResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[25]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2009,7 @@ func (x *ApplyDecisionResponse) String() string {
 func (*ApplyDecisionResponse) ProtoMessage() {}
 
 func (x *ApplyDecisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[25]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2022,7 @@ func (x *ApplyDecisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDecisionResponse.ProtoReflect.Descriptor instead.
 func (*ApplyDecisionResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApplyDecisionResponse) GetSchedule() *Schedule {
@@ -1896,7 +2048,7 @@ type RecordExecutionRequest struct {
 
 func (x *RecordExecutionRequest) Reset() {
 	*x = RecordExecutionRequest{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[26]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2060,7 @@ func (x *RecordExecutionRequest) String() string {
 func (*RecordExecutionRequest) ProtoMessage() {}
 
 func (x *RecordExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[26]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2073,7 @@ func (x *RecordExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExecutionRequest.ProtoReflect.Descriptor instead.
 func (*RecordExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecordExecutionRequest) GetExecution() *Execution {
@@ -1962,7 +2114,7 @@ type RecordExecutionResponse struct {
 
 func (x *RecordExecutionResponse) Reset() {
 	*x = RecordExecutionResponse{}
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[27]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2126,7 @@ func (x *RecordExecutionResponse) String() string {
 func (*RecordExecutionResponse) ProtoMessage() {}
 
 func (x *RecordExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[27]
+	mi := &file_toolmesh_schedules_v1_schedules_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2139,7 @@ func (x *RecordExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordExecutionResponse.ProtoReflect.Descriptor instead.
 func (*RecordExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecordExecutionResponse) GetExecution() *Execution {
@@ -2001,7 +2153,7 @@ var File_toolmesh_schedules_v1_schedules_proto protoreflect.FileDescriptor
 
 const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\n" +
-	"%toolmesh/schedules/v1/schedules.proto\x12\x15toolmesh.schedules.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"|\n" +
+	"%toolmesh/schedules/v1/schedules.proto\x12\x15toolmesh.schedules.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"|\n" +
 	"\x06Action\x12;\n" +
 	"\x04tool\x18\x01 \x01(\tB'\xbaH$\xc8\x01\x01r\x1f\x18@2\x1b^[a-z][a-z0-9]*_[a-z0-9_]+$R\x04tool\x125\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"z\n" +
@@ -2010,7 +2162,7 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"decided_by\x18\x01 \x01(\tR\tdecidedBy\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12;\n" +
 	"\vdecide_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"decideTime\"\xd5\x05\n" +
+	"decideTime\"\xf1\x05\n" +
 	"\bSchedule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12 \n" +
@@ -2031,9 +2183,10 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xfb\x03\n" +
-	"\tExecution\x12\"\n" +
-	"\x06run_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\x05runId\x12=\n" +
+	"updateTime\x12\x1a\n" +
+	"\brevision\x18\x12 \x01(\x05R\brevision\"\xff\x03\n" +
+	"\tExecution\x12&\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\xc8\x01R\x05runId\x12=\n" +
 	"\vschedule_id\x18\x02 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^sch_[0-9a-z]{26}$R\n" +
 	"scheduleId\x12I\n" +
 	"\x0escheduled_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\rscheduledTime\x129\n" +
@@ -2054,6 +2207,20 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\vdescription:x\xbaHu\x1as\n" +
 	"\x10spec_exactly_one\x12,give exactly one of cron or interval_seconds\x1a1(this.cron != '') != (this.interval_seconds != 0)\"M\n" +
 	"\x0eCreateResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.toolmesh.schedules.v1.ScheduleR\bschedule\"\xda\x05\n" +
+	"\rUpdateRequest\x12=\n" +
+	"\vschedule_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^sch_[0-9a-z]{26}$R\n" +
+	"scheduleId\x121\n" +
+	"\x04cron\x18\x02 \x01(\tB\x1d\xbaH\x1ar\x18\x18d2\x14^[0-9A-Za-z*/,@ -]*$R\x04cron\x127\n" +
+	"\x10interval_seconds\x18\x03 \x01(\x05B\f\xbaH\t\x1a\a\x18\x80\x8a\x8a\x0f(\x00R\x0fintervalSeconds\x12D\n" +
+	"\btimezone\x18\x04 \x01(\tB#\xbaH r\x1e\x18@2\x1a^[A-Za-z][A-Za-z0-9_+/-]*$H\x00R\btimezone\x88\x01\x01\x125\n" +
+	"\x06action\x18\x05 \x01(\v2\x1d.toolmesh.schedules.v1.ActionR\x06action\x12/\n" +
+	"\vdescription\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03H\x01R\vdescription\x88\x01\x01:\xd2\x02\xbaH\xce\x02\x1ao\n" +
+	"\x10spec_at_most_one\x12,give at most one of cron or interval_seconds\x1a-this.cron == '' || this.interval_seconds == 0\x1a\xda\x01\n" +
+	"\x18update_changes_something\x12Lgive at least one of cron, interval_seconds, timezone, action or description\x1apthis.cron != '' || this.interval_seconds != 0 || has(this.timezone) || has(this.action) || has(this.description)B\v\n" +
+	"\t_timezoneB\x0e\n" +
+	"\f_description\"M\n" +
+	"\x0eUpdateResponse\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.toolmesh.schedules.v1.ScheduleR\bschedule\"\x8d\x03\n" +
 	"\x0ePreviewRequest\x121\n" +
 	"\x04cron\x18\x01 \x01(\tB\x1d\xbaH\x1ar\x18\x18d2\x14^[0-9A-Za-z*/,@ -]*$R\x04cron\x127\n" +
@@ -2159,10 +2326,12 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_APPROVE\x10\x01\x12\x16\n" +
 	"\x12DECISION_KIND_DENY\x10\x02\x12\x18\n" +
-	"\x14DECISION_KIND_EXPIRE\x10\x032\xad\r\n" +
+	"\x14DECISION_KIND_EXPIRE\x10\x032\xb0\x0e\n" +
 	"\x10SchedulesService\x12\xb5\x01\n" +
 	"\x06Create\x12$.toolmesh.schedules.v1.CreateRequest\x1a%.toolmesh.schedules.v1.CreateResponse\"^\xc2\xf3\x18Z\n" +
-	"\x10schedules_create\x12\x0fCreate schedule\x18\x022\x04cron2\x10interval_seconds2\btimezone:\x11schedules_preview\x12\x92\x01\n" +
+	"\x10schedules_create\x12\x0fCreate schedule\x18\x022\x04cron2\x10interval_seconds2\btimezone:\x11schedules_preview\x12\x80\x01\n" +
+	"\x06Update\x12$.toolmesh.schedules.v1.UpdateRequest\x1a%.toolmesh.schedules.v1.UpdateResponse\")\xc2\xf3\x18%\n" +
+	"\x10schedules_update\x12\x0fChange schedule\x18\x02\x12\x92\x01\n" +
 	"\aPreview\x12%.toolmesh.schedules.v1.PreviewRequest\x1a&.toolmesh.schedules.v1.PreviewResponse\"8\xc2\xf3\x181\n" +
 	"\x11schedules_preview\x12\x1aPreview schedule run times\x18\x01\x90\x02\x01\x12\xd1\x01\n" +
 	"\x03Get\x12!.toolmesh.schedules.v1.GetRequest\x1a\".toolmesh.schedules.v1.GetResponse\"\x82\x01\xc2\xf3\x18{\n" +
@@ -2199,7 +2368,7 @@ func file_toolmesh_schedules_v1_schedules_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_schedules_v1_schedules_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_schedules_v1_schedules_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolmesh_schedules_v1_schedules_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolmesh_schedules_v1_schedules_proto_goTypes = []any{
 	(ScheduleStatus)(0),             // 0: toolmesh.schedules.v1.ScheduleStatus
 	(ExecutionStatus)(0),            // 1: toolmesh.schedules.v1.ExecutionStatus
@@ -2210,95 +2379,101 @@ var file_toolmesh_schedules_v1_schedules_proto_goTypes = []any{
 	(*Execution)(nil),               // 6: toolmesh.schedules.v1.Execution
 	(*CreateRequest)(nil),           // 7: toolmesh.schedules.v1.CreateRequest
 	(*CreateResponse)(nil),          // 8: toolmesh.schedules.v1.CreateResponse
-	(*PreviewRequest)(nil),          // 9: toolmesh.schedules.v1.PreviewRequest
-	(*PreviewResponse)(nil),         // 10: toolmesh.schedules.v1.PreviewResponse
-	(*GetRequest)(nil),              // 11: toolmesh.schedules.v1.GetRequest
-	(*GetResponse)(nil),             // 12: toolmesh.schedules.v1.GetResponse
-	(*ListRequest)(nil),             // 13: toolmesh.schedules.v1.ListRequest
-	(*ListResponse)(nil),            // 14: toolmesh.schedules.v1.ListResponse
-	(*ExecutionsRequest)(nil),       // 15: toolmesh.schedules.v1.ExecutionsRequest
-	(*ExecutionsResponse)(nil),      // 16: toolmesh.schedules.v1.ExecutionsResponse
-	(*ApproveRequest)(nil),          // 17: toolmesh.schedules.v1.ApproveRequest
-	(*ApproveResponse)(nil),         // 18: toolmesh.schedules.v1.ApproveResponse
-	(*DenyRequest)(nil),             // 19: toolmesh.schedules.v1.DenyRequest
-	(*DenyResponse)(nil),            // 20: toolmesh.schedules.v1.DenyResponse
-	(*PauseRequest)(nil),            // 21: toolmesh.schedules.v1.PauseRequest
-	(*PauseResponse)(nil),           // 22: toolmesh.schedules.v1.PauseResponse
-	(*ResumeRequest)(nil),           // 23: toolmesh.schedules.v1.ResumeRequest
-	(*ResumeResponse)(nil),          // 24: toolmesh.schedules.v1.ResumeResponse
-	(*DeleteRequest)(nil),           // 25: toolmesh.schedules.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 26: toolmesh.schedules.v1.DeleteResponse
-	(*ApplyDecisionRequest)(nil),    // 27: toolmesh.schedules.v1.ApplyDecisionRequest
-	(*ApplyDecisionResponse)(nil),   // 28: toolmesh.schedules.v1.ApplyDecisionResponse
-	(*RecordExecutionRequest)(nil),  // 29: toolmesh.schedules.v1.RecordExecutionRequest
-	(*RecordExecutionResponse)(nil), // 30: toolmesh.schedules.v1.RecordExecutionResponse
-	(*structpb.Struct)(nil),         // 31: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
-	(*v1.Page)(nil),                 // 33: toolmesh.page.v1.Page
+	(*UpdateRequest)(nil),           // 9: toolmesh.schedules.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 10: toolmesh.schedules.v1.UpdateResponse
+	(*PreviewRequest)(nil),          // 11: toolmesh.schedules.v1.PreviewRequest
+	(*PreviewResponse)(nil),         // 12: toolmesh.schedules.v1.PreviewResponse
+	(*GetRequest)(nil),              // 13: toolmesh.schedules.v1.GetRequest
+	(*GetResponse)(nil),             // 14: toolmesh.schedules.v1.GetResponse
+	(*ListRequest)(nil),             // 15: toolmesh.schedules.v1.ListRequest
+	(*ListResponse)(nil),            // 16: toolmesh.schedules.v1.ListResponse
+	(*ExecutionsRequest)(nil),       // 17: toolmesh.schedules.v1.ExecutionsRequest
+	(*ExecutionsResponse)(nil),      // 18: toolmesh.schedules.v1.ExecutionsResponse
+	(*ApproveRequest)(nil),          // 19: toolmesh.schedules.v1.ApproveRequest
+	(*ApproveResponse)(nil),         // 20: toolmesh.schedules.v1.ApproveResponse
+	(*DenyRequest)(nil),             // 21: toolmesh.schedules.v1.DenyRequest
+	(*DenyResponse)(nil),            // 22: toolmesh.schedules.v1.DenyResponse
+	(*PauseRequest)(nil),            // 23: toolmesh.schedules.v1.PauseRequest
+	(*PauseResponse)(nil),           // 24: toolmesh.schedules.v1.PauseResponse
+	(*ResumeRequest)(nil),           // 25: toolmesh.schedules.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 26: toolmesh.schedules.v1.ResumeResponse
+	(*DeleteRequest)(nil),           // 27: toolmesh.schedules.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 28: toolmesh.schedules.v1.DeleteResponse
+	(*ApplyDecisionRequest)(nil),    // 29: toolmesh.schedules.v1.ApplyDecisionRequest
+	(*ApplyDecisionResponse)(nil),   // 30: toolmesh.schedules.v1.ApplyDecisionResponse
+	(*RecordExecutionRequest)(nil),  // 31: toolmesh.schedules.v1.RecordExecutionRequest
+	(*RecordExecutionResponse)(nil), // 32: toolmesh.schedules.v1.RecordExecutionResponse
+	(*structpb.Struct)(nil),         // 33: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
+	(*v1.Page)(nil),                 // 35: toolmesh.page.v1.Page
 }
 var file_toolmesh_schedules_v1_schedules_proto_depIdxs = []int32{
-	31, // 0: toolmesh.schedules.v1.Action.arguments:type_name -> google.protobuf.Struct
-	32, // 1: toolmesh.schedules.v1.Decision.decide_time:type_name -> google.protobuf.Timestamp
+	33, // 0: toolmesh.schedules.v1.Action.arguments:type_name -> google.protobuf.Struct
+	34, // 1: toolmesh.schedules.v1.Decision.decide_time:type_name -> google.protobuf.Timestamp
 	3,  // 2: toolmesh.schedules.v1.Schedule.action:type_name -> toolmesh.schedules.v1.Action
 	0,  // 3: toolmesh.schedules.v1.Schedule.status:type_name -> toolmesh.schedules.v1.ScheduleStatus
-	32, // 4: toolmesh.schedules.v1.Schedule.next_run_times:type_name -> google.protobuf.Timestamp
+	34, // 4: toolmesh.schedules.v1.Schedule.next_run_times:type_name -> google.protobuf.Timestamp
 	4,  // 5: toolmesh.schedules.v1.Schedule.decision:type_name -> toolmesh.schedules.v1.Decision
-	32, // 6: toolmesh.schedules.v1.Schedule.create_time:type_name -> google.protobuf.Timestamp
-	32, // 7: toolmesh.schedules.v1.Schedule.update_time:type_name -> google.protobuf.Timestamp
-	32, // 8: toolmesh.schedules.v1.Execution.scheduled_time:type_name -> google.protobuf.Timestamp
-	32, // 9: toolmesh.schedules.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
-	32, // 10: toolmesh.schedules.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
+	34, // 6: toolmesh.schedules.v1.Schedule.create_time:type_name -> google.protobuf.Timestamp
+	34, // 7: toolmesh.schedules.v1.Schedule.update_time:type_name -> google.protobuf.Timestamp
+	34, // 8: toolmesh.schedules.v1.Execution.scheduled_time:type_name -> google.protobuf.Timestamp
+	34, // 9: toolmesh.schedules.v1.Execution.start_time:type_name -> google.protobuf.Timestamp
+	34, // 10: toolmesh.schedules.v1.Execution.end_time:type_name -> google.protobuf.Timestamp
 	1,  // 11: toolmesh.schedules.v1.Execution.status:type_name -> toolmesh.schedules.v1.ExecutionStatus
-	31, // 12: toolmesh.schedules.v1.Execution.result:type_name -> google.protobuf.Struct
+	33, // 12: toolmesh.schedules.v1.Execution.result:type_name -> google.protobuf.Struct
 	3,  // 13: toolmesh.schedules.v1.CreateRequest.action:type_name -> toolmesh.schedules.v1.Action
 	5,  // 14: toolmesh.schedules.v1.CreateResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	32, // 15: toolmesh.schedules.v1.PreviewRequest.after:type_name -> google.protobuf.Timestamp
-	32, // 16: toolmesh.schedules.v1.PreviewResponse.run_times:type_name -> google.protobuf.Timestamp
-	5,  // 17: toolmesh.schedules.v1.GetResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	0,  // 18: toolmesh.schedules.v1.ListRequest.status:type_name -> toolmesh.schedules.v1.ScheduleStatus
-	5,  // 19: toolmesh.schedules.v1.ListResponse.schedules:type_name -> toolmesh.schedules.v1.Schedule
-	33, // 20: toolmesh.schedules.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	6,  // 21: toolmesh.schedules.v1.ExecutionsResponse.executions:type_name -> toolmesh.schedules.v1.Execution
-	33, // 22: toolmesh.schedules.v1.ExecutionsResponse.page:type_name -> toolmesh.page.v1.Page
-	5,  // 23: toolmesh.schedules.v1.ApproveResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	5,  // 24: toolmesh.schedules.v1.DenyResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	5,  // 25: toolmesh.schedules.v1.PauseResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	5,  // 26: toolmesh.schedules.v1.ResumeResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	5,  // 27: toolmesh.schedules.v1.DeleteResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	2,  // 28: toolmesh.schedules.v1.ApplyDecisionRequest.kind:type_name -> toolmesh.schedules.v1.DecisionKind
-	5,  // 29: toolmesh.schedules.v1.ApplyDecisionResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
-	6,  // 30: toolmesh.schedules.v1.RecordExecutionRequest.execution:type_name -> toolmesh.schedules.v1.Execution
-	3,  // 31: toolmesh.schedules.v1.RecordExecutionRequest.action:type_name -> toolmesh.schedules.v1.Action
-	6,  // 32: toolmesh.schedules.v1.RecordExecutionResponse.execution:type_name -> toolmesh.schedules.v1.Execution
-	7,  // 33: toolmesh.schedules.v1.SchedulesService.Create:input_type -> toolmesh.schedules.v1.CreateRequest
-	9,  // 34: toolmesh.schedules.v1.SchedulesService.Preview:input_type -> toolmesh.schedules.v1.PreviewRequest
-	11, // 35: toolmesh.schedules.v1.SchedulesService.Get:input_type -> toolmesh.schedules.v1.GetRequest
-	13, // 36: toolmesh.schedules.v1.SchedulesService.List:input_type -> toolmesh.schedules.v1.ListRequest
-	15, // 37: toolmesh.schedules.v1.SchedulesService.Executions:input_type -> toolmesh.schedules.v1.ExecutionsRequest
-	17, // 38: toolmesh.schedules.v1.SchedulesService.Approve:input_type -> toolmesh.schedules.v1.ApproveRequest
-	19, // 39: toolmesh.schedules.v1.SchedulesService.Deny:input_type -> toolmesh.schedules.v1.DenyRequest
-	21, // 40: toolmesh.schedules.v1.SchedulesService.Pause:input_type -> toolmesh.schedules.v1.PauseRequest
-	23, // 41: toolmesh.schedules.v1.SchedulesService.Resume:input_type -> toolmesh.schedules.v1.ResumeRequest
-	25, // 42: toolmesh.schedules.v1.SchedulesService.Delete:input_type -> toolmesh.schedules.v1.DeleteRequest
-	27, // 43: toolmesh.schedules.v1.SchedulesService.ApplyDecision:input_type -> toolmesh.schedules.v1.ApplyDecisionRequest
-	29, // 44: toolmesh.schedules.v1.SchedulesService.RecordExecution:input_type -> toolmesh.schedules.v1.RecordExecutionRequest
-	8,  // 45: toolmesh.schedules.v1.SchedulesService.Create:output_type -> toolmesh.schedules.v1.CreateResponse
-	10, // 46: toolmesh.schedules.v1.SchedulesService.Preview:output_type -> toolmesh.schedules.v1.PreviewResponse
-	12, // 47: toolmesh.schedules.v1.SchedulesService.Get:output_type -> toolmesh.schedules.v1.GetResponse
-	14, // 48: toolmesh.schedules.v1.SchedulesService.List:output_type -> toolmesh.schedules.v1.ListResponse
-	16, // 49: toolmesh.schedules.v1.SchedulesService.Executions:output_type -> toolmesh.schedules.v1.ExecutionsResponse
-	18, // 50: toolmesh.schedules.v1.SchedulesService.Approve:output_type -> toolmesh.schedules.v1.ApproveResponse
-	20, // 51: toolmesh.schedules.v1.SchedulesService.Deny:output_type -> toolmesh.schedules.v1.DenyResponse
-	22, // 52: toolmesh.schedules.v1.SchedulesService.Pause:output_type -> toolmesh.schedules.v1.PauseResponse
-	24, // 53: toolmesh.schedules.v1.SchedulesService.Resume:output_type -> toolmesh.schedules.v1.ResumeResponse
-	26, // 54: toolmesh.schedules.v1.SchedulesService.Delete:output_type -> toolmesh.schedules.v1.DeleteResponse
-	28, // 55: toolmesh.schedules.v1.SchedulesService.ApplyDecision:output_type -> toolmesh.schedules.v1.ApplyDecisionResponse
-	30, // 56: toolmesh.schedules.v1.SchedulesService.RecordExecution:output_type -> toolmesh.schedules.v1.RecordExecutionResponse
-	45, // [45:57] is the sub-list for method output_type
-	33, // [33:45] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 15: toolmesh.schedules.v1.UpdateRequest.action:type_name -> toolmesh.schedules.v1.Action
+	5,  // 16: toolmesh.schedules.v1.UpdateResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	34, // 17: toolmesh.schedules.v1.PreviewRequest.after:type_name -> google.protobuf.Timestamp
+	34, // 18: toolmesh.schedules.v1.PreviewResponse.run_times:type_name -> google.protobuf.Timestamp
+	5,  // 19: toolmesh.schedules.v1.GetResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	0,  // 20: toolmesh.schedules.v1.ListRequest.status:type_name -> toolmesh.schedules.v1.ScheduleStatus
+	5,  // 21: toolmesh.schedules.v1.ListResponse.schedules:type_name -> toolmesh.schedules.v1.Schedule
+	35, // 22: toolmesh.schedules.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	6,  // 23: toolmesh.schedules.v1.ExecutionsResponse.executions:type_name -> toolmesh.schedules.v1.Execution
+	35, // 24: toolmesh.schedules.v1.ExecutionsResponse.page:type_name -> toolmesh.page.v1.Page
+	5,  // 25: toolmesh.schedules.v1.ApproveResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	5,  // 26: toolmesh.schedules.v1.DenyResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	5,  // 27: toolmesh.schedules.v1.PauseResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	5,  // 28: toolmesh.schedules.v1.ResumeResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	5,  // 29: toolmesh.schedules.v1.DeleteResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	2,  // 30: toolmesh.schedules.v1.ApplyDecisionRequest.kind:type_name -> toolmesh.schedules.v1.DecisionKind
+	5,  // 31: toolmesh.schedules.v1.ApplyDecisionResponse.schedule:type_name -> toolmesh.schedules.v1.Schedule
+	6,  // 32: toolmesh.schedules.v1.RecordExecutionRequest.execution:type_name -> toolmesh.schedules.v1.Execution
+	3,  // 33: toolmesh.schedules.v1.RecordExecutionRequest.action:type_name -> toolmesh.schedules.v1.Action
+	6,  // 34: toolmesh.schedules.v1.RecordExecutionResponse.execution:type_name -> toolmesh.schedules.v1.Execution
+	7,  // 35: toolmesh.schedules.v1.SchedulesService.Create:input_type -> toolmesh.schedules.v1.CreateRequest
+	9,  // 36: toolmesh.schedules.v1.SchedulesService.Update:input_type -> toolmesh.schedules.v1.UpdateRequest
+	11, // 37: toolmesh.schedules.v1.SchedulesService.Preview:input_type -> toolmesh.schedules.v1.PreviewRequest
+	13, // 38: toolmesh.schedules.v1.SchedulesService.Get:input_type -> toolmesh.schedules.v1.GetRequest
+	15, // 39: toolmesh.schedules.v1.SchedulesService.List:input_type -> toolmesh.schedules.v1.ListRequest
+	17, // 40: toolmesh.schedules.v1.SchedulesService.Executions:input_type -> toolmesh.schedules.v1.ExecutionsRequest
+	19, // 41: toolmesh.schedules.v1.SchedulesService.Approve:input_type -> toolmesh.schedules.v1.ApproveRequest
+	21, // 42: toolmesh.schedules.v1.SchedulesService.Deny:input_type -> toolmesh.schedules.v1.DenyRequest
+	23, // 43: toolmesh.schedules.v1.SchedulesService.Pause:input_type -> toolmesh.schedules.v1.PauseRequest
+	25, // 44: toolmesh.schedules.v1.SchedulesService.Resume:input_type -> toolmesh.schedules.v1.ResumeRequest
+	27, // 45: toolmesh.schedules.v1.SchedulesService.Delete:input_type -> toolmesh.schedules.v1.DeleteRequest
+	29, // 46: toolmesh.schedules.v1.SchedulesService.ApplyDecision:input_type -> toolmesh.schedules.v1.ApplyDecisionRequest
+	31, // 47: toolmesh.schedules.v1.SchedulesService.RecordExecution:input_type -> toolmesh.schedules.v1.RecordExecutionRequest
+	8,  // 48: toolmesh.schedules.v1.SchedulesService.Create:output_type -> toolmesh.schedules.v1.CreateResponse
+	10, // 49: toolmesh.schedules.v1.SchedulesService.Update:output_type -> toolmesh.schedules.v1.UpdateResponse
+	12, // 50: toolmesh.schedules.v1.SchedulesService.Preview:output_type -> toolmesh.schedules.v1.PreviewResponse
+	14, // 51: toolmesh.schedules.v1.SchedulesService.Get:output_type -> toolmesh.schedules.v1.GetResponse
+	16, // 52: toolmesh.schedules.v1.SchedulesService.List:output_type -> toolmesh.schedules.v1.ListResponse
+	18, // 53: toolmesh.schedules.v1.SchedulesService.Executions:output_type -> toolmesh.schedules.v1.ExecutionsResponse
+	20, // 54: toolmesh.schedules.v1.SchedulesService.Approve:output_type -> toolmesh.schedules.v1.ApproveResponse
+	22, // 55: toolmesh.schedules.v1.SchedulesService.Deny:output_type -> toolmesh.schedules.v1.DenyResponse
+	24, // 56: toolmesh.schedules.v1.SchedulesService.Pause:output_type -> toolmesh.schedules.v1.PauseResponse
+	26, // 57: toolmesh.schedules.v1.SchedulesService.Resume:output_type -> toolmesh.schedules.v1.ResumeResponse
+	28, // 58: toolmesh.schedules.v1.SchedulesService.Delete:output_type -> toolmesh.schedules.v1.DeleteResponse
+	30, // 59: toolmesh.schedules.v1.SchedulesService.ApplyDecision:output_type -> toolmesh.schedules.v1.ApplyDecisionResponse
+	32, // 60: toolmesh.schedules.v1.SchedulesService.RecordExecution:output_type -> toolmesh.schedules.v1.RecordExecutionResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_schedules_v1_schedules_proto_init() }
@@ -2306,13 +2481,14 @@ func file_toolmesh_schedules_v1_schedules_proto_init() {
 	if File_toolmesh_schedules_v1_schedules_proto != nil {
 		return
 	}
+	file_toolmesh_schedules_v1_schedules_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_schedules_v1_schedules_proto_rawDesc), len(file_toolmesh_schedules_v1_schedules_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SchedulesService_Create_FullMethodName          = "/toolmesh.schedules.v1.SchedulesService/Create"
+	SchedulesService_Update_FullMethodName          = "/toolmesh.schedules.v1.SchedulesService/Update"
 	SchedulesService_Preview_FullMethodName         = "/toolmesh.schedules.v1.SchedulesService/Preview"
 	SchedulesService_Get_FullMethodName             = "/toolmesh.schedules.v1.SchedulesService/Get"
 	SchedulesService_List_FullMethodName            = "/toolmesh.schedules.v1.SchedulesService/List"
@@ -59,6 +60,19 @@ type SchedulesServiceClient interface {
 	// owner approves it; the answer includes its next run times. Retrying with
 	// the same idempotency key returns the schedule created the first time.
 	Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error)
+	// Change one of your schedules: its spec (cron or interval_seconds, and
+	// timezone), its action (the tool and its arguments) or its description.
+	// Only what you give changes; an omitted timezone keeps the schedule's.
+	// Any change goes back to the owner: the schedule stops running at once
+	// (it is pending_approval again and its Temporal Schedule paused) until the
+	// owner approves the changed schedule, and an approval asked for before the
+	// change no longer applies. Once approved it runs, even if it was paused
+	// before the change. The spec and action are checked as in
+	// schedules_create; a bad one fails with invalid_argument and changes
+	// nothing. A schedule that was denied, expired or deleted cannot be
+	// changed (conflict). Retrying with the same idempotency key changes
+	// nothing more and returns the schedule.
+	Update(ctx context.Context, in *UpdateRequest, opts ...grpc.CallOption) (*UpdateResponse, error)
 	// Show the next run times of a schedule spec (cron or interval_seconds,
 	// and a time zone) without creating anything, to check a spec before
 	// schedules_create. Fails with invalid_argument when schedules_create
@@ -123,6 +137,16 @@ func (c *schedulesServiceClient) Create(ctx context.Context, in *CreateRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateResponse)
 	err := c.cc.Invoke(ctx, SchedulesService_Create_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesServiceClient) Update(ctx context.Context, in *UpdateRequest, opts ...grpc.CallOption) (*UpdateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateResponse)
+	err := c.cc.Invoke(ctx, SchedulesService_Update_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +283,19 @@ type SchedulesServiceServer interface {
 	// owner approves it; the answer includes its next run times. Retrying with
 	// the same idempotency key returns the schedule created the first time.
 	Create(context.Context, *CreateRequest) (*CreateResponse, error)
+	// Change one of your schedules: its spec (cron or interval_seconds, and
+	// timezone), its action (the tool and its arguments) or its description.
+	// Only what you give changes; an omitted timezone keeps the schedule's.
+	// Any change goes back to the owner: the schedule stops running at once
+	// (it is pending_approval again and its Temporal Schedule paused) until the
+	// owner approves the changed schedule, and an approval asked for before the
+	// change no longer applies. Once approved it runs, even if it was paused
+	// before the change. The spec and action are checked as in
+	// schedules_create; a bad one fails with invalid_argument and changes
+	// nothing. A schedule that was denied, expired or deleted cannot be
+	// changed (conflict). Retrying with the same idempotency key changes
+	// nothing more and returns the schedule.
+	Update(context.Context, *UpdateRequest) (*UpdateResponse, error)
 	// Show the next run times of a schedule spec (cron or interval_seconds,
 	// and a time zone) without creating anything, to check a spec before
 	// schedules_create. Fails with invalid_argument when schedules_create
@@ -321,6 +358,9 @@ type UnimplementedSchedulesServiceServer struct{}
 
 func (UnimplementedSchedulesServiceServer) Create(context.Context, *CreateRequest) (*CreateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Create not implemented")
+}
+func (UnimplementedSchedulesServiceServer) Update(context.Context, *UpdateRequest) (*UpdateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Update not implemented")
 }
 func (UnimplementedSchedulesServiceServer) Preview(context.Context, *PreviewRequest) (*PreviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Preview not implemented")
@@ -390,6 +430,24 @@ func _SchedulesService_Create_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SchedulesServiceServer).Create(ctx, req.(*CreateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulesService_Update_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServiceServer).Update(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulesService_Update_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServiceServer).Update(ctx, req.(*UpdateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -602,6 +660,10 @@ var SchedulesService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Create",
 			Handler:    _SchedulesService_Create_Handler,
+		},
+		{
+			MethodName: "Update",
+			Handler:    _SchedulesService_Update_Handler,
 		},
 		{
 			MethodName: "Preview",

@@ -117,7 +117,10 @@ type ApprovalInput struct {
 	SpecSummary string `protobuf:"bytes,12,opt,name=spec_summary,json=specSummary,proto3" json:"spec_summary,omitempty"`
 	// Invocation depth of the call that created the schedule; the owner is
 	// notified on the agent's behalf one level deeper.
-	Depth         int32 `protobuf:"varint,13,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,13,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The schedule's revision: 0 for a new schedule, n after its n-th change
+	// (schedules_update), which the owner is asked to approve.
+	Revision      int32 `protobuf:"varint,14,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +242,13 @@ func (x *ApprovalInput) GetSpecSummary() string {
 func (x *ApprovalInput) GetDepth() int32 {
 	if x != nil {
 		return x.Depth
+	}
+	return 0
+}
+
+func (x *ApprovalInput) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
 	}
 	return 0
 }
@@ -564,7 +574,11 @@ type RunInput struct {
 	// The tool's arguments.
 	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// Invocation depth of the call (the creating call's depth + 1).
-	Depth         int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The schedule's revision this run belongs to. It is part of what the
+	// owner approves (the spec hash), so each change is approved anew, and a
+	// change never overwrites a later one in Temporal.
+	Revision      int32 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +644,13 @@ func (x *RunInput) GetArguments() *structpb.Struct {
 func (x *RunInput) GetDepth() int32 {
 	if x != nil {
 		return x.Depth
+	}
+	return 0
+}
+
+func (x *RunInput) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
 	}
 	return 0
 }
@@ -830,7 +851,7 @@ var File_toolmesh_schedules_v1_workflows_proto protoreflect.FileDescriptor
 
 const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"\n" +
-	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xdf\x04\n" +
+	"%toolmesh/schedules/v1/workflows.proto\x12\x15toolmesh.schedules.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%toolmesh/schedules/v1/schedules.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xfb\x04\n" +
 	"\rApprovalInput\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x19\n" +
@@ -846,7 +867,8 @@ const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	" \x03(\v2\x1a.google.protobuf.TimestampR\fnextRunTimes\x123\n" +
 	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
 	"\fspec_summary\x18\f \x01(\tR\vspecSummary\x12\x14\n" +
-	"\x05depth\x18\r \x01(\x05R\x05depth:_\xe2\xf9\x18[\n" +
+	"\x05depth\x18\r \x01(\x05R\x05depth\x12\x1a\n" +
+	"\brevision\x18\x0e \x01(\x05R\brevision:_\xe2\xf9\x18[\n" +
 	"\x12schedules.approval\x12\tschedules\x1a\x11schedule-approval\"'Owner approval of a recurring tool call\"\xcc\x01\n" +
 	"\x0eApprovalResult\x12@\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2&.toolmesh.schedules.v1.ApprovalOutcomeR\aoutcome\x12;\n" +
@@ -873,14 +895,15 @@ const file_toolmesh_schedules_v1_workflows_proto_rawDesc = "" +
 	"scheduleId\x12\x1b\n" +
 	"\tspec_hash\x18\x03 \x01(\tR\bspecHash\x12!\n" +
 	"\flast_refusal\x18\x04 \x01(\tR\vlastRefusal\x12;\n" +
-	"\bdecision\x18\x05 \x01(\v2\x1f.toolmesh.schedules.v1.DecisionR\bdecision\"\x94\x02\n" +
+	"\bdecision\x18\x05 \x01(\v2\x1f.toolmesh.schedules.v1.DecisionR\bdecision\"\xb0\x02\n" +
 	"\bRunInput\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x125\n" +
 	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x14\n" +
-	"\x05depth\x18\x05 \x01(\x05R\x05depth:k\xe2\xf9\x18g\n" +
+	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12\x1a\n" +
+	"\brevision\x18\x06 \x01(\x05R\brevision:k\xe2\xf9\x18g\n" +
 	"\rschedules.run\x12\tschedules\x1a\fschedule-run\"=One run of an approved schedule: a tool call through the mesh\"k\n" +
 	"\rCallToolInput\x121\n" +
 	"\x03run\x18\x01 \x01(\v2\x1f.toolmesh.schedules.v1.RunInputR\x03run\x12'\n" +

@@ -12,6 +12,7 @@ package searchv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -555,11 +556,10 @@ var File_toolmesh_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_toolmesh_search_v1_search_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftoolmesh/search/v1/search.proto\x12\x12toolmesh.search.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x84\x01\n" +
+	"\x1ftoolmesh/search/v1/search.proto\x12\x12toolmesh.search.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x88\x01\n" +
 	"\n" +
-	"WebRequest\x12#\n" +
-	"\x05query\x18\x01 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\x90\x03R\x05query\x12\x1f\n" +
+	"WebRequest\x12'\n" +
+	"\x05query\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90\x03R\x05query\x12\x1f\n" +
 	"\x05count\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x14(\x00R\x05count\x120\n" +
 	"\blanguage\x18\x03 \x01(\tB\x14\xbaH\x11r\x0f2\r^([a-z]{2})?$R\blanguage\"y\n" +
 	"\tWebResult\x12\x12\n" +

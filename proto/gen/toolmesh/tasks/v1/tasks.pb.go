@@ -12,6 +12,7 @@ package tasksv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -784,7 +785,7 @@ var File_toolmesh_tasks_v1_tasks_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xfe\x02\n" +
+	"\x1dtoolmesh/tasks/v1/tasks.proto\x12\x11toolmesh.tasks.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xfe\x02\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12 \n" +
@@ -796,10 +797,9 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x87\x01\n" +
-	"\rCreateRequest\x12/\n" +
-	"\vdescription\x18\x01 \x01(\tB\r\xbaH\n" +
-	"\xc8\x01\x01r\x05\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
+	"updateTime\"\x8b\x01\n" +
+	"\rCreateRequest\x123\n" +
+	"\vdescription\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
 	"\bpriority\x18\x02 \x01(\x0e2\x1f.toolmesh.tasks.v1.TaskPriorityB\b\xbaH\x05\x82\x01\x02\x10\x01R\bpriority\"=\n" +
 	"\x0eCreateResponse\x12+\n" +
 	"\x04task\x18\x01 \x01(\v2\x17.toolmesh.tasks.v1.TaskR\x04task\"C\n" +

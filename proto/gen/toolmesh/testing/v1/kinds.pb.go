@@ -14,6 +14,7 @@ package testingv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -133,8 +134,12 @@ type TakeRequest struct {
 	Cron            string               `protobuf:"bytes,36,opt,name=cron,proto3" json:"cron,omitempty"`
 	IntervalSeconds int32                `protobuf:"varint,37,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
 	Node            *Node                `protobuf:"bytes,38,opt,name=node,proto3" json:"node,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Text that, when given, must not be blank.
+	Text string `protobuf:"bytes,39,opt,name=text,proto3" json:"text,omitempty"`
+	// Words that must not be blank and hold no comma.
+	Words         []string `protobuf:"bytes,40,rep,name=words,proto3" json:"words,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TakeRequest) Reset() {
@@ -444,6 +449,20 @@ func (x *TakeRequest) GetNode() *Node {
 	return nil
 }
 
+func (x *TakeRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *TakeRequest) GetWords() []string {
+	if x != nil {
+		return x.Words
+	}
+	return nil
+}
+
 type isTakeRequest_Target interface {
 	isTakeRequest_Target()
 }
@@ -600,7 +619,7 @@ var File_toolmesh_testing_v1_kinds_proto protoreflect.FileDescriptor
 
 const file_toolmesh_testing_v1_kinds_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftoolmesh/testing/v1/kinds.proto\x12\x13toolmesh.testing.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\x91\f\n" +
+	"\x1ftoolmesh/testing/v1/kinds.proto\x12\x13toolmesh.testing.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xe2\f\n" +
 	"\vTakeRequest\x12\x14\n" +
 	"\x05plain\x18\x01 \x01(\tR\x05plain\x12#\n" +
 	"\abounded\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x10\x02\x18\n" +
@@ -647,7 +666,9 @@ const file_toolmesh_testing_v1_kinds_proto_rawDesc = "" +
 	"\x04high\x18# \x01(\x05R\x04high\x12\x12\n" +
 	"\x04cron\x18$ \x01(\tR\x04cron\x12)\n" +
 	"\x10interval_seconds\x18% \x01(\x05R\x0fintervalSeconds\x12-\n" +
-	"\x04node\x18& \x01(\v2\x19.toolmesh.testing.v1.NodeR\x04node\x1a9\n" +
+	"\x04node\x18& \x01(\v2\x19.toolmesh.testing.v1.NodeR\x04node\x12 \n" +
+	"\x04text\x18' \x01(\tB\f\xbaH\t\xd8\x01\x01r\x04\xc8\xc6'\x01R\x04text\x12-\n" +
+	"\x05words\x18( \x03(\tB\x17\xbaH\x14\x92\x01\x11\"\x0fr\r\xc8\xc6'\x012\a^[^,]*$R\x05words\x1a9\n" +
 	"\vScoresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01:_\xbaH\\\x1a>\n" +

@@ -40,6 +40,8 @@ const (
 const (
 	// SchedulesServiceCreateProcedure is the fully-qualified name of the SchedulesService's Create RPC.
 	SchedulesServiceCreateProcedure = "/toolmesh.schedules.v1.SchedulesService/Create"
+	// SchedulesServiceUpdateProcedure is the fully-qualified name of the SchedulesService's Update RPC.
+	SchedulesServiceUpdateProcedure = "/toolmesh.schedules.v1.SchedulesService/Update"
 	// SchedulesServicePreviewProcedure is the fully-qualified name of the SchedulesService's Preview
 	// RPC.
 	SchedulesServicePreviewProcedure = "/toolmesh.schedules.v1.SchedulesService/Preview"
@@ -84,6 +86,19 @@ type SchedulesServiceClient interface {
 	// owner approves it; the answer includes its next run times. Retrying with
 	// the same idempotency key returns the schedule created the first time.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
+	// Change one of your schedules: its spec (cron or interval_seconds, and
+	// timezone), its action (the tool and its arguments) or its description.
+	// Only what you give changes; an omitted timezone keeps the schedule's.
+	// Any change goes back to the owner: the schedule stops running at once
+	// (it is pending_approval again and its Temporal Schedule paused) until the
+	// owner approves the changed schedule, and an approval asked for before the
+	// change no longer applies. Once approved it runs, even if it was paused
+	// before the change. The spec and action are checked as in
+	// schedules_create; a bad one fails with invalid_argument and changes
+	// nothing. A schedule that was denied, expired or deleted cannot be
+	// changed (conflict). Retrying with the same idempotency key changes
+	// nothing more and returns the schedule.
+	Update(context.Context, *v1.UpdateRequest) (*v1.UpdateResponse, error)
 	// Show the next run times of a schedule spec (cron or interval_seconds,
 	// and a time zone) without creating anything, to check a spec before
 	// schedules_create. Fails with invalid_argument when schedules_create
@@ -151,6 +166,12 @@ func NewSchedulesServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			httpClient,
 			baseURL+SchedulesServiceCreateProcedure,
 			connect.WithSchema(schedulesServiceMethods.ByName("Create")),
+			connect.WithClientOptions(opts...),
+		),
+		update: connect.NewClient[v1.UpdateRequest, v1.UpdateResponse](
+			httpClient,
+			baseURL+SchedulesServiceUpdateProcedure,
+			connect.WithSchema(schedulesServiceMethods.ByName("Update")),
 			connect.WithClientOptions(opts...),
 		),
 		preview: connect.NewClient[v1.PreviewRequest, v1.PreviewResponse](
@@ -229,6 +250,7 @@ func NewSchedulesServiceClient(httpClient connect.HTTPClient, baseURL string, op
 // schedulesServiceClient implements SchedulesServiceClient.
 type schedulesServiceClient struct {
 	create          *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	update          *connect.Client[v1.UpdateRequest, v1.UpdateResponse]
 	preview         *connect.Client[v1.PreviewRequest, v1.PreviewResponse]
 	get             *connect.Client[v1.GetRequest, v1.GetResponse]
 	list            *connect.Client[v1.ListRequest, v1.ListResponse]
@@ -245,6 +267,15 @@ type schedulesServiceClient struct {
 // Create calls toolmesh.schedules.v1.SchedulesService.Create.
 func (c *schedulesServiceClient) Create(ctx context.Context, req *v1.CreateRequest) (*v1.CreateResponse, error) {
 	response, err := c.create.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Update calls toolmesh.schedules.v1.SchedulesService.Update.
+func (c *schedulesServiceClient) Update(ctx context.Context, req *v1.UpdateRequest) (*v1.UpdateResponse, error) {
+	response, err := c.update.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -366,6 +397,19 @@ type SchedulesServiceHandler interface {
 	// owner approves it; the answer includes its next run times. Retrying with
 	// the same idempotency key returns the schedule created the first time.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
+	// Change one of your schedules: its spec (cron or interval_seconds, and
+	// timezone), its action (the tool and its arguments) or its description.
+	// Only what you give changes; an omitted timezone keeps the schedule's.
+	// Any change goes back to the owner: the schedule stops running at once
+	// (it is pending_approval again and its Temporal Schedule paused) until the
+	// owner approves the changed schedule, and an approval asked for before the
+	// change no longer applies. Once approved it runs, even if it was paused
+	// before the change. The spec and action are checked as in
+	// schedules_create; a bad one fails with invalid_argument and changes
+	// nothing. A schedule that was denied, expired or deleted cannot be
+	// changed (conflict). Retrying with the same idempotency key changes
+	// nothing more and returns the schedule.
+	Update(context.Context, *v1.UpdateRequest) (*v1.UpdateResponse, error)
 	// Show the next run times of a schedule spec (cron or interval_seconds,
 	// and a time zone) without creating anything, to check a spec before
 	// schedules_create. Fails with invalid_argument when schedules_create
@@ -429,6 +473,12 @@ func NewSchedulesServiceHandler(svc SchedulesServiceHandler, opts ...connect.Han
 		SchedulesServiceCreateProcedure,
 		svc.Create,
 		connect.WithSchema(schedulesServiceMethods.ByName("Create")),
+		connect.WithHandlerOptions(opts...),
+	)
+	schedulesServiceUpdateHandler := connect.NewUnaryHandlerSimple(
+		SchedulesServiceUpdateProcedure,
+		svc.Update,
+		connect.WithSchema(schedulesServiceMethods.ByName("Update")),
 		connect.WithHandlerOptions(opts...),
 	)
 	schedulesServicePreviewHandler := connect.NewUnaryHandlerSimple(
@@ -505,6 +555,8 @@ func NewSchedulesServiceHandler(svc SchedulesServiceHandler, opts ...connect.Han
 		switch r.URL.Path {
 		case SchedulesServiceCreateProcedure:
 			schedulesServiceCreateHandler.ServeHTTP(w, r)
+		case SchedulesServiceUpdateProcedure:
+			schedulesServiceUpdateHandler.ServeHTTP(w, r)
 		case SchedulesServicePreviewProcedure:
 			schedulesServicePreviewHandler.ServeHTTP(w, r)
 		case SchedulesServiceGetProcedure:
@@ -538,6 +590,10 @@ type UnimplementedSchedulesServiceHandler struct{}
 
 func (UnimplementedSchedulesServiceHandler) Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.schedules.v1.SchedulesService.Create is not implemented"))
+}
+
+func (UnimplementedSchedulesServiceHandler) Update(context.Context, *v1.UpdateRequest) (*v1.UpdateResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.schedules.v1.SchedulesService.Update is not implemented"))
 }
 
 func (UnimplementedSchedulesServiceHandler) Preview(context.Context, *v1.PreviewRequest) (*v1.PreviewResponse, error) {
