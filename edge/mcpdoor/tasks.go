@@ -39,7 +39,7 @@ import (
 // Both are bound to the caller: another caller's task is "not found"
 // (-32602), as is an unknown one. The protocol side — the 2026-07-28
 // extension and the 2025-11-25 core methods — is in taskmethods.go, the wire
-// shapes in taskwire.go, status pushes in tasklisten.go.
+// shapes in taskwire.go.
 
 // ExtensionTasks is the MCP Tasks extension's identifier.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
