@@ -163,10 +163,11 @@ func (t *tasks) support(c *toolcatalog.Tool) string {
 	if !t.starts(c.Name) && !carried {
 		return ""
 	}
-	switch c.TaskSupport {
-	case toolv1.TaskSupport_TASK_SUPPORT_REQUIRED:
+	switch {
+	case c.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED:
 		return "required"
-	case toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL:
+	case c.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL, t.starts(c.Name):
+		// Unspecified is optional for the start tool of a task block.
 		return "optional"
 	}
 	return ""
