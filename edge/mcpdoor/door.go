@@ -311,6 +311,9 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 		if pr := d.progressOf(req); pr != nil {
 			c.Progress = pr
 		}
+		if t.catalog.EventField != nil {
+			c.Events = eventsOf(ctx, req)
+		}
 		out := d.pipeline.Call(ctx, &c)
 		if out.Interim != nil {
 			return out.Interim, nil
@@ -324,7 +327,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
 				Data: map[string]string{"tool": t.catalog.Name, "domain_code": env.DomainCode, "message": env.Message}})
 		}
-		return result(env), nil
+		return toolResult(t.catalog, env), nil
 	}
 }
 

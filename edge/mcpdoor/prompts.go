@@ -20,8 +20,8 @@ import (
 // Prompts are conversations users start from a menu in their MCP host:
 // each reads the mesh through the READ tool whose contract declares it
 // (toolmesh.tool.v1 Prompt), as the caller, and hands the model what it
-// found as embedded resources, after instructions rendered from the
-// contract's templates. A prompt is offered to callers who may call that
+// found — embedded resources, or the content blocks the tool answers —
+// after instructions rendered from the contract's templates. A prompt is offered to callers who may call that
 // tool, and only on edges that serve the resources it embeds and completes
 // from; its errors are the tool's errors. Nothing here names a prompt.
 
@@ -83,7 +83,7 @@ func (d *Door) buildPrompts() {
 			case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
 				pr.kind = d.kind(t.catalog.Name)
 			}
-			if pr.kind == nil {
+			if pr.kind == nil && def.GetEmbed() != toolv1.PromptEmbed_PROMPT_EMBED_CONTENT {
 				continue
 			}
 			mp := &mcp.Prompt{Name: def.GetName(), Title: def.GetTitle(), Description: def.GetDescription()}
@@ -166,13 +166,19 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 		data.Args[a.GetName()] = v
 	}
 	var attached []*mcp.PromptMessage
-	if pr.GetEmbed() == toolv1.PromptEmbed_PROMPT_EMBED_ONE {
+	switch pr.GetEmbed() {
+	case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
 		msg, err := d.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
 		if err != nil {
 			return nil, err
 		}
 		attached = append(attached, msg)
-	} else {
+	case toolv1.PromptEmbed_PROMPT_EMBED_CONTENT:
+		var err error
+		if attached, err = d.embedContent(ctx, pr, p, extra, data.Args); err != nil {
+			return nil, err
+		}
+	default:
 		var err error
 		if attached, err = d.embedLists(ctx, pr, p, extra, &data); err != nil {
 			return nil, err
@@ -187,6 +193,30 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
 	}
 	return &mcp.GetPromptResult{Description: desc.String(), Messages: append([]*mcp.PromptMessage{textMessage(text.String())}, attached...)}, nil
+}
+
+// embedContent calls the tool carrying pr as p, with the arguments given in
+// their request fields, and returns the content blocks it answered, each
+// as a message.
+func (d *Door) embedContent(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) ([]*mcp.PromptMessage, error) {
+	args := map[string]any{}
+	for _, a := range pr.GetArguments() {
+		if v, ok := given[a.GetName()]; ok && a.GetListField() != "" {
+			args[a.GetListField()] = listValue(a, v)
+		}
+	}
+	env := d.callAs(ctx, pr.tool, p, extra, args)
+	if env.IsError() {
+		return nil, envelopeError(env)
+	}
+	blocks, _ := blocksOf(pr.tool.catalog, env)
+	out := make([]*mcp.PromptMessage, 0, len(blocks))
+	for _, b := range blocks {
+		if c := mcpContent(b); c != nil {
+			out = append(out, &mcp.PromptMessage{Role: "user", Content: c})
+		}
+	}
+	return out, nil
 }
 
 // embedLists lists the items pr embeds — once, or once per choice of its
@@ -270,7 +300,7 @@ func (d *Door) embedOne(ctx context.Context, k *resourceKind, p *identity.Princi
 	if env.IsError() {
 		return nil, envelopeError(env)
 	}
-	return embedded(uri, env.Data), nil
+	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: resourceContents(k.get.catalog, uri, env)[0]}}, nil
 }
 
 func embedded(uri string, data json.RawMessage) *mcp.PromptMessage {
