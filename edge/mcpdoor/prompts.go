@@ -137,8 +137,87 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 		if err != nil {
 			return nil, err
 		}
-		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
+		args, ask, err := pr.arguments(req)
+		if err != nil || ask != nil {
+			return ask, err
+		}
+		return d.runPrompt(ctx, pr, p, req.Extra, args)
 	}
+}
+
+// promptArgumentsKey is the key of the question that asks for a prompt's
+// missing arguments.
+const promptArgumentsKey = "arguments"
+
+// arguments are the arguments of req: those given, with the answers to the
+// question that asked for the required ones left out. A client that can be
+// asked (it declares form elicitation) is asked for the required arguments
+// it left out — as an input_required result at 2026-07-28, over the session
+// before (the SDK asks, and calls again) — rather than refused; ask is
+// that question. A prompt only reads, so no state is kept between the
+// rounds: the retry carries the arguments and the answers.
+func (pr *prompt) arguments(req *mcp.GetPromptRequest) (args map[string]string, ask *mcp.GetPromptResult, err error) {
+	args = map[string]string{}
+	for k, v := range req.Params.Arguments {
+		args[k] = v
+	}
+	if r, ok := req.Params.InputResponses[promptArgumentsKey].(*mcp.ElicitResult); ok {
+		if r.Action != "accept" {
+			return nil, nil, invalidArgument("the user did not give the arguments prompt %s needs", pr.GetName())
+		}
+		for _, a := range pr.GetArguments() {
+			if v, ok := r.Content[a.GetName()].(string); ok && strings.TrimSpace(args[a.GetName()]) == "" {
+				args[a.GetName()] = v
+			}
+		}
+	}
+	var missing []*toolv1.PromptArgument
+	for _, a := range pr.GetArguments() {
+		if a.GetRequired() && strings.TrimSpace(args[a.GetName()]) == "" {
+			missing = append(missing, a)
+		}
+	}
+	if len(missing) == 0 || !canAsk(req) {
+		// runPrompt refuses what is still missing.
+		return args, nil, nil
+	}
+	props := map[string]any{}
+	var required, titles []string
+	for _, a := range missing {
+		prop := map[string]any{"type": "string", "title": a.GetTitle(), "minLength": 1}
+		if a.GetDescription() != "" {
+			prop["description"] = a.GetDescription()
+		}
+		if choices := a.GetChoices(); len(choices) > 0 {
+			var values []any
+			for _, c := range choices {
+				values = append(values, c.GetValue())
+			}
+			prop["enum"] = values
+		}
+		props[a.GetName()] = prop
+		required = append(required, a.GetName())
+		titles = append(titles, a.GetTitle())
+	}
+	schema, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{promptArgumentsKey: &mcp.ElicitParams{Mode: "form",
+		Message:         fmt.Sprintf("%s needs: %s.", pr.GetTitle(), strings.Join(titles, ", ")),
+		RequestedSchema: json.RawMessage(schema)}}}, nil
+}
+
+// canAsk reports whether the client of req declared form elicitation (an
+// empty elicitation capability means form).
+func canAsk(req mcp.Request) bool {
+	type capable interface{ ClientCapabilities() *mcp.ClientCapabilities }
+	c, ok := req.(capable)
+	if !ok {
+		return false
+	}
+	caps := c.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
 }
 
 // runPrompt reads what pr embeds as p and renders its instructions.
