@@ -319,6 +319,12 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			return out.Interim, nil
 		}
 		env := out.Envelope
+		if req.Params.RequestState != "" && req.ProtocolVersion() >= ModernProtocol && stateRefused(env) {
+			// At 2026-07-28 a requestState that fails its checks is a
+			// protocol error, not a tool's answer: the client must start
+			// over rather than read a result (SEP-2322).
+			return nil, stateError(env)
+		}
 		if slot != nil {
 			d.tasks.started(ctx, d.log, t.catalog, env, slot)
 		}
