@@ -119,10 +119,7 @@ func (s *Service) InputRequiredResultElicitation(_ context.Context, req *conform
 // InputRequiredResultMultiRound implements
 // ConformanceService.InputRequiredResultMultiRound.
 func (s *Service) InputRequiredResultMultiRound(_ context.Context, req *conformancev1.InputRequiredResultMultiRoundRequest) (*conformancev1.InputRequiredResultMultiRoundResponse, error) {
-	text := "Hello, " + req.GetName() + "!"
-	if req.GetColor() != "" {
-		text += " Your favourite colour is " + req.GetColor() + "."
-	}
+	text := "Hello, " + req.GetName() + "! Your favourite colour is " + req.GetColor() + "."
 	return &conformancev1.InputRequiredResultMultiRoundResponse{Content: blocks(Text(text))}, nil
 }
 

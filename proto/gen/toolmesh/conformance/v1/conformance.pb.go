@@ -2506,10 +2506,10 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"%InputRequiredResultElicitationRequest\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\"]\n" +
 	"&InputRequiredResultElicitationResponse\x123\n" +
-	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"g\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"l\n" +
 	"$InputRequiredResultMultiRoundRequest\x12 \n" +
-	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\x12\x1d\n" +
-	"\x05color\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x182R\x05color\"\\\n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\x12\"\n" +
+	"\x05color\x18\x02 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x182R\x05color\"\\\n" +
 	"%InputRequiredResultMultiRoundResponse\x123\n" +
 	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"0\n" +
 	"\fGreetRequest\x12 \n" +
@@ -2559,7 +2559,7 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2%.toolmesh.conformance.v1.TemplateItemR\x05items\x12*\n" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x1e\n" +
 	"\fTemplateItem\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id2\x8c1\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\x931\n" +
 	"\x12ConformanceService\x12\xa8\x06\n" +
 	"\n" +
 	"SimpleText\x12*.toolmesh.conformance.v1.SimpleTextRequest\x1a+.toolmesh.conformance.v1.SimpleTextResponse\"\xc0\x05\xc2\xf3\x18\xb8\x05\n" +
@@ -2598,9 +2598,9 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	" InputRequiredResultTamperedState\x12@.toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest\x1aA.toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse\"d\xc2\xf3\x18`\n" +
 	")test_input_required_result_tampered_state\x12#Input required, state tampered with\x18\x022\x02ok\xa2\x01\acontent\x12\xfe\x01\n" +
 	"\x1eInputRequiredResultElicitation\x12>.toolmesh.conformance.v1.InputRequiredResultElicitationRequest\x1a?.toolmesh.conformance.v1.InputRequiredResultElicitationResponse\"[\xc2\xf3\x18W\n" +
-	"&test_input_required_result_elicitation\x12\x1bInput required: elicitation\x18\x022\x04name\xa2\x01\acontent\x12\xfe\x01\n" +
-	"\x1dInputRequiredResultMultiRound\x12=.toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest\x1a>.toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse\"^\xc2\xf3\x18Z\n" +
-	"&test_input_required_result_multi_round\x12\x1eInput required: several rounds\x18\x022\x04name\xa2\x01\acontent\x12y\n" +
+	"&test_input_required_result_elicitation\x12\x1bInput required: elicitation\x18\x022\x04name\xa2\x01\acontent\x12\x85\x02\n" +
+	"\x1dInputRequiredResultMultiRound\x12=.toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest\x1a>.toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse\"e\xc2\xf3\x18a\n" +
+	"&test_input_required_result_multi_round\x12\x1eInput required: several rounds\x18\x022\x04name2\x05color\xa2\x01\acontent\x12y\n" +
 	"\x05Greet\x12%.toolmesh.conformance.v1.GreetRequest\x1a&.toolmesh.conformance.v1.GreetResponse\"!\xc2\xf3\x18\x1a\n" +
 	"\x05greet\x12\x05Greet\x18\x01\xa2\x01\acontent\x90\x02\x01\x12\x99\x01\n" +
 	"\vSlowCompute\x12+.toolmesh.conformance.v1.SlowComputeRequest\x1a,.toolmesh.conformance.v1.SlowComputeResponse\"/\xc2\xf3\x18(\n" +

@@ -92,8 +92,8 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(ctx context.Context, in *InputRequiredResultTamperedStateRequest, opts ...grpc.CallOption) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(ctx context.Context, in *InputRequiredResultElicitationRequest, opts ...grpc.CallOption) (*InputRequiredResultElicitationResponse, error)
-	// Ask the user for their name, then for their favourite colour, then greet
-	// them.
+	// Ask the user for their name and favourite colour, then greet them; what
+	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(ctx context.Context, in *InputRequiredResultMultiRoundRequest, opts ...grpc.CallOption) (*InputRequiredResultMultiRoundResponse, error)
 	// Greet someone by name.
 	Greet(ctx context.Context, in *GreetRequest, opts ...grpc.CallOption) (*GreetResponse, error)
@@ -461,8 +461,8 @@ type ConformanceServiceServer interface {
 	InputRequiredResultTamperedState(context.Context, *InputRequiredResultTamperedStateRequest) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *InputRequiredResultElicitationRequest) (*InputRequiredResultElicitationResponse, error)
-	// Ask the user for their name, then for their favourite colour, then greet
-	// them.
+	// Ask the user for their name and favourite colour, then greet them; what
+	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *InputRequiredResultMultiRoundRequest) (*InputRequiredResultMultiRoundResponse, error)
 	// Greet someone by name.
 	Greet(context.Context, *GreetRequest) (*GreetResponse, error)

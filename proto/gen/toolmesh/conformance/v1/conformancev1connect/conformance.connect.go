@@ -155,8 +155,8 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
-	// Ask the user for their name, then for their favourite colour, then greet
-	// them.
+	// Ask the user for their name and favourite colour, then greet them; what
+	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *v1.InputRequiredResultMultiRoundRequest) (*v1.InputRequiredResultMultiRoundResponse, error)
 	// Greet someone by name.
 	Greet(context.Context, *v1.GreetRequest) (*v1.GreetResponse, error)
@@ -674,8 +674,8 @@ type ConformanceServiceHandler interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
-	// Ask the user for their name, then for their favourite colour, then greet
-	// them.
+	// Ask the user for their name and favourite colour, then greet them; what
+	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *v1.InputRequiredResultMultiRoundRequest) (*v1.InputRequiredResultMultiRoundResponse, error)
 	// Greet someone by name.
 	Greet(context.Context, *v1.GreetRequest) (*v1.GreetResponse, error)
