@@ -211,7 +211,9 @@ func (pr *prompt) arguments(req *mcp.GetPromptRequest) (args map[string]string, 
 // canAsk reports whether the client of req declared form elicitation (an
 // empty elicitation capability means form).
 func canAsk(req mcp.Request) bool {
-	type capable interface{ ClientCapabilities() *mcp.ClientCapabilities }
+	type capable interface {
+		ClientCapabilities() *mcp.ClientCapabilities
+	}
 	c, ok := req.(capable)
 	if !ok {
 		return false
