@@ -48,8 +48,10 @@ type run struct{ scenario, version string }
 // outcome is what the suite's checks of one run say.
 type outcome struct {
 	passed, failed, warnings int
-	// failures are the ids and messages of the failed checks.
-	failures []string
+	// failures are the ids and messages of the failed checks; failedIDs
+	// their ids.
+	failures  []string
+	failedIDs []string
 }
 
 // TestConformance runs the suite against the mesh and compares every run
@@ -270,6 +272,7 @@ func readChecks(path string) (outcome, error) {
 		case "FAILURE":
 			o.failed++
 			o.failures = append(o.failures, c.ID+": "+firstLine(c.ErrorMessage))
+			o.failedIDs = append(o.failedIDs, c.ID)
 		case "WARNING":
 			o.warnings++
 		}
@@ -287,11 +290,28 @@ func firstLine(s string) string {
 
 // expectation is one entry of expected-failures.yaml: a scenario that may
 // fail, at one version or (no version) at every version it runs at, and
-// why.
+// why. With checks, only those checks of the scenario may fail: a failure
+// of any other check fails the lane.
 type expectation struct {
-	Scenario string `yaml:"scenario"`
-	Version  string `yaml:"version"`
-	Reason   string `yaml:"reason"`
+	Scenario string   `yaml:"scenario"`
+	Version  string   `yaml:"version"`
+	Checks   []string `yaml:"checks"`
+	Reason   string   `yaml:"reason"`
+}
+
+// unexpected are the failures of o that e does not list (every one, when e
+// lists no checks: none).
+func (e *expectation) unexpected(o outcome) []string {
+	if len(e.Checks) == 0 {
+		return nil
+	}
+	var out []string
+	for i, id := range o.failedIDs {
+		if !slices.Contains(e.Checks, id) {
+			out = append(out, o.failures[i])
+		}
+	}
+	return out
 }
 
 func (e expectation) matches(r run) bool {
@@ -359,6 +379,8 @@ func judge(r run, o outcome, ran bool, e *expectation) row {
 		rw.status, rw.ok = "PASS", true
 	case o.failed == 0:
 		rw.status, rw.why = "STALE", "it passes, but expected-failures.yaml lists it: remove the entry"
+	case e != nil && len(e.unexpected(o)) > 0:
+		rw.status, rw.why = "FAIL", "checks expected-failures.yaml does not list: "+strings.Join(e.unexpected(o), "; ")
 	case e != nil:
 		rw.status, rw.ok = "EXPECTED FAILURE", true
 		rw.why = e.Reason
