@@ -73,6 +73,9 @@ const (
 	// DefaultWaitBudget is how long a waiting long_running tool waits for
 	// its outcome before it returns a handle.
 	DefaultWaitBudget = 25 * time.Second
+	// DefaultTaskCallTimeout bounds the service call of a call that is an
+	// MCP task (docs/tasks.md).
+	DefaultTaskCallTimeout = time.Hour
 	// DefaultShutdownGrace is how long calls in flight may run on once the
 	// edge begins to stop.
 	DefaultShutdownGrace = 5 * time.Second
@@ -169,8 +172,13 @@ type Config struct {
 	WaitBudget time.Duration
 	// Elicitation, when set, asks the user — over as many rounds as the
 	// call needs — for missing admin inputs and elicitable fields instead of
-	// refusing the call, when the client declares elicitation.
+	// refusing the call, when the client declares elicitation; and carries
+	// calls that are MCP tasks in the calls worker (docs/tasks.md).
 	Elicitation *Elicitation
+	// TaskCallTimeout bounds the service call of a call that is an MCP task
+	// carried by the calls worker, instead of CallTimeout (default
+	// DefaultTaskCallTimeout).
+	TaskCallTimeout time.Duration
 	// Telemetry traces each tools/call (a span continuing the client's
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
@@ -216,6 +224,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.WaitBudget <= 0 {
 		cfg.WaitBudget = DefaultWaitBudget
+	}
+	if cfg.TaskCallTimeout <= 0 {
+		cfg.TaskCallTimeout = DefaultTaskCallTimeout
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
@@ -266,6 +277,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 	var err error
+	var tasks port.Tasks // nil without the calls worker
 	if e.pipeline, err = newPipeline(cfg, log); err != nil {
 		return nil, err
 	}
@@ -273,14 +285,16 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 	if cfg.Elicitation != nil {
-		x, err := elicit.New(*cfg.Elicitation, elicit.Params{Tools: e.pipeline.Tools(), CallTimeout: cfg.CallTimeout, Log: log})
+		x, err := elicit.New(*cfg.Elicitation, elicit.Params{Tools: e.pipeline.Tools(), CallTimeout: cfg.CallTimeout,
+			TaskCallTimeout: cfg.TaskCallTimeout, Log: log})
 		if err != nil {
 			return nil, err
 		}
-		e.pipeline.elicit = x
+		e.pipeline.elicit, tasks = x, x
 	}
 	e.mcp, err = mcpdoor.New(mcpdoor.Config{
 		Pipeline:             e.pipeline,
+		Tasks:                tasks,
 		Auth:                 e.auth,
 		Dev:                  e.dev,
 		Guard:                e.guard,

@@ -129,9 +129,10 @@ func (p *pipeline) Lookup(name string) (port.Tool, bool) {
 
 func (p *pipeline) ReadOnly() bool { return p.cfg.ReadOnly }
 
-// Call runs one call and returns its envelope, or the interim result of a
-// call that goes on (an elicitation round). The call is traced, counted and
-// logged, and a panic becomes an internal error.
+// Call runs one call and returns its envelope, or — for a call that goes
+// on — the interim result (an elicitation round) or the task it became.
+// The call is traced, counted and logged, and a panic becomes an internal
+// error.
 func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	b := c.Tool.(*binding)
 	start := time.Now()
@@ -151,8 +152,9 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	var env *toolcall.Envelope
 	if accepted {
 		out = p.run(ctx, b, c)
-		if out.Interim != nil {
-			p.obs.interimCall(ctx, b, time.Since(start))
+		if out.Interim != nil || out.Task != nil {
+			// The call goes on: a round of questions, or the task it became.
+			p.obs.interimCall(ctx, b, out.Task != nil, time.Since(start))
 			return out
 		}
 		env = out.Envelope
@@ -211,7 +213,12 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		return p.elicited(ctx, t, caller, p.elicit.Next(ctx, &port.Elicited{Call: c, Depth: depth}))
 	}
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
-	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0) && p.elicit.CanAsk(c)
+	if env := p.taskOnly(t, c); env != nil {
+		return fail(env)
+	}
+	// A call the calls worker carries as an MCP task (docs/tasks.md).
+	carried := c.Tasks && p.elicit != nil && t.Task == nil && t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED
+	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0 || len(t.Questions) > 0) && p.elicit.CanAsk(c)
 	var reason string
 	if admin || ask {
 		obj, env := argumentsObject(ctx, p.log, b, args)
@@ -240,6 +247,10 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	if vs != nil {
 		return fail(toolcall.Invalid(t.Name, vs))
 	}
+	if carried {
+		clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
+		return p.elicited(ctx, t, caller, p.elicit.Carry(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey}))
+	}
 	if t.Wait != nil {
 		p.setWait(t, msg, c.NoWait)
 	}
@@ -259,6 +270,24 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		p.adminExecuted(ctx, t, caller, msg, key, reason, env)
 	}
 	return port.Outcome{Envelope: env}
+}
+
+// taskOnly refuses the call of a tool that runs only as an MCP task when it
+// cannot be one: its client does not follow tasks, or nothing on this edge
+// can carry it.
+func (p *pipeline) taskOnly(t *toolcatalog.Tool, c *port.Call) *toolcall.Envelope {
+	if t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_REQUIRED {
+		return nil
+	}
+	if !c.Tasks {
+		return toolcall.Fail(t.Name, toolcall.CodeNotSupported,
+			fmt.Sprintf("%s runs only as an MCP task: call it from a client that follows tasks (the io.modelcontextprotocol/tasks extension, or a 2025-11-25 task-augmented call)", t.Name))
+	}
+	if t.Task == nil && p.elicit == nil {
+		return toolcall.Fail(t.Name, toolcall.CodeNotSupported,
+			fmt.Sprintf("%s runs only as an MCP task, which the calls worker carries: this edge has no Temporal configured", t.Name))
+	}
+	return nil
 }
 
 // invoke calls b's service with msg, within the call's timeout; a

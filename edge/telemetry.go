@@ -67,6 +67,7 @@ type callTelemetry struct {
 	spanStart []trace.SpanStartOption
 	ok        metric.MeasurementOption
 	interim   metric.MeasurementOption
+	task      metric.MeasurementOption
 }
 
 func newCallTelemetry(tool string) callTelemetry {
@@ -79,6 +80,7 @@ func newCallTelemetry(tool string) callTelemetry {
 		)},
 		ok:      metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("ok"))),
 		interim: metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("input_required"))),
+		task:    metric.WithAttributeSet(attribute.NewSet(attrTool.String(tool), attrStatus.String("task"))),
 	}
 }
 
@@ -112,12 +114,17 @@ func (in *instruments) endCall(ctx context.Context, b *binding, env *toolcall.En
 	in.duration.Record(ctx, secs, metric.WithAttributes(tool, attrStatus.String("error")))
 }
 
-// interimCall records a round of an elicited call that asks the user for
-// input: the call has no outcome yet.
-func (in *instruments) interimCall(ctx context.Context, b *binding, took time.Duration) {
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("mcp.result_type", "input_required"))
-	in.calls.Add(ctx, 1, b.telemetry.interim)
-	in.duration.Record(ctx, took.Seconds(), b.telemetry.interim)
+// interimCall records a call that has no outcome yet: a round of an
+// elicited call that asks the user for input, or a call that became an MCP
+// task.
+func (in *instruments) interimCall(ctx context.Context, b *binding, task bool, took time.Duration) {
+	resultType, opt := "input_required", b.telemetry.interim
+	if task {
+		resultType, opt = "task", b.telemetry.task
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("mcp.result_type", resultType))
+	in.calls.Add(ctx, 1, opt)
+	in.duration.Record(ctx, took.Seconds(), opt)
 }
 
 // metaCarrier reads trace context from a request's _meta.

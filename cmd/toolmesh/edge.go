@@ -28,7 +28,7 @@ type edgeConfig struct {
 	addr, devAgent, dataDir, keyPath                       string
 	stdio, readOnly                                        bool
 	services                                               map[string]string
-	callTimeout, waitBudget                                time.Duration
+	callTimeout, waitBudget, taskCallTimeout               time.Duration
 	issuer, resource, jwksFile, hsFile, grantsFile         string
 	authServers, origins, hosts, sessionPeers              []string
 	limits                                                 *limitConfig
@@ -71,6 +71,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + stateKeyFile})
 	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
 	s.Duration(&c.stateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
+	s.Duration(&c.taskCallTimeout, edge.DefaultTaskCallTimeout, config.Opt{Flag: "task-call-timeout", Env: "TOOLMESH_EDGE_TASK_CALL_TIMEOUT",
+		Usage: "how long the service call of a call that is an MCP task, carried by the calls worker, may take (instead of --call-timeout)"})
 	s.List(&c.sessionPeers, config.Opt{Flag: "session-peer", Env: "TOOLMESH_EDGE_SESSION_PEERS",
 		Usage: "an edge replica as host:port, a name standing for every address it resolves to; with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on"})
 	s.String(&c.sessionAdvertise, "", config.Opt{Flag: "session-advertise", Env: "TOOLMESH_EDGE_SESSION_ADVERTISE",
@@ -123,21 +125,22 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	// The edge and its A2A door reach the services over one client.
 	httpClient := meshclient.HTTP()
 	cfg := edge.Config{
-		HTTPClient:     httpClient,
-		Contracts:      contracts(),
-		Telemetry:      tel.Providers,
-		Services:       urls,
-		CallTimeout:    c.callTimeout,
-		WaitBudget:     c.waitBudget,
-		DevAgent:       c.devAgent,
-		Mesh:           signer,
-		Addr:           c.addr,
-		ReadOnly:       c.readOnly,
-		AllowedOrigins: c.origins,
-		AllowedHosts:   c.hosts,
-		MaxBodyBytes:   limits.MaxBodyBytes,
-		ShutdownGrace:  c.shutdownGrace,
-		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		HTTPClient:      httpClient,
+		Contracts:       contracts(),
+		Telemetry:       tel.Providers,
+		Services:        urls,
+		CallTimeout:     c.callTimeout,
+		WaitBudget:      c.waitBudget,
+		TaskCallTimeout: c.taskCallTimeout,
+		DevAgent:        c.devAgent,
+		Mesh:            signer,
+		Addr:            c.addr,
+		ReadOnly:        c.readOnly,
+		AllowedOrigins:  c.origins,
+		AllowedHosts:    c.hosts,
+		MaxBodyBytes:    limits.MaxBodyBytes,
+		ShutdownGrace:   c.shutdownGrace,
+		RateLimit:       edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
 
 		ResourcePollInterval: c.resourcePoll,
 	}

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -30,7 +30,8 @@ import (
 )
 
 // Package elicit is the edge's door for multi-round elicitation (MCP
-// MRTR, SEP-2322; docs/elicitation.md).
+// MRTR, SEP-2322; docs/elicitation.md) and for the MCP tasks that calls
+// become when the calls worker carries them (docs/tasks.md).
 //
 // A call that lacks admin inputs (confirm, reason) or fields its tool marks
 // elicitable, from a client that declares elicitation, asks the user instead
@@ -46,6 +47,11 @@ import (
 // inputResponses and the same state. Clients of the session era get the same
 // questions as server-sent elicitation/create requests, every round, inside
 // the one tools/call, and then the same result.
+//
+// A call from a client that follows MCP tasks becomes a task (tasks.go) when
+// its tool supports tasks or, once its input is complete, it waits for the
+// user's answers: the FIELDS rounds above come first, then the workflow —
+// whose id is the task's — is the task.
 
 // Config configures multi-round elicitation (edge.Config.Elicitation).
 // Without it the edge refuses calls that lack inputs, naming what is
@@ -70,6 +76,9 @@ type Config struct {
 	// TaskQueue overrides the contract's task queue of the call workflows
 	// (the calls worker must poll the same one).
 	TaskQueue string
+	// Namespace is the Temporal namespace of the client (default
+	// "default"): its retention is how long a task is kept at least.
+	Namespace string
 }
 
 // replyMargin is how much longer than the workflow's work a round waits
@@ -83,6 +92,9 @@ type Params struct {
 	// CallTimeout is the deadline of the call's service call, carried with
 	// the call to the worker that makes it.
 	CallTimeout time.Duration
+	// TaskCallTimeout is the deadline of the service call of a call that is
+	// an MCP task.
+	TaskCallTimeout time.Duration
 	// Log receives the elicitor's events.
 	Log *slog.Logger
 }
@@ -104,12 +116,20 @@ type Elicitor struct {
 	// side effect: an unreachable Temporal is reported sooner.
 	startWait time.Duration
 	forms     map[string]*toolForms
+
+	// Tasks (tasks.go).
+	answer      workflowcontract.Handler
+	view        workflowcontract.Handler
+	taskTimeout time.Duration
+	namespace   string
+	retention   atomic.Pointer[time.Duration]
 }
 
 // toolForms are a tool's forms, built once at start.
 type toolForms struct {
-	fields *structpb.Struct // its elicitable fields (nil: none)
-	admin  *structpb.Struct // confirm and reason (nil: not ADMIN)
+	fields    *structpb.Struct        // its elicitable fields (nil: none)
+	admin     *structpb.Struct        // confirm and reason (nil: not ADMIN)
+	questions []*callsv1.StepQuestion // its questions (nil: none)
 }
 
 // New returns the elicitor of cfg, whose defaults the edge has applied.
@@ -120,10 +140,17 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 	x := &Elicitor{
 		log: p.Log, tc: cfg.Temporal, states: cfg.States, ttl: cfg.StateTTL, max: cfg.MaxRounds,
 		patience: cfg.AbandonAfter, timeout: p.CallTimeout,
-		wf:      workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
-		round:   workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
-		pending: workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
-		forms:   map[string]*toolForms{},
+		wf:          workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
+		round:       workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
+		pending:     workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
+		answer:      workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),
+		view:        workflowcontract.HandlerOf(&callsv1.TaskQuery{}),
+		forms:       map[string]*toolForms{},
+		taskTimeout: p.TaskCallTimeout,
+		namespace:   cfg.Namespace,
+	}
+	if x.namespace == "" {
+		x.namespace = "default"
 	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
@@ -141,6 +168,9 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 			return nil, err
 		}
 		if f.admin, err = adminForm(t); err != nil {
+			return nil, err
+		}
+		if f.questions, err = questionForms(t); err != nil {
 			return nil, err
 		}
 		x.forms[t.Name] = f
@@ -162,15 +192,23 @@ func (x *Elicitor) Ask(ctx context.Context, e *port.Elicited, args map[string]js
 	if steps == nil {
 		return port.Outcome{}, false
 	}
-	env, interim := x.start(ctx, c, args, steps, e.ClientKey)
-	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}, true
+	return x.start(ctx, c, args, steps, e.ClientKey), true
 }
 
 // Next delivers the answers of a later round.
 func (x *Elicitor) Next(ctx context.Context, e *port.Elicited) port.Outcome {
+	return x.next(ctx, newCall(e))
+}
+
+// Carry makes a call whose input is complete an MCP task: its workflow
+// starts and runs the call in the background.
+func (x *Elicitor) Carry(ctx context.Context, e *port.Elicited) port.Outcome {
 	c := newCall(e)
-	env, interim := x.next(ctx, c)
-	return port.Outcome{Envelope: env, Interim: interim, Executed: c.executed}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(e.Arguments, &args); err != nil || args == nil {
+		args = map[string]json.RawMessage{}
+	}
+	return x.start(ctx, c, args, nil, e.ClientKey)
 }
 
 // canElicit reports whether the client of req declared form elicitation
@@ -206,13 +244,24 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 	t, b := c.t, c.b
 	admin := t.Kind == toolv1.Kind_KIND_ADMIN
 	adminMissing := admin && len(toolcall.MissingAdmin(args)) > 0
-	var absent []string
+	isAbsent := func(f string) bool {
+		v, ok := args[f]
+		return !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+	}
+	var absent, unanswered []string
 	for _, f := range t.Elicitable {
-		if v, ok := args[f]; !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		if isAbsent(f) {
 			absent = append(absent, f)
 		}
 	}
-	if len(absent) == 0 && !adminMissing {
+	for _, q := range t.Questions {
+		for _, f := range q.Fields {
+			if isAbsent(f) {
+				unanswered = append(unanswered, f)
+			}
+		}
+	}
+	if len(absent) == 0 && !adminMissing && len(unanswered) == 0 {
 		return nil, nil
 	}
 	partial := args
@@ -231,13 +280,17 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 	vs := b.Violations(raw)
 	askFields, other := false, false
 	for _, v := range vs {
-		if top := toolcall.TopField(v.Field); len(absent) > 0 && (top == "" || slices.Contains(absent, top)) {
+		top := toolcall.TopField(v.Field)
+		switch {
+		case len(absent) > 0 && (top == "" || slices.Contains(absent, top)):
 			askFields = true
-		} else {
+		case slices.Contains(unanswered, top):
+			// A question asks for it.
+		default:
 			other = true
 		}
 	}
-	if !askFields && !adminMissing {
+	if !askFields && !adminMissing && len(unanswered) == 0 {
 		return nil, nil
 	}
 	if other {
@@ -251,6 +304,9 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 		if t.Preview != "" {
 			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
 		}
+	}
+	if len(forms.questions) > 0 {
+		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_QUESTIONS, Questions: forms.questions})
 	}
 	if admin {
 		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{toolcall.AdminConfirm, toolcall.AdminReason}, RequestedSchema: forms.admin})
@@ -279,20 +335,20 @@ func newCall(e *port.Elicited) *call {
 
 // start begins an elicited call: it checks the arguments it has, starts the
 // call's workflow and answers with the first question (or, for a session
-// client, asks every question and answers with the result). clientKey is
-// the client's idempotency key ("" for none).
-func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) (*toolcall.Envelope, *mcp.CallToolResult) {
+// client, asks every question and answers with the result), or with the
+// task the call is. clientKey is the client's idempotency key ("" for none).
+func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawMessage, steps []*callsv1.Step, clientKey string) port.Outcome {
 	t, p := c.t, c.p
 	var err error
-	c.digest, err = argumentsDigest(c.req.Params.Arguments)
+	c.digest, err = argumentsDigest(c.Arguments)
 	if err != nil {
 		vs := []boundary.Violation{{Rule: "arguments.canonical", Message: err.Error()}}
 		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
-		return toolcall.Invalid(t.Name, vs), nil
+		return port.Outcome{Envelope: toolcall.Invalid(t.Name, vs)}
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err)), nil
+		return port.Outcome{Envelope: toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))}
 	}
 	in := &callsv1.ElicitedCallInput{
 		Tool:            t.Name,
@@ -306,12 +362,15 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		MaxRounds:       int32(x.max),
 		CallTimeout:     durationpb.New(x.timeout),
 	}
+	if x.isTask(c, steps) {
+		in.Task, in.TaskCallTimeout = true, durationpb.New(x.taskTimeout)
+	}
 	id := x.workflowID(c, clientKey)
 	if clientKey != "" {
 		// A call with the client's idempotency key may have been made
 		// before: resume it where it is, or answer its result.
-		if env, interim, ok := x.resume(ctx, c, id); ok {
-			return env, interim
+		if out, ok := x.resume(ctx, c, id); ok {
+			return out
 		}
 	}
 	res, runID, err := x.startWorkflow(ctx, id, in, p)
@@ -320,18 +379,32 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		if errors.As(err, &started) {
 			// The client repeated a call it gave an idempotency key; the call
 			// is over: answer its result again.
-			return x.finished(ctx, t.Name, id), nil
+			return port.Outcome{Envelope: x.finished(ctx, t.Name, id)}
 		}
-		return x.unavailable(ctx, t.Name, id, err), nil
+		return port.Outcome{Envelope: x.unavailable(ctx, t.Name, id, err)}
 	}
 	x.log.InfoContext(ctx, "mcp.elicitation.started", "tool", t.Name, "subject", p.Subject, "agent", p.Agent,
-		"workflow_id", id, "run_id", runID, "steps", len(steps))
+		"workflow_id", id, "run_id", runID, "steps", len(steps), "task", in.GetTask())
 	return x.respond(ctx, c, callRun{id: id, runID: runID}, res)
+}
+
+// isTask reports whether the call c with steps is an MCP task: its client
+// follows tasks, and its tool supports them or it waits, once its input is
+// complete, for the user's answers. Work that a task block follows is not
+// carried here.
+func (x *Elicitor) isTask(c *call, steps []*callsv1.Step) bool {
+	if !c.Tasks || c.t.Task != nil {
+		return false
+	}
+	if c.t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED {
+		return true
+	}
+	return slices.ContainsFunc(steps, func(st *callsv1.Step) bool { return st.GetKind() != callsv1.StepKind_STEP_KIND_FIELDS })
 }
 
 // next delivers the answers of a round ≥ 2: the request carries the
 // requestState of the round it answers.
-func (x *Elicitor) next(ctx context.Context, c *call) (*toolcall.Envelope, *mcp.CallToolResult) {
+func (x *Elicitor) next(ctx context.Context, c *call) port.Outcome {
 	t := c.t
 	var err error
 	c.digest, err = argumentsDigest(c.req.Params.Arguments)
@@ -348,27 +421,33 @@ func (x *Elicitor) next(ctx context.Context, c *call) (*toolcall.Envelope, *mcp.
 		if refused(err) {
 			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
 		}
-		return x.unavailable(ctx, t.Name, st.WorkflowID, err), nil
+		return port.Outcome{Envelope: x.unavailable(ctx, t.Name, st.WorkflowID, err)}
 	}
 	return x.respond(ctx, c, run, res)
 }
 
 // respond turns a round's result into the client's answer: the final
-// envelope, the next questions with a new requestState (2026-07-28), or —
-// for a session client — every further round asked over the session.
-func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*toolcall.Envelope, *mcp.CallToolResult) {
+// envelope, the task the call became, the next questions with a new
+// requestState (2026-07-28), or — for a session client — every further
+// round asked over the session.
+func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) port.Outcome {
 	t := c.t
-	if !modern(c.req) {
+	if c.req != nil && !modern(c.req) && !res.GetTask() {
 		var err error
 		if res, err = x.converse(ctx, c, run, res); err != nil {
 			if refused(err) {
-				return toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered"), nil
+				return port.Outcome{Envelope: toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered")}
 			}
-			return x.unavailable(ctx, t.Name, run.id, err), nil
+			return port.Outcome{Envelope: x.unavailable(ctx, t.Name, run.id, err)}
 		}
 	}
+	if res.GetTask() {
+		task := x.created(ctx, run.id, res)
+		x.log.InfoContext(ctx, "mcp.task_created", "tool", t.Name, "task_id", run.id, "status", task.Status)
+		return port.Outcome{Task: task}
+	}
 	if res.GetEnvelope() != "" {
-		return x.final(ctx, c, res), nil
+		return port.Outcome{Envelope: x.final(ctx, c, res), Executed: c.executed}
 	}
 	requests := mcp.InputRequestMap{}
 	for _, q := range res.GetQuestions() {
@@ -381,17 +460,18 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		RunID:      run.runID,
 	}, c.stateBinding())
 	if err != nil {
-		return toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("seal request state: %w", err)), nil
+		return port.Outcome{Envelope: toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("seal request state: %w", err))}
 	}
 	x.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
-	return nil, &mcp.CallToolResult{InputRequests: requests, RequestState: state}
+	return port.Outcome{Interim: &mcp.CallToolResult{InputRequests: requests, RequestState: state}}
 }
 
 // converse asks a session client every question of every round over the
 // session (elicitation/create) and delivers the answers, until the call is
-// over. The SDK's own fallback asks only once; calls may take many rounds.
+// over (or is a task). The SDK's own fallback asks only once; calls may take
+// many rounds.
 func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
-	for res.GetEnvelope() == "" {
+	for res.GetEnvelope() == "" && !res.GetTask() {
 		answers := map[string]*callsv1.Answer{}
 		for _, q := range res.GetQuestions() {
 			ectx, cancel := context.WithTimeout(ctx, x.ttl)
@@ -435,62 +515,13 @@ func (x *Elicitor) final(ctx context.Context, c *call, res *callsv1.RoundResult)
 	return &env
 }
 
-// resume continues a call made before with the same idempotency key (and
-// so the same workflow id): a running call gets its pending question again,
-// a finished one its result. ok is false when there is no such call.
-func (x *Elicitor) resume(ctx context.Context, c *call, id string) (*toolcall.Envelope, *mcp.CallToolResult, bool) {
-	t := c.t
-	qctx, cancel := context.WithTimeout(ctx, x.startWait)
-	defer cancel()
-	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-		return nil, nil, false
-	case err != nil:
-		return x.unavailable(ctx, t.Name, id, err), nil, true
-	}
-	info := desc.RawResponse.GetWorkflowExecutionInfo()
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return x.finished(ctx, t.Name, id), nil, true
-	}
-	runID := info.GetExecution().GetRunId()
-	v, err := x.tc.QueryWorkflow(qctx, id, runID, x.pending.Name)
-	if err != nil {
-		return x.unavailable(ctx, t.Name, id, err), nil, true
-	}
-	var res callsv1.RoundResult
-	if err := v.Get(&res); err != nil || (res.GetEnvelope() == "" && len(res.GetQuestions()) == 0) {
-		// Not asked its first question yet: start it (the start is
-		// idempotent) as if it were new.
-		return nil, nil, false
-	}
-	env, interim := x.respond(ctx, c, callRun{id: id, runID: runID}, &res)
-	return env, interim, true
-}
-
-// finished answers a repeated call (same idempotency key) that is over
-// with its result; a call that was abandoned or cancelled has none.
-func (x *Elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
-	var res callsv1.RoundResult
-	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
-		return toolcall.Fail(tool, toolcall.CodeConflict,
-			"a call with this idempotency key ended without a result (it was abandoned or cancelled); call again with a new key")
-	}
-	var env toolcall.Envelope
-	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
-	}
-	return &env
-}
-
 // refuse is the answer to every requestState that cannot be used —
 // malformed, forged, expired, of a retired key, for another caller, tool
 // or arguments, already used, or of a call that is over. The client cannot
 // tell which; the log can.
-func (x *Elicitor) refuse(ctx context.Context, tool, why string) (*toolcall.Envelope, *mcp.CallToolResult) {
+func (x *Elicitor) refuse(ctx context.Context, tool, why string) port.Outcome {
 	boundary.LogRejection(ctx, x.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: boundary.RequestState, Message: why}})
-	return StateRefused(tool), nil
+	return port.Outcome{Envelope: StateRefused(tool)}
 }
 
 // StateRefused is the one envelope of a refused requestState.

@@ -66,6 +66,36 @@ func fieldsForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 	return structpb.NewStruct(form)
 }
 
+// questionForms are t's questions (toolmesh.tool.v1.Question) as the
+// workflow asks them: each a form requiring every field it asks for.
+func questionForms(t *toolcatalog.Tool) ([]*callsv1.StepQuestion, error) {
+	if len(t.Questions) == 0 {
+		return nil, nil
+	}
+	var in struct {
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &in); err != nil {
+		return nil, fmt.Errorf("tool %s: read input schema: %w", t.Name, err)
+	}
+	var out []*callsv1.StepQuestion
+	for _, q := range t.Questions {
+		props := map[string]any{}
+		var required []any
+		for _, name := range q.Fields {
+			fd := t.Method.Input().Fields().ByName(protoreflect.Name(name))
+			props[name] = formProperty(name, fd, in.Properties[name])
+			required = append(required, name)
+		}
+		form, err := structpb.NewStruct(map[string]any{"type": "object", "properties": props, "required": required})
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: question %s: %w", t.Name, q.Name, err)
+		}
+		out = append(out, &callsv1.StepQuestion{Name: q.Name, Fields: q.Fields, RequestedSchema: form, Message: q.Text})
+	}
+	return out, nil
+}
+
 // formProperty is the form property asking for field name.
 func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]any) map[string]any {
 	out := map[string]any{"title": humanize(name)}

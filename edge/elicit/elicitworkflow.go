@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 )
@@ -160,4 +163,53 @@ func refused(err error) bool {
 		app      *temporal.ApplicationError
 	)
 	return errors.As(err, &notFound) || errors.As(err, &invalid) || errors.As(err, &failed) || errors.As(err, &app)
+}
+
+// resume continues a call made before with the same idempotency key (and
+// so the same workflow id): a running call gets its pending question again
+// (or its task), a finished one its result. ok is false when there is no
+// such call.
+func (x *Elicitor) resume(ctx context.Context, c *call, id string) (port.Outcome, bool) {
+	t := c.t
+	qctx, cancel := context.WithTimeout(ctx, x.startWait)
+	defer cancel()
+	desc, err := x.tc.DescribeWorkflow(qctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return port.Outcome{}, false
+	case err != nil:
+		return port.Outcome{Envelope: x.unavailable(ctx, t.Name, id, err)}, true
+	}
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return port.Outcome{Envelope: x.finished(ctx, t.Name, id)}, true
+	}
+	runID := info.GetExecution().GetRunId()
+	v, err := x.tc.QueryWorkflow(qctx, id, runID, x.pending.Name)
+	if err != nil {
+		return port.Outcome{Envelope: x.unavailable(ctx, t.Name, id, err)}, true
+	}
+	var res callsv1.RoundResult
+	if err := v.Get(&res); err != nil || (res.GetEnvelope() == "" && len(res.GetQuestions()) == 0 && !res.GetTask()) {
+		// Not asked its first question yet: start it (the start is
+		// idempotent) as if it were new.
+		return port.Outcome{}, false
+	}
+	return x.respond(ctx, c, callRun{id: id, runID: runID}, &res), true
+}
+
+// finished answers a repeated call (same idempotency key) that is over
+// with its result; a call that was abandoned or cancelled has none.
+func (x *Elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
+	var res callsv1.RoundResult
+	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
+		return toolcall.Fail(tool, toolcall.CodeConflict,
+			"a call with this idempotency key ended without a result (it was abandoned or cancelled); call again with a new key")
+	}
+	var env toolcall.Envelope
+	if err := json.Unmarshal([]byte(res.GetEnvelope()), &env); err != nil || env.Status == "" {
+		return toolcall.Unexpected(ctx, x.log, tool, errors.New("the call's workflow returned no result envelope"))
+	}
+	return &env
 }

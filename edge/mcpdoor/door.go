@@ -50,6 +50,9 @@ const SessionTimeout = 30 * time.Minute
 type Config struct {
 	// Pipeline runs the tool calls.
 	Pipeline port.Pipeline
+	// Tasks follows the calls that are MCP tasks carried by the calls
+	// worker; nil without it.
+	Tasks port.Tasks
 	// Auth authenticates callers; nil is development mode, where Dev is
 	// every caller.
 	Auth *identity.Authenticator
@@ -304,6 +307,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			Meta:      req.Params.Meta,
 			MCP:       req,
 			NoWait:    slot != nil && d.tasks.starts(t.catalog.Name),
+			Tasks:     slot != nil,
 		}
 		if x := req.GetExtra(); x != nil {
 			c.Header = x.Header
@@ -318,6 +322,11 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 		if out.Interim != nil {
 			return out.Interim, nil
 		}
+		if out.Task != nil {
+			// taskMiddleware answers with the task.
+			slot.task = out.Task
+			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+		}
 		env := out.Envelope
 		if req.Params.RequestState != "" && req.ProtocolVersion() >= ModernProtocol && stateRefused(env) {
 			// At 2026-07-28 a requestState that fails its checks is a
@@ -325,8 +334,8 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			// over rather than read a result (SEP-2322).
 			return nil, stateError(env)
 		}
-		if slot != nil {
-			d.tasks.started(ctx, d.log, t.catalog, env, slot)
+		if slot != nil && d.tasks.starts(t.catalog.Name) {
+			slot.task = d.started(ctx, t.catalog, env)
 		}
 		if env.IsError() && req.Session != nil {
 			//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call

@@ -155,6 +155,12 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info) {
 		return
 	}
+	if handler == d.legacy && single && method == "tools/call" && d.tasks != nil {
+		if b, ok := coreTaskInMeta(body); ok {
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.ContentLength = int64(len(b))
+		}
+	}
 	if info != nil {
 		r = r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, info))
 		if handler == d.modern {
@@ -166,6 +172,39 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	rw := &rpcErrorWriter{ResponseWriter: w, id: id}
 	handler.ServeHTTP(rw, r)
 	rw.finish()
+}
+
+// coreTaskInMeta moves the params.task of a session's task-augmented
+// tools/call (2025-11-25) into its _meta (metaCoreTask), where the SDK,
+// which drops params it does not know, lets the task middleware see it; ok
+// is false for a call without one.
+func coreTaskInMeta(body []byte) ([]byte, bool) {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return nil, false
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(msg["params"], &params) != nil {
+		return nil, false
+	}
+	task, ok := params["task"]
+	if !ok || !bytes.HasPrefix(bytes.TrimSpace(task), []byte("{")) {
+		return nil, false
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return nil, false
+	}
+	meta[metaCoreTask] = task
+	var err error
+	if params["_meta"], err = json.Marshal(meta); err != nil {
+		return nil, false
+	}
+	if msg["params"], err = json.Marshal(params); err != nil {
+		return nil, false
+	}
+	b, err := json.Marshal(msg)
+	return b, err == nil
 }
 
 // ModernProtocol is the first MCP protocol version served statelessly.

@@ -19,7 +19,7 @@ import (
 // who has it, so a list request does no work proportional to the number of
 // tools.
 type view struct {
-	tools        []*mcp.Tool
+	tools        []*listedTool
 	toolNames    []string
 	templates    []*mcp.ResourceTemplate
 	templateURIs []string
@@ -58,7 +58,7 @@ func (d *Door) buildView(p *identity.Principal) *view {
 	pv := &view{}
 	for _, t := range d.sorted {
 		if ok, _ := p.MayCall(t.catalog); ok {
-			pv.tools = append(pv.tools, t.mcp)
+			pv.tools = append(pv.tools, d.listed(t))
 			pv.toolNames = append(pv.toolNames, t.catalog.Name)
 		}
 	}
@@ -78,6 +78,33 @@ func (d *Door) buildView(p *identity.Principal) *view {
 		}
 	}
 	return pv
+}
+
+// listedTool is a tool as tools/list shows it: with execution.taskSupport
+// when its calls may or must become MCP tasks (go-sdk v1.8 has no such
+// field).
+type listedTool struct {
+	*mcp.Tool
+	Execution *toolExecution `json:"execution,omitempty"`
+}
+
+type toolExecution struct {
+	TaskSupport string `json:"taskSupport"`
+}
+
+func (d *Door) listed(t *tool) *listedTool {
+	l := &listedTool{Tool: t.mcp}
+	if s := d.tasks.support(t.catalog); s != "" {
+		l.Execution = &toolExecution{TaskSupport: s}
+	}
+	return l
+}
+
+// toolsPage is a tools/list result of listed tools; its tools shadow the
+// SDK's.
+type toolsPage struct {
+	mcp.ListToolsResult
+	Tools []*listedTool `json:"tools"`
 }
 
 // page returns the items after cursor (the last key of the previous page,
@@ -208,11 +235,11 @@ func listFor[T any](d *Door, req mcp.Request, list func(*view) ([]T, []string)) 
 }
 
 func (d *Door) listTools(req mcp.Request) (mcp.Result, error) {
-	tools, next, err := listFor(d, req, func(v *view) ([]*mcp.Tool, []string) { return v.tools, v.toolNames })
+	tools, next, err := listFor(d, req, func(v *view) ([]*listedTool, []string) { return v.tools, v.toolNames })
 	if err != nil {
 		return nil, err
 	}
-	res := &mcp.ListToolsResult{Tools: tools, NextCursor: next}
+	res := &toolsPage{ListToolsResult: mcp.ListToolsResult{NextCursor: next}, Tools: tools}
 	d.listCacheable(&res.Cacheable)
 	return res, nil
 }

@@ -4,127 +4,125 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// MCP tasks for long-running tools.
+// MCP tasks (docs/tasks.md).
 //
-// A long_running tool whose contract gives it a task block (toolmesh.tool.v1
-// Task) starts work a client that declares the Tasks extension
-// (io.modelcontextprotocol/tasks, in the request's per-request capabilities
-// or, for a session, in its initialize capabilities) follows as a task
-// instead of waiting for it: the call goes out with wait_seconds 0
-// (port.Call.NoWait) and, while the work is still running, answers
+// Two kinds of work are tasks, both named in the contracts, none in this
+// package:
 //
-//	{"resultType":"task","taskId":"<prefix>/<agent>/<id>","status":"working",...}
+//   - the work a long_running tool with a task block (toolmesh.tool.v1 Task)
+//     starts: a client that follows tasks makes the call with wait_seconds 0
+//     (port.Call.NoWait) and, while the work runs, gets the task, whose id
+//     is the work's workflow id "<prefix>/<agent>/<id>"; tasks/get reads the
+//     work through the block's get tool and tasks/cancel cancels it through
+//     its cancel tool, both through the pipeline as the caller;
+//   - a call the calls worker carries (port.Tasks): a tool whose task_support
+//     says so, or a call that waits, once its input is complete, for the
+//     user's answers (port.Call.Tasks). Its id is its workflow's id,
+//     "call/<tool>/<hex>", and port.Tasks follows it.
 //
-// whose taskId is the work's task id field (its workflow id). tasks/get
-// reads the work through the block's get tool (working, then completed with
-// the same tool result the call would have returned, or cancelled), and
-// tasks/cancel cancels it through its cancel tool, both through the
-// pipeline as the caller. Both are bound to the caller: a task id names its
-// agent, and another caller's task is "not found" (-32602), as is an unknown
-// one. What a status means, and the words that say so, are the contract's:
-// nothing here names a kind of work.
+// Both are bound to the caller: another caller's task is "not found"
+// (-32602), as is an unknown one. The protocol side — the 2026-07-28
+// extension and the 2025-11-25 core methods — is in taskmethods.go, the wire
+// shapes in taskwire.go, status pushes in tasklisten.go.
 
 // ExtensionTasks is the MCP Tasks extension's identifier.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
 
-// Task methods and their errors.
-const (
-	methodTasksGet    = "tasks/get"
-	methodTasksCancel = "tasks/cancel"
-	// codeMissingCapability is "Missing Required Client Capability".
-	codeMissingCapability = -32021
-)
+// taskPollInterval is the pollIntervalMs tasks suggest.
+const taskPollInterval = 2 * time.Second
 
-// taskKind is a kind of long-running work a tool call can become an MCP
-// task of: the tool that starts it, the tools that read and cancel it, and
-// how their results say where the work is (the contract's task block).
+// taskKind is a kind of work a task block describes: the tool that starts
+// it, the tools that read and cancel it, and how their results say where
+// the work is.
 type taskKind struct {
 	*toolcatalog.Task
 	// start, get and cancel are the tools.
 	start, get, cancel *tool
 }
 
-// taskState is where a task's work is.
-type taskState struct {
-	id      string // the task id
-	status  string // working, input_required, completed, failed or cancelled
-	message string
-	created time.Time
-	updated time.Time
-}
-
 // MCP task statuses, by the contract's states.
 var taskStatuses = map[toolv1.TaskState]string{
-	toolv1.TaskState_TASK_STATE_WORKING:        "working",
-	toolv1.TaskState_TASK_STATE_INPUT_REQUIRED: "input_required",
-	toolv1.TaskState_TASK_STATE_COMPLETED:      "completed",
-	toolv1.TaskState_TASK_STATE_FAILED:         "failed",
-	toolv1.TaskState_TASK_STATE_CANCELLED:      "cancelled",
+	toolv1.TaskState_TASK_STATE_WORKING:        port.TaskWorking,
+	toolv1.TaskState_TASK_STATE_INPUT_REQUIRED: port.TaskInputRequired,
+	toolv1.TaskState_TASK_STATE_COMPLETED:      port.TaskCompleted,
+	toolv1.TaskState_TASK_STATE_FAILED:         port.TaskFailed,
+	toolv1.TaskState_TASK_STATE_CANCELLED:      port.TaskCancelled,
 }
-
-const (
-	taskWorking   = "working"
-	taskCompleted = "completed"
-)
 
 var itemJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // state reads where the work is from a result of t, one of k's tools: the
-// work is in the result data's item field.
-func (k *taskKind) state(t *tool, data json.RawMessage) (taskState, error) {
+// work is in the result data's item field. A completed task's result is
+// env, as the start tool would have answered it had it waited.
+func (k *taskKind) state(t *tool, env *toolcall.Envelope) (*port.Task, error) {
 	res := dynamicpb.NewMessage(t.catalog.Method.Output())
-	if err := itemJSON.Unmarshal(data, res); err != nil {
-		return taskState{}, fmt.Errorf("read the %s: %w", k.ItemField, err)
+	if err := itemJSON.Unmarshal(env.Data, res); err != nil {
+		return nil, fmt.Errorf("read the %s: %w", k.ItemField, err)
 	}
 	item := res.Get(res.Descriptor().Fields().ByName(protoreflect.Name(k.ItemField))).Message()
-	st := taskState{id: item.Get(k.TaskID).String(), created: toolcatalog.Time(item, k.Created)}
-	st.updated = st.created
+	st := &port.Task{ID: item.Get(k.TaskID).String(), Created: toolcatalog.Time(item, k.Created).UTC()}
+	st.Updated = st.Created
 	if item.Has(k.Updated) {
-		st.updated = toolcatalog.Time(item, k.Updated)
+		st.Updated = toolcatalog.Time(item, k.Updated).UTC()
 	}
 	status := item.Get(k.Status).Enum()
 	s, ok := k.States[status]
 	if !ok {
-		return taskState{}, fmt.Errorf("%s in unknown status %d", k.ItemField, status)
+		return nil, fmt.Errorf("%s in unknown status %d", k.ItemField, status)
 	}
-	st.status = taskStatuses[s.State]
+	st.Status = taskStatuses[s.State]
 	var b bytes.Buffer
 	if err := s.Message.Execute(&b, toolcatalog.ItemFields(item)); err != nil {
-		return taskState{}, fmt.Errorf("say where the %s is: %w", k.ItemField, err)
+		return nil, fmt.Errorf("say where the %s is: %w", k.ItemField, err)
 	}
-	st.message = b.String()
-	if st.id == "" {
-		return taskState{}, fmt.Errorf("the %s names no task", k.ItemField)
+	st.Message = b.String()
+	if st.ID == "" {
+		return nil, fmt.Errorf("the %s names no task", k.ItemField)
+	}
+	switch st.Status {
+	case port.TaskCompleted:
+		// What the call would have returned had it waited: a result with
+		// the work in the same field.
+		st.Envelope = env
+	case port.TaskFailed:
+		st.Error = &port.TaskError{Code: codeInternalError, Message: st.Message}
 	}
 	return st, nil
 }
 
-// tasks is the edge's task support: the kinds whose tools all have
-// backends. Nil when there are none; the extension is then not declared.
+// codeInternalError is JSON-RPC's internal error.
+const codeInternalError = -32603
+
+// tasks is the door's task support: the kinds whose tools all have
+// backends, and the calls worker's tasks. Nil when there are none; the
+// extension is then not declared.
 type tasks struct {
 	byStart  map[string]*taskKind
 	byPrefix map[string]*taskKind
+	// calls follows the calls the calls worker carries; nil without it.
+	calls port.Tasks
+	// prefixes are every kind's id prefix, "call" included with calls.
+	prefixes []string
 }
 
 func buildTasks(d *Door) (*tasks, error) {
-	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}}
+	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}, calls: d.cfg.Tasks}
 	for _, start := range d.sorted {
 		task := start.catalog.Task
 		if task == nil {
@@ -134,19 +132,48 @@ func buildTasks(d *Door) (*tasks, error) {
 		if !k.start.Binding().HasBackend() || !k.get.Binding().HasBackend() || !k.cancel.Binding().HasBackend() {
 			continue
 		}
+		if t.calls != nil && t.calls.Owns(task.IDPrefix+"/") {
+			return nil, fmt.Errorf("tool %q: task id_prefix %q is the calls worker's", start.catalog.Name, task.IDPrefix)
+		}
 		t.byStart[start.catalog.Name] = k
 		t.byPrefix[task.IDPrefix] = k
+		t.prefixes = append(t.prefixes, task.IDPrefix)
 	}
-	if len(t.byStart) == 0 {
+	if t.calls != nil {
+		t.prefixes = append(t.prefixes, "call")
+	}
+	if len(t.byStart) == 0 && t.calls == nil {
 		return nil, nil
 	}
 	return t, nil
 }
 
-// starts reports whether the tool named name starts a kind of task.
+// starts reports whether the tool named name starts work a task block
+// describes.
 func (t *tasks) starts(name string) bool { return t != nil && t.byStart[name] != nil }
 
-// kindOf splits a task id into its kind, agent and local id.
+// support is what tools/list says of a tool's tasks: "optional" or
+// "required", or "" when its calls never become tasks (an elicited call of
+// any tool still may, while it waits for answers).
+func (t *tasks) support(c *toolcatalog.Tool) string {
+	if t == nil {
+		return ""
+	}
+	carried := t.calls != nil && c.Task == nil
+	if !t.starts(c.Name) && !carried {
+		return ""
+	}
+	switch c.TaskSupport {
+	case toolv1.TaskSupport_TASK_SUPPORT_REQUIRED:
+		return "required"
+	case toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL:
+		return "optional"
+	}
+	return ""
+}
+
+// kindOf splits a task id of a task block into its kind, agent and local
+// id.
 func (t *tasks) kindOf(taskID string) (k *taskKind, agent, id string, ok bool) {
 	prefix, rest, found := strings.Cut(taskID, "/")
 	if !found {
@@ -160,187 +187,73 @@ func (t *tasks) kindOf(taskID string) (k *taskKind, agent, id string, ok bool) {
 	return k, rest[:i], rest[i+1:], true
 }
 
-// taskPollInterval is the pollIntervalMs tasks suggest: long-running work
-// often waits for a person.
-const taskPollInterval = 2 * time.Second
-
-// taskResult is a CreateTaskResult (resultType "task", from tools/call) or
-// a GetTaskResult (resultType "complete", from tasks/get).
-type taskResult struct {
-	mcp.ResultBase
-	ResultType     string `json:"resultType"`
-	TaskID         string `json:"taskId"`
-	Status         string `json:"status"`
-	StatusMessage  string `json:"statusMessage,omitempty"`
-	CreatedAt      string `json:"createdAt"`
-	LastUpdatedAt  string `json:"lastUpdatedAt"`
-	TTLMs          *int64 `json:"ttlMs"` // null: kept for good
-	PollIntervalMs int64  `json:"pollIntervalMs,omitempty"`
-	Result         any    `json:"result,omitempty"`
-}
-
-// ackResult answers tasks/cancel.
-type ackResult struct {
-	mcp.ResultBase
-	ResultType string `json:"resultType"`
-}
-
-// taskParams are the params of tasks/get and tasks/cancel.
-type taskParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
-
-func newTaskResult(resultType string, st taskState) *taskResult {
-	return &taskResult{
-		ResultType:     resultType,
-		TaskID:         st.id,
-		Status:         st.status,
-		StatusMessage:  st.message,
-		CreatedAt:      st.created.UTC().Format(time.RFC3339Nano),
-		LastUpdatedAt:  st.updated.UTC().Format(time.RFC3339Nano),
-		PollIntervalMs: taskPollInterval.Milliseconds(),
-	}
-}
-
-// taskSlot carries, from a tools/call's handler to the task middleware,
-// the task the call became.
-type taskSlot struct{ task *taskResult }
-
-type taskSlotKey struct{}
-
-func taskSlotFrom(ctx context.Context) *taskSlot {
-	s, _ := ctx.Value(taskSlotKey{}).(*taskSlot)
-	return s
-}
-
-// addTaskMethods registers tasks/get and tasks/cancel with the SDK (so it
-// parses them); taskMiddleware answers them, with the caller in hand.
-func (d *Door) addTaskMethods() error {
-	if d.tasks == nil {
+// started is the task a call of a task block's start tool became, for a
+// client that follows tasks: while the work runs, the call answers with it.
+func (d *Door) started(ctx context.Context, c *toolcatalog.Tool, env *toolcall.Envelope) *port.Task {
+	k := d.tasks.byStart[c.Name]
+	if k == nil || env.IsError() {
 		return nil
 	}
-	unreachable := func(context.Context, *mcp.ServerSession, *taskParams) (*taskResult, error) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "task method outside the edge's middleware"}
-	}
-	for _, m := range []string{methodTasksGet, methodTasksCancel} {
-		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
-			return fmt.Errorf("register %s: %w", m, err)
-		}
-	}
-	d.server.AddReceivingMiddleware(d.taskMiddleware)
-	return nil
-}
-
-// declaresTasks reports whether the request's client declared the Tasks
-// extension.
-func declaresTasks(req mcp.Request) bool {
-	r, ok := req.(interface {
-		ClientCapabilities() *mcp.ClientCapabilities
-	})
-	if !ok {
-		return false
-	}
-	caps := r.ClientCapabilities()
-	if caps == nil {
-		return false
-	}
-	_, ok = caps.Extensions[ExtensionTasks]
-	return ok
-}
-
-// taskMiddleware turns the tools/call of a Tasks client into a task when
-// the work is still running, and serves tasks/get and tasks/cancel.
-func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case "tools/call":
-			if !declaresTasks(req) {
-				return next(ctx, method, req)
-			}
-			slot := &taskSlot{}
-			res, err := next(context.WithValue(ctx, taskSlotKey{}, slot), method, req)
-			if err == nil && slot.task != nil {
-				return slot.task, nil
-			}
-			return res, err
-		case methodTasksGet, methodTasksCancel:
-			return d.serveTask(ctx, method, req)
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// started is the tools/call side: for a Tasks client, the started work
-// becomes a task while it is still running.
-func (t *tasks) started(ctx context.Context, log *slog.Logger, tool *toolcatalog.Tool, env *toolcall.Envelope, slot *taskSlot) {
-	if t == nil {
-		return
-	}
-	k := t.byStart[tool.Name]
-	if k == nil || env.IsError() {
-		return
-	}
-	st, err := k.state(k.start, env.Data)
+	st, err := k.state(k.start, env)
 	if err != nil {
-		log.WarnContext(ctx, "mcp.task_unreadable", "tool", tool.Name, "error", err)
-		return
+		d.log.WarnContext(ctx, "mcp.task_unreadable", "tool", c.Name, "error", err)
+		return nil
 	}
-	if st.status == taskWorking {
-		slot.task = newTaskResult("task", st)
-		log.InfoContext(ctx, "mcp.task_created", "tool", tool.Name, "task_id", st.id)
+	if st.Status != port.TaskWorking {
+		return nil
 	}
+	d.log.InfoContext(ctx, "mcp.task_created", "tool", c.Name, "task_id", st.ID)
+	return st
 }
 
-func taskNotFound() error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: Task not found"}
-}
+// errTaskUnreadable is an error of the edge's, not the caller's: the work a
+// tool shows could not be read as a task.
+var errTaskUnreadable = errors.New("read the task's state")
 
-// serveTask answers tasks/get and tasks/cancel for the caller's own tasks.
-func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-	p := d.principal(req)
-	if p == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
+// task reads where task id of p is: from the calls worker for a call it
+// carries, through the kind's get tool (or, with cancel, its cancel tool)
+// for work a task block describes.
+func (d *Door) task(ctx context.Context, p *identity.Principal, id string, cancel bool) (*port.Task, error) {
+	t := d.tasks
+	if t.calls != nil && t.calls.Owns(id) {
+		if cancel {
+			if err := t.calls.Cancel(ctx, p, id); err != nil {
+				return nil, err
+			}
+		}
+		return t.calls.Get(ctx, p, id)
 	}
-	if !declaresTasks(req) {
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionTasks: map[string]any{}}}})
-		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: "Missing required client capability", Data: data}
-	}
-	params, _ := req.GetParams().(*taskParams)
-	if params == nil || params.TaskID == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "taskId is required"}
-	}
-	k, agent, id, ok := d.tasks.kindOf(params.TaskID)
+	k, agent, local, ok := t.kindOf(id)
 	if !ok || agent != p.Agent {
-		return nil, taskNotFound()
+		return nil, port.ErrTaskNotFound
 	}
-	t := k.get
-	if method == methodTasksCancel {
-		t = k.cancel
+	tl := k.get
+	if cancel {
+		tl = k.cancel
 	}
-	if ok, _ := p.MayCall(t.catalog); !ok {
-		return nil, taskNotFound()
+	if ok, _ := p.MayCall(tl.catalog); !ok {
+		return nil, port.ErrTaskNotFound
 	}
-	args, _ := json.Marshal(map[string]string{k.IDField: id})
-	env := d.pipeline.Call(ctx, &port.Call{Tool: t.Tool, Caller: p, Arguments: args}).Envelope
+	args, _ := json.Marshal(map[string]string{k.IDField: local})
+	env := d.pipeline.Call(ctx, &port.Call{Tool: tl.Tool, Caller: p, Arguments: args}).Envelope
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeNotFound || env.DomainCode == toolcall.CodeInvalidArgument {
-			return nil, taskNotFound()
+			return nil, port.ErrTaskNotFound
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: env.Message}
+		if cancel && env.DomainCode == toolcall.CodeConflict {
+			// Over already: cancelling it is a no-op; show it.
+			return d.task(ctx, p, id, false)
+		}
+		return nil, fmt.Errorf("%s: %s: %s", tl.catalog.Name, env.DomainCode, env.Message)
 	}
-	d.log.DebugContext(ctx, "mcp.task", "method", method, "task_id", params.TaskID, "subject", p.Subject, "agent", p.Agent)
-	if method == methodTasksCancel {
-		return &ackResult{ResultType: "complete"}, nil
-	}
-	st, err := k.state(t, env.Data)
+	st, err := k.state(tl, env)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "read the task's state"}
+		d.log.WarnContext(ctx, "mcp.task_unreadable", "tool", tl.catalog.Name, "task_id", id, "error", err)
+		return nil, errTaskUnreadable
 	}
-	out := newTaskResult("complete", st)
-	if st.status == taskCompleted {
-		// What the original call would have returned had it waited.
-		out.Result = result(env)
+	if st.Status == port.TaskCompleted && cancel {
+		// Over before it was cancelled: its result is the get tool's.
+		return d.task(ctx, p, id, false)
 	}
-	return out, nil
+	return st, nil
 }

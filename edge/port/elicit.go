@@ -19,6 +19,9 @@ type Elicitor interface {
 	// Next delivers the answers of a later round (the request carries the
 	// requestState of the round it answers).
 	Next(ctx context.Context, c *Elicited) Outcome
+	// Carry makes c, a call whose input is complete and valid, an MCP task
+	// carried by a workflow, and answers with the task at once.
+	Carry(ctx context.Context, c *Elicited) Outcome
 }
 
 // Elicited is one call an Elicitor serves.

@@ -80,6 +80,10 @@ type Call struct {
 	// NoWait asks a long-running tool that waits for its outcome to answer
 	// at once: the door makes the work a task its client follows.
 	NoWait bool
+	// Tasks says that the client follows MCP tasks: a call that may become
+	// one (toolmesh.tool.v1 TaskSupport), or that waits for the user's
+	// answers once its input is complete, does, and its outcome is the task.
+	Tasks bool
 	// Unmetered marks the edge's own background reads (a subscription's
 	// poll): they are not the caller's calls and do not count against its
 	// rate limit.
@@ -87,10 +91,13 @@ type Call struct {
 }
 
 // Outcome is what a call answers: its envelope, or — for a call that goes
-// on — the interim MCP result (a round of questions).
+// on — the interim MCP result (a round of questions) or the task it became.
 type Outcome struct {
 	Envelope *toolcall.Envelope
 	Interim  *mcp.CallToolResult
+	// Task is the MCP task the call became (Call.Tasks): the client follows
+	// it with the task methods.
+	Task *Task
 	// Executed is set for a successful ADMIN call whose side effect ran
 	// elsewhere (see Elicitor): the pipeline reports it executed.
 	Executed *Executed

@@ -64,6 +64,12 @@ type Tool struct {
 	Resource *Resource
 	// Task is set when the work the tool starts is an MCP task.
 	Task *Task
+	// TaskSupport says whether a call may or must become an MCP task (an
+	// unspecified option is OPTIONAL for a tool with a Task, and means no
+	// for any other).
+	TaskSupport toolv1.TaskSupport
+	// Questions are asked of the user when a call lacks their fields.
+	Questions []*Question
 	// Prompts are the prompts that read through the tool.
 	Prompts []*Prompt
 
@@ -158,6 +164,7 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 				return nil, err
 			}
 		}
+		t.TaskSupport = taskSupport(t, opt)
 		if err := r.bindPrompts(t, opt.GetPrompts(), prompts); err != nil {
 			return nil, err
 		}
@@ -278,6 +285,9 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		if !elicitableField(fd) {
 			return nil, fmt.Errorf("tool %q: elicitable field %q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration)", t.Name, f)
 		}
+	}
+	if err := bindQuestions(t, opt.GetQuestions()); err != nil {
+		return nil, err
 	}
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {
 		t.PageField = pf

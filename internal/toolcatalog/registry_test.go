@@ -238,6 +238,9 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 	withPreview := func(preview string) *toolv1.Tool {
 		return &toolv1.Tool{Name: "fake_plan", Title: "Plan", Kind: toolv1.Kind_KIND_WRITE, Preview: preview}
 	}
+	asking := func(qs ...*toolv1.Question) *toolv1.Tool {
+		return &toolv1.Tool{Name: "fake_get", Title: "Get", Kind: toolv1.Kind_KIND_WRITE, Questions: qs}
+	}
 	cases := []struct {
 		name string
 		rpcs []rpc
@@ -286,6 +289,31 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 			{name: "Plan", in: remindIn, out: echoOut, tool: withPreview("fake_preview")},
 			{name: "Preview", in: ".toolcatalog.test.Every", out: echoOut, tool: read("fake_preview")},
 		}, `tool "fake_plan": preview tool "fake_preview" takes every, which toolmesh.testing.v1.RemindRequest does not take alike`},
+		{"question field missing", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"nope"}, Message: "Sure?"})}},
+			`tool "fake_get": question "check": "nope" is not a field of toolmesh.testing.v1.TakeRequest`},
+		{"question field a list", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"tags"}, Message: "Sure?"})}},
+			`question "check": "tags" is not a flat value a form can ask for`},
+		{"question field elicitable", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: func() *toolv1.Tool {
+			t := asking(&toolv1.Question{Name: "check", Fields: []string{"name"}, Message: "Sure?"})
+			t.Elicitable = []string{"name"}
+			return t
+		}()}}, `question "check": "name" is elicitable`},
+		{"question field asked twice", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(
+			&toolv1.Question{Name: "first", Fields: []string{"name"}, Message: "Name?"},
+			&toolv1.Question{Name: "second", Fields: []string{"shade", "name"}, Message: "Shade?"})}},
+			`question "second": "name" is asked by question "first" too`},
+		{"question named twice", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(
+			&toolv1.Question{Name: "first", Fields: []string{"name"}, Message: "Name?"},
+			&toolv1.Question{Name: "first", Fields: []string{"shade"}, Message: "Shade?"})}},
+			`question "first": asked twice`},
+		{"question badly named", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "Check", Fields: []string{"name"}, Message: "Sure?"})}},
+			`question "Check": the name is not a lower-case word`},
+		{"question without fields", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Message: "Sure?"})}},
+			`question "check": asks for no field`},
+		{"question without message", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"name"}})}},
+			`question "check": it has no message`},
+		{"question with a broken message", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"name"}, Message: "Take {{.name"})}},
+			`question "check": message: template`},
 		{"list without offset", []rpc{{name: "List", in: echoIn, out: listOut, tool: read("fake_list")}},
 			`list tool "fake_list" (toolcatalog.test.Fake.List): a list request needs an int32 offset field`},
 		{"list with unbounded paging", []rpc{{name: "List", in: ".toolcatalog.test.Unbounded", out: listOut, tool: read("fake_list")}},
@@ -307,9 +335,47 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 		rpc{name: "Preview", in: ".toolmesh.testing.v1.PreviewRemindRequest", out: echoOut, tool: read("fake_preview")},
 		rpc{name: "List", in: listIn, out: listOut, tool: read("fake_list")},
 		rpc{name: "Get", in: takeIn, out: echoOut, tool: &toolv1.Tool{Name: "fake_get", Title: "Get", Kind: toolv1.Kind_KIND_READ, Elicitable: []string{"name", "shade", "at", "wait"}}},
+		rpc{name: "Take", in: takeIn, out: echoOut, tool: &toolv1.Tool{Name: "fake_take", Title: "Take", Kind: toolv1.Kind_KIND_WRITE,
+			Elicitable: []string{"shade"}, TaskSupport: toolv1.TaskSupport_TASK_SUPPORT_REQUIRED, Questions: []*toolv1.Question{
+				{Name: "which", Fields: []string{"name", "at"}, Message: "Which {{.shade}} one, and when?"},
+				{Name: "wait", Fields: []string{"wait"}, Message: "How long may it wait?"},
+			}}},
 	)
-	if _, err := toolcatalog.Build([]protoreflect.ServiceDescriptor{sd}, d, toolcatalog.Options{}); err != nil {
-		t.Errorf("Build of the good service: %v", err)
+	r, err := toolcatalog.Build([]protoreflect.ServiceDescriptor{sd}, d, toolcatalog.Options{})
+	if err != nil {
+		t.Fatalf("Build of the good service: %v", err)
+	}
+	take, _ := r.Lookup("fake_take")
+	var qs []string
+	for _, q := range take.Questions {
+		var b strings.Builder
+		if err := q.Message.Execute(&b, map[string]any{"shade": "red"}); err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q.Name+" "+strings.Join(q.Fields, ",")+": "+b.String())
+	}
+	if want := []string{"which name,at: Which red one, and when?", "wait wait: How long may it wait?"}; !cmp.Equal(qs, want) {
+		t.Errorf("questions of fake_take = %q, want %q", qs, want)
+	}
+	if take.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_REQUIRED {
+		t.Errorf("fake_take's task support = %v, want REQUIRED", take.TaskSupport)
+	}
+}
+
+// TestTaskSupportDefaultsToTheTaskBlock: a tool that starts work a task
+// follows supports tasks unless it says otherwise; any other tool does not.
+func TestTaskSupportDefaultsToTheTaskBlock(t *testing.T) {
+	jobs := testingv1.File_toolmesh_testing_v1_jobs_proto.Services().ByName("TestingJobsService")
+	r := build(t, testingService, jobs)
+	for name, want := range map[string]toolv1.TaskSupport{
+		"testing_start_job": toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL,
+		"testing_get_job":   toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED,
+		"testing_echo":      toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED,
+	} {
+		tool, ok := r.Lookup(name)
+		if !ok || tool.TaskSupport != want {
+			t.Errorf("%s: task support %v, want %v", name, tool.TaskSupport, want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/activity"
@@ -125,6 +126,7 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	caller := meshCaller(in.GetCaller())
 	ctx, cancel := callDeadline(ctx, in)
 	defer cancel()
+	defer heartbeat(ctx)()
 	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()})
 	if env.DomainCode == toolcall.CodeUnavailable {
 		return nil, unavailable(env)
@@ -176,6 +178,33 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 		return nil, unavailable(env)
 	}
 	return output(env)
+}
+
+// heartbeat beats for an attempt that must (a task's side effect, which
+// may run long) until the returned stop: a beat is how the attempt learns
+// that its workflow was cancelled, which cancels ctx and so the service
+// call.
+func heartbeat(ctx context.Context) (stop func()) {
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity || info.HeartbeatTimeout <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(info.HeartbeatTimeout / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // callDeadline bounds the service call by the call's own deadline (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -16,27 +17,52 @@ import (
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 )
 
-// apply takes the answer to the pending question. It returns a result when
-// the answer ends the call or the question must be asked again, nil when the
+// apply takes the answers to the questions out. It returns a result when
+// an answer ends the call or a question must be asked again, nil when the
 // call moves on.
 func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *callsv1.RoundResult {
-	q := c.pending
-	a, ok := answers[q.key]
-	if !ok || a.GetAction() == callsv1.Action_ACTION_UNSPECIFIED {
-		return c.reask(ctx, "No answer was given. ")
+	var notes []string
+	again := false
+	for _, q := range c.pending {
+		res, note := c.applyOne(ctx, q, answers[q.key])
+		if res != nil {
+			return res
+		}
+		if note != "" {
+			again = true
+			if q.kind == callsv1.StepKind_STEP_KIND_QUESTIONS {
+				c.notes[q.name] = note
+			} else {
+				notes = append(notes, note)
+			}
+		}
+	}
+	if again {
+		return c.reask(ctx, strings.Join(notes, ""))
+	}
+	c.step++
+	return nil
+}
+
+// applyOne takes the answer a to the question q: it returns a result when
+// the answer ends the call, or why q must be asked again ("" when it is
+// answered).
+func (c *call) applyOne(ctx workflow.Context, q *pending, a *callsv1.Answer) (*callsv1.RoundResult, string) {
+	if a == nil || a.GetAction() == callsv1.Action_ACTION_UNSPECIFIED {
+		return nil, "No answer was given. "
 	}
 	switch a.GetAction() {
 	case callsv1.Action_ACTION_DECLINE:
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
-			fmt.Sprintf("The user declined to %s; nothing was done.", c.what(q.kind))), StatusDeclined)
+			fmt.Sprintf("The user declined to %s; nothing was done.", c.what(q))), StatusDeclined), ""
 	case callsv1.Action_ACTION_CANCEL:
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
-			fmt.Sprintf("The user cancelled instead of answering (%s); nothing was done.", c.what(q.kind))), StatusDeclined)
+			fmt.Sprintf("The user cancelled instead of answering (%s); nothing was done.", c.what(q))), StatusDeclined), ""
 	}
 	content := a.GetContent().AsMap()
-	if confirm, ok := content[toolcall.AdminConfirm]; ok && confirm == false && q.kind != callsv1.StepKind_STEP_KIND_FIELDS {
+	if confirm, ok := content[toolcall.AdminConfirm]; ok && confirm == false && (q.kind == callsv1.StepKind_STEP_KIND_ADMIN || q.kind == callsv1.StepKind_STEP_KIND_PREVIEW) {
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
-			fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
+			fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined), ""
 	}
 	// The answers given are checked against the form (required aside) and
 	// kept; what is still missing is asked again, alone.
@@ -48,10 +74,10 @@ func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *
 		}
 	}
 	if err := toolschema.ValidateAnswer(toolschema.WithoutRequired(toolschema.Subset(q.schema, given)), content); err != nil {
-		return c.reask(ctx, fmt.Sprintf("That answer does not fit: %s. ", err))
+		return nil, fmt.Sprintf("That answer does not fit: %s. ", err)
 	}
 	switch q.kind {
-	case callsv1.StepKind_STEP_KIND_FIELDS:
+	case callsv1.StepKind_STEP_KIND_FIELDS, callsv1.StepKind_STEP_KIND_QUESTIONS:
 		for _, f := range given {
 			b, err := json.Marshal(content[f])
 			if err != nil {
@@ -73,23 +99,35 @@ func (c *call) apply(ctx workflow.Context, answers map[string]*callsv1.Answer) *
 	case callsv1.StepKind_STEP_KIND_PREVIEW:
 		if content[toolcall.AdminConfirm] != true {
 			return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
-				fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined)
+				fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined), ""
 		}
 	}
 	if len(missing) > 0 {
-		return c.reask(ctx, fmt.Sprintf("Still needed: %s. ", strings.Join(toolschema.Titles(q.schema, missing), ", ")))
+		return nil, fmt.Sprintf("Still needed: %s. ", strings.Join(toolschema.Titles(q.schema, missing), ", "))
 	}
-	c.step++
-	return nil
+	return nil, ""
 }
 
 // what names what a question asked, for the declined envelope.
-func (c *call) what(kind callsv1.StepKind) string {
-	switch kind {
+func (c *call) what(q *pending) string {
+	switch q.kind {
 	case callsv1.StepKind_STEP_KIND_FIELDS:
-		return "give " + strings.Join(c.pending.fields, ", ") + " for " + c.in.GetTool()
+		return "give " + strings.Join(q.fields, ", ") + " for " + c.in.GetTool()
+	case callsv1.StepKind_STEP_KIND_QUESTIONS:
+		return "answer " + q.name + " (" + strings.Join(q.fields, ", ") + ") for " + c.in.GetTool()
 	}
 	return "confirm " + c.in.GetTool()
+}
+
+// missingArgs are those of fields the call has no value for.
+func (c *call) missingArgs(fields []string) []string {
+	var missing []string
+	for _, f := range fields {
+		if v, ok := c.args[f]; !ok || string(v) == "null" {
+			missing = append(missing, f)
+		}
+	}
+	return missing
 }
 
 // next asks the first question of the plan whose input is still missing,
@@ -100,15 +138,21 @@ func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
 		st := steps[c.step]
 		switch st.GetKind() {
 		case callsv1.StepKind_STEP_KIND_FIELDS:
-			var missing []string
-			for _, f := range st.GetFields() {
-				if v, ok := c.args[f]; !ok || string(v) == "null" {
-					missing = append(missing, f)
-				}
-			}
-			if len(missing) > 0 {
+			if missing := c.missingArgs(st.GetFields()); len(missing) > 0 {
 				return c.ask(ctx, st.GetKind(), missing, toolschema.Subset(st.GetRequestedSchema(), missing),
 					fmt.Sprintf("%s needs more information: %s.", c.in.GetTitle(), strings.Join(toolschema.Titles(st.GetRequestedSchema(), missing), ", ")))
+			}
+		case callsv1.StepKind_STEP_KIND_QUESTIONS:
+			var qs []*pending
+			for _, sq := range st.GetQuestions() {
+				if missing := c.missingArgs(sq.GetFields()); len(missing) > 0 {
+					qs = append(qs, &pending{name: sq.GetName(), kind: st.GetKind(), fields: missing,
+						schema: toolschema.Subset(sq.GetRequestedSchema(), missing), message: c.notes[sq.GetName()] + c.render(sq.GetMessage())})
+					delete(c.notes, sq.GetName())
+				}
+			}
+			if len(qs) > 0 {
+				return c.askAll(ctx, qs)
 			}
 		case callsv1.StepKind_STEP_KIND_ADMIN:
 			if missing := toolcall.MissingAdmin(c.args); len(missing) > 0 {
@@ -121,7 +165,33 @@ func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
 		}
 		c.step++
 	}
+	if c.in.GetTask() {
+		return c.readyToRun(ctx)
+	}
 	return c.run(ctx)
+}
+
+// render is a question's text for the arguments gathered so far; a text
+// that does not render is shown as written.
+func (c *call) render(text string) string {
+	tmpl, err := template.New("question").Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return text
+	}
+	args := map[string]any{}
+	// A copy: its order does not matter.
+	//workflowcheck:ignore
+	for k, v := range c.args {
+		var x any
+		if json.Unmarshal(v, &x) == nil {
+			args[k] = x
+		}
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, args); err != nil {
+		return text
+	}
+	return b.String()
 }
 
 // preview calls the step's preview tool with the arguments gathered so far
@@ -177,21 +247,45 @@ func (c *call) fieldsStep() int {
 
 // ask puts out a new round with one question.
 func (c *call) ask(ctx workflow.Context, kind callsv1.StepKind, fields []string, schema *structpb.Struct, message string) *callsv1.RoundResult {
+	return c.askAll(ctx, []*pending{{name: stepName(kind), kind: kind, fields: fields, schema: schema, message: c.note + message}})
+}
+
+// askAll puts out a new round with the questions qs (of one step), each
+// under the key "r<round>.<name>". In a task (or once a task's FIELDS rounds
+// are over) the questions are the task's.
+func (c *call) askAll(ctx workflow.Context, qs []*pending) *callsv1.RoundResult {
 	if int(c.round) >= maxRounds(c.in) {
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeInvalidArgument,
 			fmt.Sprintf("%s asked %d rounds of questions without getting complete answers; call it again with the missing arguments", c.in.GetTool(), c.round)), StatusFailed)
 	}
 	c.round++
-	key := fmt.Sprintf("r%d.%s", c.round, stepName(kind))
-	c.pending = &pending{key: key, kind: kind, fields: fields, schema: schema}
-	message = c.note + message
+	c.pending = qs
 	c.note = ""
+	res := &callsv1.RoundResult{Round: c.round}
+	for _, q := range qs {
+		q.key = fmt.Sprintf("r%d.%s", c.round, q.name)
+		res.Questions = append(res.Questions, &callsv1.Question{Key: q.key, Message: q.message, RequestedSchema: q.schema})
+	}
 	deadline := workflow.Now(ctx).Add(c.timeout).UTC().Format(time.RFC3339)
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(fields, ", "), message))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(pendingFields(qs), ", "), qs[0].message))
 	c.deadline = workflow.Now(ctx).Add(c.timeout)
+	if c.in.GetTask() && (qs[0].kind != callsv1.StepKind_STEP_KIND_FIELDS || c.task) {
+		c.task = true
+	}
+	c.changed(ctx, fmt.Sprintf("Waiting until %s for the answers to %d question(s).", deadline, len(qs)))
 	c.status(ctx, StatusWaiting)
-	c.current = &callsv1.RoundResult{Round: c.round, Questions: []*callsv1.Question{{Key: key, Message: message, RequestedSchema: schema}}}
-	return c.current
+	res.Task = c.task
+	c.current = res
+	return res
+}
+
+// pendingFields are the fields the questions qs ask for.
+func pendingFields(qs []*pending) []string {
+	var fields []string
+	for _, q := range qs {
+		fields = append(fields, q.fields...)
+	}
+	return fields
 }
 
 // reask asks the pending question again (for the fields still missing) as

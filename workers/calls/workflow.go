@@ -1,6 +1,6 @@
-// Package calls runs tool calls that need more input from the user before
-// they can run (MCP multi-round elicitation, SEP-2322), on the "calls" task
-// queue.
+// Package calls runs tool calls that a workflow carries, on the "calls" task
+// queue: calls that need more input from the user before they can run (MCP
+// multi-round elicitation, SEP-2322), and calls that are MCP tasks.
 //
 // The edge starts one ElicitedCall workflow per such call with
 // update-with-start and delivers every round of answers as a "round" update;
@@ -16,6 +16,15 @@
 // A call nobody answers is given up after the round timeout: the workflow
 // fails with an Abandoned error and its ToolmeshStatus search attribute says
 // "abandoned".
+//
+// A call that is an MCP task (ElicitedCallInput.task; the workflow id is the
+// task id) asks its FIELDS steps in rounds as above; from its first later
+// question on, or at once when there is none, it is the task (task.go): its
+// questions are answered with "answer" updates (tasks/update) — bound to the
+// caller, checked against their forms, applied once — the "task" query shows
+// where it is, and its side effect runs in the workflow's main loop, in an
+// activity that heartbeats, so that cancelling the workflow (tasks/cancel)
+// cancels the service call.
 package calls
 
 import (
@@ -52,6 +61,16 @@ func PendingQuery() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&callsv1.PendingQuery{})
 }
 
+// AnswerUpdate is the update that delivers a task's answers.
+func AnswerUpdate() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&callsv1.AnswerRequest{})
+}
+
+// TaskQuery is the query that shows a running call as an MCP task.
+func TaskQuery() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&callsv1.TaskQuery{})
+}
+
 // Activity names (private to this queue: only the workflow schedules them).
 // They are the activity types in every recorded history: never change one
 // (docs/workflows.md).
@@ -63,6 +82,7 @@ const (
 // Values of the ToolmeshStatus search attribute.
 const (
 	StatusWaiting   = "waiting"   // a question is out (the edge sets it at start)
+	StatusRunning   = "running"   // a task's side effect runs
 	StatusSucceeded = "succeeded" // the call ran and succeeded
 	StatusFailed    = "failed"    // the call ran (or was refused) with an error
 	StatusDeclined  = "declined"  // the user declined or cancelled
@@ -72,6 +92,10 @@ const (
 
 // ErrTypeAbandoned is the failure type of an abandoned call.
 const ErrTypeAbandoned = "Abandoned"
+
+// KindTask is the ToolmeshKind of a call that is an MCP task (the edge
+// starts every call with its contract's id prefix, "call").
+const KindTask = "task"
 
 // Defaults of an input that leaves them out.
 const (
@@ -92,6 +116,7 @@ var (
 	errBusy      = errors.New("a round of this call is being answered")
 	errStale     = errors.New("stale or repeated round")
 	errArguments = errors.New("the arguments differ from the call's")
+	errTask      = errors.New("the call is an MCP task: its questions are answered with tasks/update")
 )
 
 // IdempotencyKey is the key the call's side effect is stored under by its
@@ -107,14 +132,21 @@ type call struct {
 	args    map[string]json.RawMessage
 	timeout time.Duration
 
-	round    int32    // the round of the question that is out (0: none yet)
-	step     int      // index of the step being asked
-	pending  *pending // the question that is out
-	elicited []string // fields whose values came from answers
-	note     string   // prefixed to the next question (why it is asked again)
+	round    int32             // the round of the questions out (0: none yet)
+	step     int               // index of the step being asked
+	pending  []*pending        // the questions out
+	elicited []string          // fields whose values came from answers
+	note     string            // prefixed to the next question (why it is asked again)
+	notes    map[string]string // the same, by question, for QUESTIONS steps
 
 	deadline time.Time // when the round out is given up
 	state    string    // the ToolmeshStatus last set
+	kind     string    // the ToolmeshKind last set
+
+	task    bool      // the call is an MCP task (in.task, past its FIELDS rounds)
+	ready   bool      // a task that asks nothing more: the main loop runs it
+	message string    // what the call does, for people (the task's view)
+	updated time.Time // when it last changed
 
 	busy      bool
 	done      bool
@@ -124,19 +156,23 @@ type call struct {
 	callID    string               // the side effect's idempotency key, once it ran
 }
 
-// pending is the question of the current round.
+// pending is a question of the current round.
 type pending struct {
-	key    string
-	kind   callsv1.StepKind
-	fields []string
-	schema *structpb.Struct
+	key     string
+	name    string // the key's last part: the step's, or the tool's question's
+	kind    callsv1.StepKind
+	fields  []string
+	schema  *structpb.Struct
+	message string
 }
 
 // ElicitedCall is the workflow of one elicited tool call. It returns the
 // final round's result (the call's envelope) or fails as abandoned.
 func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1.RoundResult, error) {
-	c := &call{in: in, timeout: durationOr(in.GetRoundTimeout(), DefaultRoundTimeout)}
+	c := &call{in: in, timeout: durationOr(in.GetRoundTimeout(), DefaultRoundTimeout), notes: map[string]string{}}
 	c.state, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(statusKey())
+	c.kind, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(kindKey())
+	c.updated = workflow.Now(ctx)
 	if err := json.Unmarshal([]byte(in.GetArguments()), &c.args); err != nil || c.args == nil {
 		c.args = map[string]json.RawMessage{}
 	}
@@ -153,14 +189,25 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 	}, workflow.QueryHandlerOptions{Description: pending.Description}); err != nil {
 		return nil, err
 	}
+	if err := c.handleTask(ctx); err != nil {
+		return nil, err
+	}
 	// One timer runs at a time, to the deadline of the round out; a round
 	// moves the deadline without touching the timer (a middle round then
 	// costs no timer commands), and a timer that fires early is followed by
 	// one for the rest.
 	c.deadline = workflow.Now(ctx).Add(c.timeout)
 	for !c.done {
+		if c.ready && !c.busy {
+			// A task that asks nothing more runs here, outside any update,
+			// for as long as its call takes.
+			if err := c.runTask(ctx); err != nil {
+				return nil, c.cancelled(ctx, err)
+			}
+			continue
+		}
 		if wait := c.deadline.Sub(workflow.Now(ctx)); wait > 0 {
-			if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.done }); err != nil {
+			if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.done || (c.ready && !c.busy) }); err != nil {
 				return nil, c.cancelled(ctx, err)
 			}
 			continue
@@ -190,6 +237,8 @@ func (c *call) validate(req *callsv1.RoundRequest) error {
 	switch {
 	case c.done:
 		return errOver
+	case c.task:
+		return errTask
 	case c.busy:
 		return errBusy
 	case req.GetRound() != c.round:
@@ -230,6 +279,7 @@ func (c *call) finish(ctx workflow.Context, env *toolcall.Envelope, status strin
 	if env.IsError() {
 		summary = env.DomainCode + ": " + env.Message
 	}
+	c.changed(ctx, "The call is over: "+summary)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("`%s` is over after %d round(s): %s", c.in.GetTool(), c.round, summary))
 	c.status(ctx, status)
 	c.current = &callsv1.RoundResult{Envelope: c.final}
@@ -251,28 +301,49 @@ func (c *call) cancelled(ctx workflow.Context, err error) error {
 func (c *call) abandon(ctx workflow.Context) {
 	c.done, c.abandoned = true, true
 	what := "its first round"
-	if c.pending != nil {
-		what = strings.Join(c.pending.fields, ", ")
+	if len(c.pending) > 0 {
+		what = strings.Join(pendingFields(c.pending), ", ")
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Abandoned**: round %d of `%s` (%s) got no answer within %s; nothing was done.", c.round, c.in.GetTool(), what, c.timeout))
 	c.status(ctx, StatusAbandoned)
 }
 
 // status sets the ToolmeshStatus search attribute when it changes (an
-// upsert is a command and a visibility write: middle rounds make none).
+// upsert is a command and a visibility write: middle rounds make none), and,
+// in the same upsert, ToolmeshKind once the call became a task.
 func (c *call) status(ctx workflow.Context, s string) {
-	if s == c.state {
+	var updates []temporal.SearchAttributeUpdate
+	if s != c.state {
+		updates = append(updates, statusKey().ValueSet(s))
+	}
+	kind := c.task && c.kind != KindTask
+	if kind {
+		updates = append(updates, kindKey().ValueSet(KindTask))
+	}
+	if len(updates) == 0 {
 		return
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, statusKey().ValueSet(s)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		workflow.GetLogger(ctx).Warn("calls.status_not_recorded", "status", s, "error", err)
 		return
 	}
 	c.state = s
+	if kind {
+		c.kind = KindTask
+	}
+}
+
+// changed records what the call does from now on, for its task's view.
+func (c *call) changed(ctx workflow.Context, message string) {
+	c.message, c.updated = message, workflow.Now(ctx)
 }
 
 func statusKey() temporal.SearchAttributeKeyKeyword {
 	return temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus)
+}
+
+func kindKey() temporal.SearchAttributeKeyKeyword {
+	return temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind)
 }
 
 func maxRounds(in *callsv1.ElicitedCallInput) int {

@@ -5,12 +5,14 @@
 // source: toolmesh/calls/v1/calls.proto
 
 // Package toolmesh.calls.v1 is the contract between the edge and the calls
-// worker for a tool call that needs more input from the user before it can
-// run (MCP multi-round elicitation, SEP-2322). The edge starts one workflow
-// per such call and delivers every round of answers as an update; the
-// workflow keeps the answers, asks the next question, and runs the call's side
-// effect once, in an activity, after the last round. Neither side imports the
-// other: both read the names below from these messages' options.
+// worker for a tool call that a workflow carries: one that needs more input
+// from the user before it can run (MCP multi-round elicitation, SEP-2322), or
+// one that is an MCP task. The edge starts one workflow per such call and
+// delivers every round of answers as an update; the workflow keeps the
+// answers, asks the next question, and runs the call's side effect once, in an
+// activity, after the last round. A task's later answers arrive as "answer"
+// updates and its side effect runs in the background. Neither side imports
+// the other: both read the names below from these messages' options.
 
 package callsv1
 
@@ -20,6 +22,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -44,6 +47,9 @@ const (
 	// A confirmation showing what the call will do: the result of the tool's
 	// preview tool, called with the arguments gathered so far.
 	StepKind_STEP_KIND_PREVIEW StepKind = 3
+	// The tool's questions (toolmesh.tool.v1.Question) whose fields are
+	// missing, all asked at once, each a form of its own.
+	StepKind_STEP_KIND_QUESTIONS StepKind = 4
 )
 
 // Enum value maps for StepKind.
@@ -53,12 +59,14 @@ var (
 		1: "STEP_KIND_FIELDS",
 		2: "STEP_KIND_ADMIN",
 		3: "STEP_KIND_PREVIEW",
+		4: "STEP_KIND_QUESTIONS",
 	}
 	StepKind_value = map[string]int32{
 		"STEP_KIND_UNSPECIFIED": 0,
 		"STEP_KIND_FIELDS":      1,
 		"STEP_KIND_ADMIN":       2,
 		"STEP_KIND_PREVIEW":     3,
+		"STEP_KIND_QUESTIONS":   4,
 	}
 )
 
@@ -171,9 +179,17 @@ type ElicitedCallInput struct {
 	// included) before it ends with invalid_argument.
 	MaxRounds int32 `protobuf:"varint,9,opt,name=max_rounds,json=maxRounds,proto3" json:"max_rounds,omitempty"`
 	// The deadline of each service call the workflow makes.
-	CallTimeout   *durationpb.Duration `protobuf:"bytes,10,opt,name=call_timeout,json=callTimeout,proto3" json:"call_timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=call_timeout,json=callTimeout,proto3" json:"call_timeout,omitempty"`
+	// The call is an MCP task whose id is the workflow id. Its FIELDS steps are
+	// asked in rounds, as ever; from the first later step on (or at once, when
+	// there is none) the call is the task: its questions are answered with
+	// "answer" updates, and its side effect runs in the background, in an
+	// activity that cancelling the workflow cancels, with task_call_timeout.
+	Task bool `protobuf:"varint,11,opt,name=task,proto3" json:"task,omitempty"`
+	// The deadline of a task's service call (task).
+	TaskCallTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=task_call_timeout,json=taskCallTimeout,proto3" json:"task_call_timeout,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ElicitedCallInput) Reset() {
@@ -276,6 +292,20 @@ func (x *ElicitedCallInput) GetCallTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ElicitedCallInput) GetTask() bool {
+	if x != nil {
+		return x.Task
+	}
+	return false
+}
+
+func (x *ElicitedCallInput) GetTaskCallTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.TaskCallTimeout
+	}
+	return nil
+}
+
 // Caller is the identity a call acts for (see internal/mesh.Caller).
 type Caller struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -369,7 +399,9 @@ type Step struct {
 	// (FIELDS, ADMIN). Answers are validated against it.
 	RequestedSchema *structpb.Struct `protobuf:"bytes,3,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
 	// The READ tool whose result the confirmation shows (PREVIEW).
-	PreviewTool   string `protobuf:"bytes,4,opt,name=preview_tool,json=previewTool,proto3" json:"preview_tool,omitempty"`
+	PreviewTool string `protobuf:"bytes,4,opt,name=preview_tool,json=previewTool,proto3" json:"preview_tool,omitempty"`
+	// The questions (QUESTIONS).
+	Questions     []*StepQuestion `protobuf:"bytes,5,rep,name=questions,proto3" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +464,86 @@ func (x *Step) GetPreviewTool() string {
 	return ""
 }
 
+func (x *Step) GetQuestions() []*StepQuestion {
+	if x != nil {
+		return x.Questions
+	}
+	return nil
+}
+
+// StepQuestion is one of a tool's questions (toolmesh.tool.v1.Question).
+type StepQuestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The question's name, part of the key it is asked under.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The argument names it asks for.
+	Fields []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
+	// The form: a flat JSON Schema object whose properties are the fields.
+	RequestedSchema *structpb.Struct `protobuf:"bytes,3,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	// What the user is asked: a Go text/template over the arguments by name.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepQuestion) Reset() {
+	*x = StepQuestion{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepQuestion) ProtoMessage() {}
+
+func (x *StepQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepQuestion.ProtoReflect.Descriptor instead.
+func (*StepQuestion) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StepQuestion) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StepQuestion) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *StepQuestion) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *StepQuestion) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Answer is the user's response to one question.
 type Answer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -445,7 +557,7 @@ type Answer struct {
 
 func (x *Answer) Reset() {
 	*x = Answer{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[3]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +569,7 @@ func (x *Answer) String() string {
 func (*Answer) ProtoMessage() {}
 
 func (x *Answer) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[3]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +582,7 @@ func (x *Answer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Answer.ProtoReflect.Descriptor instead.
 func (*Answer) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Answer) GetAction() Action {
@@ -503,7 +615,7 @@ type RoundRequest struct {
 
 func (x *RoundRequest) Reset() {
 	*x = RoundRequest{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[4]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +627,7 @@ func (x *RoundRequest) String() string {
 func (*RoundRequest) ProtoMessage() {}
 
 func (x *RoundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[4]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +640,7 @@ func (x *RoundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRequest.ProtoReflect.Descriptor instead.
 func (*RoundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RoundRequest) GetRound() int32 {
@@ -562,7 +674,7 @@ type PendingQuery struct {
 
 func (x *PendingQuery) Reset() {
 	*x = PendingQuery{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +686,7 @@ func (x *PendingQuery) String() string {
 func (*PendingQuery) ProtoMessage() {}
 
 func (x *PendingQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +699,7 @@ func (x *PendingQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingQuery.ProtoReflect.Descriptor instead.
 func (*PendingQuery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
 }
 
 // RoundResult is the outcome of a round: the next questions, or the call's
@@ -605,14 +717,18 @@ type RoundResult struct {
 	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// The reason the user gave for an ADMIN call, once its side effect ran
 	// (recorded with it in the audit trail).
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The call is an MCP task from this round on (ElicitedCallInput.task): the
+	// client follows it with the task methods; its questions, if any, are the
+	// task's input requests, answered with "answer" updates.
+	Task          bool `protobuf:"varint,6,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoundResult) Reset() {
 	*x = RoundResult{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +740,7 @@ func (x *RoundResult) String() string {
 func (*RoundResult) ProtoMessage() {}
 
 func (x *RoundResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +753,7 @@ func (x *RoundResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundResult.ProtoReflect.Descriptor instead.
 func (*RoundResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RoundResult) GetRound() int32 {
@@ -675,6 +791,229 @@ func (x *RoundResult) GetReason() string {
 	return ""
 }
 
+func (x *RoundResult) GetTask() bool {
+	if x != nil {
+		return x.Task
+	}
+	return false
+}
+
+// AnswerRequest delivers answers to some or all of the questions an MCP task
+// waits for (MCP tasks/update). An answer to a question the task does not wait
+// for (never asked, answered already, or of a call that moved on) is ignored;
+// an answer that does not fit its form refuses the whole update, which then
+// changes nothing.
+type AnswerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who answers: only the call's own caller (subject and agent) may.
+	Caller *Caller `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Answers by question key.
+	Answers       map[string]*Answer `protobuf:"bytes,2,rep,name=answers,proto3" json:"answers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerRequest) Reset() {
+	*x = AnswerRequest{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerRequest) ProtoMessage() {}
+
+func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
+func (*AnswerRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AnswerRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *AnswerRequest) GetAnswers() map[string]*Answer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+// AnswerResult is the outcome of an answer update.
+type AnswerResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The keys of the answers that were ignored, sorted.
+	Ignored       []string `protobuf:"bytes,1,rep,name=ignored,proto3" json:"ignored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerResult) Reset() {
+	*x = AnswerResult{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerResult) ProtoMessage() {}
+
+func (x *AnswerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerResult.ProtoReflect.Descriptor instead.
+func (*AnswerResult) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AnswerResult) GetIgnored() []string {
+	if x != nil {
+		return x.Ignored
+	}
+	return nil
+}
+
+// TaskQuery names the query that shows a call that is an MCP task while it
+// runs (a call that is over is shown by its result).
+type TaskQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskQuery) Reset() {
+	*x = TaskQuery{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskQuery) ProtoMessage() {}
+
+func (x *TaskQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskQuery.ProtoReflect.Descriptor instead.
+func (*TaskQuery) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{10}
+}
+
+// TaskView is where a running call is, as an MCP task.
+type TaskView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call is a task (false while its FIELDS rounds are still asked).
+	Task bool `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
+	// The questions the task waits for, by key; none while it works.
+	Questions []*Question `protobuf:"bytes,2,rep,name=questions,proto3" json:"questions,omitempty"`
+	// What the call is doing, for people.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// When it last changed.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskView) Reset() {
+	*x = TaskView{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskView) ProtoMessage() {}
+
+func (x *TaskView) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
+func (*TaskView) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TaskView) GetTask() bool {
+	if x != nil {
+		return x.Task
+	}
+	return false
+}
+
+func (x *TaskView) GetQuestions() []*Question {
+	if x != nil {
+		return x.Questions
+	}
+	return nil
+}
+
+func (x *TaskView) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *TaskView) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
 // Question is one form elicitation.
 type Question struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -690,7 +1029,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1041,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1054,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Question) GetKey() string {
@@ -761,7 +1100,7 @@ type InvokeInput struct {
 
 func (x *InvokeInput) Reset() {
 	*x = InvokeInput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +1112,7 @@ func (x *InvokeInput) String() string {
 func (*InvokeInput) ProtoMessage() {}
 
 func (x *InvokeInput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +1125,7 @@ func (x *InvokeInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeInput.ProtoReflect.Descriptor instead.
 func (*InvokeInput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvokeInput) GetTool() string {
@@ -842,7 +1181,7 @@ type InvokeOutput struct {
 
 func (x *InvokeOutput) Reset() {
 	*x = InvokeOutput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1193,7 @@ func (x *InvokeOutput) String() string {
 func (*InvokeOutput) ProtoMessage() {}
 
 func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1206,7 @@ func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeOutput.ProtoReflect.Descriptor instead.
 func (*InvokeOutput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InvokeOutput) GetEnvelope() string {
@@ -881,7 +1220,7 @@ var File_toolmesh_calls_v1_calls_proto protoreflect.FileDescriptor
 
 const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\x89\x04\n" +
+	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xe4\x04\n" +
 	"\x11ElicitedCallInput\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
@@ -894,19 +1233,27 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\n" +
 	"max_rounds\x18\t \x01(\x05R\tmaxRounds\x12<\n" +
 	"\fcall_timeout\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout:l\xe2\xf9\x18h\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout\x12\x12\n" +
+	"\x04task\x18\v \x01(\bR\x04task\x12E\n" +
+	"\x11task_call_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0ftaskCallTimeout:l\xe2\xf9\x18h\n" +
 	"\x13calls.elicited_call\x12\x05calls\x1a\x04call\"DA tool call waiting for the user's answers (multi-round elicitation)\"|\n" +
 	"\x06Caller\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x14\n" +
 	"\x05depth\x18\x04 \x01(\x05R\x05depth\x12\x16\n" +
-	"\x06grants\x18\x05 \x03(\tR\x06grants\"\xb6\x01\n" +
+	"\x06grants\x18\x05 \x03(\tR\x06grants\"\xf5\x01\n" +
 	"\x04Step\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.toolmesh.calls.v1.StepKindR\x04kind\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12!\n" +
-	"\fpreview_tool\x18\x04 \x01(\tR\vpreviewTool\"n\n" +
+	"\fpreview_tool\x18\x04 \x01(\tR\vpreviewTool\x12=\n" +
+	"\tquestions\x18\x05 \x03(\v2\x1f.toolmesh.calls.v1.StepQuestionR\tquestions\"\x98\x01\n" +
+	"\fStepQuestion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\tR\x06fields\x12B\n" +
+	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"n\n" +
 	"\x06Answer\x121\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x19.toolmesh.calls.v1.ActionR\x06action\x121\n" +
 	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\xd8\x02\n" +
@@ -919,13 +1266,31 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.AnswerR\x05value:\x028\x01:h\xea\xf9\x18d\n" +
 	"\x05round\x12YDeliver the user's answers to the questions of a round (round 0 asks the first question).\x18\x01\"q\n" +
 	"\fPendingQuery:a\xea\xf9\x18]\n" +
-	"\apending\x12PThe question the call waits for (with its round), or its result once it is over.\x18\x03\"\xab\x01\n" +
+	"\apending\x12PThe question the call waits for (with its round), or its result once it is over.\x18\x03\"\xbf\x01\n" +
 	"\vRoundResult\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x129\n" +
 	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x1a\n" +
 	"\benvelope\x18\x03 \x01(\tR\benvelope\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"z\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04task\x18\x06 \x01(\bR\x04task\"\xc5\x02\n" +
+	"\rAnswerRequest\x121\n" +
+	"\x06caller\x18\x01 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x12G\n" +
+	"\aanswers\x18\x02 \x03(\v2-.toolmesh.calls.v1.AnswerRequest.AnswersEntryR\aanswers\x1aU\n" +
+	"\fAnswersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.AnswerR\x05value:\x028\x01:a\xea\xf9\x18]\n" +
+	"\x06answer\x12QDeliver the user's answers to some or all of the questions an MCP task waits for.\x18\x01\"(\n" +
+	"\fAnswerResult\x12\x18\n" +
+	"\aignored\x18\x01 \x03(\tR\aignored\"r\n" +
+	"\tTaskQuery:e\xea\xf9\x18a\n" +
+	"\x04task\x12WWhere the call is as an MCP task: working, or waiting for the answers to its questions.\x18\x03\"\xb0\x01\n" +
+	"\bTaskView\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\bR\x04task\x129\n" +
+	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12;\n" +
+	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"z\n" +
 	"\bQuestion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
@@ -938,12 +1303,13 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x05audit\x18\x05 \x01(\bR\x05audit\x123\n" +
 	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"*\n" +
 	"\fInvokeOutput\x12\x1a\n" +
-	"\benvelope\x18\x01 \x01(\tR\benvelope*g\n" +
+	"\benvelope\x18\x01 \x01(\tR\benvelope*\x80\x01\n" +
 	"\bStepKind\x12\x19\n" +
 	"\x15STEP_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEP_KIND_FIELDS\x10\x01\x12\x13\n" +
 	"\x0fSTEP_KIND_ADMIN\x10\x02\x12\x15\n" +
-	"\x11STEP_KIND_PREVIEW\x10\x03*Z\n" +
+	"\x11STEP_KIND_PREVIEW\x10\x03\x12\x17\n" +
+	"\x13STEP_KIND_QUESTIONS\x10\x04*Z\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_ACCEPT\x10\x01\x12\x12\n" +
@@ -963,44 +1329,59 @@ func file_toolmesh_calls_v1_calls_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
-	(StepKind)(0),               // 0: toolmesh.calls.v1.StepKind
-	(Action)(0),                 // 1: toolmesh.calls.v1.Action
-	(*ElicitedCallInput)(nil),   // 2: toolmesh.calls.v1.ElicitedCallInput
-	(*Caller)(nil),              // 3: toolmesh.calls.v1.Caller
-	(*Step)(nil),                // 4: toolmesh.calls.v1.Step
-	(*Answer)(nil),              // 5: toolmesh.calls.v1.Answer
-	(*RoundRequest)(nil),        // 6: toolmesh.calls.v1.RoundRequest
-	(*PendingQuery)(nil),        // 7: toolmesh.calls.v1.PendingQuery
-	(*RoundResult)(nil),         // 8: toolmesh.calls.v1.RoundResult
-	(*Question)(nil),            // 9: toolmesh.calls.v1.Question
-	(*InvokeInput)(nil),         // 10: toolmesh.calls.v1.InvokeInput
-	(*InvokeOutput)(nil),        // 11: toolmesh.calls.v1.InvokeOutput
-	nil,                         // 12: toolmesh.calls.v1.RoundRequest.AnswersEntry
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
-	(*structpb.Struct)(nil),     // 14: google.protobuf.Struct
+	(StepKind)(0),                 // 0: toolmesh.calls.v1.StepKind
+	(Action)(0),                   // 1: toolmesh.calls.v1.Action
+	(*ElicitedCallInput)(nil),     // 2: toolmesh.calls.v1.ElicitedCallInput
+	(*Caller)(nil),                // 3: toolmesh.calls.v1.Caller
+	(*Step)(nil),                  // 4: toolmesh.calls.v1.Step
+	(*StepQuestion)(nil),          // 5: toolmesh.calls.v1.StepQuestion
+	(*Answer)(nil),                // 6: toolmesh.calls.v1.Answer
+	(*RoundRequest)(nil),          // 7: toolmesh.calls.v1.RoundRequest
+	(*PendingQuery)(nil),          // 8: toolmesh.calls.v1.PendingQuery
+	(*RoundResult)(nil),           // 9: toolmesh.calls.v1.RoundResult
+	(*AnswerRequest)(nil),         // 10: toolmesh.calls.v1.AnswerRequest
+	(*AnswerResult)(nil),          // 11: toolmesh.calls.v1.AnswerResult
+	(*TaskQuery)(nil),             // 12: toolmesh.calls.v1.TaskQuery
+	(*TaskView)(nil),              // 13: toolmesh.calls.v1.TaskView
+	(*Question)(nil),              // 14: toolmesh.calls.v1.Question
+	(*InvokeInput)(nil),           // 15: toolmesh.calls.v1.InvokeInput
+	(*InvokeOutput)(nil),          // 16: toolmesh.calls.v1.InvokeOutput
+	nil,                           // 17: toolmesh.calls.v1.RoundRequest.AnswersEntry
+	nil,                           // 18: toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	3,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
 	4,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
-	13, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
-	13, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
-	0,  // 4: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	14, // 5: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
-	1,  // 6: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	14, // 7: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
-	12, // 8: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
-	9,  // 9: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
-	14, // 10: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
-	3,  // 11: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	13, // 12: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
-	5,  // 13: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	19, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
+	19, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
+	19, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
+	0,  // 5: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
+	20, // 6: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	5,  // 7: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
+	20, // 8: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 9: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
+	20, // 10: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	17, // 11: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	14, // 12: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
+	3,  // 13: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
+	18, // 14: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	14, // 15: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
+	21, // 16: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
+	20, // 17: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	3,  // 18: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
+	19, // 19: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	6,  // 20: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	6,  // 21: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_calls_v1_calls_proto_init() }
@@ -1014,7 +1395,7 @@ func file_toolmesh_calls_v1_calls_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_calls_v1_calls_proto_rawDesc), len(file_toolmesh_calls_v1_calls_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1640,15 +1640,16 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vCHANNEL_LOG\x10\x01\x12\x13\n" +
-	"\x0fCHANNEL_WEBHOOK\x10\x022\xb5\t\n" +
+	"\x0fCHANNEL_WEBHOOK\x10\x022\xe1\t\n" +
 	"\x0eTestingService\x12t\n" +
 	"\x04Echo\x12 .toolmesh.testing.v1.EchoRequest\x1a!.toolmesh.testing.v1.EchoResponse\"'\xc2\xf3\x18 \n" +
 	"\ftesting_echo\x12\x0eEcho a message\x18\x01\x90\x02\x01\x12\x85\x01\n" +
 	"\tListItems\x12%.toolmesh.testing.v1.ListItemsRequest\x1a&.toolmesh.testing.v1.ListItemsResponse\")\xc2\xf3\x18\"\n" +
 	"\x12testing_list_items\x12\n" +
-	"List items\x18\x01\x90\x02\x01\x12s\n" +
-	"\x05Write\x12!.toolmesh.testing.v1.WriteRequest\x1a\".toolmesh.testing.v1.WriteResponse\"#\xc2\xf3\x18\x1f\n" +
-	"\rtesting_write\x12\fWrite a note\x18\x02\x12|\n" +
+	"List items\x18\x01\x90\x02\x01\x12\x9c\x01\n" +
+	"\x05Write\x12!.toolmesh.testing.v1.WriteRequest\x1a\".toolmesh.testing.v1.WriteResponse\"L\xc2\xf3\x18H\n" +
+	"\rtesting_write\x12\fWrite a note\x18\x02j'\n" +
+	"\x04note\x12\x04note\x1a\x19What should the note say?\x12|\n" +
 	"\x05Purge\x12!.toolmesh.testing.v1.PurgeRequest\x1a\".toolmesh.testing.v1.PurgeResponse\",\xc2\xf3\x18(\n" +
 	"\rtesting_purge\x12\vPurge notes\x18\x032\bagent_id\x12v\n" +
 	"\x05Grant\x12!.toolmesh.testing.v1.GrantRequest\x1a\".toolmesh.testing.v1.GrantResponse\"&\xc2\xf3\x18\"\n" +
@@ -1658,9 +1659,9 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x06Remind\x12\".toolmesh.testing.v1.RemindRequest\x1a#.toolmesh.testing.v1.RemindResponse\"Y\xc2\xf3\x18U\n" +
 	"\x0etesting_remind\x12\x0fPlan a reminder\x18\x022\x05every2\achannel2\btimezone:\x16testing_remind_preview\x12\x9d\x01\n" +
 	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
-	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12l\n" +
-	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"\x1f\xc2\xf3\x18\x18\n" +
-	"\ftesting_wait\x12\x04Wait\x18\x01(\x01\x90\x02\x012\xa5\x04\n" +
+	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12n\n" +
+	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"!\xc2\xf3\x18\x1a\n" +
+	"\ftesting_wait\x12\x04Wait\x18\x01(\x01`\x01\x90\x02\x012\xa5\x04\n" +
 	"\x13TestingNotesService\x12\xcb\x01\n" +
 	"\aGetNote\x12#.toolmesh.testing.v1.GetNoteRequest\x1a$.toolmesh.testing.v1.GetNoteResponse\"u\xc2\xf3\x18n\n" +
 	"\x10testing_get_note\x12\n" +

@@ -84,6 +84,80 @@ func (Kind) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{0}
 }
 
+// TaskSupport says whether a call becomes an MCP task: for clients that
+// declare the MCP Tasks extension (io.modelcontextprotocol/tasks, 2026-07-28)
+// or ask for a task (2025-11-25: tools/call with params.task).
+//
+// A tool with a task block starts work a task follows (see Task). Any other
+// tool's call, as a task, is carried by a workflow of the calls worker
+// (toolmesh.calls.v1) whose id is the task's id: the call answers at once with
+// the task; the workflow makes the service call once, with the call's
+// idempotency key and the edge's task call timeout instead of its call
+// timeout; tasks/get shows where it is and, once it is over, the tool result
+// the call would have returned; tasks/cancel cancels the workflow and, with
+// it, the service call. Either way the task belongs to the caller, and any
+// edge replica serves it.
+//
+// Independently of this option, a call that must wait for the user's answers
+// after its input is complete (an ADMIN tool's confirmation, a preview to
+// confirm, questions) becomes a task, in status input_required, for a client
+// that declares the extension.
+type TaskSupport int32
+
+const (
+	// OPTIONAL for a tool with a task block, else calls do not become tasks.
+	TaskSupport_TASK_SUPPORT_UNSPECIFIED TaskSupport = 0
+	// A call becomes a task when its client follows tasks, and is answered
+	// as usual otherwise.
+	TaskSupport_TASK_SUPPORT_OPTIONAL TaskSupport = 1
+	// A call becomes a task; a client that does not follow tasks is refused:
+	// error -32021 (missing client capability, naming the extension) at
+	// 2026-07-28, -32601 to a 2025-11-25 call without params.task, and a
+	// not_supported result to older clients.
+	TaskSupport_TASK_SUPPORT_REQUIRED TaskSupport = 2
+)
+
+// Enum value maps for TaskSupport.
+var (
+	TaskSupport_name = map[int32]string{
+		0: "TASK_SUPPORT_UNSPECIFIED",
+		1: "TASK_SUPPORT_OPTIONAL",
+		2: "TASK_SUPPORT_REQUIRED",
+	}
+	TaskSupport_value = map[string]int32{
+		"TASK_SUPPORT_UNSPECIFIED": 0,
+		"TASK_SUPPORT_OPTIONAL":    1,
+		"TASK_SUPPORT_REQUIRED":    2,
+	}
+)
+
+func (x TaskSupport) Enum() *TaskSupport {
+	p := new(TaskSupport)
+	*p = x
+	return p
+}
+
+func (x TaskSupport) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskSupport) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[1].Descriptor()
+}
+
+func (TaskSupport) Type() protoreflect.EnumType {
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[1]
+}
+
+func (x TaskSupport) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskSupport.Descriptor instead.
+func (TaskSupport) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
 // TaskState is an MCP task status.
 type TaskState int32
 
@@ -133,11 +207,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_tool_v1_tool_proto_enumTypes[1].Descriptor()
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[2].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_toolmesh_tool_v1_tool_proto_enumTypes[1]
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[2]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -146,7 +220,7 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 // PromptEmbed says what a prompt attaches.
@@ -193,11 +267,11 @@ func (x PromptEmbed) String() string {
 }
 
 func (PromptEmbed) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_tool_v1_tool_proto_enumTypes[2].Descriptor()
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[3].Descriptor()
 }
 
 func (PromptEmbed) Type() protoreflect.EnumType {
-	return &file_toolmesh_tool_v1_tool_proto_enumTypes[2]
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[3]
 }
 
 func (x PromptEmbed) Number() protoreflect.EnumNumber {
@@ -206,7 +280,7 @@ func (x PromptEmbed) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PromptEmbed.Descriptor instead.
 func (PromptEmbed) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 // Tool marks an RPC as an MCP tool. An RPC without it is not exposed.
@@ -240,7 +314,12 @@ type Tool struct {
 	OnBehalfOf *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
 	// A repeated Content field of the response holding what the result shows
 	// besides its data: text, images, audio, embedded resources (see Content).
-	ContentField  string `protobuf:"bytes,20,opt,name=content_field,json=contentField,proto3" json:"content_field,omitempty"`
+	ContentField string `protobuf:"bytes,20,opt,name=content_field,json=contentField,proto3" json:"content_field,omitempty"`
+	// Whether a call may, or must, become an MCP task (see TaskSupport).
+	TaskSupport TaskSupport `protobuf:"varint,12,opt,name=task_support,json=taskSupport,proto3,enum=toolmesh.tool.v1.TaskSupport" json:"task_support,omitempty"`
+	// Questions the user answers when the tool is called, before the call runs
+	// (see Question).
+	Questions     []*Question `protobuf:"bytes,13,rep,name=questions,proto3" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +438,101 @@ func (x *Tool) GetContentField() string {
 	return ""
 }
 
+func (x *Tool) GetTaskSupport() TaskSupport {
+	if x != nil {
+		return x.TaskSupport
+	}
+	return TaskSupport_TASK_SUPPORT_UNSPECIFIED
+}
+
+func (x *Tool) GetQuestions() []*Question {
+	if x != nil {
+		return x.Questions
+	}
+	return nil
+}
+
+// Question is a form the user fills in when the tool is called, asking for
+// request fields the call left out, e.g. a confirmation ("Delete
+// {{.filename}}?" asking for the boolean field confirm).
+//
+// The questions whose fields a call lacks are asked all at once, each as a
+// form of its own that may be answered alone, after the elicitable fields and
+// their preview and before an ADMIN tool's confirmation; their answers become
+// the fields' values and the call runs once every one is answered. They are
+// asked only of a client that can be asked (it declares form elicitation);
+// any other gives the fields itself, as arguments, or is refused by the
+// fields' rules. A client that follows MCP tasks finds them as the
+// inputRequests of the call's task (status input_required) and answers them
+// with tasks/update; a 2026-07-28 client without tasks gets an
+// input_required result; a session client, elicitation requests.
+type Question struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the question, unique within the tool, e.g. "confirm"; it is part of
+	// the key the question is asked under.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The request fields the form asks for: flat values (strings, numbers,
+	// booleans, enums, timestamps, durations), none elicitable and none in
+	// another question. The question is asked when the call lacks any of them.
+	Fields []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
+	// What the user is asked: a Go text/template over the call's arguments by
+	// name, e.g. "Delete {{.filename}}?".
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Question) Reset() {
+	*x = Question{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Question) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Question) ProtoMessage() {}
+
+func (x *Question) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Question.ProtoReflect.Descriptor instead.
+func (*Question) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Question) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Question) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *Question) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Resource serves a READ tool as an MCP resource: reading a URI that matches
 // uri_template calls the tool, as the reader, with the template's variable as
 // its argument, and answers with the tool's data. The reader therefore sees
@@ -390,7 +564,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +576,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +589,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -502,7 +676,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +688,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +701,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -617,7 +791,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +803,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +816,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -705,7 +879,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +891,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +904,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Prompt) GetName() string {
@@ -824,7 +998,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1010,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1023,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -914,7 +1088,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1100,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1113,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -974,7 +1148,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1160,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1173,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1051,7 +1225,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1237,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1250,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1144,7 +1318,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd6\x03\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd2\x04\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1163,7 +1337,13 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
 	"onBehalfOf\x12#\n" +
-	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\"\xb7\x01\n" +
+	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\x12@\n" +
+	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
+	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"P\n" +
+	"\bQuestion\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -1238,7 +1418,11 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
 	"KIND_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"KIND_ADMIN\x10\x03*\xa9\x01\n" +
+	"KIND_ADMIN\x10\x03*a\n" +
+	"\vTaskSupport\x12\x1c\n" +
+	"\x18TASK_SUPPORT_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TASK_SUPPORT_OPTIONAL\x10\x01\x12\x19\n" +
+	"\x15TASK_SUPPORT_REQUIRED\x10\x02*\xa9\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WORKING\x10\x01\x12\x1d\n" +
@@ -1265,42 +1449,46 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolmesh_tool_v1_tool_proto_rawDescData
 }
 
-var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
-	(TaskState)(0),                     // 1: toolmesh.tool.v1.TaskState
-	(PromptEmbed)(0),                   // 2: toolmesh.tool.v1.PromptEmbed
-	(*Tool)(nil),                       // 3: toolmesh.tool.v1.Tool
-	(*Resource)(nil),                   // 4: toolmesh.tool.v1.Resource
-	(*Task)(nil),                       // 5: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                 // 6: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                     // 7: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),             // 8: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),               // 9: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),           // 10: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                 // 11: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil), // 12: google.protobuf.MethodOptions
+	(TaskSupport)(0),                   // 1: toolmesh.tool.v1.TaskSupport
+	(TaskState)(0),                     // 2: toolmesh.tool.v1.TaskState
+	(PromptEmbed)(0),                   // 3: toolmesh.tool.v1.PromptEmbed
+	(*Tool)(nil),                       // 4: toolmesh.tool.v1.Tool
+	(*Question)(nil),                   // 5: toolmesh.tool.v1.Question
+	(*Resource)(nil),                   // 6: toolmesh.tool.v1.Resource
+	(*Task)(nil),                       // 7: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                 // 8: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                     // 9: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),             // 10: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),               // 11: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),           // 12: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                 // 13: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil), // 14: google.protobuf.MethodOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	4,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	5,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	7,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	11, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	6,  // 5: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
-	1,  // 6: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	8,  // 7: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
-	2,  // 8: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	9,  // 9: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	10, // 10: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	12, // 11: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	3,  // 12: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	12, // [12:13] is the sub-list for extension type_name
-	11, // [11:12] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	7,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	9,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	13, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	1,  // 5: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
+	5,  // 6: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
+	8,  // 7: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	2,  // 8: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	10, // 9: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	3,  // 10: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	11, // 11: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	12, // 12: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	14, // 13: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	4,  // 14: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	14, // [14:15] is the sub-list for extension type_name
+	13, // [13:14] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -1313,8 +1501,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   9,
+			NumEnums:      4,
+			NumMessages:   10,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
