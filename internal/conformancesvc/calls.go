@@ -158,8 +158,8 @@ func (s *Service) ConfirmDelete(_ context.Context, req *conformancev1.ConfirmDel
 }
 
 // MultiInput implements ConformanceService.MultiInput.
-func (s *Service) MultiInput(context.Context, *conformancev1.MultiInputRequest) (*conformancev1.MultiInputResponse, error) {
-	return &conformancev1.MultiInputResponse{Content: blocks(Text("Both inputs received."))}, nil
+func (s *Service) MultiInput(_ context.Context, req *conformancev1.MultiInputRequest) (*conformancev1.MultiInputResponse, error) {
+	return &conformancev1.MultiInputResponse{Content: blocks(Text(fmt.Sprintf("Both inputs received: name %q, go ahead %t.", req.GetName(), req.GetConfirm())))}, nil
 }
 
 // ToolWithTask implements ConformanceService.ToolWithTask.

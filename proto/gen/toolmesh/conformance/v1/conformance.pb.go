@@ -1789,7 +1789,11 @@ func (x *ConfirmDeleteResponse) GetContent() []*v1.Content {
 }
 
 type MultiInputRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The user goes ahead.
+	Confirm       *bool `protobuf:"varint,2,opt,name=confirm,proto3,oneof" json:"confirm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1822,6 +1826,20 @@ func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use MultiInputRequest.ProtoReflect.Descriptor instead.
 func (*MultiInputRequest) Descriptor() ([]byte, []int) {
 	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *MultiInputRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MultiInputRequest) GetConfirm() bool {
+	if x != nil && x.Confirm != nil {
+		return *x.Confirm
+	}
+	return false
 }
 
 type MultiInputResponse struct {
@@ -2531,8 +2549,12 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\n" +
 	"\b_confirm\"L\n" +
 	"\x15ConfirmDeleteResponse\x123\n" +
-	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"\x13\n" +
-	"\x11MultiInputRequest\"I\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"h\n" +
+	"\x11MultiInputRequest\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\x12%\n" +
+	"\aconfirm\x18\x02 \x01(\bB\x06\xbaH\x03\xc8\x01\x01H\x00R\aconfirm\x88\x01\x01B\n" +
+	"\n" +
+	"\b_confirm\"I\n" +
 	"\x12MultiInputResponse\x123\n" +
 	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"7\n" +
 	"\x13ToolWithTaskRequest\x12 \n" +
@@ -2559,7 +2581,7 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2%.toolmesh.conformance.v1.TemplateItemR\x05items\x12*\n" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x1e\n" +
 	"\fTemplateItem\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id2\x931\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\x882\n" +
 	"\x12ConformanceService\x12\xa8\x06\n" +
 	"\n" +
 	"SimpleText\x12*.toolmesh.conformance.v1.SimpleTextRequest\x1a+.toolmesh.conformance.v1.SimpleTextResponse\"\xc0\x05\xc2\xf3\x18\xb8\x05\n" +
@@ -2602,21 +2624,24 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x1dInputRequiredResultMultiRound\x12=.toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest\x1a>.toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse\"e\xc2\xf3\x18a\n" +
 	"&test_input_required_result_multi_round\x12\x1eInput required: several rounds\x18\x022\x04name2\x05color\xa2\x01\acontent\x12y\n" +
 	"\x05Greet\x12%.toolmesh.conformance.v1.GreetRequest\x1a&.toolmesh.conformance.v1.GreetResponse\"!\xc2\xf3\x18\x1a\n" +
-	"\x05greet\x12\x05Greet\x18\x01\xa2\x01\acontent\x90\x02\x01\x12\x99\x01\n" +
-	"\vSlowCompute\x12+.toolmesh.conformance.v1.SlowComputeRequest\x1a,.toolmesh.conformance.v1.SlowComputeResponse\"/\xc2\xf3\x18(\n" +
-	"\fslow_compute\x12\fSlow compute\x18\x01\xa2\x01\acontent\x90\x02\x01\x12\x87\x01\n" +
+	"\x05greet\x12\x05Greet\x18\x01\xa2\x01\acontent\x90\x02\x01\x12\x9b\x01\n" +
+	"\vSlowCompute\x12+.toolmesh.conformance.v1.SlowComputeRequest\x1a,.toolmesh.conformance.v1.SlowComputeResponse\"1\xc2\xf3\x18*\n" +
+	"\fslow_compute\x12\fSlow compute\x18\x01`\x01\xa2\x01\acontent\x90\x02\x01\x12\x89\x01\n" +
 	"\n" +
-	"FailingJob\x12*.toolmesh.conformance.v1.FailingJobRequest\x1a+.toolmesh.conformance.v1.FailingJobResponse\" \xc2\xf3\x18\x1c\n" +
-	"\vfailing_job\x12\vFailing job\x18\x02\x12\xa7\x01\n" +
-	"\x10ProtocolErrorJob\x120.toolmesh.conformance.v1.ProtocolErrorJobRequest\x1a1.toolmesh.conformance.v1.ProtocolErrorJobResponse\".\xc2\xf3\x18*\n" +
-	"\x12protocol_error_job\x12\x12Protocol error job\x18\x02\x12\xa9\x01\n" +
-	"\rConfirmDelete\x12-.toolmesh.conformance.v1.ConfirmDeleteRequest\x1a..toolmesh.conformance.v1.ConfirmDeleteResponse\"9\xc2\xf3\x185\n" +
-	"\x0econfirm_delete\x12\x0eConfirm delete\x18\x022\aconfirm\xa2\x01\acontent\x12\x95\x01\n" +
+	"FailingJob\x12*.toolmesh.conformance.v1.FailingJobRequest\x1a+.toolmesh.conformance.v1.FailingJobResponse\"\"\xc2\xf3\x18\x1e\n" +
+	"\vfailing_job\x12\vFailing job\x18\x02`\x02\x12\xa9\x01\n" +
+	"\x10ProtocolErrorJob\x120.toolmesh.conformance.v1.ProtocolErrorJobRequest\x1a1.toolmesh.conformance.v1.ProtocolErrorJobResponse\"0\xc2\xf3\x18,\n" +
+	"\x12protocol_error_job\x12\x12Protocol error job\x18\x02`\x02\x12\xcd\x01\n" +
+	"\rConfirmDelete\x12-.toolmesh.conformance.v1.ConfirmDeleteRequest\x1a..toolmesh.conformance.v1.ConfirmDeleteResponse\"]\xc2\xf3\x18Y\n" +
+	"\x0econfirm_delete\x12\x0eConfirm delete\x18\x02`\x02j)\n" +
+	"\aconfirm\x12\aconfirm\x1a\x15Delete {{.filename}}?\xa2\x01\acontent\x12\xde\x01\n" +
 	"\n" +
-	"MultiInput\x12*.toolmesh.conformance.v1.MultiInputRequest\x1a+.toolmesh.conformance.v1.MultiInputResponse\".\xc2\xf3\x18*\n" +
-	"\vmulti_input\x12\x0fMultiple inputs\x18\x02\xa2\x01\acontent\x12\xaa\x01\n" +
-	"\fToolWithTask\x12,.toolmesh.conformance.v1.ToolWithTaskRequest\x1a-.toolmesh.conformance.v1.ToolWithTaskResponse\"=\xc2\xf3\x189\n" +
-	"\x13test_tool_with_task\x12\x10Tool with a task\x18\x022\x04name\xa2\x01\acontent\x12\xc3\x01\n" +
+	"MultiInput\x12*.toolmesh.conformance.v1.MultiInputRequest\x1a+.toolmesh.conformance.v1.MultiInputResponse\"w\xc2\xf3\x18s\n" +
+	"\vmulti_input\x12\x0fMultiple inputs\x18\x02`\x02j&\n" +
+	"\x04name\x12\x04name\x1a\x18What name should it use?j\x1d\n" +
+	"\aconfirm\x12\aconfirm\x1a\tGo ahead?\xa2\x01\acontent\x12\xac\x01\n" +
+	"\fToolWithTask\x12,.toolmesh.conformance.v1.ToolWithTaskRequest\x1a-.toolmesh.conformance.v1.ToolWithTaskResponse\"?\xc2\xf3\x18;\n" +
+	"\x13test_tool_with_task\x12\x10Tool with a task\x18\x022\x04name`\x02\xa2\x01\acontent\x12\xc3\x01\n" +
 	"\n" +
 	"StaticText\x12*.toolmesh.conformance.v1.StaticTextRequest\x1a+.toolmesh.conformance.v1.StaticTextResponse\"\\\xc2\xf3\x18U\n" +
 	"\x17conformance_static_text\x12\vStatic text\x18\x01B!\n" +
@@ -2804,6 +2829,7 @@ func file_toolmesh_conformance_v1_conformance_proto_init() {
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[22].OneofWrappers = []any{}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[24].OneofWrappers = []any{}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[38].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -105,7 +105,8 @@ type ConformanceServiceClient interface {
 	ProtocolErrorJob(ctx context.Context, in *ProtocolErrorJobRequest, opts ...grpc.CallOption) (*ProtocolErrorJobResponse, error)
 	// Delete a file once the user confirms it.
 	ConfirmDelete(ctx context.Context, in *ConfirmDeleteRequest, opts ...grpc.CallOption) (*ConfirmDeleteResponse, error)
-	// Ask the user two things, then say what they answered.
+	// Ask the user two things at once, a name and a confirmation, then say
+	// what they answered.
 	MultiInput(ctx context.Context, in *MultiInputRequest, opts ...grpc.CallOption) (*MultiInputResponse, error)
 	// Ask the user for their name, then work on it for a while.
 	ToolWithTask(ctx context.Context, in *ToolWithTaskRequest, opts ...grpc.CallOption) (*ToolWithTaskResponse, error)
@@ -474,7 +475,8 @@ type ConformanceServiceServer interface {
 	ProtocolErrorJob(context.Context, *ProtocolErrorJobRequest) (*ProtocolErrorJobResponse, error)
 	// Delete a file once the user confirms it.
 	ConfirmDelete(context.Context, *ConfirmDeleteRequest) (*ConfirmDeleteResponse, error)
-	// Ask the user two things, then say what they answered.
+	// Ask the user two things at once, a name and a confirmation, then say
+	// what they answered.
 	MultiInput(context.Context, *MultiInputRequest) (*MultiInputResponse, error)
 	// Ask the user for their name, then work on it for a while.
 	ToolWithTask(context.Context, *ToolWithTaskRequest) (*ToolWithTaskResponse, error)

@@ -168,7 +168,8 @@ type ConformanceServiceClient interface {
 	ProtocolErrorJob(context.Context, *v1.ProtocolErrorJobRequest) (*v1.ProtocolErrorJobResponse, error)
 	// Delete a file once the user confirms it.
 	ConfirmDelete(context.Context, *v1.ConfirmDeleteRequest) (*v1.ConfirmDeleteResponse, error)
-	// Ask the user two things, then say what they answered.
+	// Ask the user two things at once, a name and a confirmation, then say
+	// what they answered.
 	MultiInput(context.Context, *v1.MultiInputRequest) (*v1.MultiInputResponse, error)
 	// Ask the user for their name, then work on it for a while.
 	ToolWithTask(context.Context, *v1.ToolWithTaskRequest) (*v1.ToolWithTaskResponse, error)
@@ -687,7 +688,8 @@ type ConformanceServiceHandler interface {
 	ProtocolErrorJob(context.Context, *v1.ProtocolErrorJobRequest) (*v1.ProtocolErrorJobResponse, error)
 	// Delete a file once the user confirms it.
 	ConfirmDelete(context.Context, *v1.ConfirmDeleteRequest) (*v1.ConfirmDeleteResponse, error)
-	// Ask the user two things, then say what they answered.
+	// Ask the user two things at once, a name and a confirmation, then say
+	// what they answered.
 	MultiInput(context.Context, *v1.MultiInputRequest) (*v1.MultiInputResponse, error)
 	// Ask the user for their name, then work on it for a while.
 	ToolWithTask(context.Context, *v1.ToolWithTaskRequest) (*v1.ToolWithTaskResponse, error)
