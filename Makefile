@@ -89,9 +89,11 @@ lint: $(BIN)/buf $(BIN)/staticcheck $(BIN)/workflowcheck .build/protovalidate/bu
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet $(GO_PACKAGES)
 	go vet -tags faults ./faults ./cmd/toolmesh
+	go vet -tags conformance ./conformance ./cmd/toolmesh
 	CGO_ENABLED=0 go vet ./cmd/toolmesh ./services/projects/...
 	staticcheck $(GO_PACKAGES)
 	staticcheck -tags faults ./faults ./cmd/toolmesh
+	staticcheck -tags conformance ./conformance ./cmd/toolmesh
 	workflowcheck -config workflowcheck.yaml ./workers/...
 	buf lint
 	scripts/buf-breaking.sh
@@ -129,6 +131,18 @@ test-short: ## Run the fast tests (-short -race: no PostgreSQL, Temporal or buil
 .PHONY: faults
 faults: $(BIN)/temporal ## Run the fault suite: kill real processes under load, print the figures
 	go test -tags faults -count=1 -timeout 15m -v ./faults
+
+# The conformance lane (docs/testing.md): the official MCP conformance
+# suite, pinned in conformance/package-lock.json with the Node.js 22 it
+# needs, installed into .build/conformance (npm ci), against the real edge of
+# a `toolmesh up` built with -tags conformance (the test-only fixture
+# domain); one table, failing on a failure expected-failures.yaml does not
+# list. One scenario: make conformance SCENARIO=tools-call-image [VERSION=2026-07-28].
+SCENARIO ?=
+VERSION ?=
+.PHONY: conformance
+conformance: $(BIN)/temporal ## Run the official MCP conformance suite against the edge, print the table
+	SCENARIO=$(SCENARIO) VERSION=$(VERSION) go test -tags conformance -count=1 -timeout 20m -v ./conformance
 
 .PHONY: bench
 # Elicitation rounds are measured over a fixed number of calls (200) against

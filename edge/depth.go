@@ -80,7 +80,7 @@ func (p *pipeline) depthOf(ctx context.Context, tool string, caller *identity.Pr
 	if vs != nil {
 		return refuse(malformed)
 	}
-	env := p.invoke(ctx, d.b, msg, mesh.Call{Caller: caller.Caller()})
+	env := p.invoke(ctx, d.b, msg, mesh.Call{Caller: caller.Caller()}, nil)
 	if env.DomainCode == toolcall.CodeNotFound {
 		return refuse(fmt.Sprintf("no %s %s was sent to you", d.Noun, id))
 	}

@@ -374,6 +374,9 @@ type rawResult struct {
 	RequestState      string                     `json:"requestState"`
 	StructuredContent json.RawMessage            `json:"structuredContent"`
 	IsError           bool                       `json:"isError"`
+	// Error is the JSON-RPC error the round was answered with instead of a
+	// result (HTTP 400).
+	Error json.RawMessage `json:"-"`
 }
 
 type rawInputRequest struct {
@@ -402,16 +405,22 @@ func rawRound(t testing.TB, url, tool string, id int, args any, state string, re
 		hdr[k] = v
 	}
 	res, raw := post(t, url, hdr, string(body))
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("tools/call %s: %d %s", tool, res.StatusCode, raw)
-	}
 	msg := lastMessage(raw)
 	var rpc struct {
 		Result *rawResult      `json:"result"`
 		Error  json.RawMessage `json:"error"`
 	}
-	if err := json.Unmarshal(msg, &rpc); err != nil || rpc.Result == nil {
+	if err := json.Unmarshal(msg, &rpc); err != nil || (rpc.Result == nil) == (rpc.Error == nil) {
 		t.Fatalf("tools/call %s answered %s", tool, raw)
+	}
+	if rpc.Error != nil {
+		if res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("tools/call %s: %d %s, want 400 with the error", tool, res.StatusCode, raw)
+		}
+		return rawResult{Error: rpc.Error}
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("tools/call %s: %d %s", tool, res.StatusCode, raw)
 	}
 	return *rpc.Result
 }
@@ -534,12 +543,11 @@ func (c *conversation) toFinal(url string) (string, map[string]any) {
 	return r2.RequestState, c.answers(r2)
 }
 
-// refusedState is the one answer to an unusable requestState.
-const refusedState = `{"status":"error","tool":"testing_purge","error_type":"ArgumentValidationError","domain_code":"invalid_argument","message":"requestState: not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over","violations":[{"field":"requestState","rule":"request_state","message":"not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}]}`
+// refusedState is the one answer to an unusable requestState: an
+// invalid-params error, never a tool result.
+const refusedState = `{"code":-32602,"message":"requestState: not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over","data":{"violations":[{"field":"requestState","rule":"request_state","message":"not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}]}}`
 
-func isRefusal(res rawResult) bool {
-	return res.ResultType == "complete" && res.IsError && string(res.StructuredContent) == refusedState
-}
+func isRefusal(res rawResult) bool { return string(res.Error) == refusedState }
 
 func isRemoved(t *testing.T, res rawResult, n int) bool {
 	t.Helper()

@@ -45,7 +45,7 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 			t.Fatalf("final round = %+v", first)
 		}
 		if again := c.send(f.url, state, answers); !isRefusal(again) {
-			t.Errorf("repeated final round = %s, want the refusal", again.StructuredContent)
+			t.Errorf("repeated final round = %+v, want the refusal", again)
 		}
 		purgedOnce()
 	})
@@ -65,12 +65,12 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 		ok, refused := 0, 0
 		for _, r := range results {
 			switch {
-			case isRemoved(t, r, 3):
-				ok++
 			case isRefusal(r):
 				refused++
+			case isRemoved(t, r, 3):
+				ok++
 			default:
-				t.Errorf("concurrent final round = %s", r.StructuredContent)
+				t.Errorf("concurrent final round = %+v", r)
 			}
 		}
 		if ok != 1 || refused != 2 {
@@ -178,11 +178,11 @@ func TestRequestStateRefusals(t *testing.T) {
 			c = at.conv()
 		}
 		res := c.send(f.url, at.state, answers)
-		if !res.IsError || res.ResultType != "complete" {
+		if res.Error == nil {
 			t.Errorf("%s: result = %+v, want refused", at.name, res)
 			continue
 		}
-		refusals = append(refusals, strings.ReplaceAll(string(res.StructuredContent), c.tool, "TOOL"))
+		refusals = append(refusals, string(res.Error))
 	}
 	for i, r := range refusals {
 		if r != refusals[0] {
@@ -213,8 +213,8 @@ func TestRequestStateRefusals(t *testing.T) {
 		return http.Header{"Authorization": {"Bearer " + tok}}
 	}
 	alice.extra = tokenFor(oldEdge)
-	if res := alice.send(oldEdge.url, state, answers); !res.IsError || strings.ReplaceAll(string(res.StructuredContent), alice.tool, "TOOL") != refusals[0] {
-		t.Errorf("state of a retired key = %s, want the refusal", res.StructuredContent)
+	if res := alice.send(oldEdge.url, state, answers); !isRefusal(res) {
+		t.Errorf("state of a retired key = %+v, want the refusal", res)
 	}
 
 	// The state was never spent: alice answers with it now, on an edge
@@ -250,7 +250,7 @@ func TestExpiredRequestStateIsRefused(t *testing.T) {
 	r1 := c.send(f.url, "", nil)
 	time.Sleep(2100 * time.Millisecond)
 	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {
-		t.Errorf("expired state = %s, want the refusal", res.StructuredContent)
+		t.Errorf("expired state = %+v, want the refusal", res)
 	}
 	if m.backend.Executions("Purge") != 0 {
 		t.Error("the call ran")

@@ -254,7 +254,7 @@ func TestAbandonedCallIsVisibleAsSuch(t *testing.T) {
 		t.Error("the workflow has no summary for the UI")
 	}
 	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {
-		t.Errorf("state of an abandoned call = %s, want the refusal", res.StructuredContent)
+		t.Errorf("state of an abandoned call = %+v, want the refusal", res)
 	}
 }
 

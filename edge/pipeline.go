@@ -257,12 +257,12 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 
 	// Invoke: the envelope is what the service answered.
 	stop := func() {}
-	if c.Progress != nil {
+	if c.Progress != nil && t.EventField == nil {
 		stop = c.Progress.Start(ctx, t)
 	}
 	mc := caller.Caller()
 	mc.Depth = depth
-	env = p.invoke(ctx, b, msg, mesh.Call{Caller: mc, IdempotencyKey: key})
+	env = p.invoke(ctx, b, msg, mesh.Call{Caller: mc, IdempotencyKey: key}, c.Events)
 	stop()
 
 	// Audit.
@@ -290,11 +290,12 @@ func (p *pipeline) taskOnly(t *toolcatalog.Tool, c *port.Call) *toolcall.Envelop
 	return nil
 }
 
-// invoke calls b's service with msg, within the call's timeout.
-func (p *pipeline) invoke(ctx context.Context, b *binding, msg proto.Message, call mesh.Call) *toolcall.Envelope {
+// invoke calls b's service with msg, within the call's timeout; a
+// streaming tool's events go to events.
+func (p *pipeline) invoke(ctx context.Context, b *binding, msg proto.Message, call mesh.Call, events toolcall.Events) *toolcall.Envelope {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	return b.call.Invoke(ctx, msg, p.cfg.Mesh, call)
+	return b.call.InvokeWithEvents(ctx, msg, p.cfg.Mesh, call, events)
 }
 
 // rateLimit refuses a call past p's rate limit.

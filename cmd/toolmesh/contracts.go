@@ -8,7 +8,8 @@ import (
 
 // contracts are the services whose RPCs the edge and the workers call as
 // tools: the product's (toolcatalog.Contracts), plus the test-only testing
-// domain in the fault suite's build (see faults_on.go).
+// domain in the fault suite's build (see faults_on.go) and the conformance
+// fixtures in the conformance lane's (see conformance_on.go).
 func contracts() []protoreflect.ServiceDescriptor {
-	return append(toolcatalog.Contracts(), faultsContracts()...)
+	return append(append(toolcatalog.Contracts(), faultsContracts()...), conformanceContracts()...)
 }

@@ -69,7 +69,7 @@ type domain struct {
 	directory bool
 }
 
-var domains = withFaultsDomains(map[string]domain{
+var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	"tasks":    {port: 7101, options: tasksOptions},
 	"agents":   {port: 7102, options: agentsOptions, directory: true},
 	"messages": {port: 7103, build: buildMessages},
@@ -87,7 +87,7 @@ var domains = withFaultsDomains(map[string]domain{
 		serves: []string{inboundv1connect.InboundServiceName}},
 	"github": {port: 7110, build: buildGitHub, stateless: true},
 	"search": {port: 7111, build: buildSearch, stateless: true},
-})
+}))
 
 // serveDeps is what a domain's build gets besides its database.
 type serveDeps struct {

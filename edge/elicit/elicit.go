@@ -520,13 +520,13 @@ func (x *Elicitor) final(ctx context.Context, c *call, res *callsv1.RoundResult)
 // or arguments, already used, or of a call that is over. The client cannot
 // tell which; the log can.
 func (x *Elicitor) refuse(ctx context.Context, tool, why string) port.Outcome {
-	boundary.LogRejection(ctx, x.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: why}})
+	boundary.LogRejection(ctx, x.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: boundary.RequestState, Message: why}})
 	return port.Outcome{Envelope: StateRefused(tool)}
 }
 
 // StateRefused is the one envelope of a refused requestState.
 func StateRefused(tool string) *toolcall.Envelope {
-	return toolcall.Invalid(tool, []boundary.Violation{{Field: "requestState", Rule: "request_state",
+	return toolcall.Invalid(tool, []boundary.Violation{{Field: "requestState", Rule: boundary.RequestState,
 		Message: "not valid for this call (expired, already used, altered, or issued for another call); call the tool again without requestState to start over"}})
 }
 

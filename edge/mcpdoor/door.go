@@ -318,6 +318,9 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 		if pr := d.progressOf(req); pr != nil {
 			c.Progress = pr
 		}
+		if t.catalog.EventField != nil {
+			c.Events = eventsOf(ctx, req)
+		}
 		out := d.pipeline.Call(ctx, &c)
 		if out.Interim != nil {
 			return out.Interim, nil
@@ -328,6 +331,12 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 		}
 		env := out.Envelope
+		if req.Params.RequestState != "" && req.ProtocolVersion() >= ModernProtocol && stateRefused(env) {
+			// At 2026-07-28 a requestState that fails its checks is a
+			// protocol error, not a tool's answer: the client must start
+			// over rather than read a result (SEP-2322).
+			return nil, stateError(env)
+		}
 		if slot != nil && d.tasks.starts(t.catalog.Name) {
 			slot.task = d.started(ctx, t.catalog, env)
 		}
@@ -336,7 +345,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
 				Data: map[string]string{"tool": t.catalog.Name, "domain_code": env.DomainCode, "message": env.Message}})
 		}
-		return result(env), nil
+		return toolResult(t.catalog, env), nil
 	}
 }
 

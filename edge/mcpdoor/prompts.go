@@ -20,8 +20,8 @@ import (
 // Prompts are conversations users start from a menu in their MCP host:
 // each reads the mesh through the READ tool whose contract declares it
 // (toolmesh.tool.v1 Prompt), as the caller, and hands the model what it
-// found as embedded resources, after instructions rendered from the
-// contract's templates. A prompt is offered to callers who may call that
+// found — embedded resources, or the content blocks the tool answers —
+// after instructions rendered from the contract's templates. A prompt is offered to callers who may call that
 // tool, and only on edges that serve the resources it embeds and completes
 // from; its errors are the tool's errors. Nothing here names a prompt.
 
@@ -83,7 +83,7 @@ func (d *Door) buildPrompts() {
 			case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
 				pr.kind = d.kind(t.catalog.Name)
 			}
-			if pr.kind == nil {
+			if pr.kind == nil && def.GetEmbed() != toolv1.PromptEmbed_PROMPT_EMBED_CONTENT {
 				continue
 			}
 			mp := &mcp.Prompt{Name: def.GetName(), Title: def.GetTitle(), Description: def.GetDescription()}
@@ -137,8 +137,89 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 		if err != nil {
 			return nil, err
 		}
-		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
+		args, ask, err := pr.arguments(req)
+		if err != nil || ask != nil {
+			return ask, err
+		}
+		return d.runPrompt(ctx, pr, p, req.Extra, args)
 	}
+}
+
+// promptArgumentsKey is the key of the question that asks for a prompt's
+// missing arguments.
+const promptArgumentsKey = "arguments"
+
+// arguments are the arguments of req: those given, with the answers to the
+// question that asked for the required ones left out. A client that can be
+// asked (it declares form elicitation) is asked for the required arguments
+// it left out — as an input_required result at 2026-07-28, over the session
+// before (the SDK asks, and calls again) — rather than refused; ask is
+// that question. A prompt only reads, so no state is kept between the
+// rounds: the retry carries the arguments and the answers.
+func (pr *prompt) arguments(req *mcp.GetPromptRequest) (args map[string]string, ask *mcp.GetPromptResult, err error) {
+	args = map[string]string{}
+	for k, v := range req.Params.Arguments {
+		args[k] = v
+	}
+	if r, ok := req.Params.InputResponses[promptArgumentsKey].(*mcp.ElicitResult); ok {
+		if r.Action != "accept" {
+			return nil, nil, invalidArgument("the user did not give the arguments prompt %s needs", pr.GetName())
+		}
+		for _, a := range pr.GetArguments() {
+			if v, ok := r.Content[a.GetName()].(string); ok && strings.TrimSpace(args[a.GetName()]) == "" {
+				args[a.GetName()] = v
+			}
+		}
+	}
+	var missing []*toolv1.PromptArgument
+	for _, a := range pr.GetArguments() {
+		if a.GetRequired() && strings.TrimSpace(args[a.GetName()]) == "" {
+			missing = append(missing, a)
+		}
+	}
+	if len(missing) == 0 || !canAsk(req) {
+		// runPrompt refuses what is still missing.
+		return args, nil, nil
+	}
+	props := map[string]any{}
+	var required, titles []string
+	for _, a := range missing {
+		prop := map[string]any{"type": "string", "title": a.GetTitle(), "minLength": 1}
+		if a.GetDescription() != "" {
+			prop["description"] = a.GetDescription()
+		}
+		if choices := a.GetChoices(); len(choices) > 0 {
+			var values []any
+			for _, c := range choices {
+				values = append(values, c.GetValue())
+			}
+			prop["enum"] = values
+		}
+		props[a.GetName()] = prop
+		required = append(required, a.GetName())
+		titles = append(titles, a.GetTitle())
+	}
+	schema, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{promptArgumentsKey: &mcp.ElicitParams{Mode: "form",
+		Message:         fmt.Sprintf("%s needs: %s.", pr.GetTitle(), strings.Join(titles, ", ")),
+		RequestedSchema: json.RawMessage(schema)}}}, nil
+}
+
+// canAsk reports whether the client of req declared form elicitation (an
+// empty elicitation capability means form).
+func canAsk(req mcp.Request) bool {
+	type capable interface {
+		ClientCapabilities() *mcp.ClientCapabilities
+	}
+	c, ok := req.(capable)
+	if !ok {
+		return false
+	}
+	caps := c.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
 }
 
 // runPrompt reads what pr embeds as p and renders its instructions.
@@ -166,13 +247,19 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 		data.Args[a.GetName()] = v
 	}
 	var attached []*mcp.PromptMessage
-	if pr.GetEmbed() == toolv1.PromptEmbed_PROMPT_EMBED_ONE {
+	switch pr.GetEmbed() {
+	case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
 		msg, err := d.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
 		if err != nil {
 			return nil, err
 		}
 		attached = append(attached, msg)
-	} else {
+	case toolv1.PromptEmbed_PROMPT_EMBED_CONTENT:
+		var err error
+		if attached, err = d.embedContent(ctx, pr, p, extra, data.Args); err != nil {
+			return nil, err
+		}
+	default:
 		var err error
 		if attached, err = d.embedLists(ctx, pr, p, extra, &data); err != nil {
 			return nil, err
@@ -187,6 +274,30 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 		return nil, fmt.Errorf("prompt %s: %w", pr.GetName(), err)
 	}
 	return &mcp.GetPromptResult{Description: desc.String(), Messages: append([]*mcp.PromptMessage{textMessage(text.String())}, attached...)}, nil
+}
+
+// embedContent calls the tool carrying pr as p, with the arguments given in
+// their request fields, and returns the content blocks it answered, each
+// as a message.
+func (d *Door) embedContent(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) ([]*mcp.PromptMessage, error) {
+	args := map[string]any{}
+	for _, a := range pr.GetArguments() {
+		if v, ok := given[a.GetName()]; ok && a.GetListField() != "" {
+			args[a.GetListField()] = listValue(a, v)
+		}
+	}
+	env := d.callAs(ctx, pr.tool, p, extra, args)
+	if env.IsError() {
+		return nil, envelopeError(env)
+	}
+	blocks, _ := blocksOf(pr.tool.catalog, env)
+	out := make([]*mcp.PromptMessage, 0, len(blocks))
+	for _, b := range blocks {
+		if c := mcpContent(b); c != nil {
+			out = append(out, &mcp.PromptMessage{Role: "user", Content: c})
+		}
+	}
+	return out, nil
 }
 
 // embedLists lists the items pr embeds — once, or once per choice of its
@@ -270,7 +381,7 @@ func (d *Door) embedOne(ctx context.Context, k *resourceKind, p *identity.Princi
 	if env.IsError() {
 		return nil, envelopeError(env)
 	}
-	return embedded(uri, env.Data), nil
+	return &mcp.PromptMessage{Role: "user", Content: &mcp.EmbeddedResource{Resource: resourceContents(k.get.catalog, uri, env)[0]}}, nil
 }
 
 func embedded(uri string, data json.RawMessage) *mcp.PromptMessage {

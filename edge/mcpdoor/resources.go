@@ -22,7 +22,8 @@ import (
 // "toolmesh://tasks/{task_id}") is also served as a resource. Reading a URI
 // calls that tool, as the reader, through the same path as tools/call, so a
 // reader sees exactly what the tool would show it: the same identity,
-// grants, rate limit and errors. The contents are the tool's data as JSON.
+// grants, rate limit and errors. The contents are the tool's data as JSON,
+// or the content blocks it answers (content.go).
 // resources/list pages through the items of each template's list tool
 // (the caller's tasks, memories, asks, ...), plus the fixed resources.
 
@@ -87,8 +88,13 @@ func (d *Door) buildResources() {
 			continue
 		}
 		k := &resourceKind{Resource: r, get: dt}
+		mime := mimeJSON
+		if t.ContentField != nil {
+			// Its content blocks say what they are when they are read.
+			mime = ""
+		}
 		if r.List == nil {
-			k.fixed = &mcp.Resource{URI: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mimeJSON}
+			k.fixed = &mcp.Resource{URI: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mime}
 		} else {
 			k.list = d.tools[r.List.Name]
 			// A read that answers just the item ({"task": {...}}) shows a
@@ -98,7 +104,7 @@ func (d *Door) buildResources() {
 					k.readField = string(f.Name())
 				}
 			}
-			k.template = &mcp.ResourceTemplate{URITemplate: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mimeJSON}
+			k.template = &mcp.ResourceTemplate{URITemplate: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mime}
 		}
 		d.resources = append(d.resources, k)
 	}
@@ -128,8 +134,24 @@ func (d *Door) readHandler(k *resourceKind) mcp.ResourceHandler {
 		if env.IsError() {
 			return nil, envelopeError(env)
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{contents(req.Params.URI, env.Data)}}, nil
+		return &mcp.ReadResourceResult{Contents: resourceContents(k.get.catalog, req.Params.URI, env)}, nil
 	}
+}
+
+// resourceContents are what reading uri shows: the content blocks its tool
+// answered, or, when it answered none, its data.
+func resourceContents(t *toolcatalog.Tool, uri string, env *toolcall.Envelope) []*mcp.ResourceContents {
+	blocks, env := blocksOf(t, env)
+	var out []*mcp.ResourceContents
+	for _, b := range blocks {
+		if c := readContents(uri, b); c != nil {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, contents(uri, env.Data))
+	}
+	return out
 }
 
 // contents are a resource's contents: data, compacted, so that the same
@@ -235,7 +257,7 @@ func (k *resourceKind) resource(it item) *mcp.Resource {
 	if title == "" {
 		title = k.Title + " " + it.id
 	}
-	return &mcp.Resource{URI: k.URI(it.id), Name: it.id, Title: title, MIMEType: mimeJSON}
+	return &mcp.Resource{URI: k.URI(it.id), Name: it.id, Title: title, MIMEType: k.template.MIMEType}
 }
 
 // oneLine shortens s to one line of at most n bytes.

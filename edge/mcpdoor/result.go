@@ -2,9 +2,12 @@ package mcpdoor
 
 import (
 	"encoding/json"
+	"slices"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
@@ -20,4 +23,20 @@ func result(env *toolcall.Envelope) *mcp.CallToolResult {
 		StructuredContent: json.RawMessage(b),
 		IsError:           env.IsError(),
 	}
+}
+
+// stateRefused reports whether env refuses a call's requestState.
+func stateRefused(env *toolcall.Envelope) bool {
+	return env.DomainCode == toolcall.CodeInvalidArgument &&
+		slices.ContainsFunc(env.Violations, func(v boundary.Violation) bool { return v.Rule == boundary.RequestState })
+}
+
+// stateError is the invalid-params error of a refused requestState, with
+// the envelope's violations as its data.
+func stateError(env *toolcall.Envelope) *jsonrpc.Error {
+	data, err := json.Marshal(map[string]any{"violations": env.Violations})
+	if err != nil {
+		data = nil
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: env.Message, Data: data}
 }

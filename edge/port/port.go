@@ -71,8 +71,12 @@ type Call struct {
 	// door: an elicitation round's requestState and answers, and whether
 	// its client can be asked for what the call lacks (see Elicitor).
 	MCP *mcp.CallToolRequest
-	// Progress, when set, hears that the call is still running.
+	// Progress, when set, hears that the call is still running — unless its
+	// tool streams: such a tool reports its own progress to Events.
 	Progress Progress
+	// Events, when set, hears the events a streaming tool reports while it
+	// runs (progress, log messages), in order.
+	Events toolcall.Events
 	// NoWait asks a long-running tool that waits for its outcome to answer
 	// at once: the door makes the work a task its client follows.
 	NoWait bool

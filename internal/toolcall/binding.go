@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // Binding is a tool bound to its backend service: built once at start and
@@ -163,8 +166,19 @@ func (b *Binding) DecodeError(err error) boundary.Violation {
 // Invoke calls the service with a decoded request and returns the envelope.
 // The call is bounded by ctx's deadline: the caller's call timeout, carried
 // with the call (the edge's, or the one an elicited call's workflow was
-// given). The caller's mesh token is minted (or reused) with signer.
+// given). The caller's mesh token is minted (or reused) with signer. The
+// events a streaming tool reports are dropped (see InvokeWithEvents).
 func (b *Binding) Invoke(ctx context.Context, msg proto.Message, signer *mesh.Signer, call mesh.Call) *Envelope {
+	return b.InvokeWithEvents(ctx, msg, signer, call, nil)
+}
+
+// Events hears the events a streaming tool reports while it runs, in order;
+// it must not keep ev.
+type Events func(ev *toolv1.CallEvent)
+
+// InvokeWithEvents is Invoke that hands each event a streaming tool reports
+// to events (nil: dropped) before it returns the envelope of the result.
+func (b *Binding) InvokeWithEvents(ctx context.Context, msg proto.Message, signer *mesh.Signer, call mesh.Call, events Events) *Envelope {
 	name := b.tool.Name
 	if b.client == nil {
 		return Fail(name, CodeNotSupported, fmt.Sprintf("tool %s has no backend: service %s is not configured on this edge", name, b.tool.Service))
@@ -183,22 +197,68 @@ func (b *Binding) Invoke(ctx context.Context, msg proto.Message, signer *mesh.Si
 	}
 	req := connect.NewRequest(&message{msg})
 	mesh.SetHeaders(req.Header(), token, call.IdempotencyKey)
+	if b.tool.EventField != nil {
+		out, header, err := b.stream(ctx, req, events)
+		if err != nil {
+			return FromError(ctx, b.log, name, err)
+		}
+		return b.envelope(ctx, out, header)
+	}
 	res, err := b.client.CallUnary(ctx, req)
 	if err != nil {
 		return FromError(ctx, b.log, name, err)
 	}
-	out := res.Msg.ProtoReflect()
+	return b.envelope(ctx, res.Msg.Message, res.Header())
+}
+
+// stream calls a streaming tool: every message that carries an event is
+// handed to events, and the last one that does not is the result.
+func (b *Binding) stream(ctx context.Context, req *connect.Request[message], events Events) (proto.Message, http.Header, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := b.client.CallServerStream(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	var result proto.Message
+	ef := b.tool.EventField
+	for st.Receive() {
+		m := st.Msg().Message
+		if pr := m.ProtoReflect(); pr.Has(ef) {
+			if events != nil {
+				if ev, ok := pr.Get(ef).Message().Interface().(*toolv1.CallEvent); ok {
+					events(ev)
+				}
+			}
+			continue
+		}
+		result = m
+	}
+	if err := st.Err(); err != nil {
+		return nil, nil, err
+	}
+	if result == nil {
+		return nil, nil, connect.NewError(connect.CodeInternal, errors.New("the stream ended without a result"))
+	}
+	return result, st.ResponseHeader(), nil
+}
+
+// envelope is the success envelope of a response.
+func (b *Binding) envelope(ctx context.Context, msg proto.Message, header http.Header) *Envelope {
+	name := b.tool.Name
+	out := msg.ProtoReflect()
 	var page *Pagination
 	if pf := b.tool.PageField; pf != nil && out.Has(pf) {
 		page = readPage(out.Get(pf).Message())
 		out.Clear(pf)
 	}
-	data, err := encodeOpts.Marshal(res.Msg.Message)
+	data, err := encodeOpts.Marshal(msg)
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
 	env := OK(data, page)
-	env.ReplayOf, env.Replayed = idempotency.ReplayOf(res.Header())
+	env.ReplayOf, env.Replayed = idempotency.ReplayOf(header)
 	return env
 }
 

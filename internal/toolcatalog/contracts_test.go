@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	rulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // TestRequiredTextRefusesWhitespace walks the request of every RPC of every
@@ -138,4 +139,30 @@ func hasMessage(ve *protovalidate.ValidationError, path, msg string) bool {
 		}
 	}
 	return false
+}
+
+// TestProductToolsAreNamedForTheirDomain: every tool of the product's
+// contracts is named <domain>_<verb>, its domain the contract's package
+// (toolmesh.<domain>.v1). The catalog itself admits any lower snake case
+// name, for contracts that must bear names given elsewhere (the conformance
+// suite's fixtures).
+func TestProductToolsAreNamedForTheirDomain(t *testing.T) {
+	n := 0
+	for _, sd := range toolcatalog.Contracts() {
+		domain := strings.Split(string(sd.ParentFile().Package()), ".")[1]
+		for i := range sd.Methods().Len() {
+			md := sd.Methods().Get(i)
+			opt, _ := proto.GetExtension(md.Options(), toolv1.E_Tool).(*toolv1.Tool)
+			if opt.GetName() == "" {
+				continue
+			}
+			n++
+			if verb, ok := strings.CutPrefix(opt.GetName(), domain+"_"); !ok || verb == "" {
+				t.Errorf("%s: tool %q is not named %s_<verb>", md.FullName(), opt.GetName(), domain)
+			}
+		}
+	}
+	if n < 50 {
+		t.Errorf("found %d product tools; the walk misses some", n)
+	}
 }

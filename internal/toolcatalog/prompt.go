@@ -14,7 +14,8 @@ import (
 )
 
 // Prompt is a prompt that reads the mesh through the READ tool carrying it
-// (the tool option's prompts, checked against the contracts).
+// (the tool option's prompts, checked against the contracts): the items it
+// lists, the resource it reads, or the content blocks it answers.
 type Prompt struct {
 	*toolv1.Prompt
 	// Tool carries the prompt: the list tool whose items it embeds, or the
@@ -97,10 +98,15 @@ func (r *Registry) bindPrompts(t *Tool, opts []*toolv1.Prompt, names map[string]
 			}
 			args[a.GetName()] = a
 			if f := a.GetListField(); f != "" {
-				if opt.GetEmbed() != toolv1.PromptEmbed_PROMPT_EMBED_LIST || in.ByName(protoreflect.Name(f)) == nil {
-					return fail("argument %q: list_field %q is not a field of the list tool's request", a.GetName(), f)
+				switch opt.GetEmbed() {
+				case toolv1.PromptEmbed_PROMPT_EMBED_LIST, toolv1.PromptEmbed_PROMPT_EMBED_CONTENT:
+				default:
+					return fail("argument %q: list_field is for prompts that embed a list or content", a.GetName())
 				}
-				if len(a.GetChoices()) > 0 {
+				if fd := in.ByName(protoreflect.Name(f)); fd == nil || fd.IsList() || fd.IsMap() {
+					return fail("argument %q: list_field %q is not a field of %s's request", a.GetName(), f, t.Name)
+				}
+				if len(a.GetChoices()) > 0 && opt.GetEmbed() == toolv1.PromptEmbed_PROMPT_EMBED_LIST {
 					if each != "" {
 						return fail("arguments %q and %q both stand for every choice when empty; one may", each, a.GetName())
 					}
@@ -136,6 +142,10 @@ func (r *Registry) bindPrompts(t *Tool, opts []*toolv1.Prompt, names map[string]
 			}
 			if a := args[opt.GetIdArgument()]; a == nil || !a.GetRequired() {
 				return fail("id_argument %q is not a required argument", opt.GetIdArgument())
+			}
+		case toolv1.PromptEmbed_PROMPT_EMBED_CONTENT:
+			if t.ContentField == nil {
+				return fail("embeds content, but %q answers no content blocks (content_field)", t.Name)
 			}
 		default:
 			return fail("says nothing of what it embeds")

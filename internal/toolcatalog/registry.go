@@ -27,6 +27,13 @@ import (
 // pageMessage is the message a list response carries in its `page` field.
 const pageMessage protoreflect.FullName = "toolmesh.page.v1.Page"
 
+// contentMessage is the message of a tool's content blocks, eventMessage
+// that of the events a streaming tool reports.
+const (
+	contentMessage protoreflect.FullName = "toolmesh.tool.v1.Content"
+	eventMessage   protoreflect.FullName = "toolmesh.tool.v1.CallEvent"
+)
+
 // waitField names the request field of a long_running tool that waits for
 // its outcome (Tool.Wait).
 const waitField = "wait_seconds"
@@ -65,6 +72,15 @@ type Tool struct {
 	Questions []*Question
 	// Prompts are the prompts that read through the tool.
 	Prompts []*Prompt
+
+	// ContentField is the response's repeated toolmesh.tool.v1.Content
+	// field holding the blocks the result shows besides its data (the tool
+	// option's content_field); nil for none.
+	ContentField protoreflect.FieldDescriptor
+	// EventField is the response's toolmesh.tool.v1.CallEvent field of a
+	// tool whose RPC streams: the messages that set it are events, the one
+	// that does not is the result. Nil for a unary tool.
+	EventField protoreflect.FieldDescriptor
 
 	// Wait is the request's wait_seconds field of a long_running tool that
 	// waits for its outcome (an optional int32): the service waits that
@@ -233,11 +249,11 @@ func toolOption(md protoreflect.MethodDescriptor) *toolv1.Tool {
 }
 
 func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, opt *toolv1.Tool, docs Docs, opts Options) (*Tool, error) {
-	if md.IsStreamingClient() || md.IsStreamingServer() {
-		return nil, fmt.Errorf("tool %q: %s is a streaming RPC; tools must be unary", opt.GetName(), md.FullName())
+	if md.IsStreamingClient() {
+		return nil, fmt.Errorf("tool %q: %s streams its request; a tool's request is one message", opt.GetName(), md.FullName())
 	}
 	if !validName(opt.GetName()) {
-		return nil, fmt.Errorf("tool name %q on %s must be <domain>_<verb> in lower snake case", opt.GetName(), md.FullName())
+		return nil, fmt.Errorf("tool name %q on %s must be lower snake case (by convention <domain>_<verb>)", opt.GetName(), md.FullName())
 	}
 	if opt.GetKind() == toolv1.Kind_KIND_UNSPECIFIED {
 		return nil, fmt.Errorf("tool %q on %s has no kind", opt.GetName(), md.FullName())
@@ -275,6 +291,24 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 	}
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {
 		t.PageField = pf
+	}
+	if name := opt.GetContentField(); name != "" {
+		fd := md.Output().Fields().ByName(protoreflect.Name(name))
+		if fd == nil || !fd.IsList() || fd.Message() == nil || fd.Message().FullName() != contentMessage {
+			return nil, fmt.Errorf("tool %q: content_field %q is not a repeated %s field of %s", t.Name, name, contentMessage, md.Output().FullName())
+		}
+		t.ContentField = fd
+	}
+	if md.IsStreamingServer() {
+		fields := md.Output().Fields()
+		for i := 0; i < fields.Len(); i++ {
+			if fd := fields.Get(i); fd.Message() != nil && !fd.IsList() && fd.Message().FullName() == eventMessage {
+				t.EventField = fd
+			}
+		}
+		if t.EventField == nil {
+			return nil, fmt.Errorf("tool %q: %s streams its response, which has no %s field for its events", t.Name, md.FullName(), eventMessage)
+		}
 	}
 	if fd := md.Input().Fields().ByName(waitField); t.LongRunning && fd != nil && fd.Kind() == protoreflect.Int32Kind && fd.HasPresence() && !fd.IsList() {
 		t.Wait = fd
@@ -347,6 +381,13 @@ func outputSchema(t *Tool, docs Docs, errorOutput toolschema.Schema) toolschema.
 		"status": toolschema.Schema{"const": "ok"},
 		"data":   data,
 	}
+	for _, fd := range []protoreflect.FieldDescriptor{t.ContentField, t.EventField} {
+		// The blocks are the result's content and the events are
+		// notifications, not data.
+		if fd != nil {
+			delete(data["properties"].(toolschema.Schema), string(fd.Name()))
+		}
+	}
 	if t.PageField != nil {
 		delete(data["properties"].(toolschema.Schema), string(t.PageField.Name()))
 		props["pagination"] = toolschema.Schema{
@@ -382,9 +423,13 @@ func outputSchema(t *Tool, docs Docs, errorOutput toolschema.Schema) toolschema.
 	}
 }
 
+// validName reports whether n is lower snake case: words of lower-case
+// letters and digits joined by single underscores, starting with a letter,
+// at most 64 bytes. The product's tools are named <domain>_<verb>
+// (TestProductToolsAreNamedForTheirDomain); the conformance suite's fixtures
+// bear the names it calls.
 func validName(n string) bool {
-	i := strings.IndexByte(n, '_')
-	if i <= 0 || i == len(n)-1 || len(n) > 64 {
+	if n == "" || len(n) > 64 || n[0] < 'a' || n[0] > 'z' || n[len(n)-1] == '_' || strings.Contains(n, "__") {
 		return false
 	}
 	for _, c := range n {

@@ -234,6 +234,10 @@ const (
 	// The one resource the READ tool carrying the prompt serves, named by the
 	// id_argument.
 	PromptEmbed_PROMPT_EMBED_ONE PromptEmbed = 2
+	// The content blocks (content_field) the READ tool carrying the prompt
+	// answers, called with the arguments given (see list_field), each as a
+	// message of its own, after the instructions.
+	PromptEmbed_PROMPT_EMBED_CONTENT PromptEmbed = 3
 )
 
 // Enum value maps for PromptEmbed.
@@ -242,11 +246,13 @@ var (
 		0: "PROMPT_EMBED_UNSPECIFIED",
 		1: "PROMPT_EMBED_LIST",
 		2: "PROMPT_EMBED_ONE",
+		3: "PROMPT_EMBED_CONTENT",
 	}
 	PromptEmbed_value = map[string]int32{
 		"PROMPT_EMBED_UNSPECIFIED": 0,
 		"PROMPT_EMBED_LIST":        1,
 		"PROMPT_EMBED_ONE":         2,
+		"PROMPT_EMBED_CONTENT":     3,
 	}
 )
 
@@ -306,6 +312,9 @@ type Tool struct {
 	// This READ tool reads an item a tool call can be made on behalf of (see
 	// OnBehalfOf).
 	OnBehalfOf *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	// A repeated Content field of the response holding what the result shows
+	// besides its data: text, images, audio, embedded resources (see Content).
+	ContentField string `protobuf:"bytes,20,opt,name=content_field,json=contentField,proto3" json:"content_field,omitempty"`
 	// Whether a call may, or must, become an MCP task (see TaskSupport).
 	TaskSupport TaskSupport `protobuf:"varint,12,opt,name=task_support,json=taskSupport,proto3,enum=toolmesh.tool.v1.TaskSupport" json:"task_support,omitempty"`
 	// Questions the user answers when the tool is called, before the call runs
@@ -420,6 +429,13 @@ func (x *Tool) GetOnBehalfOf() *OnBehalfOf {
 		return x.OnBehalfOf
 	}
 	return nil
+}
+
+func (x *Tool) GetContentField() string {
+	if x != nil {
+		return x.ContentField
+	}
+	return ""
 }
 
 func (x *Tool) GetTaskSupport() TaskSupport {
@@ -970,8 +986,9 @@ type PromptArgument struct {
 	// choices and a list_field stands for every choice: the list is read once
 	// per choice, in order.
 	Choices []*PromptChoice `protobuf:"bytes,5,rep,name=choices,proto3" json:"choices,omitempty"`
-	// For PROMPT_EMBED_LIST: the list tool's request field the argument's
-	// value (or its choice's list_value) is passed in, when given.
+	// For PROMPT_EMBED_LIST and PROMPT_EMBED_CONTENT: the request field of the
+	// tool carrying the prompt that the argument's value (or its choice's
+	// list_value) is passed in, when given.
 	ListField string `protobuf:"bytes,6,opt,name=list_field,json=listField,proto3" json:"list_field,omitempty"`
 	// Completes the argument from the ids of a resource template's items.
 	Complete      *PromptCompletion `protobuf:"bytes,7,opt,name=complete,proto3" json:"complete,omitempty"`
@@ -1301,7 +1318,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xad\x04\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd2\x04\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1319,7 +1336,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\aprompts\x18\n" +
 	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
-	"onBehalfOf\x12@\n" +
+	"onBehalfOf\x12#\n" +
+	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
 	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"P\n" +
 	"\bQuestion\x12\x12\n" +
@@ -1411,11 +1429,12 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x19TASK_STATE_INPUT_REQUIRED\x10\x02\x12\x18\n" +
 	"\x14TASK_STATE_COMPLETED\x10\x03\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x04\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\x05*X\n" +
+	"\x14TASK_STATE_CANCELLED\x10\x05*r\n" +
 	"\vPromptEmbed\x12\x1c\n" +
 	"\x18PROMPT_EMBED_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PROMPT_EMBED_LIST\x10\x01\x12\x14\n" +
-	"\x10PROMPT_EMBED_ONE\x10\x02:L\n" +
+	"\x10PROMPT_EMBED_ONE\x10\x02\x12\x18\n" +
+	"\x14PROMPT_EMBED_CONTENT\x10\x03:L\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04toolB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
