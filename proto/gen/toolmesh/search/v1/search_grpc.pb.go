@@ -30,6 +30,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Web search: search the web through the mesh's configured search provider.
+//
 // SearchService searches the web through one configured provider. Without a
 // provider every call fails with capability_gap, naming what to configure.
 type SearchServiceClient interface {
@@ -64,6 +66,8 @@ func (c *searchServiceClient) Web(ctx context.Context, in *WebRequest, opts ...g
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
+//
+// Web search: search the web through the mesh's configured search provider.
 //
 // SearchService searches the web through one configured provider. Without a
 // provider every call fails with capability_gap, naming what to configure.

@@ -231,7 +231,10 @@ type Tool struct {
 	Prompts []*Prompt `protobuf:"bytes,10,rep,name=prompts,proto3" json:"prompts,omitempty"`
 	// This READ tool reads an item a tool call can be made on behalf of (see
 	// OnBehalfOf).
-	OnBehalfOf    *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	OnBehalfOf *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	// The toolset this tool belongs to when it is not its service's: the name
+	// of another toolset of the mesh (see Toolset).
+	Toolset       string `protobuf:"bytes,12,opt,name=toolset,proto3" json:"toolset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +346,77 @@ func (x *Tool) GetOnBehalfOf() *OnBehalfOf {
 	return nil
 }
 
+func (x *Tool) GetToolset() string {
+	if x != nil {
+		return x.Toolset
+	}
+	return ""
+}
+
+// Toolset names the group of tools a service's RPCs belong to. Clients
+// select the toolsets they want instead of every tool of the mesh (by the
+// edge's URL path, a header, a token claim or a flag); the tool search mode
+// lists them and enables one at a time. Without this option a service's
+// tools are the toolset named by its domain, the element of its proto
+// package before the version (toolmesh.tasks.v1 is "tasks"). The toolset's
+// description, which a model reads to pick a group, is the first paragraph
+// of the service's leading comment: write it for that reader.
+type Toolset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The toolset's name when it is not the domain's: lower case letters,
+	// digits and hyphens, starting with a letter, at most 32 characters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The toolset is one of the `default` selection: the tools a typical
+	// agent needs in most conversations.
+	Default       bool `protobuf:"varint,2,opt,name=default,proto3" json:"default,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Toolset) Reset() {
+	*x = Toolset{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Toolset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Toolset) ProtoMessage() {}
+
+func (x *Toolset) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Toolset.ProtoReflect.Descriptor instead.
+func (*Toolset) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Toolset) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Toolset) GetDefault() bool {
+	if x != nil {
+		return x.Default
+	}
+	return false
+}
+
 // Resource serves a READ tool as an MCP resource: reading a URI that matches
 // uri_template calls the tool, as the reader, with the template's variable as
 // its argument, and answers with the tool's data. The reader therefore sees
@@ -374,7 +448,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +460,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +473,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -486,7 +560,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +572,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +585,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -601,7 +675,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +687,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +700,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -689,7 +763,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +775,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +788,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Prompt) GetName() string {
@@ -807,7 +881,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +893,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +906,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -897,7 +971,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +983,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +996,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -957,7 +1031,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1043,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1056,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1034,7 +1108,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1120,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1133,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1113,6 +1187,14 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,51000,opt,name=tool",
 		Filename:      "toolmesh/tool/v1/tool.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
+		ExtensionType: (*Toolset)(nil),
+		Field:         51000,
+		Name:          "toolmesh.tool.v1.toolset",
+		Tag:           "bytes,51000,opt,name=toolset",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
 }
 
 // Extension fields to descriptorpb.MethodOptions.
@@ -1123,11 +1205,19 @@ var (
 	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[0]
 )
 
+// Extension fields to descriptorpb.ServiceOptions.
+var (
+	// The toolset of this service's tools.
+	//
+	// optional toolmesh.tool.v1.Toolset toolset = 51000;
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
+)
+
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xb1\x03\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xcb\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1145,7 +1235,11 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\aprompts\x18\n" +
 	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
-	"onBehalfOf\"\xb7\x01\n" +
+	"onBehalfOf\x12\x18\n" +
+	"\atoolset\x18\f \x01(\tR\atoolset\"7\n" +
+	"\aToolset\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\adefault\x18\x02 \x01(\bR\adefault\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -1232,7 +1326,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x18PROMPT_EMBED_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PROMPT_EMBED_LIST\x10\x01\x12\x14\n" +
 	"\x10PROMPT_EMBED_ONE\x10\x02:L\n" +
-	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04toolB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
+	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:V\n" +
+	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
 	file_toolmesh_tool_v1_tool_proto_rawDescOnce sync.Once
@@ -1247,40 +1342,44 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
-	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
-	(TaskState)(0),                     // 1: toolmesh.tool.v1.TaskState
-	(PromptEmbed)(0),                   // 2: toolmesh.tool.v1.PromptEmbed
-	(*Tool)(nil),                       // 3: toolmesh.tool.v1.Tool
-	(*Resource)(nil),                   // 4: toolmesh.tool.v1.Resource
-	(*Task)(nil),                       // 5: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                 // 6: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                     // 7: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),             // 8: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),               // 9: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),           // 10: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                 // 11: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil), // 12: google.protobuf.MethodOptions
+	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
+	(TaskState)(0),                      // 1: toolmesh.tool.v1.TaskState
+	(PromptEmbed)(0),                    // 2: toolmesh.tool.v1.PromptEmbed
+	(*Tool)(nil),                        // 3: toolmesh.tool.v1.Tool
+	(*Toolset)(nil),                     // 4: toolmesh.tool.v1.Toolset
+	(*Resource)(nil),                    // 5: toolmesh.tool.v1.Resource
+	(*Task)(nil),                        // 6: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                  // 7: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                      // 8: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),              // 9: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),                // 10: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),            // 11: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                  // 12: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil),  // 13: google.protobuf.MethodOptions
+	(*descriptorpb.ServiceOptions)(nil), // 14: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	4,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	5,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	7,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	11, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	6,  // 5: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	5,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	6,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	8,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	12, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	7,  // 5: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
 	1,  // 6: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	8,  // 7: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	9,  // 7: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
 	2,  // 8: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	9,  // 9: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	10, // 10: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	12, // 11: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	3,  // 12: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	12, // [12:13] is the sub-list for extension type_name
-	11, // [11:12] is the sub-list for extension extendee
+	10, // 9: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	11, // 10: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	13, // 11: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	14, // 12: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	3,  // 13: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	4,  // 14: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	13, // [13:15] is the sub-list for extension type_name
+	11, // [11:13] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
 }
 
@@ -1295,8 +1394,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
-			NumExtensions: 1,
+			NumMessages:   10,
+			NumExtensions: 2,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,
