@@ -56,6 +56,12 @@ func (pr *prompt) visible(p *identity.Principal) bool {
 	return ok
 }
 
+// reached reports whether r reaches the tool pr reads through and the
+// resources it embeds.
+func (pr *prompt) reached(r *reach) bool {
+	return r.has(pr.tool.catalog.Name) && pr.kind.reached(r)
+}
+
 // kind is the resource kind read by the tool named get.
 func (d *Door) kind(get string) *resourceKind {
 	for _, k := range d.resources {
@@ -136,6 +142,17 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 		p, err := d.caller(req)
 		if err != nil {
 			return nil, err
+		}
+		r, err := d.reachFor(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !pr.reached(r) {
+			t := pr.tool.catalog
+			if r.has(t.Name) {
+				t = pr.kind.get.catalog
+			}
+			return nil, r.refuse("prompt "+pr.GetName(), t.Name, t.Toolset)
 		}
 		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
 	}
