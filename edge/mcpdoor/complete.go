@@ -63,7 +63,7 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 			return nil, invalidArgument("no prompt %q", ref.Name)
 		}
 		if !pr.reached(r) {
-			return nil, r.refuse("prompt "+ref.Name, pr.tool.catalog.Name, pr.tool.catalog.Toolset)
+			return nil, pr.refuse(r)
 		}
 		c = pr.complete[arg.Name] // none: nothing to suggest
 	default:

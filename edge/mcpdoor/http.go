@@ -138,6 +138,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if sel == nil {
 		sel = d.toolsets.fallback
 	}
+	r = r.WithContext(context.WithValue(r.Context(), selectionKey{}, sel))
 	rc := &reach{sel: sel}
 	if rc.claim, err = d.claimOf(caller); err != nil {
 		// The operator's narrowing names what this edge lacks: refused

@@ -150,7 +150,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				err = d.opened(req)
+				err = d.opened(ctx, req)
 			}
 			return res, err
 		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",
@@ -158,7 +158,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return next(ctx, method, req)
 		}
-		r, err := d.reachOf(req)
+		r, err := d.reachOf(ctx, req)
 		if err != nil {
 			return nil, err
 		}

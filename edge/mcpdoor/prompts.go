@@ -62,6 +62,19 @@ func (pr *prompt) reached(r *reach) bool {
 	return r.has(pr.tool.catalog.Name) && pr.kind.reached(r)
 }
 
+// refuse is the error of a request for pr that r does not reach, naming
+// the first tool pr reads through that r leaves out.
+func (pr *prompt) refuse(r *reach) error {
+	t := pr.tool
+	for _, x := range []*tool{pr.tool, pr.kind.get, pr.kind.list} {
+		if x != nil && !r.has(x.catalog.Name) {
+			t = x
+			break
+		}
+	}
+	return r.refuse("prompt "+pr.GetName(), t.catalog.Name, t.catalog.Toolset)
+}
+
 // kind is the resource kind read by the tool named get.
 func (d *Door) kind(get string) *resourceKind {
 	for _, k := range d.resources {
@@ -148,11 +161,7 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 			return nil, err
 		}
 		if !pr.reached(r) {
-			t := pr.tool.catalog
-			if r.has(t.Name) {
-				t = pr.kind.get.catalog
-			}
-			return nil, r.refuse("prompt "+pr.GetName(), t.Name, t.Toolset)
+			return nil, pr.refuse(r)
 		}
 		return d.runPrompt(ctx, pr, p, req.Extra, req.Params.Arguments)
 	}

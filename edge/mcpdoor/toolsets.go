@@ -104,9 +104,6 @@ func newToolsets(list []*toolcatalog.Toolset, tools map[string]*tool, fallback s
 		names = append(names, s.Name)
 	}
 	ts.names = strings.Join(names, ", ")
-	if fallback == "" {
-		fallback = keywordAll
-	}
 	var err error
 	if ts.fallback, err = ts.parse(fallback); err != nil {
 		return nil, fmt.Errorf("edge: toolsets %q: %w", fallback, err)
@@ -402,12 +399,12 @@ func (s *sessionStates) get(ss *mcp.ServerSession) *sessionState {
 }
 
 // opened keeps the selection of a session whose initialize succeeded.
-func (d *Door) opened(req mcp.Request) error {
+func (d *Door) opened(ctx context.Context, req mcp.Request) error {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if ss == nil {
 		return nil
 	}
-	sel, err := d.headerSelection(req.GetExtra())
+	sel, err := d.selectionOf(ctx, req.GetExtra())
 	if err != nil {
 		return err
 	}
@@ -424,13 +421,21 @@ func (d *Door) opened(req mcp.Request) error {
 	return nil
 }
 
-// headerSelection is the selection a request's header carries (checked by
-// serveMCP), or the default.
-func (d *Door) headerSelection(x *mcp.RequestExtra) (*selection, error) {
-	if x == nil || x.Header.Get(HeaderToolsets) == "" {
-		return d.toolsets.fallback, nil
+// selectionKey carries the selection serveMCP found to the handlers of a
+// request the SDK makes itself (a subscriptions/listen stream subscribes
+// with one), which carries no header.
+type selectionKey struct{}
+
+// selectionOf is the selection a request carries: in its header (checked
+// by serveMCP), or found for its HTTP request; else the default.
+func (d *Door) selectionOf(ctx context.Context, x *mcp.RequestExtra) (*selection, error) {
+	if x != nil && x.Header.Get(HeaderToolsets) != "" {
+		return d.toolsets.get(x.Header.Get(HeaderToolsets))
 	}
-	return d.toolsets.get(x.Header.Get(HeaderToolsets))
+	if sel, ok := ctx.Value(selectionKey{}).(*selection); ok {
+		return sel, nil
+	}
+	return d.toolsets.fallback, nil
 }
 
 // reachKey carries a request's reach from the middleware to its handler.
@@ -442,13 +447,13 @@ func (d *Door) reachFor(ctx context.Context, req mcp.Request) (*reach, error) {
 	if r, ok := ctx.Value(reachKey{}).(*reach); ok {
 		return r, nil
 	}
-	return d.reachOf(req)
+	return d.reachOf(ctx, req)
 }
 
 // reachOf finds what req reaches: its session's selection, or the one its
 // header carries; its caller's claim; and in tool search mode the toolsets
 // its session enabled and those its _meta says it enabled.
-func (d *Door) reachOf(req mcp.Request) (*reach, error) {
+func (d *Door) reachOf(ctx context.Context, req mcp.Request) (*reach, error) {
 	r := &reach{}
 	var err error
 	if r.claim, err = d.claimOf(d.principal(req)); err != nil {
@@ -457,7 +462,7 @@ func (d *Door) reachOf(req mcp.Request) (*reach, error) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	st := d.states.get(ss)
 	if st == nil {
-		if r.sel, err = d.headerSelection(req.GetExtra()); err != nil {
+		if r.sel, err = d.selectionOf(ctx, req.GetExtra()); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 		}
 	} else {
