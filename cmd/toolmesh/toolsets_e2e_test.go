@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -214,6 +217,95 @@ func TestToolSearchThroughTheEdge(t *testing.T) {
 			okData(t, callTool(t, cs, "credits_balance", map[string]any{"wallet": wallet}), &bal)
 			if bal.Balance != "25" {
 				t.Errorf("balance of %s after the grant = %q, want \"25\"", wallet, bal.Balance)
+			}
+		})
+	}
+}
+
+// tsToolsetsReport is what testdata/tsclient/toolsets.mjs saw.
+type tsToolsetsReport struct {
+	Selected struct {
+		Negotiated, Created, Outside string
+		Tools                        []string
+	}
+	Search struct {
+		Negotiated string
+		Tools      []string
+		Hits       []struct {
+			Name, Toolset string
+			HasSchema     bool
+		}
+		Enabled     []string
+		ListChanged bool
+		ToolsAfter  []string
+		Granted     string
+		Balance     string
+	}
+}
+
+// A client we did not write, the official TypeScript SDK's, selects a
+// toolset by the URL path (/mcp/x/tasks) and tool search mode by
+// /mcp/x/dynamic, at each protocol version it speaks: it sees the tasks
+// tools only and is refused credits_balance saying why; in tool search
+// mode it finds credits_grant among the top three hits for "give credits
+// to an agent", enables credits, hears notifications/tools/list_changed,
+// sees the credits tools listed and grants credits.
+func TestToolsetsThroughTheTypeScriptSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node")
+	}
+	dir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
+	services, client := toolsetServices(t)
+	e, err := edge.New(edge.Config{Contracts: contracts(), Services: services, HTTPClient: client, Mesh: servertest.MeshSigner()}, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(e.Handler())
+	t.Cleanup(hs.Close)
+	tasks := []string{"tasks_cancel", "tasks_create", "tasks_get", "tasks_list", "tasks_update_status"}
+	metaTools := []string{"tools_call", "tools_search", "toolsets_enable", "toolsets_list"}
+	for _, v := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
+		t.Run(v, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "toolsets.mjs", hs.URL, v)
+			cmd.Dir = dir
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node toolsets.mjs: %v\n%s", err, stderr.String())
+			}
+			var r tsToolsetsReport
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("report %q: %v\n%s", out, err, stderr.String())
+			}
+			t.Logf("TypeScript SDK %s saw: %+v", v, r)
+			sel := r.Selected
+			if sel.Negotiated != v || !slices.Equal(sel.Tools, tasks) || sel.Created == "" {
+				t.Errorf("at /mcp/x/tasks: negotiated %s, tools %v, created %q; want %s, %v and a task", sel.Negotiated, sel.Tools, sel.Created, v, tasks)
+			}
+			if !strings.Contains(sel.Outside, `tool credits_balance is outside this connection's toolset selection "tasks": it belongs to toolset "credits"`) {
+				t.Errorf("credits_balance at /mcp/x/tasks: %s, want refused saying why", sel.Outside)
+			}
+			s := r.Search
+			if s.Negotiated != v || !slices.Equal(s.Tools, metaTools) {
+				t.Errorf("at /mcp/x/dynamic: negotiated %s, tools %v; want %s and the meta-tools %v", s.Negotiated, s.Tools, v, metaTools)
+			}
+			i := slices.IndexFunc(s.Hits, func(h struct {
+				Name, Toolset string
+				HasSchema     bool
+			}) bool {
+				return h.Name == "credits_grant"
+			})
+			if len(s.Hits) > 3 || i < 0 || s.Hits[i].Toolset != "credits" || !s.Hits[i].HasSchema {
+				t.Fatalf("tools_search give credits to an agent = %+v, want credits_grant of credits, with its input schema, in the top 3", s.Hits)
+			}
+			if !slices.Equal(s.Enabled, []string{"credits"}) || !s.ListChanged || len(s.ToolsAfter) != len(metaTools)+5 || !slices.Contains(s.ToolsAfter, "credits_grant") {
+				t.Errorf("after toolsets_enable: enabled %v, list changed %v, tools %v; want credits, the notification, the meta-tools and the 5 credits tools", s.Enabled, s.ListChanged, s.ToolsAfter)
+			}
+			if s.Granted != "ok" || s.Balance != "25" {
+				t.Errorf("credits_grant = %s, balance through tools_call = %q; want ok and 25", s.Granted, s.Balance)
 			}
 		})
 	}
