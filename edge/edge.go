@@ -53,10 +53,18 @@ const ModernProtocol = port.ModernProtocol
 // 2025-03-26 on.
 var ProtocolVersions = mcpdoor.ProtocolVersions
 
-// Request _meta keys the edge reads (see port).
+// Request _meta keys the edge reads (see port and edge/mcpdoor).
 const (
 	MetaIdempotencyKey = port.MetaIdempotencyKey
 	MetaOnBehalfOf     = port.MetaOnBehalfOf
+	MetaToolsets       = mcpdoor.MetaToolsets
+)
+
+// Where an MCP client selects toolsets (docs/toolsets.md): the header, and
+// the path prefix of /mcp/x/<toolset>.
+const (
+	HeaderToolsets = mcpdoor.HeaderToolsets
+	PathToolsets   = mcpdoor.PathToolsets
 )
 
 // ExtensionTasks is the MCP Tasks extension's identifier.
@@ -87,6 +95,9 @@ const (
 	DefaultVersion = "dev"
 	// DefaultDevAgent is the local caller's agent.
 	DefaultDevAgent = "local"
+	// DefaultToolsets is the selection of a client that makes none: every
+	// tool its grants allow.
+	DefaultToolsets = "all"
 )
 
 // stateGrace is how much longer than a state's lifetime the workflow of an
@@ -190,6 +201,12 @@ type Config struct {
 	// Sessions, when set, serves 2025-era sessions on every replica of a
 	// multi-replica edge (see edge/mcpdoor/sessions.go).
 	Sessions *Sessions
+	// Toolsets is the toolset selection of an MCP client that makes none
+	// (by path or header), and of the stdio client: "all" (the default),
+	// "default", toolset and tool names, "-" exclusions, "dynamic" for tool
+	// search mode (docs/toolsets.md). A selection that names what the
+	// contracts lack stops the edge at start.
+	Toolsets string
 }
 
 // withDefaults returns cfg with every default applied: the one place the
@@ -236,6 +253,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.ResourcePollInterval <= 0 {
 		cfg.ResourcePollInterval = DefaultResourcePoll
+	}
+	if cfg.Toolsets == "" {
+		cfg.Toolsets = DefaultToolsets
 	}
 	if e := cfg.Elicitation; e != nil {
 		x := *e
@@ -309,6 +329,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		ResourcePollInterval: cfg.ResourcePollInterval,
 		ProgressInterval:     cfg.ProgressInterval,
 		Sessions:             cfg.Sessions,
+		Toolsets:             cfg.Toolsets,
 	})
 	if err != nil {
 		return nil, err
@@ -358,6 +379,7 @@ func (e *Edge) configureAccess() error {
 func (e *Edge) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.mcp.Handler())
+	mux.Handle(PathToolsets, e.mcp.Handler())
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	if e.auth != nil {
 		meta := e.auth.Metadata()

@@ -189,6 +189,7 @@ type claims struct {
 	Scope    string
 	AgentID  string
 	Roles    []string
+	Toolsets string
 }
 
 // sign mints a token with alg (RS256, ES256 or HS256).
@@ -233,6 +234,9 @@ func (i *issuer) serialize(t testing.TB, s jose.Signer, c claims) string {
 	}
 	if len(c.Roles) > 0 {
 		extra["roles"] = c.Roles
+	}
+	if c.Toolsets != "" {
+		extra["toolsets"] = c.Toolsets
 	}
 	tok, err := jwt.Signed(s).Claims(std).Claims(extra).Serialize()
 	if err != nil {

@@ -129,6 +129,8 @@ func (p *pipeline) Lookup(name string) (port.Tool, bool) {
 
 func (p *pipeline) ReadOnly() bool { return p.cfg.ReadOnly }
 
+func (p *pipeline) Toolsets() []*toolcatalog.Toolset { return p.reg.Toolsets() }
+
 // Call runs one call and returns its envelope, or — for a call that goes
 // on — the interim result (an elicitation round) or the task it became.
 // The call is traced, counted and logged, and a panic becomes an internal

@@ -102,7 +102,7 @@ func (r *replica) refusals() []string {
 }
 
 // replicaSet starts one edge per name on 127.0.0.<i+1> at one shared port,
-// each with elicitation in front of the mesh, listing each other through
+// each with elicitation in front of the mesh (when it has Temporal), listing each other through
 // dns (which resolves to all of them unless the test changes it).
 type replicaSet struct {
 	port int
@@ -126,13 +126,15 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 			Mesh:             servertest.MeshSigner(),
 			CallTimeout:      5 * time.Second,
 			ProgressInterval: 40 * time.Millisecond,
-			Elicitation:      &edge.Elicitation{Temporal: m.tc, States: m.sealer, TaskQueue: m.queue},
 			Sessions: &edge.Sessions{
 				Self:     listeners[i].Addr().String(),
 				Peers:    []string{net.JoinHostPort(peersName, strconv.Itoa(port))},
 				Keys:     []requeststate.Key{m.key},
 				Resolver: s.dns,
 			},
+		}
+		if m.tc != nil {
+			cfg.Elicitation = &edge.Elicitation{Temporal: m.tc, States: m.sealer, TaskQueue: m.queue}
 		}
 		if configure != nil {
 			configure(&cfg)

@@ -27,6 +27,7 @@ import (
 type edgeConfig struct {
 	addr, devAgent, dataDir, keyPath                       string
 	stdio, readOnly                                        bool
+	toolsets                                               string
 	services                                               map[string]string
 	callTimeout, waitBudget, taskCallTimeout               time.Duration
 	issuer, resource, jwksFile, hsFile, grantsFile         string
@@ -52,6 +53,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	bindData(s, &c.dataDir, "directory holding mesh.key and the request state keys")
 	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
 	s.Bool(&c.readOnly, false, config.Opt{Flag: "read-only", Env: "TOOLMESH_EDGE_READ_ONLY", Usage: "refuse WRITE and ADMIN tools (read_only) without calling services"})
+	s.String(&c.toolsets, edge.DefaultToolsets, config.Opt{Flag: "toolsets", Env: "TOOLMESH_EDGE_TOOLSETS",
+		Usage: "toolset selection of a client that makes none (by /mcp/x/<toolset> or the Toolmesh-Toolsets header) and of the stdio client: all, default, toolsets, tools, -exclusions, dynamic (docs/toolsets.md)"})
 	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER", Usage: "OAuth issuer whose bearer JWTs the edge accepts; enables authentication"})
 	s.String(&c.resource, "", config.Opt{Flag: "resource", Env: "TOOLMESH_EDGE_RESOURCE", Usage: "canonical URI of this edge, the audience tokens must name", Default: "http://<addr>/mcp"})
 	s.String(&c.jwksFile, "", config.Opt{Flag: "jwks-file", Env: "TOOLMESH_OAUTH_JWKS_FILE", Usage: "JSON Web Key Set file with the issuer's RS256/ES256 public keys"})
@@ -136,6 +139,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		Mesh:            signer,
 		Addr:            c.addr,
 		ReadOnly:        c.readOnly,
+		Toolsets:        c.toolsets,
 		AllowedOrigins:  c.origins,
 		AllowedHosts:    c.hosts,
 		MaxBodyBytes:    limits.MaxBodyBytes,

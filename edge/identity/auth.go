@@ -212,6 +212,44 @@ type tokenClaims struct {
 	Scp     any      `json:"scp"`
 	Roles   []string `json:"roles"`
 	AgentID string   `json:"agent_id"`
+	// Toolsets narrows the tools the caller reaches through the MCP door
+	// to a toolset selection: a string ("tasks,messages") or a list of its
+	// items.
+	Toolsets any `json:"toolsets"`
+}
+
+// maxToolsetsClaim bounds the toolsets claim.
+const maxToolsetsClaim = 2048
+
+// toolsetsClaim is the toolsets claim as one selection string ("" when the
+// token has none).
+func toolsetsClaim(v any) (string, error) {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		s = v
+	case []any:
+		items := make([]string, 0, len(v))
+		for _, x := range v {
+			item, ok := x.(string)
+			if !ok {
+				return "", errors.New("the toolsets claim must be a string or a list of strings")
+			}
+			items = append(items, item)
+		}
+		s = strings.Join(items, ",")
+	default:
+		return "", errors.New("the toolsets claim must be a string or a list of strings")
+	}
+	if len(s) > maxToolsetsClaim {
+		return "", errors.New("the toolsets claim is too long")
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", errors.New("the toolsets claim names no toolset")
+	}
+	return s, nil
 }
 
 // agentPattern bounds agent ids taken from tokens.
@@ -334,7 +372,12 @@ func (a *Authenticator) verify(raw string) (*Principal, *auth.TokenInfo, string,
 			}
 		}
 	}
+	toolsets, err := toolsetsClaim(extra.Toolsets)
+	if err != nil {
+		return nil, nil, "toolsets", err
+	}
 	p := newPrincipal(std.Subject, agent, scopes, extra.Roles, a.grants.lookup(std.Subject))
+	p.Toolsets = toolsets
 	info := &auth.TokenInfo{
 		Scopes:     p.Scopes,
 		Expiration: std.Expiry.Time().Add(a.cfg.Leeway), // the SDK checks it again, without leeway

@@ -206,6 +206,40 @@ func TestAuthenticateTurnsATokenIntoAPrincipal(t *testing.T) {
 	}
 }
 
+// TestToolsetsClaimNarrowsThePrincipal: a token's toolsets claim, a string
+// or a list of selection items, travels on the principal; a claim of
+// another shape makes the token invalid rather than narrow nothing.
+func TestToolsetsClaimNarrowsThePrincipal(t *testing.T) {
+	a, err := New(Config{Issuer: testIssuer, Resource: testResource, HS256Secret: testSecret}, nil, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := jwt.Claims{Issuer: testIssuer, Subject: "alice", Audience: jwt.Audience{testResource}, Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	authenticate := func(claim any) (*Principal, *Failure) {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		extra := map[string]any{"scope": "toolmesh:read"}
+		if claim != nil {
+			extra["toolsets"] = claim
+		}
+		r.Header.Set("Authorization", "Bearer "+testToken(t, valid, extra))
+		p, _, fail := a.Authenticate(r)
+		return p, fail
+	}
+	for claim, want := range map[any]string{nil: "", "tasks,messages": "tasks,messages"} {
+		if p, fail := authenticate(claim); fail != nil || p.Toolsets != want {
+			t.Errorf("claim %v: principal toolsets %q (failure %+v), want %q", claim, p.Toolsets, fail, want)
+		}
+	}
+	if p, fail := authenticate([]any{"default", "-owner_answer"}); fail != nil || p.Toolsets != "default,-owner_answer" {
+		t.Errorf("a list claim: principal %+v, failure %+v, want default,-owner_answer", p, fail)
+	}
+	for _, bad := range []any{42, []any{"tasks", 7}, " ", strings.Repeat("tasks,", 400)} {
+		if _, fail := authenticate(bad); fail == nil || fail.Code != "invalid_token" || !strings.Contains(fail.Reason, "toolsets claim") {
+			t.Errorf("claim %v: failure = %+v, want invalid_token naming the toolsets claim", bad, fail)
+		}
+	}
+}
+
 func TestNewRefusesWeakConfiguration(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"no issuer":           {Resource: testResource, HS256Secret: testSecret},

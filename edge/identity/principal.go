@@ -42,6 +42,10 @@ type Principal struct {
 	Roles []string
 	// Scopes are the caller's token scopes plus those its grants add.
 	Scopes []string
+	// Toolsets is the token's toolsets claim, a toolset selection that
+	// narrows what the caller reaches through the MCP door whatever it
+	// selects itself ("" when the token has none; see edge/mcpdoor).
+	Toolsets string
 
 	// tokenScopes are the toolmesh scopes the caller's token itself
 	// carries (not those its grants add), sorted: what a step-up challenge

@@ -28,6 +28,10 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 	if err != nil {
 		return nil, err
 	}
+	r, err := d.reachFor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	ref, arg := req.Params.Ref, req.Params.Argument
 	var c completion
 	switch ref.Type {
@@ -40,6 +44,9 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 		}
 		if k == nil {
 			return nil, invalidArgument("no resource template %q", ref.URI)
+		}
+		if !k.reached(r) {
+			return nil, k.refuse(r, ref.URI)
 		}
 		if arg.Name != k.Variable {
 			return nil, invalidArgument("resource template %s has no variable %q", ref.URI, arg.Name)
@@ -55,11 +62,14 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 		if pr == nil {
 			return nil, invalidArgument("no prompt %q", ref.Name)
 		}
+		if !pr.reached(r) {
+			return nil, pr.refuse(r)
+		}
 		c = pr.complete[arg.Name] // none: nothing to suggest
 	default:
 		return nil, invalidArgument("unknown reference type %q", ref.Type)
 	}
-	values, more, err := d.completeValues(ctx, p, req.Extra, c, arg.Value)
+	values, more, err := d.completeValues(ctx, p, r, req.Extra, c, arg.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +77,8 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 }
 
 // completeValues are c's values that start with prefix, and whether there
-// may be more than those returned.
-func (d *Door) completeValues(ctx context.Context, p *identity.Principal, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
+// may be more than those returned; a kind r does not reach has none.
+func (d *Door) completeValues(ctx context.Context, p *identity.Principal, r *reach, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
 	values := []string{} // never null on the wire
 	matches := func(v string) bool { return strings.HasPrefix(strings.ToLower(v), strings.ToLower(prefix)) }
 	for _, v := range c.values {
@@ -80,7 +90,8 @@ func (d *Door) completeValues(ctx context.Context, p *identity.Principal, extra 
 	if k == nil {
 		return values, false, nil
 	}
-	if !k.visible(p) {
+	if !k.visible(p) || !k.reached(r) {
+		// Nothing the caller may see, or its selection reaches.
 		return values, false, nil
 	}
 	var args map[string]any

@@ -85,6 +85,9 @@ type Config struct {
 	// Sessions serves 2025-era sessions on every replica; nil: on the one
 	// they began on.
 	Sessions *Sessions
+	// Toolsets is the toolset selection of a client that makes none, and
+	// of the stdio client ("" is all; see toolsets.go).
+	Toolsets string
 }
 
 // Door serves MCP.
@@ -113,6 +116,14 @@ type Door struct {
 	// closing is closed when the edge stops: task listens end.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// toolsets are the toolsets and the selections parsed; states the
+	// selections of the sessions of this process; index finds tools by
+	// words for tool search mode.
+	toolsets *toolsets
+	states   *sessionStates
+	index    *toolcatalog.Index
+	// send sends a message to a client (the SDK's sending handler).
+	send mcp.MethodHandler
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
 	// resources are the resource kinds, sorted by tool name; prompts the
@@ -150,18 +161,27 @@ func New(cfg Config) (*Door, error) {
 		d.sorted = append(d.sorted, dt)
 	}
 	sort.Slice(d.sorted, func(i, j int) bool { return d.sorted[i].catalog.Name < d.sorted[j].catalog.Name })
+	if d.toolsets, err = newToolsets(cfg.Pipeline.Toolsets(), d.tools, cfg.Toolsets); err != nil {
+		return nil, err
+	}
+	d.states = &sessionStates{m: map[*mcp.ServerSession]*sessionState{}}
+	catalog := make([]*toolcatalog.Tool, len(d.sorted))
+	for i, t := range d.sorted {
+		catalog[i] = t.catalog
+	}
+	d.index = toolcatalog.NewIndex(catalog)
 	d.buildResources()
 	d.buildPrompts()
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
-	// Exactly what is served: tools (the list never changes after start);
-	// logging (logging/setLevel, and a message per failed call); resources,
+	// Exactly what is served: tools (whose list changes for a session
+	// that enables a toolset in tool search mode); logging (logging/setLevel, and a message per failed call); resources,
 	// with subscriptions, and prompts, when the contracts have any, and
 	// completion of their arguments; the Tasks extension when a
 	// long-running tool can become a task.
 	//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on; 2025-era clients still use logging/setLevel and its messages
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
 	opts := &mcp.ServerOptions{
 		Logger:                    cfg.Log,
 		SupportedProtocolVersions: ProtocolVersions,
@@ -205,8 +225,15 @@ func New(cfg Config) (*Door, error) {
 	}
 	d.server = mcp.NewServer(d.impl, opts)
 	d.server.AddReceivingMiddleware(d.middleware)
+	d.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		d.send = next
+		return next
+	})
 	for _, t := range d.sorted {
 		d.server.AddTool(t.mcp, t.handler)
+	}
+	if err := d.addMetaTools(); err != nil {
+		return nil, err
 	}
 	for _, k := range d.resources {
 		if k.fixed != nil {

@@ -57,9 +57,10 @@ type fastResult struct {
 
 type callToolResult mcp.CallToolResult
 
-// fastCall serves r from body when it is a fast-path request and reports
-// whether it did; when it returns false nothing has been written.
-func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, info any) bool {
+// fastCall serves r from body when it is a fast-path request for a tool
+// rc reaches, and reports whether it did; when it returns false nothing
+// has been written.
+func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, info any, rc *reach) bool {
 	if d.cfg.DisableFastPath || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
 		return false
 	}
@@ -80,7 +81,7 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		return false
 	}
 	t, ok := d.tools[p.Name]
-	if !ok || t.catalog.LongRunning {
+	if !ok || t.catalog.LongRunning || !rc.has(p.Name) {
 		return false
 	}
 	var version string

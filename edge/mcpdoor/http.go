@@ -26,7 +26,7 @@ const codeUnsupportedVersion = -32022
 // CORS for browser clients (the MCP Inspector connecting directly).
 const (
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Mcp-Method, Mcp-Name, Last-Event-ID"
+	corsAllowHeaders  = "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Mcp-Method, Mcp-Name, Last-Event-ID, " + HeaderToolsets
 	corsExposeHeaders = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
 )
 
@@ -37,8 +37,8 @@ type tokenInfoKey struct{}
 func (d *Door) Handler() http.Handler { return http.HandlerFunc(d.serveMCP) }
 
 // serveMCP checks a request in order — Host, Origin, declared body size,
-// credentials, body, the scopes a tools/call needs, protocol version — then
-// hands it to the handler of its protocol era.
+// credentials, body, toolset selection, the scopes a tools/call needs,
+// protocol version — then hands it to the handler of its protocol era.
 func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		// Its answer is written when this returns: the edge's shutdown
@@ -126,8 +126,28 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
+	sel, err := d.requestSelection(r)
+	if err != nil {
+		var data any
+		if se, ok := err.(*selectionError); ok {
+			data = se.data(d.toolsets)
+		}
+		httpguard.WriteRPCError(w, http.StatusBadRequest, id, httpguard.CodeInvalidRequest, "Bad Request: "+err.Error(), data)
+		return
+	}
+	if sel == nil {
+		sel = d.toolsets.fallback
+	}
+	r = r.WithContext(context.WithValue(r.Context(), selectionKey{}, sel))
+	rc := &reach{sel: sel}
+	if rc.claim, err = d.claimOf(caller); err != nil {
+		// The operator's narrowing names what this edge lacks: refused
+		// rather than widened or emptied.
+		httpguard.WriteRPCError(w, http.StatusForbidden, id, httpguard.CodeUnauthorized, "Forbidden: "+err.Error(), nil)
+		return
+	}
 	if caller != nil {
-		if fail := d.insufficientScope(caller, method, body); fail != nil {
+		if fail := d.insufficientScope(caller, rc, method, body); fail != nil {
 			d.refuse(w, id, fail)
 			return
 		}
@@ -162,7 +182,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info) {
+	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info, rc) {
 		return
 	}
 	if handler == d.legacy && single && method == "tools/call" && d.tasks != nil {
@@ -229,11 +249,12 @@ func (d *Door) refuse(w http.ResponseWriter, id json.RawMessage, fail *identity.
 }
 
 // insufficientScope is the step-up challenge of a request whose token lacks
-// the scope it needs (nil when it may go on); a tools/call names its tool's.
-func (d *Door) insufficientScope(p *identity.Principal, method string, body []byte) *identity.Failure {
+// the scope it needs (nil when it may go on); a tools/call names its
+// tool's, unless its selection leaves the tool out (no scope would help).
+func (d *Door) insufficientScope(p *identity.Principal, r *reach, method string, body []byte) *identity.Failure {
 	var t *toolcatalog.Tool
 	if method == "tools/call" {
-		if dt := d.tools[toolName(body)]; dt != nil {
+		if dt := d.tools[toolName(body)]; dt != nil && r.has(dt.catalog.Name) {
 			t = dt.catalog
 		}
 	}

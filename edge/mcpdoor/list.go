@@ -13,10 +13,12 @@ import (
 	"github.com/toolmesh/toolmesh/edge/identity"
 )
 
-// view is what one set of permissions may see, each list sorted by its
-// key: the tools it may call, the resource templates and the prompts that
-// read through them. It is built once per set and shared by every caller
-// who has it, so a list request does no work proportional to the number of
+// view is what one set of permissions may see through one reach (a
+// selection, a claim, the toolsets enabled), each list sorted by its key:
+// the tools it lists, the resource templates and the prompts that read
+// through the tools it reaches, and the toolsets of those tools. It is
+// built once per permissions and reach and shared by every caller who has
+// them, so a list request does no work proportional to the number of
 // tools.
 type view struct {
 	tools        []*listedTool
@@ -25,45 +27,73 @@ type view struct {
 	templateURIs []string
 	prompts      []*mcp.Prompt
 	promptNames  []string
+	// groups are the toolsets of the tools reached and callable, sorted by
+	// name (tool search mode shows them).
+	groups []*group
 }
 
-// maxViews bounds the cached views (one per distinct set of permissions);
-// past it, views are built per request.
+// maxViews bounds the cached views (one per distinct set of permissions
+// and reach); past it, views are built per request.
 const maxViews = 1024
 
 type views struct {
-	build func(p *identity.Principal) *view
+	build func(p *identity.Principal, r *reach) *view
 	mu    sync.Mutex
 	m     map[string]*view
 }
 
-func (v *views) forPrincipal(p *identity.Principal) *view {
+func (v *views) get(p *identity.Principal, r *reach) *view {
+	key := p.PermissionKey() + "\x00" + r.key()
 	v.mu.Lock()
-	pv, ok := v.m[p.PermissionKey()]
+	pv, ok := v.m[key]
 	v.mu.Unlock()
 	if ok {
 		return pv
 	}
-	pv = v.build(p)
+	pv = v.build(p, r)
 	v.mu.Lock()
 	if len(v.m) < maxViews {
-		v.m[p.PermissionKey()] = pv
+		v.m[key] = pv
 	}
 	v.mu.Unlock()
 	return pv
 }
 
-// buildView makes what p may see.
-func (d *Door) buildView(p *identity.Principal) *view {
+// buildView makes what p may see through r.
+func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 	pv := &view{}
+	groups := map[string]*group{}
 	for _, t := range d.sorted {
-		if ok, _ := p.MayCall(t.catalog); ok {
-			pv.tools = append(pv.tools, d.listed(t))
-			pv.toolNames = append(pv.toolNames, t.catalog.Name)
+		if !r.has(t.catalog.Name) {
+			continue
 		}
+		if ok, _ := p.MayCall(t.catalog); !ok {
+			continue
+		}
+		g := groups[t.catalog.Toolset]
+		if g == nil {
+			g = &group{Toolset: d.toolsets.byName[t.catalog.Toolset]}
+			groups[t.catalog.Toolset] = g
+			pv.groups = append(pv.groups, g)
+		}
+		g.tools = append(g.tools, t)
+		if r.dynamic() && !r.isEnabled(t.catalog.Toolset) {
+			continue
+		}
+		pv.tools = append(pv.tools, d.listed(t))
+	}
+	sort.Slice(pv.groups, func(i, j int) bool { return pv.groups[i].Name < pv.groups[j].Name })
+	if r.dynamic() {
+		for _, m := range metaTools(pv.groups) {
+			pv.tools = append(pv.tools, &listedTool{Tool: m})
+		}
+		sort.Slice(pv.tools, func(i, j int) bool { return pv.tools[i].Name < pv.tools[j].Name })
+	}
+	for _, t := range pv.tools {
+		pv.toolNames = append(pv.toolNames, t.Name)
 	}
 	for _, k := range d.resources {
-		if k.template != nil && k.visible(p) {
+		if k.template != nil && k.visible(p) && k.reached(r) {
 			pv.templates = append(pv.templates, k.template)
 		}
 	}
@@ -72,7 +102,7 @@ func (d *Door) buildView(p *identity.Principal) *view {
 		pv.templateURIs = append(pv.templateURIs, t.URITemplate)
 	}
 	for _, pr := range d.prompts { // sorted by name
-		if pr.visible(p) {
+		if pr.visible(p) && pr.reached(r) {
 			pv.prompts = append(pv.prompts, pr.prompt)
 			pv.promptNames = append(pv.promptNames, pr.prompt.Name)
 		}
@@ -135,26 +165,65 @@ func page[T any](items []T, keys []string, cursor string, size int) ([]T, string
 	return out, next, nil
 }
 
-// middleware serves the lists that depend on the caller and refuses the
-// methods of capabilities the edge does not declare: they answer "method
-// not found" rather than an empty list, so what a client discovers is
-// exactly what is served.
+// middleware serves the lists that depend on the caller and its selection,
+// keeps the selection of each session it opens, refuses what a request's
+// selection leaves out, and refuses the methods of capabilities the edge
+// does not declare: they answer "method not found" rather than an empty
+// list, so what a client discovers is exactly what is served.
 func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch {
-		case d.undeclared[method]:
+		if d.undeclared[method] {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served by this edge", method)}
-		case method == "tools/list":
-			return d.listTools(req)
-		case method == "resources/templates/list":
-			return d.listTemplates(req)
-		case method == "prompts/list":
-			return d.listPrompts(req)
-		case method == "resources/list":
-			return d.listResources(ctx, req)
+		}
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				err = d.opened(ctx, req)
+			}
+			return res, err
+		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",
+			"resources/subscribe", "prompts/list", "prompts/get", "completion/complete":
+		default:
+			return next(ctx, method, req)
+		}
+		r, err := d.reachOf(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, reachKey{}, r)
+		switch method {
+		case "tools/list":
+			return d.listTools(req, r)
+		case "resources/templates/list":
+			return d.listTemplates(req, r)
+		case "prompts/list":
+			return d.listPrompts(req, r)
+		case "resources/list":
+			return d.listResources(ctx, req, r)
+		case "tools/call":
+			if err := d.mayCall(r, req.(*mcp.CallToolRequest).Params.Name); err != nil {
+				return nil, err
+			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// mayCall refuses a call to a tool r does not reach; an unknown tool is
+// the SDK's to refuse.
+func (d *Door) mayCall(r *reach, name string) error {
+	if isMeta(name) {
+		if !r.dynamic() {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+				"tool %q is a tool of tool search mode, which this connection's toolset selection %q does not ask for (add %s to it)", name, r.sel.key, keywordDynamic)}
+		}
+		return nil
+	}
+	if t := d.tools[name]; t != nil && !r.has(name) {
+		return r.refuse("tool "+name, name, t.catalog.Toolset)
+	}
+	return nil
 }
 
 // undeclaredMethods are the methods of the capabilities the edge does not
@@ -221,12 +290,12 @@ func cursor(req mcp.Request) string {
 }
 
 // listFor pages one of the lists of the caller's view.
-func listFor[T any](d *Door, req mcp.Request, list func(*view) ([]T, []string)) ([]T, string, error) {
+func listFor[T any](d *Door, req mcp.Request, r *reach, list func(*view) ([]T, []string)) ([]T, string, error) {
 	p, err := d.caller(req)
 	if err != nil {
 		return nil, "", err
 	}
-	items, keys := list(d.views.forPrincipal(p))
+	items, keys := list(d.views.get(p, r))
 	out, next, err := page(items, keys, cursor(req), d.cfg.ToolsPageSize)
 	if err != nil {
 		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
@@ -234,18 +303,23 @@ func listFor[T any](d *Door, req mcp.Request, list func(*view) ([]T, []string)) 
 	return out, next, nil
 }
 
-func (d *Door) listTools(req mcp.Request) (mcp.Result, error) {
-	tools, next, err := listFor(d, req, func(v *view) ([]*listedTool, []string) { return v.tools, v.toolNames })
+func (d *Door) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
+	tools, next, err := listFor(d, req, r, func(v *view) ([]*listedTool, []string) { return v.tools, v.toolNames })
 	if err != nil {
 		return nil, err
 	}
 	res := &toolsPage{ListToolsResult: mcp.ListToolsResult{NextCursor: next}, Tools: tools}
 	d.listCacheable(&res.Cacheable)
+	if r.dynamic() {
+		// What tool search mode lists changes as toolsets are enabled, by
+		// what each request carries: never from a cache.
+		res.TTLMs = 0
+	}
 	return res, nil
 }
 
-func (d *Door) listTemplates(req mcp.Request) (mcp.Result, error) {
-	templates, next, err := listFor(d, req, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
+func (d *Door) listTemplates(req mcp.Request, r *reach) (mcp.Result, error) {
+	templates, next, err := listFor(d, req, r, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +328,8 @@ func (d *Door) listTemplates(req mcp.Request) (mcp.Result, error) {
 	return res, nil
 }
 
-func (d *Door) listPrompts(req mcp.Request) (mcp.Result, error) {
-	prompts, next, err := listFor(d, req, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
+func (d *Door) listPrompts(req mcp.Request, r *reach) (mcp.Result, error) {
+	prompts, next, err := listFor(d, req, r, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
 	if err != nil {
 		return nil, err
 	}

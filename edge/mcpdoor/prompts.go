@@ -56,6 +56,25 @@ func (pr *prompt) visible(p *identity.Principal) bool {
 	return ok
 }
 
+// reached reports whether r reaches the tool pr reads through and the
+// resources it embeds.
+func (pr *prompt) reached(r *reach) bool {
+	return r.has(pr.tool.catalog.Name) && pr.kind.reached(r)
+}
+
+// refuse is the error of a request for pr that r does not reach, naming
+// the first tool pr reads through that r leaves out.
+func (pr *prompt) refuse(r *reach) error {
+	t := pr.tool
+	for _, x := range []*tool{pr.tool, pr.kind.get, pr.kind.list} {
+		if x != nil && !r.has(x.catalog.Name) {
+			t = x
+			break
+		}
+	}
+	return r.refuse("prompt "+pr.GetName(), t.catalog.Name, t.catalog.Toolset)
+}
+
 // kind is the resource kind read by the tool named get.
 func (d *Door) kind(get string) *resourceKind {
 	for _, k := range d.resources {
@@ -136,6 +155,13 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 		p, err := d.caller(req)
 		if err != nil {
 			return nil, err
+		}
+		r, err := d.reachFor(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !pr.reached(r) {
+			return nil, pr.refuse(r)
 		}
 		args, ask, err := pr.arguments(req)
 		if err != nil || ask != nil {

@@ -73,6 +73,21 @@ func (k *resourceKind) visible(p *identity.Principal) bool {
 	return ok
 }
 
+// reached reports whether r reaches k: the tools that read and list it.
+func (k *resourceKind) reached(r *reach) bool {
+	return r.has(k.get.catalog.Name) && (k.list == nil || r.has(k.list.catalog.Name))
+}
+
+// refuse is the error of a request for a resource of k that r does not
+// reach.
+func (k *resourceKind) refuse(r *reach, uri string) error {
+	t := k.get.catalog
+	if !r.has(t.Name) || k.list == nil {
+		return r.refuse("resource "+uri, t.Name, t.Toolset)
+	}
+	return r.refuse("resource "+uri, k.list.catalog.Name, k.list.catalog.Toolset)
+}
+
 // listable reports whether resources/list shows k to p: it may see k, and
 // the services behind k are configured.
 func (k *resourceKind) listable(p *identity.Principal) bool {
@@ -126,6 +141,13 @@ func (d *Door) readHandler(k *resourceKind) mcp.ResourceHandler {
 		p, err := d.caller(req)
 		if err != nil {
 			return nil, err
+		}
+		r, err := d.reachFor(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !k.reached(r) {
+			return nil, k.refuse(r, req.Params.URI)
 		}
 		env, err := d.read(ctx, k, p, req.Extra, req.Params.URI)
 		if err != nil {
@@ -276,14 +298,14 @@ type resourceCursor struct {
 // listResources pages through the resources the caller may read: each
 // listable kind in turn, fixed resources as themselves, templated ones as
 // the items of their list tool, called as the caller.
-func (d *Door) listResources(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mcp.Result, error) {
 	p, err := d.caller(req)
 	if err != nil {
 		return nil, err
 	}
 	var kinds []*resourceKind
 	for _, k := range d.resources {
-		if k.listable(p) {
+		if k.listable(p) && k.reached(r) {
 			kinds = append(kinds, k)
 		}
 	}

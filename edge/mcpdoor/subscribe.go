@@ -95,6 +95,13 @@ func (d *Door) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if err != nil {
 		return err
 	}
+	r, err := d.reachFor(ctx, req)
+	if err != nil {
+		return err
+	}
+	if k, _, ok := d.kindOf(req.Params.URI); ok && !k.reached(r) {
+		return k.refuse(r, req.Params.URI)
+	}
 	return d.subs.subscribe(ctx, req, p, extra)
 }
 

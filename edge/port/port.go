@@ -52,6 +52,9 @@ type Pipeline interface {
 	Call(ctx context.Context, c *Call) Outcome
 	// ReadOnly reports whether WRITE and ADMIN tools are refused.
 	ReadOnly() bool
+	// Toolsets are the groups the tools form (toolcatalog.Toolset), sorted
+	// by name.
+	Toolsets() []*toolcatalog.Toolset
 }
 
 // Call is one tool call as a door hands it to the pipeline.

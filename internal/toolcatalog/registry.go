@@ -52,6 +52,8 @@ type Tool struct {
 	// was completed by elicitation ("" for none).
 	Preview string
 
+	// Toolset is the name of the toolset the tool belongs to (see Toolset).
+	Toolset string
 	// Service is the fully-qualified service name.
 	Service string
 	// Method is the RPC.
@@ -99,6 +101,7 @@ type Registry struct {
 	byName     map[string]*Tool
 	resources  []*Tool
 	onBehalfOf *OnBehalfOf
+	toolsets   []*Toolset
 }
 
 // Options adjust the generated schemas.
@@ -137,6 +140,9 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 		}
 	}
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
+	if err := r.bindToolsets(services, docs); err != nil {
+		return nil, err
+	}
 	templates := map[string]string{}
 	for _, t := range r.tools {
 		if err := r.checkPreview(t); err != nil {

@@ -197,6 +197,7 @@ func service(t *testing.T, rpcs ...rpc) (protoreflect.ServiceDescriptor, toolcat
 	t.Helper()
 	sd := &descriptorpb.ServiceDescriptorProto{Name: proto.String("Fake")}
 	d := docs(t)
+	d["toolcatalog.test.Fake"] = "Fake tools."
 	for _, m := range rpcs {
 		opts := &descriptorpb.MethodOptions{}
 		proto.SetExtension(opts, toolv1.E_Tool, m.tool)

@@ -752,7 +752,7 @@ const file_toolmesh_agents_v1_agents_proto_rawDesc = "" +
 	"\x18AGENT_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13AGENT_STATUS_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13AGENT_STATUS_PAUSED\x10\x02\x12\x18\n" +
-	"\x14AGENT_STATUS_RETIRED\x10\x032\xc5\x04\n" +
+	"\x14AGENT_STATUS_RETIRED\x10\x032\xcd\x04\n" +
 	"\rAgentsService\x12\x80\x01\n" +
 	"\bRegister\x12#.toolmesh.agents.v1.RegisterRequest\x1a$.toolmesh.agents.v1.RegisterResponse\")\xc2\xf3\x18%\n" +
 	"\x0fagents_register\x12\x0eRegister agent\x18\x03 \x01\x12\xb6\x01\n" +
@@ -763,7 +763,7 @@ const file_toolmesh_agents_v1_agents_proto_rawDesc = "" +
 	"\x04List\x12\x1f.toolmesh.agents.v1.ListRequest\x1a .toolmesh.agents.v1.ListResponse\"#\xc2\xf3\x18\x1c\n" +
 	"\vagents_list\x12\vList agents\x18\x01\x90\x02\x01\x12\x87\x01\n" +
 	"\tSetStatus\x12$.toolmesh.agents.v1.SetStatusRequest\x1a%.toolmesh.agents.v1.SetStatusResponse\"-\xc2\xf3\x18)\n" +
-	"\x11agents_set_status\x12\x10Set agent status\x18\x03 \x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1;agentsv1b\x06proto3"
+	"\x11agents_set_status\x12\x10Set agent status\x18\x03 \x01\x1a\x06\xc2\xf3\x18\x02\x10\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1;agentsv1b\x06proto3"
 
 var (
 	file_toolmesh_agents_v1_agents_proto_rawDescOnce sync.Once

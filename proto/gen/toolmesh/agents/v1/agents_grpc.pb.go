@@ -33,6 +33,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// The directory of agents: look up and list the agents of this mesh with their
+// status, register an agent or change an agent's status (admin).
+//
 // AgentsService keeps the directory of agents. The caller comes from the
 // caller's identity, never from a request field.
 type AgentsServiceClient interface {
@@ -106,6 +109,9 @@ func (c *agentsServiceClient) SetStatus(ctx context.Context, in *SetStatusReques
 // AgentsServiceServer is the server API for AgentsService service.
 // All implementations must embed UnimplementedAgentsServiceServer
 // for forward compatibility.
+//
+// The directory of agents: look up and list the agents of this mesh with their
+// status, register an agent or change an agent's status (admin).
 //
 // AgentsService keeps the directory of agents. The caller comes from the
 // caller's identity, never from a request field.

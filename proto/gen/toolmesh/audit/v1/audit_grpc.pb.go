@@ -32,6 +32,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// The audit trail of admin actions: list its records, show its head and verify
+// that no record was edited, removed or reordered.
+//
 // AuditService keeps the append-only audit trail of admin tool calls. Each
 // record's hash is the SHA-256 of the previous record's hash followed by the
 // record's RFC 8785 canonical JSON, and a head checkpoint (last sequence
@@ -121,6 +124,9 @@ func (c *auditServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts
 // AuditServiceServer is the server API for AuditService service.
 // All implementations must embed UnimplementedAuditServiceServer
 // for forward compatibility.
+//
+// The audit trail of admin actions: list its records, show its head and verify
+// that no record was edited, removed or reordered.
 //
 // AuditService keeps the append-only audit trail of admin tool calls. Each
 // record's hash is the SHA-256 of the previous record's hash followed by the

@@ -35,6 +35,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Credits: show a wallet's balance and its ledger; give an agent credits and
+// change the credits settings (admin).
+//
 // CreditsService keeps the wallets of every agent. A wallet is named by its
 // agent id. Its balance is the sum of its ledger entries and never goes
 // below zero. The caller comes from the caller's identity, never from a
@@ -53,13 +56,14 @@ type CreditsServiceClient interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(ctx context.Context, in *ListLedgerRequest, opts ...grpc.CallOption) (*ListLedgerResponse, error)
-	// Add credits to an agent's wallet (admin). reference names the grant, for
-	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference and the same arguments is applied only
-	// once and returns the entry of the first one. Reusing a reference with
-	// other arguments (wallet, amount or note) fails with conflict. amount may
-	// not exceed the configured max grant amount (see credits_config_get); a
-	// larger grant fails with invalid_argument and adds nothing.
+	// Give an agent credits: add them to its wallet (admin). reference names
+	// the grant, for example an invoice or ticket id, and makes it safe to
+	// retry: a grant repeated with the same reference and the same arguments
+	// is applied only once and returns the entry of the first one. Reusing a
+	// reference with other arguments (wallet, amount or note) fails with
+	// conflict. amount may not exceed the configured max grant amount (see
+	// credits_config_get); a larger grant fails with invalid_argument and adds
+	// nothing.
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP
@@ -154,6 +158,9 @@ func (c *creditsServiceClient) SetConfig(ctx context.Context, in *SetConfigReque
 // All implementations must embed UnimplementedCreditsServiceServer
 // for forward compatibility.
 //
+// Credits: show a wallet's balance and its ledger; give an agent credits and
+// change the credits settings (admin).
+//
 // CreditsService keeps the wallets of every agent. A wallet is named by its
 // agent id. Its balance is the sum of its ledger entries and never goes
 // below zero. The caller comes from the caller's identity, never from a
@@ -172,13 +179,14 @@ type CreditsServiceServer interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *ListLedgerRequest) (*ListLedgerResponse, error)
-	// Add credits to an agent's wallet (admin). reference names the grant, for
-	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference and the same arguments is applied only
-	// once and returns the entry of the first one. Reusing a reference with
-	// other arguments (wallet, amount or note) fails with conflict. amount may
-	// not exceed the configured max grant amount (see credits_config_get); a
-	// larger grant fails with invalid_argument and adds nothing.
+	// Give an agent credits: add them to its wallet (admin). reference names
+	// the grant, for example an invoice or ticket id, and makes it safe to
+	// retry: a grant repeated with the same reference and the same arguments
+	// is applied only once and returns the entry of the first one. Reusing a
+	// reference with other arguments (wallet, amount or note) fails with
+	// conflict. amount may not exceed the configured max grant amount (see
+	// credits_config_get); a larger grant fails with invalid_argument and adds
+	// nothing.
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP

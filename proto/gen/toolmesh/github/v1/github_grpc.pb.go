@@ -41,6 +41,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// GitHub, as the mesh's GitHub account: read repositories, pull requests,
+// diffs and issues; star, fork, open pull requests and issues, review and
+// comment, follow users (each needs a grant).
+//
 // GitHubService acts on GitHub with the mesh's token: every call is made as
 // the GitHub user (or app) that token belongs to, whichever agent calls.
 // Tools that change anything on GitHub are privileged: an agent needs an
@@ -227,6 +231,10 @@ func (c *gitHubServiceClient) FollowUser(ctx context.Context, in *FollowUserRequ
 // GitHubServiceServer is the server API for GitHubService service.
 // All implementations must embed UnimplementedGitHubServiceServer
 // for forward compatibility.
+//
+// GitHub, as the mesh's GitHub account: read repositories, pull requests,
+// diffs and issues; star, fork, open pull requests and issues, review and
+// comment, follow users (each needs a grant).
 //
 // GitHubService acts on GitHub with the mesh's token: every call is made as
 // the GitHub user (or app) that token belongs to, whichever agent calls.

@@ -699,7 +699,7 @@ const file_toolmesh_memory_v1_memory_proto_rawDesc = "" +
 	"\rDeleteRequest\x12?\n" +
 	"\x03key\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%\x10\x01\x18\xc8\x012\x1e^[A-Za-z0-9][A-Za-z0-9._:/-]*$R\x03key\"D\n" +
 	"\x0eDeleteResponse\x122\n" +
-	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory2\x8e\x05\n" +
+	"\x06memory\x18\x01 \x01(\v2\x1a.toolmesh.memory.v1.MemoryR\x06memory2\x96\x05\n" +
 	"\rMemoryService\x12k\n" +
 	"\x04Save\x12\x1f.toolmesh.memory.v1.SaveRequest\x1a .toolmesh.memory.v1.SaveResponse\" \xc2\xf3\x18\x1c\n" +
 	"\vmemory_save\x12\vSave memory\x18\x02\x12z\n" +
@@ -713,7 +713,7 @@ const file_toolmesh_memory_v1_memory_proto_rawDesc = "" +
 	"\x04List\x12\x1f.toolmesh.memory.v1.ListRequest\x1a .toolmesh.memory.v1.ListResponse\"%\xc2\xf3\x18\x1e\n" +
 	"\vmemory_list\x12\rList memories\x18\x01\x90\x02\x01\x12u\n" +
 	"\x06Delete\x12!.toolmesh.memory.v1.DeleteRequest\x1a\".toolmesh.memory.v1.DeleteResponse\"$\xc2\xf3\x18 \n" +
-	"\rmemory_delete\x12\rDelete memory\x18\x02BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1;memoryv1b\x06proto3"
+	"\rmemory_delete\x12\rDelete memory\x18\x02\x1a\x06\xc2\xf3\x18\x02\x10\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1;memoryv1b\x06proto3"
 
 var (
 	file_toolmesh_memory_v1_memory_proto_rawDescOnce sync.Once

@@ -33,6 +33,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Your long-term memory: save a note under a key, recall notes by words, read,
+// list and delete them.
+//
 // MemoryService keeps the memories of every agent. The calling agent comes
 // from the caller's identity, never from a request field; an agent sees only
 // its own memories.
@@ -123,6 +126,9 @@ func (c *memoryServiceClient) Delete(ctx context.Context, in *DeleteRequest, opt
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
+//
+// Your long-term memory: save a note under a key, recall notes by words, read,
+// list and delete them.
 //
 // MemoryService keeps the memories of every agent. The calling agent comes
 // from the caller's identity, never from a request field; an agent sees only

@@ -495,7 +495,7 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"u\n" +
 	"\fListResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolmesh.messages.v1.MessageR\bmessages\x12*\n" +
-	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xc1\x03\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xc9\x03\n" +
 	"\x0fMessagesService\x12r\n" +
 	"\x04Send\x12!.toolmesh.messages.v1.SendRequest\x1a\".toolmesh.messages.v1.SendResponse\"#\xc2\xf3\x18\x1f\n" +
 	"\rmessages_send\x12\fSend message\x18\x02\x12\xc1\x01\n" +
@@ -504,7 +504,7 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\amessage\x12\n" +
 	"message_id\x1a\x1emsg_01hzy3d5q8w9x7v6t5s4r3p2n1\"\amessage*\bto_agent2\x05depth\x90\x02\x01\x12v\n" +
 	"\x04List\x12!.toolmesh.messages.v1.ListRequest\x1a\".toolmesh.messages.v1.ListResponse\"'\xc2\xf3\x18 \n" +
-	"\rmessages_list\x12\rList messages\x18\x01\x90\x02\x01BHZFgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1;messagesv1b\x06proto3"
+	"\rmessages_list\x12\rList messages\x18\x01\x90\x02\x01\x1a\x06\xc2\xf3\x18\x02\x10\x01BHZFgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1;messagesv1b\x06proto3"
 
 var (
 	file_toolmesh_messages_v1_messages_proto_rawDescOnce sync.Once

@@ -31,6 +31,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Messages between agents: send a message to another agent, read one, and list
+// your inbox or a thread.
+//
 // MessagesService carries messages between agents. The sender comes from the
 // caller's identity, never from a request field; an agent only ever sees
 // messages it sent or received.
@@ -94,6 +97,9 @@ func (c *messagesServiceClient) List(ctx context.Context, in *ListRequest, opts 
 // MessagesServiceServer is the server API for MessagesService service.
 // All implementations must embed UnimplementedMessagesServiceServer
 // for forward compatibility.
+//
+// Messages between agents: send a message to another agent, read one, and list
+// your inbox or a thread.
 //
 // MessagesService carries messages between agents. The sender comes from the
 // caller's identity, never from a request field; an agent only ever sees

@@ -2318,7 +2318,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\vChannelKind\x12\x1c\n" +
 	"\x18CHANNEL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CHANNEL_KIND_LOG\x10\x01\x12\x18\n" +
-	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xc1\x19\n" +
+	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xc9\x19\n" +
 	"\fOwnerService\x12\xcb\x03\n" +
 	"\x03Ask\x12\x1d.toolmesh.owner.v1.AskRequest\x1a\x1e.toolmesh.owner.v1.AskResponse\"\x84\x03\xc2\xf3\x18\xff\x02\n" +
 	"\towner_ask\x12\rAsk the owner\x18\x02(\x01J\xde\x02\n" +
@@ -2357,7 +2357,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\rUpdateChannel\x12'.toolmesh.owner.v1.UpdateChannelRequest\x1a(.toolmesh.owner.v1.UpdateChannelResponse\";\xc2\xf3\x187\n" +
 	"\x14owner_update_channel\x12\x1bUpdate notification channel\x18\x03 \x01\x12\x9f\x01\n" +
 	"\rDeleteChannel\x12'.toolmesh.owner.v1.DeleteChannelRequest\x1a(.toolmesh.owner.v1.DeleteChannelResponse\";\xc2\xf3\x187\n" +
-	"\x14owner_delete_channel\x12\x1bDelete notification channel\x18\x03 \x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1;ownerv1b\x06proto3"
+	"\x14owner_delete_channel\x12\x1bDelete notification channel\x18\x03 \x01\x1a\x06\xc2\xf3\x18\x02\x10\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1;ownerv1b\x06proto3"
 
 var (
 	file_toolmesh_owner_v1_owner_proto_rawDescOnce sync.Once

@@ -43,6 +43,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// The human owner: ask the owner a question and wait for the answer, follow,
+// extend or cancel an ask, send the owner a notification; the owner answers
+// asks and manages notification channels.
+//
 // OwnerService connects agents with the human owner. Each ask is a Temporal
 // workflow that notifies the owner and waits for an answer or its timeout.
 // The calling agent comes from the caller's identity, never from a request
@@ -256,6 +260,10 @@ func (c *ownerServiceClient) DeleteChannel(ctx context.Context, in *DeleteChanne
 // OwnerServiceServer is the server API for OwnerService service.
 // All implementations must embed UnimplementedOwnerServiceServer
 // for forward compatibility.
+//
+// The human owner: ask the owner a question and wait for the answer, follow,
+// extend or cancel an ask, send the owner a notification; the owner answers
+// asks and manages notification channels.
 //
 // OwnerService connects agents with the human owner. Each ask is a Temporal
 // workflow that notifies the owner and waits for an answer or its timeout.

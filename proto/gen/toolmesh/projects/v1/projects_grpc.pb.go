@@ -38,6 +38,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Code projects: register a project's code directory or a git clone, find its
+// code symbols and their references, and follow its health trends.
+//
 // ProjectsService keeps the projects of every agent and navigates their
 // code. The calling agent comes from the caller's identity, never from a
 // request field; an agent sees only its own projects.
@@ -194,6 +197,9 @@ func (c *projectsServiceClient) RecordHealth(ctx context.Context, in *RecordHeal
 // ProjectsServiceServer is the server API for ProjectsService service.
 // All implementations must embed UnimplementedProjectsServiceServer
 // for forward compatibility.
+//
+// Code projects: register a project's code directory or a git clone, find its
+// code symbols and their references, and follow its health trends.
 //
 // ProjectsService keeps the projects of every agent and navigates their
 // code. The calling agent comes from the caller's identity, never from a

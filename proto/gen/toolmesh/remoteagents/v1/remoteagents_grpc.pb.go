@@ -39,6 +39,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Agents outside the mesh, over A2A: discover an agent from its card, send it
+// a message, and follow or cancel that invocation.
+//
 // RemoteAgentsService reaches A2A agents outside the mesh and records what
 // they are asked. Every invocation is a Temporal workflow that sends the
 // message, follows the remote task until it ends, and cancels it when asked.
@@ -179,6 +182,9 @@ func (c *remoteAgentsServiceClient) CancelInbound(ctx context.Context, in *Cance
 // RemoteAgentsServiceServer is the server API for RemoteAgentsService service.
 // All implementations must embed UnimplementedRemoteAgentsServiceServer
 // for forward compatibility.
+//
+// Agents outside the mesh, over A2A: discover an agent from its card, send it
+// a message, and follow or cancel that invocation.
 //
 // RemoteAgentsService reaches A2A agents outside the mesh and records what
 // they are asked. Every invocation is a Temporal workflow that sends the

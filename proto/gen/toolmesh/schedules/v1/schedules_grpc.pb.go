@@ -44,6 +44,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Recurring schedules: have a tool called at an interval or on a cron spec,
+// preview when it would run, change, pause, resume or delete a schedule and
+// list its runs; the owner approves or denies each new schedule.
+//
 // SchedulesService keeps the schedules of every agent. The calling agent
 // comes from the caller's identity, never from a request field.
 type SchedulesServiceClient interface {
@@ -266,6 +270,10 @@ func (c *schedulesServiceClient) RecordExecution(ctx context.Context, in *Record
 // SchedulesServiceServer is the server API for SchedulesService service.
 // All implementations must embed UnimplementedSchedulesServiceServer
 // for forward compatibility.
+//
+// Recurring schedules: have a tool called at an interval or on a cron spec,
+// preview when it would run, change, pause, resume or delete a schedule and
+// list its runs; the owner approves or denies each new schedule.
 //
 // SchedulesService keeps the schedules of every agent. The calling agent
 // comes from the caller's identity, never from a request field.

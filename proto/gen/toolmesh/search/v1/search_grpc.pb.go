@@ -31,6 +31,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Web search: search the web through the mesh's configured search provider,
+// or research a question in depth across several searches.
+//
 // SearchService searches the web through one configured provider. Without a
 // provider every call fails with capability_gap, naming what to configure.
 type SearchServiceClient interface {
@@ -87,6 +90,9 @@ func (c *searchServiceClient) DeepResearch(ctx context.Context, in *DeepResearch
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
+//
+// Web search: search the web through the mesh's configured search provider,
+// or research a question in depth across several searches.
 //
 // SearchService searches the web through one configured provider. Without a
 // provider every call fails with capability_gap, naming what to configure.

@@ -875,7 +875,7 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x19TASK_PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TASK_PRIORITY_LOW\x10\x01\x12\x18\n" +
 	"\x14TASK_PRIORITY_NORMAL\x10\x02\x12\x16\n" +
-	"\x12TASK_PRIORITY_HIGH\x10\x032\xfd\x0e\n" +
+	"\x12TASK_PRIORITY_HIGH\x10\x032\x85\x0f\n" +
 	"\fTasksService\x12u\n" +
 	"\x06Create\x12 .toolmesh.tasks.v1.CreateRequest\x1a!.toolmesh.tasks.v1.CreateResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftasks_create\x12\x10Create work task\x18\x02\x12\xb6\x01\n" +
@@ -901,7 +901,7 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\fUpdateStatus\x12&.toolmesh.tasks.v1.UpdateStatusRequest\x1a'.toolmesh.tasks.v1.UpdateStatusResponse\"4\xc2\xf3\x180\n" +
 	"\x13tasks_update_status\x12\x17Update work task status\x18\x02\x12u\n" +
 	"\x06Cancel\x12 .toolmesh.tasks.v1.CancelRequest\x1a!.toolmesh.tasks.v1.CancelResponse\"&\xc2\xf3\x18\"\n" +
-	"\ftasks_cancel\x12\x10Cancel work task\x18\x02BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1;tasksv1b\x06proto3"
+	"\ftasks_cancel\x12\x10Cancel work task\x18\x02\x1a\x06\xc2\xf3\x18\x02\x10\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1;tasksv1b\x06proto3"
 
 var (
 	file_toolmesh_tasks_v1_tasks_proto_rawDescOnce sync.Once

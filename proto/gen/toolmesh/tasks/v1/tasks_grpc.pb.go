@@ -33,6 +33,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Work tasks: create a task for yourself, read and list your tasks, move one
+// from pending to running, completed or failed, or cancel it.
+//
 // TasksService keeps the work tasks of every agent. The calling agent comes
 // from the caller's identity, never from a request field.
 type TasksServiceClient interface {
@@ -119,6 +122,9 @@ func (c *tasksServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts
 // TasksServiceServer is the server API for TasksService service.
 // All implementations must embed UnimplementedTasksServiceServer
 // for forward compatibility.
+//
+// Work tasks: create a task for yourself, read and list your tasks, move one
+// from pending to running, completed or failed, or cancel it.
 //
 // TasksService keeps the work tasks of every agent. The calling agent comes
 // from the caller's identity, never from a request field.

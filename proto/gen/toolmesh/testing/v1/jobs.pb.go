@@ -507,7 +507,7 @@ const file_toolmesh_testing_v1_jobs_proto_rawDesc = "" +
 	"\x12JOB_STATUS_RUNNING\x10\x01\x12\x13\n" +
 	"\x0fJOB_STATUS_DONE\x10\x02\x12\x15\n" +
 	"\x11JOB_STATUS_FAILED\x10\x03\x12\x18\n" +
-	"\x14JOB_STATUS_CANCELLED\x10\x042\xc9\x05\n" +
+	"\x14JOB_STATUS_CANCELLED\x10\x042\xd5\x05\n" +
 	"\x12TestingJobsService\x12\xb5\x03\n" +
 	"\bStartJob\x12$.toolmesh.testing.v1.StartJobRequest\x1a%.toolmesh.testing.v1.StartJobResponse\"\xdb\x02\xc2\xf3\x18\xd6\x02\n" +
 	"\x11testing_start_job\x12\tStart job\x18\x02(\x01J\xb1\x02\n" +
@@ -520,7 +520,9 @@ const file_toolmesh_testing_v1_jobs_proto_rawDesc = "" +
 	"\x0ftesting_get_job\x12\aGet job\x18\x01\x90\x02\x01\x12\x82\x01\n" +
 	"\tCancelJob\x12%.toolmesh.testing.v1.CancelJobRequest\x1a&.toolmesh.testing.v1.CancelJobResponse\"&\xc2\xf3\x18\"\n" +
 	"\x12testing_cancel_job\x12\n" +
-	"Cancel job\x18\x02BFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1;testingv1b\x06proto3"
+	"Cancel job\x18\x02\x1a\n" +
+	"\xc2\xf3\x18\x06\n" +
+	"\x04jobsBFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1;testingv1b\x06proto3"
 
 var (
 	file_toolmesh_testing_v1_jobs_proto_rawDescOnce sync.Once

@@ -30,7 +30,8 @@ const (
 //
 // TestingJobsService is a long-running domain for the edge's tests only: the
 // work its start tool begins becomes an MCP task through the task block of
-// its contract alone, as any domain's would, with no edit of the edge.
+// its contract alone, as any domain's would, with no edit of the edge. Its
+// tools are the toolset "jobs".
 type TestingJobsServiceClient interface {
 	// Start a job. It runs until the test ends it (or it is cancelled); the
 	// call waits for it at most wait_seconds, then answers with the job as it
@@ -86,7 +87,8 @@ func (c *testingJobsServiceClient) CancelJob(ctx context.Context, in *CancelJobR
 //
 // TestingJobsService is a long-running domain for the edge's tests only: the
 // work its start tool begins becomes an MCP task through the task block of
-// its contract alone, as any domain's would, with no edit of the edge.
+// its contract alone, as any domain's would, with no edit of the edge. Its
+// tools are the toolset "jobs".
 type TestingJobsServiceServer interface {
 	// Start a job. It runs until the test ends it (or it is cancelled); the
 	// call waits for it at most wait_seconds, then answers with the job as it

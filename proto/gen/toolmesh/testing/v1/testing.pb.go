@@ -1661,7 +1661,7 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
 	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12n\n" +
 	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"!\xc2\xf3\x18\x1a\n" +
-	"\ftesting_wait\x12\x04Wait\x18\x01(\x01`\x01\x90\x02\x012\xa5\x04\n" +
+	"\ftesting_wait\x12\x04Wait\x18\x01(\x01`\x01\x90\x02\x012\xbe\x04\n" +
 	"\x13TestingNotesService\x12\xcb\x01\n" +
 	"\aGetNote\x12#.toolmesh.testing.v1.GetNoteRequest\x1a$.toolmesh.testing.v1.GetNoteResponse\"u\xc2\xf3\x18n\n" +
 	"\x10testing_get_note\x12\n" +
@@ -1669,10 +1669,11 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x1ftoolmesh-test://notes/{note_id}\x12\x12testing_list_notes\x1a\x05notes\"\x02id*\x04text2\x04Note\x90\x02\x01\x12\x85\x01\n" +
 	"\tListNotes\x12%.toolmesh.testing.v1.ListNotesRequest\x1a&.toolmesh.testing.v1.ListNotesResponse\")\xc2\xf3\x18\"\n" +
 	"\x12testing_list_notes\x12\n" +
-	"List notes\x18\x01\x90\x02\x01\x12\xb7\x01\n" +
-	"\tNoteStats\x12%.toolmesh.testing.v1.NoteStatsRequest\x1a&.toolmesh.testing.v1.NoteStatsResponse\"[\xc2\xf3\x18T\n" +
+	"List notes\x18\x01\x90\x02\x01\x12\xc1\x01\n" +
+	"\tNoteStats\x12%.toolmesh.testing.v1.NoteStatsRequest\x1a&.toolmesh.testing.v1.NoteStatsResponse\"e\xc2\xf3\x18^\n" +
 	"\x12testing_note_stats\x12\vCount notes\x18\x01 \x01B-\n" +
-	"\x1atoolmesh-test://note-stats2\x0fNote statistics\x90\x02\x012\x8d\x01\n" +
+	"\x1atoolmesh-test://note-stats2\x0fNote statistics\xaa\x01\atesting\x90\x02\x01\x1a\r\xc2\xf3\x18\t\n" +
+	"\x05notes\x10\x012\x8d\x01\n" +
 	"\x10DuplicateService\x12y\n" +
 	"\x06Repeat\x12\".toolmesh.testing.v1.RepeatRequest\x1a#.toolmesh.testing.v1.RepeatResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftesting_echo\x12\x10Repeat a message\x18\x01BFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1;testingv1b\x06proto3"

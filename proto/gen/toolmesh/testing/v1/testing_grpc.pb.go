@@ -465,7 +465,9 @@ const (
 //
 // TestingNotesService serves the notes TestingService.Write records as MCP
 // resources, for the edge's resource tests. It is served by the same test
-// backend, beside TestingService.
+// backend, beside TestingService. Its tools are the toolset "notes", in the
+// default selection, but for testing_note_stats, which is in TestingService's
+// toolset "testing".
 type TestingNotesServiceClient interface {
 	// Show one of the calling agent's notes.
 	GetNote(ctx context.Context, in *GetNoteRequest, opts ...grpc.CallOption) (*GetNoteResponse, error)
@@ -520,7 +522,9 @@ func (c *testingNotesServiceClient) NoteStats(ctx context.Context, in *NoteStats
 //
 // TestingNotesService serves the notes TestingService.Write records as MCP
 // resources, for the edge's resource tests. It is served by the same test
-// backend, beside TestingService.
+// backend, beside TestingService. Its tools are the toolset "notes", in the
+// default selection, but for testing_note_stats, which is in TestingService's
+// toolset "testing".
 type TestingNotesServiceServer interface {
 	// Show one of the calling agent's notes.
 	GetNote(context.Context, *GetNoteRequest) (*GetNoteResponse, error)

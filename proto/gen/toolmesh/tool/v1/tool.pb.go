@@ -315,6 +315,9 @@ type Tool struct {
 	// A repeated Content field of the response holding what the result shows
 	// besides its data: text, images, audio, embedded resources (see Content).
 	ContentField string `protobuf:"bytes,20,opt,name=content_field,json=contentField,proto3" json:"content_field,omitempty"`
+	// The toolset this tool belongs to when it is not its service's: the name
+	// of another toolset of the mesh (see Toolset).
+	Toolset string `protobuf:"bytes,21,opt,name=toolset,proto3" json:"toolset,omitempty"`
 	// Whether a call may, or must, become an MCP task (see TaskSupport).
 	TaskSupport TaskSupport `protobuf:"varint,12,opt,name=task_support,json=taskSupport,proto3,enum=toolmesh.tool.v1.TaskSupport" json:"task_support,omitempty"`
 	// Questions the user answers when the tool is called, before the call runs
@@ -438,6 +441,13 @@ func (x *Tool) GetContentField() string {
 	return ""
 }
 
+func (x *Tool) GetToolset() string {
+	if x != nil {
+		return x.Toolset
+	}
+	return ""
+}
+
 func (x *Tool) GetTaskSupport() TaskSupport {
 	if x != nil {
 		return x.TaskSupport
@@ -533,6 +543,70 @@ func (x *Question) GetMessage() string {
 	return ""
 }
 
+// Toolset names the group of tools a service's RPCs belong to. Clients
+// select the toolsets they want instead of every tool of the mesh (by the
+// edge's URL path, a header, a token claim or a flag); the tool search mode
+// lists them and enables one at a time. Without this option a service's
+// tools are the toolset named by its domain, the element of its proto
+// package before the version (toolmesh.tasks.v1 is "tasks"). The toolset's
+// description, which a model reads to pick a group, is the first paragraph
+// of the service's leading comment: write it for that reader.
+type Toolset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The toolset's name when it is not the domain's: lower case letters,
+	// digits and hyphens, starting with a letter, at most 32 characters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The toolset is one of the `default` selection: the tools a typical
+	// agent needs in most conversations.
+	Default       bool `protobuf:"varint,2,opt,name=default,proto3" json:"default,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Toolset) Reset() {
+	*x = Toolset{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Toolset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Toolset) ProtoMessage() {}
+
+func (x *Toolset) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Toolset.ProtoReflect.Descriptor instead.
+func (*Toolset) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Toolset) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Toolset) GetDefault() bool {
+	if x != nil {
+		return x.Default
+	}
+	return false
+}
+
 // Resource serves a READ tool as an MCP resource: reading a URI that matches
 // uri_template calls the tool, as the reader, with the template's variable as
 // its argument, and answers with the tool's data. The reader therefore sees
@@ -564,7 +638,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +650,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +663,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -676,7 +750,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +762,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +775,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -791,7 +865,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +877,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +890,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -879,7 +953,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +965,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +978,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Prompt) GetName() string {
@@ -998,7 +1072,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1084,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1097,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -1088,7 +1162,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1174,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1187,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -1148,7 +1222,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1234,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1247,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1225,7 +1299,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1311,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1324,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1304,6 +1378,14 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,51000,opt,name=tool",
 		Filename:      "toolmesh/tool/v1/tool.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
+		ExtensionType: (*Toolset)(nil),
+		Field:         51000,
+		Name:          "toolmesh.tool.v1.toolset",
+		Tag:           "bytes,51000,opt,name=toolset",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
 }
 
 // Extension fields to descriptorpb.MethodOptions.
@@ -1314,11 +1396,19 @@ var (
 	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[0]
 )
 
+// Extension fields to descriptorpb.ServiceOptions.
+var (
+	// The toolset of this service's tools.
+	//
+	// optional toolmesh.tool.v1.Toolset toolset = 51000;
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
+)
+
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xd2\x04\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xec\x04\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1337,13 +1427,17 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
 	"onBehalfOf\x12#\n" +
-	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\x12@\n" +
+	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\x12\x18\n" +
+	"\atoolset\x18\x15 \x01(\tR\atoolset\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
 	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"P\n" +
 	"\bQuestion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xb7\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"7\n" +
+	"\aToolset\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\adefault\x18\x02 \x01(\bR\adefault\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -1435,7 +1529,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x11PROMPT_EMBED_LIST\x10\x01\x12\x14\n" +
 	"\x10PROMPT_EMBED_ONE\x10\x02\x12\x18\n" +
 	"\x14PROMPT_EMBED_CONTENT\x10\x03:L\n" +
-	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04toolB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
+	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:V\n" +
+	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
 	file_toolmesh_tool_v1_tool_proto_rawDescOnce sync.Once
@@ -1450,44 +1545,48 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
-	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
-	(TaskSupport)(0),                   // 1: toolmesh.tool.v1.TaskSupport
-	(TaskState)(0),                     // 2: toolmesh.tool.v1.TaskState
-	(PromptEmbed)(0),                   // 3: toolmesh.tool.v1.PromptEmbed
-	(*Tool)(nil),                       // 4: toolmesh.tool.v1.Tool
-	(*Question)(nil),                   // 5: toolmesh.tool.v1.Question
-	(*Resource)(nil),                   // 6: toolmesh.tool.v1.Resource
-	(*Task)(nil),                       // 7: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                 // 8: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                     // 9: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),             // 10: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),               // 11: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),           // 12: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                 // 13: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil), // 14: google.protobuf.MethodOptions
+	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
+	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
+	(TaskState)(0),                      // 2: toolmesh.tool.v1.TaskState
+	(PromptEmbed)(0),                    // 3: toolmesh.tool.v1.PromptEmbed
+	(*Tool)(nil),                        // 4: toolmesh.tool.v1.Tool
+	(*Question)(nil),                    // 5: toolmesh.tool.v1.Question
+	(*Toolset)(nil),                     // 6: toolmesh.tool.v1.Toolset
+	(*Resource)(nil),                    // 7: toolmesh.tool.v1.Resource
+	(*Task)(nil),                        // 8: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                  // 9: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                      // 10: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),              // 11: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),                // 12: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),            // 13: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                  // 14: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil),  // 15: google.protobuf.MethodOptions
+	(*descriptorpb.ServiceOptions)(nil), // 16: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	6,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	7,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	9,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	13, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	7,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	8,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	10, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	14, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
 	1,  // 5: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
 	5,  // 6: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
-	8,  // 7: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	9,  // 7: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
 	2,  // 8: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	10, // 9: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	11, // 9: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
 	3,  // 10: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	11, // 11: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	12, // 12: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	14, // 13: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	4,  // 14: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	14, // [14:15] is the sub-list for extension type_name
-	13, // [13:14] is the sub-list for extension extendee
+	12, // 11: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	13, // 12: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	15, // 13: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	16, // 14: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	4,  // 15: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	6,  // 16: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	15, // [15:17] is the sub-list for extension type_name
+	13, // [13:15] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
 }
 
@@ -1502,8 +1601,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   10,
-			NumExtensions: 1,
+			NumMessages:   11,
+			NumExtensions: 2,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,

@@ -42,6 +42,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Workflows: define your own workflows (graphs of tool calls, conditions,
+// parallel branches, the owner's approvals and delays), run one, follow,
+// cancel or extend a run, and list your workflows and runs.
+//
 // WorkflowsService keeps agents' workflows and runs them. The calling agent
 // comes from the caller's identity, never from a request field; an agent
 // sees and runs its own workflows.
@@ -228,6 +232,10 @@ func (c *workflowsServiceClient) RecordRun(ctx context.Context, in *RecordRunReq
 // WorkflowsServiceServer is the server API for WorkflowsService service.
 // All implementations must embed UnimplementedWorkflowsServiceServer
 // for forward compatibility.
+//
+// Workflows: define your own workflows (graphs of tool calls, conditions,
+// parallel branches, the owner's approvals and delays), run one, follow,
+// cancel or extend a run, and list your workflows and runs.
 //
 // WorkflowsService keeps agents' workflows and runs them. The calling agent
 // comes from the caller's identity, never from a request field; an agent

@@ -69,13 +69,14 @@ type CreditsServiceClient interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error)
-	// Add credits to an agent's wallet (admin). reference names the grant, for
-	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference and the same arguments is applied only
-	// once and returns the entry of the first one. Reusing a reference with
-	// other arguments (wallet, amount or note) fails with conflict. amount may
-	// not exceed the configured max grant amount (see credits_config_get); a
-	// larger grant fails with invalid_argument and adds nothing.
+	// Give an agent credits: add them to its wallet (admin). reference names
+	// the grant, for example an invoice or ticket id, and makes it safe to
+	// retry: a grant repeated with the same reference and the same arguments
+	// is applied only once and returns the entry of the first one. Reusing a
+	// reference with other arguments (wallet, amount or note) fails with
+	// conflict. amount may not exceed the configured max grant amount (see
+	// credits_config_get); a larger grant fails with invalid_argument and adds
+	// nothing.
 	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP
@@ -230,13 +231,14 @@ type CreditsServiceHandler interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error)
-	// Add credits to an agent's wallet (admin). reference names the grant, for
-	// example an invoice or ticket id, and makes it safe to retry: a grant
-	// repeated with the same reference and the same arguments is applied only
-	// once and returns the entry of the first one. Reusing a reference with
-	// other arguments (wallet, amount or note) fails with conflict. amount may
-	// not exceed the configured max grant amount (see credits_config_get); a
-	// larger grant fails with invalid_argument and adds nothing.
+	// Give an agent credits: add them to its wallet (admin). reference names
+	// the grant, for example an invoice or ticket id, and makes it safe to
+	// retry: a grant repeated with the same reference and the same arguments
+	// is applied only once and returns the entry of the first one. Reusing a
+	// reference with other arguments (wallet, amount or note) fails with
+	// conflict. amount may not exceed the configured max grant amount (see
+	// credits_config_get); a larger grant fails with invalid_argument and adds
+	// nothing.
 	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
 	// Take credits from the calling agent's wallet to pay for metered work.
 	// Services call it on behalf of the agent they serve; it is not an MCP
