@@ -59,14 +59,17 @@ func (pr *prompt) visible(p *identity.Principal) bool {
 // reached reports whether r reaches the tool pr reads through and the
 // resources it embeds.
 func (pr *prompt) reached(r *reach) bool {
-	return r.has(pr.tool.catalog.Name) && pr.kind.reached(r)
+	return r.has(pr.tool.catalog.Name) && (pr.kind == nil || pr.kind.reached(r))
 }
 
 // refuse is the error of a request for pr that r does not reach, naming
 // the first tool pr reads through that r leaves out.
 func (pr *prompt) refuse(r *reach) error {
-	t := pr.tool
-	for _, x := range []*tool{pr.tool, pr.kind.get, pr.kind.list} {
+	t, read := pr.tool, []*tool{pr.tool}
+	if pr.kind != nil {
+		read = append(read, pr.kind.get, pr.kind.list)
+	}
+	for _, x := range read {
 		if x != nil && !r.has(x.catalog.Name) {
 			t = x
 			break
