@@ -300,3 +300,42 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// The elicited admin call of a client that follows tasks, at 2026-07-28,
+// across two edge replicas (processes): created on the first, which is then
+// killed, and read, answered and followed to its end on the second. The
+// task's state is in Temporal, not in an edge, and the purge runs once.
+func TestInputRequiredTaskOutlivesItsEdge(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	purgedOnce := m.seedPurge(t)
+	a, aURL := m.startEdgeProcess(t)
+	_, bURL := m.startEdgeProcess(t)
+
+	created := wireTaskOf(t, taskRequest(t, aURL, "tools/call", map[string]any{"name": "testing_purge", "arguments": map[string]any{"agent_id": "victim"}}, tasksCaps))
+	if created.ResultType != "task" || created.Status != "input_required" {
+		t.Fatalf("created = %+v, want an input_required task", created)
+	}
+	if w := getTask(t, aURL, created.TaskID); w.InputRequests["r1.admin"].Method != "elicitation/create" {
+		t.Fatalf("tasks/get on the first edge = %+v, want r1.admin", w)
+	}
+	killProcess(t, a)
+
+	w := getTask(t, bURL, created.TaskID)
+	if w.Status != "input_required" || w.InputRequests["r1.admin"].Method != "elicitation/create" {
+		t.Fatalf("tasks/get on the second edge = %+v, want the same question", w)
+	}
+	answer := map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{
+		"r1.admin": map[string]any{"action": "accept", "content": map[string]any{"confirm": true, "reason": "the first edge is gone"}}}}
+	if ack := wireTaskOf(t, taskRequest(t, bURL, "tasks/update", answer, tasksCaps)); ack.ResultType != "complete" || ack.Meta["dev.toolmesh/ignoredInputResponses"] != nil {
+		t.Fatalf("tasks/update on the second edge = %+v", ack)
+	}
+	done := awaitTask(t, bURL, created.TaskID, "the purge", terminal)
+	if done.Status != "completed" || done.Result == nil || done.Result.IsError || !strings.Contains(string(done.Result.StructuredContent), `"removed":3`) {
+		t.Errorf("done = %+v, want completed with the three notes removed", done)
+	}
+	if r := taskRequest(t, bURL, "tasks/update", answer, tasksCaps); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("the answer again = %s %+v, want -32602", r.Result, r.Error)
+	}
+	purgedOnce()
+}

@@ -282,6 +282,11 @@ func TestTasksClientGetsATask(t *testing.T) {
 		t.Errorf("server/discover does not declare the Tasks extension: %s", disc.Result)
 	}
 
+	if list := modernCall(t, url, "tools/list", map[string]any{}, true); !strings.Contains(string(list.Result), `"name":"owner_ask"`) ||
+		!strings.Contains(string(list.Result), `"execution":{"taskSupport":"optional"}`) {
+		t.Errorf("tools/list = %s, want owner_ask's execution.taskSupport optional (its task block)", list.Result)
+	}
+
 	created := decodeTask(t, modernCall(t, url, "tools/call", map[string]any{"name": "owner_ask", "arguments": map[string]any{"question": "ship?"}}, true))
 	want := "ask/" + identity.DevSubject + "/ask_" + strings.Repeat("0", 25) + "1"
 	if created.ResultType != "task" || created.TaskID != want || created.Status != "working" || created.PollIntervalMs <= 0 ||

@@ -247,6 +247,54 @@ func TestWorkflowsEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a Tasks client's run is an MCP task: tasks/get follows it to its output, tasks/cancel cancels it", func(t *testing.T) {
+		url := m.Link(t, linkMCP)
+		id := createWorkflow(t, owner, map[string]any{"name": "as-task", "definition": map[string]any{"nodes": []any{
+			map[string]any{"id": "start", "start": map[string]any{"next": "pause"}},
+			map[string]any{"id": "pause", "delay": map[string]any{"seconds": 1, "next": "done"}},
+			map[string]any{"id": "done", "end": map[string]any{}},
+		}}})
+		created := rawTaskCall(t, url, "tools/call", map[string]any{"name": "workflows_run", "arguments": map[string]any{"workflow_id": id}})
+		taskID, _ := created["taskId"].(string)
+		if created["resultType"] != "task" || !strings.HasPrefix(taskID, "workflow-run/local/run_") || created["status"] != "working" {
+			t.Fatalf("workflows_run from a Tasks client = %v, want a working task named by the run's workflow", created)
+		}
+		var got map[string]any
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if got = rawTaskCall(t, url, "tasks/get", map[string]any{"taskId": taskID}); got["status"] != "working" || time.Now().After(deadline) {
+				break
+			}
+		}
+		result, _ := got["result"].(map[string]any)
+		run, _ := get(result, "structuredContent", "data", "run").(map[string]any)
+		if got["status"] != "completed" || run["status"] != "RUN_STATUS_COMPLETED" || run["temporal_workflow_id"] != taskID {
+			t.Fatalf("tasks/get = %v, want completed with the run", got)
+		}
+
+		long := createWorkflow(t, owner, map[string]any{"name": "as-task-long", "definition": map[string]any{"nodes": []any{
+			map[string]any{"id": "start", "start": map[string]any{"next": "wait"}},
+			map[string]any{"id": "wait", "delay": map[string]any{"seconds": 600, "next": "done"}},
+			map[string]any{"id": "done", "end": map[string]any{}},
+		}}})
+		second, _ := rawTaskCall(t, url, "tools/call", map[string]any{"name": "workflows_run", "arguments": map[string]any{"workflow_id": long}})["taskId"].(string)
+		if ack := rawTaskCall(t, url, "tasks/cancel", map[string]any{"taskId": second}); ack["resultType"] != "complete" || ack["status"] != nil {
+			t.Errorf("tasks/cancel = %v, want an empty acknowledgement", ack)
+		}
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if got = rawTaskCall(t, url, "tasks/get", map[string]any{"taskId": second}); got["status"] != "working" || time.Now().After(deadline) {
+				break
+			}
+		}
+		if got["status"] != "cancelled" {
+			t.Errorf("tasks/get after tasks/cancel = %v, want cancelled", got)
+		}
+		var d runData
+		okData(t, callTool(t, owner, "workflows_get_run", map[string]any{"run_id": strings.TrimPrefix(second, "workflow-run/local/")}), &d)
+		if d.Run.Status != "RUN_STATUS_CANCELLED" {
+			t.Errorf("the run is %s, want cancelled", d.Run.Status)
+		}
+	})
+
 	t.Run("extensions reach the running workflows, survive a worker restart and refuse other agents", func(t *testing.T) {
 		// An ask that expires in 20 s, extended by 2 minutes.
 		var ask askData

@@ -110,6 +110,9 @@ type Door struct {
 	serverInfo []byte
 
 	views *views
+	// closing is closed when the edge stops: task listens end.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
 	// resources are the resource kinds, sorted by tool name; prompts the
@@ -134,7 +137,7 @@ type tool struct {
 // New builds the MCP server, its tools, resources, prompts and task
 // methods, and the HTTP handlers of both eras.
 func New(cfg Config) (*Door, error) {
-	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}}
+	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
 		return nil, err
@@ -432,8 +435,9 @@ func (d *Door) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteClo
 
 // CloseSessions closes every MCP session. A session closes once the
 // requests it is handling have their answers written; this also ends
-// 2025-era standalone streams.
+// 2025-era standalone streams and task listens.
 func (d *Door) CloseSessions(ctx context.Context) error {
+	d.closeOnce.Do(func() { close(d.closing) })
 	var wg sync.WaitGroup
 	for ss := range d.server.Sessions() {
 		wg.Go(func() { _ = ss.Close() })

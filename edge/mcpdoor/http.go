@@ -152,6 +152,16 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			"Bad Request: missing Mcp-Session-Id; start a session with initialize (or send MCP-Protocol-Version: "+ModernProtocol+" for the stateless protocol)", nil)
 		return
 	}
+	if handler == d.modern && single && method == "subscriptions/listen" && d.tasks != nil {
+		if lp := taskListen(body); lp != nil {
+			p := caller
+			if p == nil {
+				p = d.cfg.Dev
+			}
+			d.listenTasks(w, r, id, lp, p)
+			return
+		}
+	}
 	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info) {
 		return
 	}

@@ -158,6 +158,11 @@ func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case methodTasksGet, methodTasksUpdate, methodTasksCancel, methodTasksResult, methodTasksList:
+			if r, ok := req.(*mcp.ServerRequest[*taskParams]); ok && r.Params == nil {
+				// A request without params (tasks/list may have none): the
+				// SDK's readers of a request's _meta need them.
+				r.Params = &taskParams{}
+			}
 			return d.serveTask(ctx, method, req)
 		}
 		return next(ctx, method, req)

@@ -39,7 +39,7 @@ import (
 // Both are bound to the caller: another caller's task is "not found"
 // (-32602), as is an unknown one. The protocol side — the 2026-07-28
 // extension and the 2025-11-25 core methods — is in taskmethods.go, the wire
-// shapes in taskwire.go, status pushes in tasklisten.go.
+// shapes in taskwire.go.
 
 // ExtensionTasks is the MCP Tasks extension's identifier.
 const ExtensionTasks = "io.modelcontextprotocol/tasks"
@@ -163,10 +163,11 @@ func (t *tasks) support(c *toolcatalog.Tool) string {
 	if !t.starts(c.Name) && !carried {
 		return ""
 	}
-	switch c.TaskSupport {
-	case toolv1.TaskSupport_TASK_SUPPORT_REQUIRED:
+	switch {
+	case c.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED:
 		return "required"
-	case toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL:
+	case c.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_OPTIONAL, t.starts(c.Name):
+		// Unspecified is optional for the start tool of a task block.
 		return "optional"
 	}
 	return ""

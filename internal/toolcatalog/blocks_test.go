@@ -36,6 +36,7 @@ func TestTheMeshsContractsDeclareWhatTheEdgeKnowsOfThem(t *testing.T) {
 	wantTasks := map[string]string{
 		"owner_ask":           "ask: owner_get_ask, owner_cancel_ask",
 		"remoteagents_invoke": "invoke: remoteagents_get_invocation, remoteagents_cancel_invocation",
+		"workflows_run":       "workflow-run: workflows_get_run, workflows_cancel_run",
 	}
 	if !maps(tasks, wantTasks) {
 		t.Errorf("task kinds = %v, want %v", tasks, wantTasks)

@@ -1463,7 +1463,7 @@ const file_toolmesh_workflows_v1_workflows_proto_rawDesc = "" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x125\n" +
 	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"A\n" +
 	"\x11RecordRunResponse\x12,\n" +
-	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run2\xa6\v\n" +
+	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run2\x89\x0f\n" +
 	"\x10WorkflowsService\x12\x80\x01\n" +
 	"\x06Create\x12$.toolmesh.workflows.v1.CreateRequest\x1a%.toolmesh.workflows.v1.CreateResponse\")\xc2\xf3\x18%\n" +
 	"\x10workflows_create\x12\x0fCreate workflow\x18\x02\x12t\n" +
@@ -1474,9 +1474,15 @@ const file_toolmesh_workflows_v1_workflows_proto_rawDesc = "" +
 	"\x04List\x12\".toolmesh.workflows.v1.ListRequest\x1a#.toolmesh.workflows.v1.ListResponse\")\xc2\xf3\x18\"\n" +
 	"\x0eworkflows_list\x12\x0eList workflows\x18\x01\x90\x02\x01\x12\x80\x01\n" +
 	"\x06Delete\x12$.toolmesh.workflows.v1.DeleteRequest\x1a%.toolmesh.workflows.v1.DeleteResponse\")\xc2\xf3\x18%\n" +
-	"\x10workflows_delete\x12\x0fDelete workflow\x18\x02\x12s\n" +
-	"\x03Run\x12!.toolmesh.workflows.v1.RunRequest\x1a\".toolmesh.workflows.v1.RunResponse\"%\xc2\xf3\x18!\n" +
-	"\rworkflows_run\x12\fRun workflow\x18\x02(\x01\x12\x85\x01\n" +
+	"\x10workflows_delete\x12\x0fDelete workflow\x18\x02\x12\xd5\x04\n" +
+	"\x03Run\x12!.toolmesh.workflows.v1.RunRequest\x1a\".toolmesh.workflows.v1.RunResponse\"\x86\x04\xc2\xf3\x18\x81\x04\n" +
+	"\rworkflows_run\x12\fRun workflow\x18\x02(\x01J\xdd\x03\n" +
+	"\fworkflow-run\x12\x11workflows_get_run\x1a\x14workflows_cancel_run\"\x06run_id*\x03run2\x14temporal_workflow_id:\x06statusB\vcreate_timeJ\vupdate_timeRK\n" +
+	"\x12RUN_STATUS_RUNNING\x10\x01\x1a3The run is running (its deadline is {{.deadline}}).Ra\n" +
+	"\x14RUN_STATUS_SUSPENDED\x10\x01\x1aGThe run waits for the owner's approval (its deadline is {{.deadline}}).R,\n" +
+	"\x14RUN_STATUS_COMPLETED\x10\x03\x1a\x12The run completed.RO\n" +
+	"\x11RUN_STATUS_FAILED\x10\x03\x1a8The run failed: its error names the node and the reason.R0\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\x05\x1a\x16The run was cancelled.\x12\x85\x01\n" +
 	"\x06GetRun\x12$.toolmesh.workflows.v1.GetRunRequest\x1a%.toolmesh.workflows.v1.GetRunResponse\".\xc2\xf3\x18'\n" +
 	"\x11workflows_get_run\x12\x10Get workflow run\x18\x01\x90\x02\x01\x12\x8f\x01\n" +
 	"\bListRuns\x12&.toolmesh.workflows.v1.ListRunsRequest\x1a'.toolmesh.workflows.v1.ListRunsResponse\"2\xc2\xf3\x18+\n" +
