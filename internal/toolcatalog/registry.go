@@ -77,6 +77,8 @@ type Registry struct {
 	byName     map[string]*Tool
 	resources  []*Tool
 	onBehalfOf *OnBehalfOf
+	// cardExtensions are sorted by tool name, as tools are.
+	cardExtensions []*CardExtension
 }
 
 // Options adjust the generated schemas.
@@ -147,6 +149,11 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 		}
 		if b := opt.GetOnBehalfOf(); b != nil {
 			if err := r.bindOnBehalfOf(t, b); err != nil {
+				return nil, err
+			}
+		}
+		if c := opt.GetCardExtension(); c != nil {
+			if err := r.bindCardExtension(t, c); err != nil {
 				return nil, err
 			}
 		}

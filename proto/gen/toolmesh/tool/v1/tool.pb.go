@@ -231,7 +231,10 @@ type Tool struct {
 	Prompts []*Prompt `protobuf:"bytes,10,rep,name=prompts,proto3" json:"prompts,omitempty"`
 	// This READ tool reads an item a tool call can be made on behalf of (see
 	// OnBehalfOf).
-	OnBehalfOf    *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	OnBehalfOf *OnBehalfOf `protobuf:"bytes,11,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	// This READ tool's answer for an agent is an extension of that agent's A2A
+	// card (see CardExtension).
+	CardExtension *CardExtension `protobuf:"bytes,12,opt,name=card_extension,json=cardExtension,proto3" json:"card_extension,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +346,86 @@ func (x *Tool) GetOnBehalfOf() *OnBehalfOf {
 	return nil
 }
 
+func (x *Tool) GetCardExtension() *CardExtension {
+	if x != nil {
+		return x.CardExtension
+	}
+	return nil
+}
+
+// CardExtension publishes a READ tool's answer in the A2A card of each of the
+// mesh's agents, as an extension (the card's capabilities.extensions[]). The
+// A2A door, serving agent A's card, asks the edge for A's card extensions
+// (edge/port.CardExtensions): the edge calls each tool with this option as
+// the mesh itself, with agent_field set to A, and for an ok answer the card
+// declares the extension with uri and description, and the tool's data as
+// the extension's params. A tool that answers not_found for A (nothing to
+// publish) leaves the extension off A's card; any other error leaves it off
+// too and is logged, so a card is always served.
+type CardExtension struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The extension's URI, e.g.
+	// "https://github.com/toolmesh/toolmesh/a2a/ext/reputation/v1".
+	Uri string `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// What the extension is, for the card's readers.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The string request field that takes the agent's id, e.g. "agent_id".
+	AgentField    string `protobuf:"bytes,3,opt,name=agent_field,json=agentField,proto3" json:"agent_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardExtension) Reset() {
+	*x = CardExtension{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardExtension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardExtension) ProtoMessage() {}
+
+func (x *CardExtension) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardExtension.ProtoReflect.Descriptor instead.
+func (*CardExtension) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CardExtension) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *CardExtension) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CardExtension) GetAgentField() string {
+	if x != nil {
+		return x.AgentField
+	}
+	return ""
+}
+
 // Resource serves a READ tool as an MCP resource: reading a URI that matches
 // uri_template calls the tool, as the reader, with the template's variable as
 // its argument, and answers with the tool's data. The reader therefore sees
@@ -374,7 +457,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +469,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +482,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -486,7 +569,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +581,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +594,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -601,7 +684,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +696,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +709,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -689,7 +772,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +784,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +797,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Prompt) GetName() string {
@@ -807,7 +890,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +902,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +915,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -897,7 +980,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +992,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1005,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -957,7 +1040,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1052,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1065,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1034,7 +1117,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1129,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1142,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1127,7 +1210,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xb1\x03\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xf9\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1145,7 +1228,13 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\aprompts\x18\n" +
 	" \x03(\v2\x18.toolmesh.tool.v1.PromptR\aprompts\x12>\n" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
-	"onBehalfOf\"\xb7\x01\n" +
+	"onBehalfOf\x12F\n" +
+	"\x0ecard_extension\x18\f \x01(\v2\x1f.toolmesh.tool.v1.CardExtensionR\rcardExtension\"d\n" +
+	"\rCardExtension\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vagent_field\x18\x03 \x01(\tR\n" +
+	"agentField\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -1247,41 +1336,43 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                          // 0: toolmesh.tool.v1.Kind
 	(TaskState)(0),                     // 1: toolmesh.tool.v1.TaskState
 	(PromptEmbed)(0),                   // 2: toolmesh.tool.v1.PromptEmbed
 	(*Tool)(nil),                       // 3: toolmesh.tool.v1.Tool
-	(*Resource)(nil),                   // 4: toolmesh.tool.v1.Resource
-	(*Task)(nil),                       // 5: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                 // 6: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                     // 7: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),             // 8: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),               // 9: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),           // 10: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                 // 11: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil), // 12: google.protobuf.MethodOptions
+	(*CardExtension)(nil),              // 4: toolmesh.tool.v1.CardExtension
+	(*Resource)(nil),                   // 5: toolmesh.tool.v1.Resource
+	(*Task)(nil),                       // 6: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                 // 7: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                     // 8: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),             // 9: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),               // 10: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),           // 11: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                 // 12: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil), // 13: google.protobuf.MethodOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	4,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	5,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	7,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	11, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	6,  // 5: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
-	1,  // 6: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	8,  // 7: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
-	2,  // 8: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	9,  // 9: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	10, // 10: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	12, // 11: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	3,  // 12: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	12, // [12:13] is the sub-list for extension type_name
-	11, // [11:12] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	6,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	8,  // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	12, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	4,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
+	7,  // 6: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	1,  // 7: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	9,  // 8: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	2,  // 9: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	10, // 10: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	11, // 11: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	13, // 12: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	3,  // 13: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	13, // [13:14] is the sub-list for extension type_name
+	12, // [12:13] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -1295,7 +1386,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
