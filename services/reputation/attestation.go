@@ -221,7 +221,7 @@ func parse(jws string) (parsed, error) {
 	if len(jws) > maxJWSLen {
 		return parsed{}, fmt.Errorf("the attestation is longer than %d bytes", maxJWSLen)
 	}
-	sig, err := jose.ParseSigned(jws, []jose.SignatureAlgorithm{jose.EdDSA})
+	sig, err := jose.ParseSignedCompact(jws, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil || len(sig.Signatures) != 1 {
 		return parsed{}, errors.New("the attestation is not a compact JWS signed with EdDSA")
 	}
