@@ -242,6 +242,13 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			args = append(args, "--service", c+"=http://"+local(domains[c].port))
 			deps = append(deps, c)
 		}
+		if n == "reputation" {
+			// Attestations are signed with the mesh key and name the A2A
+			// endpoint, which publishes it; they are public at the
+			// service's own address.
+			args = append(args, "--mesh-key", keyPath)
+			env = map[string]string{a2aURLEnv: a2aURL, reputationPublicURLEnv: "http://" + addr}
+		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
 			// missing), so the mesh works out of the box.

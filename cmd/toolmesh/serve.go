@@ -78,9 +78,10 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	"owner":    {port: 7106, options: ownerOptions, temporal: true},
 	"audit":    {port: 7108, options: auditOptions},
 
-	"schedules": {port: 7107, options: schedulesOptions, temporal: true},
-	"projects":  {port: 7112, options: projectsOptions, temporal: true},
-	"workflows": {port: 7113, options: workflowsOptions, temporal: true},
+	"schedules":  {port: 7107, options: schedulesOptions, temporal: true},
+	"projects":   {port: 7112, options: projectsOptions, temporal: true},
+	"workflows":  {port: 7113, options: workflowsOptions, temporal: true},
+	"reputation": {port: 7114, options: reputationOptions, calls: []string{"audit"}},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},

@@ -28,6 +28,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1/projectsv1connect"
+	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1/reputationv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
@@ -50,8 +52,10 @@ func TestServeOnPostgres(t *testing.T) {
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	memoryDSN, creditsDSN, projectsDSN, workflowsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
+	reputationDSN := pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	memoryAddr, creditsAddr, projectsAddr, workflowsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	reputationAddr := freeAddr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -83,6 +87,15 @@ func TestServeOnPostgres(t *testing.T) {
 	// Workflows are stored without Temporal; only runs need it.
 	serve(t, map[string]string{"TOOLMESH_WORKFLOWS_DSN": workflowsDSN}, "workflows", "--addr", workflowsAddr, "--data", data, "--mesh-public-key", pub)
 
+	// reputation signs with a mesh key kept elsewhere, for an A2A endpoint
+	// that need not run here, and reads the trail through audit.
+	meshKey, _, _, err := ensureMeshKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, map[string]string{"TOOLMESH_REPUTATION_DSN": reputationDSN, a2aURLEnv: "https://a2a.example.com"}, "reputation", "--addr", reputationAddr,
+		"--data", data, "--mesh-public-key", pub, "--mesh-key", meshKey, "--service", "audit=http://"+auditAddr)
+
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
 	opts := servertest.ClientOptions(nil)
@@ -94,6 +107,7 @@ func TestServeOnPostgres(t *testing.T) {
 	wallets := creditsv1connect.NewCreditsServiceClient(client, "http://"+creditsAddr, opts...)
 	prj := projectsv1connect.NewProjectsServiceClient(client, "http://"+projectsAddr, opts...)
 	flows := workflowsv1connect.NewWorkflowsServiceClient(client, "http://"+workflowsAddr, opts...)
+	rep := reputationv1connect.NewReputationServiceClient(client, "http://"+reputationAddr, opts...)
 	local := servertest.As(ctx, "local")
 
 	// agents: the seeded agent is there, a registration is stored.
@@ -128,6 +142,12 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	if res, err := trail.Verify(local, &auditv1.VerifyRequest{}); err != nil || !res.GetIntact() || res.GetHead().GetSeq() != 1 {
 		t.Errorf("audit Verify = %v, %v; want one intact record", res, err)
+	}
+	// reputation: an attestation of the intact trail, bound to its latest
+	// signed checkpoint (the one signed at start, at least).
+	if pub, err := rep.PublishAttestation(local, &reputationv1.PublishAttestationRequest{}); err != nil || pub.GetAttestation().GetJws() == "" ||
+		pub.GetAttestation().GetIssuer() != "https://a2a.example.com" || pub.GetAttestation().GetCheckpoint().GetNote() == "" {
+		t.Errorf("reputation PublishAttestation = %v, %v; want a signed attestation with a checkpoint", pub, err)
 	}
 	// Stopping the service signs the append's checkpoint (if the loop had
 	// not yet), into the log given.
@@ -216,6 +236,7 @@ func TestServeOnPostgres(t *testing.T) {
 		{creditsDSN, `SELECT COUNT(*) FROM credit_ledger`},
 		{projectsDSN, `SELECT COUNT(*) FROM project_symbols`},
 		{workflowsDSN, `SELECT COUNT(*) FROM workflow_versions`},
+		{reputationDSN, `SELECT COUNT(*) FROM attestations`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)

@@ -71,6 +71,16 @@ func Dev(agent string) *Principal {
 	return p
 }
 
+// MeshReader is a part of the mesh itself that reads through READ tools
+// (the A2A door reading card extensions): a service, not an agent, holding
+// only the read scope.
+func MeshReader(subject string) *Principal {
+	p := &Principal{Subject: subject, Agent: subject, Roles: []string{mesh.RoleService}, Scopes: []string{ScopeRead}, grants: map[string]bool{}}
+	p.key = p.permissionKey()
+	p.meshGrants = p.grantList()
+	return p
+}
+
 // newPrincipal builds a principal from verified token claims and the
 // caller's entry in the grants file (nil when none).
 func newPrincipal(subject, agent string, scopes, roles []string, g *Grant) *Principal {

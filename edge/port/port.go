@@ -128,3 +128,23 @@ const (
 	// call runs one level deeper than whoever sent it.
 	MetaOnBehalfOf = "dev.toolmesh/onBehalfOf"
 )
+
+// CardExtensions gives the A2A door the extensions of an agent's card: one
+// for each READ tool with a card_extension option (toolmesh.tool.v1
+// CardExtension) that answers for the agent.
+type CardExtensions interface {
+	// CardExtensions calls each such tool as the mesh itself, with the
+	// agent's id in the option's agent_field, and returns the extensions of
+	// those that answered ok, in tool name order. It never fails: a tool
+	// that answers not_found is left off, and one that fails is left off
+	// and logged, so the card is served either way.
+	CardExtensions(ctx context.Context, agent string) []CardExtension
+}
+
+// CardExtension is one extension of an agent's A2A card.
+type CardExtension struct {
+	// URI and Description are the option's.
+	URI, Description string
+	// Params is the tool's data for the agent.
+	Params map[string]any
+}

@@ -43,6 +43,10 @@ type Service struct {
 	// Gateway registers the service's REST routes on mux, calling it over
 	// conn (the generated Register<Service>Handler). Optional.
 	Gateway func(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error
+	// Public are routes ("GET /path/{x}" patterns) served without a mesh
+	// token: only what a domain publishes to anyone by design (a signed
+	// attestation). Optional.
+	Public map[string]http.Handler
 }
 
 // Register describes impl, the implementation of the service name, for New:
@@ -132,6 +136,9 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	for _, s := range services {
 		path, h := s.Mount(handlerOpts...)
 		mux.Handle(path, h)
+		for pattern, h := range s.Public {
+			mux.Handle(pattern, h)
+		}
 		names = append(names, s.Name)
 	}
 	reflector := grpcreflect.NewStaticReflector(names...)

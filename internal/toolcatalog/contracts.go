@@ -12,6 +12,7 @@ import (
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
+	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -35,5 +36,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		remoteagentsv1.File_toolmesh_remoteagents_v1_remoteagents_proto.Services().ByName("RemoteAgentsService"),
 		projectsv1.File_toolmesh_projects_v1_projects_proto.Services().ByName("ProjectsService"),
 		workflowsv1.File_toolmesh_workflows_v1_workflows_proto.Services().ByName("WorkflowsService"),
+		reputationv1.File_toolmesh_reputation_v1_reputation_proto.Services().ByName("ReputationService"),
 	}
 }

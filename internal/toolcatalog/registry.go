@@ -102,6 +102,8 @@ type Registry struct {
 	resources  []*Tool
 	onBehalfOf *OnBehalfOf
 	toolsets   []*Toolset
+	// cardExtensions are sorted by tool name, as tools are.
+	cardExtensions []*CardExtension
 }
 
 // Options adjust the generated schemas.
@@ -176,6 +178,11 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 		}
 		if b := opt.GetOnBehalfOf(); b != nil {
 			if err := r.bindOnBehalfOf(t, b); err != nil {
+				return nil, err
+			}
+		}
+		if c := opt.GetCardExtension(); c != nil {
+			if err := r.bindCardExtension(t, c); err != nil {
 				return nil, err
 			}
 		}

@@ -318,6 +318,9 @@ type Tool struct {
 	// The toolset this tool belongs to when it is not its service's: the name
 	// of another toolset of the mesh (see Toolset).
 	Toolset string `protobuf:"bytes,21,opt,name=toolset,proto3" json:"toolset,omitempty"`
+	// This READ tool's answer for an agent is an extension of that agent's A2A
+	// card (see CardExtension).
+	CardExtension *CardExtension `protobuf:"bytes,22,opt,name=card_extension,json=cardExtension,proto3" json:"card_extension,omitempty"`
 	// Whether a call may, or must, become an MCP task (see TaskSupport).
 	TaskSupport TaskSupport `protobuf:"varint,12,opt,name=task_support,json=taskSupport,proto3,enum=toolmesh.tool.v1.TaskSupport" json:"task_support,omitempty"`
 	// Questions the user answers when the tool is called, before the call runs
@@ -446,6 +449,13 @@ func (x *Tool) GetToolset() string {
 		return x.Toolset
 	}
 	return ""
+}
+
+func (x *Tool) GetCardExtension() *CardExtension {
+	if x != nil {
+		return x.CardExtension
+	}
+	return nil
 }
 
 func (x *Tool) GetTaskSupport() TaskSupport {
@@ -607,6 +617,79 @@ func (x *Toolset) GetDefault() bool {
 	return false
 }
 
+// CardExtension publishes a READ tool's answer in the A2A card of each of the
+// mesh's agents, as an extension (the card's capabilities.extensions[]). The
+// A2A door, serving agent A's card, asks the edge for A's card extensions
+// (edge/port.CardExtensions): the edge calls each tool with this option as
+// the mesh itself, with agent_field set to A, and for an ok answer the card
+// declares the extension with uri and description, and the tool's data as
+// the extension's params. A tool that answers not_found for A (nothing to
+// publish) leaves the extension off A's card; any other error leaves it off
+// too and is logged, so a card is always served.
+type CardExtension struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The extension's URI, e.g.
+	// "https://github.com/toolmesh/toolmesh/a2a/ext/reputation/v1".
+	Uri string `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// What the extension is, for the card's readers.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The string request field that takes the agent's id, e.g. "agent_id".
+	AgentField    string `protobuf:"bytes,3,opt,name=agent_field,json=agentField,proto3" json:"agent_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardExtension) Reset() {
+	*x = CardExtension{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardExtension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardExtension) ProtoMessage() {}
+
+func (x *CardExtension) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardExtension.ProtoReflect.Descriptor instead.
+func (*CardExtension) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CardExtension) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *CardExtension) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CardExtension) GetAgentField() string {
+	if x != nil {
+		return x.AgentField
+	}
+	return ""
+}
+
 // Resource serves a READ tool as an MCP resource: reading a URI that matches
 // uri_template calls the tool, as the reader, with the template's variable as
 // its argument, and answers with the tool's data. The reader therefore sees
@@ -638,7 +721,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +733,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +746,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -750,7 +833,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +845,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +858,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -865,7 +948,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +960,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +973,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -953,7 +1036,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1048,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1061,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Prompt) GetName() string {
@@ -1072,7 +1155,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1167,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1180,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -1162,7 +1245,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1257,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1270,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -1222,7 +1305,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1317,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1330,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1299,7 +1382,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1394,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1407,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1408,7 +1491,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xec\x04\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xb4\x05\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1428,7 +1511,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\fon_behalf_of\x18\v \x01(\v2\x1c.toolmesh.tool.v1.OnBehalfOfR\n" +
 	"onBehalfOf\x12#\n" +
 	"\rcontent_field\x18\x14 \x01(\tR\fcontentField\x12\x18\n" +
-	"\atoolset\x18\x15 \x01(\tR\atoolset\x12@\n" +
+	"\atoolset\x18\x15 \x01(\tR\atoolset\x12F\n" +
+	"\x0ecard_extension\x18\x16 \x01(\v2\x1f.toolmesh.tool.v1.CardExtensionR\rcardExtension\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
 	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"P\n" +
 	"\bQuestion\x12\x12\n" +
@@ -1437,7 +1521,12 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"7\n" +
 	"\aToolset\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\adefault\x18\x02 \x01(\bR\adefault\"\xb7\x01\n" +
+	"\adefault\x18\x02 \x01(\bR\adefault\"d\n" +
+	"\rCardExtension\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vagent_field\x18\x03 \x01(\tR\n" +
+	"agentField\"\xb7\x01\n" +
 	"\bResource\x12!\n" +
 	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1b\n" +
 	"\tlist_tool\x18\x02 \x01(\tR\blistTool\x12\x1d\n" +
@@ -1545,7 +1634,7 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
 	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
@@ -1554,40 +1643,42 @@ var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(*Tool)(nil),                        // 4: toolmesh.tool.v1.Tool
 	(*Question)(nil),                    // 5: toolmesh.tool.v1.Question
 	(*Toolset)(nil),                     // 6: toolmesh.tool.v1.Toolset
-	(*Resource)(nil),                    // 7: toolmesh.tool.v1.Resource
-	(*Task)(nil),                        // 8: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                  // 9: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                      // 10: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),              // 11: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),                // 12: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),            // 13: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                  // 14: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil),  // 15: google.protobuf.MethodOptions
-	(*descriptorpb.ServiceOptions)(nil), // 16: google.protobuf.ServiceOptions
+	(*CardExtension)(nil),               // 7: toolmesh.tool.v1.CardExtension
+	(*Resource)(nil),                    // 8: toolmesh.tool.v1.Resource
+	(*Task)(nil),                        // 9: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                  // 10: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                      // 11: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),              // 12: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),                // 13: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),            // 14: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                  // 15: toolmesh.tool.v1.OnBehalfOf
+	(*descriptorpb.MethodOptions)(nil),  // 16: google.protobuf.MethodOptions
+	(*descriptorpb.ServiceOptions)(nil), // 17: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	7,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	8,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	10, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	14, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	1,  // 5: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
-	5,  // 6: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
-	9,  // 7: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
-	2,  // 8: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	11, // 9: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
-	3,  // 10: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	12, // 11: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	13, // 12: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	15, // 13: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	16, // 14: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	4,  // 15: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	6,  // 16: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	15, // [15:17] is the sub-list for extension type_name
-	13, // [13:15] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	8,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	9,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	11, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	15, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	7,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
+	1,  // 6: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
+	5,  // 7: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
+	10, // 8: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	2,  // 9: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	12, // 10: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	3,  // 11: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	13, // 12: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	14, // 13: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	16, // 14: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	17, // 15: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	4,  // 16: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	6,  // 17: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	16, // [16:18] is the sub-list for extension type_name
+	14, // [14:16] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -1601,7 +1692,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 2,
 			NumServices:   0,
 		},
