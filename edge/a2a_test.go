@@ -230,7 +230,7 @@ func TestA2AServesCardsOfActiveAgents(t *testing.T) {
 		t.Fatalf("card: %d, %v", resp.StatusCode, err)
 	}
 	if card.Name != "Bob" || card.Description != "Books trips." || card.URL != f.base+"/a2a/agents/bob" || card.ProtocolVersion != "0.3.0" ||
-		card.PreferredTransport != a2a.TransportProtocolJSONRPC || !a2alink.TakesDepth(&card) || len(card.Skills) != 1 || card.SecuritySchemes != nil {
+		card.PreferredTransport != a2a.TransportProtocolJSONRPC || len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != a2alink.DepthExtension || len(card.Skills) != 1 || card.SecuritySchemes != nil {
 		t.Errorf("card = %+v", card)
 	}
 	for _, agent := range []string{"nobody", "sleepy"} {

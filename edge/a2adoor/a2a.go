@@ -254,7 +254,7 @@ func (g *Door) card(ag *inboundv1.Agent) *a2a.AgentCard {
 		desc = "Agent " + ag.GetAgentId() + " of a toolmesh mesh."
 	}
 	c := &a2a.AgentCard{
-		ProtocolVersion:    a2alink.ProtocolVersion,
+		ProtocolVersion:    "0.3.0",
 		Name:               name,
 		Description:        desc,
 		URL:                g.endpoint(ag.GetAgentId()),

@@ -311,7 +311,7 @@ func (g *Door) send(ctx context.Context, p *identity.Principal, agent string, pa
 	m := params.Message
 	senderDepth := 0
 	if tok, ok := m.Metadata[a2alink.MetadataDepthToken].(string); ok {
-		d, err := g.depth.Verify(ctx, tok, g.endpoint(agent), m.ID)
+		d, err := g.depth.Verify(ctx, tok, m.ID, g.endpoint(agent))
 		if err != nil {
 			field := "message.metadata." + a2alink.MetadataDepthToken
 			if de, ok := errors.AsType[*a2alink.DepthError](err); ok {
