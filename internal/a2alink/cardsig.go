@@ -30,6 +30,10 @@ import (
 
 // CanonicalCard is the payload a signature of the card JSON raw covers.
 func CanonicalCard(raw []byte) ([]byte, error) {
+	raw, err := scopesAsLists(raw)
+	if err != nil {
+		return nil, fmt.Errorf("read the card: %w", err)
+	}
 	var card a2apb.AgentCard
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &card); err != nil {
 		return nil, fmt.Errorf("read the card as an A2A 1.0 card: %w", err)
@@ -52,6 +56,38 @@ func CanonicalCard(raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("print the card: %w", err)
 	}
 	return jcs.Transform(b)
+}
+
+// scopesAsLists rewrites the scopes of the card's security requirements
+// (its own and its skills') as the proto reads them: a2a-go writes a
+// scheme's scopes as a JSON list, the proto (and the JS SDK's reader) as
+// {"list": [...]}; like the JS SDK, a value that is not such an object
+// reads as no scopes.
+func scopesAsLists(raw []byte) ([]byte, error) {
+	var card map[string]any
+	if err := json.Unmarshal(raw, &card); err != nil {
+		return nil, err
+	}
+	fix := func(reqs any) {
+		list, _ := reqs.([]any)
+		for _, r := range list {
+			m, _ := r.(map[string]any)
+			schemes, _ := m["schemes"].(map[string]any)
+			for k, v := range schemes {
+				if _, ok := v.(map[string]any); !ok {
+					schemes[k] = map[string]any{}
+				}
+			}
+		}
+	}
+	fix(card["securityRequirements"])
+	skills, _ := card["skills"].([]any)
+	for _, s := range skills {
+		if m, ok := s.(map[string]any); ok {
+			fix(m["securityRequirements"])
+		}
+	}
+	return json.Marshal(card)
 }
 
 // withoutEmpty drops empty strings, nulls, and lists and objects that are
@@ -219,7 +255,7 @@ func verifySignature(ctx context.Context, keys *KeySets, origin *url.URL, protec
 	if err != nil {
 		return h.Kid, keysURL, err
 	}
-	jws, err := jose.ParseSigned(protected+"."+encoded+"."+signature, cardAlgorithms)
+	jws, err := jose.ParseSignedCompact(protected+"."+encoded+"."+signature, cardAlgorithms)
 	if err != nil {
 		return h.Kid, keysURL, fmt.Errorf("the signature is not a JWS this mesh checks (%s)", strings.Join(algNames(), ", "))
 	}
