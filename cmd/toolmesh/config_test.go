@@ -63,7 +63,7 @@ var perInvocation = map[string][]string{
 	"processes":    {"json"},
 	"healthcheck":  {"timeout"},
 	"keygen":       {"rotate-state-key"},
-	"token":        {"agent", "subject", "depth", "ttl", "role"},
+	"token":        {"agent", "subject", "depth", "ttl", "role", "grant"},
 	"audit verify": {"json"},
 }
 

@@ -210,7 +210,7 @@ type tokenConfig struct {
 	dataDir, keyPath, agent, subject string
 	depth                            int
 	ttl                              time.Duration
-	roles                            []string
+	roles, grants                    []string
 }
 
 func bindToken(s *config.Set) *tokenConfig {
@@ -222,6 +222,7 @@ func bindToken(s *config.Set) *tokenConfig {
 	s.Int(&c.depth, 0, config.Opt{Flag: "depth", Usage: "invocation depth"})
 	s.Duration(&c.ttl, time.Hour, config.Opt{Flag: "ttl", Usage: "lifetime of the token (at most 24h)"})
 	s.List(&c.roles, config.Opt{Flag: "role", Usage: "a role of the caller, e.g. owner"})
+	s.List(&c.grants, config.Opt{Flag: "grant", Usage: "what the caller may call, as the edge's scopes say it (toolmesh:write, toolmesh:tool:<name>, * for every tool): what workflow runs it starts may call"})
 	return c
 }
 
@@ -248,7 +249,7 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 		return err
 	}
 	now := time.Now()
-	tok, err := signer.Mint(mesh.Caller{Subject: *subject, Agent: *agent, Roles: roles, Depth: *depth}, now, now.Add(*ttl))
+	tok, err := signer.Mint(mesh.Caller{Subject: *subject, Agent: *agent, Roles: roles, Depth: *depth, Grants: c.grants}, now, now.Add(*ttl))
 	if err != nil {
 		return err
 	}

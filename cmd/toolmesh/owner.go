@@ -66,13 +66,14 @@ func workerSelf(queue string) mesh.Caller {
 }
 
 // registerOwner runs the ask workflow; its activities call OwnerService
-// through the generated client, each call with a fresh mesh token.
+// through the generated client, each call with a fresh mesh token, and
+// record extensions in the audit trail.
 func registerOwner(w worker.Worker, deps workerDeps) error {
 	url := deps.Services[ownerv1connect.OwnerServiceName]
 	if url == "" {
 		return fmt.Errorf("worker owner needs the owner service (--service owner=http://...)")
 	}
 	client := meshclient.New(deps.clients(), ownerv1connect.NewOwnerServiceClient, url)
-	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner")})
+	ownerworker.Register(w, &ownerworker.Activities{Owner: client, Self: workerSelf("owner"), Audit: deps.auditRecorder(), Log: deps.Log})
 	return nil
 }

@@ -80,6 +80,7 @@ var domains = withFaultsDomains(map[string]domain{
 
 	"schedules": {port: 7107, options: schedulesOptions, temporal: true},
 	"projects":  {port: 7112, options: projectsOptions, temporal: true},
+	"workflows": {port: 7113, options: workflowsOptions, temporal: true},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},

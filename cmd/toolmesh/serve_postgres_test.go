@@ -30,6 +30,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1/projectsv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1/workflowsv1connect"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first
@@ -47,9 +49,9 @@ func TestServeOnPostgres(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
-	memoryDSN, creditsDSN, projectsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
+	memoryDSN, creditsDSN, projectsDSN, workflowsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	memoryAddr, creditsAddr, projectsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	memoryAddr, creditsAddr, projectsAddr, workflowsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -78,6 +80,8 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	serve(t, map[string]string{"TOOLMESH_PROJECTS_DSN": projectsDSN, projectsBaseEnv: code}, "projects", "--addr", projectsAddr, "--data", data,
 		"--mesh-public-key", pub, "--temporal", freeAddr(t))
+	// Workflows are stored without Temporal; only runs need it.
+	serve(t, map[string]string{"TOOLMESH_WORKFLOWS_DSN": workflowsDSN}, "workflows", "--addr", workflowsAddr, "--data", data, "--mesh-public-key", pub)
 
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
@@ -89,6 +93,7 @@ func TestServeOnPostgres(t *testing.T) {
 	mem := memoryv1connect.NewMemoryServiceClient(client, "http://"+memoryAddr, opts...)
 	wallets := creditsv1connect.NewCreditsServiceClient(client, "http://"+creditsAddr, opts...)
 	prj := projectsv1connect.NewProjectsServiceClient(client, "http://"+projectsAddr, opts...)
+	flows := workflowsv1connect.NewWorkflowsServiceClient(client, "http://"+workflowsAddr, opts...)
 	local := servertest.As(ctx, "local")
 
 	// agents: the seeded agent is there, a registration is stored.
@@ -187,6 +192,19 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("projects CodeSymbols(serve) = %v, %v; want Serve", syms.GetSymbols(), err)
 	}
 
+	// workflows: a definition, then a second version of it.
+	def := &workflowsv1.Definition{Nodes: []*workflowsv1.Node{
+		{Id: "start", Kind: &workflowsv1.Node_Start{Start: &workflowsv1.StartNode{Next: "done"}}},
+		{Id: "done", Kind: &workflowsv1.Node_End{End: &workflowsv1.EndNode{}}},
+	}}
+	wf, err := flows.Create(local, &workflowsv1.CreateRequest{Name: "noop", Definition: def})
+	if err != nil {
+		t.Fatalf("workflows Create: %v", err)
+	}
+	if up, err := flows.Update(local, &workflowsv1.UpdateRequest{WorkflowId: wf.GetWorkflow().GetWorkflowId(), Definition: def}); err != nil || up.GetWorkflow().GetVersion() != 2 {
+		t.Errorf("workflows Update = %v, %v; want version 2", up, err)
+	}
+
 	// Everything went to PostgreSQL: the rows are in each service's own
 	// database, and no SQLite file was made.
 	for _, c := range []struct{ dsn, query string }{
@@ -197,6 +215,7 @@ func TestServeOnPostgres(t *testing.T) {
 		{memoryDSN, `SELECT COUNT(*) FROM memories WHERE key_id <> ''`},
 		{creditsDSN, `SELECT COUNT(*) FROM credit_ledger`},
 		{projectsDSN, `SELECT COUNT(*) FROM project_symbols`},
+		{workflowsDSN, `SELECT COUNT(*) FROM workflow_versions`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -75,6 +76,14 @@ var workerQueues = map[string]workerQueue{
 	"projects": {port: 7212, register: registerProjects},
 	// Invocations of remote A2A agents.
 	"remoteagents": {port: 7210, register: registerRemoteAgents},
+	// Runs of agents' own workflows (their tool calls run on the calls queue).
+	"workflows": {port: 7211, register: registerWorkflows},
+}
+
+// auditRecorder records in the audit trail what a queue's activities
+// must (extensions of asks and runs); nil without an audit service.
+func (deps workerDeps) auditRecorder() *audittrail.Recorder {
+	return audittrail.Dial(deps.clients(), deps.Services)
 }
 
 // registerCalls registers the calls queue: elicited tool calls, their side

@@ -89,14 +89,24 @@ func TestScopesAndGrantsDecideWhichToolsMayBeCalled(t *testing.T) {
 		{"development", Dev("local"), []*toolcatalog.Tool{read, write, admin, priv}, nil},
 	}
 	for _, c := range cases {
+		// The grants a principal's mesh tokens carry permit what the
+		// principal may call, no more: work done later on its behalf (a
+		// workflow run) is held to them.
+		grants := c.p.Caller().Grants
 		for _, tool := range c.may {
 			if ok, why := c.p.MayCall(tool); !ok {
 				t.Errorf("%s: may not call %s: %s", c.name, tool.Name, why)
+			}
+			if ok, why := tool.PermittedBy(grants); !ok {
+				t.Errorf("%s: its mesh grants %q do not permit %s: %s", c.name, grants, tool.Name, why)
 			}
 		}
 		for _, tool := range c.mayNo {
 			if ok, why := c.p.MayCall(tool); ok || why == "" {
 				t.Errorf("%s: MayCall(%s) = %v %q, want a refusal saying why", c.name, tool.Name, ok, why)
+			}
+			if ok, why := tool.PermittedBy(grants); ok || why == "" {
+				t.Errorf("%s: its mesh grants %q permit %s (%q), want a refusal saying why", c.name, grants, tool.Name, why)
 			}
 		}
 	}

@@ -19,13 +19,13 @@ import (
 // tool; a privileged tool needs the explicit grant.
 const (
 	// ScopeRead allows READ tools.
-	ScopeRead = "toolmesh:read"
+	ScopeRead = toolcatalog.ScopeRead
 	// ScopeWrite allows READ and WRITE tools.
-	ScopeWrite = "toolmesh:write"
+	ScopeWrite = toolcatalog.ScopeWrite
 	// ScopeAdmin allows ADMIN tools (still subject to the admin guardrails).
-	ScopeAdmin = "toolmesh:admin"
+	ScopeAdmin = toolcatalog.ScopeAdmin
 	// ScopeToolPrefix + a tool name is an explicit grant for that tool.
-	ScopeToolPrefix = "toolmesh:tool:"
+	ScopeToolPrefix = toolcatalog.ScopeToolPrefix
 )
 
 // DevSubject is the subject of the development principal.
@@ -53,6 +53,9 @@ type Principal struct {
 	all bool
 	// key names the principal's permissions, for caching its tool view.
 	key string
+	// meshGrants are the principal's permissions as its mesh tokens carry
+	// them (mesh.Caller.Grants), built once.
+	meshGrants []string
 }
 
 // Dev is the local caller of development mode and stdio: the owner acting
@@ -60,6 +63,7 @@ type Principal struct {
 func Dev(agent string) *Principal {
 	p := &Principal{Subject: DevSubject, Agent: agent, Roles: []string{mesh.RoleOwner}, Scopes: []string{ScopeRead, ScopeWrite, ScopeAdmin}, all: true}
 	p.key = "*"
+	p.meshGrants = []string{mesh.GrantAll}
 	return p
 }
 
@@ -108,7 +112,29 @@ func newPrincipal(subject, agent string, scopes, roles []string, g *Grant) *Prin
 	}
 	sort.Strings(p.Roles)
 	p.key = p.permissionKey()
+	p.meshGrants = p.grantList()
 	return p
+}
+
+// grantList is what p may call as mesh.Caller.Grants says it: its kind
+// scopes, then its explicit tool grants, sorted, as many as a mesh token
+// carries (mesh.MaxGrants, mesh.MaxGrantLen): work done later on its
+// behalf may call fewer tools than it may, never more.
+func (p *Principal) grantList() []string {
+	var out []string
+	for _, s := range []string{ScopeRead, ScopeWrite, ScopeAdmin} {
+		if p.HasScope(s) {
+			out = append(out, s)
+		}
+	}
+	tools := make([]string, 0, len(p.grants))
+	for t := range p.grants {
+		if g := ScopeToolPrefix + t; len(g) <= mesh.MaxGrantLen {
+			tools = append(tools, g)
+		}
+	}
+	sort.Strings(tools)
+	return append(out, tools[:min(len(tools), mesh.MaxGrants-len(out))]...)
 }
 
 // FromTokenInfo is the principal a verified token's info carries (nil when
@@ -179,9 +205,10 @@ func (p *Principal) MayCall(t *toolcatalog.Tool) (bool, string) {
 	return false, "its kind is unknown"
 }
 
-// Caller is the identity the principal's service calls carry.
+// Caller is the identity the principal's service calls carry, with what
+// it may call (for work a service does later on its behalf).
 func (p *Principal) Caller() mesh.Caller {
-	return mesh.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles}
+	return mesh.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Grants: p.meshGrants}
 }
 
 // LimitKey is the key of the principal's rate limit.

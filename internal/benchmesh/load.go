@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -75,6 +76,23 @@ type LoadResult struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// Source addresses of the bench's clients. The services cap the
+// connections one client address holds (server.DefaultMaxConnsPerClient);
+// on one machine every process would call from 127.0.0.1 and the edge's
+// kept connections, the stock server's and the load generator's would add
+// up against one cap, which no deployment sees. Linux routes all of
+// 127.0.0.0/8 to the loopback interface, so each client takes its own.
+const (
+	LoadAddr  = "127.0.0.2"
+	StockAddr = "127.0.0.3"
+)
+
+// DialFrom dials TCP from the local address ip.
+func DialFrom(ip string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return d.DialContext
+}
+
 // Load runs cfg's callers until its duration has passed and every call in
 // flight has answered.
 func Load(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
@@ -82,8 +100,10 @@ func Load(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return LoadResult{}, errors.New("load: callers and duration must be positive")
 	}
 	// One HTTP/1.1 connection per caller, kept alive: what an MCP client
-	// (and a Connect client on a plain http.Client) uses.
+	// (and a Connect client on a plain http.Client) uses. The callers dial
+	// from a loopback address of their own, as a separate machine would.
 	client := &http.Client{Transport: &http.Transport{
+		DialContext:         DialFrom(LoadAddr),
 		MaxIdleConns:        cfg.Callers,
 		MaxIdleConnsPerHost: cfg.Callers,
 		IdleConnTimeout:     time.Minute,

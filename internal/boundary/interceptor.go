@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
@@ -40,6 +41,32 @@ func (i *requestInterceptor) check(ctx context.Context, msg any) error {
 	LogRejection(ctx, i.log, GRPCRequest, vs)
 	cerr := connect.NewError(connect.CodeInvalidArgument, errors.New(Summary(vs)))
 	if d, err := connect.NewErrorDetail(verr.ToProto()); err == nil {
+		cerr.AddDetail(d)
+	}
+	return cerr
+}
+
+// InvalidArgument is the InvalidArgument error of a request a handler
+// refuses for reasons only it can check (a tool's arguments, a graph),
+// carrying violations the way the request interceptor does, so the edge
+// lists them field by field.
+func InvalidArgument(vs ...Violation) *connect.Error {
+	cerr := connect.NewError(connect.CodeInvalidArgument, errors.New(Summary(vs)))
+	pv := make([]*validate.Violation, 0, len(vs))
+	for _, v := range vs {
+		var elems []*validate.FieldPathElement
+		if v.Field != "" {
+			for _, name := range strings.Split(v.Field, ".") {
+				elems = append(elems, validate.FieldPathElement_builder{FieldName: proto.String(name)}.Build())
+			}
+		}
+		pv = append(pv, validate.Violation_builder{
+			Field:   validate.FieldPath_builder{Elements: elems}.Build(),
+			RuleId:  proto.String(v.Rule),
+			Message: proto.String(v.Message),
+		}.Build())
+	}
+	if d, err := connect.NewErrorDetail(validate.Violations_builder{Violations: pv}.Build()); err == nil {
 		cerr.AddDetail(d)
 	}
 	return cerr

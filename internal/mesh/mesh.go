@@ -59,7 +59,18 @@ type Caller struct {
 	Roles []string
 	// Depth is how many tool invocations led to this call (0 for a direct call).
 	Depth int
+	// Grants are what the caller may call, as the edge's scopes say it:
+	// "toolmesh:read", "toolmesh:write", "toolmesh:admin", and
+	// "toolmesh:tool:<name>" for each explicit grant of a tool; GrantAll
+	// for the development owner, who holds every grant. Services act on
+	// the caller's roles, not on these; they travel so that work a service
+	// does later for the caller (a workflow run's tool calls) can be held
+	// to what the caller itself may call (toolcatalog.Tool.PermittedBy).
+	Grants []string
 }
+
+// GrantAll is the grant of a caller that may call every tool.
+const GrantAll = "*"
 
 // HasRole reports whether the caller holds role.
 func (c Caller) HasRole(role string) bool { return slices.Contains(c.Roles, role) }

@@ -21,6 +21,7 @@ import (
 //	header: {"alg":"EdDSA","kid":"<key id>","typ":"toolmesh-mesh+jwt"}
 //	claims: {"iss":"<minter>","sub":"<subject>","aud":"toolmesh-mesh",
 //	         "agent":"<agent id>","roles":["owner"],"depth":0,
+//	         "grants":["toolmesh:write","toolmesh:tool:github_star_repo"],
 //	         "iat":<unix>,"exp":<unix>}
 //
 // The explicit typ and audience keep a mesh token from being accepted where a
@@ -36,8 +37,16 @@ const (
 // understand (RFC 7515 §4.1.11); mesh tokens use none.
 const headerCritical jose.HeaderKey = "crit"
 
-// maxTokenLen bounds a presented token before it is parsed.
-const maxTokenLen = 4096
+// MaxGrants and MaxGrantLen bound the grants a token carries
+// (Caller.Grants): how many, and the bytes of each.
+const (
+	MaxGrants   = 48
+	MaxGrantLen = 80
+)
+
+// maxTokenLen bounds a presented token before it is parsed (room for
+// MaxGrants grants).
+const maxTokenLen = 8192
 
 // leeway tolerates clock skew between the minter and the verifier.
 const leeway = 5 * time.Second
@@ -52,9 +61,10 @@ const (
 
 // claims are the mesh-specific claims next to the registered ones.
 type claims struct {
-	Agent string   `json:"agent"`
-	Roles []string `json:"roles,omitempty"`
-	Depth int      `json:"depth"`
+	Agent  string   `json:"agent"`
+	Roles  []string `json:"roles,omitempty"`
+	Depth  int      `json:"depth"`
+	Grants []string `json:"grants,omitempty"`
 }
 
 // KeyID derives the key id ("kid") of a public key: the first 16 characters
@@ -122,7 +132,7 @@ func (s *Signer) Mint(c Caller, now, exp time.Time) (string, error) {
 		IssuedAt: jwt.NewNumericDate(now.Truncate(time.Second)),
 		Expiry:   jwt.NewNumericDate(exp.Truncate(time.Second)),
 	}
-	tok, err := jwt.Signed(s.signer).Claims(std).Claims(claims{Agent: c.Agent, Roles: c.Roles, Depth: c.Depth}).Serialize()
+	tok, err := jwt.Signed(s.signer).Claims(std).Claims(claims{Agent: c.Agent, Roles: c.Roles, Depth: c.Depth, Grants: c.Grants}).Serialize()
 	if err != nil {
 		return "", fmt.Errorf("mint mesh token: %w", err)
 	}
@@ -158,7 +168,7 @@ func (s *Signer) MintFor(c Caller, now, deadline time.Time, fresh time.Duration)
 
 // callerKey identifies everything a token says about its caller.
 func callerKey(c Caller) string {
-	return c.Subject + "\x00" + c.Agent + "\x00" + strings.Join(c.Roles, ",") + "\x00" + strconv.Itoa(c.Depth)
+	return c.Subject + "\x00" + c.Agent + "\x00" + strings.Join(c.Roles, ",") + "\x00" + strconv.Itoa(c.Depth) + "\x00" + strings.Join(c.Grants, ",")
 }
 
 func checkCaller(c Caller) error {
@@ -177,6 +187,14 @@ func checkCaller(c Caller) error {
 	for _, r := range c.Roles {
 		if r == "" || len(r) > maxRoleLen {
 			return fmt.Errorf("a role must be 1 to %d bytes", maxRoleLen)
+		}
+	}
+	if len(c.Grants) > MaxGrants {
+		return fmt.Errorf("the token has more than %d grants", MaxGrants)
+	}
+	for _, g := range c.Grants {
+		if g == "" || len(g) > MaxGrantLen {
+			return fmt.Errorf("a grant must be 1 to %d bytes", MaxGrantLen)
 		}
 	}
 	return nil
@@ -292,7 +310,7 @@ func (v *Verifier) verify(token string, now time.Time) (Caller, time.Time, error
 		}
 		return fail(tokenErr("claims", "the token claims are invalid"))
 	}
-	caller := Caller{Subject: std.Subject, Agent: c.Agent, Roles: c.Roles, Depth: c.Depth}
+	caller := Caller{Subject: std.Subject, Agent: c.Agent, Roles: c.Roles, Depth: c.Depth, Grants: c.Grants}
 	if err := checkCaller(caller); err != nil {
 		return fail(tokenErr("claims", "%s", err.Error()))
 	}

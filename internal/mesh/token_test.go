@@ -38,7 +38,7 @@ var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func TestMintVerifyRoundTrip(t *testing.T) {
 	s := newSigner(t)
-	want := Caller{Subject: "user-1", Agent: "a1", Roles: []string{RoleOwner}, Depth: 2}
+	want := Caller{Subject: "user-1", Agent: "a1", Roles: []string{RoleOwner}, Depth: 2, Grants: []string{"toolmesh:write", "toolmesh:tool:github_star_repo"}}
 	tok, err := s.Mint(want, now, now.Add(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +49,25 @@ func TestMintVerifyRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("caller (-want +got):\n%s", diff)
+	}
+}
+
+func TestTheMostGrantsFitAToken(t *testing.T) {
+	s := newSigner(t)
+	grants := make([]string, MaxGrants)
+	for i := range grants {
+		grants[i] = "toolmesh:tool:" + strings.Repeat("x", MaxGrantLen-len("toolmesh:tool:")-3) + strconv.Itoa(100+i)
+	}
+	c := Caller{Subject: strings.Repeat("s", maxIDLen), Agent: strings.Repeat("a", maxAgentLen), Grants: grants}
+	tok, err := s.Mint(c, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verifier().Verify(tok, now); err != nil {
+		t.Errorf("a token with %d grants of %d bytes (%d bytes) is refused: %v", MaxGrants, MaxGrantLen, len(tok), err)
+	}
+	if _, err := s.Mint(Caller{Agent: "a1", Grants: append(grants, "one more")}, now, now.Add(time.Minute)); err == nil {
+		t.Errorf("a caller with %d grants was minted a token", MaxGrants+1)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 )
 
 // Contracts returns the services whose RPCs the edge may expose as tools.
@@ -33,5 +34,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		searchv1.File_toolmesh_search_v1_search_proto.Services().ByName("SearchService"),
 		remoteagentsv1.File_toolmesh_remoteagents_v1_remoteagents_proto.Services().ByName("RemoteAgentsService"),
 		projectsv1.File_toolmesh_projects_v1_projects_proto.Services().ByName("ProjectsService"),
+		workflowsv1.File_toolmesh_workflows_v1_workflows_proto.Services().ByName("WorkflowsService"),
 	}
 }

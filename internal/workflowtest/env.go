@@ -1,10 +1,13 @@
 package workflowtest
 
 import (
+	"time"
+
 	"github.com/stretchr/testify/mock"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
@@ -19,6 +22,12 @@ func NewEnv() *testsuite.TestWorkflowEnvironment {
 	s.SetLogger(sdklog.NewStructuredLogger(logging.Discard()))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetDataConverter(temporalclient.DataConverter())
+	// The SDK fails a workflow task that runs for over a second without
+	// yielding (a "potential deadlock"). Under the race detector on a
+	// loaded machine a task that yields at once can take that long, so the
+	// tests would fail on the machine's load; a workflow that really never
+	// yields still fails, after this longer bound.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockDetectionTimeout})
 	return env
 }
 
@@ -34,3 +43,7 @@ func OnStatus(env *testsuite.TestWorkflowEnvironment, record func(status string)
 		}
 	}).Return(nil)
 }
+
+// deadlockDetectionTimeout is how long a workflow task may run without
+// yielding in the tests before the SDK calls it a deadlock.
+const deadlockDetectionTimeout = 30 * time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
@@ -26,6 +27,11 @@ type Engine interface {
 	// *AnswerRejectedError when the workflow's validator refuses it,
 	// ErrNoWorkflow when the workflow has ended.
 	AnswerAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.AnswerUpdate) (*ownerv1.AskOutcome, error)
+	// ExtendAsk delivers u as the extend update (idempotent per updateID)
+	// and returns the expire time the workflow keeps once it took it: an
+	// *AnswerRejectedError when the workflow's validator refuses it,
+	// ErrNoWorkflow when the workflow has ended.
+	ExtendAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.ExtendUpdate) (time.Time, error)
 	// CancelAsk asks the workflow to cancel; a workflow that has ended is
 	// left alone.
 	CancelAsk(ctx context.Context, workflowID string) error
@@ -37,8 +43,8 @@ type Engine interface {
 // ErrNoWorkflow reports that an ask's workflow does not exist or has ended.
 var ErrNoWorkflow = errors.New("the ask's workflow has ended or does not exist")
 
-// AnswerRejectedError is the answer update's validator refusing an answer;
-// the workflow's history is unchanged.
+// AnswerRejectedError is the answer or extend update's validator refusing
+// it; the workflow's history is unchanged.
 type AnswerRejectedError struct {
 	Reason  ownerv1.AskRejection
 	Message string

@@ -24,6 +24,8 @@ type fakeEngine struct {
 	starts   int
 	startErr error
 	updates  map[string]*ownerv1.AskOutcome // by update id
+	extended map[string]time.Time           // by update id
+	extends  []*ownerv1.ExtendUpdate
 }
 
 type fakeAsk struct {
@@ -33,7 +35,7 @@ type fakeAsk struct {
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{asks: map[string]*fakeAsk{}, updates: map[string]*ownerv1.AskOutcome{}}
+	return &fakeEngine{asks: map[string]*fakeAsk{}, updates: map[string]*ownerv1.AskOutcome{}, extended: map[string]time.Time{}}
 }
 
 func (f *fakeEngine) StartAsk(_ context.Context, in *ownerv1.AskWorkflowInput) error {
@@ -89,6 +91,25 @@ func (f *fakeEngine) AnswerAsk(_ context.Context, id, updateID string, u *ownerv
 	close(a.done)
 	f.updates[updateID] = a.outcome
 	return a.outcome, nil
+}
+
+func (f *fakeEngine) ExtendAsk(_ context.Context, id, updateID string, u *ownerv1.ExtendUpdate) (time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at, ok := f.extended[updateID]; ok {
+		return at, nil
+	}
+	a := f.asks[id]
+	if a == nil || a.outcome != nil {
+		return time.Time{}, &owner.AnswerRejectedError{Reason: ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING, Message: "the ask is no longer waiting"}
+	}
+	if !u.GetExpireTime().AsTime().After(a.in.GetExpireTime().AsTime()) {
+		return time.Time{}, &owner.AnswerRejectedError{Reason: ownerv1.AskRejection_ASK_REJECTION_INVALID_EXPIRY, Message: "the expire time is not later"}
+	}
+	a.in.ExpireTime = u.GetExpireTime()
+	f.extends = append(f.extends, u)
+	f.extended[updateID] = u.GetExpireTime().AsTime()
+	return u.GetExpireTime().AsTime(), nil
 }
 
 func (f *fakeEngine) CancelAsk(_ context.Context, id string) error {

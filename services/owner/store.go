@@ -28,6 +28,9 @@ type Store interface {
 	// pending is left as it is (the first outcome wins) and returned with
 	// changed false; ErrNotFound when there is no such ask.
 	ResolveAsk(ctx context.Context, id string, o Outcome) (a *ownerv1.Ask, changed bool, err error)
+	// ExtendAsk moves a pending ask's expire time to expire when that is
+	// later, and returns the ask; ErrNotFound when there is no such ask.
+	ExtendAsk(ctx context.Context, id string, expire time.Time) (*ownerv1.Ask, error)
 	// DeleteAsk removes a pending ask whose workflow could not be started,
 	// so that a retry starts afresh; it does nothing to an ask that ended.
 	DeleteAsk(ctx context.Context, id string) error

@@ -137,12 +137,36 @@ func (t *TemporalEngine) AnswerAsk(ctx context.Context, workflowID, updateID str
 	return &ownerv1.AskOutcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: u.GetAnswer(), AnsweredBy: by, ResolveTime: timestamppb.Now()}, nil
 }
 
+// ExtendAsk implements Engine.
+func (t *TemporalEngine) ExtendAsk(ctx context.Context, workflowID, updateID string, u *ownerv1.ExtendUpdate) (time.Time, error) {
+	h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateID:     updateID,
+		UpdateName:   workflowcontract.HandlerOf(u).Name,
+		Args:         []any{u},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return time.Time{}, updateError(err)
+	}
+	var st askState
+	if err := h.Get(ctx, &st); err != nil {
+		return time.Time{}, updateError(err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, st.ExpireTime)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the extend update answered expire time %q: %w", st.ExpireTime, err)
+	}
+	return at, nil
+}
+
 // updateError maps the answer update's failures: the validator's
 // rejections (application errors typed by AskRejection) and a workflow that
 // has ended.
 func updateError(err error) error {
 	if app, ok := errors.AsType[*temporal.ApplicationError](err); ok {
-		for _, r := range []ownerv1.AskRejection{ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER, ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING} {
+		for _, r := range []ownerv1.AskRejection{ownerv1.AskRejection_ASK_REJECTION_INVALID_ANSWER, ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING,
+			ownerv1.AskRejection_ASK_REJECTION_INVALID_EXPIRY} {
 			if app.Type() == r.String() {
 				return &AnswerRejectedError{Reason: r, Message: app.Message()}
 			}
@@ -161,6 +185,7 @@ type askState struct {
 	Status     string `json:"status"`
 	Answer     string `json:"answer"`
 	AnsweredBy string `json:"answered_by"`
+	ExpireTime string `json:"expire_time"`
 }
 
 // QueryAsk implements Engine.

@@ -18,10 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"time"
 
-	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -229,29 +227,9 @@ func (s *Service) withNextRuns(sch *schedulesv1.Schedule) *schedulesv1.Schedule 
 	return out
 }
 
-// invalid is an InvalidArgument error carrying violations the way the
-// validation interceptor does, so the edge lists them field by field.
-func invalid(vs ...boundary.Violation) error {
-	cerr := connect.NewError(connect.CodeInvalidArgument, errors.New(boundary.Summary(vs)))
-	pv := make([]*validate.Violation, 0, len(vs))
-	for _, v := range vs {
-		var elems []*validate.FieldPathElement
-		if v.Field != "" {
-			for _, name := range strings.Split(v.Field, ".") {
-				elems = append(elems, validate.FieldPathElement_builder{FieldName: proto.String(name)}.Build())
-			}
-		}
-		pv = append(pv, validate.Violation_builder{
-			Field:   validate.FieldPath_builder{Elements: elems}.Build(),
-			RuleId:  proto.String(v.Rule),
-			Message: proto.String(v.Message),
-		}.Build())
-	}
-	if d, err := connect.NewErrorDetail(validate.Violations_builder{Violations: pv}.Build()); err == nil {
-		cerr.AddDetail(d)
-	}
-	return cerr
-}
+// invalid is the InvalidArgument error of violations only the service can
+// find.
+func invalid(vs ...boundary.Violation) error { return boundary.InvalidArgument(vs...) }
 
 func stamps(ts []time.Time) []*timestamppb.Timestamp {
 	out := make([]*timestamppb.Timestamp, len(ts))

@@ -1,5 +1,7 @@
 // Package search is web search: a query goes to the one search provider
-// the mesh is configured with and comes back as ranked, typed results.
+// the mesh is configured with and comes back as ranked, typed results;
+// deep research runs several queries at once and merges their results
+// (research.go).
 // Providers live in searchprovider (the Brave Search API and SearXNG's JSON
 // API); without one, every call answers capability_gap naming what to
 // configure.
@@ -109,8 +111,7 @@ func (s *Service) Web(ctx context.Context, req *searchv1.WebRequest) (*searchv1.
 		return nil, err
 	}
 	if s.provider == nil {
-		return nil, mesh.NewCapabilityGapError(GapProvider, errors.New("web search is not configured on this mesh: "+
-			"set TOOLMESH_SEARCH_PROVIDER=brave and TOOLMESH_SEARCH_BRAVE_API_KEY, or TOOLMESH_SEARCH_PROVIDER=searxng and TOOLMESH_SEARCH_SEARXNG_URL, for the search service"))
+		return nil, s.gap()
 	}
 	count := int(req.GetCount())
 	if count == 0 {

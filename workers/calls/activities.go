@@ -199,7 +199,7 @@ func unavailable(env *toolcall.Envelope) error {
 }
 
 func meshCaller(c *callsv1.Caller) mesh.Caller {
-	return mesh.Caller{Subject: c.GetSubject(), Agent: c.GetAgent(), Roles: c.GetRoles(), Depth: int(c.GetDepth())}
+	return mesh.Caller{Subject: c.GetSubject(), Agent: c.GetAgent(), Roles: c.GetRoles(), Depth: int(c.GetDepth()), Grants: c.GetGrants()}
 }
 
 func output(env *toolcall.Envelope) (*callsv1.InvokeOutput, error) {

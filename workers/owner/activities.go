@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
@@ -24,6 +26,11 @@ type Activities struct {
 	// Self is the worker's own identity (mesh.RoleService), for the calls
 	// it makes for itself.
 	Self mesh.Caller
+	// Audit records extensions in the audit trail; without it they are
+	// only logged.
+	Audit *audittrail.Recorder
+	// Log receives the activities' events (discarded when nil).
+	Log *slog.Logger
 }
 
 // NotifyOwner tells the owner about the ask through the owner's
@@ -68,6 +75,24 @@ func (a *Activities) RecordOutcome(ctx context.Context, req *ownerv1.RecordAskOu
 	_, err := a.Owner.RecordAskOutcome(ctx, req)
 	return retryable(err)
 }
+
+// RecordExtension records an ask's extension in the audit trail under its
+// call id, so a retried attempt writes one record.
+func (a *Activities) RecordExtension(ctx context.Context, up *ownerv1.ExtendUpdate) error {
+	if a.Audit == nil {
+		if a.Log != nil {
+			a.Log.WarnContext(ctx, "owner.ask_extension_unaudited", "call_id", up.GetCallId(), "subject", up.GetRequestedBy(),
+				"ask_id", up.GetRequest().GetAskId(), "message", "no audit service configured")
+		}
+		return nil
+	}
+	_, err := a.Audit.Record(ctx, audittrail.Entry{CallID: up.GetCallId(), Actor: up.GetRequestedBy(), Tool: ToolExtendAsk,
+		Reason: up.GetReason(), Arguments: up.GetRequest()})
+	return err
+}
+
+// ToolExtendAsk names the tool of an extension in the audit trail.
+const ToolExtendAsk = "owner_extend_ask"
 
 // retryable marks the failures that no retry can fix as non-retryable:
 // the service refused the request itself (invalid, not allowed, missing,

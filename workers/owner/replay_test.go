@@ -111,6 +111,21 @@ func TestRecordHistories(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	capture("extended-then-answered", time.Hour, func(id string) {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: "extend",
+			Args: []any{&ownerv1.ExtendUpdate{ExpireTime: timestamppb.New(time.Now().Add(3 * time.Hour)), Reason: "the owner is away", RequestedBy: "agent-a",
+				CallId: "owner-extend/replay", Request: &ownerv1.ExtendAskRequest{AskId: "ask_extended-then-answered", ExtendSeconds: 7200, Reason: "the owner is away"}}},
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := answer(id, "yes"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	capture("cancelled", time.Hour, func(id string) {
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			t.Fatal(err)

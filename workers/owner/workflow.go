@@ -29,8 +29,9 @@ import (
 // Activity names: the activity types in every recorded history. Never
 // change one (docs/workflows.md).
 const (
-	ActivityNotifyOwner   = "NotifyOwner"
-	ActivityRecordOutcome = "RecordOutcome"
+	ActivityNotifyOwner     = "NotifyOwner"
+	ActivityRecordOutcome   = "RecordOutcome"
+	ActivityRecordExtension = "RecordExtension"
 )
 
 // ToolmeshStatus values of an ask workflow. OwnerService starts it as
@@ -59,6 +60,9 @@ func answerSignal() workflowcontract.Handler {
 func statusQuery() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&ownerv1.StatusQuery{})
 }
+func extendUpdate() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&ownerv1.ExtendUpdate{})
+}
 
 // TaskQueue is the queue this worker polls ("owner").
 func TaskQueue() string { return askContract().TaskQueue }
@@ -79,6 +83,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.NotifyOwner, activity.RegisterOptions{Name: ActivityNotifyOwner})
 	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
+	r.RegisterActivityWithOptions(a.RecordExtension, activity.RegisterOptions{Name: ActivityRecordExtension})
 }
 
 // State is the ask as the status query and the answer update report it:
@@ -90,16 +95,36 @@ type State struct {
 	Status     string `json:"status"` // waiting, answered, expired or cancelled
 	Answer     string `json:"answer,omitempty"`
 	AnsweredBy string `json:"answered_by,omitempty"`
+	// ExpireTime is when the ask expires unless answered (RFC 3339).
+	ExpireTime string `json:"expire_time,omitempty"`
 }
 
 // ask is the state of one ask workflow.
 type ask struct {
 	in      *ownerv1.AskWorkflowInput
 	outcome *ownerv1.AskOutcome
+	// expire is when it expires: the input's, then the extend updates'.
+	expire time.Time
+	// auditing counts extensions still being recorded in the audit trail.
+	auditing int
 }
 
 func (a *ask) state() State {
-	return State{AskID: a.in.GetAskId(), Status: statusOf(a.outcome.GetStatus()), Answer: a.outcome.GetAnswer(), AnsweredBy: a.outcome.GetAnsweredBy()}
+	return State{AskID: a.in.GetAskId(), Status: statusOf(a.outcome.GetStatus()), Answer: a.outcome.GetAnswer(), AnsweredBy: a.outcome.GetAnsweredBy(),
+		ExpireTime: a.expire.UTC().Format(time.RFC3339Nano)}
+}
+
+// checkExtend says whether the ask may expire at expire instead.
+func (a *ask) checkExtend(expire time.Time) error {
+	if !a.waiting() {
+		return temporal.NewApplicationError(fmt.Sprintf("the ask is no longer waiting: it is %s", statusOf(a.outcome.GetStatus())),
+			ownerv1.AskRejection_ASK_REJECTION_NOT_WAITING.String())
+	}
+	if !expire.After(a.expire) {
+		return temporal.NewApplicationError(fmt.Sprintf("the new expire time %s is not later than the ask's expiry %s",
+			expire.UTC().Format(time.RFC3339), a.expire.UTC().Format(time.RFC3339)), ownerv1.AskRejection_ASK_REJECTION_INVALID_EXPIRY.String())
+	}
+	return nil
 }
 
 func (a *ask) waiting() bool { return a.outcome.GetStatus() == ownerv1.AskStatus_ASK_STATUS_PENDING }
@@ -137,7 +162,7 @@ func (a *ask) answer(ctx workflow.Context, answer, by string) {
 // AskWorkflow is the owner.ask workflow.
 func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.AskOutcome, error) {
 	log := workflow.GetLogger(ctx)
-	a := &ask{in: in, outcome: &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_PENDING}}
+	a := &ask{in: in, outcome: &ownerv1.AskOutcome{AskId: in.GetAskId(), Status: ownerv1.AskStatus_ASK_STATUS_PENDING}, expire: in.GetExpireTime().AsTime()}
 
 	q := statusQuery()
 	if err := workflow.SetQueryHandlerWithOptions(ctx, q.Name, func() (State, error) { return a.state(), nil },
@@ -155,6 +180,33 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 			// nowhere, the history stays as it was.
 			Validator:   func(_ workflow.Context, up *ownerv1.AnswerUpdate) error { return a.check(up.GetAnswer()) },
 			Description: u.Description,
+		}); err != nil {
+		return nil, err
+	}
+	x := extendUpdate()
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, x.Name,
+		func(ctx workflow.Context, up *ownerv1.ExtendUpdate) (State, error) {
+			a.expire = up.GetExpireTime().AsTime()
+			if up.GetRequestedBy() == "" { // sent from the Temporal UI or CLI
+				up.RequestedBy = AnsweredByTemporal
+			}
+			if up.GetCallId() == "" {
+				up.CallId = "owner-extend:" + workflow.GetCurrentUpdateInfo(ctx).ID
+			}
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for the owner's answer (extended by %s until %s).",
+				up.GetRequestedBy(), a.expire.UTC().Format(time.RFC3339)))
+			a.auditing++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				recordExtension(ctx, up)
+				a.auditing--
+			})
+			return a.state(), nil
+		},
+		workflow.UpdateHandlerOptions{
+			Validator: func(_ workflow.Context, up *ownerv1.ExtendUpdate) error {
+				return a.checkExtend(up.GetExpireTime().AsTime())
+			},
+			Description: x.Description,
 		}); err != nil {
 		return nil, err
 	}
@@ -187,13 +239,25 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 		}
 	})
 
-	wait := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+	// Wait for the answer until the ask expires; an extension moves the
+	// expiry, and the wait starts again with a new timer. (An ask never
+	// extended issues exactly the commands it issued before extensions
+	// existed.)
 	var err error
-	if wait > 0 {
-		_, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+	for a.waiting() {
+		expire := a.expire
+		wait := expire.Sub(workflow.Now(ctx))
+		if wait <= 0 {
+			break
+		}
+		var ok bool
+		ok, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
 			Timeout:      wait,
 			TimerOptions: workflow.TimerOptions{Summary: "The ask expires unless answered"},
-		}, func() bool { return !a.waiting() })
+		}, func() bool { return !a.waiting() || !a.expire.Equal(expire) })
+		if err != nil || !ok {
+			break
+		}
 	}
 	status := StatusAnswered
 	switch {
@@ -230,10 +294,29 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 		// when it sees the result.
 		log.Error("owner.ask.record_failed", "ask_id", in.GetAskId(), "error", err)
 	}
+	// An extension still being recorded finishes first.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && a.auditing == 0 }); err != nil {
+		return nil, err
+	}
 	if status == StatusCancelled {
 		return nil, temporal.NewCanceledError("the ask was cancelled")
 	}
 	return a.outcome, nil
+}
+
+// recordExtension records an extension in the audit trail (an activity,
+// retried a while, beside the wait: the extension holds whether or not the
+// audit service answers; one that could not be recorded is logged, and
+// stays in the workflow's history).
+func recordExtension(ctx workflow.Context, up *ownerv1.ExtendUpdate) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
+		Summary:             "Record the extension in the audit trail",
+	})
+	if err := workflow.ExecuteActivity(actx, ActivityRecordExtension, up).Get(actx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("owner.ask.extension_not_audited", "call_id", up.GetCallId(), "error", err)
+	}
 }
 
 // describe is the workflow's current details once it has ended.

@@ -139,10 +139,11 @@ func TestAskAnsweredByUpdate(t *testing.T) {
 	}, 10*time.Minute)
 	env.ExecuteWorkflow("owner.ask", askInput("yes", "no"))
 
-	if waiting != (owner.State{AskID: askInput().GetAskId(), Status: owner.StatusWaiting}) {
+	expires := start.Add(time.Hour).Format(time.RFC3339Nano)
+	if waiting != (owner.State{AskID: askInput().GetAskId(), Status: owner.StatusWaiting, ExpireTime: expires}) {
 		t.Errorf("status before the answer = %+v, want waiting", waiting)
 	}
-	want := owner.State{AskID: askInput().GetAskId(), Status: owner.StatusAnswered, Answer: "yes", AnsweredBy: "alice"}
+	want := owner.State{AskID: askInput().GetAskId(), Status: owner.StatusAnswered, Answer: "yes", AnsweredBy: "alice", ExpireTime: expires}
 	if !upd.accepted || upd.rejected != nil || upd.err != nil || upd.state != want {
 		t.Errorf("answer update = %+v, want accepted with the answer", upd)
 	}
@@ -159,6 +160,58 @@ func TestAskAnsweredByUpdate(t *testing.T) {
 	}
 	if len(env.statuses) != 1 || env.statuses[0] != owner.StatusAnswered {
 		t.Errorf("ToolmeshStatus upserts %q, want [answered]", env.statuses)
+	}
+}
+
+// extend sends the extend update and returns how it ended.
+func (e *wfEnv) extend(t *testing.T, id string, expire time.Time) *updateResult {
+	r := &updateResult{}
+	e.UpdateWorkflow("extend", id, &testsuite.TestUpdateCallback{
+		OnAccept: func() { r.accepted = true },
+		OnReject: func(err error) { r.rejected = err },
+		OnComplete: func(v any, err error) {
+			r.err = err
+			if s, ok := v.(owner.State); ok {
+				r.state = s
+			}
+		},
+	}, &ownerv1.ExtendUpdate{ExpireTime: timestamppb.New(expire), Reason: "the owner is away", RequestedBy: "agent-a", CallId: "owner-extend/k1",
+		Request: &ownerv1.ExtendAskRequest{AskId: askInput().GetAskId(), ExtendSeconds: 7200, Reason: "the owner is away"}})
+	return r
+}
+
+func TestAskExtendedExpiresLaterAndIsAudited(t *testing.T) {
+	env := newWfEnv(t)
+	var audited []*ownerv1.ExtendUpdate
+	env.OnActivity(owner.ActivityRecordExtension, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, up *ownerv1.ExtendUpdate) error {
+			audited = append(audited, up)
+			return nil
+		})
+	var earlier, later *updateResult
+	var after owner.State
+	env.RegisterDelayedCallback(func() {
+		earlier = env.extend(t, "x0", start.Add(30*time.Minute))
+		later = env.extend(t, "x1", start.Add(3*time.Hour))
+	}, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { after = env.status(t) }, 2*time.Hour)
+	env.ExecuteWorkflow("owner.ask", askInput())
+
+	if earlier.accepted || earlier.rejected == nil {
+		t.Errorf("an extension to before the expiry = %+v, want rejected", earlier)
+	}
+	if !later.accepted || later.err != nil || later.state.ExpireTime != start.Add(3*time.Hour).Format(time.RFC3339Nano) {
+		t.Errorf("extension = %+v, want accepted with the new expire time", later)
+	}
+	if after.Status != owner.StatusWaiting {
+		t.Errorf("two hours in (past the first expiry) the ask is %+v, want still waiting", after)
+	}
+	got := env.result(t)
+	if got.GetStatus() != ownerv1.AskStatus_ASK_STATUS_EXPIRED || !got.GetResolveTime().AsTime().Equal(start.Add(3*time.Hour)) {
+		t.Errorf("result = %v, want expired at the extended time", got)
+	}
+	if len(audited) != 1 || audited[0].GetCallId() != "owner-extend/k1" || audited[0].GetRequest().GetExtendSeconds() != 7200 {
+		t.Errorf("audited extensions %v, want the accepted one, once", audited)
 	}
 }
 

@@ -86,6 +86,15 @@ func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ow
 		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
 }
 
+// ExtendAsk implements owner.Store.
+func (s *Store) ExtendAsk(ctx context.Context, id string, expire time.Time) (*ownerv1.Ask, error) {
+	if _, err := s.db.Exec(ctx, `UPDATE asks SET expire_ms = ? WHERE id = ? AND status = ? AND expire_ms < ?`,
+		expire.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING), expire.UnixMilli()); err != nil {
+		return nil, fmt.Errorf("extend ask: %w", err)
+	}
+	return s.GetAsk(ctx, id)
+}
+
 // DeleteAsk implements owner.Store.
 func (s *Store) DeleteAsk(ctx context.Context, id string) error {
 	if _, err := s.db.Exec(ctx, `DELETE FROM asks WHERE id = ? AND status = ?`, id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {

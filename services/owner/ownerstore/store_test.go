@@ -35,6 +35,7 @@ func TestStore(t *testing.T) {
 		{Name: "stress: racing creates of one ask", Test: testStressCreateAsk},
 		{Name: "list asks newest first, by agent and status", Test: testListAsks},
 		{Name: "first outcome wins", Test: testResolveFirstWins},
+		{Name: "extend moves a pending ask's expiry later only", Test: testExtendAsk},
 		{Name: "concurrent outcomes", Test: testConcurrentResolve},
 		{Name: "a new database has the log channel", Test: testSeededLogChannel},
 		{Name: "channel create, get, update, delete", Test: testChannelCRUD},
@@ -184,6 +185,30 @@ func testListAsks(t *testing.T, db *sqldb.DB) {
 		if diff := cmp.Diff(want, got); diff != "" || total != tc.total {
 			t.Errorf("%s: total %d (want %d), ids (-want +got):\n%s", tc.name, total, tc.total, diff)
 		}
+	}
+}
+
+func testExtendAsk(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	a := createAsk(t, s, newAsk("agent-a", day1))
+	later := a.GetExpireTime().AsTime().Add(2 * time.Hour)
+	got, err := s.ExtendAsk(t.Context(), a.GetAskId(), later)
+	if err != nil || !got.GetExpireTime().AsTime().Equal(later) {
+		t.Fatalf("ExtendAsk = %v, %v; want the expiry 2h later", got, err)
+	}
+	// Never earlier (a late retry of an older extension).
+	if got, err = s.ExtendAsk(t.Context(), a.GetAskId(), later.Add(-time.Hour)); err != nil || !got.GetExpireTime().AsTime().Equal(later) {
+		t.Errorf("ExtendAsk to an earlier time = %v, %v; want the expiry kept", got, err)
+	}
+	// Never an ask that ended.
+	if _, _, err := s.ResolveAsk(t.Context(), a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: "y", At: day1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.ExtendAsk(t.Context(), a.GetAskId(), later.Add(time.Hour)); err != nil || !got.GetExpireTime().AsTime().Equal(later) {
+		t.Errorf("ExtendAsk of an answered ask = %v, %v; want nothing changed", got, err)
+	}
+	if _, err := s.ExtendAsk(t.Context(), ids.New("ask"), later); !errors.Is(err, owner.ErrNotFound) {
+		t.Errorf("ExtendAsk(unknown) err = %v, want ErrNotFound", err)
 	}
 }
 

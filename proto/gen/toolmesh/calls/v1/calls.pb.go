@@ -286,7 +286,9 @@ type Caller struct {
 	// The caller's roles.
 	Roles []string `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
 	// The invocation depth of the call.
-	Depth         int32 `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth int32 `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
+	// What the caller may call (see internal/mesh.Caller.Grants).
+	Grants        []string `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +349,13 @@ func (x *Caller) GetDepth() int32 {
 		return x.Depth
 	}
 	return 0
+}
+
+func (x *Caller) GetGrants() []string {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 // Step is one question of a call's plan.
@@ -886,12 +895,13 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"max_rounds\x18\t \x01(\x05R\tmaxRounds\x12<\n" +
 	"\fcall_timeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout:l\xe2\xf9\x18h\n" +
-	"\x13calls.elicited_call\x12\x05calls\x1a\x04call\"DA tool call waiting for the user's answers (multi-round elicitation)\"d\n" +
+	"\x13calls.elicited_call\x12\x05calls\x1a\x04call\"DA tool call waiting for the user's answers (multi-round elicitation)\"|\n" +
 	"\x06Caller\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x14\n" +
-	"\x05depth\x18\x04 \x01(\x05R\x05depth\"\xb6\x01\n" +
+	"\x05depth\x18\x04 \x01(\x05R\x05depth\x12\x16\n" +
+	"\x06grants\x18\x05 \x03(\tR\x06grants\"\xb6\x01\n" +
 	"\x04Step\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.toolmesh.calls.v1.StepKindR\x04kind\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12B\n" +

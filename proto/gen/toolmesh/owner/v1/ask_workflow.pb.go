@@ -33,6 +33,8 @@ const (
 	AskRejection_ASK_REJECTION_INVALID_ANSWER AskRejection = 1
 	// The ask is no longer waiting for an answer.
 	AskRejection_ASK_REJECTION_NOT_WAITING AskRejection = 2
+	// The extend update's expire time is not later than the ask's expiry.
+	AskRejection_ASK_REJECTION_INVALID_EXPIRY AskRejection = 3
 )
 
 // Enum value maps for AskRejection.
@@ -41,11 +43,13 @@ var (
 		0: "ASK_REJECTION_UNSPECIFIED",
 		1: "ASK_REJECTION_INVALID_ANSWER",
 		2: "ASK_REJECTION_NOT_WAITING",
+		3: "ASK_REJECTION_INVALID_EXPIRY",
 	}
 	AskRejection_value = map[string]int32{
 		"ASK_REJECTION_UNSPECIFIED":    0,
 		"ASK_REJECTION_INVALID_ANSWER": 1,
 		"ASK_REJECTION_NOT_WAITING":    2,
+		"ASK_REJECTION_INVALID_EXPIRY": 3,
 	}
 )
 
@@ -433,6 +437,91 @@ func (*StatusQuery) Descriptor() ([]byte, []int) {
 	return file_toolmesh_owner_v1_ask_workflow_proto_rawDescGZIP(), []int{4}
 }
 
+// ExtendUpdate moves the ask's expire time later. Its validator refuses an
+// expire time that is not later than the current one, and an ask that is no
+// longer waiting, without a trace in the history.
+type ExtendUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new expire time.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Why (recorded in the audit trail).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks: the subject of the asking agent's call (recorded as the
+	// actor).
+	RequestedBy string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// The extension's call id in the audit trail.
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The request that asked for it, as the audit record digests it.
+	Request       *ExtendAskRequest `protobuf:"bytes,5,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendUpdate) Reset() {
+	*x = ExtendUpdate{}
+	mi := &file_toolmesh_owner_v1_ask_workflow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendUpdate) ProtoMessage() {}
+
+func (x *ExtendUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_ask_workflow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendUpdate.ProtoReflect.Descriptor instead.
+func (*ExtendUpdate) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_ask_workflow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExtendUpdate) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *ExtendUpdate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ExtendUpdate) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *ExtendUpdate) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ExtendUpdate) GetRequest() *ExtendAskRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 var File_toolmesh_owner_v1_ask_workflow_proto protoreflect.FileDescriptor
 
 const file_toolmesh_owner_v1_ask_workflow_proto_rawDesc = "" +
@@ -469,11 +558,20 @@ const file_toolmesh_owner_v1_ask_workflow_proto_rawDesc = "" +
 	"answeredBy:\xd1\x01\xea\xf9\x18\xcc\x01\n" +
 	"\x06answer\x12\xbf\x01Answer the question, e.g. {\"answer\": \"yes\"}. When the ask lists options the answer must be exactly one of them; anything else is ignored (prefer the answer update, which says why it refuses).\x18\x02\"\x82\x01\n" +
 	"\vStatusQuery:s\xea\xf9\x18o\n" +
-	"\x06status\x12cThe ask's state: status (waiting, answered, expired or cancelled) and the answer once there is one.\x18\x03*n\n" +
+	"\x06status\x12cThe ask's state: status (waiting, answered, expired or cancelled) and the answer once there is one.\x18\x03\"\xc0\x03\n" +
+	"\fExtendUpdate\x12;\n" +
+	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12=\n" +
+	"\arequest\x18\x05 \x01(\v2#.toolmesh.owner.v1.ExtendAskRequestR\arequest:\xdf\x01\xea\xf9\x18\xda\x01\n" +
+	"\x06extend\x12\xcd\x01Move the ask's expire time later, e.g. {\"expire_time\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the ask is no longer waiting or the time is not later than its expiry. Returns the ask's state.\x18\x01*\x90\x01\n" +
 	"\fAskRejection\x12\x1d\n" +
 	"\x19ASK_REJECTION_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cASK_REJECTION_INVALID_ANSWER\x10\x01\x12\x1d\n" +
-	"\x19ASK_REJECTION_NOT_WAITING\x10\x02BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1;ownerv1b\x06proto3"
+	"\x19ASK_REJECTION_NOT_WAITING\x10\x02\x12 \n" +
+	"\x1cASK_REJECTION_INVALID_EXPIRY\x10\x03BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1;ownerv1b\x06proto3"
 
 var (
 	file_toolmesh_owner_v1_ask_workflow_proto_rawDescOnce sync.Once
@@ -488,7 +586,7 @@ func file_toolmesh_owner_v1_ask_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_owner_v1_ask_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_owner_v1_ask_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_owner_v1_ask_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolmesh_owner_v1_ask_workflow_proto_goTypes = []any{
 	(AskRejection)(0),             // 0: toolmesh.owner.v1.AskRejection
 	(*AskWorkflowInput)(nil),      // 1: toolmesh.owner.v1.AskWorkflowInput
@@ -496,18 +594,22 @@ var file_toolmesh_owner_v1_ask_workflow_proto_goTypes = []any{
 	(*AnswerUpdate)(nil),          // 3: toolmesh.owner.v1.AnswerUpdate
 	(*AnswerSignal)(nil),          // 4: toolmesh.owner.v1.AnswerSignal
 	(*StatusQuery)(nil),           // 5: toolmesh.owner.v1.StatusQuery
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(AskStatus)(0),                // 7: toolmesh.owner.v1.AskStatus
+	(*ExtendUpdate)(nil),          // 6: toolmesh.owner.v1.ExtendUpdate
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(AskStatus)(0),                // 8: toolmesh.owner.v1.AskStatus
+	(*ExtendAskRequest)(nil),      // 9: toolmesh.owner.v1.ExtendAskRequest
 }
 var file_toolmesh_owner_v1_ask_workflow_proto_depIdxs = []int32{
-	6, // 0: toolmesh.owner.v1.AskWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
-	7, // 1: toolmesh.owner.v1.AskOutcome.status:type_name -> toolmesh.owner.v1.AskStatus
-	6, // 2: toolmesh.owner.v1.AskOutcome.resolve_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 0: toolmesh.owner.v1.AskWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
+	8, // 1: toolmesh.owner.v1.AskOutcome.status:type_name -> toolmesh.owner.v1.AskStatus
+	7, // 2: toolmesh.owner.v1.AskOutcome.resolve_time:type_name -> google.protobuf.Timestamp
+	7, // 3: toolmesh.owner.v1.ExtendUpdate.expire_time:type_name -> google.protobuf.Timestamp
+	9, // 4: toolmesh.owner.v1.ExtendUpdate.request:type_name -> toolmesh.owner.v1.ExtendAskRequest
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_owner_v1_ask_workflow_proto_init() }
@@ -522,7 +624,7 @@ func file_toolmesh_owner_v1_ask_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_owner_v1_ask_workflow_proto_rawDesc), len(file_toolmesh_owner_v1_ask_workflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

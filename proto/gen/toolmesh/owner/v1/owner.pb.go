@@ -940,6 +940,114 @@ func (x *CancelAskResponse) GetAsk() *Ask {
 	return nil
 }
 
+type ExtendAskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the ask to extend.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// How much later the ask expires, in seconds (60 to 604800).
+	ExtendSeconds int32 `protobuf:"varint,2,opt,name=extend_seconds,json=extendSeconds,proto3" json:"extend_seconds,omitempty"`
+	// Why the ask needs more time (1 to 500 characters), for the audit trail.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendAskRequest) Reset() {
+	*x = ExtendAskRequest{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendAskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendAskRequest) ProtoMessage() {}
+
+func (x *ExtendAskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendAskRequest.ProtoReflect.Descriptor instead.
+func (*ExtendAskRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExtendAskRequest) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *ExtendAskRequest) GetExtendSeconds() int32 {
+	if x != nil {
+		return x.ExtendSeconds
+	}
+	return 0
+}
+
+func (x *ExtendAskRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ExtendAskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask with its new expire time.
+	Ask           *Ask `protobuf:"bytes,1,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendAskResponse) Reset() {
+	*x = ExtendAskResponse{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendAskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendAskResponse) ProtoMessage() {}
+
+func (x *ExtendAskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendAskResponse.ProtoReflect.Descriptor instead.
+func (*ExtendAskResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExtendAskResponse) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
 type RecordAskOutcomeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the ask that ended.
@@ -958,7 +1066,7 @@ type RecordAskOutcomeRequest struct {
 
 func (x *RecordAskOutcomeRequest) Reset() {
 	*x = RecordAskOutcomeRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1078,7 @@ func (x *RecordAskOutcomeRequest) String() string {
 func (*RecordAskOutcomeRequest) ProtoMessage() {}
 
 func (x *RecordAskOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1091,7 @@ func (x *RecordAskOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAskOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*RecordAskOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordAskOutcomeRequest) GetAskId() string {
@@ -1031,7 +1139,7 @@ type RecordAskOutcomeResponse struct {
 
 func (x *RecordAskOutcomeResponse) Reset() {
 	*x = RecordAskOutcomeResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1151,7 @@ func (x *RecordAskOutcomeResponse) String() string {
 func (*RecordAskOutcomeResponse) ProtoMessage() {}
 
 func (x *RecordAskOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1164,7 @@ func (x *RecordAskOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAskOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*RecordAskOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordAskOutcomeResponse) GetAsk() *Ask {
@@ -1080,7 +1188,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1200,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1213,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotifyRequest) GetTitle() string {
@@ -1146,7 +1254,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1266,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1279,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delivery) GetChannelId() string {
@@ -1214,7 +1322,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1334,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1347,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NotifyResponse) GetNotificationId() string {
@@ -1282,7 +1390,7 @@ type WebhookPayload struct {
 
 func (x *WebhookPayload) Reset() {
 	*x = WebhookPayload{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1402,7 @@ func (x *WebhookPayload) String() string {
 func (*WebhookPayload) ProtoMessage() {}
 
 func (x *WebhookPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1415,7 @@ func (x *WebhookPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookPayload.ProtoReflect.Descriptor instead.
 func (*WebhookPayload) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WebhookPayload) GetNotificationId() string {
@@ -1387,7 +1495,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1507,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1520,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Channel) GetChannelId() string {
@@ -1501,7 +1609,7 @@ type CreateChannelRequest struct {
 
 func (x *CreateChannelRequest) Reset() {
 	*x = CreateChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1621,7 @@ func (x *CreateChannelRequest) String() string {
 func (*CreateChannelRequest) ProtoMessage() {}
 
 func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1634,7 @@ func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
 func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateChannelRequest) GetName() string {
@@ -1581,7 +1689,7 @@ type CreateChannelResponse struct {
 
 func (x *CreateChannelResponse) Reset() {
 	*x = CreateChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1701,7 @@ func (x *CreateChannelResponse) String() string {
 func (*CreateChannelResponse) ProtoMessage() {}
 
 func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1714,7 @@ func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
 func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateChannelResponse) GetChannel() *Channel {
@@ -1626,7 +1734,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1746,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1759,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetChannelRequest) GetChannelId() string {
@@ -1671,7 +1779,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1791,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1804,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -1718,7 +1826,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1838,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1851,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListChannelsRequest) GetOffset() int32 {
@@ -1772,7 +1880,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1892,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1905,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -1833,7 +1941,7 @@ type UpdateChannelRequest struct {
 
 func (x *UpdateChannelRequest) Reset() {
 	*x = UpdateChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1953,7 @@ func (x *UpdateChannelRequest) String() string {
 func (*UpdateChannelRequest) ProtoMessage() {}
 
 func (x *UpdateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1966,7 @@ func (x *UpdateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateChannelRequest) GetChannelId() string {
@@ -1906,7 +2014,7 @@ type UpdateChannelResponse struct {
 
 func (x *UpdateChannelResponse) Reset() {
 	*x = UpdateChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2026,7 @@ func (x *UpdateChannelResponse) String() string {
 func (*UpdateChannelResponse) ProtoMessage() {}
 
 func (x *UpdateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2039,7 @@ func (x *UpdateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateChannelResponse) GetChannel() *Channel {
@@ -1951,7 +2059,7 @@ type DeleteChannelRequest struct {
 
 func (x *DeleteChannelRequest) Reset() {
 	*x = DeleteChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2071,7 @@ func (x *DeleteChannelRequest) String() string {
 func (*DeleteChannelRequest) ProtoMessage() {}
 
 func (x *DeleteChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2084,7 @@ func (x *DeleteChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChannelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteChannelRequest) GetChannelId() string {
@@ -1996,7 +2104,7 @@ type DeleteChannelResponse struct {
 
 func (x *DeleteChannelResponse) Reset() {
 	*x = DeleteChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2116,7 @@ func (x *DeleteChannelResponse) String() string {
 func (*DeleteChannelResponse) ProtoMessage() {}
 
 func (x *DeleteChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2129,7 @@ func (x *DeleteChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChannelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteChannelResponse) GetChannel() *Channel {
@@ -2086,6 +2194,12 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x10CancelAskRequest\x123\n" +
 	"\x06ask_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ask_[0-9a-z]{26}$R\x05askId\"=\n" +
 	"\x11CancelAskResponse\x12(\n" +
+	"\x03ask\x18\x01 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask\"\xa6\x01\n" +
+	"\x10ExtendAskRequest\x123\n" +
+	"\x06ask_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ask_[0-9a-z]{26}$R\x05askId\x122\n" +
+	"\x0eextend_seconds\x18\x02 \x01(\x05B\v\xbaH\b\x1a\x06\x18\x80\xf5$(<R\rextendSeconds\x12)\n" +
+	"\x06reason\x18\x03 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\x10\x01\x18\xf4\x032\x02\\SR\x06reason\"=\n" +
+	"\x11ExtendAskResponse\x12(\n" +
 	"\x03ask\x18\x01 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask\"\xa9\x02\n" +
 	"\x17RecordAskOutcomeRequest\x123\n" +
 	"\x06ask_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^ask_[0-9a-z]{26}$R\x05askId\x12E\n" +
@@ -2204,7 +2318,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\vChannelKind\x12\x1c\n" +
 	"\x18CHANNEL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CHANNEL_KIND_LOG\x10\x01\x12\x18\n" +
-	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xc0\x18\n" +
+	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xc1\x19\n" +
 	"\fOwnerService\x12\xcb\x03\n" +
 	"\x03Ask\x12\x1d.toolmesh.owner.v1.AskRequest\x1a\x1e.toolmesh.owner.v1.AskResponse\"\x84\x03\xc2\xf3\x18\xff\x02\n" +
 	"\towner_ask\x12\rAsk the owner\x18\x02(\x01J\xde\x02\n" +
@@ -2227,7 +2341,9 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x06Answer\x12 .toolmesh.owner.v1.AnswerRequest\x1a!.toolmesh.owner.v1.AnswerResponse\"%\xc2\xf3\x18!\n" +
 	"\fowner_answer\x12\rAnswer an ask\x18\x02 \x01\x12\x7f\n" +
 	"\tCancelAsk\x12#.toolmesh.owner.v1.CancelAskRequest\x1a$.toolmesh.owner.v1.CancelAskResponse\"'\xc2\xf3\x18#\n" +
-	"\x10owner_cancel_ask\x12\rCancel an ask\x18\x02\x12m\n" +
+	"\x10owner_cancel_ask\x12\rCancel an ask\x18\x02\x12\x7f\n" +
+	"\tExtendAsk\x12#.toolmesh.owner.v1.ExtendAskRequest\x1a$.toolmesh.owner.v1.ExtendAskResponse\"'\xc2\xf3\x18#\n" +
+	"\x10owner_extend_ask\x12\rExtend an ask\x18\x02\x12m\n" +
 	"\x10RecordAskOutcome\x12*.toolmesh.owner.v1.RecordAskOutcomeRequest\x1a+.toolmesh.owner.v1.RecordAskOutcomeResponse\"\x00\x12u\n" +
 	"\x06Notify\x12 .toolmesh.owner.v1.NotifyRequest\x1a!.toolmesh.owner.v1.NotifyResponse\"&\xc2\xf3\x18\"\n" +
 	"\fowner_notify\x12\x10Notify the owner\x18\x02\x12\x9f\x01\n" +
@@ -2256,7 +2372,7 @@ func file_toolmesh_owner_v1_owner_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_owner_v1_owner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_owner_v1_owner_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolmesh_owner_v1_owner_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolmesh_owner_v1_owner_proto_goTypes = []any{
 	(AskStatus)(0),                   // 0: toolmesh.owner.v1.AskStatus
 	(NotificationLevel)(0),           // 1: toolmesh.owner.v1.NotificationLevel
@@ -2273,88 +2389,93 @@ var file_toolmesh_owner_v1_owner_proto_goTypes = []any{
 	(*AnswerResponse)(nil),           // 12: toolmesh.owner.v1.AnswerResponse
 	(*CancelAskRequest)(nil),         // 13: toolmesh.owner.v1.CancelAskRequest
 	(*CancelAskResponse)(nil),        // 14: toolmesh.owner.v1.CancelAskResponse
-	(*RecordAskOutcomeRequest)(nil),  // 15: toolmesh.owner.v1.RecordAskOutcomeRequest
-	(*RecordAskOutcomeResponse)(nil), // 16: toolmesh.owner.v1.RecordAskOutcomeResponse
-	(*NotifyRequest)(nil),            // 17: toolmesh.owner.v1.NotifyRequest
-	(*Delivery)(nil),                 // 18: toolmesh.owner.v1.Delivery
-	(*NotifyResponse)(nil),           // 19: toolmesh.owner.v1.NotifyResponse
-	(*WebhookPayload)(nil),           // 20: toolmesh.owner.v1.WebhookPayload
-	(*Channel)(nil),                  // 21: toolmesh.owner.v1.Channel
-	(*CreateChannelRequest)(nil),     // 22: toolmesh.owner.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),    // 23: toolmesh.owner.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),        // 24: toolmesh.owner.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),       // 25: toolmesh.owner.v1.GetChannelResponse
-	(*ListChannelsRequest)(nil),      // 26: toolmesh.owner.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),     // 27: toolmesh.owner.v1.ListChannelsResponse
-	(*UpdateChannelRequest)(nil),     // 28: toolmesh.owner.v1.UpdateChannelRequest
-	(*UpdateChannelResponse)(nil),    // 29: toolmesh.owner.v1.UpdateChannelResponse
-	(*DeleteChannelRequest)(nil),     // 30: toolmesh.owner.v1.DeleteChannelRequest
-	(*DeleteChannelResponse)(nil),    // 31: toolmesh.owner.v1.DeleteChannelResponse
-	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
-	(*v1.Page)(nil),                  // 33: toolmesh.page.v1.Page
+	(*ExtendAskRequest)(nil),         // 15: toolmesh.owner.v1.ExtendAskRequest
+	(*ExtendAskResponse)(nil),        // 16: toolmesh.owner.v1.ExtendAskResponse
+	(*RecordAskOutcomeRequest)(nil),  // 17: toolmesh.owner.v1.RecordAskOutcomeRequest
+	(*RecordAskOutcomeResponse)(nil), // 18: toolmesh.owner.v1.RecordAskOutcomeResponse
+	(*NotifyRequest)(nil),            // 19: toolmesh.owner.v1.NotifyRequest
+	(*Delivery)(nil),                 // 20: toolmesh.owner.v1.Delivery
+	(*NotifyResponse)(nil),           // 21: toolmesh.owner.v1.NotifyResponse
+	(*WebhookPayload)(nil),           // 22: toolmesh.owner.v1.WebhookPayload
+	(*Channel)(nil),                  // 23: toolmesh.owner.v1.Channel
+	(*CreateChannelRequest)(nil),     // 24: toolmesh.owner.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),    // 25: toolmesh.owner.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),        // 26: toolmesh.owner.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),       // 27: toolmesh.owner.v1.GetChannelResponse
+	(*ListChannelsRequest)(nil),      // 28: toolmesh.owner.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),     // 29: toolmesh.owner.v1.ListChannelsResponse
+	(*UpdateChannelRequest)(nil),     // 30: toolmesh.owner.v1.UpdateChannelRequest
+	(*UpdateChannelResponse)(nil),    // 31: toolmesh.owner.v1.UpdateChannelResponse
+	(*DeleteChannelRequest)(nil),     // 32: toolmesh.owner.v1.DeleteChannelRequest
+	(*DeleteChannelResponse)(nil),    // 33: toolmesh.owner.v1.DeleteChannelResponse
+	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
+	(*v1.Page)(nil),                  // 35: toolmesh.page.v1.Page
 }
 var file_toolmesh_owner_v1_owner_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.owner.v1.Ask.status:type_name -> toolmesh.owner.v1.AskStatus
-	32, // 1: toolmesh.owner.v1.Ask.create_time:type_name -> google.protobuf.Timestamp
-	32, // 2: toolmesh.owner.v1.Ask.expire_time:type_name -> google.protobuf.Timestamp
-	32, // 3: toolmesh.owner.v1.Ask.resolve_time:type_name -> google.protobuf.Timestamp
+	34, // 1: toolmesh.owner.v1.Ask.create_time:type_name -> google.protobuf.Timestamp
+	34, // 2: toolmesh.owner.v1.Ask.expire_time:type_name -> google.protobuf.Timestamp
+	34, // 3: toolmesh.owner.v1.Ask.resolve_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: toolmesh.owner.v1.AskResponse.ask:type_name -> toolmesh.owner.v1.Ask
 	4,  // 5: toolmesh.owner.v1.GetAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
 	0,  // 6: toolmesh.owner.v1.ListAsksRequest.status:type_name -> toolmesh.owner.v1.AskStatus
 	4,  // 7: toolmesh.owner.v1.ListAsksResponse.asks:type_name -> toolmesh.owner.v1.Ask
-	33, // 8: toolmesh.owner.v1.ListAsksResponse.page:type_name -> toolmesh.page.v1.Page
+	35, // 8: toolmesh.owner.v1.ListAsksResponse.page:type_name -> toolmesh.page.v1.Page
 	4,  // 9: toolmesh.owner.v1.AnswerResponse.ask:type_name -> toolmesh.owner.v1.Ask
 	4,  // 10: toolmesh.owner.v1.CancelAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	0,  // 11: toolmesh.owner.v1.RecordAskOutcomeRequest.status:type_name -> toolmesh.owner.v1.AskStatus
-	32, // 12: toolmesh.owner.v1.RecordAskOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
-	4,  // 13: toolmesh.owner.v1.RecordAskOutcomeResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	1,  // 14: toolmesh.owner.v1.NotifyRequest.level:type_name -> toolmesh.owner.v1.NotificationLevel
-	2,  // 15: toolmesh.owner.v1.Delivery.status:type_name -> toolmesh.owner.v1.DeliveryStatus
-	18, // 16: toolmesh.owner.v1.NotifyResponse.deliveries:type_name -> toolmesh.owner.v1.Delivery
-	1,  // 17: toolmesh.owner.v1.WebhookPayload.level:type_name -> toolmesh.owner.v1.NotificationLevel
-	32, // 18: toolmesh.owner.v1.WebhookPayload.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 19: toolmesh.owner.v1.Channel.kind:type_name -> toolmesh.owner.v1.ChannelKind
-	1,  // 20: toolmesh.owner.v1.Channel.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	32, // 21: toolmesh.owner.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
-	32, // 22: toolmesh.owner.v1.Channel.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 23: toolmesh.owner.v1.CreateChannelRequest.kind:type_name -> toolmesh.owner.v1.ChannelKind
-	1,  // 24: toolmesh.owner.v1.CreateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	21, // 25: toolmesh.owner.v1.CreateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	21, // 26: toolmesh.owner.v1.GetChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	21, // 27: toolmesh.owner.v1.ListChannelsResponse.channels:type_name -> toolmesh.owner.v1.Channel
-	33, // 28: toolmesh.owner.v1.ListChannelsResponse.page:type_name -> toolmesh.page.v1.Page
-	1,  // 29: toolmesh.owner.v1.UpdateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	21, // 30: toolmesh.owner.v1.UpdateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	21, // 31: toolmesh.owner.v1.DeleteChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	5,  // 32: toolmesh.owner.v1.OwnerService.Ask:input_type -> toolmesh.owner.v1.AskRequest
-	7,  // 33: toolmesh.owner.v1.OwnerService.GetAsk:input_type -> toolmesh.owner.v1.GetAskRequest
-	9,  // 34: toolmesh.owner.v1.OwnerService.ListAsks:input_type -> toolmesh.owner.v1.ListAsksRequest
-	11, // 35: toolmesh.owner.v1.OwnerService.Answer:input_type -> toolmesh.owner.v1.AnswerRequest
-	13, // 36: toolmesh.owner.v1.OwnerService.CancelAsk:input_type -> toolmesh.owner.v1.CancelAskRequest
-	15, // 37: toolmesh.owner.v1.OwnerService.RecordAskOutcome:input_type -> toolmesh.owner.v1.RecordAskOutcomeRequest
-	17, // 38: toolmesh.owner.v1.OwnerService.Notify:input_type -> toolmesh.owner.v1.NotifyRequest
-	22, // 39: toolmesh.owner.v1.OwnerService.CreateChannel:input_type -> toolmesh.owner.v1.CreateChannelRequest
-	24, // 40: toolmesh.owner.v1.OwnerService.GetChannel:input_type -> toolmesh.owner.v1.GetChannelRequest
-	26, // 41: toolmesh.owner.v1.OwnerService.ListChannels:input_type -> toolmesh.owner.v1.ListChannelsRequest
-	28, // 42: toolmesh.owner.v1.OwnerService.UpdateChannel:input_type -> toolmesh.owner.v1.UpdateChannelRequest
-	30, // 43: toolmesh.owner.v1.OwnerService.DeleteChannel:input_type -> toolmesh.owner.v1.DeleteChannelRequest
-	6,  // 44: toolmesh.owner.v1.OwnerService.Ask:output_type -> toolmesh.owner.v1.AskResponse
-	8,  // 45: toolmesh.owner.v1.OwnerService.GetAsk:output_type -> toolmesh.owner.v1.GetAskResponse
-	10, // 46: toolmesh.owner.v1.OwnerService.ListAsks:output_type -> toolmesh.owner.v1.ListAsksResponse
-	12, // 47: toolmesh.owner.v1.OwnerService.Answer:output_type -> toolmesh.owner.v1.AnswerResponse
-	14, // 48: toolmesh.owner.v1.OwnerService.CancelAsk:output_type -> toolmesh.owner.v1.CancelAskResponse
-	16, // 49: toolmesh.owner.v1.OwnerService.RecordAskOutcome:output_type -> toolmesh.owner.v1.RecordAskOutcomeResponse
-	19, // 50: toolmesh.owner.v1.OwnerService.Notify:output_type -> toolmesh.owner.v1.NotifyResponse
-	23, // 51: toolmesh.owner.v1.OwnerService.CreateChannel:output_type -> toolmesh.owner.v1.CreateChannelResponse
-	25, // 52: toolmesh.owner.v1.OwnerService.GetChannel:output_type -> toolmesh.owner.v1.GetChannelResponse
-	27, // 53: toolmesh.owner.v1.OwnerService.ListChannels:output_type -> toolmesh.owner.v1.ListChannelsResponse
-	29, // 54: toolmesh.owner.v1.OwnerService.UpdateChannel:output_type -> toolmesh.owner.v1.UpdateChannelResponse
-	31, // 55: toolmesh.owner.v1.OwnerService.DeleteChannel:output_type -> toolmesh.owner.v1.DeleteChannelResponse
-	44, // [44:56] is the sub-list for method output_type
-	32, // [32:44] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	4,  // 11: toolmesh.owner.v1.ExtendAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	0,  // 12: toolmesh.owner.v1.RecordAskOutcomeRequest.status:type_name -> toolmesh.owner.v1.AskStatus
+	34, // 13: toolmesh.owner.v1.RecordAskOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	4,  // 14: toolmesh.owner.v1.RecordAskOutcomeResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	1,  // 15: toolmesh.owner.v1.NotifyRequest.level:type_name -> toolmesh.owner.v1.NotificationLevel
+	2,  // 16: toolmesh.owner.v1.Delivery.status:type_name -> toolmesh.owner.v1.DeliveryStatus
+	20, // 17: toolmesh.owner.v1.NotifyResponse.deliveries:type_name -> toolmesh.owner.v1.Delivery
+	1,  // 18: toolmesh.owner.v1.WebhookPayload.level:type_name -> toolmesh.owner.v1.NotificationLevel
+	34, // 19: toolmesh.owner.v1.WebhookPayload.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 20: toolmesh.owner.v1.Channel.kind:type_name -> toolmesh.owner.v1.ChannelKind
+	1,  // 21: toolmesh.owner.v1.Channel.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	34, // 22: toolmesh.owner.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
+	34, // 23: toolmesh.owner.v1.Channel.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 24: toolmesh.owner.v1.CreateChannelRequest.kind:type_name -> toolmesh.owner.v1.ChannelKind
+	1,  // 25: toolmesh.owner.v1.CreateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	23, // 26: toolmesh.owner.v1.CreateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	23, // 27: toolmesh.owner.v1.GetChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	23, // 28: toolmesh.owner.v1.ListChannelsResponse.channels:type_name -> toolmesh.owner.v1.Channel
+	35, // 29: toolmesh.owner.v1.ListChannelsResponse.page:type_name -> toolmesh.page.v1.Page
+	1,  // 30: toolmesh.owner.v1.UpdateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	23, // 31: toolmesh.owner.v1.UpdateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	23, // 32: toolmesh.owner.v1.DeleteChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	5,  // 33: toolmesh.owner.v1.OwnerService.Ask:input_type -> toolmesh.owner.v1.AskRequest
+	7,  // 34: toolmesh.owner.v1.OwnerService.GetAsk:input_type -> toolmesh.owner.v1.GetAskRequest
+	9,  // 35: toolmesh.owner.v1.OwnerService.ListAsks:input_type -> toolmesh.owner.v1.ListAsksRequest
+	11, // 36: toolmesh.owner.v1.OwnerService.Answer:input_type -> toolmesh.owner.v1.AnswerRequest
+	13, // 37: toolmesh.owner.v1.OwnerService.CancelAsk:input_type -> toolmesh.owner.v1.CancelAskRequest
+	15, // 38: toolmesh.owner.v1.OwnerService.ExtendAsk:input_type -> toolmesh.owner.v1.ExtendAskRequest
+	17, // 39: toolmesh.owner.v1.OwnerService.RecordAskOutcome:input_type -> toolmesh.owner.v1.RecordAskOutcomeRequest
+	19, // 40: toolmesh.owner.v1.OwnerService.Notify:input_type -> toolmesh.owner.v1.NotifyRequest
+	24, // 41: toolmesh.owner.v1.OwnerService.CreateChannel:input_type -> toolmesh.owner.v1.CreateChannelRequest
+	26, // 42: toolmesh.owner.v1.OwnerService.GetChannel:input_type -> toolmesh.owner.v1.GetChannelRequest
+	28, // 43: toolmesh.owner.v1.OwnerService.ListChannels:input_type -> toolmesh.owner.v1.ListChannelsRequest
+	30, // 44: toolmesh.owner.v1.OwnerService.UpdateChannel:input_type -> toolmesh.owner.v1.UpdateChannelRequest
+	32, // 45: toolmesh.owner.v1.OwnerService.DeleteChannel:input_type -> toolmesh.owner.v1.DeleteChannelRequest
+	6,  // 46: toolmesh.owner.v1.OwnerService.Ask:output_type -> toolmesh.owner.v1.AskResponse
+	8,  // 47: toolmesh.owner.v1.OwnerService.GetAsk:output_type -> toolmesh.owner.v1.GetAskResponse
+	10, // 48: toolmesh.owner.v1.OwnerService.ListAsks:output_type -> toolmesh.owner.v1.ListAsksResponse
+	12, // 49: toolmesh.owner.v1.OwnerService.Answer:output_type -> toolmesh.owner.v1.AnswerResponse
+	14, // 50: toolmesh.owner.v1.OwnerService.CancelAsk:output_type -> toolmesh.owner.v1.CancelAskResponse
+	16, // 51: toolmesh.owner.v1.OwnerService.ExtendAsk:output_type -> toolmesh.owner.v1.ExtendAskResponse
+	18, // 52: toolmesh.owner.v1.OwnerService.RecordAskOutcome:output_type -> toolmesh.owner.v1.RecordAskOutcomeResponse
+	21, // 53: toolmesh.owner.v1.OwnerService.Notify:output_type -> toolmesh.owner.v1.NotifyResponse
+	25, // 54: toolmesh.owner.v1.OwnerService.CreateChannel:output_type -> toolmesh.owner.v1.CreateChannelResponse
+	27, // 55: toolmesh.owner.v1.OwnerService.GetChannel:output_type -> toolmesh.owner.v1.GetChannelResponse
+	29, // 56: toolmesh.owner.v1.OwnerService.ListChannels:output_type -> toolmesh.owner.v1.ListChannelsResponse
+	31, // 57: toolmesh.owner.v1.OwnerService.UpdateChannel:output_type -> toolmesh.owner.v1.UpdateChannelResponse
+	33, // 58: toolmesh.owner.v1.OwnerService.DeleteChannel:output_type -> toolmesh.owner.v1.DeleteChannelResponse
+	46, // [46:59] is the sub-list for method output_type
+	33, // [33:46] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_owner_v1_owner_proto_init() }
@@ -2363,14 +2484,14 @@ func file_toolmesh_owner_v1_owner_proto_init() {
 		return
 	}
 	file_toolmesh_owner_v1_owner_proto_msgTypes[1].OneofWrappers = []any{}
-	file_toolmesh_owner_v1_owner_proto_msgTypes[24].OneofWrappers = []any{}
+	file_toolmesh_owner_v1_owner_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_owner_v1_owner_proto_rawDesc), len(file_toolmesh_owner_v1_owner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

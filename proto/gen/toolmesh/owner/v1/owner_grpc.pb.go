@@ -29,6 +29,7 @@ const (
 	OwnerService_ListAsks_FullMethodName         = "/toolmesh.owner.v1.OwnerService/ListAsks"
 	OwnerService_Answer_FullMethodName           = "/toolmesh.owner.v1.OwnerService/Answer"
 	OwnerService_CancelAsk_FullMethodName        = "/toolmesh.owner.v1.OwnerService/CancelAsk"
+	OwnerService_ExtendAsk_FullMethodName        = "/toolmesh.owner.v1.OwnerService/ExtendAsk"
 	OwnerService_RecordAskOutcome_FullMethodName = "/toolmesh.owner.v1.OwnerService/RecordAskOutcome"
 	OwnerService_Notify_FullMethodName           = "/toolmesh.owner.v1.OwnerService/Notify"
 	OwnerService_CreateChannel_FullMethodName    = "/toolmesh.owner.v1.OwnerService/CreateChannel"
@@ -78,6 +79,11 @@ type OwnerServiceClient interface {
 	// the owner answered first. Cancelling an ask that is no longer pending
 	// changes nothing and returns it as it is.
 	CancelAsk(ctx context.Context, in *CancelAskRequest, opts ...grpc.CallOption) (*CancelAskResponse, error)
+	// Give one of your pending asks more time: its expiry moves
+	// extend_seconds later, up to 7 days after it was asked. Give the reason;
+	// it is recorded in the audit trail. Only the agent that asked may extend
+	// an ask; an ask that is no longer pending fails with conflict.
+	ExtendAsk(ctx context.Context, in *ExtendAskRequest, opts ...grpc.CallOption) (*ExtendAskResponse, error)
 	// Record how an ask ended. The ask workflow calls it (mesh service role);
 	// it is not an MCP tool. The first outcome recorded wins: recording again
 	// returns the ask as it is.
@@ -161,6 +167,16 @@ func (c *ownerServiceClient) CancelAsk(ctx context.Context, in *CancelAskRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelAskResponse)
 	err := c.cc.Invoke(ctx, OwnerService_CancelAsk_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ownerServiceClient) ExtendAsk(ctx context.Context, in *ExtendAskRequest, opts ...grpc.CallOption) (*ExtendAskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExtendAskResponse)
+	err := c.cc.Invoke(ctx, OwnerService_ExtendAsk_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +293,11 @@ type OwnerServiceServer interface {
 	// the owner answered first. Cancelling an ask that is no longer pending
 	// changes nothing and returns it as it is.
 	CancelAsk(context.Context, *CancelAskRequest) (*CancelAskResponse, error)
+	// Give one of your pending asks more time: its expiry moves
+	// extend_seconds later, up to 7 days after it was asked. Give the reason;
+	// it is recorded in the audit trail. Only the agent that asked may extend
+	// an ask; an ask that is no longer pending fails with conflict.
+	ExtendAsk(context.Context, *ExtendAskRequest) (*ExtendAskResponse, error)
 	// Record how an ask ended. The ask workflow calls it (mesh service role);
 	// it is not an MCP tool. The first outcome recorded wins: recording again
 	// returns the ask as it is.
@@ -330,6 +351,9 @@ func (UnimplementedOwnerServiceServer) Answer(context.Context, *AnswerRequest) (
 }
 func (UnimplementedOwnerServiceServer) CancelAsk(context.Context, *CancelAskRequest) (*CancelAskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelAsk not implemented")
+}
+func (UnimplementedOwnerServiceServer) ExtendAsk(context.Context, *ExtendAskRequest) (*ExtendAskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExtendAsk not implemented")
 }
 func (UnimplementedOwnerServiceServer) RecordAskOutcome(context.Context, *RecordAskOutcomeRequest) (*RecordAskOutcomeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordAskOutcome not implemented")
@@ -459,6 +483,24 @@ func _OwnerService_CancelAsk_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(OwnerServiceServer).CancelAsk(ctx, req.(*CancelAskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OwnerService_ExtendAsk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendAskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OwnerServiceServer).ExtendAsk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OwnerService_ExtendAsk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OwnerServiceServer).ExtendAsk(ctx, req.(*ExtendAskRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -615,6 +657,10 @@ var OwnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelAsk",
 			Handler:    _OwnerService_CancelAsk_Handler,
+		},
+		{
+			MethodName: "ExtendAsk",
+			Handler:    _OwnerService_ExtendAsk_Handler,
 		},
 		{
 			MethodName: "RecordAskOutcome",

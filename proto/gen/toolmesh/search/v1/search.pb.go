@@ -230,6 +230,328 @@ func (x *WebResponse) GetProvider() string {
 	return ""
 }
 
+type DeepResearchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The question to research, e.g. "which Go MCP SDK supports tasks?" (1 to
+	// 400 characters).
+	Question string `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
+	// The searches to run (up to 10, distinct, each 1 to 400 characters);
+	// derived from the question when omitted.
+	Queries []string `protobuf:"bytes,2,rep,name=queries,proto3" json:"queries,omitempty"`
+	// At most this many searches (1 to 10); 5 when omitted or 0. Given
+	// queries beyond it are not run.
+	MaxQueries int32 `protobuf:"varint,3,opt,name=max_queries,json=maxQueries,proto3" json:"max_queries,omitempty"`
+	// Results asked of each search (1 to 20); 10 when omitted or 0.
+	CountPerQuery int32 `protobuf:"varint,4,opt,name=count_per_query,json=countPerQuery,proto3" json:"count_per_query,omitempty"`
+	// Prefer results in this language, as an ISO 639-1 code, e.g. "en"; any
+	// language when omitted.
+	Language      string `protobuf:"bytes,5,opt,name=language,proto3" json:"language,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeepResearchRequest) Reset() {
+	*x = DeepResearchRequest{}
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeepResearchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeepResearchRequest) ProtoMessage() {}
+
+func (x *DeepResearchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeepResearchRequest.ProtoReflect.Descriptor instead.
+func (*DeepResearchRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_search_v1_search_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeepResearchRequest) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *DeepResearchRequest) GetQueries() []string {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+func (x *DeepResearchRequest) GetMaxQueries() int32 {
+	if x != nil {
+		return x.MaxQueries
+	}
+	return 0
+}
+
+func (x *DeepResearchRequest) GetCountPerQuery() int32 {
+	if x != nil {
+		return x.CountPerQuery
+	}
+	return 0
+}
+
+func (x *DeepResearchRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+// ResearchResult is one page the searches found.
+type ResearchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position in the merged results, 1 for the best.
+	Rank int32 `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	// The page's title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// The page's address, as the first search that found it gave it.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// A short excerpt of the page, as plain text.
+	Snippet string `protobuf:"bytes,4,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Who published it: the site's name, else its host name.
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The queries that found it, in the order they were run.
+	Queries []string `protobuf:"bytes,6,rep,name=queries,proto3" json:"queries,omitempty"`
+	// Its best rank in any one search (1 for a top result).
+	BestRank      int32 `protobuf:"varint,7,opt,name=best_rank,json=bestRank,proto3" json:"best_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResearchResult) Reset() {
+	*x = ResearchResult{}
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResearchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResearchResult) ProtoMessage() {}
+
+func (x *ResearchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResearchResult.ProtoReflect.Descriptor instead.
+func (*ResearchResult) Descriptor() ([]byte, []int) {
+	return file_toolmesh_search_v1_search_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResearchResult) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *ResearchResult) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ResearchResult) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ResearchResult) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *ResearchResult) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ResearchResult) GetQueries() []string {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+func (x *ResearchResult) GetBestRank() int32 {
+	if x != nil {
+		return x.BestRank
+	}
+	return 0
+}
+
+// QueryOutcome is what one search of the research did.
+type QueryOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The query.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// How many results it found.
+	ResultCount int32 `protobuf:"varint,2,opt,name=result_count,json=resultCount,proto3" json:"result_count,omitempty"`
+	// Why it failed, as a domain code (rate_limited, unavailable,
+	// deadline_exceeded, ...); empty when it succeeded.
+	DomainCode string `protobuf:"bytes,3,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
+	// What went wrong, when it failed.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryOutcome) Reset() {
+	*x = QueryOutcome{}
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryOutcome) ProtoMessage() {}
+
+func (x *QueryOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryOutcome.ProtoReflect.Descriptor instead.
+func (*QueryOutcome) Descriptor() ([]byte, []int) {
+	return file_toolmesh_search_v1_search_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueryOutcome) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *QueryOutcome) GetResultCount() int32 {
+	if x != nil {
+		return x.ResultCount
+	}
+	return 0
+}
+
+func (x *QueryOutcome) GetDomainCode() string {
+	if x != nil {
+		return x.DomainCode
+	}
+	return ""
+}
+
+func (x *QueryOutcome) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type DeepResearchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The merged results, best first.
+	Results []*ResearchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// Every query that was run, in order, with how it went.
+	Queries []*QueryOutcome `protobuf:"bytes,2,rep,name=queries,proto3" json:"queries,omitempty"`
+	// The provider that answered, e.g. "brave" or "searxng".
+	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeepResearchResponse) Reset() {
+	*x = DeepResearchResponse{}
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeepResearchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeepResearchResponse) ProtoMessage() {}
+
+func (x *DeepResearchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_search_v1_search_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeepResearchResponse.ProtoReflect.Descriptor instead.
+func (*DeepResearchResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_search_v1_search_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeepResearchResponse) GetResults() []*ResearchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *DeepResearchResponse) GetQueries() []*QueryOutcome {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+func (x *DeepResearchResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
 var File_toolmesh_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_toolmesh_search_v1_search_proto_rawDesc = "" +
@@ -248,11 +570,40 @@ const file_toolmesh_search_v1_search_proto_rawDesc = "" +
 	"\x06source\x18\x05 \x01(\tR\x06source\"b\n" +
 	"\vWebResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.toolmesh.search.v1.WebResultR\aresults\x12\x1a\n" +
-	"\bprovider\x18\x02 \x01(\tR\bprovider2~\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\"\x88\x02\n" +
+	"\x13DeepResearchRequest\x12-\n" +
+	"\bquestion\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\x10\x01\x18\x90\x032\x02\\SR\bquestion\x121\n" +
+	"\aqueries\x18\x02 \x03(\tB\x17\xbaH\x14\x92\x01\x11\x10\n" +
+	"\x18\x01\"\vr\t\x10\x01\x18\x90\x032\x02\\SR\aqueries\x12*\n" +
+	"\vmax_queries\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\n" +
+	"(\x00R\n" +
+	"maxQueries\x121\n" +
+	"\x0fcount_per_query\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x14(\x00R\rcountPerQuery\x120\n" +
+	"\blanguage\x18\x05 \x01(\tB\x14\xbaH\x11r\x0f2\r^([a-z]{2})?$R\blanguage\"\xb5\x01\n" +
+	"\x0eResearchResult\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x18\n" +
+	"\asnippet\x18\x04 \x01(\tR\asnippet\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x18\n" +
+	"\aqueries\x18\x06 \x03(\tR\aqueries\x12\x1b\n" +
+	"\tbest_rank\x18\a \x01(\x05R\bbestRank\"\x82\x01\n" +
+	"\fQueryOutcome\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12!\n" +
+	"\fresult_count\x18\x02 \x01(\x05R\vresultCount\x12\x1f\n" +
+	"\vdomain_code\x18\x03 \x01(\tR\n" +
+	"domainCode\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xac\x01\n" +
+	"\x14DeepResearchResponse\x12<\n" +
+	"\aresults\x18\x01 \x03(\v2\".toolmesh.search.v1.ResearchResultR\aresults\x12:\n" +
+	"\aqueries\x18\x02 \x03(\v2 .toolmesh.search.v1.QueryOutcomeR\aqueries\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider2\xa3\x02\n" +
 	"\rSearchService\x12m\n" +
 	"\x03Web\x12\x1e.toolmesh.search.v1.WebRequest\x1a\x1f.toolmesh.search.v1.WebResponse\"%\xc2\xf3\x18\x1e\n" +
 	"\n" +
-	"search_web\x12\x0eSearch the web\x18\x01\x90\x02\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1;searchv1b\x06proto3"
+	"search_web\x12\x0eSearch the web\x18\x01\x90\x02\x01\x12\xa2\x01\n" +
+	"\fDeepResearch\x12'.toolmesh.search.v1.DeepResearchRequest\x1a(.toolmesh.search.v1.DeepResearchResponse\"?\xc2\xf3\x188\n" +
+	"\x14search_deep_research\x12\x1eResearch a question on the web\x18\x01\x90\x02\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1;searchv1b\x06proto3"
 
 var (
 	file_toolmesh_search_v1_search_proto_rawDescOnce sync.Once
@@ -266,21 +617,29 @@ func file_toolmesh_search_v1_search_proto_rawDescGZIP() []byte {
 	return file_toolmesh_search_v1_search_proto_rawDescData
 }
 
-var file_toolmesh_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_toolmesh_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_toolmesh_search_v1_search_proto_goTypes = []any{
-	(*WebRequest)(nil),  // 0: toolmesh.search.v1.WebRequest
-	(*WebResult)(nil),   // 1: toolmesh.search.v1.WebResult
-	(*WebResponse)(nil), // 2: toolmesh.search.v1.WebResponse
+	(*WebRequest)(nil),           // 0: toolmesh.search.v1.WebRequest
+	(*WebResult)(nil),            // 1: toolmesh.search.v1.WebResult
+	(*WebResponse)(nil),          // 2: toolmesh.search.v1.WebResponse
+	(*DeepResearchRequest)(nil),  // 3: toolmesh.search.v1.DeepResearchRequest
+	(*ResearchResult)(nil),       // 4: toolmesh.search.v1.ResearchResult
+	(*QueryOutcome)(nil),         // 5: toolmesh.search.v1.QueryOutcome
+	(*DeepResearchResponse)(nil), // 6: toolmesh.search.v1.DeepResearchResponse
 }
 var file_toolmesh_search_v1_search_proto_depIdxs = []int32{
 	1, // 0: toolmesh.search.v1.WebResponse.results:type_name -> toolmesh.search.v1.WebResult
-	0, // 1: toolmesh.search.v1.SearchService.Web:input_type -> toolmesh.search.v1.WebRequest
-	2, // 2: toolmesh.search.v1.SearchService.Web:output_type -> toolmesh.search.v1.WebResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	4, // 1: toolmesh.search.v1.DeepResearchResponse.results:type_name -> toolmesh.search.v1.ResearchResult
+	5, // 2: toolmesh.search.v1.DeepResearchResponse.queries:type_name -> toolmesh.search.v1.QueryOutcome
+	0, // 3: toolmesh.search.v1.SearchService.Web:input_type -> toolmesh.search.v1.WebRequest
+	3, // 4: toolmesh.search.v1.SearchService.DeepResearch:input_type -> toolmesh.search.v1.DeepResearchRequest
+	2, // 5: toolmesh.search.v1.SearchService.Web:output_type -> toolmesh.search.v1.WebResponse
+	6, // 6: toolmesh.search.v1.SearchService.DeepResearch:output_type -> toolmesh.search.v1.DeepResearchResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_search_v1_search_proto_init() }
@@ -294,7 +653,7 @@ func file_toolmesh_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_search_v1_search_proto_rawDesc), len(file_toolmesh_search_v1_search_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,7 +23,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SearchService_Web_FullMethodName = "/toolmesh.search.v1.SearchService/Web"
+	SearchService_Web_FullMethodName          = "/toolmesh.search.v1.SearchService/Web"
+	SearchService_DeepResearch_FullMethodName = "/toolmesh.search.v1.SearchService/DeepResearch"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -41,6 +42,18 @@ type SearchServiceClient interface {
 	// retry_after_seconds when the provider says) when the provider's quota
 	// is used up.
 	Web(ctx context.Context, in *WebRequest, opts ...grpc.CallOption) (*WebResponse, error)
+	// Research a question with several web searches at once: give the
+	// queries (up to 10), or only the question and the searches are derived
+	// from it (the question itself, its key words, and each part of a
+	// question that compares or lists things). The queries run at the same
+	// time; their results are merged, one per page (URLs compared without
+	// scheme, "www.", fragment, trailing slash or tracking parameters), best
+	// first: found by more queries, then ranked higher. Each result names the
+	// queries that found it. A query that fails is listed with its error
+	// beside the results of the others; the call fails only when every query
+	// fails. Fails with capability_gap when the mesh has no search provider
+	// configured.
+	DeepResearch(ctx context.Context, in *DeepResearchRequest, opts ...grpc.CallOption) (*DeepResearchResponse, error)
 }
 
 type searchServiceClient struct {
@@ -55,6 +68,16 @@ func (c *searchServiceClient) Web(ctx context.Context, in *WebRequest, opts ...g
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WebResponse)
 	err := c.cc.Invoke(ctx, SearchService_Web_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *searchServiceClient) DeepResearch(ctx context.Context, in *DeepResearchRequest, opts ...grpc.CallOption) (*DeepResearchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeepResearchResponse)
+	err := c.cc.Invoke(ctx, SearchService_DeepResearch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +99,18 @@ type SearchServiceServer interface {
 	// retry_after_seconds when the provider says) when the provider's quota
 	// is used up.
 	Web(context.Context, *WebRequest) (*WebResponse, error)
+	// Research a question with several web searches at once: give the
+	// queries (up to 10), or only the question and the searches are derived
+	// from it (the question itself, its key words, and each part of a
+	// question that compares or lists things). The queries run at the same
+	// time; their results are merged, one per page (URLs compared without
+	// scheme, "www.", fragment, trailing slash or tracking parameters), best
+	// first: found by more queries, then ranked higher. Each result names the
+	// queries that found it. A query that fails is listed with its error
+	// beside the results of the others; the call fails only when every query
+	// fails. Fails with capability_gap when the mesh has no search provider
+	// configured.
+	DeepResearch(context.Context, *DeepResearchRequest) (*DeepResearchResponse, error)
 	mustEmbedUnimplementedSearchServiceServer()
 }
 
@@ -88,6 +123,9 @@ type UnimplementedSearchServiceServer struct{}
 
 func (UnimplementedSearchServiceServer) Web(context.Context, *WebRequest) (*WebResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Web not implemented")
+}
+func (UnimplementedSearchServiceServer) DeepResearch(context.Context, *DeepResearchRequest) (*DeepResearchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeepResearch not implemented")
 }
 func (UnimplementedSearchServiceServer) mustEmbedUnimplementedSearchServiceServer() {}
 func (UnimplementedSearchServiceServer) testEmbeddedByValue()                       {}
@@ -128,6 +166,24 @@ func _SearchService_Web_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SearchService_DeepResearch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeepResearchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).DeepResearch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_DeepResearch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).DeepResearch(ctx, req.(*DeepResearchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SearchService_ServiceDesc is the grpc.ServiceDesc for SearchService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -138,6 +194,10 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Web",
 			Handler:    _SearchService_Web_Handler,
+		},
+		{
+			MethodName: "DeepResearch",
+			Handler:    _SearchService_DeepResearch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -47,6 +47,8 @@ const (
 	OwnerServiceAnswerProcedure = "/toolmesh.owner.v1.OwnerService/Answer"
 	// OwnerServiceCancelAskProcedure is the fully-qualified name of the OwnerService's CancelAsk RPC.
 	OwnerServiceCancelAskProcedure = "/toolmesh.owner.v1.OwnerService/CancelAsk"
+	// OwnerServiceExtendAskProcedure is the fully-qualified name of the OwnerService's ExtendAsk RPC.
+	OwnerServiceExtendAskProcedure = "/toolmesh.owner.v1.OwnerService/ExtendAsk"
 	// OwnerServiceRecordAskOutcomeProcedure is the fully-qualified name of the OwnerService's
 	// RecordAskOutcome RPC.
 	OwnerServiceRecordAskOutcomeProcedure = "/toolmesh.owner.v1.OwnerService/RecordAskOutcome"
@@ -101,6 +103,11 @@ type OwnerServiceClient interface {
 	// the owner answered first. Cancelling an ask that is no longer pending
 	// changes nothing and returns it as it is.
 	CancelAsk(context.Context, *v1.CancelAskRequest) (*v1.CancelAskResponse, error)
+	// Give one of your pending asks more time: its expiry moves
+	// extend_seconds later, up to 7 days after it was asked. Give the reason;
+	// it is recorded in the audit trail. Only the agent that asked may extend
+	// an ask; an ask that is no longer pending fails with conflict.
+	ExtendAsk(context.Context, *v1.ExtendAskRequest) (*v1.ExtendAskResponse, error)
 	// Record how an ask ended. The ask workflow calls it (mesh service role);
 	// it is not an MCP tool. The first outcome recorded wins: recording again
 	// returns the ask as it is.
@@ -175,6 +182,12 @@ func NewOwnerServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(ownerServiceMethods.ByName("CancelAsk")),
 			connect.WithClientOptions(opts...),
 		),
+		extendAsk: connect.NewClient[v1.ExtendAskRequest, v1.ExtendAskResponse](
+			httpClient,
+			baseURL+OwnerServiceExtendAskProcedure,
+			connect.WithSchema(ownerServiceMethods.ByName("ExtendAsk")),
+			connect.WithClientOptions(opts...),
+		),
 		recordAskOutcome: connect.NewClient[v1.RecordAskOutcomeRequest, v1.RecordAskOutcomeResponse](
 			httpClient,
 			baseURL+OwnerServiceRecordAskOutcomeProcedure,
@@ -229,6 +242,7 @@ type ownerServiceClient struct {
 	listAsks         *connect.Client[v1.ListAsksRequest, v1.ListAsksResponse]
 	answer           *connect.Client[v1.AnswerRequest, v1.AnswerResponse]
 	cancelAsk        *connect.Client[v1.CancelAskRequest, v1.CancelAskResponse]
+	extendAsk        *connect.Client[v1.ExtendAskRequest, v1.ExtendAskResponse]
 	recordAskOutcome *connect.Client[v1.RecordAskOutcomeRequest, v1.RecordAskOutcomeResponse]
 	notify           *connect.Client[v1.NotifyRequest, v1.NotifyResponse]
 	createChannel    *connect.Client[v1.CreateChannelRequest, v1.CreateChannelResponse]
@@ -277,6 +291,15 @@ func (c *ownerServiceClient) Answer(ctx context.Context, req *v1.AnswerRequest) 
 // CancelAsk calls toolmesh.owner.v1.OwnerService.CancelAsk.
 func (c *ownerServiceClient) CancelAsk(ctx context.Context, req *v1.CancelAskRequest) (*v1.CancelAskResponse, error) {
 	response, err := c.cancelAsk.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ExtendAsk calls toolmesh.owner.v1.OwnerService.ExtendAsk.
+func (c *ownerServiceClient) ExtendAsk(ctx context.Context, req *v1.ExtendAskRequest) (*v1.ExtendAskResponse, error) {
+	response, err := c.extendAsk.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -379,6 +402,11 @@ type OwnerServiceHandler interface {
 	// the owner answered first. Cancelling an ask that is no longer pending
 	// changes nothing and returns it as it is.
 	CancelAsk(context.Context, *v1.CancelAskRequest) (*v1.CancelAskResponse, error)
+	// Give one of your pending asks more time: its expiry moves
+	// extend_seconds later, up to 7 days after it was asked. Give the reason;
+	// it is recorded in the audit trail. Only the agent that asked may extend
+	// an ask; an ask that is no longer pending fails with conflict.
+	ExtendAsk(context.Context, *v1.ExtendAskRequest) (*v1.ExtendAskResponse, error)
 	// Record how an ask ended. The ask workflow calls it (mesh service role);
 	// it is not an MCP tool. The first outcome recorded wins: recording again
 	// returns the ask as it is.
@@ -449,6 +477,12 @@ func NewOwnerServiceHandler(svc OwnerServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(ownerServiceMethods.ByName("CancelAsk")),
 		connect.WithHandlerOptions(opts...),
 	)
+	ownerServiceExtendAskHandler := connect.NewUnaryHandlerSimple(
+		OwnerServiceExtendAskProcedure,
+		svc.ExtendAsk,
+		connect.WithSchema(ownerServiceMethods.ByName("ExtendAsk")),
+		connect.WithHandlerOptions(opts...),
+	)
 	ownerServiceRecordAskOutcomeHandler := connect.NewUnaryHandlerSimple(
 		OwnerServiceRecordAskOutcomeProcedure,
 		svc.RecordAskOutcome,
@@ -505,6 +539,8 @@ func NewOwnerServiceHandler(svc OwnerServiceHandler, opts ...connect.HandlerOpti
 			ownerServiceAnswerHandler.ServeHTTP(w, r)
 		case OwnerServiceCancelAskProcedure:
 			ownerServiceCancelAskHandler.ServeHTTP(w, r)
+		case OwnerServiceExtendAskProcedure:
+			ownerServiceExtendAskHandler.ServeHTTP(w, r)
 		case OwnerServiceRecordAskOutcomeProcedure:
 			ownerServiceRecordAskOutcomeHandler.ServeHTTP(w, r)
 		case OwnerServiceNotifyProcedure:
@@ -546,6 +582,10 @@ func (UnimplementedOwnerServiceHandler) Answer(context.Context, *v1.AnswerReques
 
 func (UnimplementedOwnerServiceHandler) CancelAsk(context.Context, *v1.CancelAskRequest) (*v1.CancelAskResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.owner.v1.OwnerService.CancelAsk is not implemented"))
+}
+
+func (UnimplementedOwnerServiceHandler) ExtendAsk(context.Context, *v1.ExtendAskRequest) (*v1.ExtendAskResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.owner.v1.OwnerService.ExtendAsk is not implemented"))
 }
 
 func (UnimplementedOwnerServiceHandler) RecordAskOutcome(context.Context, *v1.RecordAskOutcomeRequest) (*v1.RecordAskOutcomeResponse, error) {

@@ -38,6 +38,9 @@ const (
 const (
 	// SearchServiceWebProcedure is the fully-qualified name of the SearchService's Web RPC.
 	SearchServiceWebProcedure = "/toolmesh.search.v1.SearchService/Web"
+	// SearchServiceDeepResearchProcedure is the fully-qualified name of the SearchService's
+	// DeepResearch RPC.
+	SearchServiceDeepResearchProcedure = "/toolmesh.search.v1.SearchService/DeepResearch"
 )
 
 // SearchServiceClient is a client for the toolmesh.search.v1.SearchService service.
@@ -50,6 +53,18 @@ type SearchServiceClient interface {
 	// retry_after_seconds when the provider says) when the provider's quota
 	// is used up.
 	Web(context.Context, *v1.WebRequest) (*v1.WebResponse, error)
+	// Research a question with several web searches at once: give the
+	// queries (up to 10), or only the question and the searches are derived
+	// from it (the question itself, its key words, and each part of a
+	// question that compares or lists things). The queries run at the same
+	// time; their results are merged, one per page (URLs compared without
+	// scheme, "www.", fragment, trailing slash or tracking parameters), best
+	// first: found by more queries, then ranked higher. Each result names the
+	// queries that found it. A query that fails is listed with its error
+	// beside the results of the others; the call fails only when every query
+	// fails. Fails with capability_gap when the mesh has no search provider
+	// configured.
+	DeepResearch(context.Context, *v1.DeepResearchRequest) (*v1.DeepResearchResponse, error)
 }
 
 // NewSearchServiceClient constructs a client for the toolmesh.search.v1.SearchService service. By
@@ -70,17 +85,34 @@ func NewSearchServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		deepResearch: connect.NewClient[v1.DeepResearchRequest, v1.DeepResearchResponse](
+			httpClient,
+			baseURL+SearchServiceDeepResearchProcedure,
+			connect.WithSchema(searchServiceMethods.ByName("DeepResearch")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // searchServiceClient implements SearchServiceClient.
 type searchServiceClient struct {
-	web *connect.Client[v1.WebRequest, v1.WebResponse]
+	web          *connect.Client[v1.WebRequest, v1.WebResponse]
+	deepResearch *connect.Client[v1.DeepResearchRequest, v1.DeepResearchResponse]
 }
 
 // Web calls toolmesh.search.v1.SearchService.Web.
 func (c *searchServiceClient) Web(ctx context.Context, req *v1.WebRequest) (*v1.WebResponse, error) {
 	response, err := c.web.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeepResearch calls toolmesh.search.v1.SearchService.DeepResearch.
+func (c *searchServiceClient) DeepResearch(ctx context.Context, req *v1.DeepResearchRequest) (*v1.DeepResearchResponse, error) {
+	response, err := c.deepResearch.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -97,6 +129,18 @@ type SearchServiceHandler interface {
 	// retry_after_seconds when the provider says) when the provider's quota
 	// is used up.
 	Web(context.Context, *v1.WebRequest) (*v1.WebResponse, error)
+	// Research a question with several web searches at once: give the
+	// queries (up to 10), or only the question and the searches are derived
+	// from it (the question itself, its key words, and each part of a
+	// question that compares or lists things). The queries run at the same
+	// time; their results are merged, one per page (URLs compared without
+	// scheme, "www.", fragment, trailing slash or tracking parameters), best
+	// first: found by more queries, then ranked higher. Each result names the
+	// queries that found it. A query that fails is listed with its error
+	// beside the results of the others; the call fails only when every query
+	// fails. Fails with capability_gap when the mesh has no search provider
+	// configured.
+	DeepResearch(context.Context, *v1.DeepResearchRequest) (*v1.DeepResearchResponse, error)
 }
 
 // NewSearchServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -113,10 +157,19 @@ func NewSearchServiceHandler(svc SearchServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	searchServiceDeepResearchHandler := connect.NewUnaryHandlerSimple(
+		SearchServiceDeepResearchProcedure,
+		svc.DeepResearch,
+		connect.WithSchema(searchServiceMethods.ByName("DeepResearch")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.search.v1.SearchService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SearchServiceWebProcedure:
 			searchServiceWebHandler.ServeHTTP(w, r)
+		case SearchServiceDeepResearchProcedure:
+			searchServiceDeepResearchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -128,4 +181,8 @@ type UnimplementedSearchServiceHandler struct{}
 
 func (UnimplementedSearchServiceHandler) Web(context.Context, *v1.WebRequest) (*v1.WebResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.search.v1.SearchService.Web is not implemented"))
+}
+
+func (UnimplementedSearchServiceHandler) DeepResearch(context.Context, *v1.DeepResearchRequest) (*v1.DeepResearchResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.search.v1.SearchService.DeepResearch is not implemented"))
 }
