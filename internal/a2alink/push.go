@@ -39,6 +39,10 @@ const PushTokenType = "toolmesh-a2a-push+jwt"
 // PushSignatureHeader is the header a push carries its signature in.
 const PushSignatureHeader = "X-Toolmesh-Signature"
 
+// PushEventIDHeader carries a push's event id beside its body, for a
+// receiver that dedupes without reading the body.
+const PushEventIDHeader = "X-Toolmesh-Event-Id"
+
 // PushTokenTTL is how long a push's signature is valid after it is made.
 const PushTokenTTL = 5 * time.Minute
 

@@ -31,6 +31,9 @@ type Activities struct {
 	// messages go unsigned (and a receiving toolmesh counts them as a new
 	// chain).
 	Depth *a2alink.DepthSigner
+	// Push signs the pushes of inbound tasks; without it they go
+	// unsigned.
+	Push *a2alink.PushSigner
 	// RemoteAgents reaches RemoteAgentsService; its client must send the
 	// identity in the call's context as a mesh token.
 	RemoteAgents remoteagentsv1connect.RemoteAgentsServiceClient

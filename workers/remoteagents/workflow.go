@@ -8,6 +8,9 @@
 // at growing intervals) until it ends, needs input, or the invocation
 // expires. Cancelling the workflow cancels the remote task (tasks/cancel).
 // It records the outcome with RemoteAgentsService before it ends.
+//
+// An inbound task workflow (push.go) pushes the events of an A2A task the
+// mesh serves to the webhooks its sender registered.
 package remoteagents
 
 import (
@@ -68,16 +71,17 @@ func statusQuery() workflowcontract.Handler {
 // TaskQueue is the queue this worker polls ("remoteagents").
 func TaskQueue() string { return invokeContract().TaskQueue }
 
-// Register adds the invoke workflow and its activities to w.
+// Register adds the workflows and their activities to w.
 func Register(w worker.Registry, a *Activities) {
 	RegisterWorkflows(w)
 	RegisterActivities(w, a)
 }
 
-// RegisterWorkflows adds the invoke workflow, under its contract name, to r
-// (a worker or a replayer).
+// RegisterWorkflows adds the invoke and inbound task workflows, under their
+// contract names, to r (a worker or a replayer).
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(InvokeWorkflow, workflow.RegisterOptions{Name: invokeContract().Name})
+	r.RegisterWorkflowWithOptions(InboundWorkflow, workflow.RegisterOptions{Name: inboundContract().Name})
 }
 
 // RegisterActivities adds the activities of a to r, under their names.
@@ -86,6 +90,8 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
 	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
 	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
+	r.RegisterActivityWithOptions(a.RefreshInbound, activity.RegisterOptions{Name: ActivityRefreshInbound})
+	r.RegisterActivityWithOptions(a.DeliverPush, activity.RegisterOptions{Name: ActivityDeliverPush})
 }
 
 // Remote is where the remote task is, as the activities report it.
