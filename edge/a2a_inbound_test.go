@@ -233,4 +233,3 @@ func (f *inbound) lastDelivery() delivery {
 	defer f.mu.Unlock()
 	return f.deliveries[len(f.deliveries)-1]
 }
-
