@@ -99,7 +99,7 @@ func InboundWorkflow(ctx workflow.Context, in *remoteagentsv1.InboundWorkflowInp
 		}
 		cur := &remoteagentsv1.RefreshInboundResponse{}
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, refreshOpts), ActivityRefreshInbound,
-			in.GetTaskId()).Get(ctx, cur); err != nil {
+			in).Get(ctx, cur); err != nil {
 			return err
 		}
 		task := cur.GetInbound()
@@ -147,12 +147,15 @@ func InboundWorkflow(ctx workflow.Context, in *remoteagentsv1.InboundWorkflowInp
 }
 
 // RefreshInbound reads the task, brought up to date, and its push configs
-// from RemoteAgentsService.
-func (a *Activities) RefreshInbound(ctx context.Context, taskID string) (*remoteagentsv1.RefreshInboundResponse, error) {
+// from RemoteAgentsService. It calls as the task's sender (a mesh service,
+// as the A2A door calls for it): bringing the task up to date reads the
+// message's thread, which only its participants may read.
+func (a *Activities) RefreshInbound(ctx context.Context, in *remoteagentsv1.InboundWorkflowInput) (*remoteagentsv1.RefreshInboundResponse, error) {
 	if a.RemoteAgents == nil {
 		return nil, errors.New("remoteagents activities: no RemoteAgentsService client")
 	}
-	res, err := a.RemoteAgents.RefreshInbound(mesh.WithCall(ctx, mesh.Call{Caller: a.Self}), &remoteagentsv1.RefreshInboundRequest{TaskId: taskID})
+	sender := mesh.Caller{Subject: in.GetSender(), Agent: in.GetSender(), Roles: []string{mesh.RoleService}}
+	res, err := a.RemoteAgents.RefreshInbound(mesh.WithCall(ctx, mesh.Call{Caller: sender}), &remoteagentsv1.RefreshInboundRequest{TaskId: in.GetTaskId()})
 	if err != nil {
 		return nil, serviceError(err)
 	}

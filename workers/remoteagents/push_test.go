@@ -165,7 +165,8 @@ func TestTheInboundWorkflowPushesEveryEventInOrder(t *testing.T) {
 	delivered := map[string]int64{}
 	refreshes := 0
 	env.OnActivity(remoteagents.ActivityRefreshInbound, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, taskID string) (*remoteagentsv1.RefreshInboundResponse, error) {
+		func(_ context.Context, wf *remoteagentsv1.InboundWorkflowInput) (*remoteagentsv1.RefreshInboundResponse, error) {
+			taskID := wf.GetTaskId()
 			mu.Lock()
 			defer mu.Unlock()
 			refreshes++
