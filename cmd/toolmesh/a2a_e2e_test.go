@@ -20,7 +20,13 @@ import (
 // its client.mjs and decodes what it prints.
 func a2aJS(t *testing.T) func(args ...string) map[string]any {
 	t.Helper()
-	dir := nodetest.Install(t, filepath.Join("testdata", "a2a-js"))
+	return a2aJSIn(t, "a2a-js")
+}
+
+// a2aJSIn is a2aJS for the client in testdata/<name>.
+func a2aJSIn(t *testing.T, name string) func(args ...string) map[string]any {
+	t.Helper()
+	dir := nodetest.Install(t, filepath.Join("testdata", name))
 	return func(args ...string) map[string]any {
 		t.Helper()
 		cmd := exec.Command("node", append([]string{filepath.Join(dir, "client.mjs")}, args...)...)
@@ -186,6 +192,9 @@ type invocation struct {
 	Status       string `json:"status"`
 	Answer       string `json:"answer"`
 	Depth        int    `json:"depth"`
+	// ProtocolVersion and ProtocolBinding are what the invocation spoke.
+	ProtocolVersion string `json:"protocol_version"`
+	ProtocolBinding string `json:"protocol_binding"`
 }
 
 // TestDepthLimitAcrossTwoMeshes builds a chain of invocations between two
@@ -257,6 +266,9 @@ func TestDepthLimitAcrossTwoMeshes(t *testing.T) {
 	eventually(t, time.Minute, "alice's first invocation completed", func() bool {
 		var got struct{ Invocation invocation }
 		okData(t, callTool(t, alice, "remoteagents_get_invocation", map[string]any{"invocation_id": first.Invocation.InvocationID}), &got)
+		if got.Invocation.Status == "INVOCATION_STATUS_COMPLETED" && (got.Invocation.ProtocolVersion != "1.0" || got.Invocation.ProtocolBinding != "JSONRPC") {
+			t.Errorf("the meshes spoke A2A %s over %s, want 1.0 over JSONRPC", got.Invocation.ProtocolVersion, got.Invocation.ProtocolBinding)
+		}
 		return got.Invocation.Status == "INVOCATION_STATUS_COMPLETED" && got.Invocation.Answer == "bob's answer"
 	})
 

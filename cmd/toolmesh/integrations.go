@@ -174,8 +174,11 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 		if acts.Depth, err = a2alink.NewDepthSigner(deps.MeshKey, issuer); err != nil {
 			return fmt.Errorf("%s: %w", a2aURLEnv, err)
 		}
+		if acts.Push, err = a2alink.NewPushSigner(deps.MeshKey, issuer); err != nil {
+			return fmt.Errorf("%s: %w", a2aURLEnv, err)
+		}
 	} else {
-		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth: set "+a2aURLEnv+" to the edge's A2A URL")
+		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth, and pushes no signature: set "+a2aURLEnv+" to the edge's A2A URL")
 	}
 	remoteagentsworker.Register(w, acts)
 	return nil

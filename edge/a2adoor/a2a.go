@@ -1,7 +1,38 @@
+// Package a2adoor is the edge's A2A door: the mesh's agents served over the
+// Agent2Agent protocol, A2A 1.0 over its three bindings and 0.3 over
+// JSON-RPC, on a listener of its own, through the official Go SDK
+// (github.com/a2aproject/a2a-go/v2). Every registered, active agent has:
+//
+//	GET  /a2a/agents/<id>/.well-known/agent-card.json  its card, signed
+//	POST /a2a/agents/<id>                               JSON-RPC: 1.0 with A2A-Version: 1.0, 0.3 without
+//	     /a2a/agents/<id>/rest/...                      HTTP+JSON (REST), 1.0
+//	POST /lf.a2a.v1.A2AService/<method>                 gRPC, 1.0, on the same listener (h2c);
+//	                                                    the request's tenant names the agent
+//
+// and the mesh publishes the keys its cards, pushes and depth tokens are
+// signed with at /.well-known/jwks.json.
+//
+// The door knows no domain: it is an A2A RequestHandler (handler.go) over
+// the shared contract toolmesh.inbound.v1, which the remoteagents domain
+// serves. A message is delivered into the agent's inbox and opens a task,
+// working until the agent answers in the message's thread; the task, its
+// log of events and its push configs are the contract's, so any replica of
+// the door answers for any task, streams it (stream.go) and resumes a
+// stream from any event. The SDK's transports parse and answer each
+// binding; the door's own boundary (boundary.go) parses each request
+// first, as the type its method names, so that bad input gets the
+// binding's own error and one boundary.validation_failed event.
+//
+// Callers authenticate as on /mcp: a bearer JWT from the edge's issuer for
+// the A2A resource, or, in development mode, nobody on loopback only. A
+// sender is known in the mesh as "a2a-<its subject>"; it sees only its own
+// tasks. The depth a message carries (a2alink) is verified against its
+// sender's published keys.
 package a2adoor
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,9 +43,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
@@ -25,27 +60,6 @@ import (
 	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 )
-
-// Package a2adoor is the edge's A2A door: the mesh's agents served over
-// the Agent2Agent protocol (0.3, JSON-RPC), on a listener of its own. Every registered, active agent
-// has a card at /a2a/agents/<id>/.well-known/agent-card.json and takes
-// JSON-RPC at /a2a/agents/<id>:
-//
-//   - message/send delivers the message into the agent's inbox (through
-//     toolmesh.inbound.v1.InboundService.DeliverInbound, which the
-//     remoteagents domain serves) and answers with a task, "working" until
-//     the agent answers in the message's thread;
-//   - tasks/get shows the task, "completed" with the answer once there is
-//     one; tasks/cancel cancels it while it is working;
-//   - streaming, push notifications and the extended card are not served.
-//
-// Params are parsed at the a2a.jsonrpc boundary (a2a_rpc.go). Callers
-// authenticate as on /mcp: a bearer JWT from the edge's issuer for the A2A
-// resource, or, in development mode, nobody on loopback only. A sender is
-// known in the mesh as "a2a-<its subject>"; it sees only its own tasks.
-// The depth a message carries (a2alink) is verified against its sender's
-// published keys, which this endpoint publishes too, at
-// /.well-known/jwks.json.
 
 // Config configures the A2A door.
 type Config struct {
@@ -64,6 +78,9 @@ type Config struct {
 	Egress egress.Policy
 	// Version is the agents' version on their cards.
 	Version string
+	// Key is the mesh's signing key: it signs the cards, and its public
+	// half is published at /.well-known/jwks.json.
+	Key ed25519.PrivateKey
 
 	// Auth authenticates callers as the edge does, for the A2A resource
 	// (Resource); nil is development mode, which serves loopback only.
@@ -78,8 +95,8 @@ type Config struct {
 	// Services maps fully-qualified service names to base URLs.
 	Services map[string]string
 	// Clients says how the door calls the services: the edge's HTTP
-	// client, its mesh signer (whose public key the door also publishes)
-	// and its call timeout, the deadline of each call.
+	// client, its mesh signer and its call timeout, the deadline of each
+	// call (a stream waits for the task's events in calls of its own).
 	Clients meshclient.Config
 	// Log receives the door's events.
 	Log *slog.Logger
@@ -88,8 +105,12 @@ type Config struct {
 // a2aPathPrefix is where agents are served.
 const a2aPathPrefix = "/a2a/agents/"
 
-// a2aMaxBody caps an A2A request body.
-const a2aMaxBody = 1 << 20
+// maxBody caps an A2A request body (or gRPC message).
+const maxBody = 1 << 20
+
+// keepAlive is how often a quiet stream gets an SSE comment, so that
+// proxies and idle timeouts do not cut it.
+const keepAlive = 15 * time.Second
 
 // Door is the A2A endpoint of the mesh's agents.
 type Door struct {
@@ -103,7 +124,12 @@ type Door struct {
 	inbound  inboundv1connect.InboundServiceClient
 	depth    *a2alink.DepthVerifier
 	keys     []byte
+	cards    *a2alink.CardSigner
 	loopback bool
+
+	// The SDK's transports, over the door's RequestHandler.
+	jsonrpc10, jsonrpc03, rest http.Handler
+	grpc                       *grpc.Server
 }
 
 // a2aSelf is the identity the endpoint asks which agents it serves with.
@@ -146,11 +172,31 @@ func New(cfg Config) (*Door, error) {
 	}
 	g.inbound = meshclient.New(cfg.Clients, inboundv1connect.NewInboundServiceClient, inboundURL)
 	g.depth = a2alink.NewDepthVerifier(cfg.Egress)
-	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Clients.Signer.PublicKey())); err != nil {
+	if len(cfg.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("a2a: the A2A endpoint needs the mesh key, to sign its cards")
+	}
+	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Key.Public().(ed25519.PublicKey))); err != nil {
 		return nil, fmt.Errorf("a2a: publish keys: %w", err)
 	}
+	if g.cards, err = a2alink.NewCardSigner(cfg.Key, g.base+a2alink.KeysPath); err != nil {
+		return nil, fmt.Errorf("a2a: %w", err)
+	}
 	g.cfg = cfg
+	h := &handler{g: g}
+	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(keepAlive), a2asrv.WithTransportPanicHandler(g.panicked)}
+	g.jsonrpc10 = a2asrv.NewJSONRPCHandler(h, opts...)
+	g.jsonrpc03 = a2av0.NewJSONRPCHandler(h, opts...)
+	g.rest = a2asrv.NewRESTHandler(h, opts...)
+	g.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxBody), grpc.UnaryInterceptor(g.grpcUnary), grpc.StreamInterceptor(g.grpcStream))
+	a2agrpc.NewHandler(h).RegisterWith(g.grpc)
 	return g, nil
+}
+
+// panicked answers a panic in a transport as an internal error; the
+// cause is logged.
+func (g *Door) panicked(r any) error {
+	g.log.Error("a2a.panic", "panic", fmt.Sprint(r))
+	return errInternal
 }
 
 // Handler serves the A2A endpoint.
@@ -160,7 +206,9 @@ func (g *Door) Handler() http.Handler {
 	mux.HandleFunc("GET "+a2alink.KeysPath, g.serveKeys)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}"+a2alink.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}", g.serveCard)
-	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveRPC)
+	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveJSONRPC)
+	mux.HandleFunc(a2aPathPrefix+"{agent}/rest/", g.serveREST)
+	mux.HandleFunc("POST "+grpcPrefix, g.serveGRPC)
 	return httpguard.RecoverPanics(g.log, g.check(mux))
 }
 
@@ -204,12 +252,27 @@ func (g *Door) serveKeys(w http.ResponseWriter, _ *http.Request) {
 // PublicURL is the door's base URL as remote agents reach it.
 func (g *Door) PublicURL() string { return g.base }
 
-// endpoint is the A2A URL of an agent: its card's url, and the audience
-// of depth tokens for it.
+// endpoint is the JSON-RPC URL of an agent (both versions): the first of
+// its card's interfaces, and the audience of depth tokens for it.
 func (g *Door) endpoint(agent string) string { return g.base + a2aPathPrefix + agent }
 
-// activeAgent returns the agent id, when the mesh serves it (it is
-// registered and active).
+// restEndpoint is the HTTP+JSON URL of an agent.
+func (g *Door) restEndpoint(agent string) string { return g.endpoint(agent) + "/rest" }
+
+// grpcTarget is the gRPC target of the door: its host and port.
+func (g *Door) grpcTarget() string {
+	if g.hostPort.Port != "" {
+		return net.JoinHostPort(g.hostPort.Host, g.hostPort.Port)
+	}
+	u, _ := url.Parse(g.base)
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// activeAgent returns the agent, when the mesh serves it (it is registered
+// and active).
 func (g *Door) activeAgent(ctx context.Context, id string) (*inboundv1.Agent, error) {
 	ctx = mesh.WithCall(ctx, mesh.Call{Caller: a2aSelf})
 	res, err := g.inbound.GetAgent(ctx, &inboundv1.GetAgentRequest{AgentId: id})
@@ -219,70 +282,10 @@ func (g *Door) activeAgent(ctx context.Context, id string) (*inboundv1.Agent, er
 	return res.GetAgent(), nil
 }
 
-// serveCard answers an agent's card: public, for discovery.
-func (g *Door) serveCard(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("agent")
-	ag, err := g.activeAgent(r.Context(), id)
-	if err != nil {
-		g.agentError(w, r, nil, id, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
-	_ = json.NewEncoder(w).Encode(g.card(ag))
-}
-
-// agentError answers a request for an agent that is not served.
-func (g *Door) agentError(w http.ResponseWriter, r *http.Request, rpcID json.RawMessage, id string, err error) {
-	switch connect.CodeOf(err) {
-	case connect.CodeNotFound, connect.CodeInvalidArgument:
-		httpguard.WriteRPCError(w, http.StatusNotFound, rpcID, httpguard.CodeInvalidRequest, fmt.Sprintf("no agent %q is served here", httpguard.Truncate(id, 64)), nil)
-		return
-	}
-	g.log.ErrorContext(r.Context(), "a2a.directory_failed", "agent", httpguard.Truncate(id, 64), "error", err)
-	httpguard.WriteRPCError(w, http.StatusServiceUnavailable, rpcID, httpguard.CodeInternalError, "the agents directory is unavailable; try again", nil)
-}
-
-// card is an agent's A2A card.
-func (g *Door) card(ag *inboundv1.Agent) *a2a.AgentCard {
-	name := ag.GetDisplayName()
-	if name == "" {
-		name = ag.GetAgentId()
-	}
-	desc := ag.GetDescription()
-	if desc == "" {
-		desc = "Agent " + ag.GetAgentId() + " of a toolmesh mesh."
-	}
-	c := &a2a.AgentCard{
-		ProtocolVersion:    a2alink.ProtocolVersion,
-		Name:               name,
-		Description:        desc,
-		URL:                g.endpoint(ag.GetAgentId()),
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		Version:            g.cfg.Version,
-		DefaultInputModes:  []string{"text/plain"},
-		DefaultOutputModes: []string{"text/plain"},
-		Capabilities: a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{{
-			URI:         a2alink.DepthExtension,
-			Description: "The invocation depth of the work a message asks for, signed by the sending mesh (metadata " + a2alink.MetadataDepthToken + "); messages without it start a new chain.",
-			Params:      map[string]any{"keys": g.base + a2alink.KeysPath, "max_depth": 3},
-		}}},
-		Skills: []a2a.AgentSkill{{
-			ID:   "inbox",
-			Name: "Message " + ag.GetAgentId(),
-			Description: "Delivers your message to " + ag.GetAgentId() + "'s inbox. The task stays working until " + ag.GetAgentId() +
-				" answers; its answer completes the task (tasks/get).",
-			Tags:        []string{"messaging", "inbox"},
-			InputModes:  []string{"text/plain"},
-			OutputModes: []string{"text/plain"},
-		}},
-	}
-	if g.auth != nil {
-		c.SecuritySchemes = a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", BearerFormat: "JWT",
-			Description: "An OAuth 2.1 access token from " + g.auth.Issuer() + " for " + g.auth.Resource()}}
-		c.Security = []a2a.SecurityRequirements{{"bearer": a2a.SecuritySchemeScopes{}}}
-	}
-	return c
+// agentMissing reports whether err says the agent is not served.
+func agentMissing(err error) bool {
+	c := connect.CodeOf(err)
+	return c == connect.CodeNotFound || c == connect.CodeInvalidArgument
 }
 
 // sender is the mesh identity of an A2A caller: "a2a-" and its subject,

@@ -1,7 +1,11 @@
-// Package a2alink is the mesh's side of the Agent2Agent protocol (A2A 0.3)
-// that both directions share: reading a remote agent's card and opening a
-// client to it through the egress guard, and the invocation depth that
-// travels with a message between meshes.
+// Package a2alink is the mesh's side of the Agent2Agent protocol (A2A 1.0,
+// and 0.3 for older peers, through github.com/a2aproject/a2a-go/v2) that
+// both directions share: reading a remote agent's card and picking the
+// interface to talk to it through the egress guard (card.go), signing and
+// verifying cards (cardsig.go), the invocation depth that travels with a
+// message between meshes (depth.go), the A2A shape of the tasks the mesh's
+// agents keep (inbound.go) and the signature of the pushes it sends
+// (push.go).
 //
 // The depth travels in the message's metadata as a signed token (a compact
 // JWS, EdDSA) under the key MetadataDepthToken, the extension DepthExtension
@@ -17,22 +21,19 @@
 // it cannot verify, one for another agent (aud), one for another message
 // (jti) or one that has expired. So a depth is what the sending mesh
 // signed: nothing between the meshes, and no agent that relays the message,
-// can lower it.
+// can lower it. The same keys sign the mesh's agent cards and its pushes.
 package a2alink
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/toolmesh/toolmesh/internal/egress"
 )
@@ -43,21 +44,26 @@ const DepthExtension = "https://github.com/toolmesh/toolmesh/a2a/ext/depth/v1"
 // MetadataDepthToken is the message metadata key of the signed depth.
 const MetadataDepthToken = DepthExtension + "/token"
 
-// KeysPath is where a mesh publishes the keys its depth tokens are signed
-// with, below its A2A base URL.
+// KeysPath is where a mesh publishes the keys its depth tokens, cards and
+// pushes are signed with, below its A2A base URL.
 const KeysPath = "/.well-known/jwks.json"
 
 // CardPath is where an agent's card is, below the agent's base URL.
 const CardPath = "/.well-known/agent-card.json"
 
-// ProtocolVersion is the A2A protocol version spoken.
-const ProtocolVersion = "0.3.0"
+// The protocol versions spoken, as cards and the A2A-Version header name
+// them (Major.Minor).
+const (
+	Version10 = "1.0"
+	Version03 = "0.3"
+)
 
 // Limits of what is read from a remote agent.
 const (
 	// MaxCardBytes bounds an agent card.
 	MaxCardBytes = 256 << 10
-	// MaxResponseBytes bounds one JSON-RPC answer.
+	// MaxResponseBytes bounds one answer (a JSON-RPC or REST response, or
+	// the whole of a stream).
 	MaxResponseBytes = 4 << 20
 	// CardTimeout bounds reading a card.
 	CardTimeout = 10 * time.Second
@@ -68,55 +74,6 @@ const (
 // bounded by timeout.
 func HTTPClient(policy egress.Policy, timeout time.Duration, max int64) *http.Client {
 	return policy.Client(egress.ClientOptions{Timeout: timeout, MaxResponseBytes: max})
-}
-
-// cardLocation splits an agent's address into the base the resolver joins
-// the card path to: a URL ending in .json is the card itself, anything else
-// the agent's base URL.
-func cardLocation(raw string) (base, path string, err error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", errors.New("the agent's address must be an http or https URL")
-	}
-	if u.User != nil {
-		return "", "", errors.New("the agent's address must not carry user info")
-	}
-	if strings.HasSuffix(u.Path, ".json") {
-		return u.Scheme + "://" + u.Host, u.Path, nil
-	}
-	u.RawQuery, u.Fragment = "", ""
-	return u.String(), CardPath, nil
-}
-
-// ResolveCard reads the card of the agent at raw (its base URL or its
-// card's URL) with client.
-func ResolveCard(ctx context.Context, client *http.Client, raw string) (*a2a.AgentCard, error) {
-	base, path, err := cardLocation(raw)
-	if err != nil {
-		return nil, &remoteError{msg: err.Error(), err: a2a.ErrInvalidRequest}
-	}
-	card, err := agentcard.NewResolver(client).Resolve(ctx, base, agentcard.WithPath(path))
-	if err != nil {
-		return nil, CardError(err)
-	}
-	if card.PreferredTransport == "" {
-		// The protocol's default.
-		card.PreferredTransport = a2a.TransportProtocolJSONRPC
-	}
-	if u, err := url.Parse(card.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &remoteError{msg: fmt.Sprintf("the agent card names no http or https endpoint (url %q)", clipURL(card.URL)), err: a2a.ErrInvalidAgentResponse}
-	}
-	return card, nil
-}
-
-// CardError says why a card could not be read, naming no path or query;
-// it wraps the cause.
-func CardError(err error) error {
-	var st *agentcard.ErrStatusNotOK
-	if errors.As(err, &st) {
-		return &remoteError{msg: "the agent card could not be read: the agent answered " + st.Status, err: err}
-	}
-	return &remoteError{msg: "the agent card could not be read: " + egress.DescribeError(err), err: err}
 }
 
 // remoteError is a failure to talk to a remote agent, described without
@@ -130,11 +87,13 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.err }
 
 // Describe says what went wrong talking to a remote agent, in its words
-// when it answered with an A2A error (without the client's sentinel
-// suffix), naming no URL path or query.
+// when it answered with an A2A error, naming no URL path or query.
 func Describe(err error) string {
 	if re, ok := errors.AsType[*remoteError](err); ok {
 		return re.msg
+	}
+	if ae, ok := errors.AsType[*a2a.Error](err); ok && ae.Message != "" {
+		return ae.Message
 	}
 	msg := egress.DescribeError(err)
 	for _, s := range protocolErrors {
@@ -150,7 +109,8 @@ func Describe(err error) string {
 var protocolErrors = []error{
 	a2a.ErrParseError, a2a.ErrInvalidRequest, a2a.ErrMethodNotFound, a2a.ErrInvalidParams, a2a.ErrServerError,
 	a2a.ErrTaskNotFound, a2a.ErrTaskNotCancelable, a2a.ErrPushNotificationNotSupported, a2a.ErrUnsupportedOperation,
-	a2a.ErrUnsupportedContentType, a2a.ErrInvalidAgentResponse, a2a.ErrAuthenticatedExtendedCardNotConfigured,
+	a2a.ErrUnsupportedContentType, a2a.ErrInvalidAgentResponse, a2a.ErrExtendedCardNotConfigured,
+	a2a.ErrExtensionSupportRequired, a2a.ErrVersionNotSupported, a2a.ErrUnauthenticated, a2a.ErrUnauthorized,
 }
 
 // Permanent reports whether a failure to talk to a remote agent is one no
@@ -158,7 +118,7 @@ var protocolErrors = []error{
 // or that is not a card, or an A2A error answer. Timeouts, connection
 // failures and 5xx answers may pass.
 func Permanent(err error) bool {
-	if errors.Is(err, egress.ErrRefused) || errors.Is(err, egress.ErrResponseTooLarge) {
+	if errors.Is(err, egress.ErrRefused) || errors.Is(err, egress.ErrResponseTooLarge) || errors.Is(err, errNoInterface) {
 		return true
 	}
 	var st *agentcard.ErrStatusNotOK
@@ -176,21 +136,6 @@ func Permanent(err error) bool {
 		}
 	}
 	return false
-}
-
-// NewClient opens a JSON-RPC client to an agent whose card is known, or to
-// the endpoint of an earlier call (card nil). Sends do not block: a task
-// comes back at once, to be polled.
-func NewClient(ctx context.Context, client *http.Client, card *a2a.AgentCard, endpoint string) (*a2aclient.Client, error) {
-	opts := []a2aclient.FactoryOption{
-		a2aclient.WithDefaultsDisabled(),
-		a2aclient.WithJSONRPCTransport(client),
-		a2aclient.WithConfig(a2aclient.Config{Polling: true, AcceptedOutputModes: []string{"text/plain"}}),
-	}
-	if card != nil {
-		return a2aclient.NewFromCard(ctx, card, opts...)
-	}
-	return a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: endpoint, Transport: a2a.TransportProtocolJSONRPC}}, opts...)
 }
 
 func clipURL(s string) string {
@@ -216,16 +161,27 @@ func TakesDepth(card *a2a.AgentCard) bool {
 func Text(parts a2a.ContentParts) string {
 	var out []string
 	for _, p := range parts {
-		switch v := p.(type) {
-		case a2a.TextPart:
-			out = append(out, v.Text)
-		case *a2a.TextPart:
-			out = append(out, v.Text)
-		case a2a.DataPart:
-			out = append(out, fmt.Sprintf("[data: %d fields]", len(v.Data)))
-		case a2a.FilePart:
+		if p == nil {
+			continue
+		}
+		switch v := p.Content.(type) {
+		case a2a.Text:
+			out = append(out, string(v))
+		case a2a.Data:
+			if m, ok := v.Value.(map[string]any); ok {
+				out = append(out, fmt.Sprintf("[data: %d fields]", len(m)))
+			} else {
+				out = append(out, "[data]")
+			}
+		case a2a.Raw, a2a.URL:
 			out = append(out, "[file]")
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// StateName is a task state as the mesh shows it: the A2A 0.3 name
+// ("working", "input-required"), which 1.0's TASK_STATE_... names map to.
+func StateName(s a2a.TaskState) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")), "_", "-")
 }

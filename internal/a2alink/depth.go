@@ -3,14 +3,10 @@ package a2alink
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -93,16 +89,6 @@ func (s *DepthSigner) Sign(audience, agent, messageID string, depth int, now tim
 	return tok, nil
 }
 
-// Keys is the JSON Web Key Set a mesh publishes at KeysPath: the public
-// halves of the keys its depth tokens are signed with.
-func Keys(pubs ...ed25519.PublicKey) jose.JSONWebKeySet {
-	set := jose.JSONWebKeySet{}
-	for _, p := range pubs {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: p, KeyID: mesh.KeyID(p), Algorithm: string(jose.EdDSA), Use: "sig"})
-	}
-	return set
-}
-
 // DepthError says why a depth token was refused; Field names the part.
 type DepthError struct {
 	Field  string
@@ -118,29 +104,18 @@ func refuse(field, format string, args ...any) error {
 // DepthVerifier checks the depth tokens of inbound messages, fetching each
 // issuer's keys (and keeping them a while) through the egress guard.
 type DepthVerifier struct {
-	client *http.Client
-	now    clock.Clock
-
-	mu   sync.Mutex
-	keys map[string]cachedKeys
+	keys *KeySets
+	now  clock.Clock
 }
-
-type cachedKeys struct {
-	set     jose.JSONWebKeySet
-	fetched time.Time
-}
-
-// maxCachedIssuers bounds the issuers whose keys are kept.
-const maxCachedIssuers = 256
 
 // NewDepthVerifier returns a verifier that reaches issuers through policy.
 func NewDepthVerifier(policy egress.Policy) *DepthVerifier {
-	return &DepthVerifier{client: HTTPClient(policy, keysTimeout, maxKeysBytes), now: time.Now, keys: map[string]cachedKeys{}}
+	return &DepthVerifier{keys: NewKeySets(policy), now: time.Now}
 }
 
-// Verify checks token, which came with message messageID for the agent at
-// audience, and returns what it says.
-func (v *DepthVerifier) Verify(ctx context.Context, token, audience, messageID string) (Depth, error) {
+// Verify checks token, which came with message messageID for an agent
+// reached at one of audiences (its A2A URLs), and returns what it says.
+func (v *DepthVerifier) Verify(ctx context.Context, token, messageID string, audiences ...string) (Depth, error) {
 	if len(token) > maxTokenLen {
 		return Depth{}, refuse("token", "the depth token is longer than %d bytes", maxTokenLen)
 	}
@@ -162,9 +137,12 @@ func (v *DepthVerifier) Verify(ctx context.Context, token, audience, messageID s
 	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return Depth{}, refuse("iss", "the depth token's issuer is not an http or https URL")
 	}
-	key, err := v.key(ctx, issuer, h.KeyID)
+	key, err := v.keys.Key(ctx, issuer+KeysPath, h.KeyID)
 	if err != nil {
-		return Depth{}, err
+		if ke, ok := errors.AsType[*KeyError](err); ok {
+			return Depth{}, refuse(map[bool]string{true: "kid", false: "iss"}[ke.Unknown], "the depth token's keys: %s", ke.Reason)
+		}
+		return Depth{}, refuse("iss", "the depth token's keys: %s", err.Error())
 	}
 	var std jwt.Claims
 	var dc depthClaims
@@ -174,7 +152,7 @@ func (v *DepthVerifier) Verify(ctx context.Context, token, audience, messageID s
 	if std.Expiry == nil || std.IssuedAt == nil {
 		return Depth{}, refuse("exp", "the depth token has no expiry or issue time")
 	}
-	if err := std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{audience}, ID: messageID, Time: v.now()}, leeway); err != nil {
+	if err := std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience(audiences), ID: messageID, Time: v.now()}, leeway); err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrExpired):
 			return Depth{}, refuse("exp", "the depth token has expired")
@@ -192,60 +170,4 @@ func (v *DepthVerifier) Verify(ctx context.Context, token, audience, messageID s
 		return Depth{}, refuse("depth", "the depth token carries no depth between 0 and %d", mesh.MaxDepth)
 	}
 	return Depth{Issuer: issuer, Agent: std.Subject, Depth: *dc.Depth}, nil
-}
-
-// key returns the issuer's key kid, fetching the issuer's keys when they
-// are not known or are stale, or when kid is new (a rotation).
-func (v *DepthVerifier) key(ctx context.Context, issuer, kid string) (*jose.JSONWebKey, error) {
-	now := v.now()
-	v.mu.Lock()
-	c, ok := v.keys[issuer]
-	v.mu.Unlock()
-	if ok && now.Sub(c.fetched) < keysTTL {
-		if k := c.set.Key(kid); len(k) > 0 {
-			return &k[0], nil
-		}
-	}
-	set, err := v.fetch(ctx, issuer)
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	if len(v.keys) >= maxCachedIssuers {
-		clear(v.keys)
-	}
-	v.keys[issuer] = cachedKeys{set: set, fetched: now}
-	v.mu.Unlock()
-	k := set.Key(kid)
-	if len(k) == 0 {
-		return nil, refuse("kid", "the depth token is signed with a key its issuer does not publish")
-	}
-	if _, ok := k[0].Key.(ed25519.PublicKey); !ok {
-		return nil, refuse("kid", "the issuer's key %q is not an Ed25519 public key", kid)
-	}
-	return &k[0], nil
-}
-
-func (v *DepthVerifier) fetch(ctx context.Context, issuer string) (jose.JSONWebKeySet, error) {
-	ctx, cancel := context.WithTimeout(ctx, keysTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+KeysPath, nil)
-	if err != nil {
-		return jose.JSONWebKeySet{}, refuse("iss", "the depth token's issuer is not a URL")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := v.client.Do(req)
-	if err != nil {
-		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys could not be fetched: %s", egress.DescribeError(err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys could not be fetched (%s)", resp.Status)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(body, &set); err != nil {
-		return jose.JSONWebKeySet{}, refuse("iss", "the issuer's keys are not a JSON Web Key Set")
-	}
-	return set, nil
 }

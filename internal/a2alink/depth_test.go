@@ -61,7 +61,7 @@ func TestDepthRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := v.Verify(context.Background(), tok, aud, msgID)
+		got, err := v.Verify(context.Background(), tok, msgID, aud)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestDepthRefusals(t *testing.T) {
 		{"issuer on a refused address", good, aud, msgID, "iss", a2alink.NewDepthVerifier(egress.Policy{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.verifier.Verify(context.Background(), tc.token, tc.aud, tc.msg)
+			_, err := tc.verifier.Verify(context.Background(), tc.token, tc.msg, tc.aud)
 			var de *a2alink.DepthError
 			if !errors.As(err, &de) || de.Field != tc.field {
 				t.Errorf("Verify = %v, want a DepthError on %s", err, tc.field)

@@ -27,6 +27,10 @@ const (
 	AuditChain   = "audit_chain"
 	// A2AJSONRPC is the params of an inbound A2A JSON-RPC request.
 	A2AJSONRPC = "a2a.jsonrpc"
+	// A2AREST is the body and query of an inbound A2A HTTP+JSON request.
+	A2AREST = "a2a.rest"
+	// A2AGRPC is the messages of an inbound A2A gRPC call.
+	A2AGRPC = "a2a.grpc"
 )
 
 // Violation is one broken rule of one field.

@@ -187,12 +187,18 @@ func ClientOptions(protocol []connect.ClientOption) []connect.ClientOption {
 // (give it to an edge under test). The key is derived from a fixed seed: it
 // is public, and only for tests.
 func MeshSigner() *mesh.Signer {
-	seed := sha256.Sum256([]byte("toolmesh servertest mesh key"))
-	s, err := mesh.NewSigner(ed25519.NewKeyFromSeed(seed[:]), "servertest")
+	s, err := mesh.NewSigner(MeshKey(), "servertest")
 	if err != nil {
 		panic(err) // a fixed, valid key
 	}
 	return s
+}
+
+// MeshKey is the private key of MeshSigner (an A2A door signs cards with
+// it).
+func MeshKey() ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("toolmesh servertest mesh key"))
+	return ed25519.NewKeyFromSeed(seed[:])
 }
 
 // As returns ctx acting as agent.

@@ -63,6 +63,29 @@ func Once(ctx context.Context, c client.Client, s Start, input any) error {
 	return nil
 }
 
+// SignalWithStart sends signal to the running workflow s.ID, starting it
+// with input first when it is not running — also when one with its id has
+// ended: a workflow that follows something until it has nothing left to do
+// is started again when there is.
+func SignalWithStart(ctx context.Context, c client.Client, s Start, signal string, input any) error {
+	_, err := c.SignalWithStartWorkflow(ctx, s.ID, signal, nil, client.StartWorkflowOptions{
+		TaskQueue:             s.Contract.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(s.Agent),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(s.Tool),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(s.Contract.IDPrefix),
+			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(s.Status),
+		),
+		StaticSummary: s.Summary,
+		StaticDetails: s.Details,
+	}, s.Contract.Name, input)
+	if err != nil {
+		return fmt.Errorf("signal workflow %s: %w", s.ID, err)
+	}
+	return nil
+}
+
 // Wait blocks until workflow id ends (it long-polls the workflow's history
 // for its close event, so it returns as soon as the workflow ends) and
 // decodes its result into out; cancelled is true for a workflow that ended

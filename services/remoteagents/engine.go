@@ -8,8 +8,9 @@ import (
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
-// Engine runs invocations: the remoteagents.invoke workflow of the
-// toolmesh.remoteagents.v1 contract.
+// Engine runs invocations (the remoteagents.invoke workflow of the
+// toolmesh.remoteagents.v1 contract) and the pushes of inbound tasks (the
+// remoteagents.inbound workflow).
 type Engine interface {
 	// StartInvoke starts the invocation's workflow unless one with its id
 	// exists, running or ended; then it does nothing.
@@ -22,6 +23,9 @@ type Engine interface {
 	// CancelInvoke asks the workflow to cancel; one that has ended is left
 	// alone.
 	CancelInvoke(ctx context.Context, workflowID string) error
+	// NotifyInbound tells the inbound task's workflow that the task or its
+	// push configs changed, starting it when it is not running.
+	NotifyInbound(ctx context.Context, in *remoteagentsv1.InboundWorkflowInput) error
 }
 
 // ErrNoWorkflow reports that an invocation's workflow does not exist or
@@ -39,4 +43,14 @@ func invokeWorkflow() workflowcontract.Workflow {
 // "invoke/<agent>/<invocation id>".
 func WorkflowID(agent, invocationID string) string {
 	return invokeWorkflow().IDPrefix + "/" + agent + "/" + invocationID
+}
+
+func inboundWorkflow() workflowcontract.Workflow {
+	return workflowcontract.WorkflowOf(&remoteagentsv1.InboundWorkflowInput{})
+}
+
+// InboundWorkflowID is the id of an inbound task's workflow:
+// "a2a-task/<agent>/<task id>".
+func InboundWorkflowID(agent, taskID string) string {
+	return inboundWorkflow().IDPrefix + "/" + agent + "/" + taskID
 }

@@ -28,6 +28,7 @@ type fakeEngine struct {
 	runs     map[string]*fakeRun // by workflow id
 	starts   int
 	startErr error
+	notified []*remoteagentsv1.InboundWorkflowInput // NotifyInbound's inputs
 }
 
 type fakeRun struct {
@@ -52,6 +53,19 @@ func (f *fakeEngine) StartInvoke(_ context.Context, in *remoteagentsv1.InvokeWor
 			now: &remoteagentsv1.InvokeOutcome{InvocationId: in.GetInvocationId(), Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING}}
 	}
 	return nil
+}
+
+func (f *fakeEngine) NotifyInbound(_ context.Context, in *remoteagentsv1.InboundWorkflowInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notified = append(f.notified, in)
+	return nil
+}
+
+func (f *fakeEngine) notifications() []*remoteagentsv1.InboundWorkflowInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*remoteagentsv1.InboundWorkflowInput(nil), f.notified...)
 }
 
 func (f *fakeEngine) run(id string) *fakeRun {

@@ -127,16 +127,16 @@ func (s *Service) CancelInbound(ctx context.Context, req *remoteagentsv1.CancelI
 		}
 		if changed {
 			s.log.InfoContext(ctx, "remoteagents.inbound_cancelled", "task_id", in.GetTaskId(), "agent", in.GetAgentId(), "sender", in.GetSender())
+			s.notifyInbound(ctx, ended)
 		}
 		in = ended
 	}
 	return &remoteagentsv1.CancelInboundResponse{Inbound: in}, nil
 }
 
-// currentInbound returns the sender's task as it is now: a working task
-// whose recipient has answered in the thread is completed with the answer
-// first.
-func (s *Service) currentInbound(ctx context.Context, taskID string) (*remoteagentsv1.Inbound, error) {
+// ownInbound returns the caller's task: to any other sender it does not
+// exist.
+func (s *Service) ownInbound(ctx context.Context, taskID string) (*remoteagentsv1.Inbound, error) {
 	from, err := sender(ctx)
 	if err != nil {
 		return nil, err
@@ -151,6 +151,24 @@ func (s *Service) currentInbound(ctx context.Context, taskID string) (*remoteage
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get inbound task: %w", err))
 	}
+	return in, nil
+}
+
+// currentInbound returns the sender's task as it is now: a working task
+// whose recipient has answered in the thread is completed with the answer
+// first.
+func (s *Service) currentInbound(ctx context.Context, taskID string) (*remoteagentsv1.Inbound, error) {
+	in, err := s.ownInbound(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return s.refresh(ctx, in, true)
+}
+
+// refresh completes a working task whose recipient has answered in its
+// thread, and returns the task as it is; notify tells the task's push
+// workflow when it changed.
+func (s *Service) refresh(ctx context.Context, in *remoteagentsv1.Inbound, notify bool) (*remoteagentsv1.Inbound, error) {
 	if in.GetStatus() != inboundWorking {
 		return in, nil
 	}
@@ -167,6 +185,9 @@ func (s *Service) currentInbound(ctx context.Context, taskID string) (*remoteage
 	}
 	if changed {
 		s.log.InfoContext(ctx, "remoteagents.inbound_answered", "task_id", in.GetTaskId(), "agent", in.GetAgentId(), "answer_message_id", reply.GetId())
+		if notify {
+			s.notifyInbound(ctx, ended)
+		}
 	}
 	return ended, nil
 }

@@ -45,23 +45,40 @@ func (d *directory) Get(ctx context.Context, req *agentsv1.GetRequest) (*agentsv
 // (toolmesh.inbound.v1) serves the active agents of the directory, asked as
 // the door, and the inbound tasks RemoteAgentsService shows, for the mesh's
 // service role only.
-func TestInboundServiceIsTheA2ADoorsContract(t *testing.T) {
+// doorFixture is the service with its InboundService, over SQLite, with
+// fake workflows, a fake messages service and the directory.
+type doorFixture struct {
+	door     inboundv1connect.InboundServiceClient
+	twin     remoteagentsv1connect.RemoteAgentsServiceClient
+	wf       *fakeEngine
+	messages *fakeMessages
+	dir      *directory
+}
+
+func startDoor(t *testing.T) *doorFixture {
+	t.Helper()
 	st, err := remoteagentsstore.Open(t.Context(), sqldbtest.Open(t, filepath.Join(t.TempDir(), "remoteagents.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := servertest.Start(t, servertestService(&fakeMessages{}))
-	dir := &directory{}
-	agents := servertest.Start(t, server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(dir), agentsv1connect.NewAgentsServiceHandler, nil))
+	f := &doorFixture{wf: newFakeEngine(), messages: &fakeMessages{}, dir: &directory{}}
+	msgs := servertest.Start(t, servertestService(f.messages))
+	agents := servertest.Start(t, server.Register(agentsv1connect.AgentsServiceName, agentsv1connect.AgentsServiceHandler(f.dir), agentsv1connect.NewAgentsServiceHandler, nil))
 	svc := remoteagents.New(st, remoteagents.Config{
-		Engine: newFakeEngine(), Egress: loopback,
+		Engine: f.wf, Egress: loopback,
 		Messages: messagesv1connect.NewMessagesServiceClient(msgs.Client(), msgs.URL,
 			connect.WithInterceptors(mesh.NewForwardingInterceptor(), remoteagents.NewIdempotencyInterceptor())),
 		Agents: agentsv1connect.NewAgentsServiceClient(agents.Client(), agents.URL, connect.WithInterceptors(mesh.NewForwardingInterceptor())),
 	})
 	srv := servertest.Start(t, svc.Registration(), svc.Inbound().Registration())
-	door := inboundv1connect.NewInboundServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
-	twin := remoteagentsv1connect.NewRemoteAgentsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	f.door = inboundv1connect.NewInboundServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	f.twin = remoteagentsv1connect.NewRemoteAgentsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	return f
+}
+
+func TestInboundServiceIsTheA2ADoorsContract(t *testing.T) {
+	f := startDoor(t)
+	door, twin, dir := f.door, f.twin, f.dir
 
 	self := remote("toolmesh-a2a", 0)
 	if res, err := door.GetAgent(self, &inboundv1.GetAgentRequest{AgentId: "bob"}); err != nil ||

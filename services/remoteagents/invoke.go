@@ -139,6 +139,9 @@ func (s *Service) ended(ctx context.Context, inv *remoteagentsv1.Invocation, o *
 		if o.GetTaskId() != "" {
 			out.TaskId, out.ContextId, out.RemoteState = o.GetTaskId(), o.GetContextId(), o.GetRemoteState()
 		}
+		if o.GetProtocolVersion() != "" {
+			out.ProtocolVersion, out.ProtocolBinding = o.GetProtocolVersion(), o.GetProtocolBinding()
+		}
 		return out
 	}
 	if o.GetResolveTime() == nil {
@@ -232,6 +235,7 @@ func (s *Service) RecordInvocationOutcome(ctx context.Context, req *remoteagents
 	inv, changed, err := s.store.ResolveInvocation(ctx, req.GetInvocationId(), &remoteagentsv1.InvokeOutcome{
 		InvocationId: req.GetInvocationId(), Status: req.GetStatus(), Answer: req.GetAnswer(), TaskId: req.GetTaskId(),
 		ContextId: req.GetContextId(), RemoteState: req.GetRemoteState(), Error: req.GetError(), ResolveTime: req.GetResolveTime(),
+		ProtocolVersion: req.GetProtocolVersion(), ProtocolBinding: req.GetProtocolBinding(),
 	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("invocation %s not found", req.GetInvocationId()))

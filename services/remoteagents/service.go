@@ -1,5 +1,5 @@
 // Package remoteagents connects the mesh's agents with A2A agents elsewhere
-// (the Agent2Agent protocol, 0.3).
+// (the Agent2Agent protocol, 1.0 and 0.3).
 //
 // Outbound: Discover reads a remote agent's card; Invoke sends it a message
 // as a Temporal workflow (the remoteagents.invoke contract in
@@ -11,11 +11,14 @@
 // while for the outcome, then returns the invocation to poll, like owner
 // asks; the edge makes it an MCP task for clients that take tasks.
 //
-// Inbound: the mesh's A2A endpoint (edge/a2a) calls DeliverInbound,
-// GetInbound and CancelInbound as the remote sender. A delivered message
-// lands in the agent's inbox through the messages service, at the depth
-// the sender's mesh signed, and opens an A2A task that completes when the
-// agent answers in the message's thread.
+// Inbound: the mesh's A2A door (edge/a2adoor) calls the
+// toolmesh.inbound.v1 contract (InboundService, inboundsvc.go) as the
+// remote sender. A delivered message lands in the agent's inbox through the
+// messages service, at the depth the sender's mesh signed, and opens an A2A
+// task that completes when the agent answers in the message's thread. The
+// tasks are durable (a2atasks.go): each keeps a log of its events, which
+// streams replay from any replica, and push configs, whose events the
+// remoteagents.inbound workflow sends.
 package remoteagents
 
 import (
@@ -79,6 +82,7 @@ type Service struct {
 	messages messagesv1connect.MessagesServiceClient
 	cfg      Config
 	cards    *http.Client
+	keys     *a2alink.KeySets
 	log      *slog.Logger
 	now      clock.Clock
 }
@@ -105,6 +109,7 @@ func New(store Store, cfg Config) *Service {
 		messages: cfg.Messages,
 		cfg:      cfg,
 		cards:    a2alink.HTTPClient(cfg.Egress, a2alink.CardTimeout, a2alink.MaxCardBytes),
+		keys:     a2alink.NewKeySets(cfg.Egress),
 		log:      cfg.Log,
 		now:      cfg.Now,
 	}

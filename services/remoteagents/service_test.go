@@ -2,6 +2,8 @@ package remoteagents_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -215,11 +217,14 @@ func TestRecordOutcomeIsForTheWorkflowOnly(t *testing.T) {
 }
 
 func TestDiscoverReadsTheCard(t *testing.T) {
-	card := a2a.AgentCard{Name: "Travel agent", Description: "Books trips.", URL: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3.0",
-		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain", "application/json"},
-		Provider:     &a2a.AgentProvider{Org: "Example", URL: "https://example.com"},
-		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{URI: a2alink.DepthExtension}}},
-		Skills:       []a2a.AgentSkill{{ID: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
+	// A 0.3 card, as agents on the 0.3 SDKs serve it: its url, no
+	// transport (JSON-RPC, 0.3 says).
+	card := map[string]any{"name": "Travel agent", "description": "Books trips.", "url": "http://127.0.0.1:1/a2a", "version": "2.1",
+		"protocolVersion": "0.3.0", "defaultInputModes": []string{"text/plain"}, "defaultOutputModes": []string{"text/plain", "application/json"},
+		"provider":     map[string]any{"organization": "Example", "url": "https://example.com"},
+		"capabilities": map[string]any{"streaming": true, "extensions": []any{map[string]any{"uri": a2alink.DepthExtension}}},
+		"skills": []any{map[string]any{"id": "book", "name": "Book", "description": "Books a flight.", "tags": []string{"travel"},
+			"examples": []string{"Fly me to Berlin"}}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/agents/travel/.well-known/agent-card.json" && r.URL.Path != "/cards/travel.json" {
 			http.NotFound(w, r)
@@ -229,10 +234,12 @@ func TestDiscoverReadsTheCard(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	f := start(t, remoteagents.Config{})
-	want := &remoteagentsv1.AgentCard{Name: "Travel agent", Description: "Books trips.", Url: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3.0",
+	want := &remoteagentsv1.AgentCard{Name: "Travel agent", Description: "Books trips.", Url: "http://127.0.0.1:1/a2a", Version: "2.1", ProtocolVersion: "0.3",
 		PreferredTransport: "JSONRPC", Streaming: true, Provider: "Example", TakesDepth: true,
 		InputModes: []string{"text/plain"}, OutputModes: []string{"text/plain", "application/json"},
-		Skills: []*remoteagentsv1.Skill{{Id: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}}}
+		Skills:     []*remoteagentsv1.Skill{{Id: "book", Name: "Book", Description: "Books a flight.", Tags: []string{"travel"}, Examples: []string{"Fly me to Berlin"}}},
+		Interfaces: []*remoteagentsv1.AgentInterface{{Url: "http://127.0.0.1:1/a2a", Binding: "JSONRPC", ProtocolVersion: "0.3.0"}},
+		Signature:  &remoteagentsv1.CardSignature{}}
 	for _, u := range []string{srv.URL + "/agents/travel", srv.URL + "/agents/travel/", srv.URL + "/cards/travel.json"} {
 		res, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: u})
 		if err != nil {
@@ -245,6 +252,64 @@ func TestDiscoverReadsTheCard(t *testing.T) {
 	_, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: srv.URL + "/nobody"})
 	if servertest.Code(t, err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "404") {
 		t.Errorf("Discover of an agent without a card: %v, want unavailable naming the 404", err)
+	}
+}
+
+// TestDiscoverVerifiesSignedCards: a 1.0 card signed with a key its host
+// publishes verifies; a card changed after signing, or signed with a key
+// published elsewhere, is signed but not verified.
+func TestDiscoverVerifiesSignedCards(t *testing.T) {
+	seed := sha256.Sum256([]byte("remote mesh"))
+	key := ed25519.NewKeyFromSeed(seed[:])
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(a2alink.Keys(key.Public().(ed25519.PublicKey)))
+	}))
+	t.Cleanup(elsewhere.Close)
+	card := a2a.AgentCard{Name: "Travel agent", Description: "Books trips.", Version: "2.1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true}, DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "book", Name: "Book", Description: "Books.", Tags: []string{"travel"}}}}
+	raw, err := json.Marshal(card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(jku string) []byte {
+		signer, err := a2alink.NewCardSigner(key, jku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := signer.Sign(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	signed := sign(srv.URL + a2alink.KeysPath)
+	tampered := []byte(strings.Replace(string(signed), "Books trips.", "Steals keys.", 1))
+	cards := map[string][]byte{"signed": signed, "tampered": tampered, "foreign": sign(elsewhere.URL + a2alink.KeysPath), "plain": raw}
+	mux.HandleFunc("GET /{name}/.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(cards[r.PathValue("name")]) })
+	mux.HandleFunc("GET "+a2alink.KeysPath, func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(a2alink.Keys(key.Public().(ed25519.PublicKey)))
+	})
+	f := start(t, remoteagents.Config{Egress: loopback})
+	kid := mesh.KeyID(key.Public().(ed25519.PublicKey))
+	for name, want := range map[string]*remoteagentsv1.CardSignature{
+		"signed":   {Signed: true, Verified: true, KeyId: kid, KeysUrl: srv.URL + a2alink.KeysPath},
+		"tampered": {Signed: true, KeyId: kid, KeysUrl: srv.URL + a2alink.KeysPath, Error: "the signature does not verify: the card was changed, or signed with another key"},
+		"foreign": {Signed: true, KeyId: kid, KeysUrl: elsewhere.URL + a2alink.KeysPath,
+			Error: "the signature's key set (jku " + elsewhere.URL + a2alink.KeysPath + ") is not at the card's origin " + srv.URL},
+		"plain": {},
+	} {
+		res, err := f.client.Discover(at("planner", 0), &remoteagentsv1.DiscoverRequest{Url: srv.URL + "/" + name})
+		if err != nil {
+			t.Fatalf("Discover %s: %v", name, err)
+		}
+		if got := res.GetCard(); !proto.Equal(got.GetSignature(), want) || got.GetProtocolVersion() != "1.0" || got.GetUrl() != srv.URL+"/rpc" {
+			t.Errorf("Discover of the %s card: %v, want signature %v over 1.0 at /rpc", name, got, want)
+		}
 	}
 }
 

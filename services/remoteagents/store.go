@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
 
@@ -27,9 +28,9 @@ type Store interface {
 	// not be started, so that a retry starts afresh.
 	DeleteInvocation(ctx context.Context, id string) error
 
-	// CreateInbound stores in. When the same sender delivered the same A2A
-	// message before, it stores nothing and returns that task with created
-	// false.
+	// CreateInbound stores in, with its first event (seq 1: delivered,
+	// working). When the same sender delivered the same A2A message before,
+	// it stores nothing and returns that task with created false.
 	CreateInbound(ctx context.Context, in *remoteagentsv1.Inbound) (stored *remoteagentsv1.Inbound, created bool, err error)
 	// InboundByMessage returns the task sender's A2A message opened, or
 	// ErrNotFound.
@@ -37,9 +38,51 @@ type Store interface {
 	// GetInbound returns the task with that id, or ErrNotFound.
 	GetInbound(ctx context.Context, taskID string) (*remoteagentsv1.Inbound, error)
 	// EndInbound moves a working task to status (completed with the
-	// answer, or cancelled). One that has ended is left as it is and
-	// returned with changed false.
+	// answer, or cancelled) and appends the events that say so to its log
+	// (the answer, then the status), in one transaction. One that has ended
+	// is left as it is and returned with changed false.
 	EndInbound(ctx context.Context, taskID string, status remoteagentsv1.InboundStatus, answer, answerMessageID string, at time.Time) (in *remoteagentsv1.Inbound, changed bool, err error)
+	// ListInbound returns a page of the tasks f selects, the most recently
+	// changed first, and how many it selects in all.
+	ListInbound(ctx context.Context, f InboundFilter) (page []*remoteagentsv1.Inbound, total int, err error)
+	// InboundEvents returns at most limit events of the task after seq
+	// after, in order.
+	InboundEvents(ctx context.Context, taskID string, after int64, limit int) ([]*inboundv1.InboundEvent, error)
+
+	// SavePushConfig stores c, replacing the task's config with its id;
+	// its delivered_seq is the task's version when it is saved (it is sent
+	// the later events).
+	SavePushConfig(ctx context.Context, c *inboundv1.PushConfig) (*inboundv1.PushConfig, error)
+	// PushConfig returns one config of a task, or ErrNotFound.
+	PushConfig(ctx context.Context, taskID, configID string) (*inboundv1.PushConfig, error)
+	// PushConfigs returns a task's configs, oldest first.
+	PushConfigs(ctx context.Context, taskID string) ([]*inboundv1.PushConfig, error)
+	// DeletePushConfig removes a config; one that is gone changes nothing.
+	DeletePushConfig(ctx context.Context, taskID, configID string) error
+	// RecordPushDelivered moves a config's delivered_seq up to seq (never
+	// down).
+	RecordPushDelivered(ctx context.Context, taskID, configID string, seq int64) error
+}
+
+// InboundFilter selects inbound tasks: a sender's tasks to one agent,
+// optionally of one context, in one status, changed at or after a time,
+// a page at a time.
+type InboundFilter struct {
+	Sender, AgentID string
+	ContextID       string
+	Status          remoteagentsv1.InboundStatus
+	UpdatedAfter    time.Time
+	// After is where the page starts: the last task of the page before
+	// (nil for the first page).
+	After *InboundCursor
+	// Limit is the page size.
+	Limit int
+}
+
+// InboundCursor is a place in the order tasks are listed in.
+type InboundCursor struct {
+	UpdateMillis int64
+	TaskID       string
 }
 
 // ErrNotFound is returned by stores when a record does not exist.

@@ -68,6 +68,19 @@ func (t *TemporalEngine) CancelInvoke(ctx context.Context, workflowID string) er
 	return workflowrun.Cancel(ctx, t.c, workflowID)
 }
 
+// NotifyInbound implements Engine.
+func (t *TemporalEngine) NotifyInbound(ctx context.Context, in *remoteagentsv1.InboundWorkflowInput) error {
+	return workflowrun.SignalWithStart(ctx, t.c, workflowrun.Start{
+		Contract: inboundWorkflow(),
+		ID:       InboundWorkflowID(in.GetAgentId(), in.GetTaskId()),
+		Agent:    in.GetAgentId(),
+		Status:   SearchStatusWorking,
+		Summary:  fmt.Sprintf("A2A task %s of %s, pushed to its webhooks", in.GetTaskId(), in.GetAgentId()),
+		Details: fmt.Sprintf("**%s** (over A2A) sent %s a message that opened task %s; each change of the task is sent to the webhooks %s registered.",
+			in.GetSender(), in.GetAgentId(), in.GetTaskId(), in.GetSender()),
+	}, workflowcontract.HandlerOf(&remoteagentsv1.InboundChangedSignal{}).Name, in)
+}
+
 // invocationOf is the invocation id at the end of a workflow id.
 func invocationOf(workflowID string) string {
 	i := strings.LastIndexByte(workflowID, '/')

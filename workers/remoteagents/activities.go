@@ -11,7 +11,8 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
@@ -30,6 +31,9 @@ type Activities struct {
 	// messages go unsigned (and a receiving toolmesh counts them as a new
 	// chain).
 	Depth *a2alink.DepthSigner
+	// Push signs the pushes of inbound tasks; without it they go
+	// unsigned.
+	Push *a2alink.PushSigner
 	// RemoteAgents reaches RemoteAgentsService; its client must send the
 	// identity in the call's context as a mesh token.
 	RemoteAgents remoteagentsv1connect.RemoteAgentsServiceClient
@@ -40,89 +44,108 @@ type Activities struct {
 }
 
 // SendMessage sends the invocation's message to the remote agent: it reads
-// the agent's card, signs the depth the remote work runs at (one deeper
-// than the call that invoked) and sends message/send without blocking.
-// The message id is the invocation's, so a retried send is the same
-// message to the remote agent.
+// the agent's card, picks the interface to use (A2A 1.0 when the agent
+// offers it, else 0.3), signs the depth the remote work runs at (one deeper
+// than the call that invoked) and sends the message without waiting for
+// the task to end. The message id is the invocation's, so a retried send
+// is the same message to the remote agent.
 func (a *Activities) SendMessage(ctx context.Context, in *remoteagentsv1.InvokeWorkflowInput) (Remote, error) {
-	card, err := a2alink.ResolveCard(ctx, a.HTTP, in.GetUrl())
+	card, err := a2alink.FetchCard(ctx, a.HTTP, in.GetUrl())
 	if err != nil {
 		return Remote{}, classify(err)
 	}
-	client, err := a2alink.NewClient(ctx, a.HTTP, card, "")
+	iface, err := a2alink.Negotiate(card.AgentCard)
+	if err != nil {
+		return Remote{}, refused(err)
+	}
+	client, err := a2alink.NewClient(ctx, a.HTTP, iface)
 	if err != nil {
 		return Remote{}, refused(err)
 	}
 	defer client.Destroy()
-	msg := &a2a.Message{
-		ID:        in.GetMessageId(),
-		Role:      a2a.MessageRoleUser,
-		Parts:     a2a.ContentParts{a2a.TextPart{Text: in.GetMessage()}},
-		TaskID:    a2a.TaskID(in.GetTaskId()),
-		ContextID: in.GetContextId(),
-	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(in.GetMessage()))
+	msg.ID, msg.TaskID, msg.ContextID = in.GetMessageId(), a2a.TaskID(in.GetTaskId()), in.GetContextId()
 	if a.Depth != nil {
-		tok, err := a.Depth.Sign(card.URL, in.GetAgentId(), in.GetMessageId(), int(in.GetDepth())+1, time.Now())
+		tok, err := a.Depth.Sign(iface.URL, in.GetAgentId(), in.GetMessageId(), int(in.GetDepth())+1, time.Now())
 		if err != nil {
 			return Remote{}, refused(err)
 		}
-		msg.Metadata = map[string]any{a2alink.MetadataDepthToken: tok}
+		msg.SetMeta(a2alink.MetadataDepthToken, tok)
 		msg.Extensions = []string{a2alink.DepthExtension}
 	}
-	res, err := client.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	res, err := client.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
 		return Remote{}, classify(err)
 	}
-	switch r := res.(type) {
+	r := Remote{Endpoint: iface.URL, Binding: string(iface.ProtocolBinding), Version: string(iface.ProtocolVersion), Streaming: card.Capabilities.Streaming}
+	switch v := res.(type) {
 	case *a2a.Message:
-		return Remote{Endpoint: card.URL, ContextID: r.ContextID, State: string(a2a.TaskStateCompleted), Answer: a2alink.Text(r.Parts)}, nil
+		r.ContextID, r.State, r.Answer = v.ContextID, a2alink.StateName(a2a.TaskStateCompleted), a2alink.Text(v.Parts)
+		return r, nil
 	case *a2a.Task:
-		return remoteOf(card.URL, r), nil
+		r.follow(v)
+		return r, nil
 	}
 	return Remote{}, refused(a2a.ErrInvalidAgentResponse)
 }
 
-// GetTask reads the remote task (tasks/get).
-func (a *Activities) GetTask(ctx context.Context, ref TaskRef) (Remote, error) {
-	client, err := a2alink.NewClient(ctx, a.HTTP, nil, ref.Endpoint)
+// client opens a client to the interface a remote task was opened through.
+func (a *Activities) client(ctx context.Context, ref TaskRef) (*a2aclient.Client, error) {
+	iface := &a2a.AgentInterface{URL: ref.Endpoint, ProtocolBinding: a2a.TransportProtocol(ref.Binding), ProtocolVersion: a2a.ProtocolVersion(ref.Version)}
+	if ref.Binding == "" {
+		// A task opened before the mesh spoke 1.0: over 0.3 JSON-RPC.
+		iface.ProtocolBinding, iface.ProtocolVersion = a2a.TransportProtocolJSONRPC, a2alink.Version03
+	}
+	client, err := a2alink.NewClient(ctx, a.HTTP, iface)
 	if err != nil {
-		return Remote{}, refused(err)
+		return nil, refused(err)
+	}
+	return client, nil
+}
+
+// GetTask reads the remote task.
+func (a *Activities) GetTask(ctx context.Context, ref TaskRef) (Remote, error) {
+	client, err := a.client(ctx, ref)
+	if err != nil {
+		return Remote{}, err
 	}
 	defer client.Destroy()
-	task, err := client.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(ref.TaskID)})
+	task, err := client.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(ref.TaskID)})
 	if err != nil {
 		return Remote{}, classify(err)
 	}
-	return remoteOf(ref.Endpoint, task), nil
+	r := ref.remote()
+	r.follow(task)
+	return r, nil
 }
 
-// CancelTask asks the remote agent to cancel the task (tasks/cancel). A
-// task the agent says it cannot cancel is done with when it has ended;
-// while it still runs, the refusal is a race on the agent's side (a cancel
-// that meets the end of the send that started the task), so the activity
-// fails and its retry asks again.
+// CancelTask asks the remote agent to cancel the task. A task the agent
+// says it cannot cancel is done with when it has ended; while it still
+// runs, the refusal is a race on the agent's side (a cancel that meets the
+// end of the send that started the task), so the activity fails and its
+// retry asks again.
 func (a *Activities) CancelTask(ctx context.Context, ref TaskRef) error {
-	client, err := a2alink.NewClient(ctx, a.HTTP, nil, ref.Endpoint)
+	client, err := a.client(ctx, ref)
 	if err != nil {
-		return refused(err)
+		return err
 	}
 	defer client.Destroy()
 	id := a2a.TaskID(ref.TaskID)
-	_, err = client.CancelTask(ctx, &a2a.TaskIDParams{ID: id})
+	_, err = client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		return classify(err)
 	}
-	task, gerr := client.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+	task, gerr := client.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
 	if gerr != nil {
 		return classify(gerr)
 	}
 	if task.Status.State.Terminal() {
 		return nil
 	}
-	return fmt.Errorf("the agent did not cancel task %s, which is %s: ask again", ref.TaskID, task.Status.State)
+	return fmt.Errorf("the agent did not cancel task %s, which is %s: ask again", ref.TaskID, a2alink.StateName(task.Status.State))
 }
 
 // RecordOutcome records how the invocation ended with
@@ -142,10 +165,10 @@ func (a *Activities) RecordOutcome(ctx context.Context, req *remoteagentsv1.Reco
 	return err
 }
 
-// remoteOf is where a task is: its state and what the agent said (the
-// artifacts' text, else the status message's).
-func remoteOf(endpoint string, t *a2a.Task) Remote {
-	r := Remote{Endpoint: endpoint, TaskID: string(t.ID), ContextID: t.ContextID, State: string(t.Status.State)}
+// follow moves r to where task is: its state and what the agent said
+// (the artifacts' text, else the status message's).
+func (r *Remote) follow(t *a2a.Task) {
+	r.TaskID, r.ContextID, r.State = string(t.ID), t.ContextID, a2alink.StateName(t.Status.State)
 	var parts []string
 	for _, art := range t.Artifacts {
 		if art != nil {
@@ -158,7 +181,6 @@ func remoteOf(endpoint string, t *a2a.Task) Remote {
 		parts = append(parts, a2alink.Text(t.Status.Message.Parts))
 	}
 	r.Answer = clip(strings.Join(parts, "\n"), 100000)
-	return r
 }
 
 // classify makes a failure no retry changes non-retryable.

@@ -68,7 +68,7 @@ func TestRecordHistories(t *testing.T) {
 	acts.RemoteAgents = remoteagentsv1connect.NewRemoteAgentsServiceClient(rec.Client(), rec.URL, servertest.ClientOptions(nil)...)
 	acts.Self = mesh.Caller{Subject: "toolmesh-worker-remoteagents", Agent: "toolmesh-worker-remoteagents", Roles: []string{mesh.RoleService}}
 	workflowtest.StartWorker(t, c, remoteagents.TaskQueue(), func(r worker.Registry) { remoteagents.Register(r, acts) })
-	base := serveAgent(t, &travelAgent{})
+	base, _ := serveAgent03(t, &travelAgent03{})
 
 	// capture starts an invocation, lets it send, drives it, and records
 	// its history once it is idle again: following the task, or ended.

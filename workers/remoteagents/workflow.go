@@ -8,6 +8,9 @@
 // at growing intervals) until it ends, needs input, or the invocation
 // expires. Cancelling the workflow cancels the remote task (tasks/cancel).
 // It records the outcome with RemoteAgentsService before it ends.
+//
+// An inbound task workflow (push.go) pushes the events of an A2A task the
+// mesh serves to the webhooks its sender registered.
 package remoteagents
 
 import (
@@ -68,16 +71,17 @@ func statusQuery() workflowcontract.Handler {
 // TaskQueue is the queue this worker polls ("remoteagents").
 func TaskQueue() string { return invokeContract().TaskQueue }
 
-// Register adds the invoke workflow and its activities to w.
+// Register adds the workflows and their activities to w.
 func Register(w worker.Registry, a *Activities) {
 	RegisterWorkflows(w)
 	RegisterActivities(w, a)
 }
 
-// RegisterWorkflows adds the invoke workflow, under its contract name, to r
-// (a worker or a replayer).
+// RegisterWorkflows adds the invoke and inbound task workflows, under their
+// contract names, to r (a worker or a replayer).
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(InvokeWorkflow, workflow.RegisterOptions{Name: invokeContract().Name})
+	r.RegisterWorkflowWithOptions(InboundWorkflow, workflow.RegisterOptions{Name: inboundContract().Name})
 }
 
 // RegisterActivities adds the activities of a to r, under their names.
@@ -86,12 +90,21 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
 	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
 	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
+	r.RegisterActivityWithOptions(a.RefreshInbound, activity.RegisterOptions{Name: ActivityRefreshInbound})
+	r.RegisterActivityWithOptions(a.DeliverPush, activity.RegisterOptions{Name: ActivityDeliverPush})
 }
 
 // Remote is where the remote task is, as the activities report it.
 type Remote struct {
-	// Endpoint is the remote agent's A2A URL (its card's url).
+	// Endpoint is the URL of the remote agent's interface the message went
+	// through; Binding and Version name its protocol binding and A2A
+	// version (both empty in histories from before the mesh spoke A2A
+	// 1.0: JSON-RPC, 0.3).
 	Endpoint string `json:"endpoint"`
+	Binding  string `json:"binding,omitempty"`
+	Version  string `json:"version,omitempty"`
+	// Streaming is set when the agent's card says it streams.
+	Streaming bool `json:"streaming,omitempty"`
 	// TaskID and ContextID name the remote task; TaskID is empty when the
 	// agent answered with a message.
 	TaskID    string `json:"task_id"`
@@ -102,10 +115,23 @@ type Remote struct {
 	Answer string `json:"answer"`
 }
 
-// TaskRef names a remote task for GetTask and CancelTask.
+// TaskRef names a remote task for GetTask and CancelTask: the interface
+// it was opened through and its id.
 type TaskRef struct {
 	Endpoint string `json:"endpoint"`
+	Binding  string `json:"binding,omitempty"`
+	Version  string `json:"version,omitempty"`
 	TaskID   string `json:"task_id"`
+}
+
+// ref names r's task.
+func (r Remote) ref() TaskRef {
+	return TaskRef{Endpoint: r.Endpoint, Binding: r.Binding, Version: r.Version, TaskID: r.TaskID}
+}
+
+// remote is where the task ref names is, before it is read.
+func (ref TaskRef) remote() Remote {
+	return Remote{Endpoint: ref.Endpoint, Binding: ref.Binding, Version: ref.Version, TaskID: ref.TaskID}
 }
 
 var send = workflow.ActivityOptions{
@@ -144,6 +170,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, send), ActivitySendMessage, in).Get(ctx, &remote)
 	if err == nil {
 		st.TaskId, st.ContextId = remote.TaskID, remote.ContextID
+		st.ProtocolVersion, st.ProtocolBinding = remote.Version, remote.Binding
 		apply(st, remote)
 	}
 	// The first poll comes soon; later ones less often.
@@ -156,7 +183,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		if err = workflow.Sleep(ctx, min(wait, left)); err != nil {
 			break
 		}
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, poll), ActivityGetTask, TaskRef{Endpoint: remote.Endpoint, TaskID: remote.TaskID}).Get(ctx, &remote)
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, poll), ActivityGetTask, remote.ref()).Get(ctx, &remote)
 		if err == nil {
 			apply(st, remote)
 		}
@@ -170,7 +197,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 		if remote.TaskID != "" {
 			if cerr := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, cancelOpts), ActivityCancelTask,
-				TaskRef{Endpoint: remote.Endpoint, TaskID: remote.TaskID}).Get(ctx, nil); cerr != nil {
+				remote.ref()).Get(ctx, nil); cerr != nil {
 				log.Warn("remoteagents.invoke.cancel_failed", "invocation_id", in.GetInvocationId(), "error", cerr)
 			}
 		}
@@ -197,7 +224,8 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		Summary:                "Record the outcome with RemoteAgentsService",
 	})
 	rec := &remoteagentsv1.RecordInvocationOutcomeRequest{InvocationId: st.GetInvocationId(), Status: st.GetStatus(), Answer: clip(st.GetAnswer(), 100000),
-		TaskId: st.GetTaskId(), ContextId: st.GetContextId(), RemoteState: st.GetRemoteState(), Error: clip(st.GetError(), 4000), ResolveTime: st.GetResolveTime()}
+		TaskId: st.GetTaskId(), ContextId: st.GetContextId(), RemoteState: st.GetRemoteState(), Error: clip(st.GetError(), 4000), ResolveTime: st.GetResolveTime(),
+		ProtocolVersion: st.GetProtocolVersion(), ProtocolBinding: st.GetProtocolBinding()}
 	if err := workflow.ExecuteLocalActivity(rctx, ActivityRecordOutcome, rec).Get(rctx, nil); err != nil {
 		// The result still carries the outcome; the service records it
 		// when it sees the result.

@@ -27,6 +27,9 @@ func TestStore(t *testing.T) {
 	sqldbtest.Run(t, &pg, []sqldbtest.Test{
 		{Name: "invocations", Test: testInvocations},
 		{Name: "inbound tasks", Test: testInbound},
+		{Name: "inbound event log and list", Test: testInboundLog},
+		{Name: "push configs", Test: testPushConfigs},
+		{Name: "tasks from before the event log", Test: testMigratedInbound},
 	})
 }
 
@@ -118,6 +121,7 @@ func testInbound(t *testing.T, db *sqldb.DB) {
 	if err != nil || !created {
 		t.Fatalf("CreateInbound = %v, created %v", err, created)
 	}
+	in.Version = 1 // its first event: delivered
 	diff(t, "stored task", in, stored)
 
 	// The same A2A message from the same sender opens no second task.
@@ -147,6 +151,7 @@ func testInbound(t *testing.T, db *sqldb.DB) {
 	}
 	want := proto.Clone(in).(*remoteagentsv1.Inbound)
 	want.Status, want.Answer, want.AnswerMessageId, want.UpdateTime = remoteagentsv1.InboundStatus_INBOUND_STATUS_COMPLETED, "hi alice", "msg_answer", timestamppb.New(at)
+	want.Version = 3 // the answer, then the completed status
 	diff(t, "completed task", want, done)
 	// An ended task stays as it ended.
 	if got, changed, err := s.EndInbound(ctx, in.GetTaskId(), remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED, "", "", at.Add(time.Minute)); err != nil || changed {

@@ -88,6 +88,58 @@ func (InboundStatus) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{0}
 }
 
+// InboundEventKind is what an event of an inbound task says.
+type InboundEventKind int32
+
+const (
+	InboundEventKind_INBOUND_EVENT_KIND_UNSPECIFIED InboundEventKind = 0
+	// The task moved to status (completed: with the answer).
+	InboundEventKind_INBOUND_EVENT_KIND_STATUS InboundEventKind = 1
+	// The recipient answered: the answer, as the task's artifact.
+	InboundEventKind_INBOUND_EVENT_KIND_ANSWER InboundEventKind = 2
+)
+
+// Enum value maps for InboundEventKind.
+var (
+	InboundEventKind_name = map[int32]string{
+		0: "INBOUND_EVENT_KIND_UNSPECIFIED",
+		1: "INBOUND_EVENT_KIND_STATUS",
+		2: "INBOUND_EVENT_KIND_ANSWER",
+	}
+	InboundEventKind_value = map[string]int32{
+		"INBOUND_EVENT_KIND_UNSPECIFIED": 0,
+		"INBOUND_EVENT_KIND_STATUS":      1,
+		"INBOUND_EVENT_KIND_ANSWER":      2,
+	}
+)
+
+func (x InboundEventKind) Enum() *InboundEventKind {
+	p := new(InboundEventKind)
+	*p = x
+	return p
+}
+
+func (x InboundEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InboundEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_inbound_v1_inbound_proto_enumTypes[1].Descriptor()
+}
+
+func (InboundEventKind) Type() protoreflect.EnumType {
+	return &file_toolmesh_inbound_v1_inbound_proto_enumTypes[1]
+}
+
+func (x InboundEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InboundEventKind.Descriptor instead.
+func (InboundEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{1}
+}
+
 // Agent is an agent of the mesh as its A2A card shows it.
 type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +324,10 @@ type Inbound struct {
 	// When it was delivered.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When it last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The sequence number of its last event (see InboundEvent): a snapshot
+	// of the task shows every event up to it.
+	Version       int64 `protobuf:"varint,15,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,6 +460,225 @@ func (x *Inbound) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Inbound) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// InboundEvent is one change of an inbound task, in the order the task's
+// log keeps them: seq 1 is its delivery, each later change the next.
+type InboundEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Its place in the task's log, from 1.
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// What it says.
+	Kind InboundEventKind `protobuf:"varint,3,opt,name=kind,proto3,enum=toolmesh.inbound.v1.InboundEventKind" json:"kind,omitempty"`
+	// The status the task moved to (STATUS).
+	Status InboundStatus `protobuf:"varint,4,opt,name=status,proto3,enum=toolmesh.inbound.v1.InboundStatus" json:"status,omitempty"`
+	// The answer (ANSWER, and STATUS completed).
+	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// The answering message's id (ANSWER, and STATUS completed).
+	MessageId string `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// When it happened.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboundEvent) Reset() {
+	*x = InboundEvent{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboundEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboundEvent) ProtoMessage() {}
+
+func (x *InboundEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboundEvent.ProtoReflect.Descriptor instead.
+func (*InboundEvent) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InboundEvent) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *InboundEvent) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *InboundEvent) GetKind() InboundEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return InboundEventKind_INBOUND_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *InboundEvent) GetStatus() InboundStatus {
+	if x != nil {
+		return x.Status
+	}
+	return InboundStatus_INBOUND_STATUS_UNSPECIFIED
+}
+
+func (x *InboundEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *InboundEvent) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *InboundEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// PushConfig is a webhook one of a task's events are sent to.
+type PushConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The config's id within the task.
+	ConfigId string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	// The webhook's URL.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The token sent with each push (A2A-Notification-Token), when given.
+	Token string `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	// The scheme of the Authorization header sent with each push ("Bearer",
+	// "Basic"), when given.
+	AuthScheme string `protobuf:"bytes,5,opt,name=auth_scheme,json=authScheme,proto3" json:"auth_scheme,omitempty"`
+	// The credentials sent under auth_scheme, when given.
+	AuthCredentials string `protobuf:"bytes,6,opt,name=auth_credentials,json=authCredentials,proto3" json:"auth_credentials,omitempty"`
+	// When it was created.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The seq of the last event it was sent (or the task's version when it
+	// was created: later events only).
+	DeliveredSeq  int64 `protobuf:"varint,8,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushConfig) Reset() {
+	*x = PushConfig{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushConfig) ProtoMessage() {}
+
+func (x *PushConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushConfig.ProtoReflect.Descriptor instead.
+func (*PushConfig) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PushConfig) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *PushConfig) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *PushConfig) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *PushConfig) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *PushConfig) GetAuthScheme() string {
+	if x != nil {
+		return x.AuthScheme
+	}
+	return ""
+}
+
+func (x *PushConfig) GetAuthCredentials() string {
+	if x != nil {
+		return x.AuthCredentials
+	}
+	return ""
+}
+
+func (x *PushConfig) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *PushConfig) GetDeliveredSeq() int64 {
+	if x != nil {
+		return x.DeliveredSeq
+	}
+	return 0
+}
+
 type DeliverInboundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent to deliver to.
@@ -421,7 +695,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +707,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +720,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -487,7 +761,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +773,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +786,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -532,7 +806,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +818,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +831,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -577,7 +851,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +863,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +876,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -622,7 +896,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +908,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +921,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -667,7 +941,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +953,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +966,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -700,6 +974,692 @@ func (x *CancelInboundResponse) GetInbound() *Inbound {
 		return x.Inbound
 	}
 	return nil
+}
+
+type ListInboundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent the tasks were sent to.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Only the tasks of this A2A context.
+	ContextId string `protobuf:"bytes,2,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	// Only the tasks in this status.
+	Status InboundStatus `protobuf:"varint,3,opt,name=status,proto3,enum=toolmesh.inbound.v1.InboundStatus" json:"status,omitempty"`
+	// At most this many, 1 to 100 (50 when 0).
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where the page starts: the next_page_token of the page before.
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only tasks that changed at or after this time.
+	UpdatedAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_after,json=updatedAfter,proto3" json:"updated_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInboundRequest) Reset() {
+	*x = ListInboundRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInboundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInboundRequest) ProtoMessage() {}
+
+func (x *ListInboundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInboundRequest.ProtoReflect.Descriptor instead.
+func (*ListInboundRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListInboundRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListInboundRequest) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+func (x *ListInboundRequest) GetStatus() InboundStatus {
+	if x != nil {
+		return x.Status
+	}
+	return InboundStatus_INBOUND_STATUS_UNSPECIFIED
+}
+
+func (x *ListInboundRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListInboundRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListInboundRequest) GetUpdatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAfter
+	}
+	return nil
+}
+
+type ListInboundResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, the most recently changed first.
+	Inbounds []*Inbound `protobuf:"bytes,1,rep,name=inbounds,proto3" json:"inbounds,omitempty"`
+	// How many tasks match, on every page.
+	TotalSize int32 `protobuf:"varint,2,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	// The token of the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInboundResponse) Reset() {
+	*x = ListInboundResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInboundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInboundResponse) ProtoMessage() {}
+
+func (x *ListInboundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInboundResponse.ProtoReflect.Descriptor instead.
+func (*ListInboundResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListInboundResponse) GetInbounds() []*Inbound {
+	if x != nil {
+		return x.Inbounds
+	}
+	return nil
+}
+
+func (x *ListInboundResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+func (x *ListInboundResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type ListInboundEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The events after this seq (0: all of them).
+	AfterSeq int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// How long to wait for an event when there is none yet, 0 to 30
+	// seconds.
+	WaitSeconds   int32 `protobuf:"varint,3,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInboundEventsRequest) Reset() {
+	*x = ListInboundEventsRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInboundEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInboundEventsRequest) ProtoMessage() {}
+
+func (x *ListInboundEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInboundEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListInboundEventsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListInboundEventsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ListInboundEventsRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ListInboundEventsRequest) GetWaitSeconds() int32 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
+type ListInboundEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events after after_seq, in order (at most 100).
+	Events []*InboundEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The task as it is after the last of them.
+	Inbound       *Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInboundEventsResponse) Reset() {
+	*x = ListInboundEventsResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInboundEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInboundEventsResponse) ProtoMessage() {}
+
+func (x *ListInboundEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInboundEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListInboundEventsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListInboundEventsResponse) GetEvents() []*InboundEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListInboundEventsResponse) GetInbound() *Inbound {
+	if x != nil {
+		return x.Inbound
+	}
+	return nil
+}
+
+type CreatePushConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The config's id; a new one when empty.
+	ConfigId string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	// The webhook's URL, http or https, which the mesh's egress guard must
+	// allow.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// A token to send with each push.
+	Token string `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	// The Authorization scheme to send with each push ("Bearer", "Basic").
+	AuthScheme string `protobuf:"bytes,5,opt,name=auth_scheme,json=authScheme,proto3" json:"auth_scheme,omitempty"`
+	// The credentials to send under auth_scheme.
+	AuthCredentials string `protobuf:"bytes,6,opt,name=auth_credentials,json=authCredentials,proto3" json:"auth_credentials,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CreatePushConfigRequest) Reset() {
+	*x = CreatePushConfigRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePushConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePushConfigRequest) ProtoMessage() {}
+
+func (x *CreatePushConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePushConfigRequest.ProtoReflect.Descriptor instead.
+func (*CreatePushConfigRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CreatePushConfigRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CreatePushConfigRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *CreatePushConfigRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreatePushConfigRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreatePushConfigRequest) GetAuthScheme() string {
+	if x != nil {
+		return x.AuthScheme
+	}
+	return ""
+}
+
+func (x *CreatePushConfigRequest) GetAuthCredentials() string {
+	if x != nil {
+		return x.AuthCredentials
+	}
+	return ""
+}
+
+type CreatePushConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The config as stored.
+	Config        *PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePushConfigResponse) Reset() {
+	*x = CreatePushConfigResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePushConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePushConfigResponse) ProtoMessage() {}
+
+func (x *CreatePushConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePushConfigResponse.ProtoReflect.Descriptor instead.
+func (*CreatePushConfigResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreatePushConfigResponse) GetConfig() *PushConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type GetPushConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The config's id.
+	ConfigId      string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushConfigRequest) Reset() {
+	*x = GetPushConfigRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushConfigRequest) ProtoMessage() {}
+
+func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetPushConfigRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetPushConfigRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *GetPushConfigRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+type GetPushConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The config.
+	Config        *PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushConfigResponse) Reset() {
+	*x = GetPushConfigResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushConfigResponse) ProtoMessage() {}
+
+func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetPushConfigResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetPushConfigResponse) GetConfig() *PushConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type ListPushConfigsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPushConfigsRequest) Reset() {
+	*x = ListPushConfigsRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPushConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPushConfigsRequest) ProtoMessage() {}
+
+func (x *ListPushConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPushConfigsRequest.ProtoReflect.Descriptor instead.
+func (*ListPushConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListPushConfigsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+type ListPushConfigsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's configs, oldest first.
+	Configs       []*PushConfig `protobuf:"bytes,1,rep,name=configs,proto3" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPushConfigsResponse) Reset() {
+	*x = ListPushConfigsResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPushConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPushConfigsResponse) ProtoMessage() {}
+
+func (x *ListPushConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPushConfigsResponse.ProtoReflect.Descriptor instead.
+func (*ListPushConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListPushConfigsResponse) GetConfigs() []*PushConfig {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type DeletePushConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The config's id.
+	ConfigId      string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePushConfigRequest) Reset() {
+	*x = DeletePushConfigRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePushConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePushConfigRequest) ProtoMessage() {}
+
+func (x *DeletePushConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePushConfigRequest.ProtoReflect.Descriptor instead.
+func (*DeletePushConfigRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeletePushConfigRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *DeletePushConfigRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+type DeletePushConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePushConfigResponse) Reset() {
+	*x = DeletePushConfigResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePushConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePushConfigResponse) ProtoMessage() {}
+
+func (x *DeletePushConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePushConfigResponse.ProtoReflect.Descriptor instead.
+func (*DeletePushConfigResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{23}
 }
 
 var File_toolmesh_inbound_v1_inbound_proto protoreflect.FileDescriptor
@@ -714,7 +1674,7 @@ const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12&\n" +
 	"\bagent_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\aagentId\"D\n" +
 	"\x10GetAgentResponse\x120\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1a.toolmesh.inbound.v1.AgentR\x05agent\"\xfa\x03\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1a.toolmesh.inbound.v1.AgentR\x05agent\"\x94\x04\n" +
 	"\aInbound\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
@@ -734,7 +1694,29 @@ const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xd6\x01\n" +
+	"updateTime\x12\x18\n" +
+	"\aversion\x18\x0f \x01(\x03R\aversion\"\x93\x02\n" +
+	"\fInboundEvent\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x129\n" +
+	"\x04kind\x18\x03 \x01(\x0e2%.toolmesh.inbound.v1.InboundEventKindR\x04kind\x12:\n" +
+	"\x06status\x18\x04 \x01(\x0e2\".toolmesh.inbound.v1.InboundStatusR\x06status\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x06 \x01(\tR\tmessageId\x12.\n" +
+	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x98\x02\n" +
+	"\n" +
+	"PushConfig\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1b\n" +
+	"\tconfig_id\x18\x02 \x01(\tR\bconfigId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\tR\x05token\x12\x1f\n" +
+	"\vauth_scheme\x18\x05 \x01(\tR\n" +
+	"authScheme\x12)\n" +
+	"\x10auth_credentials\x18\x06 \x01(\tR\x0fauthCredentials\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12#\n" +
+	"\rdelivered_seq\x18\b \x01(\x03R\fdeliveredSeq\"\xd6\x01\n" +
 	"\x15DeliverInboundRequest\x12<\n" +
 	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12!\n" +
 	"\x04text\x18\x02 \x01(\tB\r\xbaH\n" +
@@ -752,18 +1734,73 @@ const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\x14CancelInboundRequest\x12$\n" +
 	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\"O\n" +
 	"\x15CancelInboundResponse\x126\n" +
-	"\ainbound\x18\x01 \x01(\v2\x1c.toolmesh.inbound.v1.InboundR\ainbound*\x87\x01\n" +
+	"\ainbound\x18\x01 \x01(\v2\x1c.toolmesh.inbound.v1.InboundR\ainbound\"\xbd\x02\n" +
+	"\x12ListInboundRequest\x12&\n" +
+	"\bagent_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\aagentId\x12'\n" +
+	"\n" +
+	"context_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\x12D\n" +
+	"\x06status\x18\x03 \x01(\x0e2\".toolmesh.inbound.v1.InboundStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12&\n" +
+	"\tpage_size\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x04R\tpageToken\x12?\n" +
+	"\rupdated_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fupdatedAfter\"\x96\x01\n" +
+	"\x13ListInboundResponse\x128\n" +
+	"\binbounds\x18\x01 \x03(\v2\x1c.toolmesh.inbound.v1.InboundR\binbounds\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x02 \x01(\x05R\ttotalSize\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x94\x01\n" +
+	"\x18ListInboundEventsRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12$\n" +
+	"\tafter_seq\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\bafterSeq\x12,\n" +
+	"\fwait_seconds\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x1e(\x00R\vwaitSeconds\"\x8e\x01\n" +
+	"\x19ListInboundEventsResponse\x129\n" +
+	"\x06events\x18\x01 \x03(\v2!.toolmesh.inbound.v1.InboundEventR\x06events\x126\n" +
+	"\ainbound\x18\x02 \x01(\v2\x1c.toolmesh.inbound.v1.InboundR\ainbound\"\xda\x02\n" +
+	"\x17CreatePushConfigRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12?\n" +
+	"\tconfig_id\x18\x02 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^([A-Za-z0-9._~-]{1,128})?$R\bconfigId\x12,\n" +
+	"\x03url\x18\x03 \x01(\tB\x1a\xbaH\x17\xc8\x01\x01r\x12\x18\x80\x102\n" +
+	"^https?://\x88\x01\x01R\x03url\x12\x1e\n" +
+	"\x05token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\x05token\x12U\n" +
+	"\vauth_scheme\x18\x05 \x01(\tB4\xbaH1r/2-^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]{0,63})?$R\n" +
+	"authScheme\x123\n" +
+	"\x10auth_credentials\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80 R\x0fauthCredentials\"S\n" +
+	"\x18CreatePushConfigResponse\x127\n" +
+	"\x06config\x18\x01 \x01(\v2\x1f.toolmesh.inbound.v1.PushConfigR\x06config\"f\n" +
+	"\x14GetPushConfigRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12(\n" +
+	"\tconfig_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\bconfigId\"P\n" +
+	"\x15GetPushConfigResponse\x127\n" +
+	"\x06config\x18\x01 \x01(\v2\x1f.toolmesh.inbound.v1.PushConfigR\x06config\">\n" +
+	"\x16ListPushConfigsRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\"T\n" +
+	"\x17ListPushConfigsResponse\x129\n" +
+	"\aconfigs\x18\x01 \x03(\v2\x1f.toolmesh.inbound.v1.PushConfigR\aconfigs\"i\n" +
+	"\x17DeletePushConfigRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12(\n" +
+	"\tconfig_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\bconfigId\"\x1a\n" +
+	"\x18DeletePushConfigResponse*\x87\x01\n" +
 	"\rInboundStatus\x12\x1e\n" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xa9\x03\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x03*t\n" +
+	"\x10InboundEventKind\x12\"\n" +
+	"\x1eINBOUND_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19INBOUND_EVENT_KIND_STATUS\x10\x01\x12\x1d\n" +
+	"\x19INBOUND_EVENT_KIND_ANSWER\x10\x022\xcc\b\n" +
 	"\x0eInboundService\x12\\\n" +
 	"\bGetAgent\x12$.toolmesh.inbound.v1.GetAgentRequest\x1a%.toolmesh.inbound.v1.GetAgentResponse\"\x03\x90\x02\x01\x12k\n" +
 	"\x0eDeliverInbound\x12*.toolmesh.inbound.v1.DeliverInboundRequest\x1a+.toolmesh.inbound.v1.DeliverInboundResponse\"\x00\x12b\n" +
 	"\n" +
 	"GetInbound\x12&.toolmesh.inbound.v1.GetInboundRequest\x1a'.toolmesh.inbound.v1.GetInboundResponse\"\x03\x90\x02\x01\x12h\n" +
-	"\rCancelInbound\x12).toolmesh.inbound.v1.CancelInboundRequest\x1a*.toolmesh.inbound.v1.CancelInboundResponse\"\x00BFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1;inboundv1b\x06proto3"
+	"\rCancelInbound\x12).toolmesh.inbound.v1.CancelInboundRequest\x1a*.toolmesh.inbound.v1.CancelInboundResponse\"\x00\x12e\n" +
+	"\vListInbound\x12'.toolmesh.inbound.v1.ListInboundRequest\x1a(.toolmesh.inbound.v1.ListInboundResponse\"\x03\x90\x02\x01\x12t\n" +
+	"\x11ListInboundEvents\x12-.toolmesh.inbound.v1.ListInboundEventsRequest\x1a..toolmesh.inbound.v1.ListInboundEventsResponse\"\x00\x12q\n" +
+	"\x10CreatePushConfig\x12,.toolmesh.inbound.v1.CreatePushConfigRequest\x1a-.toolmesh.inbound.v1.CreatePushConfigResponse\"\x00\x12k\n" +
+	"\rGetPushConfig\x12).toolmesh.inbound.v1.GetPushConfigRequest\x1a*.toolmesh.inbound.v1.GetPushConfigResponse\"\x03\x90\x02\x01\x12q\n" +
+	"\x0fListPushConfigs\x12+.toolmesh.inbound.v1.ListPushConfigsRequest\x1a,.toolmesh.inbound.v1.ListPushConfigsResponse\"\x03\x90\x02\x01\x12q\n" +
+	"\x10DeletePushConfig\x12,.toolmesh.inbound.v1.DeletePushConfigRequest\x1a-.toolmesh.inbound.v1.DeletePushConfigResponse\"\x00BFZDgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1;inboundv1b\x06proto3"
 
 var (
 	file_toolmesh_inbound_v1_inbound_proto_rawDescOnce sync.Once
@@ -777,43 +1814,82 @@ func file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP() []byte {
 	return file_toolmesh_inbound_v1_inbound_proto_rawDescData
 }
 
-var file_toolmesh_inbound_v1_inbound_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolmesh_inbound_v1_inbound_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolmesh_inbound_v1_inbound_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_toolmesh_inbound_v1_inbound_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_toolmesh_inbound_v1_inbound_proto_goTypes = []any{
-	(InboundStatus)(0),             // 0: toolmesh.inbound.v1.InboundStatus
-	(*Agent)(nil),                  // 1: toolmesh.inbound.v1.Agent
-	(*GetAgentRequest)(nil),        // 2: toolmesh.inbound.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),       // 3: toolmesh.inbound.v1.GetAgentResponse
-	(*Inbound)(nil),                // 4: toolmesh.inbound.v1.Inbound
-	(*DeliverInboundRequest)(nil),  // 5: toolmesh.inbound.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil), // 6: toolmesh.inbound.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),      // 7: toolmesh.inbound.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),     // 8: toolmesh.inbound.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),   // 9: toolmesh.inbound.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),  // 10: toolmesh.inbound.v1.CancelInboundResponse
-	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
+	(InboundStatus)(0),                // 0: toolmesh.inbound.v1.InboundStatus
+	(InboundEventKind)(0),             // 1: toolmesh.inbound.v1.InboundEventKind
+	(*Agent)(nil),                     // 2: toolmesh.inbound.v1.Agent
+	(*GetAgentRequest)(nil),           // 3: toolmesh.inbound.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),          // 4: toolmesh.inbound.v1.GetAgentResponse
+	(*Inbound)(nil),                   // 5: toolmesh.inbound.v1.Inbound
+	(*InboundEvent)(nil),              // 6: toolmesh.inbound.v1.InboundEvent
+	(*PushConfig)(nil),                // 7: toolmesh.inbound.v1.PushConfig
+	(*DeliverInboundRequest)(nil),     // 8: toolmesh.inbound.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),    // 9: toolmesh.inbound.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),         // 10: toolmesh.inbound.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),        // 11: toolmesh.inbound.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),      // 12: toolmesh.inbound.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),     // 13: toolmesh.inbound.v1.CancelInboundResponse
+	(*ListInboundRequest)(nil),        // 14: toolmesh.inbound.v1.ListInboundRequest
+	(*ListInboundResponse)(nil),       // 15: toolmesh.inbound.v1.ListInboundResponse
+	(*ListInboundEventsRequest)(nil),  // 16: toolmesh.inbound.v1.ListInboundEventsRequest
+	(*ListInboundEventsResponse)(nil), // 17: toolmesh.inbound.v1.ListInboundEventsResponse
+	(*CreatePushConfigRequest)(nil),   // 18: toolmesh.inbound.v1.CreatePushConfigRequest
+	(*CreatePushConfigResponse)(nil),  // 19: toolmesh.inbound.v1.CreatePushConfigResponse
+	(*GetPushConfigRequest)(nil),      // 20: toolmesh.inbound.v1.GetPushConfigRequest
+	(*GetPushConfigResponse)(nil),     // 21: toolmesh.inbound.v1.GetPushConfigResponse
+	(*ListPushConfigsRequest)(nil),    // 22: toolmesh.inbound.v1.ListPushConfigsRequest
+	(*ListPushConfigsResponse)(nil),   // 23: toolmesh.inbound.v1.ListPushConfigsResponse
+	(*DeletePushConfigRequest)(nil),   // 24: toolmesh.inbound.v1.DeletePushConfigRequest
+	(*DeletePushConfigResponse)(nil),  // 25: toolmesh.inbound.v1.DeletePushConfigResponse
+	(*timestamppb.Timestamp)(nil),     // 26: google.protobuf.Timestamp
 }
 var file_toolmesh_inbound_v1_inbound_proto_depIdxs = []int32{
-	1,  // 0: toolmesh.inbound.v1.GetAgentResponse.agent:type_name -> toolmesh.inbound.v1.Agent
+	2,  // 0: toolmesh.inbound.v1.GetAgentResponse.agent:type_name -> toolmesh.inbound.v1.Agent
 	0,  // 1: toolmesh.inbound.v1.Inbound.status:type_name -> toolmesh.inbound.v1.InboundStatus
-	11, // 2: toolmesh.inbound.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	11, // 3: toolmesh.inbound.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 4: toolmesh.inbound.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	4,  // 5: toolmesh.inbound.v1.GetInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	4,  // 6: toolmesh.inbound.v1.CancelInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	2,  // 7: toolmesh.inbound.v1.InboundService.GetAgent:input_type -> toolmesh.inbound.v1.GetAgentRequest
-	5,  // 8: toolmesh.inbound.v1.InboundService.DeliverInbound:input_type -> toolmesh.inbound.v1.DeliverInboundRequest
-	7,  // 9: toolmesh.inbound.v1.InboundService.GetInbound:input_type -> toolmesh.inbound.v1.GetInboundRequest
-	9,  // 10: toolmesh.inbound.v1.InboundService.CancelInbound:input_type -> toolmesh.inbound.v1.CancelInboundRequest
-	3,  // 11: toolmesh.inbound.v1.InboundService.GetAgent:output_type -> toolmesh.inbound.v1.GetAgentResponse
-	6,  // 12: toolmesh.inbound.v1.InboundService.DeliverInbound:output_type -> toolmesh.inbound.v1.DeliverInboundResponse
-	8,  // 13: toolmesh.inbound.v1.InboundService.GetInbound:output_type -> toolmesh.inbound.v1.GetInboundResponse
-	10, // 14: toolmesh.inbound.v1.InboundService.CancelInbound:output_type -> toolmesh.inbound.v1.CancelInboundResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	26, // 2: toolmesh.inbound.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	26, // 3: toolmesh.inbound.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 4: toolmesh.inbound.v1.InboundEvent.kind:type_name -> toolmesh.inbound.v1.InboundEventKind
+	0,  // 5: toolmesh.inbound.v1.InboundEvent.status:type_name -> toolmesh.inbound.v1.InboundStatus
+	26, // 6: toolmesh.inbound.v1.InboundEvent.time:type_name -> google.protobuf.Timestamp
+	26, // 7: toolmesh.inbound.v1.PushConfig.create_time:type_name -> google.protobuf.Timestamp
+	5,  // 8: toolmesh.inbound.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	5,  // 9: toolmesh.inbound.v1.GetInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	5,  // 10: toolmesh.inbound.v1.CancelInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	0,  // 11: toolmesh.inbound.v1.ListInboundRequest.status:type_name -> toolmesh.inbound.v1.InboundStatus
+	26, // 12: toolmesh.inbound.v1.ListInboundRequest.updated_after:type_name -> google.protobuf.Timestamp
+	5,  // 13: toolmesh.inbound.v1.ListInboundResponse.inbounds:type_name -> toolmesh.inbound.v1.Inbound
+	6,  // 14: toolmesh.inbound.v1.ListInboundEventsResponse.events:type_name -> toolmesh.inbound.v1.InboundEvent
+	5,  // 15: toolmesh.inbound.v1.ListInboundEventsResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	7,  // 16: toolmesh.inbound.v1.CreatePushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	7,  // 17: toolmesh.inbound.v1.GetPushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	7,  // 18: toolmesh.inbound.v1.ListPushConfigsResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	3,  // 19: toolmesh.inbound.v1.InboundService.GetAgent:input_type -> toolmesh.inbound.v1.GetAgentRequest
+	8,  // 20: toolmesh.inbound.v1.InboundService.DeliverInbound:input_type -> toolmesh.inbound.v1.DeliverInboundRequest
+	10, // 21: toolmesh.inbound.v1.InboundService.GetInbound:input_type -> toolmesh.inbound.v1.GetInboundRequest
+	12, // 22: toolmesh.inbound.v1.InboundService.CancelInbound:input_type -> toolmesh.inbound.v1.CancelInboundRequest
+	14, // 23: toolmesh.inbound.v1.InboundService.ListInbound:input_type -> toolmesh.inbound.v1.ListInboundRequest
+	16, // 24: toolmesh.inbound.v1.InboundService.ListInboundEvents:input_type -> toolmesh.inbound.v1.ListInboundEventsRequest
+	18, // 25: toolmesh.inbound.v1.InboundService.CreatePushConfig:input_type -> toolmesh.inbound.v1.CreatePushConfigRequest
+	20, // 26: toolmesh.inbound.v1.InboundService.GetPushConfig:input_type -> toolmesh.inbound.v1.GetPushConfigRequest
+	22, // 27: toolmesh.inbound.v1.InboundService.ListPushConfigs:input_type -> toolmesh.inbound.v1.ListPushConfigsRequest
+	24, // 28: toolmesh.inbound.v1.InboundService.DeletePushConfig:input_type -> toolmesh.inbound.v1.DeletePushConfigRequest
+	4,  // 29: toolmesh.inbound.v1.InboundService.GetAgent:output_type -> toolmesh.inbound.v1.GetAgentResponse
+	9,  // 30: toolmesh.inbound.v1.InboundService.DeliverInbound:output_type -> toolmesh.inbound.v1.DeliverInboundResponse
+	11, // 31: toolmesh.inbound.v1.InboundService.GetInbound:output_type -> toolmesh.inbound.v1.GetInboundResponse
+	13, // 32: toolmesh.inbound.v1.InboundService.CancelInbound:output_type -> toolmesh.inbound.v1.CancelInboundResponse
+	15, // 33: toolmesh.inbound.v1.InboundService.ListInbound:output_type -> toolmesh.inbound.v1.ListInboundResponse
+	17, // 34: toolmesh.inbound.v1.InboundService.ListInboundEvents:output_type -> toolmesh.inbound.v1.ListInboundEventsResponse
+	19, // 35: toolmesh.inbound.v1.InboundService.CreatePushConfig:output_type -> toolmesh.inbound.v1.CreatePushConfigResponse
+	21, // 36: toolmesh.inbound.v1.InboundService.GetPushConfig:output_type -> toolmesh.inbound.v1.GetPushConfigResponse
+	23, // 37: toolmesh.inbound.v1.InboundService.ListPushConfigs:output_type -> toolmesh.inbound.v1.ListPushConfigsResponse
+	25, // 38: toolmesh.inbound.v1.InboundService.DeletePushConfig:output_type -> toolmesh.inbound.v1.DeletePushConfigResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_inbound_v1_inbound_proto_init() }
@@ -826,8 +1902,8 @@ func file_toolmesh_inbound_v1_inbound_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_inbound_v1_inbound_proto_rawDesc), len(file_toolmesh_inbound_v1_inbound_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

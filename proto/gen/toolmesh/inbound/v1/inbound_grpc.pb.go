@@ -28,10 +28,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	InboundService_GetAgent_FullMethodName       = "/toolmesh.inbound.v1.InboundService/GetAgent"
-	InboundService_DeliverInbound_FullMethodName = "/toolmesh.inbound.v1.InboundService/DeliverInbound"
-	InboundService_GetInbound_FullMethodName     = "/toolmesh.inbound.v1.InboundService/GetInbound"
-	InboundService_CancelInbound_FullMethodName  = "/toolmesh.inbound.v1.InboundService/CancelInbound"
+	InboundService_GetAgent_FullMethodName          = "/toolmesh.inbound.v1.InboundService/GetAgent"
+	InboundService_DeliverInbound_FullMethodName    = "/toolmesh.inbound.v1.InboundService/DeliverInbound"
+	InboundService_GetInbound_FullMethodName        = "/toolmesh.inbound.v1.InboundService/GetInbound"
+	InboundService_CancelInbound_FullMethodName     = "/toolmesh.inbound.v1.InboundService/CancelInbound"
+	InboundService_ListInbound_FullMethodName       = "/toolmesh.inbound.v1.InboundService/ListInbound"
+	InboundService_ListInboundEvents_FullMethodName = "/toolmesh.inbound.v1.InboundService/ListInboundEvents"
+	InboundService_CreatePushConfig_FullMethodName  = "/toolmesh.inbound.v1.InboundService/CreatePushConfig"
+	InboundService_GetPushConfig_FullMethodName     = "/toolmesh.inbound.v1.InboundService/GetPushConfig"
+	InboundService_ListPushConfigs_FullMethodName   = "/toolmesh.inbound.v1.InboundService/ListPushConfigs"
+	InboundService_DeletePushConfig_FullMethodName  = "/toolmesh.inbound.v1.InboundService/DeletePushConfig"
 )
 
 // InboundServiceClient is the client API for InboundService service.
@@ -54,6 +60,25 @@ type InboundServiceClient interface {
 	// Cancel an inbound task for its sender; one the recipient answered
 	// cannot be cancelled (FailedPrecondition).
 	CancelInbound(ctx context.Context, in *CancelInboundRequest, opts ...grpc.CallOption) (*CancelInboundResponse, error)
+	// The sender's inbound tasks to one agent, the most recently changed
+	// first, a page at a time.
+	ListInbound(ctx context.Context, in *ListInboundRequest, opts ...grpc.CallOption) (*ListInboundResponse, error)
+	// The events of one of the sender's tasks after after_seq, in order:
+	// what a stream of the task carries. When there is none yet it waits up
+	// to wait_seconds for one (a long poll), then answers with none; the
+	// task as it is comes with the events. Any replica answers from the
+	// stored log, so a stream resumes wherever it reconnects.
+	ListInboundEvents(ctx context.Context, in *ListInboundEventsRequest, opts ...grpc.CallOption) (*ListInboundEventsResponse, error)
+	// Register a webhook that is sent each later event of one of the
+	// sender's tasks (push notifications). Creating a config with the id of
+	// one the task has replaces it.
+	CreatePushConfig(ctx context.Context, in *CreatePushConfigRequest, opts ...grpc.CallOption) (*CreatePushConfigResponse, error)
+	// One push config of one of the sender's tasks.
+	GetPushConfig(ctx context.Context, in *GetPushConfigRequest, opts ...grpc.CallOption) (*GetPushConfigResponse, error)
+	// The push configs of one of the sender's tasks.
+	ListPushConfigs(ctx context.Context, in *ListPushConfigsRequest, opts ...grpc.CallOption) (*ListPushConfigsResponse, error)
+	// Remove a push config; removing one that is gone changes nothing.
+	DeletePushConfig(ctx context.Context, in *DeletePushConfigRequest, opts ...grpc.CallOption) (*DeletePushConfigResponse, error)
 }
 
 type inboundServiceClient struct {
@@ -104,6 +129,66 @@ func (c *inboundServiceClient) CancelInbound(ctx context.Context, in *CancelInbo
 	return out, nil
 }
 
+func (c *inboundServiceClient) ListInbound(ctx context.Context, in *ListInboundRequest, opts ...grpc.CallOption) (*ListInboundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInboundResponse)
+	err := c.cc.Invoke(ctx, InboundService_ListInbound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) ListInboundEvents(ctx context.Context, in *ListInboundEventsRequest, opts ...grpc.CallOption) (*ListInboundEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInboundEventsResponse)
+	err := c.cc.Invoke(ctx, InboundService_ListInboundEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) CreatePushConfig(ctx context.Context, in *CreatePushConfigRequest, opts ...grpc.CallOption) (*CreatePushConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePushConfigResponse)
+	err := c.cc.Invoke(ctx, InboundService_CreatePushConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) GetPushConfig(ctx context.Context, in *GetPushConfigRequest, opts ...grpc.CallOption) (*GetPushConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPushConfigResponse)
+	err := c.cc.Invoke(ctx, InboundService_GetPushConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) ListPushConfigs(ctx context.Context, in *ListPushConfigsRequest, opts ...grpc.CallOption) (*ListPushConfigsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPushConfigsResponse)
+	err := c.cc.Invoke(ctx, InboundService_ListPushConfigs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) DeletePushConfig(ctx context.Context, in *DeletePushConfigRequest, opts ...grpc.CallOption) (*DeletePushConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePushConfigResponse)
+	err := c.cc.Invoke(ctx, InboundService_DeletePushConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InboundServiceServer is the server API for InboundService service.
 // All implementations must embed UnimplementedInboundServiceServer
 // for forward compatibility.
@@ -124,6 +209,25 @@ type InboundServiceServer interface {
 	// Cancel an inbound task for its sender; one the recipient answered
 	// cannot be cancelled (FailedPrecondition).
 	CancelInbound(context.Context, *CancelInboundRequest) (*CancelInboundResponse, error)
+	// The sender's inbound tasks to one agent, the most recently changed
+	// first, a page at a time.
+	ListInbound(context.Context, *ListInboundRequest) (*ListInboundResponse, error)
+	// The events of one of the sender's tasks after after_seq, in order:
+	// what a stream of the task carries. When there is none yet it waits up
+	// to wait_seconds for one (a long poll), then answers with none; the
+	// task as it is comes with the events. Any replica answers from the
+	// stored log, so a stream resumes wherever it reconnects.
+	ListInboundEvents(context.Context, *ListInboundEventsRequest) (*ListInboundEventsResponse, error)
+	// Register a webhook that is sent each later event of one of the
+	// sender's tasks (push notifications). Creating a config with the id of
+	// one the task has replaces it.
+	CreatePushConfig(context.Context, *CreatePushConfigRequest) (*CreatePushConfigResponse, error)
+	// One push config of one of the sender's tasks.
+	GetPushConfig(context.Context, *GetPushConfigRequest) (*GetPushConfigResponse, error)
+	// The push configs of one of the sender's tasks.
+	ListPushConfigs(context.Context, *ListPushConfigsRequest) (*ListPushConfigsResponse, error)
+	// Remove a push config; removing one that is gone changes nothing.
+	DeletePushConfig(context.Context, *DeletePushConfigRequest) (*DeletePushConfigResponse, error)
 	mustEmbedUnimplementedInboundServiceServer()
 }
 
@@ -145,6 +249,24 @@ func (UnimplementedInboundServiceServer) GetInbound(context.Context, *GetInbound
 }
 func (UnimplementedInboundServiceServer) CancelInbound(context.Context, *CancelInboundRequest) (*CancelInboundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelInbound not implemented")
+}
+func (UnimplementedInboundServiceServer) ListInbound(context.Context, *ListInboundRequest) (*ListInboundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInbound not implemented")
+}
+func (UnimplementedInboundServiceServer) ListInboundEvents(context.Context, *ListInboundEventsRequest) (*ListInboundEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInboundEvents not implemented")
+}
+func (UnimplementedInboundServiceServer) CreatePushConfig(context.Context, *CreatePushConfigRequest) (*CreatePushConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePushConfig not implemented")
+}
+func (UnimplementedInboundServiceServer) GetPushConfig(context.Context, *GetPushConfigRequest) (*GetPushConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPushConfig not implemented")
+}
+func (UnimplementedInboundServiceServer) ListPushConfigs(context.Context, *ListPushConfigsRequest) (*ListPushConfigsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPushConfigs not implemented")
+}
+func (UnimplementedInboundServiceServer) DeletePushConfig(context.Context, *DeletePushConfigRequest) (*DeletePushConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePushConfig not implemented")
 }
 func (UnimplementedInboundServiceServer) mustEmbedUnimplementedInboundServiceServer() {}
 func (UnimplementedInboundServiceServer) testEmbeddedByValue()                        {}
@@ -239,6 +361,114 @@ func _InboundService_CancelInbound_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InboundService_ListInbound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInboundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).ListInbound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_ListInbound_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).ListInbound(ctx, req.(*ListInboundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_ListInboundEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInboundEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).ListInboundEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_ListInboundEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).ListInboundEvents(ctx, req.(*ListInboundEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_CreatePushConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePushConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).CreatePushConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_CreatePushConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).CreatePushConfig(ctx, req.(*CreatePushConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_GetPushConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPushConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).GetPushConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_GetPushConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).GetPushConfig(ctx, req.(*GetPushConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_ListPushConfigs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPushConfigsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).ListPushConfigs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_ListPushConfigs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).ListPushConfigs(ctx, req.(*ListPushConfigsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_DeletePushConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePushConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).DeletePushConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_DeletePushConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).DeletePushConfig(ctx, req.(*DeletePushConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InboundService_ServiceDesc is the grpc.ServiceDesc for InboundService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -261,6 +491,30 @@ var InboundService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelInbound",
 			Handler:    _InboundService_CancelInbound_Handler,
+		},
+		{
+			MethodName: "ListInbound",
+			Handler:    _InboundService_ListInbound_Handler,
+		},
+		{
+			MethodName: "ListInboundEvents",
+			Handler:    _InboundService_ListInboundEvents_Handler,
+		},
+		{
+			MethodName: "CreatePushConfig",
+			Handler:    _InboundService_CreatePushConfig_Handler,
+		},
+		{
+			MethodName: "GetPushConfig",
+			Handler:    _InboundService_GetPushConfig_Handler,
+		},
+		{
+			MethodName: "ListPushConfigs",
+			Handler:    _InboundService_ListPushConfigs_Handler,
+		},
+		{
+			MethodName: "DeletePushConfig",
+			Handler:    _InboundService_DeletePushConfig_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -184,9 +184,13 @@ type InvokeOutcome struct {
 	// Why it failed.
 	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// When it ended.
-	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	// The A2A version spoken to the remote agent ("1.0" or "0.3").
+	ProtocolVersion string `protobuf:"bytes,9,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The protocol binding the message went over.
+	ProtocolBinding string `protobuf:"bytes,10,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *InvokeOutcome) Reset() {
@@ -275,6 +279,20 @@ func (x *InvokeOutcome) GetResolveTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *InvokeOutcome) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *InvokeOutcome) GetProtocolBinding() string {
+	if x != nil {
+		return x.ProtocolBinding
+	}
+	return ""
+}
+
 // InvokeStatusQuery names the query that returns the invocation as it is
 // now, as an InvokeOutcome. RemoteAgentsService.GetInvocation asks it for a
 // working invocation.
@@ -314,6 +332,114 @@ func (*InvokeStatusQuery) Descriptor() ([]byte, []int) {
 	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{2}
 }
 
+// InboundWorkflowInput starts the workflow that sends an inbound A2A
+// task's events to its push configs: it brings the task up to date (the
+// recipient's answer), sends each config every event after the last it
+// was sent, in order, retrying with backoff, and ends once the task has
+// ended and every config has been sent its events. RemoteAgentsService
+// starts it (signal-with-start) when a config is created and when the task
+// changes while it has configs.
+type InboundWorkflowInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id; the workflow id is "a2a-task/<agent_id>/<task_id>".
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The agent the task's message was delivered to.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The remote sender.
+	Sender        string `protobuf:"bytes,3,opt,name=sender,proto3" json:"sender,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboundWorkflowInput) Reset() {
+	*x = InboundWorkflowInput{}
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboundWorkflowInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboundWorkflowInput) ProtoMessage() {}
+
+func (x *InboundWorkflowInput) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboundWorkflowInput.ProtoReflect.Descriptor instead.
+func (*InboundWorkflowInput) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *InboundWorkflowInput) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *InboundWorkflowInput) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *InboundWorkflowInput) GetSender() string {
+	if x != nil {
+		return x.Sender
+	}
+	return ""
+}
+
+// InboundChangedSignal tells the inbound task workflow that the task or
+// its push configs changed: it looks again at once.
+type InboundChangedSignal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboundChangedSignal) Reset() {
+	*x = InboundChangedSignal{}
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboundChangedSignal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboundChangedSignal) ProtoMessage() {}
+
+func (x *InboundChangedSignal) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboundChangedSignal.ProtoReflect.Descriptor instead.
+func (*InboundChangedSignal) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{4}
+}
+
 var File_toolmesh_remoteagents_v1_invoke_workflow_proto protoreflect.FileDescriptor
 
 const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
@@ -335,7 +461,7 @@ const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x12\n" +
 	"\x04tool\x18\v \x01(\tR\x04tool:u\xe2\xf9\x18q\n" +
-	"\x13remoteagents.invoke\x12\fremoteagents\x1a\x06invoke\"DA message to a remote A2A agent, followed until the remote task ends\"\xc0\x02\n" +
+	"\x13remoteagents.invoke\x12\fremoteagents\x1a\x06invoke\"DA message to a remote A2A agent, followed until the remote task ends\"\x96\x03\n" +
 	"\rInvokeOutcome\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12B\n" +
 	"\x06status\x18\x02 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusR\x06status\x12\x16\n" +
@@ -345,9 +471,19 @@ const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
 	"context_id\x18\x05 \x01(\tR\tcontextId\x12!\n" +
 	"\fremote_state\x18\x06 \x01(\tR\vremoteState\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12=\n" +
-	"\fresolve_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"\x86\x01\n" +
+	"\fresolve_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12)\n" +
+	"\x10protocol_version\x18\t \x01(\tR\x0fprotocolVersion\x12)\n" +
+	"\x10protocol_binding\x18\n" +
+	" \x01(\tR\x0fprotocolBinding\"\x86\x01\n" +
 	"\x11InvokeStatusQuery:q\xea\xf9\x18m\n" +
-	"\x06status\x12aThe invocation as it is now: status, the remote task and its state, the answer once there is one.\x18\x03BPZNgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1;remoteagentsv1b\x06proto3"
+	"\x06status\x12aThe invocation as it is now: status, the remote task and its state, the answer once there is one.\x18\x03\"\xcc\x01\n" +
+	"\x14InboundWorkflowInput\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06sender\x18\x03 \x01(\tR\x06sender:h\xe2\xf9\x18d\n" +
+	"\x14remoteagents.inbound\x12\fremoteagents\x1a\ba2a-task\"4An inbound A2A task's events, pushed to its webhooks\"^\n" +
+	"\x14InboundChangedSignal:F\xea\xf9\x18B\n" +
+	"\achanged\x125The task or its push configs changed: look again now.\x18\x02BPZNgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1;remoteagentsv1b\x06proto3"
 
 var (
 	file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescOnce sync.Once
@@ -361,18 +497,20 @@ func file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP() []byte {
 	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescData
 }
 
-var file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_toolmesh_remoteagents_v1_invoke_workflow_proto_goTypes = []any{
 	(*InvokeWorkflowInput)(nil),   // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput
 	(*InvokeOutcome)(nil),         // 1: toolmesh.remoteagents.v1.InvokeOutcome
 	(*InvokeStatusQuery)(nil),     // 2: toolmesh.remoteagents.v1.InvokeStatusQuery
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(InvocationStatus)(0),         // 4: toolmesh.remoteagents.v1.InvocationStatus
+	(*InboundWorkflowInput)(nil),  // 3: toolmesh.remoteagents.v1.InboundWorkflowInput
+	(*InboundChangedSignal)(nil),  // 4: toolmesh.remoteagents.v1.InboundChangedSignal
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(InvocationStatus)(0),         // 6: toolmesh.remoteagents.v1.InvocationStatus
 }
 var file_toolmesh_remoteagents_v1_invoke_workflow_proto_depIdxs = []int32{
-	3, // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
-	4, // 1: toolmesh.remoteagents.v1.InvokeOutcome.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	3, // 2: toolmesh.remoteagents.v1.InvokeOutcome.resolve_time:type_name -> google.protobuf.Timestamp
+	5, // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
+	6, // 1: toolmesh.remoteagents.v1.InvokeOutcome.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	5, // 2: toolmesh.remoteagents.v1.InvokeOutcome.resolve_time:type_name -> google.protobuf.Timestamp
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -392,7 +530,7 @@ func file_toolmesh_remoteagents_v1_invoke_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc), len(file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

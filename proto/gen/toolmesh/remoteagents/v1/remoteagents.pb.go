@@ -5,15 +5,16 @@
 // source: toolmesh/remoteagents/v1/remoteagents.proto
 
 // Package toolmesh.remoteagents.v1 connects the mesh's agents with agents
-// elsewhere over the Agent2Agent protocol (A2A 0.3): an agent reads a remote
-// agent's card, invokes it and follows the invocation; and the mesh's own
-// A2A endpoint delivers messages from remote agents into its agents'
-// inboxes as A2A tasks.
+// elsewhere over the Agent2Agent protocol (A2A 1.0, and 0.3 for older
+// agents): an agent reads a remote agent's card, invokes it and follows the
+// invocation; and the mesh's own A2A endpoint delivers messages from remote
+// agents into its agents' inboxes as A2A tasks.
 
 package remoteagentsv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -266,7 +267,15 @@ type AgentCard struct {
 	// Media types it accepts, e.g. ["text/plain"].
 	InputModes []string `protobuf:"bytes,11,rep,name=input_modes,json=inputModes,proto3" json:"input_modes,omitempty"`
 	// Media types it answers with.
-	OutputModes   []string `protobuf:"bytes,12,rep,name=output_modes,json=outputModes,proto3" json:"output_modes,omitempty"`
+	OutputModes []string `protobuf:"bytes,12,rep,name=output_modes,json=outputModes,proto3" json:"output_modes,omitempty"`
+	// Every interface it offers: where, over which protocol binding, in
+	// which A2A version. url, protocol_version and preferred_transport name
+	// the one this mesh speaks to it.
+	Interfaces []*AgentInterface `protobuf:"bytes,13,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// Whether it sends push notifications.
+	PushNotifications bool `protobuf:"varint,14,opt,name=push_notifications,json=pushNotifications,proto3" json:"push_notifications,omitempty"`
+	// Whether the card is signed, and by whom.
+	Signature     *CardSignature `protobuf:"bytes,15,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -385,6 +394,185 @@ func (x *AgentCard) GetOutputModes() []string {
 	return nil
 }
 
+func (x *AgentCard) GetInterfaces() []*AgentInterface {
+	if x != nil {
+		return x.Interfaces
+	}
+	return nil
+}
+
+func (x *AgentCard) GetPushNotifications() bool {
+	if x != nil {
+		return x.PushNotifications
+	}
+	return false
+}
+
+func (x *AgentCard) GetSignature() *CardSignature {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+// AgentInterface is one way to reach a remote agent.
+type AgentInterface struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The protocol binding: "JSONRPC", "HTTP+JSON" or "GRPC".
+	Binding string `protobuf:"bytes,2,opt,name=binding,proto3" json:"binding,omitempty"`
+	// The A2A version, e.g. "1.0" or "0.3".
+	ProtocolVersion string `protobuf:"bytes,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The tenant the interface names, when it names one.
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInterface) Reset() {
+	*x = AgentInterface{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInterface) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInterface) ProtoMessage() {}
+
+func (x *AgentInterface) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInterface.ProtoReflect.Descriptor instead.
+func (*AgentInterface) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AgentInterface) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *AgentInterface) GetBinding() string {
+	if x != nil {
+		return x.Binding
+	}
+	return ""
+}
+
+func (x *AgentInterface) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *AgentInterface) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// CardSignature says whether an agent card is signed (JWS, A2A 1.0 §8.4)
+// and whether a signature verified.
+type CardSignature struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The card carries at least one signature.
+	Signed bool `protobuf:"varint,1,opt,name=signed,proto3" json:"signed,omitempty"`
+	// A signature verified against a key published at the card's own
+	// origin (scheme, host and port): its jku, or
+	// <origin>/.well-known/jwks.json.
+	Verified bool `protobuf:"varint,2,opt,name=verified,proto3" json:"verified,omitempty"`
+	// The key id (kid) of the signature that verified, or of the first.
+	KeyId string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// Where the key was looked up.
+	KeysUrl string `protobuf:"bytes,4,opt,name=keys_url,json=keysUrl,proto3" json:"keys_url,omitempty"`
+	// Why no signature verified, when signed and not verified.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardSignature) Reset() {
+	*x = CardSignature{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardSignature) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardSignature) ProtoMessage() {}
+
+func (x *CardSignature) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardSignature.ProtoReflect.Descriptor instead.
+func (*CardSignature) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CardSignature) GetSigned() bool {
+	if x != nil {
+		return x.Signed
+	}
+	return false
+}
+
+func (x *CardSignature) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
+func (x *CardSignature) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *CardSignature) GetKeysUrl() string {
+	if x != nil {
+		return x.KeysUrl
+	}
+	return ""
+}
+
+func (x *CardSignature) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Invocation is one message sent to a remote agent and what came of it.
 type Invocation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -418,14 +606,19 @@ type Invocation struct {
 	// When it stops being followed unless it ended before.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// When it ended.
-	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	// The A2A version spoken to the remote agent ("1.0" or "0.3"), once the
+	// message was sent.
+	ProtocolVersion string `protobuf:"bytes,16,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The protocol binding it went over ("JSONRPC" or "HTTP+JSON").
+	ProtocolBinding string `protobuf:"bytes,17,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[2]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +630,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[2]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +643,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Invocation) GetInvocationId() string {
@@ -558,6 +751,20 @@ func (x *Invocation) GetResolveTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Invocation) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *Invocation) GetProtocolBinding() string {
+	if x != nil {
+		return x.ProtocolBinding
+	}
+	return ""
+}
+
 type DiscoverRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The remote agent's base URL, e.g. "https://agents.example.com/travel",
@@ -569,7 +776,7 @@ type DiscoverRequest struct {
 
 func (x *DiscoverRequest) Reset() {
 	*x = DiscoverRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[3]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +788,7 @@ func (x *DiscoverRequest) String() string {
 func (*DiscoverRequest) ProtoMessage() {}
 
 func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[3]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +801,7 @@ func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DiscoverRequest) GetUrl() string {
@@ -614,7 +821,7 @@ type DiscoverResponse struct {
 
 func (x *DiscoverResponse) Reset() {
 	*x = DiscoverResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[4]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +833,7 @@ func (x *DiscoverResponse) String() string {
 func (*DiscoverResponse) ProtoMessage() {}
 
 func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[4]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +846,7 @@ func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DiscoverResponse) GetCard() *AgentCard {
@@ -674,7 +881,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[5]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +893,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[5]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +906,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InvokeRequest) GetUrl() string {
@@ -754,7 +961,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[6]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +973,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[6]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +986,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InvokeResponse) GetInvocation() *Invocation {
@@ -799,7 +1006,7 @@ type GetInvocationRequest struct {
 
 func (x *GetInvocationRequest) Reset() {
 	*x = GetInvocationRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1018,7 @@ func (x *GetInvocationRequest) String() string {
 func (*GetInvocationRequest) ProtoMessage() {}
 
 func (x *GetInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1031,7 @@ func (x *GetInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvocationRequest.ProtoReflect.Descriptor instead.
 func (*GetInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetInvocationRequest) GetInvocationId() string {
@@ -844,7 +1051,7 @@ type GetInvocationResponse struct {
 
 func (x *GetInvocationResponse) Reset() {
 	*x = GetInvocationResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[8]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1063,7 @@ func (x *GetInvocationResponse) String() string {
 func (*GetInvocationResponse) ProtoMessage() {}
 
 func (x *GetInvocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[8]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1076,7 @@ func (x *GetInvocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvocationResponse.ProtoReflect.Descriptor instead.
 func (*GetInvocationResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetInvocationResponse) GetInvocation() *Invocation {
@@ -889,7 +1096,7 @@ type CancelInvocationRequest struct {
 
 func (x *CancelInvocationRequest) Reset() {
 	*x = CancelInvocationRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[9]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1108,7 @@ func (x *CancelInvocationRequest) String() string {
 func (*CancelInvocationRequest) ProtoMessage() {}
 
 func (x *CancelInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[9]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1121,7 @@ func (x *CancelInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvocationRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelInvocationRequest) GetInvocationId() string {
@@ -934,7 +1141,7 @@ type CancelInvocationResponse struct {
 
 func (x *CancelInvocationResponse) Reset() {
 	*x = CancelInvocationResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[10]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1153,7 @@ func (x *CancelInvocationResponse) String() string {
 func (*CancelInvocationResponse) ProtoMessage() {}
 
 func (x *CancelInvocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[10]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1166,7 @@ func (x *CancelInvocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvocationResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvocationResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelInvocationResponse) GetInvocation() *Invocation {
@@ -986,14 +1193,18 @@ type RecordInvocationOutcomeRequest struct {
 	// Why it failed.
 	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// When it ended.
-	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	// The A2A version spoken to the remote agent.
+	ProtocolVersion string `protobuf:"bytes,9,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The protocol binding the message went over.
+	ProtocolBinding string `protobuf:"bytes,10,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RecordInvocationOutcomeRequest) Reset() {
 	*x = RecordInvocationOutcomeRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1216,7 @@ func (x *RecordInvocationOutcomeRequest) String() string {
 func (*RecordInvocationOutcomeRequest) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1229,7 @@ func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordInvocationOutcomeRequest) GetInvocationId() string {
@@ -1077,6 +1288,20 @@ func (x *RecordInvocationOutcomeRequest) GetResolveTime() *timestamppb.Timestamp
 	return nil
 }
 
+func (x *RecordInvocationOutcomeRequest) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *RecordInvocationOutcomeRequest) GetProtocolBinding() string {
+	if x != nil {
+		return x.ProtocolBinding
+	}
+	return ""
+}
+
 type RecordInvocationOutcomeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The invocation as recorded.
@@ -1087,7 +1312,7 @@ type RecordInvocationOutcomeResponse struct {
 
 func (x *RecordInvocationOutcomeResponse) Reset() {
 	*x = RecordInvocationOutcomeResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1324,7 @@ func (x *RecordInvocationOutcomeResponse) String() string {
 func (*RecordInvocationOutcomeResponse) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1337,7 @@ func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordInvocationOutcomeResponse) GetInvocation() *Invocation {
@@ -1153,14 +1378,17 @@ type Inbound struct {
 	// When it was delivered.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When it last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The sequence number of its last event: a snapshot of the task shows
+	// every event up to it.
+	Version       int64 `protobuf:"varint,15,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Inbound) Reset() {
 	*x = Inbound{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1400,7 @@ func (x *Inbound) String() string {
 func (*Inbound) ProtoMessage() {}
 
 func (x *Inbound) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1413,7 @@ func (x *Inbound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inbound.ProtoReflect.Descriptor instead.
 func (*Inbound) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Inbound) GetTaskId() string {
@@ -1286,6 +1514,13 @@ func (x *Inbound) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Inbound) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type DeliverInboundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent to deliver to.
@@ -1302,7 +1537,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1549,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1562,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -1368,7 +1603,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1615,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1628,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -1413,7 +1648,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1660,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1673,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -1458,7 +1693,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1705,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1718,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -1503,7 +1738,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1750,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1763,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -1548,7 +1783,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1795,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1808,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -1583,17 +1818,341 @@ func (x *CancelInboundResponse) GetInbound() *Inbound {
 	return nil
 }
 
+type RefreshInboundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshInboundRequest) Reset() {
+	*x = RefreshInboundRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshInboundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshInboundRequest) ProtoMessage() {}
+
+func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshInboundRequest.ProtoReflect.Descriptor instead.
+func (*RefreshInboundRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RefreshInboundRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+type RefreshInboundResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task, up to date.
+	Inbound *v1.Inbound `protobuf:"bytes,1,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	// Its push configs, oldest first.
+	Configs       []*v1.PushConfig `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshInboundResponse) Reset() {
+	*x = RefreshInboundResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshInboundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshInboundResponse) ProtoMessage() {}
+
+func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshInboundResponse.ProtoReflect.Descriptor instead.
+func (*RefreshInboundResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RefreshInboundResponse) GetInbound() *v1.Inbound {
+	if x != nil {
+		return x.Inbound
+	}
+	return nil
+}
+
+func (x *RefreshInboundResponse) GetConfigs() []*v1.PushConfig {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type GetPushDeliveryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The push config.
+	ConfigId string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	// The event to send.
+	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushDeliveryRequest) Reset() {
+	*x = GetPushDeliveryRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushDeliveryRequest) ProtoMessage() {}
+
+func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*GetPushDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetPushDeliveryRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *GetPushDeliveryRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *GetPushDeliveryRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type GetPushDeliveryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The config to send to.
+	Config *v1.PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// The task as it is now.
+	Inbound *v1.Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	// The event.
+	Event         *v1.InboundEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushDeliveryResponse) Reset() {
+	*x = GetPushDeliveryResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushDeliveryResponse) ProtoMessage() {}
+
+func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*GetPushDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetPushDeliveryResponse) GetConfig() *v1.PushConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *GetPushDeliveryResponse) GetInbound() *v1.Inbound {
+	if x != nil {
+		return x.Inbound
+	}
+	return nil
+}
+
+func (x *GetPushDeliveryResponse) GetEvent() *v1.InboundEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+type RecordPushDeliveredRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The A2A task id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The push config.
+	ConfigId string `protobuf:"bytes,2,opt,name=config_id,json=configId,proto3" json:"config_id,omitempty"`
+	// The last event sent; an earlier one than recorded changes nothing.
+	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordPushDeliveredRequest) Reset() {
+	*x = RecordPushDeliveredRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordPushDeliveredRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordPushDeliveredRequest) ProtoMessage() {}
+
+func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordPushDeliveredRequest.ProtoReflect.Descriptor instead.
+func (*RecordPushDeliveredRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RecordPushDeliveredRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RecordPushDeliveredRequest) GetConfigId() string {
+	if x != nil {
+		return x.ConfigId
+	}
+	return ""
+}
+
+func (x *RecordPushDeliveredRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type RecordPushDeliveredResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordPushDeliveredResponse) Reset() {
+	*x = RecordPushDeliveredResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordPushDeliveredResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordPushDeliveredResponse) ProtoMessage() {}
+
+func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordPushDeliveredResponse.ProtoReflect.Descriptor instead.
+func (*RecordPushDeliveredResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
+}
+
 var File_toolmesh_remoteagents_v1_remoteagents_proto protoreflect.FileDescriptor
 
 const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\n" +
-	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
+	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolmesh/inbound/v1/inbound.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12\x1a\n" +
-	"\bexamples\x18\x05 \x03(\tR\bexamples\"\xa1\x03\n" +
+	"\bexamples\x18\x05 \x03(\tR\bexamples\"\xe1\x04\n" +
 	"\tAgentCard\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x10\n" +
@@ -1609,7 +2168,23 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"takesDepth\x12\x1f\n" +
 	"\vinput_modes\x18\v \x03(\tR\n" +
 	"inputModes\x12!\n" +
-	"\foutput_modes\x18\f \x03(\tR\voutputModes\"\xb5\x04\n" +
+	"\foutput_modes\x18\f \x03(\tR\voutputModes\x12H\n" +
+	"\n" +
+	"interfaces\x18\r \x03(\v2(.toolmesh.remoteagents.v1.AgentInterfaceR\n" +
+	"interfaces\x12-\n" +
+	"\x12push_notifications\x18\x0e \x01(\bR\x11pushNotifications\x12E\n" +
+	"\tsignature\x18\x0f \x01(\v2'.toolmesh.remoteagents.v1.CardSignatureR\tsignature\"\x7f\n" +
+	"\x0eAgentInterface\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x18\n" +
+	"\abinding\x18\x02 \x01(\tR\abinding\x12)\n" +
+	"\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\x8b\x01\n" +
+	"\rCardSignature\x12\x16\n" +
+	"\x06signed\x18\x01 \x01(\bR\x06signed\x12\x1a\n" +
+	"\bverified\x18\x02 \x01(\bR\bverified\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x19\n" +
+	"\bkeys_url\x18\x04 \x01(\tR\akeysUrl\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x8b\x05\n" +
 	"\n" +
 	"Invocation\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x19\n" +
@@ -1631,7 +2206,9 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vexpire_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12=\n" +
-	"\fresolve_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"3\n" +
+	"\fresolve_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12)\n" +
+	"\x10protocol_version\x18\x10 \x01(\tR\x0fprotocolVersion\x12)\n" +
+	"\x10protocol_binding\x18\x11 \x01(\tR\x0fprotocolBinding\"3\n" +
 	"\x0fDiscoverRequest\x12 \n" +
 	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\"K\n" +
 	"\x10DiscoverResponse\x127\n" +
@@ -1660,7 +2237,7 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x18CancelInvocationResponse\x12D\n" +
 	"\n" +
 	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
-	"invocation\"\xba\x03\n" +
+	"invocation\"\xa2\x04\n" +
 	"\x1eRecordInvocationOutcomeRequest\x12A\n" +
 	"\rinvocation_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^inv_[0-9a-z]{26}$R\finvocationId\x12S\n" +
 	"\x06status\x18\x02 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusB\x0f\xbaH\f\xc8\x01\x01\x82\x01\x06\x10\x01 \x00 \x01R\x06status\x12!\n" +
@@ -1670,11 +2247,14 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"context_id\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\x12*\n" +
 	"\fremote_state\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x18@R\vremoteState\x12\x1e\n" +
 	"\x05error\x18\a \x01(\tB\b\xbaH\x05r\x03\x18\xa0\x1fR\x05error\x12E\n" +
-	"\fresolve_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\vresolveTime\"g\n" +
+	"\fresolve_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\vresolveTime\x122\n" +
+	"\x10protocol_version\x18\t \x01(\tB\a\xbaH\x04r\x02\x18\x10R\x0fprotocolVersion\x122\n" +
+	"\x10protocol_binding\x18\n" +
+	" \x01(\tB\a\xbaH\x04r\x02\x18 R\x0fprotocolBinding\"g\n" +
 	"\x1fRecordInvocationOutcomeResponse\x12D\n" +
 	"\n" +
 	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
-	"invocation\"\xff\x03\n" +
+	"invocation\"\x99\x04\n" +
 	"\aInbound\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
@@ -1694,7 +2274,8 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xde\x01\n" +
+	"updateTime\x12\x18\n" +
+	"\aversion\x18\x0f \x01(\x03R\aversion\"\xde\x01\n" +
 	"\x15DeliverInboundRequest\x12<\n" +
 	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12%\n" +
 	"\x04text\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90NR\x04text\x127\n" +
@@ -1710,7 +2291,25 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x14CancelInboundRequest\x12(\n" +
 	"\atask_id\x18\x01 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80\x02R\x06taskId\"T\n" +
 	"\x15CancelInboundResponse\x12;\n" +
-	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound*\xfa\x01\n" +
+	"\ainbound\x18\x01 \x01(\v2!.toolmesh.remoteagents.v1.InboundR\ainbound\"=\n" +
+	"\x15RefreshInboundRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\"\x8b\x01\n" +
+	"\x16RefreshInboundResponse\x126\n" +
+	"\ainbound\x18\x01 \x01(\v2\x1c.toolmesh.inbound.v1.InboundR\ainbound\x129\n" +
+	"\aconfigs\x18\x02 \x03(\v2\x1f.toolmesh.inbound.v1.PushConfigR\aconfigs\"\x83\x01\n" +
+	"\x16GetPushDeliveryRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12(\n" +
+	"\tconfig_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\bconfigId\x12\x19\n" +
+	"\x03seq\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x03seq\"\xc3\x01\n" +
+	"\x17GetPushDeliveryResponse\x127\n" +
+	"\x06config\x18\x01 \x01(\v2\x1f.toolmesh.inbound.v1.PushConfigR\x06config\x126\n" +
+	"\ainbound\x18\x02 \x01(\v2\x1c.toolmesh.inbound.v1.InboundR\ainbound\x127\n" +
+	"\x05event\x18\x03 \x01(\v2!.toolmesh.inbound.v1.InboundEventR\x05event\"\x87\x01\n" +
+	"\x1aRecordPushDeliveredRequest\x12$\n" +
+	"\atask_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x06taskId\x12(\n" +
+	"\tconfig_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\bconfigId\x12\x19\n" +
+	"\x03seq\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x03seq\"\x1d\n" +
+	"\x1bRecordPushDeliveredResponse*\xfa\x01\n" +
 	"\x10InvocationStatus\x12!\n" +
 	"\x1dINVOCATION_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INVOCATION_STATUS_WORKING\x10\x01\x12\x1f\n" +
@@ -1723,7 +2322,7 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\x82\x0e\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xfd\x10\n" +
 	"\x13RemoteAgentsService\x12\x9a\x01\n" +
 	"\bDiscover\x12).toolmesh.remoteagents.v1.DiscoverRequest\x1a*.toolmesh.remoteagents.v1.DiscoverResponse\"7\xc2\xf3\x180\n" +
 	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12\xf4\x05\n" +
@@ -1745,7 +2344,10 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x0eDeliverInbound\x12/.toolmesh.remoteagents.v1.DeliverInboundRequest\x1a0.toolmesh.remoteagents.v1.DeliverInboundResponse\"\x00\x12i\n" +
 	"\n" +
 	"GetInbound\x12+.toolmesh.remoteagents.v1.GetInboundRequest\x1a,.toolmesh.remoteagents.v1.GetInboundResponse\"\x00\x12r\n" +
-	"\rCancelInbound\x12..toolmesh.remoteagents.v1.CancelInboundRequest\x1a/.toolmesh.remoteagents.v1.CancelInboundResponse\"\x00BPZNgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1;remoteagentsv1b\x06proto3"
+	"\rCancelInbound\x12..toolmesh.remoteagents.v1.CancelInboundRequest\x1a/.toolmesh.remoteagents.v1.CancelInboundResponse\"\x00\x12u\n" +
+	"\x0eRefreshInbound\x12/.toolmesh.remoteagents.v1.RefreshInboundRequest\x1a0.toolmesh.remoteagents.v1.RefreshInboundResponse\"\x00\x12{\n" +
+	"\x0fGetPushDelivery\x120.toolmesh.remoteagents.v1.GetPushDeliveryRequest\x1a1.toolmesh.remoteagents.v1.GetPushDeliveryResponse\"\x03\x90\x02\x01\x12\x84\x01\n" +
+	"\x13RecordPushDelivered\x124.toolmesh.remoteagents.v1.RecordPushDeliveredRequest\x1a5.toolmesh.remoteagents.v1.RecordPushDeliveredResponse\"\x00BPZNgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1;remoteagentsv1b\x06proto3"
 
 var (
 	file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescOnce sync.Once
@@ -1760,72 +2362,96 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_remoteagents_v1_remoteagents_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(InvocationStatus)(0),                   // 0: toolmesh.remoteagents.v1.InvocationStatus
 	(InboundStatus)(0),                      // 1: toolmesh.remoteagents.v1.InboundStatus
 	(*Skill)(nil),                           // 2: toolmesh.remoteagents.v1.Skill
 	(*AgentCard)(nil),                       // 3: toolmesh.remoteagents.v1.AgentCard
-	(*Invocation)(nil),                      // 4: toolmesh.remoteagents.v1.Invocation
-	(*DiscoverRequest)(nil),                 // 5: toolmesh.remoteagents.v1.DiscoverRequest
-	(*DiscoverResponse)(nil),                // 6: toolmesh.remoteagents.v1.DiscoverResponse
-	(*InvokeRequest)(nil),                   // 7: toolmesh.remoteagents.v1.InvokeRequest
-	(*InvokeResponse)(nil),                  // 8: toolmesh.remoteagents.v1.InvokeResponse
-	(*GetInvocationRequest)(nil),            // 9: toolmesh.remoteagents.v1.GetInvocationRequest
-	(*GetInvocationResponse)(nil),           // 10: toolmesh.remoteagents.v1.GetInvocationResponse
-	(*CancelInvocationRequest)(nil),         // 11: toolmesh.remoteagents.v1.CancelInvocationRequest
-	(*CancelInvocationResponse)(nil),        // 12: toolmesh.remoteagents.v1.CancelInvocationResponse
-	(*RecordInvocationOutcomeRequest)(nil),  // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	(*RecordInvocationOutcomeResponse)(nil), // 14: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	(*Inbound)(nil),                         // 15: toolmesh.remoteagents.v1.Inbound
-	(*DeliverInboundRequest)(nil),           // 16: toolmesh.remoteagents.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil),          // 17: toolmesh.remoteagents.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),               // 18: toolmesh.remoteagents.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),              // 19: toolmesh.remoteagents.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),            // 20: toolmesh.remoteagents.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),           // 21: toolmesh.remoteagents.v1.CancelInboundResponse
-	(*timestamppb.Timestamp)(nil),           // 22: google.protobuf.Timestamp
+	(*AgentInterface)(nil),                  // 4: toolmesh.remoteagents.v1.AgentInterface
+	(*CardSignature)(nil),                   // 5: toolmesh.remoteagents.v1.CardSignature
+	(*Invocation)(nil),                      // 6: toolmesh.remoteagents.v1.Invocation
+	(*DiscoverRequest)(nil),                 // 7: toolmesh.remoteagents.v1.DiscoverRequest
+	(*DiscoverResponse)(nil),                // 8: toolmesh.remoteagents.v1.DiscoverResponse
+	(*InvokeRequest)(nil),                   // 9: toolmesh.remoteagents.v1.InvokeRequest
+	(*InvokeResponse)(nil),                  // 10: toolmesh.remoteagents.v1.InvokeResponse
+	(*GetInvocationRequest)(nil),            // 11: toolmesh.remoteagents.v1.GetInvocationRequest
+	(*GetInvocationResponse)(nil),           // 12: toolmesh.remoteagents.v1.GetInvocationResponse
+	(*CancelInvocationRequest)(nil),         // 13: toolmesh.remoteagents.v1.CancelInvocationRequest
+	(*CancelInvocationResponse)(nil),        // 14: toolmesh.remoteagents.v1.CancelInvocationResponse
+	(*RecordInvocationOutcomeRequest)(nil),  // 15: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	(*RecordInvocationOutcomeResponse)(nil), // 16: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	(*Inbound)(nil),                         // 17: toolmesh.remoteagents.v1.Inbound
+	(*DeliverInboundRequest)(nil),           // 18: toolmesh.remoteagents.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),          // 19: toolmesh.remoteagents.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),               // 20: toolmesh.remoteagents.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),              // 21: toolmesh.remoteagents.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),            // 22: toolmesh.remoteagents.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),           // 23: toolmesh.remoteagents.v1.CancelInboundResponse
+	(*RefreshInboundRequest)(nil),           // 24: toolmesh.remoteagents.v1.RefreshInboundRequest
+	(*RefreshInboundResponse)(nil),          // 25: toolmesh.remoteagents.v1.RefreshInboundResponse
+	(*GetPushDeliveryRequest)(nil),          // 26: toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	(*GetPushDeliveryResponse)(nil),         // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	(*RecordPushDeliveredRequest)(nil),      // 28: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	(*RecordPushDeliveredResponse)(nil),     // 29: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	(*timestamppb.Timestamp)(nil),           // 30: google.protobuf.Timestamp
+	(*v1.Inbound)(nil),                      // 31: toolmesh.inbound.v1.Inbound
+	(*v1.PushConfig)(nil),                   // 32: toolmesh.inbound.v1.PushConfig
+	(*v1.InboundEvent)(nil),                 // 33: toolmesh.inbound.v1.InboundEvent
 }
 var file_toolmesh_remoteagents_v1_remoteagents_proto_depIdxs = []int32{
 	2,  // 0: toolmesh.remoteagents.v1.AgentCard.skills:type_name -> toolmesh.remoteagents.v1.Skill
-	0,  // 1: toolmesh.remoteagents.v1.Invocation.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	22, // 2: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
-	22, // 3: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
-	22, // 4: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
-	3,  // 5: toolmesh.remoteagents.v1.DiscoverResponse.card:type_name -> toolmesh.remoteagents.v1.AgentCard
-	4,  // 6: toolmesh.remoteagents.v1.InvokeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	4,  // 7: toolmesh.remoteagents.v1.GetInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	4,  // 8: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	0,  // 9: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	22, // 10: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
-	4,  // 11: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	1,  // 12: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
-	22, // 13: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	22, // 14: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	15, // 15: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	15, // 16: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	15, // 17: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	5,  // 18: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
-	7,  // 19: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
-	9,  // 20: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
-	11, // 21: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
-	13, // 22: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	16, // 23: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
-	18, // 24: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
-	20, // 25: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
-	6,  // 26: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
-	8,  // 27: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
-	10, // 28: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
-	12, // 29: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
-	14, // 30: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	17, // 31: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
-	19, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
-	21, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 1: toolmesh.remoteagents.v1.AgentCard.interfaces:type_name -> toolmesh.remoteagents.v1.AgentInterface
+	5,  // 2: toolmesh.remoteagents.v1.AgentCard.signature:type_name -> toolmesh.remoteagents.v1.CardSignature
+	0,  // 3: toolmesh.remoteagents.v1.Invocation.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	30, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
+	30, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
+	3,  // 7: toolmesh.remoteagents.v1.DiscoverResponse.card:type_name -> toolmesh.remoteagents.v1.AgentCard
+	6,  // 8: toolmesh.remoteagents.v1.InvokeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	6,  // 9: toolmesh.remoteagents.v1.GetInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	6,  // 10: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	0,  // 11: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	30, // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	6,  // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	1,  // 14: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
+	30, // 15: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	30, // 16: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	17, // 17: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	17, // 18: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	17, // 19: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	31, // 20: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	32, // 21: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	32, // 22: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	31, // 23: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	33, // 24: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
+	7,  // 25: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
+	9,  // 26: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
+	11, // 27: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
+	13, // 28: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
+	15, // 29: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	18, // 30: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
+	20, // 31: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
+	22, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
+	24, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
+	26, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	28, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	8,  // 36: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
+	10, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
+	12, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
+	14, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
+	16, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	19, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
+	21, // 42: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
+	23, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
+	25, // 44: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
+	27, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	29, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	36, // [36:47] is the sub-list for method output_type
+	25, // [25:36] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_remoteagents_v1_remoteagents_proto_init() }
@@ -1833,14 +2459,14 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_init() {
 	if File_toolmesh_remoteagents_v1_remoteagents_proto != nil {
 		return
 	}
-	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[5].OneofWrappers = []any{}
+	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc), len(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

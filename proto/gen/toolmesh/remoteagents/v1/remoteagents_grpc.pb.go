@@ -5,10 +5,10 @@
 // source: toolmesh/remoteagents/v1/remoteagents.proto
 
 // Package toolmesh.remoteagents.v1 connects the mesh's agents with agents
-// elsewhere over the Agent2Agent protocol (A2A 0.3): an agent reads a remote
-// agent's card, invokes it and follows the invocation; and the mesh's own
-// A2A endpoint delivers messages from remote agents into its agents'
-// inboxes as A2A tasks.
+// elsewhere over the Agent2Agent protocol (A2A 1.0, and 0.3 for older
+// agents): an agent reads a remote agent's card, invokes it and follows the
+// invocation; and the mesh's own A2A endpoint delivers messages from remote
+// agents into its agents' inboxes as A2A tasks.
 
 package remoteagentsv1
 
@@ -33,6 +33,9 @@ const (
 	RemoteAgentsService_DeliverInbound_FullMethodName          = "/toolmesh.remoteagents.v1.RemoteAgentsService/DeliverInbound"
 	RemoteAgentsService_GetInbound_FullMethodName              = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInbound"
 	RemoteAgentsService_CancelInbound_FullMethodName           = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInbound"
+	RemoteAgentsService_RefreshInbound_FullMethodName          = "/toolmesh.remoteagents.v1.RemoteAgentsService/RefreshInbound"
+	RemoteAgentsService_GetPushDelivery_FullMethodName         = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetPushDelivery"
+	RemoteAgentsService_RecordPushDelivered_FullMethodName     = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordPushDelivered"
 )
 
 // RemoteAgentsServiceClient is the client API for RemoteAgentsService service.
@@ -48,9 +51,12 @@ const (
 // Remote addresses pass the mesh's egress guard: loopback, private and
 // link-local addresses are refused unless the mesh allows them.
 type RemoteAgentsServiceClient interface {
-	// Read a remote A2A agent's card: who it is, what it can do (its skills)
-	// and where it takes messages. url is the agent's base URL (its card is at
-	// <url>/.well-known/agent-card.json) or the card's own URL.
+	// Read a remote A2A agent's card: who it is, what it can do (its skills),
+	// where it takes messages and which A2A version this mesh would speak to
+	// it. url is the agent's base URL (its card is at
+	// <url>/.well-known/agent-card.json) or the card's own URL. signature
+	// says whether the card is signed and whether the signature verifies
+	// against the keys the agent's host publishes.
 	Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
@@ -89,6 +95,16 @@ type RemoteAgentsServiceClient interface {
 	// Cancel an inbound A2A task for its sender. The mesh's A2A endpoint
 	// calls it; it is not an MCP tool.
 	CancelInbound(ctx context.Context, in *CancelInboundRequest, opts ...grpc.CallOption) (*CancelInboundResponse, error)
+	// Bring an inbound A2A task up to date (the recipient's answer in its
+	// thread completes it) and return it with its push configs. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RefreshInbound(ctx context.Context, in *RefreshInboundRequest, opts ...grpc.CallOption) (*RefreshInboundResponse, error)
+	// What one push sends: the config, the task and the event. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	GetPushDelivery(ctx context.Context, in *GetPushDeliveryRequest, opts ...grpc.CallOption) (*GetPushDeliveryResponse, error)
+	// Record that a push config was sent the events up to seq. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RecordPushDelivered(ctx context.Context, in *RecordPushDeliveredRequest, opts ...grpc.CallOption) (*RecordPushDeliveredResponse, error)
 }
 
 type remoteAgentsServiceClient struct {
@@ -179,6 +195,36 @@ func (c *remoteAgentsServiceClient) CancelInbound(ctx context.Context, in *Cance
 	return out, nil
 }
 
+func (c *remoteAgentsServiceClient) RefreshInbound(ctx context.Context, in *RefreshInboundRequest, opts ...grpc.CallOption) (*RefreshInboundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshInboundResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_RefreshInbound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *remoteAgentsServiceClient) GetPushDelivery(ctx context.Context, in *GetPushDeliveryRequest, opts ...grpc.CallOption) (*GetPushDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPushDeliveryResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_GetPushDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *remoteAgentsServiceClient) RecordPushDelivered(ctx context.Context, in *RecordPushDeliveredRequest, opts ...grpc.CallOption) (*RecordPushDeliveredResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordPushDeliveredResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_RecordPushDelivered_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RemoteAgentsServiceServer is the server API for RemoteAgentsService service.
 // All implementations must embed UnimplementedRemoteAgentsServiceServer
 // for forward compatibility.
@@ -192,9 +238,12 @@ func (c *remoteAgentsServiceClient) CancelInbound(ctx context.Context, in *Cance
 // Remote addresses pass the mesh's egress guard: loopback, private and
 // link-local addresses are refused unless the mesh allows them.
 type RemoteAgentsServiceServer interface {
-	// Read a remote A2A agent's card: who it is, what it can do (its skills)
-	// and where it takes messages. url is the agent's base URL (its card is at
-	// <url>/.well-known/agent-card.json) or the card's own URL.
+	// Read a remote A2A agent's card: who it is, what it can do (its skills),
+	// where it takes messages and which A2A version this mesh would speak to
+	// it. url is the agent's base URL (its card is at
+	// <url>/.well-known/agent-card.json) or the card's own URL. signature
+	// says whether the card is signed and whether the signature verifies
+	// against the keys the agent's host publishes.
 	Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
@@ -233,6 +282,16 @@ type RemoteAgentsServiceServer interface {
 	// Cancel an inbound A2A task for its sender. The mesh's A2A endpoint
 	// calls it; it is not an MCP tool.
 	CancelInbound(context.Context, *CancelInboundRequest) (*CancelInboundResponse, error)
+	// Bring an inbound A2A task up to date (the recipient's answer in its
+	// thread completes it) and return it with its push configs. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RefreshInbound(context.Context, *RefreshInboundRequest) (*RefreshInboundResponse, error)
+	// What one push sends: the config, the task and the event. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	GetPushDelivery(context.Context, *GetPushDeliveryRequest) (*GetPushDeliveryResponse, error)
+	// Record that a push config was sent the events up to seq. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RecordPushDelivered(context.Context, *RecordPushDeliveredRequest) (*RecordPushDeliveredResponse, error)
 	mustEmbedUnimplementedRemoteAgentsServiceServer()
 }
 
@@ -266,6 +325,15 @@ func (UnimplementedRemoteAgentsServiceServer) GetInbound(context.Context, *GetIn
 }
 func (UnimplementedRemoteAgentsServiceServer) CancelInbound(context.Context, *CancelInboundRequest) (*CancelInboundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelInbound not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) RefreshInbound(context.Context, *RefreshInboundRequest) (*RefreshInboundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshInbound not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) GetPushDelivery(context.Context, *GetPushDeliveryRequest) (*GetPushDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPushDelivery not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) RecordPushDelivered(context.Context, *RecordPushDeliveredRequest) (*RecordPushDeliveredResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordPushDelivered not implemented")
 }
 func (UnimplementedRemoteAgentsServiceServer) mustEmbedUnimplementedRemoteAgentsServiceServer() {}
 func (UnimplementedRemoteAgentsServiceServer) testEmbeddedByValue()                             {}
@@ -432,6 +500,60 @@ func _RemoteAgentsService_CancelInbound_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RemoteAgentsService_RefreshInbound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshInboundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).RefreshInbound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_RefreshInbound_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).RefreshInbound(ctx, req.(*RefreshInboundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RemoteAgentsService_GetPushDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPushDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).GetPushDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_GetPushDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).GetPushDelivery(ctx, req.(*GetPushDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RemoteAgentsService_RecordPushDelivered_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordPushDeliveredRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).RecordPushDelivered(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_RecordPushDelivered_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).RecordPushDelivered(ctx, req.(*RecordPushDeliveredRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RemoteAgentsService_ServiceDesc is the grpc.ServiceDesc for RemoteAgentsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -470,6 +592,18 @@ var RemoteAgentsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelInbound",
 			Handler:    _RemoteAgentsService_CancelInbound_Handler,
+		},
+		{
+			MethodName: "RefreshInbound",
+			Handler:    _RemoteAgentsService_RefreshInbound_Handler,
+		},
+		{
+			MethodName: "GetPushDelivery",
+			Handler:    _RemoteAgentsService_GetPushDelivery_Handler,
+		},
+		{
+			MethodName: "RecordPushDelivered",
+			Handler:    _RemoteAgentsService_RecordPushDelivered_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -52,6 +52,24 @@ const (
 	// InboundServiceCancelInboundProcedure is the fully-qualified name of the InboundService's
 	// CancelInbound RPC.
 	InboundServiceCancelInboundProcedure = "/toolmesh.inbound.v1.InboundService/CancelInbound"
+	// InboundServiceListInboundProcedure is the fully-qualified name of the InboundService's
+	// ListInbound RPC.
+	InboundServiceListInboundProcedure = "/toolmesh.inbound.v1.InboundService/ListInbound"
+	// InboundServiceListInboundEventsProcedure is the fully-qualified name of the InboundService's
+	// ListInboundEvents RPC.
+	InboundServiceListInboundEventsProcedure = "/toolmesh.inbound.v1.InboundService/ListInboundEvents"
+	// InboundServiceCreatePushConfigProcedure is the fully-qualified name of the InboundService's
+	// CreatePushConfig RPC.
+	InboundServiceCreatePushConfigProcedure = "/toolmesh.inbound.v1.InboundService/CreatePushConfig"
+	// InboundServiceGetPushConfigProcedure is the fully-qualified name of the InboundService's
+	// GetPushConfig RPC.
+	InboundServiceGetPushConfigProcedure = "/toolmesh.inbound.v1.InboundService/GetPushConfig"
+	// InboundServiceListPushConfigsProcedure is the fully-qualified name of the InboundService's
+	// ListPushConfigs RPC.
+	InboundServiceListPushConfigsProcedure = "/toolmesh.inbound.v1.InboundService/ListPushConfigs"
+	// InboundServiceDeletePushConfigProcedure is the fully-qualified name of the InboundService's
+	// DeletePushConfig RPC.
+	InboundServiceDeletePushConfigProcedure = "/toolmesh.inbound.v1.InboundService/DeletePushConfig"
 )
 
 // InboundServiceClient is a client for the toolmesh.inbound.v1.InboundService service.
@@ -69,6 +87,25 @@ type InboundServiceClient interface {
 	// Cancel an inbound task for its sender; one the recipient answered
 	// cannot be cancelled (FailedPrecondition).
 	CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error)
+	// The sender's inbound tasks to one agent, the most recently changed
+	// first, a page at a time.
+	ListInbound(context.Context, *v1.ListInboundRequest) (*v1.ListInboundResponse, error)
+	// The events of one of the sender's tasks after after_seq, in order:
+	// what a stream of the task carries. When there is none yet it waits up
+	// to wait_seconds for one (a long poll), then answers with none; the
+	// task as it is comes with the events. Any replica answers from the
+	// stored log, so a stream resumes wherever it reconnects.
+	ListInboundEvents(context.Context, *v1.ListInboundEventsRequest) (*v1.ListInboundEventsResponse, error)
+	// Register a webhook that is sent each later event of one of the
+	// sender's tasks (push notifications). Creating a config with the id of
+	// one the task has replaces it.
+	CreatePushConfig(context.Context, *v1.CreatePushConfigRequest) (*v1.CreatePushConfigResponse, error)
+	// One push config of one of the sender's tasks.
+	GetPushConfig(context.Context, *v1.GetPushConfigRequest) (*v1.GetPushConfigResponse, error)
+	// The push configs of one of the sender's tasks.
+	ListPushConfigs(context.Context, *v1.ListPushConfigsRequest) (*v1.ListPushConfigsResponse, error)
+	// Remove a push config; removing one that is gone changes nothing.
+	DeletePushConfig(context.Context, *v1.DeletePushConfigRequest) (*v1.DeletePushConfigResponse, error)
 }
 
 // NewInboundServiceClient constructs a client for the toolmesh.inbound.v1.InboundService service.
@@ -108,15 +145,60 @@ func NewInboundServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(inboundServiceMethods.ByName("CancelInbound")),
 			connect.WithClientOptions(opts...),
 		),
+		listInbound: connect.NewClient[v1.ListInboundRequest, v1.ListInboundResponse](
+			httpClient,
+			baseURL+InboundServiceListInboundProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("ListInbound")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listInboundEvents: connect.NewClient[v1.ListInboundEventsRequest, v1.ListInboundEventsResponse](
+			httpClient,
+			baseURL+InboundServiceListInboundEventsProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("ListInboundEvents")),
+			connect.WithClientOptions(opts...),
+		),
+		createPushConfig: connect.NewClient[v1.CreatePushConfigRequest, v1.CreatePushConfigResponse](
+			httpClient,
+			baseURL+InboundServiceCreatePushConfigProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("CreatePushConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		getPushConfig: connect.NewClient[v1.GetPushConfigRequest, v1.GetPushConfigResponse](
+			httpClient,
+			baseURL+InboundServiceGetPushConfigProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("GetPushConfig")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listPushConfigs: connect.NewClient[v1.ListPushConfigsRequest, v1.ListPushConfigsResponse](
+			httpClient,
+			baseURL+InboundServiceListPushConfigsProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("ListPushConfigs")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deletePushConfig: connect.NewClient[v1.DeletePushConfigRequest, v1.DeletePushConfigResponse](
+			httpClient,
+			baseURL+InboundServiceDeletePushConfigProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("DeletePushConfig")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // inboundServiceClient implements InboundServiceClient.
 type inboundServiceClient struct {
-	getAgent       *connect.Client[v1.GetAgentRequest, v1.GetAgentResponse]
-	deliverInbound *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
-	getInbound     *connect.Client[v1.GetInboundRequest, v1.GetInboundResponse]
-	cancelInbound  *connect.Client[v1.CancelInboundRequest, v1.CancelInboundResponse]
+	getAgent          *connect.Client[v1.GetAgentRequest, v1.GetAgentResponse]
+	deliverInbound    *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
+	getInbound        *connect.Client[v1.GetInboundRequest, v1.GetInboundResponse]
+	cancelInbound     *connect.Client[v1.CancelInboundRequest, v1.CancelInboundResponse]
+	listInbound       *connect.Client[v1.ListInboundRequest, v1.ListInboundResponse]
+	listInboundEvents *connect.Client[v1.ListInboundEventsRequest, v1.ListInboundEventsResponse]
+	createPushConfig  *connect.Client[v1.CreatePushConfigRequest, v1.CreatePushConfigResponse]
+	getPushConfig     *connect.Client[v1.GetPushConfigRequest, v1.GetPushConfigResponse]
+	listPushConfigs   *connect.Client[v1.ListPushConfigsRequest, v1.ListPushConfigsResponse]
+	deletePushConfig  *connect.Client[v1.DeletePushConfigRequest, v1.DeletePushConfigResponse]
 }
 
 // GetAgent calls toolmesh.inbound.v1.InboundService.GetAgent.
@@ -155,6 +237,60 @@ func (c *inboundServiceClient) CancelInbound(ctx context.Context, req *v1.Cancel
 	return nil, err
 }
 
+// ListInbound calls toolmesh.inbound.v1.InboundService.ListInbound.
+func (c *inboundServiceClient) ListInbound(ctx context.Context, req *v1.ListInboundRequest) (*v1.ListInboundResponse, error) {
+	response, err := c.listInbound.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListInboundEvents calls toolmesh.inbound.v1.InboundService.ListInboundEvents.
+func (c *inboundServiceClient) ListInboundEvents(ctx context.Context, req *v1.ListInboundEventsRequest) (*v1.ListInboundEventsResponse, error) {
+	response, err := c.listInboundEvents.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// CreatePushConfig calls toolmesh.inbound.v1.InboundService.CreatePushConfig.
+func (c *inboundServiceClient) CreatePushConfig(ctx context.Context, req *v1.CreatePushConfigRequest) (*v1.CreatePushConfigResponse, error) {
+	response, err := c.createPushConfig.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetPushConfig calls toolmesh.inbound.v1.InboundService.GetPushConfig.
+func (c *inboundServiceClient) GetPushConfig(ctx context.Context, req *v1.GetPushConfigRequest) (*v1.GetPushConfigResponse, error) {
+	response, err := c.getPushConfig.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListPushConfigs calls toolmesh.inbound.v1.InboundService.ListPushConfigs.
+func (c *inboundServiceClient) ListPushConfigs(ctx context.Context, req *v1.ListPushConfigsRequest) (*v1.ListPushConfigsResponse, error) {
+	response, err := c.listPushConfigs.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeletePushConfig calls toolmesh.inbound.v1.InboundService.DeletePushConfig.
+func (c *inboundServiceClient) DeletePushConfig(ctx context.Context, req *v1.DeletePushConfigRequest) (*v1.DeletePushConfigResponse, error) {
+	response, err := c.deletePushConfig.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // InboundServiceHandler is an implementation of the toolmesh.inbound.v1.InboundService service.
 type InboundServiceHandler interface {
 	// An agent the mesh serves over A2A, as its card shows it: NotFound when
@@ -170,6 +306,25 @@ type InboundServiceHandler interface {
 	// Cancel an inbound task for its sender; one the recipient answered
 	// cannot be cancelled (FailedPrecondition).
 	CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error)
+	// The sender's inbound tasks to one agent, the most recently changed
+	// first, a page at a time.
+	ListInbound(context.Context, *v1.ListInboundRequest) (*v1.ListInboundResponse, error)
+	// The events of one of the sender's tasks after after_seq, in order:
+	// what a stream of the task carries. When there is none yet it waits up
+	// to wait_seconds for one (a long poll), then answers with none; the
+	// task as it is comes with the events. Any replica answers from the
+	// stored log, so a stream resumes wherever it reconnects.
+	ListInboundEvents(context.Context, *v1.ListInboundEventsRequest) (*v1.ListInboundEventsResponse, error)
+	// Register a webhook that is sent each later event of one of the
+	// sender's tasks (push notifications). Creating a config with the id of
+	// one the task has replaces it.
+	CreatePushConfig(context.Context, *v1.CreatePushConfigRequest) (*v1.CreatePushConfigResponse, error)
+	// One push config of one of the sender's tasks.
+	GetPushConfig(context.Context, *v1.GetPushConfigRequest) (*v1.GetPushConfigResponse, error)
+	// The push configs of one of the sender's tasks.
+	ListPushConfigs(context.Context, *v1.ListPushConfigsRequest) (*v1.ListPushConfigsResponse, error)
+	// Remove a push config; removing one that is gone changes nothing.
+	DeletePushConfig(context.Context, *v1.DeletePushConfigRequest) (*v1.DeletePushConfigResponse, error)
 }
 
 // NewInboundServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -205,6 +360,45 @@ func NewInboundServiceHandler(svc InboundServiceHandler, opts ...connect.Handler
 		connect.WithSchema(inboundServiceMethods.ByName("CancelInbound")),
 		connect.WithHandlerOptions(opts...),
 	)
+	inboundServiceListInboundHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceListInboundProcedure,
+		svc.ListInbound,
+		connect.WithSchema(inboundServiceMethods.ByName("ListInbound")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceListInboundEventsHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceListInboundEventsProcedure,
+		svc.ListInboundEvents,
+		connect.WithSchema(inboundServiceMethods.ByName("ListInboundEvents")),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceCreatePushConfigHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceCreatePushConfigProcedure,
+		svc.CreatePushConfig,
+		connect.WithSchema(inboundServiceMethods.ByName("CreatePushConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceGetPushConfigHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceGetPushConfigProcedure,
+		svc.GetPushConfig,
+		connect.WithSchema(inboundServiceMethods.ByName("GetPushConfig")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceListPushConfigsHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceListPushConfigsProcedure,
+		svc.ListPushConfigs,
+		connect.WithSchema(inboundServiceMethods.ByName("ListPushConfigs")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceDeletePushConfigHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceDeletePushConfigProcedure,
+		svc.DeletePushConfig,
+		connect.WithSchema(inboundServiceMethods.ByName("DeletePushConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.inbound.v1.InboundService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case InboundServiceGetAgentProcedure:
@@ -215,6 +409,18 @@ func NewInboundServiceHandler(svc InboundServiceHandler, opts ...connect.Handler
 			inboundServiceGetInboundHandler.ServeHTTP(w, r)
 		case InboundServiceCancelInboundProcedure:
 			inboundServiceCancelInboundHandler.ServeHTTP(w, r)
+		case InboundServiceListInboundProcedure:
+			inboundServiceListInboundHandler.ServeHTTP(w, r)
+		case InboundServiceListInboundEventsProcedure:
+			inboundServiceListInboundEventsHandler.ServeHTTP(w, r)
+		case InboundServiceCreatePushConfigProcedure:
+			inboundServiceCreatePushConfigHandler.ServeHTTP(w, r)
+		case InboundServiceGetPushConfigProcedure:
+			inboundServiceGetPushConfigHandler.ServeHTTP(w, r)
+		case InboundServiceListPushConfigsProcedure:
+			inboundServiceListPushConfigsHandler.ServeHTTP(w, r)
+		case InboundServiceDeletePushConfigProcedure:
+			inboundServiceDeletePushConfigHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -238,4 +444,28 @@ func (UnimplementedInboundServiceHandler) GetInbound(context.Context, *v1.GetInb
 
 func (UnimplementedInboundServiceHandler) CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.CancelInbound is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) ListInbound(context.Context, *v1.ListInboundRequest) (*v1.ListInboundResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.ListInbound is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) ListInboundEvents(context.Context, *v1.ListInboundEventsRequest) (*v1.ListInboundEventsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.ListInboundEvents is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) CreatePushConfig(context.Context, *v1.CreatePushConfigRequest) (*v1.CreatePushConfigResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.CreatePushConfig is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) GetPushConfig(context.Context, *v1.GetPushConfigRequest) (*v1.GetPushConfigResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.GetPushConfig is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) ListPushConfigs(context.Context, *v1.ListPushConfigsRequest) (*v1.ListPushConfigsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.ListPushConfigs is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) DeletePushConfig(context.Context, *v1.DeletePushConfigRequest) (*v1.DeletePushConfigResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.DeletePushConfig is not implemented"))
 }

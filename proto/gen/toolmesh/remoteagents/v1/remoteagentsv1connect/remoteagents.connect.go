@@ -3,10 +3,10 @@
 // Source: toolmesh/remoteagents/v1/remoteagents.proto
 
 // Package toolmesh.remoteagents.v1 connects the mesh's agents with agents
-// elsewhere over the Agent2Agent protocol (A2A 0.3): an agent reads a remote
-// agent's card, invokes it and follows the invocation; and the mesh's own
-// A2A endpoint delivers messages from remote agents into its agents'
-// inboxes as A2A tasks.
+// elsewhere over the Agent2Agent protocol (A2A 1.0, and 0.3 for older
+// agents): an agent reads a remote agent's card, invokes it and follows the
+// invocation; and the mesh's own A2A endpoint delivers messages from remote
+// agents into its agents' inboxes as A2A tasks.
 package remoteagentsv1connect
 
 import (
@@ -62,14 +62,26 @@ const (
 	// RemoteAgentsServiceCancelInboundProcedure is the fully-qualified name of the
 	// RemoteAgentsService's CancelInbound RPC.
 	RemoteAgentsServiceCancelInboundProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInbound"
+	// RemoteAgentsServiceRefreshInboundProcedure is the fully-qualified name of the
+	// RemoteAgentsService's RefreshInbound RPC.
+	RemoteAgentsServiceRefreshInboundProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/RefreshInbound"
+	// RemoteAgentsServiceGetPushDeliveryProcedure is the fully-qualified name of the
+	// RemoteAgentsService's GetPushDelivery RPC.
+	RemoteAgentsServiceGetPushDeliveryProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetPushDelivery"
+	// RemoteAgentsServiceRecordPushDeliveredProcedure is the fully-qualified name of the
+	// RemoteAgentsService's RecordPushDelivered RPC.
+	RemoteAgentsServiceRecordPushDeliveredProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordPushDelivered"
 )
 
 // RemoteAgentsServiceClient is a client for the toolmesh.remoteagents.v1.RemoteAgentsService
 // service.
 type RemoteAgentsServiceClient interface {
-	// Read a remote A2A agent's card: who it is, what it can do (its skills)
-	// and where it takes messages. url is the agent's base URL (its card is at
-	// <url>/.well-known/agent-card.json) or the card's own URL.
+	// Read a remote A2A agent's card: who it is, what it can do (its skills),
+	// where it takes messages and which A2A version this mesh would speak to
+	// it. url is the agent's base URL (its card is at
+	// <url>/.well-known/agent-card.json) or the card's own URL. signature
+	// says whether the card is signed and whether the signature verifies
+	// against the keys the agent's host publishes.
 	Discover(context.Context, *v1.DiscoverRequest) (*v1.DiscoverResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
@@ -108,6 +120,16 @@ type RemoteAgentsServiceClient interface {
 	// Cancel an inbound A2A task for its sender. The mesh's A2A endpoint
 	// calls it; it is not an MCP tool.
 	CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error)
+	// Bring an inbound A2A task up to date (the recipient's answer in its
+	// thread completes it) and return it with its push configs. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RefreshInbound(context.Context, *v1.RefreshInboundRequest) (*v1.RefreshInboundResponse, error)
+	// What one push sends: the config, the task and the event. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	GetPushDelivery(context.Context, *v1.GetPushDeliveryRequest) (*v1.GetPushDeliveryResponse, error)
+	// Record that a push config was sent the events up to seq. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RecordPushDelivered(context.Context, *v1.RecordPushDeliveredRequest) (*v1.RecordPushDeliveredResponse, error)
 }
 
 // NewRemoteAgentsServiceClient constructs a client for the
@@ -172,6 +194,25 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(remoteAgentsServiceMethods.ByName("CancelInbound")),
 			connect.WithClientOptions(opts...),
 		),
+		refreshInbound: connect.NewClient[v1.RefreshInboundRequest, v1.RefreshInboundResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceRefreshInboundProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("RefreshInbound")),
+			connect.WithClientOptions(opts...),
+		),
+		getPushDelivery: connect.NewClient[v1.GetPushDeliveryRequest, v1.GetPushDeliveryResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceGetPushDeliveryProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("GetPushDelivery")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		recordPushDelivered: connect.NewClient[v1.RecordPushDeliveredRequest, v1.RecordPushDeliveredResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceRecordPushDeliveredProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordPushDelivered")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -185,6 +226,9 @@ type remoteAgentsServiceClient struct {
 	deliverInbound          *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
 	getInbound              *connect.Client[v1.GetInboundRequest, v1.GetInboundResponse]
 	cancelInbound           *connect.Client[v1.CancelInboundRequest, v1.CancelInboundResponse]
+	refreshInbound          *connect.Client[v1.RefreshInboundRequest, v1.RefreshInboundResponse]
+	getPushDelivery         *connect.Client[v1.GetPushDeliveryRequest, v1.GetPushDeliveryResponse]
+	recordPushDelivered     *connect.Client[v1.RecordPushDeliveredRequest, v1.RecordPushDeliveredResponse]
 }
 
 // Discover calls toolmesh.remoteagents.v1.RemoteAgentsService.Discover.
@@ -260,12 +304,42 @@ func (c *remoteAgentsServiceClient) CancelInbound(ctx context.Context, req *v1.C
 	return nil, err
 }
 
+// RefreshInbound calls toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound.
+func (c *remoteAgentsServiceClient) RefreshInbound(ctx context.Context, req *v1.RefreshInboundRequest) (*v1.RefreshInboundResponse, error) {
+	response, err := c.refreshInbound.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetPushDelivery calls toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery.
+func (c *remoteAgentsServiceClient) GetPushDelivery(ctx context.Context, req *v1.GetPushDeliveryRequest) (*v1.GetPushDeliveryResponse, error) {
+	response, err := c.getPushDelivery.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RecordPushDelivered calls toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered.
+func (c *remoteAgentsServiceClient) RecordPushDelivered(ctx context.Context, req *v1.RecordPushDeliveredRequest) (*v1.RecordPushDeliveredResponse, error) {
+	response, err := c.recordPushDelivered.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // RemoteAgentsServiceHandler is an implementation of the
 // toolmesh.remoteagents.v1.RemoteAgentsService service.
 type RemoteAgentsServiceHandler interface {
-	// Read a remote A2A agent's card: who it is, what it can do (its skills)
-	// and where it takes messages. url is the agent's base URL (its card is at
-	// <url>/.well-known/agent-card.json) or the card's own URL.
+	// Read a remote A2A agent's card: who it is, what it can do (its skills),
+	// where it takes messages and which A2A version this mesh would speak to
+	// it. url is the agent's base URL (its card is at
+	// <url>/.well-known/agent-card.json) or the card's own URL. signature
+	// says whether the card is signed and whether the signature verifies
+	// against the keys the agent's host publishes.
 	Discover(context.Context, *v1.DiscoverRequest) (*v1.DiscoverResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
@@ -304,6 +378,16 @@ type RemoteAgentsServiceHandler interface {
 	// Cancel an inbound A2A task for its sender. The mesh's A2A endpoint
 	// calls it; it is not an MCP tool.
 	CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error)
+	// Bring an inbound A2A task up to date (the recipient's answer in its
+	// thread completes it) and return it with its push configs. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RefreshInbound(context.Context, *v1.RefreshInboundRequest) (*v1.RefreshInboundResponse, error)
+	// What one push sends: the config, the task and the event. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	GetPushDelivery(context.Context, *v1.GetPushDeliveryRequest) (*v1.GetPushDeliveryResponse, error)
+	// Record that a push config was sent the events up to seq. The inbound
+	// task workflow calls it (mesh service role); it is not an MCP tool.
+	RecordPushDelivered(context.Context, *v1.RecordPushDeliveredRequest) (*v1.RecordPushDeliveredResponse, error)
 }
 
 // NewRemoteAgentsServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -363,6 +447,25 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 		connect.WithSchema(remoteAgentsServiceMethods.ByName("CancelInbound")),
 		connect.WithHandlerOptions(opts...),
 	)
+	remoteAgentsServiceRefreshInboundHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceRefreshInboundProcedure,
+		svc.RefreshInbound,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("RefreshInbound")),
+		connect.WithHandlerOptions(opts...),
+	)
+	remoteAgentsServiceGetPushDeliveryHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceGetPushDeliveryProcedure,
+		svc.GetPushDelivery,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("GetPushDelivery")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	remoteAgentsServiceRecordPushDeliveredHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceRecordPushDeliveredProcedure,
+		svc.RecordPushDelivered,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordPushDelivered")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.remoteagents.v1.RemoteAgentsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RemoteAgentsServiceDiscoverProcedure:
@@ -381,6 +484,12 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 			remoteAgentsServiceGetInboundHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceCancelInboundProcedure:
 			remoteAgentsServiceCancelInboundHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceRefreshInboundProcedure:
+			remoteAgentsServiceRefreshInboundHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceGetPushDeliveryProcedure:
+			remoteAgentsServiceGetPushDeliveryHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceRecordPushDeliveredProcedure:
+			remoteAgentsServiceRecordPushDeliveredHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -420,4 +529,16 @@ func (UnimplementedRemoteAgentsServiceHandler) GetInbound(context.Context, *v1.G
 
 func (UnimplementedRemoteAgentsServiceHandler) CancelInbound(context.Context, *v1.CancelInboundRequest) (*v1.CancelInboundResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) RefreshInbound(context.Context, *v1.RefreshInboundRequest) (*v1.RefreshInboundResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) GetPushDelivery(context.Context, *v1.GetPushDeliveryRequest) (*v1.GetPushDeliveryResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) RecordPushDelivered(context.Context, *v1.RecordPushDeliveredRequest) (*v1.RecordPushDeliveredResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered is not implemented"))
 }
