@@ -234,7 +234,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		// The A2A door authenticates as the edge does, shares its Host and
 		// Origin check, and reaches the same services.
 		a2aCfg.Version, a2aCfg.Auth, a2aCfg.Grants, a2aCfg.DevAgent, a2aCfg.Guard = e.Version(), cfg.Auth, cfg.Grants, c.devAgent, e.Guard()
-		a2aCfg.Services, a2aCfg.Log, a2aCfg.Key = urls, log, key
+		a2aCfg.Services, a2aCfg.Log, a2aCfg.Key, a2aCfg.Extensions = urls, log, key, e.CardExtensions()
 		a2aCfg.Clients = meshclient.Config{HTTP: httpClient, Signer: signer, Timeout: c.callTimeout, Telemetry: tel.Providers}
 		if a2a, err = a2adoor.New(*a2aCfg); err != nil {
 			return err

@@ -104,12 +104,14 @@ func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
 		t.Errorf("bob's verify of %s = %+v, want verified at the attestation URL", att.URL, got)
 	}
 
-	// Until the A2A door carries card extensions, alice's card has none,
-	// and verifying it says so.
+	// Alice's card, as the first mesh's A2A door serves it, carries the
+	// attestation as an extension: the second mesh verifies it from the
+	// card, the key served at the card's origin.
 	got = verifyResult{}
 	okData(t, callTool(t, bob, "reputation_verify", map[string]any{"url": aliceCard}), &got)
-	if got.Verified || !slices.ContainsFunc(got.Reasons, func(r string) bool { return strings.Contains(r, "declares no reputation extension") }) {
-		t.Errorf("bob's verify of alice's card = %+v, want not verified: no extension", got)
+	if !got.Verified || got.Source != "SOURCE_CARD" || !got.IssuerMatchesCard || !got.SignatureValid || !got.Fresh ||
+		got.Attestation.AgentID != "alice" || got.Attestation.Score.Score != att.Score.Score {
+		t.Errorf("bob's verify of alice's card %s = %+v, want verified from the card's extension", aliceCard, got)
 	}
 
 	// A forged copy (another score under the same signature) is refused.

@@ -53,6 +53,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -98,6 +99,10 @@ type Config struct {
 	// client, its mesh signer and its call timeout, the deadline of each
 	// call (a stream waits for the task's events in calls of its own).
 	Clients meshclient.Config
+	// Extensions gives the extensions domains declare for an agent's card
+	// (the card_extension tool option), appended to the door's own; nil:
+	// none.
+	Extensions port.CardExtensions
 	// Log receives the door's events.
 	Log *slog.Logger
 }

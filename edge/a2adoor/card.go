@@ -54,6 +54,11 @@ func (g *Door) serveCard(w http.ResponseWriter, r *http.Request) {
 // cardJSON is an agent's card as served: both versions' fields, signed.
 func (g *Door) cardJSON(ctx context.Context, ag *inboundv1.Agent) ([]byte, error) {
 	card := g.card(ag)
+	if g.cfg.Extensions != nil {
+		for _, x := range g.cfg.Extensions.CardExtensions(ctx, ag.GetAgentId()) {
+			card.Capabilities.Extensions = append(card.Capabilities.Extensions, a2a.AgentExtension{URI: x.URI, Description: x.Description, Params: x.Params})
+		}
+	}
 	p, ok := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	if !ok {
 		return nil, fmt.Errorf("a2av0's card producer writes no JSON")
