@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -287,6 +288,18 @@ func TestTaskMethodsRefusals(t *testing.T) {
 		if r := taskRequest(t, f.url, c.method, c.params, c.caps); r.Error == nil || r.Error.Code != c.code {
 			t.Errorf("%s %v = %s %+v, want %d", c.method, c.params, r.Result, r.Error, c.code)
 		}
+	}
+
+	// Mcp-Name routes a task method by its task: one naming another task
+	// is refused, 400 and -32020, before the method runs.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "tasks/get", "params": map[string]any{"taskId": created.TaskID,
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": tasksCaps}}})
+	h := modernHeaders("tasks/get")
+	h.Set("Mcp-Name", "another-task")
+	res, raw := post(t, f.url, h, string(body))
+	var r rpcReply
+	if err := json.Unmarshal(lastMessage(raw), &r); err != nil || res.StatusCode != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32020 {
+		t.Errorf("tasks/get with Mcp-Name of another task = %d %s, want 400 and -32020", res.StatusCode, raw)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/port"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // The fast path serves the most common request of the stateless protocol —
@@ -81,7 +82,9 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		return false
 	}
 	t, ok := d.tools[p.Name]
-	if !ok || t.catalog.LongRunning || !rc.has(p.Name) {
+	// A long-running tool, and one whose calls must be tasks (refused to
+	// a client that does not follow them), take the full path.
+	if !ok || t.catalog.LongRunning || t.catalog.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED || !rc.has(p.Name) {
 		return false
 	}
 	var version string

@@ -182,6 +182,17 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if handler == d.modern && single && d.tasks != nil && taskNamed(method) {
+		// The SDK checks Mcp-Name for the methods it knows; a task method
+		// names its task (MCP Tasks: Mcp-Name is params.taskId).
+		if name, ok := r.Header[http.CanonicalHeaderKey("Mcp-Name")]; ok {
+			if taskID := taskIDOf(body); len(name) != 1 || strings.TrimSpace(name[0]) != taskID {
+				httpguard.WriteRPCError(w, http.StatusBadRequest, id, codeHeaderMismatch,
+					fmt.Sprintf("Mcp-Name header does not match params.taskId %q", httpguard.Truncate(taskID, 80)), nil)
+				return
+			}
+		}
+	}
 	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info, rc) {
 		return
 	}

@@ -39,7 +39,26 @@ const (
 	methodTasksList   = "tasks/list"
 	// codeMissingCapability is "Missing Required Client Capability".
 	codeMissingCapability = -32021
+	// codeHeaderMismatch is "Header Mismatch": a routing header differs
+	// from the body.
+	codeHeaderMismatch = -32020
 )
+
+// taskNamed reports whether method names one task, which Mcp-Name carries.
+func taskNamed(method string) bool {
+	return method == methodTasksGet || method == methodTasksUpdate || method == methodTasksCancel
+}
+
+// taskIDOf is the params.taskId of a task method's body ("" if none).
+func taskIDOf(body []byte) string {
+	var req struct {
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &req)
+	return req.Params.TaskID
+}
 
 // metaCoreTask carries, in a session's tools/call _meta, the params.task of
 // a 2025-11-25 task-augmented request (serveMCP moves it there).
