@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
@@ -74,10 +74,10 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	in.AuditEvidence = ev
-	if in.Acked, err = readLines[invariants.Ack](c.acked); err != nil {
+	if in.Acked, err = chaoslog.Read[chaoslog.Ack](c.acked); err != nil {
 		return fmt.Errorf("read the acknowledged writes: %w", err)
 	}
-	faults, err := readLines[invariants.Fault](c.faults)
+	faults, err := chaoslog.Read[chaoslog.Fault](c.faults)
 	if err != nil {
 		return fmt.Errorf("read the fault log: %w", err)
 	}
@@ -109,30 +109,4 @@ func openChecked(ctx context.Context, dsn string) (*sqldb.DB, error) {
 		}
 	}
 	return sqldb.OpenReadOnly(ctx, dsn)
-}
-
-// readLines reads a JSON-lines file of T; none when path is empty.
-func readLines[T any](path string) ([]T, error) {
-	if path == "" {
-		return nil, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		out = append(out, v)
-	}
-	return out, sc.Err()
 }

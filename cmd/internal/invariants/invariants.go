@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/services/audit"
 )
@@ -44,33 +45,10 @@ type Input struct {
 	// against.
 	AuditEvidence audit.Evidence
 	// Acked is the workload's log of acknowledged writes.
-	Acked []Ack
+	Acked []chaoslog.Ack
 	// Now is the moment a pending ask or a running workflow run must still
 	// have its deadline after.
 	Now time.Time
-}
-
-// Ack is one write the mesh acknowledged to a workload: a line of its
-// JSON-lines log. Domain says where it must be; ID is the id the mesh
-// answered with and Key the idempotency key (or, for credits, the
-// ledger reference) it was sent with.
-type Ack struct {
-	Domain string    `json:"domain"` // tasks, messages, memory, credits, owner, workflows
-	ID     string    `json:"id,omitempty"`
-	Key    string    `json:"key,omitempty"`
-	Agent  string    `json:"agent,omitempty"` // the caller: the scope of its key
-	At     time.Time `json:"at"`              // when the answer came back
-}
-
-// Fault is one fault a chaos run injected: a line of its JSON-lines fault
-// log. Sent and Landed bracket the moment the signal took effect; Ended is
-// when the process served again (zero when the run did not see it).
-type Fault struct {
-	Kind   string    `json:"kind"`   // kill, freeze, db-crash
-	Target string    `json:"target"` // the process as up names it
-	Sent   time.Time `json:"sent"`
-	Landed time.Time `json:"landed"`
-	Ended  time.Time `json:"ended,omitzero"`
 }
 
 // Violation is one broken rule.

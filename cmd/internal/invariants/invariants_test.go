@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
@@ -54,7 +55,7 @@ func check(t *testing.T, in invariants.Input) (invariants.Result, string) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	invariants.Print(&out, res, []invariants.Fault{{Kind: "kill", Target: "credits", Sent: now.Add(-2 * time.Second), Landed: now.Add(-time.Second)}})
+	invariants.Print(&out, res, []chaoslog.Fault{{Kind: "kill", Target: "credits", Sent: now.Add(-2 * time.Second), Landed: now.Add(-time.Second)}})
 	return res, out.String()
 }
 
@@ -125,18 +126,18 @@ func TestAcknowledgedWrites(t *testing.T) {
 		return got
 	}
 	t1, t2 := task("k1"), task("k2")
-	acked := []invariants.Ack{{Domain: "tasks", ID: t1.GetId(), Key: "k1", Agent: "a", At: now}, {Domain: "tasks", ID: t2.GetId(), Key: "k2", Agent: "a", At: now}}
+	acked := []chaoslog.Ack{{Domain: "tasks", ID: t1.GetId(), Key: "k1", Agent: "a", At: now}, {Domain: "tasks", ID: t2.GetId(), Key: "k2", Agent: "a", At: now}}
 	res, out := check(t, invariants.Input{DBs: invariants.DBs{Tasks: db}, Acked: acked})
 	if !res.Held() {
 		t.Fatalf("acknowledged tasks that are there were not found:\n%s", out)
 	}
-	lost := invariants.Ack{Domain: "tasks", ID: "tsk_lost", Key: "k3", Agent: "a", At: now}
-	wrongKey := invariants.Ack{Domain: "tasks", ID: t1.GetId(), Key: "k2", Agent: "a", At: now}
+	lost := chaoslog.Ack{Domain: "tasks", ID: "tsk_lost", Key: "k3", Agent: "a", At: now}
+	wrongKey := chaoslog.Ack{Domain: "tasks", ID: t1.GetId(), Key: "k2", Agent: "a", At: now}
 	res, out = check(t, invariants.Input{DBs: invariants.DBs{Tasks: db}, Acked: append(acked, lost, wrongKey)})
 	if len(res.Violations) != 2 || res.Violations[0].Key != "tasks tsk_lost key k3" || res.Violations[1].Key != "tasks "+t1.GetId()+" key k2" {
 		t.Fatalf("violations = %+v, want the lost task and the task under another key\n%s", res.Violations, out)
 	}
-	if _, err := invariants.Check(t.Context(), invariants.Input{DBs: invariants.DBs{Tasks: db}, Acked: []invariants.Ack{{Domain: "nowhere"}}}); err == nil {
+	if _, err := invariants.Check(t.Context(), invariants.Input{DBs: invariants.DBs{Tasks: db}, Acked: []chaoslog.Ack{{Domain: "nowhere"}}}); err == nil {
 		t.Error("an acknowledged write of an unknown domain was accepted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
@@ -83,7 +84,7 @@ func ackedOnce(ctx context.Context, in Input, t *tally) error {
 			checks = []lookup{{in.Memory, "memories with this agent and key",
 				`SELECT COUNT(*) FROM memories WHERE agent_id = ? AND memory_key = ?`, []any{a.Agent, a.Key}, 1}}
 		case "credits":
-			checks = []lookup{{in.Credits, "grants with this reference", `SELECT COUNT(*) FROM credit_ledger WHERE kind = 1 AND reference = ?`, []any{a.Key}, 1}}
+			checks = []lookup{{in.Credits, "ledger entries with this reference", `SELECT COUNT(*) FROM credit_ledger WHERE reference = ?`, []any{a.Key}, 1}}
 			if a.ID != "" {
 				checks = append(checks, lookup{in.Credits, "ledger entries with this id and reference",
 					`SELECT COUNT(*) FROM credit_ledger WHERE id = ? AND reference = ?`, []any{a.ID, a.Key}, 1})
@@ -132,7 +133,7 @@ func (l lookup) count(ctx context.Context) (int, error) {
 	return n, err
 }
 
-func ackKey(a Ack) string {
+func ackKey(a chaoslog.Ack) string {
 	s := a.Domain
 	if a.ID != "" {
 		s += " " + a.ID

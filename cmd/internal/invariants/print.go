@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
 )
 
 // FaultWindow is how far either side of a violation's records Print shows
@@ -14,7 +16,7 @@ const FaultWindow = 30 * time.Second
 // Print writes a check's result for a person: one line per invariant, then
 // each violation with its key, its records and the faults injected within
 // FaultWindow of them (all of them when the records carry no time).
-func Print(w io.Writer, res Result, faults []Fault) {
+func Print(w io.Writer, res Result, faults []chaoslog.Fault) {
 	for _, c := range res.Checks {
 		switch {
 		case c.Skipped:
@@ -48,11 +50,11 @@ func Print(w io.Writer, res Result, faults []Fault) {
 // Near returns the faults that were in effect within window of at: sent
 // before at+window and not over before at-window. A zero at is unknown:
 // every fault is near it.
-func Near(faults []Fault, at time.Time, window time.Duration) []Fault {
+func Near(faults []chaoslog.Fault, at time.Time, window time.Duration) []chaoslog.Fault {
 	if at.IsZero() {
 		return faults
 	}
-	var out []Fault
+	var out []chaoslog.Fault
 	for _, f := range faults {
 		end := f.Ended
 		if end.IsZero() {
@@ -65,7 +67,7 @@ func Near(faults []Fault, at time.Time, window time.Duration) []Fault {
 	return out
 }
 
-func describe(f Fault, at time.Time) string {
+func describe(f chaoslog.Fault, at time.Time) string {
 	s := fmt.Sprintf("%s %s sent %s", f.Kind, f.Target, f.Sent.UTC().Format("15:04:05.000"))
 	if !at.IsZero() {
 		s += fmt.Sprintf(" (%+.1fs from the records)", f.Sent.Sub(at).Seconds())
