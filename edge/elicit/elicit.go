@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -70,6 +71,9 @@ type Config struct {
 	// TaskQueue overrides the contract's task queue of the call workflows
 	// (the calls worker must poll the same one).
 	TaskQueue string
+	// Now is the clock a requestState's expiry is set and checked by;
+	// time.Now when nil.
+	Now clock.Clock
 }
 
 // replyMargin is how much longer than the workflow's work a round waits
@@ -104,6 +108,7 @@ type Elicitor struct {
 	// side effect: an unreachable Temporal is reported sooner.
 	startWait time.Duration
 	forms     map[string]*toolForms
+	now       clock.Clock
 }
 
 // toolForms are a tool's forms, built once at start.
@@ -127,6 +132,9 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
+	}
+	if x.now = cfg.Now; x.now == nil {
+		x.now = time.Now
 	}
 	// The final round waits for the side effect, which the calls worker
 	// tries as its retry policy says; round 1 never runs it.
@@ -338,7 +346,7 @@ func (x *Elicitor) next(ctx context.Context, c *call) (*toolcall.Envelope, *mcp.
 	if err != nil {
 		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
 	}
-	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), time.Now())
+	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), x.now())
 	if err != nil {
 		return x.refuse(ctx, t.Name, err.Error())
 	}
@@ -375,7 +383,7 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		requests[q.GetKey()] = elicitParams(q)
 	}
 	state, err := x.states.Seal(requeststate.State{
-		Expires:    time.Now().Add(x.ttl),
+		Expires:    x.now().Add(x.ttl),
 		Round:      int(res.GetRound()),
 		WorkflowID: run.id,
 		RunID:      run.runID,
