@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,11 @@ func TestIsBusyByCode(t *testing.T) {
 		if got := sqldb.IsBusy(fmt.Errorf("store: %w", &pgconn.PgError{Code: code})); got != want {
 			t.Errorf("IsBusy(SQLSTATE %s) = %v, want %v", code, got, want)
 		}
+	}
+	// What the chaos run saw on PostgreSQL when the server crashed under a
+	// transaction's statement: the connection's read ended mid-message.
+	if !sqldb.IsBusy(fmt.Errorf("count today's tasks: %w", io.ErrUnexpectedEOF)) {
+		t.Error("IsBusy is false for a connection lost under a statement (unexpected EOF)")
 	}
 	if sqldb.IsBusy(nil) || sqldb.IsBusy(errors.New("database is locked")) || sqldb.IsBusy(context.Canceled) {
 		t.Error("IsBusy is true for nil, a bare message or a cancellation")
