@@ -33,6 +33,7 @@ var (
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "the seed of the fault schedule (0: drawn from the clock and printed)")
 	chaosRate     = flag.Float64("chaos.rate", 6, "fault events per minute")
 	chaosPostgres = flag.Bool("chaos.postgres", false, "every domain on PostgreSQL (a cluster of the run's own, crashed among the faults)")
+	chaosSoak     = flag.Bool("chaos.soak", false, "no faults: sample each process's RSS and open descriptors, and bound their growth after the warm-up")
 )
 
 // domainsWithDB are the domains whose service keeps a database: on a
@@ -129,11 +130,19 @@ func TestChaos(t *testing.T) {
 	}
 
 	targets := chaosTargets(m.status(t), *chaosPostgres)
-	events := planChaos(seed, targets, *chaosDuration, *chaosRate)
+	var events []chaosEvent
+	if !*chaosSoak {
+		events = planChaos(seed, targets, *chaosDuration, *chaosRate)
+	}
 	t.Logf("chaos: %d fault events over %s, targets %v", len(events), *chaosDuration, targets)
 
 	start := time.Now()
 	stop := make(chan struct{})
+	var soak sampler
+	sampling := &sync.WaitGroup{}
+	if *chaosSoak {
+		sampling = soak.run(m, stop)
+	}
 	var wg sync.WaitGroup
 	loops := []struct {
 		period time.Duration
@@ -160,6 +169,7 @@ func TestChaos(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	in.wg.Wait()
+	sampling.Wait()
 	workloadEnded := time.Now()
 	m.waitReady(t, 2*time.Minute)
 	if o := callTool(w.plain, "schedules_pause", map[string]any{"schedule_id": scheduleID}, w.tag+"-pause"); !o.ok() {
@@ -243,7 +253,11 @@ func TestChaos(t *testing.T) {
 		t.Logf("violation: %s key %q answered %s: %s %v", o.tool, o.key, o.code(), o.env.Message, o.err)
 	}
 	figure(t, "seed (engine, duration, rate)", fmt.Sprintf("%d (%s, %s, %.0f/min)", seed, engine, *chaosDuration, *chaosRate), "any", true)
-	figure(t, "faults injected by kind (skipped: target still down)", fmt.Sprintf("%v (%d) in %d events", byKind, in.missed, len(events)), "> 0", len(faults) > 0)
+	if *chaosSoak {
+		soak.check(t, start.Add(*chaosDuration/5))
+	} else {
+		figure(t, "faults injected by kind (skipped: target still down)", fmt.Sprintf("%v (%d) in %d events", byKind, in.missed, len(events)), "> 0", len(faults) > 0)
+	}
 	figure(t, "killed processes not ready again within 2 min", notRecovered, "0", notRecovered == 0)
 	if len(recovery) > 0 {
 		p50, p99 := percentile(recovery, 50), percentile(recovery, 99)
@@ -251,6 +265,7 @@ func TestChaos(t *testing.T) {
 	}
 	figure(t, "calls attempted (ok / retryable / violation)", fmt.Sprintf("%d (%d / %d / %d)", calls, classes[answerOK], classes[answerRetryable], classes[answerViolation]),
 		"0 violations", classes[answerViolation] == 0)
+	report(t, "calls without an answer within the client's 60 s", classes[answerLate], "0", classes[answerLate] == 0)
 	figure(t, "answers by code", fmt.Sprint(codes), "any", true)
 	figure(t, "writes acknowledged", len(acked), "> 0", len(acked) > 0)
 	report(t, "seconds to drain after the workload (asks answered, runs ended)", drained.Seconds(), "<= 60", drained <= time.Minute)

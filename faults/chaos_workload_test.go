@@ -27,6 +27,10 @@ const (
 	answerOK        = "ok"
 	answerRetryable = "retryable" // a documented retryable error (docs/errors.md), or no answer while the edge was down
 	answerViolation = "violation" // anything else: a 5xx, internal, a transport error with the edge up
+	// answerLate is a call the client gave up on after callTimeout without
+	// an answer: how long an answer takes hangs on the machine's load, so
+	// it is reported, not asserted.
+	answerLate = "late"
 )
 
 // retryableCodes are the codes a client is told to retry (docs/errors.md).
@@ -72,6 +76,8 @@ func (w *chaosWorkload) record(o outcome, expected ...string) outcome {
 		class = answerRetryable
 	case code == "transport" && w.edgeDown(o.start, o.end):
 		class = answerRetryable
+	case code == "transport" && errors.Is(o.err, context.DeadlineExceeded):
+		class = answerLate
 	default:
 		for _, e := range expected {
 			if code == e {
@@ -199,7 +205,10 @@ func (w *chaosWorkload) owner() int {
 		return -1
 	}
 	for _, a := range list.GetAsks() {
-		w.record(callTool(w.plain, "owner_answer", map[string]any{"ask_id": a.GetAskId(), "answer": "approve"}, a.GetAskId()+"-answer"), "conflict")
+		// conflict: answered already. not_found: the ask was listed while
+		// it was being started, and withdrawn when its start failed (its
+		// asker was answered unavailable).
+		w.record(callTool(w.plain, "owner_answer", map[string]any{"ask_id": a.GetAskId(), "answer": "approve"}, a.GetAskId()+"-answer"), "conflict", "not_found")
 	}
 	return len(list.GetAsks())
 }
