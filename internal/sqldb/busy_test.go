@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -129,6 +131,10 @@ func TestIsBusyByCode(t *testing.T) {
 	// transaction's statement: the connection's read ended mid-message.
 	if !sqldb.IsBusy(fmt.Errorf("count today's tasks: %w", io.ErrUnexpectedEOF)) {
 		t.Error("IsBusy is false for a connection lost under a statement (unexpected EOF)")
+	}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	if !sqldb.IsBusy(fmt.Errorf("read task: %w", reset)) {
+		t.Error("IsBusy is false for a connection the server reset under a statement")
 	}
 	if sqldb.IsBusy(nil) || sqldb.IsBusy(errors.New("database is locked")) || sqldb.IsBusy(context.Canceled) {
 		t.Error("IsBusy is true for nil, a bare message or a cancellation")
