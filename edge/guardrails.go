@@ -100,6 +100,10 @@ func guardrail(tool, violation, msg string) *toolcall.Envelope {
 	return env
 }
 
+// ClientKeyPrefix starts the idempotency key a service gets for a client's
+// key: a client's keys never meet the keys the mesh makes itself.
+const ClientKeyPrefix = "mcp-client-"
+
 var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // idempotencyKey returns the key the call carries: the client's, from
@@ -114,7 +118,7 @@ func idempotencyKey(tool string, meta map[string]any) (string, *toolcall.Envelop
 		return "", toolcall.Invalid(tool, []boundary.Violation{{Field: "_meta." + MetaIdempotencyKey, Rule: "idempotency_key",
 			Message: "must be 1 to 128 characters of letters, digits, '.', '_', ':' or '-'"}})
 	}
-	return "mcp-client-" + s, nil
+	return ClientKeyPrefix + s, nil
 }
 
 func newIdempotencyKey() string {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,15 +241,20 @@ func TestRequestStateRefusals(t *testing.T) {
 	}
 }
 
-// A state is accepted for StateTTL, then refused.
+// A state is accepted for StateTTL, then refused: the edge's clock is
+// moved past the state's expiry rather than waited out.
 func TestExpiredRequestStateIsRefused(t *testing.T) {
 	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
-	f := m.edge(t, func(c *edge.Config) { c.Elicitation.StateTTL = time.Second })
+	var skew atomic.Int64
+	f := m.edge(t, func(c *edge.Config) {
+		c.Elicitation.StateTTL = time.Second
+		c.Elicitation.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
 	c := newConversation(t)
 	r1 := c.send(f.url, "", nil)
-	time.Sleep(2100 * time.Millisecond)
+	skew.Store(int64(time.Second + time.Millisecond))
 	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {
 		t.Errorf("expired state = %+v, want the refusal", res)
 	}

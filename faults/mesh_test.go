@@ -97,7 +97,7 @@ func sharedMesh(t *testing.T) *mesh {
 var serviceLine = regexp.MustCompile(`^\s+([a-z]+)\s+(http://\S+)\s+\(Connect`)
 
 // startMesh runs `toolmesh up` and returns once it says it is up.
-func startMesh(dir string, offset int) (*mesh, error) {
+func startMesh(dir string, offset int, env ...string) (*mesh, error) {
 	m := &mesh{dir: dir, data: filepath.Join(dir, "data"), offset: offset, exited: make(chan struct{}),
 		logs: &logtest.Buffer{}, services: map[string]string{}}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -112,7 +112,7 @@ func startMesh(dir string, offset int) (*mesh, error) {
 	m.cmd = exec.Command(suite.bin, "up", "--port-offset", strconv.Itoa(offset), "--data", m.data, "--temporal-bin", suite.temporal,
 		"--restart-limit", "100")
 	m.cmd.Dir = dir
-	m.cmd.Env = append(os.Environ(), meshEnv...)
+	m.cmd.Env = append(append(os.Environ(), meshEnv...), env...)
 	m.cmd.Stderr = io.MultiWriter(m.logs, logFile)
 	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
@@ -172,16 +172,25 @@ func (m *mesh) statusURL(path string) string {
 // status returns what `toolmesh up status` shows.
 func (m *mesh) status(t *testing.T) []supervise.Status {
 	t.Helper()
+	st, err := m.statuses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// statuses is status for a goroutine other than the test's.
+func (m *mesh) statuses() ([]supervise.Status, error) {
 	resp, err := http.Get(m.statusURL("/status.json"))
 	if err != nil {
-		t.Fatalf("up status page: %v", err)
+		return nil, fmt.Errorf("up status page: %w", err)
 	}
 	defer resp.Body.Close()
 	var st struct{ Processes []supervise.Status }
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("up status page: %v", err)
+		return nil, fmt.Errorf("up status page: %w", err)
 	}
-	return st.Processes
+	return st.Processes, nil
 }
 
 func (m *mesh) process(t *testing.T, name string) supervise.Status {

@@ -45,9 +45,7 @@ func bindAuditVerify(s *config.Set) *auditVerifyConfig {
 	c := &auditVerifyConfig{}
 	bindData(s, &c.dataDir, "directory of the mesh's local state")
 	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile("audit")})
-	s.String(&c.pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + auditPubKeyFile})
-	s.List(&c.logs, config.Opt{Flag: "checkpoints", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
-		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+	bindAuditEvidence(s, &c.pubKey, &c.logs)
 	s.Bool(&c.json, false, config.Opt{Flag: "json", Usage: "print the result as JSON (the audit_verify response)"})
 	return c
 }
@@ -71,24 +69,11 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 	if s.FlagSet().NArg() > 0 {
 		return fmt.Errorf("audit verify takes no arguments, got %q", s.FlagSet().Args())
 	}
-	dataDir, dsn, pubKey, asJSON := &c.dataDir, &c.dsn, &c.pubKey, &c.json
+	dataDir, dsn, asJSON := &c.dataDir, &c.dsn, &c.json
 	*dsn = orDataFile(*dsn, *dataDir, dbFile("audit"))
-	*pubKey = orDataFile(*pubKey, *dataDir, auditPubKeyFile)
-	if len(c.logs) == 0 {
-		c.logs = []string{dataFile(*dataDir, auditCheckpointLogFile)}
-	}
-	keys, err := keyfile.ReadPublic(*pubKey)
+	ev, err := readAuditEvidence(orDataFile(c.pubKey, *dataDir, auditPubKeyFile), c.logs, *dataDir)
 	if err != nil {
-		return fmt.Errorf("read audit public key: %w", err)
-	}
-	v := checkpoint.NewVerifier(keys...)
-	var ev audit.Evidence
-	for _, path := range c.logs {
-		valid, rejected, err := v.ReadFile(path, path)
-		if err != nil {
-			return fmt.Errorf("read checkpoint log: %w", err)
-		}
-		ev.Checkpoints, ev.Rejected = append(ev.Checkpoints, valid...), append(ev.Rejected, rejected...)
+		return err
 	}
 	db, err := sqldb.OpenReadOnly(ctx, *dsn)
 	if err != nil {
@@ -112,6 +97,36 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		return &exitError{code: exitNotIntact, err: errors.New("the audit trail is not intact")}
 	}
 	return nil
+}
+
+// bindAuditEvidence binds what the audit trail is verified against: the
+// audit public key and the checkpoint logs (`audit verify`, `check`).
+func bindAuditEvidence(s *config.Set, pubKey *string, logs *[]string) {
+	s.String(pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + auditPubKeyFile})
+	s.List(logs, config.Opt{Flag: "checkpoints", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
+		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+}
+
+// readAuditEvidence reads the signed checkpoints of logs (the data
+// directory's own log when none is given) with the audit public key.
+func readAuditEvidence(pubKey string, logs []string, dataDir string) (audit.Evidence, error) {
+	var ev audit.Evidence
+	if len(logs) == 0 {
+		logs = []string{dataFile(dataDir, auditCheckpointLogFile)}
+	}
+	keys, err := keyfile.ReadPublic(pubKey)
+	if err != nil {
+		return ev, fmt.Errorf("read audit public key: %w", err)
+	}
+	v := checkpoint.NewVerifier(keys...)
+	for _, path := range logs {
+		valid, rejected, err := v.ReadFile(path, path)
+		if err != nil {
+			return ev, fmt.Errorf("read checkpoint log: %w", err)
+		}
+		ev.Checkpoints, ev.Rejected = append(ev.Checkpoints, valid...), append(ev.Rejected, rejected...)
+	}
+	return ev, nil
 }
 
 // printVerify writes a verify result for a person.

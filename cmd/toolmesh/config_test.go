@@ -52,6 +52,7 @@ func commands(getenv func(string) string) []command {
 	add(func(s *config.Set) { bindKeygen(s) }, "keygen")
 	add(func(s *config.Set) { bindToken(s) }, "token")
 	add(func(s *config.Set) { bindAuditVerify(s) }, "audit", "verify")
+	add(func(s *config.Set) { bindCheck(s) }, "check")
 	return out
 }
 
@@ -65,6 +66,7 @@ var perInvocation = map[string][]string{
 	"keygen":       {"rotate-state-key"},
 	"token":        {"agent", "subject", "depth", "ttl", "role", "grant"},
 	"audit verify": {"json"},
+	"check":        {"acked", "faults", "json"},
 }
 
 func TestCommandsCoverTheUsage(t *testing.T) {

@@ -11,6 +11,7 @@
 //	toolmesh keygen           create the mesh and audit key pairs under the data dir
 //	toolmesh token            mint a mesh token for calling services directly
 //	toolmesh audit verify     check the audit trail offline against signed checkpoints
+//	toolmesh check            check the mesh's invariants on its databases (books, keys, asks, runs)
 //
 // Only this package reads flags and the environment.
 package main
@@ -57,6 +58,7 @@ commands:
   keygen           create the key pairs (.toolmesh/mesh.key, mesh.pub, audit.key, audit.pub)
   token            mint a mesh token to call services directly (grpcurl, curl)
   audit verify     check the audit trail offline against signed checkpoints (exit 2: not intact)
+  check            check the mesh's invariants on its databases (exit 2: one is broken)
 
 Run 'toolmesh <command> -h' for the flags of a command.
 `
@@ -88,6 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runToken(args[1:], getenv, stdout, stderr)
 	case "audit":
 		return runAudit(ctx, args[1:], getenv, stdout, stderr)
+	case "check":
+		return runCheck(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, usage, domainNames())
 		return nil

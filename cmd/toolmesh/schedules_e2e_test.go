@@ -216,6 +216,24 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
+// afterDueTime returns once the schedule's second due time has passed —
+// the moment it would have run twice had it been active — and how many
+// actions Temporal says it took (0 when its Temporal Schedule is gone).
+// What a test reads after it is what a run would have left.
+func afterDueTime(t testing.TB, m *schedulesMesh, sch *schedulesv1.Schedule) int {
+	t.Helper()
+	due := sch.GetCreateTime().AsTime().Add(2 * time.Duration(sch.GetIntervalSeconds()) * time.Second)
+	eventually(t, time.Minute, "the schedule's second due time passed", func() bool { return time.Now().After(due) })
+	d, err := m.temporal.ScheduleClient().GetHandle(context.Background(), sch.GetTemporalScheduleId()).Describe(context.Background())
+	if _, gone := err.(*serviceerror.NotFound); gone {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("describe the schedule's Temporal Schedule: %v", err)
+	}
+	return d.Info.NumActions
+}
+
 // tasksTitled returns the ids of the agent's tasks with that description.
 func tasksTitled(t testing.TB, m *schedulesMesh, agent, description string) []string {
 	t.Helper()
@@ -239,8 +257,10 @@ func TestSchedulesOnTemporal(t *testing.T) {
 
 	t.Run("approved schedule runs each due time exactly once", func(t *testing.T) {
 		sch := createTickSchedule(t, m, "agent-a", "tick", 1)
-		// Pending approval: nothing runs.
-		time.Sleep(1500 * time.Millisecond)
+		// Pending approval: a due time passes, and nothing runs.
+		if n := afterDueTime(t, m, sch); n != 0 {
+			t.Fatalf("Temporal took %d actions of the schedule before approval, want none", n)
+		}
 		if got := executions(t, m, "agent-a", sch.GetId()); len(got) != 0 {
 			t.Fatalf("%d runs before approval, want none", len(got))
 		}
@@ -369,7 +389,7 @@ func TestSchedulesOnTemporal(t *testing.T) {
 		if _, ok := err.(*serviceerror.NotFound); !ok {
 			t.Errorf("describe the denied schedule's Temporal Schedule: %v, want not found", err)
 		}
-		time.Sleep(2500 * time.Millisecond)
+		afterDueTime(t, m, sch)
 		if got := executions(t, m, "agent-b", sch.GetId()); len(got) != 0 {
 			t.Errorf("denied schedule ran %d times", len(got))
 		}

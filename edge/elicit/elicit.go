@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
+	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -79,6 +80,9 @@ type Config struct {
 	// Namespace is the Temporal namespace of the client (default
 	// "default"): its retention is how long a task is kept at least.
 	Namespace string
+	// Now is the clock a requestState's expiry is set and checked by;
+	// time.Now when nil.
+	Now clock.Clock
 }
 
 // replyMargin is how much longer than the workflow's work a round waits
@@ -123,6 +127,7 @@ type Elicitor struct {
 	taskTimeout time.Duration
 	namespace   string
 	retention   atomic.Pointer[time.Duration]
+	now         clock.Clock
 }
 
 // toolForms are a tool's forms, built once at start.
@@ -154,6 +159,9 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
+	}
+	if x.now = cfg.Now; x.now == nil {
+		x.now = time.Now
 	}
 	// The final round waits for the side effect, which the calls worker
 	// tries as its retry policy says; round 1 never runs it.
@@ -411,7 +419,7 @@ func (x *Elicitor) next(ctx context.Context, c *call) port.Outcome {
 	if err != nil {
 		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
 	}
-	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), time.Now())
+	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), x.now())
 	if err != nil {
 		return x.refuse(ctx, t.Name, err.Error())
 	}
@@ -454,7 +462,7 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		requests[q.GetKey()] = elicitParams(q)
 	}
 	state, err := x.states.Seal(requeststate.State{
-		Expires:    time.Now().Add(x.ttl),
+		Expires:    x.now().Add(x.ttl),
 		Round:      int(res.GetRound()),
 		WorkflowID: run.id,
 		RunID:      run.runID,

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -123,6 +126,15 @@ func TestIsBusyByCode(t *testing.T) {
 		if got := sqldb.IsBusy(fmt.Errorf("store: %w", &pgconn.PgError{Code: code})); got != want {
 			t.Errorf("IsBusy(SQLSTATE %s) = %v, want %v", code, got, want)
 		}
+	}
+	// What the chaos run saw on PostgreSQL when the server crashed under a
+	// transaction's statement: the connection's read ended mid-message.
+	if !sqldb.IsBusy(fmt.Errorf("count today's tasks: %w", io.ErrUnexpectedEOF)) {
+		t.Error("IsBusy is false for a connection lost under a statement (unexpected EOF)")
+	}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	if !sqldb.IsBusy(fmt.Errorf("read task: %w", reset)) {
+		t.Error("IsBusy is false for a connection the server reset under a statement")
 	}
 	if sqldb.IsBusy(nil) || sqldb.IsBusy(errors.New("database is locked")) || sqldb.IsBusy(context.Canceled) {
 		t.Error("IsBusy is true for nil, a bare message or a cancellation")

@@ -13,12 +13,14 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -345,9 +347,13 @@ func IsUniqueViolation(err error) bool {
 // work now but may on a retry: SQLite busy or locked (another connection
 // holds the lock past busy_timeout), or PostgreSQL refusing for contention
 // (serialization failure, deadlock, lock timeout) or unreachable (connection
-// failures, a server starting or shutting down, too many connections). The
-// statement did not take effect; callers answer "unavailable", not
-// "internal".
+// failures, a server starting or shutting down, too many connections), or a
+// pooled connection the server dropped under a statement (the server
+// crashed or restarted: io.ErrUnexpectedEOF, or a connection pgconn knows
+// closed before anything was sent). Callers answer "unavailable", not
+// "internal": the statement did not take effect, or — a connection lost
+// during a commit — its outcome is unknown, and the retry the caller is
+// told to make, with the same idempotency key, finds it if it did.
 func IsBusy(err error) bool {
 	if err == nil {
 		return false
@@ -375,5 +381,5 @@ func IsBusy(err error) bool {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return true
 	}
-	return errors.Is(err, driver.ErrBadConn)
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || pgconn.SafeToRetry(err)
 }

@@ -194,9 +194,10 @@ func (f *fakeMessages) inbox(agent string) []*messagesv1.Message {
 // errStart is a workflow start that fails.
 var errStart = errors.New("temporal is down")
 
-// eventually polls cond until it holds or a second passes.
+// eventually polls cond until it holds, for at most 30 s: a bound for a
+// loaded machine, which a passing test never waits out.
 func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if cond() {
 			return true
 		}

@@ -1,0 +1,299 @@
+//go:build faults
+
+package faults
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/chaoslog"
+	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
+	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
+)
+
+// The chaos run's flags (make chaos sets them; without -chaos.duration
+// TestChaos is skipped, so make faults does not run it).
+var (
+	chaosDuration = flag.Duration("chaos.duration", 0, "how long the chaos workload runs (make chaos: 5m; 0 skips TestChaos)")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "the seed of the fault schedule (0: drawn from the clock and printed)")
+	chaosRate     = flag.Float64("chaos.rate", 6, "fault events per minute")
+	chaosPostgres = flag.Bool("chaos.postgres", false, "every domain on PostgreSQL (a cluster of the run's own, crashed among the faults)")
+	chaosSoak     = flag.Bool("chaos.soak", false, "no faults: sample each process's RSS and open descriptors, and bound their growth after the warm-up")
+)
+
+// domainsWithDB are the domains whose service keeps a database: on a
+// -chaos.postgres run each gets a database of its own.
+var domainsWithDB = []string{"agents", "audit", "credits", "memory", "messages", "owner", "projects", "remoteagents", "schedules", "tasks", "workflows"}
+
+// TestChaos starts a mesh of its own as make run does, drives a mixed
+// workload through the edge — reads and writes in every domain, keyed
+// grants (elicited) and spends, messages with dedup, owner asks and
+// workflow approvals answered by a simulated owner, a schedule firing,
+// workflow runs — while a seeded schedule kills and freezes its processes
+// (several at once), then drains and runs `toolmesh check` over the
+// databases with the workload's log of acknowledged writes. Every answer
+// is ok or a documented retryable error; every invariant holds.
+func TestChaos(t *testing.T) {
+	if *chaosDuration == 0 {
+		t.Skip("the chaos run: make chaos (go test -tags faults -run TestChaos ./faults -args -chaos.duration 5m)")
+	}
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	engine := "sqlite"
+	if *chaosPostgres {
+		engine = "postgres"
+	}
+	t.Logf("chaos: seed %d, %s, %s, %.1f fault events a minute (replay: -chaos.seed %d)", seed, engine, *chaosDuration, *chaosRate, seed)
+	fmt.Printf("chaos seed: %d\n", seed)
+
+	var env []string
+	var pg *pgtest.Cluster
+	if *chaosPostgres {
+		pg = pgtest.StartWith(t, pgtest.Options{Durable: true})
+		for _, d := range domainsWithDB {
+			env = append(env, "TOOLMESH_"+strings.ToUpper(d)+"_DSN="+pg.NewDatabase(t))
+		}
+	}
+	offset, err := porttest.Offset(append(porttest.Range(meshPortsLow, meshPortsHigh), temporalUIPort)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(suite.dir, "chaos")
+	m, err := startMesh(dir, offset, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.stop)
+	m.waitReady(t, 2*time.Minute)
+
+	in := &injector{m: m, pg: pg, busy: map[string]bool{}}
+	w := &chaosWorkload{m: m, tag: fmt.Sprintf("c%d", seed%1e9), agent: "local", classes: map[string]int{}, codes: map[string]int{},
+		plain:     connectMCP(t, m.mcpURL, "", nil),
+		eliciting: connectMCP(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: confirmAdmin}),
+		credits:   creditsv1connect.NewCreditsServiceClient(h2c(), m.services["credits"], bearer(m.token(t, "local")))}
+	w.edgeDown = func(start, end time.Time) bool {
+		for _, f := range in.faults() {
+			// In effect from the signal until the edge served again, and a
+			// second after: the client's connection pool still held the
+			// dead edge's connections.
+			if f.Target == "edge" && start.Before(f.Ended.Add(time.Second)) && end.After(f.Sent) {
+				return true
+			}
+		}
+		in.mu.Lock()
+		down := in.busy["edge"]
+		in.mu.Unlock()
+		return down
+	}
+
+	// What the workload needs first: the agent's workflow, and a schedule
+	// that creates a task every 2 s once approved.
+	var created workflowsv1.CreateResponse
+	if err := protoData(callTool(w.plain, "workflows_create", faultWorkflow("chaos-"+w.tag), w.tag+"-workflow"), &created); err != nil {
+		t.Fatal(err)
+	}
+	w.workflow = created.GetWorkflow().GetWorkflowId()
+	scheduleKey := w.tag + "-schedule"
+	var scheduleID string
+	{
+		o := callTool(w.plain, "schedules_create", map[string]any{"description": "chaos " + w.tag, "interval_seconds": 2,
+			"action": map[string]any{"tool": "tasks_create", "arguments": map[string]any{"description": "chaos schedule " + w.tag}}}, scheduleKey)
+		var res struct {
+			Schedule struct {
+				ID string `json:"id"`
+			} `json:"schedule"`
+		}
+		if !o.ok() || json.Unmarshal(o.env.Data, &res) != nil {
+			t.Fatalf("schedules_create: %s %s %v", o.code(), o.env.Message, o.err)
+		}
+		scheduleID = res.Schedule.ID
+		if o := callTool(w.plain, "schedules_approve", map[string]any{"schedule_id": scheduleID, "confirm": true, "reason": "chaos"}, w.tag+"-approve"); !o.ok() {
+			t.Fatalf("approve the schedule: %s %s %v", o.code(), o.env.Message, o.err)
+		}
+	}
+
+	targets := chaosTargets(m.status(t), *chaosPostgres)
+	var events []chaosEvent
+	if !*chaosSoak {
+		events = planChaos(seed, targets, *chaosDuration, *chaosRate)
+	}
+	t.Logf("chaos: %d fault events over %s, targets %v", len(events), *chaosDuration, targets)
+
+	start := time.Now()
+	stop := make(chan struct{})
+	var soak sampler
+	sampling := &sync.WaitGroup{}
+	if *chaosSoak {
+		sampling = soak.run(m, stop)
+	}
+	var wg sync.WaitGroup
+	loops := []struct {
+		period time.Duration
+		fn     func(int)
+	}{
+		{150 * time.Millisecond, w.tasks},
+		{200 * time.Millisecond, w.memory},
+		{300 * time.Millisecond, w.messages},
+		{500 * time.Millisecond, w.grants},
+		{700 * time.Millisecond, w.spends},
+		{time.Second, w.asks},
+		{3 * time.Second, w.runs},
+	}
+	for _, l := range loops {
+		wg.Go(func() { every(l.period, stop, l.fn) })
+	}
+	ownerStop := make(chan struct{})
+	var ownerWG sync.WaitGroup
+	ownerWG.Go(func() {
+		every(time.Second, ownerStop, func(int) { w.owner() })
+	})
+	in.run(t, start, events)
+	time.Sleep(time.Until(start.Add(*chaosDuration)))
+	close(stop)
+	wg.Wait()
+	in.wg.Wait()
+	sampling.Wait()
+	workloadEnded := time.Now()
+	m.waitReady(t, 2*time.Minute)
+	if o := callTool(w.plain, "schedules_pause", map[string]any{"schedule_id": scheduleID}, w.tag+"-pause"); !o.ok() {
+		t.Errorf("pause the schedule: %s %s %v", o.code(), o.env.Message, o.err)
+	}
+	// Drain: the owner answers until no ask is pending and every run of
+	// the workload has ended.
+	eventually(t, 3*time.Minute, "every ask answered and every run ended", func() bool {
+		return w.owner() == 0 && w.runsEnded(t)
+	})
+	close(ownerStop)
+	ownerWG.Wait()
+	drained := time.Since(workloadEnded)
+
+	// The books.
+	faults := in.faults()
+	ackPath, faultPath := filepath.Join(dir, "acked.jsonl"), filepath.Join(dir, "faults.jsonl")
+	w.mu.Lock()
+	acked := slices.Clone(w.acked)
+	w.mu.Unlock()
+	if err := chaoslog.Write(ackPath, acked); err != nil {
+		t.Fatal(err)
+	}
+	if err := chaoslog.Write(faultPath, faults); err != nil {
+		t.Fatal(err)
+	}
+	check := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(suite.bin, append([]string{"check", "--data", m.data, "--acked", ackPath, "--faults", faultPath}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		return out, err
+	}
+	text, checkErr := check()
+	t.Logf("toolmesh check:\n%s", text)
+	raw, _ := check("--json")
+	var res struct {
+		Checks []struct {
+			Invariant  string
+			Items      int
+			Violations int
+			Skipped    bool
+		}
+	}
+	_ = json.Unmarshal(raw, &res)
+	held, checked, items := 0, 0, 0
+	for _, c := range res.Checks {
+		if !c.Skipped {
+			checked++
+			items += c.Items
+			if c.Violations == 0 {
+				held++
+			}
+		}
+	}
+
+	// The figures (docs/faults.md, the chaos table).
+	byKind := map[string]int{}
+	var recovery []float64
+	for _, f := range faults {
+		byKind[f.Kind]++
+		if f.Kind != faultFreeze && !f.Ended.IsZero() {
+			recovery = append(recovery, f.Ended.Sub(f.Sent).Seconds())
+		}
+	}
+	slices.Sort(recovery)
+	notRecovered := 0
+	for _, f := range faults {
+		if f.Ended.IsZero() && f.Note == "" {
+			notRecovered++
+		}
+	}
+	w.mu.Lock()
+	classes, codes, calls, violations := maps.Clone(w.classes), maps.Clone(w.codes), len(w.calls), slices.Clone(w.violations)
+	w.mu.Unlock()
+	for _, o := range violations {
+		t.Logf("violation: %s key %q answered %s: %s %v", o.tool, o.key, o.code(), o.env.Message, o.err)
+	}
+	figure(t, "seed (engine, duration, rate)", fmt.Sprintf("%d (%s, %s, %.0f/min)", seed, engine, *chaosDuration, *chaosRate), "any", true)
+	if *chaosSoak {
+		soak.check(t, start.Add(*chaosDuration/5))
+	} else {
+		figure(t, "faults injected by kind (skipped: target still down)", fmt.Sprintf("%v (%d) in %d events", byKind, in.missed, len(events)), "> 0", len(faults) > 0)
+	}
+	figure(t, "killed processes not ready again within 2 min", notRecovered, "0", notRecovered == 0)
+	if len(recovery) > 0 {
+		p50, p99 := percentile(recovery, 50), percentile(recovery, 99)
+		report(t, "seconds to recover after a kill or database crash (p50 / p99 / max)", fmt.Sprintf("%.2f / %.2f / %.2f", p50, p99, recovery[len(recovery)-1]), "p99 <= 10", p99 <= 10)
+	}
+	figure(t, "calls attempted (ok / retryable / violation)", fmt.Sprintf("%d (%d / %d / %d)", calls, classes[answerOK], classes[answerRetryable], classes[answerViolation]),
+		"0 violations", classes[answerViolation] == 0)
+	report(t, "calls without an answer within the client's 60 s", classes[answerLate], "0", classes[answerLate] == 0)
+	figure(t, "answers by code", fmt.Sprint(codes), "any", true)
+	figure(t, "writes acknowledged", len(acked), "> 0", len(acked) > 0)
+	report(t, "seconds to drain after the workload (asks answered, runs ended)", drained.Seconds(), "<= 60", drained <= time.Minute)
+	figure(t, "invariants checked / held (items checked)", fmt.Sprintf("%d / %d (%d)", checked, held, items), "all held", checkErr == nil && checked > 0 && held == checked)
+	if checkErr != nil {
+		t.Errorf("toolmesh check: %v", checkErr)
+	}
+}
+
+// runsEnded reports whether every run the workload started has ended.
+func (w *chaosWorkload) runsEnded(t *testing.T) bool {
+	t.Helper()
+	w.mu.Lock()
+	var runs []string
+	for _, a := range w.acked {
+		if a.Domain == "workflows" {
+			runs = append(runs, a.ID)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range runs {
+		var res workflowsv1.GetRunResponse
+		if protoData(callTool(w.plain, "workflows_get_run", map[string]any{"run_id": id}, ""), &res) != nil {
+			return false
+		}
+		if s := res.GetRun().GetStatus(); s == workflowsv1.RunStatus_RUN_STATUS_RUNNING || s == workflowsv1.RunStatus_RUN_STATUS_SUSPENDED {
+			return false
+		}
+	}
+	return true
+}
