@@ -56,19 +56,30 @@ type DepthSigner struct {
 // NewDepthSigner returns a signer whose tokens name issuer, the mesh's A2A
 // base URL (where its keys are published at KeysPath).
 func NewDepthSigner(key ed25519.PrivateKey, issuer string) (*DepthSigner, error) {
+	s, iss, err := meshSigner(key, issuer, "depth", DepthTokenType)
+	if err != nil {
+		return nil, err
+	}
+	return &DepthSigner{issuer: iss, signer: s}, nil
+}
+
+// meshSigner is a signer of tokens of type typ (what names them in errors)
+// with the mesh's Ed25519 key, naming the key by its id, and the issuer
+// they name: the mesh's A2A base URL, where its keys are published at
+// KeysPath.
+func meshSigner(key ed25519.PrivateKey, issuer, what, typ string) (jose.Signer, string, error) {
 	if len(key) != ed25519.PrivateKeySize {
-		return nil, errors.New("depth signing key: not an Ed25519 private key")
+		return nil, "", fmt.Errorf("%s signing key: not an Ed25519 private key", what)
 	}
 	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("depth issuer %q: want the mesh's A2A base URL (http or https)", issuer)
+		return nil, "", fmt.Errorf("%s issuer %q: want the mesh's A2A base URL (http or https)", what, issuer)
 	}
-	kid := mesh.KeyID(key.Public().(ed25519.PublicKey))
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
-		(&jose.SignerOptions{}).WithType(DepthTokenType).WithHeader(jose.HeaderKey("kid"), kid))
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)).WithHeader(jose.HeaderKey("kid"), mesh.KeyID(key.Public().(ed25519.PublicKey))))
 	if err != nil {
-		return nil, fmt.Errorf("depth signing key: %w", err)
+		return nil, "", fmt.Errorf("%s signing key: %w", what, err)
 	}
-	return &DepthSigner{issuer: strings.TrimRight(issuer, "/"), signer: s}, nil
+	return s, strings.TrimRight(issuer, "/"), nil
 }
 
 // Sign returns the token for a message (messageID) that agent sends to the

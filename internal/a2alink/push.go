@@ -7,14 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/toolmesh/toolmesh/internal/mesh"
 )
 
 // A push (an event of a task POSTed to a webhook) is signed: it carries a
@@ -63,18 +60,11 @@ type PushSigner struct {
 // NewPushSigner returns a signer whose signatures name issuer, the mesh's
 // A2A base URL (its keys are published below it at KeysPath).
 func NewPushSigner(key ed25519.PrivateKey, issuer string) (*PushSigner, error) {
-	if len(key) != ed25519.PrivateKeySize {
-		return nil, errors.New("push signing key: not an Ed25519 private key")
-	}
-	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("push issuer %q: want the mesh's A2A base URL (http or https)", issuer)
-	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
-		(&jose.SignerOptions{}).WithType(PushTokenType).WithHeader(jose.HeaderKey("kid"), mesh.KeyID(key.Public().(ed25519.PublicKey))))
+	s, iss, err := meshSigner(key, issuer, "push", PushTokenType)
 	if err != nil {
-		return nil, fmt.Errorf("push signing key: %w", err)
+		return nil, err
 	}
-	return &PushSigner{issuer: strings.TrimRight(issuer, "/"), signer: s}, nil
+	return &PushSigner{issuer: iss, signer: s}, nil
 }
 
 // Sign returns the signature of the push of event seq of task, with body,

@@ -45,14 +45,9 @@ func Once(ctx context.Context, c client.Client, s Start, input any) error {
 		TaskQueue:                s.Contract.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(s.Agent),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(s.Tool),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(s.Contract.IDPrefix),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(s.Status),
-		),
-		StaticSummary: s.Summary,
-		StaticDetails: s.Details,
+		TypedSearchAttributes:    s.searchAttributes(),
+		StaticSummary:            s.Summary,
+		StaticDetails:            s.Details,
 	}, s.Contract.Name, input)
 	if _, started := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); started {
 		return nil
@@ -63,6 +58,17 @@ func Once(ctx context.Context, c client.Client, s Start, input any) error {
 	return nil
 }
 
+// searchAttributes are the workflow's, by which operators and the edge
+// find it.
+func (s Start) searchAttributes() temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(s.Agent),
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(s.Tool),
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(s.Contract.IDPrefix),
+		temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(s.Status),
+	)
+}
+
 // SignalWithStart sends signal to the running workflow s.ID, starting it
 // with input first when it is not running — also when one with its id has
 // ended: a workflow that follows something until it has nothing left to do
@@ -71,14 +77,9 @@ func SignalWithStart(ctx context.Context, c client.Client, s Start, signal strin
 	_, err := c.SignalWithStartWorkflow(ctx, s.ID, signal, nil, client.StartWorkflowOptions{
 		TaskQueue:             s.Contract.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrAgent).ValueSet(s.Agent),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrTool).ValueSet(s.Tool),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrKind).ValueSet(s.Contract.IDPrefix),
-			temporal.NewSearchAttributeKeyKeyword(workflowcontract.SearchAttrStatus).ValueSet(s.Status),
-		),
-		StaticSummary: s.Summary,
-		StaticDetails: s.Details,
+		TypedSearchAttributes: s.searchAttributes(),
+		StaticSummary:         s.Summary,
+		StaticDetails:         s.Details,
 	}, s.Contract.Name, input)
 	if err != nil {
 		return fmt.Errorf("signal workflow %s: %w", s.ID, err)
