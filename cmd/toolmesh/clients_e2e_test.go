@@ -184,8 +184,8 @@ func runGoClient(t *testing.T, endpoint, version string, seed seeded) {
 		}
 	}
 	templates, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(templates.ResourceTemplates) != 6 {
-		t.Errorf("resources/templates/list = %v, %v, want 6 templates", templates, err)
+	if err != nil || len(templates.ResourceTemplates) != 7 {
+		t.Errorf("resources/templates/list = %v, %v, want 7 templates", templates, err)
 	}
 
 	// Prompts and completion.
@@ -319,7 +319,7 @@ func runTSClient(t *testing.T, dir, endpoint, version string) {
 	if r.Tools < 40 || r.FailingCalls != r.Tools || r.ErrorResults < r.FailingCalls || r.OKCalls != 3 {
 		t.Errorf("tools %d, failing calls %d, error results %d, ok calls %d; want every failing call answered with an error result", r.Tools, r.FailingCalls, r.ErrorResults, r.OKCalls)
 	}
-	if r.Resources < 7 || len(r.Templates) != 6 || len(r.Reads) != 7 {
+	if r.Resources < 7 || len(r.Templates) != 7 || len(r.Reads) != 7 {
 		t.Errorf("resources %d, templates %v, reads %v; want each kind listed and read", r.Resources, r.Templates, r.Reads)
 	}
 	if len(r.Prompts) != 3 || len(r.PromptMessages) != 3 {

@@ -35,6 +35,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
+// Reputation: check an agent's reputation score, publish a signed
+// attestation of your own score, and verify another agent's attestation
+// (from its A2A card or attestation URL) before trusting it.
+//
 // ReputationService scores agents by what the mesh's audit trail records of
 // them, signs attestations of an agent's score with the mesh's key (the one
 // published at the A2A endpoint's /.well-known/jwks.json) and verifies the
@@ -143,6 +147,10 @@ func (c *reputationServiceClient) Verify(ctx context.Context, in *VerifyRequest,
 // ReputationServiceServer is the server API for ReputationService service.
 // All implementations must embed UnimplementedReputationServiceServer
 // for forward compatibility.
+//
+// Reputation: check an agent's reputation score, publish a signed
+// attestation of your own score, and verify another agent's attestation
+// (from its A2A card or attestation URL) before trusting it.
 //
 // ReputationService scores agents by what the mesh's audit trail records of
 // them, signs attestations of an agent's score with the mesh's key (the one
