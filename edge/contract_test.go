@@ -146,7 +146,9 @@ func TestProgressReachesTheClientOnEveryEra(t *testing.T) {
 
 func TestEveryDomainCodeIsReachable(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 300 * time.Millisecond })
+	// The call timeout only has to end the deadline case's wait; every
+	// other case must answer well within it, however loaded the machine.
+	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 3 * time.Second })
 	cs := f.connect(t, "", "", nil)
 	cases := []struct {
 		name, tool string
@@ -166,7 +168,7 @@ func TestEveryDomainCodeIsReachable(t *testing.T) {
 		{"service panic", "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_PANIC"}, "internal", "InternalError"},
 		{"service invalid argument", "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_INVALID_ARGUMENT"}, "invalid_argument", "ArgumentValidationError"},
 		{"edge validation", "testing_echo", map[string]any{"message": ""}, "invalid_argument", "ArgumentValidationError"},
-		{"deadline", "testing_wait", map[string]any{"millis": 2000}, "deadline_exceeded", "DeadlineExceededError"},
+		{"deadline", "testing_wait", map[string]any{"millis": 60000}, "deadline_exceeded", "DeadlineExceededError"},
 		{"guardrail", "testing_purge", map[string]any{"agent_id": "a1"}, "guardrail_violated", "GuardrailViolationError"},
 	}
 	for _, c := range cases {

@@ -298,7 +298,9 @@ func TestUnreachableTemporalAnswersUnavailable(t *testing.T) {
 	key, _ := requeststate.GenerateKey()
 	sealer, _ := requeststate.NewSealer(key)
 	f := newFixture(t, func(c *edge.Config) {
-		c.CallTimeout = 200 * time.Millisecond
+		// Long enough for the call that asks nothing, however loaded the
+		// machine; the unreachable Temporal answers within it.
+		c.CallTimeout = 3 * time.Second
 		c.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer}
 	})
 	c := newConversation(t)
