@@ -207,13 +207,7 @@ func TestDepthLimitAcrossTwoMeshes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two whole meshes")
 	}
-	bin, temporal := meshBinaries(t)
-	// Both meshes run on loopback: their A2A endpoints and published keys
-	// must be reachable for development.
-	allow := remoteEgressAllowEnv + "=127.0.0.1"
-	m1 := startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=alice")
-	m2 := startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=bob")
-	alice, bob := mcpSessionTo(t, m1.Link(t, linkMCP)), mcpSessionTo(t, m2.Link(t, linkMCP))
+	m1, m2, alice, bob := twoMeshes(t)
 	aliceURL, bobURL := m1.Link(t, linkA2A), m2.Link(t, linkA2A)
 
 	invoke := func(s *mcp.ClientSession, url, text string, onBehalfOf string) envelope {

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -50,15 +47,7 @@ func grpcClient(t *testing.T, base string) *a2aclient.Client {
 // ready, with how often it was restarted.
 func processPID(t *testing.T, bin string, m *upMesh, name string) (pid, restarts int, ready bool) {
 	t.Helper()
-	out, err := exec.Command(bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.Offset)).Output()
-	if err != nil {
-		t.Fatalf("toolmesh up status: %v", err)
-	}
-	var st upStatus
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range st.Processes {
+	for _, p := range upStatusOf(t, bin, m).Processes {
 		if p.Name == name {
 			return p.PID, p.Restarts, p.State == "ready"
 		}

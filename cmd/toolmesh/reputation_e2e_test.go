@@ -61,13 +61,7 @@ func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two whole meshes")
 	}
-	bin, temporal := meshBinaries(t)
-	// Both meshes run on loopback: the attestation and the published keys
-	// must be reachable for development.
-	allow := remoteEgressAllowEnv + "=127.0.0.1"
-	m1 := startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=alice")
-	m2 := startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=bob")
-	alice, bob := mcpSessionTo(t, m1.Link(t, linkMCP)), mcpSessionTo(t, m2.Link(t, linkMCP))
+	m1, _, alice, bob := twoMeshes(t)
 	// The A2A endpoint up prints is its development agent's (alice's).
 	aliceCard := m1.Link(t, linkA2A)
 

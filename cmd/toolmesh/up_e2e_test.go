@@ -59,20 +59,8 @@ func TestUpRunsThePlan(t *testing.T) {
 
 	// kill -9 of one service: up restarts it alone, counts it, says so,
 	// and the same MCP session works again.
-	upStatus := func() upStatus {
-		t.Helper()
-		out, err := exec.Command(bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.Offset)).Output()
-		if err != nil {
-			t.Fatalf("toolmesh up status: %v", err)
-		}
-		var st upStatus
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
 	pids := map[string]int{}
-	for _, p := range upStatus().Processes {
+	for _, p := range upStatusOf(t, bin, m).Processes {
 		if p.State != "ready" || p.PID == 0 {
 			t.Errorf("up status after start: %+v", p)
 		}
@@ -83,16 +71,16 @@ func TestUpRunsThePlan(t *testing.T) {
 	}
 	restarted := false
 	for deadline := time.Now().Add(30 * time.Second); !restarted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		for _, p := range upStatus().Processes {
+		for _, p := range upStatusOf(t, bin, m).Processes {
 			if p.Name == "tasks" && p.State == "ready" && p.PID != pids["tasks"] && p.Restarts == 1 && p.LastFailure == "signal: killed" {
 				restarted = true
 			}
 		}
 	}
 	if !restarted {
-		t.Fatalf("tasks was not restarted after kill -9: %+v\n%s", upStatus(), tail(m.Stderr()))
+		t.Fatalf("tasks was not restarted after kill -9: %+v\n%s", upStatusOf(t, bin, m), tail(m.Stderr()))
 	}
-	for _, p := range upStatus().Processes {
+	for _, p := range upStatusOf(t, bin, m).Processes {
 		if p.Name != "tasks" && (p.PID != pids[p.Name] || p.Restarts != 0) {
 			t.Errorf("%s was touched when tasks died: pid %d (was %d), restarts %d", p.Name, p.PID, pids[p.Name], p.Restarts)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/porttest"
@@ -121,3 +124,30 @@ func (m *upMesh) Stop() (after []string, err error) {
 
 // Stderr is what the mesh's processes logged so far.
 func (m *upMesh) Stderr() string { return m.stderr.String() }
+
+// upStatusOf is what `toolmesh up status` says of m's processes.
+func upStatusOf(t *testing.T, bin string, m *upMesh) upStatus {
+	t.Helper()
+	out, err := exec.Command(bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.Offset)).Output()
+	if err != nil {
+		t.Fatalf("toolmesh up status: %v", err)
+	}
+	var st upStatus
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// twoMeshes runs two meshes (each its own `toolmesh up`) whose development
+// agents are alice and bob, with MCP sessions to each. Both run on
+// loopback, so their A2A endpoints and published keys must be reachable
+// from each other for development.
+func twoMeshes(t *testing.T) (m1, m2 *upMesh, alice, bob *mcp.ClientSession) {
+	t.Helper()
+	bin, temporal := meshBinaries(t)
+	allow := remoteEgressAllowEnv + "=127.0.0.1"
+	m1 = startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=alice")
+	m2 = startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=bob")
+	return m1, m2, mcpSessionTo(t, m1.Link(t, linkMCP)), mcpSessionTo(t, m2.Link(t, linkMCP))
+}

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -381,16 +379,8 @@ func TestWorkflowsEndToEnd(t *testing.T) {
 func killAndAwaitRestart(t *testing.T, bin string, m *upMesh, name string) {
 	t.Helper()
 	status := func() map[string]int {
-		out, err := exec.Command(bin, "up", "status", "--json", "--port-offset", strconv.Itoa(m.Offset)).Output()
-		if err != nil {
-			t.Fatalf("toolmesh up status: %v", err)
-		}
-		var st upStatus
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatal(err)
-		}
 		ready := map[string]int{}
-		for _, p := range st.Processes {
+		for _, p := range upStatusOf(t, bin, m).Processes {
 			if p.State == "ready" {
 				ready[p.Name] = p.PID
 			}
