@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,6 +37,13 @@ type inbound struct {
 	changed    chan struct{} // closed and replaced on every change
 }
 
+// Messages the stand-in fails to deliver: as a busy or restarting
+// service does (unavailable), and as a bug does (internal).
+const (
+	failUnavailable = "fail: unavailable"
+	failInternal    = "fail: internal"
+)
+
 func newInbound() *inbound {
 	return &inbound{tasks: map[string]*inboundv1.Inbound{}, events: map[string][]*inboundv1.InboundEvent{},
 		configs: map[string][]*inboundv1.PushConfig{}, changed: make(chan struct{})}
@@ -63,6 +71,12 @@ func (f *inbound) DeliverInbound(ctx context.Context, req *inboundv1.DeliverInbo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deliveries = append(f.deliveries, delivery{c, req})
+	switch req.GetText() {
+	case failUnavailable:
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("database is locked"))
+	case failInternal:
+		return nil, connect.NewError(connect.CodeInternal, errors.New("a bug"))
+	}
 	if c.Depth >= 3 {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("Cannot send message: invocation depth %d exceeds maximum of 3.", c.Depth)) //nolint:staticcheck // the exact sentence
 	}

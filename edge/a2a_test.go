@@ -112,8 +112,9 @@ type rpcAnswer struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
@@ -425,5 +426,30 @@ func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("an A2A endpoint on 0.0.0.0 without authentication: %v, want refused", err)
+	}
+}
+
+// TestA2ASaysWhenToTryAgain: a send the inbound service could not take
+// for now (unavailable: down, restarting, busy) is an internal error whose
+// words and data say to try again — A2A has no code for it — and a bug
+// behind the door is an internal error that does not; neither shows the
+// cause.
+func TestA2ASaysWhenToTryAgain(t *testing.T) {
+	t.Parallel()
+	f := newA2AFixture(t, nil)
+	for _, c := range []struct {
+		text      string
+		retryable bool
+	}{{failUnavailable, true}, {failInternal, false}} {
+		_, a := f.rpc(t, "bob", send10(1, "m-"+c.text, c.text), v10)
+		if a.code() != -32603 {
+			t.Errorf("%q: code %d, want -32603", c.text, a.code())
+			continue
+		}
+		says := strings.Contains(a.Error.Message, "try again")
+		flagged := strings.Contains(string(a.Error.Data), `"retryable":true`)
+		if says != c.retryable || flagged != c.retryable || strings.Contains(a.Error.Message, "database") || strings.Contains(a.Error.Message, "bug") {
+			t.Errorf("%q: message %q, data %s; want it to say to try again: %v, and no cause", c.text, a.Error.Message, a.Error.Data, c.retryable)
+		}
 	}
 }

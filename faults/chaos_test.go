@@ -44,7 +44,8 @@ var domainsWithDB = []string{"agents", "audit", "credits", "memory", "messages",
 // workload through the edge — reads and writes in every domain, keyed
 // grants (elicited) and spends, messages with dedup, owner asks and
 // workflow approvals answered by a simulated owner, a schedule firing,
-// workflow runs — while a seeded schedule kills and freezes its processes
+// workflow runs, A2A messages (some followed over streams that resume
+// after cuts) answered by a simulated agent — while a seeded schedule kills and freezes its processes
 // (several at once), then drains and runs `toolmesh check` over the
 // databases with the workload's log of acknowledged writes. Every answer
 // is ok or a documented retryable error; every invariant holds.
@@ -85,9 +86,14 @@ func TestChaos(t *testing.T) {
 
 	in := &injector{m: m, pg: pg, busy: map[string]bool{}}
 	w := &chaosWorkload{m: m, tag: fmt.Sprintf("c%d", seed%1e9), agent: "local", classes: map[string]int{}, codes: map[string]int{},
-		plain:     connectMCP(t, m.mcpURL, "", nil),
-		eliciting: connectMCP(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: confirmAdmin}),
-		credits:   creditsv1connect.NewCreditsServiceClient(h2c(), m.services["credits"], bearer(m.token(t, "local")))}
+		plain:      connectMCP(t, m.mcpURL, "", nil),
+		eliciting:  connectMCP(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: confirmAdmin}),
+		credits:    creditsv1connect.NewCreditsServiceClient(h2c(), m.services["credits"], bearer(m.token(t, "local"))),
+		a2aPending: map[string]a2aWait{}}
+	if w.a2a, err = a2aClient(t.Context(), m.a2aURL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.a2a.Destroy() })
 	w.edgeDown = func(start, end time.Time) bool {
 		for _, f := range in.faults() {
 			// In effect from the signal until the edge served again, and a
@@ -154,6 +160,7 @@ func TestChaos(t *testing.T) {
 		{500 * time.Millisecond, w.grants},
 		{700 * time.Millisecond, w.spends},
 		{time.Second, w.asks},
+		{time.Second, w.a2aSend},
 		{3 * time.Second, w.runs},
 	}
 	for _, l := range loops {
@@ -162,7 +169,7 @@ func TestChaos(t *testing.T) {
 	ownerStop := make(chan struct{})
 	var ownerWG sync.WaitGroup
 	ownerWG.Go(func() {
-		every(time.Second, ownerStop, func(int) { w.owner() })
+		every(time.Second, ownerStop, func(int) { w.owner(); w.a2aAgent() })
 	})
 	in.run(t, start, events)
 	time.Sleep(time.Until(start.Add(*chaosDuration)))
@@ -176,12 +183,14 @@ func TestChaos(t *testing.T) {
 		t.Errorf("pause the schedule: %s %s %v", o.code(), o.env.Message, o.err)
 	}
 	// Drain: the owner answers until no ask is pending and every run of
-	// the workload has ended.
-	eventually(t, 3*time.Minute, "every ask answered and every run ended", func() bool {
-		return w.owner() == 0 && w.runsEnded(t)
+	// the workload has ended, the agent until every A2A message has its
+	// answer; every followed A2A stream then ends.
+	eventually(t, 3*time.Minute, "every ask answered, every run ended and every A2A message answered", func() bool {
+		return w.owner() == 0 && w.runsEnded(t) && w.a2aAgent() == 0
 	})
 	close(ownerStop)
 	ownerWG.Wait()
+	w.a2aStreams.Wait()
 	drained := time.Since(workloadEnded)
 
 	// The books.
@@ -231,10 +240,11 @@ func TestChaos(t *testing.T) {
 	}
 
 	// The figures (docs/faults.md, the chaos table).
-	byKind := map[string]int{}
+	byKind, byTarget := map[string]int{}, map[string]int{}
 	var recovery []float64
 	for _, f := range faults {
 		byKind[f.Kind]++
+		byTarget[f.Target]++
 		if f.Kind != faultFreeze && !f.Ended.IsZero() {
 			recovery = append(recovery, f.Ended.Sub(f.Sent).Seconds())
 		}
@@ -257,6 +267,7 @@ func TestChaos(t *testing.T) {
 		soak.check(t, start.Add(*chaosDuration/5))
 	} else {
 		figure(t, "faults injected by kind (skipped: target still down)", fmt.Sprintf("%v (%d) in %d events", byKind, in.missed, len(events)), "> 0", len(faults) > 0)
+		figure(t, "faults by target", fmt.Sprint(byTarget), "any", true)
 	}
 	figure(t, "killed processes not ready again within 2 min", notRecovered, "0", notRecovered == 0)
 	if len(recovery) > 0 {
@@ -268,6 +279,13 @@ func TestChaos(t *testing.T) {
 	report(t, "calls without an answer within the client's 60 s", classes[answerLate], "0", classes[answerLate] == 0)
 	figure(t, "answers by code", fmt.Sprint(codes), "any", true)
 	figure(t, "writes acknowledged", len(acked), "> 0", len(acked) > 0)
+	a2aCalls := map[string]int{}
+	for _, o := range w.calls {
+		if strings.HasPrefix(o.tool, "a2a ") {
+			a2aCalls[strings.TrimPrefix(o.tool, "a2a ")]++
+		}
+	}
+	figure(t, "A2A calls by method (streams followed)", fmt.Sprintf("%v (%d)", a2aCalls, w.a2aFollowed.Load()), "> 0 sends", a2aCalls["SendMessage"] > 0)
 	report(t, "seconds to drain after the workload (asks answered, runs ended)", drained.Seconds(), "<= 60", drained <= time.Minute)
 	figure(t, "invariants checked / held (items checked)", fmt.Sprintf("%d / %d (%d)", checked, held, items), "all held", checkErr == nil && checked > 0 && held == checked)
 	if checkErr != nil {

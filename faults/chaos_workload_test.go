@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
@@ -47,6 +49,10 @@ type chaosWorkload struct {
 	eliciting *mcp.ClientSession // answers the edge's elicitation: confirmed
 	credits   creditsv1connect.CreditsServiceClient
 	workflow  string // the id of the agent's workflow the runs start
+	a2a       *a2aclient.Client
+
+	a2aStreams  sync.WaitGroup // the followers of streamed A2A tasks
+	a2aFollowed atomic.Int64   // how many were followed
 
 	mu         sync.Mutex
 	acked      []chaoslog.Ack
@@ -55,14 +61,19 @@ type chaosWorkload struct {
 	classes    map[string]int
 	codes      map[string]int
 	edgeDown   func(start, end time.Time) bool // the call met a fault of the edge
+	a2aPending map[string]a2aWait              // A2A tasks the simulated agent has not answered, by their text
 }
 
 // ack logs a write the mesh acknowledged, with its key as the service
 // keeps it (a client's key behind the edge's prefix).
 func (w *chaosWorkload) ack(domain, id, key string) {
 	w.mu.Lock()
-	w.acked = append(w.acked, chaoslog.Ack{Domain: domain, ID: id, Key: key, Agent: w.agent, At: time.Now()})
+	w.acked = append(w.acked, ackOf(domain, id, key, w.agent))
 	w.mu.Unlock()
+}
+
+func ackOf(domain, id, key, agent string) chaoslog.Ack {
+	return chaoslog.Ack{Domain: domain, ID: id, Key: key, Agent: agent, At: time.Now()}
 }
 
 // record classifies one answer; expected are domain codes the caller

@@ -66,6 +66,7 @@ type mesh struct {
 	exited    chan struct{}
 	logs      *logtest.Buffer // up's stderr: the log of every process
 	mcpURL    string
+	a2aURL    string            // the development agent's A2A base URL
 	services  map[string]string // domain -> base URL
 	temporal  string            // Temporal frontend host:port
 }
@@ -131,6 +132,9 @@ func startMesh(dir string, offset int, env ...string) (*mesh, error) {
 			}
 			if _, url, ok := strings.Cut(line, "MCP endpoint"); ok {
 				m.mcpURL = strings.Fields(url)[0]
+			}
+			if _, url, ok := strings.Cut(line, "A2A endpoint"); ok {
+				m.a2aURL = strings.Fields(url)[0]
 			}
 			if _, addr, ok := strings.Cut(line, "  Temporal  "); ok {
 				m.temporal = strings.Fields(addr)[0]
@@ -400,12 +404,23 @@ const callTimeout = 60 * time.Second
 
 // callTool makes one tools/call with an idempotency key (none when empty).
 func callTool(cs *mcp.ClientSession, tool string, args map[string]any, key string) outcome {
+	meta := mcp.Meta{}
+	if key != "" {
+		meta[edge.MetaIdempotencyKey] = key
+	}
+	return callToolMeta(cs, tool, args, meta)
+}
+
+// callToolMeta makes one tools/call with the _meta given (its idempotency
+// key, if any, is the outcome's key).
+func callToolMeta(cs *mcp.ClientSession, tool string, args map[string]any, meta mcp.Meta) outcome {
+	key, _ := meta[edge.MetaIdempotencyKey].(string)
 	o := outcome{tool: tool, key: key, start: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}
-	if key != "" {
-		params.Meta = mcp.Meta{edge.MetaIdempotencyKey: key}
+	if len(meta) > 0 {
+		params.Meta = meta
 	}
 	res, err := cs.CallTool(ctx, params)
 	o.end = time.Now()

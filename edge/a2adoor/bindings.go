@@ -178,7 +178,7 @@ func (g *Door) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.log.ErrorContext(r.Context(), "a2a.directory_failed", "agent", httpguard.Truncate(agent, 64), "error", err)
-		httpguard.WriteRPCError(w, http.StatusServiceUnavailable, plainID(id), httpguard.CodeInternalError, "the agents directory is unavailable; try again", nil)
+		httpguard.WriteRPCError(w, http.StatusServiceUnavailable, plainID(id), httpguard.CodeInternalError, errUnavailable.Message, nil)
 		return
 	}
 	c.served = true
@@ -242,7 +242,7 @@ func (g *Door) serveREST(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.log.ErrorContext(r.Context(), "a2a.directory_failed", "agent", httpguard.Truncate(agent, 64), "error", err)
-		writeRESTError(w, errInternal)
+		writeRESTError(w, failed(err))
 		return
 	}
 	c.served = true

@@ -28,7 +28,26 @@ type handler struct {
 
 var _ a2asrv.RequestHandler = (*handler)(nil)
 
-var errInternal = a2a.NewError(a2a.ErrInternalError, "Internal error: the mesh could not serve the request; try again")
+var errInternal = a2a.NewError(a2a.ErrInternalError, "Internal error: the mesh could not serve the request")
+
+// errUnavailable answers a call that a part of the mesh could not serve
+// for now (a service down, restarting or busy, or too slow): A2A has no
+// code of its own for it, so it is an internal error whose words and
+// details say to try again. Trying again is safe: a message is delivered
+// once per sender and message id.
+var errUnavailable = a2a.NewError(a2a.ErrInternalError, "Unavailable: a part of the mesh is down or busy; try again (a message is delivered once per message id)").
+	WithDetails(map[string]any{"retryable": true})
+
+// failed is the answer to a contract call that failed for a reason the
+// caller is not told: errUnavailable when the failure is transient
+// (unavailable, or past its deadline), else errInternal.
+func failed(err error) *a2a.Error {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+		return errUnavailable
+	}
+	return errInternal
+}
 
 func errorIs(err, target error) bool { return errors.Is(err, target) }
 
@@ -65,7 +84,7 @@ func (h *handler) served(ctx context.Context, agent string) error {
 			return a2a.NewError(a2a.ErrTaskNotFound, "no such agent is served here")
 		}
 		h.g.log.ErrorContext(ctx, "a2a.directory_failed", "agent", logging.Scrub(agent), "error", err)
-		return errInternal
+		return failed(err)
 	}
 	return nil
 }
@@ -104,7 +123,7 @@ func (h *handler) fault(ctx context.Context, method string, err error) error {
 		}
 	}
 	h.g.log.ErrorContext(ctx, "a2a.request_failed", "method", method, "error", err)
-	return errInternal
+	return failed(err)
 }
 
 // refusal is the mesh refusing a well-formed request (the depth limit), in

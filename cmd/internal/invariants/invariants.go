@@ -8,7 +8,9 @@
 //     every idempotency key had one side effect (one task, one message,
 //     one ledger entry);
 //   - every accepted owner ask and workflow run reached a final state, or
-//     still waits with a deadline in the future.
+//     still waits with a deadline in the future;
+//   - every A2A task's event log is whole: each seq from 1 to its version
+//     once, the last status the task's own.
 //
 // It reads the domains' databases directly, read-only (SQLite files or
 // PostgreSQL), so it runs on any data directory or database, the mesh up
@@ -35,7 +37,7 @@ import (
 // DBs are the domains' databases the invariants read; a nil one is not
 // checked (and each invariant that needs it is reported as skipped).
 type DBs struct {
-	Credits, Tasks, Messages, Memory, Owner, Workflows, Audit *sqldb.DB
+	Credits, Tasks, Messages, Memory, Owner, Workflows, RemoteAgents, Audit *sqldb.DB
 }
 
 // Input is what one check reads.
@@ -86,6 +88,7 @@ const (
 	KeyOnce         = "one side effect per idempotency key"
 	AsksEnded       = "accepted asks ended or wait with a future deadline"
 	WorkflowRunsEnd = "workflow runs ended or wait with a future deadline"
+	A2ALogsWhole    = "A2A task event logs whole, ending in the task's status"
 )
 
 // Check runs every invariant whose database is given.
@@ -103,6 +106,7 @@ func Check(ctx context.Context, in Input) (Result, error) {
 		{AckedOnce, keyDB(in.DBs), ackedOnce},
 		{AsksEnded, in.Owner, asksEnded},
 		{WorkflowRunsEnd, in.Workflows, runsEnded},
+		{A2ALogsWhole, in.RemoteAgents, a2aLogs},
 	}
 	for _, s := range steps {
 		if s.db == nil {
@@ -122,7 +126,7 @@ func Check(ctx context.Context, in Input) (Result, error) {
 // keyDB is any database the key and acknowledgement checks read, nil when
 // none is given: they skip the domains whose database is missing.
 func keyDB(d DBs) *sqldb.DB {
-	for _, db := range []*sqldb.DB{d.Tasks, d.Messages, d.Credits, d.Memory, d.Owner, d.Workflows} {
+	for _, db := range []*sqldb.DB{d.Tasks, d.Messages, d.Credits, d.Memory, d.Owner, d.Workflows, d.RemoteAgents} {
 		if db != nil {
 			return db
 		}

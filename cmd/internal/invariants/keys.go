@@ -28,6 +28,9 @@ func keysOnce(ctx context.Context, in Input, t *tally) error {
 		{in.Credits, "grant reference", `SELECT COUNT(*) FROM credit_ledger WHERE kind = 1`,
 			`SELECT reference, COUNT(*), MAX(create_ms) FROM credit_ledger WHERE kind = 1
 			GROUP BY reference HAVING COUNT(*) > 1`, "grants with this reference"},
+		{in.RemoteAgents, "A2A message", `SELECT COUNT(*) FROM inbound`,
+			`SELECT sender || ' ' || a2a_message_id, COUNT(*), MAX(create_ms) FROM inbound
+			GROUP BY sender, a2a_message_id HAVING COUNT(*) > 1`, "A2A tasks opened by this sender's message id"},
 		{in.Messages, "message key", `SELECT COUNT(*) FROM message_keys`,
 			`SELECT k.from_agent || ' ' || k.idempotency_key, 0, 0 FROM message_keys k
 			WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = k.message_id)`, "messages for a claimed key (the key names a message that is not there)"},
@@ -93,6 +96,12 @@ func ackedOnce(ctx context.Context, in Input, t *tally) error {
 			checks = []lookup{{in.Owner, "asks with this id", `SELECT COUNT(*) FROM asks WHERE id = ?`, []any{a.ID}, 1}}
 		case "workflows":
 			checks = []lookup{{in.Workflows, "runs with this id", `SELECT COUNT(*) FROM runs WHERE id = ?`, []any{a.ID}, 1}}
+		case "a2a":
+			// An A2A task a sender's message opened: Agent is the sender
+			// (a2a-<subject>), Key its message id.
+			checks = []lookup{{in.RemoteAgents, "A2A tasks with this id", `SELECT COUNT(*) FROM inbound WHERE task_id = ?`, []any{a.ID}, 1},
+				{in.RemoteAgents, "A2A tasks with this id, sender and message id",
+					`SELECT COUNT(*) FROM inbound WHERE task_id = ? AND sender = ? AND a2a_message_id = ?`, []any{a.ID, a.Agent, a.Key}, 1}}
 		default:
 			return fmt.Errorf("acknowledged write of an unknown domain %q (id %q, key %q)", a.Domain, a.ID, a.Key)
 		}
