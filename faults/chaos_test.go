@@ -4,6 +4,7 @@ package faults
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -250,6 +251,18 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	slices.Sort(recovery)
+	// The slowest recoveries, with what else was down when they began.
+	slowest := slices.DeleteFunc(slices.Clone(faults), func(f chaoslog.Fault) bool { return f.Kind == faultFreeze || f.Ended.IsZero() })
+	slices.SortFunc(slowest, func(a, b chaoslog.Fault) int { return cmp.Compare(b.Ended.Sub(b.Sent), a.Ended.Sub(a.Sent)) })
+	for _, f := range slowest[:min(3, len(slowest))] {
+		var beside []string
+		for _, g := range faults {
+			if g != f && g.Sent.Before(f.Ended) && (g.Ended.IsZero() || g.Ended.After(f.Sent)) {
+				beside = append(beside, g.Kind+" "+g.Target)
+			}
+		}
+		t.Logf("slow recovery: %s %s at %s took %.2f s; down or frozen meanwhile: %v", f.Kind, f.Target, f.Sent.Sub(start).Round(time.Second), f.Ended.Sub(f.Sent).Seconds(), beside)
+	}
 	notRecovered := 0
 	for _, f := range faults {
 		if f.Ended.IsZero() && f.Note == "" {
@@ -278,6 +291,13 @@ func TestChaos(t *testing.T) {
 		"0 violations", classes[answerViolation] == 0)
 	report(t, "calls without an answer within the client's 60 s", classes[answerLate], "0", classes[answerLate] == 0)
 	figure(t, "answers by code", fmt.Sprint(codes), "any", true)
+	retryableBy := map[string]int{}
+	for _, o := range w.calls {
+		if c := o.code(); retryableCodes[c] || c == "transport" {
+			retryableBy[o.tool+" "+c]++
+		}
+	}
+	figure(t, "retryable answers by call", fmt.Sprint(retryableBy), "any", true)
 	figure(t, "writes acknowledged", len(acked), "> 0", len(acked) > 0)
 	a2aCalls := map[string]int{}
 	for _, o := range w.calls {
