@@ -177,13 +177,18 @@ func (w *chaosWorkload) spends(n int) {
 		case err == nil:
 			o.env = envelope{Status: "ok"}
 			w.ack("credits", res.GetEntry().GetId(), ref)
+		case errors.As(err, &ce) && !connect.IsWireError(err) && ce.Code() != connect.CodeDeadlineExceeded:
+			// No answer from the service: refused, or cut by its death
+			// (connect-go reports a reset connection as canceled). The
+			// edge answers its callers unavailable then, and so is it
+			// counted here (docs/errors.md).
+			o.env = envelope{Status: "error", DomainCode: "unavailable", Message: err.Error()}
 		case errors.As(err, &ce):
 			o.env = envelope{Status: "error", DomainCode: ce.Code().String(), Message: ce.Message()}
 		default:
 			o.err = err
 		}
 		w.record(o, "failed_precondition")
-		// A transport error on a direct call is the credits service down.
 		return o.ok() || (o.err == nil && !retryableCodes[o.code()])
 	})
 }
