@@ -5,7 +5,9 @@ package faults
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -295,6 +297,9 @@ func TestChaos(t *testing.T) {
 	for _, o := range w.calls {
 		if c := o.code(); retryableCodes[c] || c == "transport" {
 			retryableBy[o.tool+" "+c]++
+		}
+		if o.code() == "transport" && errors.Is(o.err, context.DeadlineExceeded) && !w.edgeDown(o.start, o.end) {
+			t.Logf("late: %s key %q from %s, no answer in %s", o.tool, o.key, o.start.Sub(start).Round(time.Second), o.end.Sub(o.start).Round(time.Second))
 		}
 	}
 	figure(t, "retryable answers by call", fmt.Sprint(retryableBy), "any", true)
