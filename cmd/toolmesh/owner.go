@@ -56,6 +56,12 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 	if err != nil {
 		return nil, err
 	}
+	// Orphaned asks (stored, their workflow never started) are withdrawn
+	// while the service runs.
+	sweeps, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); svc.RunSweeps(sweeps, owner.SweepInterval) }()
+	deps.AfterStop(func() { stop(); <-done })
 	return []server.Service{svc.Registration()}, nil
 }
 

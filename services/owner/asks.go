@@ -242,9 +242,13 @@ func (s *Service) Answer(ctx context.Context, req *ownerv1.AnswerRequest) (*owne
 		err = ErrNoWorkflow
 	}
 	if errors.Is(err, ErrNoWorkflow) {
-		// It ended meanwhile (expired, or answered by someone else).
+		// It ended meanwhile (expired, or answered by someone else), or
+		// its workflow never started (an orphan: withdrawn now).
 		if cur, gerr := s.store.GetAsk(ctx, a.GetAskId()); gerr == nil && cur.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
 			return nil, notPending(cur)
+		}
+		if ended, withdrawn, werr := s.withdrawIfOrphan(ctx, a); werr == nil && withdrawn {
+			return nil, notPending(ended)
 		}
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer waiting for an answer", a.GetAskId()))
 	}

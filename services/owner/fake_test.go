@@ -52,6 +52,13 @@ func (f *fakeEngine) StartAsk(_ context.Context, in *ownerv1.AskWorkflowInput) e
 	return nil
 }
 
+// forget drops the workflow of an ask, as if it had never started.
+func (f *fakeEngine) forget(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.asks, id)
+}
+
 func (f *fakeEngine) get(id string) *fakeAsk {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 
 // env is one owner service under test.
 type env struct {
+	svc  *owner.Service
 	c    ownerv1connect.OwnerServiceClient
 	srv  *servertest.Server
 	wf   *fakeEngine
@@ -54,7 +55,7 @@ func start(t *testing.T, cfg owner.Config) *env {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, svc.Registration())
-	return &env{c: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), srv: srv, wf: wf, logs: logs}
+	return &env{svc: svc, c: ownerv1connect.NewOwnerServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), srv: srv, wf: wf, logs: logs}
 }
 
 // eachProtocol runs fn against a fresh service once over Connect and once
