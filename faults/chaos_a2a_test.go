@@ -168,7 +168,15 @@ func (w *chaosWorkload) a2aAgent() int {
 	w.mu.Lock()
 	waiting := len(w.a2aPending)
 	w.mu.Unlock()
-	for offset := 0; waiting > 0 && offset < 1000; offset += 200 {
+	// One reader of the inbox at a time: a read that takes longer than
+	// the loop's period is not started twice.
+	if !w.a2aReading.TryLock() {
+		return waiting
+	}
+	defer w.a2aReading.Unlock()
+	// The inbox lists newest first, and the workload's own messages pile
+	// up in it: read it to the end while a message still waits.
+	for offset := 0; waiting > 0; offset += 200 {
 		var list messagesv1.ListResponse
 		if protoData(w.record(callTool(w.plain, "messages_list", map[string]any{"offset": offset, "limit": 200}, "")), &list) != nil {
 			return waiting

@@ -53,6 +53,7 @@ type chaosWorkload struct {
 
 	a2aStreams  sync.WaitGroup // the followers of streamed A2A tasks
 	a2aFollowed atomic.Int64   // how many were followed
+	a2aReading  sync.Mutex     // held by the simulated agent while it reads its inbox
 
 	mu         sync.Mutex
 	acked      []chaoslog.Ack
