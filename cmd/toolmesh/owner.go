@@ -13,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/services/owner"
 	"github.com/toolmesh/toolmesh/services/owner/ownerstore"
@@ -56,12 +57,7 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 	if err != nil {
 		return nil, err
 	}
-	// Orphaned asks (stored, their workflow never started) are withdrawn
-	// while the service runs.
-	sweeps, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); svc.RunSweeps(sweeps, owner.SweepInterval) }()
-	deps.AfterStop(func() { stop(); <-done })
+	deps.runBeside(ctx, func(ctx context.Context) { svc.RunSweeps(ctx, workflowrun.SweepInterval) })
 	return []server.Service{svc.Registration()}, nil
 }
 

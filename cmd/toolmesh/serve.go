@@ -108,6 +108,15 @@ type serveDeps struct {
 	AfterStop func(fn func())
 }
 
+// runBeside runs loop beside the server, from now until the server has
+// stopped serving (the database is still open when it returns).
+func (d serveDeps) runBeside(ctx context.Context, loop func(context.Context)) {
+	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); loop(loopCtx) }()
+	d.AfterStop(func() { stop(); <-done })
+}
+
 // agentsSeedEnv lists agents (comma-separated) that `serve agents` registers
 // at start when they are missing; `toolmesh up` puts the edge's development
 // agent in it.
@@ -199,10 +208,7 @@ func buildAudit(ctx context.Context, db *sqldb.DB, deps serveDeps, cfg audit.Con
 	svc := audit.New(st, cfg)
 	// Checkpoints are signed until the server has stopped serving, so the
 	// last appends get theirs.
-	loop, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); svc.RunCheckpoints(loop) }()
-	deps.AfterStop(func() { stop(); <-done })
+	deps.runBeside(ctx, svc.RunCheckpoints)
 	deps.Log.Info("audit.checkpoints", "origin", cfg.Signer.Origin(), "log", cfg.CheckpointLog, "interval", cfg.CheckpointInterval.String())
 	return []server.Service{svc.Registration()}, nil
 }

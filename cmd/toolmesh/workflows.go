@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1/workflowsv1connect"
@@ -49,6 +50,7 @@ func workflowsOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
+		deps.runBeside(ctx, func(ctx context.Context) { svc.RunSweeps(ctx, workflowrun.SweepInterval) })
 		return []server.Service{svc.Registration()}, nil
 	}
 }

@@ -247,8 +247,10 @@ func (s *Service) Answer(ctx context.Context, req *ownerv1.AnswerRequest) (*owne
 		if cur, gerr := s.store.GetAsk(ctx, a.GetAskId()); gerr == nil && cur.GetStatus() != ownerv1.AskStatus_ASK_STATUS_PENDING {
 			return nil, notPending(cur)
 		}
-		if ended, withdrawn, werr := s.withdrawIfOrphan(ctx, a); werr == nil && withdrawn {
-			return nil, notPending(ended)
+		if withdrawn, werr := s.orphans().Check(ctx, a); werr == nil && withdrawn {
+			if cur, gerr := s.store.GetAsk(ctx, a.GetAskId()); gerr == nil {
+				return nil, notPending(cur)
+			}
 		}
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("ask %s is no longer waiting for an answer", a.GetAskId()))
 	}

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
 )
@@ -48,7 +49,7 @@ func TestOrphanedAsksAreWithdrawn(t *testing.T) {
 	}
 
 	mu.Lock()
-	now = now.Add(owner.OrphanGrace + time.Second)
+	now = now.Add(workflowrun.OrphanGrace + time.Second)
 	mu.Unlock()
 	_, err = e.c.Answer(theOwner(), &ownerv1.AnswerRequest{AskId: answered.GetAskId(), Answer: "yes"})
 	wantCode(t, "answering an orphan", err, connect.CodeFailedPrecondition)

@@ -43,6 +43,13 @@ func (f *fakeEngine) StartRun(_ context.Context, in *workflowsv1.RunWorkflowInpu
 	return nil
 }
 
+// forget drops the workflow of a run, as if it had never started.
+func (f *fakeEngine) forget(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.runs, id)
+}
+
 func (f *fakeEngine) get(id string) *fakeRun {
 	f.mu.Lock()
 	defer f.mu.Unlock()

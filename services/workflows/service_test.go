@@ -20,6 +20,7 @@ import (
 
 // env is one workflows service under test.
 type env struct {
+	svc *workflows.Service
 	c   workflowsv1connect.WorkflowsServiceClient
 	srv *servertest.Server
 	wf  *fakeEngine
@@ -39,7 +40,7 @@ func start(t *testing.T, cfg workflows.Config) *env {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, svc.Registration())
-	return &env{c: workflowsv1connect.NewWorkflowsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), srv: srv, wf: wf}
+	return &env{svc: svc, c: workflowsv1connect.NewWorkflowsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), srv: srv, wf: wf}
 }
 
 // eachProtocol runs fn against a fresh service once over Connect and once
