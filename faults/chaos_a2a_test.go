@@ -41,14 +41,14 @@ type a2aWait struct {
 }
 
 // a2aClient opens the client on the agent's JSON-RPC 1.0 interface.
-func a2aClient(ctx context.Context, base string) (*a2aclient.Client, error) {
-	card, err := a2alink.FetchCard(ctx, http.DefaultClient, base)
+func a2aClient(ctx context.Context, base string, hc *http.Client) (*a2aclient.Client, error) {
+	card, err := a2alink.FetchCard(ctx, hc, base)
 	if err != nil {
 		return nil, err
 	}
 	for _, i := range card.SupportedInterfaces {
 		if i.ProtocolBinding == a2a.TransportProtocolJSONRPC && i.ProtocolVersion == a2a.Version {
-			return a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{i}, a2aclient.WithDefaultsDisabled(), a2aclient.WithJSONRPCTransport(http.DefaultClient))
+			return a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{i}, a2aclient.WithDefaultsDisabled(), a2aclient.WithJSONRPCTransport(hc))
 		}
 	}
 	return nil, fmt.Errorf("the card of %s offers no JSON-RPC 1.0 interface", base)

@@ -88,12 +88,13 @@ func TestChaos(t *testing.T) {
 	m.waitReady(t, 2*time.Minute)
 
 	in := &injector{m: m, pg: pg, busy: map[string]bool{}}
+	fleet := fleetClient()
 	w := &chaosWorkload{m: m, tag: fmt.Sprintf("c%d", seed%1e9), agent: "local", classes: map[string]int{}, codes: map[string]int{},
-		plain:      connectMCP(t, m.mcpURL, "", nil),
-		eliciting:  connectMCP(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: confirmAdmin}),
+		plain:      connectMCPWith(t, m.mcpURL, "", nil, fleet),
+		eliciting:  connectMCPWith(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: confirmAdmin}, fleet),
 		credits:    creditsv1connect.NewCreditsServiceClient(h2c(), m.services["credits"], bearer(m.token(t, "local"))),
 		a2aPending: map[string]a2aWait{}}
-	if w.a2a, err = a2aClient(t.Context(), m.a2aURL); err != nil {
+	if w.a2a, err = a2aClient(t.Context(), m.a2aURL, fleet); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.a2a.Destroy() })

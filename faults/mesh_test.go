@@ -354,13 +354,20 @@ func (m *mesh) events(msg string) []map[string]any { return m.logs.Events(msg) }
 // (the stateless 2026-07-28 when empty).
 func connectMCP(t *testing.T, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectMCPWith(t, url, version, opts, nil)
+}
+
+// connectMCPWith connects with an HTTP client of its own (nil: the
+// default).
+func connectMCPWith(t *testing.T, url, version string, opts *mcp.ClientOptions, hc *http.Client) *mcp.ClientSession {
+	t.Helper()
 	if version == "" {
 		version = edge.ModernProtocol
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolmesh-faults", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}
