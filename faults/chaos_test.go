@@ -280,7 +280,7 @@ func TestChaos(t *testing.T) {
 	}
 	figure(t, "seed (engine, duration, rate)", fmt.Sprintf("%d (%s, %s, %.0f/min)", seed, engine, *chaosDuration, *chaosRate), "any", true)
 	if *chaosSoak {
-		soak.check(t, start.Add(*chaosDuration/5))
+		soak.check(t, start.Add(*chaosDuration/5), start.Add(*chaosDuration*4/5))
 	} else {
 		figure(t, "faults injected by kind (skipped: target still down)", fmt.Sprintf("%v (%d) in %d events", byKind, in.missed, len(events)), "> 0", len(faults) > 0)
 		figure(t, "faults by target", fmt.Sprint(byTarget), "any", true)
