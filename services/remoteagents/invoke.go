@@ -47,6 +47,20 @@ func DepthError(depth int) error {
 // invocation, starts its workflow and waits for the outcome as long as the
 // request (and its deadline) allow.
 func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest) (*remoteagentsv1.InvokeResponse, error) {
+	inv, err := s.begin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if inv.GetStatus() != working {
+		return &remoteagentsv1.InvokeResponse{Invocation: inv}, nil
+	}
+	return &remoteagentsv1.InvokeResponse{Invocation: s.await(ctx, inv, workflowrun.WaitBudget(req.WaitSeconds, s.cfg.DefaultWait))}, nil
+}
+
+// begin records the invocation req asks for and starts its workflow; a
+// retried call (the same idempotency key) returns the invocation the first
+// made, and starts its workflow when that did not.
+func (s *Service) begin(ctx context.Context, req *remoteagentsv1.InvokeRequest) (*remoteagentsv1.Invocation, error) {
 	call := mesh.FromContext(ctx)
 	agent, err := mesh.RequireAgent(ctx)
 	if err != nil {
@@ -88,7 +102,7 @@ func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest)
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("invocation id %s is taken", id))
 	}
 	if stored.GetStatus() != working {
-		return &remoteagentsv1.InvokeResponse{Invocation: stored}, nil
+		return stored, nil
 	}
 	// Started on a retry too: the first attempt may have stored the
 	// invocation and failed before its workflow started.
@@ -112,7 +126,7 @@ func (s *Service) Invoke(ctx context.Context, req *remoteagentsv1.InvokeRequest)
 	if created {
 		s.log.InfoContext(ctx, "remoteagents.invoked", "invocation_id", id, "agent", agent, "depth", stored.GetDepth(), "workflow_id", stored.GetWorkflowId())
 	}
-	return &remoteagentsv1.InvokeResponse{Invocation: s.await(ctx, stored, workflowrun.WaitBudget(req.WaitSeconds, s.cfg.DefaultWait))}, nil
+	return stored, nil
 }
 
 // invocationCall is the long-running call of invocation id.
@@ -134,7 +148,11 @@ func (s *Service) await(ctx context.Context, inv *remoteagentsv1.Invocation, wai
 // recorded it already.
 func (s *Service) ended(ctx context.Context, inv *remoteagentsv1.Invocation, o *remoteagentsv1.InvokeOutcome) *remoteagentsv1.Invocation {
 	if o.GetStatus() == working || o.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_UNSPECIFIED {
-		// Still working: show how far it got.
+		// Still working: show how far it got, with the progress recorded
+		// meanwhile.
+		if cur, err := s.store.GetInvocation(ctx, inv.GetInvocationId()); err == nil {
+			inv = cur
+		}
 		out := proto.Clone(inv).(*remoteagentsv1.Invocation)
 		if o.GetTaskId() != "" {
 			out.TaskId, out.ContextId, out.RemoteState = o.GetTaskId(), o.GetContextId(), o.GetRemoteState()

@@ -10,6 +10,8 @@
 // cancelling the workflow cancels the remote task. Invoke waits a short
 // while for the outcome, then returns the invocation to poll, like owner
 // asks; the edge makes it an MCP task for clients that take tasks.
+// InvokeStream (the remoteagents_invoke tool) is Invoke that reports, while
+// it waits, what a streaming remote agent said (invokestream.go).
 //
 // Inbound: the mesh's A2A door (edge/a2adoor) calls the
 // toolmesh.inbound.v1 contract (InboundService, inboundsvc.go) as the

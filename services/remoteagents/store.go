@@ -27,6 +27,15 @@ type Store interface {
 	// DeleteInvocation removes a working invocation whose workflow could
 	// not be started, so that a retry starts afresh.
 	DeleteInvocation(ctx context.Context, id string) error
+	// AppendInvocationEvent records what the remote agent reported while
+	// the invocation worked, once per key: a key recorded before returns
+	// that event with appended false. A working invocation's progress,
+	// remote state and task move to the event's (where it has them).
+	// ErrNotFound when there is no such invocation.
+	AppendInvocationEvent(ctx context.Context, e InvocationEventIn) (ev *remoteagentsv1.InvocationEvent, appended bool, err error)
+	// InvocationEvents returns at most limit events of the invocation
+	// after seq after, in order.
+	InvocationEvents(ctx context.Context, invocationID string, after int64, limit int) ([]*remoteagentsv1.InvocationEvent, error)
 
 	// CreateInbound stores in, with its first event (seq 1: delivered,
 	// working). When the same sender delivered the same A2A message before,
@@ -62,6 +71,14 @@ type Store interface {
 	// RecordPushDelivered moves a config's delivered_seq up to seq (never
 	// down).
 	RecordPushDelivered(ctx context.Context, taskID, configID string, seq int64) error
+}
+
+// InvocationEventIn is an invocation's event before it is recorded.
+type InvocationEventIn struct {
+	InvocationID, Key string
+	RemoteState, Text string
+	TaskID, ContextID string
+	At                time.Time
 }
 
 // InboundFilter selects inbound tasks: a sender's tasks to one agent,

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -50,43 +49,12 @@ type Activities struct {
 // the task to end. The message id is the invocation's, so a retried send
 // is the same message to the remote agent.
 func (a *Activities) SendMessage(ctx context.Context, in *remoteagentsv1.InvokeWorkflowInput) (Remote, error) {
-	card, err := a2alink.FetchCard(ctx, a.HTTP, in.GetUrl())
+	snd, err := a.prepare(ctx, in, false)
 	if err != nil {
-		return Remote{}, classify(err)
+		return Remote{}, err
 	}
-	iface, err := a2alink.Negotiate(card.AgentCard)
-	if err != nil {
-		return Remote{}, refused(err)
-	}
-	client, err := a2alink.NewClient(ctx, a.HTTP, iface)
-	if err != nil {
-		return Remote{}, refused(err)
-	}
-	defer client.Destroy()
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(in.GetMessage()))
-	msg.ID, msg.TaskID, msg.ContextID = in.GetMessageId(), a2a.TaskID(in.GetTaskId()), in.GetContextId()
-	if a.Depth != nil {
-		tok, err := a.Depth.Sign(iface.URL, in.GetAgentId(), in.GetMessageId(), int(in.GetDepth())+1, time.Now())
-		if err != nil {
-			return Remote{}, refused(err)
-		}
-		msg.SetMeta(a2alink.MetadataDepthToken, tok)
-		msg.Extensions = []string{a2alink.DepthExtension}
-	}
-	res, err := client.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
-	if err != nil {
-		return Remote{}, classify(err)
-	}
-	r := Remote{Endpoint: iface.URL, Binding: string(iface.ProtocolBinding), Version: string(iface.ProtocolVersion), Streaming: card.Capabilities.Streaming}
-	switch v := res.(type) {
-	case *a2a.Message:
-		r.ContextID, r.State, r.Answer = v.ContextID, a2alink.StateName(a2a.TaskStateCompleted), a2alink.Text(v.Parts)
-		return r, nil
-	case *a2a.Task:
-		r.follow(v)
-		return r, nil
-	}
-	return Remote{}, refused(a2a.ErrInvalidAgentResponse)
+	defer snd.client.Destroy()
+	return a.send(ctx, snd)
 }
 
 // client opens a client to the interface a remote task was opened through.

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/internal/a2atest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -50,6 +51,10 @@ func (recorder) RecordInvocationOutcome(context.Context, *remoteagentsv1.RecordI
 	return &remoteagentsv1.RecordInvocationOutcomeResponse{}, nil
 }
 
+func (recorder) RecordInvocationEvent(context.Context, *remoteagentsv1.RecordInvocationEventRequest) (*remoteagentsv1.RecordInvocationEventResponse, error) {
+	return &remoteagentsv1.RecordInvocationEventResponse{}, nil
+}
+
 // TestRecordHistories adds the history of each path of the invoke workflow,
 // open and closed, to testdata/histories: the real activities against an
 // A2A agent on the official Go SDK, on a dev server. It never overwrites a
@@ -72,9 +77,9 @@ func TestRecordHistories(t *testing.T) {
 
 	// capture starts an invocation, lets it send, drives it, and records
 	// its history once it is idle again: following the task, or ended.
-	capture := func(scenario, text string, drive func(id string, run client.WorkflowRun)) {
+	capture := func(scenario, url, text string, drive func(id string, run client.WorkflowRun)) {
 		t.Run(scenario, func(t *testing.T) {
-			in := invokeInput(base, text)
+			in := invokeInput(url, text)
 			in.InvocationId = "inv_" + scenario
 			id := "invoke/planner/" + in.InvocationId
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: remoteagents.TaskQueue(), StaticSummary: "replay: " + scenario}, invokeType, in)
@@ -91,6 +96,11 @@ func TestRecordHistories(t *testing.T) {
 			workflowtest.Record(t, c, *record, scenario, id, run.GetRunID())
 		})
 	}
+	// An agent that streams: its task is followed by StreamMessage.
+	streaming := a2atest.NewProgressAgent("Searching flights.")
+	streaming.Step(2)
+	streamed := a2atest.Serve(t, streaming, true)
+
 	// polled waits until the run has read the remote task n times.
 	polled := func(id string, run client.WorkflowRun, n int) {
 		deadline := time.Now().Add(time.Minute)
@@ -113,17 +123,22 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatalf("%s did not poll %d times", id, n)
 	}
 
-	capture("answered-by-message", "quick question", func(id string, run client.WorkflowRun) {
+	capture("answered-by-message", base, "quick question", func(id string, run client.WorkflowRun) {
 		if err := run.Get(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
-	capture("following-a-task", "book a flight", func(id string, run client.WorkflowRun) { polled(id, run, 2) })
-	capture("cancelled", "book a hotel", func(id string, run client.WorkflowRun) {
+	capture("following-a-task", base, "book a flight", func(id string, run client.WorkflowRun) { polled(id, run, 2) })
+	capture("cancelled", base, "book a hotel", func(id string, run client.WorkflowRun) {
 		polled(id, run, 2)
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			t.Fatal(err)
 		}
 		_ = run.Get(ctx, nil)
+	})
+	capture("streamed", streamed, "book a train", func(id string, run client.WorkflowRun) {
+		if err := run.Get(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

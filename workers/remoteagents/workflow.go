@@ -4,9 +4,10 @@
 // reads too; neither side imports the other.
 //
 // An invoke workflow sends one message to a remote A2A agent, signed with
-// the invocation depth, then follows the remote task (polling tasks/get,
-// at growing intervals) until it ends, needs input, or the invocation
-// expires. Cancelling the workflow cancels the remote task (tasks/cancel).
+// the invocation depth, then follows the remote task until it ends, needs
+// input, or the invocation expires: by its stream when the agent streams
+// (stream.go, recording what the agent reports as the invocation's
+// progress), else by polling tasks/get at growing intervals. Cancelling the workflow cancels the remote task (tasks/cancel).
 // It records the outcome with RemoteAgentsService before it ends.
 //
 // An inbound task workflow (push.go) pushes the events of an A2A task the
@@ -87,6 +88,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 // RegisterActivities adds the activities of a to r, under their names.
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.SendMessage, activity.RegisterOptions{Name: ActivitySendMessage})
+	r.RegisterActivityWithOptions(a.StreamMessage, activity.RegisterOptions{Name: ActivityStreamMessage})
 	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
 	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
 	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
@@ -103,7 +105,8 @@ type Remote struct {
 	Endpoint string `json:"endpoint"`
 	Binding  string `json:"binding,omitempty"`
 	Version  string `json:"version,omitempty"`
-	// Streaming is set when the agent's card says it streams.
+	// Streaming is set when the agent's card says it streams (and the mesh
+	// speaks A2A 1.0 to it: the invocation streams).
 	Streaming bool `json:"streaming,omitempty"`
 	// TaskID and ContextID name the remote task; TaskID is empty when the
 	// agent answered with a message.
@@ -141,6 +144,28 @@ var send = workflow.ActivityOptions{
 	Summary: "Send the message to the remote agent",
 }
 
+// ChangeStream is the change (workflow.GetVersion) from SendMessage and
+// polling to StreamMessage, which follows a streaming agent's task itself
+// (polling stays for agents that do not stream).
+const ChangeStream = "stream-message"
+
+// streamOptions are StreamMessage's: it may run until the invocation
+// expires, heartbeating; a cancel waits for it to say where the task is.
+func streamOptions(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput) workflow.ActivityOptions {
+	left := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+	if left < time.Minute {
+		left = time.Minute
+	}
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    left,
+		ScheduleToCloseTimeout: left,
+		HeartbeatTimeout:       5 * time.Second,
+		WaitForCancellation:    true,
+		RetryPolicy:            send.RetryPolicy,
+		Summary:                "Send the message to the remote agent and follow its task's stream",
+	}
+}
+
 var poll = workflow.ActivityOptions{
 	StartToCloseTimeout: 30 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
@@ -167,7 +192,16 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 	workflow.SetCurrentDetails(ctx, "Sending the message to "+in.GetUrl())
 
 	var remote Remote
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, send), ActivitySendMessage, in).Get(ctx, &remote)
+	var err error
+	if workflow.GetVersion(ctx, ChangeStream, workflow.DefaultVersion, 1) == 1 {
+		// A streaming agent's task is followed by the activity itself.
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, streamOptions(ctx, in)), ActivityStreamMessage, in).Get(ctx, &remote)
+		if r, ok := canceledRemote(err); ok {
+			remote = r
+		}
+	} else {
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, send), ActivitySendMessage, in).Get(ctx, &remote)
+	}
 	if err == nil {
 		st.TaskId, st.ContextId = remote.TaskID, remote.ContextID
 		st.ProtocolVersion, st.ProtocolBinding = remote.Version, remote.Binding
@@ -191,7 +225,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 
 	status := StatusFailed
 	switch {
-	case err != nil && temporal.IsCanceledError(err):
+	case err != nil && (temporal.IsCanceledError(err) || temporal.IsCanceledError(ctx.Err())):
 		// Tell the remote agent, on a context the cancellation does not
 		// reach; a task it never opened needs no cancel.
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -203,6 +237,9 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		}
 		st.Status, st.RemoteState = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED, "canceled"
 		status = StatusCancelled
+	case err != nil && temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(in.GetExpireTime().AsTime()):
+		// StreamMessage runs until the invocation expires.
+		st.Status, st.Error = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, "the remote agent did not finish before the invocation expired"
 	case err != nil:
 		st.Status, st.Error = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, failure(err)
 	case st.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING:

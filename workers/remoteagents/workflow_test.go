@@ -30,6 +30,8 @@ type wfEnv struct {
 	cancelled []remoteagents.TaskRef
 	recorded  []*remoteagentsv1.RecordInvocationOutcomeRequest
 	statuses  []string
+	// stream is StreamMessage when the agent streams.
+	stream func(ctx context.Context, in *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error)
 }
 
 // newWfEnv runs the workflow against a remote agent whose send answers
@@ -40,10 +42,18 @@ func newWfEnv(t *testing.T, sent remoteagents.Remote, sendErr error, states ...s
 	env := &wfEnv{TestWorkflowEnvironment: workflowtest.NewEnv()}
 	env.SetStartTime(start)
 	remoteagents.Register(env, &remoteagents.Activities{})
-	env.OnActivity(remoteagents.ActivitySendMessage, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
-			return sent, sendErr
-		})
+	// Unless the test sets env.stream (an agent that streams),
+	// StreamMessage (the send of today's workflows) sends as SendMessage
+	// (that of older histories) does.
+	for _, name := range []string{remoteagents.ActivitySendMessage, remoteagents.ActivityStreamMessage} {
+		env.OnActivity(name, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+				if env.stream != nil && name == remoteagents.ActivityStreamMessage {
+					return env.stream(ctx, in)
+				}
+				return sent, sendErr
+			})
+	}
 	env.OnActivity(remoteagents.ActivityGetTask, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ref remoteagents.TaskRef) (remoteagents.Remote, error) {
 			env.mu.Lock()
@@ -223,4 +233,45 @@ func TestRefusedSendFailsWithTheReason(t *testing.T) {
 		t.Errorf("result = %v, want failed with the reason", got)
 	}
 	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED)
+}
+
+// TestAStreamedTaskIsNotPolled: when the agent streams, StreamMessage
+// follows the task to its end and the workflow records it without a poll.
+func TestAStreamedTaskIsNotPolled(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{}, nil)
+	env.stream = func(context.Context, *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+		return remoteagents.Remote{Endpoint: endpoint, Version: "1.0", Binding: "JSONRPC", Streaming: true, TaskID: "task-1", ContextID: "ctx-1",
+			State: "completed", Answer: "LH 400, seat 12A"}, nil
+	}
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || got.GetAnswer() != "LH 400, seat 12A" || got.GetTaskId() != "task-1" {
+		t.Errorf("result = %v, want completed with the streamed task's answer", got)
+	}
+	if len(env.polls) != 0 {
+		t.Errorf("polled %d times a task the stream followed to its end", len(env.polls))
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED)
+}
+
+// TestCancelOfAStreamEndsTheInvocation: cancelling the workflow while
+// StreamMessage follows the task cancels the activity and the invocation.
+// (That the workflow then cancels the remote task the activity names in
+// its cancellation's details is tested against a real Temporal server,
+// TestRemoteAgentProgressReachesTheMCPCaller: the test environment drops
+// a cancelled activity's details.)
+func TestCancelOfAStreamEndsTheInvocation(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{}, nil)
+	env.stream = func(ctx context.Context, _ *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+		// Cancelled while it follows the stream.
+		go env.CancelWorkflow()
+		<-ctx.Done()
+		return remoteagents.Remote{}, temporal.NewCanceledError(remoteagents.Remote{Endpoint: endpoint, Version: "1.0", Binding: "JSONRPC",
+			Streaming: true, TaskID: "task-1", State: "working"})
+	}
+	env.ExecuteWorkflow("remoteagents.invoke", input())
+	if !env.IsWorkflowCompleted() || !temporal.IsCanceledError(env.GetWorkflowError()) {
+		t.Fatalf("workflow error = %v, want cancelled", env.GetWorkflowError())
+	}
+	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED)
 }

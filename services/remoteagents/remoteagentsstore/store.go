@@ -34,18 +34,18 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const invColumns = `id, agent_id, url, message, status, answer, task_id, context_id, remote_state, error, depth, workflow_id, create_ms, expire_ms, resolve_ms, protocol_version, protocol_binding`
+const invColumns = `id, agent_id, url, message, status, answer, task_id, context_id, remote_state, error, depth, workflow_id, create_ms, expire_ms, resolve_ms, protocol_version, protocol_binding, progress`
 
 // CreateInvocation implements remoteagents.Store, with sqldb.InsertOnce:
 // the row claims its id, and a retry reads the invocation that holds it.
 func (s *Store) CreateInvocation(ctx context.Context, inv *remoteagentsv1.Invocation) (*remoteagentsv1.Invocation, bool, error) {
 	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*remoteagentsv1.Invocation]{
 		What:   "invocation",
-		Insert: `INSERT INTO invocations (` + invColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Insert: `INSERT INTO invocations (` + invColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		Args: []any{inv.GetInvocationId(), inv.GetAgentId(), inv.GetUrl(), inv.GetMessage(), int32(inv.GetStatus()), inv.GetAnswer(), inv.GetTaskId(),
 			inv.GetContextId(), inv.GetRemoteState(), inv.GetError(), inv.GetDepth(), inv.GetWorkflowId(),
 			sqldb.Millis(inv.GetCreateTime()), sqldb.Millis(inv.GetExpireTime()), sqldb.Millis(inv.GetResolveTime()),
-			inv.GetProtocolVersion(), inv.GetProtocolBinding()},
+			inv.GetProtocolVersion(), inv.GetProtocolBinding(), inv.GetProgress()},
 		Holders:    `SELECT ` + invColumns + ` FROM invocations WHERE id = ?`,
 		HolderArgs: []any{inv.GetInvocationId()},
 		Scan:       sqldb.NoDigest(scanInvocation),
@@ -84,7 +84,7 @@ func scanInvocation(r sqldb.Scanner) (*remoteagentsv1.Invocation, error) {
 		createMS, expireMS, resolveMS int64
 	)
 	if err := r.Scan(&inv.InvocationId, &inv.AgentId, &inv.Url, &inv.Message, &status, &inv.Answer, &inv.TaskId, &inv.ContextId,
-		&inv.RemoteState, &inv.Error, &inv.Depth, &inv.WorkflowId, &createMS, &expireMS, &resolveMS, &inv.ProtocolVersion, &inv.ProtocolBinding); err != nil {
+		&inv.RemoteState, &inv.Error, &inv.Depth, &inv.WorkflowId, &createMS, &expireMS, &resolveMS, &inv.ProtocolVersion, &inv.ProtocolBinding, &inv.Progress); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

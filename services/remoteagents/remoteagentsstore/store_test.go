@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { os.Exit(pg.Run(m)) }
 func TestStore(t *testing.T) {
 	sqldbtest.Run(t, &pg, []sqldbtest.Test{
 		{Name: "invocations", Test: testInvocations},
+		{Name: "invocation events", Test: testInvocationEvents},
 		{Name: "inbound tasks", Test: testInbound},
 		{Name: "inbound event log and list", Test: testInboundLog},
 		{Name: "push configs", Test: testPushConfigs},
@@ -161,4 +162,73 @@ func testInbound(t *testing.T, db *sqldb.DB) {
 	}
 	_, err = s.GetInbound(ctx, "tsk_missing")
 	sqldbtest.WantErr(t, "GetInbound of an unknown task", err, remoteagents.ErrNotFound)
+}
+
+// testInvocationEvents: what a remote agent reports while it works is
+// recorded once per key, in order; the working invocation shows the
+// latest, and one that has ended keeps its outcome.
+func testInvocationEvents(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := open(t, db)
+	inv := &remoteagentsv1.Invocation{
+		InvocationId: "inv_01jd8xw0000000000000000003", AgentId: "planner", Url: "https://agents.example.com/travel/",
+		Message: "Book a flight.", Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING, WorkflowId: "invoke/planner/inv_01jd8xw0000000000000000003",
+		CreateTime: timestamppb.New(t0), ExpireTime: timestamppb.New(t0.Add(time.Hour)),
+	}
+	if _, _, err := s.CreateInvocation(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	id := inv.GetInvocationId()
+	in := func(key, state, text string, at time.Duration) remoteagents.InvocationEventIn {
+		return remoteagents.InvocationEventIn{InvocationID: id, Key: key, RemoteState: state, Text: text, TaskID: "task-1", ContextID: "ctx-1", At: t0.Add(at)}
+	}
+	for i, e := range []remoteagents.InvocationEventIn{
+		in("status:submitted", "submitted", "", time.Second),
+		in("status:working:m1", "working", "Searching flights — to Köln.", 2*time.Second),
+		in("status:working:m2", "working", "Found 3 flights.", 3*time.Second),
+	} {
+		got, appended, err := s.AppendInvocationEvent(ctx, e)
+		if err != nil || !appended || got.GetSeq() != int64(i+1) {
+			t.Fatalf("AppendInvocationEvent(%s) = %v, appended %v, %v; want seq %d", e.Key, got, appended, err, i+1)
+		}
+	}
+	// Read again (a stream resumed from an older heartbeat): not recorded
+	// twice, and the invocation still shows the latest.
+	again, appended, err := s.AppendInvocationEvent(ctx, in("status:working:m1", "working", "Searching flights — to Köln.", 4*time.Second))
+	if err != nil || appended || again.GetSeq() != 2 {
+		t.Errorf("a second recording of m1 = %v, appended %v, %v; want the first, seq 2", again, appended, err)
+	}
+	got, err := s.GetInvocation(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetProgress() != "Found 3 flights." || got.GetRemoteState() != "working" || got.GetTaskId() != "task-1" || got.GetContextId() != "ctx-1" {
+		t.Errorf("the working invocation = %v, want the latest progress on task-1", got)
+	}
+	evs, err := s.InvocationEvents(ctx, id, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*remoteagentsv1.InvocationEvent{
+		{InvocationId: id, Seq: 2, RemoteState: "working", Text: "Searching flights — to Köln.", Time: timestamppb.New(t0.Add(2 * time.Second))},
+		{InvocationId: id, Seq: 3, RemoteState: "working", Text: "Found 3 flights.", Time: timestamppb.New(t0.Add(3 * time.Second))},
+	}
+	if d := cmp.Diff(want, evs, protocmp.Transform()); d != "" {
+		t.Errorf("events after seq 1 (-want +got):\n%s", d)
+	}
+
+	// Once it has ended, an event is still recorded, and the outcome kept.
+	end := &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED, Answer: "Booked.",
+		TaskId: "task-1", RemoteState: "completed", ResolveTime: timestamppb.New(t0.Add(time.Minute))}
+	if _, _, err := s.ResolveInvocation(ctx, id, end); err != nil {
+		t.Fatal(err)
+	}
+	if _, appended, err := s.AppendInvocationEvent(ctx, in("status:working:m3", "working", "late", 2*time.Minute)); err != nil || !appended {
+		t.Errorf("an event after the end: appended %v, %v", appended, err)
+	}
+	if got, err := s.GetInvocation(ctx, id); err != nil || got.GetRemoteState() != "completed" || got.GetProgress() != "Found 3 flights." {
+		t.Errorf("the ended invocation = %v, %v; want its outcome kept", got, err)
+	}
+	_, _, err = s.AppendInvocationEvent(ctx, remoteagents.InvocationEventIn{InvocationID: "inv_missing", Key: "k", At: t0})
+	sqldbtest.WantErr(t, "AppendInvocationEvent of an unknown invocation", err, remoteagents.ErrNotFound)
 }

@@ -14,9 +14,9 @@ package remoteagentsv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
-	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
+	v11 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
-	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -612,8 +612,11 @@ type Invocation struct {
 	ProtocolVersion string `protobuf:"bytes,16,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The protocol binding it went over ("JSONRPC" or "HTTP+JSON").
 	ProtocolBinding string `protobuf:"bytes,17,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the remote agent last reported while it worked (its latest status
+	// message or artifact), when it streams its progress.
+	Progress      string `protobuf:"bytes,18,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
@@ -761,6 +764,13 @@ func (x *Invocation) GetProtocolVersion() string {
 func (x *Invocation) GetProtocolBinding() string {
 	if x != nil {
 		return x.ProtocolBinding
+	}
+	return ""
+}
+
+func (x *Invocation) GetProgress() string {
+	if x != nil {
+		return x.Progress
 	}
 	return ""
 }
@@ -1347,6 +1357,387 @@ func (x *RecordInvocationOutcomeResponse) GetInvocation() *Invocation {
 	return nil
 }
 
+// InvokeStreamRequest is InvokeRequest for InvokeStream: the same fields,
+// numbers and rules.
+type InvokeStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent's base URL or its card's URL (as for
+	// remoteagents_discover).
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The message for the remote agent (1 to 10000 characters).
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Continue this remote task (one that needs more input) instead of
+	// starting a new one.
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The remote conversation (A2A context) the message belongs to; a new one
+	// when omitted.
+	ContextId string `protobuf:"bytes,4,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	// Stop following the invocation after this many seconds, 10 to 86400
+	// (one hour when omitted or 0).
+	TimeoutSeconds int32 `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// Wait this many seconds for the answer before returning the invocation
+	// as it is, 0 to 60 (the edge sets it).
+	WaitSeconds   *int32 `protobuf:"varint,6,opt,name=wait_seconds,json=waitSeconds,proto3,oneof" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeStreamRequest) Reset() {
+	*x = InvokeStreamRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeStreamRequest) ProtoMessage() {}
+
+func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeStreamRequest.ProtoReflect.Descriptor instead.
+func (*InvokeStreamRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InvokeStreamRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *InvokeStreamRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InvokeStreamRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *InvokeStreamRequest) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+func (x *InvokeStreamRequest) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *InvokeStreamRequest) GetWaitSeconds() int32 {
+	if x != nil && x.WaitSeconds != nil {
+		return *x.WaitSeconds
+	}
+	return 0
+}
+
+// InvokeStreamResponse is one message of InvokeStream: an event while
+// the call waits, or, last, the invocation.
+type InvokeStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocation, with the answer when it came in time.
+	Invocation *Invocation `protobuf:"bytes,1,opt,name=invocation,proto3" json:"invocation,omitempty"`
+	// What the remote agent reported meanwhile.
+	Event         *v1.CallEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeStreamResponse) Reset() {
+	*x = InvokeStreamResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeStreamResponse) ProtoMessage() {}
+
+func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeStreamResponse.ProtoReflect.Descriptor instead.
+func (*InvokeStreamResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *InvokeStreamResponse) GetInvocation() *Invocation {
+	if x != nil {
+		return x.Invocation
+	}
+	return nil
+}
+
+func (x *InvokeStreamResponse) GetEvent() *v1.CallEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// InvocationEvent is one thing a remote agent reported while it worked on
+// an invocation.
+type InvocationEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocation.
+	InvocationId string `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	// Its place among the invocation's events, from 1.
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The remote task's A2A state then, e.g. "working".
+	RemoteState string `protobuf:"bytes,3,opt,name=remote_state,json=remoteState,proto3" json:"remote_state,omitempty"`
+	// What it said: a status message's or an artifact's text.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// When it was recorded.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvocationEvent) Reset() {
+	*x = InvocationEvent{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvocationEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvocationEvent) ProtoMessage() {}
+
+func (x *InvocationEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvocationEvent.ProtoReflect.Descriptor instead.
+func (*InvocationEvent) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InvocationEvent) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *InvocationEvent) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *InvocationEvent) GetRemoteState() string {
+	if x != nil {
+		return x.RemoteState
+	}
+	return ""
+}
+
+func (x *InvocationEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *InvocationEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+type RecordInvocationEventRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocation's id.
+	InvocationId string `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	// What names the event among the remote task's events, the same each
+	// time it is read (the remote's event id, or its message's or artifact's).
+	EventKey string `protobuf:"bytes,2,opt,name=event_key,json=eventKey,proto3" json:"event_key,omitempty"`
+	// The remote task's A2A state.
+	RemoteState string `protobuf:"bytes,3,opt,name=remote_state,json=remoteState,proto3" json:"remote_state,omitempty"`
+	// What the remote agent said.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// The remote task.
+	TaskId string `protobuf:"bytes,5,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The remote context.
+	ContextId     string `protobuf:"bytes,6,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordInvocationEventRequest) Reset() {
+	*x = RecordInvocationEventRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordInvocationEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordInvocationEventRequest) ProtoMessage() {}
+
+func (x *RecordInvocationEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordInvocationEventRequest.ProtoReflect.Descriptor instead.
+func (*RecordInvocationEventRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RecordInvocationEventRequest) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *RecordInvocationEventRequest) GetEventKey() string {
+	if x != nil {
+		return x.EventKey
+	}
+	return ""
+}
+
+func (x *RecordInvocationEventRequest) GetRemoteState() string {
+	if x != nil {
+		return x.RemoteState
+	}
+	return ""
+}
+
+func (x *RecordInvocationEventRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RecordInvocationEventRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RecordInvocationEventRequest) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+type RecordInvocationEventResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event as recorded (the first recording of its key).
+	Event *InvocationEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// Whether this call recorded it.
+	Recorded      bool `protobuf:"varint,2,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordInvocationEventResponse) Reset() {
+	*x = RecordInvocationEventResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordInvocationEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordInvocationEventResponse) ProtoMessage() {}
+
+func (x *RecordInvocationEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordInvocationEventResponse.ProtoReflect.Descriptor instead.
+func (*RecordInvocationEventResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RecordInvocationEventResponse) GetEvent() *InvocationEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *RecordInvocationEventResponse) GetRecorded() bool {
+	if x != nil {
+		return x.Recorded
+	}
+	return false
+}
+
 // Inbound is an A2A task opened by a message from a remote agent.
 type Inbound struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1388,7 +1779,7 @@ type Inbound struct {
 
 func (x *Inbound) Reset() {
 	*x = Inbound{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1791,7 @@ func (x *Inbound) String() string {
 func (*Inbound) ProtoMessage() {}
 
 func (x *Inbound) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1804,7 @@ func (x *Inbound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inbound.ProtoReflect.Descriptor instead.
 func (*Inbound) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Inbound) GetTaskId() string {
@@ -1537,7 +1928,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1940,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1953,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -1603,7 +1994,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2006,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2019,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -1648,7 +2039,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +2051,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2064,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -1693,7 +2084,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +2096,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +2109,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -1738,7 +2129,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +2141,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2154,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -1783,7 +2174,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2186,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2199,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -1828,7 +2219,7 @@ type RefreshInboundRequest struct {
 
 func (x *RefreshInboundRequest) Reset() {
 	*x = RefreshInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2231,7 @@ func (x *RefreshInboundRequest) String() string {
 func (*RefreshInboundRequest) ProtoMessage() {}
 
 func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2244,7 @@ func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundRequest.ProtoReflect.Descriptor instead.
 func (*RefreshInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RefreshInboundRequest) GetTaskId() string {
@@ -1866,16 +2257,16 @@ func (x *RefreshInboundRequest) GetTaskId() string {
 type RefreshInboundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task, up to date.
-	Inbound *v1.Inbound `protobuf:"bytes,1,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	Inbound *v11.Inbound `protobuf:"bytes,1,opt,name=inbound,proto3" json:"inbound,omitempty"`
 	// Its push configs, oldest first.
-	Configs       []*v1.PushConfig `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty"`
+	Configs       []*v11.PushConfig `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RefreshInboundResponse) Reset() {
 	*x = RefreshInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2278,7 @@ func (x *RefreshInboundResponse) String() string {
 func (*RefreshInboundResponse) ProtoMessage() {}
 
 func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,17 +2291,17 @@ func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundResponse.ProtoReflect.Descriptor instead.
 func (*RefreshInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{28}
 }
 
-func (x *RefreshInboundResponse) GetInbound() *v1.Inbound {
+func (x *RefreshInboundResponse) GetInbound() *v11.Inbound {
 	if x != nil {
 		return x.Inbound
 	}
 	return nil
 }
 
-func (x *RefreshInboundResponse) GetConfigs() []*v1.PushConfig {
+func (x *RefreshInboundResponse) GetConfigs() []*v11.PushConfig {
 	if x != nil {
 		return x.Configs
 	}
@@ -1931,7 +2322,7 @@ type GetPushDeliveryRequest struct {
 
 func (x *GetPushDeliveryRequest) Reset() {
 	*x = GetPushDeliveryRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2334,7 @@ func (x *GetPushDeliveryRequest) String() string {
 func (*GetPushDeliveryRequest) ProtoMessage() {}
 
 func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2347,7 @@ func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPushDeliveryRequest) GetTaskId() string {
@@ -1983,18 +2374,18 @@ func (x *GetPushDeliveryRequest) GetSeq() int64 {
 type GetPushDeliveryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The config to send to.
-	Config *v1.PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Config *v11.PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// The task as it is now.
-	Inbound *v1.Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	Inbound *v11.Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
 	// The event.
-	Event         *v1.InboundEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	Event         *v11.InboundEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPushDeliveryResponse) Reset() {
 	*x = GetPushDeliveryResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2397,7 @@ func (x *GetPushDeliveryResponse) String() string {
 func (*GetPushDeliveryResponse) ProtoMessage() {}
 
 func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,24 +2410,24 @@ func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *GetPushDeliveryResponse) GetConfig() *v1.PushConfig {
+func (x *GetPushDeliveryResponse) GetConfig() *v11.PushConfig {
 	if x != nil {
 		return x.Config
 	}
 	return nil
 }
 
-func (x *GetPushDeliveryResponse) GetInbound() *v1.Inbound {
+func (x *GetPushDeliveryResponse) GetInbound() *v11.Inbound {
 	if x != nil {
 		return x.Inbound
 	}
 	return nil
 }
 
-func (x *GetPushDeliveryResponse) GetEvent() *v1.InboundEvent {
+func (x *GetPushDeliveryResponse) GetEvent() *v11.InboundEvent {
 	if x != nil {
 		return x.Event
 	}
@@ -2057,7 +2448,7 @@ type RecordPushDeliveredRequest struct {
 
 func (x *RecordPushDeliveredRequest) Reset() {
 	*x = RecordPushDeliveredRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2460,7 @@ func (x *RecordPushDeliveredRequest) String() string {
 func (*RecordPushDeliveredRequest) ProtoMessage() {}
 
 func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2473,7 @@ func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredRequest.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RecordPushDeliveredRequest) GetTaskId() string {
@@ -2114,7 +2505,7 @@ type RecordPushDeliveredResponse struct {
 
 func (x *RecordPushDeliveredResponse) Reset() {
 	*x = RecordPushDeliveredResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2517,7 @@ func (x *RecordPushDeliveredResponse) String() string {
 func (*RecordPushDeliveredResponse) ProtoMessage() {}
 
 func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,14 +2530,14 @@ func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredResponse.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{32}
 }
 
 var File_toolmesh_remoteagents_v1_remoteagents_proto protoreflect.FileDescriptor
 
 const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\n" +
-	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolmesh/inbound/v1/inbound.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
+	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolmesh/inbound/v1/inbound.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1etoolmesh/tool/v1/content.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2184,7 +2575,7 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\bverified\x18\x02 \x01(\bR\bverified\x12\x15\n" +
 	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x19\n" +
 	"\bkeys_url\x18\x04 \x01(\tR\akeysUrl\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\x8b\x05\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xa7\x05\n" +
 	"\n" +
 	"Invocation\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x19\n" +
@@ -2208,7 +2599,8 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"expireTime\x12=\n" +
 	"\fresolve_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12)\n" +
 	"\x10protocol_version\x18\x10 \x01(\tR\x0fprotocolVersion\x12)\n" +
-	"\x10protocol_binding\x18\x11 \x01(\tR\x0fprotocolBinding\"3\n" +
+	"\x10protocol_binding\x18\x11 \x01(\tR\x0fprotocolBinding\x12\x1a\n" +
+	"\bprogress\x18\x12 \x01(\tR\bprogress\"3\n" +
 	"\x0fDiscoverRequest\x12 \n" +
 	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\"K\n" +
 	"\x10DiscoverResponse\x127\n" +
@@ -2254,7 +2646,39 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1fRecordInvocationOutcomeResponse\x12D\n" +
 	"\n" +
 	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
-	"invocation\"\x99\x04\n" +
+	"invocation\"\xaa\x02\n" +
+	"\x13InvokeStreamRequest\x12 \n" +
+	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12+\n" +
+	"\amessage\x18\x02 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\x90NR\amessage\x12!\n" +
+	"\atask_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x06taskId\x12'\n" +
+	"\n" +
+	"context_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\x124\n" +
+	"\x0ftimeout_seconds\x18\x05 \x01(\x05B\v\xbaH\b\x1a\x06\x18\x80\xa3\x05(\x00R\x0etimeoutSeconds\x121\n" +
+	"\fwait_seconds\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x18<(\x00H\x00R\vwaitSeconds\x88\x01\x01B\x0f\n" +
+	"\r_wait_seconds\"\x8f\x01\n" +
+	"\x14InvokeStreamResponse\x12D\n" +
+	"\n" +
+	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
+	"invocation\x121\n" +
+	"\x05event\x18\x02 \x01(\v2\x1b.toolmesh.tool.v1.CallEventR\x05event\"\xaf\x01\n" +
+	"\x0fInvocationEvent\x12#\n" +
+	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12!\n" +
+	"\fremote_state\x18\x03 \x01(\tR\vremoteState\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xa3\x02\n" +
+	"\x1cRecordInvocationEventRequest\x12A\n" +
+	"\rinvocation_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^inv_[0-9a-z]{26}$R\finvocationId\x12*\n" +
+	"\tevent_key\x18\x02 \x01(\tB\r\xbaH\n" +
+	"\xc8\x01\x01r\x05\x10\x01\x18\x80\x04R\beventKey\x12*\n" +
+	"\fremote_state\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\vremoteState\x12\x1c\n" +
+	"\x04text\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x90NR\x04text\x12!\n" +
+	"\atask_id\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x06taskId\x12'\n" +
+	"\n" +
+	"context_id\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcontextId\"|\n" +
+	"\x1dRecordInvocationEventResponse\x12?\n" +
+	"\x05event\x18\x01 \x01(\v2).toolmesh.remoteagents.v1.InvocationEventR\x05event\x12\x1a\n" +
+	"\brecorded\x18\x02 \x01(\bR\brecorded\"\x99\x04\n" +
 	"\aInbound\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
@@ -2322,25 +2746,27 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xfd\x10\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xa6\x13\n" +
 	"\x13RemoteAgentsService\x12\x9a\x01\n" +
 	"\bDiscover\x12).toolmesh.remoteagents.v1.DiscoverRequest\x1a*.toolmesh.remoteagents.v1.DiscoverResponse\"7\xc2\xf3\x180\n" +
-	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12\xf4\x05\n" +
-	"\x06Invoke\x12'.toolmesh.remoteagents.v1.InvokeRequest\x1a(.toolmesh.remoteagents.v1.InvokeResponse\"\x96\x05\xc2\xf3\x18\x91\x05\n" +
-	"\x13remoteagents_invoke\x12\x13Invoke remote agent\x18\x02(\x01J\xe0\x04\n" +
+	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12]\n" +
+	"\x06Invoke\x12'.toolmesh.remoteagents.v1.InvokeRequest\x1a(.toolmesh.remoteagents.v1.InvokeResponse\"\x00\x12\xb1\x06\n" +
+	"\fInvokeStream\x12-.toolmesh.remoteagents.v1.InvokeStreamRequest\x1a..toolmesh.remoteagents.v1.InvokeStreamResponse\"\xbf\x05\xc2\xf3\x18\xba\x05\n" +
+	"\x13remoteagents_invoke\x12\x13Invoke remote agent\x18\x02(\x01J\x89\x05\n" +
 	"\x06invoke\x12\x1bremoteagents_get_invocation\x1a\x1eremoteagents_cancel_invocation\"\rinvocation_id*\n" +
-	"invocation2\vworkflow_id:\x06statusB\vcreate_timeJ\fresolve_timeRf\n" +
-	"\x19INVOCATION_STATUS_WORKING\x10\x01\x1aGThe remote agent is working on it{{with .remote_state}} ({{.}}){{end}}.R;\n" +
+	"invocation2\vworkflow_id:\x06statusB\vcreate_timeJ\fresolve_timeR\x8e\x01\n" +
+	"\x19INVOCATION_STATUS_WORKING\x10\x01\x1aoThe remote agent is working on it{{with .remote_state}} ({{.}}){{end}}.{{with .progress}} It said: {{.}}{{end}}R;\n" +
 	"\x1bINVOCATION_STATUS_COMPLETED\x10\x03\x1a\x1aThe remote agent answered.R?\n" +
 	"\x18INVOCATION_STATUS_FAILED\x10\x03\x1a!The invocation failed: {{.error}}R<\n" +
 	"\x1aINVOCATION_STATUS_REJECTED\x10\x03\x1a\x1cThe remote agent refused it.Rj\n" +
 	" INVOCATION_STATUS_INPUT_REQUIRED\x10\x03\x1aDThe remote agent needs more input: invoke it again with the task_id.R>\n" +
-	"\x1bINVOCATION_STATUS_CANCELLED\x10\x05\x1a\x1dThe invocation was cancelled.\x12\xaf\x01\n" +
+	"\x1bINVOCATION_STATUS_CANCELLED\x10\x05\x1a\x1dThe invocation was cancelled.0\x01\x12\xaf\x01\n" +
 	"\rGetInvocation\x12..toolmesh.remoteagents.v1.GetInvocationRequest\x1a/.toolmesh.remoteagents.v1.GetInvocationResponse\"=\xc2\xf3\x186\n" +
 	"\x1bremoteagents_get_invocation\x12\x15Get remote invocation\x18\x01\x90\x02\x01\x12\xbb\x01\n" +
 	"\x10CancelInvocation\x121.toolmesh.remoteagents.v1.CancelInvocationRequest\x1a2.toolmesh.remoteagents.v1.CancelInvocationResponse\"@\xc2\xf3\x18<\n" +
 	"\x1eremoteagents_cancel_invocation\x12\x18Cancel remote invocation\x18\x02\x12\x90\x01\n" +
-	"\x17RecordInvocationOutcome\x128.toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest\x1a9.toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse\"\x00\x12u\n" +
+	"\x17RecordInvocationOutcome\x128.toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest\x1a9.toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse\"\x00\x12\x8a\x01\n" +
+	"\x15RecordInvocationEvent\x126.toolmesh.remoteagents.v1.RecordInvocationEventRequest\x1a7.toolmesh.remoteagents.v1.RecordInvocationEventResponse\"\x00\x12u\n" +
 	"\x0eDeliverInbound\x12/.toolmesh.remoteagents.v1.DeliverInboundRequest\x1a0.toolmesh.remoteagents.v1.DeliverInboundResponse\"\x00\x12i\n" +
 	"\n" +
 	"GetInbound\x12+.toolmesh.remoteagents.v1.GetInboundRequest\x1a,.toolmesh.remoteagents.v1.GetInboundResponse\"\x00\x12r\n" +
@@ -2362,7 +2788,7 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_remoteagents_v1_remoteagents_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(InvocationStatus)(0),                   // 0: toolmesh.remoteagents.v1.InvocationStatus
 	(InboundStatus)(0),                      // 1: toolmesh.remoteagents.v1.InboundStatus
@@ -2381,77 +2807,91 @@ var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(*CancelInvocationResponse)(nil),        // 14: toolmesh.remoteagents.v1.CancelInvocationResponse
 	(*RecordInvocationOutcomeRequest)(nil),  // 15: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
 	(*RecordInvocationOutcomeResponse)(nil), // 16: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	(*Inbound)(nil),                         // 17: toolmesh.remoteagents.v1.Inbound
-	(*DeliverInboundRequest)(nil),           // 18: toolmesh.remoteagents.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil),          // 19: toolmesh.remoteagents.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),               // 20: toolmesh.remoteagents.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),              // 21: toolmesh.remoteagents.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),            // 22: toolmesh.remoteagents.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),           // 23: toolmesh.remoteagents.v1.CancelInboundResponse
-	(*RefreshInboundRequest)(nil),           // 24: toolmesh.remoteagents.v1.RefreshInboundRequest
-	(*RefreshInboundResponse)(nil),          // 25: toolmesh.remoteagents.v1.RefreshInboundResponse
-	(*GetPushDeliveryRequest)(nil),          // 26: toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	(*GetPushDeliveryResponse)(nil),         // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	(*RecordPushDeliveredRequest)(nil),      // 28: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	(*RecordPushDeliveredResponse)(nil),     // 29: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	(*timestamppb.Timestamp)(nil),           // 30: google.protobuf.Timestamp
-	(*v1.Inbound)(nil),                      // 31: toolmesh.inbound.v1.Inbound
-	(*v1.PushConfig)(nil),                   // 32: toolmesh.inbound.v1.PushConfig
-	(*v1.InboundEvent)(nil),                 // 33: toolmesh.inbound.v1.InboundEvent
+	(*InvokeStreamRequest)(nil),             // 17: toolmesh.remoteagents.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil),            // 18: toolmesh.remoteagents.v1.InvokeStreamResponse
+	(*InvocationEvent)(nil),                 // 19: toolmesh.remoteagents.v1.InvocationEvent
+	(*RecordInvocationEventRequest)(nil),    // 20: toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	(*RecordInvocationEventResponse)(nil),   // 21: toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	(*Inbound)(nil),                         // 22: toolmesh.remoteagents.v1.Inbound
+	(*DeliverInboundRequest)(nil),           // 23: toolmesh.remoteagents.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),          // 24: toolmesh.remoteagents.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),               // 25: toolmesh.remoteagents.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),              // 26: toolmesh.remoteagents.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),            // 27: toolmesh.remoteagents.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),           // 28: toolmesh.remoteagents.v1.CancelInboundResponse
+	(*RefreshInboundRequest)(nil),           // 29: toolmesh.remoteagents.v1.RefreshInboundRequest
+	(*RefreshInboundResponse)(nil),          // 30: toolmesh.remoteagents.v1.RefreshInboundResponse
+	(*GetPushDeliveryRequest)(nil),          // 31: toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	(*GetPushDeliveryResponse)(nil),         // 32: toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	(*RecordPushDeliveredRequest)(nil),      // 33: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	(*RecordPushDeliveredResponse)(nil),     // 34: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	(*timestamppb.Timestamp)(nil),           // 35: google.protobuf.Timestamp
+	(*v1.CallEvent)(nil),                    // 36: toolmesh.tool.v1.CallEvent
+	(*v11.Inbound)(nil),                     // 37: toolmesh.inbound.v1.Inbound
+	(*v11.PushConfig)(nil),                  // 38: toolmesh.inbound.v1.PushConfig
+	(*v11.InboundEvent)(nil),                // 39: toolmesh.inbound.v1.InboundEvent
 }
 var file_toolmesh_remoteagents_v1_remoteagents_proto_depIdxs = []int32{
 	2,  // 0: toolmesh.remoteagents.v1.AgentCard.skills:type_name -> toolmesh.remoteagents.v1.Skill
 	4,  // 1: toolmesh.remoteagents.v1.AgentCard.interfaces:type_name -> toolmesh.remoteagents.v1.AgentInterface
 	5,  // 2: toolmesh.remoteagents.v1.AgentCard.signature:type_name -> toolmesh.remoteagents.v1.CardSignature
 	0,  // 3: toolmesh.remoteagents.v1.Invocation.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	30, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
-	30, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
+	35, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
+	35, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
 	3,  // 7: toolmesh.remoteagents.v1.DiscoverResponse.card:type_name -> toolmesh.remoteagents.v1.AgentCard
 	6,  // 8: toolmesh.remoteagents.v1.InvokeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	6,  // 9: toolmesh.remoteagents.v1.GetInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	6,  // 10: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	0,  // 11: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	30, // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	35, // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
 	6,  // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	1,  // 14: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
-	30, // 15: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	30, // 16: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	17, // 17: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	17, // 18: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	17, // 19: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	31, // 20: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	32, // 21: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
-	32, // 22: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
-	31, // 23: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	33, // 24: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
-	7,  // 25: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
-	9,  // 26: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
-	11, // 27: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
-	13, // 28: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
-	15, // 29: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	18, // 30: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
-	20, // 31: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
-	22, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
-	24, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
-	26, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	28, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	8,  // 36: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
-	10, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
-	12, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
-	14, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
-	16, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	19, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
-	21, // 42: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
-	23, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
-	25, // 44: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
-	27, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	29, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	36, // [36:47] is the sub-list for method output_type
-	25, // [25:36] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	6,  // 14: toolmesh.remoteagents.v1.InvokeStreamResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	36, // 15: toolmesh.remoteagents.v1.InvokeStreamResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	35, // 16: toolmesh.remoteagents.v1.InvocationEvent.time:type_name -> google.protobuf.Timestamp
+	19, // 17: toolmesh.remoteagents.v1.RecordInvocationEventResponse.event:type_name -> toolmesh.remoteagents.v1.InvocationEvent
+	1,  // 18: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
+	35, // 19: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	35, // 20: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	22, // 21: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	22, // 22: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	22, // 23: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	37, // 24: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	38, // 25: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	38, // 26: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	37, // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	39, // 28: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
+	7,  // 29: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
+	9,  // 30: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
+	17, // 31: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:input_type -> toolmesh.remoteagents.v1.InvokeStreamRequest
+	11, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
+	13, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
+	15, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	20, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:input_type -> toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	23, // 36: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
+	25, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
+	27, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
+	29, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
+	31, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	33, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	8,  // 42: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
+	10, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
+	18, // 44: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:output_type -> toolmesh.remoteagents.v1.InvokeStreamResponse
+	12, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
+	14, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
+	16, // 47: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	21, // 48: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:output_type -> toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	24, // 49: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
+	26, // 50: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
+	28, // 51: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
+	30, // 52: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
+	32, // 53: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	34, // 54: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	42, // [42:55] is the sub-list for method output_type
+	29, // [29:42] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_remoteagents_v1_remoteagents_proto_init() }
@@ -2460,13 +2900,14 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_init() {
 		return
 	}
 	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7].OneofWrappers = []any{}
+	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc), len(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -226,6 +226,51 @@ func local_request_RemoteAgentsService_RecordInvocationOutcome_0(ctx context.Con
 	return msg, metadata, err
 }
 
+func request_RemoteAgentsService_RecordInvocationEvent_0(ctx context.Context, marshaler runtime.Marshaler, client RemoteAgentsServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RecordInvocationEventRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["invocation_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "invocation_id")
+	}
+	protoReq.InvocationId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "invocation_id", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.RecordInvocationEvent(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RemoteAgentsService_RecordInvocationEvent_0(ctx context.Context, marshaler runtime.Marshaler, server RemoteAgentsServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq RecordInvocationEventRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["invocation_id"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "invocation_id")
+	}
+	protoReq.InvocationId, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "invocation_id", err)
+	}
+	msg, err := server.RecordInvocationEvent(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_RemoteAgentsService_DeliverInbound_0(ctx context.Context, marshaler runtime.Marshaler, client RemoteAgentsServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq DeliverInboundRequest
@@ -443,6 +488,26 @@ func RegisterRemoteAgentsServiceHandlerServer(ctx context.Context, mux *runtime.
 		}
 		forward_RemoteAgentsService_RecordInvocationOutcome_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RemoteAgentsService_RecordInvocationEvent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationEvent", runtime.WithHTTPPathPattern("/v1/remoteagents/invocations/{invocation_id}/events"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RemoteAgentsService_RecordInvocationEvent_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RemoteAgentsService_RecordInvocationEvent_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RemoteAgentsService_DeliverInbound_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -628,6 +693,23 @@ func RegisterRemoteAgentsServiceHandlerClient(ctx context.Context, mux *runtime.
 		}
 		forward_RemoteAgentsService_RecordInvocationOutcome_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RemoteAgentsService_RecordInvocationEvent_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationEvent", runtime.WithHTTPPathPattern("/v1/remoteagents/invocations/{invocation_id}/events"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RemoteAgentsService_RecordInvocationEvent_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RemoteAgentsService_RecordInvocationEvent_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RemoteAgentsService_DeliverInbound_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -688,6 +770,7 @@ var (
 	pattern_RemoteAgentsService_GetInvocation_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "remoteagents", "invocations", "invocation_id"}, ""))
 	pattern_RemoteAgentsService_CancelInvocation_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"v1", "remoteagents", "invocations", "invocation_id", "cancel"}, ""))
 	pattern_RemoteAgentsService_RecordInvocationOutcome_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"v1", "remoteagents", "invocations", "invocation_id", "outcome"}, ""))
+	pattern_RemoteAgentsService_RecordInvocationEvent_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"v1", "remoteagents", "invocations", "invocation_id", "events"}, ""))
 	pattern_RemoteAgentsService_DeliverInbound_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "remoteagents", "inbound"}, ""))
 	pattern_RemoteAgentsService_GetInbound_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "remoteagents", "inbound", "task_id"}, ""))
 	pattern_RemoteAgentsService_CancelInbound_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"v1", "remoteagents", "inbound", "task_id", "cancel"}, ""))
@@ -699,6 +782,7 @@ var (
 	forward_RemoteAgentsService_GetInvocation_0           = runtime.ForwardResponseMessage
 	forward_RemoteAgentsService_CancelInvocation_0        = runtime.ForwardResponseMessage
 	forward_RemoteAgentsService_RecordInvocationOutcome_0 = runtime.ForwardResponseMessage
+	forward_RemoteAgentsService_RecordInvocationEvent_0   = runtime.ForwardResponseMessage
 	forward_RemoteAgentsService_DeliverInbound_0          = runtime.ForwardResponseMessage
 	forward_RemoteAgentsService_GetInbound_0              = runtime.ForwardResponseMessage
 	forward_RemoteAgentsService_CancelInbound_0           = runtime.ForwardResponseMessage

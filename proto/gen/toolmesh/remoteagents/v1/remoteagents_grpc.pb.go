@@ -27,9 +27,11 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RemoteAgentsService_Discover_FullMethodName                = "/toolmesh.remoteagents.v1.RemoteAgentsService/Discover"
 	RemoteAgentsService_Invoke_FullMethodName                  = "/toolmesh.remoteagents.v1.RemoteAgentsService/Invoke"
+	RemoteAgentsService_InvokeStream_FullMethodName            = "/toolmesh.remoteagents.v1.RemoteAgentsService/InvokeStream"
 	RemoteAgentsService_GetInvocation_FullMethodName           = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInvocation"
 	RemoteAgentsService_CancelInvocation_FullMethodName        = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInvocation"
 	RemoteAgentsService_RecordInvocationOutcome_FullMethodName = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationOutcome"
+	RemoteAgentsService_RecordInvocationEvent_FullMethodName   = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationEvent"
 	RemoteAgentsService_DeliverInbound_FullMethodName          = "/toolmesh.remoteagents.v1.RemoteAgentsService/DeliverInbound"
 	RemoteAgentsService_GetInbound_FullMethodName              = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInbound"
 	RemoteAgentsService_CancelInbound_FullMethodName           = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInbound"
@@ -58,17 +60,25 @@ type RemoteAgentsServiceClient interface {
 	// says whether the card is signed and whether the signature verifies
 	// against the keys the agent's host publishes.
 	Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error)
+	// Send a message to a remote A2A agent and wait up to wait_seconds for its
+	// answer; the invocation as it is then (remoteagents_invoke without the
+	// progress it reports: for gRPC, Connect and REST callers that do not
+	// read a stream). Retrying with the same idempotency key returns the same
+	// invocation.
+	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
-	// answer (status INVOCATION_STATUS_COMPLETED). Otherwise the invocation
-	// goes on in the background (INVOCATION_STATUS_WORKING): carry on and
-	// call remoteagents_get_invocation with its invocation_id later, or
+	// answer (status INVOCATION_STATUS_COMPLETED). While it waits, what the
+	// remote agent reports (its status messages, its artifacts) arrives as
+	// progress. Otherwise the invocation goes on in the background
+	// (INVOCATION_STATUS_WORKING): carry on and call
+	// remoteagents_get_invocation with its invocation_id later, or
 	// remoteagents_cancel_invocation to stop it. Invoking is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
 	// agents from invoking each other in endless loops; the remote agent is
 	// told the depth (one deeper), signed by this mesh. Retrying with the
 	// same idempotency key returns the same invocation.
-	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
+	InvokeStream(ctx context.Context, in *InvokeStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error)
 	// Show one invocation and, once the remote agent answered, its answer.
 	// status is INVOCATION_STATUS_WORKING while the remote agent works, then
 	// COMPLETED, FAILED, CANCELLED, REJECTED, or INPUT_REQUIRED when the remote
@@ -83,6 +93,12 @@ type RemoteAgentsServiceClient interface {
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(ctx context.Context, in *RecordInvocationOutcomeRequest, opts ...grpc.CallOption) (*RecordInvocationOutcomeResponse, error)
+	// Record what the remote agent reported while an invocation works (a
+	// status message, an artifact): the invocation's latest progress, and an
+	// event that InvokeStream passes on as progress. The invocation workflow
+	// calls it (mesh service role); it is not an MCP tool. An event whose
+	// event_key was recorded before is not recorded again.
+	RecordInvocationEvent(ctx context.Context, in *RecordInvocationEventRequest, opts ...grpc.CallOption) (*RecordInvocationEventResponse, error)
 	// Deliver a message that arrived over A2A into an agent's inbox and open
 	// the A2A task that follows it. The mesh's A2A endpoint calls it (mesh
 	// service role) as the remote sender; it is not an MCP tool. Delivering
@@ -135,6 +151,25 @@ func (c *remoteAgentsServiceClient) Invoke(ctx context.Context, in *InvokeReques
 	return out, nil
 }
 
+func (c *remoteAgentsServiceClient) InvokeStream(ctx context.Context, in *InvokeStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RemoteAgentsService_ServiceDesc.Streams[0], RemoteAgentsService_InvokeStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[InvokeStreamRequest, InvokeStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RemoteAgentsService_InvokeStreamClient = grpc.ServerStreamingClient[InvokeStreamResponse]
+
 func (c *remoteAgentsServiceClient) GetInvocation(ctx context.Context, in *GetInvocationRequest, opts ...grpc.CallOption) (*GetInvocationResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetInvocationResponse)
@@ -159,6 +194,16 @@ func (c *remoteAgentsServiceClient) RecordInvocationOutcome(ctx context.Context,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordInvocationOutcomeResponse)
 	err := c.cc.Invoke(ctx, RemoteAgentsService_RecordInvocationOutcome_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *remoteAgentsServiceClient) RecordInvocationEvent(ctx context.Context, in *RecordInvocationEventRequest, opts ...grpc.CallOption) (*RecordInvocationEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordInvocationEventResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_RecordInvocationEvent_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -245,17 +290,25 @@ type RemoteAgentsServiceServer interface {
 	// says whether the card is signed and whether the signature verifies
 	// against the keys the agent's host publishes.
 	Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error)
+	// Send a message to a remote A2A agent and wait up to wait_seconds for its
+	// answer; the invocation as it is then (remoteagents_invoke without the
+	// progress it reports: for gRPC, Connect and REST callers that do not
+	// read a stream). Retrying with the same idempotency key returns the same
+	// invocation.
+	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
-	// answer (status INVOCATION_STATUS_COMPLETED). Otherwise the invocation
-	// goes on in the background (INVOCATION_STATUS_WORKING): carry on and
-	// call remoteagents_get_invocation with its invocation_id later, or
+	// answer (status INVOCATION_STATUS_COMPLETED). While it waits, what the
+	// remote agent reports (its status messages, its artifacts) arrives as
+	// progress. Otherwise the invocation goes on in the background
+	// (INVOCATION_STATUS_WORKING): carry on and call
+	// remoteagents_get_invocation with its invocation_id later, or
 	// remoteagents_cancel_invocation to stop it. Invoking is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
 	// agents from invoking each other in endless loops; the remote agent is
 	// told the depth (one deeper), signed by this mesh. Retrying with the
 	// same idempotency key returns the same invocation.
-	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
+	InvokeStream(*InvokeStreamRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error
 	// Show one invocation and, once the remote agent answered, its answer.
 	// status is INVOCATION_STATUS_WORKING while the remote agent works, then
 	// COMPLETED, FAILED, CANCELLED, REJECTED, or INPUT_REQUIRED when the remote
@@ -270,6 +323,12 @@ type RemoteAgentsServiceServer interface {
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *RecordInvocationOutcomeRequest) (*RecordInvocationOutcomeResponse, error)
+	// Record what the remote agent reported while an invocation works (a
+	// status message, an artifact): the invocation's latest progress, and an
+	// event that InvokeStream passes on as progress. The invocation workflow
+	// calls it (mesh service role); it is not an MCP tool. An event whose
+	// event_key was recorded before is not recorded again.
+	RecordInvocationEvent(context.Context, *RecordInvocationEventRequest) (*RecordInvocationEventResponse, error)
 	// Deliver a message that arrived over A2A into an agent's inbox and open
 	// the A2A task that follows it. The mesh's A2A endpoint calls it (mesh
 	// service role) as the remote sender; it is not an MCP tool. Delivering
@@ -308,6 +367,9 @@ func (UnimplementedRemoteAgentsServiceServer) Discover(context.Context, *Discove
 func (UnimplementedRemoteAgentsServiceServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
 }
+func (UnimplementedRemoteAgentsServiceServer) InvokeStream(*InvokeStreamRequest, grpc.ServerStreamingServer[InvokeStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method InvokeStream not implemented")
+}
 func (UnimplementedRemoteAgentsServiceServer) GetInvocation(context.Context, *GetInvocationRequest) (*GetInvocationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetInvocation not implemented")
 }
@@ -316,6 +378,9 @@ func (UnimplementedRemoteAgentsServiceServer) CancelInvocation(context.Context, 
 }
 func (UnimplementedRemoteAgentsServiceServer) RecordInvocationOutcome(context.Context, *RecordInvocationOutcomeRequest) (*RecordInvocationOutcomeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordInvocationOutcome not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) RecordInvocationEvent(context.Context, *RecordInvocationEventRequest) (*RecordInvocationEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordInvocationEvent not implemented")
 }
 func (UnimplementedRemoteAgentsServiceServer) DeliverInbound(context.Context, *DeliverInboundRequest) (*DeliverInboundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeliverInbound not implemented")
@@ -392,6 +457,17 @@ func _RemoteAgentsService_Invoke_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RemoteAgentsService_InvokeStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(InvokeStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RemoteAgentsServiceServer).InvokeStream(m, &grpc.GenericServerStream[InvokeStreamRequest, InvokeStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RemoteAgentsService_InvokeStreamServer = grpc.ServerStreamingServer[InvokeStreamResponse]
+
 func _RemoteAgentsService_GetInvocation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetInvocationRequest)
 	if err := dec(in); err != nil {
@@ -442,6 +518,24 @@ func _RemoteAgentsService_RecordInvocationOutcome_Handler(srv interface{}, ctx c
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RemoteAgentsServiceServer).RecordInvocationOutcome(ctx, req.(*RecordInvocationOutcomeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RemoteAgentsService_RecordInvocationEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordInvocationEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).RecordInvocationEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_RecordInvocationEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).RecordInvocationEvent(ctx, req.(*RecordInvocationEventRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -582,6 +676,10 @@ var RemoteAgentsService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RemoteAgentsService_RecordInvocationOutcome_Handler,
 		},
 		{
+			MethodName: "RecordInvocationEvent",
+			Handler:    _RemoteAgentsService_RecordInvocationEvent_Handler,
+		},
+		{
 			MethodName: "DeliverInbound",
 			Handler:    _RemoteAgentsService_DeliverInbound_Handler,
 		},
@@ -606,6 +704,12 @@ var RemoteAgentsService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RemoteAgentsService_RecordPushDelivered_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "InvokeStream",
+			Handler:       _RemoteAgentsService_InvokeStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolmesh/remoteagents/v1/remoteagents.proto",
 }

@@ -44,6 +44,9 @@ const (
 	// RemoteAgentsServiceInvokeProcedure is the fully-qualified name of the RemoteAgentsService's
 	// Invoke RPC.
 	RemoteAgentsServiceInvokeProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/Invoke"
+	// RemoteAgentsServiceInvokeStreamProcedure is the fully-qualified name of the RemoteAgentsService's
+	// InvokeStream RPC.
+	RemoteAgentsServiceInvokeStreamProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/InvokeStream"
 	// RemoteAgentsServiceGetInvocationProcedure is the fully-qualified name of the
 	// RemoteAgentsService's GetInvocation RPC.
 	RemoteAgentsServiceGetInvocationProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInvocation"
@@ -53,6 +56,9 @@ const (
 	// RemoteAgentsServiceRecordInvocationOutcomeProcedure is the fully-qualified name of the
 	// RemoteAgentsService's RecordInvocationOutcome RPC.
 	RemoteAgentsServiceRecordInvocationOutcomeProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationOutcome"
+	// RemoteAgentsServiceRecordInvocationEventProcedure is the fully-qualified name of the
+	// RemoteAgentsService's RecordInvocationEvent RPC.
+	RemoteAgentsServiceRecordInvocationEventProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationEvent"
 	// RemoteAgentsServiceDeliverInboundProcedure is the fully-qualified name of the
 	// RemoteAgentsService's DeliverInbound RPC.
 	RemoteAgentsServiceDeliverInboundProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/DeliverInbound"
@@ -83,17 +89,25 @@ type RemoteAgentsServiceClient interface {
 	// says whether the card is signed and whether the signature verifies
 	// against the keys the agent's host publishes.
 	Discover(context.Context, *v1.DiscoverRequest) (*v1.DiscoverResponse, error)
+	// Send a message to a remote A2A agent and wait up to wait_seconds for its
+	// answer; the invocation as it is then (remoteagents_invoke without the
+	// progress it reports: for gRPC, Connect and REST callers that do not
+	// read a stream). Retrying with the same idempotency key returns the same
+	// invocation.
+	Invoke(context.Context, *v1.InvokeRequest) (*v1.InvokeResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
-	// answer (status INVOCATION_STATUS_COMPLETED). Otherwise the invocation
-	// goes on in the background (INVOCATION_STATUS_WORKING): carry on and
-	// call remoteagents_get_invocation with its invocation_id later, or
+	// answer (status INVOCATION_STATUS_COMPLETED). While it waits, what the
+	// remote agent reports (its status messages, its artifacts) arrives as
+	// progress. Otherwise the invocation goes on in the background
+	// (INVOCATION_STATUS_WORKING): carry on and call
+	// remoteagents_get_invocation with its invocation_id later, or
 	// remoteagents_cancel_invocation to stop it. Invoking is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
 	// agents from invoking each other in endless loops; the remote agent is
 	// told the depth (one deeper), signed by this mesh. Retrying with the
 	// same idempotency key returns the same invocation.
-	Invoke(context.Context, *v1.InvokeRequest) (*v1.InvokeResponse, error)
+	InvokeStream(context.Context, *v1.InvokeStreamRequest) (*connect.ServerStreamForClient[v1.InvokeStreamResponse], error)
 	// Show one invocation and, once the remote agent answered, its answer.
 	// status is INVOCATION_STATUS_WORKING while the remote agent works, then
 	// COMPLETED, FAILED, CANCELLED, REJECTED, or INPUT_REQUIRED when the remote
@@ -108,6 +122,12 @@ type RemoteAgentsServiceClient interface {
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error)
+	// Record what the remote agent reported while an invocation works (a
+	// status message, an artifact): the invocation's latest progress, and an
+	// event that InvokeStream passes on as progress. The invocation workflow
+	// calls it (mesh service role); it is not an MCP tool. An event whose
+	// event_key was recorded before is not recorded again.
+	RecordInvocationEvent(context.Context, *v1.RecordInvocationEventRequest) (*v1.RecordInvocationEventResponse, error)
 	// Deliver a message that arrived over A2A into an agent's inbox and open
 	// the A2A task that follows it. The mesh's A2A endpoint calls it (mesh
 	// service role) as the remote sender; it is not an MCP tool. Delivering
@@ -157,6 +177,12 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(remoteAgentsServiceMethods.ByName("Invoke")),
 			connect.WithClientOptions(opts...),
 		),
+		invokeStream: connect.NewClient[v1.InvokeStreamRequest, v1.InvokeStreamResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceInvokeStreamProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("InvokeStream")),
+			connect.WithClientOptions(opts...),
+		),
 		getInvocation: connect.NewClient[v1.GetInvocationRequest, v1.GetInvocationResponse](
 			httpClient,
 			baseURL+RemoteAgentsServiceGetInvocationProcedure,
@@ -174,6 +200,12 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 			httpClient,
 			baseURL+RemoteAgentsServiceRecordInvocationOutcomeProcedure,
 			connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordInvocationOutcome")),
+			connect.WithClientOptions(opts...),
+		),
+		recordInvocationEvent: connect.NewClient[v1.RecordInvocationEventRequest, v1.RecordInvocationEventResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceRecordInvocationEventProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordInvocationEvent")),
 			connect.WithClientOptions(opts...),
 		),
 		deliverInbound: connect.NewClient[v1.DeliverInboundRequest, v1.DeliverInboundResponse](
@@ -220,9 +252,11 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 type remoteAgentsServiceClient struct {
 	discover                *connect.Client[v1.DiscoverRequest, v1.DiscoverResponse]
 	invoke                  *connect.Client[v1.InvokeRequest, v1.InvokeResponse]
+	invokeStream            *connect.Client[v1.InvokeStreamRequest, v1.InvokeStreamResponse]
 	getInvocation           *connect.Client[v1.GetInvocationRequest, v1.GetInvocationResponse]
 	cancelInvocation        *connect.Client[v1.CancelInvocationRequest, v1.CancelInvocationResponse]
 	recordInvocationOutcome *connect.Client[v1.RecordInvocationOutcomeRequest, v1.RecordInvocationOutcomeResponse]
+	recordInvocationEvent   *connect.Client[v1.RecordInvocationEventRequest, v1.RecordInvocationEventResponse]
 	deliverInbound          *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
 	getInbound              *connect.Client[v1.GetInboundRequest, v1.GetInboundResponse]
 	cancelInbound           *connect.Client[v1.CancelInboundRequest, v1.CancelInboundResponse]
@@ -249,6 +283,11 @@ func (c *remoteAgentsServiceClient) Invoke(ctx context.Context, req *v1.InvokeRe
 	return nil, err
 }
 
+// InvokeStream calls toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream.
+func (c *remoteAgentsServiceClient) InvokeStream(ctx context.Context, req *v1.InvokeStreamRequest) (*connect.ServerStreamForClient[v1.InvokeStreamResponse], error) {
+	return c.invokeStream.CallServerStream(ctx, connect.NewRequest(req))
+}
+
 // GetInvocation calls toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation.
 func (c *remoteAgentsServiceClient) GetInvocation(ctx context.Context, req *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error) {
 	response, err := c.getInvocation.CallUnary(ctx, connect.NewRequest(req))
@@ -271,6 +310,15 @@ func (c *remoteAgentsServiceClient) CancelInvocation(ctx context.Context, req *v
 // toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome.
 func (c *remoteAgentsServiceClient) RecordInvocationOutcome(ctx context.Context, req *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error) {
 	response, err := c.recordInvocationOutcome.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RecordInvocationEvent calls toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent.
+func (c *remoteAgentsServiceClient) RecordInvocationEvent(ctx context.Context, req *v1.RecordInvocationEventRequest) (*v1.RecordInvocationEventResponse, error) {
+	response, err := c.recordInvocationEvent.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -341,17 +389,25 @@ type RemoteAgentsServiceHandler interface {
 	// says whether the card is signed and whether the signature verifies
 	// against the keys the agent's host publishes.
 	Discover(context.Context, *v1.DiscoverRequest) (*v1.DiscoverResponse, error)
+	// Send a message to a remote A2A agent and wait up to wait_seconds for its
+	// answer; the invocation as it is then (remoteagents_invoke without the
+	// progress it reports: for gRPC, Connect and REST callers that do not
+	// read a stream). Retrying with the same idempotency key returns the same
+	// invocation.
+	Invoke(context.Context, *v1.InvokeRequest) (*v1.InvokeResponse, error)
 	// Send a message to a remote A2A agent and wait a short while (about 25
 	// seconds) for its answer. If it answers in time the result holds the
-	// answer (status INVOCATION_STATUS_COMPLETED). Otherwise the invocation
-	// goes on in the background (INVOCATION_STATUS_WORKING): carry on and
-	// call remoteagents_get_invocation with its invocation_id later, or
+	// answer (status INVOCATION_STATUS_COMPLETED). While it waits, what the
+	// remote agent reports (its status messages, its artifacts) arrives as
+	// progress. Otherwise the invocation goes on in the background
+	// (INVOCATION_STATUS_WORKING): carry on and call
+	// remoteagents_get_invocation with its invocation_id later, or
 	// remoteagents_cancel_invocation to stop it. Invoking is refused
 	// (conflict) when the call is already 3 tool invocations deep, to stop
 	// agents from invoking each other in endless loops; the remote agent is
 	// told the depth (one deeper), signed by this mesh. Retrying with the
 	// same idempotency key returns the same invocation.
-	Invoke(context.Context, *v1.InvokeRequest) (*v1.InvokeResponse, error)
+	InvokeStream(context.Context, *v1.InvokeStreamRequest, *connect.ServerStream[v1.InvokeStreamResponse]) error
 	// Show one invocation and, once the remote agent answered, its answer.
 	// status is INVOCATION_STATUS_WORKING while the remote agent works, then
 	// COMPLETED, FAILED, CANCELLED, REJECTED, or INPUT_REQUIRED when the remote
@@ -366,6 +422,12 @@ type RemoteAgentsServiceHandler interface {
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error)
+	// Record what the remote agent reported while an invocation works (a
+	// status message, an artifact): the invocation's latest progress, and an
+	// event that InvokeStream passes on as progress. The invocation workflow
+	// calls it (mesh service role); it is not an MCP tool. An event whose
+	// event_key was recorded before is not recorded again.
+	RecordInvocationEvent(context.Context, *v1.RecordInvocationEventRequest) (*v1.RecordInvocationEventResponse, error)
 	// Deliver a message that arrived over A2A into an agent's inbox and open
 	// the A2A task that follows it. The mesh's A2A endpoint calls it (mesh
 	// service role) as the remote sender; it is not an MCP tool. Delivering
@@ -410,6 +472,12 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 		connect.WithSchema(remoteAgentsServiceMethods.ByName("Invoke")),
 		connect.WithHandlerOptions(opts...),
 	)
+	remoteAgentsServiceInvokeStreamHandler := connect.NewServerStreamHandlerSimple(
+		RemoteAgentsServiceInvokeStreamProcedure,
+		svc.InvokeStream,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("InvokeStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	remoteAgentsServiceGetInvocationHandler := connect.NewUnaryHandlerSimple(
 		RemoteAgentsServiceGetInvocationProcedure,
 		svc.GetInvocation,
@@ -427,6 +495,12 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 		RemoteAgentsServiceRecordInvocationOutcomeProcedure,
 		svc.RecordInvocationOutcome,
 		connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordInvocationOutcome")),
+		connect.WithHandlerOptions(opts...),
+	)
+	remoteAgentsServiceRecordInvocationEventHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceRecordInvocationEventProcedure,
+		svc.RecordInvocationEvent,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("RecordInvocationEvent")),
 		connect.WithHandlerOptions(opts...),
 	)
 	remoteAgentsServiceDeliverInboundHandler := connect.NewUnaryHandlerSimple(
@@ -472,12 +546,16 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 			remoteAgentsServiceDiscoverHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceInvokeProcedure:
 			remoteAgentsServiceInvokeHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceInvokeStreamProcedure:
+			remoteAgentsServiceInvokeStreamHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceGetInvocationProcedure:
 			remoteAgentsServiceGetInvocationHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceCancelInvocationProcedure:
 			remoteAgentsServiceCancelInvocationHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceRecordInvocationOutcomeProcedure:
 			remoteAgentsServiceRecordInvocationOutcomeHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceRecordInvocationEventProcedure:
+			remoteAgentsServiceRecordInvocationEventHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceDeliverInboundProcedure:
 			remoteAgentsServiceDeliverInboundHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceGetInboundProcedure:
@@ -507,6 +585,10 @@ func (UnimplementedRemoteAgentsServiceHandler) Invoke(context.Context, *v1.Invok
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.Invoke is not implemented"))
 }
 
+func (UnimplementedRemoteAgentsServiceHandler) InvokeStream(context.Context, *v1.InvokeStreamRequest, *connect.ServerStream[v1.InvokeStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream is not implemented"))
+}
+
 func (UnimplementedRemoteAgentsServiceHandler) GetInvocation(context.Context, *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation is not implemented"))
 }
@@ -517,6 +599,10 @@ func (UnimplementedRemoteAgentsServiceHandler) CancelInvocation(context.Context,
 
 func (UnimplementedRemoteAgentsServiceHandler) RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) RecordInvocationEvent(context.Context, *v1.RecordInvocationEventRequest) (*v1.RecordInvocationEventResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent is not implemented"))
 }
 
 func (UnimplementedRemoteAgentsServiceHandler) DeliverInbound(context.Context, *v1.DeliverInboundRequest) (*v1.DeliverInboundResponse, error) {
