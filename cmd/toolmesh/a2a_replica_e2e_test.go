@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,52 +106,7 @@ func TestA2AStreamResubscribesOnASecondEdge(t *testing.T) {
 	mcp2, base2 := secondEdge(t, bin, temporal, m)
 	ctx := t.Context()
 
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events := make(chan a2a.Event)
-	streamErr := make(chan error, 1)
-	go func() {
-		for ev, err := range grpcClient(t, m.Link(t, linkA2A)).SendStreamingMessage(sctx, sendText("replica-stream", "Stream me across replicas.")) {
-			if err != nil {
-				streamErr <- err
-				return
-			}
-			select {
-			case events <- ev:
-			case <-sctx.Done():
-				return
-			}
-		}
-		streamErr <- nil
-	}()
-	var first *a2a.Task
-	select {
-	case ev := <-events:
-		first, _ = ev.(*a2a.Task)
-	case err := <-streamErr:
-		t.Fatalf("the stream ended before its first event: %v", err)
-	}
-	if first == nil {
-		t.Fatal("the stream's first event is not the task")
-	}
-	last, _ := first.Metadata[a2alink.EventsExtension].(map[string]any)["last_event_id"].(string)
-	if last != string(first.ID)+"/1" {
-		t.Fatalf("the stream's first event names last_event_id %q, want %s/1", last, first.ID)
-	}
-	pid, _, _ := processPID(t, bin, m, procEdge)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-streamErr:
-		if err == nil {
-			t.Fatal("the stream ended cleanly when the edge was killed")
-		}
-	case ev := <-events:
-		t.Fatalf("an event %#v after the edge was killed, before anything happened", ev)
-	case <-time.After(time.Minute):
-		t.Fatal("the stream did not end when the edge was killed")
-	}
+	first, last, _, _ := streamUntilEdgeKilled(t, bin, m, grpcClient(t, m.Link(t, linkA2A)), sendText("replica-stream", "Stream me across replicas."))
 
 	// Resubscribe on the second edge, then answer through it: the events
 	// reach the new stream as they happen.

@@ -96,50 +96,7 @@ func TestA2AOverGRPCSurvivesAnEdgeRestart(t *testing.T) {
 	}
 
 	// A stream, open on the edge when it is killed.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events := make(chan a2a.Event)
-	streamErr := make(chan error, 1)
-	go func() {
-		for ev, err := range c.SendStreamingMessage(sctx, sendText("grpc-stream", "Stream me over gRPC.")) {
-			if err != nil {
-				streamErr <- err
-				return
-			}
-			select {
-			case events <- ev:
-			case <-sctx.Done():
-				return
-			}
-		}
-		streamErr <- nil
-	}()
-	var first *a2a.Task
-	select {
-	case ev := <-events:
-		first, _ = ev.(*a2a.Task)
-	case err := <-streamErr:
-		t.Fatalf("the stream ended before its first event: %v", err)
-	}
-	last, _ := first.Metadata[a2alink.EventsExtension].(map[string]any)["last_event_id"].(string)
-	if first == nil || last != string(first.ID)+"/1" {
-		t.Fatalf("the stream's first event %+v, want the task with last_event_id <id>/1", first)
-	}
-	pid, _, _ := processPID(t, bin, m, "edge")
-	killed := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-streamErr:
-		if err == nil {
-			t.Fatal("the stream ended cleanly when the edge was killed")
-		}
-	case ev := <-events:
-		t.Fatalf("an event %#v after the edge was killed, before anything happened", ev)
-	case <-time.After(time.Minute):
-		t.Fatal("the stream did not end when the edge was killed")
-	}
+	first, last, pid, killed := streamUntilEdgeKilled(t, bin, m, c, sendText("grpc-stream", "Stream me over gRPC."))
 	eventually(t, time.Minute, "the edge restarted", func() bool {
 		p, restarts, ready := processPID(t, bin, m, "edge")
 		return ready && p != pid && restarts == 1
@@ -180,4 +137,59 @@ func TestA2AOverGRPCSurvivesAnEdgeRestart(t *testing.T) {
 	}
 	t.Logf("edge killed mid-stream: restarted and ready in %s; resubscribed from %s: %d events, %d lost, %d twice",
 		restarted.Round(100*time.Millisecond), last, len(ids), 2-len(seen), len(ids)-len(seen))
+}
+
+// streamUntilEdgeKilled streams msg with c, reads the stream's first event
+// (the task, naming its first event), then kills `up`'s edge (kill -9) and
+// waits until the stream has failed with it. It returns the task, the last
+// event id the client had, the killed edge's pid and when it was killed.
+func streamUntilEdgeKilled(t *testing.T, bin string, m *upMesh, c *a2aclient.Client, msg *a2a.SendMessageRequest) (first *a2a.Task, last string, pid int, killed time.Time) {
+	t.Helper()
+	sctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	events := make(chan a2a.Event)
+	streamErr := make(chan error, 1)
+	go func() {
+		for ev, err := range c.SendStreamingMessage(sctx, msg) {
+			if err != nil {
+				streamErr <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-sctx.Done():
+				return
+			}
+		}
+		streamErr <- nil
+	}()
+	select {
+	case ev := <-events:
+		first, _ = ev.(*a2a.Task)
+	case err := <-streamErr:
+		t.Fatalf("the stream ended before its first event: %v", err)
+	}
+	if first == nil {
+		t.Fatal("the stream's first event is not the task")
+	}
+	last, _ = first.Metadata[a2alink.EventsExtension].(map[string]any)["last_event_id"].(string)
+	if last != string(first.ID)+"/1" {
+		t.Fatalf("the stream's first event names last_event_id %q, want %s/1", last, first.ID)
+	}
+	pid, _, _ = processPID(t, bin, m, procEdge)
+	killed = time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-streamErr:
+		if err == nil {
+			t.Fatal("the stream ended cleanly when the edge was killed")
+		}
+	case ev := <-events:
+		t.Fatalf("an event %#v after the edge was killed, before anything happened", ev)
+	case <-time.After(time.Minute):
+		t.Fatal("the stream did not end when the edge was killed")
+	}
+	return first, last, pid, killed
 }
