@@ -109,8 +109,14 @@ type serveDeps struct {
 }
 
 // runBeside runs loop beside the server, from now until the server has
-// stopped serving (the database is still open when it returns).
+// stopped serving (the database is still open when it returns). A domain
+// built without a server to stop (AfterStop nil: a test's) runs it until
+// ctx ends.
 func (d serveDeps) runBeside(ctx context.Context, loop func(context.Context)) {
+	if d.AfterStop == nil {
+		go loop(ctx)
+		return
+	}
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); loop(loopCtx) }()
