@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 )
 
 // The calls the calls worker carries as MCP tasks, at 2026-07-28, on a
@@ -351,4 +354,38 @@ func TestInputRequiredTaskOutlivesItsEdge(t *testing.T) {
 		t.Errorf("the answer again = %s %+v, want -32602", r.Result, r.Error)
 	}
 	purgedOnce()
+}
+
+// An elicited call and a call carried as an MCP task reach their service
+// with the caller's grants, as a direct call does: work a service does on
+// the caller's behalf (an agent workflow run's tool calls) is held to them.
+func TestElicitedAndTaskCallsCarryTheCallersGrants(t *testing.T) {
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	iss := newIssuer(t)
+	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(f.http), "alice", "toolmesh:admin toolmesh:write"))
+
+	c := newConversation(t)
+	c.extra = http.Header{"Authorization": {"Bearer " + tok}}
+	state, answers := c.toFinal(f.url)
+	if res := c.send(f.url, state, answers); !isRemoved(t, res, 0) {
+		t.Fatalf("the elicited purge = %+v", res)
+	}
+	got := m.backend.LastCaller("Purge")
+	if got.Subject != "alice" || !slices.Contains(got.Grants, "toolmesh:admin") || !slices.Contains(got.Grants, "toolmesh:write") {
+		t.Errorf("the elicited call reached the service as %+v, want alice with her grants", got)
+	}
+
+	dev := m.edge(t, nil)
+	created := wireTaskOf(t, taskRequest(t, dev.url, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": 0}}, tasksCaps))
+	if created.ResultType != "task" {
+		t.Fatalf("created = %+v, want a task", created)
+	}
+	if done := awaitTask(t, dev.url, created.TaskID, "the task to end", terminal); done.Status != "completed" {
+		t.Fatalf("the task = %+v", done)
+	}
+	if got := m.backend.LastCaller("Wait"); !slices.Equal(got.Grants, []string{mesh.GrantAll}) {
+		t.Errorf("the task's call reached the service as %+v, want the local owner's grants (%q)", got, mesh.GrantAll)
+	}
 }

@@ -362,7 +362,7 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		Tool:            t.Name,
 		Title:           t.Title,
 		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
-		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(c.Depth)},
+		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(c.Depth), Grants: p.Caller().Grants},
 		Arguments:       string(argsJSON),
 		ArgumentsDigest: c.digest,
 		Steps:           steps,

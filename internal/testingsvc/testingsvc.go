@@ -64,6 +64,8 @@ type Service struct {
 	notes      map[string]int
 	balances   map[string]int64
 	reminders  map[string]int
+	// callers holds the caller of each method's last call that reached it.
+	callers map[string]mesh.Caller
 	// done holds the response of each side effect by method, agent and
 	// idempotency key: a repeated key answers it again without executing.
 	done map[string]proto.Message
@@ -80,7 +82,7 @@ func NewWith(opts Options) *Service {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{opts: opts, calls: map[string]int{}, executions: map[string]int{}, notes: map[string]int{},
-		balances: map[string]int64{}, reminders: map[string]int{}, done: map[string]proto.Message{}}
+		balances: map[string]int64{}, reminders: map[string]int{}, callers: map[string]mesh.Caller{}, done: map[string]proto.Message{}}
 }
 
 // pause waits d, or until ctx ends (then it answers the context's error,
@@ -145,6 +147,21 @@ func (s *Service) count(method string) {
 	s.mu.Unlock()
 }
 
+// seen records the caller of a call of method.
+func (s *Service) seen(ctx context.Context, method string) {
+	s.mu.Lock()
+	s.callers[method] = mesh.FromContext(ctx).Caller
+	s.mu.Unlock()
+}
+
+// LastCaller returns the caller of the last call of method ("Purge",
+// "Wait", ...) that reached the service, as its mesh token said it.
+func (s *Service) LastCaller(method string) mesh.Caller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.callers[method]
+}
+
 // SeedNotes gives agent n notes, as n Write calls of its own would.
 func (s *Service) SeedNotes(agent string, n int) {
 	s.mu.Lock()
@@ -172,6 +189,7 @@ func once[T proto.Message](s *Service, ctx context.Context, method string, apply
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.callers[method] = mesh.FromContext(ctx).Caller
 	key := mesh.FromContext(ctx).IdempotencyKey
 	id := method + "\x00" + agent + "\x00" + key
 	if key != "" {
@@ -400,6 +418,7 @@ func (s *Service) Peek(ctx context.Context, _ *testingv1.PeekRequest) (*testingv
 // Wait implements TestingService.Wait.
 func (s *Service) Wait(ctx context.Context, req *testingv1.WaitRequest) (*testingv1.WaitResponse, error) {
 	s.count("Wait")
+	s.seen(ctx, "Wait")
 	start := time.Now()
 	if err := s.pause(ctx, "Wait", time.Duration(req.GetMillis())*time.Millisecond); err != nil {
 		return nil, err
