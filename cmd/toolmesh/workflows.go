@@ -32,6 +32,7 @@ func workflowsOptions(s *config.Set) buildFunc {
 		Usage: "how long a run may take when its request names no timeout"})
 	s.Duration(&cfg.MaxRunDuration, workflows.DefaultMaxRunDuration, config.Opt{Flag: "max-run-duration", Env: "TOOLMESH_WORKFLOWS_MAX_RUN_DURATION",
 		Usage: "the longest a run may take, extensions included"})
+	bindCallTimeout(s, &cfg.CallTimeout, "deadline of each tool call of a run's action nodes")
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		switch {
 		case cfg.MaxNodes < 2 || cfg.MaxNodes > 200:

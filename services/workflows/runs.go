@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
@@ -137,6 +138,7 @@ func (s *Service) Run(ctx context.Context, req *workflowsv1.RunRequest) (*workfl
 		RefusedTools: s.refusedTools(w.GetDefinition(), call.Caller.Grants),
 		Deadline:     stored.GetDeadline(),
 		MaxDeadline:  timestamppb.New(stored.GetCreateTime().AsTime().Add(s.cfg.MaxRunDuration)),
+		CallTimeout:  durationpb.New(s.cfg.CallTimeout),
 	}
 	if err := s.runCall(id).Start(ctx, created, func(ctx context.Context) error { return s.engine.StartRun(ctx, in) },
 		func(ctx context.Context) error { return s.store.DeleteRun(ctx, id) }); err != nil {

@@ -79,6 +79,10 @@ type Config struct {
 	MaxRunDuration time.Duration
 	// DefaultWait is Run's wait when the request names none (DefaultWait).
 	DefaultWait time.Duration
+	// CallTimeout bounds each tool call of a run's action nodes
+	// (toolcall.DefaultTimeout when zero); a run carries the value it
+	// started with.
+	CallTimeout time.Duration
 	// Contracts are the services whose tools action nodes may call
 	// (toolcatalog.Contracts() when nil).
 	Contracts []protoreflect.ServiceDescriptor
@@ -117,6 +121,9 @@ func New(store Store, engine Engine, cfg Config) (*Service, error) {
 	}
 	if cfg.DefaultWait <= 0 {
 		cfg.DefaultWait = DefaultWait
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = toolcall.DefaultTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -134,7 +134,7 @@ func privileged(t *testing.T) *workflowsv1.CreateRequest {
 }
 
 func TestRunsCarryTheStartersGrantsAndDepth(t *testing.T) {
-	eachProtocol(t, workflows.Config{}, func(t *testing.T, e *env) {
+	eachProtocol(t, workflows.Config{CallTimeout: 42 * time.Second}, func(t *testing.T, e *env) {
 		w, err := e.c.Create(agentA(), privileged(t))
 		if err != nil {
 			t.Fatal(err)
@@ -155,6 +155,9 @@ func TestRunsCarryTheStartersGrantsAndDepth(t *testing.T) {
 		st := in.GetStarter()
 		if st.GetAgent() != "agent-a" || st.GetSubject() != "agent-a-subject" || st.GetDepth() != 1 || len(st.GetGrants()) != 1 {
 			t.Errorf("starter = %v, want agent-a's identity, depth and grants", st)
+		}
+		if got := in.GetCallTimeout().AsDuration(); got != 42*time.Second {
+			t.Errorf("the run's call timeout = %s, want the service's configured 42s", got)
 		}
 		if r.GetStatus() != workflowsv1.RunStatus_RUN_STATUS_RUNNING || r.GetTemporalWorkflowId() != "workflow-run/agent-a/"+r.GetRunId() ||
 			len(r.GetNodes()) != 3 || r.GetNodes()[1].GetStatus() != workflowsv1.NodeStatus_NODE_STATUS_PENDING {

@@ -153,7 +153,10 @@ func (r *run) action(ctx workflow.Context, id string, a *workflowsv1.ActionNode)
 	}
 	// The call's own deadline, and one attempt's bound from the calls
 	// worker's retry policy (its retries here are the run's, below).
-	timeout := toolcall.DefaultTimeout
+	timeout := r.in.GetCallTimeout().AsDuration()
+	if timeout <= 0 {
+		timeout = toolcall.DefaultTimeout
+	}
 	var out callsv1.InvokeOutput
 	for {
 		deadline := r.deadline

@@ -16,9 +16,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
@@ -234,6 +236,32 @@ func TestTheExampleRunsEveryNodeKind(t *testing.T) {
 	last := env.records[len(env.records)-1]
 	if last.GetStatus() != workflowsv1.RunStatus_RUN_STATUS_COMPLETED || len(env.records) != 3 {
 		t.Errorf("records = %v, want suspended, running, completed", env.records)
+	}
+}
+
+// Each action node's tool call has the call timeout the run carries; a run
+// that carries none (started before it was carried) has the default.
+func TestToolCallsHaveTheRunsCallTimeout(t *testing.T) {
+	for _, c := range []struct {
+		carried, want time.Duration
+	}{{3 * time.Minute, 3 * time.Minute}, {0, toolcall.DefaultTimeout}} {
+		env := newWfEnv(t)
+		env.tools()
+		env.owner(workflows.AnswerApprove, time.Minute)
+		in := input(t, example(t).GetDefinition(), map[string]any{"topic": "x"})
+		if c.carried > 0 {
+			in.CallTimeout = durationpb.New(c.carried)
+		}
+		env.ExecuteWorkflow("workflows.run", in)
+		env.result(t)
+		if len(env.calls) == 0 {
+			t.Fatal("no tool was called")
+		}
+		for _, call := range env.calls {
+			if got := call.GetTimeout().AsDuration(); got != c.want {
+				t.Errorf("run carrying %s: %s called with timeout %s, want %s", c.carried, call.GetTool(), got, c.want)
+			}
+		}
 	}
 }
 

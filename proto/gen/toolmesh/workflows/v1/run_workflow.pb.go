@@ -11,6 +11,7 @@ import (
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflow/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -103,7 +104,11 @@ type RunWorkflowInput struct {
 	// When the run fails unless it has ended; the extend update moves it.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// How far the extend update may move the deadline.
-	MaxDeadline   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=max_deadline,json=maxDeadline,proto3" json:"max_deadline,omitempty"`
+	MaxDeadline *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=max_deadline,json=maxDeadline,proto3" json:"max_deadline,omitempty"`
+	// The deadline of each action node's tool call: the call timeout of the
+	// mesh that started the run (the default call timeout when unset, as in
+	// runs started before it was carried).
+	CallTimeout   *durationpb.Duration `protobuf:"bytes,11,opt,name=call_timeout,json=callTimeout,proto3" json:"call_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +209,13 @@ func (x *RunWorkflowInput) GetDeadline() *timestamppb.Timestamp {
 func (x *RunWorkflowInput) GetMaxDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.MaxDeadline
+	}
+	return nil
+}
+
+func (x *RunWorkflowInput) GetCallTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.CallTimeout
 	}
 	return nil
 }
@@ -618,7 +630,7 @@ var File_toolmesh_workflows_v1_run_workflow_proto protoreflect.FileDescriptor
 
 const file_toolmesh_workflows_v1_run_workflow_proto_rawDesc = "" +
 	"\n" +
-	"(toolmesh/workflows/v1/run_workflow.proto\x12\x15toolmesh.workflows.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/calls/v1/calls.proto\x1a#toolmesh/workflow/v1/workflow.proto\x1a&toolmesh/workflows/v1/definition.proto\x1a\x1ftoolmesh/workflows/v1/run.proto\x1a%toolmesh/workflows/v1/workflows.proto\"\xc3\x05\n" +
+	"(toolmesh/workflows/v1/run_workflow.proto\x12\x15toolmesh.workflows.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/calls/v1/calls.proto\x1a#toolmesh/workflow/v1/workflow.proto\x1a&toolmesh/workflows/v1/definition.proto\x1a\x1ftoolmesh/workflows/v1/run.proto\x1a%toolmesh/workflows/v1/workflows.proto\"\x81\x06\n" +
 	"\x10RunWorkflowInput\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
@@ -633,7 +645,8 @@ const file_toolmesh_workflows_v1_run_workflow_proto_rawDesc = "" +
 	"\rrefused_tools\x18\b \x03(\v29.toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntryR\frefusedTools\x126\n" +
 	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12=\n" +
 	"\fmax_deadline\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\vmaxDeadline\x1a?\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\vmaxDeadline\x12<\n" +
+	"\fcall_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout\x1a?\n" +
 	"\x11RefusedToolsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:y\xe2\xf9\x18u\n" +
@@ -704,11 +717,12 @@ var file_toolmesh_workflows_v1_run_workflow_proto_goTypes = []any{
 	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
 	(*v1.Caller)(nil),             // 10: toolmesh.calls.v1.Caller
 	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(RunStatus)(0),                // 12: toolmesh.workflows.v1.RunStatus
-	(*structpb.Value)(nil),        // 13: google.protobuf.Value
-	(*RunError)(nil),              // 14: toolmesh.workflows.v1.RunError
-	(*NodeExecution)(nil),         // 15: toolmesh.workflows.v1.NodeExecution
-	(*ExtendRunRequest)(nil),      // 16: toolmesh.workflows.v1.ExtendRunRequest
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(RunStatus)(0),                // 13: toolmesh.workflows.v1.RunStatus
+	(*structpb.Value)(nil),        // 14: google.protobuf.Value
+	(*RunError)(nil),              // 15: toolmesh.workflows.v1.RunError
+	(*NodeExecution)(nil),         // 16: toolmesh.workflows.v1.NodeExecution
+	(*ExtendRunRequest)(nil),      // 17: toolmesh.workflows.v1.ExtendRunRequest
 }
 var file_toolmesh_workflows_v1_run_workflow_proto_depIdxs = []int32{
 	8,  // 0: toolmesh.workflows.v1.RunWorkflowInput.definition:type_name -> toolmesh.workflows.v1.Definition
@@ -717,20 +731,21 @@ var file_toolmesh_workflows_v1_run_workflow_proto_depIdxs = []int32{
 	7,  // 3: toolmesh.workflows.v1.RunWorkflowInput.refused_tools:type_name -> toolmesh.workflows.v1.RunWorkflowInput.RefusedToolsEntry
 	11, // 4: toolmesh.workflows.v1.RunWorkflowInput.deadline:type_name -> google.protobuf.Timestamp
 	11, // 5: toolmesh.workflows.v1.RunWorkflowInput.max_deadline:type_name -> google.protobuf.Timestamp
-	12, // 6: toolmesh.workflows.v1.RunOutcome.status:type_name -> toolmesh.workflows.v1.RunStatus
-	13, // 7: toolmesh.workflows.v1.RunOutcome.output:type_name -> google.protobuf.Value
-	14, // 8: toolmesh.workflows.v1.RunOutcome.error:type_name -> toolmesh.workflows.v1.RunError
-	15, // 9: toolmesh.workflows.v1.RunOutcome.nodes:type_name -> toolmesh.workflows.v1.NodeExecution
-	11, // 10: toolmesh.workflows.v1.RunOutcome.deadline:type_name -> google.protobuf.Timestamp
-	11, // 11: toolmesh.workflows.v1.RunOutcome.end_time:type_name -> google.protobuf.Timestamp
-	11, // 12: toolmesh.workflows.v1.ExtendUpdate.deadline:type_name -> google.protobuf.Timestamp
-	16, // 13: toolmesh.workflows.v1.ExtendUpdate.request:type_name -> toolmesh.workflows.v1.ExtendRunRequest
-	10, // 14: toolmesh.workflows.v1.ApprovalInput.caller:type_name -> toolmesh.calls.v1.Caller
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 6: toolmesh.workflows.v1.RunWorkflowInput.call_timeout:type_name -> google.protobuf.Duration
+	13, // 7: toolmesh.workflows.v1.RunOutcome.status:type_name -> toolmesh.workflows.v1.RunStatus
+	14, // 8: toolmesh.workflows.v1.RunOutcome.output:type_name -> google.protobuf.Value
+	15, // 9: toolmesh.workflows.v1.RunOutcome.error:type_name -> toolmesh.workflows.v1.RunError
+	16, // 10: toolmesh.workflows.v1.RunOutcome.nodes:type_name -> toolmesh.workflows.v1.NodeExecution
+	11, // 11: toolmesh.workflows.v1.RunOutcome.deadline:type_name -> google.protobuf.Timestamp
+	11, // 12: toolmesh.workflows.v1.RunOutcome.end_time:type_name -> google.protobuf.Timestamp
+	11, // 13: toolmesh.workflows.v1.ExtendUpdate.deadline:type_name -> google.protobuf.Timestamp
+	17, // 14: toolmesh.workflows.v1.ExtendUpdate.request:type_name -> toolmesh.workflows.v1.ExtendRunRequest
+	10, // 15: toolmesh.workflows.v1.ApprovalInput.caller:type_name -> toolmesh.calls.v1.Caller
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_workflows_v1_run_workflow_proto_init() }
