@@ -83,13 +83,13 @@ const (
 	DefaultWaitBudget = 25 * time.Second
 	// DefaultTaskCallTimeout bounds the service call of a call that is an
 	// MCP task (docs/tasks.md).
-	DefaultTaskCallTimeout = time.Hour
+	DefaultTaskCallTimeout = toolcall.DefaultTaskCallTimeout
 	// DefaultShutdownGrace is how long calls in flight may run on once the
 	// edge begins to stop.
 	DefaultShutdownGrace = 5 * time.Second
-	// DefaultStateTTL and DefaultMaxRounds are Elicitation's.
-	DefaultStateTTL  = 10 * time.Minute
-	DefaultMaxRounds = 8
+	// DefaultStateTTL is how long a user has to answer one round of an
+	// elicited call (Elicitation.StateTTL).
+	DefaultStateTTL = toolcall.DefaultStateTTL
 	// DefaultVersion is what the edge reports to clients when Version is
 	// empty.
 	DefaultVersion = "dev"
@@ -99,11 +99,6 @@ const (
 	// tool its grants allow.
 	DefaultToolsets = "all"
 )
-
-// stateGrace is how much longer than a state's lifetime the workflow of an
-// elicited call waits for its round, so a state is never valid for a
-// workflow that already gave up.
-const stateGrace = time.Minute
 
 // Elicitation configures multi-round elicitation (edge/elicit).
 type Elicitation = elicit.Config
@@ -263,10 +258,10 @@ func withDefaults(cfg Config) Config {
 			x.StateTTL = DefaultStateTTL
 		}
 		if x.MaxRounds <= 0 {
-			x.MaxRounds = DefaultMaxRounds
+			x.MaxRounds = toolcall.DefaultMaxRounds
 		}
 		if x.AbandonAfter < x.StateTTL {
-			x.AbandonAfter = x.StateTTL + stateGrace
+			x.AbandonAfter = toolcall.RoundTimeout(x.StateTTL)
 		}
 		cfg.Elicitation = &x
 	}

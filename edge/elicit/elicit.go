@@ -362,7 +362,7 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		Tool:            t.Name,
 		Title:           t.Title,
 		Admin:           t.Kind == toolv1.Kind_KIND_ADMIN,
-		Caller:          &callsv1.Caller{Subject: p.Subject, Agent: p.Agent, Roles: p.Roles, Depth: int32(c.Depth), Grants: p.Caller().Grants},
+		Caller:          c.caller(),
 		Arguments:       string(argsJSON),
 		ArgumentsDigest: c.digest,
 		Steps:           steps,
@@ -541,6 +541,14 @@ func StateRefused(tool string) *toolcall.Envelope {
 func (x *Elicitor) unavailable(ctx context.Context, tool, id string, err error) *toolcall.Envelope {
 	x.log.WarnContext(ctx, "mcp.elicitation.unavailable", "tool", tool, "workflow_id", id, "error", err)
 	return toolcall.Fail(tool, toolcall.CodeUnavailable, "the workflow service that carries this call's questions did not answer in time; retry the same request")
+}
+
+// caller is the caller of c as the calls contract carries it: the
+// principal's identity and grants, at the call's depth.
+func (c *call) caller() *callsv1.Caller {
+	mc := c.p.Caller()
+	mc.Depth = c.Depth
+	return toolcall.CallerProto(mc)
 }
 
 // stateBinding is what a requestState of c is bound to: its caller, tool

@@ -221,7 +221,7 @@ func (x *Elicitor) Answer(ctx context.Context, p *identity.Principal, id string,
 		RunID:        desc.WorkflowExecution.RunID,
 		UpdateID:     updateID,
 		UpdateName:   x.answer.Name,
-		Args:         []any{&callsv1.AnswerRequest{Caller: &callsv1.Caller{Subject: p.Subject, Agent: p.Agent}, Answers: answers}},
+		Args:         []any{&callsv1.AnswerRequest{Caller: toolcall.CallerProto(p.Caller()), Answers: answers}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var res callsv1.AnswerResult

@@ -19,8 +19,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
-	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 )
 
@@ -126,6 +126,8 @@ func (s *Service) Run(ctx context.Context, req *workflowsv1.RunRequest) (*workfl
 	}
 	// Started on a retry too: the first attempt may have stored the run
 	// and failed before its workflow started. Starting is idempotent by id.
+	starter := call.Caller
+	starter.Agent = agent
 	in := &workflowsv1.RunWorkflowInput{
 		RunId:        id,
 		WorkflowId:   w.GetWorkflowId(),
@@ -133,8 +135,7 @@ func (s *Service) Run(ctx context.Context, req *workflowsv1.RunRequest) (*workfl
 		WorkflowName: w.GetName(),
 		Definition:   w.GetDefinition(),
 		Input:        stored.GetInput(),
-		Starter: &callsv1.Caller{Subject: call.Caller.Subject, Agent: agent, Roles: call.Caller.Roles,
-			Depth: int32(call.Caller.Depth), Grants: call.Caller.Grants},
+		Starter:      toolcall.CallerProto(starter),
 		RefusedTools: s.refusedTools(w.GetDefinition(), call.Caller.Grants),
 		Deadline:     stored.GetDeadline(),
 		MaxDeadline:  timestamppb.New(stored.GetCreateTime().AsTime().Add(s.cfg.MaxRunDuration)),

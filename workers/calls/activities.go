@@ -123,7 +123,7 @@ func (a *Activities) Invoke(ctx context.Context, in *callsv1.InvokeInput) (*call
 	if vs != nil {
 		return output(toolcall.Invalid(in.GetTool(), vs))
 	}
-	caller := meshCaller(in.GetCaller())
+	caller := toolcall.CallerOf(in.GetCaller())
 	ctx, cancel := callDeadline(ctx, in)
 	defer cancel()
 	defer heartbeat(ctx)()
@@ -173,7 +173,7 @@ func (a *Activities) Preview(ctx context.Context, in *callsv1.InvokeInput) (*cal
 	}
 	ctx, cancel := callDeadline(ctx, in)
 	defer cancel()
-	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: meshCaller(in.GetCaller())})
+	env := b.Invoke(ctx, msg, a.mesh, mesh.Call{Caller: toolcall.CallerOf(in.GetCaller())})
 	if env.DomainCode == toolcall.CodeUnavailable {
 		return nil, unavailable(env)
 	}
@@ -225,10 +225,6 @@ func unavailable(env *toolcall.Envelope) error {
 		return err
 	}
 	return temporal.NewApplicationError(env.Message, errUnavailable, out.GetEnvelope())
-}
-
-func meshCaller(c *callsv1.Caller) mesh.Caller {
-	return mesh.Caller{Subject: c.GetSubject(), Agent: c.GetAgent(), Roles: c.GetRoles(), Depth: int(c.GetDepth()), Grants: c.GetGrants()}
 }
 
 func output(env *toolcall.Envelope) (*callsv1.InvokeOutput, error) {

@@ -23,10 +23,6 @@ import (
 // main loop, in an activity that heartbeats so that cancelling the workflow
 // cancels the service call.
 
-// DefaultTaskCallTimeout is the deadline of a task's service call for an
-// input that names none.
-const DefaultTaskCallTimeout = time.Hour
-
 // TaskHeartbeat is how long a task's side effect may go without a heartbeat
 // before its attempt is given up; the activity beats more often than that,
 // and learns at a beat that the workflow was cancelled.
@@ -167,7 +163,7 @@ func (c *call) runTask(ctx workflow.Context) error {
 	c.ready = false
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running `%s` (an MCP task) after %d round(s) of questions.", c.in.GetTool(), c.round))
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	timeout := durationOr(c.in.GetTaskCallTimeout(), DefaultTaskCallTimeout)
+	timeout := durationOr(c.in.GetTaskCallTimeout(), toolcall.DefaultTaskCallTimeout)
 	retry := toolcall.RetryOf(timeout)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    retry.Attempt,

@@ -101,7 +101,7 @@ func TestTaskRunsItsSideEffectOnceInTheBackground(t *testing.T) {
 	if err := h.env.GetWorkflowResult(&res); err != nil || !strings.Contains(res.GetEnvelope(), `"removed":2`) || res.GetCallId() != calls.IdempotencyKey(testStartOptions().ID) {
 		t.Fatalf("workflow result = %v, %v; want the side effect's envelope under the call's key", &res, err)
 	}
-	if len(h.invokes) != 1 || !h.invokes[0].GetAudit() || h.invokes[0].GetTimeout().AsDuration() != calls.DefaultTaskCallTimeout {
+	if len(h.invokes) != 1 || !h.invokes[0].GetAudit() || h.invokes[0].GetTimeout().AsDuration() != toolcall.DefaultTaskCallTimeout {
 		t.Errorf("invokes = %v; want one, audited, with the task call timeout", h.invokes)
 	}
 	if want := []string{"running", "succeeded"}; !slices.Equal(h.statuses, want) {

@@ -97,12 +97,6 @@ const ErrTypeAbandoned = "Abandoned"
 // starts every call with its contract's id prefix, "call").
 const KindTask = "task"
 
-// Defaults of an input that leaves them out.
-const (
-	DefaultRoundTimeout = 11 * time.Minute
-	DefaultMaxRounds    = 8
-)
-
 // callTimeout is the deadline of the call's service calls: the one its
 // input carries (the edge always sets it), or, for the input of an edge
 // that did not, the mesh's default.
@@ -169,7 +163,7 @@ type pending struct {
 // ElicitedCall is the workflow of one elicited tool call. It returns the
 // final round's result (the call's envelope) or fails as abandoned.
 func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1.RoundResult, error) {
-	c := &call{in: in, timeout: durationOr(in.GetRoundTimeout(), DefaultRoundTimeout), notes: map[string]string{}}
+	c := &call{in: in, timeout: durationOr(in.GetRoundTimeout(), toolcall.RoundTimeout(toolcall.DefaultStateTTL)), notes: map[string]string{}}
 	c.state, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(statusKey())
 	c.kind, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(kindKey())
 	c.updated = workflow.Now(ctx)
@@ -350,7 +344,7 @@ func maxRounds(in *callsv1.ElicitedCallInput) int {
 	if n := in.GetMaxRounds(); n > 0 {
 		return int(n)
 	}
-	return DefaultMaxRounds
+	return toolcall.DefaultMaxRounds
 }
 
 func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {

@@ -13,7 +13,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
@@ -99,7 +98,7 @@ func (a *Activities) ask(ctx context.Context, in *workflowsv1.ApprovalInput, wai
 	if a.Owner == nil {
 		return nil, errNoOwner
 	}
-	ctx = mesh.WithCall(ctx, mesh.Call{Caller: meshCaller(in.GetCaller()), IdempotencyKey: in.GetIdempotencyKey()})
+	ctx = mesh.WithCall(ctx, mesh.Call{Caller: toolcall.CallerOf(in.GetCaller()), IdempotencyKey: in.GetIdempotencyKey()})
 	seconds := int32(wait / time.Second)
 	if wait > 0 {
 		var cancel context.CancelFunc
@@ -137,7 +136,7 @@ func (a *Activities) WithdrawAsk(ctx context.Context, in *workflowsv1.ApprovalIn
 	if a.Owner == nil || in.GetAskId() == "" {
 		return nil
 	}
-	ctx = mesh.WithCall(ctx, mesh.Call{Caller: meshCaller(in.GetCaller())})
+	ctx = mesh.WithCall(ctx, mesh.Call{Caller: toolcall.CallerOf(in.GetCaller())})
 	_, err := a.Owner.CancelAsk(ctx, &ownerv1.CancelAskRequest{AskId: in.GetAskId()})
 	if connect.CodeOf(err) == connect.CodeNotFound {
 		return nil
@@ -188,8 +187,4 @@ func connectMessage(err error) string {
 		return ce.Message()
 	}
 	return err.Error()
-}
-
-func meshCaller(c *callsv1.Caller) mesh.Caller {
-	return mesh.Caller{Subject: c.GetSubject(), Agent: c.GetAgent(), Roles: c.GetRoles(), Depth: int(c.GetDepth()), Grants: c.GetGrants()}
 }

@@ -135,8 +135,9 @@ func IdempotencyKey(runID, nodeID string) string { return "run:" + runID + ":" +
 // starter is the identity a node acts for: the run's starter, one level
 // deeper.
 func (r *run) starter() *callsv1.Caller {
-	s := r.in.GetStarter()
-	return &callsv1.Caller{Subject: s.GetSubject(), Agent: s.GetAgent(), Roles: s.GetRoles(), Depth: s.GetDepth() + 1, Grants: s.GetGrants()}
+	c := toolcall.CallerOf(r.in.GetStarter())
+	c.Depth++
+	return toolcall.CallerProto(c)
 }
 
 // action calls the node's tool through the calls worker and keeps the
