@@ -154,7 +154,7 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	var env *toolcall.Envelope
 	if accepted {
 		out = p.run(ctx, b, c)
-		if out.Interim != nil || out.Task != nil {
+		if out.Round != nil || out.Task != nil {
 			// The call goes on: a round of questions, or the task it became.
 			p.obs.interimCall(ctx, b, out.Task != nil, time.Since(start))
 			return out
@@ -206,7 +206,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		boundary.LogRejection(ctx, p.log, boundary.MCPTool, vs)
 		return fail(toolcall.Invalid(t.Name, vs))
 	}
-	if c.MCP != nil && c.MCP.Params.RequestState != "" {
+	if c.Elicitation != nil && c.Elicitation.State != "" {
 		// A later round of an elicited call.
 		if p.elicit == nil {
 			boundary.LogRejection(ctx, p.log, boundary.RequestState, []boundary.Violation{{Field: "requestState", Rule: "request_state", Message: "elicitation is not configured on this edge"}})

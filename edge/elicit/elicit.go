@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -187,7 +186,7 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 }
 
 // CanAsk reports whether the client of c declared form elicitation.
-func (x *Elicitor) CanAsk(c *port.Call) bool { return c.MCP != nil && canElicit(c.MCP) }
+func (x *Elicitor) CanAsk(c *port.Call) bool { return c.Elicitation != nil && c.Elicitation.CanAsk }
 
 // Ask starts asking the user for what c lacks; ok is false when it lacks
 // nothing the user can be asked for.
@@ -218,27 +217,6 @@ func (x *Elicitor) Carry(ctx context.Context, e *port.Elicited) port.Outcome {
 	}
 	return x.start(ctx, c, args, nil, e.ClientKey)
 }
-
-// canElicit reports whether the client of req declared form elicitation
-// (an empty elicitation capability means form).
-func canElicit(req *mcp.CallToolRequest) bool {
-	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
-		// A client of an older protocol has no elicitation to declare.
-		return false
-	}
-	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return false
-	}
-	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
-}
-
-// elicitationSince is the first protocol version with elicitation.
-const elicitationSince = "2025-06-18"
-
-// modern reports whether req is of the stateless protocol, where questions
-// travel as input_required results.
-func modern(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= port.ModernProtocol }
 
 // plan is what a call lacks that the user can be asked for, as the
 // workflow's steps; nil when it lacks nothing an elicitation can ask (the
@@ -322,15 +300,15 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 	return steps, nil
 }
 
-// call is one tools/call the elicitor serves: the tool, the caller, the
-// request, and the digest of its arguments that every round's
-// requestState is bound to.
+// call is one tools/call the elicitor serves: the tool, the caller, what
+// its client can do about questions, and the digest of its arguments that
+// every round's requestState is bound to.
 type call struct {
 	*port.Elicited
 	t      *toolcatalog.Tool
 	b      *toolcall.Binding
 	p      *identity.Principal
-	req    *mcp.CallToolRequest
+	el     port.Elicitation // the zero Elicitation when the door gave none
 	digest string
 	// executed is set once the call ran as a successful ADMIN call.
 	executed *port.Executed
@@ -338,7 +316,11 @@ type call struct {
 
 func newCall(e *port.Elicited) *call {
 	b := e.Tool.Binding()
-	return &call{Elicited: e, t: b.Tool(), b: b, p: e.Caller, req: e.MCP}
+	c := &call{Elicited: e, t: b.Tool(), b: b, p: e.Caller}
+	if e.Elicitation != nil {
+		c.el = *e.Elicitation
+	}
+	return c
 }
 
 // start begins an elicited call: it checks the arguments it has, starts the
@@ -415,16 +397,16 @@ func (x *Elicitor) isTask(c *call, steps []*callsv1.Step) bool {
 func (x *Elicitor) next(ctx context.Context, c *call) port.Outcome {
 	t := c.t
 	var err error
-	c.digest, err = argumentsDigest(c.req.Params.Arguments)
+	c.digest, err = argumentsDigest(c.Arguments)
 	if err != nil {
 		return x.refuse(ctx, t.Name, "arguments not canonical: "+err.Error())
 	}
-	st, err := x.states.Open(c.req.Params.RequestState, c.stateBinding(), x.now())
+	st, err := x.states.Open(c.el.State, c.stateBinding(), x.now())
 	if err != nil {
 		return x.refuse(ctx, t.Name, err.Error())
 	}
 	run := callRun{id: st.WorkflowID, runID: st.RunID}
-	res, err := x.update(ctx, c, run, int32(st.Round), answersOf(c.req.Params.InputResponses))
+	res, err := x.update(ctx, c, run, int32(st.Round), answersOf(c.el.Answers))
 	if err != nil {
 		if refused(err) {
 			return x.refuse(ctx, t.Name, fmt.Sprintf("round %d of %s refused by the workflow: %v", st.Round, st.WorkflowID, err))
@@ -440,7 +422,7 @@ func (x *Elicitor) next(ctx context.Context, c *call) port.Outcome {
 // round asked over the session.
 func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) port.Outcome {
 	t := c.t
-	if c.req != nil && !modern(c.req) && !res.GetTask() {
+	if c.el.Ask != nil && !res.GetTask() {
 		var err error
 		if res, err = x.converse(ctx, c, run, res); err != nil {
 			if refused(err) {
@@ -457,9 +439,9 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 	if res.GetEnvelope() != "" {
 		return port.Outcome{Envelope: x.final(ctx, c, res), Executed: c.executed}
 	}
-	requests := mcp.InputRequestMap{}
+	qs := make([]port.Question, 0, len(res.GetQuestions()))
 	for _, q := range res.GetQuestions() {
-		requests[q.GetKey()] = elicitParams(q)
+		qs = append(qs, question(q))
 	}
 	state, err := x.states.Seal(requeststate.State{
 		Expires:    x.now().Add(x.ttl),
@@ -471,7 +453,7 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		return port.Outcome{Envelope: toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("seal request state: %w", err))}
 	}
 	x.log.DebugContext(ctx, "mcp.elicitation.round", "tool", t.Name, "workflow_id", run.id, "round", res.GetRound())
-	return port.Outcome{Interim: &mcp.CallToolResult{InputRequests: requests, RequestState: state}}
+	return port.Outcome{Round: &port.Round{Questions: qs, State: state}}
 }
 
 // converse asks a session client every question of every round over the
@@ -483,7 +465,7 @@ func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *call
 		answers := map[string]*callsv1.Answer{}
 		for _, q := range res.GetQuestions() {
 			ectx, cancel := context.WithTimeout(ctx, x.ttl)
-			r, err := c.req.Session.Elicit(ectx, elicitParams(q))
+			r, err := c.el.Ask(ectx, question(q))
 			cancel()
 			switch {
 			case ctx.Err() != nil:

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
@@ -200,40 +200,37 @@ func adminForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 	})
 }
 
-// elicitParams is a question as a form elicitation.
-func elicitParams(q *callsv1.Question) *mcp.ElicitParams {
+// question is a question of the workflow as the door asks it: a form.
+func question(q *callsv1.Question) port.Question {
 	schema, err := protojson.Marshal(q.GetRequestedSchema())
 	if err != nil {
 		schema = []byte(`{"type":"object"}`)
 	}
-	return &mcp.ElicitParams{Mode: "form", Message: q.GetMessage(), RequestedSchema: json.RawMessage(schema)}
+	return port.Question{Key: q.GetKey(), Message: q.GetMessage(), Schema: json.RawMessage(schema)}
 }
 
-// answersOf converts a client's input responses; responses that are not
-// elicitation results are left out (the workflow asks again).
-func answersOf(responses mcp.InputResponseMap) map[string]*callsv1.Answer {
-	out := map[string]*callsv1.Answer{}
-	for k, r := range responses {
-		if er, ok := r.(*mcp.ElicitResult); ok {
-			out[k] = answerOf(er)
-		}
+// answersOf converts a client's answers, by question key.
+func answersOf(answers map[string]port.Answer) map[string]*callsv1.Answer {
+	out := make(map[string]*callsv1.Answer, len(answers))
+	for k, r := range answers {
+		out[k] = answerOf(r)
 	}
 	return out
 }
 
-func answerOf(r *mcp.ElicitResult) *callsv1.Answer {
+func answerOf(r port.Answer) *callsv1.Answer {
 	a := &callsv1.Answer{}
 	switch r.Action {
-	case "accept":
+	case port.AnswerAccept:
 		a.Action = callsv1.Action_ACTION_ACCEPT
 		if c, err := structpb.NewStruct(r.Content); err == nil {
 			a.Content = c
 		} else {
 			a.Content = &structpb.Struct{}
 		}
-	case "decline":
+	case port.AnswerDecline:
 		a.Action = callsv1.Action_ACTION_DECLINE
-	case "cancel":
+	case port.AnswerCancel:
 		a.Action = callsv1.Action_ACTION_CANCEL
 	}
 	return a

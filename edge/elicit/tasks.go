@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -55,10 +54,10 @@ func (x *Elicitor) created(ctx context.Context, id string, res *callsv1.RoundRes
 	return t
 }
 
-func taskQuestions(qs []*callsv1.Question) []port.TaskQuestion {
-	out := make([]port.TaskQuestion, 0, len(qs))
+func taskQuestions(qs []*callsv1.Question) []port.Question {
+	out := make([]port.Question, 0, len(qs))
 	for _, q := range qs {
-		out = append(out, port.TaskQuestion{Key: q.GetKey(), Params: elicitParams(q)})
+		out = append(out, question(q))
 	}
 	return out
 }
@@ -253,11 +252,14 @@ func refusalText(err error) string {
 // that is not (an unknown key's response may be anything) is an answer
 // without an action, refused if its key is a question's.
 func answerFromJSON(raw json.RawMessage) *callsv1.Answer {
-	var r mcp.ElicitResult
+	var r struct {
+		Action  string         `json:"action"`
+		Content map[string]any `json:"content"`
+	}
 	if json.Unmarshal(raw, &r) != nil {
 		return &callsv1.Answer{}
 	}
-	return answerOf(&r)
+	return answerOf(port.Answer{Action: r.Action, Content: r.Content})
 }
 
 // Cancel cancels task id's workflow; one that is over stays as it is.

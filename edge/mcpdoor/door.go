@@ -331,13 +331,13 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		slot := taskSlotFrom(ctx)
 		c := port.Call{
-			Tool:      t.Tool,
-			Caller:    d.principal(req),
-			Arguments: req.Params.Arguments,
-			Meta:      req.Params.Meta,
-			MCP:       req,
-			NoWait:    slot != nil && d.tasks.starts(t.catalog.Name),
-			Tasks:     slot != nil,
+			Tool:        t.Tool,
+			Caller:      d.principal(req),
+			Arguments:   req.Params.Arguments,
+			Meta:        req.Params.Meta,
+			Elicitation: elicitationOf(req),
+			NoWait:      slot != nil && d.tasks.starts(t.catalog.Name),
+			Tasks:       slot != nil,
 		}
 		if x := req.GetExtra(); x != nil {
 			c.Header = x.Header
@@ -349,8 +349,8 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			c.Events = eventsOf(ctx, req)
 		}
 		out := d.pipeline.Call(ctx, &c)
-		if out.Interim != nil {
-			return out.Interim, nil
+		if out.Round != nil {
+			return roundResult(out.Round), nil
 		}
 		if out.Task != nil {
 			// taskMiddleware answers with the task.
@@ -441,7 +441,7 @@ func (d *Door) callAs(ctx context.Context, t *tool, p *identity.Principal, extra
 		c.Header = extra.Header
 	}
 	out := d.pipeline.Call(ctx, &c)
-	if out.Interim != nil {
+	if out.Round != nil {
 		// Only calls that ask the user something go on; the READ tools
 		// behind resources, prompts and completion do not.
 		return toolcall.Fail(t.catalog.Name, toolcall.CodeInternal, "the call did not finish")

@@ -385,9 +385,9 @@ func (d *Door) taskResult(ctx context.Context, req mcp.Request, p *identity.Prin
 func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *identity.Principal, t *port.Task, related mcp.Meta) error {
 	answers := map[string]json.RawMessage{}
 	for _, q := range t.Questions {
-		params := *q.Params
+		params := elicitParams(q)
 		params.Meta = related
-		r, err := ss.Elicit(ctx, &params)
+		r, err := ss.Elicit(ctx, params)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

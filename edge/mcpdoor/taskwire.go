@@ -61,7 +61,7 @@ func detailedTask(t *port.Task, resultType string) *extTask {
 	case port.TaskInputRequired:
 		out.InputRequests = map[string]inputRequest{}
 		for _, q := range t.Questions {
-			out.InputRequests[q.Key] = inputRequest{Method: "elicitation/create", Params: q.Params}
+			out.InputRequests[q.Key] = inputRequest{Method: "elicitation/create", Params: elicitParams(q)}
 		}
 	case port.TaskCompleted:
 		if t.Envelope != nil {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
@@ -55,11 +53,11 @@ func TestTaskWireShapes(t *testing.T) {
 	}{
 		{"created, working", createdTask(withStatus(port.TaskWorking, nil)), common},
 		{"created, input_required: its requests only in tasks/get", createdTask(withStatus(port.TaskInputRequired, func(t *port.Task) {
-			t.Questions = []port.TaskQuestion{{Key: "r1.admin", Params: &mcp.ElicitParams{Message: "sure?"}}}
+			t.Questions = []port.Question{{Key: "r1.admin", Message: "sure?"}}
 		})), common},
 		{"get, working", detailedTask(withStatus(port.TaskWorking, nil), "complete"), common},
 		{"get, input_required", detailedTask(withStatus(port.TaskInputRequired, func(t *port.Task) {
-			t.Questions = []port.TaskQuestion{{Key: "r1.admin", Params: &mcp.ElicitParams{Message: "sure?"}}}
+			t.Questions = []port.Question{{Key: "r1.admin", Message: "sure?"}}
 		}), "complete"), append(slices.Clone(common), "inputRequests")},
 		{"get, completed with an error result", detailedTask(withStatus(port.TaskCompleted, func(t *port.Task) {
 			t.Envelope = toolcall.Fail("x", toolcall.CodeNotFound, "gone")

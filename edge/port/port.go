@@ -19,8 +19,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -70,10 +68,10 @@ type Call struct {
 	// Header is the HTTP request's header (trace context when Meta has
 	// none); nil over stdio.
 	Header http.Header
-	// MCP is the MCP request of the call, when it came through the MCP
-	// door: an elicitation round's requestState and answers, and whether
-	// its client can be asked for what the call lacks (see Elicitor).
-	MCP *mcp.CallToolRequest
+	// Elicitation is what the call's client can do about questions (see
+	// Elicitor): be asked them, and answer a round of them; nil for a
+	// caller that can do neither (the edge's own reads, A2A).
+	Elicitation *Elicitation
 	// Progress, when set, hears that the call is still running — unless its
 	// tool streams: such a tool reports its own progress to Events.
 	Progress Progress
@@ -94,10 +92,13 @@ type Call struct {
 }
 
 // Outcome is what a call answers: its envelope, or — for a call that goes
-// on — the interim MCP result (a round of questions) or the task it became.
+// on — a round of questions or the task it became.
 type Outcome struct {
 	Envelope *toolcall.Envelope
-	Interim  *mcp.CallToolResult
+	// Round is the round of questions the call asks before it goes on
+	// (Elicitation without Ask): the client calls again with the answers
+	// and the round's state.
+	Round *Round
 	// Task is the MCP task the call became (Call.Tasks): the client follows
 	// it with the task methods.
 	Task *Task

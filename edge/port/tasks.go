@@ -6,8 +6,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
@@ -40,18 +38,12 @@ type Task struct {
 	// as long as its record lives.
 	TTL *time.Duration
 	// Questions are what an input_required task waits for, by key.
-	Questions []TaskQuestion
+	Questions []Question
 	// Envelope is a completed task's result: what the call would have
 	// answered had it waited.
 	Envelope *toolcall.Envelope
 	// Error is a failed task's failure.
 	Error *TaskError
-}
-
-// TaskQuestion is one input request of a task.
-type TaskQuestion struct {
-	Key    string
-	Params *mcp.ElicitParams
 }
 
 // TaskError is the failure of a failed task, a JSON-RPC error.

@@ -153,3 +153,28 @@ func isEdge(x ast.Expr, rootName string) bool {
 	}
 	return false
 }
+
+// mcpSDK is the import path of the official MCP SDK.
+const mcpSDK = "github.com/modelcontextprotocol/go-sdk"
+
+// TestPortSpeaksNoMCP: edge/port, which every door imports, imports no
+// package of the MCP SDK: the A2A door and edge/elicit see calls, questions
+// and answers in the port's own types, and the MCP door converts at its
+// edge.
+func TestPortSpeaksNoMCP(t *testing.T) {
+	found := false
+	for _, p := range listPackages(t) {
+		if p.ImportPath != edgeRoot+"/port" {
+			continue
+		}
+		found = true
+		for _, imp := range p.Imports {
+			if imp == mcpSDK || strings.HasPrefix(imp, mcpSDK+"/") {
+				t.Errorf("%s imports %s: the port is protocol-neutral; convert in edge/mcpdoor", p.ImportPath, imp)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("edge/port not found")
+	}
+}
