@@ -380,7 +380,7 @@ func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
 
 func TestToolsListIsPaginated(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ToolsPageSize = 3 })
+	f := newFixture(t, func(c *edge.Config) { c.MCP.ToolsPageSize = 3 })
 	for _, v := range allVersions {
 		cs := f.connect(t, v, "", nil)
 		first, err := cs.ListTools(context.Background(), nil)

@@ -121,7 +121,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 func TestProgressReachesTheClientOnEveryEra(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ProgressInterval = 40 * time.Millisecond })
+	f := newFixture(t, func(c *edge.Config) { c.MCP.ProgressInterval = 40 * time.Millisecond })
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex

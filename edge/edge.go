@@ -72,36 +72,36 @@ const ExtensionTasks = mcpdoor.ExtensionTasks
 
 // Defaults of Config.
 const (
-	DefaultMaxBodyBytes     = 1 << 20
-	DefaultToolsPageSize    = 100
-	DefaultListTTL          = 5 * time.Minute
-	DefaultProgressInterval = 2 * time.Second
-	DefaultResourceTTL      = 10 * time.Second
-	DefaultResourcePoll     = 5 * time.Second
 	// DefaultWaitBudget is how long a waiting long_running tool waits for
 	// its outcome before it returns a handle.
 	DefaultWaitBudget = 25 * time.Second
-	// DefaultTaskCallTimeout bounds the service call of a call that is an
-	// MCP task (docs/tasks.md).
-	DefaultTaskCallTimeout = toolcall.DefaultTaskCallTimeout
 	// DefaultShutdownGrace is how long calls in flight may run on once the
 	// edge begins to stop.
 	DefaultShutdownGrace = 5 * time.Second
-	// DefaultStateTTL is how long a user has to answer one round of an
-	// elicited call (Elicitation.StateTTL).
-	DefaultStateTTL = toolcall.DefaultStateTTL
 	// DefaultVersion is what the edge reports to clients when Version is
 	// empty.
 	DefaultVersion = "dev"
 	// DefaultDevAgent is the local caller's agent.
 	DefaultDevAgent = "local"
-	// DefaultToolsets is the selection of a client that makes none: every
-	// tool its grants allow.
-	DefaultToolsets = "all"
 )
 
-// Elicitation configures multi-round elicitation (edge/elicit).
-type Elicitation = elicit.Config
+// Defaults of the doors' options, which each door applies (re-exported for
+// the flags that set them).
+const (
+	DefaultMaxBodyBytes    = mcpdoor.DefaultMaxBodyBytes
+	DefaultResourceTTL     = mcpdoor.DefaultResourceTTL
+	DefaultResourcePoll    = mcpdoor.DefaultResourcePoll
+	DefaultToolsets        = mcpdoor.DefaultToolsets
+	DefaultStateTTL        = toolcall.DefaultStateTTL
+	DefaultTaskCallTimeout = toolcall.DefaultTaskCallTimeout
+)
+
+// MCP are the options of the MCP door (edge/mcpdoor).
+type MCP = mcpdoor.Options
+
+// Elicitation are the options of multi-round elicitation and of the MCP
+// tasks the calls worker carries (edge/elicit).
+type Elicitation = elicit.Options
 
 // Sessions lets 2025-era sessions work whichever edge replica a request
 // lands on (edge/mcpdoor, docs/sessions.md).
@@ -112,10 +112,6 @@ type PeerResolver = mcpdoor.PeerResolver
 
 // Config configures an edge.
 type Config struct {
-	// DisableFastPath sends every request through the MCP SDK's generic
-	// handler, even plain stateless tools/call requests the edge can answer
-	// directly (for comparison tests and troubleshooting).
-	DisableFastPath bool
 	// Services maps fully-qualified service names to their base URLs
 	// ("http://127.0.0.1:7101"). A tool whose service is missing answers
 	// not_supported.
@@ -153,38 +149,13 @@ type Config struct {
 	// a port) the edge answers to, besides loopback names on a loopback edge
 	// and the host of Auth.Resource.
 	AllowedHosts []string
-	// MaxBodyBytes caps a request body (default 1 MiB); larger is 413.
-	MaxBodyBytes int64
 	// RateLimit bounds tool calls per principal (zero: unlimited).
 	RateLimit RateLimit
-	// ToolsPageSize is the page size of tools/list (default 100).
-	ToolsPageSize int
-	// ListTTL is the ttlMs clients may cache tools/list, prompts/list and
-	// resources/templates/list for (default 5m).
-	ListTTL time.Duration
-	// ResourceTTL is the ttlMs clients may cache resources/read and
-	// resources/list for (default 10s): they show live state.
-	ResourceTTL time.Duration
-	// ResourcePollInterval is how often the edge reads a subscribed
-	// resource again to learn whether it changed (default 5s).
-	ResourcePollInterval time.Duration
-	// ProgressInterval is how often a call whose client asked for progress
-	// hears that it is still running (default 2s).
-	ProgressInterval time.Duration
 	// WaitBudget is how long a long_running tool that waits for its
 	// outcome waits before it returns a handle to poll, in whole
 	// seconds (default DefaultWaitBudget). Such calls get it on top of
 	// CallTimeout. See wait.go.
 	WaitBudget time.Duration
-	// Elicitation, when set, asks the user — over as many rounds as the
-	// call needs — for missing admin inputs and elicitable fields instead of
-	// refusing the call, when the client declares elicitation; and carries
-	// calls that are MCP tasks in the calls worker (docs/tasks.md).
-	Elicitation *Elicitation
-	// TaskCallTimeout bounds the service call of a call that is an MCP task
-	// carried by the calls worker, instead of CallTimeout (default
-	// DefaultTaskCallTimeout).
-	TaskCallTimeout time.Duration
 	// Telemetry traces each tools/call (a span continuing the client's
 	// trace, parent of the service call's) and counts calls by outcome
 	// (see MetricToolCalls). None when zero.
@@ -193,19 +164,19 @@ type Config struct {
 	// edge stops (Shutdown) before they are cut short and answer
 	// unavailable (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
-	// Sessions, when set, serves 2025-era sessions on every replica of a
-	// multi-replica edge (see edge/mcpdoor/sessions.go).
-	Sessions *Sessions
-	// Toolsets is the toolset selection of an MCP client that makes none
-	// (by path or header), and of the stdio client: "all" (the default),
-	// "default", toolset and tool names, "-" exclusions, "dynamic" for tool
-	// search mode (docs/toolsets.md). A selection that names what the
-	// contracts lack stops the edge at start.
-	Toolsets string
+
+	// MCP configures the MCP door (edge/mcpdoor), at /mcp and over stdio.
+	MCP MCP
+	// Elicitation, when set, asks the user — over as many rounds as the
+	// call needs — for missing admin inputs and elicitable fields instead of
+	// refusing the call, when the client declares elicitation; and carries
+	// calls that are MCP tasks in the calls worker (edge/elicit,
+	// docs/tasks.md).
+	Elicitation *Elicitation
 }
 
-// withDefaults returns cfg with every default applied: the one place the
-// edge's defaults are.
+// withDefaults returns cfg with the pipeline's defaults applied; each door
+// applies its own options' defaults in its constructor.
 func withDefaults(cfg Config) Config {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = toolcall.DefaultTimeout
@@ -222,48 +193,11 @@ func withDefaults(cfg Config) Config {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = meshclient.HTTP()
 	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.ToolsPageSize <= 0 {
-		cfg.ToolsPageSize = DefaultToolsPageSize
-	}
-	if cfg.ListTTL <= 0 {
-		cfg.ListTTL = DefaultListTTL
-	}
-	if cfg.ProgressInterval <= 0 {
-		cfg.ProgressInterval = DefaultProgressInterval
-	}
 	if cfg.WaitBudget <= 0 {
 		cfg.WaitBudget = DefaultWaitBudget
 	}
-	if cfg.TaskCallTimeout <= 0 {
-		cfg.TaskCallTimeout = DefaultTaskCallTimeout
-	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.ResourceTTL <= 0 {
-		cfg.ResourceTTL = DefaultResourceTTL
-	}
-	if cfg.ResourcePollInterval <= 0 {
-		cfg.ResourcePollInterval = DefaultResourcePoll
-	}
-	if cfg.Toolsets == "" {
-		cfg.Toolsets = DefaultToolsets
-	}
-	if e := cfg.Elicitation; e != nil {
-		x := *e
-		if x.StateTTL <= 0 {
-			x.StateTTL = DefaultStateTTL
-		}
-		if x.MaxRounds <= 0 {
-			x.MaxRounds = toolcall.DefaultMaxRounds
-		}
-		if x.AbandonAfter < x.StateTTL {
-			x.AbandonAfter = toolcall.RoundTimeout(x.StateTTL)
-		}
-		cfg.Elicitation = &x
 	}
 	return cfg
 }
@@ -300,31 +234,22 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, err
 	}
 	if cfg.Elicitation != nil {
-		x, err := elicit.New(*cfg.Elicitation, elicit.Params{Tools: e.pipeline.Tools(), CallTimeout: cfg.CallTimeout,
-			TaskCallTimeout: cfg.TaskCallTimeout, Log: log})
+		x, err := elicit.New(*cfg.Elicitation, elicit.Params{Tools: e.pipeline.Tools(), CallTimeout: cfg.CallTimeout, Log: log})
 		if err != nil {
 			return nil, err
 		}
 		e.pipeline.elicit, tasks = x, x
 	}
 	e.mcp, err = mcpdoor.New(mcpdoor.Config{
-		Pipeline:             e.pipeline,
-		Tasks:                tasks,
-		Auth:                 e.auth,
-		Dev:                  e.dev,
-		Guard:                e.guard,
-		Answers:              e.pipeline.inflight.answers,
-		Log:                  log,
-		Version:              cfg.Version,
-		DisableFastPath:      cfg.DisableFastPath,
-		MaxBodyBytes:         cfg.MaxBodyBytes,
-		ToolsPageSize:        cfg.ToolsPageSize,
-		ListTTL:              cfg.ListTTL,
-		ResourceTTL:          cfg.ResourceTTL,
-		ResourcePollInterval: cfg.ResourcePollInterval,
-		ProgressInterval:     cfg.ProgressInterval,
-		Sessions:             cfg.Sessions,
-		Toolsets:             cfg.Toolsets,
+		Options:  cfg.MCP,
+		Pipeline: e.pipeline,
+		Tasks:    tasks,
+		Auth:     e.auth,
+		Dev:      e.dev,
+		Guard:    e.guard,
+		Answers:  e.pipeline.inflight.answers,
+		Log:      log,
+		Version:  cfg.Version,
 	})
 	if err != nil {
 		return nil, err

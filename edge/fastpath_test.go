@@ -22,7 +22,7 @@ var freshKey = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
 func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 	t.Parallel()
 	fast := newFixture(t, nil)
-	slow := newFixture(t, func(c *edge.Config) { c.DisableFastPath = true })
+	slow := newFixture(t, func(c *edge.Config) { c.MCP.DisableFastPath = true })
 
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	const metaInfo = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}`

@@ -55,7 +55,7 @@ func FuzzMCPRequest(f *testing.F) {
 	fx := newFixture(f, func(c *edge.Config) {
 		c.Addr = "127.0.0.1:7100" // served in process, as if on loopback
 		c.CallTimeout = 200 * time.Millisecond
-		c.MaxBodyBytes = 256 << 10
+		c.MCP.MaxBodyBytes = 256 << 10
 	})
 	handler := fx.edge.Handler()
 	f.Fuzz(func(t *testing.T, body []byte, version, method, name, accept string) {

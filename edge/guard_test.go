@@ -133,7 +133,7 @@ func TestOriginAndHostMatrix(t *testing.T) {
 
 func TestRequestBodyCap(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.MaxBodyBytes = 2048 })
+	f := newFixture(t, func(c *edge.Config) { c.MCP.MaxBodyBytes = 2048 })
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"` + strings.Repeat("x", 4096) + `"}}}`
 	for name, h := range map[string]http.Header{
 		"stateless": {"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"testing_echo"}},

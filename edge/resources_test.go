@@ -270,7 +270,7 @@ func TestResourcesListFailsWithTheListToolsError(t *testing.T) {
 func TestSubscribersHearOfChanges(t *testing.T) {
 	t.Parallel()
 	f := newNotesFixture(t, func(c *edge.Config) {
-		c.ResourcePollInterval = 20 * time.Millisecond
+		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 		// Two subscription reads per version and one call at the end.
 		c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 7}
 	})
@@ -328,7 +328,7 @@ func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
 	}
 	f := newNotesFixture(t, func(c *edge.Config) {
 		c.Auth, c.Grants = iss.authConfig(t), grants
-		c.ResourcePollInterval = 20 * time.Millisecond
+		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 	})
 	c := iss.valid(resourceFor(f.http), "alice", "toolmesh:read")
 	c.AgentID = "agent-a"

@@ -120,17 +120,19 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 		r.base = &url.URL{Scheme: "http", Host: listeners[i].Addr().String()}
 		r.url = r.base.String() + "/mcp"
 		cfg := edge.Config{
-			Contracts:        testingContracts(),
-			Services:         map[string]string{testingv1connect.TestingServiceName: m.svc.URL},
-			HTTPClient:       m.svc.Client(),
-			Mesh:             servertest.MeshSigner(),
-			CallTimeout:      5 * time.Second,
-			ProgressInterval: 40 * time.Millisecond,
-			Sessions: &edge.Sessions{
-				Self:     listeners[i].Addr().String(),
-				Peers:    []string{net.JoinHostPort(peersName, strconv.Itoa(port))},
-				Keys:     []requeststate.Key{m.key},
-				Resolver: s.dns,
+			Contracts:   testingContracts(),
+			Services:    map[string]string{testingv1connect.TestingServiceName: m.svc.URL},
+			HTTPClient:  m.svc.Client(),
+			Mesh:        servertest.MeshSigner(),
+			CallTimeout: 5 * time.Second,
+			MCP: edge.MCP{
+				ProgressInterval: 40 * time.Millisecond,
+				Sessions: &edge.Sessions{
+					Self:     listeners[i].Addr().String(),
+					Peers:    []string{net.JoinHostPort(peersName, strconv.Itoa(port))},
+					Keys:     []requeststate.Key{m.key},
+					Resolver: s.dns,
+				},
 			},
 		}
 		if m.tc != nil {
@@ -336,7 +338,7 @@ func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
 	reps := startReplicas(t, m, func(c *edge.Config) {
 		c.Contracts = append(c.Contracts, testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService"))
 		c.Services[testingv1connect.TestingNotesServiceName] = notes.URL
-		c.ResourcePollInterval = 20 * time.Millisecond
+		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 	}, "a", "b")
 	a, b := reps.all[0], reps.all[1]
 	m.backend.SeedNotes("local", 2)

@@ -112,7 +112,7 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tf := newTracedFixture(t, func(cfg *edge.Config) { cfg.DisableFastPath = !c.fastPath })
+			tf := newTracedFixture(t, func(cfg *edge.Config) { cfg.MCP.DisableFastPath = !c.fastPath })
 			c.call(t, tf)
 			chain := telemetrytest.WaitChain(t, []*telemetrytest.Telemetry{tf.edgeTel, tf.svcTel},
 				telemetrytest.Server("tools/call testing_echo"), telemetrytest.Client(echoProcedure), telemetrytest.Server(echoProcedure))

@@ -161,7 +161,7 @@ func TestASessionsSelectionHoldsAcrossReplicas(t *testing.T) {
 // Over stdio the selection is the edge's (--toolsets).
 func TestStdioServesTheEdgesSelection(t *testing.T) {
 	t.Parallel()
-	f := productEdge(t, func(c *edge.Config) { c.Toolsets = "memory,-memory_delete" })
+	f := productEdge(t, func(c *edge.Config) { c.MCP.Toolsets = "memory,-memory_delete" })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())

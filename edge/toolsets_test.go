@@ -190,7 +190,7 @@ func TestBadSelectionsAreRefusedBeforeAnyMethod(t *testing.T) {
 		t.Errorf("a path and a header that agree: %d %s", res.StatusCode, body)
 	}
 	// The edge's default selection is checked at start.
-	_, err := edge.New(edge.Config{Contracts: toolcatalog.Contracts(), Mesh: servertest.MeshSigner(), Toolsets: "tasks,wallets"}, logging.Discard())
+	_, err := edge.New(edge.Config{Contracts: toolcatalog.Contracts(), Mesh: servertest.MeshSigner(), MCP: edge.MCP{Toolsets: "tasks,wallets"}}, logging.Discard())
 	if err == nil || !strings.Contains(err.Error(), `edge: toolsets "tasks,wallets": unknown toolset "wallets"; the toolsets are agents,`) {
 		t.Errorf("an edge whose default selection names an unknown toolset: New = %v", err)
 	}

@@ -193,7 +193,7 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 		case "max-body":
 			var n int64
 			fmt.Sscan(val, &n)
-			opts = append(opts, func(c *edge.Config) { c.MaxBodyBytes = n })
+			opts = append(opts, func(c *edge.Config) { c.MCP.MaxBodyBytes = n })
 		case "rate-limit":
 			opts = append(opts, func(c *edge.Config) { c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 1} })
 		case "no-backend":

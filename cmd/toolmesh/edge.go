@@ -128,25 +128,21 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	// The edge and its A2A door reach the services over one client.
 	httpClient := meshclient.HTTP()
 	cfg := edge.Config{
-		HTTPClient:      httpClient,
-		Contracts:       contracts(),
-		Telemetry:       tel.Providers,
-		Services:        urls,
-		CallTimeout:     c.callTimeout,
-		WaitBudget:      c.waitBudget,
-		TaskCallTimeout: c.taskCallTimeout,
-		DevAgent:        c.devAgent,
-		Mesh:            signer,
-		Addr:            c.addr,
-		ReadOnly:        c.readOnly,
-		Toolsets:        c.toolsets,
-		AllowedOrigins:  c.origins,
-		AllowedHosts:    c.hosts,
-		MaxBodyBytes:    limits.MaxBodyBytes,
-		ShutdownGrace:   c.shutdownGrace,
-		RateLimit:       edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
-
-		ResourcePollInterval: c.resourcePoll,
+		HTTPClient:     httpClient,
+		Contracts:      contracts(),
+		Telemetry:      tel.Providers,
+		Services:       urls,
+		CallTimeout:    c.callTimeout,
+		WaitBudget:     c.waitBudget,
+		DevAgent:       c.devAgent,
+		Mesh:           signer,
+		Addr:           c.addr,
+		ReadOnly:       c.readOnly,
+		AllowedOrigins: c.origins,
+		AllowedHosts:   c.hosts,
+		ShutdownGrace:  c.shutdownGrace,
+		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		MCP:            edge.MCP{Toolsets: c.toolsets, MaxBodyBytes: limits.MaxBodyBytes, ResourcePollInterval: c.resourcePoll},
 	}
 	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
 	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
@@ -161,7 +157,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return err
 		}
-		cfg.Sessions = &edge.Sessions{Self: self, Peers: c.sessionPeers, Keys: keys}
+		cfg.MCP.Sessions = &edge.Sessions{Self: self, Peers: c.sessionPeers, Keys: keys}
 	}
 	if c.temporalAddr != "" {
 		sealer, err := readStateSealer(c.stateKey, c.statePrevKey)
@@ -177,7 +173,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 			return err
 		}
 		defer tc.Close()
-		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: c.stateTTL}
+		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: c.stateTTL, TaskCallTimeout: c.taskCallTimeout}
 	}
 	if c.grantsFile != "" {
 		b, err := os.ReadFile(c.grantsFile)

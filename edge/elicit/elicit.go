@@ -53,26 +53,31 @@ import (
 // user's answers: the FIELDS rounds above come first, then the workflow —
 // whose id is the task's — is the task.
 
-// Config configures multi-round elicitation (edge.Config.Elicitation).
-// Without it the edge refuses calls that lack inputs, naming what is
-// missing.
-type Config struct {
+// Options configure multi-round elicitation and the MCP tasks the calls
+// worker carries (edge.Config.Elicitation): each declared and documented
+// here, and defaulted once, in New. Without them the edge refuses calls
+// that lack inputs, naming what is missing.
+type Options struct {
 	// Temporal starts and updates call workflows. Its data converter must
 	// be temporalclient.DataConverter(), the calls worker's.
 	Temporal client.Client
 	// States seals requestState with the current key and opens states of
 	// the current and previous keys.
 	States *requeststate.Sealer
-	// StateTTL is how long a requestState is accepted (default 10m); the
-	// workflow waits a minute longer for the round before it gives the call
-	// up as abandoned.
+	// StateTTL is how long a requestState is accepted: how long a user
+	// has to answer one round (default toolcall.DefaultStateTTL).
 	StateTTL time.Duration
 	// AbandonAfter is how long the workflow waits for the answers of a
-	// round before it gives the call up (default StateTTL plus a minute, so
-	// no state outlives its call).
+	// round before it gives the call up (at least, and by default,
+	// toolcall.RoundTimeout(StateTTL), so no state outlives its call).
 	AbandonAfter time.Duration
-	// MaxRounds bounds the rounds of questions of one call (default 8).
+	// MaxRounds bounds the rounds of questions of one call (default
+	// toolcall.DefaultMaxRounds).
 	MaxRounds int
+	// TaskCallTimeout bounds the service call of a call that is an MCP
+	// task, instead of the call timeout (default
+	// toolcall.DefaultTaskCallTimeout).
+	TaskCallTimeout time.Duration
 	// TaskQueue overrides the contract's task queue of the call workflows
 	// (the calls worker must poll the same one).
 	TaskQueue string
@@ -88,16 +93,37 @@ type Config struct {
 // for its reply.
 const replyMargin = 5 * time.Second
 
-// Params is what the edge gives the elicitor besides its Config.
+// withDefaults is o with every default applied: the one place the
+// elicitor's defaults are.
+func (o Options) withDefaults() Options {
+	if o.StateTTL <= 0 {
+		o.StateTTL = toolcall.DefaultStateTTL
+	}
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = toolcall.DefaultMaxRounds
+	}
+	if o.AbandonAfter < o.StateTTL {
+		o.AbandonAfter = toolcall.RoundTimeout(o.StateTTL)
+	}
+	if o.TaskCallTimeout <= 0 {
+		o.TaskCallTimeout = toolcall.DefaultTaskCallTimeout
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Params is what the edge gives the elicitor besides its Options.
 type Params struct {
 	// Tools are the edge's tools; each gets its forms at start.
 	Tools []port.Tool
 	// CallTimeout is the deadline of the call's service call, carried with
 	// the call to the worker that makes it.
 	CallTimeout time.Duration
-	// TaskCallTimeout is the deadline of the service call of a call that is
-	// an MCP task.
-	TaskCallTimeout time.Duration
 	// Log receives the elicitor's events.
 	Log *slog.Logger
 }
@@ -136,8 +162,9 @@ type toolForms struct {
 	questions []*callsv1.StepQuestion // its questions (nil: none)
 }
 
-// New returns the elicitor of cfg, whose defaults the edge has applied.
-func New(cfg Config, p Params) (*Elicitor, error) {
+// New returns the elicitor of cfg.
+func New(cfg Options, p Params) (*Elicitor, error) {
+	cfg = cfg.withDefaults()
 	if cfg.Temporal == nil || cfg.States == nil {
 		return nil, errors.New("edge: elicitation needs a Temporal client and request state keys")
 	}
@@ -150,17 +177,12 @@ func New(cfg Config, p Params) (*Elicitor, error) {
 		answer:      workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),
 		view:        workflowcontract.HandlerOf(&callsv1.TaskQuery{}),
 		forms:       map[string]*toolForms{},
-		taskTimeout: p.TaskCallTimeout,
+		taskTimeout: cfg.TaskCallTimeout,
 		namespace:   cfg.Namespace,
-	}
-	if x.namespace == "" {
-		x.namespace = "default"
+		now:         cfg.Now,
 	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
-	}
-	if x.now = cfg.Now; x.now == nil {
-		x.now = time.Now
 	}
 	// The final round waits for the side effect, which the calls worker
 	// tries as its retry policy says; round 1 never runs it.

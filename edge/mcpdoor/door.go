@@ -45,9 +45,86 @@ var ProtocolVersions = []string{port.ModernProtocol, "2025-11-25", "2025-06-18",
 // SessionTimeout closes a 2025-era session idle this long.
 const SessionTimeout = 30 * time.Minute
 
-// Config is what the door is built from. Every value is final: the edge
-// applies the defaults of its options before it builds the door.
+// Options are the door's settings (edge.Config.MCP): each declared and
+// documented here, and defaulted once, in New.
+type Options struct {
+	// DisableFastPath sends every request through the MCP SDK's generic
+	// handler, even plain stateless tools/call requests the door can answer
+	// directly (for comparison tests and troubleshooting).
+	DisableFastPath bool
+	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes);
+	// larger is 413.
+	MaxBodyBytes int64
+	// ToolsPageSize is the page size of tools/list and the other lists
+	// (default DefaultToolsPageSize).
+	ToolsPageSize int
+	// ListTTL is the ttlMs clients may cache tools/list, prompts/list and
+	// resources/templates/list for (default DefaultListTTL).
+	ListTTL time.Duration
+	// ResourceTTL is the ttlMs clients may cache resources/read and
+	// resources/list for (default DefaultResourceTTL): they show live
+	// state.
+	ResourceTTL time.Duration
+	// ResourcePollInterval is how often the door reads a subscribed
+	// resource again to learn whether it changed (default
+	// DefaultResourcePoll).
+	ResourcePollInterval time.Duration
+	// ProgressInterval is how often a call whose client asked for progress
+	// hears that it is still running (default DefaultProgressInterval).
+	ProgressInterval time.Duration
+	// Sessions, when set, serves 2025-era sessions on every replica of a
+	// multi-replica edge (sessions.go); nil: on the one they began on.
+	Sessions *Sessions
+	// Toolsets is the toolset selection of a client that makes none (by
+	// path or header), and of the stdio client: "all" (the default),
+	// "default", toolset and tool names, "-" exclusions, "dynamic" for tool
+	// search mode (docs/toolsets.md; toolsets.go). A selection that names
+	// what the contracts lack stops the door at start.
+	Toolsets string
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultToolsPageSize    = 100
+	DefaultListTTL          = 5 * time.Minute
+	DefaultResourceTTL      = 10 * time.Second
+	DefaultResourcePoll     = 5 * time.Second
+	DefaultProgressInterval = 2 * time.Second
+	DefaultToolsets         = "all"
+)
+
+// withDefaults is o with every default applied: the one place the door's
+// defaults are.
+func (o Options) withDefaults() Options {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.ToolsPageSize <= 0 {
+		o.ToolsPageSize = DefaultToolsPageSize
+	}
+	if o.ListTTL <= 0 {
+		o.ListTTL = DefaultListTTL
+	}
+	if o.ResourceTTL <= 0 {
+		o.ResourceTTL = DefaultResourceTTL
+	}
+	if o.ResourcePollInterval <= 0 {
+		o.ResourcePollInterval = DefaultResourcePoll
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.Toolsets == "" {
+		o.Toolsets = DefaultToolsets
+	}
+	return o
+}
+
+// Config is what the door is built from: its options and what the edge
+// gives it.
 type Config struct {
+	Options
 	// Pipeline runs the tool calls.
 	Pipeline port.Pipeline
 	// Tasks follows the calls that are MCP tasks carried by the calls
@@ -68,26 +145,6 @@ type Config struct {
 
 	// Version is reported to clients.
 	Version string
-	// DisableFastPath sends every request through the SDK's handler.
-	DisableFastPath bool
-	// MaxBodyBytes caps a request body.
-	MaxBodyBytes int64
-	// ToolsPageSize is the page size of the lists.
-	ToolsPageSize int
-	// ListTTL is how long clients may cache the lists.
-	ListTTL time.Duration
-	// ResourceTTL is how long clients may cache what resources show.
-	ResourceTTL time.Duration
-	// ResourcePollInterval is how often a subscribed resource is read.
-	ResourcePollInterval time.Duration
-	// ProgressInterval is how often a running call reports progress.
-	ProgressInterval time.Duration
-	// Sessions serves 2025-era sessions on every replica; nil: on the one
-	// they began on.
-	Sessions *Sessions
-	// Toolsets is the toolset selection of a client that makes none, and
-	// of the stdio client ("" is all; see toolsets.go).
-	Toolsets string
 }
 
 // Door serves MCP.
@@ -148,6 +205,7 @@ type tool struct {
 // New builds the MCP server, its tools, resources, prompts and task
 // methods, and the HTTP handlers of both eras.
 func New(cfg Config) (*Door, error) {
+	cfg.Options = cfg.Options.withDefaults()
 	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {

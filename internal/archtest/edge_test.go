@@ -178,3 +178,73 @@ func TestPortSpeaksNoMCP(t *testing.T) {
 		t.Fatal("edge/port not found")
 	}
 }
+
+// TestEveryEdgeSettingIsDeclaredOnce: no field of the root's Config shares
+// a name with a field of a door's Options (edge/<door>.Options): a door's
+// setting is declared, documented and defaulted in the door, and the root
+// holds one field per door, not a copy of its settings.
+func TestEveryEdgeSettingIsDeclaredOnce(t *testing.T) {
+	rootFields := map[string]bool{}
+	doors := map[string][]string{} // door package → its Options' fields
+	for _, p := range listPackages(t) {
+		isRoot := p.ImportPath == edgeRoot
+		if !isRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		want := "Options"
+		if isRoot {
+			want = "Config"
+		}
+		for _, f := range p.GoFiles {
+			file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, f), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range structFields(file, want) {
+				if isRoot {
+					rootFields[name] = true
+				} else {
+					doors[p.ImportPath] = append(doors[p.ImportPath], name)
+				}
+			}
+		}
+	}
+	if len(rootFields) == 0 || len(doors) == 0 {
+		t.Fatalf("found %d fields of edge.Config and the Options of %d doors; want both", len(rootFields), len(doors))
+	}
+	for door, fields := range doors {
+		for _, f := range fields {
+			if rootFields[f] {
+				t.Errorf("edge.Config.%s and %s.Options.%s: a setting is declared once, in the door that uses it (the root holds one field per door)", f, door, f)
+			}
+		}
+	}
+}
+
+// structFields are the names of the fields of the struct type name in
+// file (those of embedded fields by their type's name).
+func structFields(file *ast.File, name string) []string {
+	var out []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != name {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return false
+		}
+		for _, f := range st.Fields.List {
+			for _, id := range f.Names {
+				out = append(out, id.Name)
+			}
+			if len(f.Names) == 0 {
+				if id, ok := f.Type.(*ast.Ident); ok {
+					out = append(out, id.Name)
+				}
+			}
+		}
+		return false
+	})
+	return out
+}
