@@ -52,11 +52,13 @@ func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
 	f.base = "http://" + lis.Addr().String()
 	log := logging.New(f.logs, logging.ParseLevel("debug"))
 	cfg := a2adoor.Config{
-		Addr:     lis.Addr().String(),
-		Egress:   egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Options: a2adoor.Options{
+			Addr:   lis.Addr().String(),
+			Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+			Key:    servertest.MeshKey(),
+		},
 		Version:  edge.DefaultVersion,
 		DevAgent: edge.DefaultDevAgent,
-		Key:      servertest.MeshKey(),
 		Services: map[string]string{inboundv1connect.InboundServiceName: inboundSrv.URL},
 		Clients:  meshclient.Config{HTTP: servertest.HTTPClient(), Signer: servertest.MeshSigner(), Timeout: 5 * time.Second},
 		Log:      log,
@@ -417,8 +419,7 @@ func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a2adoor.New(a2adoor.Config{
-		Addr:     "0.0.0.0:8070",
-		Key:      servertest.MeshKey(),
+		Options:  a2adoor.Options{Addr: "0.0.0.0:8070", Key: servertest.MeshKey()},
 		Services: map[string]string{inboundv1connect.InboundServiceName: "http://127.0.0.1:1"},
 		Clients:  meshclient.Config{Signer: servertest.MeshSigner()},
 		Guard:    guard,

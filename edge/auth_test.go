@@ -193,7 +193,7 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	t.Parallel()
 	iss := newIssuer(t)
 	cfg := func(addr string) edge.Config {
-		return edge.Config{Mesh: servertest.MeshSigner(), Addr: addr, Contracts: nil,
+		return edge.Config{Mesh: servertest.MeshSigner(), MCP: edge.MCP{Addr: addr}, Contracts: nil,
 			Auth: &identity.Config{Issuer: iss.url, Resource: "http://" + addr + "/mcp", HS256Secret: iss.hsSecret}}
 	}
 	if _, err := edge.New(cfg("0.0.0.0:7100"), logging.Discard()); err == nil {
@@ -203,7 +203,7 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 		t.Errorf("an HS256 edge on loopback: %v", err)
 	}
 	f := newFixture(t, func(c *edge.Config) {
-		c.Addr = "127.0.0.1:7100"
+		c.MCP.Addr = "127.0.0.1:7100"
 		c.Auth = &identity.Config{Issuer: iss.url, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.hsSecret}
 	})
 	tok := iss.sign(t, jose.HS256, iss.valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
@@ -214,11 +214,11 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 
 func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
 	t.Parallel()
-	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), Addr: "0.0.0.0:7100"}, logging.Discard()); err == nil ||
+	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), MCP: edge.MCP{Addr: "0.0.0.0:7100"}}, logging.Discard()); err == nil ||
 		!strings.Contains(err.Error(), "loopback") {
 		t.Errorf("edge.New without auth on 0.0.0.0 = %v, want a refusal naming loopback", err)
 	}
-	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), Addr: "[::1]:7100"}, logging.Discard()); err != nil {
+	if _, err := edge.New(edge.Config{Mesh: servertest.MeshSigner(), MCP: edge.MCP{Addr: "[::1]:7100"}}, logging.Discard()); err != nil {
 		t.Errorf("edge.New without auth on [::1]: %v", err)
 	}
 }

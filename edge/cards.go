@@ -43,6 +43,3 @@ func (p *pipeline) CardExtensions(ctx context.Context, agent string) []port.Card
 	}
 	return out
 }
-
-// CardExtensions is what the A2A door adds to each agent's card.
-func (e *Edge) CardExtensions() port.CardExtensions { return e.pipeline }

@@ -13,12 +13,14 @@
 //   - edge/elicit asks the user, over as many rounds as a call needs, for
 //     what it lacks, in a Temporal workflow;
 //   - edge/a2adoor serves the mesh's agents over A2A, on a listener of its
-//     own that cmd/ wires.
+//     own (optional).
 //
-// This package owns the edge's options (Config) and applies each default
-// once (withDefaults), builds the pipeline and the doors once (New), and
-// serves the HTTP mux: /mcp, /healthz and, with authentication, the RFC
-// 9728 protected resource metadata.
+// This package owns the pipeline's options (Config; each door declares,
+// documents and defaults its own, in Config.MCP, Config.Elicitation and
+// Config.A2A), builds the pipeline and every door once (New), and hands
+// out one HTTP handler per listener: Handler (/mcp, /healthz and, with
+// authentication, the RFC 9728 protected resource metadata) and
+// A2AHandler.
 package edge
 
 import (
@@ -33,6 +35,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/elicit"
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
@@ -99,6 +102,9 @@ const (
 // MCP are the options of the MCP door (edge/mcpdoor).
 type MCP = mcpdoor.Options
 
+// A2A are the options of the A2A door (edge/a2adoor).
+type A2A = a2adoor.Options
+
 // Elicitation are the options of multi-round elicitation and of the MCP
 // tasks the calls worker carries (edge/elicit).
 type Elicitation = elicit.Options
@@ -131,9 +137,6 @@ type Config struct {
 	// Mesh signs the mesh token each service call carries. Required.
 	Mesh *mesh.Signer
 
-	// Addr is the address the edge listens on. A non-loopback address needs
-	// Auth. Empty: decided per request from the connection (tests).
-	Addr string
 	// Auth makes the edge an OAuth resource server. Nil is development mode:
 	// no tokens, loopback clients only, every caller is the local owner.
 	Auth *identity.Config
@@ -173,6 +176,10 @@ type Config struct {
 	// calls that are MCP tasks in the calls worker (edge/elicit,
 	// docs/tasks.md).
 	Elicitation *Elicitation
+	// A2A, when set, serves the mesh's agents over A2A on a listener of
+	// their own (edge/a2adoor, A2AHandler): authenticated as /mcp is, with
+	// the same Host and Origin checks, reaching the same services.
+	A2A *A2A
 }
 
 // withDefaults returns cfg with the pipeline's defaults applied; each door
@@ -202,12 +209,14 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
-// Edge is a configured edge: its pipeline, its MCP door and its HTTP mux.
+// Edge is a configured edge: its pipeline, its doors and their HTTP
+// handlers.
 type Edge struct {
 	cfg      Config
 	log      *slog.Logger
 	pipeline *pipeline
 	mcp      *mcpdoor.Door
+	a2a      *a2adoor.Door // nil without Config.A2A
 	guard    *httpguard.Guard
 	auth     *identity.Authenticator
 	dev      *identity.Principal // the local owner in development mode and stdio; nil with auth
@@ -215,7 +224,8 @@ type Edge struct {
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
-// client per tool, the pipeline, the MCP door and the HTTP handler.
+// client per tool, the pipeline, every door configured and their HTTP
+// handlers.
 func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if cfg.Mesh == nil {
 		return nil, errors.New("edge: no mesh signing key configured")
@@ -254,6 +264,25 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.A2A != nil {
+		e.a2a, err = a2adoor.New(a2adoor.Config{
+			Options:  *cfg.A2A,
+			Version:  cfg.Version,
+			Auth:     cfg.Auth,
+			Grants:   cfg.Grants,
+			DevAgent: cfg.DevAgent,
+			Guard:    e.guard,
+			Services: cfg.Services,
+			Clients:  meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Timeout: cfg.CallTimeout, Telemetry: cfg.Telemetry},
+			// A card extension is read through the pipeline, as a client
+			// would read its tool.
+			Extensions: e.pipeline,
+			Log:        log,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	e.handler = e.routes()
 	return e, nil
 }
@@ -262,18 +291,19 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 // the Host and Origin checks.
 func (e *Edge) configureAccess() error {
 	cfg := e.cfg
+	addr := cfg.MCP.Addr
 	bindKnown, bindLoopback := false, false
-	if cfg.Addr != "" {
-		host, _, err := net.SplitHostPort(cfg.Addr)
+	if addr != "" {
+		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
-			return fmt.Errorf("edge: listen address %q: %w", cfg.Addr, err)
+			return fmt.Errorf("edge: listen address %q: %w", addr, err)
 		}
 		bindKnown, bindLoopback = true, httpguard.IsLoopbackName(host)
 	}
 	resource := ""
 	if cfg.Auth == nil {
 		if bindKnown && !bindLoopback {
-			return fmt.Errorf("edge: development mode (no authentication) serves loopback only, but the edge listens on %s; configure authentication or bind to 127.0.0.1", cfg.Addr)
+			return fmt.Errorf("edge: development mode (no authentication) serves loopback only, but the edge listens on %s; configure authentication or bind to 127.0.0.1", addr)
 		}
 		e.dev = identity.Dev(cfg.DevAgent)
 	} else {
@@ -287,7 +317,7 @@ func (e *Edge) configureAccess() error {
 		e.auth = a
 		resource = cfg.Auth.Resource
 	}
-	g, err := httpguard.New(httpguard.Config{Addr: cfg.Addr, Resource: resource, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, Log: e.log})
+	g, err := httpguard.New(httpguard.Config{Addr: addr, Resource: resource, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins, Log: e.log})
 	if err != nil {
 		return err
 	}
@@ -320,19 +350,22 @@ func (e *Edge) routes() http.Handler {
 // Registry returns the edge's tools.
 func (e *Edge) Registry() *toolcatalog.Registry { return e.pipeline.reg }
 
-// Handler serves /mcp, /healthz and, with authentication, the RFC 9728
-// protected resource metadata.
+// Handler serves the MCP listener: /mcp, /healthz and, with
+// authentication, the RFC 9728 protected resource metadata.
 func (e *Edge) Handler() http.Handler { return e.handler }
 
-// Pipeline is the one path of every tool call, for a door that cmd/ wires
-// beside the edge (the MCP door gets it at New).
+// A2AHandler serves the A2A listener (Config.A2A.Addr); nil without
+// Config.A2A.
+func (e *Edge) A2AHandler() http.Handler {
+	if e.a2a == nil {
+		return nil
+	}
+	return e.a2a.Handler()
+}
+
+// Pipeline is the one path of every tool call, as the doors reach it
+// (port.Pipeline).
 func (e *Edge) Pipeline() port.Pipeline { return e.pipeline }
-
-// Guard is the edge's Host and Origin check, which the A2A door shares.
-func (e *Edge) Guard() *httpguard.Guard { return e.guard }
-
-// Version is what the edge reports to clients.
-func (e *Edge) Version() string { return e.cfg.Version }
 
 // DevelopmentMode reports whether the edge runs without authentication.
 func (e *Edge) DevelopmentMode() bool { return e.dev != nil }

@@ -53,7 +53,7 @@ func FuzzMCPRequest(f *testing.F) {
 		f.Add([]byte(s.body), s.version, s.method, s.name, s.accept)
 	}
 	fx := newFixture(f, func(c *edge.Config) {
-		c.Addr = "127.0.0.1:7100" // served in process, as if on loopback
+		c.MCP.Addr = "127.0.0.1:7100" // served in process, as if on loopback
 		c.CallTimeout = 200 * time.Millisecond
 		c.MCP.MaxBodyBytes = 256 << 10
 	})

@@ -54,7 +54,7 @@ func TestOriginAndHostMatrix(t *testing.T) {
 	iss := newIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
 	public := newFixture(t, func(c *edge.Config) {
-		c.Addr = "0.0.0.0:8443"
+		c.MCP.Addr = "0.0.0.0:8443"
 		c.Auth = iss.authConfig(t)
 		c.Auth.Resource = resource
 		c.AllowedHosts = []string{"edge.internal:8443"}

@@ -126,7 +126,7 @@ func TestCreditsRolesThroughTheEdge(t *testing.T) {
 		Services:   map[string]string{creditsv1connect.CreditsServiceName: srv.URL},
 		HTTPClient: edgeClient,
 		Mesh:       servertest.MeshSigner(),
-		Addr:       "127.0.0.1:7100", // HS256 tokens need a loopback edge; the test serves its handler
+		MCP:        edge.MCP{Addr: "127.0.0.1:7100"}, // HS256 tokens need a loopback edge; the test serves its handler
 		Auth:       &identity.Config{Issuer: iss.url, Resource: iss.resource, HS256Secret: iss.secret},
 	}, logging.Discard())
 	if err != nil {

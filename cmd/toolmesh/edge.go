@@ -15,35 +15,41 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 )
 
-// edgeConfig is the configuration of `toolmesh edge`.
+// edgeConfig is the configuration of `toolmesh edge`: the doors' options
+// (edge.MCP, edge.Elicitation, edge.A2A), bound to their flags directly,
+// and what the process reads or builds before the edge (keys, files,
+// clients).
 type edgeConfig struct {
-	addr, devAgent, dataDir, keyPath                       string
-	stdio, readOnly                                        bool
-	toolsets                                               string
-	services                                               map[string]string
-	callTimeout, waitBudget, taskCallTimeout               time.Duration
-	issuer, resource, jwksFile, hsFile, grantsFile         string
-	authServers, origins, hosts, sessionPeers              []string
-	limits                                                 *limitConfig
-	shutdownGrace, shutdownTimeout, stateTTL, resourcePoll time.Duration
-	rateLimit                                              float64
-	rateBurst                                              int
-	temporalAddr, stateKey, statePrevKey, sessionAdvertise string
-	a2aAddr, a2aURL, a2aResource, metricsAddr              string
-	telemetry                                              *telemetryConfig
+	mcp                                    edge.MCP
+	elicit                                 edge.Elicitation
+	a2a                                    edge.A2A
+	devAgent, dataDir, keyPath             string
+	stdio, readOnly                        bool
+	services                               map[string]string
+	callTimeout, waitBudget                time.Duration
+	issuer, resource, jwksFile, hsFile     string
+	grantsFile                             string
+	authServers, origins, hosts, sessPeers []string
+	limits                                 *limitConfig
+	shutdownGrace, shutdownTimeout         time.Duration
+	rateLimit                              float64
+	rateBurst                              int
+	temporalAddr, stateKey, statePrevKey   string
+	sessionAdvertise, metricsAddr          string
+	telemetry                              *telemetryConfig
 }
 
 func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	c := &edgeConfig{}
-	s.String(&c.addr, "127.0.0.1:7100", config.Opt{Flag: "addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "listen address; a non-loopback address needs --issuer"})
+	s.String(&c.mcp.Addr, "127.0.0.1:7100", config.Opt{Flag: "addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "listen address; a non-loopback address needs --issuer"})
 	s.Bool(&c.stdio, false, config.Opt{Flag: "stdio", Usage: "serve MCP over stdin/stdout (for desktop clients) instead of HTTP"})
 	bindServices(s, &c.services, nil)
 	bindCallTimeout(s, &c.callTimeout, "deadline of each service call")
@@ -53,7 +59,7 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	bindData(s, &c.dataDir, "directory holding mesh.key and the request state keys")
 	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
 	s.Bool(&c.readOnly, false, config.Opt{Flag: "read-only", Env: "TOOLMESH_EDGE_READ_ONLY", Usage: "refuse WRITE and ADMIN tools (read_only) without calling services"})
-	s.String(&c.toolsets, edge.DefaultToolsets, config.Opt{Flag: "toolsets", Env: "TOOLMESH_EDGE_TOOLSETS",
+	s.String(&c.mcp.Toolsets, edge.DefaultToolsets, config.Opt{Flag: "toolsets", Env: "TOOLMESH_EDGE_TOOLSETS",
 		Usage: "toolset selection of a client that makes none (by /mcp/x/<toolset> or the Toolmesh-Toolsets header) and of the stdio client: all, default, toolsets, tools, -exclusions, dynamic (docs/toolsets.md)"})
 	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER", Usage: "OAuth issuer whose bearer JWTs the edge accepts; enables authentication"})
 	s.String(&c.resource, "", config.Opt{Flag: "resource", Env: "TOOLMESH_EDGE_RESOURCE", Usage: "canonical URI of this edge, the audience tokens must name", Default: "http://<addr>/mcp"})
@@ -73,17 +79,17 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.String(&c.temporalAddr, "", config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)"})
 	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + stateKeyFile})
 	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
-	s.Duration(&c.stateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
-	s.Duration(&c.taskCallTimeout, edge.DefaultTaskCallTimeout, config.Opt{Flag: "task-call-timeout", Env: "TOOLMESH_EDGE_TASK_CALL_TIMEOUT",
+	s.Duration(&c.elicit.StateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
+	s.Duration(&c.elicit.TaskCallTimeout, edge.DefaultTaskCallTimeout, config.Opt{Flag: "task-call-timeout", Env: "TOOLMESH_EDGE_TASK_CALL_TIMEOUT",
 		Usage: "how long the service call of a call that is an MCP task, carried by the calls worker, may take (instead of --call-timeout)"})
-	s.List(&c.sessionPeers, config.Opt{Flag: "session-peer", Env: "TOOLMESH_EDGE_SESSION_PEERS",
+	s.List(&c.sessPeers, config.Opt{Flag: "session-peer", Env: "TOOLMESH_EDGE_SESSION_PEERS",
 		Usage: "an edge replica as host:port, a name standing for every address it resolves to; with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on"})
 	s.String(&c.sessionAdvertise, "", config.Opt{Flag: "session-advertise", Env: "TOOLMESH_EDGE_SESSION_ADVERTISE",
 		Usage: "IP address (and port, default --addr's) the other edge replicas reach this one at", Default: "--addr when it names an IP address"})
-	s.String(&c.a2aAddr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
-	s.String(&c.a2aURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
-	s.String(&c.a2aResource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
-	s.Duration(&c.resourcePoll, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
+	s.String(&c.a2a.Addr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
+	s.String(&c.a2a.PublicURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
+	s.String(&c.a2a.Resource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
+	s.Duration(&c.mcp.ResourcePollInterval, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
 	s.String(&c.metricsAddr, defaultEdgeMetricsAddr, config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_EDGE_METRICS_ADDR", Usage: "address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)"})
 	c.telemetry = bindTelemetry(s, getenv)
 	return c
@@ -102,19 +108,6 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if c.shutdownGrace <= 0 || c.shutdownTimeout <= c.shutdownGrace {
 		return errors.New("--shutdown-grace must be positive and shorter than --shutdown-timeout")
 	}
-	urls, err := serviceURLs(orLoopback(c.services))
-	if err != nil {
-		return err
-	}
-	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
-	key, err := readMeshKey(c.keyPath)
-	if err != nil {
-		return err
-	}
-	signer, err := mesh.NewSigner(key, "toolmesh-edge")
-	if err != nil {
-		return err
-	}
 	// Over stdio, stdout is the MCP channel: stdout spans go to stderr.
 	spanOut := stdout
 	if c.stdio {
@@ -125,131 +118,190 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer stopTelemetry(tel, log)
-	// The edge and its A2A door reach the services over one client.
-	httpClient := meshclient.HTTP()
-	cfg := edge.Config{
-		HTTPClient:     httpClient,
-		Contracts:      contracts(),
-		Telemetry:      tel.Providers,
-		Services:       urls,
-		CallTimeout:    c.callTimeout,
-		WaitBudget:     c.waitBudget,
-		DevAgent:       c.devAgent,
-		Mesh:           signer,
-		Addr:           c.addr,
-		ReadOnly:       c.readOnly,
-		AllowedOrigins: c.origins,
-		AllowedHosts:   c.hosts,
-		ShutdownGrace:  c.shutdownGrace,
-		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
-		MCP:            edge.MCP{Toolsets: c.toolsets, MaxBodyBytes: limits.MaxBodyBytes, ResourcePollInterval: c.resourcePoll},
+	cfg, closeTemporal, err := c.edgeConfig(getenv, limits, tel.Providers, log)
+	if err != nil {
+		return err
 	}
-	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
-	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
-	if len(c.sessionPeers) > 0 && !c.stdio {
-		self, err := sessionSelf(c.sessionAdvertise, c.addr)
-		if err != nil {
-			return err
-		}
-		// Every replica holds the request state keys: session ids are
-		// signed with a secret derived from them.
-		keys, err := readStateKeys(c.stateKey, c.statePrevKey)
-		if err != nil {
-			return err
-		}
-		cfg.MCP.Sessions = &edge.Sessions{Self: self, Peers: c.sessionPeers, Keys: keys}
-	}
-	if c.temporalAddr != "" {
-		sealer, err := readStateSealer(c.stateKey, c.statePrevKey)
-		if err != nil {
-			return err
-		}
-		if c.stateTTL <= 0 {
-			return errors.New("--state-ttl must be positive")
-		}
-		// Lazy: the edge serves every other call while Temporal is down.
-		tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-edge", Telemetry: tel.Providers}, log)
-		if err != nil {
-			return err
-		}
-		defer tc.Close()
-		cfg.Elicitation = &edge.Elicitation{Temporal: tc, States: sealer, StateTTL: c.stateTTL, TaskCallTimeout: c.taskCallTimeout}
-	}
-	if c.grantsFile != "" {
-		b, err := os.ReadFile(c.grantsFile)
-		if err != nil {
-			return fmt.Errorf("read grants file: %w", err)
-		}
-		if cfg.Grants, err = identity.ParseGrants(b); err != nil {
-			return err
-		}
-	}
-	if !c.stdio && (c.issuer != "" || c.jwksFile != "" || c.hsFile != "") {
-		if c.issuer == "" {
-			return errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
-		}
-		a := &identity.Config{Issuer: c.issuer, Resource: c.resource, AuthorizationServers: c.authServers}
-		if a.Resource == "" {
-			a.Resource = "http://" + c.addr + "/mcp"
-		}
-		if c.jwksFile != "" {
-			if a.JWKS, err = os.ReadFile(c.jwksFile); err != nil {
-				return fmt.Errorf("read JWKS file: %w", err)
-			}
-		}
-		if c.hsFile != "" {
-			secret, err := os.ReadFile(c.hsFile)
-			if err != nil {
-				return fmt.Errorf("read HS256 secret file: %w", err)
-			}
-			a.HS256Secret = []byte(strings.TrimSpace(string(secret)))
-		}
-		cfg.Auth = a
-	}
-	var a2aCfg *a2adoor.Config
-	if c.a2aAddr != "" && !c.stdio {
-		policy, err := egressPolicy(getenv, remoteEgressAllowEnv, log)
-		if err != nil {
-			return err
-		}
-		a2aCfg = &a2adoor.Config{Addr: c.a2aAddr, PublicURL: c.a2aURL, Resource: c.a2aResource, Egress: policy}
-	}
-	if c.stdio {
-		cfg.Addr = ""
-		if c.issuer != "" {
-			log.Warn("edge.stdio_without_auth", "message", "--stdio serves the local user who started the process; --issuer and the token settings do not apply")
-		}
-	}
+	defer closeTemporal()
 	log = log.With("service", "edge")
 	e, err := edge.New(cfg, log)
 	if err != nil {
 		return err
 	}
-	var a2a *a2adoor.Door
-	if a2aCfg != nil {
-		// The A2A door authenticates as the edge does, shares its Host and
-		// Origin check, and reaches the same services.
-		a2aCfg.Version, a2aCfg.Auth, a2aCfg.Grants, a2aCfg.DevAgent, a2aCfg.Guard = e.Version(), cfg.Auth, cfg.Grants, c.devAgent, e.Guard()
-		a2aCfg.Services, a2aCfg.Log, a2aCfg.Key, a2aCfg.Extensions = urls, log, key, e.CardExtensions()
-		a2aCfg.Clients = meshclient.Config{HTTP: httpClient, Signer: signer, Timeout: c.callTimeout, Telemetry: tel.Providers}
-		if a2a, err = a2adoor.New(*a2aCfg); err != nil {
-			return err
-		}
-	}
 	if c.stdio {
 		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", c.readOnly)
 		return e.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
 	}
-	lis, err := server.Listen(c.addr)
-	if err != nil {
-		return err
+	if c.telemetry.pprof && (c.metricsAddr == "" || c.metricsAddr == "off") {
+		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
 	}
 	if e.DevelopmentMode() {
 		log.Warn("edge.dev_mode", "message", "DEVELOPMENT MODE: no authentication; every caller is the local owner holding every grant; serving loopback clients only. Configure --issuer and --jwks-file before exposing this edge.", "agent", c.devAgent)
 	}
-	if c.telemetry.pprof && (c.metricsAddr == "" || c.metricsAddr == "off") {
-		lis.Close()
-		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
+	servers, err := c.listen(e, limits, tel.MetricsHandler(), log)
+	if err != nil {
+		return err
+	}
+	log.Info("edge.started", "mcp", "http://"+servers[0].lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
+		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", c.sessPeers)
+	return runHTTPAll(ctx, log, servers...)
+}
+
+// edgeConfig is the edge's configuration from c: the flags' values and
+// what they name (the mesh key, the state keys, the grants and token key
+// files), with the Temporal client elicitation needs; closeTemporal closes
+// that client.
+func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits, tel telemetry.Providers, log *slog.Logger) (cfg edge.Config, closeTemporal func(), err error) {
+	closeTemporal = func() {}
+	urls, err := serviceURLs(orLoopback(c.services))
+	if err != nil {
+		return cfg, closeTemporal, err
+	}
+	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
+	key, err := readMeshKey(c.keyPath)
+	if err != nil {
+		return cfg, closeTemporal, err
+	}
+	signer, err := mesh.NewSigner(key, "toolmesh-edge")
+	if err != nil {
+		return cfg, closeTemporal, err
+	}
+	c.mcp.MaxBodyBytes = limits.MaxBodyBytes
+	cfg = edge.Config{
+		HTTPClient:     meshclient.HTTP(),
+		Contracts:      contracts(),
+		Telemetry:      tel,
+		Services:       urls,
+		CallTimeout:    c.callTimeout,
+		WaitBudget:     c.waitBudget,
+		DevAgent:       c.devAgent,
+		Mesh:           signer,
+		ReadOnly:       c.readOnly,
+		AllowedOrigins: c.origins,
+		AllowedHosts:   c.hosts,
+		ShutdownGrace:  c.shutdownGrace,
+		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		MCP:            c.mcp,
+	}
+	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
+	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
+	if cfg.MCP.Sessions, err = c.sessions(); err != nil {
+		return cfg, closeTemporal, err
+	}
+	if c.temporalAddr != "" {
+		if cfg.Elicitation, closeTemporal, err = c.elicitation(tel, log); err != nil {
+			return cfg, closeTemporal, err
+		}
+	}
+	if cfg.Grants, err = c.grants(); err != nil {
+		return cfg, closeTemporal, err
+	}
+	if cfg.Auth, err = c.auth(); err != nil {
+		return cfg, closeTemporal, err
+	}
+	if c.a2a.Addr != "" && !c.stdio {
+		a := c.a2a
+		if a.Egress, err = egressPolicy(getenv, remoteEgressAllowEnv, log); err != nil {
+			return cfg, closeTemporal, err
+		}
+		a.Key = key
+		cfg.A2A = &a
+	}
+	if c.stdio {
+		cfg.MCP.Addr = ""
+		if c.issuer != "" {
+			log.Warn("edge.stdio_without_auth", "message", "--stdio serves the local user who started the process; --issuer and the token settings do not apply")
+		}
+	}
+	return cfg, closeTemporal, nil
+}
+
+// sessions are the edge's session replicas (nil without --session-peer,
+// and over stdio): every replica holds the request state keys, from which
+// session ids are signed.
+func (c *edgeConfig) sessions() (*edge.Sessions, error) {
+	if len(c.sessPeers) == 0 || c.stdio {
+		return nil, nil
+	}
+	self, err := sessionSelf(c.sessionAdvertise, c.mcp.Addr)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := readStateKeys(c.stateKey, c.statePrevKey)
+	if err != nil {
+		return nil, err
+	}
+	return &edge.Sessions{Self: self, Peers: c.sessPeers, Keys: keys}, nil
+}
+
+// elicitation is multi-round elicitation through the Temporal at
+// --temporal, whose client closeTemporal closes.
+func (c *edgeConfig) elicitation(tel telemetry.Providers, log *slog.Logger) (x *edge.Elicitation, closeTemporal func(), err error) {
+	closeTemporal = func() {}
+	sealer, err := readStateSealer(c.stateKey, c.statePrevKey)
+	if err != nil {
+		return nil, closeTemporal, err
+	}
+	if c.elicit.StateTTL <= 0 {
+		return nil, closeTemporal, errors.New("--state-ttl must be positive")
+	}
+	// Lazy: the edge serves every other call while Temporal is down.
+	tc, err := temporalclient.NewLazy(temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-edge", Telemetry: tel}, log)
+	if err != nil {
+		return nil, closeTemporal, err
+	}
+	e := c.elicit
+	e.Temporal, e.States = tc, sealer
+	return &e, tc.Close, nil
+}
+
+// grants are those of --grants-file; nil without it.
+func (c *edgeConfig) grants() (*identity.Grants, error) {
+	if c.grantsFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.grantsFile)
+	if err != nil {
+		return nil, fmt.Errorf("read grants file: %w", err)
+	}
+	return identity.ParseGrants(b)
+}
+
+// auth is the edge's authentication: nil (development mode) without
+// --issuer and its key files, and over stdio.
+func (c *edgeConfig) auth() (*identity.Config, error) {
+	if c.stdio || (c.issuer == "" && c.jwksFile == "" && c.hsFile == "") {
+		return nil, nil
+	}
+	if c.issuer == "" {
+		return nil, errors.New("--jwks-file and --dev-hs256-secret-file need --issuer")
+	}
+	a := &identity.Config{Issuer: c.issuer, Resource: c.resource, AuthorizationServers: c.authServers}
+	if a.Resource == "" {
+		a.Resource = "http://" + c.mcp.Addr + "/mcp"
+	}
+	var err error
+	if c.jwksFile != "" {
+		if a.JWKS, err = os.ReadFile(c.jwksFile); err != nil {
+			return nil, fmt.Errorf("read JWKS file: %w", err)
+		}
+	}
+	if c.hsFile != "" {
+		secret, err := os.ReadFile(c.hsFile)
+		if err != nil {
+			return nil, fmt.Errorf("read HS256 secret file: %w", err)
+		}
+		a.HS256Secret = []byte(strings.TrimSpace(string(secret)))
+	}
+	return a, nil
+}
+
+// listen opens the edge's listeners: MCP first, then metrics (unless
+// "off") and A2A (when configured), each serving its handler.
+func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Handler, log *slog.Logger) ([]httpListener, error) {
+	lis, err := server.Listen(c.mcp.Addr)
+	if err != nil {
+		return nil, err
 	}
 	// The edge answers oversized bodies itself, in JSON-RPC.
 	mcpLimits := limits
@@ -272,24 +324,22 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		metricsLis, err := server.Listen(c.metricsAddr)
 		if err != nil {
 			closeAll()
-			return err
+			return nil, err
 		}
 		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(metrics, c.telemetry.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
 	}
-	if a2a != nil {
-		a2aLis, err := server.Listen(c.a2aAddr)
+	if h := e.A2AHandler(); h != nil {
+		a2aLis, err := server.Listen(c.a2a.Addr)
 		if err != nil {
 			closeAll()
-			return err
+			return nil, err
 		}
-		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>", "public_url", a2a.PublicURL())
+		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>")
 		// The A2A endpoint caps bodies itself too (1 MiB).
-		servers = append(servers, httpListener{server.NewHTTPServer(a2a.Handler(), log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
+		servers = append(servers, httpListener{server.NewHTTPServer(h, log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
 	}
-	log.Info("edge.started", "mcp", "http://"+lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
-		"elicitation", cfg.Elicitation != nil, "a2a", a2a != nil, "session_peers", []string(c.sessionPeers))
-	return runHTTPAll(ctx, log, servers...)
+	return servers, nil
 }
 
 // defaultEdgeShutdownTimeout bounds the edge's shutdown.

@@ -211,7 +211,7 @@ func TestReputationCardExtensionThroughTheEdge(t *testing.T) {
 		DevAgent:   "alice",
 		HTTPClient: edgeClient,
 	})
-	exts = e.CardExtensions()
+	exts = e.Pipeline().(port.CardExtensions) // what the A2A door reads for a card
 
 	if got := exts.CardExtensions(t.Context(), "alice"); len(got) != 0 {
 		t.Errorf("alice's card extensions before she published = %v, want none", got)

@@ -110,7 +110,7 @@ func TestToolsetsThroughTheEdge(t *testing.T) {
 		Services:   services,
 		HTTPClient: client,
 		Mesh:       servertest.MeshSigner(),
-		Addr:       "127.0.0.1:7100", // HS256 tokens need a loopback edge; the test serves its handler
+		MCP:        edge.MCP{Addr: "127.0.0.1:7100"}, // HS256 tokens need a loopback edge; the test serves its handler
 		Auth:       &identity.Config{Issuer: issuer, Resource: resource, HS256Secret: secret},
 	}, logging.Discard())
 	if err != nil {

@@ -62,8 +62,9 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 )
 
-// Config configures the A2A door.
-type Config struct {
+// Options are the A2A door's settings (edge.Config.A2A): each declared and
+// documented here, and defaulted once, in New.
+type Options struct {
 	// Addr is the address it listens on; in development mode (no Auth on
 	// the edge) it must be a loopback address.
 	Addr string
@@ -77,12 +78,17 @@ type Config struct {
 	Resource string
 	// Egress guards fetching the keys of the meshes that send messages.
 	Egress egress.Policy
+	// Key is the mesh's signing key: it signs the cards, and its public
+	// half is published at /.well-known/jwks.json. Required.
+	Key ed25519.PrivateKey
+}
+
+// Config is what the door is built from: its options and what the edge
+// gives it.
+type Config struct {
+	Options
 	// Version is the agents' version on their cards.
 	Version string
-	// Key is the mesh's signing key: it signs the cards, and its public
-	// half is published at /.well-known/jwks.json.
-	Key ed25519.PrivateKey
-
 	// Auth authenticates callers as the edge does, for the A2A resource
 	// (Resource); nil is development mode, which serves loopback only.
 	Auth *identity.Config

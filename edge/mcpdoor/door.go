@@ -48,6 +48,10 @@ const SessionTimeout = 30 * time.Minute
 // Options are the door's settings (edge.Config.MCP): each declared and
 // documented here, and defaulted once, in New.
 type Options struct {
+	// Addr is the address the door's listener listens on, which the edge's
+	// access checks read: a non-loopback address needs authentication.
+	// Empty: decided per request from the connection (tests).
+	Addr string
 	// DisableFastPath sends every request through the MCP SDK's generic
 	// handler, even plain stateless tools/call requests the door can answer
 	// directly (for comparison tests and troubleshooting).

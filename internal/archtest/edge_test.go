@@ -248,3 +248,23 @@ func structFields(file *ast.File, name string) []string {
 	})
 	return out
 }
+
+// edgeDoors are the edge's doors: packages under edge/ that the root
+// composes (edge.New) and nothing outside edge/ builds.
+var edgeDoors = []string{edgeRoot + "/mcpdoor", edgeRoot + "/a2adoor", edgeRoot + "/elicit"}
+
+// TestOnlyTheEdgeBuildsItsDoors: no package outside edge/ (cmd/ included)
+// imports a door; it configures the doors through edge.Config, whose option
+// types the root re-exports, and serves the handlers edge.New hands out.
+func TestOnlyTheEdgeBuildsItsDoors(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.ImportPath == edgeRoot || strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(edgeDoors, imp) {
+				t.Errorf("%s imports %s: configure the door through edge.Config and serve the handler edge.New hands out", p.ImportPath, imp)
+			}
+		}
+	}
+}
