@@ -11,8 +11,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// httpGet fetches url and returns the response and its body.
-func httpGet(t *testing.T, url string, h map[string]string) (*http.Response, []byte) {
+// fetchDoc fetches url and returns the response and its body.
+func fetchDoc(t *testing.T, url string, h map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestDiscoveryDocumentsOfTheMesh(t *testing.T) {
 	m := startUp(t, bin, temporal)
 	endpoint := m.Link(t, linkMCP)
 
-	res, body := httpGet(t, endpoint+"/server-card", map[string]string{"Accept": "application/mcp-server-card+json"})
+	res, body := fetchDoc(t, endpoint+"/server-card", map[string]string{"Accept": "application/mcp-server-card+json"})
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/mcp-server-card+json" || res.Header.Get("ETag") == "" {
 		t.Fatalf("server card: %d %v %s", res.StatusCode, res.Header, body)
 	}
@@ -73,7 +73,7 @@ func TestDiscoveryDocumentsOfTheMesh(t *testing.T) {
 	}
 
 	base := strings.TrimSuffix(endpoint, "/mcp")
-	res, body = httpGet(t, base+"/.well-known/ai-catalog.json", nil)
+	res, body = fetchDoc(t, base+"/.well-known/ai-catalog.json", nil)
 	var catalog struct {
 		SpecVersion string `json:"specVersion"`
 		Entries     []struct{ Identifier, Type, URL string }
@@ -93,7 +93,7 @@ func TestDiscoveryDocumentsOfTheMesh(t *testing.T) {
 	if server != endpoint+"/server-card" || agent == "" {
 		t.Fatalf("catalog lists server %q and agent local %q, want both: %s", server, agent, body)
 	}
-	if res, body := httpGet(t, agent, nil); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"local"`) {
+	if res, body := fetchDoc(t, agent, nil); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"local"`) {
 		t.Errorf("agent local's card: %d %s", res.StatusCode, body)
 	}
 }
