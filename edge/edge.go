@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -221,6 +222,11 @@ type Edge struct {
 	auth     *identity.Authenticator
 	dev      *identity.Principal // the local owner in development mode and stdio; nil with auth
 	handler  http.Handler
+
+	// catalogs are the doors beside the MCP door whose cards the AI
+	// catalog lists (AddCatalog).
+	catalogMu sync.Mutex
+	catalogs  []port.CardCatalog
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -260,6 +266,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Answers:  e.pipeline.inflight.answers,
 		Log:      log,
 		Version:  cfg.Version,
+		Resource: resource(cfg.Auth),
 	})
 	if err != nil {
 		return nil, err
@@ -285,6 +292,14 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	}
 	e.handler = e.routes()
 	return e, nil
+}
+
+// resource is the audience the edge's tokens name; "" in development mode.
+func resource(a *identity.Config) string {
+	if a == nil {
+		return ""
+	}
+	return a.Resource
 }
 
 // configureAccess sets up authentication, the development principal and
@@ -330,6 +345,10 @@ func (e *Edge) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.mcp.Handler())
 	mux.Handle(PathToolsets, e.mcp.Handler())
+	cards := e.mcp.ServerCardHandler()
+	mux.Handle("/mcp"+mcpdoor.ServerCardPath, cards)
+	mux.Handle(PathToolsets+"{toolset}"+mcpdoor.ServerCardPath, cards)
+	mux.HandleFunc(PathAICatalog, e.serveCatalog)
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	if e.auth != nil {
 		meta := e.auth.Metadata()

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -79,6 +80,12 @@ type Options struct {
 	// Sessions, when set, serves 2025-era sessions on every replica of a
 	// multi-replica edge (sessions.go); nil: on the one they began on.
 	Sessions *Sessions
+	// PublicURL is the edge's base URL as MCP clients reach it
+	// ("https://mcp.example.com"): its server cards and the AI catalog
+	// name endpoints below it. Default: the origin of Config.Resource with
+	// authentication, else the scheme and Host each request reached (a
+	// loopback edge).
+	PublicURL string
 	// Toolsets is the toolset selection of a client that makes none (by
 	// path or header), and of the stdio client: "all" (the default),
 	// "default", toolset and tool names, "-" exclusions, "dynamic" for tool
@@ -98,9 +105,14 @@ const (
 	DefaultToolsets         = "all"
 )
 
-// withDefaults is o with every default applied: the one place the door's
-// defaults are.
-func (o Options) withDefaults() Options {
+// withDefaults is o with every default applied, for an edge whose tokens
+// name resource: the one place the door's defaults are.
+func (o Options) withDefaults(resource string) Options {
+	if o.PublicURL == "" && resource != "" {
+		if u, err := url.Parse(resource); err == nil && u.Host != "" {
+			o.PublicURL = u.Scheme + "://" + u.Host
+		}
+	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -149,6 +161,9 @@ type Config struct {
 
 	// Version is reported to clients.
 	Version string
+	// Resource is the audience the callers' tokens name (the edge's
+	// canonical URI, with authentication; "" in development mode).
+	Resource string
 }
 
 // Door serves MCP.
@@ -209,7 +224,12 @@ type tool struct {
 // New builds the MCP server, its tools, resources, prompts and task
 // methods, and the HTTP handlers of both eras.
 func New(cfg Config) (*Door, error) {
-	cfg.Options = cfg.Options.withDefaults()
+	cfg.Options = cfg.Options.withDefaults(cfg.Resource)
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("edge: public URL %q is not an http(s) base URL", cfg.PublicURL)
+		}
+	}
 	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
