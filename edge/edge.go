@@ -289,6 +289,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The AI catalog lists the card of every agent the door serves.
+		e.AddCatalog(e.a2a)
 	}
 	e.handler = e.routes()
 	return e, nil
