@@ -3,8 +3,6 @@ package edge_test
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
 	"net/http"
@@ -13,10 +11,10 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -146,8 +144,10 @@ type fullEnvelope struct {
 
 type envelopeCore = envelope
 
-// issuer signs access tokens the way an authorization server would.
+// issuer signs access tokens the way an authorization server would
+// (identitytest.Issuer, under the names these tests use).
 type issuer struct {
+	*identitytest.Issuer
 	url      string
 	rsaKey   *rsa.PrivateKey
 	ecKey    *ecdsa.PrivateKey
@@ -155,103 +155,29 @@ type issuer struct {
 }
 
 func newIssuer(t testing.TB) *issuer {
-	t.Helper()
-	rk, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &issuer{url: "https://auth.example.com", rsaKey: rk, ecKey: ek, hsSecret: []byte("dev-secret-0123456789abcdef-0123456789")}
-}
-
-// jwks is the issuer's public key set.
-func (i *issuer) jwks(t testing.TB) []byte {
-	t.Helper()
-	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: &i.rsaKey.PublicKey, KeyID: "rsa-1", Algorithm: "RS256", Use: "sig"},
-		{Key: &i.ecKey.PublicKey, KeyID: "ec-1", Algorithm: "ES256", Use: "sig"},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	i := identitytest.NewIssuer(t)
+	return &issuer{Issuer: i, url: i.URL, rsaKey: i.RSAKey, ecKey: i.ECKey, hsSecret: i.HSSecret}
 }
 
 // claims of a test token; zero fields are left out.
-type claims struct {
-	Subject  string
-	Audience string
-	Issuer   string
-	Expiry   time.Time
-	Scope    string
-	AgentID  string
-	Roles    []string
-	Toolsets string
-}
+type claims = identitytest.Claims
+
+func (i *issuer) jwks(t testing.TB) []byte { return i.JWKS(t) }
 
 // sign mints a token with alg (RS256, ES256 or HS256).
 func (i *issuer) sign(t testing.TB, alg jose.SignatureAlgorithm, c claims) string {
-	t.Helper()
-	var key jose.SigningKey
-	var kid string
-	switch alg {
-	case jose.RS256:
-		key, kid = jose.SigningKey{Algorithm: alg, Key: i.rsaKey}, "rsa-1"
-	case jose.ES256:
-		key, kid = jose.SigningKey{Algorithm: alg, Key: i.ecKey}, "ec-1"
-	case jose.HS256:
-		key = jose.SigningKey{Algorithm: alg, Key: i.hsSecret}
-	}
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	if kid != "" {
-		opts = opts.WithHeader("kid", kid)
-	}
-	s, err := jose.NewSigner(key, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return i.serialize(t, s, c)
+	return i.Sign(t, alg, c)
 }
 
 func (i *issuer) serialize(t testing.TB, s jose.Signer, c claims) string {
-	t.Helper()
-	std := jwt.Claims{Subject: c.Subject, Issuer: c.Issuer, IssuedAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}
-	if c.Audience != "" {
-		std.Audience = jwt.Audience{c.Audience}
-	}
-	if !c.Expiry.IsZero() {
-		std.Expiry = jwt.NewNumericDate(c.Expiry)
-	}
-	extra := map[string]any{}
-	if c.Scope != "" {
-		extra["scope"] = c.Scope
-	}
-	if c.AgentID != "" {
-		extra["agent_id"] = c.AgentID
-	}
-	if len(c.Roles) > 0 {
-		extra["roles"] = c.Roles
-	}
-	if c.Toolsets != "" {
-		extra["toolsets"] = c.Toolsets
-	}
-	tok, err := jwt.Signed(s).Claims(std).Claims(extra).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return i.Serialize(t, s, c)
 }
 
 // valid are claims the edge at resource accepts.
 func (i *issuer) valid(resource, subject, scope string) claims {
-	return claims{Subject: subject, Audience: resource, Issuer: i.url, Expiry: time.Now().Add(time.Hour), Scope: scope}
+	return i.Valid(resource, subject, scope)
 }
 
 // authConfig makes a fixture's edge require the issuer's tokens (the
 // fixture fills in the resource).
-func (i *issuer) authConfig(t testing.TB) *identity.Config {
-	return &identity.Config{Issuer: i.url, JWKS: i.jwks(t)}
-}
+func (i *issuer) authConfig(t testing.TB) *identity.Config { return i.AuthConfig(t) }

@@ -218,37 +218,3 @@ func TestAICatalogListsTheServerAndTheAgents(t *testing.T) {
 		}
 	}
 }
-
-// TestAICatalogListsEveryAgentTheA2ADoorServes: the A2A door's entries are
-// the card of every agent it serves, page after page, each a card it
-// serves.
-func TestAICatalogListsEveryAgentTheA2ADoorServes(t *testing.T) {
-	a := newA2AFixture(t, nil)
-	f := productEdge(t, nil)
-	f.edge.AddCatalog(a.door)
-	res, body := get(t, http.MethodGet, strings.TrimSuffix(f.url, "/mcp")+edge.PathAICatalog, nil)
-	var doc struct {
-		Entries []port.CatalogEntry `json:"entries"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("catalog: %d %s %v", res.StatusCode, body, err)
-	}
-	var agents []port.CatalogEntry
-	for _, e := range doc.Entries {
-		if e.Type == "application/a2a-agent-card+json" {
-			agents = append(agents, e)
-		}
-	}
-	if len(agents) != 250 {
-		t.Fatalf("%d agent cards, want the 250 the door serves", len(agents))
-	}
-	host := strings.TrimPrefix(a.base, "http://")
-	host = host[:strings.LastIndexByte(host, ':')]
-	want := port.CatalogEntry{Identifier: "urn:air:" + host + ":a2a:bob", Type: "application/a2a-agent-card+json", URL: a.base + "/a2a/agents/bob/.well-known/agent-card.json"}
-	if agents[0] != want {
-		t.Errorf("first agent %+v, want %+v", agents[0], want)
-	}
-	if res, body := get(t, http.MethodGet, agents[0].URL, nil); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"Bob"`) {
-		t.Errorf("bob's card: %d %s", res.StatusCode, body)
-	}
-}

@@ -1,4 +1,4 @@
-package edge_test
+package a2adoor_test
 
 import (
 	"crypto/ed25519"
@@ -18,30 +18,30 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/edge/a2adoor"
-	"github.com/toolmesh/toolmesh/edge/httpguard"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 )
 
-// a2aFixture is an edge's A2A endpoint in front of the stand-ins.
+// a2aFixture is an edge's A2A endpoint in front of the stand-ins, built
+// as every edge is (edge.New with edge.Config.A2A).
 type a2aFixture struct {
 	base   string // the endpoint's base URL
-	door   *a2adoor.Door
+	edge   *edge.Edge
 	remote *inbound
 	logs   *logtest.Buffer
 }
 
-// newA2AFixture serves an A2A door on loopback (HTTP/1.1 and h2c, as the
-// edge's listener does); configure adjusts its configuration.
-func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
+// newA2AFixture serves an edge's A2A door on loopback (HTTP/1.1 and h2c,
+// as the edge's listener does); configure adjusts the edge's
+// configuration.
+func newA2AFixture(t *testing.T, configure func(*edge.Config)) *a2aFixture {
 	t.Helper()
 	f := &a2aFixture{remote: newInbound(), logs: &logtest.Buffer{}}
 	inboundSrv := servertest.Start(t, server.Register(inboundv1connect.InboundServiceName, inboundv1connect.InboundServiceHandler(f.remote),
@@ -52,36 +52,27 @@ func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
 	}
 	f.base = "http://" + lis.Addr().String()
 	log := logging.New(f.logs, logging.ParseLevel("debug"))
-	cfg := a2adoor.Config{
-		Options: a2adoor.Options{
+	cfg := edge.Config{
+		Mesh:        servertest.MeshSigner(),
+		HTTPClient:  servertest.HTTPClient(),
+		CallTimeout: 5 * time.Second,
+		Services:    map[string]string{inboundv1connect.InboundServiceName: inboundSrv.URL},
+		A2A: &edge.A2A{
 			Addr:   lis.Addr().String(),
 			Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 			Key:    servertest.MeshKey(),
 		},
-		Version:  edge.DefaultVersion,
-		DevAgent: edge.DefaultDevAgent,
-		Services: map[string]string{inboundv1connect.InboundServiceName: inboundSrv.URL},
-		Clients:  meshclient.Config{HTTP: servertest.HTTPClient(), Signer: servertest.MeshSigner(), Timeout: 5 * time.Second},
-		Log:      log,
 	}
 	if configure != nil {
 		configure(&cfg)
 	}
-	// The edge's own Host and Origin check, which the door shares.
-	gc := httpguard.Config{Log: log}
-	if cfg.Auth != nil {
-		gc.Resource = cfg.Auth.Resource
-	}
-	if cfg.Guard, err = httpguard.New(gc); err != nil {
-		t.Fatal(err)
-	}
-	door, err := a2adoor.New(cfg)
+	e, err := edge.New(cfg, log)
 	if err != nil {
 		lis.Close()
 		t.Fatal(err)
 	}
-	f.door = door
-	srv := server.NewHTTPServer(door.Handler(), log, server.Limits{MaxBodyBytes: -1})
+	f.edge = e
+	srv := server.NewHTTPServer(e.A2AHandler(), log, server.Limits{MaxBodyBytes: -1})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return f
@@ -348,12 +339,12 @@ func signerIssuer(t *testing.T, s *a2alink.DepthSigner) string {
 
 func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	var resource string
-	f := newA2AFixture(t, func(c *a2adoor.Config) {
-		c.Auth = iss.authConfig(t)
+	f := newA2AFixture(t, func(c *edge.Config) {
+		c.Auth = iss.AuthConfig(t)
 		c.Auth.Resource = "http://edge.example/mcp"
-		resource = "http://" + c.Addr
+		resource = "http://" + c.A2A.Addr
 	})
 	body := sendBody(1, textMessage("m-1", "hi"))
 	if status, a := f.rpc(t, "bob", body, nil); status != http.StatusUnauthorized || a.code() != -32001 {
@@ -362,15 +353,15 @@ func TestA2AAuthenticatesAsTheEdgeDoes(t *testing.T) {
 	if status, a := f.rpc(t, "bob", send10(1, "m-1", "hi"), v10); status != http.StatusUnauthorized || a.code() != -31401 {
 		t.Errorf("no token, 1.0: %d %+v, want 401 with -31401", status, a.Error)
 	}
-	readOnly := iss.sign(t, jose.RS256, iss.valid(resource, "partner@clients", "toolmesh:read"))
+	readOnly := iss.Sign(t, jose.RS256, iss.Valid(resource, "partner@clients", "toolmesh:read"))
 	if status, _ := f.rpc(t, "bob", body, http.Header{"Authorization": {"Bearer " + readOnly}}); status != http.StatusForbidden {
 		t.Errorf("a read-only token: %d, want 403", status)
 	}
-	mcpToken := iss.sign(t, jose.RS256, iss.valid("http://edge.example/mcp", "partner@clients", "toolmesh:write"))
+	mcpToken := iss.Sign(t, jose.RS256, iss.Valid("http://edge.example/mcp", "partner@clients", "toolmesh:write"))
 	if status, _ := f.rpc(t, "bob", body, http.Header{"Authorization": {"Bearer " + mcpToken}}); status != http.StatusUnauthorized {
 		t.Errorf("a token for /mcp: %d, want 401 (another audience)", status)
 	}
-	ok := iss.sign(t, jose.RS256, iss.valid(resource, "partner@clients", "toolmesh:write"))
+	ok := iss.Sign(t, jose.RS256, iss.Valid(resource, "partner@clients", "toolmesh:write"))
 	if status, a := f.rpc(t, "bob", body, http.Header{"Authorization": {"Bearer " + ok}}); status != http.StatusOK || a.Error != nil {
 		t.Fatalf("a write token: %d %+v", status, a.Error)
 	}
@@ -416,17 +407,11 @@ func TestA2ARefusesForeignHostsAndExposure(t *testing.T) {
 		t.Errorf("a foreign Host: %d, want 403 (DNS rebinding)", resp.StatusCode)
 	}
 	// Development mode serves loopback only.
-	guard, err := httpguard.New(httpguard.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = a2adoor.New(a2adoor.Config{
-		Options:  a2adoor.Options{Addr: "0.0.0.0:8070", Key: servertest.MeshKey()},
+	_, err = edge.New(edge.Config{
+		Mesh:     servertest.MeshSigner(),
 		Services: map[string]string{inboundv1connect.InboundServiceName: "http://127.0.0.1:1"},
-		Clients:  meshclient.Config{Signer: servertest.MeshSigner()},
-		Guard:    guard,
-		Log:      logging.Discard(),
-	})
+		A2A:      &edge.A2A{Addr: "0.0.0.0:8070", Key: servertest.MeshKey()},
+	}, logging.Discard())
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("an A2A endpoint on 0.0.0.0 without authentication: %v, want refused", err)
 	}

@@ -1,4 +1,4 @@
-package edge_test
+package a2adoor_test
 
 import (
 	"context"
