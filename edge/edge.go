@@ -254,7 +254,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.pipeline.elicit, tasks = x, x
+		e.pipeline.elicit, tasks = x, x.Tasks()
 	}
 	e.mcp, err = mcpdoor.New(mcpdoor.Config{
 		Options:  cfg.MCP,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -146,13 +145,10 @@ type Elicitor struct {
 	startWait time.Duration
 	forms     map[string]*toolForms
 
-	// Tasks (tasks.go).
-	answer      workflowcontract.Handler
-	view        workflowcontract.Handler
 	taskTimeout time.Duration
-	namespace   string
-	retention   atomic.Pointer[time.Duration]
 	now         clock.Clock
+	// tasks follows the calls that became MCP tasks (tasks.go).
+	tasks *tasks
 }
 
 // toolForms are a tool's forms, built once at start.
@@ -174,11 +170,8 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 		wf:          workflowcontract.WorkflowOf(&callsv1.ElicitedCallInput{}),
 		round:       workflowcontract.HandlerOf(&callsv1.RoundRequest{}),
 		pending:     workflowcontract.HandlerOf(&callsv1.PendingQuery{}),
-		answer:      workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),
-		view:        workflowcontract.HandlerOf(&callsv1.TaskQuery{}),
 		forms:       map[string]*toolForms{},
 		taskTimeout: cfg.TaskCallTimeout,
-		namespace:   cfg.Namespace,
 		now:         cfg.Now,
 	}
 	if cfg.TaskQueue != "" {
@@ -189,6 +182,14 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 	retry := toolcall.RetryOf(p.CallTimeout)
 	x.wait = retry.Budget() + replyMargin
 	x.startWait = retry.Attempt
+	x.tasks = &tasks{
+		log: p.Log, tc: cfg.Temporal, prefix: x.wf.IDPrefix,
+		answer:    workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),
+		view:      workflowcontract.HandlerOf(&callsv1.TaskQuery{}),
+		wait:      x.wait,
+		startWait: x.startWait,
+		namespace: cfg.Namespace,
+	}
 	for _, pt := range p.Tools {
 		t := port.Catalog(pt)
 		f := &toolForms{}
@@ -206,6 +207,9 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 	}
 	return x, nil
 }
+
+// Tasks follows the calls that became MCP tasks.
+func (x *Elicitor) Tasks() port.Tasks { return x.tasks }
 
 // CanAsk reports whether the client of c declared form elicitation.
 func (x *Elicitor) CanAsk(c *port.Call) bool { return c.Elicitation != nil && c.Elicitation.CanAsk }
@@ -454,7 +458,7 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 		}
 	}
 	if res.GetTask() {
-		task := x.created(ctx, run.id, res)
+		task := x.tasks.created(ctx, run.id, res)
 		x.log.InfoContext(ctx, "mcp.task_created", "tool", t.Name, "task_id", run.id, "status", task.Status)
 		return port.Outcome{Task: task}
 	}

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -33,6 +35,23 @@ import (
 // runs, its result once it is over. Nothing is kept here, so any edge
 // replica serves any task.
 
+// tasks follows the calls that are MCP tasks (port.Tasks, Elicitor.Tasks);
+// it holds only what that takes.
+type tasks struct {
+	log    *slog.Logger
+	tc     client.Client
+	prefix string // the id prefix of the calls workflows
+	answer workflowcontract.Handler
+	view   workflowcontract.Handler
+	// wait bounds an answer, which may run the call's side effect;
+	// startWait every other request.
+	wait, startWait time.Duration
+	// namespace is the Temporal namespace, whose retention (read once) is
+	// how long a task is kept at least.
+	namespace string
+	retention atomic.Pointer[time.Duration]
+}
+
 // kindTask is the ToolmeshKind of a calls workflow that is a task (the
 // worker's, by contract: workers/calls).
 const kindTask = "task"
@@ -41,10 +60,10 @@ const kindTask = "task"
 const errAbandoned = "Abandoned"
 
 // Owns reports whether id is a calls workflow's id.
-func (x *Elicitor) Owns(id string) bool { return strings.HasPrefix(id, x.wf.IDPrefix+"/") }
+func (x *tasks) Owns(id string) bool { return strings.HasPrefix(id, x.prefix+"/") }
 
 // created is the task a call became in the round that answered res.
-func (x *Elicitor) created(ctx context.Context, id string, res *callsv1.RoundResult) *port.Task {
+func (x *tasks) created(ctx context.Context, id string, res *callsv1.RoundResult) *port.Task {
 	now := time.Now().UTC()
 	t := &port.Task{ID: id, Status: port.TaskWorking, Created: now, Updated: now, TTL: x.taskTTL(ctx)}
 	if qs := res.GetQuestions(); len(qs) > 0 {
@@ -65,7 +84,7 @@ func taskQuestions(qs []*callsv1.Question) []port.Question {
 // taskTTL is how long a task is kept at least: the namespace's retention
 // after it ends, so at least that long from its creation. Nil when
 // Temporal has not said yet.
-func (x *Elicitor) taskTTL(ctx context.Context) *time.Duration {
+func (x *tasks) taskTTL(ctx context.Context) *time.Duration {
 	if d := x.retention.Load(); d != nil {
 		return d
 	}
@@ -82,7 +101,7 @@ func (x *Elicitor) taskTTL(ctx context.Context) *time.Duration {
 
 // describeTask describes the workflow of task id as p's: not found unless
 // it is a task of p's agent.
-func (x *Elicitor) describeTask(ctx context.Context, p *identity.Principal, id string) (*client.WorkflowExecutionDescription, error) {
+func (x *tasks) describeTask(ctx context.Context, p *identity.Principal, id string) (*client.WorkflowExecutionDescription, error) {
 	if p == nil || !x.Owns(id) {
 		return nil, port.ErrTaskNotFound
 	}
@@ -105,7 +124,7 @@ func (x *Elicitor) describeTask(ctx context.Context, p *identity.Principal, id s
 
 // Get shows task id: while its workflow runs, what its task query says;
 // once it is over, its result.
-func (x *Elicitor) Get(ctx context.Context, p *identity.Principal, id string) (*port.Task, error) {
+func (x *tasks) Get(ctx context.Context, p *identity.Principal, id string) (*port.Task, error) {
 	desc, err := x.describeTask(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -139,7 +158,7 @@ func (x *Elicitor) Get(ctx context.Context, p *identity.Principal, id string) (*
 // ended fills in a task whose workflow is over: completed with the call's
 // result (failed when the call failed unexpectedly), failed when nobody
 // answered in time or the workflow was stopped, cancelled.
-func (x *Elicitor) ended(ctx context.Context, t *port.Task, status enumspb.WorkflowExecutionStatus, runID string) {
+func (x *tasks) ended(ctx context.Context, t *port.Task, status enumspb.WorkflowExecutionStatus, runID string) {
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		t.Status, t.Message = port.TaskCancelled, "The task was cancelled; nothing more was done."
@@ -196,7 +215,7 @@ func settle(t *port.Task, env *toolcall.Envelope) {
 
 // Answer delivers the answers to task id's questions as the answer update
 // of its workflow, which checks them and applies them once.
-func (x *Elicitor) Answer(ctx context.Context, p *identity.Principal, id string, responses map[string]json.RawMessage, key string) ([]string, error) {
+func (x *tasks) Answer(ctx context.Context, p *identity.Principal, id string, responses map[string]json.RawMessage, key string) ([]string, error) {
 	desc, err := x.describeTask(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -263,7 +282,7 @@ func answerFromJSON(raw json.RawMessage) *callsv1.Answer {
 }
 
 // Cancel cancels task id's workflow; one that is over stays as it is.
-func (x *Elicitor) Cancel(ctx context.Context, p *identity.Principal, id string) error {
+func (x *tasks) Cancel(ctx context.Context, p *identity.Principal, id string) error {
 	desc, err := x.describeTask(ctx, p, id)
 	if err != nil {
 		return err
@@ -286,14 +305,14 @@ func (x *Elicitor) Cancel(ctx context.Context, p *identity.Principal, id string)
 // List lists the caller's long work of kinds (task id prefixes; "call"
 // stands for the calls carried as tasks) from Temporal's visibility store,
 // newest first.
-func (x *Elicitor) List(ctx context.Context, p *identity.Principal, kinds []string, cursor string, n int) ([]string, string, error) {
+func (x *tasks) List(ctx context.Context, p *identity.Principal, kinds []string, cursor string, n int) ([]string, string, error) {
 	token, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil {
 		return nil, "", &port.TaskRefusal{Reason: "invalid cursor"}
 	}
 	quoted := make([]string, 0, len(kinds))
 	for _, k := range kinds {
-		if k == x.wf.IDPrefix {
+		if k == x.prefix {
 			k = kindTask
 		}
 		quoted = append(quoted, strconv.Quote(k))

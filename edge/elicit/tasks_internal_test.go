@@ -39,7 +39,7 @@ func TestTaskStateOfAnEndedCall(t *testing.T) {
 		t.Errorf("an internal failure = %+v, want -32603 naming the error id", task.Error)
 	}
 
-	x := &Elicitor{}
+	x := &tasks{}
 	for status, want := range map[enumspb.WorkflowExecutionStatus]string{
 		enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:   port.TaskCancelled,
 		enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED: port.TaskFailed,
