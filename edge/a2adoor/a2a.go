@@ -260,9 +260,6 @@ func (g *Door) serveKeys(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(g.keys)
 }
 
-// PublicURL is the door's base URL as remote agents reach it.
-func (g *Door) PublicURL() string { return g.base }
-
 // endpoint is the JSON-RPC URL of an agent (both versions): the first of
 // its card's interfaces, and the audience of depth tokens for it.
 func (g *Door) endpoint(agent string) string { return g.base + a2aPathPrefix + agent }
