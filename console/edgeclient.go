@@ -41,9 +41,9 @@ type envelope struct {
 }
 
 type pagination struct {
-	Offset     int `json:"offset"`
-	Limit      int `json:"limit"`
-	Total      int `json:"total"`
+	Offset     int  `json:"offset"`
+	Limit      int  `json:"limit"`
+	Total      int  `json:"total"`
 	NextOffset *int `json:"next_offset"`
 }
 
