@@ -143,6 +143,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /inbox", c.page(c.inbox))
 	mux.Handle("GET /inbox/list", c.page(c.inboxList))
 	mux.Handle("POST /asks/{id}/answer", c.change(c.answer))
+	mux.Handle("POST /schedules/{id}/{decision}", c.change(c.decideSchedule))
 	mux.Handle("GET /events", c.page(c.events))
 	return httpguard.RecoverPanics(c.log, c.guarded(mux))
 }

@@ -116,6 +116,9 @@ func (f *fakeEdge) serve(t *testing.T) string {
 		a["status"], a["answer"], a["answered_by"] = "ASK_STATUS_ANSWERED", answer, "local"
 		return ok(map[string]any{"ask": a}), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "schedules_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"schedules": []any{}}), nil
+	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"

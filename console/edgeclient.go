@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -60,6 +61,11 @@ func (c *edgeClient) call(ctx context.Context, p person, tool string, args map[s
 		return envelope{}, fmt.Errorf("%w: %v", errEdgeUnreachable, err)
 	}
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if werr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		// A protocol error (a tool the person may not see is unknown to
+		// them) is the edge's answer, not an outage.
+		return envelope{Status: "error", DomainCode: "not_supported", Message: tool + ": " + werr.Message}, nil
+	}
 	if err != nil {
 		c.drop(p, s)
 		return envelope{}, fmt.Errorf("%w: %v", errEdgeUnreachable, err)

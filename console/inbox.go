@@ -30,8 +30,15 @@ type inboxView struct {
 	Total int
 	// Offset is this page's; Prev and Next the neighbours' (-1: none).
 	Offset, Prev, Next int
-	// Answered is the ask answered just before (the flash after a redirect).
+	// Schedules wait for the owner's approval (the first page of them);
+	// ScheduleTotal is how many do, SchedulesDown why they could not be read.
+	Schedules     []schedule
+	ScheduleTotal int
+	SchedulesDown string
+	// Answered is the ask answered just before (the flash after a redirect),
+	// Decided the schedule approved or denied.
 	Answered *ask
+	Decided  *schedule
 	// Failed holds, by ask id, why an answer was refused; Kept the answer
 	// the person sent, shown again in its form.
 	Failed, Kept map[string]string
@@ -61,11 +68,24 @@ func (c *Console) listPending(ctx context.Context, p person, offset, limit int) 
 func (c *Console) loadInbox(r *http.Request, s *session, offset int) (*inboxView, error) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
+	v := &inboxView{Offset: offset, Prev: -1, Next: -1}
+	scheds, spg, serr := c.listPendingSchedules(ctx, s.Person, 0, c.cfg.PageSize)
+	if serr != nil {
+		v.SchedulesDown = c.outage(serr)
+	} else {
+		for i := range scheds {
+			c.preview(ctx, s.Person, &scheds[i])
+		}
+		v.Schedules, v.ScheduleTotal = scheds, len(scheds)
+		if spg != nil {
+			v.ScheduleTotal = spg.Total
+		}
+	}
 	asks, pg, err := c.listPending(ctx, s.Person, offset, c.cfg.PageSize)
 	if err != nil {
-		return &inboxView{Offset: offset, Prev: -1, Next: -1}, err
+		return v, err
 	}
-	v := &inboxView{Asks: asks, Offset: offset, Prev: -1, Next: -1, Total: len(asks)}
+	v.Asks, v.Total = asks, len(asks)
 	if pg != nil {
 		v.Total = pg.Total
 		if pg.NextOffset != nil {
@@ -101,6 +121,11 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		cancel()
 	}
+	if id := r.URL.Query().Get("decided"); id != "" {
+		ctx, cancel := callCtx(r)
+		v.Decided = c.decidedSchedule(ctx, s.Person, id)
+		cancel()
+	}
 	c.renderPage(w, r, s, "inbox", "Inbox", v, err)
 }
 
@@ -108,7 +133,7 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request, s *session) {
 // when the asks changed.
 func (c *Console) inboxList(w http.ResponseWriter, r *http.Request, s *session) {
 	v, err := c.loadInbox(r, s, pageOffset(r))
-	c.renderFragment(w, r, s, "inbox", "asks", v, err)
+	c.renderFragment(w, r, s, "inbox", "live", v, err)
 }
 
 // answer sends the owner's answer to an ask through owner_answer.
@@ -143,6 +168,9 @@ func (c *Console) resubmit(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	v, err := c.loadInbox(r, s, pageOffset(r))
 	v.Kept = map[string]string{id: r.PostForm.Get("answer")}
+	if r.PostForm.Has("reason") {
+		v.Kept[id] = r.PostForm.Get("reason")
+	}
 	v.Notice = "Your session had ended, so nothing was sent. You are signed in again: check your answer below and send it again."
 	c.renderStatus(w, r, s, http.StatusUnauthorized, "inbox", "Inbox", v, err)
 }

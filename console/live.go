@@ -176,5 +176,12 @@ func (c *Console) pendingDigest(ctx context.Context, p person) (string, error) {
 		}
 		offset = *pg.NextOffset
 	}
+	scheds, _, err := c.listPendingSchedules(ctx, p, 0, 200)
+	if err != nil {
+		fmt.Fprintf(sum, "schedules unreadable\n")
+	}
+	for _, s := range scheds {
+		fmt.Fprintf(sum, "%s %s\n", s.ID, s.SpecHash)
+	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }

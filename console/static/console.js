@@ -1,7 +1,7 @@
 // The console works without this script. It only keeps the inbox live: the
 // console sends an "inbox" event when the pending asks changed, and the
-// page fetches its list again and adds the new asks and removes the
-// answered ones, leaving the others (and anything typed into them) alone.
+// page fetches its lists again and adds the new asks and schedules and
+// removes the decided ones, leaving the others (and anything typed into them) alone.
 "use strict";
 (function () {
   var box = document.getElementById("inbox");
@@ -14,8 +14,17 @@
 
   function merge(html) {
     var next = new DOMParser().parseFromString(html, "text/html");
-    var list = document.getElementById("inbox-list");
-    var fresh = next.getElementById("inbox-list");
+    ["inbox", "schedule"].forEach(function (name) {
+      mergeList(next, name + "-list");
+      var count = document.getElementById(name + "-count");
+      var freshCount = next.getElementById(name + "-count");
+      if (count && freshCount) { count.textContent = freshCount.textContent; }
+    });
+  }
+
+  function mergeList(next, id) {
+    var list = document.getElementById(id);
+    var fresh = next.getElementById(id);
     if (!list || !fresh) {
       return;
     }
@@ -32,9 +41,6 @@
       list.insertBefore(node, at);
       at = node;
     });
-    var count = document.getElementById("inbox-count");
-    var freshCount = next.getElementById("inbox-count");
-    if (count && freshCount) { count.textContent = freshCount.textContent; }
   }
 
   function refresh() {
