@@ -32,9 +32,9 @@ type score struct {
 }
 
 type agentsView struct {
-	Agents                        []agent
+	Agents                         []agent
 	Active, Paused, Retired, Total int
-	Offset, Prev, Next            int
+	Offset, Prev, Next             int
 	// ReputationDown says why the scores could not be read.
 	ReputationDown string
 }
