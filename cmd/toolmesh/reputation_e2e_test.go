@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -26,7 +27,6 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1/reputationv1connect"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"github.com/toolmesh/toolmesh/services/reputation"
 	"github.com/toolmesh/toolmesh/services/reputation/reputationstore"
 )
@@ -157,7 +157,7 @@ func TestReputationCardExtensionThroughTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditSvc := audit.New(aust, audit.Config{Signer: checkpoint.NewSigner(auditKey), CheckpointLog: filepath.Join(t.TempDir(), "checkpoints.log")})
+	auditSvc := audit.New(aust, audit.Config{Signer: auditcheckpoint.NewSigner(auditKey), CheckpointLog: filepath.Join(t.TempDir(), "checkpoints.log")})
 	if _, err := auditSvc.Checkpoint(t.Context()); err != nil {
 		t.Fatal(err)
 	}
