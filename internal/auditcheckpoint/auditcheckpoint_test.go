@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // seedKey is a fixed key: bytes 0..31 as the Ed25519 seed.
@@ -248,5 +249,52 @@ func TestAppendWritesALogThatReadsBack(t *testing.T) {
 	}
 	if _, _, err := s.Verifier().ReadFile(filepath.Join(t.TempDir(), "missing"), "log"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v, want not exist", err)
+	}
+}
+
+// TestVerifierKeyIsASignedNoteKey: the published key is a C2SP signed-note
+// verifier key: golang.org/x/mod/sumdb/note reads it and opens a
+// checkpoint with it, and ParseKeys reads it back to the same key.
+func TestVerifierKeyIsASignedNoteKey(t *testing.T) {
+	key := seedKey()
+	pub := key.Public().(ed25519.PublicKey)
+	s, err := auditcheckpoint.NewSigner(key).Sign(7, strings.Repeat("ab", 32), time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vk := auditcheckpoint.VerifierKey(pub)
+	v, err := note.NewVerifier(vk)
+	if err != nil {
+		t.Fatalf("note.NewVerifier(%q): %v", vk, err)
+	}
+	n, err := note.Open([]byte(s.Note), note.VerifierList(v))
+	if err != nil || len(n.Sigs) != 1 || n.Sigs[0].Name != auditcheckpoint.Origin(pub) {
+		t.Fatalf("note.Open = %+v, %v; want one signature by %s", n, err, auditcheckpoint.Origin(pub))
+	}
+	keys, err := auditcheckpoint.ParseKeys("# the audit checkpoint keys\n\n" + auditcheckpoint.FormatKeys(pub, otherKey(t).Public().(ed25519.PublicKey)))
+	if err != nil || len(keys) != 2 || !keys[0].Equal(pub) {
+		t.Fatalf("ParseKeys = %v, %v; want the two keys, %x first", keys, err, pub)
+	}
+}
+
+// TestParseKeysRefusesOtherKeys: a key under another key's name, a changed
+// key hash, or a document that is not a list of verifier keys (a JWKS) is
+// refused with its reason.
+func TestParseKeysRefusesOtherKeys(t *testing.T) {
+	pub := seedKey().Public().(ed25519.PublicKey)
+	other := otherKey(t).Public().(ed25519.PublicKey)
+	vk := auditcheckpoint.VerifierKey(pub)
+	name, rest, _ := strings.Cut(vk, "+")
+	hash, b64, _ := strings.Cut(rest, "+")
+	for _, tc := range []struct{ doc, want string }{
+		{strings.Replace(vk, name, auditcheckpoint.Origin(other), 1), "not named for its key"},
+		{name + "+00000000+" + b64, "key hash that does not match"},
+		{name + "+" + hash + "+" + base64.StdEncoding.EncodeToString(pub), "does not carry an Ed25519 key"},
+		{`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"AAAA"}]}`, "not a verifier key"},
+		{"", "no verifier key"},
+	} {
+		if _, err := auditcheckpoint.ParseKeys(tc.doc); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseKeys(%q) = %v, want an error saying %q", tc.doc, err, tc.want)
+		}
 	}
 }
