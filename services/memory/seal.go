@@ -1,101 +1,49 @@
 package memory
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/seal"
 )
 
 // KeySize is the length of the memory encryption key in bytes.
-const KeySize = 32
+const KeySize = seal.KeySize
 
 // ParseKey decodes a memory encryption key: 32 random bytes in standard
 // base64, with or without padding (what `openssl rand -base64 32` prints).
 // The error never repeats the value.
-func ParseKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	key, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		key, err = base64.RawStdEncoding.DecodeString(s)
-	}
-	if err != nil {
-		return nil, errors.New("memory key is not valid base64; want 32 random bytes in base64 (e.g. from `openssl rand -base64 32`)")
-	}
-	if len(key) != KeySize {
-		return nil, fmt.Errorf("memory key decodes to %d bytes; want %d random bytes in base64 (e.g. from `openssl rand -base64 32`)", len(key), KeySize)
-	}
-	return key, nil
-}
+func ParseKey(s string) ([]byte, error) { return seal.ParseKey("memory key", s) }
 
-// sealer encrypts content with AES-256-GCM and hashes index terms with
-// HMAC-SHA256. Both keys, and the key id, are derived from the one
-// configured key with HKDF-SHA256, so the index key is never the encryption
-// key and the key id reveals nothing about either.
+// sealer encrypts content with AES-256-GCM (internal/seal) and hashes index
+// terms with HMAC-SHA256. Both keys, and the key id, are derived from the
+// one configured key, so the index key is never the encryption key and the
+// key id reveals nothing about either.
 type sealer struct {
 	id    string
-	aead  cipher.AEAD
+	s     *seal.Sealer
 	index []byte
 }
 
+// sealPurpose names memory's keys among those derived from a key.
+const sealPurpose = "toolmesh.memory.v1"
+
 func newSealer(key []byte) (*sealer, error) {
-	if len(key) != KeySize {
-		return nil, fmt.Errorf("memory key has %d bytes, want %d", len(key), KeySize)
-	}
-	var derived [3][]byte
-	for i, d := range []struct {
-		info string
-		n    int
-	}{{"content", 32}, {"index", 32}, {"key id", 8}} {
-		k, err := hkdf.Key(sha256.New, key, nil, "toolmesh.memory.v1 "+d.info, d.n)
-		if err != nil {
-			return nil, fmt.Errorf("derive memory %s key: %w", d.info, err)
-		}
-		derived[i] = k
-	}
-	block, err := aes.NewCipher(derived[0])
+	s, err := seal.New(key, sealPurpose)
 	if err != nil {
-		return nil, fmt.Errorf("memory cipher: %w", err)
+		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
+	index, err := s.Derive("index", 32)
 	if err != nil {
-		return nil, fmt.Errorf("memory cipher: %w", err)
+		return nil, err
 	}
-	return &sealer{id: hex.EncodeToString(derived[2]), aead: aead, index: derived[1]}, nil
+	return &sealer{id: s.KeyID(), s: s, index: index}, nil
 }
 
-// seal encrypts plaintext under a fresh random nonce, binding it to aad.
-// The result is nonce || ciphertext || tag.
-func (s *sealer) seal(plaintext, aad []byte) []byte {
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plaintext)+s.aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
-		panic("memory: crypto/rand failed: " + err.Error())
-	}
-	return s.aead.Seal(nonce, nonce, plaintext, aad)
-}
+// seal encrypts plaintext bound to aad.
+func (s *sealer) seal(plaintext, aad []byte) []byte { return s.s.Seal(plaintext, aad) }
 
-// errUnauthentic means a sealed body failed GCM authentication: it was
-// altered, moved to another row, or sealed with another key.
-var errUnauthentic = errors.New("content failed authentication")
-
-func (s *sealer) open(body, aad []byte) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(body) < n+s.aead.Overhead() {
-		return nil, errUnauthentic
-	}
-	out, err := s.aead.Open(nil, body[:n], body[n:], aad)
-	if err != nil {
-		return nil, errUnauthentic
-	}
-	return out, nil
-}
+func (s *sealer) open(body, aad []byte) ([]byte, error) { return s.s.Open(body, aad) }
 
 // term returns the index term of word for agent: a truncated HMAC (96
 // bits), so the index holds no plaintext and the same word gives unrelated
