@@ -145,6 +145,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /asks/{id}/answer", c.change(c.answer))
 	mux.Handle("POST /schedules/{id}/{decision}", c.change(c.decideSchedule))
 	mux.Handle("GET /events", c.page(c.events))
+	mux.Handle("GET /agents", c.page(c.agents))
+	mux.Handle("GET /audit", c.page(c.audit))
 	return httpguard.RecoverPanics(c.log, c.guarded(mux))
 }
 
