@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -26,7 +27,6 @@ import (
 	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"github.com/toolmesh/toolmesh/services/credits"
 	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 	"github.com/toolmesh/toolmesh/services/memory"
@@ -201,7 +201,7 @@ func auditOptions(s *config.Set) buildFunc {
 			return nil, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
 		}
 		return buildAudit(ctx, db, deps, audit.Config{
-			Signer: checkpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval, Appenders: appenders,
+			Signer: auditcheckpoint.NewSigner(key), CheckpointLog: logPath, CheckpointInterval: interval, Appenders: appenders,
 		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/clock"
@@ -37,7 +38,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -53,7 +53,7 @@ type Config struct {
 	// Signer signs checkpoints of the chain with the audit service's own
 	// key. Without one no checkpoints are signed and only the chain and its
 	// head row protect the trail.
-	Signer *checkpoint.Signer
+	Signer *auditcheckpoint.Signer
 	// CheckpointLog is the file every signed checkpoint is appended to;
 	// with "" checkpoints are only logged (audit.checkpoint_signed).
 	CheckpointLog string
@@ -110,9 +110,9 @@ func (s *Service) RunCheckpoints(ctx context.Context) {
 // Checkpoint signs and publishes a checkpoint of the head now. It refuses
 // (ErrCheckpointRefused) when the chain no longer extends the last signed
 // checkpoint.
-func (s *Service) Checkpoint(ctx context.Context) (checkpoint.Signed, error) {
+func (s *Service) Checkpoint(ctx context.Context) (auditcheckpoint.Signed, error) {
 	if s.cp == nil {
-		return checkpoint.Signed{}, errors.New("the audit service has no checkpoint signing key")
+		return auditcheckpoint.Signed{}, errors.New("the audit service has no checkpoint signing key")
 	}
 	return s.cp.sign(ctx, true)
 }
