@@ -32,7 +32,7 @@ const consoleSessionKeyFile = "console-session.key"
 
 // consoleConfig is the configuration of `toolmesh console`.
 type consoleConfig struct {
-	addr, edgeURL, dataDir, keyFile, metricsAddr string
+	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL string
 	hosts                                        []string
 	sessionTTL, pollInterval                     time.Duration
 	telemetry                                    *telemetryConfig
@@ -53,6 +53,8 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 		Usage: "how often the console reads the pending asks while a browser shows the inbox (once per console process)"})
 	s.String(&c.metricsAddr, fmt.Sprintf("127.0.0.1:%d", consoleMetricsPort), config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_CONSOLE_METRICS_ADDR",
 		Usage: "address of the console's Prometheus /metrics and /healthz, apart from its pages (\"off\": none)"})
+	s.String(&c.statusURL, "", config.Opt{Flag: "mesh-status-url", Env: "TOOLMESH_CONSOLE_MESH_STATUS_URL",
+		Usage: "status page of the mesh's supervisor the mesh page shows (toolmesh up's /status.json; up gives its own)"})
 	c.telemetry = bindTelemetry(s, getenv)
 	return c
 }
@@ -80,7 +82,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	defer stopTelemetry(tel, log)
 	con, err := console.New(console.Config{
 		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
-		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval,
+		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL,
 		HTTPClient: meshclient.HTTP(), Log: log,
 	})
 	if err != nil {
