@@ -33,9 +33,9 @@ const consoleSessionKeyFile = "console-session.key"
 // consoleConfig is the configuration of `toolmesh console`.
 type consoleConfig struct {
 	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL string
-	hosts                                        []string
-	sessionTTL, pollInterval                     time.Duration
-	telemetry                                    *telemetryConfig
+	hosts                                                   []string
+	sessionTTL, pollInterval                                time.Duration
+	telemetry                                               *telemetryConfig
 }
 
 func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
