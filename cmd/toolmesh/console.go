@@ -109,25 +109,12 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 // ensureConsoleSessionKey reads the session key file, creating it (32
 // random bytes, hex, mode 0600) when missing.
 func ensureConsoleSessionKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
-		}
-		k := make([]byte, 32)
-		_, _ = rand.Read(k)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write([]byte(hex.EncodeToString(k) + "\n"))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil && !errors.Is(err, fs.ErrExist) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := writeConsoleSessionKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("write console session key: %w", err)
 		}
-		b, err = os.ReadFile(path)
 	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read console session key: %w", err)
 	}
@@ -136,4 +123,23 @@ func ensureConsoleSessionKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("console session key %s: want at least 32 bytes in hex", path)
 	}
 	return k, nil
+}
+
+// writeConsoleSessionKey creates the key file; it fails with fs.ErrExist
+// when another process made it first.
+func writeConsoleSessionKey(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(hex.EncodeToString(k) + "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
