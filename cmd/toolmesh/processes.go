@@ -320,7 +320,10 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--temporal", temporalAddr,
 		"--state-key", dataFile(cfg.DataDir, stateKeyFile),
 		"--state-previous-key", dataFile(cfg.DataDir, statePreviousKeyFile),
-		"--a2a-addr", local(a2aPort)}
+		"--a2a-addr", local(a2aPort),
+		// The A2A endpoint publishes the audit checkpoint key beside the
+		// mesh key, for the checkpoints attestations name.
+		"--a2a-audit-public-key", dataFile(cfg.DataDir, auditPubKeyFile)}
 	if cfg.Pprof {
 		edgeArgs = append(edgeArgs, "--pprof")
 	}
