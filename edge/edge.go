@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +48,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/assets"
 )
 
 // ModernProtocol is the first MCP protocol version served statelessly.
@@ -132,6 +134,10 @@ type Config struct {
 	Version string
 	// Contracts overrides the services exposed (default toolcatalog.Contracts()).
 	Contracts []protoreflect.ServiceDescriptor
+	// Assets overrides the contracts' assets, the skills among them
+	// (default assets.FS, proto/gen/assets); a toolset's skills are served
+	// when its contract is.
+	Assets fs.FS
 	// HTTPClient overrides the client used to reach services (default
 	// meshclient.HTTP()).
 	HTTPClient *http.Client
@@ -197,6 +203,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Contracts == nil {
 		cfg.Contracts = toolcatalog.Contracts()
+	}
+	if cfg.Assets == nil {
+		cfg.Assets = assets.FS
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = meshclient.HTTP()
@@ -267,6 +276,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Log:      log,
 		Version:  cfg.Version,
 		Resource: resource(cfg.Auth),
+		Assets:   cfg.Assets,
 	})
 	if err != nil {
 		return nil, err

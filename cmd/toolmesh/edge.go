@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
+	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -44,6 +47,7 @@ type edgeConfig struct {
 	rateBurst                              int
 	temporalAddr, stateKey, statePrevKey   string
 	sessionAdvertise, metricsAddr          string
+	a2aAuditKey                            string
 	telemetry                              *telemetryConfig
 }
 
@@ -90,6 +94,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 		Usage: "IP address (and port, default --addr's) the other edge replicas reach this one at", Default: "--addr when it names an IP address"})
 	s.String(&c.a2a.Addr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
 	s.String(&c.a2a.PublicURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
+	s.String(&c.a2aAuditKey, "", config.Opt{Flag: "a2a-audit-public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY",
+		Usage: "audit public key file(s), PEM: the A2A endpoint publishes them at " + auditcheckpoint.KeysPath + ", where other meshes check the audit checkpoints attestations name (none when the file is missing)", Default: "<data>/" + auditPubKeyFile})
 	s.String(&c.a2a.Resource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
 	s.Duration(&c.mcp.ResourcePollInterval, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
 	s.String(&c.metricsAddr, defaultEdgeMetricsAddr, config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_EDGE_METRICS_ADDR", Usage: "address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)"})
@@ -207,6 +213,13 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 			return cfg, closeTemporal, err
 		}
 		a.Key = key
+		auditKey := orDataFile(c.a2aAuditKey, c.dataDir, auditPubKeyFile)
+		switch a.AuditKeys, err = keyfile.ReadPublic(auditKey); {
+		case errors.Is(err, fs.ErrNotExist):
+			log.Warn("a2a.no_audit_key", "message", "the audit checkpoint key is not published: no audit public key at "+auditKey+"; other meshes cannot check the checkpoints this mesh's attestations name")
+		case err != nil:
+			return cfg, closeTemporal, fmt.Errorf("read audit public key: %w", err)
+		}
 		cfg.A2A = &a
 	}
 	if c.stdio {

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -164,6 +165,9 @@ type Config struct {
 	// Resource is the audience the callers' tokens name (the edge's
 	// canonical URI, with authentication; "" in development mode).
 	Resource string
+	// Assets are the contracts' assets (proto/gen/assets): the door serves
+	// the skills of the toolsets it serves (skills.go). Nil: none.
+	Assets fs.FS
 }
 
 // Door serves MCP.
@@ -210,6 +214,11 @@ type Door struct {
 	// undeclared are the methods of capabilities the door does not
 	// declare.
 	undeclared map[string]bool
+	// instr are the instructions per selection (instructions.go).
+	instr instructionsCache
+	// skills are the toolsets' skills, sorted by URI (skills.go).
+	skills     []*skill
+	skillByURI map[string]*skill
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -230,7 +239,7 @@ func New(cfg Config) (*Door, error) {
 			return nil, fmt.Errorf("edge: public URL %q is not an http(s) base URL", cfg.PublicURL)
 		}
 	}
-	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
+	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{}), skillByURI: map[string]*skill{}}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
 		return nil, err
@@ -254,6 +263,9 @@ func New(cfg Config) (*Door, error) {
 	d.index = toolcatalog.NewIndex(catalog)
 	d.buildResources()
 	d.buildPrompts()
+	if err := d.loadSkills(); err != nil {
+		return nil, err
+	}
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
@@ -278,13 +290,20 @@ func New(cfg Config) (*Door, error) {
 			c.TTLMs = int(cfg.ListTTL.Milliseconds())
 			c.CacheScope = "public"
 		},
-		Instructions: "toolmesh exposes agent-platform services as tools. Every result is a JSON envelope: " +
-			`{"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
-			"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.",
+		// The instructions of the request's selection replace these
+		// (instructions.go); a session the SDK opens itself gets these.
+		Instructions: "toolmesh serves agent-platform services as MCP tools.",
 	}
 	if len(d.resources) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
+	} else if len(d.skills) > 0 {
+		caps.Resources = &mcp.ResourceCapabilities{}
+	}
+	if len(d.skills) > 0 {
+		// Skills are resources too; the extension obliges skills/list and
+		// skills/get (no resources/directory/read: directoryRead is off).
+		caps.AddExtension(ExtensionSkills, nil)
 	}
 	if len(d.prompts) > 0 {
 		caps.Prompts = &mcp.PromptCapabilities{}
@@ -293,7 +312,7 @@ func New(cfg Config) (*Door, error) {
 		caps.Completions = &mcp.CompletionCapabilities{}
 		opts.CompletionHandler = d.complete
 	}
-	d.undeclared = undeclaredMethods(len(d.resources) > 0, len(d.prompts) > 0)
+	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0, len(d.prompts) > 0)
 	if d.tasks, err = buildTasks(d); err != nil {
 		return nil, err
 	}
@@ -328,6 +347,9 @@ func New(cfg Config) (*Door, error) {
 		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
 	}
 	if err := d.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	if err := d.addSkills(); err != nil {
 		return nil, err
 	}
 	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated
