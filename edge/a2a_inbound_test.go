@@ -14,6 +14,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
+	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 )
 
 // delivery is one DeliverInbound the inbound stand-in got.
@@ -54,6 +55,23 @@ func (f *inbound) GetAgent(_ context.Context, req *inboundv1.GetAgentRequest) (*
 		return &inboundv1.GetAgentResponse{Agent: &inboundv1.Agent{AgentId: "bob", DisplayName: "Bob", Description: "Books trips."}}, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("agent %s not found", req.GetAgentId()))
+}
+
+// ListAgents pages through 250 agents, bob and agent-000 to agent-248, 200
+// at a time at most, as the directory does.
+func (f *inbound) ListAgents(_ context.Context, req *inboundv1.ListAgentsRequest) (*inboundv1.ListAgentsResponse, error) {
+	all := []*inboundv1.Agent{{AgentId: "bob", DisplayName: "Bob", Description: "Books trips."}}
+	for i := range 249 {
+		all = append(all, &inboundv1.Agent{AgentId: fmt.Sprintf("agent-%03d", i)})
+	}
+	limit := min(max(req.GetLimit(), 1), 200)
+	from := min(int(req.GetOffset()), len(all))
+	to := min(from+int(limit), len(all))
+	page := &pagev1.Page{Offset: int32(from), Limit: limit, Total: int32(len(all))}
+	if to < len(all) {
+		page.NextOffset = new(int32(to))
+	}
+	return &inboundv1.ListAgentsResponse{Agents: all[from:to], Page: page}, nil
 }
 
 // appendLocked records an event of a task and moves its version.

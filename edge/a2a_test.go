@@ -34,6 +34,7 @@ import (
 // a2aFixture is an edge's A2A endpoint in front of the stand-ins.
 type a2aFixture struct {
 	base   string // the endpoint's base URL
+	door   *a2adoor.Door
 	remote *inbound
 	logs   *logtest.Buffer
 }
@@ -77,6 +78,7 @@ func newA2AFixture(t *testing.T, configure func(*a2adoor.Config)) *a2aFixture {
 		lis.Close()
 		t.Fatal(err)
 	}
+	f.door = door
 	srv := server.NewHTTPServer(door.Handler(), log, server.Limits{MaxBodyBytes: -1})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })

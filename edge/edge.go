@@ -29,6 +29,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -204,6 +206,12 @@ type Config struct {
 	// Sessions, when set, serves 2025-era sessions on every replica of a
 	// multi-replica edge (see edge/mcpdoor/sessions.go).
 	Sessions *Sessions
+	// PublicURL is the edge's base URL as MCP clients reach it
+	// ("https://mcp.example.com"): its server cards and AI catalog name
+	// endpoints below it. Default: the origin of Auth.Resource with
+	// authentication, else the scheme and Host each request reached (a
+	// loopback edge).
+	PublicURL string
 	// Toolsets is the toolset selection of an MCP client that makes none
 	// (by path or header), and of the stdio client: "all" (the default),
 	// "default", toolset and tool names, "-" exclusions, "dynamic" for tool
@@ -260,6 +268,11 @@ func withDefaults(cfg Config) Config {
 	if cfg.Toolsets == "" {
 		cfg.Toolsets = DefaultToolsets
 	}
+	if cfg.PublicURL == "" && cfg.Auth != nil {
+		if u, err := url.Parse(cfg.Auth.Resource); err == nil && u.Host != "" {
+			cfg.PublicURL = u.Scheme + "://" + u.Host
+		}
+	}
 	if e := cfg.Elicitation; e != nil {
 		x := *e
 		if x.StateTTL <= 0 {
@@ -286,6 +299,11 @@ type Edge struct {
 	auth     *identity.Authenticator
 	dev      *identity.Principal // the local owner in development mode and stdio; nil with auth
 	handler  http.Handler
+
+	// catalogs are the doors beside the MCP door whose cards the AI
+	// catalog lists (AddCatalog).
+	catalogMu sync.Mutex
+	catalogs  []port.CardCatalog
 }
 
 // New builds the edge: the tool registry from the contracts, one bound
@@ -295,6 +313,11 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		return nil, errors.New("edge: no mesh signing key configured")
 	}
 	cfg = withDefaults(cfg)
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("edge: public URL %q is not an http(s) base URL", cfg.PublicURL)
+		}
+	}
 	e := &Edge{cfg: cfg, log: log}
 	if err := e.configureAccess(); err != nil {
 		return nil, err
@@ -329,6 +352,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Answers:              e.pipeline.inflight.answers,
 		Log:                  log,
 		Version:              cfg.Version,
+		PublicURL:            cfg.PublicURL,
 		DisableFastPath:      cfg.DisableFastPath,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		ToolsPageSize:        cfg.ToolsPageSize,
@@ -388,6 +412,10 @@ func (e *Edge) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.mcp.Handler())
 	mux.Handle(PathToolsets, e.mcp.Handler())
+	cards := e.mcp.ServerCardHandler()
+	mux.Handle("/mcp"+mcpdoor.ServerCardPath, cards)
+	mux.Handle(PathToolsets+"{toolset}"+mcpdoor.ServerCardPath, cards)
+	mux.HandleFunc(PathAICatalog, e.serveCatalog)
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	if e.auth != nil {
 		meta := e.auth.Metadata()

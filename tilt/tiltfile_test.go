@@ -302,13 +302,13 @@ func TestTiltfileLabelsAndLinks(t *testing.T) {
 		}
 		byLabel[r.Labels[0]] = append(byLabel[r.Labels[0]], r.Name)
 	}
-	for _, l := range []string{"infra", "services", "edge", "codegen"} {
+	for _, l := range []string{"infra", "services", "edge", "console", "codegen"} {
 		if len(byLabel[l]) == 0 {
 			t.Errorf("no resource labelled %s (groups: %v)", l, byLabel)
 		}
 	}
 	for l := range byLabel {
-		if !slices.Contains([]string{"infra", "services", "workers", "edge", "codegen"}, l) {
+		if !slices.Contains([]string{"infra", "services", "workers", "edge", "console", "codegen"}, l) {
 			t.Errorf("unexpected label %s on %v", l, byLabel[l])
 		}
 	}
@@ -322,6 +322,9 @@ func TestTiltfileLabelsAndLinks(t *testing.T) {
 	}
 	if diff := cmp.Diff([]tiltLink{{URL: "http://127.0.0.1:8233", Name: "Temporal UI"}}, temporal.Links); diff != "" {
 		t.Errorf("temporal links (-want +got):\n%s", diff)
+	}
+	if c := run.resource("console"); c == nil || !cmp.Equal(c.Links, []tiltLink{{URL: "http://127.0.0.1:7180/", Name: "Console"}}) {
+		t.Errorf("the console resource %+v: want its link http://127.0.0.1:7180/", c)
 	}
 	edge := run.resource("edge")
 	if diff := cmp.Diff([]tiltLink{{URL: "http://127.0.0.1:7100/mcp", Name: "MCP endpoint"}, {URL: "http://127.0.0.1:7190/metrics", Name: "Edge metrics"},

@@ -38,6 +38,7 @@ func commands(getenv func(string) string) []command {
 		out = append(out, command{args: args, set: s})
 	}
 	add(func(s *config.Set) { bindEdge(s, getenv) }, "edge")
+	add(func(s *config.Set) { bindConsole(s, getenv) }, "console")
 	for _, name := range slices.Sorted(maps.Keys(domains)) {
 		add(func(s *config.Set) { bindServe(s, getenv, name, domains[name]) }, "serve", name)
 	}

@@ -37,7 +37,7 @@ type edgeConfig struct {
 	rateLimit                                              float64
 	rateBurst                                              int
 	temporalAddr, stateKey, statePrevKey, sessionAdvertise string
-	a2aAddr, a2aURL, a2aResource, metricsAddr              string
+	a2aAddr, a2aURL, a2aResource, metricsAddr, publicURL   string
 	telemetry                                              *telemetryConfig
 }
 
@@ -57,6 +57,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 		Usage: "toolset selection of a client that makes none (by /mcp/x/<toolset> or the Toolmesh-Toolsets header) and of the stdio client: all, default, toolsets, tools, -exclusions, dynamic (docs/toolsets.md)"})
 	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER", Usage: "OAuth issuer whose bearer JWTs the edge accepts; enables authentication"})
 	s.String(&c.resource, "", config.Opt{Flag: "resource", Env: "TOOLMESH_EDGE_RESOURCE", Usage: "canonical URI of this edge, the audience tokens must name", Default: "http://<addr>/mcp"})
+	s.String(&c.publicURL, "", config.Opt{Flag: "public-url", Env: "TOOLMESH_EDGE_PUBLIC_URL",
+		Usage: "the edge's base URL as MCP clients reach it (https://mcp.example.com): its server cards and AI catalog name the endpoints below it", Default: "with --issuer the origin of --resource, else the host each request reached"})
 	s.String(&c.jwksFile, "", config.Opt{Flag: "jwks-file", Env: "TOOLMESH_OAUTH_JWKS_FILE", Usage: "JSON Web Key Set file with the issuer's RS256/ES256 public keys"})
 	s.String(&c.hsFile, "", config.Opt{Flag: "dev-hs256-secret-file", Env: "TOOLMESH_OAUTH_DEV_HS256_SECRET_FILE", Usage: "file with an HS256 secret of at least 32 bytes (development only: loopback addresses)"})
 	s.String(&c.grantsFile, "", config.Opt{Flag: "grants-file", Env: "TOOLMESH_EDGE_GRANTS_FILE", Usage: "YAML file granting roles, scopes and tools per token subject"})
@@ -140,6 +142,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		Addr:            c.addr,
 		ReadOnly:        c.readOnly,
 		Toolsets:        c.toolsets,
+		PublicURL:       c.publicURL,
 		AllowedOrigins:  c.origins,
 		AllowedHosts:    c.hosts,
 		MaxBodyBytes:    limits.MaxBodyBytes,

@@ -2,6 +2,7 @@
 //
 //	toolmesh serve <domain>   run one domain service (tasks, ...)
 //	toolmesh edge             run the MCP edge
+//	toolmesh console          run the web console (the owner's inbox), a client of the edge
 //	toolmesh worker <queue>   run the Temporal worker of one task queue
 //	toolmesh temporal-dev     run the Temporal dev server (pinned CLI) with /healthz
 //	toolmesh up               run everything locally (what `make run` does), restarting what dies
@@ -50,6 +51,7 @@ commands:
   serve <domain>   run one domain service (domains: %s)
   worker <queue>   run the Temporal worker of one task queue
   edge             run the MCP edge (--stdio: over stdin/stdout for desktop clients)
+  console          run the web console: the owner's inbox, calling tools through the edge
   temporal-dev     run the Temporal dev server (pinned CLI) with a /healthz probe
   up               run the whole mesh locally with embedded defaults, restarting what dies
   up status        print the state and restarts of each process of a running up
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runWorker(ctx, args[1:], getenv, stdout, stderr, log)
 	case "edge":
 		return runEdge(ctx, args[1:], getenv, stdin, stdout, stderr, log)
+	case "console":
+		return runConsole(ctx, args[1:], getenv, stdout, stderr, log)
 	case "temporal-dev":
 		return runTemporalDev(ctx, args[1:], getenv, stderr, log)
 	case "up":

@@ -28,6 +28,7 @@ const (
 	labelServices = "services"
 	labelWorkers  = "workers"
 	labelEdge     = "edge"
+	labelConsole  = "console"
 )
 
 // Names of the processes that are not a domain service or a worker.
@@ -35,12 +36,16 @@ const (
 	procMeshKeys = "mesh-keys"
 	procTemporal = "temporal"
 	procEdge     = "edge"
+	procConsole  = "console"
 	// workerPrefix prefixes a task queue's name: worker-<queue>.
 	workerPrefix = "worker-"
 )
 
 // linkMCP names the edge's first link, its MCP endpoint.
 const linkMCP = "MCP endpoint"
+
+// linkConsole names the console's link, the owner's inbox.
+const linkConsole = "Console"
 
 // linkA2A names the edge's link to the A2A endpoint (the development
 // agent's base URL: its card is below it).
@@ -334,6 +339,23 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			{Name: "Edge metrics", URL: "http://" + local(edgeMetricsPort) + "/metrics"},
 			{Name: linkA2A, URL: a2aURL + "/a2a/agents/" + cfg.DevAgent + "/"},
 		},
+		readyTimeout: 30 * time.Second,
+	})
+
+	// The console is a client of the edge alone: no mesh key, no store.
+	mcpURL := "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"
+	consoleArgs := []string{"console", "--addr", local(consolePort), "--edge-url", mcpURL, "--data", cfg.DataDir,
+		"--metrics-addr", local(consoleMetricsPort)}
+	if cfg.Pprof {
+		consoleArgs = append(consoleArgs, "--pprof")
+	}
+	plan = append(plan, meshProcess{
+		Name:         procConsole,
+		Label:        labelConsole,
+		Args:         consoleArgs,
+		Probe:        &httpProbe{Host: "127.0.0.1", Port: consolePort + cfg.PortOffset, Path: "/healthz"},
+		Deps:         []string{procEdge},
+		Links:        []meshLink{{Name: linkConsole, URL: "http://" + local(consolePort) + "/"}},
 		readyTimeout: 30 * time.Second,
 	})
 	return plan, nil

@@ -84,8 +84,15 @@ func TestPlanStartsEveryDomainAndQueueInDependencyOrder(t *testing.T) {
 			}
 		}
 	}
-	if last := plan[len(plan)-1]; last.Name != procEdge || last.Label != labelEdge {
-		t.Errorf("last process %s: want the edge", last.Name)
+	// The edge after everything it calls; the console, its client, last.
+	if e := plan[len(plan)-2]; e.Name != procEdge || e.Label != labelEdge {
+		t.Errorf("last but one process %s: want the edge", e.Name)
+	}
+	if last := plan[len(plan)-1]; last.Name != procConsole || last.Label != labelConsole || !slices.Equal(last.Deps, []string{procEdge}) {
+		t.Errorf("last process %s (after %v): want the console, after the edge only", last.Name, last.Deps)
+	}
+	if c := plan[len(plan)-1]; slices.Contains(c.Args, "--mesh-key") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--service") }) {
+		t.Errorf("the console is given a mesh key or a service: %q", c.Args)
 	}
 	if plan[index[procTemporal]].Label != labelInfra || plan[index[procMeshKeys]].Label != labelInfra {
 		t.Error("temporal and mesh-keys are not labelled infra")

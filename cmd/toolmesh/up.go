@@ -159,12 +159,15 @@ func childCommand(self string, p meshProcess) *exec.Cmd {
 func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, status net.Listener) {
 	fmt.Fprintf(stdout, "\ntoolmesh is up (data in %s)\n\n", cfg.DataDir)
 	var tasksAddr string
-	// The edge's link (the MCP endpoint) first: it is what a user wants.
+	// The console's and the edge's links first: they are what a user wants.
 	for _, p := range slices.Backward(plan) {
 		for _, l := range p.Links {
 			note := ""
 			if p.Name == procEdge && l.Name == linkMCP {
 				note = fmt.Sprintf("  (calls act as agent %q)", cfg.DevAgent)
+			}
+			if p.Name == procConsole && l.Name == linkConsole {
+				note = "  (the owner's inbox: answer the agents' asks; no sign-in on loopback)"
 			}
 			if p.Name == procEdge && l.Name == linkA2A {
 				note = "  (every agent at /a2a/agents/<id>/; card: .well-known/agent-card.json)"

@@ -70,6 +70,9 @@ type Config struct {
 
 	// Version is reported to clients.
 	Version string
+	// PublicURL is the edge's base URL as clients reach it, which its
+	// server cards name; "" is the one each request reached.
+	PublicURL string
 	// DisableFastPath sends every request through the SDK's handler.
 	DisableFastPath bool
 	// MaxBodyBytes caps a request body.

@@ -7,6 +7,8 @@
 //     under edge/ imports neither the root nor another door, and no type
 //     under edge/ holds the root edge object (edge_test.go);
 //   - workers/ never import services/ or edge/;
+//   - console/ is a client of the edge: it imports internal/, generated
+//     code and edge/httpguard (the edge's Host and Origin checks) only;
 //   - internal/ never imports a domain (services/, edge/, workers/, cmd/);
 //   - only cmd/ reads flags and the environment (no "flag" import, no
 //     os.Getenv/LookupEnv/Environ outside cmd/ and tests);
@@ -104,6 +106,8 @@ func TestImportRules(t *testing.T) {
 				broken = "the edge imports generated code and internal/ only"
 			case from == "workers" && (strings.HasPrefix(to, "services/") || to == "edge" || to == "cmd"):
 				broken = "workers must not import services/, edge/ or cmd/; call services through clients"
+			case from == "console" && to != "console" && to != "proto" && to != "internal" && imp != module+"/edge/httpguard":
+				broken = "the console is a client of the edge: it imports internal/, generated code and edge/httpguard only"
 			case from == "internal" && to != "internal" && to != "proto":
 				broken = "internal/ is domain-free plumbing and must not import " + to
 			case from == "proto" && to != "proto":

@@ -57,6 +57,26 @@ func (in *InboundService) GetAgent(ctx context.Context, req *inboundv1.GetAgentR
 	return &inboundv1.GetAgentResponse{Agent: &inboundv1.Agent{AgentId: a.GetId(), DisplayName: a.GetDisplayName(), Description: a.GetDescription()}}, nil
 }
 
+// ListAgents answers the agents the door may serve, a page of the active
+// ones of the directory, asked as the caller (the door).
+func (in *InboundService) ListAgents(ctx context.Context, req *inboundv1.ListAgentsRequest) (*inboundv1.ListAgentsResponse, error) {
+	if _, err := sender(ctx); err != nil {
+		return nil, err
+	}
+	if in.s.cfg.Agents == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("inbound A2A is unavailable: the remoteagents service has no agents directory"))
+	}
+	res, err := in.s.cfg.Agents.List(ctx, &agentsv1.ListRequest{Status: agentsv1.AgentStatus_AGENT_STATUS_ACTIVE, Offset: req.GetOffset(), Limit: req.GetLimit()})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the agents directory did not answer: %w", err))
+	}
+	out := &inboundv1.ListAgentsResponse{Page: res.GetPage()}
+	for _, a := range res.GetAgents() {
+		out.Agents = append(out.Agents, &inboundv1.Agent{AgentId: a.GetId(), DisplayName: a.GetDisplayName(), Description: a.GetDescription()})
+	}
+	return out, nil
+}
+
 // DeliverInbound is RemoteAgentsService.DeliverInbound.
 func (in *InboundService) DeliverInbound(ctx context.Context, req *inboundv1.DeliverInboundRequest) (*inboundv1.DeliverInboundResponse, error) {
 	return twin(ctx, req, &remoteagentsv1.DeliverInboundRequest{}, &inboundv1.DeliverInboundResponse{}, in.s.DeliverInbound)

@@ -17,6 +17,7 @@ import (
 	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
+	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	"github.com/toolmesh/toolmesh/services/remoteagents"
@@ -39,6 +40,38 @@ func (d *directory) Get(ctx context.Context, req *agentsv1.GetRequest) (*agentsv
 		return &agentsv1.GetResponse{Agent: &agentsv1.Agent{Id: "sleepy", Status: agentsv1.AgentStatus_AGENT_STATUS_PAUSED}}, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("agent %s not found", req.GetAgentId()))
+}
+
+// List answers bob for the active filter, as the directory does: it
+// filters by status itself.
+func (d *directory) List(ctx context.Context, req *agentsv1.ListRequest) (*agentsv1.ListResponse, error) {
+	d.askedBy = append(d.askedBy, mesh.FromContext(ctx).Caller.Agent)
+	all := []*agentsv1.Agent{
+		{Id: "bob", DisplayName: "Bob", Description: "Books trips.", Status: agentsv1.AgentStatus_AGENT_STATUS_ACTIVE},
+		{Id: "sleepy", Status: agentsv1.AgentStatus_AGENT_STATUS_PAUSED},
+	}
+	res := &agentsv1.ListResponse{Page: &pagev1.Page{Offset: req.GetOffset(), Limit: req.GetLimit()}}
+	for _, a := range all {
+		if req.GetStatus() == agentsv1.AgentStatus_AGENT_STATUS_UNSPECIFIED || a.GetStatus() == req.GetStatus() {
+			res.Agents = append(res.Agents, a)
+		}
+	}
+	res.Page.Total = int32(len(res.Agents))
+	return res, nil
+}
+
+func TestInboundListAgentsIsTheActiveAgents(t *testing.T) {
+	f := startDoor(t)
+	res, err := f.door.ListAgents(remote("toolmesh-a2a", 0), &inboundv1.ListAgentsRequest{Limit: 200})
+	if err != nil || len(res.GetAgents()) != 1 || res.GetAgents()[0].GetAgentId() != "bob" || res.GetAgents()[0].GetDisplayName() != "Bob" || res.GetPage().GetTotal() != 1 {
+		t.Fatalf("ListAgents = %v, %v; want bob alone (sleepy is paused)", res, err)
+	}
+	if len(f.dir.askedBy) != 1 || f.dir.askedBy[0] != "toolmesh-a2a" {
+		t.Errorf("the directory was asked by %v, want the door", f.dir.askedBy)
+	}
+	if _, err := f.door.ListAgents(at("mallory", 0), &inboundv1.ListAgentsRequest{}); servertest.Code(t, err) != connect.CodePermissionDenied {
+		t.Errorf("an agent asking: %v, want permission_denied", err)
+	}
 }
 
 // TestInboundServiceIsTheA2ADoorsContract: the A2A door's contract

@@ -17,6 +17,7 @@ package inboundv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -294,6 +295,114 @@ func (x *GetAgentResponse) GetAgent() *Agent {
 	return nil
 }
 
+type ListAgentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the first agent to return (0 for the first page).
+	Offset int32 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Page size, 1 to 200; 50 when omitted or 0.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsRequest) Reset() {
+	*x = ListAgentsRequest{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsRequest) ProtoMessage() {}
+
+func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListAgentsRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ListAgentsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agents on this page, in id order.
+	Agents []*Agent `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	// Which page this is.
+	Page          *v1.Page `protobuf:"bytes,2,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsResponse) Reset() {
+	*x = ListAgentsResponse{}
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsResponse) ProtoMessage() {}
+
+func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListAgentsResponse) GetAgents() []*Agent {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+func (x *ListAgentsResponse) GetPage() *v1.Page {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
 // Inbound is an A2A task opened by a message from outside the mesh.
 type Inbound struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -334,7 +443,7 @@ type Inbound struct {
 
 func (x *Inbound) Reset() {
 	*x = Inbound{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[3]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +455,7 @@ func (x *Inbound) String() string {
 func (*Inbound) ProtoMessage() {}
 
 func (x *Inbound) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[3]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +468,7 @@ func (x *Inbound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inbound.ProtoReflect.Descriptor instead.
 func (*Inbound) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Inbound) GetTaskId() string {
@@ -491,7 +600,7 @@ type InboundEvent struct {
 
 func (x *InboundEvent) Reset() {
 	*x = InboundEvent{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +612,7 @@ func (x *InboundEvent) String() string {
 func (*InboundEvent) ProtoMessage() {}
 
 func (x *InboundEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[4]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +625,7 @@ func (x *InboundEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboundEvent.ProtoReflect.Descriptor instead.
 func (*InboundEvent) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InboundEvent) GetTaskId() string {
@@ -595,7 +704,7 @@ type PushConfig struct {
 
 func (x *PushConfig) Reset() {
 	*x = PushConfig{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +716,7 @@ func (x *PushConfig) String() string {
 func (*PushConfig) ProtoMessage() {}
 
 func (x *PushConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[5]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +729,7 @@ func (x *PushConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushConfig.ProtoReflect.Descriptor instead.
 func (*PushConfig) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PushConfig) GetTaskId() string {
@@ -695,7 +804,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +816,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[6]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +829,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -761,7 +870,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +882,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[7]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +895,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -806,7 +915,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +927,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[8]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +940,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -851,7 +960,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +972,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[9]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +985,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -896,7 +1005,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1017,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[10]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1030,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -941,7 +1050,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1062,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[11]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1075,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -996,7 +1105,7 @@ type ListInboundRequest struct {
 
 func (x *ListInboundRequest) Reset() {
 	*x = ListInboundRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1117,7 @@ func (x *ListInboundRequest) String() string {
 func (*ListInboundRequest) ProtoMessage() {}
 
 func (x *ListInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[12]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1130,7 @@ func (x *ListInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInboundRequest.ProtoReflect.Descriptor instead.
 func (*ListInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListInboundRequest) GetAgentId() string {
@@ -1080,7 +1189,7 @@ type ListInboundResponse struct {
 
 func (x *ListInboundResponse) Reset() {
 	*x = ListInboundResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1201,7 @@ func (x *ListInboundResponse) String() string {
 func (*ListInboundResponse) ProtoMessage() {}
 
 func (x *ListInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[13]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1214,7 @@ func (x *ListInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInboundResponse.ProtoReflect.Descriptor instead.
 func (*ListInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListInboundResponse) GetInbounds() []*Inbound {
@@ -1144,7 +1253,7 @@ type ListInboundEventsRequest struct {
 
 func (x *ListInboundEventsRequest) Reset() {
 	*x = ListInboundEventsRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1265,7 @@ func (x *ListInboundEventsRequest) String() string {
 func (*ListInboundEventsRequest) ProtoMessage() {}
 
 func (x *ListInboundEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[14]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1278,7 @@ func (x *ListInboundEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInboundEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListInboundEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListInboundEventsRequest) GetTaskId() string {
@@ -1205,7 +1314,7 @@ type ListInboundEventsResponse struct {
 
 func (x *ListInboundEventsResponse) Reset() {
 	*x = ListInboundEventsResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1326,7 @@ func (x *ListInboundEventsResponse) String() string {
 func (*ListInboundEventsResponse) ProtoMessage() {}
 
 func (x *ListInboundEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[15]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1339,7 @@ func (x *ListInboundEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInboundEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListInboundEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListInboundEventsResponse) GetEvents() []*InboundEvent {
@@ -1268,7 +1377,7 @@ type CreatePushConfigRequest struct {
 
 func (x *CreatePushConfigRequest) Reset() {
 	*x = CreatePushConfigRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1389,7 @@ func (x *CreatePushConfigRequest) String() string {
 func (*CreatePushConfigRequest) ProtoMessage() {}
 
 func (x *CreatePushConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[16]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1402,7 @@ func (x *CreatePushConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushConfigRequest.ProtoReflect.Descriptor instead.
 func (*CreatePushConfigRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePushConfigRequest) GetTaskId() string {
@@ -1348,7 +1457,7 @@ type CreatePushConfigResponse struct {
 
 func (x *CreatePushConfigResponse) Reset() {
 	*x = CreatePushConfigResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1469,7 @@ func (x *CreatePushConfigResponse) String() string {
 func (*CreatePushConfigResponse) ProtoMessage() {}
 
 func (x *CreatePushConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[17]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1482,7 @@ func (x *CreatePushConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushConfigResponse.ProtoReflect.Descriptor instead.
 func (*CreatePushConfigResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePushConfigResponse) GetConfig() *PushConfig {
@@ -1395,7 +1504,7 @@ type GetPushConfigRequest struct {
 
 func (x *GetPushConfigRequest) Reset() {
 	*x = GetPushConfigRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1516,7 @@ func (x *GetPushConfigRequest) String() string {
 func (*GetPushConfigRequest) ProtoMessage() {}
 
 func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[18]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1529,7 @@ func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetPushConfigRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetPushConfigRequest) GetTaskId() string {
@@ -1447,7 +1556,7 @@ type GetPushConfigResponse struct {
 
 func (x *GetPushConfigResponse) Reset() {
 	*x = GetPushConfigResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1568,7 @@ func (x *GetPushConfigResponse) String() string {
 func (*GetPushConfigResponse) ProtoMessage() {}
 
 func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[19]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1581,7 @@ func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetPushConfigResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetPushConfigResponse) GetConfig() *PushConfig {
@@ -1492,7 +1601,7 @@ type ListPushConfigsRequest struct {
 
 func (x *ListPushConfigsRequest) Reset() {
 	*x = ListPushConfigsRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1613,7 @@ func (x *ListPushConfigsRequest) String() string {
 func (*ListPushConfigsRequest) ProtoMessage() {}
 
 func (x *ListPushConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[20]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1626,7 @@ func (x *ListPushConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPushConfigsRequest.ProtoReflect.Descriptor instead.
 func (*ListPushConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPushConfigsRequest) GetTaskId() string {
@@ -1537,7 +1646,7 @@ type ListPushConfigsResponse struct {
 
 func (x *ListPushConfigsResponse) Reset() {
 	*x = ListPushConfigsResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1658,7 @@ func (x *ListPushConfigsResponse) String() string {
 func (*ListPushConfigsResponse) ProtoMessage() {}
 
 func (x *ListPushConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[21]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1671,7 @@ func (x *ListPushConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPushConfigsResponse.ProtoReflect.Descriptor instead.
 func (*ListPushConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPushConfigsResponse) GetConfigs() []*PushConfig {
@@ -1584,7 +1693,7 @@ type DeletePushConfigRequest struct {
 
 func (x *DeletePushConfigRequest) Reset() {
 	*x = DeletePushConfigRequest{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1705,7 @@ func (x *DeletePushConfigRequest) String() string {
 func (*DeletePushConfigRequest) ProtoMessage() {}
 
 func (x *DeletePushConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[22]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1718,7 @@ func (x *DeletePushConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushConfigRequest.ProtoReflect.Descriptor instead.
 func (*DeletePushConfigRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeletePushConfigRequest) GetTaskId() string {
@@ -1634,7 +1743,7 @@ type DeletePushConfigResponse struct {
 
 func (x *DeletePushConfigResponse) Reset() {
 	*x = DeletePushConfigResponse{}
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1755,7 @@ func (x *DeletePushConfigResponse) String() string {
 func (*DeletePushConfigResponse) ProtoMessage() {}
 
 func (x *DeletePushConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[23]
+	mi := &file_toolmesh_inbound_v1_inbound_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,14 +1768,14 @@ func (x *DeletePushConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushConfigResponse.ProtoReflect.Descriptor instead.
 func (*DeletePushConfigResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP(), []int{25}
 }
 
 var File_toolmesh_inbound_v1_inbound_proto protoreflect.FileDescriptor
 
 const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\n" +
-	"!toolmesh/inbound/v1/inbound.proto\x12\x13toolmesh.inbound.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
+	"!toolmesh/inbound/v1/inbound.proto\x12\x13toolmesh.inbound.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\"g\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12 \n" +
@@ -1674,7 +1783,14 @@ const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12&\n" +
 	"\bagent_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\aagentId\"D\n" +
 	"\x10GetAgentResponse\x120\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1a.toolmesh.inbound.v1.AgentR\x05agent\"\x94\x04\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1a.toolmesh.inbound.v1.AgentR\x05agent\"Z\n" +
+	"\x11ListAgentsRequest\x12#\n" +
+	"\x06offset\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"t\n" +
+	"\x12ListAgentsResponse\x122\n" +
+	"\x06agents\x18\x01 \x03(\v2\x1a.toolmesh.inbound.v1.AgentR\x06agents\x12*\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x94\x04\n" +
 	"\aInbound\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
@@ -1788,9 +1904,11 @@ const file_toolmesh_inbound_v1_inbound_proto_rawDesc = "" +
 	"\x10InboundEventKind\x12\"\n" +
 	"\x1eINBOUND_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INBOUND_EVENT_KIND_STATUS\x10\x01\x12\x1d\n" +
-	"\x19INBOUND_EVENT_KIND_ANSWER\x10\x022\xcc\b\n" +
+	"\x19INBOUND_EVENT_KIND_ANSWER\x10\x022\xb0\t\n" +
 	"\x0eInboundService\x12\\\n" +
-	"\bGetAgent\x12$.toolmesh.inbound.v1.GetAgentRequest\x1a%.toolmesh.inbound.v1.GetAgentResponse\"\x03\x90\x02\x01\x12k\n" +
+	"\bGetAgent\x12$.toolmesh.inbound.v1.GetAgentRequest\x1a%.toolmesh.inbound.v1.GetAgentResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\n" +
+	"ListAgents\x12&.toolmesh.inbound.v1.ListAgentsRequest\x1a'.toolmesh.inbound.v1.ListAgentsResponse\"\x03\x90\x02\x01\x12k\n" +
 	"\x0eDeliverInbound\x12*.toolmesh.inbound.v1.DeliverInboundRequest\x1a+.toolmesh.inbound.v1.DeliverInboundResponse\"\x00\x12b\n" +
 	"\n" +
 	"GetInbound\x12&.toolmesh.inbound.v1.GetInboundRequest\x1a'.toolmesh.inbound.v1.GetInboundResponse\"\x03\x90\x02\x01\x12h\n" +
@@ -1815,81 +1933,88 @@ func file_toolmesh_inbound_v1_inbound_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_inbound_v1_inbound_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_inbound_v1_inbound_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_toolmesh_inbound_v1_inbound_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_toolmesh_inbound_v1_inbound_proto_goTypes = []any{
 	(InboundStatus)(0),                // 0: toolmesh.inbound.v1.InboundStatus
 	(InboundEventKind)(0),             // 1: toolmesh.inbound.v1.InboundEventKind
 	(*Agent)(nil),                     // 2: toolmesh.inbound.v1.Agent
 	(*GetAgentRequest)(nil),           // 3: toolmesh.inbound.v1.GetAgentRequest
 	(*GetAgentResponse)(nil),          // 4: toolmesh.inbound.v1.GetAgentResponse
-	(*Inbound)(nil),                   // 5: toolmesh.inbound.v1.Inbound
-	(*InboundEvent)(nil),              // 6: toolmesh.inbound.v1.InboundEvent
-	(*PushConfig)(nil),                // 7: toolmesh.inbound.v1.PushConfig
-	(*DeliverInboundRequest)(nil),     // 8: toolmesh.inbound.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil),    // 9: toolmesh.inbound.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),         // 10: toolmesh.inbound.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),        // 11: toolmesh.inbound.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),      // 12: toolmesh.inbound.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),     // 13: toolmesh.inbound.v1.CancelInboundResponse
-	(*ListInboundRequest)(nil),        // 14: toolmesh.inbound.v1.ListInboundRequest
-	(*ListInboundResponse)(nil),       // 15: toolmesh.inbound.v1.ListInboundResponse
-	(*ListInboundEventsRequest)(nil),  // 16: toolmesh.inbound.v1.ListInboundEventsRequest
-	(*ListInboundEventsResponse)(nil), // 17: toolmesh.inbound.v1.ListInboundEventsResponse
-	(*CreatePushConfigRequest)(nil),   // 18: toolmesh.inbound.v1.CreatePushConfigRequest
-	(*CreatePushConfigResponse)(nil),  // 19: toolmesh.inbound.v1.CreatePushConfigResponse
-	(*GetPushConfigRequest)(nil),      // 20: toolmesh.inbound.v1.GetPushConfigRequest
-	(*GetPushConfigResponse)(nil),     // 21: toolmesh.inbound.v1.GetPushConfigResponse
-	(*ListPushConfigsRequest)(nil),    // 22: toolmesh.inbound.v1.ListPushConfigsRequest
-	(*ListPushConfigsResponse)(nil),   // 23: toolmesh.inbound.v1.ListPushConfigsResponse
-	(*DeletePushConfigRequest)(nil),   // 24: toolmesh.inbound.v1.DeletePushConfigRequest
-	(*DeletePushConfigResponse)(nil),  // 25: toolmesh.inbound.v1.DeletePushConfigResponse
-	(*timestamppb.Timestamp)(nil),     // 26: google.protobuf.Timestamp
+	(*ListAgentsRequest)(nil),         // 5: toolmesh.inbound.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),        // 6: toolmesh.inbound.v1.ListAgentsResponse
+	(*Inbound)(nil),                   // 7: toolmesh.inbound.v1.Inbound
+	(*InboundEvent)(nil),              // 8: toolmesh.inbound.v1.InboundEvent
+	(*PushConfig)(nil),                // 9: toolmesh.inbound.v1.PushConfig
+	(*DeliverInboundRequest)(nil),     // 10: toolmesh.inbound.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),    // 11: toolmesh.inbound.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),         // 12: toolmesh.inbound.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),        // 13: toolmesh.inbound.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),      // 14: toolmesh.inbound.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),     // 15: toolmesh.inbound.v1.CancelInboundResponse
+	(*ListInboundRequest)(nil),        // 16: toolmesh.inbound.v1.ListInboundRequest
+	(*ListInboundResponse)(nil),       // 17: toolmesh.inbound.v1.ListInboundResponse
+	(*ListInboundEventsRequest)(nil),  // 18: toolmesh.inbound.v1.ListInboundEventsRequest
+	(*ListInboundEventsResponse)(nil), // 19: toolmesh.inbound.v1.ListInboundEventsResponse
+	(*CreatePushConfigRequest)(nil),   // 20: toolmesh.inbound.v1.CreatePushConfigRequest
+	(*CreatePushConfigResponse)(nil),  // 21: toolmesh.inbound.v1.CreatePushConfigResponse
+	(*GetPushConfigRequest)(nil),      // 22: toolmesh.inbound.v1.GetPushConfigRequest
+	(*GetPushConfigResponse)(nil),     // 23: toolmesh.inbound.v1.GetPushConfigResponse
+	(*ListPushConfigsRequest)(nil),    // 24: toolmesh.inbound.v1.ListPushConfigsRequest
+	(*ListPushConfigsResponse)(nil),   // 25: toolmesh.inbound.v1.ListPushConfigsResponse
+	(*DeletePushConfigRequest)(nil),   // 26: toolmesh.inbound.v1.DeletePushConfigRequest
+	(*DeletePushConfigResponse)(nil),  // 27: toolmesh.inbound.v1.DeletePushConfigResponse
+	(*v1.Page)(nil),                   // 28: toolmesh.page.v1.Page
+	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
 }
 var file_toolmesh_inbound_v1_inbound_proto_depIdxs = []int32{
 	2,  // 0: toolmesh.inbound.v1.GetAgentResponse.agent:type_name -> toolmesh.inbound.v1.Agent
-	0,  // 1: toolmesh.inbound.v1.Inbound.status:type_name -> toolmesh.inbound.v1.InboundStatus
-	26, // 2: toolmesh.inbound.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	26, // 3: toolmesh.inbound.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 4: toolmesh.inbound.v1.InboundEvent.kind:type_name -> toolmesh.inbound.v1.InboundEventKind
-	0,  // 5: toolmesh.inbound.v1.InboundEvent.status:type_name -> toolmesh.inbound.v1.InboundStatus
-	26, // 6: toolmesh.inbound.v1.InboundEvent.time:type_name -> google.protobuf.Timestamp
-	26, // 7: toolmesh.inbound.v1.PushConfig.create_time:type_name -> google.protobuf.Timestamp
-	5,  // 8: toolmesh.inbound.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	5,  // 9: toolmesh.inbound.v1.GetInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	5,  // 10: toolmesh.inbound.v1.CancelInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	0,  // 11: toolmesh.inbound.v1.ListInboundRequest.status:type_name -> toolmesh.inbound.v1.InboundStatus
-	26, // 12: toolmesh.inbound.v1.ListInboundRequest.updated_after:type_name -> google.protobuf.Timestamp
-	5,  // 13: toolmesh.inbound.v1.ListInboundResponse.inbounds:type_name -> toolmesh.inbound.v1.Inbound
-	6,  // 14: toolmesh.inbound.v1.ListInboundEventsResponse.events:type_name -> toolmesh.inbound.v1.InboundEvent
-	5,  // 15: toolmesh.inbound.v1.ListInboundEventsResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	7,  // 16: toolmesh.inbound.v1.CreatePushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
-	7,  // 17: toolmesh.inbound.v1.GetPushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
-	7,  // 18: toolmesh.inbound.v1.ListPushConfigsResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
-	3,  // 19: toolmesh.inbound.v1.InboundService.GetAgent:input_type -> toolmesh.inbound.v1.GetAgentRequest
-	8,  // 20: toolmesh.inbound.v1.InboundService.DeliverInbound:input_type -> toolmesh.inbound.v1.DeliverInboundRequest
-	10, // 21: toolmesh.inbound.v1.InboundService.GetInbound:input_type -> toolmesh.inbound.v1.GetInboundRequest
-	12, // 22: toolmesh.inbound.v1.InboundService.CancelInbound:input_type -> toolmesh.inbound.v1.CancelInboundRequest
-	14, // 23: toolmesh.inbound.v1.InboundService.ListInbound:input_type -> toolmesh.inbound.v1.ListInboundRequest
-	16, // 24: toolmesh.inbound.v1.InboundService.ListInboundEvents:input_type -> toolmesh.inbound.v1.ListInboundEventsRequest
-	18, // 25: toolmesh.inbound.v1.InboundService.CreatePushConfig:input_type -> toolmesh.inbound.v1.CreatePushConfigRequest
-	20, // 26: toolmesh.inbound.v1.InboundService.GetPushConfig:input_type -> toolmesh.inbound.v1.GetPushConfigRequest
-	22, // 27: toolmesh.inbound.v1.InboundService.ListPushConfigs:input_type -> toolmesh.inbound.v1.ListPushConfigsRequest
-	24, // 28: toolmesh.inbound.v1.InboundService.DeletePushConfig:input_type -> toolmesh.inbound.v1.DeletePushConfigRequest
-	4,  // 29: toolmesh.inbound.v1.InboundService.GetAgent:output_type -> toolmesh.inbound.v1.GetAgentResponse
-	9,  // 30: toolmesh.inbound.v1.InboundService.DeliverInbound:output_type -> toolmesh.inbound.v1.DeliverInboundResponse
-	11, // 31: toolmesh.inbound.v1.InboundService.GetInbound:output_type -> toolmesh.inbound.v1.GetInboundResponse
-	13, // 32: toolmesh.inbound.v1.InboundService.CancelInbound:output_type -> toolmesh.inbound.v1.CancelInboundResponse
-	15, // 33: toolmesh.inbound.v1.InboundService.ListInbound:output_type -> toolmesh.inbound.v1.ListInboundResponse
-	17, // 34: toolmesh.inbound.v1.InboundService.ListInboundEvents:output_type -> toolmesh.inbound.v1.ListInboundEventsResponse
-	19, // 35: toolmesh.inbound.v1.InboundService.CreatePushConfig:output_type -> toolmesh.inbound.v1.CreatePushConfigResponse
-	21, // 36: toolmesh.inbound.v1.InboundService.GetPushConfig:output_type -> toolmesh.inbound.v1.GetPushConfigResponse
-	23, // 37: toolmesh.inbound.v1.InboundService.ListPushConfigs:output_type -> toolmesh.inbound.v1.ListPushConfigsResponse
-	25, // 38: toolmesh.inbound.v1.InboundService.DeletePushConfig:output_type -> toolmesh.inbound.v1.DeletePushConfigResponse
-	29, // [29:39] is the sub-list for method output_type
-	19, // [19:29] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 1: toolmesh.inbound.v1.ListAgentsResponse.agents:type_name -> toolmesh.inbound.v1.Agent
+	28, // 2: toolmesh.inbound.v1.ListAgentsResponse.page:type_name -> toolmesh.page.v1.Page
+	0,  // 3: toolmesh.inbound.v1.Inbound.status:type_name -> toolmesh.inbound.v1.InboundStatus
+	29, // 4: toolmesh.inbound.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	29, // 5: toolmesh.inbound.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: toolmesh.inbound.v1.InboundEvent.kind:type_name -> toolmesh.inbound.v1.InboundEventKind
+	0,  // 7: toolmesh.inbound.v1.InboundEvent.status:type_name -> toolmesh.inbound.v1.InboundStatus
+	29, // 8: toolmesh.inbound.v1.InboundEvent.time:type_name -> google.protobuf.Timestamp
+	29, // 9: toolmesh.inbound.v1.PushConfig.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 10: toolmesh.inbound.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	7,  // 11: toolmesh.inbound.v1.GetInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	7,  // 12: toolmesh.inbound.v1.CancelInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	0,  // 13: toolmesh.inbound.v1.ListInboundRequest.status:type_name -> toolmesh.inbound.v1.InboundStatus
+	29, // 14: toolmesh.inbound.v1.ListInboundRequest.updated_after:type_name -> google.protobuf.Timestamp
+	7,  // 15: toolmesh.inbound.v1.ListInboundResponse.inbounds:type_name -> toolmesh.inbound.v1.Inbound
+	8,  // 16: toolmesh.inbound.v1.ListInboundEventsResponse.events:type_name -> toolmesh.inbound.v1.InboundEvent
+	7,  // 17: toolmesh.inbound.v1.ListInboundEventsResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	9,  // 18: toolmesh.inbound.v1.CreatePushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	9,  // 19: toolmesh.inbound.v1.GetPushConfigResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	9,  // 20: toolmesh.inbound.v1.ListPushConfigsResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	3,  // 21: toolmesh.inbound.v1.InboundService.GetAgent:input_type -> toolmesh.inbound.v1.GetAgentRequest
+	5,  // 22: toolmesh.inbound.v1.InboundService.ListAgents:input_type -> toolmesh.inbound.v1.ListAgentsRequest
+	10, // 23: toolmesh.inbound.v1.InboundService.DeliverInbound:input_type -> toolmesh.inbound.v1.DeliverInboundRequest
+	12, // 24: toolmesh.inbound.v1.InboundService.GetInbound:input_type -> toolmesh.inbound.v1.GetInboundRequest
+	14, // 25: toolmesh.inbound.v1.InboundService.CancelInbound:input_type -> toolmesh.inbound.v1.CancelInboundRequest
+	16, // 26: toolmesh.inbound.v1.InboundService.ListInbound:input_type -> toolmesh.inbound.v1.ListInboundRequest
+	18, // 27: toolmesh.inbound.v1.InboundService.ListInboundEvents:input_type -> toolmesh.inbound.v1.ListInboundEventsRequest
+	20, // 28: toolmesh.inbound.v1.InboundService.CreatePushConfig:input_type -> toolmesh.inbound.v1.CreatePushConfigRequest
+	22, // 29: toolmesh.inbound.v1.InboundService.GetPushConfig:input_type -> toolmesh.inbound.v1.GetPushConfigRequest
+	24, // 30: toolmesh.inbound.v1.InboundService.ListPushConfigs:input_type -> toolmesh.inbound.v1.ListPushConfigsRequest
+	26, // 31: toolmesh.inbound.v1.InboundService.DeletePushConfig:input_type -> toolmesh.inbound.v1.DeletePushConfigRequest
+	4,  // 32: toolmesh.inbound.v1.InboundService.GetAgent:output_type -> toolmesh.inbound.v1.GetAgentResponse
+	6,  // 33: toolmesh.inbound.v1.InboundService.ListAgents:output_type -> toolmesh.inbound.v1.ListAgentsResponse
+	11, // 34: toolmesh.inbound.v1.InboundService.DeliverInbound:output_type -> toolmesh.inbound.v1.DeliverInboundResponse
+	13, // 35: toolmesh.inbound.v1.InboundService.GetInbound:output_type -> toolmesh.inbound.v1.GetInboundResponse
+	15, // 36: toolmesh.inbound.v1.InboundService.CancelInbound:output_type -> toolmesh.inbound.v1.CancelInboundResponse
+	17, // 37: toolmesh.inbound.v1.InboundService.ListInbound:output_type -> toolmesh.inbound.v1.ListInboundResponse
+	19, // 38: toolmesh.inbound.v1.InboundService.ListInboundEvents:output_type -> toolmesh.inbound.v1.ListInboundEventsResponse
+	21, // 39: toolmesh.inbound.v1.InboundService.CreatePushConfig:output_type -> toolmesh.inbound.v1.CreatePushConfigResponse
+	23, // 40: toolmesh.inbound.v1.InboundService.GetPushConfig:output_type -> toolmesh.inbound.v1.GetPushConfigResponse
+	25, // 41: toolmesh.inbound.v1.InboundService.ListPushConfigs:output_type -> toolmesh.inbound.v1.ListPushConfigsResponse
+	27, // 42: toolmesh.inbound.v1.InboundService.DeletePushConfig:output_type -> toolmesh.inbound.v1.DeletePushConfigResponse
+	32, // [32:43] is the sub-list for method output_type
+	21, // [21:32] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_inbound_v1_inbound_proto_init() }
@@ -1903,7 +2028,7 @@ func file_toolmesh_inbound_v1_inbound_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_inbound_v1_inbound_proto_rawDesc), len(file_toolmesh_inbound_v1_inbound_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

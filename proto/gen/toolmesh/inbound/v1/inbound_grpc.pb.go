@@ -29,6 +29,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	InboundService_GetAgent_FullMethodName          = "/toolmesh.inbound.v1.InboundService/GetAgent"
+	InboundService_ListAgents_FullMethodName        = "/toolmesh.inbound.v1.InboundService/ListAgents"
 	InboundService_DeliverInbound_FullMethodName    = "/toolmesh.inbound.v1.InboundService/DeliverInbound"
 	InboundService_GetInbound_FullMethodName        = "/toolmesh.inbound.v1.InboundService/GetInbound"
 	InboundService_CancelInbound_FullMethodName     = "/toolmesh.inbound.v1.InboundService/CancelInbound"
@@ -50,6 +51,10 @@ type InboundServiceClient interface {
 	// An agent the mesh serves over A2A, as its card shows it: NotFound when
 	// it is not registered or not active.
 	GetAgent(ctx context.Context, in *GetAgentRequest, opts ...grpc.CallOption) (*GetAgentResponse, error)
+	// The agents the mesh serves over A2A (registered and active), in id
+	// order, a page at a time: the door lists their cards in the edge's AI
+	// catalog.
+	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 	// Deliver a message into an agent's inbox, as a message from the remote
 	// sender (the caller), and open the A2A task that follows it. Delivering
 	// the same A2A message again returns the task the first delivery opened.
@@ -93,6 +98,16 @@ func (c *inboundServiceClient) GetAgent(ctx context.Context, in *GetAgentRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetAgentResponse)
 	err := c.cc.Invoke(ctx, InboundService_GetAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inboundServiceClient) ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAgentsResponse)
+	err := c.cc.Invoke(ctx, InboundService_ListAgents_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +214,10 @@ type InboundServiceServer interface {
 	// An agent the mesh serves over A2A, as its card shows it: NotFound when
 	// it is not registered or not active.
 	GetAgent(context.Context, *GetAgentRequest) (*GetAgentResponse, error)
+	// The agents the mesh serves over A2A (registered and active), in id
+	// order, a page at a time: the door lists their cards in the edge's AI
+	// catalog.
+	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	// Deliver a message into an agent's inbox, as a message from the remote
 	// sender (the caller), and open the A2A task that follows it. Delivering
 	// the same A2A message again returns the task the first delivery opened.
@@ -240,6 +259,9 @@ type UnimplementedInboundServiceServer struct{}
 
 func (UnimplementedInboundServiceServer) GetAgent(context.Context, *GetAgentRequest) (*GetAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgent not implemented")
+}
+func (UnimplementedInboundServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
 }
 func (UnimplementedInboundServiceServer) DeliverInbound(context.Context, *DeliverInboundRequest) (*DeliverInboundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeliverInbound not implemented")
@@ -303,6 +325,24 @@ func _InboundService_GetAgent_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(InboundServiceServer).GetAgent(ctx, req.(*GetAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InboundService_ListAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InboundServiceServer).ListAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InboundService_ListAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InboundServiceServer).ListAgents(ctx, req.(*ListAgentsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -479,6 +519,10 @@ var InboundService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAgent",
 			Handler:    _InboundService_GetAgent_Handler,
+		},
+		{
+			MethodName: "ListAgents",
+			Handler:    _InboundService_ListAgents_Handler,
 		},
 		{
 			MethodName: "DeliverInbound",

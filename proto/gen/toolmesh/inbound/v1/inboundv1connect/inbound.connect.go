@@ -43,6 +43,9 @@ const (
 const (
 	// InboundServiceGetAgentProcedure is the fully-qualified name of the InboundService's GetAgent RPC.
 	InboundServiceGetAgentProcedure = "/toolmesh.inbound.v1.InboundService/GetAgent"
+	// InboundServiceListAgentsProcedure is the fully-qualified name of the InboundService's ListAgents
+	// RPC.
+	InboundServiceListAgentsProcedure = "/toolmesh.inbound.v1.InboundService/ListAgents"
 	// InboundServiceDeliverInboundProcedure is the fully-qualified name of the InboundService's
 	// DeliverInbound RPC.
 	InboundServiceDeliverInboundProcedure = "/toolmesh.inbound.v1.InboundService/DeliverInbound"
@@ -77,6 +80,10 @@ type InboundServiceClient interface {
 	// An agent the mesh serves over A2A, as its card shows it: NotFound when
 	// it is not registered or not active.
 	GetAgent(context.Context, *v1.GetAgentRequest) (*v1.GetAgentResponse, error)
+	// The agents the mesh serves over A2A (registered and active), in id
+	// order, a page at a time: the door lists their cards in the edge's AI
+	// catalog.
+	ListAgents(context.Context, *v1.ListAgentsRequest) (*v1.ListAgentsResponse, error)
 	// Deliver a message into an agent's inbox, as a message from the remote
 	// sender (the caller), and open the A2A task that follows it. Delivering
 	// the same A2A message again returns the task the first delivery opened.
@@ -123,6 +130,13 @@ func NewInboundServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+InboundServiceGetAgentProcedure,
 			connect.WithSchema(inboundServiceMethods.ByName("GetAgent")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listAgents: connect.NewClient[v1.ListAgentsRequest, v1.ListAgentsResponse](
+			httpClient,
+			baseURL+InboundServiceListAgentsProcedure,
+			connect.WithSchema(inboundServiceMethods.ByName("ListAgents")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -190,6 +204,7 @@ func NewInboundServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 // inboundServiceClient implements InboundServiceClient.
 type inboundServiceClient struct {
 	getAgent          *connect.Client[v1.GetAgentRequest, v1.GetAgentResponse]
+	listAgents        *connect.Client[v1.ListAgentsRequest, v1.ListAgentsResponse]
 	deliverInbound    *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
 	getInbound        *connect.Client[v1.GetInboundRequest, v1.GetInboundResponse]
 	cancelInbound     *connect.Client[v1.CancelInboundRequest, v1.CancelInboundResponse]
@@ -204,6 +219,15 @@ type inboundServiceClient struct {
 // GetAgent calls toolmesh.inbound.v1.InboundService.GetAgent.
 func (c *inboundServiceClient) GetAgent(ctx context.Context, req *v1.GetAgentRequest) (*v1.GetAgentResponse, error) {
 	response, err := c.getAgent.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListAgents calls toolmesh.inbound.v1.InboundService.ListAgents.
+func (c *inboundServiceClient) ListAgents(ctx context.Context, req *v1.ListAgentsRequest) (*v1.ListAgentsResponse, error) {
+	response, err := c.listAgents.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -296,6 +320,10 @@ type InboundServiceHandler interface {
 	// An agent the mesh serves over A2A, as its card shows it: NotFound when
 	// it is not registered or not active.
 	GetAgent(context.Context, *v1.GetAgentRequest) (*v1.GetAgentResponse, error)
+	// The agents the mesh serves over A2A (registered and active), in id
+	// order, a page at a time: the door lists their cards in the edge's AI
+	// catalog.
+	ListAgents(context.Context, *v1.ListAgentsRequest) (*v1.ListAgentsResponse, error)
 	// Deliver a message into an agent's inbox, as a message from the remote
 	// sender (the caller), and open the A2A task that follows it. Delivering
 	// the same A2A message again returns the task the first delivery opened.
@@ -338,6 +366,13 @@ func NewInboundServiceHandler(svc InboundServiceHandler, opts ...connect.Handler
 		InboundServiceGetAgentProcedure,
 		svc.GetAgent,
 		connect.WithSchema(inboundServiceMethods.ByName("GetAgent")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	inboundServiceListAgentsHandler := connect.NewUnaryHandlerSimple(
+		InboundServiceListAgentsProcedure,
+		svc.ListAgents,
+		connect.WithSchema(inboundServiceMethods.ByName("ListAgents")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -403,6 +438,8 @@ func NewInboundServiceHandler(svc InboundServiceHandler, opts ...connect.Handler
 		switch r.URL.Path {
 		case InboundServiceGetAgentProcedure:
 			inboundServiceGetAgentHandler.ServeHTTP(w, r)
+		case InboundServiceListAgentsProcedure:
+			inboundServiceListAgentsHandler.ServeHTTP(w, r)
 		case InboundServiceDeliverInboundProcedure:
 			inboundServiceDeliverInboundHandler.ServeHTTP(w, r)
 		case InboundServiceGetInboundProcedure:
@@ -432,6 +469,10 @@ type UnimplementedInboundServiceHandler struct{}
 
 func (UnimplementedInboundServiceHandler) GetAgent(context.Context, *v1.GetAgentRequest) (*v1.GetAgentResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.GetAgent is not implemented"))
+}
+
+func (UnimplementedInboundServiceHandler) ListAgents(context.Context, *v1.ListAgentsRequest) (*v1.ListAgentsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.inbound.v1.InboundService.ListAgents is not implemented"))
 }
 
 func (UnimplementedInboundServiceHandler) DeliverInbound(context.Context, *v1.DeliverInboundRequest) (*v1.DeliverInboundResponse, error) {

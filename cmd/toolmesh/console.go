@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/console"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	"github.com/toolmesh/toolmesh/internal/server"
+)
+
+// Default addresses of `toolmesh console` (plus --port-offset under up).
+const (
+	consolePort        = 7180
+	consoleMetricsPort = 7181
+)
+
+// consoleSessionKeyFile is the console's session key under the data
+// directory, created by the console when missing.
+const consoleSessionKeyFile = "console-session.key"
+
+// consoleConfig is the configuration of `toolmesh console`.
+type consoleConfig struct {
+	addr, edgeURL, dataDir, keyFile, metricsAddr string
+	hosts                                        []string
+	sessionTTL, pollInterval                     time.Duration
+	telemetry                                    *telemetryConfig
+}
+
+func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
+	c := &consoleConfig{}
+	s.String(&c.addr, fmt.Sprintf("127.0.0.1:%d", consolePort), config.Opt{Flag: "addr", Env: "TOOLMESH_CONSOLE_ADDR",
+		Usage: "listen address; on loopback the console serves the local owner without sign-in (development mode)"})
+	s.String(&c.edgeURL, fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort), config.Opt{Flag: "edge-url", Env: "TOOLMESH_CONSOLE_EDGE_URL",
+		Usage: "the edge's MCP endpoint, through which the console makes every call as the signed-in person"})
+	s.List(&c.hosts, config.Opt{Flag: "allow-host", Env: "TOOLMESH_CONSOLE_ALLOWED_HOSTS", Usage: "Host header value the console answers to, besides loopback names on loopback"})
+	bindData(s, &c.dataDir, "directory holding the console's session key")
+	s.String(&c.keyFile, "", config.Opt{Flag: "session-key-file", Env: "TOOLMESH_CONSOLE_SESSION_KEY_FILE",
+		Usage: "file with the key that seals session cookies (every console replica shares it); created when missing", Default: "<data>/" + consoleSessionKeyFile})
+	s.Duration(&c.sessionTTL, console.DefaultSessionTTL, config.Opt{Flag: "session-ttl", Env: "TOOLMESH_CONSOLE_SESSION_TTL", Usage: "how long a sign-in lasts"})
+	s.Duration(&c.pollInterval, console.DefaultPollInterval, config.Opt{Flag: "poll-interval", Env: "TOOLMESH_CONSOLE_POLL_INTERVAL",
+		Usage: "how often the console reads the pending asks while a browser shows the inbox (once per console process)"})
+	s.String(&c.metricsAddr, fmt.Sprintf("127.0.0.1:%d", consoleMetricsPort), config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_CONSOLE_METRICS_ADDR",
+		Usage: "address of the console's Prometheus /metrics and /healthz, apart from its pages (\"off\": none)"})
+	c.telemetry = bindTelemetry(s, getenv)
+	return c
+}
+
+// runConsole serves the web console (package console): a client of the
+// edge, with no mesh key and no store of its own.
+func runConsole(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
+	s := newConfig("console", getenv, stderr)
+	c := bindConsole(s, getenv)
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	if s.FlagSet().NArg() > 0 {
+		return fmt.Errorf("console takes no arguments, got %q", s.FlagSet().Args())
+	}
+	key, err := ensureConsoleSessionKey(orDataFile(c.keyFile, c.dataDir, consoleSessionKeyFile))
+	if err != nil {
+		return err
+	}
+	log = log.With("service", "console")
+	tel, err := c.telemetry.start(ctx, "toolmesh-console", stdout, log)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tel, log)
+	con, err := console.New(console.Config{
+		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
+		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval,
+		HTTPClient: meshclient.HTTP(), Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer con.Close()
+	lis, err := server.Listen(c.addr)
+	if err != nil {
+		return err
+	}
+	servers := []httpListener{{server.NewHTTPServer(con.Handler(), log, server.Limits{}), lis, server.HTTPOptions{ShutdownTimeout: 5 * time.Second}}}
+	if c.metricsAddr != "" && c.metricsAddr != "off" {
+		mlis, err := server.Listen(c.metricsAddr)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), mlis, server.HTTPOptions{}})
+	}
+	log.Info("console.started", "url", "http://"+lis.Addr().String()+"/", "edge", c.edgeURL)
+	return runHTTPAll(ctx, log, servers...)
+}
+
+// ensureConsoleSessionKey reads the session key file, creating it (32
+// random bytes, hex, mode 0600) when missing.
+func ensureConsoleSessionKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+		k := make([]byte, 32)
+		_, _ = rand.Read(k)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.Write([]byte(hex.EncodeToString(k) + "\n"))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("write console session key: %w", err)
+		}
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read console session key: %w", err)
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(k) < 32 {
+		return nil, fmt.Errorf("console session key %s: want at least 32 bytes in hex", path)
+	}
+	return k, nil
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/browsertest"
+)
+
+// consoleShot is where a console test's screenshot goes: docs/images with
+// -update (docs/console.md shows them), else the test's own directory.
+func consoleShot(t *testing.T, name string) string {
+	if *updateDocs {
+		return filepath.Join("..", "..", "docs", "images", name)
+	}
+	return filepath.Join(t.TempDir(), name)
+}
+
+// consoleMesh is one `toolmesh up` the console's browser tests share: its
+// console, an MCP session of its development agent, and a browser.
+type consoleMesh struct {
+	up      *upMesh
+	url     string
+	agent   *mcp.ClientSession
+	browser *browsertest.Browser
+}
+
+// tab opens the console's inbox in a new tab and marks the page, so that
+// a test can tell a reload (which wipes the mark) from a live update.
+func (c *consoleMesh) tab(t *testing.T) *browsertest.Tab {
+	t.Helper()
+	tab := c.browser.Tab(t)
+	if err := tab.Do(30*time.Second,
+		chromedp.Navigate(c.url),
+		chromedp.WaitVisible(chromedp.CSS("#inbox-count")),
+		chromedp.Evaluate[chromedp.Void](`window.stayed = true`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+// checkAccessible runs axe-core on the page the tab shows: no serious or
+// critical violation. The figures are logged (docs/console.md has them).
+func checkAccessible(t *testing.T, tab *browsertest.Tab, page string) {
+	t.Helper()
+	res := tab.Axe(t)
+	t.Logf("axe-core on %s: %d rules passed, %d violations (%d serious or critical), %d undecided",
+		page, res.Passes, len(res.Violations), len(res.Serious()), res.Incomplete)
+	for _, v := range res.Serious() {
+		t.Errorf("%s: %s", page, v)
+	}
+}
+
+// stayed reports whether the tab still shows the page tab loaded.
+func stayed(t *testing.T, tab *browsertest.Tab) bool {
+	t.Helper()
+	ok, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[bool](`window.stayed === true`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestConsole drives the console in a real headless Chromium against the
+// processes `toolmesh up` starts (schedules may run every second).
+func TestConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the built binary, a Temporal dev server and Chromium")
+	}
+	bin, temporal := meshBinaries(t)
+	m := startUp(t, bin, temporal, "TOOLMESH_SCHEDULES_MIN_INTERVAL=1s")
+	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t)}
+	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
+	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
+}
+
+// testConsoleAnswersAnAsk: an agent asks the owner through the edge; the
+// ask appears in the inbox without a reload; the owner clicks an option;
+// the agent's waiting call returns that answer, once, and the ask records
+// who answered.
+func testConsoleAnswersAnAsk(t *testing.T, c *consoleMesh) {
+	tab := c.tab(t)
+	const question = "Deploy release 1.4 to production tonight?"
+	type result struct {
+		env envelope
+		err error
+	}
+	answered := make(chan result, 2)
+	go func() {
+		env, err := tryCallTool(c.agent, &mcp.CallToolParams{Name: "owner_ask", Arguments: map[string]any{
+			"question": question, "options": []string{"Ship it", "Hold"},
+			"context": "The release notes are in the tracker; the on-call engineer is around until midnight.", "wait_seconds": 60,
+		}})
+		answered <- result{env, err}
+	}()
+
+	// It appears without a reload.
+	if err := tab.Do(30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#inbox-list li .question`))); err != nil {
+		t.Fatalf("the ask did not appear in the inbox: %v", err)
+	}
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Question string `json:"question"`
+		Agent    string `json:"agent"`
+		Options  string `json:"options"`
+	}](`({question: document.querySelector("#inbox-list li .question").textContent,
+		agent: document.querySelector("#inbox-list li .agent").textContent,
+		options: Array.from(document.querySelectorAll("#inbox-list li button.option")).map(b => b.value).join("|")})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stayed(t, tab) {
+		t.Error("the page was reloaded to show the ask")
+	}
+	if got.Question != question || got.Agent != "local" || got.Options != "Ship it|Hold" {
+		t.Errorf("the inbox shows %+v, want the question, agent local and options Ship it|Hold", got)
+	}
+	if err := tab.Screenshot(consoleShot(t, "console-inbox.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, tab, "the inbox with an ask")
+
+	// The owner clicks an option; the agent's call returns that answer.
+	if err := tab.Do(30*time.Second,
+		chromedp.Click(chromedp.CSS(`#inbox-list li button.option[value="Ship it"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+	); err != nil {
+		t.Fatalf("answer from the console: %v", err)
+	}
+	var r result
+	select {
+	case r = <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent's owner_ask did not return within 60s of the answer")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var d askData
+	okData(t, r.env, &d)
+	if d.Ask.Status != "ASK_STATUS_ANSWERED" || d.Ask.Answer != "Ship it" || d.Ask.AnsweredBy != "local" {
+		t.Fatalf("the agent got %+v, want answered Ship it by local", d.Ask)
+	}
+	select {
+	case r := <-answered:
+		t.Fatalf("the agent's call returned twice: %+v", r)
+	default:
+	}
+	if again := getAsk(t, c.agent, d.Ask.AskID); again.Ask.Answer != "Ship it" || again.Ask.AnsweredBy != "local" {
+		t.Errorf("the ask records %+v, want Ship it answered by local", again.Ask)
+	}
+	flash, err := browsertest.Run(tab, 10*time.Second, chromedp.Text(chromedp.CSS(`p.flash`)))
+	if err != nil || !strings.Contains(flash, "Ship it") || !strings.Contains(flash, question) {
+		t.Errorf("after the answer the page says %q (%v), want the question and its answer", flash, err)
+	}
+	if n, _ := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#inbox-list li").length`)); n != 0 {
+		t.Errorf("the inbox still lists %d asks after the answer", n)
+	}
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
+	}
+}
+
+// scheduleData is the data of the schedules tools' results.
+type scheduleData struct {
+	Schedule struct {
+		ID       string `json:"id"`
+		Status   string `json:"status"`
+		Decision struct {
+			DecidedBy string `json:"decided_by"`
+			Note      string `json:"note"`
+		} `json:"decision"`
+	} `json:"schedule"`
+}
+
+// testConsoleDecidesSchedules: two schedules wait for approval; the inbox
+// shows each spec in words and its next runs as the schedules contract's
+// preview says; one approved from the console runs, the other denied
+// never does.
+func testConsoleDecidesSchedules(t *testing.T, c *consoleMesh) {
+	tab := c.tab(t)
+	create := func(desc string) string {
+		var d scheduleData
+		okData(t, callTool(t, c.agent, "schedules_create", map[string]any{
+			"interval_seconds": 2, "description": desc,
+			"action": map[string]any{"tool": "tasks_create", "arguments": map[string]any{"description": desc}},
+		}), &d)
+		return d.Schedule.ID
+	}
+	approve, deny := create("Open the daily triage task"), create("Open a task every two seconds forever")
+	for _, id := range []string{approve, deny} {
+		if err := tab.Do(30*time.Second, chromedp.WaitVisible(chromedp.CSS("#"+id+" .summary"))); err != nil {
+			t.Fatalf("schedule %s did not appear in the inbox: %v", id, err)
+		}
+	}
+	if !stayed(t, tab) {
+		t.Error("the page was reloaded to show the schedules")
+	}
+	var preview struct {
+		Summary  string   `json:"summary"`
+		RunTimes []string `json:"run_times"`
+	}
+	okData(t, callTool(t, c.agent, "schedules_preview", map[string]any{"interval_seconds": 2}), &preview)
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Summary string `json:"summary"`
+		Runs    int    `json:"runs"`
+		Args    string `json:"args"`
+	}](fmt.Sprintf(`({summary: document.querySelector("#%s .summary").textContent,
+		runs: document.querySelectorAll("#%s .runs li").length,
+		args: document.querySelector("#%s .args").textContent})`, approve, approve, approve)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Summary != preview.Summary || got.Runs != 5 || !strings.Contains(got.Args, "Open the daily triage task") {
+		t.Errorf("the inbox shows %+v, want the preview's %q, 5 next runs and the call's arguments", got, preview.Summary)
+	}
+	if err := tab.Screenshot(consoleShot(t, "console-schedules.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, tab, "the inbox with schedules to approve")
+
+	decide := func(id, button, reason string) {
+		t.Helper()
+		if err := tab.Do(30*time.Second,
+			chromedp.SendKeys(chromedp.CSS("#reason-"+id), reason),
+			chromedp.Click(chromedp.CSS("#"+id+` input[name="confirm"]`)),
+			chromedp.Click(chromedp.CSS("#"+id+" button."+button)),
+			chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+		); err != nil {
+			t.Fatalf("%s schedule %s from the console: %v", button, id, err)
+		}
+	}
+	decide(approve, "approve", "the triage task is wanted daily")
+	decide(deny, "deny", "far too often")
+	// The denied schedule would have run by the time the approved one
+	// runs an interval after the denial.
+	wouldHaveRun := time.Now().Add(2 * time.Second)
+
+	status := func(id string) scheduleData {
+		var d scheduleData
+		okData(t, callTool(t, c.agent, "schedules_get", map[string]any{"schedule_id": id}), &d)
+		return d
+	}
+	if d := status(approve); d.Schedule.Status != "SCHEDULE_STATUS_ACTIVE" || d.Schedule.Decision.DecidedBy != "local" || d.Schedule.Decision.Note != "the triage task is wanted daily" {
+		t.Errorf("the approved schedule is %+v", d.Schedule)
+	}
+	if d := status(deny); d.Schedule.Status != "SCHEDULE_STATUS_DENIED" || d.Schedule.Decision.Note != "far too often" {
+		t.Errorf("the denied schedule is %+v", d.Schedule)
+	}
+	// The approved one runs; the denied one never does.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var runs struct {
+			Executions []struct {
+				Status        string    `json:"status"`
+				ScheduledTime time.Time `json:"scheduled_time"`
+			} `json:"executions"`
+		}
+		okData(t, callTool(t, c.agent, "schedules_executions", map[string]any{"schedule_id": approve}), &runs)
+		if len(runs.Executions) > 0 && runs.Executions[0].Status == "EXECUTION_STATUS_SUCCEEDED" && runs.Executions[0].ScheduledTime.After(wouldHaveRun) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved schedule did not run within 60s: %+v", runs.Executions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var denied struct {
+		Executions []any `json:"executions"`
+	}
+	okData(t, callTool(t, c.agent, "schedules_executions", map[string]any{"schedule_id": deny}), &denied)
+	if len(denied.Executions) != 0 {
+		t.Errorf("the denied schedule ran %d times", len(denied.Executions))
+	}
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
+	}
+	// Stop the approved schedule's runs for the tests after this one.
+	callTool(t, c.agent, "schedules_delete", map[string]any{"schedule_id": approve})
+}
