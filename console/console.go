@@ -60,6 +60,9 @@ type Config struct {
 	// PollInterval is how often the console reads the pending asks while
 	// a browser listens for changes (DefaultPollInterval when 0).
 	PollInterval time.Duration
+	// MeshStatusURL is the status page of the mesh's supervisor (up's
+	// /status.json) the mesh page shows; none when empty.
+	MeshStatusURL string
 	// PageSize is how many asks an inbox page shows (DefaultPageSize when 0).
 	PageSize int
 	// HTTPClient reaches the edge (http.DefaultClient when nil).
@@ -145,6 +148,9 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /asks/{id}/answer", c.change(c.answer))
 	mux.Handle("POST /schedules/{id}/{decision}", c.change(c.decideSchedule))
 	mux.Handle("GET /events", c.page(c.events))
+	mux.Handle("GET /agents", c.page(c.agents))
+	mux.Handle("GET /audit", c.page(c.audit))
+	mux.Handle("GET /mesh", c.page(c.mesh))
 	return httpguard.RecoverPanics(c.log, c.guarded(mux))
 }
 

@@ -119,6 +119,19 @@ func (f *fakeEdge) serve(t *testing.T) string {
 	s.AddTool(&mcp.Tool{Name: "schedules_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return ok(map[string]any{"schedules": []any{}}), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "agents_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"agents": []any{map[string]any{"id": "alice", "status": "AGENT_STATUS_ACTIVE"}},
+			"summary": map[string]any{"active": 1, "total": 1}}), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "reputation_check", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"score": map[string]any{"agent_id": "alice", "score": 73, "components": map[string]any{"admin_calls": "4", "active_days": 2}}}), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "audit_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"records": []any{map[string]any{"seq": "2", "actor": "local", "tool": "credits_grant", "reason": "welcome"}}}), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "audit_verify", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"intact": false, "verified_records": "1", "first_bad": map[string]any{"seq": "2", "problem": "PROBLEM_TRUNCATED"}}), nil
+	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
@@ -380,5 +393,42 @@ func TestTheInboxHearsOfNewAsks(t *testing.T) {
 	_, page, _ := get(t, b, base+"/inbox/list")
 	if !strings.Contains(page, "Ship it?") || strings.Contains(page, "<html") {
 		t.Errorf("the list fragment:\n%s", page)
+	}
+}
+
+func TestOperatorPages(t *testing.T) {
+	edge := &fakeEdge{}
+	base := startConsole(t, edge.serve(t))
+	b := browser(t)
+	if status, page, _ := get(t, b, base+"/agents"); status != http.StatusOK || !strings.Contains(page, `<td class="score">73</td>`) || !strings.Contains(page, "1 registered: 1 active") {
+		t.Errorf("GET /agents = %d:\n%s", status, page)
+	}
+	if status, page, _ := get(t, b, base+"/audit?tool=credits_grant"); status != http.StatusOK || !strings.Contains(page, "The trail is broken") ||
+		!strings.Contains(page, "PROBLEM_TRUNCATED at record 2") || !strings.Contains(page, "welcome") {
+		t.Errorf("GET /audit = %d:\n%s", status, page)
+	}
+}
+
+func TestMeshPage(t *testing.T) {
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"processes":[{"name":"edge","group":"edge","state":"ready","since":"2026-01-02T03:04:05Z","restarts":2,"recent_failures":1,"last_failure":"exit status 2"}]}`))
+	}))
+	defer status.Close()
+	edge := &fakeEdge{}
+	lis := httptest.NewUnstartedServer(nil)
+	c, err := console.New(console.Config{Addr: lis.Listener.Addr().String(), EdgeURL: edge.serve(t), MeshStatusURL: status.URL + "/status.json",
+		SessionKey: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis.Config.Handler = c.Handler()
+	lis.Start()
+	defer lis.Close()
+	if code, page, _ := get(t, browser(t), lis.URL+"/mesh"); code != http.StatusOK || !strings.Contains(page, `<tr id="proc-edge">`) || !strings.Contains(page, "exit status 2") {
+		t.Errorf("GET /mesh = %d:\n%s", code, page)
+	}
+	status.Close()
+	if code, page, _ := get(t, browser(t), lis.URL+"/mesh"); code != http.StatusOK || !strings.Contains(page, "does not answer") {
+		t.Errorf("GET /mesh with up gone = %d:\n%s", code, page)
 	}
 }

@@ -26,14 +26,15 @@ var overlays = []string{"dev", "prod"}
 // the repository (deploy/README.md says how). Everything else a manifest
 // refers to must be in the render.
 var external = map[string]bool{
-	"ConfigMap/toolmesh-mesh-public-key": true,
-	"Secret/toolmesh-mesh-key":           true,
-	"ConfigMap/toolmesh-edge-jwks":       true,
-	"Secret/toolmesh-memory-key":         true,
-	"Secret/toolmesh-state-key":          true,
-	"Secret/toolmesh-github-token":       true,
-	"Secret/toolmesh-search-brave":       true,
-	"Secret/toolmesh-audit-key":          true,
+	"ConfigMap/toolmesh-mesh-public-key":  true,
+	"Secret/toolmesh-mesh-key":            true,
+	"ConfigMap/toolmesh-edge-jwks":        true,
+	"Secret/toolmesh-memory-key":          true,
+	"Secret/toolmesh-state-key":           true,
+	"Secret/toolmesh-github-token":        true,
+	"Secret/toolmesh-search-brave":        true,
+	"Secret/toolmesh-audit-key":           true,
+	"ConfigMap/toolmesh-audit-public-key": true,
 }
 
 // postgresSecret is the Secret holding a domain's DSN in prod.

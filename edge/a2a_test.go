@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
@@ -239,6 +240,46 @@ func TestA2AServesSignedCardsOfBothVersions(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || len(keys.Key(mesh.KeyID(servertest.MeshSigner().PublicKey()))) != 1 {
 		t.Errorf("keys %+v (%v), want the mesh key", keys, err)
+	}
+}
+
+// TestA2APublishesTheAuditKeyApartFromTheMeshKey: the audit checkpoint
+// keys the door is given are served at their own path as signed-note
+// verifier keys, never in the JWKS; a door given none answers 404 there.
+func TestA2APublishesTheAuditKeyApartFromTheMeshKey(t *testing.T) {
+	auditKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	pub := auditKey.Public().(ed25519.PublicKey)
+	f := newA2AFixture(t, func(c *a2adoor.Config) { c.AuditKeys = []ed25519.PublicKey{pub} })
+	resp, err := http.Get(f.base + auditcheckpoint.KeysPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	keys, err := auditcheckpoint.ParseKeys(string(body))
+	if resp.StatusCode != http.StatusOK || err != nil || len(keys) != 1 || !keys[0].Equal(pub) ||
+		resp.Header.Get("Content-Type") != auditcheckpoint.KeysContentType {
+		t.Errorf("GET %s = %d %q %q (%v), want the audit key as a verifier key", auditcheckpoint.KeysPath, resp.StatusCode, resp.Header.Get("Content-Type"), body, err)
+	}
+	resp, err = http.Get(f.base + a2alink.KeysPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set jose.JSONWebKeySet
+	err = json.NewDecoder(resp.Body).Decode(&set)
+	resp.Body.Close()
+	if err != nil || len(set.Keys) != 1 || set.Keys[0].KeyID != mesh.KeyID(servertest.MeshSigner().PublicKey()) {
+		t.Errorf("JWKS = %+v (%v), want the mesh key alone", set, err)
+	}
+
+	none := newA2AFixture(t, nil)
+	resp, err = http.Get(none.base + auditcheckpoint.KeysPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET %s on a door without audit keys = %d, want 404", auditcheckpoint.KeysPath, resp.StatusCode)
 	}
 }
 

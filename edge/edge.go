@@ -87,7 +87,7 @@ const (
 	// its outcome before it returns a handle.
 	DefaultWaitBudget = 25 * time.Second
 	// DefaultTaskCallTimeout bounds the service call of a call that is an
-	// MCP task (docs/tasks.md).
+	// MCP task (docs/mcp-tasks.md).
 	DefaultTaskCallTimeout = time.Hour
 	// DefaultShutdownGrace is how long calls in flight may run on once the
 	// edge begins to stop.
@@ -189,7 +189,7 @@ type Config struct {
 	// Elicitation, when set, asks the user — over as many rounds as the
 	// call needs — for missing admin inputs and elicitable fields instead of
 	// refusing the call, when the client declares elicitation; and carries
-	// calls that are MCP tasks in the calls worker (docs/tasks.md).
+	// calls that are MCP tasks in the calls worker (docs/mcp-tasks.md).
 	Elicitation *Elicitation
 	// TaskCallTimeout bounds the service call of a call that is an MCP task
 	// carried by the calls worker, instead of CallTimeout (default

@@ -218,7 +218,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	if env := p.taskOnly(t, c); env != nil {
 		return fail(env)
 	}
-	// A call the calls worker carries as an MCP task (docs/tasks.md).
+	// A call the calls worker carries as an MCP task (docs/mcp-tasks.md).
 	carried := c.Tasks && p.elicit != nil && t.Task == nil && t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED
 	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0 || len(t.Questions) > 0) && p.elicit.CanAsk(c)
 	var reason string

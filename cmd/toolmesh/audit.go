@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/protoenum"
@@ -18,7 +19,6 @@ import (
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 )
 
 // exitNotIntact is the exit status of `toolmesh audit verify` when the
@@ -118,7 +118,7 @@ func readAuditEvidence(pubKey string, logs []string, dataDir string) (audit.Evid
 	if err != nil {
 		return ev, fmt.Errorf("read audit public key: %w", err)
 	}
-	v := checkpoint.NewVerifier(keys...)
+	v := auditcheckpoint.NewVerifier(keys...)
 	for _, path := range logs {
 		valid, rejected, err := v.ReadFile(path, path)
 		if err != nil {

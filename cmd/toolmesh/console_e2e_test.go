@@ -79,6 +79,45 @@ func TestConsole(t *testing.T) {
 	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t)}
 	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
 	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
+	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
+}
+
+// testConsoleOperatorPages: the agents page lists the development agent
+// with its reputation; the audit page verifies the trail the decisions
+// above wrote and lists their records.
+func testConsoleOperatorPages(t *testing.T, c *consoleMesh) {
+	tab := c.browser.Tab(t)
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/agents"), chromedp.WaitVisible(chromedp.CSS("#agent-local .score"))); err != nil {
+		t.Fatalf("the agents page: %v", err)
+	}
+	checkAccessible(t, tab, "the agents page")
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/audit?tool=schedules_approve"), chromedp.WaitVisible(chromedp.CSS("#verify-result"))); err != nil {
+		t.Fatalf("the audit page: %v", err)
+	}
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Title   string `json:"title"`
+		Records string `json:"records"`
+	}](`({title: document.querySelector("#verify-title").textContent, records: document.querySelector("tbody").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "The trail verifies" || !strings.Contains(got.Records, "the triage task is wanted daily") {
+		t.Errorf("the audit page shows %+v, want an intact trail with the approval's reason", got)
+	}
+	if err := tab.Screenshot(consoleShot(t, "console-audit.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, tab, "the audit page")
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/mesh"), chromedp.WaitVisible(chromedp.CSS("#proc-console .state"))); err != nil {
+		t.Fatalf("the mesh page: %v", err)
+	}
+	if st, err := browsertest.Run(tab, 10*time.Second, chromedp.Text(chromedp.CSS("#proc-edge .state"))); err != nil || st != "ready" {
+		t.Errorf("the mesh page says the edge is %q (%v), want ready", st, err)
+	}
+	checkAccessible(t, tab, "the mesh page")
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
+	}
 }
 
 // testConsoleAnswersAnAsk: an agent asks the owner through the edge; the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/a2adoor"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
+	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -25,20 +28,20 @@ import (
 
 // edgeConfig is the configuration of `toolmesh edge`.
 type edgeConfig struct {
-	addr, devAgent, dataDir, keyPath                       string
-	stdio, readOnly                                        bool
-	toolsets                                               string
-	services                                               map[string]string
-	callTimeout, waitBudget, taskCallTimeout               time.Duration
-	issuer, resource, jwksFile, hsFile, grantsFile         string
-	authServers, origins, hosts, sessionPeers              []string
-	limits                                                 *limitConfig
-	shutdownGrace, shutdownTimeout, stateTTL, resourcePoll time.Duration
-	rateLimit                                              float64
-	rateBurst                                              int
-	temporalAddr, stateKey, statePrevKey, sessionAdvertise string
-	a2aAddr, a2aURL, a2aResource, metricsAddr, publicURL   string
-	telemetry                                              *telemetryConfig
+	addr, devAgent, dataDir, keyPath                                  string
+	stdio, readOnly                                                   bool
+	toolsets                                                          string
+	services                                                          map[string]string
+	callTimeout, waitBudget, taskCallTimeout                          time.Duration
+	issuer, resource, jwksFile, hsFile, grantsFile                    string
+	authServers, origins, hosts, sessionPeers                         []string
+	limits                                                            *limitConfig
+	shutdownGrace, shutdownTimeout, stateTTL, resourcePoll            time.Duration
+	rateLimit                                                         float64
+	rateBurst                                                         int
+	temporalAddr, stateKey, statePrevKey, sessionAdvertise            string
+	a2aAddr, a2aURL, a2aResource, a2aAuditKey, metricsAddr, publicURL string
+	telemetry                                                         *telemetryConfig
 }
 
 func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
@@ -84,6 +87,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 		Usage: "IP address (and port, default --addr's) the other edge replicas reach this one at", Default: "--addr when it names an IP address"})
 	s.String(&c.a2aAddr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
 	s.String(&c.a2aURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
+	s.String(&c.a2aAuditKey, "", config.Opt{Flag: "a2a-audit-public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY",
+		Usage: "audit public key file(s), PEM: the A2A endpoint publishes them at " + auditcheckpoint.KeysPath + ", where other meshes check the audit checkpoints attestations name (none when the file is missing)", Default: "<data>/" + auditPubKeyFile})
 	s.String(&c.a2aResource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
 	s.Duration(&c.resourcePoll, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
 	s.String(&c.metricsAddr, defaultEdgeMetricsAddr, config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_EDGE_METRICS_ADDR", Usage: "address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)"})
@@ -220,6 +225,13 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 			return err
 		}
 		a2aCfg = &a2adoor.Config{Addr: c.a2aAddr, PublicURL: c.a2aURL, Resource: c.a2aResource, Egress: policy}
+		auditKey := orDataFile(c.a2aAuditKey, c.dataDir, auditPubKeyFile)
+		switch a2aCfg.AuditKeys, err = keyfile.ReadPublic(auditKey); {
+		case errors.Is(err, fs.ErrNotExist):
+			log.Warn("a2a.no_audit_key", "message", "the audit checkpoint key is not published: no audit public key at "+auditKey+"; other meshes cannot check the checkpoints this mesh's attestations name")
+		case err != nil:
+			return fmt.Errorf("read audit public key: %w", err)
+		}
 	}
 	if c.stdio {
 		cfg.Addr = ""

@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -26,7 +27,6 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1/reputationv1connect"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"github.com/toolmesh/toolmesh/services/reputation"
 	"github.com/toolmesh/toolmesh/services/reputation/reputationstore"
 )
@@ -40,6 +40,9 @@ type attestation struct {
 	Score   struct {
 		Score int `json:"score"`
 	} `json:"score"`
+	Checkpoint struct {
+		Origin string `json:"origin"`
+	} `json:"checkpoint"`
 }
 
 type verifyResult struct {
@@ -53,23 +56,14 @@ type verifyResult struct {
 	Attestation       attestation `json:"attestation"`
 }
 
-// TestReputationAttestationAcrossTwoMeshes runs two meshes (each its own
-// `toolmesh up`): alice, on the first, publishes her attestation; it is a
-// resource of her mesh, and bob, on the second, verifies it at its URL
-// against the first mesh's published keys.
-func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two whole meshes")
-	}
-	m1, _, alice, bob := twoMeshes(t)
-	// The A2A endpoint up prints is its development agent's (alice's).
-	aliceCard := m1.Link(t, linkA2A)
-
-	// The audit service signs its first checkpoint at start; until then a
-	// publish is refused as a conflict.
+// publishAttestation publishes the session's agent's attestation. The
+// audit service signs its first checkpoint at start; until then a publish
+// is refused as a conflict.
+func publishAttestation(t *testing.T, s *mcp.ClientSession) attestation {
+	t.Helper()
 	var published struct{ Attestation attestation }
-	eventually(t, time.Minute, "alice's attestation published", func() bool {
-		env := callTool(t, alice, "reputation_publish_attestation", map[string]any{"ttl_hours": 2})
+	eventually(t, time.Minute, "attestation published", func() bool {
+		env := callTool(t, s, "reputation_publish_attestation", map[string]any{"ttl_hours": 2})
 		if env.Status != "ok" {
 			if env.DomainCode != "conflict" {
 				t.Fatalf("publish = %+v, want ok (or conflict before the first checkpoint)", env)
@@ -79,7 +73,23 @@ func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
 		okData(t, env, &published)
 		return true
 	})
-	att := published.Attestation
+	return published.Attestation
+}
+
+// TestReputationAttestationAcrossTwoMeshes runs two meshes (each its own
+// `toolmesh up`): alice, on the first, publishes her attestation; it is a
+// resource of her mesh, and bob, on the second, verifies it at its URL
+// against the first mesh's published keys — the mesh key for the
+// attestation, the audit key for its checkpoint — and alice verifies bob's
+// the same way.
+func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two whole meshes")
+	}
+	m1, m2, alice, bob := twoMeshes(t)
+	// The A2A endpoint up prints is its development agent's (alice's).
+	aliceCard := m1.Link(t, linkA2A)
+	att := publishAttestation(t, alice)
 	if att.AgentID != "alice" || !strings.HasPrefix(aliceCard, att.Issuer+"/") || att.Issuer == "" || att.JWS == "" || att.URL == "" {
 		t.Fatalf("published %+v, want alice's attestation issued by the first mesh's A2A endpoint (%s), with a URL", att, aliceCard)
 	}
@@ -106,6 +116,29 @@ func TestReputationAttestationAcrossTwoMeshes(t *testing.T) {
 	if !got.Verified || got.Source != "SOURCE_CARD" || !got.IssuerMatchesCard || !got.SignatureValid || !got.Fresh ||
 		got.Attestation.AgentID != "alice" || got.Attestation.Score.Score != att.Score.Score {
 		t.Errorf("bob's verify of alice's card %s = %+v, want verified from the card's extension", aliceCard, got)
+	}
+
+	// Each mesh publishes its audit checkpoint key apart from its mesh key,
+	// and the first mesh's is the key of the data dir's audit.pub.
+	keysDoc, err := httpGet(att.Issuer + auditcheckpoint.KeysPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditKeys, err := auditcheckpoint.ParseKeys(keysDoc)
+	if err != nil || len(auditKeys) != 1 || !strings.HasPrefix(keysDoc, got.Attestation.Checkpoint.Origin+"+") {
+		t.Errorf("%s%s = %q (%v), want the audit key that signed checkpoint %s", att.Issuer, auditcheckpoint.KeysPath, keysDoc, err, got.Attestation.Checkpoint.Origin)
+	}
+	if jwks, err := httpGet(att.Issuer + a2alink.KeysPath); err != nil || strings.Contains(jwks, "toolmesh-audit") {
+		t.Errorf("the mesh's JWKS = %s, %v; want it without the audit key", jwks, err)
+	}
+
+	// And the other way round: alice verifies bob's, from his card on the
+	// second mesh.
+	bobAtt := publishAttestation(t, bob)
+	got = verifyResult{}
+	okData(t, callTool(t, alice, "reputation_verify", map[string]any{"url": m2.Link(t, linkA2A)}), &got)
+	if !got.Verified || !got.SignatureValid || !got.CheckpointSigned || got.Attestation.AgentID != "bob" || got.Attestation.Score.Score != bobAtt.Score.Score {
+		t.Errorf("alice's verify of bob's card = %+v, want verified, its checkpoint signature checked", got)
 	}
 
 	// A forged copy (another score under the same signature) is refused.
@@ -157,7 +190,7 @@ func TestReputationCardExtensionThroughTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditSvc := audit.New(aust, audit.Config{Signer: checkpoint.NewSigner(auditKey), CheckpointLog: filepath.Join(t.TempDir(), "checkpoints.log")})
+	auditSvc := audit.New(aust, audit.Config{Signer: auditcheckpoint.NewSigner(auditKey), CheckpointLog: filepath.Join(t.TempDir(), "checkpoints.log")})
 	if _, err := auditSvc.Checkpoint(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +204,12 @@ func TestReputationCardExtensionThroughTheEdge(t *testing.T) {
 	}
 	var exts port.CardExtensions
 	a2a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == a2alink.KeysPath {
+		switch r.URL.Path {
+		case a2alink.KeysPath:
 			_ = json.NewEncoder(w).Encode(a2alink.Keys(meshKey.Public().(ed25519.PublicKey)))
+			return
+		case auditcheckpoint.KeysPath:
+			_, _ = w.Write([]byte(auditcheckpoint.FormatKeys(auditKey.Public().(ed25519.PublicKey))))
 			return
 		}
 		agent := strings.TrimPrefix(r.URL.Path, "/a2a/agents/")

@@ -10,7 +10,9 @@
 //	                                                    the request's tenant names the agent
 //
 // and the mesh publishes the keys its cards, pushes and depth tokens are
-// signed with at /.well-known/jwks.json.
+// signed with at /.well-known/jwks.json, and, apart from them, the keys its
+// audit checkpoints are signed with at /.well-known/toolmesh-audit-keys
+// (internal/auditcheckpoint), which reputation attestations name.
 //
 // The door knows no domain: it is an A2A RequestHandler (handler.go) over
 // the shared contract toolmesh.inbound.v1, which the remoteagents domain
@@ -55,6 +57,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -82,6 +85,10 @@ type Config struct {
 	// Key is the mesh's signing key: it signs the cards, and its public
 	// half is published at /.well-known/jwks.json.
 	Key ed25519.PrivateKey
+	// AuditKeys are the audit checkpoint keys it publishes at
+	// auditcheckpoint.KeysPath, the current first; none: that path
+	// answers 404.
+	AuditKeys []ed25519.PublicKey
 
 	// Auth authenticates callers as the edge does, for the A2A resource
 	// (Resource); nil is development mode, which serves loopback only.
@@ -129,8 +136,11 @@ type Door struct {
 	inbound  inboundv1connect.InboundServiceClient
 	depth    *a2alink.DepthVerifier
 	keys     []byte
-	cards    *a2alink.CardSigner
-	loopback bool
+	// auditKeys is the document served at auditcheckpoint.KeysPath; ""
+	// when none is published.
+	auditKeys string
+	cards     *a2alink.CardSigner
+	loopback  bool
 
 	// The SDK's transports, over the door's RequestHandler.
 	jsonrpc10, jsonrpc03, rest http.Handler
@@ -183,6 +193,7 @@ func New(cfg Config) (*Door, error) {
 	if g.keys, err = json.Marshal(a2alink.Keys(cfg.Key.Public().(ed25519.PublicKey))); err != nil {
 		return nil, fmt.Errorf("a2a: publish keys: %w", err)
 	}
+	g.auditKeys = auditcheckpoint.FormatKeys(cfg.AuditKeys...)
 	if g.cards, err = a2alink.NewCardSigner(cfg.Key, g.base+a2alink.KeysPath); err != nil {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
@@ -209,6 +220,7 @@ func (g *Door) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	mux.HandleFunc("GET "+a2alink.KeysPath, g.serveKeys)
+	mux.HandleFunc("GET "+auditcheckpoint.KeysPath, g.serveAuditKeys)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}"+a2alink.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}", g.serveCard)
 	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveJSONRPC)
@@ -252,6 +264,16 @@ func (g *Door) serveKeys(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	_, _ = w.Write(g.keys)
+}
+
+func (g *Door) serveAuditKeys(w http.ResponseWriter, _ *http.Request) {
+	if g.auditKeys == "" {
+		http.Error(w, "this mesh publishes no audit checkpoint key", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", auditcheckpoint.KeysContentType)
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write([]byte(g.auditKeys))
 }
 
 // PublicURL is the door's base URL as remote agents reach it.

@@ -141,6 +141,8 @@ type Door struct {
 	undeclared map[string]bool
 	// events are the event types served; nil when none are.
 	events *eventTypes
+	// instr are the instructions per selection (instructions.go).
+	instr instructionsCache
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -203,9 +205,9 @@ func New(cfg Config) (*Door, error) {
 			c.TTLMs = int(cfg.ListTTL.Milliseconds())
 			c.CacheScope = "public"
 		},
-		Instructions: "toolmesh exposes agent-platform services as tools. Every result is a JSON envelope: " +
-			`{"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
-			"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.",
+		// The instructions of the request's selection replace these
+		// (instructions.go); a session the SDK opens itself gets these.
+		Instructions: "toolmesh serves agent-platform services as MCP tools.",
 	}
 	if len(d.resources) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}

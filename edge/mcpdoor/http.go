@@ -126,7 +126,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
-	sel, err := d.requestSelection(r)
+	sel, fromPath, err := d.requestSelection(r)
 	if err != nil {
 		var data any
 		if se, ok := err.(*selectionError); ok {
@@ -138,7 +138,11 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if sel == nil {
 		sel = d.toolsets.fallback
 	}
-	r = r.WithContext(context.WithValue(r.Context(), selectionKey{}, sel))
+	ctx := context.WithValue(r.Context(), selectionKey{}, sel)
+	if fromPath {
+		ctx = context.WithValue(ctx, pathSelectionKey{}, sel)
+	}
+	r = r.WithContext(ctx)
 	rc := &reach{sel: sel}
 	if rc.claim, err = d.claimOf(caller); err != nil {
 		// The operator's narrowing names what this edge lacks: refused

@@ -179,7 +179,14 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if err == nil {
+				d.withInstructions(ctx, res)
 				err = d.opened(ctx, req)
+			}
+			return res, err
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				d.withInstructions(ctx, res)
 			}
 			return res, err
 		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",

@@ -330,34 +330,34 @@ func (r *reach) refuse(what, tool, toolset string) error {
 }
 
 // requestSelection is the selection an HTTP request makes, by path or by
-// header (nil when it makes none); a request that makes one by both must
-// make the same. It leaves the selection's canonical text in the header,
-// where the request's MCP handlers read it.
-func (d *Door) requestSelection(r *http.Request) (*selection, error) {
-	var sel *selection
+// header (nil when it makes none), and whether its path makes it; a
+// request that makes one by both must make the same. It leaves the
+// selection's canonical text in the header, where the request's MCP
+// handlers read it.
+func (d *Door) requestSelection(r *http.Request) (sel *selection, fromPath bool, err error) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, PathToolsets); ok {
 		if rest == "" || strings.Contains(rest, "/") {
-			return nil, &selectionError{msg: fmt.Sprintf("name one toolset after %s, as in %stasks", PathToolsets, PathToolsets)}
+			return nil, false, &selectionError{msg: fmt.Sprintf("name one toolset after %s, as in %stasks", PathToolsets, PathToolsets)}
 		}
-		var err error
 		if sel, err = d.toolsets.get(rest); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		fromPath = true
 	}
 	if values := r.Header.Values(HeaderToolsets); len(values) > 0 {
 		hs, err := d.toolsets.get(strings.Join(values, ","))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if sel != nil && hs.key != sel.key {
-			return nil, &selectionError{msg: fmt.Sprintf("the path selects %q and the %s header %q: select by one of them", sel.key, HeaderToolsets, hs.key)}
+			return nil, false, &selectionError{msg: fmt.Sprintf("the path selects %q and the %s header %q: select by one of them", sel.key, HeaderToolsets, hs.key)}
 		}
 		sel = hs
 	}
 	if sel != nil {
 		r.Header.Set(HeaderToolsets, sel.key)
 	}
-	return sel, nil
+	return sel, fromPath, nil
 }
 
 // claimOf is the selection p's token claims (nil when it claims none).

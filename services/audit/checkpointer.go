@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 
 	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/protoenum"
@@ -38,8 +38,8 @@ var ErrCheckpointRefused = errors.New("audit checkpoint refused")
 // was changed outside the service.
 type checkpointer struct {
 	store    Store
-	signer   *checkpoint.Signer
-	verifier *checkpoint.Verifier
+	signer   *auditcheckpoint.Signer
+	verifier *auditcheckpoint.Verifier
 	path     string // "" when no file is written
 	interval time.Duration
 	now      clock.Clock
@@ -50,9 +50,9 @@ type checkpointer struct {
 
 	mu     sync.Mutex // serialises signing and reading the log file
 	loaded bool       // last was read from the log file
-	last   *checkpoint.Signed
+	last   *auditcheckpoint.Signed
 	// signed, when set (by tests), sees each checkpoint once published.
-	signed func(checkpoint.Signed)
+	signed func(auditcheckpoint.Signed)
 }
 
 func newCheckpointer(store Store, cfg Config) *checkpointer {
@@ -110,15 +110,15 @@ func (c *checkpointer) try(ctx context.Context, always bool) {
 // sign signs and publishes a checkpoint of the head, if the head extends
 // the last checkpoint. Unless always, a head that has not moved since the
 // last checkpoint is not signed again (the last one is returned).
-func (c *checkpointer) sign(ctx context.Context, always bool) (checkpoint.Signed, error) {
+func (c *checkpointer) sign(ctx context.Context, always bool) (auditcheckpoint.Signed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.load(); err != nil {
-		return checkpoint.Signed{}, err
+		return auditcheckpoint.Signed{}, err
 	}
 	head, f, err := c.extends(ctx)
 	if err != nil {
-		return checkpoint.Signed{}, err
+		return auditcheckpoint.Signed{}, err
 	}
 	if f != nil {
 		from := int64(0)
@@ -128,19 +128,19 @@ func (c *checkpointer) sign(ctx context.Context, always bool) (checkpoint.Signed
 		c.log.ErrorContext(ctx, "audit.checkpoint_refused", "last_checkpoint_seq", from, "seq", f.GetSeq(),
 			"problem", protoenum.Word(f.GetProblem()), "detail", f.GetDetail(),
 			"message", "the trail no longer extends the last signed checkpoint; run audit_verify or toolmesh audit verify")
-		return checkpoint.Signed{}, fmt.Errorf("%w: %s", ErrCheckpointRefused, f.GetDetail())
+		return auditcheckpoint.Signed{}, fmt.Errorf("%w: %s", ErrCheckpointRefused, f.GetDetail())
 	}
 	if l := c.last; !always && l != nil && l.Seq == head.GetSeq() && l.Hash == head.GetHash() {
 		return *l, nil
 	}
 	s, err := c.signer.Sign(head.GetSeq(), head.GetHash(), c.now())
 	if err != nil {
-		return checkpoint.Signed{}, err
+		return auditcheckpoint.Signed{}, err
 	}
 	c.last = &s
 	c.log.InfoContext(ctx, "audit.checkpoint_signed", "seq", s.Seq, "hash", s.Hash, "origin", s.Origin, "note", s.Note)
 	if c.path != "" {
-		if err := checkpoint.Append(c.path, s.Note); err != nil {
+		if err := auditcheckpoint.Append(c.path, s.Note); err != nil {
 			return s, err
 		}
 		s.Source = filepath.Base(c.path)
@@ -228,7 +228,7 @@ func (c *checkpointer) extends(ctx context.Context) (*auditv1.Checkpoint, *audit
 
 // evidence returns the checkpoints of the log file and the last one signed
 // (the signer's memory: it holds even when the file was cut).
-func (c *checkpointer) evidence() (valid []checkpoint.Signed, rejected []checkpoint.Rejected, err error) {
+func (c *checkpointer) evidence() (valid []auditcheckpoint.Signed, rejected []auditcheckpoint.Rejected, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.path != "" {

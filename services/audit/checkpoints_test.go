@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -19,20 +20,19 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 )
 
-func newSigner(t *testing.T) *checkpoint.Signer {
+func newSigner(t *testing.T) *auditcheckpoint.Signer {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return checkpoint.NewSigner(key)
+	return auditcheckpoint.NewSigner(key)
 }
 
 // signNow has the service sign a checkpoint of its head.
-func signNow(t *testing.T, e *env) checkpoint.Signed {
+func signNow(t *testing.T, e *env) auditcheckpoint.Signed {
 	t.Helper()
 	s, err := e.svc.Checkpoint(context.Background())
 	if err != nil {
@@ -59,7 +59,7 @@ func wantProof(t *testing.T, f *auditv1.Finding, seq int64, pub ed25519.PublicKe
 	if p == nil {
 		t.Fatalf("finding %v carries no signed checkpoint", f)
 	}
-	c, err := checkpoint.NewVerifier(pub).Open(p.GetNote())
+	c, err := auditcheckpoint.NewVerifier(pub).Open(p.GetNote())
 	if err != nil {
 		t.Fatalf("the proving checkpoint does not verify on its own: %v\n%s", err, p.GetNote())
 	}
@@ -142,10 +142,10 @@ func TestCheckpointsCatchEveryTamperKind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := checkpoint.Append(e.checkpoints, forged); err != nil {
+			if err := auditcheckpoint.Append(e.checkpoints, forged); err != nil {
 				t.Fatal(err)
 			}
-			if err := checkpoint.Append(e.checkpoints, own.Note); err != nil {
+			if err := auditcheckpoint.Append(e.checkpoints, own.Note); err != nil {
 				t.Fatal(err)
 			}
 		}, seq: 5, problem: auditv1.Problem_PROBLEM_FORKED, proof: 5,
@@ -204,7 +204,7 @@ func TestCheckpointsCatchEveryTamperKind(t *testing.T) {
 
 // restart serves a second audit service over e's database and checkpoint
 // log, with no memory of what the first one signed: as after a restart.
-func restart(t *testing.T, e *env, signer *checkpoint.Signer) *env {
+func restart(t *testing.T, e *env, signer *auditcheckpoint.Signer) *env {
 	t.Helper()
 	buf := &logtest.Buffer{}
 	svc := audit.New(sqldbtest.OpenStore(t, e.db, auditstore.Open), audit.Config{Signer: signer, CheckpointLog: e.checkpoints, Log: logging.New(buf, nil)})
@@ -363,10 +363,10 @@ func TestCheckpointLoop(t *testing.T) {
 	startEach(t, audit.Config{Signer: signer, CheckpointInterval: time.Hour}, func(t *testing.T, e *env) {
 		// The hook hands each checkpoint over and then holds the signer
 		// until released (or the test ends).
-		signed := make(chan checkpoint.Signed)
+		signed := make(chan auditcheckpoint.Signed)
 		release := make(chan struct{})
 		hold, unhold := context.WithCancel(context.Background())
-		audit.OnCheckpoint(e.svc, func(s checkpoint.Signed) {
+		audit.OnCheckpoint(e.svc, func(s auditcheckpoint.Signed) {
 			select {
 			case signed <- s:
 			case <-hold.Done():
@@ -381,14 +381,14 @@ func TestCheckpointLoop(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); e.svc.RunCheckpoints(ctx) }()
 		t.Cleanup(func() { cancel(); unhold(); <-done })
-		next := func(what string) checkpoint.Signed {
+		next := func(what string) auditcheckpoint.Signed {
 			t.Helper()
 			select {
 			case s := <-signed:
 				return s
 			case <-time.After(30 * time.Second):
 				t.Fatalf("no checkpoint %s", what)
-				return checkpoint.Signed{}
+				return auditcheckpoint.Signed{}
 			}
 		}
 		if s := next("at start"); s.Seq != 0 || s.Hash != audit.GenesisHash {
@@ -448,7 +448,7 @@ func TestCheckpointHeartbeat(t *testing.T) {
 		appendN(t, e, 2)
 		three := make(chan struct{})
 		n := 0
-		audit.OnCheckpoint(e.svc, func(s checkpoint.Signed) {
+		audit.OnCheckpoint(e.svc, func(s auditcheckpoint.Signed) {
 			if s.Seq != 2 {
 				t.Errorf("heartbeat checkpoint = %+v, want record 2", s)
 			}

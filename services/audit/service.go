@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/clock"
@@ -37,7 +38,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -53,13 +53,22 @@ type Config struct {
 	// Signer signs checkpoints of the chain with the audit service's own
 	// key. Without one no checkpoints are signed and only the chain and its
 	// head row protect the trail.
-	Signer *checkpoint.Signer
+	Signer *auditcheckpoint.Signer
 	// CheckpointLog is the file every signed checkpoint is appended to;
 	// with "" checkpoints are only logged (audit.checkpoint_signed).
 	CheckpointLog string
 	// CheckpointInterval is how often a checkpoint is signed besides the
 	// ones after appends; DefaultCheckpointInterval when 0.
 	CheckpointInterval time.Duration
+}
+
+// Validate reports a setting out of its range. New takes a zero field as
+// its default; a setting bound from a flag is a value, so Validate does not.
+func (c Config) Validate() error {
+	if c.CheckpointInterval < time.Second {
+		return fmt.Errorf("audit: the checkpoint interval must be at least 1s, got %s", c.CheckpointInterval)
+	}
+	return nil
 }
 
 // Service implements toolmesh.audit.v1.AuditService.
@@ -101,9 +110,9 @@ func (s *Service) RunCheckpoints(ctx context.Context) {
 // Checkpoint signs and publishes a checkpoint of the head now. It refuses
 // (ErrCheckpointRefused) when the chain no longer extends the last signed
 // checkpoint.
-func (s *Service) Checkpoint(ctx context.Context) (checkpoint.Signed, error) {
+func (s *Service) Checkpoint(ctx context.Context) (auditcheckpoint.Signed, error) {
 	if s.cp == nil {
-		return checkpoint.Signed{}, errors.New("the audit service has no checkpoint signing key")
+		return auditcheckpoint.Signed{}, errors.New("the audit service has no checkpoint signing key")
 	}
 	return s.cp.sign(ctx, true)
 }
@@ -114,12 +123,9 @@ func (s *Service) Registration() server.Service {
 	return server.Register(auditv1connect.AuditServiceName, auditv1connect.AuditServiceHandler(s), auditv1connect.NewAuditServiceHandler, auditv1.RegisterAuditServiceHandler)
 }
 
-// authorizeAppend is the one place that decides who may append. Today mesh
-// identity is a plain header, so the check is the caller's subject against
-// the configured appenders; it is only as strong as the network that keeps
-// other callers away from the service. When the mesh carries signed tokens
-// with roles, this becomes a role check (the edge's role) and nothing else
-// changes.
+// authorizeAppend is the one place that decides who may append: the
+// caller's subject, from its signed mesh token, against the configured
+// appenders (--appender; the edge by default).
 func (s *Service) authorizeAppend(ctx context.Context) error {
 	c := mesh.FromContext(ctx).Caller
 	if c.Subject == "" {

@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
@@ -25,7 +26,6 @@ import (
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
 	"github.com/toolmesh/toolmesh/services/audit/auditstore"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -41,7 +41,7 @@ type env struct {
 	// checkpoints is the service's checkpoint log and signer its key (""
 	// and nil without one).
 	checkpoints string
-	signer      *checkpoint.Signer
+	signer      *auditcheckpoint.Signer
 }
 
 // pg is the PostgreSQL cluster of this test binary, started by the first

@@ -6,8 +6,8 @@ import (
 	"iter"
 	"sort"
 
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -18,9 +18,9 @@ type Evidence struct {
 	Anchor *auditv1.Checkpoint
 	// Checkpoints are signed checkpoints whose signatures verified, from
 	// every source (the checkpoint log, copies of it, the caller).
-	Checkpoints []checkpoint.Signed
+	Checkpoints []auditcheckpoint.Signed
 	// Rejected are checkpoints that were read but cannot be trusted.
-	Rejected []checkpoint.Rejected
+	Rejected []auditcheckpoint.Rejected
 }
 
 // maxRejectedShown bounds the rejected checkpoints a verify lists.
@@ -63,20 +63,20 @@ func VerifyTrail(ctx context.Context, store Store, ev Evidence) (*auditv1.Verify
 	return res, nil
 }
 
-func checkpointProblem(p checkpoint.Problem) auditv1.CheckpointProblem {
+func checkpointProblem(p auditcheckpoint.Problem) auditv1.CheckpointProblem {
 	switch p {
-	case checkpoint.Malformed:
+	case auditcheckpoint.Malformed:
 		return auditv1.CheckpointProblem_CHECKPOINT_PROBLEM_MALFORMED
-	case checkpoint.UnknownKey:
+	case auditcheckpoint.UnknownKey:
 		return auditv1.CheckpointProblem_CHECKPOINT_PROBLEM_UNKNOWN_KEY
-	case checkpoint.BadSignature:
+	case auditcheckpoint.BadSignature:
 		return auditv1.CheckpointProblem_CHECKPOINT_PROBLEM_BAD_SIGNATURE
 	}
 	return auditv1.CheckpointProblem_CHECKPOINT_PROBLEM_UNSPECIFIED
 }
 
 // SignedProto is a signed checkpoint as the API shows it.
-func SignedProto(s checkpoint.Signed) *auditv1.SignedCheckpoint {
+func SignedProto(s auditcheckpoint.Signed) *auditv1.SignedCheckpoint {
 	return &auditv1.SignedCheckpoint{
 		Origin: s.Origin, Seq: s.Seq, Hash: s.Hash, Time: timestamppb.New(s.Time), Source: s.Source, Note: s.Note,
 	}
@@ -91,7 +91,7 @@ type witness struct {
 	count  int
 }
 
-func newWitness(signed []checkpoint.Signed) *witness {
+func newWitness(signed []auditcheckpoint.Signed) *witness {
 	w := &witness{bySeq: map[int64][]*auditv1.SignedCheckpoint{}}
 	for _, s := range signed {
 		list := w.bySeq[s.Seq]

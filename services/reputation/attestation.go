@@ -13,6 +13,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
 )
@@ -278,17 +279,17 @@ func (p parsed) freshness(now time.Time, maxAge time.Duration) string {
 	return ""
 }
 
-// checkpointProblem says why p's audit checkpoint is not a signed
-// checkpoint that matches it, or "" when it is: the note's text lines name
-// the same origin, seq and hash, and it carries the origin's signature line.
-// The note's signature itself is by the issuer's audit key, which the
-// issuer does not publish.
-func (p parsed) checkpointProblem() string {
+// checkpointForm says why p's audit checkpoint is not, on its face, a
+// signed checkpoint that matches it, or "" when it is: the note's text
+// lines name the same origin, seq and hash, it carries the origin's
+// signature line, and it lies at or before the audit head. The signature
+// itself is checked by Service.checkpointProblem.
+func (p parsed) checkpointForm() string {
 	cp := p.st.Reputation.AuditCheckpoint
 	if cp.Note == "" {
 		return "the attestation names no signed audit checkpoint"
 	}
-	if !strings.HasPrefix(cp.Origin, "toolmesh-audit/") {
+	if !strings.HasPrefix(cp.Origin, auditcheckpoint.Name+"/") {
 		return fmt.Sprintf("the attestation's audit checkpoint has origin %q, not a toolmesh audit key", cp.Origin)
 	}
 	text, sigs, ok := strings.Cut(cp.Note, "\n\n")

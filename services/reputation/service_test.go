@@ -9,9 +9,9 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/paging"
@@ -42,6 +43,8 @@ type fakeAudit struct {
 	records    []*auditv1.Record
 	checkpoint *auditv1.SignedCheckpoint
 	intact     bool
+	// key signs the checkpoints: the mesh's audit checkpoint key.
+	key ed25519.PrivateKey
 }
 
 func (f *fakeAudit) add(actor, tool string, at time.Time) {
@@ -52,9 +55,11 @@ func (f *fakeAudit) add(actor, tool string, at time.Time) {
 		Outcome: auditv1.Outcome_OUTCOME_SUCCEEDED, Hash: fmt.Sprintf("%064x", seq)})
 	// A checkpoint signed at the newest record.
 	last := f.records[len(f.records)-1]
-	origin := "toolmesh-audit/testkey"
-	f.checkpoint = &auditv1.SignedCheckpoint{Origin: origin, Seq: seq, Hash: last.GetHash(), Time: timestamppb.New(at),
-		Note: origin + "\n" + strconv.FormatInt(seq, 10) + "\n" + last.GetHash() + "\ntime 2026-11-27T00:00:00.000Z\n\n— " + origin + " c2lnbmF0dXJl\n"}
+	cp, err := auditcheckpoint.NewSigner(f.key).Sign(seq, last.GetHash(), at)
+	if err != nil {
+		panic(err)
+	}
+	f.checkpoint = &auditv1.SignedCheckpoint{Origin: cp.Origin, Seq: seq, Hash: cp.Hash, Time: timestamppb.New(cp.Time), Note: cp.Note}
 }
 
 func (f *fakeAudit) head() *auditv1.Checkpoint {
@@ -104,6 +109,9 @@ type meshA struct {
 	public  string
 	cardExt bool
 	now     time.Time
+	// auditKeys, when set, is what the A2A endpoint serves at
+	// auditcheckpoint.KeysPath instead of the audit key ("": 404).
+	auditKeys atomic.Pointer[string]
 }
 
 func newMesh(t *testing.T, now time.Time) *meshA {
@@ -111,6 +119,9 @@ func newMesh(t *testing.T, now time.Time) *meshA {
 	m := &meshA{audit: &fakeAudit{intact: true}, cardExt: true, now: now}
 	var err error
 	if m.key, err = keyfile.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	if m.audit.key, err = keyfile.Generate(); err != nil {
 		t.Fatal(err)
 	}
 	m.a2a = httptest.NewServer(http.HandlerFunc(m.serveA2A))
@@ -150,8 +161,21 @@ func loopback(t *testing.T) egress.Policy {
 
 func (m *meshA) serveA2A(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Path == a2alink.KeysPath {
+	switch r.URL.Path {
+	case a2alink.KeysPath:
 		_ = json.NewEncoder(w).Encode(a2alink.Keys(m.key.Public().(ed25519.PublicKey)))
+		return
+	case auditcheckpoint.KeysPath:
+		doc := auditcheckpoint.FormatKeys(m.audit.key.Public().(ed25519.PublicKey))
+		if d := m.auditKeys.Load(); d != nil {
+			doc = *d
+		}
+		if doc == "" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", auditcheckpoint.KeysContentType)
+		_, _ = w.Write([]byte(doc))
 		return
 	}
 	agent, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/a2a/agents/"), a2alink.CardPath)
@@ -347,6 +371,55 @@ func TestForgedStaleAndResignedAttestationsAreRefused(t *testing.T) {
 
 	// A card without the extension says so.
 	refused("no extension", verify(t, b, a.cardURL("alice")), "declares no reputation extension")
+}
+
+// TestForgedCheckpointSignatureIsRefused: an attestation validly signed
+// with the mesh key whose audit checkpoint was not signed by the audit key
+// the issuer publishes (another key under the right name, or a changed
+// note) is refused, with its reason; a mesh that publishes no audit key
+// cannot have its checkpoints checked.
+func TestForgedCheckpointSignatureIsRefused(t *testing.T) {
+	b := newMesh(t, now0)
+	checkpointRefused := func(name string, a *meshA, reason string) {
+		t.Helper()
+		res := verify(t, b, a.publish(t, "alice").GetUrl())
+		if res.GetVerified() || res.GetCheckpointSigned() || !res.GetSignatureValid() ||
+			!slices.ContainsFunc(res.GetReasons(), func(r string) bool { return strings.Contains(r, reason) }) {
+			t.Errorf("%s: verify = %v, want a valid attestation refused because its checkpoint %q", name, res, reason)
+		}
+	}
+
+	// The checkpoint signed by a key the issuer does not publish.
+	a := newMesh(t, now0)
+	published := a.audit.key
+	a.audit.key, _ = keyfile.Generate()
+	a.audit.add("alice", "credits_grant", now0.Add(-time.Hour))
+	a.audit.key = published
+	checkpointRefused("unpublished key", a, "a key its issuer does not publish")
+
+	// The note's seq and hash changed under the published key's signature.
+	a = newMesh(t, now0)
+	a.audit.add("alice", "credits_grant", now0.Add(-2*time.Hour))
+	a.audit.add("alice", "credits_grant", now0.Add(-time.Hour))
+	cp := a.audit.checkpoint
+	forged := strings.Replace(cp.GetNote(), "\n2\n"+cp.GetHash()+"\n", "\n1\n"+a.audit.records[0].GetHash()+"\n", 1)
+	cp.Note, cp.Seq, cp.Hash = forged, 1, a.audit.records[0].GetHash()
+	checkpointRefused("altered note", a, "does not verify")
+
+	// No audit key published at all.
+	a = newMesh(t, now0)
+	a.audit.add("alice", "credits_grant", now0.Add(-time.Hour))
+	none := ""
+	a.auditKeys.Store(&none)
+	checkpointRefused("no published key", a, "audit checkpoint keys ("+a.a2a.URL+auditcheckpoint.KeysPath+") could not be read")
+
+	// The mesh key published as if it were the audit key is not one.
+	a = newMesh(t, now0)
+	a.audit.add("alice", "credits_grant", now0.Add(-time.Hour))
+	jwks, _ := json.Marshal(a2alink.Keys(a.key.Public().(ed25519.PublicKey)))
+	asAudit := string(jwks)
+	a.auditKeys.Store(&asAudit)
+	checkpointRefused("mesh key as audit key", a, "not audit checkpoint verifier keys")
 }
 
 func TestPublishNeedsAnIntactTrailWithACheckpoint(t *testing.T) {

@@ -15,14 +15,19 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
 )
 
-// Paths below a mesh's A2A base URL (as internal/a2alink names them).
+// Paths below a mesh's A2A base URL (as internal/a2alink and
+// internal/auditcheckpoint name them): its mesh keys, which sign
+// attestations, and its audit checkpoint keys, which sign the checkpoints
+// attestations name.
 const (
-	keysPath = "/.well-known/jwks.json"
-	cardPath = "/.well-known/agent-card.json"
+	keysPath      = "/.well-known/jwks.json"
+	auditKeysPath = auditcheckpoint.KeysPath
+	cardPath      = "/.well-known/agent-card.json"
 )
 
 // Limits of what Verify reads from elsewhere.
@@ -42,27 +47,36 @@ func newFetcher(policy egress.Policy) *fetcher {
 
 // get reads the JSON document at raw into v.
 func (f *fetcher) get(ctx context.Context, raw string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	body, err := f.read(ctx, raw, "application/json")
 	if err != nil {
-		return errors.New("not a URL")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return errors.New(egress.DescribeError(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("it answered %s", resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return errors.New(egress.DescribeError(err))
+		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return errors.New("it is not the JSON expected")
 	}
 	return nil
+}
+
+// read reads the document at raw, asking for the media type accept.
+func (f *fetcher) read(ctx context.Context, raw, accept string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	if err != nil {
+		return nil, errors.New("not a URL")
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, errors.New(egress.DescribeError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("it answered %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, errors.New(egress.DescribeError(err))
+	}
+	return body, nil
 }
 
 // document is what Verify reads at a URL: an agent card, or an attestation
@@ -133,7 +147,7 @@ func (s *Service) Verify(ctx context.Context, req *reputationv1.VerifyRequest) (
 	} else {
 		res.Fresh = true
 	}
-	if reason := p.checkpointProblem(); reason != "" {
+	if reason := s.checkpointProblem(ctx, p); reason != "" {
 		res.Reasons = append(res.Reasons, reason)
 	} else {
 		res.CheckpointSigned = true
@@ -204,6 +218,41 @@ func (s *Service) locate(ctx context.Context, raw string, res *reputationv1.Veri
 		return att.JWS, cardURL, nil
 	}
 	return "", cardURL, fmt.Errorf("the agent card declares no reputation extension (%s): the agent has published no attestation there", Extension)
+}
+
+// checkpointProblem says why p's audit checkpoint is not a checkpoint its
+// issuer's audit key signed, matching the attestation, or "" when it is:
+// the note's form (checkpointForm), then its signature against the audit
+// checkpoint keys the issuer publishes at auditKeysPath — never its mesh
+// keys, which sign attestations, not checkpoints.
+func (s *Service) checkpointProblem(ctx context.Context, p parsed) string {
+	if reason := p.checkpointForm(); reason != "" {
+		return reason
+	}
+	cp := p.st.Reputation.AuditCheckpoint
+	keysURL := p.st.Issuer + auditKeysPath
+	body, err := s.fetch.read(ctx, keysURL, "text/plain")
+	if err != nil {
+		return fmt.Sprintf("the issuer's audit checkpoint keys (%s) could not be read: %s", keysURL, err)
+	}
+	keys, err := auditcheckpoint.ParseKeys(string(body))
+	if err != nil {
+		return fmt.Sprintf("the issuer's audit checkpoint keys (%s) are not audit checkpoint verifier keys: %s", keysURL, err)
+	}
+	c, err := auditcheckpoint.NewVerifier(keys...).Open(cp.Note)
+	var nerr *auditcheckpoint.Error
+	switch {
+	case errors.As(err, &nerr) && nerr.Problem == auditcheckpoint.UnknownKey:
+		return fmt.Sprintf("the attestation's audit checkpoint is signed by %s, a key its issuer does not publish at %s: forged or re-signed", cp.Origin, keysURL)
+	case errors.As(err, &nerr) && nerr.Problem == auditcheckpoint.BadSignature:
+		return fmt.Sprintf("the attestation's audit checkpoint signature does not verify with the issuer's audit key: %s", nerr.Detail)
+	case err != nil:
+		return fmt.Sprintf("the attestation's audit checkpoint note is not a checkpoint: %s", err)
+	}
+	if c.Origin != cp.Origin || c.Seq != cp.Seq || c.Hash != cp.Hash || c.Time.UTC().Format(timeLayout) != cp.Time {
+		return "the attestation's audit checkpoint differs from the signed note it carries (origin, seq, hash or time)"
+	}
+	return ""
 }
 
 // cardBinding says why p is not bound to the card read at cardURL, or ""

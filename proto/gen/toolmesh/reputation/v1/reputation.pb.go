@@ -1048,9 +1048,9 @@ type VerifyResponse struct {
 	IssuerMatchesCard bool `protobuf:"varint,4,opt,name=issuer_matches_card,json=issuerMatchesCard,proto3" json:"issuer_matches_card,omitempty"`
 	// Not expired, issued at most max_age_hours ago and not in the future.
 	Fresh bool `protobuf:"varint,5,opt,name=fresh,proto3" json:"fresh,omitempty"`
-	// It names a signed audit checkpoint whose note matches it (origin, seq,
-	// hash). The note's own signature is by the issuer's audit key, which the
-	// issuer does not publish: only its holder can check that.
+	// It names an audit checkpoint whose note matches it (origin, seq, hash,
+	// time) and whose signature verifies with an audit checkpoint key the
+	// issuer publishes at /.well-known/toolmesh-audit-keys (not its mesh key).
 	CheckpointSigned bool `protobuf:"varint,6,opt,name=checkpoint_signed,json=checkpointSigned,proto3" json:"checkpoint_signed,omitempty"`
 	// Every check that failed or could not be made, in words.
 	Reasons []string `protobuf:"bytes,7,rep,name=reasons,proto3" json:"reasons,omitempty"`

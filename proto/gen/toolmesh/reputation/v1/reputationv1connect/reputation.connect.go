@@ -86,11 +86,13 @@ type ReputationServiceClient interface {
 	// card (its base URL or the card's URL), whose reputation extension
 	// carries the attestation or names its URL, or the attestation's URL
 	// itself. The card, the attestation and the issuing mesh's keys (its
-	// /.well-known/jwks.json) are fetched through the egress guard. Answers
-	// what was checked and how it came out: the signature against the
+	// /.well-known/jwks.json, and its audit checkpoint keys at
+	// /.well-known/toolmesh-audit-keys) are fetched through the egress guard.
+	// Answers what was checked and how it came out: the signature against the
 	// issuer's published keys, that the issuer is the card's mesh (same
 	// origin), freshness (not expired, issued at most max_age_hours ago, 168
-	// when omitted), and that it names a signed audit checkpoint; verified is
+	// when omitted), and that the audit checkpoint it names is signed by the
+	// issuer's published audit checkpoint key; verified is
 	// true only when every check passed, and reasons says why not. A forged,
 	// stale or re-signed attestation is not verified.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)
@@ -232,11 +234,13 @@ type ReputationServiceHandler interface {
 	// card (its base URL or the card's URL), whose reputation extension
 	// carries the attestation or names its URL, or the attestation's URL
 	// itself. The card, the attestation and the issuing mesh's keys (its
-	// /.well-known/jwks.json) are fetched through the egress guard. Answers
-	// what was checked and how it came out: the signature against the
+	// /.well-known/jwks.json, and its audit checkpoint keys at
+	// /.well-known/toolmesh-audit-keys) are fetched through the egress guard.
+	// Answers what was checked and how it came out: the signature against the
 	// issuer's published keys, that the issuer is the card's mesh (same
 	// origin), freshness (not expired, issued at most max_age_hours ago, 168
-	// when omitted), and that it names a signed audit checkpoint; verified is
+	// when omitted), and that the audit checkpoint it names is signed by the
+	// issuer's published audit checkpoint key; verified is
 	// true only when every check passed, and reasons says why not. A forged,
 	// stale or re-signed attestation is not verified.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)

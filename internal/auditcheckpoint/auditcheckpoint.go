@@ -1,4 +1,4 @@
-// Package checkpoint signs and reads checkpoints of the audit chain: signed
+// Package auditcheckpoint signs and reads checkpoints of the audit chain: signed
 // statements "at this time the chain had seq records and the last one had
 // this hash". A checkpoint kept outside the audit database proves what the
 // trail held, so a tail cut from the database together with its head row,
@@ -19,7 +19,7 @@
 // first four bytes of SHA-256(name, "\n", 0x01, public key), so a verifier
 // holding several keys picks the right one. The checkpoint log is such
 // notes one after another, each followed by a blank line.
-package checkpoint
+package auditcheckpoint
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package checkpoint_test
+package auditcheckpoint_test
 
 import (
 	"crypto/ed25519"
@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/services/audit/checkpoint"
+	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // seedKey is a fixed key: bytes 0..31 as the Ed25519 seed.
@@ -47,7 +48,7 @@ func TestNoteIsPinned(t *testing.T) {
 		"time 2026-03-01T12:34:56.789Z\n" +
 		"\n" +
 		"— toolmesh-audit/Vkdap1RjR0wChd9d M5Fqs/6FkQf4H18i05P6+fdS+rdIt5aNdFVjgQ+ViVexWv7jsdEVPTFhdyDvcK3nszBFil1h1AT+D03cphwYpDcHzQ8=\n"
-	s := checkpoint.NewSigner(seedKey())
+	s := auditcheckpoint.NewSigner(seedKey())
 	got, err := s.Sign(42, hash, at.In(time.FixedZone("CET", 3600)).Add(400*time.Microsecond))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestNoteIsPinned(t *testing.T) {
 	if got.Note != want {
 		t.Errorf("note changed:\n got %q\nwant %q", got.Note, want)
 	}
-	wantCP := checkpoint.Checkpoint{Origin: "toolmesh-audit/Vkdap1RjR0wChd9d", Seq: 42, Hash: hash, Time: at}
+	wantCP := auditcheckpoint.Checkpoint{Origin: "toolmesh-audit/Vkdap1RjR0wChd9d", Seq: 42, Hash: hash, Time: at}
 	if diff := cmp.Diff(wantCP, got.Checkpoint); diff != "" {
 		t.Errorf("signed checkpoint (-want +got):\n%s", diff)
 	}
@@ -69,7 +70,7 @@ func TestNoteIsPinned(t *testing.T) {
 }
 
 func TestSignRefusesWhatIsNotARecord(t *testing.T) {
-	s := checkpoint.NewSigner(seedKey())
+	s := auditcheckpoint.NewSigner(seedKey())
 	for _, tc := range []struct {
 		seq  int64
 		hash string
@@ -80,11 +81,11 @@ func TestSignRefusesWhatIsNotARecord(t *testing.T) {
 	}
 }
 
-func problem(t *testing.T, err error) checkpoint.Problem {
+func problem(t *testing.T, err error) auditcheckpoint.Problem {
 	t.Helper()
-	var ce *checkpoint.Error
+	var ce *auditcheckpoint.Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("error %v is not a *checkpoint.Error", err)
+		t.Fatalf("error %v is not a *auditcheckpoint.Error", err)
 	}
 	if ce.Detail == "" {
 		t.Error("the error does not say what is wrong")
@@ -93,13 +94,13 @@ func problem(t *testing.T, err error) checkpoint.Problem {
 }
 
 func TestOpenRejectsTamperedAndForeignNotes(t *testing.T) {
-	s := checkpoint.NewSigner(seedKey())
+	s := auditcheckpoint.NewSigner(seedKey())
 	signed, err := s.Sign(42, hash, at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	note := signed.Note
-	other := checkpoint.NewSigner(otherKey(t))
+	other := auditcheckpoint.NewSigner(otherKey(t))
 	foreign, err := other.Sign(42, hash, at)
 	if err != nil {
 		t.Fatal(err)
@@ -109,30 +110,30 @@ func TestOpenRejectsTamperedAndForeignNotes(t *testing.T) {
 	cases := []struct {
 		name string
 		note string
-		want checkpoint.Problem
+		want auditcheckpoint.Problem
 	}{
-		{"seq raised", strings.Replace(note, "\n42\n", "\n43\n", 1), checkpoint.BadSignature},
-		{"seq lowered", strings.Replace(note, "\n42\n", "\n41\n", 1), checkpoint.BadSignature},
-		{"hash changed", strings.Replace(note, hash, strings.Repeat("0", 64), 1), checkpoint.BadSignature},
-		{"time changed", strings.Replace(note, "56.789Z", "56.788Z", 1), checkpoint.BadSignature},
-		{"signature bytes changed", strings.Replace(note, "M5Fqs/6F", "M5Fqs/6G", 1), checkpoint.BadSignature},
-		{"another key's signature under this key's hash", strings.Replace(note, sigLine, sigPrefixOf(sigLine)+swapSignature(t, sigLine, strings.Split(foreign.Note, "\n")[5]), 1), checkpoint.BadSignature},
-		{"signed by another key", foreign.Note, checkpoint.UnknownKey},
-		{"no signature", strings.Join(lines[:4], "\n") + "\n\n", checkpoint.Malformed},
-		{"no blank line", strings.Join(lines[:4], "\n") + "\n" + sigLine + "\n", checkpoint.Malformed},
-		{"missing final newline", strings.TrimSuffix(note, "\n"), checkpoint.Malformed},
-		{"three text lines", strings.Join(append(lines[:3:3], lines[4:]...), "\n"), checkpoint.Malformed},
-		{"seq with a sign", strings.Replace(note, "\n42\n", "\n+42\n", 1), checkpoint.Malformed},
-		{"seq with a leading zero", strings.Replace(note, "\n42\n", "\n042\n", 1), checkpoint.Malformed},
-		{"negative seq", strings.Replace(note, "\n42\n", "\n-42\n", 1), checkpoint.Malformed},
-		{"upper-case hash", strings.Replace(note, hash, strings.ToUpper(hash), 1), checkpoint.Malformed},
-		{"bad time line", strings.Replace(note, "time 2026", "at 2026", 1), checkpoint.Malformed},
-		{"foreign origin", strings.Replace(note, "toolmesh-audit/Vkdap1RjR0wChd9d\n42", "example.com/log\n42", 1), checkpoint.Malformed},
-		{"short signature", strings.Replace(note, sigLine, sigLine[:len(sigLine)-8], 1), checkpoint.Malformed},
-		{"signature not base64", strings.Replace(note, "M5Fqs/6F", "M5Fqs*6F", 1), checkpoint.Malformed},
-		{"garbage", "hello\n", checkpoint.Malformed},
-		{"not UTF-8", strings.Replace(note, "42", "4\xff", 1), checkpoint.Malformed},
-		{"longer than a note may be", note + strings.Repeat("— x AAAA\n", 500), checkpoint.Malformed},
+		{"seq raised", strings.Replace(note, "\n42\n", "\n43\n", 1), auditcheckpoint.BadSignature},
+		{"seq lowered", strings.Replace(note, "\n42\n", "\n41\n", 1), auditcheckpoint.BadSignature},
+		{"hash changed", strings.Replace(note, hash, strings.Repeat("0", 64), 1), auditcheckpoint.BadSignature},
+		{"time changed", strings.Replace(note, "56.789Z", "56.788Z", 1), auditcheckpoint.BadSignature},
+		{"signature bytes changed", strings.Replace(note, "M5Fqs/6F", "M5Fqs/6G", 1), auditcheckpoint.BadSignature},
+		{"another key's signature under this key's hash", strings.Replace(note, sigLine, sigPrefixOf(sigLine)+swapSignature(t, sigLine, strings.Split(foreign.Note, "\n")[5]), 1), auditcheckpoint.BadSignature},
+		{"signed by another key", foreign.Note, auditcheckpoint.UnknownKey},
+		{"no signature", strings.Join(lines[:4], "\n") + "\n\n", auditcheckpoint.Malformed},
+		{"no blank line", strings.Join(lines[:4], "\n") + "\n" + sigLine + "\n", auditcheckpoint.Malformed},
+		{"missing final newline", strings.TrimSuffix(note, "\n"), auditcheckpoint.Malformed},
+		{"three text lines", strings.Join(append(lines[:3:3], lines[4:]...), "\n"), auditcheckpoint.Malformed},
+		{"seq with a sign", strings.Replace(note, "\n42\n", "\n+42\n", 1), auditcheckpoint.Malformed},
+		{"seq with a leading zero", strings.Replace(note, "\n42\n", "\n042\n", 1), auditcheckpoint.Malformed},
+		{"negative seq", strings.Replace(note, "\n42\n", "\n-42\n", 1), auditcheckpoint.Malformed},
+		{"upper-case hash", strings.Replace(note, hash, strings.ToUpper(hash), 1), auditcheckpoint.Malformed},
+		{"bad time line", strings.Replace(note, "time 2026", "at 2026", 1), auditcheckpoint.Malformed},
+		{"foreign origin", strings.Replace(note, "toolmesh-audit/Vkdap1RjR0wChd9d\n42", "example.com/log\n42", 1), auditcheckpoint.Malformed},
+		{"short signature", strings.Replace(note, sigLine, sigLine[:len(sigLine)-8], 1), auditcheckpoint.Malformed},
+		{"signature not base64", strings.Replace(note, "M5Fqs/6F", "M5Fqs*6F", 1), auditcheckpoint.Malformed},
+		{"garbage", "hello\n", auditcheckpoint.Malformed},
+		{"not UTF-8", strings.Replace(note, "42", "4\xff", 1), auditcheckpoint.Malformed},
+		{"longer than a note may be", note + strings.Repeat("— x AAAA\n", 500), auditcheckpoint.Malformed},
 	}
 	v := s.Verifier()
 	for _, tc := range cases {
@@ -143,7 +144,7 @@ func TestOpenRejectsTamperedAndForeignNotes(t *testing.T) {
 		}
 	}
 	// A verifier holding both keys takes either's checkpoints.
-	both := checkpoint.NewVerifier(seedKey().Public().(ed25519.PublicKey), other.PublicKey())
+	both := auditcheckpoint.NewVerifier(seedKey().Public().(ed25519.PublicKey), other.PublicKey())
 	for _, n := range []string{note, foreign.Note} {
 		if _, err := both.Open(n); err != nil {
 			t.Errorf("a verifier holding both keys: %v", err)
@@ -174,7 +175,7 @@ func swapSignature(t *testing.T, line, other string) string {
 }
 
 func TestReadTakesEveryNoteOfALog(t *testing.T) {
-	s := checkpoint.NewSigner(seedKey())
+	s := auditcheckpoint.NewSigner(seedKey())
 	var log strings.Builder
 	var want []int64
 	var first string
@@ -211,7 +212,7 @@ func TestReadTakesEveryNoteOfALog(t *testing.T) {
 	}
 	type rej struct {
 		Source  string
-		Problem checkpoint.Problem
+		Problem auditcheckpoint.Problem
 	}
 	var gotRej []rej
 	for _, r := range rejected {
@@ -221,9 +222,9 @@ func TestReadTakesEveryNoteOfALog(t *testing.T) {
 		}
 	}
 	wantRej := []rej{
-		{"audit-checkpoints.log:29", checkpoint.BadSignature},
-		{"audit-checkpoints.log:36", checkpoint.Malformed},
-		{"audit-checkpoints.log:38", checkpoint.Malformed},
+		{"audit-checkpoints.log:29", auditcheckpoint.BadSignature},
+		{"audit-checkpoints.log:36", auditcheckpoint.Malformed},
+		{"audit-checkpoints.log:38", auditcheckpoint.Malformed},
 	}
 	if diff := cmp.Diff(wantRej, gotRej); diff != "" {
 		t.Errorf("rejected (-want +got):\n%s", diff)
@@ -232,13 +233,13 @@ func TestReadTakesEveryNoteOfALog(t *testing.T) {
 
 func TestAppendWritesALogThatReadsBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit-checkpoints.log")
-	s := checkpoint.NewSigner(seedKey())
+	s := auditcheckpoint.NewSigner(seedKey())
 	for seq := range int64(3) {
 		c, err := s.Sign(seq, hash, at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkpoint.Append(path, c.Note); err != nil {
+		if err := auditcheckpoint.Append(path, c.Note); err != nil {
 			t.Fatalf("Append: %v", err)
 		}
 	}
@@ -248,5 +249,52 @@ func TestAppendWritesALogThatReadsBack(t *testing.T) {
 	}
 	if _, _, err := s.Verifier().ReadFile(filepath.Join(t.TempDir(), "missing"), "log"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v, want not exist", err)
+	}
+}
+
+// TestVerifierKeyIsASignedNoteKey: the published key is a C2SP signed-note
+// verifier key: golang.org/x/mod/sumdb/note reads it and opens a
+// checkpoint with it, and ParseKeys reads it back to the same key.
+func TestVerifierKeyIsASignedNoteKey(t *testing.T) {
+	key := seedKey()
+	pub := key.Public().(ed25519.PublicKey)
+	s, err := auditcheckpoint.NewSigner(key).Sign(7, strings.Repeat("ab", 32), time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vk := auditcheckpoint.VerifierKey(pub)
+	v, err := note.NewVerifier(vk)
+	if err != nil {
+		t.Fatalf("note.NewVerifier(%q): %v", vk, err)
+	}
+	n, err := note.Open([]byte(s.Note), note.VerifierList(v))
+	if err != nil || len(n.Sigs) != 1 || n.Sigs[0].Name != auditcheckpoint.Origin(pub) {
+		t.Fatalf("note.Open = %+v, %v; want one signature by %s", n, err, auditcheckpoint.Origin(pub))
+	}
+	keys, err := auditcheckpoint.ParseKeys("# the audit checkpoint keys\n\n" + auditcheckpoint.FormatKeys(pub, otherKey(t).Public().(ed25519.PublicKey)))
+	if err != nil || len(keys) != 2 || !keys[0].Equal(pub) {
+		t.Fatalf("ParseKeys = %v, %v; want the two keys, %x first", keys, err, pub)
+	}
+}
+
+// TestParseKeysRefusesOtherKeys: a key under another key's name, a changed
+// key hash, or a document that is not a list of verifier keys (a JWKS) is
+// refused with its reason.
+func TestParseKeysRefusesOtherKeys(t *testing.T) {
+	pub := seedKey().Public().(ed25519.PublicKey)
+	other := otherKey(t).Public().(ed25519.PublicKey)
+	vk := auditcheckpoint.VerifierKey(pub)
+	name, rest, _ := strings.Cut(vk, "+")
+	hash, b64, _ := strings.Cut(rest, "+")
+	for _, tc := range []struct{ doc, want string }{
+		{strings.Replace(vk, name, auditcheckpoint.Origin(other), 1), "not named for its key"},
+		{name + "+00000000+" + b64, "key hash that does not match"},
+		{name + "+" + hash + "+" + base64.StdEncoding.EncodeToString(pub), "does not carry an Ed25519 key"},
+		{`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"AAAA"}]}`, "not a verifier key"},
+		{"", "no verifier key"},
+	} {
+		if _, err := auditcheckpoint.ParseKeys(tc.doc); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseKeys(%q) = %v, want an error saying %q", tc.doc, err, tc.want)
+		}
 	}
 }
