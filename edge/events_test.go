@@ -77,6 +77,7 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 
 	// server/discover: the extension and the top-level capability.
 	var disc struct {
+		Instructions string `json:"instructions"`
 		Capabilities struct {
 			Extensions map[string]json.RawMessage `json:"extensions"`
 			Events     json.RawMessage            `json:"events"`
@@ -87,6 +88,9 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 	}
 	if _, ok := disc.Capabilities.Extensions[edge.ExtensionEvents]; !ok || string(disc.Capabilities.Events) != "{}" {
 		t.Errorf("server/discover capabilities: extensions %v, events %s; want both", disc.Capabilities.Extensions, disc.Capabilities.Events)
+	}
+	if disc.Instructions == "" {
+		t.Error("server/discover lost its instructions")
 	}
 
 	all := &mcpevents.Client{URL: f.url}
