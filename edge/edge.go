@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,6 +46,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/assets"
 )
 
 // ModernProtocol is the first MCP protocol version served statelessly.
@@ -139,6 +141,10 @@ type Config struct {
 	Version string
 	// Contracts overrides the services exposed (default toolcatalog.Contracts()).
 	Contracts []protoreflect.ServiceDescriptor
+	// Assets overrides the contracts' assets, the skills among them
+	// (default assets.FS, proto/gen/assets); a toolset's skills are served
+	// when its contract is.
+	Assets fs.FS
 	// HTTPClient overrides the client used to reach services (default
 	// meshclient.HTTP()).
 	HTTPClient *http.Client
@@ -234,6 +240,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Contracts == nil {
 		cfg.Contracts = toolcatalog.Contracts()
+	}
+	if cfg.Assets == nil {
+		cfg.Assets = assets.FS
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = meshclient.HTTP()
@@ -353,6 +362,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Log:                  log,
 		Version:              cfg.Version,
 		PublicURL:            cfg.PublicURL,
+		Assets:               cfg.Assets,
 		DisableFastPath:      cfg.DisableFastPath,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		ToolsPageSize:        cfg.ToolsPageSize,
