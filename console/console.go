@@ -142,6 +142,8 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	// No icon: an empty answer, not a 404 a browser logs as an error.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("GET /{$}", http.RedirectHandler("/inbox", http.StatusSeeOther))
 	mux.Handle("GET /inbox", c.page(c.inbox))
 	mux.Handle("GET /inbox/list", c.page(c.inboxList))
@@ -181,7 +183,9 @@ func (c *Console) guarded(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with the console's own forms.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
