@@ -75,6 +75,7 @@ generate: $(PROTO_TOOLS) .build/protovalidate/buf/validate/validate.proto ## Reg
 	  buf generate proto --path proto/toolmesh/$$d/v1 --template "$$(scripts/gateway-template.sh $$d)"; \
 	done
 	scripts/descriptorset.sh
+	scripts/assets.sh
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when the committed generated code is stale

@@ -60,6 +60,9 @@ type Config struct {
 	// PollInterval is how often the console reads the pending asks while
 	// a browser listens for changes (DefaultPollInterval when 0).
 	PollInterval time.Duration
+	// MeshStatusURL is the status page of the mesh's supervisor (up's
+	// /status.json) the mesh page shows; none when empty.
+	MeshStatusURL string
 	// PageSize is how many asks an inbox page shows (DefaultPageSize when 0).
 	PageSize int
 	// HTTPClient reaches the edge (http.DefaultClient when nil).
@@ -139,6 +142,8 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	// No icon: an empty answer, not a 404 a browser logs as an error.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("GET /{$}", http.RedirectHandler("/inbox", http.StatusSeeOther))
 	mux.Handle("GET /inbox", c.page(c.inbox))
 	mux.Handle("GET /inbox/list", c.page(c.inboxList))
@@ -147,6 +152,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /events", c.page(c.events))
 	mux.Handle("GET /agents", c.page(c.agents))
 	mux.Handle("GET /audit", c.page(c.audit))
+	mux.Handle("GET /mesh", c.page(c.mesh))
 	return httpguard.RecoverPanics(c.log, c.guarded(mux))
 }
 
@@ -177,7 +183,9 @@ func (c *Console) guarded(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with the console's own forms.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")

@@ -408,3 +408,27 @@ func TestOperatorPages(t *testing.T) {
 		t.Errorf("GET /audit = %d:\n%s", status, page)
 	}
 }
+
+func TestMeshPage(t *testing.T) {
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"processes":[{"name":"edge","group":"edge","state":"ready","since":"2026-01-02T03:04:05Z","restarts":2,"recent_failures":1,"last_failure":"exit status 2"}]}`))
+	}))
+	defer status.Close()
+	edge := &fakeEdge{}
+	lis := httptest.NewUnstartedServer(nil)
+	c, err := console.New(console.Config{Addr: lis.Listener.Addr().String(), EdgeURL: edge.serve(t), MeshStatusURL: status.URL + "/status.json",
+		SessionKey: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis.Config.Handler = c.Handler()
+	lis.Start()
+	defer lis.Close()
+	if code, page, _ := get(t, browser(t), lis.URL+"/mesh"); code != http.StatusOK || !strings.Contains(page, `<tr id="proc-edge">`) || !strings.Contains(page, "exit status 2") {
+		t.Errorf("GET /mesh = %d:\n%s", code, page)
+	}
+	status.Close()
+	if code, page, _ := get(t, browser(t), lis.URL+"/mesh"); code != http.StatusOK || !strings.Contains(page, "does not answer") {
+		t.Errorf("GET /mesh with up gone = %d:\n%s", code, page)
+	}
+}

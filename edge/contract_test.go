@@ -280,6 +280,15 @@ func TestAdminGuardrails(t *testing.T) {
 	if n := f.backend.Calls("Purge"); n != 0 {
 		t.Fatalf("refused admin calls reached the service %d times", n)
 	}
+	refusals := f.logs.Events("mcp.guardrail")
+	if len(refusals) != len(cases) {
+		t.Fatalf("%d mcp.guardrail events for %d refused calls, want one each: %v", len(refusals), len(cases), refusals)
+	}
+	for i, ev := range refusals {
+		if ev["tool"] != "testing_purge" || ev["violation"] != cases[i].violation || ev["subject"] != identity.DevSubject {
+			t.Errorf("mcp.guardrail event %d = %v, want tool testing_purge, violation %s, the caller's subject", i, ev, cases[i].violation)
+		}
+	}
 	if ev := f.logs.Events("mcp.admin_op.executed"); len(ev) != 0 {
 		t.Fatalf("refused admin calls emitted %d mcp.admin_op.executed events", len(ev))
 	}
@@ -287,6 +296,9 @@ func TestAdminGuardrails(t *testing.T) {
 	res, env := callEnv(t, cs, "testing_purge", map[string]any{"agent_id": "a1", "confirm": true, "reason": "cleanup after the test"})
 	if res.IsError {
 		t.Fatalf("confirmed admin call = %+v", env)
+	}
+	if n := len(f.logs.Events("mcp.guardrail")); n != len(cases) {
+		t.Errorf("a confirmed admin call logged a guardrail event (%d events)", n)
 	}
 	ev := f.logs.Events("mcp.admin_op.executed")
 	if len(ev) != 1 || ev[0]["tool"] != "testing_purge" || ev[0]["reason"] != "cleanup after the test" || ev[0]["subject"] != identity.DevSubject {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,6 +46,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/assets"
 )
 
 // ModernProtocol is the first MCP protocol version served statelessly.
@@ -84,7 +86,7 @@ const (
 	// its outcome before it returns a handle.
 	DefaultWaitBudget = 25 * time.Second
 	// DefaultTaskCallTimeout bounds the service call of a call that is an
-	// MCP task (docs/tasks.md).
+	// MCP task (docs/mcp-tasks.md).
 	DefaultTaskCallTimeout = time.Hour
 	// DefaultShutdownGrace is how long calls in flight may run on once the
 	// edge begins to stop.
@@ -136,6 +138,10 @@ type Config struct {
 	Version string
 	// Contracts overrides the services exposed (default toolcatalog.Contracts()).
 	Contracts []protoreflect.ServiceDescriptor
+	// Assets overrides the contracts' assets, the skills among them
+	// (default assets.FS, proto/gen/assets); a toolset's skills are served
+	// when its contract is.
+	Assets fs.FS
 	// HTTPClient overrides the client used to reach services (default
 	// meshclient.HTTP()).
 	HTTPClient *http.Client
@@ -186,7 +192,7 @@ type Config struct {
 	// Elicitation, when set, asks the user — over as many rounds as the
 	// call needs — for missing admin inputs and elicitable fields instead of
 	// refusing the call, when the client declares elicitation; and carries
-	// calls that are MCP tasks in the calls worker (docs/tasks.md).
+	// calls that are MCP tasks in the calls worker (docs/mcp-tasks.md).
 	Elicitation *Elicitation
 	// TaskCallTimeout bounds the service call of a call that is an MCP task
 	// carried by the calls worker, instead of CallTimeout (default
@@ -231,6 +237,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Contracts == nil {
 		cfg.Contracts = toolcatalog.Contracts()
+	}
+	if cfg.Assets == nil {
+		cfg.Assets = assets.FS
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = meshclient.HTTP()
@@ -345,6 +354,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		Log:                  log,
 		Version:              cfg.Version,
 		PublicURL:            cfg.PublicURL,
+		Assets:               cfg.Assets,
 		DisableFastPath:      cfg.DisableFastPath,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		ToolsPageSize:        cfg.ToolsPageSize,

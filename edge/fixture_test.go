@@ -142,6 +142,7 @@ type fullEnvelope struct {
 	Violation         string `json:"violation"`
 	Gap               string `json:"gap"`
 	RetryAfterSeconds int    `json:"retry_after_seconds"`
+	ErrorID           string `json:"error_id"`
 }
 
 type envelopeCore = envelope

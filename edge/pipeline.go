@@ -78,6 +78,9 @@ type pipeline struct {
 	depth *depthLookup
 	// inflight tracks tool calls so that each gets its answer on shutdown.
 	inflight *inflight
+	// panicAfter, set only by tests (export_test.go), makes the pipeline
+	// panic after running a call it reports true for.
+	panicAfter func(*port.Call) bool
 }
 
 func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
@@ -154,6 +157,9 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 	var env *toolcall.Envelope
 	if accepted {
 		out = p.run(ctx, b, c)
+		if p.panicAfter != nil && p.panicAfter(c) {
+			panic("test: the pipeline panics after " + b.tool.Name)
+		}
 		if out.Interim != nil || out.Task != nil {
 			// The call goes on: a round of questions, or the task it became.
 			p.obs.interimCall(ctx, b, out.Task != nil, time.Since(start))
@@ -218,7 +224,7 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	if env := p.taskOnly(t, c); env != nil {
 		return fail(env)
 	}
-	// A call the calls worker carries as an MCP task (docs/tasks.md).
+	// A call the calls worker carries as an MCP task (docs/mcp-tasks.md).
 	carried := c.Tasks && p.elicit != nil && t.Task == nil && t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED
 	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0 || len(t.Questions) > 0) && p.elicit.CanAsk(c)
 	var reason string
@@ -363,6 +369,8 @@ func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Pri
 		p.log.WarnContext(ctx, "mcp.capability_gap", "tool", t.Name, "service", t.Service, "gap", env.Gap)
 	case env.DomainCode == toolcall.CodeNotSupported:
 		p.log.WarnContext(ctx, "mcp.not_supported", "tool", t.Name, "service", t.Service, "message", env.Message)
+	case env.DomainCode == toolcall.CodeGuardrailViolated:
+		p.log.WarnContext(ctx, "mcp.guardrail", "tool", t.Name, "subject", subject, "agent", agent, "violation", env.Violation)
 	}
 	if env.Status == "ok" {
 		p.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())

@@ -32,10 +32,10 @@ const consoleSessionKeyFile = "console-session.key"
 
 // consoleConfig is the configuration of `toolmesh console`.
 type consoleConfig struct {
-	addr, edgeURL, dataDir, keyFile, metricsAddr string
-	hosts                                        []string
-	sessionTTL, pollInterval                     time.Duration
-	telemetry                                    *telemetryConfig
+	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL string
+	hosts                                                   []string
+	sessionTTL, pollInterval                                time.Duration
+	telemetry                                               *telemetryConfig
 }
 
 func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
@@ -53,6 +53,8 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 		Usage: "how often the console reads the pending asks while a browser shows the inbox (once per console process)"})
 	s.String(&c.metricsAddr, fmt.Sprintf("127.0.0.1:%d", consoleMetricsPort), config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_CONSOLE_METRICS_ADDR",
 		Usage: "address of the console's Prometheus /metrics and /healthz, apart from its pages (\"off\": none)"})
+	s.String(&c.statusURL, "", config.Opt{Flag: "mesh-status-url", Env: "TOOLMESH_CONSOLE_MESH_STATUS_URL",
+		Usage: "status page of the mesh's supervisor the mesh page shows (toolmesh up's /status.json; up gives its own)"})
 	c.telemetry = bindTelemetry(s, getenv)
 	return c
 }
@@ -80,7 +82,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	defer stopTelemetry(tel, log)
 	con, err := console.New(console.Config{
 		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
-		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval,
+		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL,
 		HTTPClient: meshclient.HTTP(), Log: log,
 	})
 	if err != nil {
@@ -107,25 +109,12 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 // ensureConsoleSessionKey reads the session key file, creating it (32
 // random bytes, hex, mode 0600) when missing.
 func ensureConsoleSessionKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
-		}
-		k := make([]byte, 32)
-		_, _ = rand.Read(k)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write([]byte(hex.EncodeToString(k) + "\n"))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil && !errors.Is(err, fs.ErrExist) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := writeConsoleSessionKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("write console session key: %w", err)
 		}
-		b, err = os.ReadFile(path)
 	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read console session key: %w", err)
 	}
@@ -134,4 +123,23 @@ func ensureConsoleSessionKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("console session key %s: want at least 32 bytes in hex", path)
 	}
 	return k, nil
+}
+
+// writeConsoleSessionKey creates the key file; it fails with fs.ErrExist
+// when another process made it first.
+func writeConsoleSessionKey(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(hex.EncodeToString(k) + "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -108,6 +108,13 @@ func testConsoleOperatorPages(t *testing.T, c *consoleMesh) {
 		t.Fatal(err)
 	}
 	checkAccessible(t, tab, "the audit page")
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/mesh"), chromedp.WaitVisible(chromedp.CSS("#proc-console .state"))); err != nil {
+		t.Fatalf("the mesh page: %v", err)
+	}
+	if st, err := browsertest.Run(tab, 10*time.Second, chromedp.Text(chromedp.CSS("#proc-edge .state"))); err != nil || st != "ready" {
+		t.Errorf("the mesh page says the edge is %q (%v), want ready", st, err)
+	}
+	checkAccessible(t, tab, "the mesh page")
 	if p := tab.Problems(); len(p) > 0 {
 		t.Errorf("the console's pages reported problems: %q", p)
 	}

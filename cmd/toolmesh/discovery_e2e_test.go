@@ -91,7 +91,7 @@ func TestDiscoveryDocumentsOfTheMesh(t *testing.T) {
 		}
 	}
 	if server != endpoint+"/server-card" || agent == "" {
-		t.Fatalf("catalog lists server %q and agent local %q, want both: %s", server, agent, body)
+		t.Fatalf("catalog lists server %q and agent local %q, want both: %s\n%s", server, agent, body, tail(m.Stderr()))
 	}
 	if res, body := fetchDoc(t, agent, nil); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"local"`) {
 		t.Errorf("agent local's card: %d %s", res.StatusCode, body)

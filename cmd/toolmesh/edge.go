@@ -254,6 +254,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		if a2a, err = a2adoor.New(*a2aCfg); err != nil {
 			return err
 		}
+		e.AddCatalog(a2a)
 	}
 	if c.stdio {
 		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", c.readOnly)

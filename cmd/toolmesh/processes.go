@@ -344,7 +344,9 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	// The console is a client of the edge alone: no mesh key, no store.
 	mcpURL := "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"
 	consoleArgs := []string{"console", "--addr", local(consolePort), "--edge-url", mcpURL, "--data", cfg.DataDir,
-		"--metrics-addr", local(consoleMetricsPort)}
+		"--metrics-addr", local(consoleMetricsPort),
+		// up's status page on its default address (--status-addr moves it).
+		"--mesh-status-url", fmt.Sprintf("http://127.0.0.1:%d/status.json", upStatusPort+cfg.PortOffset)}
 	if cfg.Pprof {
 		consoleArgs = append(consoleArgs, "--pprof")
 	}

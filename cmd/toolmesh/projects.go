@@ -58,11 +58,14 @@ func projectsOptions(s *config.Set) buildFunc {
 	s.List(&gitAllow, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_PROJECTS_EGRESS_ALLOW",
 		Usage: "an internal address (CIDR prefix or single IP) git clones may reach anyway"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		if interval < time.Second || indexTimeout < time.Second || cloneTimeout < time.Second {
-			return nil, errors.New("--health-interval, --index-timeout and --clone-timeout must be at least 1s")
+		cfg := projects.Config{
+			Git:            &projects.Git{Dir: filepath.Join(deps.DataDir, clonesDir), Timeout: cloneTimeout, MaxBytes: cloneBytes},
+			Limits:         projects.Limits{MaxFiles: maxFiles, MaxFileBytes: maxFileBytes, Timeout: indexTimeout},
+			HealthInterval: interval,
+			Log:            deps.Log,
 		}
-		if maxFiles < 1 || maxFileBytes < 1 || cloneBytes < 1 {
-			return nil, errors.New("--max-files, --max-file-bytes and --clone-max-bytes must be positive")
+		if err := cfg.Validate(); err != nil {
+			return nil, err
 		}
 		b, err := projects.NewBase(base)
 		if err != nil {
@@ -76,14 +79,8 @@ func projectsOptions(s *config.Set) buildFunc {
 			deps.Log.Warn("egress.allow", "setting", "TOOLMESH_PROJECTS_EGRESS_ALLOW", "allowed", prefixes(allow), "message", "git clones may reach these internal addresses")
 		}
 		deps.Log.Info("projects.base", "base", b.Dir(), "clones", filepath.Join(deps.DataDir, clonesDir))
-		return buildProjects(ctx, db, deps, projects.Config{
-			Base: b,
-			Git: &projects.Git{Dir: filepath.Join(deps.DataDir, clonesDir), Egress: egress.Policy{Allow: allow},
-				Timeout: cloneTimeout, MaxBytes: cloneBytes},
-			Limits:         projects.Limits{MaxFiles: maxFiles, MaxFileBytes: maxFileBytes, Timeout: indexTimeout},
-			HealthInterval: interval,
-			Log:            deps.Log,
-		})
+		cfg.Base, cfg.Git.Egress = b, egress.Policy{Allow: allow}
+		return buildProjects(ctx, db, deps, cfg)
 	}
 }
 

@@ -29,10 +29,11 @@ func schedulesOptions(s *config.Set) buildFunc {
 	s.Duration(&approvalTimeout, schedules.DefaultApprovalTimeout, config.Opt{Flag: "approval-timeout", Env: "TOOLMESH_SCHEDULES_APPROVAL_TIMEOUT",
 		Usage: "how long the owner has to approve a schedule before it expires (at least 1s)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		if minInterval < time.Second || approvalTimeout < time.Second {
-			return nil, errors.New("--min-interval and --approval-timeout must be at least 1s")
+		cfg := schedules.Config{Log: deps.Log, MinInterval: minInterval, ApprovalTimeout: approvalTimeout}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
 		}
-		return buildSchedules(ctx, db, deps, schedules.Config{Log: deps.Log, MinInterval: minInterval, ApprovalTimeout: approvalTimeout})
+		return buildSchedules(ctx, db, deps, cfg)
 	}
 }
 

@@ -137,14 +137,15 @@ func tasksOptions(s *config.Set) buildFunc {
 	s.Int(&maxPerDay, tasks.DefaultMaxPerDay, config.Opt{Flag: "max-tasks-per-day", Env: "WORK_TASK_MAX_PER_DAY",
 		Usage: "work tasks one agent may create per UTC calendar day"})
 	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) ([]server.Service, error) {
-		if maxPerDay < 1 {
-			return nil, fmt.Errorf("--max-tasks-per-day (WORK_TASK_MAX_PER_DAY) must be a positive integer, got %d", maxPerDay)
+		cfg := tasks.Config{MaxPerDay: maxPerDay}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
 		}
 		st, err := tasksstore.Open(ctx, db)
 		if err != nil {
 			return nil, err
 		}
-		return []server.Service{tasks.New(st, tasks.Config{MaxPerDay: maxPerDay}).Registration()}, nil
+		return []server.Service{tasks.New(st, cfg).Registration()}, nil
 	}
 }
 
@@ -190,8 +191,8 @@ func auditOptions(s *config.Set) buildFunc {
 	s.List(&appenders, config.Opt{Flag: "appender", Env: "TOOLMESH_AUDIT_APPENDERS",
 		Usage: "a mesh subject allowed to append audit records", Default: audittrail.EdgeSubject})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		if interval < time.Second {
-			return nil, fmt.Errorf("the audit checkpoint interval must be at least 1s, got %s", interval)
+		if err := (audit.Config{CheckpointInterval: interval}).Validate(); err != nil {
+			return nil, err
 		}
 		keyPath = orDataFile(keyPath, deps.DataDir, auditKeyFile)
 		logPath = orDataFile(logPath, deps.DataDir, auditCheckpointLogFile)

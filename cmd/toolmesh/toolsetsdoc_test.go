@@ -60,4 +60,34 @@ func TestToolsetsDoc(t *testing.T) {
 	if strings.Join(order, ",") != strings.Join(served, ",") {
 		t.Errorf("docs/toolsets.md lists the toolsets %v; the edge serves %v, in that order", order, served)
 	}
+	// The totals the pages state: every tool is in exactly one toolset.
+	total := 0
+	for _, ts := range e.Registry().Toolsets() {
+		total += len(ts.Tools)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for page, phrase := range map[string]string{
+		"docs/toolsets.md": string(doc), "README.md": string(readme),
+	} {
+		for _, want := range totalPhrases(page, total) {
+			if !strings.Contains(phrase, want) {
+				t.Errorf("%s should say %q: the edge serves %d tools", page, want, total)
+			}
+		}
+	}
+}
+
+// totalPhrases are the sentences of each page that state the number of
+// tools.
+func totalPhrases(page string, total int) []string {
+	n := strconv.Itoa(total)
+	switch page {
+	case "README.md":
+		return []string{"than all " + n + " "}
+	default:
+		return []string{"The edge serves " + n + " tools.", "whole catalog (" + n + " tools)", "| `all` | " + n + " |"}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/worker"
 
@@ -25,7 +24,7 @@ import (
 func workflowsOptions(s *config.Set) buildFunc {
 	var cfg workflows.Config
 	s.Int(&cfg.MaxNodes, workflows.DefaultMaxNodes, config.Opt{Flag: "max-nodes", Env: "TOOLMESH_WORKFLOWS_MAX_NODES",
-		Usage: "most nodes a workflow definition may have (at most 200)"})
+		Usage: fmt.Sprintf("most nodes a workflow definition may have (at most %d)", workflows.MaxNodesLimit)})
 	s.Int(&cfg.MaxParallel, workflows.DefaultMaxParallel, config.Opt{Flag: "max-parallel", Env: "TOOLMESH_WORKFLOWS_MAX_PARALLEL",
 		Usage: "most branches one parallel node may run at once"})
 	s.Duration(&cfg.RunTimeout, workflows.DefaultRunTimeout, config.Opt{Flag: "run-timeout", Env: "TOOLMESH_WORKFLOWS_RUN_TIMEOUT",
@@ -34,13 +33,8 @@ func workflowsOptions(s *config.Set) buildFunc {
 		Usage: "the longest a run may take, extensions included"})
 	bindCallTimeout(s, &cfg.CallTimeout, "deadline of each tool call of a run's action nodes")
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		switch {
-		case cfg.MaxNodes < 2 || cfg.MaxNodes > 200:
-			return nil, fmt.Errorf("--max-nodes (TOOLMESH_WORKFLOWS_MAX_NODES) must be 2 to 200, got %d", cfg.MaxNodes)
-		case cfg.MaxParallel < 2:
-			return nil, fmt.Errorf("--max-parallel (TOOLMESH_WORKFLOWS_MAX_PARALLEL) must be at least 2, got %d", cfg.MaxParallel)
-		case cfg.RunTimeout < 10*time.Second || cfg.RunTimeout > cfg.MaxRunDuration:
-			return nil, errors.New("--run-timeout must be at least 10s and at most --max-run-duration")
+		if err := cfg.Validate(); err != nil {
+			return nil, err
 		}
 		st, err := workflowsstore.Open(ctx, db)
 		if err != nil {

@@ -32,7 +32,7 @@ import (
 
 // Package elicit is the edge's door for multi-round elicitation (MCP
 // MRTR, SEP-2322; docs/elicitation.md) and for the MCP tasks that calls
-// become when the calls worker carries them (docs/tasks.md).
+// become when the calls worker carries them (docs/mcp-tasks.md).
 //
 // A call that lacks admin inputs (confirm, reason) or fields its tool marks
 // elicitable, from a client that declares elicitation, asks the user instead

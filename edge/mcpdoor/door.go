@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -91,6 +92,9 @@ type Config struct {
 	// Toolsets is the toolset selection of a client that makes none, and
 	// of the stdio client ("" is all; see toolsets.go).
 	Toolsets string
+	// Assets are the contracts' assets (proto/gen/assets): the door serves
+	// the skills of the toolsets it serves (skills.go). Nil: none.
+	Assets fs.FS
 }
 
 // Door serves MCP.
@@ -139,6 +143,9 @@ type Door struct {
 	undeclared map[string]bool
 	// instr are the instructions per selection (instructions.go).
 	instr instructionsCache
+	// skills are the toolsets' skills, sorted by URI (skills.go).
+	skills     []*skill
+	skillByURI map[string]*skill
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -153,7 +160,7 @@ type tool struct {
 // New builds the MCP server, its tools, resources, prompts and task
 // methods, and the HTTP handlers of both eras.
 func New(cfg Config) (*Door, error) {
-	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
+	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{}), skillByURI: map[string]*skill{}}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
 		return nil, err
@@ -177,6 +184,9 @@ func New(cfg Config) (*Door, error) {
 	d.index = toolcatalog.NewIndex(catalog)
 	d.buildResources()
 	d.buildPrompts()
+	if err := d.loadSkills(); err != nil {
+		return nil, err
+	}
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
@@ -208,6 +218,13 @@ func New(cfg Config) (*Door, error) {
 	if len(d.resources) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
+	} else if len(d.skills) > 0 {
+		caps.Resources = &mcp.ResourceCapabilities{}
+	}
+	if len(d.skills) > 0 {
+		// Skills are resources too; the extension obliges skills/list and
+		// skills/get (no resources/directory/read: directoryRead is off).
+		caps.AddExtension(ExtensionSkills, nil)
 	}
 	if len(d.prompts) > 0 {
 		caps.Prompts = &mcp.PromptCapabilities{}
@@ -216,7 +233,7 @@ func New(cfg Config) (*Door, error) {
 		caps.Completions = &mcp.CompletionCapabilities{}
 		opts.CompletionHandler = d.complete
 	}
-	d.undeclared = undeclaredMethods(len(d.resources) > 0, len(d.prompts) > 0)
+	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0, len(d.prompts) > 0)
 	if d.tasks, err = buildTasks(d); err != nil {
 		return nil, err
 	}
@@ -251,6 +268,9 @@ func New(cfg Config) (*Door, error) {
 		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
 	}
 	if err := d.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	if err := d.addSkills(); err != nil {
 		return nil, err
 	}
 	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated

@@ -190,7 +190,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",
-			"resources/subscribe", "prompts/list", "prompts/get", "completion/complete":
+			"resources/subscribe", "prompts/list", "prompts/get", "completion/complete", methodSkillsList, methodSkillsGet:
 		default:
 			return next(ctx, method, req)
 		}
@@ -208,6 +208,8 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return d.listPrompts(req, r)
 		case "resources/list":
 			return d.listResources(ctx, req, r)
+		case methodSkillsList, methodSkillsGet:
+			return d.serveSkills(method, req, r)
 		case "tools/call":
 			if err := d.mayCall(r, req.(*mcp.CallToolRequest).Params.Name); err != nil {
 				return nil, err

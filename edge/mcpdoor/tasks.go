@@ -20,7 +20,7 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// MCP tasks (docs/tasks.md).
+// MCP tasks (docs/mcp-tasks.md).
 //
 // Two kinds of work are tasks, both named in the contracts, none in this
 // package:

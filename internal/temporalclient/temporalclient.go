@@ -159,7 +159,7 @@ func DataConverter() converter.DataConverter {
 // WorkerOptions are the options of every toolmesh worker. Workflows and
 // activities are registered under explicit names and called by those
 // names, never by function reference, so renaming a Go function renames
-// no Temporal type (docs/workflows.md).
+// no Temporal type (docs/temporal-versioning.md).
 func WorkerOptions() worker.Options {
 	return worker.Options{DisableRegistrationAliasing: true}
 }

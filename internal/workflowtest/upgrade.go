@@ -86,7 +86,7 @@ type Case[In, Out any] struct {
 	Finish func(ctx context.Context, c client.Client, run client.WorkflowRun) error
 }
 
-// Upgrade shows that a change deployed as docs/workflows.md says keeps the
+// Upgrade shows that a change deployed as docs/temporal-versioning.md says keeps the
 // runs in flight working, and that the same change without GetVersion
 // breaks them:
 //

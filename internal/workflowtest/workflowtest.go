@@ -1,5 +1,5 @@
 // Package workflowtest is what the workers' tests share to keep a change to
-// a workflow safe for its runs in flight (docs/workflows.md):
+// a workflow safe for its runs in flight (docs/temporal-versioning.md):
 //
 //   - ReplayAll replays every recorded history in a worker's testdata
 //     folder against today's code; Record adds a history and never
@@ -45,7 +45,7 @@ const Dir = "testdata/histories"
 // RecordUsage is the usage of the -record flag of a worker package's tests,
 // whose value is the tag Record writes histories under.
 const RecordUsage = "record new histories into " + Dir + " as <scenario>.<TAG>.json against a Temporal dev server (bin/temporal); " +
-	"TAG names the code that records them (docs/workflows.md); an existing file is never overwritten"
+	"TAG names the code that records them (docs/temporal-versioning.md); an existing file is never overwritten"
 
 // validTag is what a tag may look like: it becomes part of a file name.
 var validTag = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)

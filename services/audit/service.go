@@ -62,6 +62,15 @@ type Config struct {
 	CheckpointInterval time.Duration
 }
 
+// Validate reports a setting out of its range. New takes a zero field as
+// its default; a setting bound from a flag is a value, so Validate does not.
+func (c Config) Validate() error {
+	if c.CheckpointInterval < time.Second {
+		return fmt.Errorf("audit: the checkpoint interval must be at least 1s, got %s", c.CheckpointInterval)
+	}
+	return nil
+}
+
 // Service implements toolmesh.audit.v1.AuditService.
 type Service struct {
 	store     Store
@@ -114,12 +123,9 @@ func (s *Service) Registration() server.Service {
 	return server.Register(auditv1connect.AuditServiceName, auditv1connect.AuditServiceHandler(s), auditv1connect.NewAuditServiceHandler, auditv1.RegisterAuditServiceHandler)
 }
 
-// authorizeAppend is the one place that decides who may append. Today mesh
-// identity is a plain header, so the check is the caller's subject against
-// the configured appenders; it is only as strong as the network that keeps
-// other callers away from the service. When the mesh carries signed tokens
-// with roles, this becomes a role check (the edge's role) and nothing else
-// changes.
+// authorizeAppend is the one place that decides who may append: the
+// caller's subject, from its signed mesh token, against the configured
+// appenders (--appender; the edge by default).
 func (s *Service) authorizeAppend(ctx context.Context) error {
 	c := mesh.FromContext(ctx).Caller
 	if c.Subject == "" {

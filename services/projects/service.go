@@ -88,6 +88,26 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// Validate reports a limit out of its range. New takes a zero field as
+// its default; a setting bound from a flag is a value, so Validate does not.
+func (c Config) Validate() error {
+	switch {
+	case c.HealthInterval < time.Second:
+		return fmt.Errorf("projects: the health interval must be at least 1s, got %s", c.HealthInterval)
+	case c.Limits.Timeout < time.Second:
+		return fmt.Errorf("projects: the index timeout must be at least 1s, got %s", c.Limits.Timeout)
+	case c.Limits.MaxFiles < 1:
+		return fmt.Errorf("projects: the most files indexed must be positive, got %d", c.Limits.MaxFiles)
+	case c.Limits.MaxFileBytes < 1:
+		return fmt.Errorf("projects: the largest file indexed must be positive, got %d bytes", c.Limits.MaxFileBytes)
+	case c.Git != nil && c.Git.Timeout < time.Second:
+		return fmt.Errorf("projects: the clone timeout must be at least 1s, got %s", c.Git.Timeout)
+	case c.Git != nil && c.Git.MaxBytes < 1:
+		return fmt.Errorf("projects: the largest clone must be positive, got %d bytes", c.Git.MaxBytes)
+	}
+	return nil
+}
+
 // Service implements toolmesh.projects.v1.ProjectsService.
 type Service struct {
 	store  Store

@@ -65,6 +65,18 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// Validate reports a limit out of its range. New takes a zero field as
+// its default; a setting bound from a flag is a value, so Validate does not.
+func (c Config) Validate() error {
+	switch {
+	case c.MinInterval < time.Second:
+		return fmt.Errorf("schedules: the shortest time between two runs must be at least 1s, got %s", c.MinInterval)
+	case c.ApprovalTimeout < time.Second:
+		return fmt.Errorf("schedules: the approval timeout must be at least 1s, got %s", c.ApprovalTimeout)
+	}
+	return nil
+}
+
 // Service implements toolmesh.schedules.v1.SchedulesService.
 type Service struct {
 	store           Store

@@ -33,6 +33,15 @@ type Config struct {
 	Now clock.Clock
 }
 
+// Validate reports a limit out of its range. New takes a zero field as
+// its default; a setting bound from a flag is a value, so Validate does not.
+func (c Config) Validate() error {
+	if c.MaxPerDay < 1 {
+		return fmt.Errorf("tasks: the work tasks one agent may create per day must be at least 1, got %d", c.MaxPerDay)
+	}
+	return nil
+}
+
 // Service implements toolmesh.tasks.v1.TasksService.
 type Service struct {
 	store     Store

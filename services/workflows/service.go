@@ -46,6 +46,8 @@ import (
 const (
 	// DefaultMaxNodes is the most nodes a definition may have.
 	DefaultMaxNodes = 50
+	// MaxNodesLimit is the largest MaxNodes a mesh may be configured with.
+	MaxNodesLimit = 200
 	// DefaultMaxParallel is the most branches one parallel node may run.
 	DefaultMaxParallel = 10
 	// DefaultRunTimeout is how long a run may take when its request names
@@ -92,6 +94,23 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// Validate reports the first limit out of its range. New applies the
+// defaults to zero fields first; a setting bound from a flag is never zero
+// unless the person asked for it, so Validate takes zero as a value.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxNodes < 2 || c.MaxNodes > MaxNodesLimit:
+		return fmt.Errorf("workflows: the most nodes of a definition must be 2 to %d, got %d", MaxNodesLimit, c.MaxNodes)
+	case c.MaxParallel < 2:
+		return fmt.Errorf("workflows: the most branches of a parallel node must be at least 2, got %d", c.MaxParallel)
+	case c.RunTimeout < 10*time.Second:
+		return fmt.Errorf("workflows: the run timeout must be at least 10s, got %s", c.RunTimeout)
+	case c.RunTimeout > c.MaxRunDuration:
+		return fmt.Errorf("workflows: the run timeout %s is longer than the longest run %s", c.RunTimeout, c.MaxRunDuration)
+	}
+	return nil
+}
+
 // Service implements toolmesh.workflows.v1.WorkflowsService.
 type Service struct {
 	store  Store
@@ -131,8 +150,8 @@ func New(store Store, engine Engine, cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.RunTimeout > cfg.MaxRunDuration {
-		return nil, fmt.Errorf("workflows: the run timeout %s is longer than the longest run %s", cfg.RunTimeout, cfg.MaxRunDuration)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	// Bound to no backend: the service only decodes and validates
 	// arguments; the calls worker makes the calls.

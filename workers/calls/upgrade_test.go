@@ -16,7 +16,7 @@ import (
 
 // A call waiting for its next round when the workflow changes takes that
 // round on the changed code and runs its side effect once, as long as the
-// change is patched (docs/workflows.md). The run has been through two
+// change is patched (docs/temporal-versioning.md). The run has been through two
 // rounds (two updates) on the old code before the change.
 func TestUpgradeInFlight(t *testing.T) {
 	d := &devCall{t: t}

@@ -73,7 +73,7 @@ func TaskQuery() workflowcontract.Handler {
 
 // Activity names (private to this queue: only the workflow schedules them).
 // They are the activity types in every recorded history: never change one
-// (docs/workflows.md).
+// (docs/temporal-versioning.md).
 const (
 	ActivityInvoke  = "calls.invoke"
 	ActivityPreview = "calls.preview"

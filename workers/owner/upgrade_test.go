@@ -17,7 +17,7 @@ import (
 )
 
 // An ask waiting for its answer when the ask workflow changes is answered
-// on the changed code, as long as the change is patched (docs/workflows.md).
+// on the changed code, as long as the change is patched (docs/temporal-versioning.md).
 func TestUpgradeInFlight(t *testing.T) {
 	_, acts := startFakeOwner(t)
 	workflowtest.Upgrade(t, dial(t), workflowtest.Case[*ownerv1.AskWorkflowInput, *ownerv1.AskOutcome]{

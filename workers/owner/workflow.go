@@ -27,7 +27,7 @@ import (
 )
 
 // Activity names: the activity types in every recorded history. Never
-// change one (docs/workflows.md).
+// change one (docs/temporal-versioning.md).
 const (
 	ActivityNotifyOwner     = "NotifyOwner"
 	ActivityRecordOutcome   = "RecordOutcome"

@@ -10,7 +10,7 @@ import (
 func TaskQueue() string { return healthContract.TaskQueue }
 
 // Activity names: the activity types in every recorded history. Never
-// change one (docs/workflows.md).
+// change one (docs/temporal-versioning.md).
 const ActivityRecordHealth = "RecordHealth"
 
 // Register adds the projects workflow and the activities of a to w.

@@ -10,7 +10,7 @@ import (
 func TaskQueue() string { return approvalContract.TaskQueue }
 
 // Activity names: the activity types in every recorded history. Never
-// change one (docs/workflows.md).
+// change one (docs/temporal-versioning.md).
 const (
 	ActivityNotifyOwner     = "NotifyOwner"
 	ActivityApplyDecision   = "ApplyDecision"

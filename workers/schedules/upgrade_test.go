@@ -19,7 +19,7 @@ import (
 
 // An approval waiting for the owner when the approval workflow changes is
 // approved on the changed code, as long as the change is patched
-// (docs/workflows.md).
+// (docs/temporal-versioning.md).
 func TestUpgradeInFlight(t *testing.T) {
 	fake := &fakeSchedules{}
 	acts := newActivities(t, fake, &fakeNotifier{}, testingsvc.New())

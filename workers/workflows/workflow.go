@@ -42,7 +42,7 @@ import (
 )
 
 // Activity names: the activity types in every recorded history. Never
-// change one (docs/workflows.md). The action nodes' activity is the calls
+// change one (docs/temporal-versioning.md). The action nodes' activity is the calls
 // worker's (calls.ActivityInvoke).
 const (
 	ActivityAsk             = "workflows.ask"
