@@ -74,6 +74,9 @@ const (
 // ExtensionTasks is the MCP Tasks extension's identifier.
 const ExtensionTasks = mcpdoor.ExtensionTasks
 
+// ExtensionEvents is the MCP Events extension's identifier.
+const ExtensionEvents = mcpdoor.ExtensionEvents
+
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes     = 1 << 20
@@ -344,9 +347,14 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		}
 		e.pipeline.elicit, tasks = x, x
 	}
+	var evs port.Events // nil without events
+	if x := newEvents(cfg, e.pipeline.reg); x != nil {
+		evs = x
+	}
 	e.mcp, err = mcpdoor.New(mcpdoor.Config{
 		Pipeline:             e.pipeline,
 		Tasks:                tasks,
+		Events:               evs,
 		Auth:                 e.auth,
 		Dev:                  e.dev,
 		Guard:                e.guard,

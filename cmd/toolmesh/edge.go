@@ -408,7 +408,7 @@ func serviceURLs(byDomain map[string]string) (map[string]string, error) {
 		for _, name := range domains[domain].serves {
 			out[name] = url
 		}
-		if !found {
+		if !found && len(domains[domain].serves) == 0 {
 			return nil, fmt.Errorf("no contract for domain %q", domain)
 		}
 	}

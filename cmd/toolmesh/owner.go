@@ -58,7 +58,7 @@ func buildOwner(ctx context.Context, db *sqldb.DB, deps serveDeps, allow []netip
 		return nil, err
 	}
 	deps.runBeside(ctx, func(ctx context.Context) { svc.RunSweeps(ctx, workflowrun.SweepInterval) })
-	return []server.Service{svc.Registration()}, nil
+	return []server.Service{svc.Registration(), outboxService(db)}, nil
 }
 
 // workerSelf is the mesh identity of a worker acting for itself.

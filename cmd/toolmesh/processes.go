@@ -195,7 +195,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	}
 	names := slices.Sorted(maps.Keys(domains))
 	// The directory first: every other service asks it about its callers.
-	names = append([]string{directory}, slices.DeleteFunc(names, func(n string) bool { return n == directory })...)
+	names = callsFirst(append([]string{directory}, slices.DeleteFunc(names, func(n string) bool { return n == directory })...))
 	queues := slices.Sorted(maps.Keys(workerQueues))
 
 	local := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+cfg.PortOffset) }
@@ -246,6 +246,10 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		for _, c := range d.calls {
 			args = append(args, "--service", c+"=http://"+local(domains[c].port))
 			deps = append(deps, c)
+		}
+		if n == "eventlog" {
+			// The relay pulls the domains' outboxes as the mesh's service.
+			args = append(args, "--mesh-key", keyPath)
 		}
 		if n == "reputation" {
 			// Attestations are signed with the mesh key and name the A2A
@@ -360,6 +364,30 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		readyTimeout: 30 * time.Second,
 	})
 	return plan, nil
+}
+
+// callsFirst orders names so that each domain comes after the domains it
+// calls, and otherwise as names has them.
+func callsFirst(names []string) []string {
+	out := make([]string, 0, len(names))
+	placed := map[string]bool{}
+	var place func(n string)
+	place = func(n string) {
+		if placed[n] {
+			return
+		}
+		placed[n] = true
+		for _, c := range domains[n].calls {
+			if slices.Contains(names, c) {
+				place(c)
+			}
+		}
+		out = append(out, n)
+	}
+	for _, n := range names {
+		place(n)
+	}
+	return out
 }
 
 // runProcesses prints the plan of `toolmesh up`: as JSON for tools (the

@@ -22,6 +22,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1/eventsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
@@ -82,6 +83,9 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	"projects":   {port: 7112, options: projectsOptions, temporal: true},
 	"workflows":  {port: 7113, options: workflowsOptions, temporal: true},
 	"reputation": {port: 7114, options: reputationOptions, calls: []string{"audit"}},
+	// The event log: it pulls the outboxes of the domains that declare
+	// events and serves them to the edge (docs/events.md).
+	"eventlog": {port: 7115, options: eventlogOptions, calls: []string{"owner", "tasks"}, serves: []string{eventsv1connect.EventsServiceName}},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
@@ -145,7 +149,7 @@ func tasksOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		return []server.Service{tasks.New(st, cfg).Registration()}, nil
+		return []server.Service{tasks.New(st, cfg).Registration(), outboxService(db)}, nil
 	}
 }
 

@@ -54,6 +54,8 @@ type Config struct {
 	// Tasks follows the calls that are MCP tasks carried by the calls
 	// worker; nil without it.
 	Tasks port.Tasks
+	// Events serves MCP events; nil without them (see events.go).
+	Events port.Events
 	// Auth authenticates callers; nil is development mode, where Dev is
 	// every caller.
 	Auth *identity.Authenticator
@@ -141,6 +143,8 @@ type Door struct {
 	// undeclared are the methods of capabilities the door does not
 	// declare.
 	undeclared map[string]bool
+	// events are the event types served; nil when none are.
+	events *eventTypes
 	// instr are the instructions per selection (instructions.go).
 	instr instructionsCache
 	// skills are the toolsets' skills, sorted by URI (skills.go).
@@ -240,6 +244,9 @@ func New(cfg Config) (*Door, error) {
 	if d.tasks != nil {
 		caps.AddExtension(ExtensionTasks, nil)
 	}
+	if d.events = d.buildEvents(); d.events != nil {
+		caps.AddExtension(ExtensionEvents, nil)
+	}
 	opts.Capabilities = caps
 	d.impl = &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: cfg.Version}
 	if d.serverInfo, err = json.Marshal(d.impl); err != nil {
@@ -268,6 +275,9 @@ func New(cfg Config) (*Door, error) {
 		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
 	}
 	if err := d.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	if err := d.addEventMethods(); err != nil {
 		return nil, err
 	}
 	if err := d.addSkills(); err != nil {

@@ -109,6 +109,9 @@ type Registry struct {
 	toolsets   []*Toolset
 	// cardExtensions are sorted by tool name, as tools are.
 	cardExtensions []*CardExtension
+	// events are the event types, sorted by name.
+	events       []*EventType
+	eventsByName map[string]*EventType
 }
 
 // Options adjust the generated schemas.
@@ -191,6 +194,9 @@ func Build(services []protoreflect.ServiceDescriptor, docs Docs, opts Options) (
 				return nil, err
 			}
 		}
+	}
+	if err := r.bindEvents(services, docs); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -27,6 +27,11 @@ type Store interface {
 	Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error)
 }
 
+// EventStatusChanged is the event of a task that moved to another status
+// (the toolmesh.tool.v1.event option in tasks.proto); Update writes it in
+// the transaction of the change.
+const EventStatusChanged = "work_task.status_changed"
+
 // Filter narrows a list of tasks; its zero value keeps every task.
 type Filter struct {
 	// Status keeps the tasks in it; TASK_STATUS_UNSPECIFIED means any.

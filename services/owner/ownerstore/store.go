@@ -13,7 +13,11 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	outboxv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/owner"
 )
@@ -33,6 +37,9 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	if err := db.MigrateStore(ctx, "owner", migrations); err != nil {
 		return nil, err
 	}
+	if err := outbox.Migrate(ctx, db); err != nil {
+		return nil, err
+	}
 	return &Store{db: db}, nil
 }
 
@@ -49,17 +56,38 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*
 	if err != nil {
 		return nil, false, fmt.Errorf("encode options: %w", err)
 	}
-	return sqldb.InsertOnce(ctx, s.db, sqldb.Once[*ownerv1.Ask]{
-		What:   "ask",
-		Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
-			a.GetAnswer(), a.GetAnsweredBy(), sqldb.Millis(a.GetCreateTime()), sqldb.Millis(a.GetExpireTime()), sqldb.Millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
-		Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
-		HolderArgs: []any{a.GetAskId()},
-		Scan:       sqldb.DigestLast(scanAskRow),
-		Digest:     digest,
-		New:        a,
+	var (
+		stored  *ownerv1.Ask
+		created bool
+	)
+	// The ask and its event ask.created, together.
+	err = s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		var err error
+		stored, created, err = sqldb.InsertOnce(ctx, tx, sqldb.Once[*ownerv1.Ask]{
+			What:   "ask",
+			Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
+				a.GetAnswer(), a.GetAnsweredBy(), sqldb.Millis(a.GetCreateTime()), sqldb.Millis(a.GetExpireTime()), sqldb.Millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
+			Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
+			HolderArgs: []any{a.GetAskId()},
+			Scan:       sqldb.DigestLast(scanAskRow),
+			Digest:     digest,
+			New:        a,
+		})
+		if err != nil || !created {
+			return err
+		}
+		return outbox.Write(ctx, tx, askEvent(owner.EventAskCreated, a, a.GetCreateTime().AsTime()))
 	})
+	if err != nil && stored == nil {
+		return nil, false, err
+	}
+	return stored, created, err
+}
+
+// askEvent is the event name about ask a, at at.
+func askEvent(name string, a *ownerv1.Ask, at time.Time) *outboxv1.Occurrence {
+	return outbox.New(outbox.ID(name, a.GetAskId()), name, owner.AskEventPayload(name, a), at)
 }
 
 // GetAsk implements owner.Store.
@@ -79,11 +107,36 @@ func (s *Store) ListAsks(ctx context.Context, agent string, status ownerv1.AskSt
 	return sqldb.Page(ctx, s.db, q, offset, limit, scanAsk)
 }
 
-// ResolveAsk implements owner.Store.
+// ResolveAsk implements owner.Store: the outcome and its event (ask.answered,
+// ask.expired or ask.cancelled), together.
 func (s *Store) ResolveAsk(ctx context.Context, id string, o owner.Outcome) (*ownerv1.Ask, bool, error) {
-	return sqldb.Update(ctx, s.db, "resolve ask", func(ctx context.Context) (*ownerv1.Ask, error) { return s.GetAsk(ctx, id) },
-		`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ? WHERE id = ? AND status = ?`,
-		int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
+	var (
+		a       *ownerv1.Ask
+		changed bool
+	)
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		var err error
+		a, changed, err = sqldb.Update(ctx, tx, "resolve ask", func(ctx context.Context) (*ownerv1.Ask, error) { return getAsk(ctx, tx, id) },
+			`UPDATE asks SET status = ?, answer = ?, answered_by = ?, resolve_ms = ? WHERE id = ? AND status = ?`,
+			int32(o.Status), o.Answer, o.AnsweredBy, o.At.UnixMilli(), id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
+		if err != nil || !changed {
+			return err
+		}
+		name := owner.AskEventName(a.GetStatus())
+		if name == "" {
+			return nil
+		}
+		return outbox.Write(ctx, tx, askEvent(name, a, o.At))
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return a, changed, nil
+}
+
+// getAsk reads the ask with id in q.
+func getAsk(ctx context.Context, q sqldb.Querier, id string) (*ownerv1.Ask, error) {
+	return sqldb.One(q.QueryRow(ctx, `SELECT `+askColumns+` FROM asks WHERE id = ?`, id), scanAsk, owner.ErrNotFound)
 }
 
 // ExtendAsk implements owner.Store.
@@ -95,12 +148,31 @@ func (s *Store) ExtendAsk(ctx context.Context, id string, expire time.Time) (*ow
 	return s.GetAsk(ctx, id)
 }
 
-// DeleteAsk implements owner.Store.
+// DeleteAsk implements owner.Store. The ask's event ask.created goes with
+// it when it is still in the outbox; when it has left already, the ask ends
+// for its readers with ask.cancelled.
 func (s *Store) DeleteAsk(ctx context.Context, id string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM asks WHERE id = ? AND status = ?`, id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING)); err != nil {
-		return fmt.Errorf("delete ask: %w", err)
-	}
-	return nil
+	return s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		a, err := getAsk(ctx, tx, id)
+		if errors.Is(err, owner.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("delete ask: %w", err)
+		}
+		deleted, err := sqldb.Changed(ctx, tx, "delete ask", `DELETE FROM asks WHERE id = ? AND status = ?`, id, int32(ownerv1.AskStatus_ASK_STATUS_PENDING))
+		if err != nil || !deleted {
+			return err
+		}
+		unsent, err := outbox.Remove(ctx, tx, outbox.ID(owner.EventAskCreated, id))
+		if err != nil || unsent {
+			return err
+		}
+		a.Status = ownerv1.AskStatus_ASK_STATUS_CANCELLED
+		now := time.Now()
+		a.ResolveTime = timestamppb.New(now)
+		return outbox.Write(ctx, tx, askEvent(owner.EventAskCancelled, a, now))
+	})
 }
 
 func scanAsk(r sqldb.Scanner) (*ownerv1.Ask, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -35,6 +36,7 @@ func TestStore(t *testing.T) {
 		{Name: "stress: racing creates of one ask", Test: testStressCreateAsk},
 		{Name: "list asks newest first, by agent and status", Test: testListAsks},
 		{Name: "first outcome wins", Test: testResolveFirstWins},
+		{Name: "each change writes its event to the outbox", Test: testAskEvents},
 		{Name: "extend moves a pending ask's expiry later only", Test: testExtendAsk},
 		{Name: "concurrent outcomes", Test: testConcurrentResolve},
 		{Name: "a new database has the log channel", Test: testSeededLogChannel},
@@ -408,4 +410,73 @@ func TestReopen(t *testing.T) {
 			t.Errorf("after deleting the log channel and reopening: %d channels (err %v), want 0 (the seed runs once)", total, err)
 		}
 	})
+}
+
+// outboxNames are the names of the events in db's outbox, oldest first,
+// with the ask ids of their payloads.
+func outboxNames(t *testing.T, db *sqldb.DB) []string {
+	t.Helper()
+	occs, err := outbox.Pull(t.Context(), db, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range occs {
+		m, err := o.GetPayload().UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := m.ProtoReflect().Get(m.ProtoReflect().Descriptor().Fields().ByName("ask_id")).String()
+		if o.GetEventId() != outbox.ID(o.GetName(), id) {
+			t.Errorf("event %s of %s has id %s, want the id derived from the change", o.GetName(), id, o.GetEventId())
+		}
+		out = append(out, o.GetName()+" "+id)
+	}
+	return out
+}
+
+func testAskEvents(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	a := createAsk(t, s, newAsk("agent-a", day1, "yes", "no"))
+	if _, created, err := s.CreateAsk(ctx, proto.Clone(a).(*ownerv1.Ask), digest(a)); err != nil || created {
+		t.Fatalf("a retried CreateAsk = created %v, %v", created, err)
+	}
+	b := createAsk(t, s, newAsk("agent-b", day1.Add(time.Second)))
+	c := createAsk(t, s, newAsk("agent-b", day1.Add(2*time.Second)))
+	if _, _, err := s.ResolveAsk(ctx, a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_ANSWERED, Answer: "yes", At: day1.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ResolveAsk(ctx, a.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: day1.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ResolveAsk(ctx, b.GetAskId(), owner.Outcome{Status: ownerv1.AskStatus_ASK_STATUS_EXPIRED, At: day1.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ask.created " + a.GetAskId(), "ask.created " + b.GetAskId(), "ask.created " + c.GetAskId(),
+		"ask.answered " + a.GetAskId(), "ask.expired " + b.GetAskId(),
+	}
+	if diff := cmp.Diff(want, outboxNames(t, db)); diff != "" {
+		t.Errorf("the outbox (-want +got):\n%s", diff)
+	}
+	// An ask deleted before its event left the outbox takes the event
+	// with it; one whose event left already ends as cancelled.
+	if err := s.DeleteAsk(ctx, c.GetAskId()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Ack(ctx, db, []string{outbox.ID("ask.created", a.GetAskId())}); err != nil {
+		t.Fatal(err)
+	}
+	d := createAsk(t, s, newAsk("agent-b", day1.Add(3*time.Second)))
+	if _, err := outbox.Ack(ctx, db, []string{outbox.ID("ask.created", d.GetAskId())}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteAsk(ctx, d.GetAskId()); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"ask.created " + b.GetAskId(), "ask.answered " + a.GetAskId(), "ask.expired " + b.GetAskId(), "ask.cancelled " + d.GetAskId()}
+	if diff := cmp.Diff(want, outboxNames(t, db)); diff != "" {
+		t.Errorf("the outbox after deletes (-want +got):\n%s", diff)
+	}
 }

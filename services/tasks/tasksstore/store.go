@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
+	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/services/tasks"
@@ -30,6 +31,9 @@ var _ tasks.Store = (*Store)(nil)
 // Open migrates db and returns a store over it.
 func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	if err := db.MigrateStore(ctx, "tasks", migrations); err != nil {
+		return nil, err
+	}
+	if err := outbox.Migrate(ctx, db); err != nil {
 		return nil, err
 	}
 	return &Store{db: db}, nil
@@ -105,17 +109,42 @@ func (s *Store) List(ctx context.Context, agentID string, f tasks.Filter, offset
 	return sqldb.Page(ctx, s.db, q, offset, limit, scan)
 }
 
-// Update implements tasks.Store.
+// Update implements tasks.Store: the change and its event
+// work_task.status_changed, together.
 func (s *Store) Update(ctx context.Context, t *tasksv1.Task, from tasksv1.TaskStatus) (*tasksv1.Task, error) {
-	updated, changed, err := sqldb.Update(ctx, s.db, "update task", func(ctx context.Context) (*tasksv1.Task, error) { return s.Get(ctx, t.GetAgentId(), t.GetId()) },
-		`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
-		WHERE id = ? AND agent_id = ? AND status = ?`,
-		int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
-		t.GetId(), t.GetAgentId(), int32(from))
-	if err == nil && !changed {
-		return nil, tasks.ErrStale
+	var updated *tasksv1.Task
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		var (
+			changed bool
+			err     error
+		)
+		updated, changed, err = sqldb.Update(ctx, tx, "update task", func(ctx context.Context) (*tasksv1.Task, error) { return get(ctx, tx, t.GetAgentId(), t.GetId()) },
+			`UPDATE tasks SET status = ?, result = ?, cancel_reason = ?, update_ms = ?
+			WHERE id = ? AND agent_id = ? AND status = ?`,
+			int32(t.GetStatus()), t.GetResult(), t.GetCancelReason(), t.GetUpdateTime().AsTime().UnixMilli(),
+			t.GetId(), t.GetAgentId(), int32(from))
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return tasks.ErrStale
+		}
+		if updated.GetStatus() == from {
+			return nil
+		}
+		return outbox.Write(ctx, tx, outbox.New(outbox.ID(tasks.EventStatusChanged, updated.GetId(), updated.GetStatus().String()), tasks.EventStatusChanged,
+			&tasksv1.WorkTaskStatusChanged{TaskId: updated.GetId(), AgentId: updated.GetAgentId(), ProjectId: updated.GetProjectId(),
+				Status: updated.GetStatus(), PreviousStatus: from, Task: updated}, updated.GetUpdateTime().AsTime()))
+	})
+	if err != nil {
+		return nil, err
 	}
-	return updated, err
+	return updated, nil
+}
+
+// get reads the agent's task with id in q.
+func get(ctx context.Context, q sqldb.Querier, agentID, id string) (*tasksv1.Task, error) {
+	return sqldb.One(q.QueryRow(ctx, `SELECT `+columns+` FROM tasks WHERE id = ? AND agent_id = ?`, id, agentID), scan, tasks.ErrNotFound)
 }
 
 func scan(r sqldb.Scanner) (*tasksv1.Task, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -45,6 +46,7 @@ func TestStore(t *testing.T) {
 		{Name: "concurrent creates under the cap", Test: testConcurrentCap},
 		{Name: "stress: racing creates with one key", Test: testStressCreate},
 		{Name: "update compare-and-swap", Test: testUpdate},
+		{Name: "a status change writes its event to the outbox", Test: testStatusEvents},
 		{Name: "concurrent updates", Test: testConcurrentUpdate},
 	})
 }
@@ -467,5 +469,39 @@ func testStressCreate(t *testing.T, db *sqldb.DB) {
 	}
 	if diff := cmp.Diff(stored, prototest.IDs(list), cmpSorted); diff != "" || total != len(stored) {
 		t.Errorf("stored tasks are not the ones answered (-answered +stored):\n%s", diff)
+	}
+}
+
+func testStatusEvents(t *testing.T, db *sqldb.DB) {
+	ctx := t.Context()
+	s := openStore(t, db)
+	task := create(t, s, newTask(agentA, day1), noKey, noCap)
+	running := proto.Clone(task).(*tasksv1.Task)
+	running.Status, running.UpdateTime = tasksv1.TaskStatus_TASK_STATUS_RUNNING, timestamppb.New(day1.Add(time.Minute))
+	if _, err := s.Update(ctx, running, tasksv1.TaskStatus_TASK_STATUS_PENDING); err != nil {
+		t.Fatal(err)
+	}
+	// A stale update changes nothing and writes nothing.
+	if _, err := s.Update(ctx, running, tasksv1.TaskStatus_TASK_STATUS_PENDING); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("stale update: %v", err)
+	}
+	occs, err := outbox.Pull(ctx, db, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(occs) != 1 {
+		t.Fatalf("the outbox holds %d events, want 1", len(occs))
+	}
+	o := occs[0]
+	var got tasksv1.WorkTaskStatusChanged
+	if err := o.GetPayload().UnmarshalTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := &tasksv1.WorkTaskStatusChanged{TaskId: task.GetId(), AgentId: agentA, Status: tasksv1.TaskStatus_TASK_STATUS_RUNNING,
+		PreviousStatus: tasksv1.TaskStatus_TASK_STATUS_PENDING, Task: running}
+	prototest.Equal(t, "the event's payload", &got, want)
+	if o.GetName() != tasks.EventStatusChanged || o.GetEventId() != outbox.ID(tasks.EventStatusChanged, task.GetId(), "TASK_STATUS_RUNNING") ||
+		!o.GetTime().AsTime().Equal(day1.Add(time.Minute)) {
+		t.Errorf("event %s %s at %s", o.GetName(), o.GetEventId(), o.GetTime().AsTime())
 	}
 }

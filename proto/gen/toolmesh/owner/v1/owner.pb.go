@@ -402,6 +402,309 @@ func (x *Ask) GetWorkflowId() string {
 	return ""
 }
 
+// AskEventCreated is the payload of the event "ask.created".
+type AskEventCreated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask's id.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// The agent that asked.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The ask as it is after the change.
+	Ask           *Ask `protobuf:"bytes,3,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskEventCreated) Reset() {
+	*x = AskEventCreated{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskEventCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskEventCreated) ProtoMessage() {}
+
+func (x *AskEventCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskEventCreated.ProtoReflect.Descriptor instead.
+func (*AskEventCreated) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AskEventCreated) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *AskEventCreated) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AskEventCreated) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+// AskEventAnswered is the payload of the event "ask.answered".
+type AskEventAnswered struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask's id.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// The agent that asked.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The ask as it is after the change.
+	Ask           *Ask `protobuf:"bytes,3,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskEventAnswered) Reset() {
+	*x = AskEventAnswered{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskEventAnswered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskEventAnswered) ProtoMessage() {}
+
+func (x *AskEventAnswered) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskEventAnswered.ProtoReflect.Descriptor instead.
+func (*AskEventAnswered) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AskEventAnswered) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *AskEventAnswered) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AskEventAnswered) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+// AskEventExpired is the payload of the event "ask.expired".
+type AskEventExpired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask's id.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// The agent that asked.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The ask as it is after the change.
+	Ask           *Ask `protobuf:"bytes,3,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskEventExpired) Reset() {
+	*x = AskEventExpired{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskEventExpired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskEventExpired) ProtoMessage() {}
+
+func (x *AskEventExpired) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskEventExpired.ProtoReflect.Descriptor instead.
+func (*AskEventExpired) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AskEventExpired) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *AskEventExpired) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AskEventExpired) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+// AskEventCancelled is the payload of the event "ask.cancelled".
+type AskEventCancelled struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ask's id.
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// The agent that asked.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The ask as it is after the change.
+	Ask           *Ask `protobuf:"bytes,3,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskEventCancelled) Reset() {
+	*x = AskEventCancelled{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskEventCancelled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskEventCancelled) ProtoMessage() {}
+
+func (x *AskEventCancelled) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskEventCancelled.ProtoReflect.Descriptor instead.
+func (*AskEventCancelled) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AskEventCancelled) GetAskId() string {
+	if x != nil {
+		return x.AskId
+	}
+	return ""
+}
+
+func (x *AskEventCancelled) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AskEventCancelled) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+// AskEventArguments narrow a subscription to ask events.
+type AskEventArguments struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this agent's asks (the owner's choice; an agent sees its own
+	// only).
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskEventArguments) Reset() {
+	*x = AskEventArguments{}
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskEventArguments) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskEventArguments) ProtoMessage() {}
+
+func (x *AskEventArguments) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskEventArguments.ProtoReflect.Descriptor instead.
+func (*AskEventArguments) Descriptor() ([]byte, []int) {
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AskEventArguments) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
 type AskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The question for the owner, in plain words (1 to 2000 characters).
@@ -426,7 +729,7 @@ type AskRequest struct {
 
 func (x *AskRequest) Reset() {
 	*x = AskRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[1]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +741,7 @@ func (x *AskRequest) String() string {
 func (*AskRequest) ProtoMessage() {}
 
 func (x *AskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[1]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +754,7 @@ func (x *AskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskRequest.ProtoReflect.Descriptor instead.
 func (*AskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AskRequest) GetQuestion() string {
@@ -499,7 +802,7 @@ type AskResponse struct {
 
 func (x *AskResponse) Reset() {
 	*x = AskResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[2]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +814,7 @@ func (x *AskResponse) String() string {
 func (*AskResponse) ProtoMessage() {}
 
 func (x *AskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[2]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +827,7 @@ func (x *AskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskResponse.ProtoReflect.Descriptor instead.
 func (*AskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AskResponse) GetAsk() *Ask {
@@ -544,7 +847,7 @@ type GetAskRequest struct {
 
 func (x *GetAskRequest) Reset() {
 	*x = GetAskRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[3]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +859,7 @@ func (x *GetAskRequest) String() string {
 func (*GetAskRequest) ProtoMessage() {}
 
 func (x *GetAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[3]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +872,7 @@ func (x *GetAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAskRequest.ProtoReflect.Descriptor instead.
 func (*GetAskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAskRequest) GetAskId() string {
@@ -589,7 +892,7 @@ type GetAskResponse struct {
 
 func (x *GetAskResponse) Reset() {
 	*x = GetAskResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[4]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +904,7 @@ func (x *GetAskResponse) String() string {
 func (*GetAskResponse) ProtoMessage() {}
 
 func (x *GetAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[4]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +917,7 @@ func (x *GetAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAskResponse.ProtoReflect.Descriptor instead.
 func (*GetAskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetAskResponse) GetAsk() *Ask {
@@ -640,7 +943,7 @@ type ListAsksRequest struct {
 
 func (x *ListAsksRequest) Reset() {
 	*x = ListAsksRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[5]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +955,7 @@ func (x *ListAsksRequest) String() string {
 func (*ListAsksRequest) ProtoMessage() {}
 
 func (x *ListAsksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[5]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +968,7 @@ func (x *ListAsksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAsksRequest.ProtoReflect.Descriptor instead.
 func (*ListAsksRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListAsksRequest) GetStatus() AskStatus {
@@ -708,7 +1011,7 @@ type ListAsksResponse struct {
 
 func (x *ListAsksResponse) Reset() {
 	*x = ListAsksResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[6]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +1023,7 @@ func (x *ListAsksResponse) String() string {
 func (*ListAsksResponse) ProtoMessage() {}
 
 func (x *ListAsksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[6]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +1036,7 @@ func (x *ListAsksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAsksResponse.ProtoReflect.Descriptor instead.
 func (*ListAsksResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListAsksResponse) GetAsks() []*Ask {
@@ -763,7 +1066,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[7]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +1078,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[7]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +1091,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AnswerRequest) GetAskId() string {
@@ -815,7 +1118,7 @@ type AnswerResponse struct {
 
 func (x *AnswerResponse) Reset() {
 	*x = AnswerResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[8]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1130,7 @@ func (x *AnswerResponse) String() string {
 func (*AnswerResponse) ProtoMessage() {}
 
 func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[8]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1143,7 @@ func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
 func (*AnswerResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AnswerResponse) GetAsk() *Ask {
@@ -860,7 +1163,7 @@ type CancelAskRequest struct {
 
 func (x *CancelAskRequest) Reset() {
 	*x = CancelAskRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[9]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1175,7 @@ func (x *CancelAskRequest) String() string {
 func (*CancelAskRequest) ProtoMessage() {}
 
 func (x *CancelAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[9]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1188,7 @@ func (x *CancelAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAskRequest.ProtoReflect.Descriptor instead.
 func (*CancelAskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelAskRequest) GetAskId() string {
@@ -905,7 +1208,7 @@ type CancelAskResponse struct {
 
 func (x *CancelAskResponse) Reset() {
 	*x = CancelAskResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[10]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1220,7 @@ func (x *CancelAskResponse) String() string {
 func (*CancelAskResponse) ProtoMessage() {}
 
 func (x *CancelAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[10]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1233,7 @@ func (x *CancelAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAskResponse.ProtoReflect.Descriptor instead.
 func (*CancelAskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelAskResponse) GetAsk() *Ask {
@@ -954,7 +1257,7 @@ type ExtendAskRequest struct {
 
 func (x *ExtendAskRequest) Reset() {
 	*x = ExtendAskRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1269,7 @@ func (x *ExtendAskRequest) String() string {
 func (*ExtendAskRequest) ProtoMessage() {}
 
 func (x *ExtendAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[11]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1282,7 @@ func (x *ExtendAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAskRequest.ProtoReflect.Descriptor instead.
 func (*ExtendAskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExtendAskRequest) GetAskId() string {
@@ -1013,7 +1316,7 @@ type ExtendAskResponse struct {
 
 func (x *ExtendAskResponse) Reset() {
 	*x = ExtendAskResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1328,7 @@ func (x *ExtendAskResponse) String() string {
 func (*ExtendAskResponse) ProtoMessage() {}
 
 func (x *ExtendAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[12]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1341,7 @@ func (x *ExtendAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendAskResponse.ProtoReflect.Descriptor instead.
 func (*ExtendAskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExtendAskResponse) GetAsk() *Ask {
@@ -1066,7 +1369,7 @@ type RecordAskOutcomeRequest struct {
 
 func (x *RecordAskOutcomeRequest) Reset() {
 	*x = RecordAskOutcomeRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1381,7 @@ func (x *RecordAskOutcomeRequest) String() string {
 func (*RecordAskOutcomeRequest) ProtoMessage() {}
 
 func (x *RecordAskOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[13]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1394,7 @@ func (x *RecordAskOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAskOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*RecordAskOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordAskOutcomeRequest) GetAskId() string {
@@ -1139,7 +1442,7 @@ type RecordAskOutcomeResponse struct {
 
 func (x *RecordAskOutcomeResponse) Reset() {
 	*x = RecordAskOutcomeResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1454,7 @@ func (x *RecordAskOutcomeResponse) String() string {
 func (*RecordAskOutcomeResponse) ProtoMessage() {}
 
 func (x *RecordAskOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[14]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1467,7 @@ func (x *RecordAskOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAskOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*RecordAskOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RecordAskOutcomeResponse) GetAsk() *Ask {
@@ -1188,7 +1491,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1503,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[15]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1516,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NotifyRequest) GetTitle() string {
@@ -1254,7 +1557,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1569,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[16]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1582,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Delivery) GetChannelId() string {
@@ -1322,7 +1625,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1637,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[17]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1650,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NotifyResponse) GetNotificationId() string {
@@ -1390,7 +1693,7 @@ type WebhookPayload struct {
 
 func (x *WebhookPayload) Reset() {
 	*x = WebhookPayload{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1705,7 @@ func (x *WebhookPayload) String() string {
 func (*WebhookPayload) ProtoMessage() {}
 
 func (x *WebhookPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[18]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1718,7 @@ func (x *WebhookPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookPayload.ProtoReflect.Descriptor instead.
 func (*WebhookPayload) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WebhookPayload) GetNotificationId() string {
@@ -1495,7 +1798,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1810,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[19]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1823,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Channel) GetChannelId() string {
@@ -1609,7 +1912,7 @@ type CreateChannelRequest struct {
 
 func (x *CreateChannelRequest) Reset() {
 	*x = CreateChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1924,7 @@ func (x *CreateChannelRequest) String() string {
 func (*CreateChannelRequest) ProtoMessage() {}
 
 func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[20]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1937,7 @@ func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
 func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateChannelRequest) GetName() string {
@@ -1689,7 +1992,7 @@ type CreateChannelResponse struct {
 
 func (x *CreateChannelResponse) Reset() {
 	*x = CreateChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2004,7 @@ func (x *CreateChannelResponse) String() string {
 func (*CreateChannelResponse) ProtoMessage() {}
 
 func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[21]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2017,7 @@ func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
 func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateChannelResponse) GetChannel() *Channel {
@@ -1734,7 +2037,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2049,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[22]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2062,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetChannelRequest) GetChannelId() string {
@@ -1779,7 +2082,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +2094,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[23]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +2107,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -1826,7 +2129,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2141,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[24]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2154,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListChannelsRequest) GetOffset() int32 {
@@ -1880,7 +2183,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2195,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[25]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2208,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*Channel {
@@ -1941,7 +2244,7 @@ type UpdateChannelRequest struct {
 
 func (x *UpdateChannelRequest) Reset() {
 	*x = UpdateChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2256,7 @@ func (x *UpdateChannelRequest) String() string {
 func (*UpdateChannelRequest) ProtoMessage() {}
 
 func (x *UpdateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[26]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2269,7 @@ func (x *UpdateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateChannelRequest) GetChannelId() string {
@@ -2014,7 +2317,7 @@ type UpdateChannelResponse struct {
 
 func (x *UpdateChannelResponse) Reset() {
 	*x = UpdateChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2329,7 @@ func (x *UpdateChannelResponse) String() string {
 func (*UpdateChannelResponse) ProtoMessage() {}
 
 func (x *UpdateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[27]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2342,7 @@ func (x *UpdateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChannelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateChannelResponse) GetChannel() *Channel {
@@ -2059,7 +2362,7 @@ type DeleteChannelRequest struct {
 
 func (x *DeleteChannelRequest) Reset() {
 	*x = DeleteChannelRequest{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2374,7 @@ func (x *DeleteChannelRequest) String() string {
 func (*DeleteChannelRequest) ProtoMessage() {}
 
 func (x *DeleteChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[28]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2387,7 @@ func (x *DeleteChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChannelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteChannelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteChannelRequest) GetChannelId() string {
@@ -2104,7 +2407,7 @@ type DeleteChannelResponse struct {
 
 func (x *DeleteChannelResponse) Reset() {
 	*x = DeleteChannelResponse{}
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2419,7 @@ func (x *DeleteChannelResponse) String() string {
 func (*DeleteChannelResponse) ProtoMessage() {}
 
 func (x *DeleteChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[29]
+	mi := &file_toolmesh_owner_v1_owner_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2432,7 @@ func (x *DeleteChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChannelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteChannelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_owner_v1_owner_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteChannelResponse) GetChannel() *Channel {
@@ -2161,7 +2464,29 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"expireTime\x12=\n" +
 	"\fresolve_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
 	"\vworkflow_id\x18\f \x01(\tR\n" +
-	"workflowId\"\x8f\x02\n" +
+	"workflowId\"\x84\x02\n" +
+	"\x0fAskEventCreated\x12\x15\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12(\n" +
+	"\x03ask\x18\x03 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask:\x94\x01\xc2\xf3\x18\x8f\x01\n" +
+	"\vask.created\x12BAn agent asked the owner a question; the ask waits for the answer.\x1a#toolmesh.owner.v1.AskEventArguments\"\rowner_get_ask*\bagent_id\"\xfb\x01\n" +
+	"\x10AskEventAnswered\x12\x15\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12(\n" +
+	"\x03ask\x18\x03 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask:\x8a\x01\xc2\xf3\x18\x85\x01\n" +
+	"\fask.answered\x127The owner answered an ask; ask.answer holds the answer.\x1a#toolmesh.owner.v1.AskEventArguments\"\rowner_get_ask*\bagent_id\"\xe9\x01\n" +
+	"\x0fAskEventExpired\x12\x15\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12(\n" +
+	"\x03ask\x18\x03 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask:z\xc2\xf3\x18v\n" +
+	"\vask.expired\x12)Nobody answered an ask before it expired.\x1a#toolmesh.owner.v1.AskEventArguments\"\rowner_get_ask*\bagent_id\"\xf8\x01\n" +
+	"\x11AskEventCancelled\x12\x15\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12(\n" +
+	"\x03ask\x18\x03 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask:\x86\x01\xc2\xf3\x18\x81\x01\n" +
+	"\rask.cancelled\x122An ask was withdrawn before the owner answered it.\x1a#toolmesh.owner.v1.AskEventArguments\"\rowner_get_ask*\bagent_id\"Q\n" +
+	"\x11AskEventArguments\x12<\n" +
+	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\"\x8f\x02\n" +
 	"\n" +
 	"AskRequest\x12-\n" +
 	"\bquestion\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xd0\x0fR\bquestion\x121\n" +
@@ -2372,110 +2697,119 @@ func file_toolmesh_owner_v1_owner_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_owner_v1_owner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_owner_v1_owner_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_toolmesh_owner_v1_owner_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_toolmesh_owner_v1_owner_proto_goTypes = []any{
 	(AskStatus)(0),                   // 0: toolmesh.owner.v1.AskStatus
 	(NotificationLevel)(0),           // 1: toolmesh.owner.v1.NotificationLevel
 	(DeliveryStatus)(0),              // 2: toolmesh.owner.v1.DeliveryStatus
 	(ChannelKind)(0),                 // 3: toolmesh.owner.v1.ChannelKind
 	(*Ask)(nil),                      // 4: toolmesh.owner.v1.Ask
-	(*AskRequest)(nil),               // 5: toolmesh.owner.v1.AskRequest
-	(*AskResponse)(nil),              // 6: toolmesh.owner.v1.AskResponse
-	(*GetAskRequest)(nil),            // 7: toolmesh.owner.v1.GetAskRequest
-	(*GetAskResponse)(nil),           // 8: toolmesh.owner.v1.GetAskResponse
-	(*ListAsksRequest)(nil),          // 9: toolmesh.owner.v1.ListAsksRequest
-	(*ListAsksResponse)(nil),         // 10: toolmesh.owner.v1.ListAsksResponse
-	(*AnswerRequest)(nil),            // 11: toolmesh.owner.v1.AnswerRequest
-	(*AnswerResponse)(nil),           // 12: toolmesh.owner.v1.AnswerResponse
-	(*CancelAskRequest)(nil),         // 13: toolmesh.owner.v1.CancelAskRequest
-	(*CancelAskResponse)(nil),        // 14: toolmesh.owner.v1.CancelAskResponse
-	(*ExtendAskRequest)(nil),         // 15: toolmesh.owner.v1.ExtendAskRequest
-	(*ExtendAskResponse)(nil),        // 16: toolmesh.owner.v1.ExtendAskResponse
-	(*RecordAskOutcomeRequest)(nil),  // 17: toolmesh.owner.v1.RecordAskOutcomeRequest
-	(*RecordAskOutcomeResponse)(nil), // 18: toolmesh.owner.v1.RecordAskOutcomeResponse
-	(*NotifyRequest)(nil),            // 19: toolmesh.owner.v1.NotifyRequest
-	(*Delivery)(nil),                 // 20: toolmesh.owner.v1.Delivery
-	(*NotifyResponse)(nil),           // 21: toolmesh.owner.v1.NotifyResponse
-	(*WebhookPayload)(nil),           // 22: toolmesh.owner.v1.WebhookPayload
-	(*Channel)(nil),                  // 23: toolmesh.owner.v1.Channel
-	(*CreateChannelRequest)(nil),     // 24: toolmesh.owner.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),    // 25: toolmesh.owner.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),        // 26: toolmesh.owner.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),       // 27: toolmesh.owner.v1.GetChannelResponse
-	(*ListChannelsRequest)(nil),      // 28: toolmesh.owner.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),     // 29: toolmesh.owner.v1.ListChannelsResponse
-	(*UpdateChannelRequest)(nil),     // 30: toolmesh.owner.v1.UpdateChannelRequest
-	(*UpdateChannelResponse)(nil),    // 31: toolmesh.owner.v1.UpdateChannelResponse
-	(*DeleteChannelRequest)(nil),     // 32: toolmesh.owner.v1.DeleteChannelRequest
-	(*DeleteChannelResponse)(nil),    // 33: toolmesh.owner.v1.DeleteChannelResponse
-	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
-	(*v1.Page)(nil),                  // 35: toolmesh.page.v1.Page
+	(*AskEventCreated)(nil),          // 5: toolmesh.owner.v1.AskEventCreated
+	(*AskEventAnswered)(nil),         // 6: toolmesh.owner.v1.AskEventAnswered
+	(*AskEventExpired)(nil),          // 7: toolmesh.owner.v1.AskEventExpired
+	(*AskEventCancelled)(nil),        // 8: toolmesh.owner.v1.AskEventCancelled
+	(*AskEventArguments)(nil),        // 9: toolmesh.owner.v1.AskEventArguments
+	(*AskRequest)(nil),               // 10: toolmesh.owner.v1.AskRequest
+	(*AskResponse)(nil),              // 11: toolmesh.owner.v1.AskResponse
+	(*GetAskRequest)(nil),            // 12: toolmesh.owner.v1.GetAskRequest
+	(*GetAskResponse)(nil),           // 13: toolmesh.owner.v1.GetAskResponse
+	(*ListAsksRequest)(nil),          // 14: toolmesh.owner.v1.ListAsksRequest
+	(*ListAsksResponse)(nil),         // 15: toolmesh.owner.v1.ListAsksResponse
+	(*AnswerRequest)(nil),            // 16: toolmesh.owner.v1.AnswerRequest
+	(*AnswerResponse)(nil),           // 17: toolmesh.owner.v1.AnswerResponse
+	(*CancelAskRequest)(nil),         // 18: toolmesh.owner.v1.CancelAskRequest
+	(*CancelAskResponse)(nil),        // 19: toolmesh.owner.v1.CancelAskResponse
+	(*ExtendAskRequest)(nil),         // 20: toolmesh.owner.v1.ExtendAskRequest
+	(*ExtendAskResponse)(nil),        // 21: toolmesh.owner.v1.ExtendAskResponse
+	(*RecordAskOutcomeRequest)(nil),  // 22: toolmesh.owner.v1.RecordAskOutcomeRequest
+	(*RecordAskOutcomeResponse)(nil), // 23: toolmesh.owner.v1.RecordAskOutcomeResponse
+	(*NotifyRequest)(nil),            // 24: toolmesh.owner.v1.NotifyRequest
+	(*Delivery)(nil),                 // 25: toolmesh.owner.v1.Delivery
+	(*NotifyResponse)(nil),           // 26: toolmesh.owner.v1.NotifyResponse
+	(*WebhookPayload)(nil),           // 27: toolmesh.owner.v1.WebhookPayload
+	(*Channel)(nil),                  // 28: toolmesh.owner.v1.Channel
+	(*CreateChannelRequest)(nil),     // 29: toolmesh.owner.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),    // 30: toolmesh.owner.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),        // 31: toolmesh.owner.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),       // 32: toolmesh.owner.v1.GetChannelResponse
+	(*ListChannelsRequest)(nil),      // 33: toolmesh.owner.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),     // 34: toolmesh.owner.v1.ListChannelsResponse
+	(*UpdateChannelRequest)(nil),     // 35: toolmesh.owner.v1.UpdateChannelRequest
+	(*UpdateChannelResponse)(nil),    // 36: toolmesh.owner.v1.UpdateChannelResponse
+	(*DeleteChannelRequest)(nil),     // 37: toolmesh.owner.v1.DeleteChannelRequest
+	(*DeleteChannelResponse)(nil),    // 38: toolmesh.owner.v1.DeleteChannelResponse
+	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
+	(*v1.Page)(nil),                  // 40: toolmesh.page.v1.Page
 }
 var file_toolmesh_owner_v1_owner_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.owner.v1.Ask.status:type_name -> toolmesh.owner.v1.AskStatus
-	34, // 1: toolmesh.owner.v1.Ask.create_time:type_name -> google.protobuf.Timestamp
-	34, // 2: toolmesh.owner.v1.Ask.expire_time:type_name -> google.protobuf.Timestamp
-	34, // 3: toolmesh.owner.v1.Ask.resolve_time:type_name -> google.protobuf.Timestamp
-	4,  // 4: toolmesh.owner.v1.AskResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	4,  // 5: toolmesh.owner.v1.GetAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	0,  // 6: toolmesh.owner.v1.ListAsksRequest.status:type_name -> toolmesh.owner.v1.AskStatus
-	4,  // 7: toolmesh.owner.v1.ListAsksResponse.asks:type_name -> toolmesh.owner.v1.Ask
-	35, // 8: toolmesh.owner.v1.ListAsksResponse.page:type_name -> toolmesh.page.v1.Page
-	4,  // 9: toolmesh.owner.v1.AnswerResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	4,  // 10: toolmesh.owner.v1.CancelAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	4,  // 11: toolmesh.owner.v1.ExtendAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	0,  // 12: toolmesh.owner.v1.RecordAskOutcomeRequest.status:type_name -> toolmesh.owner.v1.AskStatus
-	34, // 13: toolmesh.owner.v1.RecordAskOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
-	4,  // 14: toolmesh.owner.v1.RecordAskOutcomeResponse.ask:type_name -> toolmesh.owner.v1.Ask
-	1,  // 15: toolmesh.owner.v1.NotifyRequest.level:type_name -> toolmesh.owner.v1.NotificationLevel
-	2,  // 16: toolmesh.owner.v1.Delivery.status:type_name -> toolmesh.owner.v1.DeliveryStatus
-	20, // 17: toolmesh.owner.v1.NotifyResponse.deliveries:type_name -> toolmesh.owner.v1.Delivery
-	1,  // 18: toolmesh.owner.v1.WebhookPayload.level:type_name -> toolmesh.owner.v1.NotificationLevel
-	34, // 19: toolmesh.owner.v1.WebhookPayload.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 20: toolmesh.owner.v1.Channel.kind:type_name -> toolmesh.owner.v1.ChannelKind
-	1,  // 21: toolmesh.owner.v1.Channel.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	34, // 22: toolmesh.owner.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
-	34, // 23: toolmesh.owner.v1.Channel.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 24: toolmesh.owner.v1.CreateChannelRequest.kind:type_name -> toolmesh.owner.v1.ChannelKind
-	1,  // 25: toolmesh.owner.v1.CreateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	23, // 26: toolmesh.owner.v1.CreateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	23, // 27: toolmesh.owner.v1.GetChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	23, // 28: toolmesh.owner.v1.ListChannelsResponse.channels:type_name -> toolmesh.owner.v1.Channel
-	35, // 29: toolmesh.owner.v1.ListChannelsResponse.page:type_name -> toolmesh.page.v1.Page
-	1,  // 30: toolmesh.owner.v1.UpdateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
-	23, // 31: toolmesh.owner.v1.UpdateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	23, // 32: toolmesh.owner.v1.DeleteChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
-	5,  // 33: toolmesh.owner.v1.OwnerService.Ask:input_type -> toolmesh.owner.v1.AskRequest
-	7,  // 34: toolmesh.owner.v1.OwnerService.GetAsk:input_type -> toolmesh.owner.v1.GetAskRequest
-	9,  // 35: toolmesh.owner.v1.OwnerService.ListAsks:input_type -> toolmesh.owner.v1.ListAsksRequest
-	11, // 36: toolmesh.owner.v1.OwnerService.Answer:input_type -> toolmesh.owner.v1.AnswerRequest
-	13, // 37: toolmesh.owner.v1.OwnerService.CancelAsk:input_type -> toolmesh.owner.v1.CancelAskRequest
-	15, // 38: toolmesh.owner.v1.OwnerService.ExtendAsk:input_type -> toolmesh.owner.v1.ExtendAskRequest
-	17, // 39: toolmesh.owner.v1.OwnerService.RecordAskOutcome:input_type -> toolmesh.owner.v1.RecordAskOutcomeRequest
-	19, // 40: toolmesh.owner.v1.OwnerService.Notify:input_type -> toolmesh.owner.v1.NotifyRequest
-	24, // 41: toolmesh.owner.v1.OwnerService.CreateChannel:input_type -> toolmesh.owner.v1.CreateChannelRequest
-	26, // 42: toolmesh.owner.v1.OwnerService.GetChannel:input_type -> toolmesh.owner.v1.GetChannelRequest
-	28, // 43: toolmesh.owner.v1.OwnerService.ListChannels:input_type -> toolmesh.owner.v1.ListChannelsRequest
-	30, // 44: toolmesh.owner.v1.OwnerService.UpdateChannel:input_type -> toolmesh.owner.v1.UpdateChannelRequest
-	32, // 45: toolmesh.owner.v1.OwnerService.DeleteChannel:input_type -> toolmesh.owner.v1.DeleteChannelRequest
-	6,  // 46: toolmesh.owner.v1.OwnerService.Ask:output_type -> toolmesh.owner.v1.AskResponse
-	8,  // 47: toolmesh.owner.v1.OwnerService.GetAsk:output_type -> toolmesh.owner.v1.GetAskResponse
-	10, // 48: toolmesh.owner.v1.OwnerService.ListAsks:output_type -> toolmesh.owner.v1.ListAsksResponse
-	12, // 49: toolmesh.owner.v1.OwnerService.Answer:output_type -> toolmesh.owner.v1.AnswerResponse
-	14, // 50: toolmesh.owner.v1.OwnerService.CancelAsk:output_type -> toolmesh.owner.v1.CancelAskResponse
-	16, // 51: toolmesh.owner.v1.OwnerService.ExtendAsk:output_type -> toolmesh.owner.v1.ExtendAskResponse
-	18, // 52: toolmesh.owner.v1.OwnerService.RecordAskOutcome:output_type -> toolmesh.owner.v1.RecordAskOutcomeResponse
-	21, // 53: toolmesh.owner.v1.OwnerService.Notify:output_type -> toolmesh.owner.v1.NotifyResponse
-	25, // 54: toolmesh.owner.v1.OwnerService.CreateChannel:output_type -> toolmesh.owner.v1.CreateChannelResponse
-	27, // 55: toolmesh.owner.v1.OwnerService.GetChannel:output_type -> toolmesh.owner.v1.GetChannelResponse
-	29, // 56: toolmesh.owner.v1.OwnerService.ListChannels:output_type -> toolmesh.owner.v1.ListChannelsResponse
-	31, // 57: toolmesh.owner.v1.OwnerService.UpdateChannel:output_type -> toolmesh.owner.v1.UpdateChannelResponse
-	33, // 58: toolmesh.owner.v1.OwnerService.DeleteChannel:output_type -> toolmesh.owner.v1.DeleteChannelResponse
-	46, // [46:59] is the sub-list for method output_type
-	33, // [33:46] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	39, // 1: toolmesh.owner.v1.Ask.create_time:type_name -> google.protobuf.Timestamp
+	39, // 2: toolmesh.owner.v1.Ask.expire_time:type_name -> google.protobuf.Timestamp
+	39, // 3: toolmesh.owner.v1.Ask.resolve_time:type_name -> google.protobuf.Timestamp
+	4,  // 4: toolmesh.owner.v1.AskEventCreated.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 5: toolmesh.owner.v1.AskEventAnswered.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 6: toolmesh.owner.v1.AskEventExpired.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 7: toolmesh.owner.v1.AskEventCancelled.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 8: toolmesh.owner.v1.AskResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 9: toolmesh.owner.v1.GetAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	0,  // 10: toolmesh.owner.v1.ListAsksRequest.status:type_name -> toolmesh.owner.v1.AskStatus
+	4,  // 11: toolmesh.owner.v1.ListAsksResponse.asks:type_name -> toolmesh.owner.v1.Ask
+	40, // 12: toolmesh.owner.v1.ListAsksResponse.page:type_name -> toolmesh.page.v1.Page
+	4,  // 13: toolmesh.owner.v1.AnswerResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 14: toolmesh.owner.v1.CancelAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	4,  // 15: toolmesh.owner.v1.ExtendAskResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	0,  // 16: toolmesh.owner.v1.RecordAskOutcomeRequest.status:type_name -> toolmesh.owner.v1.AskStatus
+	39, // 17: toolmesh.owner.v1.RecordAskOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	4,  // 18: toolmesh.owner.v1.RecordAskOutcomeResponse.ask:type_name -> toolmesh.owner.v1.Ask
+	1,  // 19: toolmesh.owner.v1.NotifyRequest.level:type_name -> toolmesh.owner.v1.NotificationLevel
+	2,  // 20: toolmesh.owner.v1.Delivery.status:type_name -> toolmesh.owner.v1.DeliveryStatus
+	25, // 21: toolmesh.owner.v1.NotifyResponse.deliveries:type_name -> toolmesh.owner.v1.Delivery
+	1,  // 22: toolmesh.owner.v1.WebhookPayload.level:type_name -> toolmesh.owner.v1.NotificationLevel
+	39, // 23: toolmesh.owner.v1.WebhookPayload.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 24: toolmesh.owner.v1.Channel.kind:type_name -> toolmesh.owner.v1.ChannelKind
+	1,  // 25: toolmesh.owner.v1.Channel.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	39, // 26: toolmesh.owner.v1.Channel.create_time:type_name -> google.protobuf.Timestamp
+	39, // 27: toolmesh.owner.v1.Channel.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 28: toolmesh.owner.v1.CreateChannelRequest.kind:type_name -> toolmesh.owner.v1.ChannelKind
+	1,  // 29: toolmesh.owner.v1.CreateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	28, // 30: toolmesh.owner.v1.CreateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	28, // 31: toolmesh.owner.v1.GetChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	28, // 32: toolmesh.owner.v1.ListChannelsResponse.channels:type_name -> toolmesh.owner.v1.Channel
+	40, // 33: toolmesh.owner.v1.ListChannelsResponse.page:type_name -> toolmesh.page.v1.Page
+	1,  // 34: toolmesh.owner.v1.UpdateChannelRequest.min_level:type_name -> toolmesh.owner.v1.NotificationLevel
+	28, // 35: toolmesh.owner.v1.UpdateChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	28, // 36: toolmesh.owner.v1.DeleteChannelResponse.channel:type_name -> toolmesh.owner.v1.Channel
+	10, // 37: toolmesh.owner.v1.OwnerService.Ask:input_type -> toolmesh.owner.v1.AskRequest
+	12, // 38: toolmesh.owner.v1.OwnerService.GetAsk:input_type -> toolmesh.owner.v1.GetAskRequest
+	14, // 39: toolmesh.owner.v1.OwnerService.ListAsks:input_type -> toolmesh.owner.v1.ListAsksRequest
+	16, // 40: toolmesh.owner.v1.OwnerService.Answer:input_type -> toolmesh.owner.v1.AnswerRequest
+	18, // 41: toolmesh.owner.v1.OwnerService.CancelAsk:input_type -> toolmesh.owner.v1.CancelAskRequest
+	20, // 42: toolmesh.owner.v1.OwnerService.ExtendAsk:input_type -> toolmesh.owner.v1.ExtendAskRequest
+	22, // 43: toolmesh.owner.v1.OwnerService.RecordAskOutcome:input_type -> toolmesh.owner.v1.RecordAskOutcomeRequest
+	24, // 44: toolmesh.owner.v1.OwnerService.Notify:input_type -> toolmesh.owner.v1.NotifyRequest
+	29, // 45: toolmesh.owner.v1.OwnerService.CreateChannel:input_type -> toolmesh.owner.v1.CreateChannelRequest
+	31, // 46: toolmesh.owner.v1.OwnerService.GetChannel:input_type -> toolmesh.owner.v1.GetChannelRequest
+	33, // 47: toolmesh.owner.v1.OwnerService.ListChannels:input_type -> toolmesh.owner.v1.ListChannelsRequest
+	35, // 48: toolmesh.owner.v1.OwnerService.UpdateChannel:input_type -> toolmesh.owner.v1.UpdateChannelRequest
+	37, // 49: toolmesh.owner.v1.OwnerService.DeleteChannel:input_type -> toolmesh.owner.v1.DeleteChannelRequest
+	11, // 50: toolmesh.owner.v1.OwnerService.Ask:output_type -> toolmesh.owner.v1.AskResponse
+	13, // 51: toolmesh.owner.v1.OwnerService.GetAsk:output_type -> toolmesh.owner.v1.GetAskResponse
+	15, // 52: toolmesh.owner.v1.OwnerService.ListAsks:output_type -> toolmesh.owner.v1.ListAsksResponse
+	17, // 53: toolmesh.owner.v1.OwnerService.Answer:output_type -> toolmesh.owner.v1.AnswerResponse
+	19, // 54: toolmesh.owner.v1.OwnerService.CancelAsk:output_type -> toolmesh.owner.v1.CancelAskResponse
+	21, // 55: toolmesh.owner.v1.OwnerService.ExtendAsk:output_type -> toolmesh.owner.v1.ExtendAskResponse
+	23, // 56: toolmesh.owner.v1.OwnerService.RecordAskOutcome:output_type -> toolmesh.owner.v1.RecordAskOutcomeResponse
+	26, // 57: toolmesh.owner.v1.OwnerService.Notify:output_type -> toolmesh.owner.v1.NotifyResponse
+	30, // 58: toolmesh.owner.v1.OwnerService.CreateChannel:output_type -> toolmesh.owner.v1.CreateChannelResponse
+	32, // 59: toolmesh.owner.v1.OwnerService.GetChannel:output_type -> toolmesh.owner.v1.GetChannelResponse
+	34, // 60: toolmesh.owner.v1.OwnerService.ListChannels:output_type -> toolmesh.owner.v1.ListChannelsResponse
+	36, // 61: toolmesh.owner.v1.OwnerService.UpdateChannel:output_type -> toolmesh.owner.v1.UpdateChannelResponse
+	38, // 62: toolmesh.owner.v1.OwnerService.DeleteChannel:output_type -> toolmesh.owner.v1.DeleteChannelResponse
+	50, // [50:63] is the sub-list for method output_type
+	37, // [37:50] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_owner_v1_owner_proto_init() }
@@ -2483,15 +2817,15 @@ func file_toolmesh_owner_v1_owner_proto_init() {
 	if File_toolmesh_owner_v1_owner_proto != nil {
 		return
 	}
-	file_toolmesh_owner_v1_owner_proto_msgTypes[1].OneofWrappers = []any{}
-	file_toolmesh_owner_v1_owner_proto_msgTypes[26].OneofWrappers = []any{}
+	file_toolmesh_owner_v1_owner_proto_msgTypes[6].OneofWrappers = []any{}
+	file_toolmesh_owner_v1_owner_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_owner_v1_owner_proto_rawDesc), len(file_toolmesh_owner_v1_owner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   30,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

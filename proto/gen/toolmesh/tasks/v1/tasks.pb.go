@@ -276,6 +276,153 @@ func (x *Task) GetProjectId() string {
 	return ""
 }
 
+// WorkTaskStatusChanged is the payload of the event
+// "work_task.status_changed".
+type WorkTaskStatusChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's id.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The agent that owns the task.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The task's project; empty when none.
+	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The status the task moved to.
+	Status TaskStatus `protobuf:"varint,4,opt,name=status,proto3,enum=toolmesh.tasks.v1.TaskStatus" json:"status,omitempty"`
+	// The status it left.
+	PreviousStatus TaskStatus `protobuf:"varint,5,opt,name=previous_status,json=previousStatus,proto3,enum=toolmesh.tasks.v1.TaskStatus" json:"previous_status,omitempty"`
+	// The task as it is after the change.
+	Task          *Task `protobuf:"bytes,6,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkTaskStatusChanged) Reset() {
+	*x = WorkTaskStatusChanged{}
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkTaskStatusChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkTaskStatusChanged) ProtoMessage() {}
+
+func (x *WorkTaskStatusChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkTaskStatusChanged.ProtoReflect.Descriptor instead.
+func (*WorkTaskStatusChanged) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkTaskStatusChanged) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *WorkTaskStatusChanged) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *WorkTaskStatusChanged) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *WorkTaskStatusChanged) GetStatus() TaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *WorkTaskStatusChanged) GetPreviousStatus() TaskStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *WorkTaskStatusChanged) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// WorkTaskEventArguments narrow a subscription to work task events.
+type WorkTaskEventArguments struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only changes to this status; any when omitted.
+	Status TaskStatus `protobuf:"varint,1,opt,name=status,proto3,enum=toolmesh.tasks.v1.TaskStatus" json:"status,omitempty"`
+	// Only tasks of this project; any when omitted.
+	ProjectId     string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkTaskEventArguments) Reset() {
+	*x = WorkTaskEventArguments{}
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkTaskEventArguments) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkTaskEventArguments) ProtoMessage() {}
+
+func (x *WorkTaskEventArguments) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkTaskEventArguments.ProtoReflect.Descriptor instead.
+func (*WorkTaskEventArguments) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkTaskEventArguments) GetStatus() TaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *WorkTaskEventArguments) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What is to be done, in plain words (1 to 4000 characters).
@@ -291,7 +438,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[1]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +450,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[1]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +463,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateRequest) GetDescription() string {
@@ -351,7 +498,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[2]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +510,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[2]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +523,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateResponse) GetTask() *Task {
@@ -396,7 +543,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[3]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +555,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[3]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +568,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRequest) GetTaskId() string {
@@ -441,7 +588,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[4]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +600,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[4]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +613,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetResponse) GetTask() *Task {
@@ -492,7 +639,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[5]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +651,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[5]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +664,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetStatus() TaskStatus {
@@ -560,7 +707,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[6]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +719,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[6]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +732,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetTasks() []*Task {
@@ -616,7 +763,7 @@ type UpdateStatusRequest struct {
 
 func (x *UpdateStatusRequest) Reset() {
 	*x = UpdateStatusRequest{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[7]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +775,7 @@ func (x *UpdateStatusRequest) String() string {
 func (*UpdateStatusRequest) ProtoMessage() {}
 
 func (x *UpdateStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[7]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +788,7 @@ func (x *UpdateStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateStatusRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateStatusRequest) GetTaskId() string {
@@ -675,7 +822,7 @@ type UpdateStatusResponse struct {
 
 func (x *UpdateStatusResponse) Reset() {
 	*x = UpdateStatusResponse{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[8]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +834,7 @@ func (x *UpdateStatusResponse) String() string {
 func (*UpdateStatusResponse) ProtoMessage() {}
 
 func (x *UpdateStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[8]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +847,7 @@ func (x *UpdateStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateStatusResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateStatusResponse) GetTask() *Task {
@@ -722,7 +869,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[9]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +881,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[9]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +894,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelRequest) GetTaskId() string {
@@ -774,7 +921,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[10]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +933,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[10]
+	mi := &file_toolmesh_tasks_v1_tasks_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +946,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelResponse) GetTask() *Task {
@@ -828,7 +975,20 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\n" +
-	" \x01(\tR\tprojectId\"\xc8\x01\n" +
+	" \x01(\tR\tprojectId\"\xc5\x03\n" +
+	"\x15WorkTaskStatusChanged\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tR\tprojectId\x125\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1d.toolmesh.tasks.v1.TaskStatusR\x06status\x12F\n" +
+	"\x0fprevious_status\x18\x05 \x01(\x0e2\x1d.toolmesh.tasks.v1.TaskStatusR\x0epreviousStatus\x12+\n" +
+	"\x04task\x18\x06 \x01(\v2\x17.toolmesh.tasks.v1.TaskR\x04task:\xac\x01\xc2\xf3\x18\xa7\x01\n" +
+	"\x18work_task.status_changed\x12LA work task moved to another status (running, completed, failed, cancelled).\x1a(toolmesh.tasks.v1.WorkTaskEventArguments\"\ttasks_get*\bagent_id\"\x96\x01\n" +
+	"\x16WorkTaskEventArguments\x12?\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1d.toolmesh.tasks.v1.TaskStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12;\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tB\x1c\xbaH\x19\xd8\x01\x01r\x142\x12^prj_[0-9a-z]{26}$R\tprojectId\"\xc8\x01\n" +
 	"\rCreateRequest\x123\n" +
 	"\vdescription\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xa0\x1fR\vdescription\x12E\n" +
 	"\bpriority\x18\x02 \x01(\x0e2\x1f.toolmesh.tasks.v1.TaskPriorityB\b\xbaH\x05\x82\x01\x02\x10\x01R\bpriority\x12;\n" +
@@ -916,53 +1076,59 @@ func file_toolmesh_tasks_v1_tasks_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tasks_v1_tasks_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_tasks_v1_tasks_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolmesh_tasks_v1_tasks_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_tasks_v1_tasks_proto_goTypes = []any{
-	(TaskStatus)(0),               // 0: toolmesh.tasks.v1.TaskStatus
-	(TaskPriority)(0),             // 1: toolmesh.tasks.v1.TaskPriority
-	(*Task)(nil),                  // 2: toolmesh.tasks.v1.Task
-	(*CreateRequest)(nil),         // 3: toolmesh.tasks.v1.CreateRequest
-	(*CreateResponse)(nil),        // 4: toolmesh.tasks.v1.CreateResponse
-	(*GetRequest)(nil),            // 5: toolmesh.tasks.v1.GetRequest
-	(*GetResponse)(nil),           // 6: toolmesh.tasks.v1.GetResponse
-	(*ListRequest)(nil),           // 7: toolmesh.tasks.v1.ListRequest
-	(*ListResponse)(nil),          // 8: toolmesh.tasks.v1.ListResponse
-	(*UpdateStatusRequest)(nil),   // 9: toolmesh.tasks.v1.UpdateStatusRequest
-	(*UpdateStatusResponse)(nil),  // 10: toolmesh.tasks.v1.UpdateStatusResponse
-	(*CancelRequest)(nil),         // 11: toolmesh.tasks.v1.CancelRequest
-	(*CancelResponse)(nil),        // 12: toolmesh.tasks.v1.CancelResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 14: toolmesh.page.v1.Page
+	(TaskStatus)(0),                // 0: toolmesh.tasks.v1.TaskStatus
+	(TaskPriority)(0),              // 1: toolmesh.tasks.v1.TaskPriority
+	(*Task)(nil),                   // 2: toolmesh.tasks.v1.Task
+	(*WorkTaskStatusChanged)(nil),  // 3: toolmesh.tasks.v1.WorkTaskStatusChanged
+	(*WorkTaskEventArguments)(nil), // 4: toolmesh.tasks.v1.WorkTaskEventArguments
+	(*CreateRequest)(nil),          // 5: toolmesh.tasks.v1.CreateRequest
+	(*CreateResponse)(nil),         // 6: toolmesh.tasks.v1.CreateResponse
+	(*GetRequest)(nil),             // 7: toolmesh.tasks.v1.GetRequest
+	(*GetResponse)(nil),            // 8: toolmesh.tasks.v1.GetResponse
+	(*ListRequest)(nil),            // 9: toolmesh.tasks.v1.ListRequest
+	(*ListResponse)(nil),           // 10: toolmesh.tasks.v1.ListResponse
+	(*UpdateStatusRequest)(nil),    // 11: toolmesh.tasks.v1.UpdateStatusRequest
+	(*UpdateStatusResponse)(nil),   // 12: toolmesh.tasks.v1.UpdateStatusResponse
+	(*CancelRequest)(nil),          // 13: toolmesh.tasks.v1.CancelRequest
+	(*CancelResponse)(nil),         // 14: toolmesh.tasks.v1.CancelResponse
+	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*v1.Page)(nil),                // 16: toolmesh.page.v1.Page
 }
 var file_toolmesh_tasks_v1_tasks_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tasks.v1.Task.status:type_name -> toolmesh.tasks.v1.TaskStatus
 	1,  // 1: toolmesh.tasks.v1.Task.priority:type_name -> toolmesh.tasks.v1.TaskPriority
-	13, // 2: toolmesh.tasks.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	13, // 3: toolmesh.tasks.v1.Task.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 4: toolmesh.tasks.v1.CreateRequest.priority:type_name -> toolmesh.tasks.v1.TaskPriority
-	2,  // 5: toolmesh.tasks.v1.CreateResponse.task:type_name -> toolmesh.tasks.v1.Task
-	2,  // 6: toolmesh.tasks.v1.GetResponse.task:type_name -> toolmesh.tasks.v1.Task
-	0,  // 7: toolmesh.tasks.v1.ListRequest.status:type_name -> toolmesh.tasks.v1.TaskStatus
-	2,  // 8: toolmesh.tasks.v1.ListResponse.tasks:type_name -> toolmesh.tasks.v1.Task
-	14, // 9: toolmesh.tasks.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
-	0,  // 10: toolmesh.tasks.v1.UpdateStatusRequest.status:type_name -> toolmesh.tasks.v1.TaskStatus
-	2,  // 11: toolmesh.tasks.v1.UpdateStatusResponse.task:type_name -> toolmesh.tasks.v1.Task
-	2,  // 12: toolmesh.tasks.v1.CancelResponse.task:type_name -> toolmesh.tasks.v1.Task
-	3,  // 13: toolmesh.tasks.v1.TasksService.Create:input_type -> toolmesh.tasks.v1.CreateRequest
-	5,  // 14: toolmesh.tasks.v1.TasksService.Get:input_type -> toolmesh.tasks.v1.GetRequest
-	7,  // 15: toolmesh.tasks.v1.TasksService.List:input_type -> toolmesh.tasks.v1.ListRequest
-	9,  // 16: toolmesh.tasks.v1.TasksService.UpdateStatus:input_type -> toolmesh.tasks.v1.UpdateStatusRequest
-	11, // 17: toolmesh.tasks.v1.TasksService.Cancel:input_type -> toolmesh.tasks.v1.CancelRequest
-	4,  // 18: toolmesh.tasks.v1.TasksService.Create:output_type -> toolmesh.tasks.v1.CreateResponse
-	6,  // 19: toolmesh.tasks.v1.TasksService.Get:output_type -> toolmesh.tasks.v1.GetResponse
-	8,  // 20: toolmesh.tasks.v1.TasksService.List:output_type -> toolmesh.tasks.v1.ListResponse
-	10, // 21: toolmesh.tasks.v1.TasksService.UpdateStatus:output_type -> toolmesh.tasks.v1.UpdateStatusResponse
-	12, // 22: toolmesh.tasks.v1.TasksService.Cancel:output_type -> toolmesh.tasks.v1.CancelResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 2: toolmesh.tasks.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	15, // 3: toolmesh.tasks.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 4: toolmesh.tasks.v1.WorkTaskStatusChanged.status:type_name -> toolmesh.tasks.v1.TaskStatus
+	0,  // 5: toolmesh.tasks.v1.WorkTaskStatusChanged.previous_status:type_name -> toolmesh.tasks.v1.TaskStatus
+	2,  // 6: toolmesh.tasks.v1.WorkTaskStatusChanged.task:type_name -> toolmesh.tasks.v1.Task
+	0,  // 7: toolmesh.tasks.v1.WorkTaskEventArguments.status:type_name -> toolmesh.tasks.v1.TaskStatus
+	1,  // 8: toolmesh.tasks.v1.CreateRequest.priority:type_name -> toolmesh.tasks.v1.TaskPriority
+	2,  // 9: toolmesh.tasks.v1.CreateResponse.task:type_name -> toolmesh.tasks.v1.Task
+	2,  // 10: toolmesh.tasks.v1.GetResponse.task:type_name -> toolmesh.tasks.v1.Task
+	0,  // 11: toolmesh.tasks.v1.ListRequest.status:type_name -> toolmesh.tasks.v1.TaskStatus
+	2,  // 12: toolmesh.tasks.v1.ListResponse.tasks:type_name -> toolmesh.tasks.v1.Task
+	16, // 13: toolmesh.tasks.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	0,  // 14: toolmesh.tasks.v1.UpdateStatusRequest.status:type_name -> toolmesh.tasks.v1.TaskStatus
+	2,  // 15: toolmesh.tasks.v1.UpdateStatusResponse.task:type_name -> toolmesh.tasks.v1.Task
+	2,  // 16: toolmesh.tasks.v1.CancelResponse.task:type_name -> toolmesh.tasks.v1.Task
+	5,  // 17: toolmesh.tasks.v1.TasksService.Create:input_type -> toolmesh.tasks.v1.CreateRequest
+	7,  // 18: toolmesh.tasks.v1.TasksService.Get:input_type -> toolmesh.tasks.v1.GetRequest
+	9,  // 19: toolmesh.tasks.v1.TasksService.List:input_type -> toolmesh.tasks.v1.ListRequest
+	11, // 20: toolmesh.tasks.v1.TasksService.UpdateStatus:input_type -> toolmesh.tasks.v1.UpdateStatusRequest
+	13, // 21: toolmesh.tasks.v1.TasksService.Cancel:input_type -> toolmesh.tasks.v1.CancelRequest
+	6,  // 22: toolmesh.tasks.v1.TasksService.Create:output_type -> toolmesh.tasks.v1.CreateResponse
+	8,  // 23: toolmesh.tasks.v1.TasksService.Get:output_type -> toolmesh.tasks.v1.GetResponse
+	10, // 24: toolmesh.tasks.v1.TasksService.List:output_type -> toolmesh.tasks.v1.ListResponse
+	12, // 25: toolmesh.tasks.v1.TasksService.UpdateStatus:output_type -> toolmesh.tasks.v1.UpdateStatusResponse
+	14, // 26: toolmesh.tasks.v1.TasksService.Cancel:output_type -> toolmesh.tasks.v1.CancelResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tasks_v1_tasks_proto_init() }
@@ -976,7 +1142,7 @@ func file_toolmesh_tasks_v1_tasks_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tasks_v1_tasks_proto_rawDesc), len(file_toolmesh_tasks_v1_tasks_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1452,7 +1452,116 @@ func (x *OnBehalfOf) GetDepthField() string {
 	return ""
 }
 
+// Event declares the message carrying it as the payload of an MCP event
+// type (the io.modelcontextprotocol/events extension): a change of the
+// domain's state that clients may poll for or have sent to a webhook. The
+// domain writes the event in the transaction of the change (its outbox,
+// internal/outbox); the event log (the eventlog domain) keeps it. The
+// edge lists the type in events/list, with the payload's and the
+// arguments' JSON schemas, to callers who may call tool through their
+// toolset selection, and checks that again at every poll and delivery.
+//
+// A caller sees the events about its own agent (the payload's
+// agent_field); the owner sees every agent's. A subscription's arguments
+// narrow what it sees: each argument given must equal the payload's field
+// of the same name.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event type's name, unique across the mesh: lower case words with
+	// dots and underscores, e.g. "ask.answered". A breaking change of the
+	// payload takes a new name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What happened, for the model and the person reading events/list.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The fully-qualified name of the message of the subscription
+	// arguments, e.g. "toolmesh.owner.v1.AskEventArguments": each of its
+	// fields (scalars and enums, with protovalidate rules) has a field of
+	// the same name and type in the payload.
+	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The READ tool whose grants and toolset decide who may see the events,
+	// e.g. "owner_get_ask".
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The payload's string field naming the agent the event is about, e.g.
+	// "agent_id".
+	AgentField    string `protobuf:"bytes,5,opt,name=agent_field,json=agentField,proto3" json:"agent_field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Event) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Event) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Event) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *Event) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Event) GetAgentField() string {
+	if x != nil {
+		return x.AgentField
+	}
+	return ""
+}
+
 var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
+	{
+		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
+		ExtensionType: (*Event)(nil),
+		Field:         51000,
+		Name:          "toolmesh.tool.v1.event",
+		Tag:           "bytes,51000,opt,name=event",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
 		ExtensionType: (*Tool)(nil),
@@ -1479,12 +1588,20 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 	},
 }
 
+// Extension fields to descriptorpb.MessageOptions.
+var (
+	// This message is the payload of an MCP event type.
+	//
+	// optional toolmesh.tool.v1.Event event = 51000;
+	E_Event = &file_toolmesh_tool_v1_tool_proto_extTypes[0]
+)
+
 // Extension fields to descriptorpb.MethodOptions.
 var (
 	// How this RPC appears as an MCP tool.
 	//
 	// optional toolmesh.tool.v1.Tool tool = 51000;
-	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[0]
+	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
 )
 
 // Extension fields to descriptorpb.FieldOptions.
@@ -1501,7 +1618,7 @@ var (
 	// against the tool's output schema. The tool's description says so.
 	//
 	// optional bool untrusted = 51000;
-	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
+	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
 )
 
 // Extension fields to descriptorpb.ServiceOptions.
@@ -1509,7 +1626,7 @@ var (
 	// The toolset of this service's tools.
 	//
 	// optional toolmesh.tool.v1.Toolset toolset = 51000;
-	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
 )
 
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
@@ -1619,7 +1736,14 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"item_field\x18\x04 \x01(\tR\titemField\x12'\n" +
 	"\x0frecipient_field\x18\x05 \x01(\tR\x0erecipientField\x12\x1f\n" +
 	"\vdepth_field\x18\x06 \x01(\tR\n" +
-	"depthField*K\n" +
+	"depthField\"\x90\x01\n" +
+	"\x05Event\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vagent_field\x18\x05 \x01(\tR\n" +
+	"agentField*K\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0e\n" +
@@ -1642,7 +1766,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x18PROMPT_EMBED_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PROMPT_EMBED_LIST\x10\x01\x12\x14\n" +
 	"\x10PROMPT_EMBED_ONE\x10\x02\x12\x18\n" +
-	"\x14PROMPT_EMBED_CONTENT\x10\x03:L\n" +
+	"\x14PROMPT_EMBED_CONTENT\x10\x03:P\n" +
+	"\x05event\x12\x1f.google.protobuf.MessageOptions\x18\xb8\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.EventR\x05event:L\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:=\n" +
 	"\tuntrusted\x12\x1d.google.protobuf.FieldOptions\x18\xb8\x8e\x03 \x01(\bR\tuntrusted:V\n" +
 	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
@@ -1660,7 +1785,7 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
 	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
@@ -1678,9 +1803,11 @@ var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(*PromptChoice)(nil),                // 13: toolmesh.tool.v1.PromptChoice
 	(*PromptCompletion)(nil),            // 14: toolmesh.tool.v1.PromptCompletion
 	(*OnBehalfOf)(nil),                  // 15: toolmesh.tool.v1.OnBehalfOf
-	(*descriptorpb.MethodOptions)(nil),  // 16: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),   // 17: google.protobuf.FieldOptions
-	(*descriptorpb.ServiceOptions)(nil), // 18: google.protobuf.ServiceOptions
+	(*Event)(nil),                       // 16: toolmesh.tool.v1.Event
+	(*descriptorpb.MessageOptions)(nil), // 17: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),  // 18: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 19: google.protobuf.FieldOptions
+	(*descriptorpb.ServiceOptions)(nil), // 20: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
@@ -1697,15 +1824,17 @@ var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	3,  // 11: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
 	13, // 12: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
 	14, // 13: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	16, // 14: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	17, // 15: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
-	18, // 16: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	4,  // 17: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	6,  // 18: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	17, // [17:19] is the sub-list for extension type_name
-	14, // [14:17] is the sub-list for extension extendee
+	17, // 14: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
+	18, // 15: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	19, // 16: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	20, // 17: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	16, // 18: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	4,  // 19: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	6,  // 20: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	18, // [18:21] is the sub-list for extension type_name
+	14, // [14:18] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
 }
 
@@ -1720,8 +1849,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
-			NumExtensions: 3,
+			NumMessages:   13,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+	"github.com/toolmesh/toolmesh/internal/outbox"
+	"github.com/toolmesh/toolmesh/internal/server"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1/outboxv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
+	"github.com/toolmesh/toolmesh/services/eventlog"
+	"github.com/toolmesh/toolmesh/services/eventlog/eventlogstore"
+)
+
+// outboxDomains are the domains that declare events, by the service at
+// whose address each serves its outbox: the event log pulls them.
+var outboxDomains = map[string]string{
+	"owner": ownerv1connect.OwnerServiceName,
+	"tasks": tasksv1connect.TasksServiceName,
+}
+
+// eventlogPruneInterval is how often events past the retention are removed.
+const eventlogPruneInterval = time.Hour
+
+// eventlogOptions binds the event log's options: the mesh key its relay
+// signs its pulls of the domains' outboxes with, and the log's retention.
+func eventlogOptions(s *config.Set) buildFunc {
+	var keyPath string
+	var retention, pollInterval time.Duration
+	bindMeshKey(s, &keyPath, "mesh private key file that signs the relay's pulls of the domains' outboxes")
+	s.Duration(&retention, eventlog.DefaultRetention, config.Opt{Flag: "retention", Env: "TOOLMESH_EVENTLOG_RETENTION",
+		Usage: "how long the event log keeps an event; a poll from a cursor older than that answers truncated"})
+	s.Duration(&pollInterval, eventlog.DefaultPollInterval, config.Opt{Flag: "poll-interval", Env: "TOOLMESH_EVENTLOG_POLL_INTERVAL",
+		Usage: "the nextPollMs a poll that read everything suggests (clients wait at least 1s)"})
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+		if retention < time.Minute {
+			return nil, fmt.Errorf("--retention (TOOLMESH_EVENTLOG_RETENTION) must be at least 1m, got %s", retention)
+		}
+		key, err := readMeshKey(orDataFile(keyPath, deps.DataDir, meshKeyFile))
+		if err != nil {
+			return nil, err
+		}
+		signer, err := mesh.NewSigner(key, "toolmesh-eventlog")
+		if err != nil {
+			return nil, err
+		}
+		st, err := eventlogstore.Open(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		types, err := toolcatalog.EventTypes(contracts())
+		if err != nil {
+			return nil, err
+		}
+		svc, err := eventlog.New(st, eventlog.Config{Types: types, Retention: retention, PollInterval: pollInterval, Log: deps.Log})
+		if err != nil {
+			return nil, err
+		}
+		clients := meshclient.Config{Signer: signer, Timeout: 10 * time.Second}
+		sources := eventlog.Sources{}
+		for domain, name := range outboxDomains {
+			if url := deps.Services[name]; url != "" {
+				sources[domain] = meshclient.New(clients, outboxv1connect.NewOutboxServiceClient, url)
+			}
+		}
+		self := mesh.Caller{Subject: "toolmesh-eventlog", Agent: "toolmesh-eventlog", Roles: []string{mesh.RoleService}}
+		deps.runBeside(ctx, func(ctx context.Context) { svc.RunRelay(ctx, sources, self, eventlog.DefaultRelayInterval) })
+		deps.runBeside(ctx, func(ctx context.Context) { svc.RunPrune(ctx, eventlogPruneInterval) })
+		return []server.Service{svc.Registration()}, nil
+	}
+}
+
+// outboxService serves a domain's outbox on db beside its own service.
+func outboxService(db *sqldb.DB) server.Service { return outbox.NewService(db).Registration() }
