@@ -31,9 +31,16 @@ const (
 	versionExtension = "extension"
 )
 
-// extensionPrefix picks the extension scenarios the lane runs: the MCP
-// Tasks extension's (the suite's other extensions are out of its scope).
-const extensionPrefix = "tasks-"
+// extensionPrefixes pick the extension scenarios the lane runs, by name:
+// the MCP Tasks extension's and the Skills extension's (SEP-2640, in no
+// requirements list of the suite); the suite's other extensions are out of
+// its scope.
+var extensionPrefixes = []string{"tasks-", "sep-2640-"}
+
+// runsExtension reports whether the lane runs the extension scenario name.
+func runsExtension(name string) bool {
+	return slices.ContainsFunc(extensionPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
 
 // scenarioTimeout bounds one scenario (the suite's own --timeout), and
 // suiteTimeout one process of the suite.
@@ -141,7 +148,7 @@ func listRuns() ([]run, error) {
 				runs = append(runs, run{sm[1], v})
 			}
 		}
-		if slices.Contains(versions, versionExtension) && strings.HasPrefix(sm[1], extensionPrefix) {
+		if slices.Contains(versions, versionExtension) && runsExtension(sm[1]) {
 			runs = append(runs, run{sm[1], versionExtension})
 		}
 	}

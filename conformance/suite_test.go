@@ -13,8 +13,9 @@
 // fixture tools, resources and prompts the suite calls by name — and starts
 // it with `toolmesh up` on a free port offset. It then runs every server
 // scenario the suite lists for 2025-11-25 (the session protocol) and
-// 2026-07-28 (the stateless protocol), and the tasks extension's scenarios
-// (tasks-*, on the stateless protocol), reads every check the suite wrote,
+// 2026-07-28 (the stateless protocol), and the Tasks and Skills extensions'
+// scenarios (tasks-*, sep-2640-*, on the stateless protocol, by name: the
+// skills scenarios are in no requirements list), reads every check the suite wrote,
 // and fails on any failed check of a scenario that expected-failures.yaml
 // does not list — and on any scenario it lists that passes (the entry is
 // stale and must go).

@@ -57,10 +57,11 @@ type skill struct {
 	files   []skillBlob
 }
 
-// skillBlob is one file of a skill.
+// skillBlob is one file of a skill; a SKILL.md's resource is named and
+// described as its frontmatter says.
 type skillBlob struct {
-	uri, name string
-	b         []byte
+	uri, name, description string
+	b                      []byte
 }
 
 // skillEntry is a Skill of skills/list and skills/get.
@@ -147,16 +148,17 @@ func (d *Door) loadSkill(dir, toolset, name string) (*skill, error) {
 			return err
 		}
 		rel := strings.TrimPrefix(p, dir+"/")
+		blob := skillBlob{uri: base + rel, name: name + "/" + rel, b: b}
 		if rel == skillFile {
 			if s.entry.Frontmatter, err = frontmatter(b, name); err != nil {
 				return err
 			}
+			blob.name, blob.description = name, s.entry.Frontmatter["description"].(string)
 		}
 		total += len(b)
 		sum := sha256.Sum256(b)
-		uri := base + rel
-		s.entry.Resources = append(s.entry.Resources, skillResource{URI: uri, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: len(b)})
-		s.files = append(s.files, skillBlob{uri, name + "/" + rel, b})
+		s.entry.Resources = append(s.entry.Resources, skillResource{URI: blob.uri, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: len(b)})
+		s.files = append(s.files, blob)
 		return nil
 	})
 	switch {
@@ -192,14 +194,15 @@ func frontmatter(b []byte, dirName string) (map[string]any, error) {
 }
 
 // addSkillResource serves one file of a skill as a resource.
-func (d *Door) addSkillResource(uri, name string, b []byte) {
+func (d *Door) addSkillResource(f skillBlob) {
+	uri, b := f.uri, f.b
 	mt := "text/markdown"
 	if path.Base(uri) != skillFile {
 		if mt = mime.TypeByExtension(path.Ext(uri)); mt == "" {
 			mt = "application/octet-stream"
 		}
 	}
-	d.server.AddResource(&mcp.Resource{URI: uri, Name: name, MIMEType: mt, Size: int64(len(b))},
+	d.server.AddResource(&mcp.Resource{URI: uri, Name: f.name, Description: f.description, MIMEType: mt, Size: int64(len(b))},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			c := &mcp.ResourceContents{URI: uri, MIMEType: mt}
 			if strings.HasPrefix(mt, "text/") && utf8.Valid(b) {
@@ -220,7 +223,7 @@ func (d *Door) addSkills() error {
 	}
 	for _, s := range d.skills {
 		for _, f := range s.files {
-			d.addSkillResource(f.uri, f.name, f.b)
+			d.addSkillResource(f)
 		}
 	}
 	unreachable := func(context.Context, *mcp.ServerSession, *skillParams) (*skillsGetResult, error) {
