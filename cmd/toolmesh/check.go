@@ -18,7 +18,7 @@ import (
 )
 
 // checkedDomains are the domains whose databases `toolmesh check` reads.
-var checkedDomains = []string{"audit", "credits", "memory", "messages", "owner", "remoteagents", "tasks", "workflows"}
+var checkedDomains = []string{"audit", "credits", "eventlog", "memory", "messages", "owner", "remoteagents", "tasks", "workflows"}
 
 // checkConfig is the configuration of `toolmesh check`.
 type checkConfig struct {
@@ -57,7 +57,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	in := invariants.Input{Now: time.Now()}
 	dbs := map[string]**sqldb.DB{"audit": &in.Audit, "credits": &in.Credits, "memory": &in.Memory, "messages": &in.Messages,
-		"owner": &in.Owner, "remoteagents": &in.RemoteAgents, "tasks": &in.Tasks, "workflows": &in.Workflows}
+		"owner": &in.Owner, "remoteagents": &in.RemoteAgents, "tasks": &in.Tasks, "workflows": &in.Workflows, "eventlog": &in.EventLog}
 	for _, d := range checkedDomains {
 		dsn := orDataFile(*c.dsns[d], c.dataDir, dbFile(d))
 		db, err := openChecked(ctx, dsn)

@@ -130,9 +130,18 @@ func tryCallTool(s *mcp.ClientSession, params *mcp.CallToolParams) (envelope, er
 	if !ok {
 		return envelope{}, fmt.Errorf("tools/call %s: content is %T, want text", name, res.Content[0])
 	}
+	if !json.Valid([]byte(text.Text)) {
+		return envelope{}, fmt.Errorf("tools/call %s: text %q is not the envelope's JSON", name, text.Text)
+	}
+	// The data is read as a program reads it, from the structured content:
+	// the text marks untrusted values for the model (internal/untrusted).
+	structured, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return envelope{}, fmt.Errorf("tools/call %s: structuredContent: %v", name, err)
+	}
 	var env envelope
-	if err := json.Unmarshal([]byte(text.Text), &env); err != nil {
-		return envelope{}, fmt.Errorf("tools/call %s: envelope %q: %v", name, text.Text, err)
+	if err := json.Unmarshal(structured, &env); err != nil {
+		return envelope{}, fmt.Errorf("tools/call %s: envelope %s: %v", name, structured, err)
 	}
 	if res.IsError != (env.Status != "ok") {
 		return env, fmt.Errorf("tools/call %s: isError %v with envelope status %q", name, res.IsError, env.Status)

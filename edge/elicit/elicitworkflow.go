@@ -83,6 +83,9 @@ func (x *Elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.Eli
 		),
 		StaticSummary: fmt.Sprintf("%s for agent %s (subject %s): asks the user before it runs", in.GetTool(), p.Agent, p.Subject),
 		StaticDetails: x.wf.Summary,
+		// The agent is the fairness key of the call's tasks: one agent's
+		// many calls take turns with other agents' (internal/workflowrun).
+		Priority: temporal.Priority{FairnessKey: p.Agent},
 	}, x.wf.Name, in)
 	h, err := x.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,

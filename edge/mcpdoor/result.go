@@ -12,14 +12,23 @@ import (
 )
 
 // result renders an envelope as a tool result: structuredContent and the
-// same JSON as text.
+// same JSON as text — but for the values of untrusted fields, which the
+// text wraps in markers (toolcall.MarkedText), whichever way the result
+// came: a direct call, an elicited one, or a task's.
 func result(env *toolcall.Envelope) *mcp.CallToolResult {
 	b, err := json.Marshal(env)
 	if err != nil {
 		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
 	}
+	text := b
+	if len(env.Untrusted) > 0 {
+		if text, err = toolcall.MarkedText(env); err != nil {
+			b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
+			text = b
+		}
+	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 		StructuredContent: json.RawMessage(b),
 		IsError:           env.IsError(),
 	}

@@ -107,6 +107,14 @@ func DynamicConfig() map[string]any {
 		// timer due sooner fires up to a second late: a Temporal Schedule
 		// that wakes for its next run, a short retry backoff.
 		"history.timerProcessorMaxTimeShift": "100ms",
+		// Fairness between agents: a task carrying a fairness key (the
+		// agent's id) is dispatched in turn with the other keys' tasks of
+		// its queue, so one agent's backlog does not delay every other
+		// agent's. Fairness needs the priority-enabled matcher; both are off
+		// by default in 1.29.1. (A workflow started eagerly skips matching,
+		// and so fairness, for its first task only.)
+		"matching.useNewMatcher":  true,
+		"matching.enableFairness": true,
 	}
 }
 

@@ -253,11 +253,18 @@ func (b *Binding) envelope(ctx context.Context, msg proto.Message, header http.H
 		page = readPage(out.Get(pf).Message())
 		out.Clear(pf)
 	}
+	var untrusted []string
+	if len(b.tool.Untrusted) > 0 {
+		if untrusted = b.screen(ctx, out); untrusted == nil {
+			return Unexpected(ctx, b.log, name, errors.New("the secret scanner could not be built"))
+		}
+	}
 	data, err := encodeOpts.Marshal(msg)
 	if err != nil {
 		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
 	env := OK(data, page)
+	env.Untrusted = untrusted
 	env.ReplayOf, env.Replayed = idempotency.ReplayOf(header)
 	return env
 }

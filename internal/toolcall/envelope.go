@@ -73,6 +73,10 @@ type Envelope struct {
 	Status     string          `json:"status"`
 	Data       json.RawMessage `json:"data,omitempty"`
 	Pagination *Pagination     `json:"pagination,omitempty"`
+	// Untrusted names the fields of Data (dotted paths) that hold text
+	// written outside the mesh: the text content marks their values
+	// (MarkedText), the structured content keeps them as they are.
+	Untrusted []string `json:"untrusted,omitempty"`
 
 	Tool       string `json:"tool,omitempty"`
 	ErrorType  string `json:"error_type,omitempty"`

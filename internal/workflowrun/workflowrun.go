@@ -48,6 +48,7 @@ func Once(ctx context.Context, c client.Client, s Start, input any) error {
 		TypedSearchAttributes:    s.searchAttributes(),
 		StaticSummary:            s.Summary,
 		StaticDetails:            s.Details,
+		Priority:                 s.priority(),
 	}, s.Contract.Name, input)
 	if _, started := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); started {
 		return nil
@@ -69,6 +70,15 @@ func (s Start) searchAttributes() temporal.SearchAttributes {
 	)
 }
 
+// priority makes the run's agent its fairness key: on a server with
+// fairness on (internal/temporaldev turns it on), the tasks of one agent's
+// runs, and of their activities, which inherit it, take turns with other
+// agents' on the same task queue, so one agent's backlog does not delay
+// everyone's.
+func (s Start) priority() temporal.Priority {
+	return temporal.Priority{FairnessKey: s.Agent}
+}
+
 // SignalWithStart sends signal to the running workflow s.ID, starting it
 // with input first when it is not running — also when one with its id has
 // ended: a workflow that follows something until it has nothing left to do
@@ -80,6 +90,7 @@ func SignalWithStart(ctx context.Context, c client.Client, s Start, signal strin
 		TypedSearchAttributes: s.searchAttributes(),
 		StaticSummary:         s.Summary,
 		StaticDetails:         s.Details,
+		Priority:              s.priority(),
 	}, s.Contract.Name, input)
 	if err != nil {
 		return fmt.Errorf("signal workflow %s: %w", s.ID, err)

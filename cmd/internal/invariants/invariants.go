@@ -37,7 +37,7 @@ import (
 // DBs are the domains' databases the invariants read; a nil one is not
 // checked (and each invariant that needs it is reported as skipped).
 type DBs struct {
-	Credits, Tasks, Messages, Memory, Owner, Workflows, RemoteAgents, Audit *sqldb.DB
+	Credits, Tasks, Messages, Memory, Owner, Workflows, RemoteAgents, Audit, EventLog *sqldb.DB
 }
 
 // Input is what one check reads.
@@ -89,6 +89,7 @@ const (
 	AsksEnded       = "accepted asks ended or wait with a future deadline"
 	WorkflowRunsEnd = "workflow runs ended or wait with a future deadline"
 	A2ALogsWhole    = "A2A task event logs whole, ending in the task's status"
+	EventsRecorded  = "every change's event in its outbox or the event log"
 )
 
 // Check runs every invariant whose database is given.
@@ -107,6 +108,7 @@ func Check(ctx context.Context, in Input) (Result, error) {
 		{AsksEnded, in.Owner, asksEnded},
 		{WorkflowRunsEnd, in.Workflows, runsEnded},
 		{A2ALogsWhole, in.RemoteAgents, a2aLogs},
+		{EventsRecorded, in.EventLog, eventsRecorded},
 	}
 	for _, s := range steps {
 		if s.db == nil {

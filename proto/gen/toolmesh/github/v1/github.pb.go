@@ -2089,10 +2089,10 @@ var File_toolmesh_github_v1_github_proto protoreflect.FileDescriptor
 
 const file_toolmesh_github_v1_github_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftoolmesh/github/v1/github.proto\x12\x12toolmesh.github.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd0\x03\n" +
+	"\x1ftoolmesh/github/v1/github.proto\x12\x12toolmesh.github.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd6\x03\n" +
 	"\x04Repo\x12\x1b\n" +
-	"\tfull_name\x18\x01 \x01(\tR\bfullName\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x19\n" +
+	"\tfull_name\x18\x01 \x01(\tR\bfullName\x12&\n" +
+	"\vdescription\x18\x02 \x01(\tB\x04\xc0\xf3\x18\x01R\vdescription\x12\x19\n" +
 	"\bhtml_url\x18\x03 \x01(\tR\ahtmlUrl\x12%\n" +
 	"\x0edefault_branch\x18\x04 \x01(\tR\rdefaultBranch\x12\x18\n" +
 	"\aprivate\x18\x05 \x01(\bR\aprivate\x12\x12\n" +
@@ -2106,33 +2106,33 @@ const file_toolmesh_github_v1_github_proto_rawDesc = "" +
 	"\blanguage\x18\v \x01(\tR\blanguage\x12\x16\n" +
 	"\x06topics\x18\f \x03(\tR\x06topics\x12\x18\n" +
 	"\alicense\x18\r \x01(\tR\alicense\x127\n" +
-	"\tpush_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpushTime\"\xe1\x02\n" +
+	"\tpush_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bpushTime\"\xed\x02\n" +
 	"\x04Pull\x12\x16\n" +
-	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
-	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1a\n" +
+	"\x05title\x18\x02 \x01(\tB\x04\xc0\xf3\x18\x01R\x05title\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
 	"\x06author\x18\x04 \x01(\tR\x06author\x12\x19\n" +
 	"\bhtml_url\x18\x05 \x01(\tR\ahtmlUrl\x12\x12\n" +
 	"\x04head\x18\x06 \x01(\tR\x04head\x12\x12\n" +
 	"\x04base\x18\a \x01(\tR\x04base\x12\x14\n" +
 	"\x05draft\x18\b \x01(\bR\x05draft\x12\x16\n" +
-	"\x06merged\x18\t \x01(\bR\x06merged\x12\x12\n" +
+	"\x06merged\x18\t \x01(\bR\x06merged\x12\x18\n" +
 	"\x04body\x18\n" +
-	" \x01(\tR\x04body\x12;\n" +
+	" \x01(\tB\x04\xc0\xf3\x18\x01R\x04body\x12;\n" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xde\x02\n" +
+	"updateTime\"\xea\x02\n" +
 	"\x05Issue\x12\x16\n" +
-	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x14\n" +
-	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1a\n" +
+	"\x05title\x18\x02 \x01(\tB\x04\xc0\xf3\x18\x01R\x05title\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
 	"\x06author\x18\x04 \x01(\tR\x06author\x12\x19\n" +
 	"\bhtml_url\x18\x05 \x01(\tR\ahtmlUrl\x12\x16\n" +
 	"\x06labels\x18\x06 \x03(\tR\x06labels\x12\x1c\n" +
 	"\tassignees\x18\a \x03(\tR\tassignees\x12\x1a\n" +
-	"\bcomments\x18\b \x01(\x05R\bcomments\x12\x12\n" +
-	"\x04body\x18\t \x01(\tR\x04body\x12;\n" +
+	"\bcomments\x18\b \x01(\x05R\bcomments\x12\x18\n" +
+	"\x04body\x18\t \x01(\tB\x04\xc0\xf3\x18\x01R\x04body\x12;\n" +
 	"\vcreate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
@@ -2199,9 +2199,9 @@ const file_toolmesh_github_v1_github_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%2#^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$R\x05owner\x125\n" +
 	"\x04repo\x18\x02 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[A-Za-z0-9._-]{1,100}$R\x04repo\x12\x1f\n" +
 	"\x06number\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02 \x00R\x06number\x12(\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\bmaxBytes\"G\n" +
-	"\x13GetPullDiffResponse\x12\x12\n" +
-	"\x04diff\x18\x01 \x01(\tR\x04diff\x12\x1c\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\bmaxBytes\"M\n" +
+	"\x13GetPullDiffResponse\x12\x18\n" +
+	"\x04diff\x18\x01 \x01(\tB\x04\xc0\xf3\x18\x01R\x04diff\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xd9\x01\n" +
 	"\x12CommentPullRequest\x12C\n" +
 	"\x05owner\x18\x01 \x01(\tB-\xbaH*\xc8\x01\x01r%2#^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$R\x05owner\x125\n" +

@@ -2575,21 +2575,21 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\bverified\x18\x02 \x01(\bR\bverified\x12\x15\n" +
 	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x19\n" +
 	"\bkeys_url\x18\x04 \x01(\tR\akeysUrl\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xa7\x05\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xb9\x05\n" +
 	"\n" +
 	"Invocation\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12B\n" +
-	"\x06status\x18\x05 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusR\x06status\x12\x16\n" +
-	"\x06answer\x18\x06 \x01(\tR\x06answer\x12\x17\n" +
+	"\x06status\x18\x05 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusR\x06status\x12\x1c\n" +
+	"\x06answer\x18\x06 \x01(\tB\x04\xc0\xf3\x18\x01R\x06answer\x12\x17\n" +
 	"\atask_id\x18\a \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
 	"context_id\x18\b \x01(\tR\tcontextId\x12!\n" +
-	"\fremote_state\x18\t \x01(\tR\vremoteState\x12\x14\n" +
+	"\fremote_state\x18\t \x01(\tR\vremoteState\x12\x1a\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\x12\x14\n" +
+	" \x01(\tB\x04\xc0\xf3\x18\x01R\x05error\x12\x14\n" +
 	"\x05depth\x18\v \x01(\x05R\x05depth\x12\x1f\n" +
 	"\vworkflow_id\x18\f \x01(\tR\n" +
 	"workflowId\x12;\n" +
@@ -2599,8 +2599,8 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"expireTime\x12=\n" +
 	"\fresolve_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12)\n" +
 	"\x10protocol_version\x18\x10 \x01(\tR\x0fprotocolVersion\x12)\n" +
-	"\x10protocol_binding\x18\x11 \x01(\tR\x0fprotocolBinding\x12\x1a\n" +
-	"\bprogress\x18\x12 \x01(\tR\bprogress\"3\n" +
+	"\x10protocol_binding\x18\x11 \x01(\tR\x0fprotocolBinding\x12 \n" +
+	"\bprogress\x18\x12 \x01(\tB\x04\xc0\xf3\x18\x01R\bprogress\"3\n" +
 	"\x0fDiscoverRequest\x12 \n" +
 	"\x03url\x18\x01 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\"K\n" +
 	"\x10DiscoverResponse\x127\n" +

@@ -1571,6 +1571,14 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 		Filename:      "toolmesh/tool/v1/tool.proto",
 	},
 	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51000,
+		Name:          "toolmesh.tool.v1.untrusted",
+		Tag:           "varint,51000,opt,name=untrusted",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
+	{
 		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
 		ExtensionType: (*Toolset)(nil),
 		Field:         51000,
@@ -1596,12 +1604,29 @@ var (
 	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
 )
 
+// Extension fields to descriptorpb.FieldOptions.
+var (
+	// Marks a string field of a tool's response (or every string inside a
+	// message field) as untrusted: text written outside the mesh — a web page,
+	// an issue body, another agent's answer — that a model must read as data,
+	// never as instructions. The edge, in the one step where a service's
+	// response becomes the tool's envelope, redacts secrets found in such
+	// text (replaced by "[REDACTED:<rule>]", one guardrail event logged); the
+	// envelope names the fields in "untrusted", and the text content a model
+	// reads wraps each such value in <untrusted>…</untrusted>, while the
+	// structured content keeps the values as they are (redacted) and valid
+	// against the tool's output schema. The tool's description says so.
+	//
+	// optional bool untrusted = 51000;
+	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
+)
+
 // Extension fields to descriptorpb.ServiceOptions.
 var (
 	// The toolset of this service's tools.
 	//
 	// optional toolmesh.tool.v1.Toolset toolset = 51000;
-	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
 )
 
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
@@ -1743,7 +1768,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x10PROMPT_EMBED_ONE\x10\x02\x12\x18\n" +
 	"\x14PROMPT_EMBED_CONTENT\x10\x03:P\n" +
 	"\x05event\x12\x1f.google.protobuf.MessageOptions\x18\xb8\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.EventR\x05event:L\n" +
-	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:V\n" +
+	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:=\n" +
+	"\tuntrusted\x12\x1d.google.protobuf.FieldOptions\x18\xb8\x8e\x03 \x01(\bR\tuntrusted:V\n" +
 	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
@@ -1780,7 +1806,8 @@ var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(*Event)(nil),                       // 16: toolmesh.tool.v1.Event
 	(*descriptorpb.MessageOptions)(nil), // 17: google.protobuf.MessageOptions
 	(*descriptorpb.MethodOptions)(nil),  // 18: google.protobuf.MethodOptions
-	(*descriptorpb.ServiceOptions)(nil), // 19: google.protobuf.ServiceOptions
+	(*descriptorpb.FieldOptions)(nil),   // 19: google.protobuf.FieldOptions
+	(*descriptorpb.ServiceOptions)(nil), // 20: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
@@ -1799,14 +1826,15 @@ var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	14, // 13: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
 	17, // 14: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
 	18, // 15: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	19, // 16: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	16, // 17: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
-	4,  // 18: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	6,  // 19: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	17, // [17:20] is the sub-list for extension type_name
-	14, // [14:17] is the sub-list for extension extendee
+	19, // 16: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	20, // 17: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	16, // 18: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	4,  // 19: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	6,  // 20: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	18, // [18:21] is the sub-list for extension type_name
+	14, // [14:18] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
 }
 
@@ -1822,7 +1850,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      4,
 			NumMessages:   13,
-			NumExtensions: 3,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,
