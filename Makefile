@@ -112,7 +112,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck $(BIN)/workflowcheck .build/protovalidate/bu
 # where those languages answer ErrNoTreeSitter (docs/projects.md).
 .PHONY: test
 test: $(BIN)/temporal ## Run every test with the race detector (installs what the tests need)
-	go test -race -count=1 -timeout 30m $(GO_PACKAGES)
+	go test -race -count=1 -timeout 45m $(GO_PACKAGES)
 	CGO_ENABLED=0 go test -count=1 ./services/projects/code
 
 # The fast lane for the edit-test loop: -short skips everything that needs
