@@ -225,8 +225,8 @@ func (g *Door) panicked(r any) error {
 func (g *Door) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
-	mux.HandleFunc("GET "+a2alink.KeysPath, g.serveKeys)
-	mux.HandleFunc("GET "+auditcheckpoint.KeysPath, g.serveAuditKeys)
+	mux.HandleFunc("GET "+a2alink.KeysPath, serveKeyDoc(g.keys, "application/json", ""))
+	mux.HandleFunc("GET "+auditcheckpoint.KeysPath, serveKeyDoc([]byte(g.auditKeys), auditcheckpoint.KeysContentType, "this mesh publishes no audit checkpoint key"))
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}"+a2alink.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}", g.serveCard)
 	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveJSONRPC)
@@ -266,20 +266,18 @@ func (g *Door) hostAllowed(r *http.Request) bool {
 	return g.hostPort.Matches(hp) || g.guard.Listed(hp)
 }
 
-func (g *Door) serveKeys(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	_, _ = w.Write(g.keys)
-}
-
-func (g *Door) serveAuditKeys(w http.ResponseWriter, _ *http.Request) {
-	if g.auditKeys == "" {
-		http.Error(w, "this mesh publishes no audit checkpoint key", http.StatusNotFound)
-		return
+// serveKeyDoc serves a published key document of the given content type;
+// an empty document answers 404 with missing.
+func serveKeyDoc(doc []byte, contentType, missing string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if len(doc) == 0 {
+			http.Error(w, missing, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		_, _ = w.Write(doc)
 	}
-	w.Header().Set("Content-Type", auditcheckpoint.KeysContentType)
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	_, _ = w.Write([]byte(g.auditKeys))
 }
 
 // endpoint is the JSON-RPC URL of an agent (both versions): the first of
