@@ -278,8 +278,13 @@ func TestTasksClientGetsATask(t *testing.T) {
 	f, url := askEdge(t, nil)
 
 	disc := modernCall(t, url, "server/discover", map[string]any{}, false)
-	if !strings.Contains(string(disc.Result), `"extensions":{"`+edge.ExtensionTasks+`":{}}`) {
-		t.Errorf("server/discover does not declare the Tasks extension: %s", disc.Result)
+	var declared struct {
+		Capabilities struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(disc.Result, &declared); err != nil || string(declared.Capabilities.Extensions[edge.ExtensionTasks]) != "{}" {
+		t.Errorf("server/discover does not declare the Tasks extension (%v): %s", err, disc.Result)
 	}
 
 	if list := modernCall(t, url, "tools/list", map[string]any{}, true); !strings.Contains(string(list.Result), `"name":"owner_ask"`) ||
