@@ -1,6 +1,7 @@
 package untrusted_test
 
 import (
+	"crypto/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -8,12 +9,28 @@ import (
 	"github.com/toolmesh/toolmesh/internal/untrusted"
 )
 
-// Fake credentials in the providers' formats (random, never issued).
-const (
-	githubPAT  = "ghp_R8sQw2LkT9vXb3NmZp7YcJ4hF6dGaE1uKo0W"
-	awsKeyID   = "AKIAZ3MHQ7TRW5XKPL2D"
-	privateKey = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgHcJgYwY0HXo1x\nkO3pWDa0W6FeXEp1i0GThPIQn0k7Gt0oPv0E3D5QG1dVZ8u7+5hiiZbNv4dFwGfk\n-----END RSA PRIVATE KEY-----"
+// Fake credentials in the providers' formats, made up when the tests run
+// so that no credential-shaped string is committed.
+var (
+	githubPAT  = "ghp_" + randomOf(alnum, 36)
+	awsKeyID   = "AKIA" + randomOf("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+	privateKey = "-----BEGIN RSA " + "PRIVATE KEY-----\n" + randomOf(base64Chars, 64) + "\n" + randomOf(base64Chars, 64) + "\n-----END RSA " + "PRIVATE KEY-----"
 )
+
+const (
+	alnum       = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	base64Chars = alnum + "+/"
+)
+
+// randomOf is n random characters of alphabet.
+func randomOf(alphabet string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
 
 func scanner(t *testing.T) *untrusted.Scanner {
 	t.Helper()
