@@ -2,17 +2,21 @@ package elicit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/internal/toolschema"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
@@ -20,11 +24,15 @@ import (
 // Forms for elicitation. MCP form elicitation accepts a flat object of
 // primitive properties only: strings (with minLength, maxLength and the
 // formats email, uri, date and date-time), numbers and integers (with
-// minimum and maximum), booleans, and enums as titled choices (oneOf of
-// const and title). A field's form property is derived from its input
-// schema property, which carries the field's protovalidate rules, keeping
-// what a form can say; the rest (a pattern, an exclusive bound a form cannot
-// express) is still enforced when the call's arguments are validated.
+// minimum and maximum), booleans, single choices (untitled: enum; titled:
+// oneOf of const and title, or the legacy enumNames) and multi-select
+// lists of choices (an array whose items are an enum, or anyOf of const and
+// title), each with an optional proposed value (default). A field's form
+// property is derived from its input schema property, which carries the
+// field's protovalidate rules, keeping what a form can say, and from its
+// toolmesh.tool.v1.field option (default, titles); the rest (a pattern, an
+// exclusive bound a form cannot express) is still enforced when the call's
+// arguments are validated.
 
 // formFormat reports whether a form may carry the string format f.
 func formFormat(f string) bool {
@@ -52,7 +60,10 @@ func fieldsForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 	var required []any
 	for _, name := range t.Elicitable {
 		fd := t.Method.Input().Fields().ByName(protoreflect.Name(name))
-		props[name] = formProperty(name, fd, in.Properties[name])
+		var err error
+		if props[name], err = formProperty(name, fd, in.Properties[name]); err != nil {
+			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
 		for _, r := range in.Required {
 			if r == name {
 				required = append(required, name)
@@ -86,7 +97,10 @@ func questionForms(t *toolcatalog.Tool) ([]*callsv1.StepQuestion, error) {
 		for _, name := range q.Fields {
 			fd := t.Method.Input().Fields().ByName(protoreflect.Name(name))
 			if kind == callsv1.InputKind_INPUT_KIND_FORM {
-				props[name] = formProperty(name, fd, in.Properties[name])
+				var err error
+				if props[name], err = formProperty(name, fd, in.Properties[name]); err != nil {
+					return nil, fmt.Errorf("tool %s: question %s: %w", t.Name, q.Name, err)
+				}
 			} else {
 				// A model's or the client's answer fills the field as the
 				// input schema states it, rules and all: the boundary the
@@ -143,11 +157,38 @@ func capability(k port.QuestionKind) string {
 	return "elicitation"
 }
 
-// formProperty is the form property asking for field name.
-func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]any) map[string]any {
+// formProperty is the form property asking for field name: from its
+// input schema property, and its toolmesh.tool.v1.field option (the
+// proposed value, the titles of its choices).
+func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]any) (map[string]any, error) {
 	out := map[string]any{"title": humanize(name)}
 	if d, ok := prop["description"].(string); ok && d != "" {
 		out["description"] = d
+	}
+	opt := fieldOption(fd)
+	if fd != nil && fd.IsList() {
+		// A multi-select: its items are the choices.
+		items, _ := prop["items"].(map[string]any)
+		out["type"] = "array"
+		for _, k := range []string{"minItems", "maxItems"} {
+			if v, ok := prop[k]; ok {
+				out[k] = v
+			}
+		}
+		choices, err := choicesOf(fd, items, opt)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case choices.titled != nil:
+			out["items"] = map[string]any{"anyOf": choices.titled}
+		default:
+			out["items"] = map[string]any{"type": "string", "enum": choices.values}
+		}
+		if opt.GetDefault() != "" {
+			return nil, fmt.Errorf("field %s: a list has no default", name)
+		}
+		return out, nil
 	}
 	switch prop["type"] {
 	case "boolean":
@@ -168,9 +209,18 @@ func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]
 		}
 	default:
 		out["type"] = "string"
-		if fd != nil && fd.Kind() == protoreflect.EnumKind {
-			if names, ok := prop["enum"].([]any); ok {
-				out["oneOf"] = titledChoices(fd.Enum(), names)
+		if _, ok := prop["enum"].([]any); ok {
+			choices, err := choicesOf(fd, prop, opt)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case choices.titled != nil && opt.GetLegacyEnumNames():
+				out["enum"], out["enumNames"] = choices.values, choices.titles
+			case choices.titled != nil:
+				out["oneOf"] = choices.titled
+			default:
+				out["enum"] = choices.values
 			}
 			break
 		}
@@ -182,23 +232,101 @@ func formProperty(name string, fd protoreflect.FieldDescriptor, prop map[string]
 		if f, ok := prop["format"].(string); ok && formFormat(f) {
 			out["format"] = f
 		}
-		if in, ok := prop["enum"].([]any); ok && len(in) > 0 {
-			out["enum"] = in
-		}
 	}
-	return out
+	if d := opt.GetDefault(); d != "" {
+		v, err := defaultValue(out, d)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: default %q: %w", name, d, err)
+		}
+		out["default"] = v
+	}
+	return out, nil
 }
 
-// titledChoices are an enum's allowed names as form choices, titled by
-// the name without the enum's common prefix ("CHANNEL_LOG" → "Log").
-func titledChoices(ed protoreflect.EnumDescriptor, names []any) []any {
-	prefix := enumPrefix(ed)
-	out := make([]any, 0, len(names))
-	for _, n := range names {
-		s, _ := n.(string)
-		out = append(out, map[string]any{"const": s, "title": humanize(strings.TrimPrefix(s, prefix))})
+// fieldOption is fd's toolmesh.tool.v1.field option (nil: none).
+func fieldOption(fd protoreflect.FieldDescriptor) *toolv1.Field {
+	if fd == nil || fd.Options() == nil || !proto.HasExtension(fd.Options(), toolv1.E_Field) {
+		return nil
 	}
-	return out
+	f, _ := proto.GetExtension(fd.Options(), toolv1.E_Field).(*toolv1.Field)
+	return f
+}
+
+// choices are the values a field may take in a form, and their titles
+// (titled: oneOf/anyOf entries; nil when untitled).
+type choices struct {
+	values, titles []any
+	titled         []any
+}
+
+// choicesOf are the choices of an enum field (titled by their value names
+// without the enum's common prefix, or by the option's titles) or of a
+// string field's `in` rule (titled only by the option's titles), from the
+// schema prop (the field's, or its items').
+func choicesOf(fd protoreflect.FieldDescriptor, prop map[string]any, opt *toolv1.Field) (choices, error) {
+	values, _ := prop["enum"].([]any)
+	if len(values) == 0 {
+		return choices{}, errors.New("a list of choices needs an enum or an `in` rule on its items")
+	}
+	c := choices{values: values}
+	titles := opt.GetTitles()
+	switch {
+	case len(titles) > 0:
+		if len(titles) != len(values) {
+			return choices{}, fmt.Errorf("%d titles for %d choices", len(titles), len(values))
+		}
+		for _, t := range titles {
+			c.titles = append(c.titles, t)
+		}
+	case fd.Kind() == protoreflect.EnumKind:
+		prefix := enumPrefix(fd.Enum())
+		for _, v := range values {
+			s, _ := v.(string)
+			c.titles = append(c.titles, humanize(strings.TrimPrefix(s, prefix)))
+		}
+	default:
+		return c, nil
+	}
+	for i, v := range values {
+		c.titled = append(c.titled, map[string]any{"const": v, "title": c.titles[i]})
+	}
+	return c, nil
+}
+
+// defaultValue is d, a field's proposed value as written in its option, as
+// a value of the form property p; it must be one p allows.
+func defaultValue(p map[string]any, d string) (any, error) {
+	var v any
+	switch p["type"] {
+	case "boolean":
+		b, err := strconv.ParseBool(d)
+		if err != nil {
+			return nil, err
+		}
+		v = b
+	case "integer":
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		v = n
+	case "number":
+		n, err := strconv.ParseFloat(d, 64)
+		if err != nil {
+			return nil, err
+		}
+		v = n
+	default:
+		v = d
+	}
+	schema, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"v": p}})
+	if err != nil {
+		return nil, err
+	}
+	if err := toolschema.ValidateAnswer(schema, map[string]any{"v": v}); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // enumPrefix is the prefix every value name of ed shares, up to an

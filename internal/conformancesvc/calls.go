@@ -203,3 +203,17 @@ func (s *Service) Sampling(_ context.Context, req *conformancev1.SamplingRequest
 func (s *Service) MissingCapability(_ context.Context, req *conformancev1.MissingCapabilityRequest) (*conformancev1.MissingCapabilityResponse, error) {
 	return &conformancev1.MissingCapabilityResponse{Content: blocks(Text("The client's model answered: " + req.GetResponse()))}, nil
 }
+
+// ElicitationDefaults implements ConformanceService.ElicitationDefaults.
+func (s *Service) ElicitationDefaults(_ context.Context, req *conformancev1.ElicitationDefaultsRequest) (*conformancev1.ElicitationDefaultsResponse, error) {
+	text := fmt.Sprintf("Elicitation completed: action=accept, content={name: %q, age: %d, score: %g, status: %q, verified: %t}",
+		req.GetName(), req.GetAge(), req.GetScore(), req.GetStatus(), req.GetVerified())
+	return &conformancev1.ElicitationDefaultsResponse{Content: blocks(Text(text))}, nil
+}
+
+// ElicitationEnums implements ConformanceService.ElicitationEnums.
+func (s *Service) ElicitationEnums(_ context.Context, req *conformancev1.ElicitationEnumsRequest) (*conformancev1.ElicitationEnumsResponse, error) {
+	text := fmt.Sprintf("Elicitation completed: action=accept, content={untitledSingle: %q, titledSingle: %q, legacyEnum: %q, untitledMulti: %q, titledMulti: %q}",
+		req.GetUntitledSingle(), req.GetTitledSingle(), req.GetLegacyEnum(), req.GetUntitledMulti(), req.GetTitledMulti())
+	return &conformancev1.ElicitationEnumsResponse{Content: blocks(Text(text))}, nil
+}

@@ -88,7 +88,7 @@ func bindQuestions(t *Tool, opts []*toolv1.Question) error {
 			case !form && !clientField(fd):
 				return fail("%q is not a string or repeated string field, which a %s answer fills", f, kind)
 			case form && !elicitableField(fd):
-				return fail("%q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration)", f)
+				return fail("%q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration, or a list of choices)", f)
 			case slices.Contains(t.Elicitable, f):
 				return fail("%q is elicitable: it is asked with the call's other missing input", f)
 			case seen[f] != "":

@@ -246,10 +246,26 @@ func required(fd protoreflect.FieldDescriptor) bool {
 }
 
 // elicitableField reports whether fd can be asked in a form: form
-// elicitation allows flat primitive values only (strings, numbers, booleans,
-// enums, and timestamps and durations written as strings).
+// elicitation allows flat primitive values (strings, numbers, booleans,
+// enums, and timestamps and durations written as strings) and multi-select
+// lists of choices (a repeated enum, or a repeated string whose items have
+// an `in` rule).
 func elicitableField(fd protoreflect.FieldDescriptor) bool {
-	if fd.IsList() || fd.IsMap() {
+	if fd.IsMap() {
+		return false
+	}
+	if fd.IsList() {
+		switch fd.Kind() {
+		case protoreflect.EnumKind:
+			return true
+		case protoreflect.StringKind:
+			opts := fd.Options()
+			if opts == nil || !proto.HasExtension(opts, validate.E_Field) {
+				return false
+			}
+			r, _ := proto.GetExtension(opts, validate.E_Field).(*validate.FieldRules)
+			return len(r.GetRepeated().GetItems().GetString().GetIn()) > 0
+		}
 		return false
 	}
 	switch fd.Kind() {
@@ -310,7 +326,7 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 			return nil, fmt.Errorf("tool %q: elicitable field %q is not a field of %s", t.Name, f, md.Input().FullName())
 		}
 		if !elicitableField(fd) {
-			return nil, fmt.Errorf("tool %q: elicitable field %q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration)", t.Name, f)
+			return nil, fmt.Errorf("tool %q: elicitable field %q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration, or a list of choices)", t.Name, f)
 		}
 	}
 	if err := bindQuestions(t, opt.GetQuestions()); err != nil {

@@ -1257,6 +1257,264 @@ func (x *InputRequiredResultElicitationResponse) GetContent() []*v1.Content {
 	return nil
 }
 
+type ElicitationDefaultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The user's age.
+	Age int32 `protobuf:"varint,2,opt,name=age,proto3" json:"age,omitempty"`
+	// The user's score.
+	Score float64 `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
+	// The user's status.
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// Whether the user is verified.
+	Verified      *bool `protobuf:"varint,5,opt,name=verified,proto3,oneof" json:"verified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationDefaultsRequest) Reset() {
+	*x = ElicitationDefaultsRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationDefaultsRequest) ProtoMessage() {}
+
+func (x *ElicitationDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*ElicitationDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ElicitationDefaultsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ElicitationDefaultsRequest) GetAge() int32 {
+	if x != nil {
+		return x.Age
+	}
+	return 0
+}
+
+func (x *ElicitationDefaultsRequest) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *ElicitationDefaultsRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ElicitationDefaultsRequest) GetVerified() bool {
+	if x != nil && x.Verified != nil {
+		return *x.Verified
+	}
+	return false
+}
+
+type ElicitationDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the user answered.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationDefaultsResponse) Reset() {
+	*x = ElicitationDefaultsResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationDefaultsResponse) ProtoMessage() {}
+
+func (x *ElicitationDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*ElicitationDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ElicitationDefaultsResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// Its field names are the suite's, in camel case.
+type ElicitationEnumsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An untitled single choice.
+	// buf:lint:ignore FIELD_LOWER_SNAKE_CASE
+	UntitledSingle string `protobuf:"bytes,1,opt,name=untitledSingle,proto3" json:"untitledSingle,omitempty"`
+	// A titled single choice.
+	// buf:lint:ignore FIELD_LOWER_SNAKE_CASE
+	TitledSingle string `protobuf:"bytes,2,opt,name=titledSingle,proto3" json:"titledSingle,omitempty"`
+	// A single choice titled the legacy way.
+	// buf:lint:ignore FIELD_LOWER_SNAKE_CASE
+	LegacyEnum string `protobuf:"bytes,3,opt,name=legacyEnum,proto3" json:"legacyEnum,omitempty"`
+	// An untitled multi-select.
+	// buf:lint:ignore FIELD_LOWER_SNAKE_CASE
+	UntitledMulti []string `protobuf:"bytes,4,rep,name=untitledMulti,proto3" json:"untitledMulti,omitempty"`
+	// A titled multi-select.
+	// buf:lint:ignore FIELD_LOWER_SNAKE_CASE
+	TitledMulti   []string `protobuf:"bytes,5,rep,name=titledMulti,proto3" json:"titledMulti,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationEnumsRequest) Reset() {
+	*x = ElicitationEnumsRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationEnumsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationEnumsRequest) ProtoMessage() {}
+
+func (x *ElicitationEnumsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationEnumsRequest.ProtoReflect.Descriptor instead.
+func (*ElicitationEnumsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ElicitationEnumsRequest) GetUntitledSingle() string {
+	if x != nil {
+		return x.UntitledSingle
+	}
+	return ""
+}
+
+func (x *ElicitationEnumsRequest) GetTitledSingle() string {
+	if x != nil {
+		return x.TitledSingle
+	}
+	return ""
+}
+
+func (x *ElicitationEnumsRequest) GetLegacyEnum() string {
+	if x != nil {
+		return x.LegacyEnum
+	}
+	return ""
+}
+
+func (x *ElicitationEnumsRequest) GetUntitledMulti() []string {
+	if x != nil {
+		return x.UntitledMulti
+	}
+	return nil
+}
+
+func (x *ElicitationEnumsRequest) GetTitledMulti() []string {
+	if x != nil {
+		return x.TitledMulti
+	}
+	return nil
+}
+
+type ElicitationEnumsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the user answered.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElicitationEnumsResponse) Reset() {
+	*x = ElicitationEnumsResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElicitationEnumsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElicitationEnumsResponse) ProtoMessage() {}
+
+func (x *ElicitationEnumsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElicitationEnumsResponse.ProtoReflect.Descriptor instead.
+func (*ElicitationEnumsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ElicitationEnumsResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 type InputRequiredResultSamplingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model's answer.
@@ -1267,7 +1525,7 @@ type InputRequiredResultSamplingRequest struct {
 
 func (x *InputRequiredResultSamplingRequest) Reset() {
 	*x = InputRequiredResultSamplingRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1537,7 @@ func (x *InputRequiredResultSamplingRequest) String() string {
 func (*InputRequiredResultSamplingRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultSamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1550,7 @@ func (x *InputRequiredResultSamplingRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use InputRequiredResultSamplingRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultSamplingRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InputRequiredResultSamplingRequest) GetAnswer() string {
@@ -1312,7 +1570,7 @@ type InputRequiredResultSamplingResponse struct {
 
 func (x *InputRequiredResultSamplingResponse) Reset() {
 	*x = InputRequiredResultSamplingResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1582,7 @@ func (x *InputRequiredResultSamplingResponse) String() string {
 func (*InputRequiredResultSamplingResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultSamplingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1595,7 @@ func (x *InputRequiredResultSamplingResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use InputRequiredResultSamplingResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultSamplingResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InputRequiredResultSamplingResponse) GetContent() []*v1.Content {
@@ -1357,7 +1615,7 @@ type InputRequiredResultListRootsRequest struct {
 
 func (x *InputRequiredResultListRootsRequest) Reset() {
 	*x = InputRequiredResultListRootsRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1627,7 @@ func (x *InputRequiredResultListRootsRequest) String() string {
 func (*InputRequiredResultListRootsRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultListRootsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1640,7 @@ func (x *InputRequiredResultListRootsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use InputRequiredResultListRootsRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultListRootsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InputRequiredResultListRootsRequest) GetRoots() []string {
@@ -1402,7 +1660,7 @@ type InputRequiredResultListRootsResponse struct {
 
 func (x *InputRequiredResultListRootsResponse) Reset() {
 	*x = InputRequiredResultListRootsResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1672,7 @@ func (x *InputRequiredResultListRootsResponse) String() string {
 func (*InputRequiredResultListRootsResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultListRootsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1685,7 @@ func (x *InputRequiredResultListRootsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use InputRequiredResultListRootsResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultListRootsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InputRequiredResultListRootsResponse) GetContent() []*v1.Content {
@@ -1451,7 +1709,7 @@ type InputRequiredResultMultipleInputsRequest struct {
 
 func (x *InputRequiredResultMultipleInputsRequest) Reset() {
 	*x = InputRequiredResultMultipleInputsRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1721,7 @@ func (x *InputRequiredResultMultipleInputsRequest) String() string {
 func (*InputRequiredResultMultipleInputsRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultMultipleInputsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1734,7 @@ func (x *InputRequiredResultMultipleInputsRequest) ProtoReflect() protoreflect.M
 
 // Deprecated: Use InputRequiredResultMultipleInputsRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultipleInputsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InputRequiredResultMultipleInputsRequest) GetName() string {
@@ -1510,7 +1768,7 @@ type InputRequiredResultMultipleInputsResponse struct {
 
 func (x *InputRequiredResultMultipleInputsResponse) Reset() {
 	*x = InputRequiredResultMultipleInputsResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1780,7 @@ func (x *InputRequiredResultMultipleInputsResponse) String() string {
 func (*InputRequiredResultMultipleInputsResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultMultipleInputsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1793,7 @@ func (x *InputRequiredResultMultipleInputsResponse) ProtoReflect() protoreflect.
 
 // Deprecated: Use InputRequiredResultMultipleInputsResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultipleInputsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *InputRequiredResultMultipleInputsResponse) GetContent() []*v1.Content {
@@ -1557,7 +1815,7 @@ type InputRequiredResultCapabilitiesRequest struct {
 
 func (x *InputRequiredResultCapabilitiesRequest) Reset() {
 	*x = InputRequiredResultCapabilitiesRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1827,7 @@ func (x *InputRequiredResultCapabilitiesRequest) String() string {
 func (*InputRequiredResultCapabilitiesRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultCapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1840,7 @@ func (x *InputRequiredResultCapabilitiesRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use InputRequiredResultCapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultCapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *InputRequiredResultCapabilitiesRequest) GetName() string {
@@ -1609,7 +1867,7 @@ type InputRequiredResultCapabilitiesResponse struct {
 
 func (x *InputRequiredResultCapabilitiesResponse) Reset() {
 	*x = InputRequiredResultCapabilitiesResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1879,7 @@ func (x *InputRequiredResultCapabilitiesResponse) String() string {
 func (*InputRequiredResultCapabilitiesResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultCapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1892,7 @@ func (x *InputRequiredResultCapabilitiesResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use InputRequiredResultCapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultCapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *InputRequiredResultCapabilitiesResponse) GetContent() []*v1.Content {
@@ -1656,7 +1914,7 @@ type SamplingRequest struct {
 
 func (x *SamplingRequest) Reset() {
 	*x = SamplingRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1926,7 @@ func (x *SamplingRequest) String() string {
 func (*SamplingRequest) ProtoMessage() {}
 
 func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1939,7 @@ func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
 func (*SamplingRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SamplingRequest) GetPrompt() string {
@@ -1708,7 +1966,7 @@ type SamplingResponse struct {
 
 func (x *SamplingResponse) Reset() {
 	*x = SamplingResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1978,7 @@ func (x *SamplingResponse) String() string {
 func (*SamplingResponse) ProtoMessage() {}
 
 func (x *SamplingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1991,7 @@ func (x *SamplingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingResponse.ProtoReflect.Descriptor instead.
 func (*SamplingResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SamplingResponse) GetContent() []*v1.Content {
@@ -1753,7 +2011,7 @@ type MissingCapabilityRequest struct {
 
 func (x *MissingCapabilityRequest) Reset() {
 	*x = MissingCapabilityRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2023,7 @@ func (x *MissingCapabilityRequest) String() string {
 func (*MissingCapabilityRequest) ProtoMessage() {}
 
 func (x *MissingCapabilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2036,7 @@ func (x *MissingCapabilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MissingCapabilityRequest.ProtoReflect.Descriptor instead.
 func (*MissingCapabilityRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MissingCapabilityRequest) GetResponse() string {
@@ -1798,7 +2056,7 @@ type MissingCapabilityResponse struct {
 
 func (x *MissingCapabilityResponse) Reset() {
 	*x = MissingCapabilityResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2068,7 @@ func (x *MissingCapabilityResponse) String() string {
 func (*MissingCapabilityResponse) ProtoMessage() {}
 
 func (x *MissingCapabilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2081,7 @@ func (x *MissingCapabilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MissingCapabilityResponse.ProtoReflect.Descriptor instead.
 func (*MissingCapabilityResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{39}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MissingCapabilityResponse) GetContent() []*v1.Content {
@@ -1845,7 +2103,7 @@ type InputRequiredResultMultiRoundRequest struct {
 
 func (x *InputRequiredResultMultiRoundRequest) Reset() {
 	*x = InputRequiredResultMultiRoundRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2115,7 @@ func (x *InputRequiredResultMultiRoundRequest) String() string {
 func (*InputRequiredResultMultiRoundRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultMultiRoundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2128,7 @@ func (x *InputRequiredResultMultiRoundRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use InputRequiredResultMultiRoundRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultiRoundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *InputRequiredResultMultiRoundRequest) GetName() string {
@@ -1897,7 +2155,7 @@ type InputRequiredResultMultiRoundResponse struct {
 
 func (x *InputRequiredResultMultiRoundResponse) Reset() {
 	*x = InputRequiredResultMultiRoundResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2167,7 @@ func (x *InputRequiredResultMultiRoundResponse) String() string {
 func (*InputRequiredResultMultiRoundResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultMultiRoundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2180,7 @@ func (x *InputRequiredResultMultiRoundResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use InputRequiredResultMultiRoundResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultiRoundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{41}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *InputRequiredResultMultiRoundResponse) GetContent() []*v1.Content {
@@ -1942,7 +2200,7 @@ type GreetRequest struct {
 
 func (x *GreetRequest) Reset() {
 	*x = GreetRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2212,7 @@ func (x *GreetRequest) String() string {
 func (*GreetRequest) ProtoMessage() {}
 
 func (x *GreetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2225,7 @@ func (x *GreetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetRequest.ProtoReflect.Descriptor instead.
 func (*GreetRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{42}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GreetRequest) GetName() string {
@@ -1987,7 +2245,7 @@ type GreetResponse struct {
 
 func (x *GreetResponse) Reset() {
 	*x = GreetResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2257,7 @@ func (x *GreetResponse) String() string {
 func (*GreetResponse) ProtoMessage() {}
 
 func (x *GreetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2270,7 @@ func (x *GreetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetResponse.ProtoReflect.Descriptor instead.
 func (*GreetResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GreetResponse) GetContent() []*v1.Content {
@@ -2034,7 +2292,7 @@ type SlowComputeRequest struct {
 
 func (x *SlowComputeRequest) Reset() {
 	*x = SlowComputeRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2304,7 @@ func (x *SlowComputeRequest) String() string {
 func (*SlowComputeRequest) ProtoMessage() {}
 
 func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2317,7 @@ func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeRequest.ProtoReflect.Descriptor instead.
 func (*SlowComputeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SlowComputeRequest) GetSeconds() int32 {
@@ -2086,7 +2344,7 @@ type SlowComputeResponse struct {
 
 func (x *SlowComputeResponse) Reset() {
 	*x = SlowComputeResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2356,7 @@ func (x *SlowComputeResponse) String() string {
 func (*SlowComputeResponse) ProtoMessage() {}
 
 func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2369,7 @@ func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeResponse.ProtoReflect.Descriptor instead.
 func (*SlowComputeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SlowComputeResponse) GetContent() []*v1.Content {
@@ -2129,7 +2387,7 @@ type FailingJobRequest struct {
 
 func (x *FailingJobRequest) Reset() {
 	*x = FailingJobRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2399,7 @@ func (x *FailingJobRequest) String() string {
 func (*FailingJobRequest) ProtoMessage() {}
 
 func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2412,7 @@ func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobRequest.ProtoReflect.Descriptor instead.
 func (*FailingJobRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{50}
 }
 
 type FailingJobResponse struct {
@@ -2165,7 +2423,7 @@ type FailingJobResponse struct {
 
 func (x *FailingJobResponse) Reset() {
 	*x = FailingJobResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2435,7 @@ func (x *FailingJobResponse) String() string {
 func (*FailingJobResponse) ProtoMessage() {}
 
 func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2448,7 @@ func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobResponse.ProtoReflect.Descriptor instead.
 func (*FailingJobResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{51}
 }
 
 type ProtocolErrorJobRequest struct {
@@ -2201,7 +2459,7 @@ type ProtocolErrorJobRequest struct {
 
 func (x *ProtocolErrorJobRequest) Reset() {
 	*x = ProtocolErrorJobRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2471,7 @@ func (x *ProtocolErrorJobRequest) String() string {
 func (*ProtocolErrorJobRequest) ProtoMessage() {}
 
 func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2484,7 @@ func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobRequest.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{48}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{52}
 }
 
 type ProtocolErrorJobResponse struct {
@@ -2237,7 +2495,7 @@ type ProtocolErrorJobResponse struct {
 
 func (x *ProtocolErrorJobResponse) Reset() {
 	*x = ProtocolErrorJobResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2507,7 @@ func (x *ProtocolErrorJobResponse) String() string {
 func (*ProtocolErrorJobResponse) ProtoMessage() {}
 
 func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2520,7 @@ func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobResponse.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{49}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{53}
 }
 
 type ConfirmDeleteRequest struct {
@@ -2277,7 +2535,7 @@ type ConfirmDeleteRequest struct {
 
 func (x *ConfirmDeleteRequest) Reset() {
 	*x = ConfirmDeleteRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2547,7 @@ func (x *ConfirmDeleteRequest) String() string {
 func (*ConfirmDeleteRequest) ProtoMessage() {}
 
 func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2560,7 @@ func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{50}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ConfirmDeleteRequest) GetFilename() string {
@@ -2329,7 +2587,7 @@ type ConfirmDeleteResponse struct {
 
 func (x *ConfirmDeleteResponse) Reset() {
 	*x = ConfirmDeleteResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2599,7 @@ func (x *ConfirmDeleteResponse) String() string {
 func (*ConfirmDeleteResponse) ProtoMessage() {}
 
 func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2612,7 @@ func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{51}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConfirmDeleteResponse) GetContent() []*v1.Content {
@@ -2376,7 +2634,7 @@ type MultiInputRequest struct {
 
 func (x *MultiInputRequest) Reset() {
 	*x = MultiInputRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2646,7 @@ func (x *MultiInputRequest) String() string {
 func (*MultiInputRequest) ProtoMessage() {}
 
 func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2659,7 @@ func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiInputRequest.ProtoReflect.Descriptor instead.
 func (*MultiInputRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{52}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MultiInputRequest) GetName() string {
@@ -2428,7 +2686,7 @@ type MultiInputResponse struct {
 
 func (x *MultiInputResponse) Reset() {
 	*x = MultiInputResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2698,7 @@ func (x *MultiInputResponse) String() string {
 func (*MultiInputResponse) ProtoMessage() {}
 
 func (x *MultiInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2711,7 @@ func (x *MultiInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiInputResponse.ProtoReflect.Descriptor instead.
 func (*MultiInputResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{53}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MultiInputResponse) GetContent() []*v1.Content {
@@ -2473,7 +2731,7 @@ type ToolWithTaskRequest struct {
 
 func (x *ToolWithTaskRequest) Reset() {
 	*x = ToolWithTaskRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2743,7 @@ func (x *ToolWithTaskRequest) String() string {
 func (*ToolWithTaskRequest) ProtoMessage() {}
 
 func (x *ToolWithTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2756,7 @@ func (x *ToolWithTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolWithTaskRequest.ProtoReflect.Descriptor instead.
 func (*ToolWithTaskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{54}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ToolWithTaskRequest) GetName() string {
@@ -2518,7 +2776,7 @@ type ToolWithTaskResponse struct {
 
 func (x *ToolWithTaskResponse) Reset() {
 	*x = ToolWithTaskResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2788,7 @@ func (x *ToolWithTaskResponse) String() string {
 func (*ToolWithTaskResponse) ProtoMessage() {}
 
 func (x *ToolWithTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2801,7 @@ func (x *ToolWithTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolWithTaskResponse.ProtoReflect.Descriptor instead.
 func (*ToolWithTaskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{55}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ToolWithTaskResponse) GetContent() []*v1.Content {
@@ -2561,7 +2819,7 @@ type StaticTextRequest struct {
 
 func (x *StaticTextRequest) Reset() {
 	*x = StaticTextRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2831,7 @@ func (x *StaticTextRequest) String() string {
 func (*StaticTextRequest) ProtoMessage() {}
 
 func (x *StaticTextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2844,7 @@ func (x *StaticTextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticTextRequest.ProtoReflect.Descriptor instead.
 func (*StaticTextRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{56}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{60}
 }
 
 type StaticTextResponse struct {
@@ -2599,7 +2857,7 @@ type StaticTextResponse struct {
 
 func (x *StaticTextResponse) Reset() {
 	*x = StaticTextResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2869,7 @@ func (x *StaticTextResponse) String() string {
 func (*StaticTextResponse) ProtoMessage() {}
 
 func (x *StaticTextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2882,7 @@ func (x *StaticTextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticTextResponse.ProtoReflect.Descriptor instead.
 func (*StaticTextResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{57}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StaticTextResponse) GetContent() []*v1.Content {
@@ -2642,7 +2900,7 @@ type StaticBinaryRequest struct {
 
 func (x *StaticBinaryRequest) Reset() {
 	*x = StaticBinaryRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2912,7 @@ func (x *StaticBinaryRequest) String() string {
 func (*StaticBinaryRequest) ProtoMessage() {}
 
 func (x *StaticBinaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2925,7 @@ func (x *StaticBinaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticBinaryRequest.ProtoReflect.Descriptor instead.
 func (*StaticBinaryRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{58}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{62}
 }
 
 type StaticBinaryResponse struct {
@@ -2680,7 +2938,7 @@ type StaticBinaryResponse struct {
 
 func (x *StaticBinaryResponse) Reset() {
 	*x = StaticBinaryResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2950,7 @@ func (x *StaticBinaryResponse) String() string {
 func (*StaticBinaryResponse) ProtoMessage() {}
 
 func (x *StaticBinaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2963,7 @@ func (x *StaticBinaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticBinaryResponse.ProtoReflect.Descriptor instead.
 func (*StaticBinaryResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{59}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StaticBinaryResponse) GetContent() []*v1.Content {
@@ -2723,7 +2981,7 @@ type WatchedResourceRequest struct {
 
 func (x *WatchedResourceRequest) Reset() {
 	*x = WatchedResourceRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2993,7 @@ func (x *WatchedResourceRequest) String() string {
 func (*WatchedResourceRequest) ProtoMessage() {}
 
 func (x *WatchedResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3006,7 @@ func (x *WatchedResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchedResourceRequest.ProtoReflect.Descriptor instead.
 func (*WatchedResourceRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{60}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{64}
 }
 
 type WatchedResourceResponse struct {
@@ -2761,7 +3019,7 @@ type WatchedResourceResponse struct {
 
 func (x *WatchedResourceResponse) Reset() {
 	*x = WatchedResourceResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +3031,7 @@ func (x *WatchedResourceResponse) String() string {
 func (*WatchedResourceResponse) ProtoMessage() {}
 
 func (x *WatchedResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +3044,7 @@ func (x *WatchedResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchedResourceResponse.ProtoReflect.Descriptor instead.
 func (*WatchedResourceResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{61}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchedResourceResponse) GetContent() []*v1.Content {
@@ -2806,7 +3064,7 @@ type TemplateDataRequest struct {
 
 func (x *TemplateDataRequest) Reset() {
 	*x = TemplateDataRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +3076,7 @@ func (x *TemplateDataRequest) String() string {
 func (*TemplateDataRequest) ProtoMessage() {}
 
 func (x *TemplateDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +3089,7 @@ func (x *TemplateDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateDataRequest.ProtoReflect.Descriptor instead.
 func (*TemplateDataRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{62}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TemplateDataRequest) GetId() string {
@@ -2851,7 +3109,7 @@ type TemplateDataResponse struct {
 
 func (x *TemplateDataResponse) Reset() {
 	*x = TemplateDataResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3121,7 @@ func (x *TemplateDataResponse) String() string {
 func (*TemplateDataResponse) ProtoMessage() {}
 
 func (x *TemplateDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3134,7 @@ func (x *TemplateDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateDataResponse.ProtoReflect.Descriptor instead.
 func (*TemplateDataResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{63}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TemplateDataResponse) GetContent() []*v1.Content {
@@ -2898,7 +3156,7 @@ type ListTemplateItemsRequest struct {
 
 func (x *ListTemplateItemsRequest) Reset() {
 	*x = ListTemplateItemsRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3168,7 @@ func (x *ListTemplateItemsRequest) String() string {
 func (*ListTemplateItemsRequest) ProtoMessage() {}
 
 func (x *ListTemplateItemsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3181,7 @@ func (x *ListTemplateItemsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplateItemsRequest.ProtoReflect.Descriptor instead.
 func (*ListTemplateItemsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{64}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListTemplateItemsRequest) GetOffset() int32 {
@@ -2952,7 +3210,7 @@ type ListTemplateItemsResponse struct {
 
 func (x *ListTemplateItemsResponse) Reset() {
 	*x = ListTemplateItemsResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3222,7 @@ func (x *ListTemplateItemsResponse) String() string {
 func (*ListTemplateItemsResponse) ProtoMessage() {}
 
 func (x *ListTemplateItemsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3235,7 @@ func (x *ListTemplateItemsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplateItemsResponse.ProtoReflect.Descriptor instead.
 func (*ListTemplateItemsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{65}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListTemplateItemsResponse) GetItems() []*TemplateItem {
@@ -3005,7 +3263,7 @@ type TemplateItem struct {
 
 func (x *TemplateItem) Reset() {
 	*x = TemplateItem{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3275,7 @@ func (x *TemplateItem) String() string {
 func (*TemplateItem) ProtoMessage() {}
 
 func (x *TemplateItem) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3288,7 @@ func (x *TemplateItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateItem.ProtoReflect.Descriptor instead.
 func (*TemplateItem) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{66}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *TemplateItem) GetId() string {
@@ -3100,6 +3358,34 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"%InputRequiredResultElicitationRequest\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\"]\n" +
 	"&InputRequiredResultElicitationResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"\xb8\x02\n" +
+	"\x1aElicitationDefaultsRequest\x12,\n" +
+	"\x04name\x18\x01 \x01(\tB\x18\xbaH\a\xc8\x01\x01r\x02\x18d\xca\xf3\x18\n" +
+	"\n" +
+	"\bJohn DoeR\x04name\x12'\n" +
+	"\x03age\x18\x02 \x01(\x05B\x15\xbaH\n" +
+	"\xc8\x01\x01\x1a\x05\x18\x96\x01(\x00\xca\xf3\x18\x04\n" +
+	"\x0230R\x03age\x12:\n" +
+	"\x05score\x18\x03 \x01(\x01B$\xbaH\x17\xc8\x01\x01\x12\x12\x19\x00\x00\x00\x00\x00\x00Y@)\x00\x00\x00\x00\x00\x00\x00\x00\xca\xf3\x18\x06\n" +
+	"\x0495.5R\x05score\x12G\n" +
+	"\x06status\x18\x04 \x01(\tB/\xbaH \xc8\x01\x01r\x1bR\x06activeR\binactiveR\apending\xca\xf3\x18\b\n" +
+	"\x06activeR\x06status\x121\n" +
+	"\bverified\x18\x05 \x01(\bB\x10\xbaH\x03\xc8\x01\x01\xca\xf3\x18\x06\n" +
+	"\x04trueH\x00R\bverified\x88\x01\x01B\v\n" +
+	"\t_verified\"R\n" +
+	"\x1bElicitationDefaultsResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"\x8d\x04\n" +
+	"\x17ElicitationEnumsRequest\x12K\n" +
+	"\x0euntitledSingle\x18\x01 \x01(\tB#\xbaH \xc8\x01\x01r\x1bR\aoption1R\aoption2R\aoption3R\x0euntitledSingle\x12s\n" +
+	"\ftitledSingle\x18\x02 \x01(\tBO\xbaH\x1d\xc8\x01\x01r\x18R\x06value1R\x06value2R\x06value3\xca\xf3\x18+\x12\fFirst Option\x12\rSecond Option\x12\fThird OptionR\ftitledSingle\x12f\n" +
+	"\n" +
+	"legacyEnum\x18\x03 \x01(\tBF\xbaH\x17\xc8\x01\x01r\x12R\x04opt1R\x04opt2R\x04opt3\xca\xf3\x18(\x12\n" +
+	"Option One\x12\n" +
+	"Option Two\x12\fOption Three\x18\x01R\n" +
+	"legacyEnum\x12O\n" +
+	"\runtitledMulti\x18\x04 \x03(\tB)\xbaH&\x92\x01#\b\x01\x18\x01\"\x1dr\x1bR\aoption1R\aoption2R\aoption3R\runtitledMulti\x12w\n" +
+	"\vtitledMulti\x18\x05 \x03(\tBU\xbaH#\x92\x01 \b\x01\x18\x01\"\x1ar\x18R\x06value1R\x06value2R\x06value3\xca\xf3\x18+\x12\fFirst Choice\x12\rSecond Choice\x12\fThird ChoiceR\vtitledMulti\"O\n" +
+	"\x18ElicitationEnumsResponse\x123\n" +
 	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"I\n" +
 	"\"InputRequiredResultSamplingRequest\x12#\n" +
 	"\x06answer\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\x06answer\"Z\n" +
@@ -3185,7 +3471,7 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2%.toolmesh.conformance.v1.TemplateItemR\x05items\x12*\n" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x1e\n" +
 	"\fTemplateItem\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id2\xb7@\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\xbcD\n" +
 	"\x12ConformanceService\x12\xa8\x06\n" +
 	"\n" +
 	"SimpleText\x12*.toolmesh.conformance.v1.SimpleTextRequest\x1a+.toolmesh.conformance.v1.SimpleTextResponse\"\xc0\x05\xc2\xf3\x18\xb8\x05\n" +
@@ -3225,7 +3511,12 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	")test_input_required_result_tampered_state\x12#Input required, state tampered with\x18\x022\x02ok\xa2\x01\acontent\x12\xac\x02\n" +
 	"\x1eInputRequiredResultElicitation\x12>.toolmesh.conformance.v1.InputRequiredResultElicitationRequest\x1a?.toolmesh.conformance.v1.InputRequiredResultElicitationResponse\"\x88\x01\xc2\xf3\x18\x83\x01\n" +
 	"&test_input_required_result_elicitation\x12\x1bInput required: elicitation\x18\x02j0\n" +
-	"\tuser_name\x12\x04name\x1a\x12What is your name?B\tuser_name\xa2\x01\acontent\x12\xab\x02\n" +
+	"\tuser_name\x12\x04name\x1a\x12What is your name?B\tuser_name\xa2\x01\acontent\x12\xf4\x01\n" +
+	"\x13ElicitationDefaults\x123.toolmesh.conformance.v1.ElicitationDefaultsRequest\x1a4.toolmesh.conformance.v1.ElicitationDefaultsResponse\"r\xc2\xf3\x18n\n" +
+	"!test_elicitation_sep1034_defaults\x12\x19Elicitation with defaults\x18\x022\x04name2\x03age2\x05score2\x06status2\bverified\xa2\x01\acontent\x12\x8b\x02\n" +
+	"\x10ElicitationEnums\x120.toolmesh.conformance.v1.ElicitationEnumsRequest\x1a1.toolmesh.conformance.v1.ElicitationEnumsResponse\"\x91\x01\xc2\xf3\x18\x8c\x01\n" +
+	"\x1etest_elicitation_sep1330_enums\x12\x18Elicitation with choices\x18\x022\x0euntitledSingle2\ftitledSingle2\n" +
+	"legacyEnum2\runtitledMulti2\vtitledMulti\xa2\x01\acontent\x12\xab\x02\n" +
 	"\x1bInputRequiredResultSampling\x12;.toolmesh.conformance.v1.InputRequiredResultSamplingRequest\x1a<.toolmesh.conformance.v1.InputRequiredResultSamplingResponse\"\x90\x01\xc2\xf3\x18\x8b\x01\n" +
 	"#test_input_required_result_sampling\x12\x18Input required: sampling\x18\x02j>\n" +
 	"\x10capital_question\x12\x06answer\x1a\x1eWhat is the capital of France? \x02(d\xa2\x01\acontent\x12\xa9\x02\n" +
@@ -3299,7 +3590,7 @@ func file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP() []byte {
 	return file_toolmesh_conformance_v1_conformance_proto_rawDescData
 }
 
-var file_toolmesh_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_toolmesh_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_toolmesh_conformance_v1_conformance_proto_goTypes = []any{
 	(*SimpleTextRequest)(nil),                         // 0: toolmesh.conformance.v1.SimpleTextRequest
 	(*SimpleTextResponse)(nil),                        // 1: toolmesh.conformance.v1.SimpleTextResponse
@@ -3329,155 +3620,165 @@ var file_toolmesh_conformance_v1_conformance_proto_goTypes = []any{
 	(*InputRequiredResultTamperedStateResponse)(nil),  // 25: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
 	(*InputRequiredResultElicitationRequest)(nil),     // 26: toolmesh.conformance.v1.InputRequiredResultElicitationRequest
 	(*InputRequiredResultElicitationResponse)(nil),    // 27: toolmesh.conformance.v1.InputRequiredResultElicitationResponse
-	(*InputRequiredResultSamplingRequest)(nil),        // 28: toolmesh.conformance.v1.InputRequiredResultSamplingRequest
-	(*InputRequiredResultSamplingResponse)(nil),       // 29: toolmesh.conformance.v1.InputRequiredResultSamplingResponse
-	(*InputRequiredResultListRootsRequest)(nil),       // 30: toolmesh.conformance.v1.InputRequiredResultListRootsRequest
-	(*InputRequiredResultListRootsResponse)(nil),      // 31: toolmesh.conformance.v1.InputRequiredResultListRootsResponse
-	(*InputRequiredResultMultipleInputsRequest)(nil),  // 32: toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
-	(*InputRequiredResultMultipleInputsResponse)(nil), // 33: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
-	(*InputRequiredResultCapabilitiesRequest)(nil),    // 34: toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
-	(*InputRequiredResultCapabilitiesResponse)(nil),   // 35: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
-	(*SamplingRequest)(nil),                           // 36: toolmesh.conformance.v1.SamplingRequest
-	(*SamplingResponse)(nil),                          // 37: toolmesh.conformance.v1.SamplingResponse
-	(*MissingCapabilityRequest)(nil),                  // 38: toolmesh.conformance.v1.MissingCapabilityRequest
-	(*MissingCapabilityResponse)(nil),                 // 39: toolmesh.conformance.v1.MissingCapabilityResponse
-	(*InputRequiredResultMultiRoundRequest)(nil),      // 40: toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
-	(*InputRequiredResultMultiRoundResponse)(nil),     // 41: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
-	(*GreetRequest)(nil),                              // 42: toolmesh.conformance.v1.GreetRequest
-	(*GreetResponse)(nil),                             // 43: toolmesh.conformance.v1.GreetResponse
-	(*SlowComputeRequest)(nil),                        // 44: toolmesh.conformance.v1.SlowComputeRequest
-	(*SlowComputeResponse)(nil),                       // 45: toolmesh.conformance.v1.SlowComputeResponse
-	(*FailingJobRequest)(nil),                         // 46: toolmesh.conformance.v1.FailingJobRequest
-	(*FailingJobResponse)(nil),                        // 47: toolmesh.conformance.v1.FailingJobResponse
-	(*ProtocolErrorJobRequest)(nil),                   // 48: toolmesh.conformance.v1.ProtocolErrorJobRequest
-	(*ProtocolErrorJobResponse)(nil),                  // 49: toolmesh.conformance.v1.ProtocolErrorJobResponse
-	(*ConfirmDeleteRequest)(nil),                      // 50: toolmesh.conformance.v1.ConfirmDeleteRequest
-	(*ConfirmDeleteResponse)(nil),                     // 51: toolmesh.conformance.v1.ConfirmDeleteResponse
-	(*MultiInputRequest)(nil),                         // 52: toolmesh.conformance.v1.MultiInputRequest
-	(*MultiInputResponse)(nil),                        // 53: toolmesh.conformance.v1.MultiInputResponse
-	(*ToolWithTaskRequest)(nil),                       // 54: toolmesh.conformance.v1.ToolWithTaskRequest
-	(*ToolWithTaskResponse)(nil),                      // 55: toolmesh.conformance.v1.ToolWithTaskResponse
-	(*StaticTextRequest)(nil),                         // 56: toolmesh.conformance.v1.StaticTextRequest
-	(*StaticTextResponse)(nil),                        // 57: toolmesh.conformance.v1.StaticTextResponse
-	(*StaticBinaryRequest)(nil),                       // 58: toolmesh.conformance.v1.StaticBinaryRequest
-	(*StaticBinaryResponse)(nil),                      // 59: toolmesh.conformance.v1.StaticBinaryResponse
-	(*WatchedResourceRequest)(nil),                    // 60: toolmesh.conformance.v1.WatchedResourceRequest
-	(*WatchedResourceResponse)(nil),                   // 61: toolmesh.conformance.v1.WatchedResourceResponse
-	(*TemplateDataRequest)(nil),                       // 62: toolmesh.conformance.v1.TemplateDataRequest
-	(*TemplateDataResponse)(nil),                      // 63: toolmesh.conformance.v1.TemplateDataResponse
-	(*ListTemplateItemsRequest)(nil),                  // 64: toolmesh.conformance.v1.ListTemplateItemsRequest
-	(*ListTemplateItemsResponse)(nil),                 // 65: toolmesh.conformance.v1.ListTemplateItemsResponse
-	(*TemplateItem)(nil),                              // 66: toolmesh.conformance.v1.TemplateItem
-	(*v1.Content)(nil),                                // 67: toolmesh.tool.v1.Content
-	(*v1.CallEvent)(nil),                              // 68: toolmesh.tool.v1.CallEvent
-	(*v11.Page)(nil),                                  // 69: toolmesh.page.v1.Page
+	(*ElicitationDefaultsRequest)(nil),                // 28: toolmesh.conformance.v1.ElicitationDefaultsRequest
+	(*ElicitationDefaultsResponse)(nil),               // 29: toolmesh.conformance.v1.ElicitationDefaultsResponse
+	(*ElicitationEnumsRequest)(nil),                   // 30: toolmesh.conformance.v1.ElicitationEnumsRequest
+	(*ElicitationEnumsResponse)(nil),                  // 31: toolmesh.conformance.v1.ElicitationEnumsResponse
+	(*InputRequiredResultSamplingRequest)(nil),        // 32: toolmesh.conformance.v1.InputRequiredResultSamplingRequest
+	(*InputRequiredResultSamplingResponse)(nil),       // 33: toolmesh.conformance.v1.InputRequiredResultSamplingResponse
+	(*InputRequiredResultListRootsRequest)(nil),       // 34: toolmesh.conformance.v1.InputRequiredResultListRootsRequest
+	(*InputRequiredResultListRootsResponse)(nil),      // 35: toolmesh.conformance.v1.InputRequiredResultListRootsResponse
+	(*InputRequiredResultMultipleInputsRequest)(nil),  // 36: toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
+	(*InputRequiredResultMultipleInputsResponse)(nil), // 37: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
+	(*InputRequiredResultCapabilitiesRequest)(nil),    // 38: toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
+	(*InputRequiredResultCapabilitiesResponse)(nil),   // 39: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
+	(*SamplingRequest)(nil),                           // 40: toolmesh.conformance.v1.SamplingRequest
+	(*SamplingResponse)(nil),                          // 41: toolmesh.conformance.v1.SamplingResponse
+	(*MissingCapabilityRequest)(nil),                  // 42: toolmesh.conformance.v1.MissingCapabilityRequest
+	(*MissingCapabilityResponse)(nil),                 // 43: toolmesh.conformance.v1.MissingCapabilityResponse
+	(*InputRequiredResultMultiRoundRequest)(nil),      // 44: toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
+	(*InputRequiredResultMultiRoundResponse)(nil),     // 45: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
+	(*GreetRequest)(nil),                              // 46: toolmesh.conformance.v1.GreetRequest
+	(*GreetResponse)(nil),                             // 47: toolmesh.conformance.v1.GreetResponse
+	(*SlowComputeRequest)(nil),                        // 48: toolmesh.conformance.v1.SlowComputeRequest
+	(*SlowComputeResponse)(nil),                       // 49: toolmesh.conformance.v1.SlowComputeResponse
+	(*FailingJobRequest)(nil),                         // 50: toolmesh.conformance.v1.FailingJobRequest
+	(*FailingJobResponse)(nil),                        // 51: toolmesh.conformance.v1.FailingJobResponse
+	(*ProtocolErrorJobRequest)(nil),                   // 52: toolmesh.conformance.v1.ProtocolErrorJobRequest
+	(*ProtocolErrorJobResponse)(nil),                  // 53: toolmesh.conformance.v1.ProtocolErrorJobResponse
+	(*ConfirmDeleteRequest)(nil),                      // 54: toolmesh.conformance.v1.ConfirmDeleteRequest
+	(*ConfirmDeleteResponse)(nil),                     // 55: toolmesh.conformance.v1.ConfirmDeleteResponse
+	(*MultiInputRequest)(nil),                         // 56: toolmesh.conformance.v1.MultiInputRequest
+	(*MultiInputResponse)(nil),                        // 57: toolmesh.conformance.v1.MultiInputResponse
+	(*ToolWithTaskRequest)(nil),                       // 58: toolmesh.conformance.v1.ToolWithTaskRequest
+	(*ToolWithTaskResponse)(nil),                      // 59: toolmesh.conformance.v1.ToolWithTaskResponse
+	(*StaticTextRequest)(nil),                         // 60: toolmesh.conformance.v1.StaticTextRequest
+	(*StaticTextResponse)(nil),                        // 61: toolmesh.conformance.v1.StaticTextResponse
+	(*StaticBinaryRequest)(nil),                       // 62: toolmesh.conformance.v1.StaticBinaryRequest
+	(*StaticBinaryResponse)(nil),                      // 63: toolmesh.conformance.v1.StaticBinaryResponse
+	(*WatchedResourceRequest)(nil),                    // 64: toolmesh.conformance.v1.WatchedResourceRequest
+	(*WatchedResourceResponse)(nil),                   // 65: toolmesh.conformance.v1.WatchedResourceResponse
+	(*TemplateDataRequest)(nil),                       // 66: toolmesh.conformance.v1.TemplateDataRequest
+	(*TemplateDataResponse)(nil),                      // 67: toolmesh.conformance.v1.TemplateDataResponse
+	(*ListTemplateItemsRequest)(nil),                  // 68: toolmesh.conformance.v1.ListTemplateItemsRequest
+	(*ListTemplateItemsResponse)(nil),                 // 69: toolmesh.conformance.v1.ListTemplateItemsResponse
+	(*TemplateItem)(nil),                              // 70: toolmesh.conformance.v1.TemplateItem
+	(*v1.Content)(nil),                                // 71: toolmesh.tool.v1.Content
+	(*v1.CallEvent)(nil),                              // 72: toolmesh.tool.v1.CallEvent
+	(*v11.Page)(nil),                                  // 73: toolmesh.page.v1.Page
 }
 var file_toolmesh_conformance_v1_conformance_proto_depIdxs = []int32{
-	67, // 0: toolmesh.conformance.v1.SimpleTextResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 1: toolmesh.conformance.v1.ImageContentResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 2: toolmesh.conformance.v1.AudioContentResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 3: toolmesh.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 4: toolmesh.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolmesh.tool.v1.Content
-	68, // 5: toolmesh.conformance.v1.ToolWithProgressResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	67, // 6: toolmesh.conformance.v1.ToolWithProgressResponse.content:type_name -> toolmesh.tool.v1.Content
-	68, // 7: toolmesh.conformance.v1.ToolWithLoggingResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	67, // 8: toolmesh.conformance.v1.ToolWithLoggingResponse.content:type_name -> toolmesh.tool.v1.Content
-	68, // 9: toolmesh.conformance.v1.LoggingToolResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	67, // 10: toolmesh.conformance.v1.LoggingToolResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 11: toolmesh.conformance.v1.ElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 12: toolmesh.conformance.v1.StreamingElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 13: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 14: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 15: toolmesh.conformance.v1.InputRequiredResultElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 16: toolmesh.conformance.v1.InputRequiredResultSamplingResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 17: toolmesh.conformance.v1.InputRequiredResultListRootsResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 18: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 19: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 20: toolmesh.conformance.v1.SamplingResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 21: toolmesh.conformance.v1.MissingCapabilityResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 22: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 23: toolmesh.conformance.v1.GreetResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 24: toolmesh.conformance.v1.SlowComputeResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 25: toolmesh.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 26: toolmesh.conformance.v1.MultiInputResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 27: toolmesh.conformance.v1.ToolWithTaskResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 28: toolmesh.conformance.v1.StaticTextResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 29: toolmesh.conformance.v1.StaticBinaryResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 30: toolmesh.conformance.v1.WatchedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
-	67, // 31: toolmesh.conformance.v1.TemplateDataResponse.content:type_name -> toolmesh.tool.v1.Content
-	66, // 32: toolmesh.conformance.v1.ListTemplateItemsResponse.items:type_name -> toolmesh.conformance.v1.TemplateItem
-	69, // 33: toolmesh.conformance.v1.ListTemplateItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	0,  // 34: toolmesh.conformance.v1.ConformanceService.SimpleText:input_type -> toolmesh.conformance.v1.SimpleTextRequest
-	2,  // 35: toolmesh.conformance.v1.ConformanceService.ImageContent:input_type -> toolmesh.conformance.v1.ImageContentRequest
-	4,  // 36: toolmesh.conformance.v1.ConformanceService.AudioContent:input_type -> toolmesh.conformance.v1.AudioContentRequest
-	6,  // 37: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:input_type -> toolmesh.conformance.v1.EmbeddedResourceRequest
-	8,  // 38: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> toolmesh.conformance.v1.MultipleContentTypesRequest
-	10, // 39: toolmesh.conformance.v1.ConformanceService.ErrorHandling:input_type -> toolmesh.conformance.v1.ErrorHandlingRequest
-	12, // 40: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:input_type -> toolmesh.conformance.v1.ToolWithProgressRequest
-	14, // 41: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:input_type -> toolmesh.conformance.v1.ToolWithLoggingRequest
-	16, // 42: toolmesh.conformance.v1.ConformanceService.LoggingTool:input_type -> toolmesh.conformance.v1.LoggingToolRequest
-	18, // 43: toolmesh.conformance.v1.ConformanceService.Elicitation:input_type -> toolmesh.conformance.v1.ElicitationRequest
-	20, // 44: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:input_type -> toolmesh.conformance.v1.StreamingElicitationRequest
-	22, // 45: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:input_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
-	24, // 46: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:input_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
-	26, // 47: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:input_type -> toolmesh.conformance.v1.InputRequiredResultElicitationRequest
-	28, // 48: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:input_type -> toolmesh.conformance.v1.InputRequiredResultSamplingRequest
-	30, // 49: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:input_type -> toolmesh.conformance.v1.InputRequiredResultListRootsRequest
-	32, // 50: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:input_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
-	34, // 51: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:input_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
-	36, // 52: toolmesh.conformance.v1.ConformanceService.Sampling:input_type -> toolmesh.conformance.v1.SamplingRequest
-	38, // 53: toolmesh.conformance.v1.ConformanceService.MissingCapability:input_type -> toolmesh.conformance.v1.MissingCapabilityRequest
-	40, // 54: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:input_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
-	42, // 55: toolmesh.conformance.v1.ConformanceService.Greet:input_type -> toolmesh.conformance.v1.GreetRequest
-	44, // 56: toolmesh.conformance.v1.ConformanceService.SlowCompute:input_type -> toolmesh.conformance.v1.SlowComputeRequest
-	46, // 57: toolmesh.conformance.v1.ConformanceService.FailingJob:input_type -> toolmesh.conformance.v1.FailingJobRequest
-	48, // 58: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> toolmesh.conformance.v1.ProtocolErrorJobRequest
-	50, // 59: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:input_type -> toolmesh.conformance.v1.ConfirmDeleteRequest
-	52, // 60: toolmesh.conformance.v1.ConformanceService.MultiInput:input_type -> toolmesh.conformance.v1.MultiInputRequest
-	54, // 61: toolmesh.conformance.v1.ConformanceService.ToolWithTask:input_type -> toolmesh.conformance.v1.ToolWithTaskRequest
-	56, // 62: toolmesh.conformance.v1.ConformanceService.StaticText:input_type -> toolmesh.conformance.v1.StaticTextRequest
-	58, // 63: toolmesh.conformance.v1.ConformanceService.StaticBinary:input_type -> toolmesh.conformance.v1.StaticBinaryRequest
-	60, // 64: toolmesh.conformance.v1.ConformanceService.WatchedResource:input_type -> toolmesh.conformance.v1.WatchedResourceRequest
-	62, // 65: toolmesh.conformance.v1.ConformanceService.TemplateData:input_type -> toolmesh.conformance.v1.TemplateDataRequest
-	64, // 66: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:input_type -> toolmesh.conformance.v1.ListTemplateItemsRequest
-	1,  // 67: toolmesh.conformance.v1.ConformanceService.SimpleText:output_type -> toolmesh.conformance.v1.SimpleTextResponse
-	3,  // 68: toolmesh.conformance.v1.ConformanceService.ImageContent:output_type -> toolmesh.conformance.v1.ImageContentResponse
-	5,  // 69: toolmesh.conformance.v1.ConformanceService.AudioContent:output_type -> toolmesh.conformance.v1.AudioContentResponse
-	7,  // 70: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:output_type -> toolmesh.conformance.v1.EmbeddedResourceResponse
-	9,  // 71: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> toolmesh.conformance.v1.MultipleContentTypesResponse
-	11, // 72: toolmesh.conformance.v1.ConformanceService.ErrorHandling:output_type -> toolmesh.conformance.v1.ErrorHandlingResponse
-	13, // 73: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:output_type -> toolmesh.conformance.v1.ToolWithProgressResponse
-	15, // 74: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:output_type -> toolmesh.conformance.v1.ToolWithLoggingResponse
-	17, // 75: toolmesh.conformance.v1.ConformanceService.LoggingTool:output_type -> toolmesh.conformance.v1.LoggingToolResponse
-	19, // 76: toolmesh.conformance.v1.ConformanceService.Elicitation:output_type -> toolmesh.conformance.v1.ElicitationResponse
-	21, // 77: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:output_type -> toolmesh.conformance.v1.StreamingElicitationResponse
-	23, // 78: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:output_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
-	25, // 79: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:output_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
-	27, // 80: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:output_type -> toolmesh.conformance.v1.InputRequiredResultElicitationResponse
-	29, // 81: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:output_type -> toolmesh.conformance.v1.InputRequiredResultSamplingResponse
-	31, // 82: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:output_type -> toolmesh.conformance.v1.InputRequiredResultListRootsResponse
-	33, // 83: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:output_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
-	35, // 84: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:output_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
-	37, // 85: toolmesh.conformance.v1.ConformanceService.Sampling:output_type -> toolmesh.conformance.v1.SamplingResponse
-	39, // 86: toolmesh.conformance.v1.ConformanceService.MissingCapability:output_type -> toolmesh.conformance.v1.MissingCapabilityResponse
-	41, // 87: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:output_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
-	43, // 88: toolmesh.conformance.v1.ConformanceService.Greet:output_type -> toolmesh.conformance.v1.GreetResponse
-	45, // 89: toolmesh.conformance.v1.ConformanceService.SlowCompute:output_type -> toolmesh.conformance.v1.SlowComputeResponse
-	47, // 90: toolmesh.conformance.v1.ConformanceService.FailingJob:output_type -> toolmesh.conformance.v1.FailingJobResponse
-	49, // 91: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> toolmesh.conformance.v1.ProtocolErrorJobResponse
-	51, // 92: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:output_type -> toolmesh.conformance.v1.ConfirmDeleteResponse
-	53, // 93: toolmesh.conformance.v1.ConformanceService.MultiInput:output_type -> toolmesh.conformance.v1.MultiInputResponse
-	55, // 94: toolmesh.conformance.v1.ConformanceService.ToolWithTask:output_type -> toolmesh.conformance.v1.ToolWithTaskResponse
-	57, // 95: toolmesh.conformance.v1.ConformanceService.StaticText:output_type -> toolmesh.conformance.v1.StaticTextResponse
-	59, // 96: toolmesh.conformance.v1.ConformanceService.StaticBinary:output_type -> toolmesh.conformance.v1.StaticBinaryResponse
-	61, // 97: toolmesh.conformance.v1.ConformanceService.WatchedResource:output_type -> toolmesh.conformance.v1.WatchedResourceResponse
-	63, // 98: toolmesh.conformance.v1.ConformanceService.TemplateData:output_type -> toolmesh.conformance.v1.TemplateDataResponse
-	65, // 99: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:output_type -> toolmesh.conformance.v1.ListTemplateItemsResponse
-	67, // [67:100] is the sub-list for method output_type
-	34, // [34:67] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	71, // 0: toolmesh.conformance.v1.SimpleTextResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 1: toolmesh.conformance.v1.ImageContentResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 2: toolmesh.conformance.v1.AudioContentResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 3: toolmesh.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 4: toolmesh.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolmesh.tool.v1.Content
+	72, // 5: toolmesh.conformance.v1.ToolWithProgressResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	71, // 6: toolmesh.conformance.v1.ToolWithProgressResponse.content:type_name -> toolmesh.tool.v1.Content
+	72, // 7: toolmesh.conformance.v1.ToolWithLoggingResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	71, // 8: toolmesh.conformance.v1.ToolWithLoggingResponse.content:type_name -> toolmesh.tool.v1.Content
+	72, // 9: toolmesh.conformance.v1.LoggingToolResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	71, // 10: toolmesh.conformance.v1.LoggingToolResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 11: toolmesh.conformance.v1.ElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 12: toolmesh.conformance.v1.StreamingElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 13: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 14: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 15: toolmesh.conformance.v1.InputRequiredResultElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 16: toolmesh.conformance.v1.ElicitationDefaultsResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 17: toolmesh.conformance.v1.ElicitationEnumsResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 18: toolmesh.conformance.v1.InputRequiredResultSamplingResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 19: toolmesh.conformance.v1.InputRequiredResultListRootsResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 20: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 21: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 22: toolmesh.conformance.v1.SamplingResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 23: toolmesh.conformance.v1.MissingCapabilityResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 24: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 25: toolmesh.conformance.v1.GreetResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 26: toolmesh.conformance.v1.SlowComputeResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 27: toolmesh.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 28: toolmesh.conformance.v1.MultiInputResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 29: toolmesh.conformance.v1.ToolWithTaskResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 30: toolmesh.conformance.v1.StaticTextResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 31: toolmesh.conformance.v1.StaticBinaryResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 32: toolmesh.conformance.v1.WatchedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
+	71, // 33: toolmesh.conformance.v1.TemplateDataResponse.content:type_name -> toolmesh.tool.v1.Content
+	70, // 34: toolmesh.conformance.v1.ListTemplateItemsResponse.items:type_name -> toolmesh.conformance.v1.TemplateItem
+	73, // 35: toolmesh.conformance.v1.ListTemplateItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	0,  // 36: toolmesh.conformance.v1.ConformanceService.SimpleText:input_type -> toolmesh.conformance.v1.SimpleTextRequest
+	2,  // 37: toolmesh.conformance.v1.ConformanceService.ImageContent:input_type -> toolmesh.conformance.v1.ImageContentRequest
+	4,  // 38: toolmesh.conformance.v1.ConformanceService.AudioContent:input_type -> toolmesh.conformance.v1.AudioContentRequest
+	6,  // 39: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:input_type -> toolmesh.conformance.v1.EmbeddedResourceRequest
+	8,  // 40: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> toolmesh.conformance.v1.MultipleContentTypesRequest
+	10, // 41: toolmesh.conformance.v1.ConformanceService.ErrorHandling:input_type -> toolmesh.conformance.v1.ErrorHandlingRequest
+	12, // 42: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:input_type -> toolmesh.conformance.v1.ToolWithProgressRequest
+	14, // 43: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:input_type -> toolmesh.conformance.v1.ToolWithLoggingRequest
+	16, // 44: toolmesh.conformance.v1.ConformanceService.LoggingTool:input_type -> toolmesh.conformance.v1.LoggingToolRequest
+	18, // 45: toolmesh.conformance.v1.ConformanceService.Elicitation:input_type -> toolmesh.conformance.v1.ElicitationRequest
+	20, // 46: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:input_type -> toolmesh.conformance.v1.StreamingElicitationRequest
+	22, // 47: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:input_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
+	24, // 48: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:input_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
+	26, // 49: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:input_type -> toolmesh.conformance.v1.InputRequiredResultElicitationRequest
+	28, // 50: toolmesh.conformance.v1.ConformanceService.ElicitationDefaults:input_type -> toolmesh.conformance.v1.ElicitationDefaultsRequest
+	30, // 51: toolmesh.conformance.v1.ConformanceService.ElicitationEnums:input_type -> toolmesh.conformance.v1.ElicitationEnumsRequest
+	32, // 52: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:input_type -> toolmesh.conformance.v1.InputRequiredResultSamplingRequest
+	34, // 53: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:input_type -> toolmesh.conformance.v1.InputRequiredResultListRootsRequest
+	36, // 54: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:input_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
+	38, // 55: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:input_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
+	40, // 56: toolmesh.conformance.v1.ConformanceService.Sampling:input_type -> toolmesh.conformance.v1.SamplingRequest
+	42, // 57: toolmesh.conformance.v1.ConformanceService.MissingCapability:input_type -> toolmesh.conformance.v1.MissingCapabilityRequest
+	44, // 58: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:input_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
+	46, // 59: toolmesh.conformance.v1.ConformanceService.Greet:input_type -> toolmesh.conformance.v1.GreetRequest
+	48, // 60: toolmesh.conformance.v1.ConformanceService.SlowCompute:input_type -> toolmesh.conformance.v1.SlowComputeRequest
+	50, // 61: toolmesh.conformance.v1.ConformanceService.FailingJob:input_type -> toolmesh.conformance.v1.FailingJobRequest
+	52, // 62: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> toolmesh.conformance.v1.ProtocolErrorJobRequest
+	54, // 63: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:input_type -> toolmesh.conformance.v1.ConfirmDeleteRequest
+	56, // 64: toolmesh.conformance.v1.ConformanceService.MultiInput:input_type -> toolmesh.conformance.v1.MultiInputRequest
+	58, // 65: toolmesh.conformance.v1.ConformanceService.ToolWithTask:input_type -> toolmesh.conformance.v1.ToolWithTaskRequest
+	60, // 66: toolmesh.conformance.v1.ConformanceService.StaticText:input_type -> toolmesh.conformance.v1.StaticTextRequest
+	62, // 67: toolmesh.conformance.v1.ConformanceService.StaticBinary:input_type -> toolmesh.conformance.v1.StaticBinaryRequest
+	64, // 68: toolmesh.conformance.v1.ConformanceService.WatchedResource:input_type -> toolmesh.conformance.v1.WatchedResourceRequest
+	66, // 69: toolmesh.conformance.v1.ConformanceService.TemplateData:input_type -> toolmesh.conformance.v1.TemplateDataRequest
+	68, // 70: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:input_type -> toolmesh.conformance.v1.ListTemplateItemsRequest
+	1,  // 71: toolmesh.conformance.v1.ConformanceService.SimpleText:output_type -> toolmesh.conformance.v1.SimpleTextResponse
+	3,  // 72: toolmesh.conformance.v1.ConformanceService.ImageContent:output_type -> toolmesh.conformance.v1.ImageContentResponse
+	5,  // 73: toolmesh.conformance.v1.ConformanceService.AudioContent:output_type -> toolmesh.conformance.v1.AudioContentResponse
+	7,  // 74: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:output_type -> toolmesh.conformance.v1.EmbeddedResourceResponse
+	9,  // 75: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> toolmesh.conformance.v1.MultipleContentTypesResponse
+	11, // 76: toolmesh.conformance.v1.ConformanceService.ErrorHandling:output_type -> toolmesh.conformance.v1.ErrorHandlingResponse
+	13, // 77: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:output_type -> toolmesh.conformance.v1.ToolWithProgressResponse
+	15, // 78: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:output_type -> toolmesh.conformance.v1.ToolWithLoggingResponse
+	17, // 79: toolmesh.conformance.v1.ConformanceService.LoggingTool:output_type -> toolmesh.conformance.v1.LoggingToolResponse
+	19, // 80: toolmesh.conformance.v1.ConformanceService.Elicitation:output_type -> toolmesh.conformance.v1.ElicitationResponse
+	21, // 81: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:output_type -> toolmesh.conformance.v1.StreamingElicitationResponse
+	23, // 82: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:output_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
+	25, // 83: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:output_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
+	27, // 84: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:output_type -> toolmesh.conformance.v1.InputRequiredResultElicitationResponse
+	29, // 85: toolmesh.conformance.v1.ConformanceService.ElicitationDefaults:output_type -> toolmesh.conformance.v1.ElicitationDefaultsResponse
+	31, // 86: toolmesh.conformance.v1.ConformanceService.ElicitationEnums:output_type -> toolmesh.conformance.v1.ElicitationEnumsResponse
+	33, // 87: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:output_type -> toolmesh.conformance.v1.InputRequiredResultSamplingResponse
+	35, // 88: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:output_type -> toolmesh.conformance.v1.InputRequiredResultListRootsResponse
+	37, // 89: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:output_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
+	39, // 90: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:output_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
+	41, // 91: toolmesh.conformance.v1.ConformanceService.Sampling:output_type -> toolmesh.conformance.v1.SamplingResponse
+	43, // 92: toolmesh.conformance.v1.ConformanceService.MissingCapability:output_type -> toolmesh.conformance.v1.MissingCapabilityResponse
+	45, // 93: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:output_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
+	47, // 94: toolmesh.conformance.v1.ConformanceService.Greet:output_type -> toolmesh.conformance.v1.GreetResponse
+	49, // 95: toolmesh.conformance.v1.ConformanceService.SlowCompute:output_type -> toolmesh.conformance.v1.SlowComputeResponse
+	51, // 96: toolmesh.conformance.v1.ConformanceService.FailingJob:output_type -> toolmesh.conformance.v1.FailingJobResponse
+	53, // 97: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> toolmesh.conformance.v1.ProtocolErrorJobResponse
+	55, // 98: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:output_type -> toolmesh.conformance.v1.ConfirmDeleteResponse
+	57, // 99: toolmesh.conformance.v1.ConformanceService.MultiInput:output_type -> toolmesh.conformance.v1.MultiInputResponse
+	59, // 100: toolmesh.conformance.v1.ConformanceService.ToolWithTask:output_type -> toolmesh.conformance.v1.ToolWithTaskResponse
+	61, // 101: toolmesh.conformance.v1.ConformanceService.StaticText:output_type -> toolmesh.conformance.v1.StaticTextResponse
+	63, // 102: toolmesh.conformance.v1.ConformanceService.StaticBinary:output_type -> toolmesh.conformance.v1.StaticBinaryResponse
+	65, // 103: toolmesh.conformance.v1.ConformanceService.WatchedResource:output_type -> toolmesh.conformance.v1.WatchedResourceResponse
+	67, // 104: toolmesh.conformance.v1.ConformanceService.TemplateData:output_type -> toolmesh.conformance.v1.TemplateDataResponse
+	69, // 105: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:output_type -> toolmesh.conformance.v1.ListTemplateItemsResponse
+	71, // [71:106] is the sub-list for method output_type
+	36, // [36:71] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_conformance_v1_conformance_proto_init() }
@@ -3487,15 +3788,16 @@ func file_toolmesh_conformance_v1_conformance_proto_init() {
 	}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[22].OneofWrappers = []any{}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[24].OneofWrappers = []any{}
-	file_toolmesh_conformance_v1_conformance_proto_msgTypes[50].OneofWrappers = []any{}
-	file_toolmesh_conformance_v1_conformance_proto_msgTypes[52].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[28].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[54].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[56].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_conformance_v1_conformance_proto_rawDesc), len(file_toolmesh_conformance_v1_conformance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   67,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,8 @@ const (
 	ConformanceService_InputRequiredResultRequestState_FullMethodName   = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultRequestState"
 	ConformanceService_InputRequiredResultTamperedState_FullMethodName  = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultTamperedState"
 	ConformanceService_InputRequiredResultElicitation_FullMethodName    = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultElicitation"
+	ConformanceService_ElicitationDefaults_FullMethodName               = "/toolmesh.conformance.v1.ConformanceService/ElicitationDefaults"
+	ConformanceService_ElicitationEnums_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/ElicitationEnums"
 	ConformanceService_InputRequiredResultSampling_FullMethodName       = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultSampling"
 	ConformanceService_InputRequiredResultListRoots_FullMethodName      = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultListRoots"
 	ConformanceService_InputRequiredResultMultipleInputs_FullMethodName = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultipleInputs"
@@ -98,6 +100,13 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(ctx context.Context, in *InputRequiredResultTamperedStateRequest, opts ...grpc.CallOption) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(ctx context.Context, in *InputRequiredResultElicitationRequest, opts ...grpc.CallOption) (*InputRequiredResultElicitationResponse, error)
+	// Ask the user for a name, an age, a score, a status and whether they are
+	// verified, proposing a value for each (SEP-1034).
+	ElicitationDefaults(ctx context.Context, in *ElicitationDefaultsRequest, opts ...grpc.CallOption) (*ElicitationDefaultsResponse, error)
+	// Ask the user five choices: untitled and titled single choices, a legacy
+	// titled one (enumNames), and untitled and titled multi-selects
+	// (SEP-1330).
+	ElicitationEnums(ctx context.Context, in *ElicitationEnumsRequest, opts ...grpc.CallOption) (*ElicitationEnumsResponse, error)
 	// Ask the client's model what the capital of France is, then say its
 	// answer.
 	InputRequiredResultSampling(ctx context.Context, in *InputRequiredResultSamplingRequest, opts ...grpc.CallOption) (*InputRequiredResultSamplingResponse, error)
@@ -314,6 +323,26 @@ func (c *conformanceServiceClient) InputRequiredResultElicitation(ctx context.Co
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InputRequiredResultElicitationResponse)
 	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredResultElicitation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) ElicitationDefaults(ctx context.Context, in *ElicitationDefaultsRequest, opts ...grpc.CallOption) (*ElicitationDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElicitationDefaultsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_ElicitationDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) ElicitationEnums(ctx context.Context, in *ElicitationEnumsRequest, opts ...grpc.CallOption) (*ElicitationEnumsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElicitationEnumsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_ElicitationEnums_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -545,6 +574,13 @@ type ConformanceServiceServer interface {
 	InputRequiredResultTamperedState(context.Context, *InputRequiredResultTamperedStateRequest) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *InputRequiredResultElicitationRequest) (*InputRequiredResultElicitationResponse, error)
+	// Ask the user for a name, an age, a score, a status and whether they are
+	// verified, proposing a value for each (SEP-1034).
+	ElicitationDefaults(context.Context, *ElicitationDefaultsRequest) (*ElicitationDefaultsResponse, error)
+	// Ask the user five choices: untitled and titled single choices, a legacy
+	// titled one (enumNames), and untitled and titled multi-selects
+	// (SEP-1330).
+	ElicitationEnums(context.Context, *ElicitationEnumsRequest) (*ElicitationEnumsResponse, error)
 	// Ask the client's model what the capital of France is, then say its
 	// answer.
 	InputRequiredResultSampling(context.Context, *InputRequiredResultSamplingRequest) (*InputRequiredResultSamplingResponse, error)
@@ -641,6 +677,12 @@ func (UnimplementedConformanceServiceServer) InputRequiredResultTamperedState(co
 }
 func (UnimplementedConformanceServiceServer) InputRequiredResultElicitation(context.Context, *InputRequiredResultElicitationRequest) (*InputRequiredResultElicitationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultElicitation not implemented")
+}
+func (UnimplementedConformanceServiceServer) ElicitationDefaults(context.Context, *ElicitationDefaultsRequest) (*ElicitationDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElicitationDefaults not implemented")
+}
+func (UnimplementedConformanceServiceServer) ElicitationEnums(context.Context, *ElicitationEnumsRequest) (*ElicitationEnumsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElicitationEnums not implemented")
 }
 func (UnimplementedConformanceServiceServer) InputRequiredResultSampling(context.Context, *InputRequiredResultSamplingRequest) (*InputRequiredResultSamplingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultSampling not implemented")
@@ -947,6 +989,42 @@ func _ConformanceService_InputRequiredResultElicitation_Handler(srv interface{},
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ConformanceServiceServer).InputRequiredResultElicitation(ctx, req.(*InputRequiredResultElicitationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_ElicitationDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElicitationDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).ElicitationDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_ElicitationDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).ElicitationDefaults(ctx, req.(*ElicitationDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_ElicitationEnums_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElicitationEnumsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).ElicitationEnums(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_ElicitationEnums_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).ElicitationEnums(ctx, req.(*ElicitationEnumsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1343,6 +1421,14 @@ var ConformanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InputRequiredResultElicitation",
 			Handler:    _ConformanceService_InputRequiredResultElicitation_Handler,
+		},
+		{
+			MethodName: "ElicitationDefaults",
+			Handler:    _ConformanceService_ElicitationDefaults_Handler,
+		},
+		{
+			MethodName: "ElicitationEnums",
+			Handler:    _ConformanceService_ElicitationEnums_Handler,
 		},
 		{
 			MethodName: "InputRequiredResultSampling",

@@ -1681,6 +1681,80 @@ func (x *Event) GetAgentField() string {
 	return ""
 }
 
+// Field says how a request field is asked for in a form (MCP form
+// elicitation): the value the form proposes, and how its choices are titled.
+// The field's rules still decide what is valid.
+type Field struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value the form proposes (SEP-1034), written as the field's value:
+	// "John Doe", "30", "95.5", "true", or a choice ("active", an enum value's
+	// name). It must be a valid value of the field. Unlike a protovalidate
+	// const, which makes it the only valid value, it is only proposed.
+	Default string `protobuf:"bytes,1,opt,name=default,proto3" json:"default,omitempty"`
+	// Titles of the field's choices, one per choice in order: the values of
+	// its string `in` rule (or its items' `in` rule, for a repeated string),
+	// e.g. ["First option", "Second option"]. A form shows them as titled
+	// choices (oneOf of const and title; anyOf for a list). Enum fields are
+	// titled by their value names without it.
+	Titles []string `protobuf:"bytes,2,rep,name=titles,proto3" json:"titles,omitempty"`
+	// Show titles as the legacy enumNames (SEP-1330) instead of titled
+	// choices, for clients that only know those. Single values only.
+	LegacyEnumNames bool `protobuf:"varint,3,opt,name=legacy_enum_names,json=legacyEnumNames,proto3" json:"legacy_enum_names,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Field) Reset() {
+	*x = Field{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Field) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Field) ProtoMessage() {}
+
+func (x *Field) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Field.ProtoReflect.Descriptor instead.
+func (*Field) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Field) GetDefault() string {
+	if x != nil {
+		return x.Default
+	}
+	return ""
+}
+
+func (x *Field) GetTitles() []string {
+	if x != nil {
+		return x.Titles
+	}
+	return nil
+}
+
+func (x *Field) GetLegacyEnumNames() bool {
+	if x != nil {
+		return x.LegacyEnumNames
+	}
+	return false
+}
+
 var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
@@ -1704,6 +1778,14 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 		Field:         51000,
 		Name:          "toolmesh.tool.v1.untrusted",
 		Tag:           "varint,51000,opt,name=untrusted",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*Field)(nil),
+		Field:         51001,
+		Name:          "toolmesh.tool.v1.field",
+		Tag:           "bytes,51001,opt,name=field",
 		Filename:      "toolmesh/tool/v1/tool.proto",
 	},
 	{
@@ -1747,6 +1829,10 @@ var (
 	//
 	// optional bool untrusted = 51000;
 	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
+	// How this request field is asked for in a form (see Field).
+	//
+	// optional toolmesh.tool.v1.Field field = 51001;
+	E_Field = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
 )
 
 // Extension fields to descriptorpb.ServiceOptions.
@@ -1754,7 +1840,7 @@ var (
 	// The toolset of this service's tools.
 	//
 	// optional toolmesh.tool.v1.Toolset toolset = 51000;
-	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[4]
 )
 
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
@@ -1877,7 +1963,11 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\targuments\x18\x03 \x01(\tR\targuments\x12\x12\n" +
 	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1f\n" +
 	"\vagent_field\x18\x05 \x01(\tR\n" +
-	"agentField*K\n" +
+	"agentField\"e\n" +
+	"\x05Field\x12\x18\n" +
+	"\adefault\x18\x01 \x01(\tR\adefault\x12\x16\n" +
+	"\x06titles\x18\x02 \x03(\tR\x06titles\x12*\n" +
+	"\x11legacy_enum_names\x18\x03 \x01(\bR\x0flegacyEnumNames*K\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0e\n" +
@@ -1908,7 +1998,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x14PROMPT_EMBED_CONTENT\x10\x03:P\n" +
 	"\x05event\x12\x1f.google.protobuf.MessageOptions\x18\xb8\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.EventR\x05event:L\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:=\n" +
-	"\tuntrusted\x12\x1d.google.protobuf.FieldOptions\x18\xb8\x8e\x03 \x01(\bR\tuntrusted:V\n" +
+	"\tuntrusted\x12\x1d.google.protobuf.FieldOptions\x18\xb8\x8e\x03 \x01(\bR\tuntrusted:N\n" +
+	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.FieldR\x05field:V\n" +
 	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
@@ -1924,7 +2015,7 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
 	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
@@ -1944,10 +2035,11 @@ var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(*PromptCompletion)(nil),            // 15: toolmesh.tool.v1.PromptCompletion
 	(*OnBehalfOf)(nil),                  // 16: toolmesh.tool.v1.OnBehalfOf
 	(*Event)(nil),                       // 17: toolmesh.tool.v1.Event
-	(*descriptorpb.MessageOptions)(nil), // 18: google.protobuf.MessageOptions
-	(*descriptorpb.MethodOptions)(nil),  // 19: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),   // 20: google.protobuf.FieldOptions
-	(*descriptorpb.ServiceOptions)(nil), // 21: google.protobuf.ServiceOptions
+	(*Field)(nil),                       // 18: toolmesh.tool.v1.Field
+	(*descriptorpb.MessageOptions)(nil), // 19: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),  // 20: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 21: google.protobuf.FieldOptions
+	(*descriptorpb.ServiceOptions)(nil), // 22: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
@@ -1965,17 +2057,19 @@ var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	4,  // 12: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
 	14, // 13: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
 	15, // 14: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	18, // 15: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
-	19, // 16: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	20, // 17: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
-	21, // 18: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	17, // 19: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
-	5,  // 20: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	7,  // 21: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	19, // [19:22] is the sub-list for extension type_name
-	15, // [15:19] is the sub-list for extension extendee
+	19, // 15: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
+	20, // 16: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	21, // 17: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	21, // 18: toolmesh.tool.v1.field:extendee -> google.protobuf.FieldOptions
+	22, // 19: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	17, // 20: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	5,  // 21: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	18, // 22: toolmesh.tool.v1.field:type_name -> toolmesh.tool.v1.Field
+	7,  // 23: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	20, // [20:24] is the sub-list for extension type_name
+	15, // [15:20] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
 }
 
@@ -1990,8 +2084,8 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   13,
-			NumExtensions: 4,
+			NumMessages:   14,
+			NumExtensions: 5,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,

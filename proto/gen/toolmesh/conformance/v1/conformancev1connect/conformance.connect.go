@@ -83,6 +83,12 @@ const (
 	// ConformanceServiceInputRequiredResultElicitationProcedure is the fully-qualified name of the
 	// ConformanceService's InputRequiredResultElicitation RPC.
 	ConformanceServiceInputRequiredResultElicitationProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultElicitation"
+	// ConformanceServiceElicitationDefaultsProcedure is the fully-qualified name of the
+	// ConformanceService's ElicitationDefaults RPC.
+	ConformanceServiceElicitationDefaultsProcedure = "/toolmesh.conformance.v1.ConformanceService/ElicitationDefaults"
+	// ConformanceServiceElicitationEnumsProcedure is the fully-qualified name of the
+	// ConformanceService's ElicitationEnums RPC.
+	ConformanceServiceElicitationEnumsProcedure = "/toolmesh.conformance.v1.ConformanceService/ElicitationEnums"
 	// ConformanceServiceInputRequiredResultSamplingProcedure is the fully-qualified name of the
 	// ConformanceService's InputRequiredResultSampling RPC.
 	ConformanceServiceInputRequiredResultSamplingProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultSampling"
@@ -173,6 +179,13 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
+	// Ask the user for a name, an age, a score, a status and whether they are
+	// verified, proposing a value for each (SEP-1034).
+	ElicitationDefaults(context.Context, *v1.ElicitationDefaultsRequest) (*v1.ElicitationDefaultsResponse, error)
+	// Ask the user five choices: untitled and titled single choices, a legacy
+	// titled one (enumNames), and untitled and titled multi-selects
+	// (SEP-1330).
+	ElicitationEnums(context.Context, *v1.ElicitationEnumsRequest) (*v1.ElicitationEnumsResponse, error)
 	// Ask the client's model what the capital of France is, then say its
 	// answer.
 	InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error)
@@ -324,6 +337,18 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultElicitation")),
 			connect.WithClientOptions(opts...),
 		),
+		elicitationDefaults: connect.NewClient[v1.ElicitationDefaultsRequest, v1.ElicitationDefaultsResponse](
+			httpClient,
+			baseURL+ConformanceServiceElicitationDefaultsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("ElicitationDefaults")),
+			connect.WithClientOptions(opts...),
+		),
+		elicitationEnums: connect.NewClient[v1.ElicitationEnumsRequest, v1.ElicitationEnumsResponse](
+			httpClient,
+			baseURL+ConformanceServiceElicitationEnumsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("ElicitationEnums")),
+			connect.WithClientOptions(opts...),
+		),
 		inputRequiredResultSampling: connect.NewClient[v1.InputRequiredResultSamplingRequest, v1.InputRequiredResultSamplingResponse](
 			httpClient,
 			baseURL+ConformanceServiceInputRequiredResultSamplingProcedure,
@@ -464,6 +489,8 @@ type conformanceServiceClient struct {
 	inputRequiredResultRequestState   *connect.Client[v1.InputRequiredResultRequestStateRequest, v1.InputRequiredResultRequestStateResponse]
 	inputRequiredResultTamperedState  *connect.Client[v1.InputRequiredResultTamperedStateRequest, v1.InputRequiredResultTamperedStateResponse]
 	inputRequiredResultElicitation    *connect.Client[v1.InputRequiredResultElicitationRequest, v1.InputRequiredResultElicitationResponse]
+	elicitationDefaults               *connect.Client[v1.ElicitationDefaultsRequest, v1.ElicitationDefaultsResponse]
+	elicitationEnums                  *connect.Client[v1.ElicitationEnumsRequest, v1.ElicitationEnumsResponse]
 	inputRequiredResultSampling       *connect.Client[v1.InputRequiredResultSamplingRequest, v1.InputRequiredResultSamplingResponse]
 	inputRequiredResultListRoots      *connect.Client[v1.InputRequiredResultListRootsRequest, v1.InputRequiredResultListRootsResponse]
 	inputRequiredResultMultipleInputs *connect.Client[v1.InputRequiredResultMultipleInputsRequest, v1.InputRequiredResultMultipleInputsResponse]
@@ -596,6 +623,24 @@ func (c *conformanceServiceClient) InputRequiredResultTamperedState(ctx context.
 // toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation.
 func (c *conformanceServiceClient) InputRequiredResultElicitation(ctx context.Context, req *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error) {
 	response, err := c.inputRequiredResultElicitation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ElicitationDefaults calls toolmesh.conformance.v1.ConformanceService.ElicitationDefaults.
+func (c *conformanceServiceClient) ElicitationDefaults(ctx context.Context, req *v1.ElicitationDefaultsRequest) (*v1.ElicitationDefaultsResponse, error) {
+	response, err := c.elicitationDefaults.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ElicitationEnums calls toolmesh.conformance.v1.ConformanceService.ElicitationEnums.
+func (c *conformanceServiceClient) ElicitationEnums(ctx context.Context, req *v1.ElicitationEnumsRequest) (*v1.ElicitationEnumsResponse, error) {
+	response, err := c.elicitationEnums.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -810,6 +855,13 @@ type ConformanceServiceHandler interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
+	// Ask the user for a name, an age, a score, a status and whether they are
+	// verified, proposing a value for each (SEP-1034).
+	ElicitationDefaults(context.Context, *v1.ElicitationDefaultsRequest) (*v1.ElicitationDefaultsResponse, error)
+	// Ask the user five choices: untitled and titled single choices, a legacy
+	// titled one (enumNames), and untitled and titled multi-selects
+	// (SEP-1330).
+	ElicitationEnums(context.Context, *v1.ElicitationEnumsRequest) (*v1.ElicitationEnumsResponse, error)
 	// Ask the client's model what the capital of France is, then say its
 	// answer.
 	InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error)
@@ -955,6 +1007,18 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 		ConformanceServiceInputRequiredResultElicitationProcedure,
 		svc.InputRequiredResultElicitation,
 		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultElicitation")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceElicitationDefaultsHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceElicitationDefaultsProcedure,
+		svc.ElicitationDefaults,
+		connect.WithSchema(conformanceServiceMethods.ByName("ElicitationDefaults")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceElicitationEnumsHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceElicitationEnumsProcedure,
+		svc.ElicitationEnums,
+		connect.WithSchema(conformanceServiceMethods.ByName("ElicitationEnums")),
 		connect.WithHandlerOptions(opts...),
 	)
 	conformanceServiceInputRequiredResultSamplingHandler := connect.NewUnaryHandlerSimple(
@@ -1108,6 +1172,10 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 			conformanceServiceInputRequiredResultTamperedStateHandler.ServeHTTP(w, r)
 		case ConformanceServiceInputRequiredResultElicitationProcedure:
 			conformanceServiceInputRequiredResultElicitationHandler.ServeHTTP(w, r)
+		case ConformanceServiceElicitationDefaultsProcedure:
+			conformanceServiceElicitationDefaultsHandler.ServeHTTP(w, r)
+		case ConformanceServiceElicitationEnumsProcedure:
+			conformanceServiceElicitationEnumsHandler.ServeHTTP(w, r)
 		case ConformanceServiceInputRequiredResultSamplingProcedure:
 			conformanceServiceInputRequiredResultSamplingHandler.ServeHTTP(w, r)
 		case ConformanceServiceInputRequiredResultListRootsProcedure:
@@ -1209,6 +1277,14 @@ func (UnimplementedConformanceServiceHandler) InputRequiredResultTamperedState(c
 
 func (UnimplementedConformanceServiceHandler) InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) ElicitationDefaults(context.Context, *v1.ElicitationDefaultsRequest) (*v1.ElicitationDefaultsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.ElicitationDefaults is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) ElicitationEnums(context.Context, *v1.ElicitationEnumsRequest) (*v1.ElicitationEnumsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.ElicitationEnums is not implemented"))
 }
 
 func (UnimplementedConformanceServiceHandler) InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error) {
