@@ -36,7 +36,6 @@ import (
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
-	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // ProtocolVersions are the MCP protocol versions the door serves, newest
@@ -396,34 +395,6 @@ func withTokenInfo(next http.Handler) http.Handler {
 		}
 		return info, nil
 	}, nil)(next)
-}
-
-// readOnlyNote prefixes the description of tools that read-only mode
-// refuses, so a model does not plan around them.
-const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
-
-// mcpTool describes t for tools/list.
-func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
-	readOnly := t.Kind == toolv1.Kind_KIND_READ
-	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
-	desc := t.Description
-	if readOnlyMode && !readOnly {
-		desc = readOnlyNote + desc
-	}
-	return &mcp.Tool{
-		Name:         t.Name,
-		Title:        t.Title,
-		Description:  desc,
-		InputSchema:  t.InputSchema,
-		OutputSchema: t.OutputSchema,
-		Annotations: &mcp.ToolAnnotations{
-			Title:           t.Title,
-			ReadOnlyHint:    readOnly,
-			DestructiveHint: &destructive,
-			IdempotentHint:  readOnly,
-			OpenWorldHint:   new(bool),
-		},
-	}
 }
 
 // principal is the caller of an MCP request: the verified token's principal

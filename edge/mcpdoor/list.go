@@ -11,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // view is what one set of permissions may see through one reach (a
@@ -108,6 +110,34 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		}
 	}
 	return pv
+}
+
+// readOnlyNote prefixes the description of tools that read-only mode
+// refuses, so a model does not plan around them.
+const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
+
+// mcpTool describes t for tools/list.
+func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
+	readOnly := t.Kind == toolv1.Kind_KIND_READ
+	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
+	desc := t.Description
+	if readOnlyMode && !readOnly {
+		desc = readOnlyNote + desc
+	}
+	return &mcp.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  desc,
+		InputSchema:  t.InputSchema,
+		OutputSchema: t.OutputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.Title,
+			ReadOnlyHint:    readOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  readOnly,
+			OpenWorldHint:   new(bool),
+		},
+	}
 }
 
 // listedTool is a tool as tools/list shows it: with execution.taskSupport
