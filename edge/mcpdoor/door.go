@@ -222,6 +222,8 @@ type Door struct {
 	// skills are the toolsets' skills, sorted by URI (skills.go).
 	skills     []*skill
 	skillByURI map[string]*skill
+	// apps are the MCP Apps views of the tools, sorted by URI (apps.go).
+	apps []*appView
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -230,6 +232,9 @@ type tool struct {
 	port.Tool
 	catalog *toolcatalog.Tool
 	mcp     *mcp.Tool
+	// app is mcp pointing at the tool's view, for clients that declare MCP
+	// Apps (apps.go); nil for a tool without a view.
+	app     *mcp.Tool
 	handler mcp.ToolHandler
 }
 
@@ -269,6 +274,9 @@ func New(cfg Config) (*Door, error) {
 	if err := d.loadSkills(); err != nil {
 		return nil, err
 	}
+	if err := d.loadApps(); err != nil {
+		return nil, err
+	}
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
@@ -300,13 +308,16 @@ func New(cfg Config) (*Door, error) {
 	if len(d.resources) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
-	} else if len(d.skills) > 0 {
+	} else if len(d.skills) > 0 || len(d.apps) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{}
 	}
 	if len(d.skills) > 0 {
 		// Skills are resources too; the extension obliges skills/list and
 		// skills/get (no resources/directory/read: directoryRead is off).
 		caps.AddExtension(ExtensionSkills, nil)
+	}
+	if len(d.apps) > 0 {
+		caps.AddExtension(ExtensionUI, map[string]any{})
 	}
 	if len(d.prompts) > 0 {
 		caps.Prompts = &mcp.PromptCapabilities{}
@@ -315,7 +326,7 @@ func New(cfg Config) (*Door, error) {
 		caps.Completions = &mcp.CompletionCapabilities{}
 		opts.CompletionHandler = d.complete
 	}
-	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0, len(d.prompts) > 0)
+	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0 || len(d.apps) > 0, len(d.prompts) > 0)
 	if d.tasks, err = buildTasks(d); err != nil {
 		return nil, err
 	}
@@ -361,6 +372,7 @@ func New(cfg Config) (*Door, error) {
 	if err := d.addSkills(); err != nil {
 		return nil, err
 	}
+	d.addApps()
 	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated
 
 	getServer := func(*http.Request) *mcp.Server { return d.server }
