@@ -35,3 +35,11 @@ func (e *events) Types() []*toolcatalog.EventType { return e.types }
 func (e *events) Poll(ctx context.Context, caller *identity.Principal, req *eventsv1.PollRequest) (*eventsv1.PollResponse, error) {
 	return e.client.Poll(mesh.WithCall(ctx, mesh.Call{Caller: caller.Caller()}), req)
 }
+
+func (e *events) Subscribe(ctx context.Context, caller *identity.Principal, req *eventsv1.SubscribeRequest) (*eventsv1.SubscribeResponse, error) {
+	return e.client.Subscribe(mesh.WithCall(ctx, mesh.Call{Caller: caller.Caller()}), req)
+}
+
+func (e *events) Unsubscribe(ctx context.Context, caller *identity.Principal, req *eventsv1.UnsubscribeRequest) (*eventsv1.UnsubscribeResponse, error) {
+	return e.client.Unsubscribe(mesh.WithCall(ctx, mesh.Call{Caller: caller.Caller()}), req)
+}

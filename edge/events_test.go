@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/outbox"
+	"github.com/toolmesh/toolmesh/internal/seal"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -40,7 +42,11 @@ func newEventsFixture(t *testing.T, configure func(*edge.Config)) *eventsFixture
 		t.Fatal(err)
 	}
 	st := sqldbtest.OpenStore(t, sqldbtest.SQLite().Open(t), eventlogstore.Open)
-	svc, err := eventlog.New(st, eventlog.Config{Types: types})
+	sealer, err := seal.New(make([]byte, seal.KeySize), eventlog.SealPurpose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := eventlog.New(st, eventlog.Config{Types: types, Webhooks: eventlog.Webhooks{Sealer: sealer, AllowLoopback: true, MaxPerPrincipal: 2, Deliveries: noDeliveries{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +67,12 @@ func newEventsFixture(t *testing.T, configure func(*edge.Config)) *eventsFixture
 		}
 	}}
 }
+
+// noDeliveries starts no delivery workflow (workers/eventlog's tests run
+// them).
+type noDeliveries struct{}
+
+func (noDeliveries) Start(context.Context, *eventsv1.DeliveryWorkflowInput) error { return nil }
 
 func statusChanged(agent, task string, status tasksv1.TaskStatus) *outboxv1.Occurrence {
 	return outbox.New(outbox.ID("work_task.status_changed", task, status.String()), "work_task.status_changed",
@@ -106,7 +118,7 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 		t.Fatalf("events/list = %v, want %v", names, want)
 	}
 	task := types[4]
-	if !slices.Equal(task.Delivery, []string{"poll"}) || !strings.Contains(string(task.InputSchema), `"project_id"`) ||
+	if !slices.Equal(task.Delivery, []string{"poll", "webhook"}) || !strings.Contains(string(task.InputSchema), `"project_id"`) ||
 		!strings.Contains(string(task.PayloadSchema), `"previous_status"`) || task.Description == "" {
 		t.Errorf("work_task.status_changed = %+v", task)
 	}
@@ -160,5 +172,63 @@ func TestEventsOnlyWhereServed(t *testing.T) {
 	var rpcErr *mcpevents.Error
 	if _, err := (&mcpevents.Client{URL: f.url}).List(t.Context()); !errors.As(err, &rpcErr) || rpcErr.Code != -32601 {
 		t.Errorf("events/list without an event log: %v, want -32601", err)
+	}
+}
+
+// TestEventsSubscribe: events/subscribe through the edge subscribes the
+// caller by webhook, refreshes in place, and answers the extension's
+// errors: a bad secret or URL (-32602), a mode other than webhook
+// (-32026), a type outside the selection (-32024), the cap (-32025);
+// events/unsubscribe ends the subscription.
+func TestEventsSubscribe(t *testing.T) {
+	f := newEventsFixture(t, nil)
+	c := &mcpevents.Client{URL: f.url}
+	secret := "whsec_" + strings.Repeat("A", 43) + "="
+	hook := "http://127.0.0.1:9/hook"
+	var rpcErr *mcpevents.Error
+	code := func(err error) int64 {
+		if errors.As(err, &rpcErr) {
+			return rpcErr.Code
+		}
+		return 0
+	}
+	for name, c2 := range map[string]struct {
+		c    *mcpevents.Client
+		p    mcpevents.SubscribeParams
+		want int64
+	}{
+		"bad secret":   {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook, Secret: "whsec_c2hvcnQ="}}, -32602},
+		"no secret":    {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook}}, -32602},
+		"plain http":   {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: "http://example.com/hook", Secret: secret}}, -32602},
+		"push":         {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{Mode: "push", URL: hook, Secret: secret}}, -32026},
+		"unknown type": {c, mcpevents.SubscribeParams{Name: "no.such_event", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}, -32023},
+		"selection": {&mcpevents.Client{URL: f.http.URL + edge.PathToolsets + "tasks"},
+			mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}, -32024},
+	} {
+		if _, err := c2.c.Subscribe(t.Context(), c2.p); code(err) != c2.want {
+			t.Errorf("%s: %v, want %d", name, err, c2.want)
+		} else if strings.Contains(err.Error(), strings.Repeat("A", 43)) {
+			t.Errorf("%s: the error repeats the secret: %v", name, err)
+		}
+	}
+	sub, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}})
+	if err != nil || !strings.HasPrefix(sub.ID, "sub_") || sub.RefreshBefore == nil || sub.Cursor == "" || sub.DeliveryStatus == nil || !sub.DeliveryStatus.Active {
+		t.Fatalf("subscribe = %+v, %v", sub, err)
+	}
+	again, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}})
+	if err != nil || again.ID != sub.ID {
+		t.Fatalf("refresh = %+v, %v; want the same id", again, err)
+	}
+	if _, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: "ask.answered", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: "ask.expired", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}); code(err) != -32025 {
+		t.Fatalf("past the cap: %v, want -32025", err)
+	}
+	if err := c.Unsubscribe(t.Context(), "ask.answered", nil, hook); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: "ask.expired", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}); err != nil {
+		t.Fatalf("after an unsubscribe: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
 
@@ -113,7 +114,7 @@ func confirmNow(_ context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, err
 // Temporal and workers, with extra flags; it returns its MCP endpoint.
 func startEdge(t *testing.T, m *mesh, flags ...string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := porttest.Addr(t)
 	args := []string{"edge", "--addr", addr, "--data", m.data, "--temporal", m.temporal, "--metrics-addr", "off"}
 	for domain, u := range m.services {
 		args = append(args, "--service", domain+"="+u)

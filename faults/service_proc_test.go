@@ -5,7 +5,6 @@ package faults
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // serviceProc is one `toolmesh serve <domain>` run by a test itself, outside
@@ -36,7 +36,7 @@ func newServiceProc(t *testing.T, domain string, env []string, args ...string) *
 	if out, err := exec.Command(suite.bin, "keygen", "--data", data).CombinedOutput(); err != nil {
 		t.Fatalf("toolmesh keygen: %v\n%s", err, out)
 	}
-	return &serviceProc{domain: domain, addr: freeAddr(t), data: data, args: args, env: env, logs: &logtest.Buffer{}}
+	return &serviceProc{domain: domain, addr: porttest.Addr(t), data: data, args: args, env: env, logs: &logtest.Buffer{}}
 }
 
 func (s *serviceProc) url() string { return "http://" + s.addr }
@@ -107,17 +107,6 @@ func (s *serviceProc) token(t *testing.T, agent string) string {
 }
 
 func (s *serviceProc) dbPath() string { return filepath.Join(s.data, s.domain+".db") }
-
-// freeAddr returns a loopback address nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // percentile returns the p-th percentile (0-100) of sorted values.
 func percentile(sorted []float64, p float64) float64 {

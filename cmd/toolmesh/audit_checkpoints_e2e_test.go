@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
@@ -89,7 +90,7 @@ func TestCutAuditTailIsCaughtAcrossProcesses(t *testing.T) {
 		t.Skip("builds the binary and starts processes")
 	}
 	bin, data := buildWithKeys(t)
-	agentsAddr, auditAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	agentsAddr, auditAddr, edgeAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
 	pub := filepath.Join(data, "mesh.pub")
 	startBinary(t, bin, "http://"+agentsAddr+"/healthz", []string{agentsSeedEnv + "=local"},
 		"serve", "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub)

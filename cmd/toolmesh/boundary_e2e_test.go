@@ -27,6 +27,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/oauthtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
@@ -173,7 +174,7 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 	bin := buildToolmesh(t)
 	data := testMeshDir(t)
 	iss := newOAuthIssuer(t)
-	tasksAddr, edgeAddr := freeAddr(t), freeAddr(t)
+	tasksAddr, edgeAddr := porttest.Addr(t), porttest.Addr(t)
 	startBin(t, bin, "http://"+tasksAddr+"/healthz", "serve", "tasks", "--addr", tasksAddr, "--data", data)
 	startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off",
 		"--service", "tasks=http://"+tasksAddr, "--issuer", iss.url, "--jwks-file", iss.jwks)
@@ -251,7 +252,7 @@ func TestCredentialsAtTheProcessBoundary(t *testing.T) {
 	t.Run("step-up with the TypeScript SDK", func(t *testing.T) {
 		script := filepath.Join(nodetest.Install(t, filepath.Join("testdata", "tsclient")), "stepup.mjs")
 		as := startAuthServer(t, iss)
-		addr := freeAddr(t)
+		addr := porttest.Addr(t)
 		startBin(t, bin, "http://"+addr+"/healthz", "edge", "--addr", addr, "--data", data, "--metrics-addr", "off",
 			"--service", "tasks=http://"+tasksAddr, "--issuer", as.URL, "--jwks-file", iss.jwks)
 		url := "http://" + addr + "/mcp"

@@ -270,6 +270,9 @@ func testConsoleDecidesSchedules(t *testing.T, c *consoleMesh) {
 			chromedp.SendKeys(chromedp.CSS("#reason-"+id), reason),
 			chromedp.Click(chromedp.CSS("#"+id+` input[name="confirm"]`)),
 			chromedp.Click(chromedp.CSS("#"+id+" button."+button)),
+			// The page after the decision no longer lists the schedule;
+			// the flash of an earlier decision is on the page before it.
+			chromedp.WaitNotPresent(chromedp.CSS("#"+id)),
 			chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
 		); err != nil {
 			t.Fatalf("%s schedule %s from the console: %v", button, id, err)

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/outbox"
+	"github.com/toolmesh/toolmesh/internal/seal"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -34,12 +36,28 @@ const eventlogPruneInterval = time.Hour
 func eventlogOptions(s *config.Set) buildFunc {
 	var keyPath string
 	var retention, pollInterval time.Duration
-	bindMeshKey(s, &keyPath, "mesh private key file that signs the relay's pulls of the domains' outboxes")
+	var allowLoopback bool
+	var maxSubs int
+	var allowList []string
+	bindMeshKey(s, &keyPath, "mesh private key file that signs the relay's pulls of the domains' outboxes (and from which the key sealing webhook secrets is derived)")
+	s.Bool(&allowLoopback, false, config.Opt{Flag: "webhook-allow-loopback", Env: "TOOLMESH_EVENTLOG_WEBHOOK_ALLOW_LOOPBACK",
+		Usage: "development only: webhook subscriptions may name http:// callback URLs on the loopback interface (deploy/ leaves it off)"})
+	s.Int(&maxSubs, eventlog.DefaultMaxSubscriptions, config.Opt{Flag: "max-subscriptions", Env: "TOOLMESH_EVENTLOG_MAX_SUBSCRIPTIONS",
+		Usage: "how many live webhook subscriptions one principal may hold; events/subscribe past it fails with -32025"})
+	s.List(&allowList, config.Opt{Flag: "webhook-allow", Env: "TOOLMESH_EVENTLOG_WEBHOOK_ALLOW",
+		Usage: "an internal address (CIDR prefix or single IP) webhook callback URLs may reach anyway"})
 	s.Duration(&retention, eventlog.DefaultRetention, config.Opt{Flag: "retention", Env: "TOOLMESH_EVENTLOG_RETENTION",
 		Usage: "how long the event log keeps an event; a poll from a cursor older than that answers truncated"})
 	s.Duration(&pollInterval, eventlog.DefaultPollInterval, config.Opt{Flag: "poll-interval", Env: "TOOLMESH_EVENTLOG_POLL_INTERVAL",
 		Usage: "the nextPollMs a poll that read everything suggests (clients wait at least 1s)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+		if maxSubs < 1 {
+			return nil, fmt.Errorf("--max-subscriptions (TOOLMESH_EVENTLOG_MAX_SUBSCRIPTIONS) must be at least 1, got %d", maxSubs)
+		}
+		allow, err := egress.ParsePrefixes(allowList...)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-allow (TOOLMESH_EVENTLOG_WEBHOOK_ALLOW): %w", err)
+		}
 		if retention < time.Minute {
 			return nil, fmt.Errorf("--retention (TOOLMESH_EVENTLOG_RETENTION) must be at least 1m, got %s", retention)
 		}
@@ -59,7 +77,20 @@ func eventlogOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		svc, err := eventlog.New(st, eventlog.Config{Types: types, Retention: retention, PollInterval: pollInterval, Log: deps.Log})
+		// Webhook secrets are sealed under a key derived from the mesh
+		// key (internal/seal's HKDF, a purpose of its own): whoever holds
+		// the mesh key can act as any caller already, and no second key
+		// needs distributing.
+		sealer, err := seal.New(key.Seed(), eventlog.SealPurpose)
+		if err != nil {
+			return nil, err
+		}
+		if allowLoopback {
+			deps.Log.Warn("eventlog.webhook_allow_loopback", "message", "webhook subscriptions may name http:// loopback receivers (development only)")
+		}
+		svc, err := eventlog.New(st, eventlog.Config{Types: types, Retention: retention, PollInterval: pollInterval, Log: deps.Log,
+			Webhooks: eventlog.Webhooks{Sealer: sealer, Egress: egress.Policy{Allow: allow}, AllowLoopback: allowLoopback,
+				MaxPerPrincipal: maxSubs, Deliveries: eventlog.NewTemporalDeliveries(deps.Temporal)}})
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -73,7 +74,7 @@ func TestProcessesAnswerEveryCallInFlight(t *testing.T) {
 	t.Run("SIGTERM", func(t *testing.T) {
 		slow := &slowTasks{}
 		svc := servertest.Start(t, server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(slow), tasksv1connect.NewTasksServiceHandler, nil))
-		edgeAddr := freeAddr(t)
+		edgeAddr := porttest.Addr(t)
 		edgeProc := startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off",
 			"--service", "tasks="+svc.URL, "--shutdown-grace", "500ms")
 		url := "http://" + edgeAddr + "/mcp"
@@ -183,7 +184,7 @@ func TestProcessesAnswerEveryCallInFlight(t *testing.T) {
 		slow := &slowTasks{}
 		svc := servertest.Start(t, server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(slow), tasksv1connect.NewTasksServiceHandler, nil))
 		proxy := servertest.StartCutProxy(t, svc.Addr)
-		edgeAddr := freeAddr(t)
+		edgeAddr := porttest.Addr(t)
 		startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off", "--service", "tasks=http://"+proxy.Addr)
 		type result struct {
 			resp *http.Response

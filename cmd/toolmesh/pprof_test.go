@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // getStatus answers GET url's status code.
@@ -31,7 +33,7 @@ func TestProfilesOnlyWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := testPublicKey(t)
-	plain, flagged, fromEnv := freeAddr(t), freeAddr(t), freeAddr(t)
+	plain, flagged, fromEnv := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
 	serve(t, nil, "tasks", "--addr", plain, "--data", t.TempDir(), "--mesh-public-key", pub)
 	serve(t, nil, "tasks", "--addr", flagged, "--data", t.TempDir(), "--mesh-public-key", pub, "--pprof")
 	serve(t, map[string]string{"TOOLMESH_PPROF": "true"}, "tasks", "--addr", fromEnv, "--data", t.TempDir(), "--mesh-public-key", pub)
@@ -41,7 +43,7 @@ func TestProfilesOnlyWhenAsked(t *testing.T) {
 		}
 	}
 
-	edgeAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	edgeAddr, metricsAddr := porttest.Addr(t), porttest.Addr(t)
 	startProcess(t, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--metrics-addr", metricsAddr, "--data", data,
 		"--service", "tasks=http://"+flagged, "--pprof")
 	if got := getStatus(t, "http://"+metricsAddr+"/debug/pprof/cmdline"); got != http.StatusOK {
@@ -53,7 +55,7 @@ func TestProfilesOnlyWhenAsked(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"edge", "--addr", freeAddr(t), "--metrics-addr", "off", "--data", data, "--pprof"}, func(string) string { return "" }, nil, io.Discard, io.Discard)
+	err := run(ctx, []string{"edge", "--addr", porttest.Addr(t), "--metrics-addr", "off", "--data", data, "--pprof"}, func(string) string { return "" }, nil, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Errorf("edge --pprof --metrics-addr off: %v, want an error naming --metrics-addr", err)
 	}

@@ -61,6 +61,9 @@ type domain struct {
 	// the domain serves besides its own, by fully-qualified name: the edge
 	// reaches them at the domain's address.
 	serves []string
+	// noREST marks a domain whose service has no REST routes (its
+	// contract maps no HTTP paths): `toolmesh up` does not offer them.
+	noREST bool
 	// temporal marks a domain that starts or updates workflows: `serve`
 	// then takes --temporal and dials it before build.
 	temporal bool
@@ -84,8 +87,9 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	"workflows":  {port: 7113, options: workflowsOptions, temporal: true},
 	"reputation": {port: 7114, options: reputationOptions, calls: []string{"audit"}},
 	// The event log: it pulls the outboxes of the domains that declare
-	// events and serves them to the edge (docs/events.md).
-	"eventlog": {port: 7115, options: eventlogOptions, calls: []string{"owner", "tasks"}, serves: []string{eventsv1connect.EventsServiceName}},
+	// events, serves them to the edge (docs/events.md) and keeps webhook
+	// subscriptions, whose deliveries run on the eventlog task queue.
+	"eventlog": {port: 7115, options: eventlogOptions, temporal: true, noREST: true, calls: []string{"owner", "tasks"}, serves: []string{eventsv1connect.EventsServiceName}},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},

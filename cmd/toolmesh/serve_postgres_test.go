@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
@@ -53,9 +54,9 @@ func TestServeOnPostgres(t *testing.T) {
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	memoryDSN, creditsDSN, projectsDSN, workflowsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	reputationDSN := pg.NewDatabase(t)
-	agentsAddr, messagesAddr, tasksAddr, auditAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	memoryAddr, creditsAddr, projectsAddr, workflowsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	reputationAddr := freeAddr(t)
+	agentsAddr, messagesAddr, tasksAddr, auditAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
+	memoryAddr, creditsAddr, projectsAddr, workflowsAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
+	reputationAddr := porttest.Addr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -83,7 +84,7 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve(t, map[string]string{"TOOLMESH_PROJECTS_DSN": projectsDSN, projectsBaseEnv: code}, "projects", "--addr", projectsAddr, "--data", data,
-		"--mesh-public-key", pub, "--temporal", freeAddr(t))
+		"--mesh-public-key", pub, "--temporal", porttest.Addr(t))
 	// Workflows are stored without Temporal; only runs need it.
 	serve(t, map[string]string{"TOOLMESH_WORKFLOWS_DSN": workflowsDSN}, "workflows", "--addr", workflowsAddr, "--data", data, "--mesh-public-key", pub)
 

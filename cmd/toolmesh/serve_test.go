@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,24 +10,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 )
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
 
 // serve runs `toolmesh serve args...` until the test ends, or until stop is
 // called, and waits until it is healthy.
@@ -87,7 +77,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func TestServeChecksCallersAgainstTheAgentsDirectory(t *testing.T) {
 	data := t.TempDir()
-	agentsAddr, messagesAddr := freeAddr(t), freeAddr(t)
+	agentsAddr, messagesAddr := porttest.Addr(t), porttest.Addr(t)
 	// As under `toolmesh up`: the agents service seeds the development agent,
 	// the other services ask it about their callers.
 	pub := testPublicKey(t)
@@ -119,7 +109,7 @@ func TestServeChecksCallersAgainstTheAgentsDirectory(t *testing.T) {
 }
 
 func TestServeRejectsAMalformedSeed(t *testing.T) {
-	err := run(context.Background(), []string{"serve", "agents", "--addr", freeAddr(t), "--data", t.TempDir(), "--mesh-public-key", testPublicKey(t)},
+	err := run(context.Background(), []string{"serve", "agents", "--addr", porttest.Addr(t), "--data", t.TempDir(), "--mesh-public-key", testPublicKey(t)},
 		func(k string) string { return map[string]string{agentsSeedEnv: "local, Not Valid"}[k] }, nil, nil, discard{})
 	if err == nil || !strings.Contains(err.Error(), agentsSeedEnv) || !strings.Contains(err.Error(), "Not Valid") {
 		t.Errorf("serve agents with a malformed seed: %v, want an error naming %s and the id", err, agentsSeedEnv)

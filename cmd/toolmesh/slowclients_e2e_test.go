@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
 
@@ -92,7 +93,7 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 	const deadline = 2 * time.Second
 	bin := buildToolmesh(t)
 	data := testMeshDir(t)
-	tasksAddr, edgeAddr := freeAddr(t), freeAddr(t)
+	tasksAddr, edgeAddr := porttest.Addr(t), porttest.Addr(t)
 	limits := []string{"--body-timeout", deadline.String(), "--max-conns-per-client", "0"}
 	tasksProc := startBin(t, bin, "http://"+tasksAddr+"/healthz", append([]string{"serve", "tasks", "--addr", tasksAddr, "--data", data}, limits...)...)
 	edgeProc := startBin(t, bin, "http://"+edgeAddr+"/healthz", append([]string{"edge", "--addr", edgeAddr, "--data", data, "--metrics-addr", "off",
@@ -166,7 +167,7 @@ func TestSlowAndOversizedClientsAreCutOff(t *testing.T) {
 	})
 
 	t.Run("connections per client", func(t *testing.T) {
-		capped := freeAddr(t)
+		capped := porttest.Addr(t)
 		startBin(t, bin, "http://"+capped+"/healthz", "edge", "--addr", capped, "--data", data, "--metrics-addr", "off",
 			"--service", "tasks=http://"+tasksAddr, "--max-conns-per-client", "20")
 		var held []net.Conn

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
@@ -78,7 +79,7 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	if err := run(context.Background(), []string{"keygen", "--data", data}, func(string) string { return "" }, nil, discard{}, discard{}); err != nil {
 		t.Fatal(err)
 	}
-	svcAddr, workerAddr, edgeAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	svcAddr, workerAddr, edgeAddr, metricsAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
 	exporter := []string{"--trace-exporter", "stdout"}
 	svc := startProcess(t, "http://"+svcAddr+"/healthz", append([]string{"serve", "owner", "--addr", svcAddr, "--data", data,
 		"--temporal", temporal.HostPort, "--dsn", filepath.Join(data, "owner.db")}, exporter...)...)
@@ -245,7 +246,7 @@ func TestOTLPExport(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 			t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
 
-			addr := freeAddr(t)
+			addr := porttest.Addr(t)
 			p := startProcess(t, "http://"+addr+"/healthz", "serve", "tasks", "--addr", addr, "--data", t.TempDir(),
 				"--mesh-public-key", testPublicKey(t), "--trace-exporter", "otlp", "--otlp-protocol", protocol)
 			client := servertest.HTTPClient()

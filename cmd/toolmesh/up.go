@@ -186,7 +186,11 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, 
 		if p.Name == "tasks" {
 			tasksAddr = addr
 		}
-		fmt.Fprintf(stdout, "  %-14s http://%s  (Connect, gRPC, gRPC-Web, REST /v1/..., /metrics)\n", p.Name, addr)
+		protocols := "Connect, gRPC, gRPC-Web, REST /v1/..., /metrics"
+		if domains[p.Name].noREST {
+			protocols = "Connect, gRPC, gRPC-Web, /metrics"
+		}
+		fmt.Fprintf(stdout, "  %-14s http://%s  (%s)\n", p.Name, addr, protocols)
 	}
 	if tasksAddr != "" {
 		tokenCmd := fmt.Sprintf("%s token --agent %s", self, cfg.DevAgent)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // These tests run the whole mesh as `toolmesh up` starts it (the real
@@ -136,7 +138,7 @@ func TestWorkflowsEndToEnd(t *testing.T) {
 	// A second edge with OAuth on, in front of the same services: its
 	// callers hold only what their tokens grant.
 	iss := newOAuthIssuer(t)
-	edgeAddr := freeAddr(t)
+	edgeAddr := porttest.Addr(t)
 	args := []string{"edge", "--addr", edgeAddr, "--data", m.Data, "--metrics-addr", "off", "--issuer", iss.url, "--jwks-file", iss.jwks}
 	for _, d := range []string{"workflows", "owner", "tasks", "github", "agents"} {
 		args = append(args, "--service", d+"="+m.Link(t, d))

@@ -178,10 +178,12 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 		x.wf.TaskQueue = cfg.TaskQueue
 	}
 	// The final round waits for the side effect, which the calls worker
-	// tries as its retry policy says; round 1 never runs it.
+	// tries as its retry policy says, but never past MaxRoundWait: a
+	// round that takes longer is answered unavailable and its retry
+	// attaches to the same update. Round 1 never runs the side effect.
 	retry := toolcall.RetryOf(p.CallTimeout)
-	x.wait = retry.Budget() + replyMargin
-	x.startWait = retry.Attempt
+	x.wait = min(retry.Budget()+replyMargin, toolcall.MaxRoundWait)
+	x.startWait = min(retry.Attempt, toolcall.MaxRoundWait)
 	x.tasks = &tasks{
 		log: p.Log, tc: cfg.Temporal, prefix: x.wf.IDPrefix,
 		answer:    workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),

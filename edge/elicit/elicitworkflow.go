@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/port"
@@ -128,21 +129,28 @@ func (x *Elicitor) cancelCall(u roundUpdate) {
 	_, _ = x.updateWorkflow(ctx, u)
 }
 
-// updateWorkflow sends the round update. Its id is new for every request:
-// a repeated or concurrent delivery of the same round is not merged with
-// the first but refused by the workflow's validator (or, once the call is
-// over, by Temporal), so each state is used once.
+// updateWorkflow sends the round update and waits for its outcome, at most
+// x.wait. Its id is derived from the round and what it delivers: the same
+// round with the same answers sent again — a client's retry after an
+// unavailable answer, or a concurrent duplicate — attaches to the first
+// update and gets its outcome, so the side effect happens once; the same
+// round with other answers is refused by the workflow's validator (or,
+// once the call is over, by Temporal).
 func (x *Elicitor) updateWorkflow(ctx context.Context, u roundUpdate) (*callsv1.RoundResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.wait)
 	defer cancel()
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
+	req := &callsv1.RoundRequest{Round: u.round, ArgumentsDigest: u.digest, Answers: u.answers}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode round %d: %w", u.round, err)
+	}
+	sum := sha256.Sum256(b)
 	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   u.run.id,
 		RunID:        u.run.runID,
-		UpdateID:     fmt.Sprintf("%s/%d/%s", u.run.id, u.round+1, hex.EncodeToString(nonce[:])),
+		UpdateID:     fmt.Sprintf("%s/%d/%s", u.run.id, u.round+1, hex.EncodeToString(sum[:16])),
 		UpdateName:   x.round.Name,
-		Args:         []any{&callsv1.RoundRequest{Round: u.round, ArgumentsDigest: u.digest, Answers: u.answers}},
+		Args:         []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -206,7 +214,13 @@ func (x *Elicitor) resume(ctx context.Context, c *call, id string) (port.Outcome
 // with its result; a call that was abandoned or cancelled has none.
 func (x *Elicitor) finished(ctx context.Context, tool, id string) *toolcall.Envelope {
 	var res callsv1.RoundResult
-	if err := x.tc.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.GetEnvelope() == "" {
+	wctx, cancel := context.WithTimeout(ctx, x.wait)
+	defer cancel()
+	err := x.tc.GetWorkflow(wctx, id, "").Get(wctx, &res)
+	if wctx.Err() != nil {
+		return x.unavailable(ctx, tool, id, err)
+	}
+	if err != nil || res.GetEnvelope() == "" {
 		return toolcall.Fail(tool, toolcall.CodeConflict,
 			"a call with this idempotency key ended without a result (it was abandoned or cancelled); call again with a new key")
 	}

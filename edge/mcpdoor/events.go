@@ -34,6 +34,12 @@ import (
 //     the owner. Stateless — the cursor says where the log was read up to,
 //     so any replica answers any cursor; a null (or absent) cursor starts
 //     from now. The caller's right to the type is checked at every poll.
+//   - events/subscribe subscribes the caller by webhook, or refreshes its
+//     subscription (same type, arguments and URL): the events service
+//     keeps it, seals its secret and delivers through a Temporal workflow
+//     (docs/events.md). events/unsubscribe ends it. The caller's right to
+//     the type is checked at each subscribe, so a refresh after a grant
+//     was revoked is refused and ends the subscription.
 //
 // A session-era request (2025) for an events method is "method not
 // found": the extension is defined for the stateless wire only.
@@ -43,16 +49,20 @@ const ExtensionEvents = "io.modelcontextprotocol/events"
 
 // Event methods.
 const (
-	methodEventsList = "events/list"
-	methodEventsPoll = "events/poll"
+	methodEventsList        = "events/list"
+	methodEventsPoll        = "events/poll"
+	methodEventsSubscribe   = "events/subscribe"
+	methodEventsUnsubscribe = "events/unsubscribe"
 )
 
 // The extension's error codes (SEP-3415). Where the clients that ship it
 // differ from the SEP (the AI SDK's fixture ends with -32012 for Forbidden),
 // the message and data say which error it is too.
 const (
-	codeEventNotFound = -32023
-	codeEventForbid   = -32024
+	codeEventNotFound    = -32023
+	codeEventForbid      = -32024
+	codeEventExhausted   = -32025
+	codeEventUnsupported = -32026
 )
 
 // eventParams are the params of the event methods.
@@ -65,6 +75,17 @@ type eventParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	MaxAgeMs  *int64          `json:"maxAgeMs,omitempty"`
 	MaxEvents *int32          `json:"maxEvents,omitempty"`
+	// Delivery and TTLMs are events/subscribe's (and Delivery's URL
+	// events/unsubscribe's); TTLMs null asks for no expiry.
+	Delivery *eventDelivery  `json:"delivery,omitempty"`
+	TTLMs    json.RawMessage `json:"ttlMs,omitempty"`
+}
+
+// eventDelivery is how a subscription is delivered.
+type eventDelivery struct {
+	Mode   string `json:"mode,omitempty"`
+	URL    string `json:"url"`
+	Secret string `json:"secret,omitempty"`
 }
 
 // occurrence is an event as a client gets it.
@@ -121,7 +142,7 @@ func (d *Door) buildEvents() *eventTypes {
 	if d.cfg.Events == nil || len(d.cfg.Events.Types()) == 0 {
 		return nil
 	}
-	ev := &eventTypes{types: d.cfg.Events.Types(), delivery: []string{"poll"}}
+	ev := &eventTypes{types: d.cfg.Events.Types(), delivery: []string{"poll", "webhook"}}
 	for _, t := range ev.types {
 		ev.described = append(ev.described, &eventDescription{
 			Name: t.Name, Description: t.Description, Delivery: ev.delivery,
@@ -141,7 +162,7 @@ func (d *Door) addEventMethods() error {
 	unreachable := func(context.Context, *mcp.ServerSession, *eventParams) (*ackResult, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "event method outside the edge's middleware"}
 	}
-	for _, m := range []string{methodEventsList, methodEventsPoll} {
+	for _, m := range []string{methodEventsList, methodEventsPoll, methodEventsSubscribe, methodEventsUnsubscribe} {
 		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
 			return fmt.Errorf("register %s: %w", m, err)
 		}
@@ -173,7 +194,7 @@ func (d *Door) eventsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return &discoverResult{DiscoverResult: dr, Capabilities: &capabilitiesWithEvents{ServerCapabilities: dr.Capabilities}}, nil
 			}
 			return res, err
-		case methodEventsList, methodEventsPoll:
+		case methodEventsList, methodEventsPoll, methodEventsSubscribe, methodEventsUnsubscribe:
 		default:
 			return next(ctx, method, req)
 		}
@@ -197,6 +218,10 @@ func (d *Door) eventsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return d.listEvents(p, r, params)
 		case methodEventsPoll:
 			return d.pollEvents(ctx, p, r, params)
+		case methodEventsSubscribe:
+			return d.subscribeEvents(ctx, p, r, params)
+		case methodEventsUnsubscribe:
+			return d.unsubscribeEvents(ctx, p, params)
 		}
 		return next(ctx, method, req)
 	}
@@ -265,13 +290,11 @@ func (d *Door) pollEvents(ctx context.Context, p *identity.Principal, r *reach, 
 	if err != nil {
 		return nil, err
 	}
-	req := &eventsv1.PollRequest{Name: t.Name}
-	if args := bytes.TrimSpace(params.Arguments); len(args) > 0 && !bytes.Equal(args, []byte("null")) {
-		if args[0] != '{' {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "arguments: must be a JSON object"}
-		}
-		req.Arguments = string(args)
+	args, err := eventArguments(params)
+	if err != nil {
+		return nil, err
 	}
+	req := &eventsv1.PollRequest{Name: t.Name, Arguments: args}
 	req.Cursor = params.Cursor
 	if params.MaxAgeMs != nil {
 		if *params.MaxAgeMs < 0 {
@@ -299,6 +322,127 @@ func (d *Door) pollEvents(ctx context.Context, p *identity.Principal, r *reach, 
 	return out, nil
 }
 
+// eventArguments are the subscription arguments of params as the events
+// service takes them: a JSON object, "" for none.
+func eventArguments(params *eventParams) (string, error) {
+	args := bytes.TrimSpace(params.Arguments)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		return "", nil
+	}
+	if args[0] != '{' {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "arguments: must be a JSON object"}
+	}
+	return string(args), nil
+}
+
+// subscribeResult answers events/subscribe.
+type subscribeResult struct {
+	mcp.ResultBase
+	ResultType     string          `json:"resultType"`
+	ID             string          `json:"id"`
+	RefreshBefore  *string         `json:"refreshBefore"`
+	Cursor         string          `json:"cursor"`
+	Truncated      bool            `json:"truncated"`
+	DeliveryStatus *deliveryStatus `json:"deliveryStatus,omitempty"`
+}
+
+type deliveryStatus struct {
+	Active         bool    `json:"active"`
+	LastDeliveryAt *string `json:"lastDeliveryAt"`
+	LastError      *string `json:"lastError"`
+	FailedSince    *string `json:"failedSince,omitempty"`
+}
+
+// subscribeEvents answers events/subscribe: webhook delivery only (poll
+// needs no subscription).
+func (d *Door) subscribeEvents(ctx context.Context, p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
+	t, err := d.eventType(p, r, params)
+	var jerr *jsonrpc.Error
+	if errors.As(err, &jerr) && jerr.Code == codeEventForbid && params.Delivery != nil {
+		// A refresh its grants no longer allow ends the subscription.
+		args, _ := eventArguments(params)
+		_, _ = d.cfg.Events.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL})
+	}
+	if err != nil {
+		return nil, err
+	}
+	dl := params.Delivery
+	switch {
+	case dl == nil || dl.Mode == "":
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `delivery: required, e.g. {"mode": "webhook", "url": "https://…", "secret": "whsec_…"}`}
+	case dl.Mode != "webhook":
+		return nil, eventError(codeEventUnsupported, fmt.Sprintf("unsupported: delivery mode %q (this server delivers by webhook, or answers events/poll)", dl.Mode),
+			map[string]any{"feature": "delivery", "value": dl.Mode})
+	case dl.URL == "":
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "delivery.url: required (https)"}
+	case dl.Secret == "":
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `delivery.secret: required: "whsec_" followed by the base64 of 24 to 64 random bytes`}
+	}
+	args, err := eventArguments(params)
+	if err != nil {
+		return nil, err
+	}
+	req := &eventsv1.SubscribeRequest{Name: t.Name, Arguments: args, Url: dl.URL, Secret: dl.Secret, Cursor: params.Cursor}
+	if ttl := bytes.TrimSpace(params.TTLMs); len(ttl) > 0 {
+		var ms int64
+		if !bytes.Equal(ttl, []byte("null")) {
+			if err := json.Unmarshal(ttl, &ms); err != nil || ms <= 0 {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "ttlMs: must be a positive number of milliseconds, or null for no expiry"}
+			}
+		}
+		req.TtlMs = &ms
+	}
+	res, err := d.cfg.Events.Subscribe(ctx, p, req)
+	if err != nil {
+		return nil, d.eventsServiceError(ctx, t, err)
+	}
+	out := &subscribeResult{ResultType: "complete", ID: res.GetId(), Cursor: res.GetCursor(), Truncated: res.GetTruncated()}
+	if res.RefreshBefore != nil {
+		out.RefreshBefore = stamp(res.GetRefreshBefore().AsTime())
+	}
+	if st := res.GetDeliveryStatus(); st != nil {
+		out.DeliveryStatus = &deliveryStatus{Active: st.GetActive()}
+		if st.LastDeliveryTime != nil {
+			out.DeliveryStatus.LastDeliveryAt = stamp(st.GetLastDeliveryTime().AsTime())
+		}
+		if e := st.GetLastError(); e != "" {
+			out.DeliveryStatus.LastError = &e
+		}
+		if st.FailedSince != nil {
+			out.DeliveryStatus.FailedSince = stamp(st.GetFailedSince().AsTime())
+		}
+	}
+	return out, nil
+}
+
+// stamp is t as the extension writes times.
+func stamp(t time.Time) *string {
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+// unsubscribeEvents answers events/unsubscribe: an empty result, also
+// when there was no such subscription.
+func (d *Door) unsubscribeEvents(ctx context.Context, p *identity.Principal, params *eventParams) (mcp.Result, error) {
+	if params.Name == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "name: the event type is required"}
+	}
+	if params.Delivery == nil || params.Delivery.URL == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "delivery.url: required: the URL the subscription delivers to"}
+	}
+	args, err := eventArguments(params)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.cfg.Events.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL}); err != nil {
+		return nil, d.eventsServiceError(ctx, &toolcatalog.EventType{Name: params.Name}, err)
+	}
+	return &eventsEmptyResult{}, nil
+}
+
+// eventsEmptyResult is an empty result.
+type eventsEmptyResult struct{ mcp.ResultBase }
+
 // maxPollEvents bounds a poll's maxEvents.
 const maxPollEvents = 1000
 
@@ -307,18 +451,26 @@ const maxPollEvents = 1000
 func (d *Door) eventsServiceError(ctx context.Context, t *toolcatalog.EventType, err error) error {
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument:
-		var cerr *connect.Error
-		msg := err.Error()
-		if errors.As(err, &cerr) {
-			msg = cerr.Message()
-		}
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: connectMessage(err)}
 	case connect.CodeNotFound:
 		return eventError(codeEventNotFound, fmt.Sprintf("no event type %q", t.Name), map[string]any{"kind": "event", "name": t.Name})
 	case connect.CodePermissionDenied:
-		return eventError(codeEventForbid, "forbidden: "+err.Error(), map[string]any{"kind": "event", "name": t.Name})
+		return eventError(codeEventForbid, "forbidden: "+connectMessage(err), map[string]any{"kind": "event", "name": t.Name})
+	case connect.CodeResourceExhausted:
+		return eventError(codeEventExhausted, "resource exhausted: "+connectMessage(err), map[string]any{"limit": "subscriptions"})
+	case connect.CodeUnimplemented:
+		return eventError(codeEventUnsupported, "unsupported: "+connectMessage(err), map[string]any{"feature": "delivery", "value": "webhook"})
 	}
 	d.log.WarnContext(ctx, "mcp.events_failed", "event", t.Name, "error", err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the events service is unavailable; poll again with the same cursor",
 		Data: json.RawMessage(`{"retryable":true}`)}
+}
+
+// connectMessage is a connect error's message without its code.
+func connectMessage(err error) string {
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		return cerr.Message()
+	}
+	return err.Error()
 }

@@ -20,4 +20,9 @@ type Events interface {
 	// service, as the caller. Its errors are the service's (connect
 	// codes).
 	Poll(ctx context.Context, caller *identity.Principal, req *eventsv1.PollRequest) (*eventsv1.PollResponse, error)
+	// Subscribe subscribes the caller by webhook (or refreshes its
+	// subscription), as the caller.
+	Subscribe(ctx context.Context, caller *identity.Principal, req *eventsv1.SubscribeRequest) (*eventsv1.SubscribeResponse, error)
+	// Unsubscribe ends the caller's subscription, as the caller.
+	Unsubscribe(ctx context.Context, caller *identity.Principal, req *eventsv1.UnsubscribeRequest) (*eventsv1.UnsubscribeResponse, error)
 }

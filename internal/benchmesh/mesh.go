@@ -274,17 +274,6 @@ func startStock(ctx context.Context, bin, tasksURL, tokenFile, logPath string, d
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // stopProcess interrupts cmd and waits for it.
 func stopProcess(cmd *exec.Cmd) {
 	_ = cmd.Process.Signal(syscall.SIGINT)
@@ -296,4 +285,13 @@ func stopProcess(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// freeAddr returns a 127.0.0.1 address reserved for this process.
+func freeAddr() (string, error) {
+	port, err := porttest.Port()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }

@@ -179,3 +179,57 @@ func (c *Client) Call(ctx context.Context, method string, params, out any) error
 	}
 	return json.Unmarshal(reply.Result, out)
 }
+
+// Delivery is where a subscription delivers.
+type Delivery struct {
+	Mode   string `json:"mode,omitempty"`
+	URL    string `json:"url"`
+	Secret string `json:"secret,omitempty"`
+}
+
+// SubscribeParams are a webhook subscription's.
+type SubscribeParams struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"`
+	Delivery  Delivery       `json:"delivery"`
+	// Cursor is where deliveries start; nil starts from now.
+	Cursor *string `json:"cursor"`
+	// TTLMs is the TTL asked for; nil is the server's default.
+	TTLMs *int64 `json:"ttlMs,omitempty"`
+}
+
+// SubscribeResult is what events/subscribe answers.
+type SubscribeResult struct {
+	ID             string  `json:"id"`
+	RefreshBefore  *string `json:"refreshBefore"`
+	Cursor         string  `json:"cursor"`
+	Truncated      bool    `json:"truncated"`
+	DeliveryStatus *struct {
+		Active    bool    `json:"active"`
+		LastError *string `json:"lastError"`
+	} `json:"deliveryStatus"`
+}
+
+// Subscribe subscribes (or refreshes a subscription) by webhook.
+func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*SubscribeResult, error) {
+	if p.Arguments == nil {
+		p.Arguments = map[string]any{}
+	}
+	if p.Delivery.Mode == "" {
+		p.Delivery.Mode = "webhook"
+	}
+	var out SubscribeResult
+	if err := c.Call(ctx, "events/subscribe", p, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Unsubscribe ends the subscription of (name, arguments, url).
+func (c *Client) Unsubscribe(ctx context.Context, name string, arguments map[string]any, url string) error {
+	if arguments == nil {
+		arguments = map[string]any{}
+	}
+	var out struct{}
+	return c.Call(ctx, "events/unsubscribe", map[string]any{"name": name, "arguments": arguments, "delivery": map[string]any{"url": url}}, &out)
+}

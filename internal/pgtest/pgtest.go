@@ -30,7 +30,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -46,6 +45,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 const (
@@ -354,7 +355,7 @@ func (c *Cluster) startServer(ctx context.Context, port int) error {
 	logFlags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = porttest.Port(); err != nil {
 			return err
 		}
 		logFlags |= os.O_TRUNC
@@ -481,15 +482,6 @@ func lookupAccount(name string) (*account, error) {
 // test's environment (PGDATA, PGPORT, an uninstalled LANG) leaks in.
 func childEnv(dir string) []string {
 	return []string{"LC_ALL=C", "TZ=UTC", "HOME=" + dir, "PATH=/usr/bin:/bin"}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail returns the end of the server log, for error messages.

@@ -1,5 +1,7 @@
 // Package porttest finds room on 127.0.0.1 for tests that start a whole mesh
-// at its fixed default ports shifted by one offset (`--port-offset`).
+// at its fixed default ports shifted by one offset (`--port-offset`), and
+// single ports for tests that start one server process on an address they
+// must know before it binds.
 //
 // An offset is reserved, not merely found free: a mesh binds its ports over
 // seconds after its offset is chosen, and test binaries of several packages
@@ -53,7 +55,7 @@ func reserveOffset(ports []int) (int, func(), error) {
 	start := os.Getpid() % 40 * 300
 	for i := range 40 {
 		offset := 10000 + (start+i*300)%12000
-		release, ok := reserve(dir, offset)
+		release, ok := reserve(dir, strconv.Itoa(offset))
 		if !ok {
 			continue
 		}
@@ -65,9 +67,9 @@ func reserveOffset(ports []int) (int, func(), error) {
 	return 0, nil, errors.New("no free port range for the mesh")
 }
 
-// reserve takes the lock of offset; ok is false when another holder has it.
-func reserve(dir string, offset int) (release func(), ok bool) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(offset)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+// reserve takes the lock named name; ok is false when another holder has it.
+func reserve(dir, name string) (release func(), ok bool) {
+	f, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return nil, false
 	}
@@ -87,6 +89,54 @@ func allFree(ports []int, offset int) bool {
 		l.Close()
 	}
 	return true
+}
+
+// Single ports come from [singleLow, singleHigh): above every mesh offset's
+// ports (at most 22000+8233) and below the kernel's ephemeral range
+// (32768 up), so no outgoing connection's local port and no other test's
+// mesh can take a port between its reservation and its server's bind.
+const singleLow, singleHigh = 30300, 32700
+
+// Addr returns a free 127.0.0.1 address ("127.0.0.1:port") reserved for tb:
+// no other Addr or Port, in this process or another, returns it until tb's
+// cleanup. It fails the test when no port is free.
+func Addr(tb testing.TB) string {
+	tb.Helper()
+	port, release, err := reservePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(release)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// Port is Addr's port for programs and for servers a whole test binary
+// shares (a Temporal dev server, a PostgreSQL cluster restarted on the same
+// port): it stays reserved until the process exits.
+func Port() (int, error) {
+	port, _, err := reservePort()
+	return port, err
+}
+
+func reservePort() (int, func(), error) {
+	dir := filepath.Join(os.TempDir(), "toolmesh-port-offsets")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, nil, err
+	}
+	n := singleHigh - singleLow
+	start := os.Getpid() * 37 % n
+	for i := range n {
+		port := singleLow + (start+i)%n
+		release, ok := reserve(dir, "port-"+strconv.Itoa(port))
+		if !ok {
+			continue
+		}
+		if allFree([]int{port}, 0) {
+			return port, release, nil
+		}
+		release()
+	}
+	return 0, nil, errors.New("no free port on 127.0.0.1 for a test server")
 }
 
 // Range returns the ports from lo up to, not including, hi.

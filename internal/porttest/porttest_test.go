@@ -40,3 +40,20 @@ func TestFreeOffsetIsReserved(t *testing.T) {
 		t.Fatalf("FreeOffset gave offset %d twice while the first reservation is held", first)
 	}
 }
+
+// Two reserved addresses differ while both are held, though neither is
+// bound yet, and each is free to bind.
+func TestAddrIsReserved(t *testing.T) {
+	first, second := porttest.Addr(t), porttest.Addr(t)
+	if first == second {
+		t.Fatalf("Addr gave %s twice while the first reservation is held", first)
+	}
+	for _, a := range []string{first, second} {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Errorf("reserved address %s is not free: %v", a, err)
+			continue
+		}
+		l.Close()
+	}
+}

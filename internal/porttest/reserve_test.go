@@ -6,16 +6,16 @@ import "testing"
 // is released.
 func TestReserveExcludesUntilReleased(t *testing.T) {
 	dir := t.TempDir()
-	release, ok := reserve(dir, 12300)
+	release, ok := reserve(dir, "12300")
 	if !ok {
 		t.Fatal("reserve a fresh offset: refused")
 	}
-	if r, ok := reserve(dir, 12300); ok {
+	if r, ok := reserve(dir, "12300"); ok {
 		r()
 		t.Fatal("reserve offset 12300 again while it is held: granted")
 	}
 	release()
-	again, ok := reserve(dir, 12300)
+	again, ok := reserve(dir, "12300")
 	if !ok {
 		t.Fatal("reserve offset 12300 after its release: refused")
 	}

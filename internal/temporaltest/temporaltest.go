@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
 )
 
@@ -130,7 +130,7 @@ func start(ctx context.Context, dir string, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := porttest.Port()
 		if err != nil {
 			return nil, err
 		}
@@ -202,15 +202,6 @@ func (s *Server) DBPath() string { return s.dev.DBPath() }
 // Stop stops the server now (Start's cleanup and Shared.Run also do); it is safe
 // to call more than once.
 func (s *Server) Stop() error { return s.dev.Stop() }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func readFile(path string) string {
 	b, err := os.ReadFile(path)

@@ -20,6 +20,13 @@ const (
 	// DefaultTaskCallTimeout bounds the service call of a call that is an
 	// MCP task (docs/tasks.md), instead of the call timeout.
 	DefaultTaskCallTimeout = time.Hour
+	// MaxRoundWait bounds how long the edge waits for a call's workflow
+	// to answer one request (a round, a task's answer), whatever is
+	// restarting: past it the client gets a retryable unavailable, and
+	// the same request sent again attaches to the work already under way
+	// rather than doing it twice. With the rest of the request's path it
+	// keeps every answer within 30 seconds.
+	MaxRoundWait = 25 * time.Second
 )
 
 // stateGrace is how much longer than a state's lifetime the workflow of a

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/clock"
+	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -61,6 +63,9 @@ type Config struct {
 	Now clock.Clock
 	// Log receives the service's events.
 	Log *slog.Logger
+	// Webhooks configures webhook subscriptions (none when its Sealer is
+	// nil).
+	Webhooks Webhooks
 }
 
 // Service implements toolmesh.events.v1.EventsService.
@@ -70,6 +75,9 @@ type Service struct {
 	types map[string]*toolcatalog.EventType
 	valid protovalidate.Validator
 	log   *slog.Logger
+	// webhooks posts deliveries (Webhooks.policy's client: checked at
+	// each connection, no redirects).
+	webhooks *http.Client
 }
 
 var _ eventsv1connect.EventsServiceHandler = (*Service)(nil)
@@ -88,11 +96,15 @@ func New(store Store, cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Webhooks.MaxPerPrincipal <= 0 {
+		cfg.Webhooks.MaxPerPrincipal = DefaultMaxSubscriptions
+	}
 	v, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	s := &Service{store: store, cfg: cfg, types: map[string]*toolcatalog.EventType{}, valid: v, log: cfg.Log}
+	s := &Service{store: store, cfg: cfg, types: map[string]*toolcatalog.EventType{}, valid: v, log: cfg.Log,
+		webhooks: cfg.Webhooks.policy().Client(egress.ClientOptions{Timeout: DeliveryTimeout, MaxResponseBytes: 64 << 10})}
 	for _, t := range cfg.Types {
 		s.types[t.Name] = t
 	}

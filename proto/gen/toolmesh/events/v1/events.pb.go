@@ -16,6 +16,7 @@ package eventsv1
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1"
+	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflow/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -31,6 +32,960 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DeliveryOutcome is what became of one POST.
+type DeliveryOutcome int32
+
+const (
+	DeliveryOutcome_DELIVERY_OUTCOME_UNSPECIFIED DeliveryOutcome = 0
+	// 2xx.
+	DeliveryOutcome_DELIVERY_OUTCOME_DELIVERED DeliveryOutcome = 1
+	// Refused for this event only (413; an event gone or too large): not
+	// retried, the subscription goes on.
+	DeliveryOutcome_DELIVERY_OUTCOME_REFUSED DeliveryOutcome = 2
+	// Failed (connection, timeout, other 4xx, 5xx): retry later.
+	DeliveryOutcome_DELIVERY_OUTCOME_FAILED DeliveryOutcome = 3
+	// The subscription has ended (410 Gone, expired, unsubscribed).
+	DeliveryOutcome_DELIVERY_OUTCOME_ENDED DeliveryOutcome = 4
+)
+
+// Enum value maps for DeliveryOutcome.
+var (
+	DeliveryOutcome_name = map[int32]string{
+		0: "DELIVERY_OUTCOME_UNSPECIFIED",
+		1: "DELIVERY_OUTCOME_DELIVERED",
+		2: "DELIVERY_OUTCOME_REFUSED",
+		3: "DELIVERY_OUTCOME_FAILED",
+		4: "DELIVERY_OUTCOME_ENDED",
+	}
+	DeliveryOutcome_value = map[string]int32{
+		"DELIVERY_OUTCOME_UNSPECIFIED": 0,
+		"DELIVERY_OUTCOME_DELIVERED":   1,
+		"DELIVERY_OUTCOME_REFUSED":     2,
+		"DELIVERY_OUTCOME_FAILED":      3,
+		"DELIVERY_OUTCOME_ENDED":       4,
+	}
+)
+
+func (x DeliveryOutcome) Enum() *DeliveryOutcome {
+	p := new(DeliveryOutcome)
+	*p = x
+	return p
+}
+
+func (x DeliveryOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeliveryOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_events_v1_events_proto_enumTypes[0].Descriptor()
+}
+
+func (DeliveryOutcome) Type() protoreflect.EnumType {
+	return &file_toolmesh_events_v1_events_proto_enumTypes[0]
+}
+
+func (x DeliveryOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeliveryOutcome.Descriptor instead.
+func (DeliveryOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event type.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The subscription arguments (a JSON object); "" is none.
+	Arguments string `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The callback URL: https (http to a loopback address only when the
+	// service allows loopback receivers, a development setting).
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The signing secret: "whsec_" and the base64 of 24 to 64 random
+	// bytes. Sealed at rest, never answered back.
+	Secret string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	// Where deliveries start for a new subscription; absent is from now.
+	// A refresh keeps the subscription's own position.
+	Cursor *string `protobuf:"bytes,5,opt,name=cursor,proto3,oneof" json:"cursor,omitempty"`
+	// The TTL the client asks for: absent is the service's default, 0 is no
+	// expiry (which the service may shorten). The service clamps it.
+	TtlMs         *int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SubscribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetCursor() string {
+	if x != nil && x.Cursor != nil {
+		return *x.Cursor
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetTtlMs() int64 {
+	if x != nil && x.TtlMs != nil {
+		return *x.TtlMs
+	}
+	return 0
+}
+
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subscription's id ("sub_…"), derived from (caller, URL, type,
+	// arguments); it is X-MCP-Subscription-Id on every delivery.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Refresh before this time, or the subscription ends; absent: never.
+	RefreshBefore *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=refresh_before,json=refreshBefore,proto3" json:"refresh_before,omitempty"`
+	// Everything at or before this cursor is delivered or abandoned.
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Events between the requested cursor and the first delivery are gone
+	// (retention).
+	Truncated bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How deliveries are going.
+	DeliveryStatus *DeliveryStatus `protobuf:"bytes,5,opt,name=delivery_status,json=deliveryStatus,proto3" json:"delivery_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SubscribeResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SubscribeResponse) GetRefreshBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshBefore
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *SubscribeResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *SubscribeResponse) GetDeliveryStatus() *DeliveryStatus {
+	if x != nil {
+		return x.DeliveryStatus
+	}
+	return nil
+}
+
+// DeliveryStatus is how a subscription's deliveries are going.
+type DeliveryStatus struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Active           bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	LastDeliveryTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_delivery_time,json=lastDeliveryTime,proto3" json:"last_delivery_time,omitempty"`
+	// connection_refused, timeout, tls_error, http_4xx, http_5xx; "" when
+	// the last attempt succeeded.
+	LastError string `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Since when deliveries fail, when they do.
+	FailedSince   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=failed_since,json=failedSince,proto3" json:"failed_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryStatus) Reset() {
+	*x = DeliveryStatus{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryStatus) ProtoMessage() {}
+
+func (x *DeliveryStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryStatus.ProtoReflect.Descriptor instead.
+func (*DeliveryStatus) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DeliveryStatus) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *DeliveryStatus) GetLastDeliveryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDeliveryTime
+	}
+	return nil
+}
+
+func (x *DeliveryStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeliveryStatus) GetFailedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailedSince
+	}
+	return nil
+}
+
+type UnsubscribeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribeRequest) Reset() {
+	*x = UnsubscribeRequest{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribeRequest) ProtoMessage() {}
+
+func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
+func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UnsubscribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnsubscribeRequest) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *UnsubscribeRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+type UnsubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a live subscription was ended.
+	Ended         bool `protobuf:"varint,1,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribeResponse) Reset() {
+	*x = UnsubscribeResponse{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribeResponse) ProtoMessage() {}
+
+func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
+func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UnsubscribeResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+// DeliveryWorkflowInput starts the delivery of one subscription. It holds
+// no secret: the service keeps it sealed and signs each delivery itself.
+type DeliveryWorkflowInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subscription ("sub_…"); the workflow id is
+	// "events-delivery/<subscription_id>".
+	SubscriptionId string `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	// The subscriber, whose identity the deliveries' calls carry.
+	Subject       string   `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	AgentId       string   `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Roles         []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	Grants        []string `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryWorkflowInput) Reset() {
+	*x = DeliveryWorkflowInput{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryWorkflowInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryWorkflowInput) ProtoMessage() {}
+
+func (x *DeliveryWorkflowInput) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryWorkflowInput.ProtoReflect.Descriptor instead.
+func (*DeliveryWorkflowInput) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeliveryWorkflowInput) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *DeliveryWorkflowInput) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *DeliveryWorkflowInput) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *DeliveryWorkflowInput) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *DeliveryWorkflowInput) GetGrants() []string {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// WakeSignal tells a delivery workflow that its subscription changed (a
+// refresh, new events): it reads the log at once rather than at its next
+// poll. Sent with start, so a workflow that ended is started again.
+type WakeSignal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WakeSignal) Reset() {
+	*x = WakeSignal{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WakeSignal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WakeSignal) ProtoMessage() {}
+
+func (x *WakeSignal) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WakeSignal.ProtoReflect.Descriptor instead.
+func (*WakeSignal) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{6}
+}
+
+type NextDeliveriesRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	// Every event at or before this cursor is delivered or abandoned; ""
+	// records nothing.
+	Acked string `protobuf:"bytes,2,opt,name=acked,proto3" json:"acked,omitempty"`
+	// How many events at most; 20 when 0.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextDeliveriesRequest) Reset() {
+	*x = NextDeliveriesRequest{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextDeliveriesRequest) ProtoMessage() {}
+
+func (x *NextDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*NextDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NextDeliveriesRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *NextDeliveriesRequest) GetAcked() string {
+	if x != nil {
+		return x.Acked
+	}
+	return ""
+}
+
+func (x *NextDeliveriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type NextDeliveriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subscription has ended (expired, unsubscribed, refused): stop.
+	Ended string `protobuf:"bytes,1,opt,name=ended,proto3" json:"ended,omitempty"`
+	// The events to deliver, oldest first.
+	Deliveries []*Delivery `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// The cursor to ack once every delivery is done or abandoned.
+	Through string `protobuf:"bytes,3,opt,name=through,proto3" json:"through,omitempty"`
+	// More events wait after through.
+	HasMore bool `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	// Events were pruned before they were delivered.
+	Truncated     bool `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextDeliveriesResponse) Reset() {
+	*x = NextDeliveriesResponse{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextDeliveriesResponse) ProtoMessage() {}
+
+func (x *NextDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*NextDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NextDeliveriesResponse) GetEnded() string {
+	if x != nil {
+		return x.Ended
+	}
+	return ""
+}
+
+func (x *NextDeliveriesResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+func (x *NextDeliveriesResponse) GetThrough() string {
+	if x != nil {
+		return x.Through
+	}
+	return ""
+}
+
+func (x *NextDeliveriesResponse) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+func (x *NextDeliveriesResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// Delivery names one event for a subscription.
+type Delivery struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// The event's place in the log.
+	Seq           int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Delivery) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *Delivery) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type DeliverRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	Seq            int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The watermark the body carries as its cursor.
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// This is a retry of the delivery (attempt > 1).
+	Attempt       int32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverRequest) Reset() {
+	*x = DeliverRequest{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverRequest) ProtoMessage() {}
+
+func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
+func (*DeliverRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeliverRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *DeliverRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *DeliverRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *DeliverRequest) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type DeliverResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome DeliveryOutcome        `protobuf:"varint,1,opt,name=outcome,proto3,enum=toolmesh.events.v1.DeliveryOutcome" json:"outcome,omitempty"`
+	// The failure's category (connection_refused, timeout, tls_error,
+	// http_4xx, http_5xx, refused_address), when it failed.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The receiver asked to wait this long (Retry-After).
+	RetryAfterMs  int64 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverResponse) Reset() {
+	*x = DeliverResponse{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverResponse) ProtoMessage() {}
+
+func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
+func (*DeliverResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeliverResponse) GetOutcome() DeliveryOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return DeliveryOutcome_DELIVERY_OUTCOME_UNSPECIFIED
+}
+
+func (x *DeliverResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeliverResponse) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+type EndSubscriptionRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	Reason         string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EndSubscriptionRequest) Reset() {
+	*x = EndSubscriptionRequest{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSubscriptionRequest) ProtoMessage() {}
+
+func (x *EndSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*EndSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EndSubscriptionRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *EndSubscriptionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type EndSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndSubscriptionResponse) Reset() {
+	*x = EndSubscriptionResponse{}
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSubscriptionResponse) ProtoMessage() {}
+
+func (x *EndSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*EndSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{13}
+}
+
 type RecordRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The events, each once by id.
@@ -41,7 +996,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[0]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +1008,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[0]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +1021,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{0}
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordRequest) GetOccurrences() []*v1.Occurrence {
@@ -88,7 +1043,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[1]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +1055,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[1]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +1068,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecordResponse) GetRecorded() int32 {
@@ -150,7 +1105,7 @@ type PollRequest struct {
 
 func (x *PollRequest) Reset() {
 	*x = PollRequest{}
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[2]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +1117,7 @@ func (x *PollRequest) String() string {
 func (*PollRequest) ProtoMessage() {}
 
 func (x *PollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[2]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +1130,7 @@ func (x *PollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollRequest.ProtoReflect.Descriptor instead.
 func (*PollRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PollRequest) GetName() string {
@@ -232,7 +1187,7 @@ type PollResponse struct {
 
 func (x *PollResponse) Reset() {
 	*x = PollResponse{}
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[3]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +1199,7 @@ func (x *PollResponse) String() string {
 func (*PollResponse) ProtoMessage() {}
 
 func (x *PollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[3]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +1212,7 @@ func (x *PollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResponse.ProtoReflect.Descriptor instead.
 func (*PollResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PollResponse) GetEvents() []*Event {
@@ -314,7 +1269,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[4]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +1281,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_events_v1_events_proto_msgTypes[4]
+	mi := &file_toolmesh_events_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +1294,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_events_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetEventId() string {
@@ -381,7 +1336,73 @@ var File_toolmesh_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_toolmesh_events_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftoolmesh/events/v1/events.proto\x12\x12toolmesh.events.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ftoolmesh/outbox/v1/outbox.proto\"^\n" +
+	"\x1ftoolmesh/events/v1/events.proto\x12\x12toolmesh.events.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ftoolmesh/outbox/v1/outbox.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xac\x02\n" +
+	"\x10SubscribeRequest\x12F\n" +
+	"\x04name\x18\x01 \x01(\tB2\xbaH/\xc8\x01\x01r*\x18\x80\x012%^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)+$R\x04name\x12'\n" +
+	"\targuments\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\targuments\x12 \n" +
+	"\x03url\x18\x03 \x01(\tB\x0e\xbaH\v\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12#\n" +
+	"\x06secret\x18\x04 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\x06secret\x12%\n" +
+	"\x06cursor\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02H\x00R\x06cursor\x88\x01\x01\x12#\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03B\a\xbaH\x04\"\x02(\x00H\x01R\x05ttlMs\x88\x01\x01B\t\n" +
+	"\a_cursorB\t\n" +
+	"\a_ttl_ms\"\xe9\x01\n" +
+	"\x11SubscribeResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12A\n" +
+	"\x0erefresh_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rrefreshBefore\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12K\n" +
+	"\x0fdelivery_status\x18\x05 \x01(\v2\".toolmesh.events.v1.DeliveryStatusR\x0edeliveryStatus\"\xd0\x01\n" +
+	"\x0eDeliveryStatus\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12H\n" +
+	"\x12last_delivery_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10lastDeliveryTime\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x03 \x01(\tR\tlastError\x12=\n" +
+	"\ffailed_since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vfailedSince\"}\n" +
+	"\x12UnsubscribeRequest\x12\x1f\n" +
+	"\x04name\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x01R\x04name\x12'\n" +
+	"\targuments\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\targuments\x12\x1d\n" +
+	"\x03url\x18\x03 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x10R\x03url\"+\n" +
+	"\x13UnsubscribeResponse\x12\x14\n" +
+	"\x05ended\x18\x01 \x01(\bR\x05ended\"\x8a\x02\n" +
+	"\x15DeliveryWorkflowInput\x12'\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\x14\n" +
+	"\x05roles\x18\x04 \x03(\tR\x05roles\x12\x16\n" +
+	"\x06grants\x18\x05 \x03(\tR\x06grants:e\xe2\xf9\x18a\n" +
+	"\x11eventlog.delivery\x12\beventlog\x1a\x0fevents-delivery\"1Webhook deliveries of one MCP events subscription\"<\n" +
+	"\n" +
+	"WakeSignal:.\xea\xf9\x18*\n" +
+	"\x04wake\x12 Read the event log now, e.g. {}.\x18\x02\"\x9c\x01\n" +
+	"\x15NextDeliveriesRequest\x12B\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x142\x12^sub_[a-z2-7]{32}$R\x0esubscriptionId\x12\x1e\n" +
+	"\x05acked\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05acked\x12\x1f\n" +
+	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\"\xbf\x01\n" +
+	"\x16NextDeliveriesResponse\x12\x14\n" +
+	"\x05ended\x18\x01 \x01(\tR\x05ended\x12<\n" +
+	"\n" +
+	"deliveries\x18\x02 \x03(\v2\x1c.toolmesh.events.v1.DeliveryR\n" +
+	"deliveries\x12\x18\n" +
+	"\athrough\x18\x03 \x01(\tR\athrough\x12\x19\n" +
+	"\bhas_more\x18\x04 \x01(\bR\ahasMore\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\"7\n" +
+	"\bDelivery\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\xab\x01\n" +
+	"\x0eDeliverRequest\x12B\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x142\x12^sub_[a-z2-7]{32}$R\x0esubscriptionId\x12\x19\n" +
+	"\x03seq\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02 \x00R\x03seq\x12 \n" +
+	"\x06cursor\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x06cursor\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\x8c\x01\n" +
+	"\x0fDeliverResponse\x12=\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2#.toolmesh.events.v1.DeliveryOutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\"\x80\x01\n" +
+	"\x16EndSubscriptionRequest\x12B\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x142\x12^sub_[a-z2-7]{32}$R\x0esubscriptionId\x12\"\n" +
+	"\x06reason\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x06reason\"\x19\n" +
+	"\x17EndSubscriptionResponse\"^\n" +
 	"\rRecordRequest\x12M\n" +
 	"\voccurrences\x18\x01 \x03(\v2\x1e.toolmesh.outbox.v1.OccurrenceB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\voccurrences\"L\n" +
 	"\x0eRecordResponse\x12\x1a\n" +
@@ -411,10 +1432,21 @@ const file_toolmesh_events_v1_events_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04data\x18\x04 \x01(\tR\x04data\x12\x16\n" +
-	"\x06cursor\x18\x05 \x01(\tR\x06cursor2\xb5\x01\n" +
+	"\x06cursor\x18\x05 \x01(\tR\x06cursor*\xaa\x01\n" +
+	"\x0fDeliveryOutcome\x12 \n" +
+	"\x1cDELIVERY_OUTCOME_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aDELIVERY_OUTCOME_DELIVERED\x10\x01\x12\x1c\n" +
+	"\x18DELIVERY_OUTCOME_REFUSED\x10\x02\x12\x1b\n" +
+	"\x17DELIVERY_OUTCOME_FAILED\x10\x03\x12\x1a\n" +
+	"\x16DELIVERY_OUTCOME_ENDED\x10\x042\xac\x05\n" +
 	"\rEventsService\x12T\n" +
 	"\x06Record\x12!.toolmesh.events.v1.RecordRequest\x1a\".toolmesh.events.v1.RecordResponse\"\x03\x90\x02\x02\x12N\n" +
-	"\x04Poll\x12\x1f.toolmesh.events.v1.PollRequest\x1a .toolmesh.events.v1.PollResponse\"\x03\x90\x02\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1;eventsv1b\x06proto3"
+	"\x04Poll\x12\x1f.toolmesh.events.v1.PollRequest\x1a .toolmesh.events.v1.PollResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\tSubscribe\x12$.toolmesh.events.v1.SubscribeRequest\x1a%.toolmesh.events.v1.SubscribeResponse\"\x03\x90\x02\x02\x12c\n" +
+	"\vUnsubscribe\x12&.toolmesh.events.v1.UnsubscribeRequest\x1a'.toolmesh.events.v1.UnsubscribeResponse\"\x03\x90\x02\x02\x12l\n" +
+	"\x0eNextDeliveries\x12).toolmesh.events.v1.NextDeliveriesRequest\x1a*.toolmesh.events.v1.NextDeliveriesResponse\"\x03\x90\x02\x02\x12R\n" +
+	"\aDeliver\x12\".toolmesh.events.v1.DeliverRequest\x1a#.toolmesh.events.v1.DeliverResponse\x12o\n" +
+	"\x0fEndSubscription\x12*.toolmesh.events.v1.EndSubscriptionRequest\x1a+.toolmesh.events.v1.EndSubscriptionResponse\"\x03\x90\x02\x02BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_toolmesh_events_v1_events_proto_rawDescOnce sync.Once
@@ -428,29 +1460,61 @@ func file_toolmesh_events_v1_events_proto_rawDescGZIP() []byte {
 	return file_toolmesh_events_v1_events_proto_rawDescData
 }
 
-var file_toolmesh_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_events_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_toolmesh_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolmesh_events_v1_events_proto_goTypes = []any{
-	(*RecordRequest)(nil),         // 0: toolmesh.events.v1.RecordRequest
-	(*RecordResponse)(nil),        // 1: toolmesh.events.v1.RecordResponse
-	(*PollRequest)(nil),           // 2: toolmesh.events.v1.PollRequest
-	(*PollResponse)(nil),          // 3: toolmesh.events.v1.PollResponse
-	(*Event)(nil),                 // 4: toolmesh.events.v1.Event
-	(*v1.Occurrence)(nil),         // 5: toolmesh.outbox.v1.Occurrence
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(DeliveryOutcome)(0),            // 0: toolmesh.events.v1.DeliveryOutcome
+	(*SubscribeRequest)(nil),        // 1: toolmesh.events.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),       // 2: toolmesh.events.v1.SubscribeResponse
+	(*DeliveryStatus)(nil),          // 3: toolmesh.events.v1.DeliveryStatus
+	(*UnsubscribeRequest)(nil),      // 4: toolmesh.events.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),     // 5: toolmesh.events.v1.UnsubscribeResponse
+	(*DeliveryWorkflowInput)(nil),   // 6: toolmesh.events.v1.DeliveryWorkflowInput
+	(*WakeSignal)(nil),              // 7: toolmesh.events.v1.WakeSignal
+	(*NextDeliveriesRequest)(nil),   // 8: toolmesh.events.v1.NextDeliveriesRequest
+	(*NextDeliveriesResponse)(nil),  // 9: toolmesh.events.v1.NextDeliveriesResponse
+	(*Delivery)(nil),                // 10: toolmesh.events.v1.Delivery
+	(*DeliverRequest)(nil),          // 11: toolmesh.events.v1.DeliverRequest
+	(*DeliverResponse)(nil),         // 12: toolmesh.events.v1.DeliverResponse
+	(*EndSubscriptionRequest)(nil),  // 13: toolmesh.events.v1.EndSubscriptionRequest
+	(*EndSubscriptionResponse)(nil), // 14: toolmesh.events.v1.EndSubscriptionResponse
+	(*RecordRequest)(nil),           // 15: toolmesh.events.v1.RecordRequest
+	(*RecordResponse)(nil),          // 16: toolmesh.events.v1.RecordResponse
+	(*PollRequest)(nil),             // 17: toolmesh.events.v1.PollRequest
+	(*PollResponse)(nil),            // 18: toolmesh.events.v1.PollResponse
+	(*Event)(nil),                   // 19: toolmesh.events.v1.Event
+	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
+	(*v1.Occurrence)(nil),           // 21: toolmesh.outbox.v1.Occurrence
 }
 var file_toolmesh_events_v1_events_proto_depIdxs = []int32{
-	5, // 0: toolmesh.events.v1.RecordRequest.occurrences:type_name -> toolmesh.outbox.v1.Occurrence
-	4, // 1: toolmesh.events.v1.PollResponse.events:type_name -> toolmesh.events.v1.Event
-	6, // 2: toolmesh.events.v1.Event.time:type_name -> google.protobuf.Timestamp
-	0, // 3: toolmesh.events.v1.EventsService.Record:input_type -> toolmesh.events.v1.RecordRequest
-	2, // 4: toolmesh.events.v1.EventsService.Poll:input_type -> toolmesh.events.v1.PollRequest
-	1, // 5: toolmesh.events.v1.EventsService.Record:output_type -> toolmesh.events.v1.RecordResponse
-	3, // 6: toolmesh.events.v1.EventsService.Poll:output_type -> toolmesh.events.v1.PollResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	20, // 0: toolmesh.events.v1.SubscribeResponse.refresh_before:type_name -> google.protobuf.Timestamp
+	3,  // 1: toolmesh.events.v1.SubscribeResponse.delivery_status:type_name -> toolmesh.events.v1.DeliveryStatus
+	20, // 2: toolmesh.events.v1.DeliveryStatus.last_delivery_time:type_name -> google.protobuf.Timestamp
+	20, // 3: toolmesh.events.v1.DeliveryStatus.failed_since:type_name -> google.protobuf.Timestamp
+	10, // 4: toolmesh.events.v1.NextDeliveriesResponse.deliveries:type_name -> toolmesh.events.v1.Delivery
+	0,  // 5: toolmesh.events.v1.DeliverResponse.outcome:type_name -> toolmesh.events.v1.DeliveryOutcome
+	21, // 6: toolmesh.events.v1.RecordRequest.occurrences:type_name -> toolmesh.outbox.v1.Occurrence
+	19, // 7: toolmesh.events.v1.PollResponse.events:type_name -> toolmesh.events.v1.Event
+	20, // 8: toolmesh.events.v1.Event.time:type_name -> google.protobuf.Timestamp
+	15, // 9: toolmesh.events.v1.EventsService.Record:input_type -> toolmesh.events.v1.RecordRequest
+	17, // 10: toolmesh.events.v1.EventsService.Poll:input_type -> toolmesh.events.v1.PollRequest
+	1,  // 11: toolmesh.events.v1.EventsService.Subscribe:input_type -> toolmesh.events.v1.SubscribeRequest
+	4,  // 12: toolmesh.events.v1.EventsService.Unsubscribe:input_type -> toolmesh.events.v1.UnsubscribeRequest
+	8,  // 13: toolmesh.events.v1.EventsService.NextDeliveries:input_type -> toolmesh.events.v1.NextDeliveriesRequest
+	11, // 14: toolmesh.events.v1.EventsService.Deliver:input_type -> toolmesh.events.v1.DeliverRequest
+	13, // 15: toolmesh.events.v1.EventsService.EndSubscription:input_type -> toolmesh.events.v1.EndSubscriptionRequest
+	16, // 16: toolmesh.events.v1.EventsService.Record:output_type -> toolmesh.events.v1.RecordResponse
+	18, // 17: toolmesh.events.v1.EventsService.Poll:output_type -> toolmesh.events.v1.PollResponse
+	2,  // 18: toolmesh.events.v1.EventsService.Subscribe:output_type -> toolmesh.events.v1.SubscribeResponse
+	5,  // 19: toolmesh.events.v1.EventsService.Unsubscribe:output_type -> toolmesh.events.v1.UnsubscribeResponse
+	9,  // 20: toolmesh.events.v1.EventsService.NextDeliveries:output_type -> toolmesh.events.v1.NextDeliveriesResponse
+	12, // 21: toolmesh.events.v1.EventsService.Deliver:output_type -> toolmesh.events.v1.DeliverResponse
+	14, // 22: toolmesh.events.v1.EventsService.EndSubscription:output_type -> toolmesh.events.v1.EndSubscriptionResponse
+	16, // [16:23] is the sub-list for method output_type
+	9,  // [9:16] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_events_v1_events_proto_init() }
@@ -458,19 +1522,21 @@ func file_toolmesh_events_v1_events_proto_init() {
 	if File_toolmesh_events_v1_events_proto != nil {
 		return
 	}
-	file_toolmesh_events_v1_events_proto_msgTypes[2].OneofWrappers = []any{}
+	file_toolmesh_events_v1_events_proto_msgTypes[0].OneofWrappers = []any{}
+	file_toolmesh_events_v1_events_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_events_v1_events_proto_rawDesc), len(file_toolmesh_events_v1_events_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      1,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_toolmesh_events_v1_events_proto_goTypes,
 		DependencyIndexes: file_toolmesh_events_v1_events_proto_depIdxs,
+		EnumInfos:         file_toolmesh_events_v1_events_proto_enumTypes,
 		MessageInfos:      file_toolmesh_events_v1_events_proto_msgTypes,
 	}.Build()
 	File_toolmesh_events_v1_events_proto = out.File

@@ -26,8 +26,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EventsService_Record_FullMethodName = "/toolmesh.events.v1.EventsService/Record"
-	EventsService_Poll_FullMethodName   = "/toolmesh.events.v1.EventsService/Poll"
+	EventsService_Record_FullMethodName          = "/toolmesh.events.v1.EventsService/Record"
+	EventsService_Poll_FullMethodName            = "/toolmesh.events.v1.EventsService/Poll"
+	EventsService_Subscribe_FullMethodName       = "/toolmesh.events.v1.EventsService/Subscribe"
+	EventsService_Unsubscribe_FullMethodName     = "/toolmesh.events.v1.EventsService/Unsubscribe"
+	EventsService_NextDeliveries_FullMethodName  = "/toolmesh.events.v1.EventsService/NextDeliveries"
+	EventsService_Deliver_FullMethodName         = "/toolmesh.events.v1.EventsService/Deliver"
+	EventsService_EndSubscription_FullMethodName = "/toolmesh.events.v1.EventsService/EndSubscription"
 )
 
 // EventsServiceClient is the client API for EventsService service.
@@ -43,6 +48,25 @@ type EventsServiceClient interface {
 	// The caller's events of one type after a cursor, as events/poll answers
 	// them.
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*PollResponse, error)
+	// Subscribe the caller to one type's events by webhook, or refresh its
+	// subscription of the same (type, arguments, URL): an upsert that resets
+	// the TTL and replaces the secret. The subscription is the caller's;
+	// at most the configured number are live per caller
+	// (ResourceExhausted).
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (*SubscribeResponse, error)
+	// End the caller's subscription of (type, arguments, URL); none is no
+	// error.
+	Unsubscribe(ctx context.Context, in *UnsubscribeRequest, opts ...grpc.CallOption) (*UnsubscribeResponse, error)
+	// The next events a subscription delivers, after it records the
+	// deliveries up to acked as done. Called by the delivery worker as the
+	// subscription's caller (so a retired agent's calls are refused).
+	NextDeliveries(ctx context.Context, in *NextDeliveriesRequest, opts ...grpc.CallOption) (*NextDeliveriesResponse, error)
+	// POST one event to a subscription's URL, signed (Standard Webhooks).
+	// Called by the delivery worker as the subscription's caller.
+	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
+	// End a subscription for a reason the delivery worker found (the agent
+	// was retired; it expired). Mesh services only.
+	EndSubscription(ctx context.Context, in *EndSubscriptionRequest, opts ...grpc.CallOption) (*EndSubscriptionResponse, error)
 }
 
 type eventsServiceClient struct {
@@ -73,6 +97,56 @@ func (c *eventsServiceClient) Poll(ctx context.Context, in *PollRequest, opts ..
 	return out, nil
 }
 
+func (c *eventsServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (*SubscribeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubscribeResponse)
+	err := c.cc.Invoke(ctx, EventsService_Subscribe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *eventsServiceClient) Unsubscribe(ctx context.Context, in *UnsubscribeRequest, opts ...grpc.CallOption) (*UnsubscribeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnsubscribeResponse)
+	err := c.cc.Invoke(ctx, EventsService_Unsubscribe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *eventsServiceClient) NextDeliveries(ctx context.Context, in *NextDeliveriesRequest, opts ...grpc.CallOption) (*NextDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NextDeliveriesResponse)
+	err := c.cc.Invoke(ctx, EventsService_NextDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *eventsServiceClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeliverResponse)
+	err := c.cc.Invoke(ctx, EventsService_Deliver_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *eventsServiceClient) EndSubscription(ctx context.Context, in *EndSubscriptionRequest, opts ...grpc.CallOption) (*EndSubscriptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndSubscriptionResponse)
+	err := c.cc.Invoke(ctx, EventsService_EndSubscription_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventsServiceServer is the server API for EventsService service.
 // All implementations must embed UnimplementedEventsServiceServer
 // for forward compatibility.
@@ -86,6 +160,25 @@ type EventsServiceServer interface {
 	// The caller's events of one type after a cursor, as events/poll answers
 	// them.
 	Poll(context.Context, *PollRequest) (*PollResponse, error)
+	// Subscribe the caller to one type's events by webhook, or refresh its
+	// subscription of the same (type, arguments, URL): an upsert that resets
+	// the TTL and replaces the secret. The subscription is the caller's;
+	// at most the configured number are live per caller
+	// (ResourceExhausted).
+	Subscribe(context.Context, *SubscribeRequest) (*SubscribeResponse, error)
+	// End the caller's subscription of (type, arguments, URL); none is no
+	// error.
+	Unsubscribe(context.Context, *UnsubscribeRequest) (*UnsubscribeResponse, error)
+	// The next events a subscription delivers, after it records the
+	// deliveries up to acked as done. Called by the delivery worker as the
+	// subscription's caller (so a retired agent's calls are refused).
+	NextDeliveries(context.Context, *NextDeliveriesRequest) (*NextDeliveriesResponse, error)
+	// POST one event to a subscription's URL, signed (Standard Webhooks).
+	// Called by the delivery worker as the subscription's caller.
+	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
+	// End a subscription for a reason the delivery worker found (the agent
+	// was retired; it expired). Mesh services only.
+	EndSubscription(context.Context, *EndSubscriptionRequest) (*EndSubscriptionResponse, error)
 	mustEmbedUnimplementedEventsServiceServer()
 }
 
@@ -101,6 +194,21 @@ func (UnimplementedEventsServiceServer) Record(context.Context, *RecordRequest) 
 }
 func (UnimplementedEventsServiceServer) Poll(context.Context, *PollRequest) (*PollResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Poll not implemented")
+}
+func (UnimplementedEventsServiceServer) Subscribe(context.Context, *SubscribeRequest) (*SubscribeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedEventsServiceServer) Unsubscribe(context.Context, *UnsubscribeRequest) (*UnsubscribeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Unsubscribe not implemented")
+}
+func (UnimplementedEventsServiceServer) NextDeliveries(context.Context, *NextDeliveriesRequest) (*NextDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NextDeliveries not implemented")
+}
+func (UnimplementedEventsServiceServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
+}
+func (UnimplementedEventsServiceServer) EndSubscription(context.Context, *EndSubscriptionRequest) (*EndSubscriptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndSubscription not implemented")
 }
 func (UnimplementedEventsServiceServer) mustEmbedUnimplementedEventsServiceServer() {}
 func (UnimplementedEventsServiceServer) testEmbeddedByValue()                       {}
@@ -159,6 +267,96 @@ func _EventsService_Poll_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventsService_Subscribe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubscribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventsServiceServer).Subscribe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventsService_Subscribe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventsServiceServer).Subscribe(ctx, req.(*SubscribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EventsService_Unsubscribe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnsubscribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventsServiceServer).Unsubscribe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventsService_Unsubscribe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventsServiceServer).Unsubscribe(ctx, req.(*UnsubscribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EventsService_NextDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NextDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventsServiceServer).NextDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventsService_NextDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventsServiceServer).NextDeliveries(ctx, req.(*NextDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EventsService_Deliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeliverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventsServiceServer).Deliver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventsService_Deliver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventsServiceServer).Deliver(ctx, req.(*DeliverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EventsService_EndSubscription_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndSubscriptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventsServiceServer).EndSubscription(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventsService_EndSubscription_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventsServiceServer).EndSubscription(ctx, req.(*EndSubscriptionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventsService_ServiceDesc is the grpc.ServiceDesc for EventsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -173,6 +371,26 @@ var EventsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Poll",
 			Handler:    _EventsService_Poll_Handler,
+		},
+		{
+			MethodName: "Subscribe",
+			Handler:    _EventsService_Subscribe_Handler,
+		},
+		{
+			MethodName: "Unsubscribe",
+			Handler:    _EventsService_Unsubscribe_Handler,
+		},
+		{
+			MethodName: "NextDeliveries",
+			Handler:    _EventsService_NextDeliveries_Handler,
+		},
+		{
+			MethodName: "Deliver",
+			Handler:    _EventsService_Deliver_Handler,
+		},
+		{
+			MethodName: "EndSubscription",
+			Handler:    _EventsService_EndSubscription_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -43,6 +43,19 @@ const (
 	EventsServiceRecordProcedure = "/toolmesh.events.v1.EventsService/Record"
 	// EventsServicePollProcedure is the fully-qualified name of the EventsService's Poll RPC.
 	EventsServicePollProcedure = "/toolmesh.events.v1.EventsService/Poll"
+	// EventsServiceSubscribeProcedure is the fully-qualified name of the EventsService's Subscribe RPC.
+	EventsServiceSubscribeProcedure = "/toolmesh.events.v1.EventsService/Subscribe"
+	// EventsServiceUnsubscribeProcedure is the fully-qualified name of the EventsService's Unsubscribe
+	// RPC.
+	EventsServiceUnsubscribeProcedure = "/toolmesh.events.v1.EventsService/Unsubscribe"
+	// EventsServiceNextDeliveriesProcedure is the fully-qualified name of the EventsService's
+	// NextDeliveries RPC.
+	EventsServiceNextDeliveriesProcedure = "/toolmesh.events.v1.EventsService/NextDeliveries"
+	// EventsServiceDeliverProcedure is the fully-qualified name of the EventsService's Deliver RPC.
+	EventsServiceDeliverProcedure = "/toolmesh.events.v1.EventsService/Deliver"
+	// EventsServiceEndSubscriptionProcedure is the fully-qualified name of the EventsService's
+	// EndSubscription RPC.
+	EventsServiceEndSubscriptionProcedure = "/toolmesh.events.v1.EventsService/EndSubscription"
 )
 
 // EventsServiceClient is a client for the toolmesh.events.v1.EventsService service.
@@ -53,6 +66,25 @@ type EventsServiceClient interface {
 	// The caller's events of one type after a cursor, as events/poll answers
 	// them.
 	Poll(context.Context, *v1.PollRequest) (*v1.PollResponse, error)
+	// Subscribe the caller to one type's events by webhook, or refresh its
+	// subscription of the same (type, arguments, URL): an upsert that resets
+	// the TTL and replaces the secret. The subscription is the caller's;
+	// at most the configured number are live per caller
+	// (ResourceExhausted).
+	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
+	// End the caller's subscription of (type, arguments, URL); none is no
+	// error.
+	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
+	// The next events a subscription delivers, after it records the
+	// deliveries up to acked as done. Called by the delivery worker as the
+	// subscription's caller (so a retired agent's calls are refused).
+	NextDeliveries(context.Context, *v1.NextDeliveriesRequest) (*v1.NextDeliveriesResponse, error)
+	// POST one event to a subscription's URL, signed (Standard Webhooks).
+	// Called by the delivery worker as the subscription's caller.
+	Deliver(context.Context, *v1.DeliverRequest) (*v1.DeliverResponse, error)
+	// End a subscription for a reason the delivery worker found (the agent
+	// was retired; it expired). Mesh services only.
+	EndSubscription(context.Context, *v1.EndSubscriptionRequest) (*v1.EndSubscriptionResponse, error)
 }
 
 // NewEventsServiceClient constructs a client for the toolmesh.events.v1.EventsService service. By
@@ -80,13 +112,52 @@ func NewEventsServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		subscribe: connect.NewClient[v1.SubscribeRequest, v1.SubscribeResponse](
+			httpClient,
+			baseURL+EventsServiceSubscribeProcedure,
+			connect.WithSchema(eventsServiceMethods.ByName("Subscribe")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		unsubscribe: connect.NewClient[v1.UnsubscribeRequest, v1.UnsubscribeResponse](
+			httpClient,
+			baseURL+EventsServiceUnsubscribeProcedure,
+			connect.WithSchema(eventsServiceMethods.ByName("Unsubscribe")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		nextDeliveries: connect.NewClient[v1.NextDeliveriesRequest, v1.NextDeliveriesResponse](
+			httpClient,
+			baseURL+EventsServiceNextDeliveriesProcedure,
+			connect.WithSchema(eventsServiceMethods.ByName("NextDeliveries")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		deliver: connect.NewClient[v1.DeliverRequest, v1.DeliverResponse](
+			httpClient,
+			baseURL+EventsServiceDeliverProcedure,
+			connect.WithSchema(eventsServiceMethods.ByName("Deliver")),
+			connect.WithClientOptions(opts...),
+		),
+		endSubscription: connect.NewClient[v1.EndSubscriptionRequest, v1.EndSubscriptionResponse](
+			httpClient,
+			baseURL+EventsServiceEndSubscriptionProcedure,
+			connect.WithSchema(eventsServiceMethods.ByName("EndSubscription")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // eventsServiceClient implements EventsServiceClient.
 type eventsServiceClient struct {
-	record *connect.Client[v1.RecordRequest, v1.RecordResponse]
-	poll   *connect.Client[v1.PollRequest, v1.PollResponse]
+	record          *connect.Client[v1.RecordRequest, v1.RecordResponse]
+	poll            *connect.Client[v1.PollRequest, v1.PollResponse]
+	subscribe       *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	unsubscribe     *connect.Client[v1.UnsubscribeRequest, v1.UnsubscribeResponse]
+	nextDeliveries  *connect.Client[v1.NextDeliveriesRequest, v1.NextDeliveriesResponse]
+	deliver         *connect.Client[v1.DeliverRequest, v1.DeliverResponse]
+	endSubscription *connect.Client[v1.EndSubscriptionRequest, v1.EndSubscriptionResponse]
 }
 
 // Record calls toolmesh.events.v1.EventsService.Record.
@@ -107,6 +178,51 @@ func (c *eventsServiceClient) Poll(ctx context.Context, req *v1.PollRequest) (*v
 	return nil, err
 }
 
+// Subscribe calls toolmesh.events.v1.EventsService.Subscribe.
+func (c *eventsServiceClient) Subscribe(ctx context.Context, req *v1.SubscribeRequest) (*v1.SubscribeResponse, error) {
+	response, err := c.subscribe.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Unsubscribe calls toolmesh.events.v1.EventsService.Unsubscribe.
+func (c *eventsServiceClient) Unsubscribe(ctx context.Context, req *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error) {
+	response, err := c.unsubscribe.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// NextDeliveries calls toolmesh.events.v1.EventsService.NextDeliveries.
+func (c *eventsServiceClient) NextDeliveries(ctx context.Context, req *v1.NextDeliveriesRequest) (*v1.NextDeliveriesResponse, error) {
+	response, err := c.nextDeliveries.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Deliver calls toolmesh.events.v1.EventsService.Deliver.
+func (c *eventsServiceClient) Deliver(ctx context.Context, req *v1.DeliverRequest) (*v1.DeliverResponse, error) {
+	response, err := c.deliver.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// EndSubscription calls toolmesh.events.v1.EventsService.EndSubscription.
+func (c *eventsServiceClient) EndSubscription(ctx context.Context, req *v1.EndSubscriptionRequest) (*v1.EndSubscriptionResponse, error) {
+	response, err := c.endSubscription.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // EventsServiceHandler is an implementation of the toolmesh.events.v1.EventsService service.
 type EventsServiceHandler interface {
 	// Record events relayed from a domain's outbox; an event whose id is
@@ -115,6 +231,25 @@ type EventsServiceHandler interface {
 	// The caller's events of one type after a cursor, as events/poll answers
 	// them.
 	Poll(context.Context, *v1.PollRequest) (*v1.PollResponse, error)
+	// Subscribe the caller to one type's events by webhook, or refresh its
+	// subscription of the same (type, arguments, URL): an upsert that resets
+	// the TTL and replaces the secret. The subscription is the caller's;
+	// at most the configured number are live per caller
+	// (ResourceExhausted).
+	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
+	// End the caller's subscription of (type, arguments, URL); none is no
+	// error.
+	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
+	// The next events a subscription delivers, after it records the
+	// deliveries up to acked as done. Called by the delivery worker as the
+	// subscription's caller (so a retired agent's calls are refused).
+	NextDeliveries(context.Context, *v1.NextDeliveriesRequest) (*v1.NextDeliveriesResponse, error)
+	// POST one event to a subscription's URL, signed (Standard Webhooks).
+	// Called by the delivery worker as the subscription's caller.
+	Deliver(context.Context, *v1.DeliverRequest) (*v1.DeliverResponse, error)
+	// End a subscription for a reason the delivery worker found (the agent
+	// was retired; it expired). Mesh services only.
+	EndSubscription(context.Context, *v1.EndSubscriptionRequest) (*v1.EndSubscriptionResponse, error)
 }
 
 // NewEventsServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -138,12 +273,56 @@ func NewEventsServiceHandler(svc EventsServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	eventsServiceSubscribeHandler := connect.NewUnaryHandlerSimple(
+		EventsServiceSubscribeProcedure,
+		svc.Subscribe,
+		connect.WithSchema(eventsServiceMethods.ByName("Subscribe")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventsServiceUnsubscribeHandler := connect.NewUnaryHandlerSimple(
+		EventsServiceUnsubscribeProcedure,
+		svc.Unsubscribe,
+		connect.WithSchema(eventsServiceMethods.ByName("Unsubscribe")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventsServiceNextDeliveriesHandler := connect.NewUnaryHandlerSimple(
+		EventsServiceNextDeliveriesProcedure,
+		svc.NextDeliveries,
+		connect.WithSchema(eventsServiceMethods.ByName("NextDeliveries")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventsServiceDeliverHandler := connect.NewUnaryHandlerSimple(
+		EventsServiceDeliverProcedure,
+		svc.Deliver,
+		connect.WithSchema(eventsServiceMethods.ByName("Deliver")),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventsServiceEndSubscriptionHandler := connect.NewUnaryHandlerSimple(
+		EventsServiceEndSubscriptionProcedure,
+		svc.EndSubscription,
+		connect.WithSchema(eventsServiceMethods.ByName("EndSubscription")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.events.v1.EventsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case EventsServiceRecordProcedure:
 			eventsServiceRecordHandler.ServeHTTP(w, r)
 		case EventsServicePollProcedure:
 			eventsServicePollHandler.ServeHTTP(w, r)
+		case EventsServiceSubscribeProcedure:
+			eventsServiceSubscribeHandler.ServeHTTP(w, r)
+		case EventsServiceUnsubscribeProcedure:
+			eventsServiceUnsubscribeHandler.ServeHTTP(w, r)
+		case EventsServiceNextDeliveriesProcedure:
+			eventsServiceNextDeliveriesHandler.ServeHTTP(w, r)
+		case EventsServiceDeliverProcedure:
+			eventsServiceDeliverHandler.ServeHTTP(w, r)
+		case EventsServiceEndSubscriptionProcedure:
+			eventsServiceEndSubscriptionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -159,4 +338,24 @@ func (UnimplementedEventsServiceHandler) Record(context.Context, *v1.RecordReque
 
 func (UnimplementedEventsServiceHandler) Poll(context.Context, *v1.PollRequest) (*v1.PollResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.Poll is not implemented"))
+}
+
+func (UnimplementedEventsServiceHandler) Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.Subscribe is not implemented"))
+}
+
+func (UnimplementedEventsServiceHandler) Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.Unsubscribe is not implemented"))
+}
+
+func (UnimplementedEventsServiceHandler) NextDeliveries(context.Context, *v1.NextDeliveriesRequest) (*v1.NextDeliveriesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.NextDeliveries is not implemented"))
+}
+
+func (UnimplementedEventsServiceHandler) Deliver(context.Context, *v1.DeliverRequest) (*v1.DeliverResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.Deliver is not implemented"))
+}
+
+func (UnimplementedEventsServiceHandler) EndSubscription(context.Context, *v1.EndSubscriptionRequest) (*v1.EndSubscriptionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.events.v1.EventsService.EndSubscription is not implemented"))
 }
