@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/browsertest"
 	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
 )
 
 // appsHost is a host of MCP Apps views for a test: a page built on
@@ -175,7 +176,7 @@ func TestApps(t *testing.T) {
     scopes: [toolmesh:admin]
     tools: [owner_answer, schedules_approve, schedules_deny]
 `)
-	edgeAddr := freeAddr(t)
+	edgeAddr := porttest.Addr(t)
 	args := []string{"edge", "--addr", edgeAddr, "--data", m.Data, "--metrics-addr", "off", "--issuer", iss.url, "--jwks-file", iss.jwks, "--grants-file", grants}
 	for _, d := range []string{"owner", "schedules", "tasks", "agents"} {
 		args = append(args, "--service", d+"="+m.Link(t, d))
