@@ -183,7 +183,8 @@ func TestToolsListOfAClientWithoutAppsIsUnchanged(t *testing.T) {
 
 func TestAppsClientGetsViewsAndToolMeta(t *testing.T) {
 	f := productEdge(t, nil)
-	wantViews := map[string]string{"owner_get_ask": "ui://toolmesh/owner/ask-card", "schedules_get": "ui://toolmesh/schedules/schedule-card"}
+	wantViews := map[string]string{"owner_get_ask": "ui://toolmesh/owner/ask-card", "schedules_get": "ui://toolmesh/schedules/schedule-card",
+		"workflows_get_run": "ui://toolmesh/workflows/run-view"}
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25", "2025-03-26"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := context.Background()
@@ -218,7 +219,7 @@ func TestAppsClientGetsViewsAndToolMeta(t *testing.T) {
 					}
 				}
 			}
-			if want := []string{wantViews["owner_get_ask"], wantViews["schedules_get"]}; !slices.Equal(listed, want) {
+			if want := []string{wantViews["owner_get_ask"], wantViews["schedules_get"], wantViews["workflows_get_run"]}; !slices.Equal(listed, want) {
 				t.Errorf("resources/list views = %v, want %v", listed, want)
 			}
 			for _, uri := range wantViews {

@@ -178,7 +178,7 @@ func TestApps(t *testing.T) {
 `)
 	edgeAddr := porttest.Addr(t)
 	args := []string{"edge", "--addr", edgeAddr, "--data", m.Data, "--metrics-addr", "off", "--issuer", iss.url, "--jwks-file", iss.jwks, "--grants-file", grants}
-	for _, d := range []string{"owner", "schedules", "tasks", "agents"} {
+	for _, d := range []string{"owner", "schedules", "tasks", "agents", "workflows", "memory"} {
 		args = append(args, "--service", d+"="+m.Link(t, d))
 	}
 	startBin(t, bin, "http://"+edgeAddr+"/healthz", args...)
@@ -191,6 +191,7 @@ func TestApps(t *testing.T) {
 	t.Run("the owner answers an ask from its card", func(t *testing.T) { testAskCard(t, h, owner, agent) })
 	t.Run("a view's call without the grant is refused as a client's", func(t *testing.T) { testViewCallRefused(t, h, agent) })
 	t.Run("the owner approves a schedule from its card", func(t *testing.T) { testScheduleCard(t, h, agent) })
+	t.Run("the run view follows a run through its approval", func(t *testing.T) { testRunView(t, h, dev, owner) })
 	if p := h.problems(); len(p) > 0 {
 		t.Errorf("the host page or a view reported problems: %q", p)
 	}
@@ -253,6 +254,7 @@ func testAskCard(t *testing.T, h *appsHost, owner, agent *mcp.ClientSession) {
 	if err := h.tab.Screenshot(appsShot(t, "apps-ask-card.png")); err != nil {
 		t.Fatal(err)
 	}
+	checkAccessible(t, view, "the ask card")
 	if err := view.Do(30*time.Second, chromedp.Click(chromedp.CSS(`button.option`)), chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`))); err != nil {
 		t.Fatalf("answer from the ask card: %v", err)
 	}
@@ -359,6 +361,7 @@ func testScheduleCard(t *testing.T, h *appsHost, agent *mcp.ClientSession) {
 	if err := h.tab.Screenshot(appsShot(t, "apps-schedule-card.png")); err != nil {
 		t.Fatal(err)
 	}
+	checkAccessible(t, view, "the schedule card")
 	if err := view.Do(60*time.Second, chromedp.SendKeys(chromedp.CSS("#reason"), "the checklist is wanted"),
 		chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`))); err != nil {
 		t.Fatalf("approve from the schedule card: %v", err)
@@ -382,5 +385,55 @@ func testScheduleCard(t *testing.T, h *appsHost, agent *mcp.ClientSession) {
 			t.Fatal("the approved schedule did not run within 60s")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testRunView: a run of the documented example workflow waits on its
+// approval node; the agent's host opens the run view from
+// workflows_get_run, which shows the node waiting; once the owner
+// approves, the view (refreshing itself through the host) shows every node
+// completed, but the end of the branch not taken, skipped.
+func testRunView(t *testing.T, h *appsHost, dev, owner *mcp.ClientSession) {
+	id := createWorkflow(t, dev, exampleWorkflow(t))
+	var started runData
+	okData(t, callTool(t, dev, "workflows_run", map[string]any{"workflow_id": id, "input": map[string]any{"topic": "flaky deploys"}, "wait_seconds": 0}), &started)
+	runID := started.Run.RunID
+	waiting := awaitRun(t, dev, runID, "suspended for the approval", func(d runData) bool { return d.Run.Status == "RUN_STATUS_SUSPENDED" })
+	_, _, askID := waiting.node("approve")
+
+	h.open(t, "/mcp/agent", "workflows_get_run", map[string]any{"run_id": runID})
+	view := h.view(t)
+	if err := view.Do(30*time.Second, chromedp.WaitVisible(chromedp.CSS(`g.node[data-node="approve"][data-status="NODE_STATUS_WAITING_APPROVAL"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-status="RUN_STATUS_SUSPENDED"]`)), chromedp.WaitVisible(chromedp.CSS(`path.edge`))); err != nil {
+		t.Fatalf("the run view does not show the run waiting on its approval: %v", err)
+	}
+	if err := h.tab.Screenshot(appsShot(t, "apps-run-view-waiting.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, view, "the run view")
+	okData(t, callTool(t, owner, "owner_answer", map[string]any{"ask_id": askID, "answer": "approve"}), &map[string]any{})
+	if err := view.Do(90*time.Second, chromedp.WaitVisible(chromedp.CSS(`#run-status[data-status="RUN_STATUS_COMPLETED"]`))); err != nil {
+		t.Fatalf("the run view did not show the run completed: %v", err)
+	}
+	statuses, err := browsertest.Run(view, 10*time.Second, chromedp.Evaluate[map[string]string](
+		`Object.fromEntries(Array.from(document.querySelectorAll("g.node")).map(g => [g.dataset.node, g.dataset.status]))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := getRun(t, dev, runID)
+	if len(statuses) != len(done.Run.Nodes) {
+		t.Errorf("the view shows %d nodes, the run has %d", len(statuses), len(done.Run.Nodes))
+	}
+	for _, n := range done.Run.Nodes {
+		want := "NODE_STATUS_COMPLETED"
+		if n.NodeID == "skipped" {
+			want = "NODE_STATUS_SKIPPED"
+		}
+		if statuses[n.NodeID] != want || n.Status != want {
+			t.Errorf("node %s: the view shows %s, the run says %s, want %s", n.NodeID, statuses[n.NodeID], n.Status, want)
+		}
+	}
+	if err := h.tab.Screenshot(appsShot(t, "apps-run-view-completed.png")); err != nil {
+		t.Fatal(err)
 	}
 }
