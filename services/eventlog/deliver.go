@@ -122,7 +122,7 @@ func (s *Service) NextDeliveries(ctx context.Context, req *eventsv1.NextDeliveri
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read events: %w", err))
 	}
-	out := &eventsv1.NextDeliveriesResponse{Through: cursorOf(p.End), HasMore: p.Full, Truncated: sub.Cursor < p.PrunedThrough}
+	out := &eventsv1.NextDeliveriesResponse{From: cursorOf(sub.Cursor), Through: cursorOf(p.End), HasMore: p.Full, Truncated: sub.Cursor < p.PrunedThrough}
 	args, err := s.arguments(t, sub.Arguments)
 	if err != nil {
 		return nil, err
