@@ -193,6 +193,16 @@ func TestAppsClientGetsViewsAndToolMeta(t *testing.T) {
 				if _, ok := cs.InitializeResult().Capabilities.Extensions[extUI]; !ok {
 					t.Errorf("initialize: the server does not declare %s", extUI)
 				}
+			} else {
+				res, rerr := rpc2026(t, f.url, "server/discover", nil)
+				var disc struct {
+					Capabilities struct {
+						Extensions map[string]json.RawMessage `json:"extensions"`
+					} `json:"capabilities"`
+				}
+				if rerr != nil || json.Unmarshal(res, &disc) != nil || disc.Capabilities.Extensions[extUI] == nil {
+					t.Errorf("server/discover: %s (%v): want %s among the extensions", res, rerr, extUI)
+				}
 			}
 			for tool, err := range cs.Tools(ctx, nil) {
 				if err != nil {
