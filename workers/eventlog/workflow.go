@@ -95,7 +95,9 @@ func DeliveryWorkflow(ctx workflow.Context, in *eventsv1.DeliveryWorkflowInput) 
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{errRefused}},
 	})
-	deliverCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: DeliveryRetry})
+	// A POST takes at most eventlog.DeliveryTimeout (10 s): an attempt lost
+	// with its worker is retried 15 s after it started.
+	deliverCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, RetryPolicy: DeliveryRetry})
 	acked := in.GetAcked()
 	for loop := 0; ; loop++ {
 		for wake.ReceiveAsync(nil) {
