@@ -99,11 +99,26 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // when empty), with a bearer token when token is set.
 func (f *fixture) connect(t testing.TB, version, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return f.connectAs(t, version, token, opts, nil)
+}
+
+// connectWith is connect without a token, with setup run on the client
+// before it connects (its roots, say).
+func (f *fixture) connectWith(t testing.TB, version string, opts *mcp.ClientOptions, setup func(*mcp.Client)) *mcp.ClientSession {
+	t.Helper()
+	return f.connectAs(t, version, "", opts, setup)
+}
+
+func (f *fixture) connectAs(t testing.TB, version, token string, opts *mcp.ClientOptions, setup func(*mcp.Client)) *mcp.ClientSession {
+	t.Helper()
 	transport := &mcp.StreamableClientTransport{Endpoint: f.url}
 	if token != "" {
 		transport.HTTPClient = &http.Client{Transport: bearerTransport{token, http.DefaultTransport}}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, opts)
+	if setup != nil {
+		setup(client)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var sopts *mcp.ClientSessionOptions

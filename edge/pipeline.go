@@ -231,8 +231,11 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	}
 	// A call the calls worker carries as an MCP task (docs/mcp-tasks.md).
 	carried := c.Tasks && p.elicit != nil && t.Task == nil && t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED
-	ask := p.elicit != nil && (admin || len(t.Elicitable) > 0 || len(t.Questions) > 0) && p.elicit.CanAsk(c)
+	// A tool's questions go to the Elicitor whatever its client offers: one
+	// the client cannot answer is its fallback or the call's refusal.
+	ask := p.elicit != nil && (((admin || len(t.Elicitable) > 0) && p.elicit.CanAsk(c)) || len(t.Questions) > 0)
 	var reason string
+	var notes []string
 	if admin || ask {
 		obj, env := argumentsObject(ctx, p.log, b, args)
 		if env != nil {
@@ -244,9 +247,11 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		}
 		if ask {
 			clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
-			if out, ok := p.elicit.Ask(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey}, obj); ok {
+			out, ok := p.elicit.Ask(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey}, obj)
+			if ok {
 				return p.elicited(ctx, t, caller, out)
 			}
+			notes = out.Notes
 		}
 		if admin {
 			if args, reason, env = p.guard(ctx, b, obj); env != nil {
@@ -277,6 +282,9 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	mc.Depth = depth
 	env = p.invoke(ctx, b, msg, mesh.Call{Caller: mc, IdempotencyKey: key}, c.Events)
 	stop()
+	if !env.IsError() {
+		env.Notes = append(env.Notes, notes...)
+	}
 
 	// Audit.
 	if admin && !env.IsError() {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -14,11 +16,13 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1/eventsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1/outboxv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1/ownerv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 	"github.com/toolmesh/toolmesh/services/eventlog"
 	"github.com/toolmesh/toolmesh/services/eventlog/eventlogstore"
+	eventlogworker "github.com/toolmesh/toolmesh/workers/eventlog"
 )
 
 // outboxDomains are the domains that declare events, by the service at
@@ -110,3 +114,16 @@ func eventlogOptions(s *config.Set) buildFunc {
 
 // outboxService serves a domain's outbox on db beside its own service.
 func outboxService(db *sqldb.DB) server.Service { return outbox.NewService(db).Registration() }
+
+// registerEventlog runs the delivery workflow of each webhook
+// subscription; its activities call the event log, which signs and posts
+// each delivery.
+func registerEventlog(w worker.Worker, deps workerDeps) error {
+	url := deps.Services[eventsv1connect.EventsServiceName]
+	if url == "" {
+		return fmt.Errorf("worker eventlog needs the event log (--service eventlog=http://...)")
+	}
+	client := meshclient.New(deps.clients(), eventsv1connect.NewEventsServiceClient, url)
+	eventlogworker.Register(w, &eventlogworker.Activities{Events: client, Self: workerSelf("eventlog")})
+	return nil
+}

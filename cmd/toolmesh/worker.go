@@ -78,6 +78,8 @@ var workerQueues = map[string]workerQueue{
 	"remoteagents": {port: 7210, register: registerRemoteAgents},
 	// Runs of agents' own workflows (their tool calls run on the calls queue).
 	"workflows": {port: 7211, register: registerWorkflows},
+	// Webhook deliveries of MCP events subscriptions (docs/events.md).
+	"eventlog": {port: 7213, register: registerEventlog},
 }
 
 // auditRecorder records in the audit trail what a queue's activities

@@ -213,20 +213,26 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 // Tasks follows the calls that became MCP tasks.
 func (x *Elicitor) Tasks() port.Tasks { return x.tasks }
 
-// CanAsk reports whether the client of c declared form elicitation.
-func (x *Elicitor) CanAsk(c *port.Call) bool { return c.Elicitation != nil && c.Elicitation.CanAsk }
+// CanAsk reports whether the client of c declared it can answer anything:
+// form or URL elicitation, sampling, roots.
+func (x *Elicitor) CanAsk(c *port.Call) bool {
+	e := c.Elicitation
+	return e != nil && (e.CanAsk || e.URL || e.Sampling || e.Roots)
+}
 
-// Ask starts asking the user for what c lacks; ok is false when it lacks
-// nothing the user can be asked for.
+// Ask starts asking the client for what c lacks; ok is false when it lacks
+// nothing the client can be asked for (out then holds the notes of the
+// fallbacks the call takes instead).
 func (x *Elicitor) Ask(ctx context.Context, e *port.Elicited, args map[string]json.RawMessage) (port.Outcome, bool) {
 	c := newCall(e)
-	steps, env := x.plan(ctx, c, args)
+	steps, notes, env := x.plan(ctx, c, args)
 	if env != nil {
 		return port.Outcome{Envelope: env}, true
 	}
 	if steps == nil {
-		return port.Outcome{}, false
+		return port.Outcome{Notes: notes}, false
 	}
+	c.notes = notes
 	return x.start(ctx, c, args, steps, e.ClientKey), true
 }
 
@@ -246,88 +252,6 @@ func (x *Elicitor) Carry(ctx context.Context, e *port.Elicited) port.Outcome {
 	return x.start(ctx, c, args, nil, e.ClientKey)
 }
 
-// plan is what a call lacks that the user can be asked for, as the
-// workflow's steps; nil when it lacks nothing an elicitation can ask (the
-// call then goes on as usual). Fields are asked for when the arguments break
-// their rules only for want of elicitable fields (a required one absent, or
-// a message rule such as "give exactly one of cron or interval_seconds"
-// while some are absent); an optional elicitable field that is merely
-// absent asks nothing. Arguments with other faults are refused at once,
-// with every violation named, rather than asked about.
-func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMessage) ([]*callsv1.Step, *toolcall.Envelope) {
-	t, b := c.t, c.b
-	admin := t.Kind == toolv1.Kind_KIND_ADMIN
-	adminMissing := admin && len(toolcall.MissingAdmin(args)) > 0
-	isAbsent := func(f string) bool {
-		v, ok := args[f]
-		return !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null"))
-	}
-	var absent, unanswered []string
-	for _, f := range t.Elicitable {
-		if isAbsent(f) {
-			absent = append(absent, f)
-		}
-	}
-	for _, q := range t.Questions {
-		for _, f := range q.Fields {
-			if isAbsent(f) {
-				unanswered = append(unanswered, f)
-			}
-		}
-	}
-	if len(absent) == 0 && !adminMissing && len(unanswered) == 0 {
-		return nil, nil
-	}
-	partial := args
-	if admin {
-		raw, _, err := toolcall.StripAdmin(args, b.Input())
-		if err != nil {
-			return nil, toolcall.Unexpected(ctx, x.log, t.Name, err)
-		}
-		partial = nil
-		_ = json.Unmarshal(raw, &partial)
-	}
-	raw, err := json.Marshal(partial)
-	if err != nil {
-		return nil, toolcall.Unexpected(ctx, x.log, t.Name, fmt.Errorf("re-encode arguments: %w", err))
-	}
-	vs := b.Violations(raw)
-	askFields, other := false, false
-	for _, v := range vs {
-		top := toolcall.TopField(v.Field)
-		switch {
-		case len(absent) > 0 && (top == "" || slices.Contains(absent, top)):
-			askFields = true
-		case slices.Contains(unanswered, top):
-			// A question asks for it.
-		default:
-			other = true
-		}
-	}
-	if !askFields && !adminMissing && len(unanswered) == 0 {
-		return nil, nil
-	}
-	if other {
-		boundary.LogRejection(ctx, x.log, boundary.MCPTool, vs)
-		return nil, toolcall.Invalid(t.Name, vs)
-	}
-	forms := x.forms[t.Name]
-	var steps []*callsv1.Step
-	if askFields {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_FIELDS, Fields: t.Elicitable, RequestedSchema: forms.fields})
-		if t.Preview != "" {
-			steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_PREVIEW, PreviewTool: t.Preview})
-		}
-	}
-	if len(forms.questions) > 0 {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_QUESTIONS, Questions: forms.questions})
-	}
-	if admin {
-		steps = append(steps, &callsv1.Step{Kind: callsv1.StepKind_STEP_KIND_ADMIN, Fields: []string{toolcall.AdminConfirm, toolcall.AdminReason}, RequestedSchema: forms.admin})
-	}
-	return steps, nil
-}
-
 // call is one tools/call the elicitor serves: the tool, the caller, what
 // its client can do about questions, and the digest of its arguments that
 // every round's requestState is bound to.
@@ -338,6 +262,9 @@ type call struct {
 	p      *identity.Principal
 	el     port.Elicitation // the zero Elicitation when the door gave none
 	digest string
+	// notes are the fallbacks the call took before it started, for its
+	// result.
+	notes []string
 	// executed is set once the call ran as a successful ADMIN call.
 	executed *port.Executed
 }
@@ -379,6 +306,7 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		RoundTimeout:    durationpb.New(x.patience),
 		MaxRounds:       int32(x.max),
 		CallTimeout:     durationpb.New(x.timeout),
+		Notes:           c.notes,
 	}
 	if x.isTask(c, steps) {
 		in.Task, in.TaskCallTimeout = true, durationpb.New(x.taskTimeout)

@@ -80,20 +80,67 @@ func questionForms(t *toolcatalog.Tool) ([]*callsv1.StepQuestion, error) {
 	}
 	var out []*callsv1.StepQuestion
 	for _, q := range t.Questions {
+		kind := inputKind(q.Kind)
 		props := map[string]any{}
 		var required []any
 		for _, name := range q.Fields {
 			fd := t.Method.Input().Fields().ByName(protoreflect.Name(name))
-			props[name] = formProperty(name, fd, in.Properties[name])
+			if kind == callsv1.InputKind_INPUT_KIND_FORM {
+				props[name] = formProperty(name, fd, in.Properties[name])
+			} else {
+				// A model's or the client's answer fills the field as the
+				// input schema states it, rules and all: the boundary the
+				// answer passes before it is used.
+				props[name] = in.Properties[name]
+			}
 			required = append(required, name)
 		}
 		form, err := structpb.NewStruct(map[string]any{"type": "object", "properties": props, "required": required})
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: question %s: %w", t.Name, q.Name, err)
 		}
-		out = append(out, &callsv1.StepQuestion{Name: q.Name, Fields: q.Fields, RequestedSchema: form, Message: q.Text})
+		out = append(out, &callsv1.StepQuestion{Name: q.Name, Fields: q.Fields, RequestedSchema: form, Message: q.Text,
+			Kind: kind, MaxTokens: int32(q.MaxTokens), SystemPrompt: q.SystemPrompt, Fallback: q.Fallback, Key: q.Key})
 	}
 	return out, nil
+}
+
+// inputKind is the calls contract's kind of a question of kind k.
+func inputKind(k toolv1.QuestionKind) callsv1.InputKind {
+	switch k {
+	case toolv1.QuestionKind_QUESTION_KIND_SAMPLING:
+		return callsv1.InputKind_INPUT_KIND_SAMPLING
+	case toolv1.QuestionKind_QUESTION_KIND_ROOTS:
+		return callsv1.InputKind_INPUT_KIND_ROOTS
+	}
+	return callsv1.InputKind_INPUT_KIND_FORM
+}
+
+// portKind is the door's kind of a question of kind k.
+func portKind(k callsv1.InputKind) port.QuestionKind {
+	switch k {
+	case callsv1.InputKind_INPUT_KIND_URL:
+		return port.QuestionURL
+	case callsv1.InputKind_INPUT_KIND_SAMPLING:
+		return port.QuestionSampling
+	case callsv1.InputKind_INPUT_KIND_ROOTS:
+		return port.QuestionRoots
+	}
+	return port.QuestionForm
+}
+
+// capability is the MCP client capability a question of kind k needs
+// (toolcall.ClientGap).
+func capability(k port.QuestionKind) string {
+	switch k {
+	case port.QuestionURL:
+		return "elicitation.url"
+	case port.QuestionSampling:
+		return "sampling"
+	case port.QuestionRoots:
+		return "roots"
+	}
+	return "elicitation"
 }
 
 // formProperty is the form property asking for field name.
@@ -200,13 +247,22 @@ func adminForm(t *toolcatalog.Tool) (*structpb.Struct, error) {
 	})
 }
 
-// question is a question of the workflow as the door asks it: a form.
+// question is a question of the workflow as the door asks it.
 func question(q *callsv1.Question) port.Question {
-	schema, err := protojson.Marshal(q.GetRequestedSchema())
-	if err != nil {
-		schema = []byte(`{"type":"object"}`)
+	out := port.Question{Key: q.GetKey(), Kind: portKind(q.GetKind()), Message: q.GetMessage()}
+	switch out.Kind {
+	case port.QuestionForm:
+		schema, err := protojson.Marshal(q.GetRequestedSchema())
+		if err != nil {
+			schema = []byte(`{"type":"object"}`)
+		}
+		out.Schema = json.RawMessage(schema)
+	case port.QuestionURL:
+		out.URL, out.ElicitationID = q.GetUrl(), q.GetElicitationId()
+	case port.QuestionSampling:
+		out.SystemPrompt, out.MaxTokens = q.GetSystemPrompt(), int(q.GetMaxTokens())
 	}
-	return port.Question{Key: q.GetKey(), Message: q.GetMessage(), Schema: json.RawMessage(schema)}
+	return out
 }
 
 // answersOf converts a client's answers, by question key.
@@ -227,6 +283,12 @@ func answerOf(r port.Answer) *callsv1.Answer {
 			a.Content = c
 		} else {
 			a.Content = &structpb.Struct{}
+		}
+		if s := r.Sampled; s != nil {
+			a.Sampled = &callsv1.Sampled{Text: s.Text, Model: s.Model, StopReason: s.StopReason}
+		}
+		for _, root := range r.Roots {
+			a.Roots = append(a.Roots, &callsv1.Root{Uri: root.URI, Name: root.Name})
 		}
 	case port.AnswerDecline:
 		a.Action = callsv1.Action_ACTION_DECLINE

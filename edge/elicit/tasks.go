@@ -215,7 +215,7 @@ func settle(t *port.Task, env *toolcall.Envelope) {
 
 // Answer delivers the answers to task id's questions as the answer update
 // of its workflow, which checks them and applies them once.
-func (x *tasks) Answer(ctx context.Context, p *identity.Principal, id string, responses map[string]json.RawMessage, key string) ([]string, error) {
+func (x *tasks) Answer(ctx context.Context, p *identity.Principal, id string, responses map[string]port.Answer, key string) ([]string, error) {
 	desc, err := x.describeTask(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -224,8 +224,8 @@ func (x *tasks) Answer(ctx context.Context, p *identity.Principal, id string, re
 		return nil, &port.TaskRefusal{Reason: "the task is over; nothing was changed"}
 	}
 	answers := make(map[string]*callsv1.Answer, len(responses))
-	for k, raw := range responses {
-		answers[k] = answerFromJSON(raw)
+	for k, r := range responses {
+		answers[k] = answerOf(r)
 	}
 	updateID := id + "/answer/" + randomHex()
 	if key != "" {
@@ -265,20 +265,6 @@ func refusalText(err error) string {
 		return app.Message() + "; nothing was changed"
 	}
 	return "the task is over; nothing was changed"
-}
-
-// answerFromJSON reads an MCP input response as an elicitation result; one
-// that is not (an unknown key's response may be anything) is an answer
-// without an action, refused if its key is a question's.
-func answerFromJSON(raw json.RawMessage) *callsv1.Answer {
-	var r struct {
-		Action  string         `json:"action"`
-		Content map[string]any `json:"content"`
-	}
-	if json.Unmarshal(raw, &r) != nil {
-		return &callsv1.Answer{}
-	}
-	return answerOf(port.Answer{Action: r.Action, Content: r.Content})
 }
 
 // Cancel cancels task id's workflow; one that is over stays as it is.

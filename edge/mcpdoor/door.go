@@ -472,6 +472,9 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 		}
 		env := out.Envelope
+		if err := clientGapError(req, env); err != nil {
+			return nil, err
+		}
 		if req.Params.RequestState != "" && req.ProtocolVersion() >= ModernProtocol && stateRefused(env) {
 			// At 2026-07-28 a requestState that fails its checks is a
 			// protocol error, not a tool's answer: the client must start

@@ -1,32 +1,51 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated from 2026-07-28 on (SEP-2577) but still part of the protocol in its deprecation window; the mesh asks them only of clients that declare them
+
 package mcpdoor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/port"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
-// What a tools/call's client can do about questions (port.Elicitation),
-// and the questions as MCP carries them: the door converts at its edge,
-// so that the pipeline and edge/elicit speak no MCP.
+// What a tools/call's client can do about a call's input requests
+// (port.Elicitation), and the requests as MCP carries them: forms and URLs
+// (elicitation/create), completions of the client's model
+// (sampling/createMessage) and the client's roots (roots/list). The door
+// converts at its edge, in one place for every era — input requests of an
+// input_required result (2026-07-28), requests over the session (2025), a
+// task's inputRequests — so that the pipeline and edge/elicit speak no MCP.
 
-// elicitationOf is what the client of req can do about questions: whether
-// it declared form elicitation, the round it answers (requestState and
-// inputResponses, 2026-07-28) and, for a client of the session era, how
-// to ask it within the call (elicitation/create).
+// MCP methods of the input requests.
+const (
+	methodElicit        = "elicitation/create"
+	methodCreateMessage = "sampling/createMessage"
+	methodListRoots     = "roots/list"
+)
+
+// elicitationOf is what the client of req can do about input requests:
+// what it declared it can answer, the round it answers (requestState and
+// inputResponses, 2026-07-28) and, for a client of the session era, how to
+// ask it within the call.
 func elicitationOf(req *mcp.CallToolRequest) *port.Elicitation {
-	e := &port.Elicitation{CanAsk: canElicit(req), State: req.Params.RequestState}
+	e := &port.Elicitation{State: req.Params.RequestState}
+	e.CanAsk, e.URL, e.Sampling, e.Roots = offers(req)
 	for k, r := range req.Params.InputResponses {
-		// Responses that are not elicitation results are left out (the
-		// workflow asks again).
-		if er, ok := r.(*mcp.ElicitResult); ok {
+		// Responses that are not answers are left out (the workflow asks
+		// again).
+		if a, ok := answerOf(r); ok {
 			if e.Answers == nil {
 				e.Answers = map[string]port.Answer{}
 			}
-			e.Answers[k] = port.Answer{Action: er.Action, Content: er.Content}
+			e.Answers[k] = a
 		}
 	}
 	if req.ProtocolVersion() < ModernProtocol {
@@ -34,36 +53,136 @@ func elicitationOf(req *mcp.CallToolRequest) *port.Elicitation {
 			if req.Session == nil {
 				return port.Answer{}, errors.New("no session to ask over")
 			}
-			r, err := req.Session.Elicit(ctx, elicitParams(q))
-			if err != nil {
-				return port.Answer{}, err
-			}
-			return port.Answer{Action: r.Action, Content: r.Content}, nil
+			return askSession(ctx, req.Session, q, nil)
 		}
 	}
 	return e
 }
 
-// canElicit reports whether the client of req declared form elicitation
-// (an empty elicitation capability means form).
-func canElicit(req *mcp.CallToolRequest) bool {
+// offers reports what the client of req declared it can answer: form and
+// URL elicitation, sampling and roots.
+func offers(req *mcp.CallToolRequest) (form, url, sampling, roots bool) {
+	caps := req.ClientCapabilities()
+	if caps == nil {
+		return false, false, false, false
+	}
+	sampling, roots = caps.Sampling != nil, caps.RootsV2 != nil
 	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
 		// A client of an older protocol has no elicitation to declare.
-		return false
+		return false, false, sampling, roots
 	}
-	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return false
+	if caps.Elicitation != nil {
+		// An empty elicitation capability means form.
+		form = caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+		url = caps.Elicitation.URL != nil
 	}
-	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+	return form, url, sampling, roots
 }
 
 // elicitationSince is the first protocol version with elicitation.
 const elicitationSince = "2025-06-18"
 
-// elicitParams is q as a form elicitation.
+// inputRequest is q as an MCP input request: its method and params.
+func inputRequest(q port.Question) (string, mcp.InputRequest) {
+	switch q.Kind {
+	case port.QuestionURL:
+		return methodElicit, &mcp.ElicitParams{Mode: "url", Message: q.Message, URL: q.URL, ElicitationID: q.ElicitationID}
+	case port.QuestionSampling:
+		return methodCreateMessage, samplingParams(q)
+	case port.QuestionRoots:
+		return methodListRoots, &mcp.ListRootsParams{}
+	}
+	return methodElicit, elicitParams(q)
+}
+
+// elicitParams is q, a form question, as a form elicitation.
 func elicitParams(q port.Question) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "form", Message: q.Message, RequestedSchema: q.Schema}
+}
+
+// samplingParams is q, a sampling question, as a sampling request: the
+// prompt as the one user message.
+func samplingParams(q port.Question) *mcp.CreateMessageParams {
+	return &mcp.CreateMessageParams{
+		Messages:     []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: q.Message}}},
+		MaxTokens:    int64(q.MaxTokens),
+		SystemPrompt: q.SystemPrompt,
+	}
+}
+
+// askSession asks q over the session ss and waits for the answer; meta,
+// when set, relates the request to a task.
+func askSession(ctx context.Context, ss *mcp.ServerSession, q port.Question, meta mcp.Meta) (port.Answer, error) {
+	switch q.Kind {
+	case port.QuestionSampling:
+		p := samplingParams(q)
+		p.Meta = meta
+		r, err := ss.CreateMessage(ctx, p)
+		if err != nil {
+			return port.Answer{}, err
+		}
+		a, _ := answerOf(r)
+		return a, nil
+	case port.QuestionRoots:
+		r, err := ss.ListRoots(ctx, &mcp.ListRootsParams{Meta: meta})
+		if err != nil {
+			return port.Answer{}, err
+		}
+		a, _ := answerOf(r)
+		return a, nil
+	}
+	_, req := inputRequest(q)
+	p := req.(*mcp.ElicitParams)
+	p.Meta = meta
+	r, err := ss.Elicit(ctx, p)
+	if err != nil {
+		return port.Answer{}, err
+	}
+	return port.Answer{Action: r.Action, Content: r.Content}, nil
+}
+
+// answerOf reads an MCP input response as an answer; ok is false for one
+// the door cannot read.
+func answerOf(r mcp.InputResponse) (port.Answer, bool) {
+	switch r := r.(type) {
+	case *mcp.ElicitResult:
+		return port.Answer{Action: r.Action, Content: r.Content}, true
+	case *mcp.CreateMessageResult:
+		return sampled(r.Model, r.StopReason, []mcp.Content{r.Content}), true
+	case *mcp.CreateMessageWithToolsResult:
+		return sampled(r.Model, r.StopReason, r.Content), true
+	case *mcp.ListRootsResult:
+		a := port.Answer{Action: port.AnswerAccept, Roots: []port.Root{}}
+		for _, root := range r.Roots {
+			if root != nil {
+				a.Roots = append(a.Roots, port.Root{URI: root.URI, Name: root.Name})
+			}
+		}
+		return a, true
+	}
+	return port.Answer{}, false
+}
+
+// sampled is a completion as an answer: the text of its text blocks (""
+// when it has none; the boundary refuses it).
+func sampled(model, stop string, content []mcp.Content) port.Answer {
+	s := &port.Sampled{Model: model, StopReason: stop}
+	for _, c := range content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			s.Text += t.Text
+		}
+	}
+	return port.Answer{Action: port.AnswerAccept, Sampled: s}
+}
+
+// answerOfJSON reads one raw input response (tasks/update) as an answer;
+// ok is false for one the door cannot read.
+func answerOfJSON(raw json.RawMessage) (port.Answer, bool) {
+	var m mcp.InputResponseMap
+	if err := json.Unmarshal(fmt.Appendf(nil, `{"r":%s}`, raw), &m); err != nil {
+		return port.Answer{}, false
+	}
+	return answerOf(m["r"])
 }
 
 // roundResult is r as an input_required result: its questions as input
@@ -71,7 +190,37 @@ func elicitParams(q port.Question) *mcp.ElicitParams {
 func roundResult(r *port.Round) *mcp.CallToolResult {
 	requests := mcp.InputRequestMap{}
 	for _, q := range r.Questions {
-		requests[q.Key] = elicitParams(q)
+		_, requests[q.Key] = inputRequest(q)
 	}
 	return &mcp.CallToolResult{InputRequests: requests, RequestState: r.State}
+}
+
+// clientGapError is, at 2026-07-28, the protocol's refusal of a call whose
+// envelope says it needs what its client did not declare (docs/errors.md,
+// "What a client lacks"); nil otherwise: earlier eras get the envelope.
+func clientGapError(req *mcp.CallToolRequest, env *toolcall.Envelope) error {
+	capability := env.ClientCapability()
+	if capability == "" || req.ProtocolVersion() < ModernProtocol {
+		return nil
+	}
+	return clientCapabilityError(capability, env.Message)
+}
+
+// clientCapabilityError is the -32021 error of a call that needs
+// capability ("sampling", "roots", "elicitation.url") of its client, which
+// the client did not declare: data.requiredCapabilities is a
+// ClientCapabilities object naming it ({"sampling": {}}).
+func clientCapabilityError(capability, message string) error {
+	required := map[string]any{}
+	m := required
+	parts := strings.Split(capability, ".")
+	for i, part := range parts {
+		next := map[string]any{}
+		m[part] = next
+		if i < len(parts)-1 {
+			m = next
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": required})
+	return &jsonrpc.Error{Code: codeMissingCapability, Message: message, Data: data}
 }

@@ -322,7 +322,13 @@ func (d *Door) updateTask(ctx context.Context, p *identity.Principal, params *ta
 	if d.tasks.calls != nil && d.tasks.calls.Owns(params.TaskID) {
 		key, _ := params.Meta[port.MetaIdempotencyKey].(string)
 		var err error
-		if ignored, err = d.tasks.calls.Answer(ctx, p, params.TaskID, params.InputResponses, key); err != nil {
+		answers := make(map[string]port.Answer, len(params.InputResponses))
+		for k, raw := range params.InputResponses {
+			// A response the door cannot read is no answer: refused if its
+			// key is a question's.
+			answers[k], _ = answerOfJSON(raw)
+		}
+		if ignored, err = d.tasks.calls.Answer(ctx, p, params.TaskID, answers, key); err != nil {
 			return nil, d.taskError(ctx, params.TaskID, err)
 		}
 	} else {
@@ -383,11 +389,9 @@ func (d *Door) taskResult(ctx context.Context, req mcp.Request, p *identity.Prin
 // askOverSession asks the questions of t, an input_required task, over the
 // session (elicitation/create) and delivers the answers.
 func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *identity.Principal, t *port.Task, related mcp.Meta) error {
-	answers := map[string]json.RawMessage{}
+	answers := map[string]port.Answer{}
 	for _, q := range t.Questions {
-		params := elicitParams(q)
-		params.Meta = related
-		r, err := ss.Elicit(ctx, params)
+		a, err := askSession(ctx, ss, q, related)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -396,8 +400,7 @@ func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *ide
 			d.log.InfoContext(ctx, "mcp.task_question_unanswered", "task_id", t.ID, "key", q.Key, "error", err)
 			continue
 		}
-		b, _ := json.Marshal(r)
-		answers[q.Key] = b
+		answers[q.Key] = a
 	}
 	if len(answers) == 0 {
 		return nil

@@ -17,23 +17,17 @@ import (
 // "complete") and the params of notifications/tasks (no resultType).
 type extTask struct {
 	mcp.ResultBase
-	ResultType     string                  `json:"resultType,omitempty"`
-	TaskID         string                  `json:"taskId"`
-	Status         string                  `json:"status"`
-	StatusMessage  string                  `json:"statusMessage,omitempty"`
-	CreatedAt      string                  `json:"createdAt"`
-	LastUpdatedAt  string                  `json:"lastUpdatedAt"`
-	TTLMs          *int64                  `json:"ttlMs"` // null: as long as its record lives
-	PollIntervalMs int64                   `json:"pollIntervalMs,omitempty"`
-	InputRequests  map[string]inputRequest `json:"inputRequests,omitempty"`
-	Result         *mcp.CallToolResult     `json:"result,omitempty"`
-	Error          *port.TaskError         `json:"error,omitempty"`
-}
-
-// inputRequest is one input request of an input_required task.
-type inputRequest struct {
-	Method string            `json:"method"`
-	Params *mcp.ElicitParams `json:"params"`
+	ResultType     string              `json:"resultType,omitempty"`
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	LastUpdatedAt  string              `json:"lastUpdatedAt"`
+	TTLMs          *int64              `json:"ttlMs"` // null: as long as its record lives
+	PollIntervalMs int64               `json:"pollIntervalMs,omitempty"`
+	InputRequests  mcp.InputRequestMap `json:"inputRequests,omitempty"`
+	Result         *mcp.CallToolResult `json:"result,omitempty"`
+	Error          *port.TaskError     `json:"error,omitempty"`
 }
 
 // createdTask is the CreateTaskResult of t: where it is, without what it
@@ -59,9 +53,9 @@ func detailedTask(t *port.Task, resultType string) *extTask {
 	out.ResultType = resultType
 	switch t.Status {
 	case port.TaskInputRequired:
-		out.InputRequests = map[string]inputRequest{}
+		out.InputRequests = mcp.InputRequestMap{}
 		for _, q := range t.Questions {
-			out.InputRequests[q.Key] = inputRequest{Method: "elicitation/create", Params: elicitParams(q)}
+			_, out.InputRequests[q.Key] = inputRequest(q)
 		}
 	case port.TaskCompleted:
 		if t.Envelope != nil {

@@ -105,6 +105,10 @@ type Outcome struct {
 	// Executed is set for a successful ADMIN call whose side effect ran
 	// elsewhere (see Elicitor): the pipeline reports it executed.
 	Executed *Executed
+	// Notes, on an Outcome the Elicitor gives with ok false, are the
+	// fallbacks the call took for questions its client could not answer:
+	// the pipeline adds them to the call's result (toolcall.Envelope.Notes).
+	Notes []string
 }
 
 // Progress reports that a call is still running, to a client that asked to

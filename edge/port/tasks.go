@@ -2,7 +2,6 @@ package port
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -62,11 +61,12 @@ type Tasks interface {
 	Owns(id string) bool
 	// Get shows the task.
 	Get(ctx context.Context, caller *identity.Principal, id string) (*Task, error)
-	// Answer delivers answers (MCP input responses, by key) to the task's
-	// questions, and returns the keys it ignored: those of no question the
-	// task waits for. key, when not empty, makes a repeated delivery get
-	// the first one's outcome.
-	Answer(ctx context.Context, caller *identity.Principal, id string, answers map[string]json.RawMessage, key string) (ignored []string, err error)
+	// Answer delivers answers (MCP input responses, by key; a response the
+	// door could not read is the zero Answer) to the task's questions, and
+	// returns the keys it ignored: those of no question the task waits for.
+	// key, when not empty, makes a repeated delivery get the first one's
+	// outcome.
+	Answer(ctx context.Context, caller *identity.Principal, id string, answers map[string]Answer, key string) (ignored []string, err error)
 	// Cancel cancels the task; a task that is over is left as it is.
 	Cancel(ctx context.Context, caller *identity.Principal, id string) error
 	// List lists the ids of the caller's long work whose kind is one of

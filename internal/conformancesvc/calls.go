@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -165,4 +166,40 @@ func (s *Service) MultiInput(_ context.Context, req *conformancev1.MultiInputReq
 // ToolWithTask implements ConformanceService.ToolWithTask.
 func (s *Service) ToolWithTask(_ context.Context, req *conformancev1.ToolWithTaskRequest) (*conformancev1.ToolWithTaskResponse, error) {
 	return &conformancev1.ToolWithTaskResponse{Content: blocks(Text("Hello, " + req.GetName() + "!"))}, nil
+}
+
+// InputRequiredResultSampling implements
+// ConformanceService.InputRequiredResultSampling.
+func (s *Service) InputRequiredResultSampling(_ context.Context, req *conformancev1.InputRequiredResultSamplingRequest) (*conformancev1.InputRequiredResultSamplingResponse, error) {
+	return &conformancev1.InputRequiredResultSamplingResponse{Content: blocks(Text("The model answered: " + req.GetAnswer()))}, nil
+}
+
+// InputRequiredResultListRoots implements
+// ConformanceService.InputRequiredResultListRoots.
+func (s *Service) InputRequiredResultListRoots(_ context.Context, req *conformancev1.InputRequiredResultListRootsRequest) (*conformancev1.InputRequiredResultListRootsResponse, error) {
+	return &conformancev1.InputRequiredResultListRootsResponse{Content: blocks(Text("Roots: " + strings.Join(req.GetRoots(), ", ")))}, nil
+}
+
+// InputRequiredResultMultipleInputs implements
+// ConformanceService.InputRequiredResultMultipleInputs.
+func (s *Service) InputRequiredResultMultipleInputs(_ context.Context, req *conformancev1.InputRequiredResultMultipleInputsRequest) (*conformancev1.InputRequiredResultMultipleInputsResponse, error) {
+	text := fmt.Sprintf("Name: %s. Greeting: %s. Roots: %s.", req.GetName(), req.GetGreeting(), strings.Join(req.GetRoots(), ", "))
+	return &conformancev1.InputRequiredResultMultipleInputsResponse{Content: blocks(Text(text))}, nil
+}
+
+// InputRequiredResultCapabilities implements
+// ConformanceService.InputRequiredResultCapabilities.
+func (s *Service) InputRequiredResultCapabilities(_ context.Context, req *conformancev1.InputRequiredResultCapabilitiesRequest) (*conformancev1.InputRequiredResultCapabilitiesResponse, error) {
+	text := fmt.Sprintf("Name: %q. Greeting: %s.", req.GetName(), req.GetGreeting())
+	return &conformancev1.InputRequiredResultCapabilitiesResponse{Content: blocks(Text(text))}, nil
+}
+
+// Sampling implements ConformanceService.Sampling.
+func (s *Service) Sampling(_ context.Context, req *conformancev1.SamplingRequest) (*conformancev1.SamplingResponse, error) {
+	return &conformancev1.SamplingResponse{Content: blocks(Text("LLM response: " + req.GetResponse()))}, nil
+}
+
+// MissingCapability implements ConformanceService.MissingCapability.
+func (s *Service) MissingCapability(_ context.Context, req *conformancev1.MissingCapabilityRequest) (*conformancev1.MissingCapabilityResponse, error) {
+	return &conformancev1.MissingCapabilityResponse{Content: blocks(Text("The client's model answered: " + req.GetResponse()))}, nil
 }

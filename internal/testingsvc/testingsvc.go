@@ -328,6 +328,17 @@ func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*test
 	})
 }
 
+// Summarize implements TestingService.Summarize: the summary is the one
+// given, or the topic.
+func (s *Service) Summarize(ctx context.Context, req *testingv1.SummarizeRequest) (*testingv1.SummarizeResponse, error) {
+	s.count("Summarize")
+	summary := req.GetSummary()
+	if summary == "" {
+		summary = req.GetTopic()
+	}
+	return &testingv1.SummarizeResponse{Summary: summary, Roots: req.GetRoots()}, nil
+}
+
 // Purge implements TestingService.Purge.
 func (s *Service) Purge(ctx context.Context, req *testingv1.PurgeRequest) (*testingv1.PurgeResponse, error) {
 	s.count("Purge")

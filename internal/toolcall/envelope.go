@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -77,6 +78,10 @@ type Envelope struct {
 	// written outside the mesh: the text content marks their values
 	// (MarkedText), the structured content keeps them as they are.
 	Untrusted []string `json:"untrusted,omitempty"`
+	// Notes say what the call did instead of something its client could not
+	// give: a question's fallback (toolmesh.tool.v1.Question), e.g. queries
+	// derived from the question because the client offers no sampling.
+	Notes []string `json:"notes,omitempty"`
 
 	Tool       string `json:"tool,omitempty"`
 	ErrorType  string `json:"error_type,omitempty"`
@@ -88,7 +93,8 @@ type Envelope struct {
 	ErrorID    string               `json:"error_id,omitempty"`
 	Violation  string               `json:"violation,omitempty"`
 	Violations []boundary.Violation `json:"violations,omitempty"`
-	// Gap names what a capability_gap backend lacks.
+	// Gap names what a capability_gap call lacks: a service's capability,
+	// or, prefixed ClientGapPrefix, the client's (ClientGap).
 	Gap string `json:"gap,omitempty"`
 	// RetryAfterSeconds tells a rate-limited caller when to try again.
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
@@ -109,6 +115,33 @@ func OK(data json.RawMessage, p *Pagination) *Envelope {
 		data = json.RawMessage("{}")
 	}
 	return &Envelope{Status: "ok", Data: data, Pagination: p}
+}
+
+// ClientGapPrefix starts the Gap of a call that needs something its client
+// did not declare: "client." and the MCP client capability, "sampling",
+// "roots" or "elicitation.url".
+const ClientGapPrefix = "client."
+
+// ClientGap is the capability_gap envelope of a call that needs capability
+// of its client, which the client did not declare (docs/errors.md, "What a
+// client lacks"). At 2026-07-28 the door answers -32021 instead.
+func ClientGap(tool, capability string) *Envelope {
+	env := Fail(tool, CodeCapabilityGap, fmt.Sprintf("%s needs the client's %s capability, which this client did not declare; call it from a client that offers it", tool, capability))
+	env.Gap = ClientGapPrefix + capability
+	return env
+}
+
+// ClientCapability is the client capability e lacks ("" when env is not a
+// ClientGap).
+func (e *Envelope) ClientCapability() string {
+	if e == nil || e.DomainCode != CodeCapabilityGap {
+		return ""
+	}
+	c, ok := strings.CutPrefix(e.Gap, ClientGapPrefix)
+	if !ok {
+		return ""
+	}
+	return c
 }
 
 // Fail is an error envelope for tool with a domain code and a message. The

@@ -17,14 +17,14 @@ import (
 )
 
 // Every field an envelope can carry is described by the schemas: the error
-// schema, or (data, pagination, untrusted) the success envelope's. Fields never sent
+// schema, or (data, pagination, untrusted, notes) the success envelope's. Fields never sent
 // (json "-") are the edge's own.
 func TestErrorSchemaDescribesEveryEnvelopeField(t *testing.T) {
 	props := toolcall.ErrorSchema()["properties"].(map[string]any)
 	et := reflect.TypeFor[toolcall.Envelope]()
 	for i := range et.NumField() {
 		name, _, _ := strings.Cut(et.Field(i).Tag.Get("json"), ",")
-		if name == "data" || name == "pagination" || name == "untrusted" || name == "-" {
+		if name == "data" || name == "pagination" || name == "untrusted" || name == "notes" || name == "-" {
 			continue
 		}
 		if _, ok := props[name]; !ok {

@@ -11,18 +11,43 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Question is a form the user fills in when the tool is called, for request
-// fields the call left out (the tool option's questions, checked against the
-// request).
+// Question is an input request a call makes of its client when the tool is
+// called, for request fields the call left out: a form, a completion of the
+// client's model or the client's roots (the tool option's questions,
+// checked against the request).
 type Question struct {
 	// Name names the question within its tool.
 	Name string
-	// Fields are the request fields it asks for.
+	// Kind is what it asks (FORM for the unspecified kind).
+	Kind toolv1.QuestionKind
+	// Fields are the request fields it asks for (one, for SAMPLING and
+	// ROOTS).
 	Fields []string
 	// Message is the question's text, a Go text/template over the call's
 	// arguments by name; Text is its source.
 	Message *template.Template
 	Text    string
+	// MaxTokens and SystemPrompt bound a SAMPLING question's completion.
+	MaxTokens    int
+	SystemPrompt string
+	// Fallback is what the tool does without the answer; "" when the call
+	// needs it.
+	Fallback string
+	// Key is the literal key it is asked under; "" for the round-scoped one.
+	Key string
+}
+
+// DefaultMaxTokens bounds a SAMPLING question's completion when its option
+// does not.
+const DefaultMaxTokens = 1000
+
+// maxMaxTokens is the most tokens a SAMPLING question may ask for.
+const maxMaxTokens = 4096
+
+// clientField reports whether fd can take the answer of a SAMPLING or
+// ROOTS question: a string, or a repeated string.
+func clientField(fd protoreflect.FieldDescriptor) bool {
+	return !fd.IsMap() && fd.Kind() == protoreflect.StringKind
 }
 
 var questionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -44,12 +69,25 @@ func bindQuestions(t *Tool, opts []*toolv1.Question) error {
 		if len(o.GetFields()) == 0 {
 			return fail("asks for no field")
 		}
+		kind := o.GetKind()
+		if kind == toolv1.QuestionKind_QUESTION_KIND_UNSPECIFIED {
+			kind = toolv1.QuestionKind_QUESTION_KIND_FORM
+		}
+		form := kind == toolv1.QuestionKind_QUESTION_KIND_FORM
+		if !form && len(o.GetFields()) != 1 {
+			return fail("a %s question asks for exactly one field", kind)
+		}
+		if o.GetMaxTokens() < 0 || o.GetMaxTokens() > maxMaxTokens || (o.GetMaxTokens() != 0 && kind != toolv1.QuestionKind_QUESTION_KIND_SAMPLING) {
+			return fail("max_tokens is for SAMPLING questions, 1 to %d", maxMaxTokens)
+		}
 		for _, f := range o.GetFields() {
 			fd := t.Method.Input().Fields().ByName(protoreflect.Name(f))
 			switch {
 			case fd == nil:
 				return fail("%q is not a field of %s", f, t.Method.Input().FullName())
-			case !elicitableField(fd):
+			case !form && !clientField(fd):
+				return fail("%q is not a string or repeated string field, which a %s answer fills", f, kind)
+			case form && !elicitableField(fd):
 				return fail("%q is not a flat value a form can ask for (a string, number, boolean, enum, timestamp or duration)", f)
 			case slices.Contains(t.Elicitable, f):
 				return fail("%q is elicitable: it is asked with the call's other missing input", f)
@@ -65,7 +103,15 @@ func bindQuestions(t *Tool, opts []*toolv1.Question) error {
 		if err != nil {
 			return fail("message: %v", err)
 		}
-		t.Questions = append(t.Questions, &Question{Name: o.GetName(), Fields: o.GetFields(), Message: msg, Text: o.GetMessage()})
+		maxTokens := int(o.GetMaxTokens())
+		if kind == toolv1.QuestionKind_QUESTION_KIND_SAMPLING && maxTokens == 0 {
+			maxTokens = DefaultMaxTokens
+		}
+		if k := o.GetKey(); k != "" && !questionNameRE.MatchString(k) {
+			return fail("the key is not a lower-case word")
+		}
+		t.Questions = append(t.Questions, &Question{Name: o.GetName(), Kind: kind, Fields: o.GetFields(), Message: msg, Text: o.GetMessage(),
+			MaxTokens: maxTokens, SystemPrompt: o.GetSystemPrompt(), Fallback: o.GetFallback(), Key: o.GetKey()})
 	}
 	return nil
 }

@@ -76,6 +76,8 @@ func TestToolsFollowTheirOptions(t *testing.T) {
 			Description: "Show the next three times a reminder repeating this often would fire."},
 		"testing_wait": {Title: "Wait", Kind: toolv1.Kind_KIND_READ, Procedure: "/toolmesh.testing.v1.TestingService/Wait",
 			Description: "Wait before answering.", LongRunning: true},
+		"testing_summarize": {Title: "Summarize a topic", Kind: toolv1.Kind_KIND_WRITE, Procedure: "/toolmesh.testing.v1.TestingService/Summarize",
+			Description: "Summarize a topic for the calling agent: the client's model writes the summary, and the client's roots say where the agent works."},
 		"testing_take": {Title: "Take every kind", Kind: toolv1.Kind_KIND_WRITE, Procedure: "/toolmesh.testing.v1.KindsService/Take",
 			// Blank comment lines keep paragraphs apart.
 			Description: "Take one value of every kind.\n\nA second paragraph, to show that paragraphs stay apart.", LongRunning: true},

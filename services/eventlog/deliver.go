@@ -122,7 +122,7 @@ func (s *Service) NextDeliveries(ctx context.Context, req *eventsv1.NextDeliveri
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read events: %w", err))
 	}
-	out := &eventsv1.NextDeliveriesResponse{Through: cursorOf(p.End), HasMore: p.Full, Truncated: sub.Cursor < p.PrunedThrough}
+	out := &eventsv1.NextDeliveriesResponse{From: cursorOf(sub.Cursor), Through: cursorOf(p.End), HasMore: p.Full, Truncated: sub.Cursor < p.PrunedThrough}
 	args, err := s.arguments(t, sub.Arguments)
 	if err != nil {
 		return nil, err
@@ -171,6 +171,13 @@ func (s *Service) Deliver(ctx context.Context, req *eventsv1.DeliverRequest) (*e
 	if e.Name != sub.Name {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("event %d is not a %s", req.GetSeq(), sub.Name))
 	}
+	// A retry of a delivery the receiver acknowledged (its worker died
+	// before it learned so) is not posted again.
+	if done, err := s.store.Delivered(ctx, sub.ID, e.Seq); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	} else if done {
+		return &eventsv1.DeliverResponse{Outcome: eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_DELIVERED}, nil
+	}
 	raw, err := json.Marshal(body{EventID: e.ID, Name: e.Name, Timestamp: e.Time.UTC().Format(time.RFC3339Nano), Data: json.RawMessage(e.Data), Cursor: req.GetCursor()})
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -183,7 +190,17 @@ func (s *Service) Deliver(ctx context.Context, req *eventsv1.DeliverRequest) (*e
 	if err != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	}
+	// The POST and its record outlive the caller: a delivery worker that
+	// dies mid-call leaves a POST that either was acknowledged and is
+	// marked so (its retry posts nothing) or was not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeliveryTimeout+5*time.Second)
+	defer cancel()
 	res := s.post(ctx, sub, e.ID, now, sig, raw)
+	if res.GetOutcome() == eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_DELIVERED {
+		if err := s.store.MarkDelivered(ctx, sub.ID, e.Seq); err != nil {
+			s.log.WarnContext(ctx, "events.delivery_unrecorded", "subscription", sub.ID, "error", err)
+		}
+	}
 	if err := s.store.RecordDelivery(ctx, sub.ID, now, res.GetError()); err != nil {
 		s.log.WarnContext(ctx, "events.delivery_unrecorded", "subscription", sub.ID, "error", err)
 	}

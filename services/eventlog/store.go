@@ -84,6 +84,11 @@ type SubscriptionStore interface {
 	EndSubscription(ctx context.Context, id, reason string, now time.Time) (bool, error)
 	// AckSubscription moves a subscription's position up to cursor.
 	AckSubscription(ctx context.Context, id string, cursor int64) error
+	// MarkDelivered records that the receiver acknowledged event seq;
+	// Delivered reports whether it did. AckSubscription forgets the marks
+	// at or below the cursor.
+	MarkDelivered(ctx context.Context, id string, seq int64) error
+	Delivered(ctx context.Context, id string, seq int64) (bool, error)
 	// RecordDelivery records how a delivery attempt went: errCategory ""
 	// for success.
 	RecordDelivery(ctx context.Context, id string, at time.Time, errCategory string) error

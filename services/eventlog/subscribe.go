@@ -94,7 +94,7 @@ func (s *Service) Subscribe(ctx context.Context, req *eventsv1.SubscribeRequest)
 	if ok, lacks := t.Tool.PermittedBy(caller.Grants); !ok {
 		// A refresh its grants no longer allow ends the subscription.
 		id := subscriptionID(caller, req.GetUrl(), t.Name, canonicalArgs(req.GetArguments()))
-		if ended, err := s.store.EndSubscription(ctx, id, "the subscriber may no longer see these events", s.cfg.Now()); err == nil && ended {
+		if ended, err := s.store.EndSubscription(ctx, id, EndedForbidden, s.cfg.Now()); err == nil && ended {
 			s.log.InfoContext(ctx, "events.subscription_ended", "subscription", id, "reason", "grant revoked")
 		}
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("these events follow the tool %s, and %s", t.Tool.Name, lacks))

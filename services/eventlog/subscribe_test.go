@@ -193,12 +193,13 @@ func TestWebhookSubscriptions(t *testing.T) {
 			}
 		}
 		record(askEvent("ask.created", "bob", "ask_00000000000000000000000011", now), askEvent("ask.created", "alice", "ask_00000000000000000000000012", now),
-			askEvent("ask.created", "alice", "ask_00000000000000000000000013", now))
+			askEvent("ask.created", "alice", "ask_00000000000000000000000013", now), askEvent("ask.created", "alice", "ask_00000000000000000000000014", now),
+			askEvent("ask.created", "alice", "ask_00000000000000000000000015", now), askEvent("ask.created", "alice", "ask_00000000000000000000000016", now))
 		if _, err := svc.NextDeliveries(reader(ctx, "bob"), &eventsv1.NextDeliveriesRequest{SubscriptionId: res.GetId()}); code(err) != connect.CodePermissionDenied {
 			t.Fatalf("another agent read alice's deliveries: %v", err)
 		}
 		next, err := svc.NextDeliveries(alice, &eventsv1.NextDeliveriesRequest{SubscriptionId: res.GetId()})
-		if err != nil || next.GetEnded() != "" || len(next.GetDeliveries()) != 2 {
+		if err != nil || next.GetEnded() != "" || len(next.GetDeliveries()) != 5 {
 			t.Fatalf("next deliveries = %v, %v", next, err)
 		}
 		deliver := func(d *eventsv1.Delivery) *eventsv1.DeliverResponse {
@@ -216,6 +217,11 @@ func TestWebhookSubscriptions(t *testing.T) {
 			rc.headers[0].Get("webhook-id") != next.GetDeliveries()[0].GetEventId() || rc.headers[0].Get("X-MCP-Subscription-Id") != res.GetId() {
 			t.Fatalf("delivered %v (verified %v) with %v", rc.got, rc.verified, rc.headers)
 		}
+		// A retry of an acknowledged delivery (its worker died before it
+		// learned so) is not posted again.
+		if out := deliver(next.GetDeliveries()[0]); out.GetOutcome() != eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_DELIVERED || len(rc.got) != 1 {
+			t.Fatalf("a delivered event delivered again: %v, %d posts", out, len(rc.got))
+		}
 
 		// A refresh keeps the id and position and replaces the secret;
 		// both sign during the grace window, only the new one after.
@@ -230,29 +236,47 @@ func TestWebhookSubscriptions(t *testing.T) {
 			t.Fatalf("during the grace window %d of 2 secrets verified", rc.verified[1])
 		}
 		clock = clock.Add(eventlog.SecretGrace + time.Second)
-		deliver(next.GetDeliveries()[1])
+		deliver(next.GetDeliveries()[2])
 		if rc.verified[2] != 1 || len(strings.Fields(rc.headers[2].Get("webhook-signature"))) != 1 {
 			t.Fatalf("after the grace window: %d verified, signatures %q", rc.verified[2], rc.headers[2].Get("webhook-signature"))
 		}
 
 		// 413 refuses this event only; 5xx fails (retry); 410 ends the
 		// subscription.
-		for status, want := range map[int]eventsv1.DeliveryOutcome{
-			413: eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_REFUSED,
-			503: eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_FAILED,
-			302: eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_FAILED,
+		for _, c := range []struct {
+			status int
+			want   eventsv1.DeliveryOutcome
+			d      *eventsv1.Delivery
+		}{
+			{413, eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_REFUSED, next.GetDeliveries()[3]},
+			{503, eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_FAILED, next.GetDeliveries()[4]},
+			{302, eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_FAILED, next.GetDeliveries()[4]},
 		} {
-			rc.status = status
-			if out := deliver(next.GetDeliveries()[0]); out.GetOutcome() != want {
-				t.Errorf("%d: %v, want %v", status, out, want)
+			rc.status = c.status
+			if out := deliver(c.d); out.GetOutcome() != c.want {
+				t.Errorf("%d: %v, want %v", c.status, out, c.want)
 			}
 		}
 		rc.status = 410
-		if out := deliver(next.GetDeliveries()[0]); out.GetOutcome() != eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_ENDED {
+		if out := deliver(next.GetDeliveries()[4]); out.GetOutcome() != eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_ENDED {
 			t.Fatalf("410: %v", out)
 		}
 		if next, err := svc.NextDeliveries(alice, &eventsv1.NextDeliveriesRequest{SubscriptionId: res.GetId(), Acked: next.GetThrough()}); err != nil || next.GetEnded() != eventlog.EndedGone {
 			t.Fatalf("after 410: %v, %v", next, err)
+		}
+
+		// A refresh the caller's grants no longer allow is refused and
+		// ends the subscription.
+		carol := reader(ctx, "carol")
+		held, err := sub(carol, &eventsv1.SubscribeRequest{Name: "ask.created", Url: hook.URL, Secret: newSecret(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sub(as(ctx, "carol", false), &eventsv1.SubscribeRequest{Name: "ask.created", Url: hook.URL, Secret: newSecret(t)}); code(err) != connect.CodePermissionDenied {
+			t.Fatalf("a refresh without the grant: %v", err)
+		}
+		if next, err := svc.NextDeliveries(carol, &eventsv1.NextDeliveriesRequest{SubscriptionId: held.GetId()}); err != nil || next.GetEnded() != eventlog.EndedForbidden {
+			t.Fatalf("after a refused refresh: %v, %v", next, err)
 		}
 
 		// TTL: a subscription not refreshed ends.

@@ -2,6 +2,7 @@ package calls
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,7 +60,27 @@ func (c *call) applyOne(ctx workflow.Context, q *pending, a *callsv1.Answer) (*c
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
 			fmt.Sprintf("The user cancelled instead of answering (%s); nothing was done.", c.what(q))), StatusDeclined), ""
 	}
-	content := a.GetContent().AsMap()
+	content, err := q.contentOf(a)
+	if err == nil && q.fromClient() {
+		// A model's or the client's answer passes the field's rules in
+		// full before it is used.
+		if missing := toolschema.Missing(q.schema, content); len(missing) > 0 {
+			err = fmt.Errorf("it gives no %s", strings.Join(toolschema.Titles(q.schema, missing), ", "))
+		} else {
+			err = toolschema.ValidateAnswer(q.schema, content)
+		}
+	}
+	if err != nil {
+		if q.fallback != "" {
+			if c.skipped == nil {
+				c.skipped = map[string]bool{}
+			}
+			c.skipped[q.name] = true
+			c.notesOut = append(c.notesOut, fmt.Sprintf("The client's %s answer was refused (%v), so %s.", inputName(q.input), err, q.fallback))
+			return nil, ""
+		}
+		return nil, fmt.Sprintf("That answer does not fit: %s. ", err)
+	}
 	if confirm, ok := content[toolcall.AdminConfirm]; ok && confirm == false && (q.kind == callsv1.StepKind_STEP_KIND_ADMIN || q.kind == callsv1.StepKind_STEP_KIND_PREVIEW) {
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
 			fmt.Sprintf("The user did not confirm %s; nothing was done.", c.in.GetTool())), StatusDeclined), ""
@@ -145,9 +166,14 @@ func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
 		case callsv1.StepKind_STEP_KIND_QUESTIONS:
 			var qs []*pending
 			for _, sq := range st.GetQuestions() {
+				if c.skipped[sq.GetName()] {
+					continue
+				}
 				if missing := c.missingArgs(sq.GetFields()); len(missing) > 0 {
 					qs = append(qs, &pending{name: sq.GetName(), kind: st.GetKind(), fields: missing,
-						schema: toolschema.Subset(sq.GetRequestedSchema(), missing), message: c.notes[sq.GetName()] + c.render(sq.GetMessage())})
+						schema: toolschema.Subset(sq.GetRequestedSchema(), missing), message: c.notes[sq.GetName()] + c.render(sq.GetMessage()),
+						input: inputOf(sq.GetKind()), maxTokens: sq.GetMaxTokens(), systemPrompt: sq.GetSystemPrompt(),
+						fallback: sq.GetFallback(), literalKey: sq.GetKey()})
 					delete(c.notes, sq.GetName())
 				}
 			}
@@ -264,7 +290,10 @@ func (c *call) askAll(ctx workflow.Context, qs []*pending) *callsv1.RoundResult 
 	res := &callsv1.RoundResult{Round: c.round}
 	for _, q := range qs {
 		q.key = fmt.Sprintf("r%d.%s", c.round, q.name)
-		res.Questions = append(res.Questions, &callsv1.Question{Key: q.key, Message: q.message, RequestedSchema: q.schema})
+		if q.literalKey != "" {
+			q.key = q.literalKey
+		}
+		res.Questions = append(res.Questions, q.question())
 	}
 	deadline := workflow.Now(ctx).Add(c.timeout).UTC().Format(time.RFC3339)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Round %d** of `%s`: waiting until %s for %s.\n\n%s", c.round, c.in.GetTool(), deadline, strings.Join(pendingFields(qs), ", "), qs[0].message))
@@ -370,4 +399,98 @@ func scalar(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// inputOf is the kind of a step question: FORM when unspecified.
+func inputOf(k callsv1.InputKind) callsv1.InputKind {
+	if k == callsv1.InputKind_INPUT_KIND_UNSPECIFIED {
+		return callsv1.InputKind_INPUT_KIND_FORM
+	}
+	return k
+}
+
+// inputName names an input kind for people.
+func inputName(k callsv1.InputKind) string {
+	switch k {
+	case callsv1.InputKind_INPUT_KIND_SAMPLING:
+		return "model's"
+	case callsv1.InputKind_INPUT_KIND_ROOTS:
+		return "roots"
+	case callsv1.InputKind_INPUT_KIND_URL:
+		return "URL"
+	}
+	return "form"
+}
+
+// contentOf is the answer a to q as the values of q's fields: the form as
+// submitted; a completion's text as the one field's value (a string, or a
+// list of strings: a JSON array, else one item per non-empty line, list
+// markers dropped); the client's roots' URIs (a list, or the first).
+func (q *pending) contentOf(a *callsv1.Answer) (map[string]any, error) {
+	switch q.input {
+	case callsv1.InputKind_INPUT_KIND_SAMPLING:
+		text := strings.TrimSpace(a.GetSampled().GetText())
+		if text == "" {
+			return nil, errors.New("the model answered with no text")
+		}
+		if !q.isList() {
+			return map[string]any{q.fields[0]: text}, nil
+		}
+		return map[string]any{q.fields[0]: listOf(text)}, nil
+	case callsv1.InputKind_INPUT_KIND_ROOTS:
+		uris := make([]any, 0, len(a.GetRoots()))
+		for _, r := range a.GetRoots() {
+			uris = append(uris, r.GetUri())
+		}
+		if q.isList() {
+			return map[string]any{q.fields[0]: uris}, nil
+		}
+		if len(uris) == 0 {
+			return nil, errors.New("the client has no roots")
+		}
+		return map[string]any{q.fields[0]: uris[0]}, nil
+	}
+	return a.GetContent().AsMap(), nil
+}
+
+// fromClient reports whether q asks the client rather than the user: a
+// completion of its model, or its roots.
+func (q *pending) fromClient() bool {
+	return q.input == callsv1.InputKind_INPUT_KIND_SAMPLING || q.input == callsv1.InputKind_INPUT_KIND_ROOTS
+}
+
+// isList reports whether q's one field is a list.
+func (q *pending) isList() bool {
+	if len(q.fields) != 1 {
+		return false
+	}
+	prop := q.schema.GetFields()["properties"].GetStructValue().GetFields()[q.fields[0]]
+	return prop.GetStructValue().GetFields()["type"].GetStringValue() == "array"
+}
+
+// listOf reads a model's text as a list of strings: a JSON array of
+// strings (in a code fence or not), else its non-empty lines without list
+// markers ("- ", "* ", "1. ", "2) ").
+func listOf(text string) []any {
+	body := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(text, "```json"), "```"), "```"))
+	var items []string
+	if json.Unmarshal([]byte(body), &items) == nil {
+		out := make([]any, 0, len(items))
+		for _, it := range items {
+			out = append(out, it)
+		}
+		return out
+	}
+	var out []any
+	for line := range strings.Lines(text) {
+		l := strings.TrimSpace(line)
+		l = strings.TrimLeft(l, "-*•")
+		if i := strings.IndexAny(l, ".)"); i > 0 && i <= 3 && strings.Trim(l[:i], "0123456789") == "" {
+			l = l[i+1:]
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -92,7 +92,14 @@ func fits(q *pending, a *callsv1.Answer) error {
 	default:
 		return errors.New("the answer has no action (accept, decline or cancel)")
 	}
-	content := a.GetContent().AsMap()
+	if q.fromClient() && q.fallback != "" {
+		// An answer that does not fit is dropped for the fallback.
+		return nil
+	}
+	content, err := q.contentOf(a)
+	if err != nil {
+		return err
+	}
 	if missing := toolschema.Missing(q.schema, content); len(missing) > 0 {
 		return fmt.Errorf("still needed: %s", strings.Join(toolschema.Titles(q.schema, missing), ", "))
 	}
@@ -218,7 +225,7 @@ func (c *call) view() (*callsv1.TaskView, error) {
 func questionsOf(qs []*pending) []*callsv1.Question {
 	out := make([]*callsv1.Question, 0, len(qs))
 	for _, q := range qs {
-		out = append(out, &callsv1.Question{Key: q.key, Message: q.message, RequestedSchema: q.schema})
+		out = append(out, q.question())
 	}
 	return out
 }

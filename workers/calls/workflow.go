@@ -148,6 +148,12 @@ type call struct {
 	final     string               // the final envelope
 	current   *callsv1.RoundResult // the pending question, or the result
 	callID    string               // the side effect's idempotency key, once it ran
+
+	// skipped are the tool's questions given up for their fallback (an
+	// answer that broke the field's rules), by name; notes say so in the
+	// result, after the edge's (in.notes).
+	skipped  map[string]bool
+	notesOut []string
 }
 
 // pending is a question of the current round.
@@ -158,6 +164,28 @@ type pending struct {
 	fields  []string
 	schema  *structpb.Struct
 	message string
+
+	// Of a tool's question (QUESTIONS): what it asks of whom, how a
+	// completion is bounded, what the call does without the answer, and
+	// the literal key it is asked under ("" for "r<round>.<name>").
+	input        callsv1.InputKind
+	maxTokens    int32
+	systemPrompt string
+	fallback     string
+	literalKey   string
+}
+
+// question is q as the round carries it.
+func (q *pending) question() *callsv1.Question {
+	out := &callsv1.Question{Key: q.key, Message: q.message, Kind: q.input}
+	switch q.input {
+	case callsv1.InputKind_INPUT_KIND_SAMPLING:
+		out.MaxTokens, out.SystemPrompt = q.maxTokens, q.systemPrompt
+	case callsv1.InputKind_INPUT_KIND_ROOTS:
+	default:
+		out.RequestedSchema = q.schema
+	}
+	return out
 }
 
 // ElicitedCall is the workflow of one elicited tool call. It returns the
@@ -263,6 +291,9 @@ func (c *call) onRound(ctx workflow.Context, req *callsv1.RoundRequest) (*callsv
 
 // finish ends the call with env.
 func (c *call) finish(ctx workflow.Context, env *toolcall.Envelope, status string) *callsv1.RoundResult {
+	if !env.IsError() && (len(c.in.GetNotes()) > 0 || len(c.notesOut) > 0) {
+		env.Notes = append(append(env.Notes, c.in.GetNotes()...), c.notesOut...)
+	}
 	b, err := json.Marshal(env)
 	if err != nil {
 		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)

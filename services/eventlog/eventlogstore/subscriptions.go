@@ -113,16 +113,49 @@ func (s *Store) Subscription(ctx context.Context, id string) (*eventlog.Subscrip
 
 // EndSubscription implements eventlog.SubscriptionStore.
 func (s *Store) EndSubscription(ctx context.Context, id, reason string, now time.Time) (bool, error) {
-	return sqldb.Changed(ctx, s.db, "end subscription",
-		`UPDATE subscriptions SET ended_ms = ?, end_reason = ?, update_ms = ? WHERE id = ? AND ended_ms = 0`, ms(now), reason, ms(now), id)
+	ended := false
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		var err error
+		if ended, err = sqldb.Changed(ctx, tx, "end subscription",
+			`UPDATE subscriptions SET ended_ms = ?, end_reason = ?, update_ms = ? WHERE id = ? AND ended_ms = 0`, ms(now), reason, ms(now), id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM subscription_deliveries WHERE subscription_id = ?`, id); err != nil {
+			return fmt.Errorf("end subscription: %w", err)
+		}
+		return nil
+	})
+	return ended, err
 }
 
 // AckSubscription implements eventlog.SubscriptionStore.
 func (s *Store) AckSubscription(ctx context.Context, id string, cursor int64) error {
-	if _, err := s.db.Exec(ctx, `UPDATE subscriptions SET cursor = ? WHERE id = ? AND cursor < ?`, cursor, id, cursor); err != nil {
-		return fmt.Errorf("ack subscription: %w", err)
+	return s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE subscriptions SET cursor = ? WHERE id = ? AND cursor < ?`, cursor, id, cursor); err != nil {
+			return fmt.Errorf("ack subscription: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM subscription_deliveries WHERE subscription_id = ? AND seq <= ?`, id, cursor); err != nil {
+			return fmt.Errorf("ack subscription: %w", err)
+		}
+		return nil
+	})
+}
+
+// MarkDelivered implements eventlog.SubscriptionStore.
+func (s *Store) MarkDelivered(ctx context.Context, id string, seq int64) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO subscription_deliveries (subscription_id, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, seq); err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
 	}
 	return nil
+}
+
+// Delivered implements eventlog.SubscriptionStore.
+func (s *Store) Delivered(ctx context.Context, id string, seq int64) (bool, error) {
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM subscription_deliveries WHERE subscription_id = ? AND seq = ?`, id, seq).Scan(&n); err != nil {
+		return false, fmt.Errorf("read deliveries: %w", err)
+	}
+	return n > 0, nil
 }
 
 // RecordDelivery implements eventlog.SubscriptionStore.

@@ -97,6 +97,68 @@ func (StepKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{0}
 }
 
+// InputKind is what an input request asks, and of whom.
+type InputKind int32
+
+const (
+	// A form (FORM).
+	InputKind_INPUT_KIND_UNSPECIFIED InputKind = 0
+	// A form the user fills in (elicitation/create, form mode).
+	InputKind_INPUT_KIND_FORM InputKind = 1
+	// A page the user visits outside the client (elicitation/create, URL
+	// mode), e.g. a sign-in; the answer says whether the user went.
+	InputKind_INPUT_KIND_URL InputKind = 2
+	// A completion of the client's model (sampling/createMessage).
+	InputKind_INPUT_KIND_SAMPLING InputKind = 3
+	// The client's roots (roots/list).
+	InputKind_INPUT_KIND_ROOTS InputKind = 4
+)
+
+// Enum value maps for InputKind.
+var (
+	InputKind_name = map[int32]string{
+		0: "INPUT_KIND_UNSPECIFIED",
+		1: "INPUT_KIND_FORM",
+		2: "INPUT_KIND_URL",
+		3: "INPUT_KIND_SAMPLING",
+		4: "INPUT_KIND_ROOTS",
+	}
+	InputKind_value = map[string]int32{
+		"INPUT_KIND_UNSPECIFIED": 0,
+		"INPUT_KIND_FORM":        1,
+		"INPUT_KIND_URL":         2,
+		"INPUT_KIND_SAMPLING":    3,
+		"INPUT_KIND_ROOTS":       4,
+	}
+)
+
+func (x InputKind) Enum() *InputKind {
+	p := new(InputKind)
+	*p = x
+	return p
+}
+
+func (x InputKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_calls_v1_calls_proto_enumTypes[1].Descriptor()
+}
+
+func (InputKind) Type() protoreflect.EnumType {
+	return &file_toolmesh_calls_v1_calls_proto_enumTypes[1]
+}
+
+func (x InputKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputKind.Descriptor instead.
+func (InputKind) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{1}
+}
+
 // Action is what the user did with a question.
 type Action int32
 
@@ -137,11 +199,11 @@ func (x Action) String() string {
 }
 
 func (Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_calls_v1_calls_proto_enumTypes[1].Descriptor()
+	return file_toolmesh_calls_v1_calls_proto_enumTypes[2].Descriptor()
 }
 
 func (Action) Type() protoreflect.EnumType {
-	return &file_toolmesh_calls_v1_calls_proto_enumTypes[1]
+	return &file_toolmesh_calls_v1_calls_proto_enumTypes[2]
 }
 
 func (x Action) Number() protoreflect.EnumNumber {
@@ -150,7 +212,7 @@ func (x Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Action.Descriptor instead.
 func (Action) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{2}
 }
 
 // ElicitedCallInput starts the workflow of one elicited tool call.
@@ -188,8 +250,11 @@ type ElicitedCallInput struct {
 	Task bool `protobuf:"varint,11,opt,name=task,proto3" json:"task,omitempty"`
 	// The deadline of a task's service call (task).
 	TaskCallTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=task_call_timeout,json=taskCallTimeout,proto3" json:"task_call_timeout,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Notes for the call's result: fallbacks the edge applied before the call
+	// started (a question its client could not answer).
+	Notes         []string `protobuf:"bytes,13,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ElicitedCallInput) Reset() {
@@ -302,6 +367,13 @@ func (x *ElicitedCallInput) GetTask() bool {
 func (x *ElicitedCallInput) GetTaskCallTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.TaskCallTimeout
+	}
+	return nil
+}
+
+func (x *ElicitedCallInput) GetNotes() []string {
+	if x != nil {
+		return x.Notes
 	}
 	return nil
 }
@@ -478,10 +550,24 @@ type StepQuestion struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The argument names it asks for.
 	Fields []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
-	// The form: a flat JSON Schema object whose properties are the fields.
+	// The form: a flat JSON Schema object whose properties are the fields. For
+	// SAMPLING and ROOTS, the schema the answer's value must fit.
 	RequestedSchema *structpb.Struct `protobuf:"bytes,3,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
 	// What the user is asked: a Go text/template over the arguments by name.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// For SAMPLING, the prompt.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// What is asked, and of whom.
+	Kind InputKind `protobuf:"varint,5,opt,name=kind,proto3,enum=toolmesh.calls.v1.InputKind" json:"kind,omitempty"`
+	// SAMPLING: the most tokens the client's model may answer with.
+	MaxTokens int32 `protobuf:"varint,6,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// SAMPLING: the system prompt.
+	SystemPrompt string `protobuf:"bytes,7,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// What the call does without the answer (toolmesh.tool.v1.Question): an
+	// answer that breaks the field's rules is then dropped and the result says
+	// so; without it the question is asked again.
+	Fallback string `protobuf:"bytes,8,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// The key the question is asked under instead of "r<round>.<name>".
+	Key           string `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -544,13 +630,52 @@ func (x *StepQuestion) GetMessage() string {
 	return ""
 }
 
-// Answer is the user's response to one question.
+func (x *StepQuestion) GetKind() InputKind {
+	if x != nil {
+		return x.Kind
+	}
+	return InputKind_INPUT_KIND_UNSPECIFIED
+}
+
+func (x *StepQuestion) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *StepQuestion) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *StepQuestion) GetFallback() string {
+	if x != nil {
+		return x.Fallback
+	}
+	return ""
+}
+
+func (x *StepQuestion) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// Answer is the client's response to one question.
 type Answer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the user did.
+	// What the user did (a sampling or roots answer is ACCEPT).
 	Action Action `protobuf:"varint,1,opt,name=action,proto3,enum=toolmesh.calls.v1.Action" json:"action,omitempty"`
 	// The submitted form (ACCEPT).
-	Content       *structpb.Struct `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Content *structpb.Struct `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// The model's completion (SAMPLING).
+	Sampled *Sampled `protobuf:"bytes,3,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// The client's roots (ROOTS); none is an empty list.
+	Roots         []*Root `protobuf:"bytes,4,rep,name=roots,proto3" json:"roots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,6 +724,139 @@ func (x *Answer) GetContent() *structpb.Struct {
 	return nil
 }
 
+func (x *Answer) GetSampled() *Sampled {
+	if x != nil {
+		return x.Sampled
+	}
+	return nil
+}
+
+func (x *Answer) GetRoots() []*Root {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+// Sampled is a completion of the client's model.
+type Sampled struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its text; empty when the model answered with anything else.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The model that answered, as the client names it.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Why it stopped, as the client says.
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sampled) Reset() {
+	*x = Sampled{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sampled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sampled) ProtoMessage() {}
+
+func (x *Sampled) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sampled.ProtoReflect.Descriptor instead.
+func (*Sampled) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Sampled) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Sampled) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Sampled) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+// Root is one of the client's roots.
+type Root struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A file:// URI.
+	Uri string `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// Its name, for people.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Root) Reset() {
+	*x = Root{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Root) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Root) ProtoMessage() {}
+
+func (x *Root) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Root.ProtoReflect.Descriptor instead.
+func (*Root) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Root) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *Root) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // RoundRequest delivers one round: round 0 starts the call (update-with-start),
 // round n answers the questions of round n.
 type RoundRequest struct {
@@ -615,7 +873,7 @@ type RoundRequest struct {
 
 func (x *RoundRequest) Reset() {
 	*x = RoundRequest{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +885,7 @@ func (x *RoundRequest) String() string {
 func (*RoundRequest) ProtoMessage() {}
 
 func (x *RoundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[5]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +898,7 @@ func (x *RoundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundRequest.ProtoReflect.Descriptor instead.
 func (*RoundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RoundRequest) GetRound() int32 {
@@ -674,7 +932,7 @@ type PendingQuery struct {
 
 func (x *PendingQuery) Reset() {
 	*x = PendingQuery{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +944,7 @@ func (x *PendingQuery) String() string {
 func (*PendingQuery) ProtoMessage() {}
 
 func (x *PendingQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[6]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +957,7 @@ func (x *PendingQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingQuery.ProtoReflect.Descriptor instead.
 func (*PendingQuery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
 }
 
 // RoundResult is the outcome of a round: the next questions, or the call's
@@ -728,7 +986,7 @@ type RoundResult struct {
 
 func (x *RoundResult) Reset() {
 	*x = RoundResult{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +998,7 @@ func (x *RoundResult) String() string {
 func (*RoundResult) ProtoMessage() {}
 
 func (x *RoundResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[7]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +1011,7 @@ func (x *RoundResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundResult.ProtoReflect.Descriptor instead.
 func (*RoundResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RoundResult) GetRound() int32 {
@@ -815,7 +1073,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1085,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[8]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1098,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AnswerRequest) GetCaller() *Caller {
@@ -868,7 +1126,7 @@ type AnswerResult struct {
 
 func (x *AnswerResult) Reset() {
 	*x = AnswerResult{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1138,7 @@ func (x *AnswerResult) String() string {
 func (*AnswerResult) ProtoMessage() {}
 
 func (x *AnswerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[9]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1151,7 @@ func (x *AnswerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResult.ProtoReflect.Descriptor instead.
 func (*AnswerResult) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AnswerResult) GetIgnored() []string {
@@ -913,7 +1171,7 @@ type TaskQuery struct {
 
 func (x *TaskQuery) Reset() {
 	*x = TaskQuery{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1183,7 @@ func (x *TaskQuery) String() string {
 func (*TaskQuery) ProtoMessage() {}
 
 func (x *TaskQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[10]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1196,7 @@ func (x *TaskQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQuery.ProtoReflect.Descriptor instead.
 func (*TaskQuery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{12}
 }
 
 // TaskView is where a running call is, as an MCP task.
@@ -958,7 +1216,7 @@ type TaskView struct {
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1228,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[11]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1241,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskView) GetTask() bool {
@@ -1014,22 +1272,33 @@ func (x *TaskView) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// Question is one form elicitation.
+// Question is one input request of a round: a form, a URL to visit, a
+// completion of the client's model, or the client's roots.
 type Question struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique within the call: the round and the step ("r2.confirm").
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// What the user is asked.
+	// What the user is asked (FORM, URL); the prompt (SAMPLING).
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The form (a flat JSON Schema object).
+	// The form (a flat JSON Schema object) (FORM).
 	RequestedSchema *structpb.Struct `protobuf:"bytes,3,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What is asked, and of whom.
+	Kind InputKind `protobuf:"varint,4,opt,name=kind,proto3,enum=toolmesh.calls.v1.InputKind" json:"kind,omitempty"`
+	// SAMPLING: the most tokens the model may answer with.
+	MaxTokens int32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// SAMPLING: the system prompt.
+	SystemPrompt string `protobuf:"bytes,6,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// URL: the page the user visits.
+	Url string `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
+	// URL: the id the client's completion notice names.
+	ElicitationId string `protobuf:"bytes,8,opt,name=elicitation_id,json=elicitationId,proto3" json:"elicitation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1310,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1323,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Question) GetKey() string {
@@ -1076,6 +1345,41 @@ func (x *Question) GetRequestedSchema() *structpb.Struct {
 		return x.RequestedSchema
 	}
 	return nil
+}
+
+func (x *Question) GetKind() InputKind {
+	if x != nil {
+		return x.Kind
+	}
+	return InputKind_INPUT_KIND_UNSPECIFIED
+}
+
+func (x *Question) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Question) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *Question) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Question) GetElicitationId() string {
+	if x != nil {
+		return x.ElicitationId
+	}
+	return ""
 }
 
 // InvokeInput is the input of the activity that calls a tool's service.
@@ -1100,7 +1404,7 @@ type InvokeInput struct {
 
 func (x *InvokeInput) Reset() {
 	*x = InvokeInput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1416,7 @@ func (x *InvokeInput) String() string {
 func (*InvokeInput) ProtoMessage() {}
 
 func (x *InvokeInput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1429,7 @@ func (x *InvokeInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeInput.ProtoReflect.Descriptor instead.
 func (*InvokeInput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InvokeInput) GetTool() string {
@@ -1181,7 +1485,7 @@ type InvokeOutput struct {
 
 func (x *InvokeOutput) Reset() {
 	*x = InvokeOutput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1497,7 @@ func (x *InvokeOutput) String() string {
 func (*InvokeOutput) ProtoMessage() {}
 
 func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1510,7 @@ func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeOutput.ProtoReflect.Descriptor instead.
 func (*InvokeOutput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvokeOutput) GetEnvelope() string {
@@ -1220,7 +1524,7 @@ var File_toolmesh_calls_v1_calls_proto protoreflect.FileDescriptor
 
 const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xe4\x04\n" +
+	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xfa\x04\n" +
 	"\x11ElicitedCallInput\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
@@ -1235,7 +1539,8 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\fcall_timeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout\x12\x12\n" +
 	"\x04task\x18\v \x01(\bR\x04task\x12E\n" +
-	"\x11task_call_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0ftaskCallTimeout:l\xe2\xf9\x18h\n" +
+	"\x11task_call_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0ftaskCallTimeout\x12\x14\n" +
+	"\x05notes\x18\r \x03(\tR\x05notes:l\xe2\xf9\x18h\n" +
 	"\x13calls.elicited_call\x12\x05calls\x1a\x04call\"DA tool call waiting for the user's answers (multi-round elicitation)\"|\n" +
 	"\x06Caller\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
@@ -1248,15 +1553,31 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12!\n" +
 	"\fpreview_tool\x18\x04 \x01(\tR\vpreviewTool\x12=\n" +
-	"\tquestions\x18\x05 \x03(\v2\x1f.toolmesh.calls.v1.StepQuestionR\tquestions\"\x98\x01\n" +
+	"\tquestions\x18\x05 \x03(\v2\x1f.toolmesh.calls.v1.StepQuestionR\tquestions\"\xbc\x02\n" +
 	"\fStepQuestion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12B\n" +
 	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"n\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x120\n" +
+	"\x04kind\x18\x05 \x01(\x0e2\x1c.toolmesh.calls.v1.InputKindR\x04kind\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x06 \x01(\x05R\tmaxTokens\x12#\n" +
+	"\rsystem_prompt\x18\a \x01(\tR\fsystemPrompt\x12\x1a\n" +
+	"\bfallback\x18\b \x01(\tR\bfallback\x12\x10\n" +
+	"\x03key\x18\t \x01(\tR\x03key\"\xd3\x01\n" +
 	"\x06Answer\x121\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x19.toolmesh.calls.v1.ActionR\x06action\x121\n" +
-	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\"\xd8\x02\n" +
+	"\acontent\x18\x02 \x01(\v2\x17.google.protobuf.StructR\acontent\x124\n" +
+	"\asampled\x18\x03 \x01(\v2\x1a.toolmesh.calls.v1.SampledR\asampled\x12-\n" +
+	"\x05roots\x18\x04 \x03(\v2\x17.toolmesh.calls.v1.RootR\x05roots\"T\n" +
+	"\aSampled\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\",\n" +
+	"\x04Root\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xd8\x02\n" +
 	"\fRoundRequest\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12)\n" +
 	"\x10arguments_digest\x18\x02 \x01(\tR\x0fargumentsDigest\x12F\n" +
@@ -1290,11 +1611,17 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"z\n" +
+	"updateTime\"\xa9\x02\n" +
 	"\bQuestion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
-	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\"\xe6\x01\n" +
+	"\x10requested_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x120\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1c.toolmesh.calls.v1.InputKindR\x04kind\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12#\n" +
+	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x12\x10\n" +
+	"\x03url\x18\a \x01(\tR\x03url\x12%\n" +
+	"\x0eelicitation_id\x18\b \x01(\tR\relicitationId\"\xe6\x01\n" +
 	"\vInvokeInput\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\tR\targuments\x121\n" +
@@ -1309,7 +1636,13 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x10STEP_KIND_FIELDS\x10\x01\x12\x13\n" +
 	"\x0fSTEP_KIND_ADMIN\x10\x02\x12\x15\n" +
 	"\x11STEP_KIND_PREVIEW\x10\x03\x12\x17\n" +
-	"\x13STEP_KIND_QUESTIONS\x10\x04*Z\n" +
+	"\x13STEP_KIND_QUESTIONS\x10\x04*\x7f\n" +
+	"\tInputKind\x12\x1a\n" +
+	"\x16INPUT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fINPUT_KIND_FORM\x10\x01\x12\x12\n" +
+	"\x0eINPUT_KIND_URL\x10\x02\x12\x17\n" +
+	"\x13INPUT_KIND_SAMPLING\x10\x03\x12\x14\n" +
+	"\x10INPUT_KIND_ROOTS\x10\x04*Z\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_ACCEPT\x10\x01\x12\x12\n" +
@@ -1328,60 +1661,67 @@ func file_toolmesh_calls_v1_calls_proto_rawDescGZIP() []byte {
 	return file_toolmesh_calls_v1_calls_proto_rawDescData
 }
 
-var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(StepKind)(0),                 // 0: toolmesh.calls.v1.StepKind
-	(Action)(0),                   // 1: toolmesh.calls.v1.Action
-	(*ElicitedCallInput)(nil),     // 2: toolmesh.calls.v1.ElicitedCallInput
-	(*Caller)(nil),                // 3: toolmesh.calls.v1.Caller
-	(*Step)(nil),                  // 4: toolmesh.calls.v1.Step
-	(*StepQuestion)(nil),          // 5: toolmesh.calls.v1.StepQuestion
-	(*Answer)(nil),                // 6: toolmesh.calls.v1.Answer
-	(*RoundRequest)(nil),          // 7: toolmesh.calls.v1.RoundRequest
-	(*PendingQuery)(nil),          // 8: toolmesh.calls.v1.PendingQuery
-	(*RoundResult)(nil),           // 9: toolmesh.calls.v1.RoundResult
-	(*AnswerRequest)(nil),         // 10: toolmesh.calls.v1.AnswerRequest
-	(*AnswerResult)(nil),          // 11: toolmesh.calls.v1.AnswerResult
-	(*TaskQuery)(nil),             // 12: toolmesh.calls.v1.TaskQuery
-	(*TaskView)(nil),              // 13: toolmesh.calls.v1.TaskView
-	(*Question)(nil),              // 14: toolmesh.calls.v1.Question
-	(*InvokeInput)(nil),           // 15: toolmesh.calls.v1.InvokeInput
-	(*InvokeOutput)(nil),          // 16: toolmesh.calls.v1.InvokeOutput
-	nil,                           // 17: toolmesh.calls.v1.RoundRequest.AnswersEntry
-	nil,                           // 18: toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(InputKind)(0),                // 1: toolmesh.calls.v1.InputKind
+	(Action)(0),                   // 2: toolmesh.calls.v1.Action
+	(*ElicitedCallInput)(nil),     // 3: toolmesh.calls.v1.ElicitedCallInput
+	(*Caller)(nil),                // 4: toolmesh.calls.v1.Caller
+	(*Step)(nil),                  // 5: toolmesh.calls.v1.Step
+	(*StepQuestion)(nil),          // 6: toolmesh.calls.v1.StepQuestion
+	(*Answer)(nil),                // 7: toolmesh.calls.v1.Answer
+	(*Sampled)(nil),               // 8: toolmesh.calls.v1.Sampled
+	(*Root)(nil),                  // 9: toolmesh.calls.v1.Root
+	(*RoundRequest)(nil),          // 10: toolmesh.calls.v1.RoundRequest
+	(*PendingQuery)(nil),          // 11: toolmesh.calls.v1.PendingQuery
+	(*RoundResult)(nil),           // 12: toolmesh.calls.v1.RoundResult
+	(*AnswerRequest)(nil),         // 13: toolmesh.calls.v1.AnswerRequest
+	(*AnswerResult)(nil),          // 14: toolmesh.calls.v1.AnswerResult
+	(*TaskQuery)(nil),             // 15: toolmesh.calls.v1.TaskQuery
+	(*TaskView)(nil),              // 16: toolmesh.calls.v1.TaskView
+	(*Question)(nil),              // 17: toolmesh.calls.v1.Question
+	(*InvokeInput)(nil),           // 18: toolmesh.calls.v1.InvokeInput
+	(*InvokeOutput)(nil),          // 19: toolmesh.calls.v1.InvokeOutput
+	nil,                           // 20: toolmesh.calls.v1.RoundRequest.AnswersEntry
+	nil,                           // 21: toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
-	3,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
-	4,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
-	19, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
-	19, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
-	19, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
+	4,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
+	5,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
+	22, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
+	22, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
+	22, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
 	0,  // 5: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	20, // 6: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
-	5,  // 7: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
-	20, // 8: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
-	1,  // 9: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	20, // 10: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
-	17, // 11: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
-	14, // 12: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
-	3,  // 13: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
-	18, // 14: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	14, // 15: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
-	21, // 16: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
-	20, // 17: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
-	3,  // 18: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	19, // 19: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
-	6,  // 20: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	6,  // 21: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 6: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	6,  // 7: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
+	23, // 8: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 9: toolmesh.calls.v1.StepQuestion.kind:type_name -> toolmesh.calls.v1.InputKind
+	2,  // 10: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
+	23, // 11: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	8,  // 12: toolmesh.calls.v1.Answer.sampled:type_name -> toolmesh.calls.v1.Sampled
+	9,  // 13: toolmesh.calls.v1.Answer.roots:type_name -> toolmesh.calls.v1.Root
+	20, // 14: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	17, // 15: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
+	4,  // 16: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
+	21, // 17: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	17, // 18: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
+	24, // 19: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
+	23, // 20: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 21: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
+	4,  // 22: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
+	22, // 23: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	7,  // 24: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	7,  // 25: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_calls_v1_calls_proto_init() }
@@ -1394,8 +1734,8 @@ func file_toolmesh_calls_v1_calls_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_calls_v1_calls_proto_rawDesc), len(file_toolmesh_calls_v1_calls_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   17,
+			NumEnums:      3,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

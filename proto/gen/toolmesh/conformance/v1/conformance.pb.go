@@ -1257,6 +1257,582 @@ func (x *InputRequiredResultElicitationResponse) GetContent() []*v1.Content {
 	return nil
 }
 
+type InputRequiredResultSamplingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's answer.
+	Answer        string `protobuf:"bytes,1,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultSamplingRequest) Reset() {
+	*x = InputRequiredResultSamplingRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultSamplingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultSamplingRequest) ProtoMessage() {}
+
+func (x *InputRequiredResultSamplingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultSamplingRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultSamplingRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *InputRequiredResultSamplingRequest) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+type InputRequiredResultSamplingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's answer.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultSamplingResponse) Reset() {
+	*x = InputRequiredResultSamplingResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultSamplingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultSamplingResponse) ProtoMessage() {}
+
+func (x *InputRequiredResultSamplingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultSamplingResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultSamplingResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *InputRequiredResultSamplingResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type InputRequiredResultListRootsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The URIs of the client's roots.
+	Roots         []string `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultListRootsRequest) Reset() {
+	*x = InputRequiredResultListRootsRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultListRootsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultListRootsRequest) ProtoMessage() {}
+
+func (x *InputRequiredResultListRootsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultListRootsRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultListRootsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *InputRequiredResultListRootsRequest) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+type InputRequiredResultListRootsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The roots.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultListRootsResponse) Reset() {
+	*x = InputRequiredResultListRootsResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultListRootsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultListRootsResponse) ProtoMessage() {}
+
+func (x *InputRequiredResultListRootsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultListRootsResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultListRootsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *InputRequiredResultListRootsResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type InputRequiredResultMultipleInputsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The model's greeting.
+	Greeting string `protobuf:"bytes,2,opt,name=greeting,proto3" json:"greeting,omitempty"`
+	// The URIs of the client's roots.
+	Roots         []string `protobuf:"bytes,3,rep,name=roots,proto3" json:"roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultMultipleInputsRequest) Reset() {
+	*x = InputRequiredResultMultipleInputsRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultMultipleInputsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultMultipleInputsRequest) ProtoMessage() {}
+
+func (x *InputRequiredResultMultipleInputsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultMultipleInputsRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultMultipleInputsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *InputRequiredResultMultipleInputsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InputRequiredResultMultipleInputsRequest) GetGreeting() string {
+	if x != nil {
+		return x.Greeting
+	}
+	return ""
+}
+
+func (x *InputRequiredResultMultipleInputsRequest) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+type InputRequiredResultMultipleInputsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What it got.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultMultipleInputsResponse) Reset() {
+	*x = InputRequiredResultMultipleInputsResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultMultipleInputsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultMultipleInputsResponse) ProtoMessage() {}
+
+func (x *InputRequiredResultMultipleInputsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultMultipleInputsResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultMultipleInputsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *InputRequiredResultMultipleInputsResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type InputRequiredResultCapabilitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's name, when the client can ask the user.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The model's greeting.
+	Greeting      string `protobuf:"bytes,2,opt,name=greeting,proto3" json:"greeting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultCapabilitiesRequest) Reset() {
+	*x = InputRequiredResultCapabilitiesRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultCapabilitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultCapabilitiesRequest) ProtoMessage() {}
+
+func (x *InputRequiredResultCapabilitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultCapabilitiesRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultCapabilitiesRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *InputRequiredResultCapabilitiesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InputRequiredResultCapabilitiesRequest) GetGreeting() string {
+	if x != nil {
+		return x.Greeting
+	}
+	return ""
+}
+
+type InputRequiredResultCapabilitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What it got.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredResultCapabilitiesResponse) Reset() {
+	*x = InputRequiredResultCapabilitiesResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredResultCapabilitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredResultCapabilitiesResponse) ProtoMessage() {}
+
+func (x *InputRequiredResultCapabilitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredResultCapabilitiesResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredResultCapabilitiesResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *InputRequiredResultCapabilitiesResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type SamplingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prompt for the client's model.
+	Prompt string `protobuf:"bytes,1,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// The model's answer.
+	Response      string `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingRequest) Reset() {
+	*x = SamplingRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingRequest) ProtoMessage() {}
+
+func (x *SamplingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingRequest.ProtoReflect.Descriptor instead.
+func (*SamplingRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SamplingRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *SamplingRequest) GetResponse() string {
+	if x != nil {
+		return x.Response
+	}
+	return ""
+}
+
+type SamplingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's answer.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SamplingResponse) Reset() {
+	*x = SamplingResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SamplingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SamplingResponse) ProtoMessage() {}
+
+func (x *SamplingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SamplingResponse.ProtoReflect.Descriptor instead.
+func (*SamplingResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SamplingResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type MissingCapabilityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's answer.
+	Response      string `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingCapabilityRequest) Reset() {
+	*x = MissingCapabilityRequest{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingCapabilityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingCapabilityRequest) ProtoMessage() {}
+
+func (x *MissingCapabilityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingCapabilityRequest.ProtoReflect.Descriptor instead.
+func (*MissingCapabilityRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MissingCapabilityRequest) GetResponse() string {
+	if x != nil {
+		return x.Response
+	}
+	return ""
+}
+
+type MissingCapabilityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What it did.
+	Content       []*v1.Content `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingCapabilityResponse) Reset() {
+	*x = MissingCapabilityResponse{}
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingCapabilityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingCapabilityResponse) ProtoMessage() {}
+
+func (x *MissingCapabilityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingCapabilityResponse.ProtoReflect.Descriptor instead.
+func (*MissingCapabilityResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MissingCapabilityResponse) GetContent() []*v1.Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 type InputRequiredResultMultiRoundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user's name.
@@ -1269,7 +1845,7 @@ type InputRequiredResultMultiRoundRequest struct {
 
 func (x *InputRequiredResultMultiRoundRequest) Reset() {
 	*x = InputRequiredResultMultiRoundRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1857,7 @@ func (x *InputRequiredResultMultiRoundRequest) String() string {
 func (*InputRequiredResultMultiRoundRequest) ProtoMessage() {}
 
 func (x *InputRequiredResultMultiRoundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1870,7 @@ func (x *InputRequiredResultMultiRoundRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use InputRequiredResultMultiRoundRequest.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultiRoundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *InputRequiredResultMultiRoundRequest) GetName() string {
@@ -1321,7 +1897,7 @@ type InputRequiredResultMultiRoundResponse struct {
 
 func (x *InputRequiredResultMultiRoundResponse) Reset() {
 	*x = InputRequiredResultMultiRoundResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1909,7 @@ func (x *InputRequiredResultMultiRoundResponse) String() string {
 func (*InputRequiredResultMultiRoundResponse) ProtoMessage() {}
 
 func (x *InputRequiredResultMultiRoundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1922,7 @@ func (x *InputRequiredResultMultiRoundResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use InputRequiredResultMultiRoundResponse.ProtoReflect.Descriptor instead.
 func (*InputRequiredResultMultiRoundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InputRequiredResultMultiRoundResponse) GetContent() []*v1.Content {
@@ -1366,7 +1942,7 @@ type GreetRequest struct {
 
 func (x *GreetRequest) Reset() {
 	*x = GreetRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1954,7 @@ func (x *GreetRequest) String() string {
 func (*GreetRequest) ProtoMessage() {}
 
 func (x *GreetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[30]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1967,7 @@ func (x *GreetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetRequest.ProtoReflect.Descriptor instead.
 func (*GreetRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GreetRequest) GetName() string {
@@ -1411,7 +1987,7 @@ type GreetResponse struct {
 
 func (x *GreetResponse) Reset() {
 	*x = GreetResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1999,7 @@ func (x *GreetResponse) String() string {
 func (*GreetResponse) ProtoMessage() {}
 
 func (x *GreetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[31]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +2012,7 @@ func (x *GreetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetResponse.ProtoReflect.Descriptor instead.
 func (*GreetResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GreetResponse) GetContent() []*v1.Content {
@@ -1458,7 +2034,7 @@ type SlowComputeRequest struct {
 
 func (x *SlowComputeRequest) Reset() {
 	*x = SlowComputeRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +2046,7 @@ func (x *SlowComputeRequest) String() string {
 func (*SlowComputeRequest) ProtoMessage() {}
 
 func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[32]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +2059,7 @@ func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeRequest.ProtoReflect.Descriptor instead.
 func (*SlowComputeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SlowComputeRequest) GetSeconds() int32 {
@@ -1510,7 +2086,7 @@ type SlowComputeResponse struct {
 
 func (x *SlowComputeResponse) Reset() {
 	*x = SlowComputeResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +2098,7 @@ func (x *SlowComputeResponse) String() string {
 func (*SlowComputeResponse) ProtoMessage() {}
 
 func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[33]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +2111,7 @@ func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeResponse.ProtoReflect.Descriptor instead.
 func (*SlowComputeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SlowComputeResponse) GetContent() []*v1.Content {
@@ -1553,7 +2129,7 @@ type FailingJobRequest struct {
 
 func (x *FailingJobRequest) Reset() {
 	*x = FailingJobRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +2141,7 @@ func (x *FailingJobRequest) String() string {
 func (*FailingJobRequest) ProtoMessage() {}
 
 func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[34]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +2154,7 @@ func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobRequest.ProtoReflect.Descriptor instead.
 func (*FailingJobRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{46}
 }
 
 type FailingJobResponse struct {
@@ -1589,7 +2165,7 @@ type FailingJobResponse struct {
 
 func (x *FailingJobResponse) Reset() {
 	*x = FailingJobResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +2177,7 @@ func (x *FailingJobResponse) String() string {
 func (*FailingJobResponse) ProtoMessage() {}
 
 func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[35]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +2190,7 @@ func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobResponse.ProtoReflect.Descriptor instead.
 func (*FailingJobResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{35}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{47}
 }
 
 type ProtocolErrorJobRequest struct {
@@ -1625,7 +2201,7 @@ type ProtocolErrorJobRequest struct {
 
 func (x *ProtocolErrorJobRequest) Reset() {
 	*x = ProtocolErrorJobRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +2213,7 @@ func (x *ProtocolErrorJobRequest) String() string {
 func (*ProtocolErrorJobRequest) ProtoMessage() {}
 
 func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[36]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +2226,7 @@ func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobRequest.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{36}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{48}
 }
 
 type ProtocolErrorJobResponse struct {
@@ -1661,7 +2237,7 @@ type ProtocolErrorJobResponse struct {
 
 func (x *ProtocolErrorJobResponse) Reset() {
 	*x = ProtocolErrorJobResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +2249,7 @@ func (x *ProtocolErrorJobResponse) String() string {
 func (*ProtocolErrorJobResponse) ProtoMessage() {}
 
 func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[37]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +2262,7 @@ func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobResponse.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{37}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{49}
 }
 
 type ConfirmDeleteRequest struct {
@@ -1701,7 +2277,7 @@ type ConfirmDeleteRequest struct {
 
 func (x *ConfirmDeleteRequest) Reset() {
 	*x = ConfirmDeleteRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +2289,7 @@ func (x *ConfirmDeleteRequest) String() string {
 func (*ConfirmDeleteRequest) ProtoMessage() {}
 
 func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[38]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +2302,7 @@ func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{38}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConfirmDeleteRequest) GetFilename() string {
@@ -1753,7 +2329,7 @@ type ConfirmDeleteResponse struct {
 
 func (x *ConfirmDeleteResponse) Reset() {
 	*x = ConfirmDeleteResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2341,7 @@ func (x *ConfirmDeleteResponse) String() string {
 func (*ConfirmDeleteResponse) ProtoMessage() {}
 
 func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[39]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2354,7 @@ func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{39}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConfirmDeleteResponse) GetContent() []*v1.Content {
@@ -1800,7 +2376,7 @@ type MultiInputRequest struct {
 
 func (x *MultiInputRequest) Reset() {
 	*x = MultiInputRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2388,7 @@ func (x *MultiInputRequest) String() string {
 func (*MultiInputRequest) ProtoMessage() {}
 
 func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[40]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2401,7 @@ func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiInputRequest.ProtoReflect.Descriptor instead.
 func (*MultiInputRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MultiInputRequest) GetName() string {
@@ -1852,7 +2428,7 @@ type MultiInputResponse struct {
 
 func (x *MultiInputResponse) Reset() {
 	*x = MultiInputResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2440,7 @@ func (x *MultiInputResponse) String() string {
 func (*MultiInputResponse) ProtoMessage() {}
 
 func (x *MultiInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[41]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2453,7 @@ func (x *MultiInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiInputResponse.ProtoReflect.Descriptor instead.
 func (*MultiInputResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{41}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MultiInputResponse) GetContent() []*v1.Content {
@@ -1897,7 +2473,7 @@ type ToolWithTaskRequest struct {
 
 func (x *ToolWithTaskRequest) Reset() {
 	*x = ToolWithTaskRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2485,7 @@ func (x *ToolWithTaskRequest) String() string {
 func (*ToolWithTaskRequest) ProtoMessage() {}
 
 func (x *ToolWithTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[42]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2498,7 @@ func (x *ToolWithTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolWithTaskRequest.ProtoReflect.Descriptor instead.
 func (*ToolWithTaskRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{42}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ToolWithTaskRequest) GetName() string {
@@ -1942,7 +2518,7 @@ type ToolWithTaskResponse struct {
 
 func (x *ToolWithTaskResponse) Reset() {
 	*x = ToolWithTaskResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2530,7 @@ func (x *ToolWithTaskResponse) String() string {
 func (*ToolWithTaskResponse) ProtoMessage() {}
 
 func (x *ToolWithTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[43]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2543,7 @@ func (x *ToolWithTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolWithTaskResponse.ProtoReflect.Descriptor instead.
 func (*ToolWithTaskResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{43}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ToolWithTaskResponse) GetContent() []*v1.Content {
@@ -1985,7 +2561,7 @@ type StaticTextRequest struct {
 
 func (x *StaticTextRequest) Reset() {
 	*x = StaticTextRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2573,7 @@ func (x *StaticTextRequest) String() string {
 func (*StaticTextRequest) ProtoMessage() {}
 
 func (x *StaticTextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[44]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2586,7 @@ func (x *StaticTextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticTextRequest.ProtoReflect.Descriptor instead.
 func (*StaticTextRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{44}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{56}
 }
 
 type StaticTextResponse struct {
@@ -2023,7 +2599,7 @@ type StaticTextResponse struct {
 
 func (x *StaticTextResponse) Reset() {
 	*x = StaticTextResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2611,7 @@ func (x *StaticTextResponse) String() string {
 func (*StaticTextResponse) ProtoMessage() {}
 
 func (x *StaticTextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[45]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2624,7 @@ func (x *StaticTextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticTextResponse.ProtoReflect.Descriptor instead.
 func (*StaticTextResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{45}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StaticTextResponse) GetContent() []*v1.Content {
@@ -2066,7 +2642,7 @@ type StaticBinaryRequest struct {
 
 func (x *StaticBinaryRequest) Reset() {
 	*x = StaticBinaryRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2654,7 @@ func (x *StaticBinaryRequest) String() string {
 func (*StaticBinaryRequest) ProtoMessage() {}
 
 func (x *StaticBinaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[46]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2667,7 @@ func (x *StaticBinaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticBinaryRequest.ProtoReflect.Descriptor instead.
 func (*StaticBinaryRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{46}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{58}
 }
 
 type StaticBinaryResponse struct {
@@ -2104,7 +2680,7 @@ type StaticBinaryResponse struct {
 
 func (x *StaticBinaryResponse) Reset() {
 	*x = StaticBinaryResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2692,7 @@ func (x *StaticBinaryResponse) String() string {
 func (*StaticBinaryResponse) ProtoMessage() {}
 
 func (x *StaticBinaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[47]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2705,7 @@ func (x *StaticBinaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticBinaryResponse.ProtoReflect.Descriptor instead.
 func (*StaticBinaryResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{47}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StaticBinaryResponse) GetContent() []*v1.Content {
@@ -2147,7 +2723,7 @@ type WatchedResourceRequest struct {
 
 func (x *WatchedResourceRequest) Reset() {
 	*x = WatchedResourceRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2735,7 @@ func (x *WatchedResourceRequest) String() string {
 func (*WatchedResourceRequest) ProtoMessage() {}
 
 func (x *WatchedResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[48]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2748,7 @@ func (x *WatchedResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchedResourceRequest.ProtoReflect.Descriptor instead.
 func (*WatchedResourceRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{48}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{60}
 }
 
 type WatchedResourceResponse struct {
@@ -2185,7 +2761,7 @@ type WatchedResourceResponse struct {
 
 func (x *WatchedResourceResponse) Reset() {
 	*x = WatchedResourceResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2773,7 @@ func (x *WatchedResourceResponse) String() string {
 func (*WatchedResourceResponse) ProtoMessage() {}
 
 func (x *WatchedResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[49]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2786,7 @@ func (x *WatchedResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchedResourceResponse.ProtoReflect.Descriptor instead.
 func (*WatchedResourceResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{49}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *WatchedResourceResponse) GetContent() []*v1.Content {
@@ -2230,7 +2806,7 @@ type TemplateDataRequest struct {
 
 func (x *TemplateDataRequest) Reset() {
 	*x = TemplateDataRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2818,7 @@ func (x *TemplateDataRequest) String() string {
 func (*TemplateDataRequest) ProtoMessage() {}
 
 func (x *TemplateDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[50]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2831,7 @@ func (x *TemplateDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateDataRequest.ProtoReflect.Descriptor instead.
 func (*TemplateDataRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{50}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TemplateDataRequest) GetId() string {
@@ -2275,7 +2851,7 @@ type TemplateDataResponse struct {
 
 func (x *TemplateDataResponse) Reset() {
 	*x = TemplateDataResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2863,7 @@ func (x *TemplateDataResponse) String() string {
 func (*TemplateDataResponse) ProtoMessage() {}
 
 func (x *TemplateDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[51]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2876,7 @@ func (x *TemplateDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateDataResponse.ProtoReflect.Descriptor instead.
 func (*TemplateDataResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{51}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TemplateDataResponse) GetContent() []*v1.Content {
@@ -2322,7 +2898,7 @@ type ListTemplateItemsRequest struct {
 
 func (x *ListTemplateItemsRequest) Reset() {
 	*x = ListTemplateItemsRequest{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2910,7 @@ func (x *ListTemplateItemsRequest) String() string {
 func (*ListTemplateItemsRequest) ProtoMessage() {}
 
 func (x *ListTemplateItemsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[52]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2923,7 @@ func (x *ListTemplateItemsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplateItemsRequest.ProtoReflect.Descriptor instead.
 func (*ListTemplateItemsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{52}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTemplateItemsRequest) GetOffset() int32 {
@@ -2376,7 +2952,7 @@ type ListTemplateItemsResponse struct {
 
 func (x *ListTemplateItemsResponse) Reset() {
 	*x = ListTemplateItemsResponse{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2964,7 @@ func (x *ListTemplateItemsResponse) String() string {
 func (*ListTemplateItemsResponse) ProtoMessage() {}
 
 func (x *ListTemplateItemsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[53]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2977,7 @@ func (x *ListTemplateItemsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplateItemsResponse.ProtoReflect.Descriptor instead.
 func (*ListTemplateItemsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{53}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListTemplateItemsResponse) GetItems() []*TemplateItem {
@@ -2429,7 +3005,7 @@ type TemplateItem struct {
 
 func (x *TemplateItem) Reset() {
 	*x = TemplateItem{}
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +3017,7 @@ func (x *TemplateItem) String() string {
 func (*TemplateItem) ProtoMessage() {}
 
 func (x *TemplateItem) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[54]
+	mi := &file_toolmesh_conformance_v1_conformance_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +3030,7 @@ func (x *TemplateItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateItem.ProtoReflect.Descriptor instead.
 func (*TemplateItem) Descriptor() ([]byte, []int) {
-	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{54}
+	return file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TemplateItem) GetId() string {
@@ -2524,6 +3100,34 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"%InputRequiredResultElicitationRequest\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\"]\n" +
 	"&InputRequiredResultElicitationResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"I\n" +
+	"\"InputRequiredResultSamplingRequest\x12#\n" +
+	"\x06answer\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\x06answer\"Z\n" +
+	"#InputRequiredResultSamplingResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"E\n" +
+	"#InputRequiredResultListRootsRequest\x12\x1e\n" +
+	"\x05roots\x18\x01 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10dR\x05roots\"[\n" +
+	"$InputRequiredResultListRootsResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"\x95\x01\n" +
+	"(InputRequiredResultMultipleInputsRequest\x12 \n" +
+	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\x12'\n" +
+	"\bgreeting\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\bgreeting\x12\x1e\n" +
+	"\x05roots\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10dR\x05roots\"`\n" +
+	")InputRequiredResultMultipleInputsResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"n\n" +
+	"&InputRequiredResultCapabilitiesRequest\x12\x1b\n" +
+	"\x04name\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18dR\x04name\x12'\n" +
+	"\bgreeting\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\bgreeting\"^\n" +
+	"'InputRequiredResultCapabilitiesResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"_\n" +
+	"\x0fSamplingRequest\x12#\n" +
+	"\x06prompt\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\x06prompt\x12'\n" +
+	"\bresponse\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xa0\x1fR\bresponse\"G\n" +
+	"\x10SamplingResponse\x123\n" +
+	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"C\n" +
+	"\x18MissingCapabilityRequest\x12'\n" +
+	"\bresponse\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xd0\x0fR\bresponse\"P\n" +
+	"\x19MissingCapabilityResponse\x123\n" +
 	"\acontent\x18\x01 \x03(\v2\x19.toolmesh.tool.v1.ContentR\acontent\"l\n" +
 	"$InputRequiredResultMultiRoundRequest\x12 \n" +
 	"\x04name\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x04name\x12\"\n" +
@@ -2581,7 +3185,7 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2%.toolmesh.conformance.v1.TemplateItemR\x05items\x12*\n" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\x1e\n" +
 	"\fTemplateItem\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id2\x882\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id2\xb7@\n" +
 	"\x12ConformanceService\x12\xa8\x06\n" +
 	"\n" +
 	"SimpleText\x12*.toolmesh.conformance.v1.SimpleTextRequest\x1a+.toolmesh.conformance.v1.SimpleTextResponse\"\xc0\x05\xc2\xf3\x18\xb8\x05\n" +
@@ -2618,9 +3222,34 @@ const file_toolmesh_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x1fInputRequiredResultRequestState\x12?.toolmesh.conformance.v1.InputRequiredResultRequestStateRequest\x1a@.toolmesh.conformance.v1.InputRequiredResultRequestStateResponse\"b\xc2\xf3\x18^\n" +
 	"(test_input_required_result_request_state\x12\"Input required, with request state\x18\x022\x02ok\xa2\x01\acontent\x12\x8d\x02\n" +
 	" InputRequiredResultTamperedState\x12@.toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest\x1aA.toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse\"d\xc2\xf3\x18`\n" +
-	")test_input_required_result_tampered_state\x12#Input required, state tampered with\x18\x022\x02ok\xa2\x01\acontent\x12\xfe\x01\n" +
-	"\x1eInputRequiredResultElicitation\x12>.toolmesh.conformance.v1.InputRequiredResultElicitationRequest\x1a?.toolmesh.conformance.v1.InputRequiredResultElicitationResponse\"[\xc2\xf3\x18W\n" +
-	"&test_input_required_result_elicitation\x12\x1bInput required: elicitation\x18\x022\x04name\xa2\x01\acontent\x12\x85\x02\n" +
+	")test_input_required_result_tampered_state\x12#Input required, state tampered with\x18\x022\x02ok\xa2\x01\acontent\x12\xac\x02\n" +
+	"\x1eInputRequiredResultElicitation\x12>.toolmesh.conformance.v1.InputRequiredResultElicitationRequest\x1a?.toolmesh.conformance.v1.InputRequiredResultElicitationResponse\"\x88\x01\xc2\xf3\x18\x83\x01\n" +
+	"&test_input_required_result_elicitation\x12\x1bInput required: elicitation\x18\x02j0\n" +
+	"\tuser_name\x12\x04name\x1a\x12What is your name?B\tuser_name\xa2\x01\acontent\x12\xab\x02\n" +
+	"\x1bInputRequiredResultSampling\x12;.toolmesh.conformance.v1.InputRequiredResultSamplingRequest\x1a<.toolmesh.conformance.v1.InputRequiredResultSamplingResponse\"\x90\x01\xc2\xf3\x18\x8b\x01\n" +
+	"#test_input_required_result_sampling\x12\x18Input required: sampling\x18\x02j>\n" +
+	"\x10capital_question\x12\x06answer\x1a\x1eWhat is the capital of France? \x02(d\xa2\x01\acontent\x12\xa9\x02\n" +
+	"\x1cInputRequiredResultListRoots\x12<.toolmesh.conformance.v1.InputRequiredResultListRootsRequest\x1a=.toolmesh.conformance.v1.InputRequiredResultListRootsResponse\"\x8b\x01\xc2\xf3\x18\x86\x01\n" +
+	"%test_input_required_result_list_roots\x12\x15Input required: roots\x18\x02j:\n" +
+	"\fclient_roots\x12\x05roots\x1a!Which roots does the client have? \x03\xa2\x01\acontent\x12\xa4\x03\n" +
+	"!InputRequiredResultMultipleInputs\x12A.toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest\x1aB.toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse\"\xf7\x01\xc2\xf3\x18\xf2\x01\n" +
+	"*test_input_required_result_multiple_inputs\x12&Input required: several input requests\x18\x02j%\n" +
+	"\tuser_name\x12\x04name\x1a\x12What is your name?j-\n" +
+	"\bgreeting\x12\bgreeting\x1a\x13Generate a greeting \x02(2j:\n" +
+	"\fclient_roots\x12\x05roots\x1a!Which roots does the client have? \x03\xa2\x01\acontent\x12\xe3\x02\n" +
+	"\x1fInputRequiredResultCapabilities\x12?.toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest\x1a@.toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse\"\xbc\x01\xc2\xf3\x18\xb7\x01\n" +
+	"'test_input_required_result_capabilities\x12*Input required: what the client can answer\x18\x02j%\n" +
+	"\tuser_name\x12\x04name\x1a\x12What is your name?j-\n" +
+	"\bgreeting\x12\bgreeting\x1a\x13Generate a greeting \x02(2\xa2\x01\acontent\x12\xb3\x01\n" +
+	"\bSampling\x12(.toolmesh.conformance.v1.SamplingRequest\x1a).toolmesh.conformance.v1.SamplingResponse\"R\xc2\xf3\x18N\n" +
+	"\rtest_sampling\x12\bSampling\x18\x02j'\n" +
+	"\n" +
+	"completion\x12\bresponse\x1a\v{{.prompt}} \x02(d\xa2\x01\acontent\x12\xe1\x01\n" +
+	"\x11MissingCapability\x121.toolmesh.conformance.v1.MissingCapabilityRequest\x1a2.toolmesh.conformance.v1.MissingCapabilityResponse\"e\xc2\xf3\x18a\n" +
+	"\x17test_missing_capability\x12\x12Missing capability\x18\x02j&\n" +
+	"\n" +
+	"completion\x12\bresponse\x1a\n" +
+	"Say hello. \x02(2\xa2\x01\acontent\x12\x85\x02\n" +
 	"\x1dInputRequiredResultMultiRound\x12=.toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest\x1a>.toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse\"e\xc2\xf3\x18a\n" +
 	"&test_input_required_result_multi_round\x12\x1eInput required: several rounds\x18\x022\x04name2\x05color\xa2\x01\acontent\x12y\n" +
 	"\x05Greet\x12%.toolmesh.conformance.v1.GreetRequest\x1a&.toolmesh.conformance.v1.GreetResponse\"!\xc2\xf3\x18\x1a\n" +
@@ -2670,155 +3299,185 @@ func file_toolmesh_conformance_v1_conformance_proto_rawDescGZIP() []byte {
 	return file_toolmesh_conformance_v1_conformance_proto_rawDescData
 }
 
-var file_toolmesh_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_toolmesh_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_toolmesh_conformance_v1_conformance_proto_goTypes = []any{
-	(*SimpleTextRequest)(nil),                        // 0: toolmesh.conformance.v1.SimpleTextRequest
-	(*SimpleTextResponse)(nil),                       // 1: toolmesh.conformance.v1.SimpleTextResponse
-	(*ImageContentRequest)(nil),                      // 2: toolmesh.conformance.v1.ImageContentRequest
-	(*ImageContentResponse)(nil),                     // 3: toolmesh.conformance.v1.ImageContentResponse
-	(*AudioContentRequest)(nil),                      // 4: toolmesh.conformance.v1.AudioContentRequest
-	(*AudioContentResponse)(nil),                     // 5: toolmesh.conformance.v1.AudioContentResponse
-	(*EmbeddedResourceRequest)(nil),                  // 6: toolmesh.conformance.v1.EmbeddedResourceRequest
-	(*EmbeddedResourceResponse)(nil),                 // 7: toolmesh.conformance.v1.EmbeddedResourceResponse
-	(*MultipleContentTypesRequest)(nil),              // 8: toolmesh.conformance.v1.MultipleContentTypesRequest
-	(*MultipleContentTypesResponse)(nil),             // 9: toolmesh.conformance.v1.MultipleContentTypesResponse
-	(*ErrorHandlingRequest)(nil),                     // 10: toolmesh.conformance.v1.ErrorHandlingRequest
-	(*ErrorHandlingResponse)(nil),                    // 11: toolmesh.conformance.v1.ErrorHandlingResponse
-	(*ToolWithProgressRequest)(nil),                  // 12: toolmesh.conformance.v1.ToolWithProgressRequest
-	(*ToolWithProgressResponse)(nil),                 // 13: toolmesh.conformance.v1.ToolWithProgressResponse
-	(*ToolWithLoggingRequest)(nil),                   // 14: toolmesh.conformance.v1.ToolWithLoggingRequest
-	(*ToolWithLoggingResponse)(nil),                  // 15: toolmesh.conformance.v1.ToolWithLoggingResponse
-	(*LoggingToolRequest)(nil),                       // 16: toolmesh.conformance.v1.LoggingToolRequest
-	(*LoggingToolResponse)(nil),                      // 17: toolmesh.conformance.v1.LoggingToolResponse
-	(*ElicitationRequest)(nil),                       // 18: toolmesh.conformance.v1.ElicitationRequest
-	(*ElicitationResponse)(nil),                      // 19: toolmesh.conformance.v1.ElicitationResponse
-	(*StreamingElicitationRequest)(nil),              // 20: toolmesh.conformance.v1.StreamingElicitationRequest
-	(*StreamingElicitationResponse)(nil),             // 21: toolmesh.conformance.v1.StreamingElicitationResponse
-	(*InputRequiredResultRequestStateRequest)(nil),   // 22: toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
-	(*InputRequiredResultRequestStateResponse)(nil),  // 23: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
-	(*InputRequiredResultTamperedStateRequest)(nil),  // 24: toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
-	(*InputRequiredResultTamperedStateResponse)(nil), // 25: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
-	(*InputRequiredResultElicitationRequest)(nil),    // 26: toolmesh.conformance.v1.InputRequiredResultElicitationRequest
-	(*InputRequiredResultElicitationResponse)(nil),   // 27: toolmesh.conformance.v1.InputRequiredResultElicitationResponse
-	(*InputRequiredResultMultiRoundRequest)(nil),     // 28: toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
-	(*InputRequiredResultMultiRoundResponse)(nil),    // 29: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
-	(*GreetRequest)(nil),                             // 30: toolmesh.conformance.v1.GreetRequest
-	(*GreetResponse)(nil),                            // 31: toolmesh.conformance.v1.GreetResponse
-	(*SlowComputeRequest)(nil),                       // 32: toolmesh.conformance.v1.SlowComputeRequest
-	(*SlowComputeResponse)(nil),                      // 33: toolmesh.conformance.v1.SlowComputeResponse
-	(*FailingJobRequest)(nil),                        // 34: toolmesh.conformance.v1.FailingJobRequest
-	(*FailingJobResponse)(nil),                       // 35: toolmesh.conformance.v1.FailingJobResponse
-	(*ProtocolErrorJobRequest)(nil),                  // 36: toolmesh.conformance.v1.ProtocolErrorJobRequest
-	(*ProtocolErrorJobResponse)(nil),                 // 37: toolmesh.conformance.v1.ProtocolErrorJobResponse
-	(*ConfirmDeleteRequest)(nil),                     // 38: toolmesh.conformance.v1.ConfirmDeleteRequest
-	(*ConfirmDeleteResponse)(nil),                    // 39: toolmesh.conformance.v1.ConfirmDeleteResponse
-	(*MultiInputRequest)(nil),                        // 40: toolmesh.conformance.v1.MultiInputRequest
-	(*MultiInputResponse)(nil),                       // 41: toolmesh.conformance.v1.MultiInputResponse
-	(*ToolWithTaskRequest)(nil),                      // 42: toolmesh.conformance.v1.ToolWithTaskRequest
-	(*ToolWithTaskResponse)(nil),                     // 43: toolmesh.conformance.v1.ToolWithTaskResponse
-	(*StaticTextRequest)(nil),                        // 44: toolmesh.conformance.v1.StaticTextRequest
-	(*StaticTextResponse)(nil),                       // 45: toolmesh.conformance.v1.StaticTextResponse
-	(*StaticBinaryRequest)(nil),                      // 46: toolmesh.conformance.v1.StaticBinaryRequest
-	(*StaticBinaryResponse)(nil),                     // 47: toolmesh.conformance.v1.StaticBinaryResponse
-	(*WatchedResourceRequest)(nil),                   // 48: toolmesh.conformance.v1.WatchedResourceRequest
-	(*WatchedResourceResponse)(nil),                  // 49: toolmesh.conformance.v1.WatchedResourceResponse
-	(*TemplateDataRequest)(nil),                      // 50: toolmesh.conformance.v1.TemplateDataRequest
-	(*TemplateDataResponse)(nil),                     // 51: toolmesh.conformance.v1.TemplateDataResponse
-	(*ListTemplateItemsRequest)(nil),                 // 52: toolmesh.conformance.v1.ListTemplateItemsRequest
-	(*ListTemplateItemsResponse)(nil),                // 53: toolmesh.conformance.v1.ListTemplateItemsResponse
-	(*TemplateItem)(nil),                             // 54: toolmesh.conformance.v1.TemplateItem
-	(*v1.Content)(nil),                               // 55: toolmesh.tool.v1.Content
-	(*v1.CallEvent)(nil),                             // 56: toolmesh.tool.v1.CallEvent
-	(*v11.Page)(nil),                                 // 57: toolmesh.page.v1.Page
+	(*SimpleTextRequest)(nil),                         // 0: toolmesh.conformance.v1.SimpleTextRequest
+	(*SimpleTextResponse)(nil),                        // 1: toolmesh.conformance.v1.SimpleTextResponse
+	(*ImageContentRequest)(nil),                       // 2: toolmesh.conformance.v1.ImageContentRequest
+	(*ImageContentResponse)(nil),                      // 3: toolmesh.conformance.v1.ImageContentResponse
+	(*AudioContentRequest)(nil),                       // 4: toolmesh.conformance.v1.AudioContentRequest
+	(*AudioContentResponse)(nil),                      // 5: toolmesh.conformance.v1.AudioContentResponse
+	(*EmbeddedResourceRequest)(nil),                   // 6: toolmesh.conformance.v1.EmbeddedResourceRequest
+	(*EmbeddedResourceResponse)(nil),                  // 7: toolmesh.conformance.v1.EmbeddedResourceResponse
+	(*MultipleContentTypesRequest)(nil),               // 8: toolmesh.conformance.v1.MultipleContentTypesRequest
+	(*MultipleContentTypesResponse)(nil),              // 9: toolmesh.conformance.v1.MultipleContentTypesResponse
+	(*ErrorHandlingRequest)(nil),                      // 10: toolmesh.conformance.v1.ErrorHandlingRequest
+	(*ErrorHandlingResponse)(nil),                     // 11: toolmesh.conformance.v1.ErrorHandlingResponse
+	(*ToolWithProgressRequest)(nil),                   // 12: toolmesh.conformance.v1.ToolWithProgressRequest
+	(*ToolWithProgressResponse)(nil),                  // 13: toolmesh.conformance.v1.ToolWithProgressResponse
+	(*ToolWithLoggingRequest)(nil),                    // 14: toolmesh.conformance.v1.ToolWithLoggingRequest
+	(*ToolWithLoggingResponse)(nil),                   // 15: toolmesh.conformance.v1.ToolWithLoggingResponse
+	(*LoggingToolRequest)(nil),                        // 16: toolmesh.conformance.v1.LoggingToolRequest
+	(*LoggingToolResponse)(nil),                       // 17: toolmesh.conformance.v1.LoggingToolResponse
+	(*ElicitationRequest)(nil),                        // 18: toolmesh.conformance.v1.ElicitationRequest
+	(*ElicitationResponse)(nil),                       // 19: toolmesh.conformance.v1.ElicitationResponse
+	(*StreamingElicitationRequest)(nil),               // 20: toolmesh.conformance.v1.StreamingElicitationRequest
+	(*StreamingElicitationResponse)(nil),              // 21: toolmesh.conformance.v1.StreamingElicitationResponse
+	(*InputRequiredResultRequestStateRequest)(nil),    // 22: toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
+	(*InputRequiredResultRequestStateResponse)(nil),   // 23: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
+	(*InputRequiredResultTamperedStateRequest)(nil),   // 24: toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
+	(*InputRequiredResultTamperedStateResponse)(nil),  // 25: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
+	(*InputRequiredResultElicitationRequest)(nil),     // 26: toolmesh.conformance.v1.InputRequiredResultElicitationRequest
+	(*InputRequiredResultElicitationResponse)(nil),    // 27: toolmesh.conformance.v1.InputRequiredResultElicitationResponse
+	(*InputRequiredResultSamplingRequest)(nil),        // 28: toolmesh.conformance.v1.InputRequiredResultSamplingRequest
+	(*InputRequiredResultSamplingResponse)(nil),       // 29: toolmesh.conformance.v1.InputRequiredResultSamplingResponse
+	(*InputRequiredResultListRootsRequest)(nil),       // 30: toolmesh.conformance.v1.InputRequiredResultListRootsRequest
+	(*InputRequiredResultListRootsResponse)(nil),      // 31: toolmesh.conformance.v1.InputRequiredResultListRootsResponse
+	(*InputRequiredResultMultipleInputsRequest)(nil),  // 32: toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
+	(*InputRequiredResultMultipleInputsResponse)(nil), // 33: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
+	(*InputRequiredResultCapabilitiesRequest)(nil),    // 34: toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
+	(*InputRequiredResultCapabilitiesResponse)(nil),   // 35: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
+	(*SamplingRequest)(nil),                           // 36: toolmesh.conformance.v1.SamplingRequest
+	(*SamplingResponse)(nil),                          // 37: toolmesh.conformance.v1.SamplingResponse
+	(*MissingCapabilityRequest)(nil),                  // 38: toolmesh.conformance.v1.MissingCapabilityRequest
+	(*MissingCapabilityResponse)(nil),                 // 39: toolmesh.conformance.v1.MissingCapabilityResponse
+	(*InputRequiredResultMultiRoundRequest)(nil),      // 40: toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
+	(*InputRequiredResultMultiRoundResponse)(nil),     // 41: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
+	(*GreetRequest)(nil),                              // 42: toolmesh.conformance.v1.GreetRequest
+	(*GreetResponse)(nil),                             // 43: toolmesh.conformance.v1.GreetResponse
+	(*SlowComputeRequest)(nil),                        // 44: toolmesh.conformance.v1.SlowComputeRequest
+	(*SlowComputeResponse)(nil),                       // 45: toolmesh.conformance.v1.SlowComputeResponse
+	(*FailingJobRequest)(nil),                         // 46: toolmesh.conformance.v1.FailingJobRequest
+	(*FailingJobResponse)(nil),                        // 47: toolmesh.conformance.v1.FailingJobResponse
+	(*ProtocolErrorJobRequest)(nil),                   // 48: toolmesh.conformance.v1.ProtocolErrorJobRequest
+	(*ProtocolErrorJobResponse)(nil),                  // 49: toolmesh.conformance.v1.ProtocolErrorJobResponse
+	(*ConfirmDeleteRequest)(nil),                      // 50: toolmesh.conformance.v1.ConfirmDeleteRequest
+	(*ConfirmDeleteResponse)(nil),                     // 51: toolmesh.conformance.v1.ConfirmDeleteResponse
+	(*MultiInputRequest)(nil),                         // 52: toolmesh.conformance.v1.MultiInputRequest
+	(*MultiInputResponse)(nil),                        // 53: toolmesh.conformance.v1.MultiInputResponse
+	(*ToolWithTaskRequest)(nil),                       // 54: toolmesh.conformance.v1.ToolWithTaskRequest
+	(*ToolWithTaskResponse)(nil),                      // 55: toolmesh.conformance.v1.ToolWithTaskResponse
+	(*StaticTextRequest)(nil),                         // 56: toolmesh.conformance.v1.StaticTextRequest
+	(*StaticTextResponse)(nil),                        // 57: toolmesh.conformance.v1.StaticTextResponse
+	(*StaticBinaryRequest)(nil),                       // 58: toolmesh.conformance.v1.StaticBinaryRequest
+	(*StaticBinaryResponse)(nil),                      // 59: toolmesh.conformance.v1.StaticBinaryResponse
+	(*WatchedResourceRequest)(nil),                    // 60: toolmesh.conformance.v1.WatchedResourceRequest
+	(*WatchedResourceResponse)(nil),                   // 61: toolmesh.conformance.v1.WatchedResourceResponse
+	(*TemplateDataRequest)(nil),                       // 62: toolmesh.conformance.v1.TemplateDataRequest
+	(*TemplateDataResponse)(nil),                      // 63: toolmesh.conformance.v1.TemplateDataResponse
+	(*ListTemplateItemsRequest)(nil),                  // 64: toolmesh.conformance.v1.ListTemplateItemsRequest
+	(*ListTemplateItemsResponse)(nil),                 // 65: toolmesh.conformance.v1.ListTemplateItemsResponse
+	(*TemplateItem)(nil),                              // 66: toolmesh.conformance.v1.TemplateItem
+	(*v1.Content)(nil),                                // 67: toolmesh.tool.v1.Content
+	(*v1.CallEvent)(nil),                              // 68: toolmesh.tool.v1.CallEvent
+	(*v11.Page)(nil),                                  // 69: toolmesh.page.v1.Page
 }
 var file_toolmesh_conformance_v1_conformance_proto_depIdxs = []int32{
-	55, // 0: toolmesh.conformance.v1.SimpleTextResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 1: toolmesh.conformance.v1.ImageContentResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 2: toolmesh.conformance.v1.AudioContentResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 3: toolmesh.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 4: toolmesh.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolmesh.tool.v1.Content
-	56, // 5: toolmesh.conformance.v1.ToolWithProgressResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	55, // 6: toolmesh.conformance.v1.ToolWithProgressResponse.content:type_name -> toolmesh.tool.v1.Content
-	56, // 7: toolmesh.conformance.v1.ToolWithLoggingResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	55, // 8: toolmesh.conformance.v1.ToolWithLoggingResponse.content:type_name -> toolmesh.tool.v1.Content
-	56, // 9: toolmesh.conformance.v1.LoggingToolResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	55, // 10: toolmesh.conformance.v1.LoggingToolResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 11: toolmesh.conformance.v1.ElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 12: toolmesh.conformance.v1.StreamingElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 13: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 14: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 15: toolmesh.conformance.v1.InputRequiredResultElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 16: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 17: toolmesh.conformance.v1.GreetResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 18: toolmesh.conformance.v1.SlowComputeResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 19: toolmesh.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 20: toolmesh.conformance.v1.MultiInputResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 21: toolmesh.conformance.v1.ToolWithTaskResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 22: toolmesh.conformance.v1.StaticTextResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 23: toolmesh.conformance.v1.StaticBinaryResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 24: toolmesh.conformance.v1.WatchedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
-	55, // 25: toolmesh.conformance.v1.TemplateDataResponse.content:type_name -> toolmesh.tool.v1.Content
-	54, // 26: toolmesh.conformance.v1.ListTemplateItemsResponse.items:type_name -> toolmesh.conformance.v1.TemplateItem
-	57, // 27: toolmesh.conformance.v1.ListTemplateItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	0,  // 28: toolmesh.conformance.v1.ConformanceService.SimpleText:input_type -> toolmesh.conformance.v1.SimpleTextRequest
-	2,  // 29: toolmesh.conformance.v1.ConformanceService.ImageContent:input_type -> toolmesh.conformance.v1.ImageContentRequest
-	4,  // 30: toolmesh.conformance.v1.ConformanceService.AudioContent:input_type -> toolmesh.conformance.v1.AudioContentRequest
-	6,  // 31: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:input_type -> toolmesh.conformance.v1.EmbeddedResourceRequest
-	8,  // 32: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> toolmesh.conformance.v1.MultipleContentTypesRequest
-	10, // 33: toolmesh.conformance.v1.ConformanceService.ErrorHandling:input_type -> toolmesh.conformance.v1.ErrorHandlingRequest
-	12, // 34: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:input_type -> toolmesh.conformance.v1.ToolWithProgressRequest
-	14, // 35: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:input_type -> toolmesh.conformance.v1.ToolWithLoggingRequest
-	16, // 36: toolmesh.conformance.v1.ConformanceService.LoggingTool:input_type -> toolmesh.conformance.v1.LoggingToolRequest
-	18, // 37: toolmesh.conformance.v1.ConformanceService.Elicitation:input_type -> toolmesh.conformance.v1.ElicitationRequest
-	20, // 38: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:input_type -> toolmesh.conformance.v1.StreamingElicitationRequest
-	22, // 39: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:input_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
-	24, // 40: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:input_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
-	26, // 41: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:input_type -> toolmesh.conformance.v1.InputRequiredResultElicitationRequest
-	28, // 42: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:input_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
-	30, // 43: toolmesh.conformance.v1.ConformanceService.Greet:input_type -> toolmesh.conformance.v1.GreetRequest
-	32, // 44: toolmesh.conformance.v1.ConformanceService.SlowCompute:input_type -> toolmesh.conformance.v1.SlowComputeRequest
-	34, // 45: toolmesh.conformance.v1.ConformanceService.FailingJob:input_type -> toolmesh.conformance.v1.FailingJobRequest
-	36, // 46: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> toolmesh.conformance.v1.ProtocolErrorJobRequest
-	38, // 47: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:input_type -> toolmesh.conformance.v1.ConfirmDeleteRequest
-	40, // 48: toolmesh.conformance.v1.ConformanceService.MultiInput:input_type -> toolmesh.conformance.v1.MultiInputRequest
-	42, // 49: toolmesh.conformance.v1.ConformanceService.ToolWithTask:input_type -> toolmesh.conformance.v1.ToolWithTaskRequest
-	44, // 50: toolmesh.conformance.v1.ConformanceService.StaticText:input_type -> toolmesh.conformance.v1.StaticTextRequest
-	46, // 51: toolmesh.conformance.v1.ConformanceService.StaticBinary:input_type -> toolmesh.conformance.v1.StaticBinaryRequest
-	48, // 52: toolmesh.conformance.v1.ConformanceService.WatchedResource:input_type -> toolmesh.conformance.v1.WatchedResourceRequest
-	50, // 53: toolmesh.conformance.v1.ConformanceService.TemplateData:input_type -> toolmesh.conformance.v1.TemplateDataRequest
-	52, // 54: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:input_type -> toolmesh.conformance.v1.ListTemplateItemsRequest
-	1,  // 55: toolmesh.conformance.v1.ConformanceService.SimpleText:output_type -> toolmesh.conformance.v1.SimpleTextResponse
-	3,  // 56: toolmesh.conformance.v1.ConformanceService.ImageContent:output_type -> toolmesh.conformance.v1.ImageContentResponse
-	5,  // 57: toolmesh.conformance.v1.ConformanceService.AudioContent:output_type -> toolmesh.conformance.v1.AudioContentResponse
-	7,  // 58: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:output_type -> toolmesh.conformance.v1.EmbeddedResourceResponse
-	9,  // 59: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> toolmesh.conformance.v1.MultipleContentTypesResponse
-	11, // 60: toolmesh.conformance.v1.ConformanceService.ErrorHandling:output_type -> toolmesh.conformance.v1.ErrorHandlingResponse
-	13, // 61: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:output_type -> toolmesh.conformance.v1.ToolWithProgressResponse
-	15, // 62: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:output_type -> toolmesh.conformance.v1.ToolWithLoggingResponse
-	17, // 63: toolmesh.conformance.v1.ConformanceService.LoggingTool:output_type -> toolmesh.conformance.v1.LoggingToolResponse
-	19, // 64: toolmesh.conformance.v1.ConformanceService.Elicitation:output_type -> toolmesh.conformance.v1.ElicitationResponse
-	21, // 65: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:output_type -> toolmesh.conformance.v1.StreamingElicitationResponse
-	23, // 66: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:output_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
-	25, // 67: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:output_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
-	27, // 68: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:output_type -> toolmesh.conformance.v1.InputRequiredResultElicitationResponse
-	29, // 69: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:output_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
-	31, // 70: toolmesh.conformance.v1.ConformanceService.Greet:output_type -> toolmesh.conformance.v1.GreetResponse
-	33, // 71: toolmesh.conformance.v1.ConformanceService.SlowCompute:output_type -> toolmesh.conformance.v1.SlowComputeResponse
-	35, // 72: toolmesh.conformance.v1.ConformanceService.FailingJob:output_type -> toolmesh.conformance.v1.FailingJobResponse
-	37, // 73: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> toolmesh.conformance.v1.ProtocolErrorJobResponse
-	39, // 74: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:output_type -> toolmesh.conformance.v1.ConfirmDeleteResponse
-	41, // 75: toolmesh.conformance.v1.ConformanceService.MultiInput:output_type -> toolmesh.conformance.v1.MultiInputResponse
-	43, // 76: toolmesh.conformance.v1.ConformanceService.ToolWithTask:output_type -> toolmesh.conformance.v1.ToolWithTaskResponse
-	45, // 77: toolmesh.conformance.v1.ConformanceService.StaticText:output_type -> toolmesh.conformance.v1.StaticTextResponse
-	47, // 78: toolmesh.conformance.v1.ConformanceService.StaticBinary:output_type -> toolmesh.conformance.v1.StaticBinaryResponse
-	49, // 79: toolmesh.conformance.v1.ConformanceService.WatchedResource:output_type -> toolmesh.conformance.v1.WatchedResourceResponse
-	51, // 80: toolmesh.conformance.v1.ConformanceService.TemplateData:output_type -> toolmesh.conformance.v1.TemplateDataResponse
-	53, // 81: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:output_type -> toolmesh.conformance.v1.ListTemplateItemsResponse
-	55, // [55:82] is the sub-list for method output_type
-	28, // [28:55] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	67, // 0: toolmesh.conformance.v1.SimpleTextResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 1: toolmesh.conformance.v1.ImageContentResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 2: toolmesh.conformance.v1.AudioContentResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 3: toolmesh.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 4: toolmesh.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolmesh.tool.v1.Content
+	68, // 5: toolmesh.conformance.v1.ToolWithProgressResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	67, // 6: toolmesh.conformance.v1.ToolWithProgressResponse.content:type_name -> toolmesh.tool.v1.Content
+	68, // 7: toolmesh.conformance.v1.ToolWithLoggingResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	67, // 8: toolmesh.conformance.v1.ToolWithLoggingResponse.content:type_name -> toolmesh.tool.v1.Content
+	68, // 9: toolmesh.conformance.v1.LoggingToolResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	67, // 10: toolmesh.conformance.v1.LoggingToolResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 11: toolmesh.conformance.v1.ElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 12: toolmesh.conformance.v1.StreamingElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 13: toolmesh.conformance.v1.InputRequiredResultRequestStateResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 14: toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 15: toolmesh.conformance.v1.InputRequiredResultElicitationResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 16: toolmesh.conformance.v1.InputRequiredResultSamplingResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 17: toolmesh.conformance.v1.InputRequiredResultListRootsResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 18: toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 19: toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 20: toolmesh.conformance.v1.SamplingResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 21: toolmesh.conformance.v1.MissingCapabilityResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 22: toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 23: toolmesh.conformance.v1.GreetResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 24: toolmesh.conformance.v1.SlowComputeResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 25: toolmesh.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 26: toolmesh.conformance.v1.MultiInputResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 27: toolmesh.conformance.v1.ToolWithTaskResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 28: toolmesh.conformance.v1.StaticTextResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 29: toolmesh.conformance.v1.StaticBinaryResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 30: toolmesh.conformance.v1.WatchedResourceResponse.content:type_name -> toolmesh.tool.v1.Content
+	67, // 31: toolmesh.conformance.v1.TemplateDataResponse.content:type_name -> toolmesh.tool.v1.Content
+	66, // 32: toolmesh.conformance.v1.ListTemplateItemsResponse.items:type_name -> toolmesh.conformance.v1.TemplateItem
+	69, // 33: toolmesh.conformance.v1.ListTemplateItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	0,  // 34: toolmesh.conformance.v1.ConformanceService.SimpleText:input_type -> toolmesh.conformance.v1.SimpleTextRequest
+	2,  // 35: toolmesh.conformance.v1.ConformanceService.ImageContent:input_type -> toolmesh.conformance.v1.ImageContentRequest
+	4,  // 36: toolmesh.conformance.v1.ConformanceService.AudioContent:input_type -> toolmesh.conformance.v1.AudioContentRequest
+	6,  // 37: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:input_type -> toolmesh.conformance.v1.EmbeddedResourceRequest
+	8,  // 38: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> toolmesh.conformance.v1.MultipleContentTypesRequest
+	10, // 39: toolmesh.conformance.v1.ConformanceService.ErrorHandling:input_type -> toolmesh.conformance.v1.ErrorHandlingRequest
+	12, // 40: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:input_type -> toolmesh.conformance.v1.ToolWithProgressRequest
+	14, // 41: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:input_type -> toolmesh.conformance.v1.ToolWithLoggingRequest
+	16, // 42: toolmesh.conformance.v1.ConformanceService.LoggingTool:input_type -> toolmesh.conformance.v1.LoggingToolRequest
+	18, // 43: toolmesh.conformance.v1.ConformanceService.Elicitation:input_type -> toolmesh.conformance.v1.ElicitationRequest
+	20, // 44: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:input_type -> toolmesh.conformance.v1.StreamingElicitationRequest
+	22, // 45: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:input_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateRequest
+	24, // 46: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:input_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateRequest
+	26, // 47: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:input_type -> toolmesh.conformance.v1.InputRequiredResultElicitationRequest
+	28, // 48: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:input_type -> toolmesh.conformance.v1.InputRequiredResultSamplingRequest
+	30, // 49: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:input_type -> toolmesh.conformance.v1.InputRequiredResultListRootsRequest
+	32, // 50: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:input_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsRequest
+	34, // 51: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:input_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesRequest
+	36, // 52: toolmesh.conformance.v1.ConformanceService.Sampling:input_type -> toolmesh.conformance.v1.SamplingRequest
+	38, // 53: toolmesh.conformance.v1.ConformanceService.MissingCapability:input_type -> toolmesh.conformance.v1.MissingCapabilityRequest
+	40, // 54: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:input_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundRequest
+	42, // 55: toolmesh.conformance.v1.ConformanceService.Greet:input_type -> toolmesh.conformance.v1.GreetRequest
+	44, // 56: toolmesh.conformance.v1.ConformanceService.SlowCompute:input_type -> toolmesh.conformance.v1.SlowComputeRequest
+	46, // 57: toolmesh.conformance.v1.ConformanceService.FailingJob:input_type -> toolmesh.conformance.v1.FailingJobRequest
+	48, // 58: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> toolmesh.conformance.v1.ProtocolErrorJobRequest
+	50, // 59: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:input_type -> toolmesh.conformance.v1.ConfirmDeleteRequest
+	52, // 60: toolmesh.conformance.v1.ConformanceService.MultiInput:input_type -> toolmesh.conformance.v1.MultiInputRequest
+	54, // 61: toolmesh.conformance.v1.ConformanceService.ToolWithTask:input_type -> toolmesh.conformance.v1.ToolWithTaskRequest
+	56, // 62: toolmesh.conformance.v1.ConformanceService.StaticText:input_type -> toolmesh.conformance.v1.StaticTextRequest
+	58, // 63: toolmesh.conformance.v1.ConformanceService.StaticBinary:input_type -> toolmesh.conformance.v1.StaticBinaryRequest
+	60, // 64: toolmesh.conformance.v1.ConformanceService.WatchedResource:input_type -> toolmesh.conformance.v1.WatchedResourceRequest
+	62, // 65: toolmesh.conformance.v1.ConformanceService.TemplateData:input_type -> toolmesh.conformance.v1.TemplateDataRequest
+	64, // 66: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:input_type -> toolmesh.conformance.v1.ListTemplateItemsRequest
+	1,  // 67: toolmesh.conformance.v1.ConformanceService.SimpleText:output_type -> toolmesh.conformance.v1.SimpleTextResponse
+	3,  // 68: toolmesh.conformance.v1.ConformanceService.ImageContent:output_type -> toolmesh.conformance.v1.ImageContentResponse
+	5,  // 69: toolmesh.conformance.v1.ConformanceService.AudioContent:output_type -> toolmesh.conformance.v1.AudioContentResponse
+	7,  // 70: toolmesh.conformance.v1.ConformanceService.EmbeddedResource:output_type -> toolmesh.conformance.v1.EmbeddedResourceResponse
+	9,  // 71: toolmesh.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> toolmesh.conformance.v1.MultipleContentTypesResponse
+	11, // 72: toolmesh.conformance.v1.ConformanceService.ErrorHandling:output_type -> toolmesh.conformance.v1.ErrorHandlingResponse
+	13, // 73: toolmesh.conformance.v1.ConformanceService.ToolWithProgress:output_type -> toolmesh.conformance.v1.ToolWithProgressResponse
+	15, // 74: toolmesh.conformance.v1.ConformanceService.ToolWithLogging:output_type -> toolmesh.conformance.v1.ToolWithLoggingResponse
+	17, // 75: toolmesh.conformance.v1.ConformanceService.LoggingTool:output_type -> toolmesh.conformance.v1.LoggingToolResponse
+	19, // 76: toolmesh.conformance.v1.ConformanceService.Elicitation:output_type -> toolmesh.conformance.v1.ElicitationResponse
+	21, // 77: toolmesh.conformance.v1.ConformanceService.StreamingElicitation:output_type -> toolmesh.conformance.v1.StreamingElicitationResponse
+	23, // 78: toolmesh.conformance.v1.ConformanceService.InputRequiredResultRequestState:output_type -> toolmesh.conformance.v1.InputRequiredResultRequestStateResponse
+	25, // 79: toolmesh.conformance.v1.ConformanceService.InputRequiredResultTamperedState:output_type -> toolmesh.conformance.v1.InputRequiredResultTamperedStateResponse
+	27, // 80: toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation:output_type -> toolmesh.conformance.v1.InputRequiredResultElicitationResponse
+	29, // 81: toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling:output_type -> toolmesh.conformance.v1.InputRequiredResultSamplingResponse
+	31, // 82: toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots:output_type -> toolmesh.conformance.v1.InputRequiredResultListRootsResponse
+	33, // 83: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs:output_type -> toolmesh.conformance.v1.InputRequiredResultMultipleInputsResponse
+	35, // 84: toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities:output_type -> toolmesh.conformance.v1.InputRequiredResultCapabilitiesResponse
+	37, // 85: toolmesh.conformance.v1.ConformanceService.Sampling:output_type -> toolmesh.conformance.v1.SamplingResponse
+	39, // 86: toolmesh.conformance.v1.ConformanceService.MissingCapability:output_type -> toolmesh.conformance.v1.MissingCapabilityResponse
+	41, // 87: toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultiRound:output_type -> toolmesh.conformance.v1.InputRequiredResultMultiRoundResponse
+	43, // 88: toolmesh.conformance.v1.ConformanceService.Greet:output_type -> toolmesh.conformance.v1.GreetResponse
+	45, // 89: toolmesh.conformance.v1.ConformanceService.SlowCompute:output_type -> toolmesh.conformance.v1.SlowComputeResponse
+	47, // 90: toolmesh.conformance.v1.ConformanceService.FailingJob:output_type -> toolmesh.conformance.v1.FailingJobResponse
+	49, // 91: toolmesh.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> toolmesh.conformance.v1.ProtocolErrorJobResponse
+	51, // 92: toolmesh.conformance.v1.ConformanceService.ConfirmDelete:output_type -> toolmesh.conformance.v1.ConfirmDeleteResponse
+	53, // 93: toolmesh.conformance.v1.ConformanceService.MultiInput:output_type -> toolmesh.conformance.v1.MultiInputResponse
+	55, // 94: toolmesh.conformance.v1.ConformanceService.ToolWithTask:output_type -> toolmesh.conformance.v1.ToolWithTaskResponse
+	57, // 95: toolmesh.conformance.v1.ConformanceService.StaticText:output_type -> toolmesh.conformance.v1.StaticTextResponse
+	59, // 96: toolmesh.conformance.v1.ConformanceService.StaticBinary:output_type -> toolmesh.conformance.v1.StaticBinaryResponse
+	61, // 97: toolmesh.conformance.v1.ConformanceService.WatchedResource:output_type -> toolmesh.conformance.v1.WatchedResourceResponse
+	63, // 98: toolmesh.conformance.v1.ConformanceService.TemplateData:output_type -> toolmesh.conformance.v1.TemplateDataResponse
+	65, // 99: toolmesh.conformance.v1.ConformanceService.ListTemplateItems:output_type -> toolmesh.conformance.v1.ListTemplateItemsResponse
+	67, // [67:100] is the sub-list for method output_type
+	34, // [34:67] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_conformance_v1_conformance_proto_init() }
@@ -2828,15 +3487,15 @@ func file_toolmesh_conformance_v1_conformance_proto_init() {
 	}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[22].OneofWrappers = []any{}
 	file_toolmesh_conformance_v1_conformance_proto_msgTypes[24].OneofWrappers = []any{}
-	file_toolmesh_conformance_v1_conformance_proto_msgTypes[38].OneofWrappers = []any{}
-	file_toolmesh_conformance_v1_conformance_proto_msgTypes[40].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[50].OneofWrappers = []any{}
+	file_toolmesh_conformance_v1_conformance_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_conformance_v1_conformance_proto_rawDesc), len(file_toolmesh_conformance_v1_conformance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,33 +28,39 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ConformanceService_SimpleText_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/SimpleText"
-	ConformanceService_ImageContent_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/ImageContent"
-	ConformanceService_AudioContent_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/AudioContent"
-	ConformanceService_EmbeddedResource_FullMethodName                 = "/toolmesh.conformance.v1.ConformanceService/EmbeddedResource"
-	ConformanceService_MultipleContentTypes_FullMethodName             = "/toolmesh.conformance.v1.ConformanceService/MultipleContentTypes"
-	ConformanceService_ErrorHandling_FullMethodName                    = "/toolmesh.conformance.v1.ConformanceService/ErrorHandling"
-	ConformanceService_ToolWithProgress_FullMethodName                 = "/toolmesh.conformance.v1.ConformanceService/ToolWithProgress"
-	ConformanceService_ToolWithLogging_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/ToolWithLogging"
-	ConformanceService_LoggingTool_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/LoggingTool"
-	ConformanceService_Elicitation_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/Elicitation"
-	ConformanceService_StreamingElicitation_FullMethodName             = "/toolmesh.conformance.v1.ConformanceService/StreamingElicitation"
-	ConformanceService_InputRequiredResultRequestState_FullMethodName  = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultRequestState"
-	ConformanceService_InputRequiredResultTamperedState_FullMethodName = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultTamperedState"
-	ConformanceService_InputRequiredResultElicitation_FullMethodName   = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultElicitation"
-	ConformanceService_InputRequiredResultMultiRound_FullMethodName    = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultiRound"
-	ConformanceService_Greet_FullMethodName                            = "/toolmesh.conformance.v1.ConformanceService/Greet"
-	ConformanceService_SlowCompute_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/SlowCompute"
-	ConformanceService_FailingJob_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/FailingJob"
-	ConformanceService_ProtocolErrorJob_FullMethodName                 = "/toolmesh.conformance.v1.ConformanceService/ProtocolErrorJob"
-	ConformanceService_ConfirmDelete_FullMethodName                    = "/toolmesh.conformance.v1.ConformanceService/ConfirmDelete"
-	ConformanceService_MultiInput_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/MultiInput"
-	ConformanceService_ToolWithTask_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/ToolWithTask"
-	ConformanceService_StaticText_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/StaticText"
-	ConformanceService_StaticBinary_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/StaticBinary"
-	ConformanceService_WatchedResource_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/WatchedResource"
-	ConformanceService_TemplateData_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/TemplateData"
-	ConformanceService_ListTemplateItems_FullMethodName                = "/toolmesh.conformance.v1.ConformanceService/ListTemplateItems"
+	ConformanceService_SimpleText_FullMethodName                        = "/toolmesh.conformance.v1.ConformanceService/SimpleText"
+	ConformanceService_ImageContent_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/ImageContent"
+	ConformanceService_AudioContent_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/AudioContent"
+	ConformanceService_EmbeddedResource_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/EmbeddedResource"
+	ConformanceService_MultipleContentTypes_FullMethodName              = "/toolmesh.conformance.v1.ConformanceService/MultipleContentTypes"
+	ConformanceService_ErrorHandling_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/ErrorHandling"
+	ConformanceService_ToolWithProgress_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/ToolWithProgress"
+	ConformanceService_ToolWithLogging_FullMethodName                   = "/toolmesh.conformance.v1.ConformanceService/ToolWithLogging"
+	ConformanceService_LoggingTool_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/LoggingTool"
+	ConformanceService_Elicitation_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/Elicitation"
+	ConformanceService_StreamingElicitation_FullMethodName              = "/toolmesh.conformance.v1.ConformanceService/StreamingElicitation"
+	ConformanceService_InputRequiredResultRequestState_FullMethodName   = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultRequestState"
+	ConformanceService_InputRequiredResultTamperedState_FullMethodName  = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultTamperedState"
+	ConformanceService_InputRequiredResultElicitation_FullMethodName    = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultElicitation"
+	ConformanceService_InputRequiredResultSampling_FullMethodName       = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultSampling"
+	ConformanceService_InputRequiredResultListRoots_FullMethodName      = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultListRoots"
+	ConformanceService_InputRequiredResultMultipleInputs_FullMethodName = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultipleInputs"
+	ConformanceService_InputRequiredResultCapabilities_FullMethodName   = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultCapabilities"
+	ConformanceService_Sampling_FullMethodName                          = "/toolmesh.conformance.v1.ConformanceService/Sampling"
+	ConformanceService_MissingCapability_FullMethodName                 = "/toolmesh.conformance.v1.ConformanceService/MissingCapability"
+	ConformanceService_InputRequiredResultMultiRound_FullMethodName     = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultiRound"
+	ConformanceService_Greet_FullMethodName                             = "/toolmesh.conformance.v1.ConformanceService/Greet"
+	ConformanceService_SlowCompute_FullMethodName                       = "/toolmesh.conformance.v1.ConformanceService/SlowCompute"
+	ConformanceService_FailingJob_FullMethodName                        = "/toolmesh.conformance.v1.ConformanceService/FailingJob"
+	ConformanceService_ProtocolErrorJob_FullMethodName                  = "/toolmesh.conformance.v1.ConformanceService/ProtocolErrorJob"
+	ConformanceService_ConfirmDelete_FullMethodName                     = "/toolmesh.conformance.v1.ConformanceService/ConfirmDelete"
+	ConformanceService_MultiInput_FullMethodName                        = "/toolmesh.conformance.v1.ConformanceService/MultiInput"
+	ConformanceService_ToolWithTask_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/ToolWithTask"
+	ConformanceService_StaticText_FullMethodName                        = "/toolmesh.conformance.v1.ConformanceService/StaticText"
+	ConformanceService_StaticBinary_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/StaticBinary"
+	ConformanceService_WatchedResource_FullMethodName                   = "/toolmesh.conformance.v1.ConformanceService/WatchedResource"
+	ConformanceService_TemplateData_FullMethodName                      = "/toolmesh.conformance.v1.ConformanceService/TemplateData"
+	ConformanceService_ListTemplateItems_FullMethodName                 = "/toolmesh.conformance.v1.ConformanceService/ListTemplateItems"
 )
 
 // ConformanceServiceClient is the client API for ConformanceService service.
@@ -92,6 +98,23 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(ctx context.Context, in *InputRequiredResultTamperedStateRequest, opts ...grpc.CallOption) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(ctx context.Context, in *InputRequiredResultElicitationRequest, opts ...grpc.CallOption) (*InputRequiredResultElicitationResponse, error)
+	// Ask the client's model what the capital of France is, then say its
+	// answer.
+	InputRequiredResultSampling(ctx context.Context, in *InputRequiredResultSamplingRequest, opts ...grpc.CallOption) (*InputRequiredResultSamplingResponse, error)
+	// Ask the client for its roots, then name them.
+	InputRequiredResultListRoots(ctx context.Context, in *InputRequiredResultListRootsRequest, opts ...grpc.CallOption) (*InputRequiredResultListRootsResponse, error)
+	// Ask the user's name, the client's model for a greeting and the client
+	// for its roots, all in one round, then say what it got.
+	InputRequiredResultMultipleInputs(ctx context.Context, in *InputRequiredResultMultipleInputsRequest, opts ...grpc.CallOption) (*InputRequiredResultMultipleInputsResponse, error)
+	// Ask only what the client can answer: its model for a greeting, and the
+	// user for a name when the client can ask the user.
+	InputRequiredResultCapabilities(ctx context.Context, in *InputRequiredResultCapabilitiesRequest, opts ...grpc.CallOption) (*InputRequiredResultCapabilitiesResponse, error)
+	// Ask the client's model for a completion of the prompt (the session
+	// era's sampling/createMessage), then say its answer.
+	Sampling(ctx context.Context, in *SamplingRequest, opts ...grpc.CallOption) (*SamplingResponse, error)
+	// Needs the client's model: a client that does not offer sampling is
+	// refused (-32021 naming sampling at 2026-07-28).
+	MissingCapability(ctx context.Context, in *MissingCapabilityRequest, opts ...grpc.CallOption) (*MissingCapabilityResponse, error)
 	// Ask the user for their name and favourite colour, then greet them; what
 	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(ctx context.Context, in *InputRequiredResultMultiRoundRequest, opts ...grpc.CallOption) (*InputRequiredResultMultiRoundResponse, error)
@@ -297,6 +320,66 @@ func (c *conformanceServiceClient) InputRequiredResultElicitation(ctx context.Co
 	return out, nil
 }
 
+func (c *conformanceServiceClient) InputRequiredResultSampling(ctx context.Context, in *InputRequiredResultSamplingRequest, opts ...grpc.CallOption) (*InputRequiredResultSamplingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredResultSamplingResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredResultSampling_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredResultListRoots(ctx context.Context, in *InputRequiredResultListRootsRequest, opts ...grpc.CallOption) (*InputRequiredResultListRootsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredResultListRootsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredResultListRoots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredResultMultipleInputs(ctx context.Context, in *InputRequiredResultMultipleInputsRequest, opts ...grpc.CallOption) (*InputRequiredResultMultipleInputsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredResultMultipleInputsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredResultMultipleInputs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredResultCapabilities(ctx context.Context, in *InputRequiredResultCapabilitiesRequest, opts ...grpc.CallOption) (*InputRequiredResultCapabilitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredResultCapabilitiesResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredResultCapabilities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) Sampling(ctx context.Context, in *SamplingRequest, opts ...grpc.CallOption) (*SamplingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SamplingResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_Sampling_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) MissingCapability(ctx context.Context, in *MissingCapabilityRequest, opts ...grpc.CallOption) (*MissingCapabilityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MissingCapabilityResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_MissingCapability_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *conformanceServiceClient) InputRequiredResultMultiRound(ctx context.Context, in *InputRequiredResultMultiRoundRequest, opts ...grpc.CallOption) (*InputRequiredResultMultiRoundResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InputRequiredResultMultiRoundResponse)
@@ -462,6 +545,23 @@ type ConformanceServiceServer interface {
 	InputRequiredResultTamperedState(context.Context, *InputRequiredResultTamperedStateRequest) (*InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *InputRequiredResultElicitationRequest) (*InputRequiredResultElicitationResponse, error)
+	// Ask the client's model what the capital of France is, then say its
+	// answer.
+	InputRequiredResultSampling(context.Context, *InputRequiredResultSamplingRequest) (*InputRequiredResultSamplingResponse, error)
+	// Ask the client for its roots, then name them.
+	InputRequiredResultListRoots(context.Context, *InputRequiredResultListRootsRequest) (*InputRequiredResultListRootsResponse, error)
+	// Ask the user's name, the client's model for a greeting and the client
+	// for its roots, all in one round, then say what it got.
+	InputRequiredResultMultipleInputs(context.Context, *InputRequiredResultMultipleInputsRequest) (*InputRequiredResultMultipleInputsResponse, error)
+	// Ask only what the client can answer: its model for a greeting, and the
+	// user for a name when the client can ask the user.
+	InputRequiredResultCapabilities(context.Context, *InputRequiredResultCapabilitiesRequest) (*InputRequiredResultCapabilitiesResponse, error)
+	// Ask the client's model for a completion of the prompt (the session
+	// era's sampling/createMessage), then say its answer.
+	Sampling(context.Context, *SamplingRequest) (*SamplingResponse, error)
+	// Needs the client's model: a client that does not offer sampling is
+	// refused (-32021 naming sampling at 2026-07-28).
+	MissingCapability(context.Context, *MissingCapabilityRequest) (*MissingCapabilityResponse, error)
 	// Ask the user for their name and favourite colour, then greet them; what
 	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *InputRequiredResultMultiRoundRequest) (*InputRequiredResultMultiRoundResponse, error)
@@ -541,6 +641,24 @@ func (UnimplementedConformanceServiceServer) InputRequiredResultTamperedState(co
 }
 func (UnimplementedConformanceServiceServer) InputRequiredResultElicitation(context.Context, *InputRequiredResultElicitationRequest) (*InputRequiredResultElicitationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultElicitation not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredResultSampling(context.Context, *InputRequiredResultSamplingRequest) (*InputRequiredResultSamplingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultSampling not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredResultListRoots(context.Context, *InputRequiredResultListRootsRequest) (*InputRequiredResultListRootsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultListRoots not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredResultMultipleInputs(context.Context, *InputRequiredResultMultipleInputsRequest) (*InputRequiredResultMultipleInputsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultMultipleInputs not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredResultCapabilities(context.Context, *InputRequiredResultCapabilitiesRequest) (*InputRequiredResultCapabilitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultCapabilities not implemented")
+}
+func (UnimplementedConformanceServiceServer) Sampling(context.Context, *SamplingRequest) (*SamplingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sampling not implemented")
+}
+func (UnimplementedConformanceServiceServer) MissingCapability(context.Context, *MissingCapabilityRequest) (*MissingCapabilityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MissingCapability not implemented")
 }
 func (UnimplementedConformanceServiceServer) InputRequiredResultMultiRound(context.Context, *InputRequiredResultMultiRoundRequest) (*InputRequiredResultMultiRoundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InputRequiredResultMultiRound not implemented")
@@ -833,6 +951,114 @@ func _ConformanceService_InputRequiredResultElicitation_Handler(srv interface{},
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConformanceService_InputRequiredResultSampling_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredResultSamplingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredResultSampling(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredResultSampling_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredResultSampling(ctx, req.(*InputRequiredResultSamplingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredResultListRoots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredResultListRootsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredResultListRoots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredResultListRoots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredResultListRoots(ctx, req.(*InputRequiredResultListRootsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredResultMultipleInputs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredResultMultipleInputsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredResultMultipleInputs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredResultMultipleInputs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredResultMultipleInputs(ctx, req.(*InputRequiredResultMultipleInputsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredResultCapabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredResultCapabilitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredResultCapabilities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredResultCapabilities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredResultCapabilities(ctx, req.(*InputRequiredResultCapabilitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_Sampling_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SamplingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).Sampling(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_Sampling_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).Sampling(ctx, req.(*SamplingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_MissingCapability_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MissingCapabilityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).MissingCapability(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_MissingCapability_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).MissingCapability(ctx, req.(*MissingCapabilityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ConformanceService_InputRequiredResultMultiRound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InputRequiredResultMultiRoundRequest)
 	if err := dec(in); err != nil {
@@ -1117,6 +1343,30 @@ var ConformanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InputRequiredResultElicitation",
 			Handler:    _ConformanceService_InputRequiredResultElicitation_Handler,
+		},
+		{
+			MethodName: "InputRequiredResultSampling",
+			Handler:    _ConformanceService_InputRequiredResultSampling_Handler,
+		},
+		{
+			MethodName: "InputRequiredResultListRoots",
+			Handler:    _ConformanceService_InputRequiredResultListRoots_Handler,
+		},
+		{
+			MethodName: "InputRequiredResultMultipleInputs",
+			Handler:    _ConformanceService_InputRequiredResultMultipleInputs_Handler,
+		},
+		{
+			MethodName: "InputRequiredResultCapabilities",
+			Handler:    _ConformanceService_InputRequiredResultCapabilities_Handler,
+		},
+		{
+			MethodName: "Sampling",
+			Handler:    _ConformanceService_Sampling_Handler,
+		},
+		{
+			MethodName: "MissingCapability",
+			Handler:    _ConformanceService_MissingCapability_Handler,
 		},
 		{
 			MethodName: "InputRequiredResultMultiRound",

@@ -455,10 +455,13 @@ type DeliveryWorkflowInput struct {
 	// "events-delivery/<subscription_id>".
 	SubscriptionId string `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
 	// The subscriber, whose identity the deliveries' calls carry.
-	Subject       string   `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
-	AgentId       string   `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Roles         []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
-	Grants        []string `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty"`
+	Subject string   `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	AgentId string   `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Roles   []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	Grants  []string `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Where the previous run ended (continue-as-new): the deliveries up to
+	// this cursor are done, and the next NextDeliveries records them.
+	Acked         string `protobuf:"bytes,6,opt,name=acked,proto3" json:"acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +529,13 @@ func (x *DeliveryWorkflowInput) GetGrants() []string {
 		return x.Grants
 	}
 	return nil
+}
+
+func (x *DeliveryWorkflowInput) GetAcked() string {
+	if x != nil {
+		return x.Acked
+	}
+	return ""
 }
 
 // WakeSignal tells a delivery workflow that its subscription changed (a
@@ -641,7 +651,11 @@ type NextDeliveriesResponse struct {
 	// More events wait after through.
 	HasMore bool `protobuf:"varint,4,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
 	// Events were pruned before they were delivered.
-	Truncated     bool `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The subscription's position: every event at or before it is
+	// delivered or abandoned. The deliveries of this batch carry it as their
+	// cursor (a safe watermark).
+	From          string `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +723,13 @@ func (x *NextDeliveriesResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *NextDeliveriesResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 // Delivery names one event for a subscription.
@@ -1363,13 +1384,14 @@ const file_toolmesh_events_v1_events_proto_rawDesc = "" +
 	"\targuments\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x18\x80\x80\x01R\targuments\x12\x1d\n" +
 	"\x03url\x18\x03 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x10R\x03url\"+\n" +
 	"\x13UnsubscribeResponse\x12\x14\n" +
-	"\x05ended\x18\x01 \x01(\bR\x05ended\"\x8a\x02\n" +
+	"\x05ended\x18\x01 \x01(\bR\x05ended\"\xa0\x02\n" +
 	"\x15DeliveryWorkflowInput\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x19\n" +
 	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\x14\n" +
 	"\x05roles\x18\x04 \x03(\tR\x05roles\x12\x16\n" +
-	"\x06grants\x18\x05 \x03(\tR\x06grants:e\xe2\xf9\x18a\n" +
+	"\x06grants\x18\x05 \x03(\tR\x06grants\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\tR\x05acked:e\xe2\xf9\x18a\n" +
 	"\x11eventlog.delivery\x12\beventlog\x1a\x0fevents-delivery\"1Webhook deliveries of one MCP events subscription\"<\n" +
 	"\n" +
 	"WakeSignal:.\xea\xf9\x18*\n" +
@@ -1377,7 +1399,7 @@ const file_toolmesh_events_v1_events_proto_rawDesc = "" +
 	"\x15NextDeliveriesRequest\x12B\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x142\x12^sub_[a-z2-7]{32}$R\x0esubscriptionId\x12\x1e\n" +
 	"\x05acked\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05acked\x12\x1f\n" +
-	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\"\xbf\x01\n" +
+	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\"\xd3\x01\n" +
 	"\x16NextDeliveriesResponse\x12\x14\n" +
 	"\x05ended\x18\x01 \x01(\tR\x05ended\x12<\n" +
 	"\n" +
@@ -1385,7 +1407,8 @@ const file_toolmesh_events_v1_events_proto_rawDesc = "" +
 	"deliveries\x12\x18\n" +
 	"\athrough\x18\x03 \x01(\tR\athrough\x12\x19\n" +
 	"\bhas_more\x18\x04 \x01(\bR\ahasMore\x12\x1c\n" +
-	"\ttruncated\x18\x05 \x01(\bR\ttruncated\"7\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12\x12\n" +
+	"\x04from\x18\x06 \x01(\tR\x04from\"7\n" +
 	"\bDelivery\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\xab\x01\n" +

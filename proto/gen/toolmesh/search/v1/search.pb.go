@@ -235,8 +235,11 @@ type DeepResearchRequest struct {
 	// The question to research, e.g. "which Go MCP SDK supports tasks?" (1 to
 	// 400 characters).
 	Question string `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
-	// The searches to run (up to 10, distinct, each 1 to 400 characters);
-	// derived from the question when omitted.
+	// The searches to run (up to 10, distinct, each 1 to 400 characters).
+	// When omitted, the client's model is asked to write them (MCP sampling,
+	// one per line), if the client offers it and its answer meets these
+	// rules; else they are derived from the question, and the result's notes
+	// say so.
 	Queries []string `protobuf:"bytes,2,rep,name=queries,proto3" json:"queries,omitempty"`
 	// At most this many searches (1 to 10); 5 when omitted or 0. Given
 	// queries beyond it are not run.
@@ -597,13 +600,15 @@ const file_toolmesh_search_v1_search_proto_rawDesc = "" +
 	"\x14DeepResearchResponse\x12<\n" +
 	"\aresults\x18\x01 \x03(\v2\".toolmesh.search.v1.ResearchResultR\aresults\x12:\n" +
 	"\aqueries\x18\x02 \x03(\v2 .toolmesh.search.v1.QueryOutcomeR\aqueries\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider2\xa3\x02\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider2\xe1\x04\n" +
 	"\rSearchService\x12m\n" +
 	"\x03Web\x12\x1e.toolmesh.search.v1.WebRequest\x1a\x1f.toolmesh.search.v1.WebResponse\"%\xc2\xf3\x18\x1e\n" +
 	"\n" +
-	"search_web\x12\x0eSearch the web\x18\x01\x90\x02\x01\x12\xa2\x01\n" +
-	"\fDeepResearch\x12'.toolmesh.search.v1.DeepResearchRequest\x1a(.toolmesh.search.v1.DeepResearchResponse\"?\xc2\xf3\x188\n" +
-	"\x14search_deep_research\x12\x1eResearch a question on the web\x18\x01\x90\x02\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1;searchv1b\x06proto3"
+	"search_web\x12\x0eSearch the web\x18\x01\x90\x02\x01\x12\xe0\x03\n" +
+	"\fDeepResearch\x12'.toolmesh.search.v1.DeepResearchRequest\x1a(.toolmesh.search.v1.DeepResearchResponse\"\xfc\x02\xc2\xf3\x18\xf4\x02\n" +
+	"\x14search_deep_research\x12\x1eResearch a question on the web\x18\x01j\xb9\x02\n" +
+	"\aqueries\x12\aqueries\x1a\xb5\x01Write up to {{with .max_queries}}{{.}}{{else}}5{{end}} distinct web search queries that together answer this question: {{.question}}\n" +
+	"Answer with one query per line and nothing else. \x02(\x90\x032<You write web search queries: short, specific, one per line.:*the queries were derived from the question\x90\x02\x01BDZBgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1;searchv1b\x06proto3"
 
 var (
 	file_toolmesh_search_v1_search_proto_rawDescOnce sync.Once

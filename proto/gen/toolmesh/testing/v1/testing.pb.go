@@ -602,6 +602,123 @@ func (x *WriteResponse) GetCount() int32 {
 	return 0
 }
 
+type SummarizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic (1 to 100 characters).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The summary (at most 80 characters); the topic when absent.
+	Summary string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The URIs of the client's roots (at most 3).
+	Roots         []string `protobuf:"bytes,3,rep,name=roots,proto3" json:"roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeRequest) Reset() {
+	*x = SummarizeRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeRequest) ProtoMessage() {}
+
+func (x *SummarizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeRequest.ProtoReflect.Descriptor instead.
+func (*SummarizeRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SummarizeRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SummarizeRequest) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *SummarizeRequest) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
+type SummarizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The summary.
+	Summary string `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The roots it was given.
+	Roots         []string `protobuf:"bytes,2,rep,name=roots,proto3" json:"roots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeResponse) Reset() {
+	*x = SummarizeResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeResponse) ProtoMessage() {}
+
+func (x *SummarizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeResponse.ProtoReflect.Descriptor instead.
+func (*SummarizeResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SummarizeResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *SummarizeResponse) GetRoots() []string {
+	if x != nil {
+		return x.Roots
+	}
+	return nil
+}
+
 type PurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent whose notes are removed.
@@ -612,7 +729,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +741,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +754,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PurgeRequest) GetAgentId() string {
@@ -657,7 +774,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +786,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +799,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PurgeResponse) GetRemoved() int32 {
@@ -707,7 +824,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +836,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +849,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GrantRequest) GetAgentId() string {
@@ -766,7 +883,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +895,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +908,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GrantResponse) GetBalance() int64 {
@@ -814,7 +931,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +943,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +956,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Note) GetId() string {
@@ -866,7 +983,7 @@ type GetNoteRequest struct {
 
 func (x *GetNoteRequest) Reset() {
 	*x = GetNoteRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +995,7 @@ func (x *GetNoteRequest) String() string {
 func (*GetNoteRequest) ProtoMessage() {}
 
 func (x *GetNoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1008,7 @@ func (x *GetNoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoteRequest.ProtoReflect.Descriptor instead.
 func (*GetNoteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetNoteRequest) GetNoteId() string {
@@ -911,7 +1028,7 @@ type GetNoteResponse struct {
 
 func (x *GetNoteResponse) Reset() {
 	*x = GetNoteResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1040,7 @@ func (x *GetNoteResponse) String() string {
 func (*GetNoteResponse) ProtoMessage() {}
 
 func (x *GetNoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1053,7 @@ func (x *GetNoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoteResponse.ProtoReflect.Descriptor instead.
 func (*GetNoteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetNoteResponse) GetNote() *Note {
@@ -958,7 +1075,7 @@ type ListNotesRequest struct {
 
 func (x *ListNotesRequest) Reset() {
 	*x = ListNotesRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1087,7 @@ func (x *ListNotesRequest) String() string {
 func (*ListNotesRequest) ProtoMessage() {}
 
 func (x *ListNotesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1100,7 @@ func (x *ListNotesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotesRequest.ProtoReflect.Descriptor instead.
 func (*ListNotesRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListNotesRequest) GetOffset() int32 {
@@ -1012,7 +1129,7 @@ type ListNotesResponse struct {
 
 func (x *ListNotesResponse) Reset() {
 	*x = ListNotesResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1141,7 @@ func (x *ListNotesResponse) String() string {
 func (*ListNotesResponse) ProtoMessage() {}
 
 func (x *ListNotesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1154,7 @@ func (x *ListNotesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotesResponse.ProtoReflect.Descriptor instead.
 func (*ListNotesResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListNotesResponse) GetNotes() []*Note {
@@ -1062,7 +1179,7 @@ type NoteStatsRequest struct {
 
 func (x *NoteStatsRequest) Reset() {
 	*x = NoteStatsRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1191,7 @@ func (x *NoteStatsRequest) String() string {
 func (*NoteStatsRequest) ProtoMessage() {}
 
 func (x *NoteStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1204,7 @@ func (x *NoteStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoteStatsRequest.ProtoReflect.Descriptor instead.
 func (*NoteStatsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
 }
 
 type NoteStatsResponse struct {
@@ -1100,7 +1217,7 @@ type NoteStatsResponse struct {
 
 func (x *NoteStatsResponse) Reset() {
 	*x = NoteStatsResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1229,7 @@ func (x *NoteStatsResponse) String() string {
 func (*NoteStatsResponse) ProtoMessage() {}
 
 func (x *NoteStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1242,7 @@ func (x *NoteStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoteStatsResponse.ProtoReflect.Descriptor instead.
 func (*NoteStatsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NoteStatsResponse) GetCount() int32 {
@@ -1143,7 +1260,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1272,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1285,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{21}
 }
 
 type PeekResponse struct {
@@ -1181,7 +1298,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1310,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1323,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PeekResponse) GetConfig() map[string]string {
@@ -1226,7 +1343,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1355,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1368,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitRequest) GetMillis() int32 {
@@ -1271,7 +1388,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1400,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1413,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitResponse) GetWaitedMillis() int32 {
@@ -1322,7 +1439,7 @@ type RemindRequest struct {
 
 func (x *RemindRequest) Reset() {
 	*x = RemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1451,7 @@ func (x *RemindRequest) String() string {
 func (*RemindRequest) ProtoMessage() {}
 
 func (x *RemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1464,7 @@ func (x *RemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindRequest.ProtoReflect.Descriptor instead.
 func (*RemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemindRequest) GetText() string {
@@ -1394,7 +1511,7 @@ type RemindResponse struct {
 
 func (x *RemindResponse) Reset() {
 	*x = RemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1523,7 @@ func (x *RemindResponse) String() string {
 func (*RemindResponse) ProtoMessage() {}
 
 func (x *RemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1536,7 @@ func (x *RemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindResponse.ProtoReflect.Descriptor instead.
 func (*RemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemindResponse) GetText() string {
@@ -1460,7 +1577,7 @@ type PreviewRemindRequest struct {
 
 func (x *PreviewRemindRequest) Reset() {
 	*x = PreviewRemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1589,7 @@ func (x *PreviewRemindRequest) String() string {
 func (*PreviewRemindRequest) ProtoMessage() {}
 
 func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1602,7 @@ func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PreviewRemindRequest) GetEvery() string {
@@ -1505,7 +1622,7 @@ type PreviewRemindResponse struct {
 
 func (x *PreviewRemindResponse) Reset() {
 	*x = PreviewRemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1634,7 @@ func (x *PreviewRemindResponse) String() string {
 func (*PreviewRemindResponse) ProtoMessage() {}
 
 func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1647,7 @@ func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindResponse.ProtoReflect.Descriptor instead.
 func (*PreviewRemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PreviewRemindResponse) GetNextRuns() []*timestamppb.Timestamp {
@@ -1570,7 +1687,14 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x04note\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xc8\x01\x01r\x05\x10\x01\x18\xf4\x03R\x04note\"%\n" +
 	"\rWriteResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x05R\x05count\"7\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\"y\n" +
+	"\x10SummarizeRequest\x12\"\n" +
+	"\x05topic\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\x05topic\x12!\n" +
+	"\asummary\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18PR\asummary\x12\x1e\n" +
+	"\x05roots\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x03R\x05roots\"C\n" +
+	"\x11SummarizeResponse\x12\x18\n" +
+	"\asummary\x18\x01 \x01(\tR\asummary\x12\x14\n" +
+	"\x05roots\x18\x02 \x03(\tR\x05roots\"7\n" +
 	"\fPurgeRequest\x12'\n" +
 	"\bagent_id\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18@R\aagentId\")\n" +
 	"\rPurgeResponse\x12\x18\n" +
@@ -1640,7 +1764,7 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vCHANNEL_LOG\x10\x01\x12\x13\n" +
-	"\x0fCHANNEL_WEBHOOK\x10\x022\xe1\t\n" +
+	"\x0fCHANNEL_WEBHOOK\x10\x022\xa4\f\n" +
 	"\x0eTestingService\x12t\n" +
 	"\x04Echo\x12 .toolmesh.testing.v1.EchoRequest\x1a!.toolmesh.testing.v1.EchoResponse\"'\xc2\xf3\x18 \n" +
 	"\ftesting_echo\x12\x0eEcho a message\x18\x01\x90\x02\x01\x12\x85\x01\n" +
@@ -1649,7 +1773,11 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"List items\x18\x01\x90\x02\x01\x12\x9c\x01\n" +
 	"\x05Write\x12!.toolmesh.testing.v1.WriteRequest\x1a\".toolmesh.testing.v1.WriteResponse\"L\xc2\xf3\x18H\n" +
 	"\rtesting_write\x12\fWrite a note\x18\x02j'\n" +
-	"\x04note\x12\x04note\x1a\x19What should the note say?\x12|\n" +
+	"\x04note\x12\x04note\x1a\x19What should the note say?\x12\xc0\x02\n" +
+	"\tSummarize\x12%.toolmesh.testing.v1.SummarizeRequest\x1a&.toolmesh.testing.v1.SummarizeResponse\"\xe3\x01\xc2\xf3\x18\xde\x01\n" +
+	"\x11testing_summarize\x12\x11Summarize a topic\x18\x02j\x85\x01\n" +
+	"\asummary\x12\asummary\x1a%Summarize {{.topic}} in one sentence. \x02(<2!You write one-sentence summaries.:#the topic stands in for the summaryj,\n" +
+	"\x05roots\x12\x05roots\x1a\x1aWhere does the agent work? \x03\x12|\n" +
 	"\x05Purge\x12!.toolmesh.testing.v1.PurgeRequest\x1a\".toolmesh.testing.v1.PurgeResponse\",\xc2\xf3\x18(\n" +
 	"\rtesting_purge\x12\vPurge notes\x18\x032\bagent_id\x12v\n" +
 	"\x05Grant\x12!.toolmesh.testing.v1.GrantRequest\x1a\".toolmesh.testing.v1.GrantResponse\"&\xc2\xf3\x18\"\n" +
@@ -1691,7 +1819,7 @@ func file_toolmesh_testing_v1_testing_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_testing_v1_testing_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(Failure)(0),                  // 0: toolmesh.testing.v1.Failure
 	(Channel)(0),                  // 1: toolmesh.testing.v1.Channel
@@ -1703,67 +1831,71 @@ var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(*ListItemsResponse)(nil),     // 7: toolmesh.testing.v1.ListItemsResponse
 	(*WriteRequest)(nil),          // 8: toolmesh.testing.v1.WriteRequest
 	(*WriteResponse)(nil),         // 9: toolmesh.testing.v1.WriteResponse
-	(*PurgeRequest)(nil),          // 10: toolmesh.testing.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 11: toolmesh.testing.v1.PurgeResponse
-	(*GrantRequest)(nil),          // 12: toolmesh.testing.v1.GrantRequest
-	(*GrantResponse)(nil),         // 13: toolmesh.testing.v1.GrantResponse
-	(*Note)(nil),                  // 14: toolmesh.testing.v1.Note
-	(*GetNoteRequest)(nil),        // 15: toolmesh.testing.v1.GetNoteRequest
-	(*GetNoteResponse)(nil),       // 16: toolmesh.testing.v1.GetNoteResponse
-	(*ListNotesRequest)(nil),      // 17: toolmesh.testing.v1.ListNotesRequest
-	(*ListNotesResponse)(nil),     // 18: toolmesh.testing.v1.ListNotesResponse
-	(*NoteStatsRequest)(nil),      // 19: toolmesh.testing.v1.NoteStatsRequest
-	(*NoteStatsResponse)(nil),     // 20: toolmesh.testing.v1.NoteStatsResponse
-	(*PeekRequest)(nil),           // 21: toolmesh.testing.v1.PeekRequest
-	(*PeekResponse)(nil),          // 22: toolmesh.testing.v1.PeekResponse
-	(*WaitRequest)(nil),           // 23: toolmesh.testing.v1.WaitRequest
-	(*WaitResponse)(nil),          // 24: toolmesh.testing.v1.WaitResponse
-	(*RemindRequest)(nil),         // 25: toolmesh.testing.v1.RemindRequest
-	(*RemindResponse)(nil),        // 26: toolmesh.testing.v1.RemindResponse
-	(*PreviewRemindRequest)(nil),  // 27: toolmesh.testing.v1.PreviewRemindRequest
-	(*PreviewRemindResponse)(nil), // 28: toolmesh.testing.v1.PreviewRemindResponse
-	nil,                           // 29: toolmesh.testing.v1.PeekResponse.ConfigEntry
-	(*v1.Page)(nil),               // 30: toolmesh.page.v1.Page
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*SummarizeRequest)(nil),      // 10: toolmesh.testing.v1.SummarizeRequest
+	(*SummarizeResponse)(nil),     // 11: toolmesh.testing.v1.SummarizeResponse
+	(*PurgeRequest)(nil),          // 12: toolmesh.testing.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 13: toolmesh.testing.v1.PurgeResponse
+	(*GrantRequest)(nil),          // 14: toolmesh.testing.v1.GrantRequest
+	(*GrantResponse)(nil),         // 15: toolmesh.testing.v1.GrantResponse
+	(*Note)(nil),                  // 16: toolmesh.testing.v1.Note
+	(*GetNoteRequest)(nil),        // 17: toolmesh.testing.v1.GetNoteRequest
+	(*GetNoteResponse)(nil),       // 18: toolmesh.testing.v1.GetNoteResponse
+	(*ListNotesRequest)(nil),      // 19: toolmesh.testing.v1.ListNotesRequest
+	(*ListNotesResponse)(nil),     // 20: toolmesh.testing.v1.ListNotesResponse
+	(*NoteStatsRequest)(nil),      // 21: toolmesh.testing.v1.NoteStatsRequest
+	(*NoteStatsResponse)(nil),     // 22: toolmesh.testing.v1.NoteStatsResponse
+	(*PeekRequest)(nil),           // 23: toolmesh.testing.v1.PeekRequest
+	(*PeekResponse)(nil),          // 24: toolmesh.testing.v1.PeekResponse
+	(*WaitRequest)(nil),           // 25: toolmesh.testing.v1.WaitRequest
+	(*WaitResponse)(nil),          // 26: toolmesh.testing.v1.WaitResponse
+	(*RemindRequest)(nil),         // 27: toolmesh.testing.v1.RemindRequest
+	(*RemindResponse)(nil),        // 28: toolmesh.testing.v1.RemindResponse
+	(*PreviewRemindRequest)(nil),  // 29: toolmesh.testing.v1.PreviewRemindRequest
+	(*PreviewRemindResponse)(nil), // 30: toolmesh.testing.v1.PreviewRemindResponse
+	nil,                           // 31: toolmesh.testing.v1.PeekResponse.ConfigEntry
+	(*v1.Page)(nil),               // 32: toolmesh.page.v1.Page
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_toolmesh_testing_v1_testing_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.testing.v1.EchoRequest.fail:type_name -> toolmesh.testing.v1.Failure
-	30, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	14, // 2: toolmesh.testing.v1.GetNoteResponse.note:type_name -> toolmesh.testing.v1.Note
-	14, // 3: toolmesh.testing.v1.ListNotesResponse.notes:type_name -> toolmesh.testing.v1.Note
-	30, // 4: toolmesh.testing.v1.ListNotesResponse.page:type_name -> toolmesh.page.v1.Page
-	29, // 5: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
+	32, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	16, // 2: toolmesh.testing.v1.GetNoteResponse.note:type_name -> toolmesh.testing.v1.Note
+	16, // 3: toolmesh.testing.v1.ListNotesResponse.notes:type_name -> toolmesh.testing.v1.Note
+	32, // 4: toolmesh.testing.v1.ListNotesResponse.page:type_name -> toolmesh.page.v1.Page
+	31, // 5: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
 	1,  // 6: toolmesh.testing.v1.RemindRequest.channel:type_name -> toolmesh.testing.v1.Channel
 	1,  // 7: toolmesh.testing.v1.RemindResponse.channel:type_name -> toolmesh.testing.v1.Channel
-	31, // 8: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
+	33, // 8: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
 	2,  // 9: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
 	6,  // 10: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
 	8,  // 11: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
-	10, // 12: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
-	12, // 13: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
-	21, // 14: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
-	25, // 15: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
-	27, // 16: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
-	23, // 17: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
-	15, // 18: toolmesh.testing.v1.TestingNotesService.GetNote:input_type -> toolmesh.testing.v1.GetNoteRequest
-	17, // 19: toolmesh.testing.v1.TestingNotesService.ListNotes:input_type -> toolmesh.testing.v1.ListNotesRequest
-	19, // 20: toolmesh.testing.v1.TestingNotesService.NoteStats:input_type -> toolmesh.testing.v1.NoteStatsRequest
-	4,  // 21: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
-	3,  // 22: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
-	7,  // 23: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
-	9,  // 24: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
-	11, // 25: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
-	13, // 26: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
-	22, // 27: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
-	26, // 28: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
-	28, // 29: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
-	24, // 30: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
-	16, // 31: toolmesh.testing.v1.TestingNotesService.GetNote:output_type -> toolmesh.testing.v1.GetNoteResponse
-	18, // 32: toolmesh.testing.v1.TestingNotesService.ListNotes:output_type -> toolmesh.testing.v1.ListNotesResponse
-	20, // 33: toolmesh.testing.v1.TestingNotesService.NoteStats:output_type -> toolmesh.testing.v1.NoteStatsResponse
-	5,  // 34: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
+	10, // 12: toolmesh.testing.v1.TestingService.Summarize:input_type -> toolmesh.testing.v1.SummarizeRequest
+	12, // 13: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
+	14, // 14: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
+	23, // 15: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
+	27, // 16: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
+	29, // 17: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
+	25, // 18: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
+	17, // 19: toolmesh.testing.v1.TestingNotesService.GetNote:input_type -> toolmesh.testing.v1.GetNoteRequest
+	19, // 20: toolmesh.testing.v1.TestingNotesService.ListNotes:input_type -> toolmesh.testing.v1.ListNotesRequest
+	21, // 21: toolmesh.testing.v1.TestingNotesService.NoteStats:input_type -> toolmesh.testing.v1.NoteStatsRequest
+	4,  // 22: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
+	3,  // 23: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
+	7,  // 24: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
+	9,  // 25: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
+	11, // 26: toolmesh.testing.v1.TestingService.Summarize:output_type -> toolmesh.testing.v1.SummarizeResponse
+	13, // 27: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
+	15, // 28: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
+	24, // 29: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
+	28, // 30: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
+	30, // 31: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
+	26, // 32: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
+	18, // 33: toolmesh.testing.v1.TestingNotesService.GetNote:output_type -> toolmesh.testing.v1.GetNoteResponse
+	20, // 34: toolmesh.testing.v1.TestingNotesService.ListNotes:output_type -> toolmesh.testing.v1.ListNotesResponse
+	22, // 35: toolmesh.testing.v1.TestingNotesService.NoteStats:output_type -> toolmesh.testing.v1.NoteStatsResponse
+	5,  // 36: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
+	23, // [23:37] is the sub-list for method output_type
+	9,  // [9:23] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1780,7 +1912,7 @@ func file_toolmesh_testing_v1_testing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_testing_v1_testing_proto_rawDesc), len(file_toolmesh_testing_v1_testing_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

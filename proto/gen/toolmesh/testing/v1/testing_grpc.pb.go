@@ -27,6 +27,7 @@ const (
 	TestingService_Echo_FullMethodName          = "/toolmesh.testing.v1.TestingService/Echo"
 	TestingService_ListItems_FullMethodName     = "/toolmesh.testing.v1.TestingService/ListItems"
 	TestingService_Write_FullMethodName         = "/toolmesh.testing.v1.TestingService/Write"
+	TestingService_Summarize_FullMethodName     = "/toolmesh.testing.v1.TestingService/Summarize"
 	TestingService_Purge_FullMethodName         = "/toolmesh.testing.v1.TestingService/Purge"
 	TestingService_Grant_FullMethodName         = "/toolmesh.testing.v1.TestingService/Grant"
 	TestingService_Peek_FullMethodName          = "/toolmesh.testing.v1.TestingService/Peek"
@@ -48,6 +49,9 @@ type TestingServiceClient interface {
 	ListItems(ctx context.Context, in *ListItemsRequest, opts ...grpc.CallOption) (*ListItemsResponse, error)
 	// Record a note for the calling agent.
 	Write(ctx context.Context, in *WriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
+	// Summarize a topic for the calling agent: the client's model writes the
+	// summary, and the client's roots say where the agent works.
+	Summarize(ctx context.Context, in *SummarizeRequest, opts ...grpc.CallOption) (*SummarizeResponse, error)
 	// Remove every note of an agent.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
 	// Grant credits to an agent.
@@ -94,6 +98,16 @@ func (c *testingServiceClient) Write(ctx context.Context, in *WriteRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteResponse)
 	err := c.cc.Invoke(ctx, TestingService_Write_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *testingServiceClient) Summarize(ctx context.Context, in *SummarizeRequest, opts ...grpc.CallOption) (*SummarizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SummarizeResponse)
+	err := c.cc.Invoke(ctx, TestingService_Summarize_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +187,9 @@ type TestingServiceServer interface {
 	ListItems(context.Context, *ListItemsRequest) (*ListItemsResponse, error)
 	// Record a note for the calling agent.
 	Write(context.Context, *WriteRequest) (*WriteResponse, error)
+	// Summarize a topic for the calling agent: the client's model writes the
+	// summary, and the client's roots say where the agent works.
+	Summarize(context.Context, *SummarizeRequest) (*SummarizeResponse, error)
 	// Remove every note of an agent.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
 	// Grant credits to an agent.
@@ -203,6 +220,9 @@ func (UnimplementedTestingServiceServer) ListItems(context.Context, *ListItemsRe
 }
 func (UnimplementedTestingServiceServer) Write(context.Context, *WriteRequest) (*WriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Write not implemented")
+}
+func (UnimplementedTestingServiceServer) Summarize(context.Context, *SummarizeRequest) (*SummarizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Summarize not implemented")
 }
 func (UnimplementedTestingServiceServer) Purge(context.Context, *PurgeRequest) (*PurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Purge not implemented")
@@ -293,6 +313,24 @@ func _TestingService_Write_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TestingServiceServer).Write(ctx, req.(*WriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TestingService_Summarize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SummarizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingServiceServer).Summarize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingService_Summarize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingServiceServer).Summarize(ctx, req.(*SummarizeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -423,6 +461,10 @@ var TestingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Write",
 			Handler:    _TestingService_Write_Handler,
+		},
+		{
+			MethodName: "Summarize",
+			Handler:    _TestingService_Summarize_Handler,
 		},
 		{
 			MethodName: "Purge",

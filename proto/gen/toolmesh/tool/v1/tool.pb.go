@@ -158,6 +158,70 @@ func (TaskSupport) EnumDescriptor() ([]byte, []int) {
 	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
 }
 
+// QuestionKind is what a Question asks, and of whom. Each is asked only of a
+// client that declared it can answer it: form elicitation, sampling, roots.
+type QuestionKind int32
+
+const (
+	// A form (FORM).
+	QuestionKind_QUESTION_KIND_UNSPECIFIED QuestionKind = 0
+	// A form the user fills in, one property per field.
+	QuestionKind_QUESTION_KIND_FORM QuestionKind = 1
+	// A completion of the client's model (sampling/createMessage), prompted by
+	// the message. It asks for one field, which the model's text fills: a
+	// string field takes the text as it is; a repeated string field takes a
+	// JSON array of strings, or else one item per non-empty line (list markers
+	// dropped). The value passes the field's rules (its form schema) before it
+	// is used: an answer that does not is refused, and the fallback applies.
+	QuestionKind_QUESTION_KIND_SAMPLING QuestionKind = 2
+	// The client's roots (roots/list). It asks for one field: a repeated
+	// string field takes every root's URI, a string field the first.
+	QuestionKind_QUESTION_KIND_ROOTS QuestionKind = 3
+)
+
+// Enum value maps for QuestionKind.
+var (
+	QuestionKind_name = map[int32]string{
+		0: "QUESTION_KIND_UNSPECIFIED",
+		1: "QUESTION_KIND_FORM",
+		2: "QUESTION_KIND_SAMPLING",
+		3: "QUESTION_KIND_ROOTS",
+	}
+	QuestionKind_value = map[string]int32{
+		"QUESTION_KIND_UNSPECIFIED": 0,
+		"QUESTION_KIND_FORM":        1,
+		"QUESTION_KIND_SAMPLING":    2,
+		"QUESTION_KIND_ROOTS":       3,
+	}
+)
+
+func (x QuestionKind) Enum() *QuestionKind {
+	p := new(QuestionKind)
+	*p = x
+	return p
+}
+
+func (x QuestionKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QuestionKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[2].Descriptor()
+}
+
+func (QuestionKind) Type() protoreflect.EnumType {
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[2]
+}
+
+func (x QuestionKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QuestionKind.Descriptor instead.
+func (QuestionKind) EnumDescriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+}
+
 // TaskState is an MCP task status.
 type TaskState int32
 
@@ -207,11 +271,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_tool_v1_tool_proto_enumTypes[2].Descriptor()
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[3].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_toolmesh_tool_v1_tool_proto_enumTypes[2]
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[3]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -220,7 +284,7 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 // PromptEmbed says what a prompt attaches.
@@ -267,11 +331,11 @@ func (x PromptEmbed) String() string {
 }
 
 func (PromptEmbed) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolmesh_tool_v1_tool_proto_enumTypes[3].Descriptor()
+	return file_toolmesh_tool_v1_tool_proto_enumTypes[4].Descriptor()
 }
 
 func (PromptEmbed) Type() protoreflect.EnumType {
-	return &file_toolmesh_tool_v1_tool_proto_enumTypes[3]
+	return &file_toolmesh_tool_v1_tool_proto_enumTypes[4]
 }
 
 func (x PromptEmbed) Number() protoreflect.EnumNumber {
@@ -280,7 +344,7 @@ func (x PromptEmbed) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PromptEmbed.Descriptor instead.
 func (PromptEmbed) EnumDescriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 // Tool marks an RPC as an MCP tool. An RPC without it is not exposed.
@@ -472,20 +536,25 @@ func (x *Tool) GetQuestions() []*Question {
 	return nil
 }
 
-// Question is a form the user fills in when the tool is called, asking for
-// request fields the call left out, e.g. a confirmation ("Delete
-// {{.filename}}?" asking for the boolean field confirm).
+// Question is an input request a call makes of its client when the tool is
+// called, for request fields the call left out: a form the user fills in
+// (e.g. a confirmation, "Delete {{.filename}}?" asking for the boolean field
+// confirm), a completion of the client's model, or the client's roots (see
+// QuestionKind).
 //
-// The questions whose fields a call lacks are asked all at once, each as a
-// form of its own that may be answered alone, after the elicitable fields and
-// their preview and before an ADMIN tool's confirmation; their answers become
-// the fields' values and the call runs once every one is answered. They are
-// asked only of a client that can be asked (it declares form elicitation);
-// any other gives the fields itself, as arguments, or is refused by the
-// fields' rules. A client that follows MCP tasks finds them as the
-// inputRequests of the call's task (status input_required) and answers them
-// with tasks/update; a 2026-07-28 client without tasks gets an
-// input_required result; a session client, elicitation requests.
+// The questions whose fields a call lacks are asked all at once (one round
+// may carry forms, a sampling request and a roots request), each answered
+// alone, after the elicitable fields and their preview and before an ADMIN
+// tool's confirmation; their answers become the fields' values and the call
+// runs once every one is answered. Each is asked only of a client that
+// declared it can answer it; for any other, a form is left to the arguments
+// (or refused by the fields' rules), and a sampling or roots question
+// follows its fallback or, without one, refuses the call (docs/errors.md). A
+// client that follows MCP tasks finds them as the inputRequests of the
+// call's task (status input_required) and answers them with tasks/update; a
+// 2026-07-28 client without tasks gets an input_required result; a session
+// client, elicitation/create, sampling/createMessage and roots/list
+// requests.
 type Question struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Names the question, unique within the tool, e.g. "confirm"; it is part of
@@ -496,8 +565,32 @@ type Question struct {
 	// another question. The question is asked when the call lacks any of them.
 	Fields []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
 	// What the user is asked: a Go text/template over the call's arguments by
-	// name, e.g. "Delete {{.filename}}?".
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// name, e.g. "Delete {{.filename}}?". For a SAMPLING question, the prompt
+	// the client's model is given.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// What is asked, and of whom: a form for the user (the default), a
+	// completion of the client's model, or the client's roots (see
+	// QuestionKind).
+	Kind QuestionKind `protobuf:"varint,4,opt,name=kind,proto3,enum=toolmesh.tool.v1.QuestionKind" json:"kind,omitempty"`
+	// SAMPLING: the most tokens the client's model may answer with (1 to
+	// 4096; 1000 when unset).
+	MaxTokens int32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// SAMPLING: the system prompt the client's model is given, if any.
+	SystemPrompt string `protobuf:"bytes,6,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
+	// What the tool does instead when its client cannot answer (it did not
+	// declare the capability) or when the answer breaks the field's rules, for
+	// the model reading the result, e.g. "the queries were derived from the
+	// question". With it the call goes on without the answer and its result
+	// says so (the envelope's notes); without it the call needs the answer,
+	// and a client without the capability is refused (docs/errors.md, "What
+	// a client lacks").
+	Fallback string `protobuf:"bytes,7,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// The key the question is asked under instead of the round-scoped one
+	// ("r<round>.<name>"), for a fixture whose peer expects a literal key.
+	// Product tools leave it empty: a requestState is bound to its round and
+	// used once either way, but a round-scoped key also keeps an answer meant
+	// for one round from naming a question of another.
+	Key           string `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +642,41 @@ func (x *Question) GetFields() []string {
 func (x *Question) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *Question) GetKind() QuestionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return QuestionKind_QUESTION_KIND_UNSPECIFIED
+}
+
+func (x *Question) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Question) GetSystemPrompt() string {
+	if x != nil {
+		return x.SystemPrompt
+	}
+	return ""
+}
+
+func (x *Question) GetFallback() string {
+	if x != nil {
+		return x.Fallback
+	}
+	return ""
+}
+
+func (x *Question) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -1656,11 +1784,17 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\atoolset\x18\x15 \x01(\tR\atoolset\x12F\n" +
 	"\x0ecard_extension\x18\x16 \x01(\v2\x1f.toolmesh.tool.v1.CardExtensionR\rcardExtension\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
-	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"P\n" +
+	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"\xf6\x01\n" +
 	"\bQuestion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"7\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x122\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1e.toolmesh.tool.v1.QuestionKindR\x04kind\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12#\n" +
+	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x12\x1a\n" +
+	"\bfallback\x18\a \x01(\tR\bfallback\x12\x10\n" +
+	"\x03key\x18\b \x01(\tR\x03key\"7\n" +
 	"\aToolset\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\adefault\x18\x02 \x01(\bR\adefault\"d\n" +
@@ -1754,7 +1888,12 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\vTaskSupport\x12\x1c\n" +
 	"\x18TASK_SUPPORT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15TASK_SUPPORT_OPTIONAL\x10\x01\x12\x19\n" +
-	"\x15TASK_SUPPORT_REQUIRED\x10\x02*\xa9\x01\n" +
+	"\x15TASK_SUPPORT_REQUIRED\x10\x02*z\n" +
+	"\fQuestionKind\x12\x1d\n" +
+	"\x19QUESTION_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12QUESTION_KIND_FORM\x10\x01\x12\x1a\n" +
+	"\x16QUESTION_KIND_SAMPLING\x10\x02\x12\x17\n" +
+	"\x13QUESTION_KIND_ROOTS\x10\x03*\xa9\x01\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_WORKING\x10\x01\x12\x1d\n" +
@@ -1784,58 +1923,60 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolmesh_tool_v1_tool_proto_rawDescData
 }
 
-var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
 	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
-	(TaskState)(0),                      // 2: toolmesh.tool.v1.TaskState
-	(PromptEmbed)(0),                    // 3: toolmesh.tool.v1.PromptEmbed
-	(*Tool)(nil),                        // 4: toolmesh.tool.v1.Tool
-	(*Question)(nil),                    // 5: toolmesh.tool.v1.Question
-	(*Toolset)(nil),                     // 6: toolmesh.tool.v1.Toolset
-	(*CardExtension)(nil),               // 7: toolmesh.tool.v1.CardExtension
-	(*Resource)(nil),                    // 8: toolmesh.tool.v1.Resource
-	(*Task)(nil),                        // 9: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                  // 10: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                      // 11: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),              // 12: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),                // 13: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),            // 14: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                  // 15: toolmesh.tool.v1.OnBehalfOf
-	(*Event)(nil),                       // 16: toolmesh.tool.v1.Event
-	(*descriptorpb.MessageOptions)(nil), // 17: google.protobuf.MessageOptions
-	(*descriptorpb.MethodOptions)(nil),  // 18: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),   // 19: google.protobuf.FieldOptions
-	(*descriptorpb.ServiceOptions)(nil), // 20: google.protobuf.ServiceOptions
+	(QuestionKind)(0),                   // 2: toolmesh.tool.v1.QuestionKind
+	(TaskState)(0),                      // 3: toolmesh.tool.v1.TaskState
+	(PromptEmbed)(0),                    // 4: toolmesh.tool.v1.PromptEmbed
+	(*Tool)(nil),                        // 5: toolmesh.tool.v1.Tool
+	(*Question)(nil),                    // 6: toolmesh.tool.v1.Question
+	(*Toolset)(nil),                     // 7: toolmesh.tool.v1.Toolset
+	(*CardExtension)(nil),               // 8: toolmesh.tool.v1.CardExtension
+	(*Resource)(nil),                    // 9: toolmesh.tool.v1.Resource
+	(*Task)(nil),                        // 10: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                  // 11: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                      // 12: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),              // 13: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),                // 14: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),            // 15: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                  // 16: toolmesh.tool.v1.OnBehalfOf
+	(*Event)(nil),                       // 17: toolmesh.tool.v1.Event
+	(*descriptorpb.MessageOptions)(nil), // 18: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),  // 19: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 20: google.protobuf.FieldOptions
+	(*descriptorpb.ServiceOptions)(nil), // 21: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	8,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	9,  // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	11, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	15, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	7,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
+	9,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	10, // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	12, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	16, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	8,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
 	1,  // 6: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
-	5,  // 7: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
-	10, // 8: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
-	2,  // 9: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	12, // 10: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
-	3,  // 11: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	13, // 12: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	14, // 13: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	17, // 14: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
-	18, // 15: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	19, // 16: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
-	20, // 17: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	16, // 18: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
-	4,  // 19: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	6,  // 20: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	18, // [18:21] is the sub-list for extension type_name
-	14, // [14:18] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	6,  // 7: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
+	2,  // 8: toolmesh.tool.v1.Question.kind:type_name -> toolmesh.tool.v1.QuestionKind
+	11, // 9: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	3,  // 10: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	13, // 11: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	4,  // 12: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	14, // 13: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	15, // 14: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	18, // 15: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
+	19, // 16: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	20, // 17: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	21, // 18: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	17, // 19: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	5,  // 20: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	7,  // 21: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	19, // [19:22] is the sub-list for extension type_name
+	15, // [15:19] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -1848,7 +1989,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   13,
 			NumExtensions: 4,
 			NumServices:   0,

@@ -83,6 +83,24 @@ const (
 	// ConformanceServiceInputRequiredResultElicitationProcedure is the fully-qualified name of the
 	// ConformanceService's InputRequiredResultElicitation RPC.
 	ConformanceServiceInputRequiredResultElicitationProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultElicitation"
+	// ConformanceServiceInputRequiredResultSamplingProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredResultSampling RPC.
+	ConformanceServiceInputRequiredResultSamplingProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultSampling"
+	// ConformanceServiceInputRequiredResultListRootsProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredResultListRoots RPC.
+	ConformanceServiceInputRequiredResultListRootsProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultListRoots"
+	// ConformanceServiceInputRequiredResultMultipleInputsProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredResultMultipleInputs RPC.
+	ConformanceServiceInputRequiredResultMultipleInputsProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultipleInputs"
+	// ConformanceServiceInputRequiredResultCapabilitiesProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredResultCapabilities RPC.
+	ConformanceServiceInputRequiredResultCapabilitiesProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultCapabilities"
+	// ConformanceServiceSamplingProcedure is the fully-qualified name of the ConformanceService's
+	// Sampling RPC.
+	ConformanceServiceSamplingProcedure = "/toolmesh.conformance.v1.ConformanceService/Sampling"
+	// ConformanceServiceMissingCapabilityProcedure is the fully-qualified name of the
+	// ConformanceService's MissingCapability RPC.
+	ConformanceServiceMissingCapabilityProcedure = "/toolmesh.conformance.v1.ConformanceService/MissingCapability"
 	// ConformanceServiceInputRequiredResultMultiRoundProcedure is the fully-qualified name of the
 	// ConformanceService's InputRequiredResultMultiRound RPC.
 	ConformanceServiceInputRequiredResultMultiRoundProcedure = "/toolmesh.conformance.v1.ConformanceService/InputRequiredResultMultiRound"
@@ -155,6 +173,23 @@ type ConformanceServiceClient interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
+	// Ask the client's model what the capital of France is, then say its
+	// answer.
+	InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error)
+	// Ask the client for its roots, then name them.
+	InputRequiredResultListRoots(context.Context, *v1.InputRequiredResultListRootsRequest) (*v1.InputRequiredResultListRootsResponse, error)
+	// Ask the user's name, the client's model for a greeting and the client
+	// for its roots, all in one round, then say what it got.
+	InputRequiredResultMultipleInputs(context.Context, *v1.InputRequiredResultMultipleInputsRequest) (*v1.InputRequiredResultMultipleInputsResponse, error)
+	// Ask only what the client can answer: its model for a greeting, and the
+	// user for a name when the client can ask the user.
+	InputRequiredResultCapabilities(context.Context, *v1.InputRequiredResultCapabilitiesRequest) (*v1.InputRequiredResultCapabilitiesResponse, error)
+	// Ask the client's model for a completion of the prompt (the session
+	// era's sampling/createMessage), then say its answer.
+	Sampling(context.Context, *v1.SamplingRequest) (*v1.SamplingResponse, error)
+	// Needs the client's model: a client that does not offer sampling is
+	// refused (-32021 naming sampling at 2026-07-28).
+	MissingCapability(context.Context, *v1.MissingCapabilityRequest) (*v1.MissingCapabilityResponse, error)
 	// Ask the user for their name and favourite colour, then greet them; what
 	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *v1.InputRequiredResultMultiRoundRequest) (*v1.InputRequiredResultMultiRoundResponse, error)
@@ -289,6 +324,42 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultElicitation")),
 			connect.WithClientOptions(opts...),
 		),
+		inputRequiredResultSampling: connect.NewClient[v1.InputRequiredResultSamplingRequest, v1.InputRequiredResultSamplingResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredResultSamplingProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultSampling")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredResultListRoots: connect.NewClient[v1.InputRequiredResultListRootsRequest, v1.InputRequiredResultListRootsResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredResultListRootsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultListRoots")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredResultMultipleInputs: connect.NewClient[v1.InputRequiredResultMultipleInputsRequest, v1.InputRequiredResultMultipleInputsResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredResultMultipleInputsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultMultipleInputs")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredResultCapabilities: connect.NewClient[v1.InputRequiredResultCapabilitiesRequest, v1.InputRequiredResultCapabilitiesResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredResultCapabilitiesProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultCapabilities")),
+			connect.WithClientOptions(opts...),
+		),
+		sampling: connect.NewClient[v1.SamplingRequest, v1.SamplingResponse](
+			httpClient,
+			baseURL+ConformanceServiceSamplingProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("Sampling")),
+			connect.WithClientOptions(opts...),
+		),
+		missingCapability: connect.NewClient[v1.MissingCapabilityRequest, v1.MissingCapabilityResponse](
+			httpClient,
+			baseURL+ConformanceServiceMissingCapabilityProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("MissingCapability")),
+			connect.WithClientOptions(opts...),
+		),
 		inputRequiredResultMultiRound: connect.NewClient[v1.InputRequiredResultMultiRoundRequest, v1.InputRequiredResultMultiRoundResponse](
 			httpClient,
 			baseURL+ConformanceServiceInputRequiredResultMultiRoundProcedure,
@@ -379,33 +450,39 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 
 // conformanceServiceClient implements ConformanceServiceClient.
 type conformanceServiceClient struct {
-	simpleText                       *connect.Client[v1.SimpleTextRequest, v1.SimpleTextResponse]
-	imageContent                     *connect.Client[v1.ImageContentRequest, v1.ImageContentResponse]
-	audioContent                     *connect.Client[v1.AudioContentRequest, v1.AudioContentResponse]
-	embeddedResource                 *connect.Client[v1.EmbeddedResourceRequest, v1.EmbeddedResourceResponse]
-	multipleContentTypes             *connect.Client[v1.MultipleContentTypesRequest, v1.MultipleContentTypesResponse]
-	errorHandling                    *connect.Client[v1.ErrorHandlingRequest, v1.ErrorHandlingResponse]
-	toolWithProgress                 *connect.Client[v1.ToolWithProgressRequest, v1.ToolWithProgressResponse]
-	toolWithLogging                  *connect.Client[v1.ToolWithLoggingRequest, v1.ToolWithLoggingResponse]
-	loggingTool                      *connect.Client[v1.LoggingToolRequest, v1.LoggingToolResponse]
-	elicitation                      *connect.Client[v1.ElicitationRequest, v1.ElicitationResponse]
-	streamingElicitation             *connect.Client[v1.StreamingElicitationRequest, v1.StreamingElicitationResponse]
-	inputRequiredResultRequestState  *connect.Client[v1.InputRequiredResultRequestStateRequest, v1.InputRequiredResultRequestStateResponse]
-	inputRequiredResultTamperedState *connect.Client[v1.InputRequiredResultTamperedStateRequest, v1.InputRequiredResultTamperedStateResponse]
-	inputRequiredResultElicitation   *connect.Client[v1.InputRequiredResultElicitationRequest, v1.InputRequiredResultElicitationResponse]
-	inputRequiredResultMultiRound    *connect.Client[v1.InputRequiredResultMultiRoundRequest, v1.InputRequiredResultMultiRoundResponse]
-	greet                            *connect.Client[v1.GreetRequest, v1.GreetResponse]
-	slowCompute                      *connect.Client[v1.SlowComputeRequest, v1.SlowComputeResponse]
-	failingJob                       *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
-	protocolErrorJob                 *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
-	confirmDelete                    *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
-	multiInput                       *connect.Client[v1.MultiInputRequest, v1.MultiInputResponse]
-	toolWithTask                     *connect.Client[v1.ToolWithTaskRequest, v1.ToolWithTaskResponse]
-	staticText                       *connect.Client[v1.StaticTextRequest, v1.StaticTextResponse]
-	staticBinary                     *connect.Client[v1.StaticBinaryRequest, v1.StaticBinaryResponse]
-	watchedResource                  *connect.Client[v1.WatchedResourceRequest, v1.WatchedResourceResponse]
-	templateData                     *connect.Client[v1.TemplateDataRequest, v1.TemplateDataResponse]
-	listTemplateItems                *connect.Client[v1.ListTemplateItemsRequest, v1.ListTemplateItemsResponse]
+	simpleText                        *connect.Client[v1.SimpleTextRequest, v1.SimpleTextResponse]
+	imageContent                      *connect.Client[v1.ImageContentRequest, v1.ImageContentResponse]
+	audioContent                      *connect.Client[v1.AudioContentRequest, v1.AudioContentResponse]
+	embeddedResource                  *connect.Client[v1.EmbeddedResourceRequest, v1.EmbeddedResourceResponse]
+	multipleContentTypes              *connect.Client[v1.MultipleContentTypesRequest, v1.MultipleContentTypesResponse]
+	errorHandling                     *connect.Client[v1.ErrorHandlingRequest, v1.ErrorHandlingResponse]
+	toolWithProgress                  *connect.Client[v1.ToolWithProgressRequest, v1.ToolWithProgressResponse]
+	toolWithLogging                   *connect.Client[v1.ToolWithLoggingRequest, v1.ToolWithLoggingResponse]
+	loggingTool                       *connect.Client[v1.LoggingToolRequest, v1.LoggingToolResponse]
+	elicitation                       *connect.Client[v1.ElicitationRequest, v1.ElicitationResponse]
+	streamingElicitation              *connect.Client[v1.StreamingElicitationRequest, v1.StreamingElicitationResponse]
+	inputRequiredResultRequestState   *connect.Client[v1.InputRequiredResultRequestStateRequest, v1.InputRequiredResultRequestStateResponse]
+	inputRequiredResultTamperedState  *connect.Client[v1.InputRequiredResultTamperedStateRequest, v1.InputRequiredResultTamperedStateResponse]
+	inputRequiredResultElicitation    *connect.Client[v1.InputRequiredResultElicitationRequest, v1.InputRequiredResultElicitationResponse]
+	inputRequiredResultSampling       *connect.Client[v1.InputRequiredResultSamplingRequest, v1.InputRequiredResultSamplingResponse]
+	inputRequiredResultListRoots      *connect.Client[v1.InputRequiredResultListRootsRequest, v1.InputRequiredResultListRootsResponse]
+	inputRequiredResultMultipleInputs *connect.Client[v1.InputRequiredResultMultipleInputsRequest, v1.InputRequiredResultMultipleInputsResponse]
+	inputRequiredResultCapabilities   *connect.Client[v1.InputRequiredResultCapabilitiesRequest, v1.InputRequiredResultCapabilitiesResponse]
+	sampling                          *connect.Client[v1.SamplingRequest, v1.SamplingResponse]
+	missingCapability                 *connect.Client[v1.MissingCapabilityRequest, v1.MissingCapabilityResponse]
+	inputRequiredResultMultiRound     *connect.Client[v1.InputRequiredResultMultiRoundRequest, v1.InputRequiredResultMultiRoundResponse]
+	greet                             *connect.Client[v1.GreetRequest, v1.GreetResponse]
+	slowCompute                       *connect.Client[v1.SlowComputeRequest, v1.SlowComputeResponse]
+	failingJob                        *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
+	protocolErrorJob                  *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
+	confirmDelete                     *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
+	multiInput                        *connect.Client[v1.MultiInputRequest, v1.MultiInputResponse]
+	toolWithTask                      *connect.Client[v1.ToolWithTaskRequest, v1.ToolWithTaskResponse]
+	staticText                        *connect.Client[v1.StaticTextRequest, v1.StaticTextResponse]
+	staticBinary                      *connect.Client[v1.StaticBinaryRequest, v1.StaticBinaryResponse]
+	watchedResource                   *connect.Client[v1.WatchedResourceRequest, v1.WatchedResourceResponse]
+	templateData                      *connect.Client[v1.TemplateDataRequest, v1.TemplateDataResponse]
+	listTemplateItems                 *connect.Client[v1.ListTemplateItemsRequest, v1.ListTemplateItemsResponse]
 }
 
 // SimpleText calls toolmesh.conformance.v1.ConformanceService.SimpleText.
@@ -519,6 +596,64 @@ func (c *conformanceServiceClient) InputRequiredResultTamperedState(ctx context.
 // toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation.
 func (c *conformanceServiceClient) InputRequiredResultElicitation(ctx context.Context, req *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error) {
 	response, err := c.inputRequiredResultElicitation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// InputRequiredResultSampling calls
+// toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling.
+func (c *conformanceServiceClient) InputRequiredResultSampling(ctx context.Context, req *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error) {
+	response, err := c.inputRequiredResultSampling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// InputRequiredResultListRoots calls
+// toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots.
+func (c *conformanceServiceClient) InputRequiredResultListRoots(ctx context.Context, req *v1.InputRequiredResultListRootsRequest) (*v1.InputRequiredResultListRootsResponse, error) {
+	response, err := c.inputRequiredResultListRoots.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// InputRequiredResultMultipleInputs calls
+// toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs.
+func (c *conformanceServiceClient) InputRequiredResultMultipleInputs(ctx context.Context, req *v1.InputRequiredResultMultipleInputsRequest) (*v1.InputRequiredResultMultipleInputsResponse, error) {
+	response, err := c.inputRequiredResultMultipleInputs.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// InputRequiredResultCapabilities calls
+// toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities.
+func (c *conformanceServiceClient) InputRequiredResultCapabilities(ctx context.Context, req *v1.InputRequiredResultCapabilitiesRequest) (*v1.InputRequiredResultCapabilitiesResponse, error) {
+	response, err := c.inputRequiredResultCapabilities.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Sampling calls toolmesh.conformance.v1.ConformanceService.Sampling.
+func (c *conformanceServiceClient) Sampling(ctx context.Context, req *v1.SamplingRequest) (*v1.SamplingResponse, error) {
+	response, err := c.sampling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// MissingCapability calls toolmesh.conformance.v1.ConformanceService.MissingCapability.
+func (c *conformanceServiceClient) MissingCapability(ctx context.Context, req *v1.MissingCapabilityRequest) (*v1.MissingCapabilityResponse, error) {
+	response, err := c.missingCapability.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -675,6 +810,23 @@ type ConformanceServiceHandler interface {
 	InputRequiredResultTamperedState(context.Context, *v1.InputRequiredResultTamperedStateRequest) (*v1.InputRequiredResultTamperedStateResponse, error)
 	// Ask the user for their name, then greet them.
 	InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error)
+	// Ask the client's model what the capital of France is, then say its
+	// answer.
+	InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error)
+	// Ask the client for its roots, then name them.
+	InputRequiredResultListRoots(context.Context, *v1.InputRequiredResultListRootsRequest) (*v1.InputRequiredResultListRootsResponse, error)
+	// Ask the user's name, the client's model for a greeting and the client
+	// for its roots, all in one round, then say what it got.
+	InputRequiredResultMultipleInputs(context.Context, *v1.InputRequiredResultMultipleInputsRequest) (*v1.InputRequiredResultMultipleInputsResponse, error)
+	// Ask only what the client can answer: its model for a greeting, and the
+	// user for a name when the client can ask the user.
+	InputRequiredResultCapabilities(context.Context, *v1.InputRequiredResultCapabilitiesRequest) (*v1.InputRequiredResultCapabilitiesResponse, error)
+	// Ask the client's model for a completion of the prompt (the session
+	// era's sampling/createMessage), then say its answer.
+	Sampling(context.Context, *v1.SamplingRequest) (*v1.SamplingResponse, error)
+	// Needs the client's model: a client that does not offer sampling is
+	// refused (-32021 naming sampling at 2026-07-28).
+	MissingCapability(context.Context, *v1.MissingCapabilityRequest) (*v1.MissingCapabilityResponse, error)
 	// Ask the user for their name and favourite colour, then greet them; what
 	// one round's answer leaves out is asked for in the next.
 	InputRequiredResultMultiRound(context.Context, *v1.InputRequiredResultMultiRoundRequest) (*v1.InputRequiredResultMultiRoundResponse, error)
@@ -805,6 +957,42 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultElicitation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conformanceServiceInputRequiredResultSamplingHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceInputRequiredResultSamplingProcedure,
+		svc.InputRequiredResultSampling,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultSampling")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredResultListRootsHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceInputRequiredResultListRootsProcedure,
+		svc.InputRequiredResultListRoots,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultListRoots")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredResultMultipleInputsHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceInputRequiredResultMultipleInputsProcedure,
+		svc.InputRequiredResultMultipleInputs,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultMultipleInputs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredResultCapabilitiesHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceInputRequiredResultCapabilitiesProcedure,
+		svc.InputRequiredResultCapabilities,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredResultCapabilities")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceSamplingHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceSamplingProcedure,
+		svc.Sampling,
+		connect.WithSchema(conformanceServiceMethods.ByName("Sampling")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceMissingCapabilityHandler := connect.NewUnaryHandlerSimple(
+		ConformanceServiceMissingCapabilityProcedure,
+		svc.MissingCapability,
+		connect.WithSchema(conformanceServiceMethods.ByName("MissingCapability")),
+		connect.WithHandlerOptions(opts...),
+	)
 	conformanceServiceInputRequiredResultMultiRoundHandler := connect.NewUnaryHandlerSimple(
 		ConformanceServiceInputRequiredResultMultiRoundProcedure,
 		svc.InputRequiredResultMultiRound,
@@ -920,6 +1108,18 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 			conformanceServiceInputRequiredResultTamperedStateHandler.ServeHTTP(w, r)
 		case ConformanceServiceInputRequiredResultElicitationProcedure:
 			conformanceServiceInputRequiredResultElicitationHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredResultSamplingProcedure:
+			conformanceServiceInputRequiredResultSamplingHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredResultListRootsProcedure:
+			conformanceServiceInputRequiredResultListRootsHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredResultMultipleInputsProcedure:
+			conformanceServiceInputRequiredResultMultipleInputsHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredResultCapabilitiesProcedure:
+			conformanceServiceInputRequiredResultCapabilitiesHandler.ServeHTTP(w, r)
+		case ConformanceServiceSamplingProcedure:
+			conformanceServiceSamplingHandler.ServeHTTP(w, r)
+		case ConformanceServiceMissingCapabilityProcedure:
+			conformanceServiceMissingCapabilityHandler.ServeHTTP(w, r)
 		case ConformanceServiceInputRequiredResultMultiRoundProcedure:
 			conformanceServiceInputRequiredResultMultiRoundHandler.ServeHTTP(w, r)
 		case ConformanceServiceGreetProcedure:
@@ -1009,6 +1209,30 @@ func (UnimplementedConformanceServiceHandler) InputRequiredResultTamperedState(c
 
 func (UnimplementedConformanceServiceHandler) InputRequiredResultElicitation(context.Context, *v1.InputRequiredResultElicitationRequest) (*v1.InputRequiredResultElicitationResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultElicitation is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredResultSampling(context.Context, *v1.InputRequiredResultSamplingRequest) (*v1.InputRequiredResultSamplingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultSampling is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredResultListRoots(context.Context, *v1.InputRequiredResultListRootsRequest) (*v1.InputRequiredResultListRootsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultListRoots is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredResultMultipleInputs(context.Context, *v1.InputRequiredResultMultipleInputsRequest) (*v1.InputRequiredResultMultipleInputsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultMultipleInputs is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredResultCapabilities(context.Context, *v1.InputRequiredResultCapabilitiesRequest) (*v1.InputRequiredResultCapabilitiesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.InputRequiredResultCapabilities is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) Sampling(context.Context, *v1.SamplingRequest) (*v1.SamplingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.Sampling is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) MissingCapability(context.Context, *v1.MissingCapabilityRequest) (*v1.MissingCapabilityResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.conformance.v1.ConformanceService.MissingCapability is not implemented"))
 }
 
 func (UnimplementedConformanceServiceHandler) InputRequiredResultMultiRound(context.Context, *v1.InputRequiredResultMultiRoundRequest) (*v1.InputRequiredResultMultiRoundResponse, error) {

@@ -48,6 +48,9 @@ const (
 	TestingServiceListItemsProcedure = "/toolmesh.testing.v1.TestingService/ListItems"
 	// TestingServiceWriteProcedure is the fully-qualified name of the TestingService's Write RPC.
 	TestingServiceWriteProcedure = "/toolmesh.testing.v1.TestingService/Write"
+	// TestingServiceSummarizeProcedure is the fully-qualified name of the TestingService's Summarize
+	// RPC.
+	TestingServiceSummarizeProcedure = "/toolmesh.testing.v1.TestingService/Summarize"
 	// TestingServicePurgeProcedure is the fully-qualified name of the TestingService's Purge RPC.
 	TestingServicePurgeProcedure = "/toolmesh.testing.v1.TestingService/Purge"
 	// TestingServiceGrantProcedure is the fully-qualified name of the TestingService's Grant RPC.
@@ -83,6 +86,9 @@ type TestingServiceClient interface {
 	ListItems(context.Context, *v1.ListItemsRequest) (*v1.ListItemsResponse, error)
 	// Record a note for the calling agent.
 	Write(context.Context, *v1.WriteRequest) (*v1.WriteResponse, error)
+	// Summarize a topic for the calling agent: the client's model writes the
+	// summary, and the client's roots say where the agent works.
+	Summarize(context.Context, *v1.SummarizeRequest) (*v1.SummarizeResponse, error)
 	// Remove every note of an agent.
 	Purge(context.Context, *v1.PurgeRequest) (*v1.PurgeResponse, error)
 	// Grant credits to an agent.
@@ -126,6 +132,12 @@ func NewTestingServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+TestingServiceWriteProcedure,
 			connect.WithSchema(testingServiceMethods.ByName("Write")),
+			connect.WithClientOptions(opts...),
+		),
+		summarize: connect.NewClient[v1.SummarizeRequest, v1.SummarizeResponse](
+			httpClient,
+			baseURL+TestingServiceSummarizeProcedure,
+			connect.WithSchema(testingServiceMethods.ByName("Summarize")),
 			connect.WithClientOptions(opts...),
 		),
 		purge: connect.NewClient[v1.PurgeRequest, v1.PurgeResponse](
@@ -175,6 +187,7 @@ type testingServiceClient struct {
 	echo          *connect.Client[v1.EchoRequest, v1.EchoResponse]
 	listItems     *connect.Client[v1.ListItemsRequest, v1.ListItemsResponse]
 	write         *connect.Client[v1.WriteRequest, v1.WriteResponse]
+	summarize     *connect.Client[v1.SummarizeRequest, v1.SummarizeResponse]
 	purge         *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
 	grant         *connect.Client[v1.GrantRequest, v1.GrantResponse]
 	peek          *connect.Client[v1.PeekRequest, v1.PeekResponse]
@@ -204,6 +217,15 @@ func (c *testingServiceClient) ListItems(ctx context.Context, req *v1.ListItemsR
 // Write calls toolmesh.testing.v1.TestingService.Write.
 func (c *testingServiceClient) Write(ctx context.Context, req *v1.WriteRequest) (*v1.WriteResponse, error) {
 	response, err := c.write.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Summarize calls toolmesh.testing.v1.TestingService.Summarize.
+func (c *testingServiceClient) Summarize(ctx context.Context, req *v1.SummarizeRequest) (*v1.SummarizeResponse, error) {
+	response, err := c.summarize.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -273,6 +295,9 @@ type TestingServiceHandler interface {
 	ListItems(context.Context, *v1.ListItemsRequest) (*v1.ListItemsResponse, error)
 	// Record a note for the calling agent.
 	Write(context.Context, *v1.WriteRequest) (*v1.WriteResponse, error)
+	// Summarize a topic for the calling agent: the client's model writes the
+	// summary, and the client's roots say where the agent works.
+	Summarize(context.Context, *v1.SummarizeRequest) (*v1.SummarizeResponse, error)
 	// Remove every note of an agent.
 	Purge(context.Context, *v1.PurgeRequest) (*v1.PurgeResponse, error)
 	// Grant credits to an agent.
@@ -312,6 +337,12 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 		TestingServiceWriteProcedure,
 		svc.Write,
 		connect.WithSchema(testingServiceMethods.ByName("Write")),
+		connect.WithHandlerOptions(opts...),
+	)
+	testingServiceSummarizeHandler := connect.NewUnaryHandlerSimple(
+		TestingServiceSummarizeProcedure,
+		svc.Summarize,
+		connect.WithSchema(testingServiceMethods.ByName("Summarize")),
 		connect.WithHandlerOptions(opts...),
 	)
 	testingServicePurgeHandler := connect.NewUnaryHandlerSimple(
@@ -361,6 +392,8 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 			testingServiceListItemsHandler.ServeHTTP(w, r)
 		case TestingServiceWriteProcedure:
 			testingServiceWriteHandler.ServeHTTP(w, r)
+		case TestingServiceSummarizeProcedure:
+			testingServiceSummarizeHandler.ServeHTTP(w, r)
 		case TestingServicePurgeProcedure:
 			testingServicePurgeHandler.ServeHTTP(w, r)
 		case TestingServiceGrantProcedure:
@@ -392,6 +425,10 @@ func (UnimplementedTestingServiceHandler) ListItems(context.Context, *v1.ListIte
 
 func (UnimplementedTestingServiceHandler) Write(context.Context, *v1.WriteRequest) (*v1.WriteResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Write is not implemented"))
+}
+
+func (UnimplementedTestingServiceHandler) Summarize(context.Context, *v1.SummarizeRequest) (*v1.SummarizeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Summarize is not implemented"))
 }
 
 func (UnimplementedTestingServiceHandler) Purge(context.Context, *v1.PurgeRequest) (*v1.PurgeResponse, error) {
