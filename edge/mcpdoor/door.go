@@ -36,7 +36,6 @@ import (
 	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
-	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // ProtocolVersions are the MCP protocol versions the door serves, newest
@@ -223,6 +222,8 @@ type Door struct {
 	// skills are the toolsets' skills, sorted by URI (skills.go).
 	skills     []*skill
 	skillByURI map[string]*skill
+	// apps are the MCP Apps views of the tools, sorted by URI (apps.go).
+	apps []*appView
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -231,6 +232,9 @@ type tool struct {
 	port.Tool
 	catalog *toolcatalog.Tool
 	mcp     *mcp.Tool
+	// app is mcp pointing at the tool's view, for clients that declare MCP
+	// Apps (apps.go); nil for a tool without a view.
+	app     *mcp.Tool
 	handler mcp.ToolHandler
 }
 
@@ -270,6 +274,9 @@ func New(cfg Config) (*Door, error) {
 	if err := d.loadSkills(); err != nil {
 		return nil, err
 	}
+	if err := d.loadApps(); err != nil {
+		return nil, err
+	}
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
@@ -301,13 +308,16 @@ func New(cfg Config) (*Door, error) {
 	if len(d.resources) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
-	} else if len(d.skills) > 0 {
+	} else if len(d.skills) > 0 || len(d.apps) > 0 {
 		caps.Resources = &mcp.ResourceCapabilities{}
 	}
 	if len(d.skills) > 0 {
 		// Skills are resources too; the extension obliges skills/list and
 		// skills/get (no resources/directory/read: directoryRead is off).
 		caps.AddExtension(ExtensionSkills, nil)
+	}
+	if len(d.apps) > 0 {
+		caps.AddExtension(ExtensionUI, map[string]any{})
 	}
 	if len(d.prompts) > 0 {
 		caps.Prompts = &mcp.PromptCapabilities{}
@@ -316,7 +326,7 @@ func New(cfg Config) (*Door, error) {
 		caps.Completions = &mcp.CompletionCapabilities{}
 		opts.CompletionHandler = d.complete
 	}
-	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0, len(d.prompts) > 0)
+	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0 || len(d.apps) > 0, len(d.prompts) > 0)
 	if d.tasks, err = buildTasks(d); err != nil {
 		return nil, err
 	}
@@ -362,6 +372,7 @@ func New(cfg Config) (*Door, error) {
 	if err := d.addSkills(); err != nil {
 		return nil, err
 	}
+	d.addApps()
 	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated
 
 	getServer := func(*http.Request) *mcp.Server { return d.server }
@@ -396,34 +407,6 @@ func withTokenInfo(next http.Handler) http.Handler {
 		}
 		return info, nil
 	}, nil)(next)
-}
-
-// readOnlyNote prefixes the description of tools that read-only mode
-// refuses, so a model does not plan around them.
-const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
-
-// mcpTool describes t for tools/list.
-func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
-	readOnly := t.Kind == toolv1.Kind_KIND_READ
-	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
-	desc := t.Description
-	if readOnlyMode && !readOnly {
-		desc = readOnlyNote + desc
-	}
-	return &mcp.Tool{
-		Name:         t.Name,
-		Title:        t.Title,
-		Description:  desc,
-		InputSchema:  t.InputSchema,
-		OutputSchema: t.OutputSchema,
-		Annotations: &mcp.ToolAnnotations{
-			Title:           t.Title,
-			ReadOnlyHint:    readOnly,
-			DestructiveHint: &destructive,
-			IdempotentHint:  readOnly,
-			OpenWorldHint:   new(bool),
-		},
-	}
 }
 
 // principal is the caller of an MCP request: the verified token's principal

@@ -11,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/internal/toolcatalog"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // view is what one set of permissions may see through one reach (a
@@ -21,7 +23,10 @@ import (
 // them, so a list request does no work proportional to the number of
 // tools.
 type view struct {
-	tools        []*listedTool
+	tools []*listedTool
+	// appTools are tools for a client that declares MCP Apps: a tool with
+	// a view points at it (apps.go).
+	appTools     []*listedTool
 	toolNames    []string
 	templates    []*mcp.ResourceTemplate
 	templateURIs []string
@@ -80,14 +85,21 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		if r.dynamic() && !r.isEnabled(t.catalog.Toolset) {
 			continue
 		}
-		pv.tools = append(pv.tools, d.listed(t))
+		pv.tools = append(pv.tools, d.listed(t, t.mcp))
+		if t.app != nil {
+			pv.appTools = append(pv.appTools, d.listed(t, t.app))
+		} else {
+			pv.appTools = append(pv.appTools, pv.tools[len(pv.tools)-1])
+		}
 	}
 	sort.Slice(pv.groups, func(i, j int) bool { return pv.groups[i].Name < pv.groups[j].Name })
 	if r.dynamic() {
 		for _, m := range metaTools(pv.groups) {
 			pv.tools = append(pv.tools, &listedTool{Tool: m})
+			pv.appTools = append(pv.appTools, &listedTool{Tool: m})
 		}
 		sort.Slice(pv.tools, func(i, j int) bool { return pv.tools[i].Name < pv.tools[j].Name })
+		sort.Slice(pv.appTools, func(i, j int) bool { return pv.appTools[i].Name < pv.appTools[j].Name })
 	}
 	for _, t := range pv.tools {
 		pv.toolNames = append(pv.toolNames, t.Name)
@@ -110,6 +122,34 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 	return pv
 }
 
+// readOnlyNote prefixes the description of tools that read-only mode
+// refuses, so a model does not plan around them.
+const readOnlyNote = "Unavailable: this edge runs in read-only mode. "
+
+// mcpTool describes t for tools/list.
+func mcpTool(t *toolcatalog.Tool, readOnlyMode bool) *mcp.Tool {
+	readOnly := t.Kind == toolv1.Kind_KIND_READ
+	destructive := t.Kind == toolv1.Kind_KIND_ADMIN
+	desc := t.Description
+	if readOnlyMode && !readOnly {
+		desc = readOnlyNote + desc
+	}
+	return &mcp.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  desc,
+		InputSchema:  t.InputSchema,
+		OutputSchema: t.OutputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.Title,
+			ReadOnlyHint:    readOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  readOnly,
+			OpenWorldHint:   new(bool),
+		},
+	}
+}
+
 // listedTool is a tool as tools/list shows it: with execution.taskSupport
 // when its calls may or must become MCP tasks (go-sdk v1.8 has no such
 // field).
@@ -122,8 +162,8 @@ type toolExecution struct {
 	TaskSupport string `json:"taskSupport"`
 }
 
-func (d *Door) listed(t *tool) *listedTool {
-	l := &listedTool{Tool: t.mcp}
+func (d *Door) listed(t *tool, m *mcp.Tool) *listedTool {
+	l := &listedTool{Tool: m}
 	if s := d.tasks.support(t.catalog); s != "" {
 		l.Execution = &toolExecution{TaskSupport: s}
 	}
@@ -313,7 +353,13 @@ func listFor[T any](d *Door, req mcp.Request, r *reach, list func(*view) ([]T, [
 }
 
 func (d *Door) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
-	tools, next, err := listFor(d, req, r, func(v *view) ([]*listedTool, []string) { return v.tools, v.toolNames })
+	ui := declaresUI(req)
+	tools, next, err := listFor(d, req, r, func(v *view) ([]*listedTool, []string) {
+		if ui {
+			return v.appTools, v.toolNames
+		}
+		return v.tools, v.toolNames
+	})
 	if err != nil {
 		return nil, err
 	}

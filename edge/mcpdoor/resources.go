@@ -325,6 +325,10 @@ func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mc
 	}
 	extra := req.GetExtra()
 	out := []*mcp.Resource{}
+	if cursor(req) == "" && declaresUI(req) {
+		// The views of the tools the caller may call begin the first page.
+		out = append(out, d.appsVisible(p, r)...)
+	}
 	for pos < len(kinds) && len(out) < resourcesPageSize {
 		k := kinds[pos]
 		if k.list == nil {

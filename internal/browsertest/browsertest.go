@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 )
 
@@ -109,8 +110,43 @@ type Tab struct {
 // tabs; it is closed when the test ends.
 func (b *Browser) Tab(tb testing.TB) *Tab {
 	tb.Helper()
+	return open(tb, b.root)
+}
+
+// Frame is the frame of the tab's page that Chromium runs out of process —
+// an iframe from another site, or a sandboxed one — whose target match
+// picks (its type is "iframe"), waiting up to timeout for exactly one to
+// match. Its actions run in the frame and it reports its own problems; it
+// is detached (not closed: the page owns it) when the test ends.
+func (t *Tab) Frame(tb testing.TB, timeout time.Duration, match func(*target.Info) bool) *Tab {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		infos, err := chromedp.Targets(t.Context)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var found []*target.Info
+		for _, i := range infos {
+			if i.Type == "iframe" && match(i) {
+				found = append(found, i)
+			}
+		}
+		if len(found) == 1 {
+			return open(tb, t.Context, chromedp.WithTargetID(found[0].TargetID), chromedp.WithDetachOnCancel())
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d frames match, want 1", len(found))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// open opens a tab, or attaches to a target, in parent.
+func open(tb testing.TB, parent context.Context, opts ...chromedp.ContextOption) *Tab {
+	tb.Helper()
 	t := &Tab{}
-	ctx, cancel := chromedp.NewContext(b.root, chromedp.WithListener(func(ev any) {
+	ctx, cancel := chromedp.NewContext(parent, append(opts, chromedp.WithListener(func(ev any) {
 		switch ev := ev.(type) {
 		case *runtime.EventExceptionThrown:
 			d := ev.ExceptionDetails
@@ -132,7 +168,7 @@ func (b *Browser) Tab(tb testing.TB) *Tab {
 				t.report("console.error: " + strings.Join(args, " "))
 			}
 		}
-	}))
+	}))...)
 	t.Context = ctx
 	if err := chromedp.Do(ctx, enable(cdplog.Enable), enable(runtime.Enable)); err != nil {
 		cancel()

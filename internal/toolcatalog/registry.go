@@ -74,6 +74,8 @@ type Tool struct {
 	Questions []*Question
 	// Prompts are the prompts that read through the tool.
 	Prompts []*Prompt
+	// View is the MCP Apps view that shows the tool's result; nil for none.
+	View *View
 
 	// ContentField is the response's repeated toolmesh.tool.v1.Content
 	// field holding the blocks the result shows besides its data (the tool
@@ -314,6 +316,9 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		}
 	}
 	if err := bindQuestions(t, opt.GetQuestions()); err != nil {
+		return nil, err
+	}
+	if err := bindView(t, opt); err != nil {
 		return nil, err
 	}
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {

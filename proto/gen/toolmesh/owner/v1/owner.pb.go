@@ -2643,7 +2643,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\vChannelKind\x12\x1c\n" +
 	"\x18CHANNEL_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CHANNEL_KIND_LOG\x10\x01\x12\x18\n" +
-	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xc9\x19\n" +
+	"\x14CHANNEL_KIND_WEBHOOK\x10\x022\xd5\x19\n" +
 	"\fOwnerService\x12\xcb\x03\n" +
 	"\x03Ask\x12\x1d.toolmesh.owner.v1.AskRequest\x1a\x1e.toolmesh.owner.v1.AskResponse\"\x84\x03\xc2\xf3\x18\xff\x02\n" +
 	"\towner_ask\x12\rAsk the owner\x18\x02(\x01J\xde\x02\n" +
@@ -2651,10 +2651,10 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x12ASK_STATUS_PENDING\x10\x01\x1aEWaiting for the owner's answer (the ask expires at {{.expire_time}}).R,\n" +
 	"\x13ASK_STATUS_ANSWERED\x10\x03\x1a\x13The owner answered.R:\n" +
 	"\x12ASK_STATUS_EXPIRED\x10\x03\x1a\"The ask expired without an answer.R0\n" +
-	"\x14ASK_STATUS_CANCELLED\x10\x05\x1a\x16The ask was cancelled.\x12\xc7\x01\n" +
-	"\x06GetAsk\x12 .toolmesh.owner.v1.GetAskRequest\x1a!.toolmesh.owner.v1.GetAskResponse\"x\xc2\xf3\x18q\n" +
+	"\x14ASK_STATUS_CANCELLED\x10\x05\x1a\x16The ask was cancelled.\x12\xd3\x01\n" +
+	"\x06GetAsk\x12 .toolmesh.owner.v1.GetAskRequest\x1a!.toolmesh.owner.v1.GetAskResponse\"\x83\x01\xc2\xf3\x18|\n" +
 	"\rowner_get_ask\x12\aGet ask\x18\x01BU\n" +
-	"\x18toolmesh://asks/{ask_id}\x12\x0fowner_list_asks\x1a\x04asks\"\x06ask_id*\bquestion2\x10Ask to the owner\x90\x02\x01\x12\x9e\t\n" +
+	"\x18toolmesh://asks/{ask_id}\x12\x0fowner_list_asks\x1a\x04asks\"\x06ask_id*\bquestion2\x10Ask to the owner\xba\x01\bask-card\x90\x02\x01\x12\x9e\t\n" +
 	"\bListAsks\x12\".toolmesh.owner.v1.ListAsksRequest\x1a#.toolmesh.owner.v1.ListAsksResponse\"\xc8\b\xc2\xf3\x18\xc0\b\n" +
 	"\x0fowner_list_asks\x12\tList asks\x18\x01R\x9f\b\n" +
 	"\x13review_pending_asks\x12#Go through the owner's pending asks\x1azGo through the questions agents are waiting on the owner to answer, summarise what each agent needs and suggest an answer.\"i\n" +

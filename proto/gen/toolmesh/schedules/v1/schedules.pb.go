@@ -2326,21 +2326,21 @@ const file_toolmesh_schedules_v1_schedules_proto_rawDesc = "" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_APPROVE\x10\x01\x12\x16\n" +
 	"\x12DECISION_KIND_DENY\x10\x02\x12\x18\n" +
-	"\x14DECISION_KIND_EXPIRE\x10\x032\xd7\x14\n" +
+	"\x14DECISION_KIND_EXPIRE\x10\x032\xe7\x14\n" +
 	"\x10SchedulesService\x12\xb5\x01\n" +
 	"\x06Create\x12$.toolmesh.schedules.v1.CreateRequest\x1a%.toolmesh.schedules.v1.CreateResponse\"^\xc2\xf3\x18Z\n" +
 	"\x10schedules_create\x12\x0fCreate schedule\x18\x022\x04cron2\x10interval_seconds2\btimezone:\x11schedules_preview\x12\x80\x01\n" +
 	"\x06Update\x12$.toolmesh.schedules.v1.UpdateRequest\x1a%.toolmesh.schedules.v1.UpdateResponse\")\xc2\xf3\x18%\n" +
 	"\x10schedules_update\x12\x0fChange schedule\x18\x02\x12\x92\x01\n" +
 	"\aPreview\x12%.toolmesh.schedules.v1.PreviewRequest\x1a&.toolmesh.schedules.v1.PreviewResponse\"8\xc2\xf3\x181\n" +
-	"\x11schedules_preview\x12\x1aPreview schedule run times\x18\x01\x90\x02\x01\x12\xf8\a\n" +
-	"\x03Get\x12!.toolmesh.schedules.v1.GetRequest\x1a\".toolmesh.schedules.v1.GetResponse\"\xa9\a\xc2\xf3\x18\xa1\a\n" +
+	"\x11schedules_preview\x12\x1aPreview schedule run times\x18\x01\x90\x02\x01\x12\x88\b\n" +
+	"\x03Get\x12!.toolmesh.schedules.v1.GetRequest\x1a\".toolmesh.schedules.v1.GetResponse\"\xb9\a\xc2\xf3\x18\xb1\a\n" +
 	"\rschedules_get\x12\fGet schedule\x18\x01BZ\n" +
 	"\"toolmesh://schedules/{schedule_id}\x12\x0eschedules_list\x1a\tschedules\"\x02id*\vdescription2\bScheduleR\xa3\x06\n" +
 	"\x0freview_schedule\x12%Review a schedule before approving it\x1ayCheck what a schedule waiting for approval will run, as which agent and how often, and recommend approving or denying it.\"\x8c\x01\n" +
 	"\vschedule_id\x12\bSchedule\x1a$Id of the schedule, e.g. sch_01j.... \x01:K\n" +
 	"\rschedules_get\x12.{\"status\": \"SCHEDULE_STATUS_PENDING_APPROVAL\"}\x1a\n" +
-	"all_agents(\x02:\vschedule_idB\xa7\x03Review the attached schedule before the owner approves it. Check: which tool it runs, with which arguments, as which agent; whether the arguments are right and safe to repeat; how often it runs (its next run times) and whether that is what is needed. Then recommend approving it (schedules_approve) or denying it (schedules_deny), with the reason in one sentence. Do not approve or deny it yourself before the owner agrees.J&Review schedule {{.Args.schedule_id}}.\x90\x02\x01\x12z\n" +
+	"all_agents(\x02:\vschedule_idB\xa7\x03Review the attached schedule before the owner approves it. Check: which tool it runs, with which arguments, as which agent; whether the arguments are right and safe to repeat; how often it runs (its next run times) and whether that is what is needed. Then recommend approving it (schedules_approve) or denying it (schedules_deny), with the reason in one sentence. Do not approve or deny it yourself before the owner agrees.J&Review schedule {{.Args.schedule_id}}.\xba\x01\rschedule-card\x90\x02\x01\x12z\n" +
 	"\x04List\x12\".toolmesh.schedules.v1.ListRequest\x1a#.toolmesh.schedules.v1.ListResponse\")\xc2\xf3\x18\"\n" +
 	"\x0eschedules_list\x12\x0eList schedules\x18\x01\x90\x02\x01\x12\x96\x01\n" +
 	"\n" +

@@ -389,7 +389,17 @@ type Tool struct {
 	TaskSupport TaskSupport `protobuf:"varint,12,opt,name=task_support,json=taskSupport,proto3,enum=toolmesh.tool.v1.TaskSupport" json:"task_support,omitempty"`
 	// Questions the user answers when the tool is called, before the call runs
 	// (see Question).
-	Questions     []*Question `protobuf:"bytes,13,rep,name=questions,proto3" json:"questions,omitempty"`
+	Questions []*Question `protobuf:"bytes,13,rep,name=questions,proto3" json:"questions,omitempty"`
+	// The MCP Apps view (the io.modelcontextprotocol/ui extension) that shows
+	// this tool's result: the name of a self-contained HTML file the contract
+	// keeps beside it, assets/views/<name>.html, e.g. "ask-card" (lower-case
+	// words joined by hyphens). The edge serves it as the resource
+	// ui://toolmesh/<domain>/<name> and points the tool at it, to clients that
+	// declare the extension only. The view renders from the tool's structured
+	// result alone (the text content stays complete for hosts that show no
+	// view), and calls tools only through the host, as its user: it can do no
+	// more than that user's own tool calls (docs/apps.md).
+	View          string `protobuf:"bytes,23,opt,name=view,proto3" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +544,13 @@ func (x *Tool) GetQuestions() []*Question {
 		return x.Questions
 	}
 	return nil
+}
+
+func (x *Tool) GetView() string {
+	if x != nil {
+		return x.View
+	}
+	return ""
 }
 
 // Question is an input request a call makes of its client when the tool is
@@ -1761,7 +1778,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xb4\x05\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xc8\x05\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1784,7 +1801,8 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\atoolset\x18\x15 \x01(\tR\atoolset\x12F\n" +
 	"\x0ecard_extension\x18\x16 \x01(\v2\x1f.toolmesh.tool.v1.CardExtensionR\rcardExtension\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
-	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\"\xf6\x01\n" +
+	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\x12\x12\n" +
+	"\x04view\x18\x17 \x01(\tR\x04view\"\xf6\x01\n" +
 	"\bQuestion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x18\n" +

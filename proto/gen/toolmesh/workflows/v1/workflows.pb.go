@@ -1463,7 +1463,7 @@ const file_toolmesh_workflows_v1_workflows_proto_rawDesc = "" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x125\n" +
 	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"A\n" +
 	"\x11RecordRunResponse\x12,\n" +
-	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run2\x89\x0f\n" +
+	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run2\x94\x0f\n" +
 	"\x10WorkflowsService\x12\x80\x01\n" +
 	"\x06Create\x12$.toolmesh.workflows.v1.CreateRequest\x1a%.toolmesh.workflows.v1.CreateResponse\")\xc2\xf3\x18%\n" +
 	"\x10workflows_create\x12\x0fCreate workflow\x18\x02\x12t\n" +
@@ -1482,9 +1482,9 @@ const file_toolmesh_workflows_v1_workflows_proto_rawDesc = "" +
 	"\x14RUN_STATUS_SUSPENDED\x10\x01\x1aGThe run waits for the owner's approval (its deadline is {{.deadline}}).R,\n" +
 	"\x14RUN_STATUS_COMPLETED\x10\x03\x1a\x12The run completed.RO\n" +
 	"\x11RUN_STATUS_FAILED\x10\x03\x1a8The run failed: its error names the node and the reason.R0\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\x05\x1a\x16The run was cancelled.\x12\x85\x01\n" +
-	"\x06GetRun\x12$.toolmesh.workflows.v1.GetRunRequest\x1a%.toolmesh.workflows.v1.GetRunResponse\".\xc2\xf3\x18'\n" +
-	"\x11workflows_get_run\x12\x10Get workflow run\x18\x01\x90\x02\x01\x12\x8f\x01\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\x05\x1a\x16The run was cancelled.\x12\x90\x01\n" +
+	"\x06GetRun\x12$.toolmesh.workflows.v1.GetRunRequest\x1a%.toolmesh.workflows.v1.GetRunResponse\"9\xc2\xf3\x182\n" +
+	"\x11workflows_get_run\x12\x10Get workflow run\x18\x01\xba\x01\brun-view\x90\x02\x01\x12\x8f\x01\n" +
 	"\bListRuns\x12&.toolmesh.workflows.v1.ListRunsRequest\x1a'.toolmesh.workflows.v1.ListRunsResponse\"2\xc2\xf3\x18+\n" +
 	"\x13workflows_list_runs\x12\x12List workflow runs\x18\x01\x90\x02\x01\x12\x91\x01\n" +
 	"\tCancelRun\x12'.toolmesh.workflows.v1.CancelRunRequest\x1a(.toolmesh.workflows.v1.CancelRunResponse\"1\xc2\xf3\x18-\n" +
