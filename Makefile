@@ -133,7 +133,7 @@ test-short: ## Run the fast tests (-short -race: no PostgreSQL, Temporal or buil
 # The tag keeps make test from building it.
 .PHONY: faults
 faults: $(BIN)/temporal ## Run the fault suite: kill real processes under load, print the figures
-	go test -tags faults -count=1 -timeout 15m -v ./faults
+	go test -tags faults -count=1 -timeout 20m -v ./faults
 
 # The conformance lane (docs/testing.md): the official MCP conformance
 # suite, pinned in conformance/package-lock.json with the Node.js 22 it

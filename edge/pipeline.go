@@ -73,6 +73,9 @@ type pipeline struct {
 	elicit port.Elicitor
 	// audit records successful admin calls; nil without an audit service.
 	audit *audittrail.Recorder
+	// outcomes sends how every call ended to the audit service, for
+	// reputation; nil without an audit service.
+	outcomes *audittrail.OutcomeLog
 	// depth finds the depth of the item a call is made on behalf of; nil
 	// without the service that reads such items.
 	depth *depthLookup
@@ -115,7 +118,9 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 		p.bindings[t.Name] = b
 		p.tools = append(p.tools, b)
 	}
-	p.audit = audittrail.Dial(meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}, cfg.Services)
+	auditClient := meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}
+	p.audit = audittrail.Dial(auditClient, cfg.Services)
+	p.outcomes = audittrail.DialOutcomes(auditClient, cfg.Services, log)
 	p.depth = newDepthLookup(p.reg, p.bindings)
 	return p, nil
 }
@@ -380,9 +385,25 @@ func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Pri
 	case env.DomainCode == toolcall.CodeGuardrailViolated:
 		p.log.WarnContext(ctx, "mcp.guardrail", "tool", t.Name, "subject", subject, "agent", agent, "violation", env.Violation)
 	}
+	p.recordOutcome(t, subject, agent, env, took)
 	if env.Status == "ok" {
 		p.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())
 		return
 	}
 	p.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
+}
+
+// recordOutcome queues how an agent's call ended for the audit service's
+// outcome log (reputation counts them); a caller that is no agent has none.
+func (p *pipeline) recordOutcome(t *toolcatalog.Tool, subject, agent string, env *toolcall.Envelope, took time.Duration) {
+	if p.outcomes == nil || agent == "" {
+		return
+	}
+	code := env.DomainCode
+	if env.Status == "ok" {
+		code = "ok"
+	} else if code == "" {
+		code = toolcall.CodeInternal
+	}
+	p.outcomes.Add(audittrail.Outcome{Agent: agent, Subject: subject, Tool: t.Name, Kind: t.Kind, Code: code, Took: took})
 }

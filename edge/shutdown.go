@@ -121,6 +121,9 @@ func (e *Edge) Shutdown(ctx context.Context) error {
 	if err := f.answers.wait(ctx); err != nil {
 		return fmt.Errorf("edge shutdown: %d answers not written: %w", f.answers.load(), err)
 	}
+	if o := e.pipeline.outcomes; o != nil {
+		o.Close(ctx)
+	}
 	return e.mcp.CloseSessions(ctx)
 }
 

@@ -100,6 +100,7 @@ func TestUpRunsThePlan(t *testing.T) {
 	if b, _ := json.Marshal(res.StructuredContent); res.IsError {
 		t.Errorf("tasks_create after tasks restarted: %s", b)
 	}
+	checkOutcomesCount(t, session)
 	session.Close()
 
 	// Ctrl-C: everything stops, in order, and up says so.
@@ -119,6 +120,57 @@ func TestUpRunsThePlan(t *testing.T) {
 	if left := processesUnder(m.Dir); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// checkOutcomesCount: an agent (the local owner's, in development mode)
+// makes 100 ordinary calls and 5 refused ones; its reputation shows them
+// once the edge has sent their outcomes to the audit service.
+func checkOutcomesCount(t *testing.T, session *mcp.ClientSession) {
+	t.Helper()
+	for i := range 100 {
+		if env := callTool(t, session, "tasks_list", map[string]any{"limit": 1 + i%5}); env.Status != "ok" {
+			t.Fatalf("ordinary call %d: %+v", i, env)
+		}
+	}
+	for i := range 5 {
+		if env := callTool(t, session, "tasks_get", map[string]any{"task_id": fmt.Sprintf("not-a-task-%d", i)}); env.DomainCode != "invalid_argument" {
+			t.Fatalf("refused call %d: %+v", i, env)
+		}
+	}
+	var score struct {
+		Score struct {
+			Score      int    `json:"score"`
+			Formula    string `json:"formula"`
+			Components struct {
+				Calls        int64 `json:"calls,string"`
+				OkCalls      int64 `json:"ok_calls,string"`
+				RefusedCalls int64 `json:"refused_calls,string"`
+			} `json:"components"`
+		} `json:"score"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		env := callTool(t, session, "reputation_check", map[string]any{})
+		if env.Status != "ok" {
+			t.Fatalf("reputation_check: %+v", env)
+		}
+		if err := json.Unmarshal(env.Data, &score); err != nil {
+			t.Fatal(err)
+		}
+		c := score.Score.Components
+		// The calls before these (tasks_create twice, the checks) count too.
+		if c.RefusedCalls == 5 && c.OkCalls >= 102 && c.Calls >= 107 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reputation after 100 ordinary and 5 refused calls: %+v", score.Score)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if score.Score.Formula != "toolmesh-reputation/v2" || score.Score.Score < 50 {
+		t.Errorf("reputation after 100 ordinary and 5 refused calls: %+v, want formula v2 and a score of at least 50", score.Score)
+	}
+	t.Logf("reputation after 100 ordinary and 5 refused calls: %+v", score.Score)
 }
 
 func tail(s string) string {

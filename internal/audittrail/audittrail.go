@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
@@ -147,6 +148,17 @@ func Dial(c meshclient.Config, services map[string]string) *Recorder {
 	}
 	c.Timeout = RecordTimeout
 	return NewRecorder(meshclient.New(c, auditv1connect.NewAuditServiceClient, url), RecorderOptions{})
+}
+
+// DialOutcomes starts the outcome log for the audit service in services
+// (keyed by service name), or returns nil when there is none.
+func DialOutcomes(c meshclient.Config, services map[string]string, log *slog.Logger) *OutcomeLog {
+	url := services[auditv1connect.AuditServiceName]
+	if url == "" {
+		return nil
+	}
+	c.Timeout = RecordTimeout
+	return NewOutcomeLog(meshclient.New(c, auditv1connect.NewAuditServiceClient, url), log)
 }
 
 // NewRecorder returns a recorder over client. The client must carry the mesh

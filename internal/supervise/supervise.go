@@ -309,17 +309,32 @@ func (s *Supervisor) failed(p *proc, why string) (delay time.Duration, stop bool
 }
 
 // waitNeeds waits until every process p needs is ready; false when ctx
-// ended first.
+// ended first. A need the supervisor holds ready is probed again (its
+// Ready) before p starts: a need killed together with p may not have been
+// seen dead yet, and p must not start on it. A need that fails its probe
+// is waited for like one that is not ready, probed again every
+// ProbeInterval.
 func (s *Supervisor) waitNeeds(ctx context.Context, p *proc) bool {
 	for {
 		s.mu.Lock()
 		var missing []string
+		var probe []*proc
 		for _, n := range p.Needs {
-			if s.byName[n].state != StateReady {
+			switch need := s.byName[n]; {
+			case need.state != StateReady:
 				missing = append(missing, n)
+			case need.Ready != nil:
+				probe = append(probe, need)
 			}
 		}
 		changed := s.changed
+		s.mu.Unlock()
+		for _, need := range probe {
+			if need.Ready(ctx) != nil {
+				missing = append(missing, need.Name)
+			}
+		}
+		s.mu.Lock()
 		if len(missing) > 0 && !slices.Equal(missing, p.waitingFor) {
 			s.log.Info("process.waiting", "process", p.Name, "for", missing)
 		}
@@ -335,6 +350,7 @@ func (s *Supervisor) waitNeeds(ctx context.Context, p *proc) bool {
 		case <-ctx.Done():
 			return false
 		case <-changed:
+		case <-time.After(s.policy.ProbeInterval):
 		}
 	}
 }

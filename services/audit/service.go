@@ -60,6 +60,12 @@ type Config struct {
 	// CheckpointInterval is how often a checkpoint is signed besides the
 	// ones after appends; DefaultCheckpointInterval when 0.
 	CheckpointInterval time.Duration
+	// OutcomeRetention is how long call outcomes are kept;
+	// DefaultOutcomeRetention when 0.
+	OutcomeRetention time.Duration
+	// MaxOutcomes is how many call outcomes are kept at most, the newest;
+	// DefaultMaxOutcomes when 0.
+	MaxOutcomes int64
 }
 
 // Validate reports a setting out of its range. New takes a zero field as
@@ -78,6 +84,7 @@ type Service struct {
 	now       clock.Clock
 	log       *slog.Logger
 	cp        *checkpointer // nil without a signer
+	outcomes  *outcomes     // nil when the store keeps no outcomes
 }
 
 var _ auditv1connect.AuditServiceHandler = (*Service)(nil)
@@ -93,7 +100,8 @@ func New(store Store, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: store, appenders: slices.Clone(cfg.Appenders), now: cfg.Now, log: cfg.Log, cp: newCheckpointer(store, cfg)}
+	return &Service{store: store, appenders: slices.Clone(cfg.Appenders), now: cfg.Now, log: cfg.Log, cp: newCheckpointer(store, cfg),
+		outcomes: newOutcomes(store, cfg)}
 }
 
 // RunCheckpoints signs and publishes checkpoints until ctx ends: one at

@@ -46,3 +46,26 @@ var (
 	ErrHeadMissing   = errors.New("audit head checkpoint is missing")
 	ErrChainConflict = errors.New("a record already exists past the audit head checkpoint")
 )
+
+// OutcomeStore keeps how every tool call ended (not part of the chain).
+// The SQL store (auditstore) implements it beside Store.
+type OutcomeStore interface {
+	// RecordOutcomes stores the outcomes whose ids are new and says how
+	// many were.
+	RecordOutcomes(ctx context.Context, outcomes []*auditv1.CallOutcome) (int, error)
+	// SummarizeOutcomes counts the outcomes f selects by tool and domain
+	// code and their active days, and names the last position counted.
+	SummarizeOutcomes(ctx context.Context, f OutcomeFilter) (*auditv1.SummarizeOutcomesResponse, error)
+	// PruneOutcomes removes the outcomes older than before, then all but
+	// the newest keep, and says how many it removed.
+	PruneOutcomes(ctx context.Context, before time.Time, keep int64) (int64, error)
+}
+
+// OutcomeFilter selects one agent's outcomes for SummarizeOutcomes: Since
+// inclusive, Until exclusive (zero: unbounded), up to position Through
+// (0: the newest).
+type OutcomeFilter struct {
+	Agent        string
+	Since, Until time.Time
+	Through      int64
+}

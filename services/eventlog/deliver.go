@@ -3,7 +3,9 @@ package eventlog
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +45,11 @@ const DeliveryTimeout = 10 * time.Second
 
 // HeaderSubscriptionID names the subscription on every delivery.
 const HeaderSubscriptionID = "X-MCP-Subscription-Id"
+
+// CodeForbidden is the error code of a terminated envelope for a
+// subscriber that may no longer see the events (SEP-3415's Forbidden, as
+// events/poll answers it).
+const CodeForbidden = -32024
 
 // Ended reasons NextDeliveries and EndSubscription record.
 const (
@@ -103,7 +110,11 @@ func (s *Service) NextDeliveries(ctx context.Context, req *eventsv1.NextDeliveri
 		reason = EndedForbidden
 	}
 	if reason != "" {
-		if sub.Ended.IsZero() {
+		switch {
+		case !sub.Ended.IsZero():
+		case reason == EndedForbidden:
+			s.terminate(ctx, sub.ID, reason, CodeForbidden)
+		default:
 			if _, err := s.store.EndSubscription(ctx, sub.ID, reason, now); err != nil {
 				return nil, connect.NewError(connect.CodeInternal, err)
 			}
@@ -299,4 +310,50 @@ func errorCategory(err error) string {
 		return "connection_refused"
 	}
 	return "connection_refused"
+}
+
+// terminate ends a subscription the mesh ended (not the client: an
+// unsubscribe, an expiry, a 410) and tells the receiver with a signed
+// {"type":"terminated","error":{…}} envelope (webhook-id
+// msg_terminated_<random>), once and without retries: a receiver that
+// misses it learns at its next refresh, which is refused.
+func (s *Service) terminate(ctx context.Context, id, reason string, code int64) {
+	now := s.cfg.Now()
+	ended, err := s.store.EndSubscription(ctx, id, reason, now)
+	if err != nil || !ended {
+		if err != nil {
+			s.log.WarnContext(ctx, "events.subscription_end_failed", "subscription", id, "error", err)
+		}
+		return
+	}
+	s.log.InfoContext(ctx, "events.subscription_ended", "subscription", id, "reason", reason)
+	sub, err := s.store.Subscription(ctx, id)
+	if err != nil || s.cfg.Webhooks.Sealer == nil {
+		return
+	}
+	type rpcError struct {
+		Code    int64          `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data,omitempty"`
+	}
+	raw, _ := json.Marshal(struct {
+		Type  string   `json:"type"`
+		Error rpcError `json:"error"`
+	}{"terminated", rpcError{Code: code, Message: reason, Data: map[string]any{"kind": "subscription", "name": sub.Name}}})
+	msgID := "msg_terminated_" + randomID()
+	sig, err := s.sign(sub, msgID, now, raw)
+	if err != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeliveryTimeout)
+	defer cancel()
+	res := s.post(pctx, sub, msgID, now, sig, raw)
+	s.log.InfoContext(ctx, "events.terminated_sent", "subscription", id, "outcome", res.GetOutcome().String(), "error", res.GetError())
+}
+
+// randomID is 16 random bytes in lowercase base32.
+func randomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }

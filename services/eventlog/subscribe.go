@@ -93,10 +93,7 @@ func (s *Service) Subscribe(ctx context.Context, req *eventsv1.SubscribeRequest)
 	}
 	if ok, lacks := t.Tool.PermittedBy(caller.Grants); !ok {
 		// A refresh its grants no longer allow ends the subscription.
-		id := subscriptionID(caller, req.GetUrl(), t.Name, canonicalArgs(req.GetArguments()))
-		if ended, err := s.store.EndSubscription(ctx, id, EndedForbidden, s.cfg.Now()); err == nil && ended {
-			s.log.InfoContext(ctx, "events.subscription_ended", "subscription", id, "reason", "grant revoked")
-		}
+		s.terminate(ctx, subscriptionID(caller, req.GetUrl(), t.Name, canonicalArgs(req.GetArguments())), EndedForbidden, CodeForbidden)
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("these events follow the tool %s, and %s", t.Tool.Name, lacks))
 	}
 	if _, err := s.arguments(t, req.GetArguments()); err != nil {
@@ -191,13 +188,7 @@ func (s *Service) EndSubscription(ctx context.Context, req *eventsv1.EndSubscrip
 	if _, err := mesh.RequireRole(ctx, mesh.RoleService); err != nil {
 		return nil, err
 	}
-	ended, err := s.store.EndSubscription(ctx, req.GetSubscriptionId(), req.GetReason(), s.cfg.Now())
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	if ended {
-		s.log.InfoContext(ctx, "events.subscription_ended", "subscription", req.GetSubscriptionId(), "reason", req.GetReason())
-	}
+	s.terminate(ctx, req.GetSubscriptionId(), req.GetReason(), CodeForbidden)
 	return &eventsv1.EndSubscriptionResponse{}, nil
 }
 

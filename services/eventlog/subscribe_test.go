@@ -17,10 +17,12 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/seal"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	eventsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1"
 	outboxv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1"
+	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/eventlog"
 	"github.com/toolmesh/toolmesh/services/eventlog/eventlogstore"
 )
@@ -241,6 +243,16 @@ func TestWebhookSubscriptions(t *testing.T) {
 			t.Fatalf("after the grace window: %d verified, signatures %q", rc.verified[2], rc.headers[2].Get("webhook-signature"))
 		}
 
+		// The egress guard applies at each delivery, not only at subscribe:
+		// a replica that does not allow loopback receivers connects to
+		// none, and follows no redirect (302 below fails).
+		posts := len(rc.got)
+		strict := newSvc(false)
+		if out, err := strict.Deliver(alice, &eventsv1.DeliverRequest{SubscriptionId: res.GetId(), Seq: next.GetDeliveries()[3].GetSeq(), Cursor: res.GetCursor()}); err != nil ||
+			out.GetOutcome() != eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_FAILED || out.GetError() != "connection_refused" || len(rc.got) != posts {
+			t.Fatalf("delivery to a loopback receiver without the setting: %v, %v (%d posts, want %d)", out, err, len(rc.got), posts)
+		}
+
 		// 413 refuses this event only; 5xx fails (retry); 410 ends the
 		// subscription.
 		for _, c := range []struct {
@@ -265,18 +277,38 @@ func TestWebhookSubscriptions(t *testing.T) {
 			t.Fatalf("after 410: %v, %v", next, err)
 		}
 
+		// A body over 256 KiB is not sent: refused for that event only.
+		bigAsk := &ownerv1.Ask{AskId: "ask_00000000000000000000000021", AgentId: "carol", Question: strings.Repeat("?", eventlog.MaxBody)}
+		big := outbox.New(outbox.ID("ask.created", bigAsk.GetAskId()), "ask.created", &ownerv1.AskEventCreated{AskId: bigAsk.GetAskId(), AgentId: "carol", Ask: bigAsk}, now)
+
 		// A refresh the caller's grants no longer allow is refused and
 		// ends the subscription.
-		carol := reader(ctx, "carol")
-		held, err := sub(carol, &eventsv1.SubscribeRequest{Name: "ask.created", Url: hook.URL, Secret: newSecret(t)})
+		carol, carolSecret := reader(ctx, "carol"), newSecret(t)
+		rc.secrets = []string{carolSecret}
+		held, err := sub(carol, &eventsv1.SubscribeRequest{Name: "ask.created", Url: hook.URL, Secret: carolSecret})
 		if err != nil {
 			t.Fatal(err)
+		}
+		record(big)
+		if nb, err := svc.NextDeliveries(carol, &eventsv1.NextDeliveriesRequest{SubscriptionId: held.GetId()}); err != nil || len(nb.GetDeliveries()) != 1 {
+			t.Fatalf("carol's deliveries: %v, %v", nb, err)
+		} else if out, err := svc.Deliver(carol, &eventsv1.DeliverRequest{SubscriptionId: held.GetId(), Seq: nb.GetDeliveries()[0].GetSeq()}); err != nil ||
+			out.GetOutcome() != eventsv1.DeliveryOutcome_DELIVERY_OUTCOME_REFUSED || out.GetError() != "too_large" {
+			t.Fatalf("a body over 256 KiB: %v, %v", out, err)
 		}
 		if _, err := sub(as(ctx, "carol", false), &eventsv1.SubscribeRequest{Name: "ask.created", Url: hook.URL, Secret: newSecret(t)}); code(err) != connect.CodePermissionDenied {
 			t.Fatalf("a refresh without the grant: %v", err)
 		}
 		if next, err := svc.NextDeliveries(carol, &eventsv1.NextDeliveriesRequest{SubscriptionId: held.GetId()}); err != nil || next.GetEnded() != eventlog.EndedForbidden {
 			t.Fatalf("after a refused refresh: %v, %v", next, err)
+		}
+		// …and tells the receiver, signed, with a terminated envelope.
+		last := len(rc.got) - 1
+		if rc.got[last]["type"] != "terminated" || rc.verified[last] != 1 || !strings.HasPrefix(rc.headers[last].Get("webhook-id"), "msg_terminated_") {
+			t.Fatalf("last delivery %v (verified %d, id %q), want a signed terminated envelope", rc.got[last], rc.verified[last], rc.headers[last].Get("webhook-id"))
+		}
+		if e, _ := rc.got[last]["error"].(map[string]any); e["code"] != float64(-32024) {
+			t.Errorf("terminated error = %v", rc.got[last]["error"])
 		}
 
 		// TTL: a subscription not refreshed ends.

@@ -4,28 +4,58 @@ import (
 	"math"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
 )
 
 // Formula names the score's formula and its version; a change of what counts
 // or of a weight is a new version, so attestations say how they were
-// computed.
-const Formula = "toolmesh-reputation/v1"
+// computed. FormulaV1 (audit records only) is named by attestations issued
+// before v2; they still verify, as their signature covers the score.
+const (
+	Formula   = "toolmesh-reputation/v2"
+	FormulaV1 = "toolmesh-reputation/v1"
+)
 
-// The weights and caps of Formula (docs/reputation.md): a score is
+// The weights and caps of Formula (docs/reputation.md). With v the volume,
+// min(calls, CallsVolume)/CallsVolume, a score is
 //
-//	60 × min(admin_calls, CallsCap)/CallsCap
-//	+ 30 × min(active_days, window days)/window days
+//	40 × v × ok/(calls − failed)        success: what the agent asked went through
+//	+ 20 × v × (1 − refused/calls)      care: few calls refused for its own mistakes
+//	+ 10 × v                            volume
+//	+ 10 × min(admin_calls, AdminCap)/AdminCap
+//	+ 10 × min(active_days, window days)/window days
 //	+ 10 × min(tools, ToolsCap)/ToolsCap
 //
-// rounded to the nearest integer, 0 to 100.
+// rounded to the nearest integer, 0 to 100. Failures that are not the
+// agent's (a service unavailable, an internal error) lower nothing.
 const (
-	CallsWeight = 60
-	DaysWeight  = 30
-	ToolsWeight = 10
-	CallsCap    = 50
-	ToolsCap    = 5
+	SuccessWeight = 40
+	CareWeight    = 20
+	VolumeWeight  = 10
+	AdminWeight   = 10
+	DaysWeight    = 10
+	ToolsWeight   = 10
+	CallsVolume   = 100
+	AdminCap      = 50
+	ToolsCap      = 10
+)
+
+// refusedCodes are the domain codes of calls refused for the caller's own
+// mistake; failedCodes those of calls that failed through no fault of the
+// caller. Any other code but "ok" (declined: the user said no) is neither.
+var (
+	refusedCodes = map[string]bool{
+		toolcall.CodeInvalidArgument: true, toolcall.CodeGuardrailViolated: true, toolcall.CodePermissionDenied: true,
+		toolcall.CodeUnauthenticated: true, toolcall.CodeNotFound: true, toolcall.CodeConflict: true,
+		toolcall.CodeRateLimited: true, toolcall.CodeReadOnly: true,
+	}
+	failedCodes = map[string]bool{
+		toolcall.CodeUnavailable: true, toolcall.CodeDeadlineExceeded: true, toolcall.CodeInternal: true,
+		toolcall.CodeNotSupported: true, toolcall.CodeCapabilityGap: true,
+	}
 )
 
 // Window defaults and bounds, in days.
@@ -38,12 +68,13 @@ const (
 // read, and Components.truncated says the window held more.
 const MaxRecords = 5000
 
-// Compute scores the audit records of one agent over a window of days:
-// records are those whose actor is the agent, in the window and up to the
-// audit head the score names. It is a pure function of the records, so
-// anyone who reads them back (audit_list) gets the same score.
-func Compute(records []*auditv1.Record, days int, truncated bool) (int32, *reputationv1.Components) {
-	c := &reputationv1.Components{RecordsRead: int64(len(records)), Truncated: truncated}
+// Compute scores one agent over a window of days from its audit records
+// (those whose actor is the agent, in the window, up to the audit head the
+// score names) and the summary of its call outcomes (up to the position the
+// score names). It is a pure function of both, so anyone who reads them back
+// gets the same score.
+func Compute(records []*auditv1.Record, outcomes *auditv1.SummarizeOutcomesResponse, days int, truncated bool) (int32, *reputationv1.Components) {
+	c := &reputationv1.Components{RecordsRead: int64(len(records)), Truncated: truncated, OutcomesThrough: outcomes.GetThrough()}
 	activeDays := map[string]bool{}
 	tools := map[string]bool{}
 	for _, r := range records {
@@ -56,11 +87,35 @@ func Compute(records []*auditv1.Record, days int, truncated bool) (int32, *reput
 		activeDays[r.GetTime().AsTime().UTC().Format(time.DateOnly)] = true
 		tools[r.GetTool()] = true
 	}
-	c.ActiveDays, c.Tools = int32(len(activeDays)), int32(len(tools))
+	for _, n := range outcomes.GetCounts() {
+		tools[n.GetTool()] = true
+		c.Calls += n.GetCount()
+		switch code := n.GetDomainCode(); {
+		case code == "ok":
+			c.OkCalls += n.GetCount()
+		case refusedCodes[code]:
+			c.RefusedCalls += n.GetCount()
+		case failedCodes[code]:
+			c.FailedCalls += n.GetCount()
+		}
+	}
+	// Outcomes cover admin calls too (since they were recorded), records
+	// the time before: of the two counts of active days the larger stands.
+	c.ActiveDays = max(int32(len(activeDays)), outcomes.GetActiveDays())
+	c.Tools = int32(len(tools))
 	if days < 1 {
 		days = 1
 	}
-	score := CallsWeight*ratio(c.AdminCalls, CallsCap) +
+	volume := ratio(c.Calls, CallsVolume)
+	var success, care float64
+	if judged := c.Calls - c.FailedCalls; judged > 0 {
+		success = float64(c.OkCalls) / float64(judged)
+	}
+	if c.Calls > 0 {
+		care = 1 - float64(c.RefusedCalls)/float64(c.Calls)
+	}
+	score := SuccessWeight*volume*success + CareWeight*volume*care + VolumeWeight*volume +
+		AdminWeight*ratio(c.AdminCalls, AdminCap) +
 		DaysWeight*ratio(int64(c.ActiveDays), int64(days)) +
 		ToolsWeight*ratio(int64(c.Tools), ToolsCap)
 	return int32(math.Round(score)), c

@@ -19,8 +19,17 @@ func record(tool string, at time.Time, outcome auditv1.Outcome) *auditv1.Record 
 	return &auditv1.Record{Tool: tool, Time: timestamppb.New(at), Outcome: outcome}
 }
 
+func outcomes(activeDays int32, counts ...*auditv1.OutcomeCount) *auditv1.SummarizeOutcomesResponse {
+	return &auditv1.SummarizeOutcomesResponse{Counts: counts, Through: 500, ActiveDays: activeDays}
+}
+
+func count(tool, code string, n int64) *auditv1.OutcomeCount {
+	return &auditv1.OutcomeCount{Tool: tool, DomainCode: code, Count: n}
+}
+
 // TestScoreFollowsTheFormula checks the documented formula: the weights,
-// the caps, and that replays change nothing but their count.
+// the caps, that refusals lower the score and failures that are not the
+// agent's do not, and that replays change nothing but their count.
 func TestScoreFollowsTheFormula(t *testing.T) {
 	ok, replayed := auditv1.Outcome_OUTCOME_SUCCEEDED, auditv1.Outcome_OUTCOME_REPLAYED
 	var ten []*auditv1.Record
@@ -38,27 +47,46 @@ func TestScoreFollowsTheFormula(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		records   []*auditv1.Record
+		outcomes  *auditv1.SummarizeOutcomesResponse
 		days      int
 		score     int32
 		want      *reputationv1.Components
 		truncated bool
 	}{
-		{name: "no records", days: 30, score: 0, want: &reputationv1.Components{}},
-		// 60×10/50 + 30×3/30 + 10×2/5 = 12 + 3 + 4
-		{name: "ten calls on three days with two tools", records: ten, days: 30, score: 19,
+		{name: "nothing", days: 30, score: 0, want: &reputationv1.Components{}},
+		// Records from before outcomes were kept: 10×10/50 + 10×3/30 + 10×2/10 = 2 + 1 + 2.
+		{name: "ten admin records on three days with two tools", records: ten, days: 30, score: 5,
 			want: &reputationv1.Components{AdminCalls: 10, ActiveDays: 3, Tools: 2, RecordsRead: 10}},
-		{name: "a replay counts for nothing", records: append(ten[:10:10], record("credits_grant", day0, replayed)), days: 30, score: 19,
+		{name: "a replay counts for nothing", records: append(ten[:10:10], record("credits_grant", day0, replayed)), days: 30, score: 5,
 			want: &reputationv1.Components{AdminCalls: 10, Replays: 1, ActiveDays: 3, Tools: 2, RecordsRead: 11}},
-		// Every component at or past its cap: 80 calls, 40 days in a
-		// 30-day window, 7 tools.
+		// 100 ordinary calls, 5 refused, on one day with two tools:
+		// 40×95/100 + 20×(1−5/100) + 10 + 10×1/30 + 10×2/10 = 38 + 19 + 10 + 0.33 + 2.
+		{name: "a hundred calls, a few refused", days: 30, score: 69,
+			outcomes: outcomes(1, count("memory_save", "invalid_argument", 5), count("memory_save", "ok", 35), count("tasks_create", "ok", 60)),
+			want:     &reputationv1.Components{Calls: 100, OkCalls: 95, RefusedCalls: 5, ActiveDays: 1, Tools: 2, OutcomesThrough: 500}},
+		// A careless agent: half its calls refused. 40×50/100 + 20×0.5 + 10 + 0.33 + 2.
+		{name: "half refused", days: 30, score: 42,
+			outcomes: outcomes(1, count("memory_save", "invalid_argument", 50), count("tasks_create", "ok", 50)),
+			want:     &reputationv1.Components{Calls: 100, OkCalls: 50, RefusedCalls: 50, ActiveDays: 1, Tools: 2, OutcomesThrough: 500}},
+		// Failures that are not the agent's lower nothing: 40×60/60 + 20 + 10 + 0.33 + 2.
+		{name: "failures are not the agent's", days: 30, score: 72,
+			outcomes: outcomes(1, count("search_web", "unavailable", 40), count("tasks_create", "ok", 60)),
+			want:     &reputationv1.Components{Calls: 100, OkCalls: 60, FailedCalls: 40, ActiveDays: 1, Tools: 2, OutcomesThrough: 500}},
+		// A user's "no" is neither a success nor a refusal: 40×10/11 × 11/100 + 20×11/100 + 10×11/100 + ...
+		{name: "declined", days: 30, score: 9,
+			outcomes: outcomes(1, count("owner_ask", "declined", 1), count("owner_ask", "ok", 10)),
+			want:     &reputationv1.Components{Calls: 11, OkCalls: 10, ActiveDays: 1, Tools: 1, OutcomesThrough: 500}},
+		// Every component at or past its cap: 200 calls, 80 admin calls,
+		// 40 days in a 30-day window, 11 tools.
 		{name: "caps", records: many, days: 30, score: 100, truncated: true,
-			want: &reputationv1.Components{AdminCalls: 80, ActiveDays: 40, Tools: 7, RecordsRead: 80, Truncated: true}},
-		// A shorter window weighs each day more: 60×10/50 + 30×3/7 + 4.
-		{name: "a week's window", records: ten, days: 7, score: 29,
+			outcomes: outcomes(40, count("tasks_create", "ok", 197), count("o_p", "ok", 1), count("q_r", "ok", 1), count("s_t", "ok", 1)),
+			want:     &reputationv1.Components{AdminCalls: 80, ActiveDays: 40, Tools: 11, RecordsRead: 80, Truncated: true, Calls: 200, OkCalls: 200, OutcomesThrough: 500}},
+		// A shorter window weighs each day more: 2 + 10×3/7 + 2.
+		{name: "a week's window", records: ten, days: 7, score: 8,
 			want: &reputationv1.Components{AdminCalls: 10, ActiveDays: 3, Tools: 2, RecordsRead: 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			score, comps := reputation.Compute(tc.records, tc.days, tc.truncated)
+			score, comps := reputation.Compute(tc.records, tc.outcomes, tc.days, tc.truncated)
 			if score != tc.score {
 				t.Errorf("score = %d, want %d", score, tc.score)
 			}

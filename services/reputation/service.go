@@ -2,10 +2,10 @@
 // mesh's audit trail, attestations of it signed with the mesh key, and the
 // verification of attestations other meshes publish.
 //
-// The score (Compute, Formula) counts the audit records whose actor is the
-// agent over a window, read through the audit service as the caller, up to
-// the audit head named beside it: anyone who can read the trail recomputes
-// it. An attestation (Signer) is a compact JWS of the score, the window, the
+// The score (Compute, Formula) counts the agent's call outcomes and the
+// audit records whose actor is the agent over a window, read through the
+// audit service as the caller, up to the audit head and outcome position
+// named beside it: anyone who can read them recomputes it. An attestation (Signer) is a compact JWS of the score, the window, the
 // audit head and the latest signed audit checkpoint, issued by the mesh's
 // A2A base URL, where the mesh publishes the key's public half at
 // /.well-known/jwks.json; it is served to other meshes on the agent's A2A
@@ -150,7 +150,12 @@ func (s *Service) score(ctx context.Context, agent string, days int, head *audit
 		}
 		offset = next
 	}
-	score, comps := Compute(records, days, truncated)
+	outcomes, err := s.audit.SummarizeOutcomes(ctx, &auditv1.SummarizeOutcomesRequest{Agent: agent,
+		Since: timestamppb.New(since), Until: timestamppb.New(until)})
+	if err != nil {
+		return nil, auditError("read the call outcomes", err)
+	}
+	score, comps := Compute(records, outcomes, days, truncated)
 	return &reputationv1.Score{
 		AgentId: agent, Score: score, Formula: Formula, Components: comps,
 		Window: &reputationv1.Window{Since: timestamppb.New(since), Until: timestamppb.New(until), Days: int32(days)},

@@ -41,6 +41,7 @@ type fakeAudit struct {
 	auditv1connect.UnimplementedAuditServiceHandler
 	mu         sync.Mutex
 	records    []*auditv1.Record
+	outcomes   []*auditv1.CallOutcome
 	checkpoint *auditv1.SignedCheckpoint
 	intact     bool
 	// key signs the checkpoints: the mesh's audit checkpoint key.
@@ -60,6 +61,35 @@ func (f *fakeAudit) add(actor, tool string, at time.Time) {
 		panic(err)
 	}
 	f.checkpoint = &auditv1.SignedCheckpoint{Origin: cp.Origin, Seq: seq, Hash: cp.Hash, Time: timestamppb.New(cp.Time), Note: cp.Note}
+}
+
+func (f *fakeAudit) outcome(agent, tool, code string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outcomes = append(f.outcomes, &auditv1.CallOutcome{Agent: agent, Tool: tool, DomainCode: code, Time: timestamppb.New(at)})
+}
+
+// SummarizeOutcomes counts as the audit service does; positions are
+// indexes from 1.
+func (f *fakeAudit) SummarizeOutcomes(_ context.Context, req *auditv1.SummarizeOutcomesRequest) (*auditv1.SummarizeOutcomesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := &auditv1.SummarizeOutcomesResponse{Through: int64(len(f.outcomes))}
+	counts := map[[2]string]int64{}
+	days := map[string]bool{}
+	for _, o := range f.outcomes {
+		at := o.GetTime().AsTime()
+		if o.GetAgent() != req.GetAgent() || at.Before(req.GetSince().AsTime()) || !at.Before(req.GetUntil().AsTime()) {
+			continue
+		}
+		counts[[2]string{o.GetTool(), o.GetDomainCode()}]++
+		days[at.Format(time.DateOnly)] = true
+	}
+	for k, n := range counts {
+		res.Counts = append(res.Counts, &auditv1.OutcomeCount{Tool: k[0], DomainCode: k[1], Count: n})
+	}
+	res.ActiveDays = int32(len(days))
+	return res, nil
 }
 
 func (f *fakeAudit) head() *auditv1.Checkpoint {
@@ -231,10 +261,33 @@ func TestCheckScoresTheAgentsAuditRecords(t *testing.T) {
 	}
 	sc := res.GetScore()
 	c := sc.GetComponents()
-	// 60×2/50 + 30×2/30 + 10×2/5 = 2.4 + 2 + 4
-	if sc.GetAgentId() != "alice" || sc.GetScore() != 8 || c.GetAdminCalls() != 2 || c.GetActiveDays() != 2 || c.GetTools() != 2 ||
+	// 10×2/50 + 10×2/30 + 10×2/10 = 0.4 + 0.67 + 2
+	if sc.GetAgentId() != "alice" || sc.GetScore() != 3 || c.GetAdminCalls() != 2 || c.GetActiveDays() != 2 || c.GetTools() != 2 ||
 		sc.GetWindow().GetDays() != 30 || sc.GetHead().GetSeq() != 4 || sc.GetFormula() != reputation.Formula {
-		t.Errorf("alice's score = %v, want 8 from 2 calls on 2 days with 2 tools in a 30-day window, at head 4", sc)
+		t.Errorf("alice's score = %v, want 3 from 2 calls on 2 days with 2 tools in a 30-day window, at head 4", sc)
+	}
+	// Her ordinary calls count too: 18 succeeded, 2 refused, 1 failed.
+	for i := range 21 {
+		code := "ok"
+		switch {
+		case i < 2:
+			code = "invalid_argument"
+		case i == 2:
+			code = "unavailable"
+		}
+		m.audit.outcome("alice", "tasks_create", code, now0.Add(-time.Hour))
+	}
+	m.audit.outcome("alice", "tasks_create", "ok", now0.Add(-40*24*time.Hour)) // before the window
+	res, err = m.client.Check(servertest.As(t.Context(), "alice"), &reputationv1.CheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, c = res.GetScore(), res.GetScore().GetComponents()
+	// v = 21/100: 40×v×18/20 + 20×v×(1−2/21) + 10×v + 0.4 + 0.67 + 10×3/10
+	// = 7.56 + 3.8 + 2.1 + 0.4 + 0.67 + 3
+	if c.GetCalls() != 21 || c.GetOkCalls() != 18 || c.GetRefusedCalls() != 2 || c.GetFailedCalls() != 1 || c.GetOutcomesThrough() != 22 ||
+		c.GetTools() != 3 || sc.GetScore() != 18 {
+		t.Errorf("alice's score with her calls = %v, want 18 from 21 calls (18 ok, 2 refused, 1 failed) through outcome 22", sc)
 	}
 	res, err = m.client.Check(servertest.As(t.Context(), "alice"), &reputationv1.CheckRequest{AgentId: "bob", WindowDays: 1})
 	if err != nil {

@@ -47,6 +47,7 @@ func TestStore(t *testing.T) {
 		{Name: "walk stops when asked", Test: testWalkStops},
 		{Name: "walk from a record", Test: testWalkFrom},
 		{Name: "records are append-only", Test: testAppendOnly},
+		{Name: "call outcomes are counted once and pruned", Test: testOutcomes},
 	})
 }
 

@@ -13,7 +13,7 @@ import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
-	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	v11 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -1230,6 +1230,403 @@ func (x *VerifyResponse) GetCheckpointsRejected() int64 {
 	return 0
 }
 
+// CallOutcome is how one tool call ended.
+type CallOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The edge's id of the call; an outcome is recorded once per id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the call ended.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The calling agent (empty for a caller that is no agent).
+	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The authenticated subject behind the call.
+	Subject string `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The tool called, e.g. "tasks_create".
+	Tool string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The tool's kind.
+	Kind v11.Kind `protobuf:"varint,6,opt,name=kind,proto3,enum=toolmesh.tool.v1.Kind" json:"kind,omitempty"`
+	// "ok" for a call that succeeded, else the envelope's domain code
+	// (invalid_argument, permission_denied, unavailable, ...).
+	DomainCode string `protobuf:"bytes,7,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
+	// How long the call took, in milliseconds.
+	DurationMs    int64 `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallOutcome) Reset() {
+	*x = CallOutcome{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallOutcome) ProtoMessage() {}
+
+func (x *CallOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallOutcome.ProtoReflect.Descriptor instead.
+func (*CallOutcome) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CallOutcome) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CallOutcome) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *CallOutcome) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *CallOutcome) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *CallOutcome) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CallOutcome) GetKind() v11.Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return v11.Kind(0)
+}
+
+func (x *CallOutcome) GetDomainCode() string {
+	if x != nil {
+		return x.DomainCode
+	}
+	return ""
+}
+
+func (x *CallOutcome) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+type RecordOutcomesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One to 500 outcomes.
+	Outcomes      []*CallOutcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordOutcomesRequest) Reset() {
+	*x = RecordOutcomesRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordOutcomesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordOutcomesRequest) ProtoMessage() {}
+
+func (x *RecordOutcomesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordOutcomesRequest.ProtoReflect.Descriptor instead.
+func (*RecordOutcomesRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RecordOutcomesRequest) GetOutcomes() []*CallOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+type RecordOutcomesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many were new (the rest were recorded before).
+	Recorded      int32 `protobuf:"varint,1,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordOutcomesResponse) Reset() {
+	*x = RecordOutcomesResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordOutcomesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordOutcomesResponse) ProtoMessage() {}
+
+func (x *RecordOutcomesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordOutcomesResponse.ProtoReflect.Descriptor instead.
+func (*RecordOutcomesResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordOutcomesResponse) GetRecorded() int32 {
+	if x != nil {
+		return x.Recorded
+	}
+	return 0
+}
+
+type SummarizeOutcomesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent whose outcomes are counted.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Only outcomes at or after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// Only outcomes before this time.
+	Until *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	// Only outcomes recorded at or before this position (0: every one).
+	Through       int64 `protobuf:"varint,4,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeOutcomesRequest) Reset() {
+	*x = SummarizeOutcomesRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeOutcomesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeOutcomesRequest) ProtoMessage() {}
+
+func (x *SummarizeOutcomesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeOutcomesRequest.ProtoReflect.Descriptor instead.
+func (*SummarizeOutcomesRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SummarizeOutcomesRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SummarizeOutcomesRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SummarizeOutcomesRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *SummarizeOutcomesRequest) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+// OutcomeCount is how many calls of one tool ended with one domain code.
+type OutcomeCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	DomainCode    string                 `protobuf:"bytes,2,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
+	Count         int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutcomeCount) Reset() {
+	*x = OutcomeCount{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutcomeCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutcomeCount) ProtoMessage() {}
+
+func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
+func (*OutcomeCount) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *OutcomeCount) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *OutcomeCount) GetDomainCode() string {
+	if x != nil {
+		return x.DomainCode
+	}
+	return ""
+}
+
+func (x *OutcomeCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type SummarizeOutcomesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The counts, by tool then domain code.
+	Counts []*OutcomeCount `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	// The last position counted (the request's through, or the newest
+	// outcome's position when it was 0); 0 when there are none.
+	Through int64 `protobuf:"varint,2,opt,name=through,proto3" json:"through,omitempty"`
+	// Distinct UTC days with at least one counted outcome.
+	ActiveDays    int32 `protobuf:"varint,3,opt,name=active_days,json=activeDays,proto3" json:"active_days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeOutcomesResponse) Reset() {
+	*x = SummarizeOutcomesResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeOutcomesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeOutcomesResponse) ProtoMessage() {}
+
+func (x *SummarizeOutcomesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeOutcomesResponse.ProtoReflect.Descriptor instead.
+func (*SummarizeOutcomesResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SummarizeOutcomesResponse) GetCounts() []*OutcomeCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *SummarizeOutcomesResponse) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+func (x *SummarizeOutcomesResponse) GetActiveDays() int32 {
+	if x != nil {
+		return x.ActiveDays
+	}
+	return 0
+}
+
 var File_toolmesh_audit_v1_audit_proto protoreflect.FileDescriptor
 
 const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
@@ -1313,7 +1710,38 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"checkpoint\x12/\n" +
 	"\x13checkpoints_checked\x18\x06 \x01(\x03R\x12checkpointsChecked\x12X\n" +
 	"\x14rejected_checkpoints\x18\a \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\x13rejectedCheckpoints\x121\n" +
-	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected*O\n" +
+	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected\"\xde\x02\n" +
+	"\vCallOutcome\x122\n" +
+	"\x02id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x02id\x126\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\x04time\x12\x1e\n" +
+	"\x05agent\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05agent\x12\"\n" +
+	"\asubject\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\asubject\x12\x1d\n" +
+	"\x04tool\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x04tool\x12*\n" +
+	"\x04kind\x18\x06 \x01(\x0e2\x16.toolmesh.tool.v1.KindR\x04kind\x12*\n" +
+	"\vdomain_code\x18\a \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\n" +
+	"domainCode\x12(\n" +
+	"\vduration_ms\x18\b \x01(\x03B\a\xbaH\x04\"\x02(\x00R\n" +
+	"durationMs\"`\n" +
+	"\x15RecordOutcomesRequest\x12G\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1e.toolmesh.audit.v1.CallOutcomeB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\boutcomes\"4\n" +
+	"\x16RecordOutcomesResponse\x12\x1a\n" +
+	"\brecorded\x18\x01 \x01(\x05R\brecorded\"\xbc\x02\n" +
+	"\x18SummarizeOutcomesRequest\x12!\n" +
+	"\x05agent\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\x05agent\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12!\n" +
+	"\athrough\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\athrough:v\xbaHs\x1aq\n" +
+	"\x12since_before_until\x12\x1asince must be before until\x1a?!has(this.since) || !has(this.until) || this.since < this.until\"Y\n" +
+	"\fOutcomeCount\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vdomain_code\x18\x02 \x01(\tR\n" +
+	"domainCode\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\"\x8f\x01\n" +
+	"\x19SummarizeOutcomesResponse\x127\n" +
+	"\x06counts\x18\x01 \x03(\v2\x1f.toolmesh.audit.v1.OutcomeCountR\x06counts\x12\x18\n" +
+	"\athrough\x18\x02 \x01(\x03R\athrough\x12\x1f\n" +
+	"\vactive_days\x18\x03 \x01(\x05R\n" +
+	"activeDays*O\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_SUCCEEDED\x10\x01\x12\x14\n" +
@@ -1336,7 +1764,7 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x1eCHECKPOINT_PROBLEM_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCHECKPOINT_PROBLEM_MALFORMED\x10\x01\x12\"\n" +
 	"\x1eCHECKPOINT_PROBLEM_UNKNOWN_KEY\x10\x02\x12$\n" +
-	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xf2\x03\n" +
+	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xce\x05\n" +
 	"\fAuditService\x12M\n" +
 	"\x06Append\x12 .toolmesh.audit.v1.AppendRequest\x1a!.toolmesh.audit.v1.AppendResponse\x12t\n" +
 	"\x04List\x12\x1e.toolmesh.audit.v1.ListRequest\x1a\x1f.toolmesh.audit.v1.ListResponse\"+\xc2\xf3\x18$\n" +
@@ -1345,7 +1773,9 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x04Head\x12\x1e.toolmesh.audit.v1.HeadRequest\x1a\x1f.toolmesh.audit.v1.HeadResponse\"W\xc2\xf3\x18P\n" +
 	"\n" +
 	"audit_head\x12\x15Show audit trail head\x18\x01B)\n" +
-	"\x15toolmesh://audit/head2\x10Audit trail head\x90\x02\x01\x12z\n" +
+	"\x15toolmesh://audit/head2\x10Audit trail head\x90\x02\x01\x12e\n" +
+	"\x0eRecordOutcomes\x12(.toolmesh.audit.v1.RecordOutcomesRequest\x1a).toolmesh.audit.v1.RecordOutcomesResponse\x12s\n" +
+	"\x11SummarizeOutcomes\x12+.toolmesh.audit.v1.SummarizeOutcomesRequest\x1a,.toolmesh.audit.v1.SummarizeOutcomesResponse\"\x03\x90\x02\x01\x12z\n" +
 	"\x06Verify\x12 .toolmesh.audit.v1.VerifyRequest\x1a!.toolmesh.audit.v1.VerifyResponse\"+\xc2\xf3\x18$\n" +
 	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
 
@@ -1362,59 +1792,76 @@ func file_toolmesh_audit_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
-	(Outcome)(0),                  // 0: toolmesh.audit.v1.Outcome
-	(Problem)(0),                  // 1: toolmesh.audit.v1.Problem
-	(CheckpointProblem)(0),        // 2: toolmesh.audit.v1.CheckpointProblem
-	(*Record)(nil),                // 3: toolmesh.audit.v1.Record
-	(*AppendRequest)(nil),         // 4: toolmesh.audit.v1.AppendRequest
-	(*AppendResponse)(nil),        // 5: toolmesh.audit.v1.AppendResponse
-	(*ListRequest)(nil),           // 6: toolmesh.audit.v1.ListRequest
-	(*ListResponse)(nil),          // 7: toolmesh.audit.v1.ListResponse
-	(*Checkpoint)(nil),            // 8: toolmesh.audit.v1.Checkpoint
-	(*HeadRequest)(nil),           // 9: toolmesh.audit.v1.HeadRequest
-	(*HeadResponse)(nil),          // 10: toolmesh.audit.v1.HeadResponse
-	(*VerifyRequest)(nil),         // 11: toolmesh.audit.v1.VerifyRequest
-	(*Finding)(nil),               // 12: toolmesh.audit.v1.Finding
-	(*SignedCheckpoint)(nil),      // 13: toolmesh.audit.v1.SignedCheckpoint
-	(*RejectedCheckpoint)(nil),    // 14: toolmesh.audit.v1.RejectedCheckpoint
-	(*VerifyResponse)(nil),        // 15: toolmesh.audit.v1.VerifyResponse
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 17: toolmesh.page.v1.Page
+	(Outcome)(0),                      // 0: toolmesh.audit.v1.Outcome
+	(Problem)(0),                      // 1: toolmesh.audit.v1.Problem
+	(CheckpointProblem)(0),            // 2: toolmesh.audit.v1.CheckpointProblem
+	(*Record)(nil),                    // 3: toolmesh.audit.v1.Record
+	(*AppendRequest)(nil),             // 4: toolmesh.audit.v1.AppendRequest
+	(*AppendResponse)(nil),            // 5: toolmesh.audit.v1.AppendResponse
+	(*ListRequest)(nil),               // 6: toolmesh.audit.v1.ListRequest
+	(*ListResponse)(nil),              // 7: toolmesh.audit.v1.ListResponse
+	(*Checkpoint)(nil),                // 8: toolmesh.audit.v1.Checkpoint
+	(*HeadRequest)(nil),               // 9: toolmesh.audit.v1.HeadRequest
+	(*HeadResponse)(nil),              // 10: toolmesh.audit.v1.HeadResponse
+	(*VerifyRequest)(nil),             // 11: toolmesh.audit.v1.VerifyRequest
+	(*Finding)(nil),                   // 12: toolmesh.audit.v1.Finding
+	(*SignedCheckpoint)(nil),          // 13: toolmesh.audit.v1.SignedCheckpoint
+	(*RejectedCheckpoint)(nil),        // 14: toolmesh.audit.v1.RejectedCheckpoint
+	(*VerifyResponse)(nil),            // 15: toolmesh.audit.v1.VerifyResponse
+	(*CallOutcome)(nil),               // 16: toolmesh.audit.v1.CallOutcome
+	(*RecordOutcomesRequest)(nil),     // 17: toolmesh.audit.v1.RecordOutcomesRequest
+	(*RecordOutcomesResponse)(nil),    // 18: toolmesh.audit.v1.RecordOutcomesResponse
+	(*SummarizeOutcomesRequest)(nil),  // 19: toolmesh.audit.v1.SummarizeOutcomesRequest
+	(*OutcomeCount)(nil),              // 20: toolmesh.audit.v1.OutcomeCount
+	(*SummarizeOutcomesResponse)(nil), // 21: toolmesh.audit.v1.SummarizeOutcomesResponse
+	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
+	(*v1.Page)(nil),                   // 23: toolmesh.page.v1.Page
+	(v11.Kind)(0),                     // 24: toolmesh.tool.v1.Kind
 }
 var file_toolmesh_audit_v1_audit_proto_depIdxs = []int32{
-	16, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
+	22, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: toolmesh.audit.v1.Record.outcome:type_name -> toolmesh.audit.v1.Outcome
 	0,  // 2: toolmesh.audit.v1.AppendRequest.outcome:type_name -> toolmesh.audit.v1.Outcome
 	3,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
-	16, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	16, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
+	22, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	22, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
 	3,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
-	17, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	23, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
 	8,  // 8: toolmesh.audit.v1.HeadResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
 	8,  // 9: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
 	1,  // 10: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
 	13, // 11: toolmesh.audit.v1.Finding.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
-	16, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
+	22, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
 	2,  // 13: toolmesh.audit.v1.RejectedCheckpoint.problem:type_name -> toolmesh.audit.v1.CheckpointProblem
 	8,  // 14: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
 	12, // 15: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
 	13, // 16: toolmesh.audit.v1.VerifyResponse.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
 	14, // 17: toolmesh.audit.v1.VerifyResponse.rejected_checkpoints:type_name -> toolmesh.audit.v1.RejectedCheckpoint
-	4,  // 18: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
-	6,  // 19: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
-	9,  // 20: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
-	11, // 21: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
-	5,  // 22: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
-	7,  // 23: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
-	10, // 24: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
-	15, // 25: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	22, // 18: toolmesh.audit.v1.CallOutcome.time:type_name -> google.protobuf.Timestamp
+	24, // 19: toolmesh.audit.v1.CallOutcome.kind:type_name -> toolmesh.tool.v1.Kind
+	16, // 20: toolmesh.audit.v1.RecordOutcomesRequest.outcomes:type_name -> toolmesh.audit.v1.CallOutcome
+	22, // 21: toolmesh.audit.v1.SummarizeOutcomesRequest.since:type_name -> google.protobuf.Timestamp
+	22, // 22: toolmesh.audit.v1.SummarizeOutcomesRequest.until:type_name -> google.protobuf.Timestamp
+	20, // 23: toolmesh.audit.v1.SummarizeOutcomesResponse.counts:type_name -> toolmesh.audit.v1.OutcomeCount
+	4,  // 24: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
+	6,  // 25: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
+	9,  // 26: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
+	17, // 27: toolmesh.audit.v1.AuditService.RecordOutcomes:input_type -> toolmesh.audit.v1.RecordOutcomesRequest
+	19, // 28: toolmesh.audit.v1.AuditService.SummarizeOutcomes:input_type -> toolmesh.audit.v1.SummarizeOutcomesRequest
+	11, // 29: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
+	5,  // 30: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
+	7,  // 31: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
+	10, // 32: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
+	18, // 33: toolmesh.audit.v1.AuditService.RecordOutcomes:output_type -> toolmesh.audit.v1.RecordOutcomesResponse
+	21, // 34: toolmesh.audit.v1.AuditService.SummarizeOutcomes:output_type -> toolmesh.audit.v1.SummarizeOutcomesResponse
+	15, // 35: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
+	30, // [30:36] is the sub-list for method output_type
+	24, // [24:30] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_audit_v1_audit_proto_init() }
@@ -1428,7 +1875,7 @@ func file_toolmesh_audit_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_audit_v1_audit_proto_rawDesc), len(file_toolmesh_audit_v1_audit_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

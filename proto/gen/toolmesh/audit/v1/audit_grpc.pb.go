@@ -22,10 +22,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuditService_Append_FullMethodName = "/toolmesh.audit.v1.AuditService/Append"
-	AuditService_List_FullMethodName   = "/toolmesh.audit.v1.AuditService/List"
-	AuditService_Head_FullMethodName   = "/toolmesh.audit.v1.AuditService/Head"
-	AuditService_Verify_FullMethodName = "/toolmesh.audit.v1.AuditService/Verify"
+	AuditService_Append_FullMethodName            = "/toolmesh.audit.v1.AuditService/Append"
+	AuditService_List_FullMethodName              = "/toolmesh.audit.v1.AuditService/List"
+	AuditService_Head_FullMethodName              = "/toolmesh.audit.v1.AuditService/Head"
+	AuditService_RecordOutcomes_FullMethodName    = "/toolmesh.audit.v1.AuditService/RecordOutcomes"
+	AuditService_SummarizeOutcomes_FullMethodName = "/toolmesh.audit.v1.AuditService/SummarizeOutcomes"
+	AuditService_Verify_FullMethodName            = "/toolmesh.audit.v1.AuditService/Verify"
 )
 
 // AuditServiceClient is the client API for AuditService service.
@@ -61,6 +63,20 @@ type AuditServiceClient interface {
 	// zeros while the trail is empty). It changes with every admin call
 	// recorded. Unlike audit_verify it checks nothing and reads no records.
 	Head(ctx context.Context, in *HeadRequest, opts ...grpc.CallOption) (*HeadResponse, error)
+	// RecordOutcomes records how tool calls ended — every call, not only
+	// admin calls: its agent, tool, kind, domain code and duration — for the
+	// reputation score. Internal: the edge sends them in batches; only mesh
+	// callers allowed to append (the edge) may call it. An outcome whose id was
+	// recorded before is not recorded again, so a retried batch counts once.
+	// Outcomes are not part of the hash chain; they are kept for the
+	// service's outcome retention (docs/reputation.md).
+	RecordOutcomes(ctx context.Context, in *RecordOutcomesRequest, opts ...grpc.CallOption) (*RecordOutcomesResponse, error)
+	// SummarizeOutcomes counts one agent's call outcomes in [since, until) by
+	// tool and domain code, up to the outcome at position through (0: the
+	// newest), and names the last position counted, so the same request later
+	// gives the same counts while the outcomes are retained. Internal: the
+	// reputation service reads it as its caller.
+	SummarizeOutcomes(ctx context.Context, in *SummarizeOutcomesRequest, opts ...grpc.CallOption) (*SummarizeOutcomesResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -111,6 +127,26 @@ func (c *auditServiceClient) Head(ctx context.Context, in *HeadRequest, opts ...
 	return out, nil
 }
 
+func (c *auditServiceClient) RecordOutcomes(ctx context.Context, in *RecordOutcomesRequest, opts ...grpc.CallOption) (*RecordOutcomesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordOutcomesResponse)
+	err := c.cc.Invoke(ctx, AuditService_RecordOutcomes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *auditServiceClient) SummarizeOutcomes(ctx context.Context, in *SummarizeOutcomesRequest, opts ...grpc.CallOption) (*SummarizeOutcomesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SummarizeOutcomesResponse)
+	err := c.cc.Invoke(ctx, AuditService_SummarizeOutcomes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *auditServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(VerifyResponse)
@@ -154,6 +190,20 @@ type AuditServiceServer interface {
 	// zeros while the trail is empty). It changes with every admin call
 	// recorded. Unlike audit_verify it checks nothing and reads no records.
 	Head(context.Context, *HeadRequest) (*HeadResponse, error)
+	// RecordOutcomes records how tool calls ended — every call, not only
+	// admin calls: its agent, tool, kind, domain code and duration — for the
+	// reputation score. Internal: the edge sends them in batches; only mesh
+	// callers allowed to append (the edge) may call it. An outcome whose id was
+	// recorded before is not recorded again, so a retried batch counts once.
+	// Outcomes are not part of the hash chain; they are kept for the
+	// service's outcome retention (docs/reputation.md).
+	RecordOutcomes(context.Context, *RecordOutcomesRequest) (*RecordOutcomesResponse, error)
+	// SummarizeOutcomes counts one agent's call outcomes in [since, until) by
+	// tool and domain code, up to the outcome at position through (0: the
+	// newest), and names the last position counted, so the same request later
+	// gives the same counts while the outcomes are retained. Internal: the
+	// reputation service reads it as its caller.
+	SummarizeOutcomes(context.Context, *SummarizeOutcomesRequest) (*SummarizeOutcomesResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -182,6 +232,12 @@ func (UnimplementedAuditServiceServer) List(context.Context, *ListRequest) (*Lis
 }
 func (UnimplementedAuditServiceServer) Head(context.Context, *HeadRequest) (*HeadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Head not implemented")
+}
+func (UnimplementedAuditServiceServer) RecordOutcomes(context.Context, *RecordOutcomesRequest) (*RecordOutcomesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordOutcomes not implemented")
+}
+func (UnimplementedAuditServiceServer) SummarizeOutcomes(context.Context, *SummarizeOutcomesRequest) (*SummarizeOutcomesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SummarizeOutcomes not implemented")
 }
 func (UnimplementedAuditServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
@@ -261,6 +317,42 @@ func _AuditService_Head_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuditService_RecordOutcomes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordOutcomesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditServiceServer).RecordOutcomes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditService_RecordOutcomes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditServiceServer).RecordOutcomes(ctx, req.(*RecordOutcomesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuditService_SummarizeOutcomes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SummarizeOutcomesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditServiceServer).SummarizeOutcomes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditService_SummarizeOutcomes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditServiceServer).SummarizeOutcomes(ctx, req.(*SummarizeOutcomesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AuditService_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(VerifyRequest)
 	if err := dec(in); err != nil {
@@ -297,6 +389,14 @@ var AuditService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Head",
 			Handler:    _AuditService_Head_Handler,
+		},
+		{
+			MethodName: "RecordOutcomes",
+			Handler:    _AuditService_RecordOutcomes_Handler,
+		},
+		{
+			MethodName: "SummarizeOutcomes",
+			Handler:    _AuditService_SummarizeOutcomes_Handler,
 		},
 		{
 			MethodName: "Verify",

@@ -106,9 +106,25 @@ type Components struct {
 	RecordsRead int64 `protobuf:"varint,5,opt,name=records_read,json=recordsRead,proto3" json:"records_read,omitempty"`
 	// True when the window held more records than are read (see
 	// docs/reputation.md); the counts cover the newest ones.
-	Truncated     bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Truncated bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Tool calls the agent made in the window, every kind, as the audit
+	// service's call outcomes record them (formula v2).
+	Calls int64 `protobuf:"varint,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Calls that succeeded.
+	OkCalls int64 `protobuf:"varint,8,opt,name=ok_calls,json=okCalls,proto3" json:"ok_calls,omitempty"`
+	// Calls refused for the caller's own mistake: invalid arguments, a
+	// missing grant or confirmation, an unknown or conflicting item, a rate
+	// limit, a read-only mesh.
+	RefusedCalls int64 `protobuf:"varint,9,opt,name=refused_calls,json=refusedCalls,proto3" json:"refused_calls,omitempty"`
+	// Calls that failed through no fault of the caller: a service
+	// unavailable or out of time, an internal error, a missing capability.
+	// They do not lower the score.
+	FailedCalls int64 `protobuf:"varint,10,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
+	// The last call outcome counted: the same check at this position gives
+	// the same counts while the outcomes are retained.
+	OutcomesThrough int64 `protobuf:"varint,11,opt,name=outcomes_through,json=outcomesThrough,proto3" json:"outcomes_through,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Components) Reset() {
@@ -181,6 +197,41 @@ func (x *Components) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *Components) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *Components) GetOkCalls() int64 {
+	if x != nil {
+		return x.OkCalls
+	}
+	return 0
+}
+
+func (x *Components) GetRefusedCalls() int64 {
+	if x != nil {
+		return x.RefusedCalls
+	}
+	return 0
+}
+
+func (x *Components) GetFailedCalls() int64 {
+	if x != nil {
+		return x.FailedCalls
+	}
+	return 0
+}
+
+func (x *Components) GetOutcomesThrough() int64 {
+	if x != nil {
+		return x.OutcomesThrough
+	}
+	return 0
 }
 
 // Window is the time range a score covers: [since, until).
@@ -386,7 +437,8 @@ type Score struct {
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// 0 to 100.
 	Score int32 `protobuf:"varint,2,opt,name=score,proto3" json:"score,omitempty"`
-	// The formula's name and version, "toolmesh-reputation/v1".
+	// The formula's name and version, "toolmesh-reputation/v2" (v1, which
+	// counted audit records only, is in attestations issued before it).
 	Formula    string      `protobuf:"bytes,3,opt,name=formula,proto3" json:"formula,omitempty"`
 	Components *Components `protobuf:"bytes,4,opt,name=components,proto3" json:"components,omitempty"`
 	Window     *Window     `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
@@ -1151,7 +1203,7 @@ var File_toolmesh_reputation_v1_reputation_proto protoreflect.FileDescriptor
 
 const file_toolmesh_reputation_v1_reputation_proto_rawDesc = "" +
 	"\n" +
-	"'toolmesh/reputation/v1/reputation.proto\x12\x16toolmesh.reputation.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xbf\x01\n" +
+	"'toolmesh/reputation/v1/reputation.proto\x12\x16toolmesh.reputation.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xe3\x02\n" +
 	"\n" +
 	"Components\x12\x1f\n" +
 	"\vadmin_calls\x18\x01 \x01(\x03R\n" +
@@ -1161,7 +1213,13 @@ const file_toolmesh_reputation_v1_reputation_proto_rawDesc = "" +
 	"activeDays\x12\x14\n" +
 	"\x05tools\x18\x04 \x01(\x05R\x05tools\x12!\n" +
 	"\frecords_read\x18\x05 \x01(\x03R\vrecordsRead\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\x80\x01\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x14\n" +
+	"\x05calls\x18\a \x01(\x03R\x05calls\x12\x19\n" +
+	"\bok_calls\x18\b \x01(\x03R\aokCalls\x12#\n" +
+	"\rrefused_calls\x18\t \x01(\x03R\frefusedCalls\x12!\n" +
+	"\ffailed_calls\x18\n" +
+	" \x01(\x03R\vfailedCalls\x12)\n" +
+	"\x10outcomes_through\x18\v \x01(\x03R\x0foutcomesThrough\"\x80\x01\n" +
 	"\x06Window\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x12\n" +

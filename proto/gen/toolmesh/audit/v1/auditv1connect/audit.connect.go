@@ -41,6 +41,12 @@ const (
 	AuditServiceListProcedure = "/toolmesh.audit.v1.AuditService/List"
 	// AuditServiceHeadProcedure is the fully-qualified name of the AuditService's Head RPC.
 	AuditServiceHeadProcedure = "/toolmesh.audit.v1.AuditService/Head"
+	// AuditServiceRecordOutcomesProcedure is the fully-qualified name of the AuditService's
+	// RecordOutcomes RPC.
+	AuditServiceRecordOutcomesProcedure = "/toolmesh.audit.v1.AuditService/RecordOutcomes"
+	// AuditServiceSummarizeOutcomesProcedure is the fully-qualified name of the AuditService's
+	// SummarizeOutcomes RPC.
+	AuditServiceSummarizeOutcomesProcedure = "/toolmesh.audit.v1.AuditService/SummarizeOutcomes"
 	// AuditServiceVerifyProcedure is the fully-qualified name of the AuditService's Verify RPC.
 	AuditServiceVerifyProcedure = "/toolmesh.audit.v1.AuditService/Verify"
 )
@@ -64,6 +70,20 @@ type AuditServiceClient interface {
 	// zeros while the trail is empty). It changes with every admin call
 	// recorded. Unlike audit_verify it checks nothing and reads no records.
 	Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error)
+	// RecordOutcomes records how tool calls ended — every call, not only
+	// admin calls: its agent, tool, kind, domain code and duration — for the
+	// reputation score. Internal: the edge sends them in batches; only mesh
+	// callers allowed to append (the edge) may call it. An outcome whose id was
+	// recorded before is not recorded again, so a retried batch counts once.
+	// Outcomes are not part of the hash chain; they are kept for the
+	// service's outcome retention (docs/reputation.md).
+	RecordOutcomes(context.Context, *v1.RecordOutcomesRequest) (*v1.RecordOutcomesResponse, error)
+	// SummarizeOutcomes counts one agent's call outcomes in [since, until) by
+	// tool and domain code, up to the outcome at position through (0: the
+	// newest), and names the last position counted, so the same request later
+	// gives the same counts while the outcomes are retained. Internal: the
+	// reputation service reads it as its caller.
+	SummarizeOutcomes(context.Context, *v1.SummarizeOutcomesRequest) (*v1.SummarizeOutcomesResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -107,6 +127,19 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		recordOutcomes: connect.NewClient[v1.RecordOutcomesRequest, v1.RecordOutcomesResponse](
+			httpClient,
+			baseURL+AuditServiceRecordOutcomesProcedure,
+			connect.WithSchema(auditServiceMethods.ByName("RecordOutcomes")),
+			connect.WithClientOptions(opts...),
+		),
+		summarizeOutcomes: connect.NewClient[v1.SummarizeOutcomesRequest, v1.SummarizeOutcomesResponse](
+			httpClient,
+			baseURL+AuditServiceSummarizeOutcomesProcedure,
+			connect.WithSchema(auditServiceMethods.ByName("SummarizeOutcomes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		verify: connect.NewClient[v1.VerifyRequest, v1.VerifyResponse](
 			httpClient,
 			baseURL+AuditServiceVerifyProcedure,
@@ -119,10 +152,12 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // auditServiceClient implements AuditServiceClient.
 type auditServiceClient struct {
-	append *connect.Client[v1.AppendRequest, v1.AppendResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	head   *connect.Client[v1.HeadRequest, v1.HeadResponse]
-	verify *connect.Client[v1.VerifyRequest, v1.VerifyResponse]
+	append            *connect.Client[v1.AppendRequest, v1.AppendResponse]
+	list              *connect.Client[v1.ListRequest, v1.ListResponse]
+	head              *connect.Client[v1.HeadRequest, v1.HeadResponse]
+	recordOutcomes    *connect.Client[v1.RecordOutcomesRequest, v1.RecordOutcomesResponse]
+	summarizeOutcomes *connect.Client[v1.SummarizeOutcomesRequest, v1.SummarizeOutcomesResponse]
+	verify            *connect.Client[v1.VerifyRequest, v1.VerifyResponse]
 }
 
 // Append calls toolmesh.audit.v1.AuditService.Append.
@@ -146,6 +181,24 @@ func (c *auditServiceClient) List(ctx context.Context, req *v1.ListRequest) (*v1
 // Head calls toolmesh.audit.v1.AuditService.Head.
 func (c *auditServiceClient) Head(ctx context.Context, req *v1.HeadRequest) (*v1.HeadResponse, error) {
 	response, err := c.head.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RecordOutcomes calls toolmesh.audit.v1.AuditService.RecordOutcomes.
+func (c *auditServiceClient) RecordOutcomes(ctx context.Context, req *v1.RecordOutcomesRequest) (*v1.RecordOutcomesResponse, error) {
+	response, err := c.recordOutcomes.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// SummarizeOutcomes calls toolmesh.audit.v1.AuditService.SummarizeOutcomes.
+func (c *auditServiceClient) SummarizeOutcomes(ctx context.Context, req *v1.SummarizeOutcomesRequest) (*v1.SummarizeOutcomesResponse, error) {
+	response, err := c.summarizeOutcomes.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -180,6 +233,20 @@ type AuditServiceHandler interface {
 	// zeros while the trail is empty). It changes with every admin call
 	// recorded. Unlike audit_verify it checks nothing and reads no records.
 	Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error)
+	// RecordOutcomes records how tool calls ended — every call, not only
+	// admin calls: its agent, tool, kind, domain code and duration — for the
+	// reputation score. Internal: the edge sends them in batches; only mesh
+	// callers allowed to append (the edge) may call it. An outcome whose id was
+	// recorded before is not recorded again, so a retried batch counts once.
+	// Outcomes are not part of the hash chain; they are kept for the
+	// service's outcome retention (docs/reputation.md).
+	RecordOutcomes(context.Context, *v1.RecordOutcomesRequest) (*v1.RecordOutcomesResponse, error)
+	// SummarizeOutcomes counts one agent's call outcomes in [since, until) by
+	// tool and domain code, up to the outcome at position through (0: the
+	// newest), and names the last position counted, so the same request later
+	// gives the same counts while the outcomes are retained. Internal: the
+	// reputation service reads it as its caller.
+	SummarizeOutcomes(context.Context, *v1.SummarizeOutcomesRequest) (*v1.SummarizeOutcomesResponse, error)
 	// Verify the whole audit trail: recompute every record's hash, check that
 	// each record links to the one before it and that the chain ends at the
 	// stored head checkpoint, and check it against every signed checkpoint the
@@ -219,6 +286,19 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	auditServiceRecordOutcomesHandler := connect.NewUnaryHandlerSimple(
+		AuditServiceRecordOutcomesProcedure,
+		svc.RecordOutcomes,
+		connect.WithSchema(auditServiceMethods.ByName("RecordOutcomes")),
+		connect.WithHandlerOptions(opts...),
+	)
+	auditServiceSummarizeOutcomesHandler := connect.NewUnaryHandlerSimple(
+		AuditServiceSummarizeOutcomesProcedure,
+		svc.SummarizeOutcomes,
+		connect.WithSchema(auditServiceMethods.ByName("SummarizeOutcomes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	auditServiceVerifyHandler := connect.NewUnaryHandlerSimple(
 		AuditServiceVerifyProcedure,
 		svc.Verify,
@@ -234,6 +314,10 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 			auditServiceListHandler.ServeHTTP(w, r)
 		case AuditServiceHeadProcedure:
 			auditServiceHeadHandler.ServeHTTP(w, r)
+		case AuditServiceRecordOutcomesProcedure:
+			auditServiceRecordOutcomesHandler.ServeHTTP(w, r)
+		case AuditServiceSummarizeOutcomesProcedure:
+			auditServiceSummarizeOutcomesHandler.ServeHTTP(w, r)
 		case AuditServiceVerifyProcedure:
 			auditServiceVerifyHandler.ServeHTTP(w, r)
 		default:
@@ -255,6 +339,14 @@ func (UnimplementedAuditServiceHandler) List(context.Context, *v1.ListRequest) (
 
 func (UnimplementedAuditServiceHandler) Head(context.Context, *v1.HeadRequest) (*v1.HeadResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.Head is not implemented"))
+}
+
+func (UnimplementedAuditServiceHandler) RecordOutcomes(context.Context, *v1.RecordOutcomesRequest) (*v1.RecordOutcomesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.RecordOutcomes is not implemented"))
+}
+
+func (UnimplementedAuditServiceHandler) SummarizeOutcomes(context.Context, *v1.SummarizeOutcomesRequest) (*v1.SummarizeOutcomesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.SummarizeOutcomes is not implemented"))
 }
 
 func (UnimplementedAuditServiceHandler) Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error) {

@@ -1,0 +1,15 @@
+-- How every tool call ended, for reputation (not part of the hash chain):
+-- one row per call id, pruned by age and count (the service's retention).
+CREATE TABLE audit_outcomes (
+    seq         BIGSERIAL PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    time_ms     BIGINT NOT NULL,
+    agent       TEXT NOT NULL,
+    subject     TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    kind        INTEGER NOT NULL,
+    domain_code TEXT NOT NULL,
+    duration_ms BIGINT NOT NULL
+);
+CREATE INDEX audit_outcomes_agent ON audit_outcomes (agent, time_ms);
+CREATE INDEX audit_outcomes_time ON audit_outcomes (time_ms);
