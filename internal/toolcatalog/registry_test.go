@@ -296,6 +296,14 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 			`tool "fake_get": question "check": "nope" is not a field of toolmesh.testing.v1.TakeRequest`},
 		{"question field a list", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"tags"}, Message: "Sure?"})}},
 			`question "check": "tags" is not a flat value a form can ask for`},
+		{"sampling question of two fields", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "model", Kind: toolv1.QuestionKind_QUESTION_KIND_SAMPLING, Fields: []string{"plain", "bounded"}, Message: "Write?"})}},
+			`question "model": a QUESTION_KIND_SAMPLING question asks for exactly one field`},
+		{"sampling question of a number", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "model", Kind: toolv1.QuestionKind_QUESTION_KIND_SAMPLING, Fields: []string{"shade"}, Message: "Write?"})}},
+			`question "model": "shade" is not a string or repeated string field, which a QUESTION_KIND_SAMPLING answer fills`},
+		{"sampling question asking too much", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "model", Kind: toolv1.QuestionKind_QUESTION_KIND_SAMPLING, Fields: []string{"plain"}, Message: "Write?", MaxTokens: 5000})}},
+			`question "model": max_tokens is for SAMPLING questions, 1 to 4096`},
+		{"roots question with max_tokens", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "roots", Kind: toolv1.QuestionKind_QUESTION_KIND_ROOTS, Fields: []string{"tags"}, Message: "Roots?", MaxTokens: 10})}},
+			`question "roots": max_tokens is for SAMPLING questions`},
 		{"question field elicitable", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: func() *toolv1.Tool {
 			t := asking(&toolv1.Question{Name: "check", Fields: []string{"name"}, Message: "Sure?"})
 			t.Elicitable = []string{"name"}
