@@ -9,10 +9,13 @@ package temporalclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	otelsdk "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/converter"
@@ -21,6 +24,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 )
@@ -69,7 +73,7 @@ func (cfg Config) options(log *slog.Logger) client.Options {
 				}),
 				// Inside the SDK's retries: each attempt ends a moment
 				// before its caller's deadline.
-				grpc.WithChainUnaryInterceptor(leaveReplyMargin),
+				grpc.WithChainUnaryInterceptor(retryUpdateNotReady, leaveReplyMargin),
 			},
 		},
 		Interceptors: interceptors,
@@ -100,6 +104,51 @@ func leaveReplyMargin(ctx context.Context, method string, req, reply any, cc *gr
 		defer cancel()
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// updateMethods are the calls that deliver a workflow update: the first
+// sends it, the second waits for its outcome.
+var updateMethods = map[string]bool{
+	workflowservice.WorkflowService_UpdateWorkflowExecution_FullMethodName:     true,
+	workflowservice.WorkflowService_PollWorkflowExecutionUpdate_FullMethodName: true,
+	workflowservice.WorkflowService_ExecuteMultiOperation_FullMethodName:       true,
+}
+
+// retryUpdateNotReady sends an update again when Temporal answers that the
+// workflow task carrying it failed (WorkflowNotReady). That happens in
+// normal operation — new events reached the workflow while the task that
+// held the update ran, and the server failed the task (unhandled command)
+// rather than the update — and the SDK does not retry it. The update was
+// not accepted, so sending it again, under its same update id, does it
+// once. Tries go on, backing off, until the caller's deadline.
+func retryUpdateNotReady(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !updateMethods[method] {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	wait := 20 * time.Millisecond
+	for {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err == nil || !updateNotReady(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// updateNotReady reports whether err is Temporal's WorkflowNotReady, as
+// the SDK's error or as the gRPC status it travels in.
+func updateNotReady(err error) bool {
+	var notReady *serviceerror.WorkflowNotReady
+	if errors.As(err, &notReady) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && errors.As(serviceerror.FromStatus(st), &notReady)
 }
 
 // NewLazy returns a client that connects on first use, for a process that
