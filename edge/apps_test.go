@@ -282,7 +282,8 @@ func TestAppsFollowTheSelection(t *testing.T) {
 }
 
 // TestViewsShareOneBridge: each view is one self-contained file, so each
-// carries the view side of the MCP Apps protocol; the copies stay the same.
+// served view carries the view side of the MCP Apps protocol, which make
+// generate writes into it from the one bridge.js; they stay the same.
 func TestViewsShareOneBridge(t *testing.T) {
 	views, err := fs.Glob(assets.FS, "toolmesh/*/v1/views/*.html")
 	if err != nil || len(views) < 2 {
