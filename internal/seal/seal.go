@@ -9,6 +9,11 @@
 //	s, err := seal.New(key, "toolmesh.events.v1 webhook secret")
 //	body := s.Seal([]byte(secret), []byte(subscriptionID))
 //	secret, err := s.Open(body, []byte(subscriptionID))
+//
+// Secrets that must survive a key rotation (upstream tokens) are sealed with
+// an Envelope instead: a fresh data key per record, wrapped by the newest of
+// several configured key-encryption keys, each of which opens what it
+// wrapped.
 package seal
 
 import (
