@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -173,7 +174,7 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 		env = out.Envelope
 	}
 	env = retryAdvice(ctx, env, b.tool.Name, b.tool.Kind, !accepted, c.Meta)
-	p.observe(ctx, b, c.Caller, env, time.Since(start))
+	p.observe(ctx, b, c, env, time.Since(start))
 	return port.Outcome{Envelope: env}
 }
 
@@ -370,11 +371,11 @@ func (p *pipeline) adminEvent(ctx context.Context, t *toolcatalog.Tool, caller *
 // observe logs the outcome of a call and emits the events some outcomes
 // promise: one mcp.capability_gap or mcp.not_supported per such envelope.
 // The outcome goes into the call's span and the tool call metrics.
-func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Principal, env *toolcall.Envelope, took time.Duration) {
+func (p *pipeline) observe(ctx context.Context, b *binding, c *port.Call, env *toolcall.Envelope, took time.Duration) {
 	p.obs.endCall(ctx, b, env, took)
 	t := b.tool
 	subject, agent := "", ""
-	if caller != nil {
+	if caller := c.Caller; caller != nil {
 		subject, agent = caller.Subject, caller.Agent
 	}
 	switch {
@@ -385,7 +386,7 @@ func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Pri
 	case env.DomainCode == toolcall.CodeGuardrailViolated:
 		p.log.WarnContext(ctx, "mcp.guardrail", "tool", t.Name, "subject", subject, "agent", agent, "violation", env.Violation)
 	}
-	p.recordOutcome(t, subject, agent, env, took)
+	p.recordOutcome(t, subject, agent, c.Arguments, env, took)
 	if env.Status == "ok" {
 		p.log.DebugContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "ok", "duration_ms", took.Milliseconds())
 		return
@@ -393,17 +394,18 @@ func (p *pipeline) observe(ctx context.Context, b *binding, caller *identity.Pri
 	p.log.InfoContext(ctx, "mcp.tool_call", "tool", t.Name, "subject", subject, "agent", agent, "status", "error", "domain_code", env.DomainCode, "duration_ms", took.Milliseconds())
 }
 
-// recordOutcome queues how an agent's call ended for the audit service's
-// outcome log (reputation counts them); a caller that is no agent has none.
-func (p *pipeline) recordOutcome(t *toolcatalog.Tool, subject, agent string, env *toolcall.Envelope, took time.Duration) {
+// recordOutcome queues how an agent's call ended, and what a successful
+// one achieved, for the audit service's outcome log (reputation counts
+// them); a caller that is no agent has none.
+func (p *pipeline) recordOutcome(t *toolcatalog.Tool, subject, agent string, args json.RawMessage, env *toolcall.Envelope, took time.Duration) {
 	if p.outcomes == nil || agent == "" {
 		return
 	}
-	code := env.DomainCode
+	code, accomplished := env.DomainCode, ""
 	if env.Status == "ok" {
-		code = "ok"
+		code, accomplished = "ok", t.Accomplished(args)
 	} else if code == "" {
 		code = toolcall.CodeInternal
 	}
-	p.outcomes.Add(audittrail.Outcome{Agent: agent, Subject: subject, Tool: t.Name, Kind: t.Kind, Code: code, Took: took})
+	p.outcomes.Add(audittrail.Outcome{Agent: agent, Subject: subject, Tool: t.Name, Kind: t.Kind, Code: code, Took: took, Accomplishment: accomplished})
 }

@@ -123,10 +123,25 @@ func TestUpRunsThePlan(t *testing.T) {
 }
 
 // checkOutcomesCount: an agent (the local owner's, in development mode)
-// makes 100 ordinary calls and 5 refused ones; its reputation shows them
-// once the edge has sent their outcomes to the audit service.
+// makes 100 ordinary calls and 5 refused ones and completes a work task;
+// its reputation shows them once the edge has sent their outcomes to the
+// audit service.
 func checkOutcomesCount(t *testing.T, session *mcp.ClientSession) {
 	t.Helper()
+	created := callTool(t, session, "tasks_create", map[string]any{"description": "counted when completed"})
+	var task struct {
+		Task struct {
+			ID string `json:"id"`
+		} `json:"task"`
+	}
+	if err := json.Unmarshal(created.Data, &task); err != nil || created.Status != "ok" {
+		t.Fatalf("tasks_create: %+v, %v", created, err)
+	}
+	for _, status := range []string{"TASK_STATUS_RUNNING", "TASK_STATUS_COMPLETED"} {
+		if env := callTool(t, session, "tasks_update_status", map[string]any{"task_id": task.Task.ID, "status": status}); env.Status != "ok" {
+			t.Fatalf("tasks_update_status to %s: %+v", status, env)
+		}
+	}
 	for i := range 100 {
 		if env := callTool(t, session, "tasks_list", map[string]any{"limit": 1 + i%5}); env.Status != "ok" {
 			t.Fatalf("ordinary call %d: %+v", i, env)
@@ -142,9 +157,10 @@ func checkOutcomesCount(t *testing.T, session *mcp.ClientSession) {
 			Score      int    `json:"score"`
 			Formula    string `json:"formula"`
 			Components struct {
-				Calls        int64 `json:"calls,string"`
-				OkCalls      int64 `json:"ok_calls,string"`
-				RefusedCalls int64 `json:"refused_calls,string"`
+				Calls          int64 `json:"calls,string"`
+				OkCalls        int64 `json:"ok_calls,string"`
+				RefusedCalls   int64 `json:"refused_calls,string"`
+				TasksCompleted int64 `json:"tasks_completed,string"`
 			} `json:"components"`
 		} `json:"score"`
 	}
@@ -159,7 +175,7 @@ func checkOutcomesCount(t *testing.T, session *mcp.ClientSession) {
 		}
 		c := score.Score.Components
 		// The calls before these (tasks_create twice, the checks) count too.
-		if c.RefusedCalls == 5 && c.OkCalls >= 102 && c.Calls >= 107 {
+		if c.RefusedCalls == 5 && c.OkCalls >= 105 && c.Calls >= 110 && c.TasksCompleted == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -167,8 +183,8 @@ func checkOutcomesCount(t *testing.T, session *mcp.ClientSession) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if score.Score.Formula != "toolmesh-reputation/v2" || score.Score.Score < 50 {
-		t.Errorf("reputation after 100 ordinary and 5 refused calls: %+v, want formula v2 and a score of at least 50", score.Score)
+	if score.Score.Formula != "toolmesh-reputation/v3" || score.Score.Score < 50 {
+		t.Errorf("reputation after 100 ordinary and 5 refused calls: %+v, want formula v3 and a score of at least 50", score.Score)
 	}
 	t.Logf("reputation after 100 ordinary and 5 refused calls: %+v", score.Score)
 }

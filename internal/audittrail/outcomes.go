@@ -58,12 +58,16 @@ type Outcome struct {
 	// Code is "ok" for success, else the envelope's domain code.
 	Code string
 	Took time.Duration
+	// Accomplishment names what a successful call achieved ("" for none;
+	// toolcatalog.Tool.Accomplished).
+	Accomplishment string
 }
 
 // Add queues the outcome of a call that ended now, under a fresh id.
 func (l *OutcomeLog) Add(out Outcome) {
 	o := &auditv1.CallOutcome{Id: ids.New("out"), Time: timestamppb.Now(), Agent: out.Agent, Subject: out.Subject,
-		Tool: out.Tool, Kind: out.Kind, DomainCode: out.Code, DurationMs: out.Took.Milliseconds()}
+		Tool: out.Tool, Kind: out.Kind, DomainCode: out.Code, DurationMs: out.Took.Milliseconds(),
+		Accomplishment: out.Accomplishment}
 	l.mu.Lock()
 	if len(l.pending) >= OutcomeBuffer {
 		l.dropped++

@@ -92,6 +92,10 @@ type Tool struct {
 	// other tools.
 	Wait protoreflect.FieldDescriptor
 
+	// Accomplishments are what a successful call achieves when its request
+	// says so (see Accomplished); nil for most tools.
+	Accomplishments []Accomplishment
+
 	// Untrusted lead to the response's string values written outside the
 	// mesh (the untrusted field option): screened and marked in every
 	// result (internal/toolcall). Nil for most tools.
@@ -335,6 +339,9 @@ func newTool(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor
 		return nil, err
 	}
 	if err := bindView(t, opt); err != nil {
+		return nil, err
+	}
+	if err := bindAccomplishments(t, opt.GetAccomplishments()); err != nil {
 		return nil, err
 	}
 	if pf := md.Output().Fields().ByName("page"); pf != nil && pf.Message() != nil && pf.Message().FullName() == pageMessage {

@@ -244,6 +244,9 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 	asking := func(qs ...*toolv1.Question) *toolv1.Tool {
 		return &toolv1.Tool{Name: "fake_get", Title: "Get", Kind: toolv1.Kind_KIND_WRITE, Questions: qs}
 	}
+	achieving := func(as ...*toolv1.Accomplishment) *toolv1.Tool {
+		return &toolv1.Tool{Name: "fake_get", Title: "Get", Kind: toolv1.Kind_KIND_WRITE, Accomplishments: as}
+	}
 	cases := []struct {
 		name string
 		rpcs []rpc
@@ -325,6 +328,14 @@ func TestBadToolOptionsAreRefused(t *testing.T) {
 			`question "check": it has no message`},
 		{"question with a broken message", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: asking(&toolv1.Question{Name: "check", Fields: []string{"name"}, Message: "Take {{.name"})}},
 			`question "check": message: template`},
+		{"accomplishment badly named", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: achieving(&toolv1.Accomplishment{Name: "Done", Field: "plain"})}},
+			`accomplishment name "Done" is not lower snake case`},
+		{"accomplishment of no field", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: achieving(&toolv1.Accomplishment{Name: "done", Field: "nothing"})}},
+			`accomplishment "done": "nothing" is not a single field of toolmesh.testing.v1.TakeRequest`},
+		{"accomplishment of a list", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: achieving(&toolv1.Accomplishment{Name: "done", Field: "tags"})}},
+			`accomplishment "done": "tags" is not a single field`},
+		{"accomplishment of an unknown value", []rpc{{name: "Get", in: takeIn, out: echoOut, tool: achieving(&toolv1.Accomplishment{Name: "done", Field: "shade", Value: "SHADE_PINK"})}},
+			`accomplishment "done": "SHADE_PINK" is not a value of toolmesh.testing.v1.Shade`},
 		{"list without offset", []rpc{{name: "List", in: echoIn, out: listOut, tool: read("fake_list")}},
 			`list tool "fake_list" (toolcatalog.test.Fake.List): a list request needs an int32 offset field`},
 		{"list with unbounded paging", []rpc{{name: "List", in: ".toolcatalog.test.Unbounded", out: listOut, tool: read("fake_list")}},

@@ -12,10 +12,12 @@ import (
 
 // Formula names the score's formula and its version; a change of what counts
 // or of a weight is a new version, so attestations say how they were
-// computed. FormulaV1 (audit records only) is named by attestations issued
-// before v2; they still verify, as their signature covers the score.
+// computed. Attestations issued under an earlier formula (FormulaV1: audit
+// records only; FormulaV2: call outcomes without the work done) still
+// verify, as their signature covers the score.
 const (
-	Formula   = "toolmesh-reputation/v2"
+	Formula   = "toolmesh-reputation/v3"
+	FormulaV2 = "toolmesh-reputation/v2"
 	FormulaV1 = "toolmesh-reputation/v1"
 )
 
@@ -25,9 +27,10 @@ const (
 //	40 × v × ok/(calls − failed)        success: what the agent asked went through
 //	+ 20 × v × (1 − refused/calls)      care: few calls refused for its own mistakes
 //	+ 10 × v                            volume
-//	+ 10 × min(admin_calls, AdminCap)/AdminCap
+//	+ 10 × min(work, WorkCap)/WorkCap   work done: tasks completed, messages answered
 //	+ 10 × min(active_days, window days)/window days
-//	+ 10 × min(tools, ToolsCap)/ToolsCap
+//	+ 5 × min(admin_calls, AdminCap)/AdminCap
+//	+ 5 × min(tools, ToolsCap)/ToolsCap
 //
 // rounded to the nearest integer, 0 to 100. Failures that are not the
 // agent's (a service unavailable, an internal error) lower nothing.
@@ -35,12 +38,21 @@ const (
 	SuccessWeight = 40
 	CareWeight    = 20
 	VolumeWeight  = 10
-	AdminWeight   = 10
+	WorkWeight    = 10
 	DaysWeight    = 10
-	ToolsWeight   = 10
+	AdminWeight   = 5
+	ToolsWeight   = 5
 	CallsVolume   = 100
+	WorkCap       = 20
 	AdminCap      = 50
 	ToolsCap      = 10
+)
+
+// The accomplishments (toolmesh.tool.v1.Accomplishment) the formula counts
+// as work done; the tasks and messages contracts declare them.
+const (
+	TaskCompleted   = "task_completed"
+	MessageAnswered = "message_answered"
 )
 
 // refusedCodes are the domain codes of calls refused for the caller's own
@@ -93,6 +105,12 @@ func Compute(records []*auditv1.Record, outcomes *auditv1.SummarizeOutcomesRespo
 		switch code := n.GetDomainCode(); {
 		case code == "ok":
 			c.OkCalls += n.GetCount()
+			switch n.GetAccomplishment() {
+			case TaskCompleted:
+				c.TasksCompleted += n.GetCount()
+			case MessageAnswered:
+				c.MessagesAnswered += n.GetCount()
+			}
 		case refusedCodes[code]:
 			c.RefusedCalls += n.GetCount()
 		case failedCodes[code]:
@@ -115,6 +133,7 @@ func Compute(records []*auditv1.Record, outcomes *auditv1.SummarizeOutcomesRespo
 		care = 1 - float64(c.RefusedCalls)/float64(c.Calls)
 	}
 	score := SuccessWeight*volume*success + CareWeight*volume*care + VolumeWeight*volume +
+		WorkWeight*ratio(c.TasksCompleted+c.MessagesAnswered, WorkCap) +
 		AdminWeight*ratio(c.AdminCalls, AdminCap) +
 		DaysWeight*ratio(int64(c.ActiveDays), int64(days)) +
 		ToolsWeight*ratio(int64(c.Tools), ToolsCap)

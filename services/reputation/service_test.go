@@ -261,10 +261,10 @@ func TestCheckScoresTheAgentsAuditRecords(t *testing.T) {
 	}
 	sc := res.GetScore()
 	c := sc.GetComponents()
-	// 10×2/50 + 10×2/30 + 10×2/10 = 0.4 + 0.67 + 2
-	if sc.GetAgentId() != "alice" || sc.GetScore() != 3 || c.GetAdminCalls() != 2 || c.GetActiveDays() != 2 || c.GetTools() != 2 ||
+	// 5×2/50 + 10×2/30 + 5×2/10 = 0.2 + 0.67 + 1
+	if sc.GetAgentId() != "alice" || sc.GetScore() != 2 || c.GetAdminCalls() != 2 || c.GetActiveDays() != 2 || c.GetTools() != 2 ||
 		sc.GetWindow().GetDays() != 30 || sc.GetHead().GetSeq() != 4 || sc.GetFormula() != reputation.Formula {
-		t.Errorf("alice's score = %v, want 3 from 2 calls on 2 days with 2 tools in a 30-day window, at head 4", sc)
+		t.Errorf("alice's score = %v, want 2 from 2 calls on 2 days with 2 tools in a 30-day window, at head 4", sc)
 	}
 	// Her ordinary calls count too: 18 succeeded, 2 refused, 1 failed.
 	for i := range 21 {
@@ -283,11 +283,11 @@ func TestCheckScoresTheAgentsAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc, c = res.GetScore(), res.GetScore().GetComponents()
-	// v = 21/100: 40×v×18/20 + 20×v×(1−2/21) + 10×v + 0.4 + 0.67 + 10×3/10
-	// = 7.56 + 3.8 + 2.1 + 0.4 + 0.67 + 3
+	// v = 21/100: 40×v×18/20 + 20×v×(1−2/21) + 10×v + 0.2 + 0.67 + 5×3/10
+	// = 7.56 + 3.8 + 2.1 + 0.2 + 0.67 + 1.5
 	if c.GetCalls() != 21 || c.GetOkCalls() != 18 || c.GetRefusedCalls() != 2 || c.GetFailedCalls() != 1 || c.GetOutcomesThrough() != 22 ||
-		c.GetTools() != 3 || sc.GetScore() != 18 {
-		t.Errorf("alice's score with her calls = %v, want 18 from 21 calls (18 ok, 2 refused, 1 failed) through outcome 22", sc)
+		c.GetTools() != 3 || sc.GetScore() != 16 {
+		t.Errorf("alice's score with her calls = %v, want 16 from 21 calls (18 ok, 2 refused, 1 failed) through outcome 22", sc)
 	}
 	res, err = m.client.Check(servertest.As(t.Context(), "alice"), &reputationv1.CheckRequest{AgentId: "bob", WindowDays: 1})
 	if err != nil {

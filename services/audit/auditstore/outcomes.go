@@ -19,10 +19,10 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []*auditv1.CallOutc
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		recorded = 0
 		for _, o := range outcomes {
-			res, err := tx.Exec(ctx, `INSERT INTO audit_outcomes (id, time_ms, agent, subject, tool, kind, domain_code, duration_ms)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			res, err := tx.Exec(ctx, `INSERT INTO audit_outcomes (id, time_ms, agent, subject, tool, kind, domain_code, duration_ms, accomplishment)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 				o.GetId(), o.GetTime().AsTime().UnixMilli(), o.GetAgent(), o.GetSubject(), o.GetTool(), int32(o.GetKind()),
-				o.GetDomainCode(), o.GetDurationMs())
+				o.GetDomainCode(), o.GetDurationMs(), o.GetAccomplishment())
 			if err != nil {
 				return fmt.Errorf("record call outcome: %w", err)
 			}
@@ -54,14 +54,15 @@ func (s *Store) SummarizeOutcomes(ctx context.Context, f audit.OutcomeFilter) (*
 			where += ` AND time_ms < ?`
 			args = append(args, f.Until.UnixMilli())
 		}
-		rows, err := tx.Query(ctx, `SELECT tool, domain_code, COUNT(*)`+where+` GROUP BY tool, domain_code ORDER BY tool, domain_code`, args...)
+		rows, err := tx.Query(ctx, `SELECT tool, domain_code, accomplishment, COUNT(*)`+where+
+			` GROUP BY tool, domain_code, accomplishment ORDER BY tool, domain_code, accomplishment`, args...)
 		if err != nil {
 			return fmt.Errorf("count call outcomes: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var c auditv1.OutcomeCount
-			if err := rows.Scan(&c.Tool, &c.DomainCode, &c.Count); err != nil {
+			if err := rows.Scan(&c.Tool, &c.DomainCode, &c.Accomplishment, &c.Count); err != nil {
 				return fmt.Errorf("count call outcomes: %w", err)
 			}
 			res.Counts = append(res.Counts, &c)

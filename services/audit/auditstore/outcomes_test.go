@@ -18,7 +18,8 @@ func outcome(id, agent, tool, code string, at time.Time) *auditv1.CallOutcome {
 	return &auditv1.CallOutcome{Id: id, Time: timestamppb.New(at), Agent: agent, Subject: agent, Tool: tool, DomainCode: code, DurationMs: 12}
 }
 
-// testOutcomes: a retried batch counts once; a summary names the position
+// testOutcomes: a retried batch counts once; calls that achieved something
+// are counted apart by what they achieved; a summary names the position
 // it counted through, and asking again at that position gives the same
 // counts after more outcomes arrive; the retention removes by age, then
 // all but the newest.
@@ -33,6 +34,7 @@ func testOutcomes(t *testing.T, db *sqldb.DB) {
 		}
 		batch = append(batch, outcome(fmt.Sprintf("out_a%d", i), "alice", "tasks_create", code, day1.Add(time.Duration(i)*time.Hour)))
 	}
+	batch[4].Accomplishment, batch[5].Accomplishment = "task_completed", "task_completed"
 	batch = append(batch, outcome("out_b0", "bob", "tasks_create", "ok", day1), outcome("out_a9", "alice", "memory_save", "ok", day1.Add(25*time.Hour)))
 	if n, err := s.RecordOutcomes(ctx, batch); err != nil || n != 8 {
 		t.Fatalf("record 8 outcomes: %d, %v", n, err)
@@ -43,7 +45,8 @@ func testOutcomes(t *testing.T, db *sqldb.DB) {
 	want := &auditv1.SummarizeOutcomesResponse{Through: 8, ActiveDays: 2, Counts: []*auditv1.OutcomeCount{
 		{Tool: "memory_save", DomainCode: "ok", Count: 1},
 		{Tool: "tasks_create", DomainCode: "invalid_argument", Count: 1},
-		{Tool: "tasks_create", DomainCode: "ok", Count: 5},
+		{Tool: "tasks_create", DomainCode: "ok", Count: 3},
+		{Tool: "tasks_create", DomainCode: "ok", Accomplishment: "task_completed", Count: 2},
 	}}
 	got, err := s.SummarizeOutcomes(ctx, audit.OutcomeFilter{Agent: "alice"})
 	if err != nil {

@@ -1249,9 +1249,12 @@ type CallOutcome struct {
 	// (invalid_argument, permission_denied, unavailable, ...).
 	DomainCode string `protobuf:"bytes,7,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
 	// How long the call took, in milliseconds.
-	DurationMs    int64 `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DurationMs int64 `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// What the call achieved, the name of its tool's accomplishment that held
+	// (e.g. "task_completed"); empty for most calls, and for any that failed.
+	Accomplishment string `protobuf:"bytes,9,opt,name=accomplishment,proto3" json:"accomplishment,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CallOutcome) Reset() {
@@ -1338,6 +1341,13 @@ func (x *CallOutcome) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *CallOutcome) GetAccomplishment() string {
+	if x != nil {
+		return x.Accomplishment
+	}
+	return ""
 }
 
 type RecordOutcomesRequest struct {
@@ -1502,14 +1512,16 @@ func (x *SummarizeOutcomesRequest) GetThrough() int64 {
 	return 0
 }
 
-// OutcomeCount is how many calls of one tool ended with one domain code.
+// OutcomeCount is how many calls of one tool ended with one domain code
+// and achieved one accomplishment (or none).
 type OutcomeCount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	DomainCode    string                 `protobuf:"bytes,2,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
-	Count         int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Tool           string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	DomainCode     string                 `protobuf:"bytes,2,opt,name=domain_code,json=domainCode,proto3" json:"domain_code,omitempty"`
+	Count          int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Accomplishment string                 `protobuf:"bytes,4,opt,name=accomplishment,proto3" json:"accomplishment,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *OutcomeCount) Reset() {
@@ -1563,9 +1575,16 @@ func (x *OutcomeCount) GetCount() int64 {
 	return 0
 }
 
+func (x *OutcomeCount) GetAccomplishment() string {
+	if x != nil {
+		return x.Accomplishment
+	}
+	return ""
+}
+
 type SummarizeOutcomesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The counts, by tool then domain code.
+	// The counts, by tool, domain code, then accomplishment.
 	Counts []*OutcomeCount `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
 	// The last position counted (the request's through, or the newest
 	// outcome's position when it was 0); 0 when there are none.
@@ -1710,7 +1729,7 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"checkpoint\x12/\n" +
 	"\x13checkpoints_checked\x18\x06 \x01(\x03R\x12checkpointsChecked\x12X\n" +
 	"\x14rejected_checkpoints\x18\a \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\x13rejectedCheckpoints\x121\n" +
-	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected\"\xf9\x02\n" +
+	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected\"\xc3\x03\n" +
 	"\vCallOutcome\x122\n" +
 	"\x02id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x02id\x126\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\x04time\x12\x1e\n" +
@@ -1721,7 +1740,8 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\vdomain_code\x18\a \x01(\tB\x15\xbaH\x12r\x102\x0e^[a-z_]{1,64}$R\n" +
 	"domainCode\x12(\n" +
 	"\vduration_ms\x18\b \x01(\x03B\a\xbaH\x04\"\x02(\x00R\n" +
-	"durationMs\"`\n" +
+	"durationMs\x12H\n" +
+	"\x0eaccomplishment\x18\t \x01(\tB \xbaH\x1dr\x1b2\x19^([a-z][a-z0-9_]{0,63})?$R\x0eaccomplishment\"`\n" +
 	"\x15RecordOutcomesRequest\x12G\n" +
 	"\boutcomes\x18\x01 \x03(\v2\x1e.toolmesh.audit.v1.CallOutcomeB\v\xbaH\b\x92\x01\x05\b\x01\x10\xf4\x03R\boutcomes\"4\n" +
 	"\x16RecordOutcomesResponse\x12\x1a\n" +
@@ -1731,12 +1751,13 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12!\n" +
 	"\athrough\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\athrough:v\xbaHs\x1aq\n" +
-	"\x12since_before_until\x12\x1asince must be before until\x1a?!has(this.since) || !has(this.until) || this.since < this.until\"Y\n" +
+	"\x12since_before_until\x12\x1asince must be before until\x1a?!has(this.since) || !has(this.until) || this.since < this.until\"\x81\x01\n" +
 	"\fOutcomeCount\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1f\n" +
 	"\vdomain_code\x18\x02 \x01(\tR\n" +
 	"domainCode\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x03R\x05count\"\x8f\x01\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\x12&\n" +
+	"\x0eaccomplishment\x18\x04 \x01(\tR\x0eaccomplishment\"\x8f\x01\n" +
 	"\x19SummarizeOutcomesResponse\x127\n" +
 	"\x06counts\x18\x01 \x03(\v2\x1f.toolmesh.audit.v1.OutcomeCountR\x06counts\x12\x18\n" +
 	"\athrough\x18\x02 \x01(\x03R\athrough\x12\x1f\n" +

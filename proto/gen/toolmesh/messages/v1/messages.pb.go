@@ -495,10 +495,11 @@ const file_toolmesh_messages_v1_messages_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"u\n" +
 	"\fListResponse\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.toolmesh.messages.v1.MessageR\bmessages\x12*\n" +
-	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xc9\x03\n" +
-	"\x0fMessagesService\x12r\n" +
-	"\x04Send\x12!.toolmesh.messages.v1.SendRequest\x1a\".toolmesh.messages.v1.SendResponse\"#\xc2\xf3\x18\x1f\n" +
-	"\rmessages_send\x12\fSend message\x18\x02\x12\xc1\x01\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page2\xea\x03\n" +
+	"\x0fMessagesService\x12\x92\x01\n" +
+	"\x04Send\x12!.toolmesh.messages.v1.SendRequest\x1a\".toolmesh.messages.v1.SendResponse\"C\xc2\xf3\x18?\n" +
+	"\rmessages_send\x12\fSend message\x18\x02\xc2\x01\x1d\n" +
+	"\x10message_answered\x12\tthread_id\x12\xc1\x01\n" +
 	"\x03Get\x12 .toolmesh.messages.v1.GetRequest\x1a!.toolmesh.messages.v1.GetResponse\"u\xc2\xf3\x18n\n" +
 	"\fmessages_get\x12\vGet message\x18\x01ZO\n" +
 	"\amessage\x12\n" +

@@ -123,8 +123,14 @@ type Components struct {
 	// The last call outcome counted: the same check at this position gives
 	// the same counts while the outcomes are retained.
 	OutcomesThrough int64 `protobuf:"varint,11,opt,name=outcomes_through,json=outcomesThrough,proto3" json:"outcomes_through,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Work tasks the agent completed (tasks_update_status to
+	// TASK_STATUS_COMPLETED) in the window (formula v3).
+	TasksCompleted int64 `protobuf:"varint,12,opt,name=tasks_completed,json=tasksCompleted,proto3" json:"tasks_completed,omitempty"`
+	// Messages the agent sent in reply, in an existing thread (messages_send
+	// with thread_id), in the window (formula v3).
+	MessagesAnswered int64 `protobuf:"varint,13,opt,name=messages_answered,json=messagesAnswered,proto3" json:"messages_answered,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Components) Reset() {
@@ -230,6 +236,20 @@ func (x *Components) GetFailedCalls() int64 {
 func (x *Components) GetOutcomesThrough() int64 {
 	if x != nil {
 		return x.OutcomesThrough
+	}
+	return 0
+}
+
+func (x *Components) GetTasksCompleted() int64 {
+	if x != nil {
+		return x.TasksCompleted
+	}
+	return 0
+}
+
+func (x *Components) GetMessagesAnswered() int64 {
+	if x != nil {
+		return x.MessagesAnswered
 	}
 	return 0
 }
@@ -1203,7 +1223,7 @@ var File_toolmesh_reputation_v1_reputation_proto protoreflect.FileDescriptor
 
 const file_toolmesh_reputation_v1_reputation_proto_rawDesc = "" +
 	"\n" +
-	"'toolmesh/reputation/v1/reputation.proto\x12\x16toolmesh.reputation.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xe3\x02\n" +
+	"'toolmesh/reputation/v1/reputation.proto\x12\x16toolmesh.reputation.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xb9\x03\n" +
 	"\n" +
 	"Components\x12\x1f\n" +
 	"\vadmin_calls\x18\x01 \x01(\x03R\n" +
@@ -1219,7 +1239,9 @@ const file_toolmesh_reputation_v1_reputation_proto_rawDesc = "" +
 	"\rrefused_calls\x18\t \x01(\x03R\frefusedCalls\x12!\n" +
 	"\ffailed_calls\x18\n" +
 	" \x01(\x03R\vfailedCalls\x12)\n" +
-	"\x10outcomes_through\x18\v \x01(\x03R\x0foutcomesThrough\"\x80\x01\n" +
+	"\x10outcomes_through\x18\v \x01(\x03R\x0foutcomesThrough\x12'\n" +
+	"\x0ftasks_completed\x18\f \x01(\x03R\x0etasksCompleted\x12+\n" +
+	"\x11messages_answered\x18\r \x01(\x03R\x10messagesAnswered\"\x80\x01\n" +
 	"\x06Window\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x12\n" +

@@ -1035,7 +1035,7 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x19TASK_PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TASK_PRIORITY_LOW\x10\x01\x12\x18\n" +
 	"\x14TASK_PRIORITY_NORMAL\x10\x02\x12\x16\n" +
-	"\x12TASK_PRIORITY_HIGH\x10\x032\x85\x0f\n" +
+	"\x12TASK_PRIORITY_HIGH\x10\x032\xb7\x0f\n" +
 	"\fTasksService\x12u\n" +
 	"\x06Create\x12 .toolmesh.tasks.v1.CreateRequest\x1a!.toolmesh.tasks.v1.CreateResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftasks_create\x12\x10Create work task\x18\x02\x12\xb6\x01\n" +
@@ -1057,9 +1057,10 @@ const file_toolmesh_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
 	"The tasks are attached, newest first. Order them by urgency (priority first), then say for each what to do next: start it (tasks_update_status to TASK_STATUS_RUNNING), finish it (TASK_STATUS_COMPLETED or TASK_STATUS_FAILED with a result), cancel it (tasks_cancel with a reason) or leave it, and why. Do not change any task before I agree.{{if .More}}\n" +
 	"\n" +
-	"Only the first {{.Limit}} tasks of each status are attached; tasks_list pages through the rest.{{end}}{{end}}JQ{{if .Count}}{{count .Count \"open task\"}} to triage.{{else}}No open tasks.{{end}}\x90\x02\x01\x12\x95\x01\n" +
-	"\fUpdateStatus\x12&.toolmesh.tasks.v1.UpdateStatusRequest\x1a'.toolmesh.tasks.v1.UpdateStatusResponse\"4\xc2\xf3\x180\n" +
-	"\x13tasks_update_status\x12\x17Update work task status\x18\x02\x12u\n" +
+	"Only the first {{.Limit}} tasks of each status are attached; tasks_list pages through the rest.{{end}}{{end}}JQ{{if .Count}}{{count .Count \"open task\"}} to triage.{{else}}No open tasks.{{end}}\x90\x02\x01\x12\xc7\x01\n" +
+	"\fUpdateStatus\x12&.toolmesh.tasks.v1.UpdateStatusRequest\x1a'.toolmesh.tasks.v1.UpdateStatusResponse\"f\xc2\xf3\x18b\n" +
+	"\x13tasks_update_status\x12\x17Update work task status\x18\x02\xc2\x01/\n" +
+	"\x0etask_completed\x12\x06status\x1a\x15TASK_STATUS_COMPLETED\x12u\n" +
 	"\x06Cancel\x12 .toolmesh.tasks.v1.CancelRequest\x1a!.toolmesh.tasks.v1.CancelResponse\"&\xc2\xf3\x18\"\n" +
 	"\ftasks_cancel\x12\x10Cancel work task\x18\x02\x1a\x06\xc2\xf3\x18\x02\x10\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1;tasksv1b\x06proto3"
 

@@ -399,9 +399,15 @@ type Tool struct {
 	// result alone (the text content stays complete for hosts that show no
 	// view), and calls tools only through the host, as its user: it can do no
 	// more than that user's own tool calls (docs/apps.md).
-	View          string `protobuf:"bytes,23,opt,name=view,proto3" json:"view,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	View string `protobuf:"bytes,23,opt,name=view,proto3" json:"view,omitempty"`
+	// What a successful call achieves for its caller when its request says
+	// so, e.g. a work task completed (tasks_update_status with status
+	// TASK_STATUS_COMPLETED). The edge records the first that holds with the
+	// call's outcome (the audit service's outcome log), and reputation counts
+	// them (docs/reputation.md).
+	Accomplishments []*Accomplishment `protobuf:"bytes,24,rep,name=accomplishments,proto3" json:"accomplishments,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -553,6 +559,81 @@ func (x *Tool) GetView() string {
 	return ""
 }
 
+func (x *Tool) GetAccomplishments() []*Accomplishment {
+	if x != nil {
+		return x.Accomplishments
+	}
+	return nil
+}
+
+// Accomplishment names what a successful call achieved, when one field of
+// its request has a value: an enum field a named value, a string field a
+// named value or, with value empty, any value.
+type Accomplishment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name, lower snake case, e.g. "task_completed"; the outcome log and
+	// the reputation formula name it so.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A top-level string or enum field of the request.
+	Field string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	// The value the field must have: an enum value's name, or the string;
+	// empty for any value but the empty string.
+	Value         string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Accomplishment) Reset() {
+	*x = Accomplishment{}
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Accomplishment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Accomplishment) ProtoMessage() {}
+
+func (x *Accomplishment) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Accomplishment.ProtoReflect.Descriptor instead.
+func (*Accomplishment) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Accomplishment) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Accomplishment) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Accomplishment) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // Question is an input request a call makes of its client when the tool is
 // called, for request fields the call left out: a form the user fills in
 // (e.g. a confirmation, "Delete {{.filename}}?" asking for the boolean field
@@ -614,7 +695,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +707,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[1]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +720,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Question) GetName() string {
@@ -720,7 +801,7 @@ type Toolset struct {
 
 func (x *Toolset) Reset() {
 	*x = Toolset{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +813,7 @@ func (x *Toolset) String() string {
 func (*Toolset) ProtoMessage() {}
 
 func (x *Toolset) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[2]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +826,7 @@ func (x *Toolset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toolset.ProtoReflect.Descriptor instead.
 func (*Toolset) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Toolset) GetName() string {
@@ -786,7 +867,7 @@ type CardExtension struct {
 
 func (x *CardExtension) Reset() {
 	*x = CardExtension{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +879,7 @@ func (x *CardExtension) String() string {
 func (*CardExtension) ProtoMessage() {}
 
 func (x *CardExtension) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[3]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +892,7 @@ func (x *CardExtension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CardExtension.ProtoReflect.Descriptor instead.
 func (*CardExtension) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CardExtension) GetUri() string {
@@ -866,7 +947,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +959,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[4]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +972,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Resource) GetUriTemplate() string {
@@ -978,7 +1059,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1071,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[5]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1084,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Task) GetIdPrefix() string {
@@ -1093,7 +1174,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1186,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[6]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1199,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TaskStatus) GetValue() string {
@@ -1181,7 +1262,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1274,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[7]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1287,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Prompt) GetName() string {
@@ -1300,7 +1381,7 @@ type PromptArgument struct {
 
 func (x *PromptArgument) Reset() {
 	*x = PromptArgument{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1393,7 @@ func (x *PromptArgument) String() string {
 func (*PromptArgument) ProtoMessage() {}
 
 func (x *PromptArgument) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[8]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1406,7 @@ func (x *PromptArgument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
 func (*PromptArgument) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptArgument) GetName() string {
@@ -1390,7 +1471,7 @@ type PromptChoice struct {
 
 func (x *PromptChoice) Reset() {
 	*x = PromptChoice{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1483,7 @@ func (x *PromptChoice) String() string {
 func (*PromptChoice) ProtoMessage() {}
 
 func (x *PromptChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[9]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1496,7 @@ func (x *PromptChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptChoice.ProtoReflect.Descriptor instead.
 func (*PromptChoice) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PromptChoice) GetValue() string {
@@ -1450,7 +1531,7 @@ type PromptCompletion struct {
 
 func (x *PromptCompletion) Reset() {
 	*x = PromptCompletion{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1543,7 @@ func (x *PromptCompletion) String() string {
 func (*PromptCompletion) ProtoMessage() {}
 
 func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[10]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1556,7 @@ func (x *PromptCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompletion.ProtoReflect.Descriptor instead.
 func (*PromptCompletion) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PromptCompletion) GetResourceTool() string {
@@ -1527,7 +1608,7 @@ type OnBehalfOf struct {
 
 func (x *OnBehalfOf) Reset() {
 	*x = OnBehalfOf{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1620,7 @@ func (x *OnBehalfOf) String() string {
 func (*OnBehalfOf) ProtoMessage() {}
 
 func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[11]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1633,7 @@ func (x *OnBehalfOf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OnBehalfOf.ProtoReflect.Descriptor instead.
 func (*OnBehalfOf) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OnBehalfOf) GetNoun() string {
@@ -1635,7 +1716,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1728,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[12]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1741,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Event) GetName() string {
@@ -1723,7 +1804,7 @@ type Field struct {
 
 func (x *Field) Reset() {
 	*x = Field{}
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1816,7 @@ func (x *Field) String() string {
 func (*Field) ProtoMessage() {}
 
 func (x *Field) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[13]
+	mi := &file_toolmesh_tool_v1_tool_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1829,7 @@ func (x *Field) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Field.ProtoReflect.Descriptor instead.
 func (*Field) Descriptor() ([]byte, []int) {
-	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_tool_v1_tool_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Field) GetDefault() string {
@@ -1864,7 +1945,7 @@ var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\xc8\x05\n" +
+	"\x1btoolmesh/tool/v1/tool.proto\x12\x10toolmesh.tool.v1\x1a google/protobuf/descriptor.proto\"\x94\x06\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
@@ -1888,7 +1969,12 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x0ecard_extension\x18\x16 \x01(\v2\x1f.toolmesh.tool.v1.CardExtensionR\rcardExtension\x12@\n" +
 	"\ftask_support\x18\f \x01(\x0e2\x1d.toolmesh.tool.v1.TaskSupportR\vtaskSupport\x128\n" +
 	"\tquestions\x18\r \x03(\v2\x1a.toolmesh.tool.v1.QuestionR\tquestions\x12\x12\n" +
-	"\x04view\x18\x17 \x01(\tR\x04view\"\xf6\x01\n" +
+	"\x04view\x18\x17 \x01(\tR\x04view\x12J\n" +
+	"\x0faccomplishments\x18\x18 \x03(\v2 .toolmesh.tool.v1.AccomplishmentR\x0faccomplishments\"P\n" +
+	"\x0eAccomplishment\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05field\x18\x02 \x01(\tR\x05field\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\xf6\x01\n" +
 	"\bQuestion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x18\n" +
@@ -2033,7 +2119,7 @@ func file_toolmesh_tool_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_tool_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_toolmesh_tool_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(Kind)(0),                           // 0: toolmesh.tool.v1.Kind
 	(TaskSupport)(0),                    // 1: toolmesh.tool.v1.TaskSupport
@@ -2041,54 +2127,56 @@ var file_toolmesh_tool_v1_tool_proto_goTypes = []any{
 	(TaskState)(0),                      // 3: toolmesh.tool.v1.TaskState
 	(PromptEmbed)(0),                    // 4: toolmesh.tool.v1.PromptEmbed
 	(*Tool)(nil),                        // 5: toolmesh.tool.v1.Tool
-	(*Question)(nil),                    // 6: toolmesh.tool.v1.Question
-	(*Toolset)(nil),                     // 7: toolmesh.tool.v1.Toolset
-	(*CardExtension)(nil),               // 8: toolmesh.tool.v1.CardExtension
-	(*Resource)(nil),                    // 9: toolmesh.tool.v1.Resource
-	(*Task)(nil),                        // 10: toolmesh.tool.v1.Task
-	(*TaskStatus)(nil),                  // 11: toolmesh.tool.v1.TaskStatus
-	(*Prompt)(nil),                      // 12: toolmesh.tool.v1.Prompt
-	(*PromptArgument)(nil),              // 13: toolmesh.tool.v1.PromptArgument
-	(*PromptChoice)(nil),                // 14: toolmesh.tool.v1.PromptChoice
-	(*PromptCompletion)(nil),            // 15: toolmesh.tool.v1.PromptCompletion
-	(*OnBehalfOf)(nil),                  // 16: toolmesh.tool.v1.OnBehalfOf
-	(*Event)(nil),                       // 17: toolmesh.tool.v1.Event
-	(*Field)(nil),                       // 18: toolmesh.tool.v1.Field
-	(*descriptorpb.MessageOptions)(nil), // 19: google.protobuf.MessageOptions
-	(*descriptorpb.MethodOptions)(nil),  // 20: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),   // 21: google.protobuf.FieldOptions
-	(*descriptorpb.ServiceOptions)(nil), // 22: google.protobuf.ServiceOptions
+	(*Accomplishment)(nil),              // 6: toolmesh.tool.v1.Accomplishment
+	(*Question)(nil),                    // 7: toolmesh.tool.v1.Question
+	(*Toolset)(nil),                     // 8: toolmesh.tool.v1.Toolset
+	(*CardExtension)(nil),               // 9: toolmesh.tool.v1.CardExtension
+	(*Resource)(nil),                    // 10: toolmesh.tool.v1.Resource
+	(*Task)(nil),                        // 11: toolmesh.tool.v1.Task
+	(*TaskStatus)(nil),                  // 12: toolmesh.tool.v1.TaskStatus
+	(*Prompt)(nil),                      // 13: toolmesh.tool.v1.Prompt
+	(*PromptArgument)(nil),              // 14: toolmesh.tool.v1.PromptArgument
+	(*PromptChoice)(nil),                // 15: toolmesh.tool.v1.PromptChoice
+	(*PromptCompletion)(nil),            // 16: toolmesh.tool.v1.PromptCompletion
+	(*OnBehalfOf)(nil),                  // 17: toolmesh.tool.v1.OnBehalfOf
+	(*Event)(nil),                       // 18: toolmesh.tool.v1.Event
+	(*Field)(nil),                       // 19: toolmesh.tool.v1.Field
+	(*descriptorpb.MessageOptions)(nil), // 20: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),  // 21: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),   // 22: google.protobuf.FieldOptions
+	(*descriptorpb.ServiceOptions)(nil), // 23: google.protobuf.ServiceOptions
 }
 var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.tool.v1.Tool.kind:type_name -> toolmesh.tool.v1.Kind
-	9,  // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
-	10, // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
-	12, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
-	16, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
-	8,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
+	10, // 1: toolmesh.tool.v1.Tool.resource:type_name -> toolmesh.tool.v1.Resource
+	11, // 2: toolmesh.tool.v1.Tool.task:type_name -> toolmesh.tool.v1.Task
+	13, // 3: toolmesh.tool.v1.Tool.prompts:type_name -> toolmesh.tool.v1.Prompt
+	17, // 4: toolmesh.tool.v1.Tool.on_behalf_of:type_name -> toolmesh.tool.v1.OnBehalfOf
+	9,  // 5: toolmesh.tool.v1.Tool.card_extension:type_name -> toolmesh.tool.v1.CardExtension
 	1,  // 6: toolmesh.tool.v1.Tool.task_support:type_name -> toolmesh.tool.v1.TaskSupport
-	6,  // 7: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
-	2,  // 8: toolmesh.tool.v1.Question.kind:type_name -> toolmesh.tool.v1.QuestionKind
-	11, // 9: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
-	3,  // 10: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
-	13, // 11: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
-	4,  // 12: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
-	14, // 13: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
-	15, // 14: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
-	19, // 15: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
-	20, // 16: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	21, // 17: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
-	21, // 18: toolmesh.tool.v1.field:extendee -> google.protobuf.FieldOptions
-	22, // 19: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	17, // 20: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
-	5,  // 21: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	18, // 22: toolmesh.tool.v1.field:type_name -> toolmesh.tool.v1.Field
-	7,  // 23: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	20, // [20:24] is the sub-list for extension type_name
-	15, // [15:20] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 7: toolmesh.tool.v1.Tool.questions:type_name -> toolmesh.tool.v1.Question
+	6,  // 8: toolmesh.tool.v1.Tool.accomplishments:type_name -> toolmesh.tool.v1.Accomplishment
+	2,  // 9: toolmesh.tool.v1.Question.kind:type_name -> toolmesh.tool.v1.QuestionKind
+	12, // 10: toolmesh.tool.v1.Task.statuses:type_name -> toolmesh.tool.v1.TaskStatus
+	3,  // 11: toolmesh.tool.v1.TaskStatus.state:type_name -> toolmesh.tool.v1.TaskState
+	14, // 12: toolmesh.tool.v1.Prompt.arguments:type_name -> toolmesh.tool.v1.PromptArgument
+	4,  // 13: toolmesh.tool.v1.Prompt.embed:type_name -> toolmesh.tool.v1.PromptEmbed
+	15, // 14: toolmesh.tool.v1.PromptArgument.choices:type_name -> toolmesh.tool.v1.PromptChoice
+	16, // 15: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
+	20, // 16: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
+	21, // 17: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
+	22, // 18: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	22, // 19: toolmesh.tool.v1.field:extendee -> google.protobuf.FieldOptions
+	23, // 20: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	18, // 21: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	5,  // 22: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	19, // 23: toolmesh.tool.v1.field:type_name -> toolmesh.tool.v1.Field
+	8,  // 24: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	21, // [21:25] is the sub-list for extension type_name
+	16, // [16:21] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_tool_v1_tool_proto_init() }
@@ -2102,7 +2190,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 5,
 			NumServices:   0,
 		},
