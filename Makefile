@@ -17,6 +17,9 @@ PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 PROTOC_GEN_GO_GRPC_VERSION    := v1.6.2
 GRPC_GATEWAY_VERSION          := v2.33.0
 TEMPORAL_CLI_VERSION          := v1.5.1
+# The Temporal server the pinned CLI embeds: a `temporal` on PATH that
+# embeds it is used instead of building the CLI.
+TEMPORAL_SERVER_VERSION       := 1.29.1
 STATICCHECK_VERSION           := v0.8.2
 WORKFLOWCHECK_VERSION         := v0.6.0
 # buf/validate/validate.proto is copied from this Go module in the module cache.
@@ -45,9 +48,10 @@ $(BIN)/protoc-gen-grpc-gateway:
 $(BIN)/protoc-gen-openapiv2:
 	go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 # The Temporal CLI embeds the dev server and the Web UI; it takes minutes to
-# build, so it is built once and reused.
+# build, so it is built once and reused, or taken from PATH when one there
+# embeds the pinned server.
 $(BIN)/temporal:
-	go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+	@scripts/temporal-cli.sh $@ $(TEMPORAL_CLI_VERSION) $(TEMPORAL_SERVER_VERSION)
 $(BIN)/staticcheck:
 	go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 # Temporal's determinism linter: what a workflow calls must decide alike
@@ -182,14 +186,20 @@ bench-mesh: $(BIN)/temporal ## Benchmark the running mesh: edge vs direct Connec
 
 .PHONY: build
 build: ## Build ./bin/toolmesh
-	go build -o $(BIN)/toolmesh ./cmd/toolmesh
+	@if [[ ! -x $(BIN)/toolmesh ]]; then echo "toolmesh: building $(BIN)/toolmesh (first use: downloads the Go modules, then compiles; several minutes on 2 cores) ..."; fi
+	@start=$$SECONDS; go build -o $(BIN)/toolmesh ./cmd/toolmesh; echo "toolmesh: built in $$((SECONDS - start)) s"
 
+# The toolmesh binary and the Temporal CLI build side by side.
 .PHONY: run
-run: build $(BIN)/temporal ## Start the whole mesh locally (Ctrl-C stops it)
+run: ## Start the whole mesh locally (Ctrl-C stops it)
+	@$(MAKE) --no-print-directory -j2 build $(BIN)/temporal
 	$(BIN)/toolmesh up
 
 .PHONY: dev
-dev: build $(BIN)/temporal ## Start the mesh under Tilt (tilt up; options after --, see Tiltfile)
+dev: ## Start the mesh under Tilt (tilt up; options after --, see Tiltfile)
+	@command -v tilt >/dev/null || { echo "make dev runs the mesh under Tilt, which is not installed: see https://docs.tilt.dev/install.html"; \
+		echo "make run starts the same mesh and needs nothing else."; exit 1; }
+	@$(MAKE) --no-print-directory -j2 build $(BIN)/temporal
 	tilt up
 
 .PHONY: clean

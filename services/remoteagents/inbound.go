@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -11,6 +12,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/untrusted"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
@@ -179,7 +182,11 @@ func (s *Service) refresh(ctx context.Context, in *remoteagentsv1.Inbound, notif
 	if reply == nil {
 		return in, nil
 	}
-	ended, changed, err := s.store.EndInbound(ctx, in.GetTaskId(), inboundCompleted, reply.GetText(), reply.GetId(), s.nowMillis())
+	answer, err := s.screenAnswer(ctx, in, reply.GetText())
+	if err != nil {
+		return nil, err
+	}
+	ended, changed, err := s.store.EndInbound(ctx, in.GetTaskId(), inboundCompleted, answer, reply.GetId(), s.nowMillis())
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("complete inbound task: %w", err))
 	}
@@ -190,6 +197,25 @@ func (s *Service) refresh(ctx context.Context, in *remoteagentsv1.Inbound, notif
 		}
 	}
 	return ended, nil
+}
+
+// screenAnswer is the recipient's answer as it leaves the mesh: every
+// secret in it (a token, a private key: gitleaks' rules, internal/untrusted)
+// replaced by "[REDACTED:<rule>]", with one guardrail event naming the
+// rules, never the secret. The task stores, shows, streams and pushes only
+// this text, so an agent that pastes a credential into its answer to
+// another mesh leaks nothing.
+func (s *Service) screenAnswer(ctx context.Context, in *remoteagentsv1.Inbound, text string) (string, error) {
+	scanner, err := untrusted.Default()
+	if err != nil {
+		return "", rpcerror.WithCause(connect.CodeInternal, "could not screen the answer for secrets", err)
+	}
+	clean, rules := scanner.Redact(text)
+	if len(rules) > 0 {
+		s.log.WarnContext(ctx, toolcall.EventGuardrail, "guardrail", "secret_redacted", "task_id", in.GetTaskId(),
+			"agent", in.GetAgentId(), "sender", in.GetSender(), "redacted", len(rules), "rules", slices.Compact(slices.Sorted(slices.Values(rules))))
+	}
+	return clean, nil
 }
 
 // replyWindow is how many of a thread's newest messages are searched for

@@ -1,10 +1,12 @@
 package remoteagents_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -412,5 +414,35 @@ func TestInboundDeliveryAndAnswer(t *testing.T) {
 	c, err := f.client.CancelInbound(remote("a2a-alice", 0), &remoteagentsv1.CancelInboundRequest{TaskId: other.GetTaskId()})
 	if err != nil || c.GetInbound().GetStatus() != remoteagentsv1.InboundStatus_INBOUND_STATUS_CANCELLED {
 		t.Errorf("CancelInbound: %v, %v; want cancelled", c, err)
+	}
+}
+
+// TestAnswerLeavingTheMeshHasNoSecrets: an agent that pastes a token into
+// its answer to another mesh's agent leaks nothing: the task the sender
+// reads carries "[REDACTED:<rule>]" instead, and one guardrail event names
+// the rule, never the token.
+func TestAnswerLeavingTheMeshHasNoSecrets(t *testing.T) {
+	var logs bytes.Buffer
+	f := start(t, remoteagents.Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	res, err := f.client.DeliverInbound(remote("a2a-alice", 0), &remoteagentsv1.DeliverInboundRequest{AgentId: "bob", Text: "the deploy token?", A2AMessageId: "m-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := res.GetInbound()
+	token := "ghp_R7q2Lx9VtK4mWz8Hc3Np6Yb1Fd5Gs0Ja2Eu7"
+	if _, err := f.messages.Send(mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Agent: "bob", Depth: 1}}),
+		sendReq("a2a-alice", in.GetThreadId(), "here it is: "+token)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.GetInbound(remote("a2a-alice", 0), &remoteagentsv1.GetInboundRequest{TaskId: in.GetTaskId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.GetInbound().GetAnswer(); a != "here it is: [REDACTED:github-pat]" {
+		t.Errorf("the answer the sender reads = %q, want the token redacted", a)
+	}
+	events := strings.Count(logs.String(), `"msg":"guardrail"`)
+	if events != 1 || strings.Contains(logs.String(), token) || !strings.Contains(logs.String(), "github-pat") {
+		t.Errorf("%d guardrail events, token logged %v; want one event naming github-pat and no token:\n%s", events, strings.Contains(logs.String(), token), logs.String())
 	}
 }
