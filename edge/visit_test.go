@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
 
@@ -279,6 +284,75 @@ func TestAVisitInsideATask(t *testing.T) {
 	done := awaitTask(t, f.url, created.TaskID, "the link", terminal)
 	if done.Status != "completed" || !strings.Contains(string(done.Result.StructuredContent), `"links":1`) {
 		t.Errorf("done = %+v, want the one link", done)
+	}
+	if n := m.backend.Executions("Link"); n != 1 {
+		t.Errorf("the link was made %d times, want once", n)
+	}
+}
+
+// The official TypeScript SDK (1.32.2) client at 2025-11-25: the call whose
+// visit is accepted but not done answers -32042 (URLElicitationRequired,
+// the SDK's UrlElicitationRequiredError), and the call made again once the
+// person visited (the script GETs the visit page) completes once, with
+// notifications/elicitation/complete for the visit.
+func TestTypeScriptClientVisits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Node")
+	}
+	dir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
+	m := newMRTRMesh(t)
+	m.startWorker(t)
+	f := m.edge(t, func(c *edge.Config) { c.Elicitation.VisitWait = time.Second })
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { m.backend.Visited("local") }))
+	t.Cleanup(page.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "visit.mjs", f.url, page.URL)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node visit.mjs: %v\n%s", err, stderr.String())
+	}
+	t.Logf("the TypeScript SDK saw: %s", out)
+	var r struct {
+		Negotiated string              `json:"negotiated"`
+		Asked      []*mcp.ElicitParams `json:"asked"`
+		Completed  []string            `json:"completed"`
+		First      struct {
+			Code         int                 `json:"code"`
+			Elicitations []*mcp.ElicitParams `json:"elicitations"`
+		} `json:"first"`
+		Second struct {
+			IsError           bool            `json:"isError"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		} `json:"second"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("report %q: %v\n%s", out, err, stderr.String())
+	}
+	if len(r.Errors) > 0 || r.Negotiated != "2025-11-25" {
+		t.Errorf("errors %q, negotiated %q", r.Errors, r.Negotiated)
+	}
+	if len(r.Asked) != 2 {
+		t.Fatalf("asked %d times, want twice (once per call)", len(r.Asked))
+	}
+	for _, p := range r.Asked {
+		wantURLRequest(t, p, true)
+	}
+	if r.First.Code != mcp.CodeURLElicitationRequired || len(r.First.Elicitations) != 1 {
+		t.Errorf("first call = %+v, want -32042 naming the visit", r.First)
+	} else {
+		wantURLRequest(t, r.First.Elicitations[0], true)
+	}
+	if r.Second.IsError || !strings.Contains(string(r.Second.StructuredContent), `"links":1`) {
+		t.Errorf("second call = %+v, want the one link", r.Second)
+	}
+	if len(r.Completed) != 1 || r.Completed[0] != "visit-local" {
+		t.Errorf("completion notices %q, want one for visit-local", r.Completed)
 	}
 	if n := m.backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
