@@ -30,6 +30,7 @@ var external = map[string]bool{
 	"Secret/toolmesh-mesh-key":            true,
 	"ConfigMap/toolmesh-edge-jwks":        true,
 	"Secret/toolmesh-memory-key":          true,
+	"Secret/toolmesh-connections-keyring": true,
 	"Secret/toolmesh-state-key":           true,
 	"Secret/toolmesh-github-token":        true,
 	"Secret/toolmesh-search-brave":        true,

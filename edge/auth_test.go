@@ -294,7 +294,7 @@ subjects:
 	}{
 		{"read scope", tok("bob", "toolmesh:read"), []string{"testing_echo", "testing_list_items", "testing_remind_preview", "testing_wait"},
 			"testing_write", "toolmesh:write", "testing_echo", map[string]any{"message": "x"}},
-		{"write scope", tok("bob", "toolmesh:write"), []string{"testing_echo", "testing_list_items", "testing_remind", "testing_remind_preview", "testing_summarize", "testing_wait", "testing_write"},
+		{"write scope", tok("bob", "toolmesh:write"), []string{"testing_echo", "testing_link", "testing_list_items", "testing_remind", "testing_remind_preview", "testing_summarize", "testing_wait", "testing_write"},
 			"testing_purge", "toolmesh:admin", "testing_write", map[string]any{"note": "n"}},
 		{"admin scope without grant", tok("bob", "toolmesh:read toolmesh:admin"), []string{"testing_echo", "testing_list_items", "testing_purge", "testing_remind_preview", "testing_wait"},
 			"testing_grant", "explicit grant", "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"}},
@@ -390,8 +390,8 @@ func TestToolsListIsPaginated(t *testing.T) {
 		if len(first.Tools) != 3 || first.NextCursor == "" {
 			t.Errorf("%s: first page = %d tools, cursor %q; want 3 and a cursor", v, len(first.Tools), first.NextCursor)
 		}
-		if got := toolNames(t, cs); len(got) != 10 || !slices.IsSorted(got) {
-			t.Errorf("%s: all pages = %v, want 10 sorted tools", v, got)
+		if got := toolNames(t, cs); len(got) != 11 || !slices.IsSorted(got) {
+			t.Errorf("%s: all pages = %v, want 11 sorted tools", v, got)
 		}
 		if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "!!not-a-cursor"}); err == nil {
 			t.Errorf("%s: a forged cursor was accepted", v)

@@ -59,8 +59,8 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 			for _, tool := range list.Tools {
 				names = append(names, tool.Name)
 			}
-			if !slices.IsSorted(names) || len(names) != 10 {
-				t.Errorf("tools = %v, want all 10 test tools, sorted", names)
+			if !slices.IsSorted(names) || len(names) != 11 {
+				t.Errorf("tools = %v, want all 11 test tools, sorted", names)
 			}
 
 			_, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})

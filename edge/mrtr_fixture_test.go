@@ -385,6 +385,8 @@ type rawInputRequest struct {
 		Mode            string          `json:"mode"`
 		Message         string          `json:"message"`
 		RequestedSchema json.RawMessage `json:"requestedSchema"`
+		URL             string          `json:"url"`
+		ElicitationID   string          `json:"elicitationId"`
 	} `json:"params"`
 }
 

@@ -166,8 +166,9 @@ func (p *pipeline) Call(ctx context.Context, c *port.Call) (out port.Outcome) {
 		if p.panicAfter != nil && p.panicAfter(c) {
 			panic("test: the pipeline panics after " + b.tool.Name)
 		}
-		if out.Round != nil || out.Task != nil {
-			// The call goes on: a round of questions, or the task it became.
+		if out.Round != nil || out.Task != nil || out.Visit != nil {
+			// The call goes on: a round of questions, the task it became, or
+			// a visit its client is to wait for.
 			p.obs.interimCall(ctx, b, out.Task != nil, time.Since(start))
 			return out
 		}
@@ -283,6 +284,14 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	mc.Depth = depth
 	env = p.invoke(ctx, b, msg, mesh.Call{Caller: mc, IdempotencyKey: key}, c.Events)
 	stop()
+	if env.Visit != nil && p.elicit != nil && c.Elicitation.Offers(port.QuestionURL) {
+		// The service asks the person to visit a page first, and did
+		// nothing: the calls worker asks the client to send them there and
+		// makes the call again, under the same key, once they went. Any
+		// other client gets the envelope, the link in its message.
+		clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
+		return p.elicited(ctx, t, caller, p.elicit.Visit(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey, Visit: env.Visit, Key: key}))
+	}
 	if !env.IsError() {
 		env.Notes = append(env.Notes, notes...)
 	}

@@ -35,6 +35,11 @@ const (
 	statePreviousKeyFile = "state.previous.key"
 )
 
+// connectionsKeyringFile holds the key-encryption keys that seal the
+// connections' upstream tokens (`serve connections`); toolmesh keygen
+// creates it with one key.
+const connectionsKeyringFile = "connections.keyring"
+
 // dbFile is the SQLite file of domain, the default DSN of `serve <domain>`.
 func dbFile(domain string) string { return domain + ".db" }
 

@@ -181,6 +181,15 @@ func runKeygen(args []string, getenv func(string) string, stdout, stderr io.Writ
 		verb = "created"
 	}
 	fmt.Fprintf(stdout, "%s audit checkpoint key pair:\n  private (serve audit)                   %s\n  public  (toolmesh audit verify)         %s\n", verb, auditKey, auditPub)
+	keyring, created, err := ensureConnectionsKeyring(*dataDir)
+	if err != nil {
+		return err
+	}
+	verb = "kept existing"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "%s connections keyring (serve connections):\n  %s\n", verb, keyring)
 	if *rotate {
 		current, previous, err := rotateStateKey(*dataDir)
 		if err != nil {

@@ -95,7 +95,9 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
 		serves: []string{inboundv1connect.InboundServiceName}},
 	"github": {port: 7110, build: buildGitHub, stateless: true},
-	"search": {port: 7111, build: buildSearch, stateless: true},
+	// Each agent's links to upstream accounts (docs/connections.md).
+	"connections": {port: 7116, options: connectionsOptions},
+	"search":      {port: 7111, build: buildSearch, stateless: true},
 }))
 
 // serveDeps is what a domain's build gets besides its database.

@@ -86,6 +86,13 @@ type Options struct {
 	// Now is the clock a requestState's expiry is set and checked by;
 	// time.Now when nil.
 	Now clock.Clock
+	// VisitWait is how long a call over a session waits, once the user
+	// accepted to visit a page a service asked for, for the visit to be
+	// done, calling the service again now and then: past it the client is
+	// answered "URL elicitation required" (-32042) and calls again later
+	// (default and at most DefaultVisitWait, so that every request is
+	// answered within 30 seconds).
+	VisitWait time.Duration
 }
 
 // replyMargin is how much longer than the workflow's work a round waits
@@ -112,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.VisitWait <= 0 || o.VisitWait > DefaultVisitWait {
+		o.VisitWait = DefaultVisitWait
 	}
 	return o
 }
@@ -147,6 +157,7 @@ type Elicitor struct {
 
 	taskTimeout time.Duration
 	now         clock.Clock
+	visitWait   time.Duration // how long a session call waits for a visit
 	// tasks follows the calls that became MCP tasks (tasks.go).
 	tasks *tasks
 }
@@ -173,6 +184,7 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 		forms:       map[string]*toolForms{},
 		taskTimeout: cfg.TaskCallTimeout,
 		now:         cfg.Now,
+		visitWait:   cfg.VisitWait,
 	}
 	if cfg.TaskQueue != "" {
 		x.wf.TaskQueue = cfg.TaskQueue
@@ -307,6 +319,9 @@ func (x *Elicitor) start(ctx context.Context, c *call, args map[string]json.RawM
 		MaxRounds:       int32(x.max),
 		CallTimeout:     durationpb.New(x.timeout),
 		Notes:           c.notes,
+		Url:             c.el.URL,
+		Visit:           c.Visit,
+		IdempotencyKey:  c.Key,
 	}
 	if x.isTask(c, steps) {
 		in.Task, in.TaskCallTimeout = true, durationpb.New(x.taskTimeout)
@@ -342,7 +357,7 @@ func (x *Elicitor) isTask(c *call, steps []*callsv1.Step) bool {
 	if !c.Tasks || c.t.Task != nil {
 		return false
 	}
-	if c.t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED {
+	if c.t.TaskSupport != toolv1.TaskSupport_TASK_SUPPORT_UNSPECIFIED || c.Visit != nil {
 		return true
 	}
 	return slices.ContainsFunc(steps, func(st *callsv1.Step) bool { return st.GetKind() != callsv1.StepKind_STEP_KIND_FIELDS })
@@ -381,6 +396,11 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 	if c.el.Ask != nil && !res.GetTask() {
 		var err error
 		if res, err = x.converse(ctx, c, run, res); err != nil {
+			var vp *visitPending
+			if errors.As(err, &vp) {
+				x.log.InfoContext(ctx, "mcp.elicitation.visit_pending", "tool", t.Name, "workflow_id", run.id, "elicitation_id", vp.q.ElicitationID)
+				return port.Outcome{Visit: &vp.q}
+			}
 			if refused(err) {
 				return port.Outcome{Envelope: toolcall.Fail(t.Name, toolcall.CodeConflict, "the call ended while its questions were answered")}
 			}
@@ -416,10 +436,34 @@ func (x *Elicitor) respond(ctx context.Context, c *call, run callRun, res *calls
 // session (elicitation/create) and delivers the answers, until the call is
 // over (or is a task). The SDK's own fallback asks only once; calls may take
 // many rounds.
+//
+// A URL question the user accepted is not asked again: the workflow asks it
+// again while the service still wants the visit, and the call waits a
+// little and answers accept again (the service is called again), until
+// the visit is done — the client is then told so
+// (Elicitation.Complete) — or x.visitWait has passed since the user
+// accepted: the call then ends with a visitPending error.
 func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *callsv1.RoundResult) (*callsv1.RoundResult, error) {
+	accepted := map[string]bool{} // the elicitation ids of the visits accepted
+	var visitDeadline time.Time
+	pause := visitRetry
 	for res.GetEnvelope() == "" && !res.GetTask() {
 		answers := map[string]*callsv1.Answer{}
 		for _, q := range res.GetQuestions() {
+			if q.GetKind() == callsv1.InputKind_INPUT_KIND_URL && accepted[q.GetElicitationId()] {
+				left := time.Until(visitDeadline)
+				if left <= 0 {
+					return nil, &visitPending{q: question(q)}
+				}
+				if err := sleep(ctx, min(pause, left)); err != nil {
+					x.cancelCall(roundUpdate{run: run, round: res.GetRound(), digest: c.digest,
+						answers: map[string]*callsv1.Answer{q.GetKey(): {Action: callsv1.Action_ACTION_CANCEL}}})
+					return nil, err
+				}
+				pause = min(2*pause, maxVisitRetry)
+				answers[q.GetKey()] = &callsv1.Answer{Action: callsv1.Action_ACTION_ACCEPT}
+				continue
+			}
 			ectx, cancel := context.WithTimeout(ctx, x.ttl)
 			r, err := c.el.Ask(ectx, question(q))
 			cancel()
@@ -437,11 +481,22 @@ func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *call
 				x.log.InfoContext(ctx, "mcp.elicitation.no_answer", "tool", c.t.Name, "workflow_id", run.id, "round", res.GetRound(), "error", err)
 			default:
 				answers[q.GetKey()] = answerOf(r)
+				if q.GetKind() == callsv1.InputKind_INPUT_KIND_URL && r.Action == port.AnswerAccept && q.GetElicitationId() != "" {
+					accepted[q.GetElicitationId()] = true
+					visitDeadline = time.Now().Add(x.visitWait)
+				}
 			}
 		}
 		var err error
 		if res, err = x.update(ctx, c, run, res.GetRound(), answers); err != nil {
 			return nil, err
+		}
+	}
+	if res.GetEnvelope() != "" && c.el.Complete != nil {
+		// The service no longer asks for the visits the user accepted:
+		// they are done.
+		for id := range accepted {
+			c.el.Complete(ctx, id)
 		}
 	}
 	return res, nil

@@ -449,6 +449,11 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 		if out.Round != nil {
 			return roundResult(out.Round), nil
 		}
+		if q := out.Visit; q != nil {
+			// The user accepted to visit a page that is not visited yet: the
+			// client calls again once it is (2025-11-25).
+			return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{Mode: "url", ElicitationID: q.ElicitationID, URL: q.URL, Message: q.Message}})
+		}
 		if out.Task != nil {
 			// taskMiddleware answers with the task.
 			slot.task = out.Task

@@ -55,6 +55,11 @@ func elicitationOf(req *mcp.CallToolRequest) *port.Elicitation {
 			}
 			return askSession(ctx, req.Session, q, nil)
 		}
+		e.Complete = func(ctx context.Context, id string) {
+			if req.Session != nil {
+				_ = req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id})
+			}
+		}
 	}
 	return e
 }
@@ -93,6 +98,13 @@ func inputRequest(q port.Question) (string, mcp.InputRequest) {
 		return methodListRoots, &mcp.ListRootsParams{}
 	}
 	return methodElicit, elicitParams(q)
+}
+
+// stateless is q as a 2026-07-28 input request: a URL question has no
+// elicitationId (the client learns the visit is done by calling again).
+func stateless(q port.Question) port.Question {
+	q.ElicitationID = ""
+	return q
 }
 
 // elicitParams is q, a form question, as a form elicitation.
@@ -190,7 +202,7 @@ func answerOfJSON(raw json.RawMessage) (port.Answer, bool) {
 func roundResult(r *port.Round) *mcp.CallToolResult {
 	requests := mcp.InputRequestMap{}
 	for _, q := range r.Questions {
-		_, requests[q.Key] = inputRequest(q)
+		_, requests[q.Key] = inputRequest(stateless(q))
 	}
 	return &mcp.CallToolResult{InputRequests: requests, RequestState: r.State}
 }

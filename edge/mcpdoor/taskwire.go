@@ -55,7 +55,7 @@ func detailedTask(t *port.Task, resultType string) *extTask {
 	case port.TaskInputRequired:
 		out.InputRequests = mcp.InputRequestMap{}
 		for _, q := range t.Questions {
-			_, out.InputRequests[q.Key] = inputRequest(q)
+			_, out.InputRequests[q.Key] = inputRequest(stateless(q))
 		}
 	case port.TaskCompleted:
 		if t.Envelope != nil {

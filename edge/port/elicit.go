@@ -3,6 +3,8 @@ package port
 import (
 	"context"
 	"encoding/json"
+
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // Elicitor asks the user — over as many rounds as a call needs — for what
@@ -22,6 +24,11 @@ type Elicitor interface {
 	// Carry makes c, a call whose input is complete and valid, an MCP task
 	// carried by a workflow, and answers with the task at once.
 	Carry(ctx context.Context, c *Elicited) Outcome
+	// Visit carries c, a call its service refused pending a visit
+	// (c.Visit), from a client that can be sent to a page: the person is
+	// asked to visit, and the call is made again, under c.Key, once they
+	// accepted.
+	Visit(ctx context.Context, c *Elicited) Outcome
 }
 
 // Elicitation is what a door's client can do about the questions of an
@@ -45,6 +52,10 @@ type Elicitation struct {
 	// the call answers once, at its end. Without it a round's questions
 	// are the call's outcome (Outcome.Round).
 	Ask func(ctx context.Context, q Question) (Answer, error)
+	// Complete, with Ask, tells the client that the visit of a URL
+	// question it asked (by its ElicitationID) is done (MCP
+	// notifications/elicitation/complete).
+	Complete func(ctx context.Context, elicitationID string)
 }
 
 // Offers reports whether the client can answer a question of kind k.
@@ -150,6 +161,11 @@ type Elicited struct {
 	Depth int
 	// ClientKey is the client's idempotency key ("" for none).
 	ClientKey string
+	// Visit is the page the call's service asked the person to visit
+	// before it can make the call (Elicitor.Visit), and Key the
+	// idempotency key the service was called with.
+	Visit *toolv1.VisitRequired
+	Key   string
 }
 
 // Executed is a successful ADMIN call whose side effect ran elsewhere (the

@@ -102,6 +102,11 @@ type Outcome struct {
 	// Task is the MCP task the call became (Call.Tasks): the client follows
 	// it with the task methods.
 	Task *Task
+	// Visit is a URL question the user accepted, over a session, whose
+	// visit was still not done when the call could wait no longer: the
+	// door answers the protocol's "URL elicitation required" so that the
+	// client calls again once the visit is done.
+	Visit *Question
 	// Executed is set for a successful ADMIN call whose side effect ran
 	// elsewhere (see Elicitor): the pipeline reports it executed.
 	Executed *Executed

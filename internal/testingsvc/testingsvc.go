@@ -31,6 +31,7 @@ import (
 
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // ItemCount is how many items ListItems pages through.
@@ -69,6 +70,10 @@ type Service struct {
 	// done holds the response of each side effect by method, agent and
 	// idempotency key: a repeated key answers it again without executing.
 	done map[string]proto.Message
+	// visited and links are testing_link's: the agents whose visit is
+	// done, and their links.
+	visited map[string]bool
+	links   map[string]int
 }
 
 var _ testingv1connect.TestingServiceHandler = (*Service)(nil)
@@ -82,7 +87,8 @@ func NewWith(opts Options) *Service {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{opts: opts, calls: map[string]int{}, executions: map[string]int{}, notes: map[string]int{},
-		balances: map[string]int64{}, reminders: map[string]int{}, callers: map[string]mesh.Caller{}, done: map[string]proto.Message{}}
+		balances: map[string]int64{}, reminders: map[string]int{}, callers: map[string]mesh.Caller{}, done: map[string]proto.Message{},
+		links: map[string]int{}}
 }
 
 // pause waits d, or until ctx ends (then it answers the context's error,
@@ -325,6 +331,42 @@ func (s *Service) Write(ctx context.Context, req *testingv1.WriteRequest) (*test
 	return once(s, ctx, "Write", func(agent string) *testingv1.WriteResponse {
 		s.notes[agent]++
 		return &testingv1.WriteResponse{Count: int32(s.notes[agent])}
+	})
+}
+
+// VisitURL is the page testing_link asks agent's person to visit.
+func VisitURL(agent string) string { return "https://mesh.example/connect/" + agent }
+
+// VisitMessage is why testing_link asks for the visit.
+const VisitMessage = "Link your account to let the agent act as you."
+
+// Visited marks agent's visit done: testing_link runs from then on.
+func (s *Service) Visited(agent string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.visited == nil {
+		s.visited = map[string]bool{}
+	}
+	s.visited[agent] = true
+}
+
+// Link implements TestingService.Link: a VisitRequired refusal, before any
+// side effect, until the agent's visit is done (Visited).
+func (s *Service) Link(ctx context.Context, req *testingv1.LinkRequest) (*testingv1.LinkResponse, error) {
+	s.count("Link")
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	visited := s.visited[agent]
+	s.mu.Unlock()
+	if !visited {
+		return nil, mesh.NewVisitRequiredError(&toolv1.VisitRequired{Url: VisitURL(agent), Message: VisitMessage, VisitId: "visit-" + agent})
+	}
+	return once(s, ctx, "Link", func(agent string) *testingv1.LinkResponse {
+		s.links[agent]++
+		return &testingv1.LinkResponse{Links: int32(s.links[agent])}
 	})
 }
 

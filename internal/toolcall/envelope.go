@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // Domain codes of error envelopes (docs/tools.md). A model reads them to decide
@@ -104,6 +105,13 @@ type Envelope struct {
 	// key (internal/idempotency). For the audit trail, not the client.
 	Replayed bool   `json:"-"`
 	ReplayOf string `json:"-"`
+
+	// Visit is the page the service asked the person to visit before it
+	// can make the call (toolmesh.tool.v1.VisitRequired; nothing was
+	// done): the pipeline asks it as a URL input request of a client that
+	// can be sent there. The envelope itself is VisitNeeded's, for any
+	// other client.
+	Visit *toolv1.VisitRequired `json:"-"`
 }
 
 // IsError reports whether e is an error envelope.
@@ -128,6 +136,22 @@ const ClientGapPrefix = "client."
 func ClientGap(tool, capability string) *Envelope {
 	env := Fail(tool, CodeCapabilityGap, fmt.Sprintf("%s needs the client's %s capability, which this client did not declare; call it from a client that offers it", tool, capability))
 	env.Gap = ClientGapPrefix + capability
+	return env
+}
+
+// CapabilityURL is the client capability of URL elicitation.
+const CapabilityURL = "elicitation.url"
+
+// VisitNeeded is the envelope of a call whose service asked the person to
+// visit a page first (toolmesh.tool.v1.VisitRequired), for a client that
+// cannot be sent there (no URL elicitation): a ClientGap whose message
+// carries the link, so that the person can open it and call again
+// (docs/errors.md, "What a client lacks"). Visit holds v.
+func VisitNeeded(tool string, v *toolv1.VisitRequired) *Envelope {
+	env := Fail(tool, CodeCapabilityGap, fmt.Sprintf("%s needs the person to visit %s first: %s Open that link, then call %s again. (The client's elicitation.url capability would have offered the link itself; this client did not declare it.)",
+		tool, v.GetUrl(), strings.TrimSpace(v.GetMessage()), tool))
+	env.Gap = ClientGapPrefix + CapabilityURL
+	env.Visit = v
 	return env
 }
 
@@ -230,6 +254,16 @@ func FromError(ctx context.Context, log *slog.Logger, tool string, err error) *E
 			return Unexpected(ctx, log, tool, err)
 		}
 		return Internal(tool, id)
+	}
+	v, verr := mesh.VisitRequired(ce)
+	if verr != nil {
+		// A service's bug: the person is never sent to such a page.
+		return Unexpected(ctx, log, tool, verr)
+	}
+	if v != nil {
+		env := VisitNeeded(tool, v)
+		env.ErrorID = id
+		return env
 	}
 	env := fromCode(ctx, tool, ce.Code(), ce.Message())
 	if gap, ok := mesh.CapabilityGap(ce); ok {

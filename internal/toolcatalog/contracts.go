@@ -5,6 +5,7 @@ import (
 
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
@@ -37,5 +38,6 @@ func Contracts() []protoreflect.ServiceDescriptor {
 		projectsv1.File_toolmesh_projects_v1_projects_proto.Services().ByName("ProjectsService"),
 		workflowsv1.File_toolmesh_workflows_v1_workflows_proto.Services().ByName("WorkflowsService"),
 		reputationv1.File_toolmesh_reputation_v1_reputation_proto.Services().ByName("ReputationService"),
+		connectionsv1.File_toolmesh_connections_v1_connections_proto.Services().ByName("ConnectionsService"),
 	}
 }

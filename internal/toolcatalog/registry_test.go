@@ -74,6 +74,8 @@ func TestToolsFollowTheirOptions(t *testing.T) {
 			Preview: "testing_remind_preview"},
 		"testing_remind_preview": {Title: "Preview a reminder", Kind: toolv1.Kind_KIND_READ, Procedure: "/toolmesh.testing.v1.TestingService/PreviewRemind",
 			Description: "Show the next three times a reminder repeating this often would fire."},
+		"testing_link": {Title: "Link an account", Kind: toolv1.Kind_KIND_WRITE, Procedure: "/toolmesh.testing.v1.TestingService/Link",
+			Description: "Link the calling agent's account: refused with a VisitRequired detail (toolmesh.tool.v1.VisitRequired) until the test marks the agent's visit done, then counted once per idempotency key."},
 		"testing_wait": {Title: "Wait", Kind: toolv1.Kind_KIND_READ, Procedure: "/toolmesh.testing.v1.TestingService/Wait",
 			Description: "Wait before answering.", LongRunning: true},
 		"testing_summarize": {Title: "Summarize a topic", Kind: toolv1.Kind_KIND_WRITE, Procedure: "/toolmesh.testing.v1.TestingService/Summarize",

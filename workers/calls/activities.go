@@ -232,5 +232,5 @@ func output(env *toolcall.Envelope) (*callsv1.InvokeOutput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	return &callsv1.InvokeOutput{Envelope: string(b)}, nil
+	return &callsv1.InvokeOutput{Envelope: string(b), Visit: env.Visit}, nil
 }

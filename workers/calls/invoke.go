@@ -13,25 +13,30 @@ import (
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // run calls the tool's service once, with the gathered arguments, and ends
-// the call with its result.
+// the call with its result — or, when the service asks the person to visit
+// a page first and the client can send them there, asks that.
 func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running `%s` after %d round(s) of questions.", c.in.GetTool(), c.round))
 	env := c.activity(ctx, ActivityInvoke, &callsv1.InvokeInput{
 		Tool:           c.in.GetTool(),
 		Arguments:      c.arguments(),
 		Caller:         c.in.GetCaller(),
-		IdempotencyKey: IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID),
+		IdempotencyKey: c.key(ctx),
 		Audit:          c.in.GetAdmin(),
 		Timeout:        durationpb.New(callTimeout(c.in.GetCallTimeout())),
 	})
+	if env.Visit != nil && c.in.GetUrl() {
+		return c.askVisit(ctx, env.Visit)
+	}
 	status := StatusSucceeded
 	if env.IsError() {
 		status = StatusFailed
 	}
-	c.callID = IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	c.callID = c.key(ctx)
 	res := c.finish(ctx, env, status)
 	res.CallId = c.callID
 	if c.in.GetAdmin() && !env.IsError() {
@@ -78,11 +83,39 @@ func (c *call) activity(ctx workflow.Context, name string, in *callsv1.InvokeInp
 	if err := workflow.ExecuteLocalActivity(actx, name, in).Get(actx, &out); err != nil {
 		return failedAttempts(in.GetTool(), err)
 	}
+	return envelopeOf(in.GetTool(), &out)
+}
+
+// envelopeOf is the envelope an invoke activity answered, with the visit
+// the service asked for, if any.
+func envelopeOf(tool string, out *callsv1.InvokeOutput) *toolcall.Envelope {
 	var env toolcall.Envelope
 	if err := json.Unmarshal([]byte(out.GetEnvelope()), &env); err != nil || env.Status == "" {
-		return toolcall.Fail(in.GetTool(), toolcall.CodeInternal, "the call returned no result envelope")
+		return toolcall.Fail(tool, toolcall.CodeInternal, "the call returned no result envelope")
 	}
+	env.Visit = out.GetVisit()
 	return &env
+}
+
+// key is the idempotency key the call's side effect runs under: the one
+// the edge's own service call used, for a call the service refused pending
+// a visit, else one derived from the workflow id.
+func (c *call) key(ctx workflow.Context) string {
+	if k := c.in.GetIdempotencyKey(); k != "" {
+		return k
+	}
+	return IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID)
+}
+
+// askVisit asks the person to visit the page the service named, as a URL
+// question of a round of its own (a task's input request): accepting it
+// makes the call again; declining or cancelling ends it, nothing done. The
+// same visit may be asked again while it is not done; such rounds do not
+// count against the call's most rounds (the state's expiry bounds them).
+func (c *call) askVisit(ctx workflow.Context, v *toolv1.VisitRequired) *callsv1.RoundResult {
+	c.visitRounds++
+	return c.askAll(ctx, []*pending{{name: "visit", kind: callsv1.StepKind_STEP_KIND_QUESTIONS,
+		input: callsv1.InputKind_INPUT_KIND_URL, message: v.GetMessage(), url: v.GetUrl(), visitID: v.GetVisitId()}})
 }
 
 // failedAttempts is the envelope of a tool-calling activity whose every

@@ -60,6 +60,10 @@ func (c *call) applyOne(ctx workflow.Context, q *pending, a *callsv1.Answer) (*c
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeDeclined,
 			fmt.Sprintf("The user cancelled instead of answering (%s); nothing was done.", c.what(q))), StatusDeclined), ""
 	}
+	if q.input == callsv1.InputKind_INPUT_KIND_URL {
+		// The user went (or agreed to go): the call is made again.
+		return nil, ""
+	}
 	content, err := q.contentOf(a)
 	if err == nil && q.fromClient() {
 		// A model's or the client's answer passes the field's rules in
@@ -131,6 +135,9 @@ func (c *call) applyOne(ctx workflow.Context, q *pending, a *callsv1.Answer) (*c
 
 // what names what a question asked, for the declined envelope.
 func (c *call) what(q *pending) string {
+	if q.input == callsv1.InputKind_INPUT_KIND_URL {
+		return "visit " + q.url + " for " + c.in.GetTool()
+	}
 	switch q.kind {
 	case callsv1.StepKind_STEP_KIND_FIELDS:
 		return "give " + strings.Join(q.fields, ", ") + " for " + c.in.GetTool()
@@ -190,6 +197,11 @@ func (c *call) next(ctx workflow.Context) *callsv1.RoundResult {
 			return c.preview(ctx, st)
 		}
 		c.step++
+	}
+	if v := c.in.GetVisit(); v != nil && !c.visitAsked {
+		// The edge's call was refused pending this visit.
+		c.visitAsked = true
+		return c.askVisit(ctx, v)
 	}
 	if c.in.GetTask() {
 		return c.readyToRun(ctx)
@@ -280,7 +292,7 @@ func (c *call) ask(ctx workflow.Context, kind callsv1.StepKind, fields []string,
 // under the key "r<round>.<name>". In a task (or once a task's FIELDS rounds
 // are over) the questions are the task's.
 func (c *call) askAll(ctx workflow.Context, qs []*pending) *callsv1.RoundResult {
-	if int(c.round) >= maxRounds(c.in) {
+	if qs[0].input != callsv1.InputKind_INPUT_KIND_URL && int(c.round)-c.visitRounds >= maxRounds(c.in) {
 		return c.finish(ctx, toolcall.Fail(c.in.GetTool(), toolcall.CodeInvalidArgument,
 			fmt.Sprintf("%s asked %d rounds of questions without getting complete answers; call it again with the missing arguments", c.in.GetTool(), c.round)), StatusFailed)
 	}

@@ -1,7 +1,6 @@
 package calls
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -92,6 +91,10 @@ func fits(q *pending, a *callsv1.Answer) error {
 	default:
 		return errors.New("the answer has no action (accept, decline or cancel)")
 	}
+	if q.input == callsv1.InputKind_INPUT_KIND_URL {
+		// A visit's answer is the action alone.
+		return nil
+	}
 	if q.fromClient() && q.fallback != "" {
 		// An answer that does not fit is dropped for the fallback.
 		return nil
@@ -169,7 +172,6 @@ func (c *call) readyToRun(ctx workflow.Context) *callsv1.RoundResult {
 func (c *call) runTask(ctx workflow.Context) error {
 	c.ready = false
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Running `%s` (an MCP task) after %d round(s) of questions.", c.in.GetTool(), c.round))
-	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	timeout := durationOr(c.in.GetTaskCallTimeout(), toolcall.DefaultTaskCallTimeout)
 	retry := toolcall.RetryOf(timeout)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -188,7 +190,7 @@ func (c *call) runTask(ctx workflow.Context) error {
 		Tool:           c.in.GetTool(),
 		Arguments:      c.arguments(),
 		Caller:         c.in.GetCaller(),
-		IdempotencyKey: IdempotencyKey(id),
+		IdempotencyKey: c.key(ctx),
 		Audit:          c.in.GetAdmin(),
 		Timeout:        durationpb.New(timeout),
 	}).Get(actx, &out)
@@ -199,16 +201,18 @@ func (c *call) runTask(ctx workflow.Context) error {
 	case err != nil:
 		env = failedAttempts(c.in.GetTool(), err)
 	default:
-		env = &toolcall.Envelope{}
-		if json.Unmarshal([]byte(out.GetEnvelope()), env) != nil || env.Status == "" {
-			env = toolcall.Fail(c.in.GetTool(), toolcall.CodeInternal, "the call returned no result envelope")
-		}
+		env = envelopeOf(c.in.GetTool(), &out)
+	}
+	if env.Visit != nil && c.in.GetUrl() {
+		// The service asks for a visit first: the task waits for it.
+		c.askVisit(ctx, env.Visit)
+		return nil
 	}
 	status := StatusSucceeded
 	if env.IsError() {
 		status = StatusFailed
 	}
-	c.callID = IdempotencyKey(id)
+	c.callID = c.key(ctx)
 	c.finish(ctx, env, status).CallId = c.callID
 	return nil
 }

@@ -154,6 +154,11 @@ type call struct {
 	// result, after the edge's (in.notes).
 	skipped  map[string]bool
 	notesOut []string
+
+	// visitRounds are the rounds that asked for a visit (askVisit), and
+	// visitAsked says the edge's visit (in.visit) was asked.
+	visitRounds int
+	visitAsked  bool
 }
 
 // pending is a question of the current round.
@@ -173,6 +178,9 @@ type pending struct {
 	systemPrompt string
 	fallback     string
 	literalKey   string
+
+	// Of a visit (URL): the page and the visit's id.
+	url, visitID string
 }
 
 // question is q as the round carries it.
@@ -182,6 +190,8 @@ func (q *pending) question() *callsv1.Question {
 	case callsv1.InputKind_INPUT_KIND_SAMPLING:
 		out.MaxTokens, out.SystemPrompt = q.maxTokens, q.systemPrompt
 	case callsv1.InputKind_INPUT_KIND_ROOTS:
+	case callsv1.InputKind_INPUT_KIND_URL:
+		out.Url, out.ElicitationId = q.url, q.visitID
 	default:
 		out.RequestedSchema = q.schema
 	}

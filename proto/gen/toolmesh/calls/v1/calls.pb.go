@@ -17,6 +17,7 @@
 package callsv1
 
 import (
+	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflow/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -252,9 +253,20 @@ type ElicitedCallInput struct {
 	TaskCallTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=task_call_timeout,json=taskCallTimeout,proto3" json:"task_call_timeout,omitempty"`
 	// Notes for the call's result: fallbacks the edge applied before the call
 	// started (a question its client could not answer).
-	Notes         []string `protobuf:"bytes,13,rep,name=notes,proto3" json:"notes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Notes []string `protobuf:"bytes,13,rep,name=notes,proto3" json:"notes,omitempty"`
+	// The client can send its user to a page (URL elicitation): a service's
+	// VisitRequired answer is asked as a URL question, and the call made
+	// again once the user accepted; without it the call ends with the
+	// service's answer (a capability_gap carrying the link).
+	Url bool `protobuf:"varint,14,opt,name=url,proto3" json:"url,omitempty"`
+	// The visit the service asked for when the edge called it, asked first
+	// (the call was refused before any side effect).
+	Visit *v1.VisitRequired `protobuf:"bytes,15,opt,name=visit,proto3" json:"visit,omitempty"`
+	// The idempotency key the edge's service call used: the call's side
+	// effect runs under it instead of the one derived from the workflow id.
+	IdempotencyKey string `protobuf:"bytes,16,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ElicitedCallInput) Reset() {
@@ -376,6 +388,27 @@ func (x *ElicitedCallInput) GetNotes() []string {
 		return x.Notes
 	}
 	return nil
+}
+
+func (x *ElicitedCallInput) GetUrl() bool {
+	if x != nil {
+		return x.Url
+	}
+	return false
+}
+
+func (x *ElicitedCallInput) GetVisit() *v1.VisitRequired {
+	if x != nil {
+		return x.Visit
+	}
+	return nil
+}
+
+func (x *ElicitedCallInput) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 // Caller is the identity a call acts for (see internal/mesh.Caller).
@@ -1478,7 +1511,10 @@ func (x *InvokeInput) GetTimeout() *durationpb.Duration {
 type InvokeOutput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The result envelope (JSON), success or error.
-	Envelope      string `protobuf:"bytes,1,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	Envelope string `protobuf:"bytes,1,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	// The visit the service asked for (toolmesh.tool.v1.VisitRequired)
+	// instead of a result; the envelope is then its capability_gap.
+	Visit         *v1.VisitRequired `protobuf:"bytes,2,opt,name=visit,proto3" json:"visit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1520,11 +1556,18 @@ func (x *InvokeOutput) GetEnvelope() string {
 	return ""
 }
 
+func (x *InvokeOutput) GetVisit() *v1.VisitRequired {
+	if x != nil {
+		return x.Visit
+	}
+	return nil
+}
+
 var File_toolmesh_calls_v1_calls_proto protoreflect.FileDescriptor
 
 const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xfa\x04\n" +
+	"\x1dtoolmesh/calls/v1/calls.proto\x12\x11toolmesh.calls.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctoolmesh/tool/v1/visit.proto\x1a#toolmesh/workflow/v1/workflow.proto\"\xec\x05\n" +
 	"\x11ElicitedCallInput\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
@@ -1540,7 +1583,10 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\vcallTimeout\x12\x12\n" +
 	"\x04task\x18\v \x01(\bR\x04task\x12E\n" +
 	"\x11task_call_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0ftaskCallTimeout\x12\x14\n" +
-	"\x05notes\x18\r \x03(\tR\x05notes:l\xe2\xf9\x18h\n" +
+	"\x05notes\x18\r \x03(\tR\x05notes\x12\x10\n" +
+	"\x03url\x18\x0e \x01(\bR\x03url\x125\n" +
+	"\x05visit\x18\x0f \x01(\v2\x1f.toolmesh.tool.v1.VisitRequiredR\x05visit\x12'\n" +
+	"\x0fidempotency_key\x18\x10 \x01(\tR\x0eidempotencyKey:l\xe2\xf9\x18h\n" +
 	"\x13calls.elicited_call\x12\x05calls\x1a\x04call\"DA tool call waiting for the user's answers (multi-round elicitation)\"|\n" +
 	"\x06Caller\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
@@ -1628,9 +1674,10 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x06caller\x18\x03 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
 	"\x05audit\x18\x05 \x01(\bR\x05audit\x123\n" +
-	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"*\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"a\n" +
 	"\fInvokeOutput\x12\x1a\n" +
-	"\benvelope\x18\x01 \x01(\tR\benvelope*\x80\x01\n" +
+	"\benvelope\x18\x01 \x01(\tR\benvelope\x125\n" +
+	"\x05visit\x18\x02 \x01(\v2\x1f.toolmesh.tool.v1.VisitRequiredR\x05visit*\x80\x01\n" +
 	"\bStepKind\x12\x19\n" +
 	"\x15STEP_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STEP_KIND_FIELDS\x10\x01\x12\x13\n" +
@@ -1687,8 +1734,9 @@ var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	nil,                           // 20: toolmesh.calls.v1.RoundRequest.AnswersEntry
 	nil,                           // 21: toolmesh.calls.v1.AnswerRequest.AnswersEntry
 	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*v1.VisitRequired)(nil),      // 23: toolmesh.tool.v1.VisitRequired
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	4,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
@@ -1696,32 +1744,34 @@ var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	22, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
 	22, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
 	22, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
-	0,  // 5: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	23, // 6: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
-	6,  // 7: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
-	23, // 8: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
-	1,  // 9: toolmesh.calls.v1.StepQuestion.kind:type_name -> toolmesh.calls.v1.InputKind
-	2,  // 10: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	23, // 11: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
-	8,  // 12: toolmesh.calls.v1.Answer.sampled:type_name -> toolmesh.calls.v1.Sampled
-	9,  // 13: toolmesh.calls.v1.Answer.roots:type_name -> toolmesh.calls.v1.Root
-	20, // 14: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
-	17, // 15: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
-	4,  // 16: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
-	21, // 17: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	17, // 18: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
-	24, // 19: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
-	23, // 20: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
-	1,  // 21: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
-	4,  // 22: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	22, // 23: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
-	7,  // 24: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	7,  // 25: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	23, // 5: toolmesh.calls.v1.ElicitedCallInput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	0,  // 6: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
+	24, // 7: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	6,  // 8: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
+	24, // 9: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 10: toolmesh.calls.v1.StepQuestion.kind:type_name -> toolmesh.calls.v1.InputKind
+	2,  // 11: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
+	24, // 12: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	8,  // 13: toolmesh.calls.v1.Answer.sampled:type_name -> toolmesh.calls.v1.Sampled
+	9,  // 14: toolmesh.calls.v1.Answer.roots:type_name -> toolmesh.calls.v1.Root
+	20, // 15: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	17, // 16: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
+	4,  // 17: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
+	21, // 18: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	17, // 19: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
+	25, // 20: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
+	24, // 21: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 22: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
+	4,  // 23: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
+	22, // 24: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	23, // 25: toolmesh.calls.v1.InvokeOutput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	7,  // 26: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	7,  // 27: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_calls_v1_calls_proto_init() }

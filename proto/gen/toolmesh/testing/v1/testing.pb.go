@@ -512,6 +512,96 @@ func (x *ListItemsResponse) GetPage() *v1.Page {
 	return nil
 }
 
+type LinkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The account to link (1 to 100 characters).
+	Account       string `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkRequest) Reset() {
+	*x = LinkRequest{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkRequest) ProtoMessage() {}
+
+func (x *LinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkRequest.ProtoReflect.Descriptor instead.
+func (*LinkRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LinkRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+type LinkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many links the agent has made now.
+	Links         int32 `protobuf:"varint,1,opt,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkResponse) Reset() {
+	*x = LinkResponse{}
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkResponse) ProtoMessage() {}
+
+func (x *LinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkResponse.ProtoReflect.Descriptor instead.
+func (*LinkResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LinkResponse) GetLinks() int32 {
+	if x != nil {
+		return x.Links
+	}
+	return 0
+}
+
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The note (1 to 500 characters).
@@ -522,7 +612,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[6]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +624,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[6]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +637,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WriteRequest) GetNote() string {
@@ -567,7 +657,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[7]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +669,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[7]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +682,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WriteResponse) GetCount() int32 {
@@ -616,7 +706,7 @@ type SummarizeRequest struct {
 
 func (x *SummarizeRequest) Reset() {
 	*x = SummarizeRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +718,7 @@ func (x *SummarizeRequest) String() string {
 func (*SummarizeRequest) ProtoMessage() {}
 
 func (x *SummarizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[8]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +731,7 @@ func (x *SummarizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SummarizeRequest) GetTopic() string {
@@ -677,7 +767,7 @@ type SummarizeResponse struct {
 
 func (x *SummarizeResponse) Reset() {
 	*x = SummarizeResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +779,7 @@ func (x *SummarizeResponse) String() string {
 func (*SummarizeResponse) ProtoMessage() {}
 
 func (x *SummarizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[9]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +792,7 @@ func (x *SummarizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SummarizeResponse) GetSummary() string {
@@ -729,7 +819,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +831,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[10]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +844,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PurgeRequest) GetAgentId() string {
@@ -774,7 +864,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +876,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[11]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +889,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PurgeResponse) GetRemoved() int32 {
@@ -824,7 +914,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +926,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[12]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +939,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GrantRequest) GetAgentId() string {
@@ -883,7 +973,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +985,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[13]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +998,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GrantResponse) GetBalance() int64 {
@@ -931,7 +1021,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1033,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[14]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1046,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Note) GetId() string {
@@ -983,7 +1073,7 @@ type GetNoteRequest struct {
 
 func (x *GetNoteRequest) Reset() {
 	*x = GetNoteRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1085,7 @@ func (x *GetNoteRequest) String() string {
 func (*GetNoteRequest) ProtoMessage() {}
 
 func (x *GetNoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[15]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1098,7 @@ func (x *GetNoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoteRequest.ProtoReflect.Descriptor instead.
 func (*GetNoteRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetNoteRequest) GetNoteId() string {
@@ -1028,7 +1118,7 @@ type GetNoteResponse struct {
 
 func (x *GetNoteResponse) Reset() {
 	*x = GetNoteResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1130,7 @@ func (x *GetNoteResponse) String() string {
 func (*GetNoteResponse) ProtoMessage() {}
 
 func (x *GetNoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[16]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1143,7 @@ func (x *GetNoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoteResponse.ProtoReflect.Descriptor instead.
 func (*GetNoteResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetNoteResponse) GetNote() *Note {
@@ -1075,7 +1165,7 @@ type ListNotesRequest struct {
 
 func (x *ListNotesRequest) Reset() {
 	*x = ListNotesRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1177,7 @@ func (x *ListNotesRequest) String() string {
 func (*ListNotesRequest) ProtoMessage() {}
 
 func (x *ListNotesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[17]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1190,7 @@ func (x *ListNotesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotesRequest.ProtoReflect.Descriptor instead.
 func (*ListNotesRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNotesRequest) GetOffset() int32 {
@@ -1129,7 +1219,7 @@ type ListNotesResponse struct {
 
 func (x *ListNotesResponse) Reset() {
 	*x = ListNotesResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1231,7 @@ func (x *ListNotesResponse) String() string {
 func (*ListNotesResponse) ProtoMessage() {}
 
 func (x *ListNotesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[18]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1244,7 @@ func (x *ListNotesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotesResponse.ProtoReflect.Descriptor instead.
 func (*ListNotesResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListNotesResponse) GetNotes() []*Note {
@@ -1179,7 +1269,7 @@ type NoteStatsRequest struct {
 
 func (x *NoteStatsRequest) Reset() {
 	*x = NoteStatsRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1281,7 @@ func (x *NoteStatsRequest) String() string {
 func (*NoteStatsRequest) ProtoMessage() {}
 
 func (x *NoteStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[19]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1294,7 @@ func (x *NoteStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoteStatsRequest.ProtoReflect.Descriptor instead.
 func (*NoteStatsRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{21}
 }
 
 type NoteStatsResponse struct {
@@ -1217,7 +1307,7 @@ type NoteStatsResponse struct {
 
 func (x *NoteStatsResponse) Reset() {
 	*x = NoteStatsResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1319,7 @@ func (x *NoteStatsResponse) String() string {
 func (*NoteStatsResponse) ProtoMessage() {}
 
 func (x *NoteStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[20]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1332,7 @@ func (x *NoteStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoteStatsResponse.ProtoReflect.Descriptor instead.
 func (*NoteStatsResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NoteStatsResponse) GetCount() int32 {
@@ -1260,7 +1350,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1362,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[21]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1375,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{23}
 }
 
 type PeekResponse struct {
@@ -1298,7 +1388,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1400,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[22]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1413,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeekResponse) GetConfig() map[string]string {
@@ -1343,7 +1433,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1445,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[23]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1458,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WaitRequest) GetMillis() int32 {
@@ -1388,7 +1478,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1490,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[24]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1503,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WaitResponse) GetWaitedMillis() int32 {
@@ -1439,7 +1529,7 @@ type RemindRequest struct {
 
 func (x *RemindRequest) Reset() {
 	*x = RemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1541,7 @@ func (x *RemindRequest) String() string {
 func (*RemindRequest) ProtoMessage() {}
 
 func (x *RemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[25]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1554,7 @@ func (x *RemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindRequest.ProtoReflect.Descriptor instead.
 func (*RemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemindRequest) GetText() string {
@@ -1511,7 +1601,7 @@ type RemindResponse struct {
 
 func (x *RemindResponse) Reset() {
 	*x = RemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1613,7 @@ func (x *RemindResponse) String() string {
 func (*RemindResponse) ProtoMessage() {}
 
 func (x *RemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[26]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1626,7 @@ func (x *RemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemindResponse.ProtoReflect.Descriptor instead.
 func (*RemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemindResponse) GetText() string {
@@ -1577,7 +1667,7 @@ type PreviewRemindRequest struct {
 
 func (x *PreviewRemindRequest) Reset() {
 	*x = PreviewRemindRequest{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1679,7 @@ func (x *PreviewRemindRequest) String() string {
 func (*PreviewRemindRequest) ProtoMessage() {}
 
 func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[27]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1692,7 @@ func (x *PreviewRemindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRemindRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PreviewRemindRequest) GetEvery() string {
@@ -1622,7 +1712,7 @@ type PreviewRemindResponse struct {
 
 func (x *PreviewRemindResponse) Reset() {
 	*x = PreviewRemindResponse{}
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1724,7 @@ func (x *PreviewRemindResponse) String() string {
 func (*PreviewRemindResponse) ProtoMessage() {}
 
 func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[28]
+	mi := &file_toolmesh_testing_v1_testing_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1737,7 @@ func (x *PreviewRemindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRemindResponse.ProtoReflect.Descriptor instead.
 func (*PreviewRemindResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_testing_v1_testing_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PreviewRemindResponse) GetNextRuns() []*timestamppb.Timestamp {
@@ -1682,7 +1772,11 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\"U\n" +
 	"\x11ListItemsResponse\x12\x14\n" +
 	"\x05items\x18\x01 \x03(\tR\x05items\x12*\n" +
-	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"1\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"5\n" +
+	"\vLinkRequest\x12&\n" +
+	"\aaccount\x18\x01 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04\x10\x01\x18dR\aaccount\"$\n" +
+	"\fLinkResponse\x12\x14\n" +
+	"\x05links\x18\x01 \x01(\x05R\x05links\"1\n" +
 	"\fWriteRequest\x12!\n" +
 	"\x04note\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xc8\x01\x01r\x05\x10\x01\x18\xf4\x03R\x04note\"%\n" +
@@ -1764,7 +1858,7 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vCHANNEL_LOG\x10\x01\x12\x13\n" +
-	"\x0fCHANNEL_WEBHOOK\x10\x022\xa4\f\n" +
+	"\x0fCHANNEL_WEBHOOK\x10\x022\x9a\r\n" +
 	"\x0eTestingService\x12t\n" +
 	"\x04Echo\x12 .toolmesh.testing.v1.EchoRequest\x1a!.toolmesh.testing.v1.EchoResponse\"'\xc2\xf3\x18 \n" +
 	"\ftesting_echo\x12\x0eEcho a message\x18\x01\x90\x02\x01\x12\x85\x01\n" +
@@ -1787,7 +1881,9 @@ const file_toolmesh_testing_v1_testing_proto_rawDesc = "" +
 	"\x06Remind\x12\".toolmesh.testing.v1.RemindRequest\x1a#.toolmesh.testing.v1.RemindResponse\"Y\xc2\xf3\x18U\n" +
 	"\x0etesting_remind\x12\x0fPlan a reminder\x18\x022\x05every2\achannel2\btimezone:\x16testing_remind_preview\x12\x9d\x01\n" +
 	"\rPreviewRemind\x12).toolmesh.testing.v1.PreviewRemindRequest\x1a*.toolmesh.testing.v1.PreviewRemindResponse\"5\xc2\xf3\x18.\n" +
-	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12n\n" +
+	"\x16testing_remind_preview\x12\x12Preview a reminder\x18\x01\x90\x02\x01\x12t\n" +
+	"\x04Link\x12 .toolmesh.testing.v1.LinkRequest\x1a!.toolmesh.testing.v1.LinkResponse\"'\xc2\xf3\x18#\n" +
+	"\ftesting_link\x12\x0fLink an account\x18\x02`\x01\x12n\n" +
 	"\x04Wait\x12 .toolmesh.testing.v1.WaitRequest\x1a!.toolmesh.testing.v1.WaitResponse\"!\xc2\xf3\x18\x1a\n" +
 	"\ftesting_wait\x12\x04Wait\x18\x01(\x01`\x01\x90\x02\x012\xbe\x04\n" +
 	"\x13TestingNotesService\x12\xcb\x01\n" +
@@ -1819,7 +1915,7 @@ func file_toolmesh_testing_v1_testing_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_testing_v1_testing_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_toolmesh_testing_v1_testing_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(Failure)(0),                  // 0: toolmesh.testing.v1.Failure
 	(Channel)(0),                  // 1: toolmesh.testing.v1.Channel
@@ -1829,73 +1925,77 @@ var file_toolmesh_testing_v1_testing_proto_goTypes = []any{
 	(*RepeatResponse)(nil),        // 5: toolmesh.testing.v1.RepeatResponse
 	(*ListItemsRequest)(nil),      // 6: toolmesh.testing.v1.ListItemsRequest
 	(*ListItemsResponse)(nil),     // 7: toolmesh.testing.v1.ListItemsResponse
-	(*WriteRequest)(nil),          // 8: toolmesh.testing.v1.WriteRequest
-	(*WriteResponse)(nil),         // 9: toolmesh.testing.v1.WriteResponse
-	(*SummarizeRequest)(nil),      // 10: toolmesh.testing.v1.SummarizeRequest
-	(*SummarizeResponse)(nil),     // 11: toolmesh.testing.v1.SummarizeResponse
-	(*PurgeRequest)(nil),          // 12: toolmesh.testing.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 13: toolmesh.testing.v1.PurgeResponse
-	(*GrantRequest)(nil),          // 14: toolmesh.testing.v1.GrantRequest
-	(*GrantResponse)(nil),         // 15: toolmesh.testing.v1.GrantResponse
-	(*Note)(nil),                  // 16: toolmesh.testing.v1.Note
-	(*GetNoteRequest)(nil),        // 17: toolmesh.testing.v1.GetNoteRequest
-	(*GetNoteResponse)(nil),       // 18: toolmesh.testing.v1.GetNoteResponse
-	(*ListNotesRequest)(nil),      // 19: toolmesh.testing.v1.ListNotesRequest
-	(*ListNotesResponse)(nil),     // 20: toolmesh.testing.v1.ListNotesResponse
-	(*NoteStatsRequest)(nil),      // 21: toolmesh.testing.v1.NoteStatsRequest
-	(*NoteStatsResponse)(nil),     // 22: toolmesh.testing.v1.NoteStatsResponse
-	(*PeekRequest)(nil),           // 23: toolmesh.testing.v1.PeekRequest
-	(*PeekResponse)(nil),          // 24: toolmesh.testing.v1.PeekResponse
-	(*WaitRequest)(nil),           // 25: toolmesh.testing.v1.WaitRequest
-	(*WaitResponse)(nil),          // 26: toolmesh.testing.v1.WaitResponse
-	(*RemindRequest)(nil),         // 27: toolmesh.testing.v1.RemindRequest
-	(*RemindResponse)(nil),        // 28: toolmesh.testing.v1.RemindResponse
-	(*PreviewRemindRequest)(nil),  // 29: toolmesh.testing.v1.PreviewRemindRequest
-	(*PreviewRemindResponse)(nil), // 30: toolmesh.testing.v1.PreviewRemindResponse
-	nil,                           // 31: toolmesh.testing.v1.PeekResponse.ConfigEntry
-	(*v1.Page)(nil),               // 32: toolmesh.page.v1.Page
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*LinkRequest)(nil),           // 8: toolmesh.testing.v1.LinkRequest
+	(*LinkResponse)(nil),          // 9: toolmesh.testing.v1.LinkResponse
+	(*WriteRequest)(nil),          // 10: toolmesh.testing.v1.WriteRequest
+	(*WriteResponse)(nil),         // 11: toolmesh.testing.v1.WriteResponse
+	(*SummarizeRequest)(nil),      // 12: toolmesh.testing.v1.SummarizeRequest
+	(*SummarizeResponse)(nil),     // 13: toolmesh.testing.v1.SummarizeResponse
+	(*PurgeRequest)(nil),          // 14: toolmesh.testing.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 15: toolmesh.testing.v1.PurgeResponse
+	(*GrantRequest)(nil),          // 16: toolmesh.testing.v1.GrantRequest
+	(*GrantResponse)(nil),         // 17: toolmesh.testing.v1.GrantResponse
+	(*Note)(nil),                  // 18: toolmesh.testing.v1.Note
+	(*GetNoteRequest)(nil),        // 19: toolmesh.testing.v1.GetNoteRequest
+	(*GetNoteResponse)(nil),       // 20: toolmesh.testing.v1.GetNoteResponse
+	(*ListNotesRequest)(nil),      // 21: toolmesh.testing.v1.ListNotesRequest
+	(*ListNotesResponse)(nil),     // 22: toolmesh.testing.v1.ListNotesResponse
+	(*NoteStatsRequest)(nil),      // 23: toolmesh.testing.v1.NoteStatsRequest
+	(*NoteStatsResponse)(nil),     // 24: toolmesh.testing.v1.NoteStatsResponse
+	(*PeekRequest)(nil),           // 25: toolmesh.testing.v1.PeekRequest
+	(*PeekResponse)(nil),          // 26: toolmesh.testing.v1.PeekResponse
+	(*WaitRequest)(nil),           // 27: toolmesh.testing.v1.WaitRequest
+	(*WaitResponse)(nil),          // 28: toolmesh.testing.v1.WaitResponse
+	(*RemindRequest)(nil),         // 29: toolmesh.testing.v1.RemindRequest
+	(*RemindResponse)(nil),        // 30: toolmesh.testing.v1.RemindResponse
+	(*PreviewRemindRequest)(nil),  // 31: toolmesh.testing.v1.PreviewRemindRequest
+	(*PreviewRemindResponse)(nil), // 32: toolmesh.testing.v1.PreviewRemindResponse
+	nil,                           // 33: toolmesh.testing.v1.PeekResponse.ConfigEntry
+	(*v1.Page)(nil),               // 34: toolmesh.page.v1.Page
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_toolmesh_testing_v1_testing_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.testing.v1.EchoRequest.fail:type_name -> toolmesh.testing.v1.Failure
-	32, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
-	16, // 2: toolmesh.testing.v1.GetNoteResponse.note:type_name -> toolmesh.testing.v1.Note
-	16, // 3: toolmesh.testing.v1.ListNotesResponse.notes:type_name -> toolmesh.testing.v1.Note
-	32, // 4: toolmesh.testing.v1.ListNotesResponse.page:type_name -> toolmesh.page.v1.Page
-	31, // 5: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
+	34, // 1: toolmesh.testing.v1.ListItemsResponse.page:type_name -> toolmesh.page.v1.Page
+	18, // 2: toolmesh.testing.v1.GetNoteResponse.note:type_name -> toolmesh.testing.v1.Note
+	18, // 3: toolmesh.testing.v1.ListNotesResponse.notes:type_name -> toolmesh.testing.v1.Note
+	34, // 4: toolmesh.testing.v1.ListNotesResponse.page:type_name -> toolmesh.page.v1.Page
+	33, // 5: toolmesh.testing.v1.PeekResponse.config:type_name -> toolmesh.testing.v1.PeekResponse.ConfigEntry
 	1,  // 6: toolmesh.testing.v1.RemindRequest.channel:type_name -> toolmesh.testing.v1.Channel
 	1,  // 7: toolmesh.testing.v1.RemindResponse.channel:type_name -> toolmesh.testing.v1.Channel
-	33, // 8: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
+	35, // 8: toolmesh.testing.v1.PreviewRemindResponse.next_runs:type_name -> google.protobuf.Timestamp
 	2,  // 9: toolmesh.testing.v1.TestingService.Echo:input_type -> toolmesh.testing.v1.EchoRequest
 	6,  // 10: toolmesh.testing.v1.TestingService.ListItems:input_type -> toolmesh.testing.v1.ListItemsRequest
-	8,  // 11: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
-	10, // 12: toolmesh.testing.v1.TestingService.Summarize:input_type -> toolmesh.testing.v1.SummarizeRequest
-	12, // 13: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
-	14, // 14: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
-	23, // 15: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
-	27, // 16: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
-	29, // 17: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
-	25, // 18: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
-	17, // 19: toolmesh.testing.v1.TestingNotesService.GetNote:input_type -> toolmesh.testing.v1.GetNoteRequest
-	19, // 20: toolmesh.testing.v1.TestingNotesService.ListNotes:input_type -> toolmesh.testing.v1.ListNotesRequest
-	21, // 21: toolmesh.testing.v1.TestingNotesService.NoteStats:input_type -> toolmesh.testing.v1.NoteStatsRequest
-	4,  // 22: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
-	3,  // 23: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
-	7,  // 24: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
-	9,  // 25: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
-	11, // 26: toolmesh.testing.v1.TestingService.Summarize:output_type -> toolmesh.testing.v1.SummarizeResponse
-	13, // 27: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
-	15, // 28: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
-	24, // 29: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
-	28, // 30: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
-	30, // 31: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
-	26, // 32: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
-	18, // 33: toolmesh.testing.v1.TestingNotesService.GetNote:output_type -> toolmesh.testing.v1.GetNoteResponse
-	20, // 34: toolmesh.testing.v1.TestingNotesService.ListNotes:output_type -> toolmesh.testing.v1.ListNotesResponse
-	22, // 35: toolmesh.testing.v1.TestingNotesService.NoteStats:output_type -> toolmesh.testing.v1.NoteStatsResponse
-	5,  // 36: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
-	23, // [23:37] is the sub-list for method output_type
-	9,  // [9:23] is the sub-list for method input_type
+	10, // 11: toolmesh.testing.v1.TestingService.Write:input_type -> toolmesh.testing.v1.WriteRequest
+	12, // 12: toolmesh.testing.v1.TestingService.Summarize:input_type -> toolmesh.testing.v1.SummarizeRequest
+	14, // 13: toolmesh.testing.v1.TestingService.Purge:input_type -> toolmesh.testing.v1.PurgeRequest
+	16, // 14: toolmesh.testing.v1.TestingService.Grant:input_type -> toolmesh.testing.v1.GrantRequest
+	25, // 15: toolmesh.testing.v1.TestingService.Peek:input_type -> toolmesh.testing.v1.PeekRequest
+	29, // 16: toolmesh.testing.v1.TestingService.Remind:input_type -> toolmesh.testing.v1.RemindRequest
+	31, // 17: toolmesh.testing.v1.TestingService.PreviewRemind:input_type -> toolmesh.testing.v1.PreviewRemindRequest
+	8,  // 18: toolmesh.testing.v1.TestingService.Link:input_type -> toolmesh.testing.v1.LinkRequest
+	27, // 19: toolmesh.testing.v1.TestingService.Wait:input_type -> toolmesh.testing.v1.WaitRequest
+	19, // 20: toolmesh.testing.v1.TestingNotesService.GetNote:input_type -> toolmesh.testing.v1.GetNoteRequest
+	21, // 21: toolmesh.testing.v1.TestingNotesService.ListNotes:input_type -> toolmesh.testing.v1.ListNotesRequest
+	23, // 22: toolmesh.testing.v1.TestingNotesService.NoteStats:input_type -> toolmesh.testing.v1.NoteStatsRequest
+	4,  // 23: toolmesh.testing.v1.DuplicateService.Repeat:input_type -> toolmesh.testing.v1.RepeatRequest
+	3,  // 24: toolmesh.testing.v1.TestingService.Echo:output_type -> toolmesh.testing.v1.EchoResponse
+	7,  // 25: toolmesh.testing.v1.TestingService.ListItems:output_type -> toolmesh.testing.v1.ListItemsResponse
+	11, // 26: toolmesh.testing.v1.TestingService.Write:output_type -> toolmesh.testing.v1.WriteResponse
+	13, // 27: toolmesh.testing.v1.TestingService.Summarize:output_type -> toolmesh.testing.v1.SummarizeResponse
+	15, // 28: toolmesh.testing.v1.TestingService.Purge:output_type -> toolmesh.testing.v1.PurgeResponse
+	17, // 29: toolmesh.testing.v1.TestingService.Grant:output_type -> toolmesh.testing.v1.GrantResponse
+	26, // 30: toolmesh.testing.v1.TestingService.Peek:output_type -> toolmesh.testing.v1.PeekResponse
+	30, // 31: toolmesh.testing.v1.TestingService.Remind:output_type -> toolmesh.testing.v1.RemindResponse
+	32, // 32: toolmesh.testing.v1.TestingService.PreviewRemind:output_type -> toolmesh.testing.v1.PreviewRemindResponse
+	9,  // 33: toolmesh.testing.v1.TestingService.Link:output_type -> toolmesh.testing.v1.LinkResponse
+	28, // 34: toolmesh.testing.v1.TestingService.Wait:output_type -> toolmesh.testing.v1.WaitResponse
+	20, // 35: toolmesh.testing.v1.TestingNotesService.GetNote:output_type -> toolmesh.testing.v1.GetNoteResponse
+	22, // 36: toolmesh.testing.v1.TestingNotesService.ListNotes:output_type -> toolmesh.testing.v1.ListNotesResponse
+	24, // 37: toolmesh.testing.v1.TestingNotesService.NoteStats:output_type -> toolmesh.testing.v1.NoteStatsResponse
+	5,  // 38: toolmesh.testing.v1.DuplicateService.Repeat:output_type -> toolmesh.testing.v1.RepeatResponse
+	24, // [24:39] is the sub-list for method output_type
+	9,  // [9:24] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1912,7 +2012,7 @@ func file_toolmesh_testing_v1_testing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_testing_v1_testing_proto_rawDesc), len(file_toolmesh_testing_v1_testing_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

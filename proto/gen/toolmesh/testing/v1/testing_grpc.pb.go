@@ -33,6 +33,7 @@ const (
 	TestingService_Peek_FullMethodName          = "/toolmesh.testing.v1.TestingService/Peek"
 	TestingService_Remind_FullMethodName        = "/toolmesh.testing.v1.TestingService/Remind"
 	TestingService_PreviewRemind_FullMethodName = "/toolmesh.testing.v1.TestingService/PreviewRemind"
+	TestingService_Link_FullMethodName          = "/toolmesh.testing.v1.TestingService/Link"
 	TestingService_Wait_FullMethodName          = "/toolmesh.testing.v1.TestingService/Wait"
 )
 
@@ -62,6 +63,10 @@ type TestingServiceClient interface {
 	Remind(ctx context.Context, in *RemindRequest, opts ...grpc.CallOption) (*RemindResponse, error)
 	// Show the next three times a reminder repeating this often would fire.
 	PreviewRemind(ctx context.Context, in *PreviewRemindRequest, opts ...grpc.CallOption) (*PreviewRemindResponse, error)
+	// Link the calling agent's account: refused with a VisitRequired detail
+	// (toolmesh.tool.v1.VisitRequired) until the test marks the agent's
+	// visit done, then counted once per idempotency key.
+	Link(ctx context.Context, in *LinkRequest, opts ...grpc.CallOption) (*LinkResponse, error)
 	// Wait before answering.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
 }
@@ -164,6 +169,16 @@ func (c *testingServiceClient) PreviewRemind(ctx context.Context, in *PreviewRem
 	return out, nil
 }
 
+func (c *testingServiceClient) Link(ctx context.Context, in *LinkRequest, opts ...grpc.CallOption) (*LinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LinkResponse)
+	err := c.cc.Invoke(ctx, TestingService_Link_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *testingServiceClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WaitResponse)
@@ -200,6 +215,10 @@ type TestingServiceServer interface {
 	Remind(context.Context, *RemindRequest) (*RemindResponse, error)
 	// Show the next three times a reminder repeating this often would fire.
 	PreviewRemind(context.Context, *PreviewRemindRequest) (*PreviewRemindResponse, error)
+	// Link the calling agent's account: refused with a VisitRequired detail
+	// (toolmesh.tool.v1.VisitRequired) until the test marks the agent's
+	// visit done, then counted once per idempotency key.
+	Link(context.Context, *LinkRequest) (*LinkResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
 	mustEmbedUnimplementedTestingServiceServer()
@@ -238,6 +257,9 @@ func (UnimplementedTestingServiceServer) Remind(context.Context, *RemindRequest)
 }
 func (UnimplementedTestingServiceServer) PreviewRemind(context.Context, *PreviewRemindRequest) (*PreviewRemindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PreviewRemind not implemented")
+}
+func (UnimplementedTestingServiceServer) Link(context.Context, *LinkRequest) (*LinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Link not implemented")
 }
 func (UnimplementedTestingServiceServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
@@ -425,6 +447,24 @@ func _TestingService_PreviewRemind_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TestingService_Link_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TestingServiceServer).Link(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TestingService_Link_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TestingServiceServer).Link(ctx, req.(*LinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _TestingService_Wait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WaitRequest)
 	if err := dec(in); err != nil {
@@ -485,6 +525,10 @@ var TestingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PreviewRemind",
 			Handler:    _TestingService_PreviewRemind_Handler,
+		},
+		{
+			MethodName: "Link",
+			Handler:    _TestingService_Link_Handler,
 		},
 		{
 			MethodName: "Wait",

@@ -62,6 +62,8 @@ const (
 	// TestingServicePreviewRemindProcedure is the fully-qualified name of the TestingService's
 	// PreviewRemind RPC.
 	TestingServicePreviewRemindProcedure = "/toolmesh.testing.v1.TestingService/PreviewRemind"
+	// TestingServiceLinkProcedure is the fully-qualified name of the TestingService's Link RPC.
+	TestingServiceLinkProcedure = "/toolmesh.testing.v1.TestingService/Link"
 	// TestingServiceWaitProcedure is the fully-qualified name of the TestingService's Wait RPC.
 	TestingServiceWaitProcedure = "/toolmesh.testing.v1.TestingService/Wait"
 	// TestingNotesServiceGetNoteProcedure is the fully-qualified name of the TestingNotesService's
@@ -99,6 +101,10 @@ type TestingServiceClient interface {
 	Remind(context.Context, *v1.RemindRequest) (*v1.RemindResponse, error)
 	// Show the next three times a reminder repeating this often would fire.
 	PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error)
+	// Link the calling agent's account: refused with a VisitRequired detail
+	// (toolmesh.tool.v1.VisitRequired) until the test marks the agent's
+	// visit done, then counted once per idempotency key.
+	Link(context.Context, *v1.LinkRequest) (*v1.LinkResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error)
 }
@@ -172,6 +178,12 @@ func NewTestingServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		link: connect.NewClient[v1.LinkRequest, v1.LinkResponse](
+			httpClient,
+			baseURL+TestingServiceLinkProcedure,
+			connect.WithSchema(testingServiceMethods.ByName("Link")),
+			connect.WithClientOptions(opts...),
+		),
 		wait: connect.NewClient[v1.WaitRequest, v1.WaitResponse](
 			httpClient,
 			baseURL+TestingServiceWaitProcedure,
@@ -193,6 +205,7 @@ type testingServiceClient struct {
 	peek          *connect.Client[v1.PeekRequest, v1.PeekResponse]
 	remind        *connect.Client[v1.RemindRequest, v1.RemindResponse]
 	previewRemind *connect.Client[v1.PreviewRemindRequest, v1.PreviewRemindResponse]
+	link          *connect.Client[v1.LinkRequest, v1.LinkResponse]
 	wait          *connect.Client[v1.WaitRequest, v1.WaitResponse]
 }
 
@@ -277,6 +290,15 @@ func (c *testingServiceClient) PreviewRemind(ctx context.Context, req *v1.Previe
 	return nil, err
 }
 
+// Link calls toolmesh.testing.v1.TestingService.Link.
+func (c *testingServiceClient) Link(ctx context.Context, req *v1.LinkRequest) (*v1.LinkResponse, error) {
+	response, err := c.link.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // Wait calls toolmesh.testing.v1.TestingService.Wait.
 func (c *testingServiceClient) Wait(ctx context.Context, req *v1.WaitRequest) (*v1.WaitResponse, error) {
 	response, err := c.wait.CallUnary(ctx, connect.NewRequest(req))
@@ -308,6 +330,10 @@ type TestingServiceHandler interface {
 	Remind(context.Context, *v1.RemindRequest) (*v1.RemindResponse, error)
 	// Show the next three times a reminder repeating this often would fire.
 	PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error)
+	// Link the calling agent's account: refused with a VisitRequired detail
+	// (toolmesh.tool.v1.VisitRequired) until the test marks the agent's
+	// visit done, then counted once per idempotency key.
+	Link(context.Context, *v1.LinkRequest) (*v1.LinkResponse, error)
 	// Wait before answering.
 	Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error)
 }
@@ -377,6 +403,12 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	testingServiceLinkHandler := connect.NewUnaryHandlerSimple(
+		TestingServiceLinkProcedure,
+		svc.Link,
+		connect.WithSchema(testingServiceMethods.ByName("Link")),
+		connect.WithHandlerOptions(opts...),
+	)
 	testingServiceWaitHandler := connect.NewUnaryHandlerSimple(
 		TestingServiceWaitProcedure,
 		svc.Wait,
@@ -404,6 +436,8 @@ func NewTestingServiceHandler(svc TestingServiceHandler, opts ...connect.Handler
 			testingServiceRemindHandler.ServeHTTP(w, r)
 		case TestingServicePreviewRemindProcedure:
 			testingServicePreviewRemindHandler.ServeHTTP(w, r)
+		case TestingServiceLinkProcedure:
+			testingServiceLinkHandler.ServeHTTP(w, r)
 		case TestingServiceWaitProcedure:
 			testingServiceWaitHandler.ServeHTTP(w, r)
 		default:
@@ -449,6 +483,10 @@ func (UnimplementedTestingServiceHandler) Remind(context.Context, *v1.RemindRequ
 
 func (UnimplementedTestingServiceHandler) PreviewRemind(context.Context, *v1.PreviewRemindRequest) (*v1.PreviewRemindResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.PreviewRemind is not implemented"))
+}
+
+func (UnimplementedTestingServiceHandler) Link(context.Context, *v1.LinkRequest) (*v1.LinkResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.testing.v1.TestingService.Link is not implemented"))
 }
 
 func (UnimplementedTestingServiceHandler) Wait(context.Context, *v1.WaitRequest) (*v1.WaitResponse, error) {
