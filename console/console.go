@@ -67,6 +67,10 @@ type Config struct {
 	PageSize int
 	// HTTPClient reaches the edge (http.DefaultClient when nil).
 	HTTPClient *http.Client
+	// OIDC signs people in against the issuer the edge trusts; without it
+	// the console serves only the local owner and only on loopback
+	// (development mode).
+	OIDC *OIDC
 	// Log receives the console's events.
 	Log *slog.Logger
 }
@@ -84,6 +88,7 @@ type Console struct {
 	guard    *httpguard.Guard
 	edge     *edgeClient
 	sessions *sessions
+	signer   *signer // nil in development mode
 	live     *hub
 	pages    map[string]*template.Template
 }
@@ -116,16 +121,23 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %s", strings.TrimPrefix(err.Error(), "edge: "))
 	}
-	if !g.BindLoopback() {
-		// Sign-in with the issuer the edge trusts comes with OpenID
-		// Connect; until it is configured only the local owner is served.
-		return nil, errors.New("console: a non-loopback console needs sign-in (OpenID Connect), which is not configured")
+	if !g.BindLoopback() && cfg.OIDC == nil {
+		return nil, errNoSignIn
 	}
 	s, err := newSessions(cfg.SessionKey, cfg.SessionTTL)
 	if err != nil {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, log: cfg.Log, guard: g, sessions: s, edge: newEdgeClient(cfg.EdgeURL, cfg.HTTPClient)}
+	if o := cfg.OIDC; o != nil {
+		if o.Issuer == "" || o.ClientID == "" {
+			return nil, errors.New("console: sign-in needs the issuer and the console's client id")
+		}
+		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != callbackPath {
+			return nil, fmt.Errorf("console: the sign-in redirect URL %q must be http(s)://<the console's host>%s", o.RedirectURL, callbackPath)
+		}
+		c.signer = &signer{cfg: *o, http: cfg.HTTPClient}
+	}
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -153,6 +165,11 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /agents", c.page(c.agents))
 	mux.Handle("GET /audit", c.page(c.audit))
 	mux.Handle("GET /mesh", c.page(c.mesh))
+	if c.signer != nil {
+		mux.HandleFunc("GET "+signInPath, c.signInPage)
+		mux.HandleFunc("GET "+callbackPath, c.callback)
+		mux.Handle("POST "+signOutPath, c.change(c.signOut))
+	}
 	return httpguard.RecoverPanics(c.log, c.guarded(mux))
 }
 
@@ -229,6 +246,10 @@ func sameOrigin(origin string, r *http.Request) bool {
 func (c *Console) page(h func(w http.ResponseWriter, r *http.Request, s *session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := c.sessions.read(r)
+		if s == nil && c.signer != nil {
+			c.needSignIn(w, r)
+			return
+		}
 		if s == nil {
 			s = c.signIn(w, r)
 		}
@@ -247,10 +268,16 @@ func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, s *sessi
 			return
 		}
 		s := c.sessions.read(r)
+		if s == nil && c.signer != nil {
+			// Signed in again at the issuer, the person gets the form
+			// back with what they typed.
+			c.startLogin(w, r, "/inbox", r.URL.Path, keep(r))
+			return
+		}
 		if s == nil {
 			s = c.signIn(w, r)
 			c.log.InfoContext(r.Context(), "console.session_renewed", "path", r.URL.Path)
-			c.resubmit(w, r, s)
+			c.giveBack(w, r, s, r.URL.Path, keep(r))
 			return
 		}
 		if !c.sessions.csrfValid(s, r.PostForm.Get("csrf")) {
@@ -262,8 +289,7 @@ func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, s *sessi
 	})
 }
 
-// signIn starts a session for the person of this request: in development
-// mode the local owner.
+// signIn starts a session for the local owner (development mode).
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) *session {
 	s := c.sessions.start(localOwner)
 	c.sessions.write(w, r, s)

@@ -141,3 +141,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
 }
+
+// forget ends p's client session (p signed out).
+func (c *edgeClient) forget(p person) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.sessions[p.token]; s != nil && p.token != "" {
+		delete(c.sessions, p.token)
+		_ = s.Close()
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // ask is an ask as the owner tools return it.
@@ -162,14 +163,17 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, s *session) {
 	c.renderStatus(w, r, s, status, "inbox", "Inbox", v, lerr)
 }
 
-// resubmit answers a form sent with an ended session: the person is signed
-// in again and gets the page back with what they sent, to send again.
-func (c *Console) resubmit(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
+// giveBack answers a form sent with an ended session: the person is
+// signed in again and gets the page back with what they sent (the form
+// at path, its fields kept), to send again.
+func (c *Console) giveBack(w http.ResponseWriter, r *http.Request, s *session, path string, kept map[string]string) {
 	v, err := c.loadInbox(r, s, pageOffset(r))
-	v.Kept = map[string]string{id: r.PostForm.Get("answer")}
-	if r.PostForm.Has("reason") {
-		v.Kept[id] = r.PostForm.Get("reason")
+	// /asks/{id}/answer or /schedules/{id}/{decision}
+	if parts := strings.Split(strings.Trim(path, "/"), "/"); len(parts) == 3 {
+		v.Kept = map[string]string{parts[1]: kept["answer"]}
+		if x, ok := kept["reason"]; ok {
+			v.Kept[parts[1]] = x
+		}
 	}
 	v.Notice = "Your session had ended, so nothing was sent. You are signed in again: check your answer below and send it again."
 	c.renderStatus(w, r, s, http.StatusUnauthorized, "inbox", "Inbox", v, err)

@@ -37,6 +37,8 @@ type pageData struct {
 	Nav    string
 	Person person
 	CSRF   string
+	// SignOut offers signing out (not to the local owner).
+	SignOut bool
 	// Down says what does not work right now and what still does.
 	Down string
 	View any
@@ -64,7 +66,7 @@ func (c *Console) renderFragment(w http.ResponseWriter, r *http.Request, s *sess
 }
 
 func (c *Console) data(s *session, page, title string, view any, err error) pageData {
-	d := pageData{Title: title, Nav: page, Person: s.Person, CSRF: c.sessions.csrf(s), View: view}
+	d := pageData{Title: title, Nav: page, Person: s.Person, CSRF: c.sessions.csrf(s), View: view, SignOut: c.signer != nil}
 	if err != nil {
 		d.Down = c.outage(err)
 	}

@@ -71,14 +71,12 @@ func (s *sessions) start(p person) *session {
 // write sets the session cookie: HttpOnly, SameSite=Strict, Secure on TLS.
 func (s *sessions) write(w http.ResponseWriter, r *http.Request, sess *session) {
 	b, _ := json.Marshal(sess)
-	nonce := make([]byte, s.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	sealed := s.aead.Seal(nonce, nonce, b, []byte(cookieName))
+	maxAge := int(time.Until(time.Unix(sess.Expires, 0)) / time.Second)
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName,
-		Value:    base64.RawURLEncoding.EncodeToString(sealed),
+		Value:    s.seal(cookieName, b),
 		Path:     "/",
-		MaxAge:   int(s.ttl / time.Second),
+		MaxAge:   max(maxAge, 1),
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
@@ -92,13 +90,8 @@ func (s *sessions) read(r *http.Request) *session {
 	if err != nil {
 		return nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(ck.Value)
-	if err != nil || len(raw) < s.aead.NonceSize() {
-		return nil
-	}
-	n := s.aead.NonceSize()
-	b, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(cookieName))
-	if err != nil {
+	b := s.open(cookieName, ck.Value)
+	if b == nil {
 		return nil
 	}
 	var sess session
@@ -107,6 +100,28 @@ func (s *sessions) read(r *http.Request) *session {
 	}
 	sess.Person = person{Subject: sess.Subject, Owner: sess.Owner, token: sess.Token}
 	return &sess
+}
+
+// seal encrypts and signs b for the cookie name.
+func (s *sessions) seal(name string, b []byte) string {
+	nonce := make([]byte, s.aead.NonceSize())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, b, []byte(name)))
+}
+
+// open is what seal sealed for the cookie name: nil when value was not
+// sealed with this key for that name.
+func (s *sessions) open(name, value string) []byte {
+	raw, err := base64.RawURLEncoding.DecodeString(value)
+	n := s.aead.NonceSize()
+	if err != nil || len(raw) < n {
+		return nil
+	}
+	b, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(name))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // csrf is the CSRF token of sess's forms.

@@ -34,6 +34,9 @@ const consoleSessionKeyFile = "console-session.key"
 type consoleConfig struct {
 	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL string
 	hosts                                                   []string
+	// Sign-in (OpenID Connect), on when issuer is set.
+	issuer, clientID, clientSecretFile, publicURL, resource string
+	scopes                                                  []string
 	sessionTTL, pollInterval                                time.Duration
 	telemetry                                               *telemetryConfig
 }
@@ -55,8 +58,46 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 		Usage: "address of the console's Prometheus /metrics and /healthz, apart from its pages (\"off\": none)"})
 	s.String(&c.statusURL, "", config.Opt{Flag: "mesh-status-url", Env: "TOOLMESH_CONSOLE_MESH_STATUS_URL",
 		Usage: "status page of the mesh's supervisor the mesh page shows (toolmesh up's /status.json; up gives its own)"})
+	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER",
+		Usage: "OpenID Connect issuer people sign in with, the one the edge trusts; required off loopback, and on loopback it replaces the local owner"})
+	s.String(&c.clientID, "toolmesh-console", config.Opt{Flag: "client-id", Env: "TOOLMESH_CONSOLE_CLIENT_ID", Usage: "the console's client id at the issuer"})
+	s.String(&c.clientSecretFile, "", config.Opt{Flag: "client-secret-file", Env: "TOOLMESH_CONSOLE_CLIENT_SECRET_FILE",
+		Usage: "file with the console's client secret at the issuer (none: a public client, protected by PKCE)"})
+	s.String(&c.publicURL, "", config.Opt{Flag: "public-url", Env: "TOOLMESH_CONSOLE_PUBLIC_URL",
+		Usage: "the console's base URL as browsers reach it (https://console.example.com); the issuer sends people back to <public-url>/auth/callback", Default: "http://<addr>"})
+	s.String(&c.resource, "", config.Opt{Flag: "edge-resource", Env: "TOOLMESH_EDGE_RESOURCE",
+		Usage: "with --issuer: the edge's canonical URI, the audience of the access tokens the console asks for (RFC 8707)", Default: "--edge-url"})
+	s.List(&c.scopes, config.Opt{Flag: "scope", Env: "TOOLMESH_CONSOLE_SCOPES", Usage: "with --issuer: scope asked for besides openid",
+		Default: "toolmesh:read, toolmesh:write, toolmesh:admin"})
 	c.telemetry = bindTelemetry(s, getenv)
 	return c
+}
+
+// oidc is the console's sign-in settings (nil without --issuer).
+func (c *consoleConfig) oidc() (*console.OIDC, error) {
+	if c.issuer == "" {
+		return nil, nil
+	}
+	o := &console.OIDC{Issuer: c.issuer, ClientID: c.clientID, Resource: c.resource, Scopes: c.scopes}
+	if o.Resource == "" {
+		o.Resource = c.edgeURL
+	}
+	if len(o.Scopes) == 0 {
+		o.Scopes = []string{"toolmesh:read", "toolmesh:write", "toolmesh:admin"}
+	}
+	base := c.publicURL
+	if base == "" {
+		base = "http://" + c.addr
+	}
+	o.RedirectURL = strings.TrimSuffix(base, "/") + "/auth/callback"
+	if c.clientSecretFile != "" {
+		b, err := os.ReadFile(c.clientSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the console's client secret: %w", err)
+		}
+		o.ClientSecret = strings.TrimSpace(string(b))
+	}
+	return o, nil
 }
 
 // runConsole serves the web console (package console): a client of the
@@ -74,6 +115,10 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	signIn, err := c.oidc()
+	if err != nil {
+		return err
+	}
 	log = log.With("service", "console")
 	tel, err := c.telemetry.start(ctx, "toolmesh-console", stdout, log)
 	if err != nil {
@@ -83,7 +128,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	con, err := console.New(console.Config{
 		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
 		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL,
-		HTTPClient: meshclient.HTTP(), Log: log,
+		HTTPClient: meshclient.HTTP(), OIDC: signIn, Log: log,
 	})
 	if err != nil {
 		return err
@@ -102,7 +147,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), mlis, server.HTTPOptions{}})
 	}
-	log.Info("console.started", "url", "http://"+lis.Addr().String()+"/", "edge", c.edgeURL)
+	log.Info("console.started", "url", "http://"+lis.Addr().String()+"/", "edge", c.edgeURL, "issuer", c.issuer)
 	return runHTTPAll(ctx, log, servers...)
 }
 

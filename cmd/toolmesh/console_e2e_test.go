@@ -80,6 +80,7 @@ func TestConsole(t *testing.T) {
 	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
 	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
 	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
+	t.Run("people sign in with the issuer", func(t *testing.T) { testConsoleSignIn(t, bin, c) })
 }
 
 // testConsoleOperatorPages: the agents page lists the development agent
