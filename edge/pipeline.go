@@ -265,7 +265,11 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 	// Decode and validate.
 	msg, vs := b.call.Decode(ctx, args)
 	if vs != nil {
-		return fail(toolcall.Invalid(t.Name, vs))
+		// The fallbacks taken may say why: a field a question would have
+		// filled is missing.
+		env := toolcall.Invalid(t.Name, vs)
+		env.Notes = notes
+		return fail(env)
 	}
 	if carried {
 		clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
@@ -292,9 +296,8 @@ func (p *pipeline) run(ctx context.Context, b *binding, c *port.Call) port.Outco
 		clientKey, _ := c.Meta[MetaIdempotencyKey].(string)
 		return p.elicited(ctx, t, caller, p.elicit.Visit(ctx, &port.Elicited{Call: c, Depth: depth, ClientKey: clientKey, Visit: env.Visit, Key: key}))
 	}
-	if !env.IsError() {
-		env.Notes = append(env.Notes, notes...)
-	}
+	// The fallbacks taken, also on an error: they may say why it came.
+	env.Notes = append(env.Notes, notes...)
 
 	// Audit.
 	if admin && !env.IsError() {

@@ -14,6 +14,10 @@ import (
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
+// oneofRule is the id of the violation of a protovalidate message oneof
+// none of whose fields is given.
+const oneofRule = "message.oneof"
+
 // plan is what a call lacks that its client can be asked for, as the
 // workflow's steps; nil when it lacks nothing the client can be asked (the
 // call then goes on as usual, taking the fallbacks notes names). Fields are
@@ -40,6 +44,7 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 		return !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 	}
 	var absent, unanswered, asked, notes []string
+	oneofAsked := false // a question asks for a field of a oneof none of whose fields is given
 	if form {
 		for _, f := range t.Elicitable {
 			if isAbsent(f) {
@@ -49,7 +54,9 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 	}
 	for _, q := range t.Questions {
 		missing := slices.ContainsFunc(q.Fields, isAbsent)
-		if !missing {
+		chosen := slices.ContainsFunc(q.Instead, func(f string) bool { return !isAbsent(f) })
+		if !missing || chosen {
+			// Given, or a field of its oneof given instead.
 			continue
 		}
 		kind := portKind(inputKind(q.Kind))
@@ -61,6 +68,7 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 					unanswered = append(unanswered, f)
 				}
 			}
+			oneofAsked = oneofAsked || len(q.Instead) > 0
 		case kind == port.QuestionForm:
 			// Left to the arguments, as without questions.
 		case q.Fallback != "":
@@ -92,8 +100,8 @@ func (x *Elicitor) plan(ctx context.Context, c *call, args map[string]json.RawMe
 		switch {
 		case len(absent) > 0 && (top == "" || slices.Contains(absent, top)):
 			askFields = true
-		case slices.Contains(unanswered, top):
-			// A question asks for it.
+		case slices.Contains(unanswered, top), top == "" && v.Rule == oneofRule && oneofAsked:
+			// A question asks for it (or for the oneof's choice).
 		default:
 			other = true
 		}

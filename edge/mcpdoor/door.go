@@ -432,7 +432,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			Caller:      d.principal(req),
 			Arguments:   req.Params.Arguments,
 			Meta:        req.Params.Meta,
-			Elicitation: elicitationOf(req),
+			Elicitation: elicitationOf(ctx, req),
 			NoWait:      slot != nil && d.tasks.starts(t.catalog.Name),
 			Tasks:       slot != nil,
 		}

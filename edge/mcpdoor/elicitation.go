@@ -35,9 +35,13 @@ const (
 // what it declared it can answer, the round it answers (requestState and
 // inputResponses, 2026-07-28) and, for a client of the session era, how to
 // ask it within the call.
-func elicitationOf(req *mcp.CallToolRequest) *port.Elicitation {
+func elicitationOf(ctx context.Context, req *mcp.CallToolRequest) *port.Elicitation {
 	e := &port.Elicitation{State: req.Params.RequestState}
 	e.CanAsk, e.URL, e.Sampling, e.Roots = offers(req)
+	if remote, _ := ctx.Value(remoteClientKey{}).(bool); remote {
+		// Its roots name directories of another machine.
+		e.Roots = false
+	}
 	for k, r := range req.Params.InputResponses {
 		// Responses that are not answers are left out (the workflow asks
 		// again).
@@ -63,6 +67,12 @@ func elicitationOf(req *mcp.CallToolRequest) *port.Elicitation {
 	}
 	return e
 }
+
+// remoteClientKey marks a request that did not reach the edge on a
+// loopback address (httpguard.Guard.Loopback): its client may be on
+// another machine, and is not asked for its roots. A client over stdio,
+// or over HTTP on loopback, is on the edge's machine.
+type remoteClientKey struct{}
 
 // offers reports what the client of req declared it can answer: form and
 // URL elicitation, sampling and roots.

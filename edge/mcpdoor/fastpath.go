@@ -103,13 +103,14 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		meta[k] = x
 	}
 	// The client may use nothing beyond plain calls: a client that can
-	// elicit or speaks extensions (MCP Tasks) goes to the SDK.
+	// answer input requests or speaks extensions (MCP Tasks) goes to the
+	// SDK.
 	caps, ok := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any)
 	if !ok {
 		return false
 	}
 	for k := range caps {
-		if k == "elicitation" || k == "extensions" || k == "tasks" {
+		if k == "elicitation" || k == "sampling" || k == "roots" || k == "extensions" || k == "tasks" {
 			return false
 		}
 	}

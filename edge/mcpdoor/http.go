@@ -139,6 +139,9 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 		sel = d.toolsets.fallback
 	}
 	ctx := context.WithValue(r.Context(), selectionKey{}, sel)
+	if !g.Loopback(r) {
+		ctx = context.WithValue(ctx, remoteClientKey{}, true)
+	}
 	if fromPath {
 		ctx = context.WithValue(ctx, pathSelectionKey{}, sel)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"text/template"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
@@ -35,6 +37,37 @@ type Question struct {
 	Fallback string
 	// Key is the literal key it is asked under; "" for the round-scoped one.
 	Key string
+	// Instead are the request fields that stand in for its fields: the
+	// other fields of a oneof one of its fields is in (a proto oneof, or a
+	// protovalidate message oneof). A call that gives any of them gives
+	// its choice, and the question is not asked.
+	Instead []string
+}
+
+// oneofPeers are the other fields of every oneof fd is in: its proto oneof
+// (not a proto3 optional's) and the protovalidate message oneofs of md
+// that name it.
+func oneofPeers(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) []string {
+	var peers []string
+	add := func(name string) {
+		if name != string(fd.Name()) && !slices.Contains(peers, name) {
+			peers = append(peers, name)
+		}
+	}
+	if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+		for i := range od.Fields().Len() {
+			add(string(od.Fields().Get(i).Name()))
+		}
+	}
+	rules, _ := proto.GetExtension(md.Options(), validate.E_Message).(*validate.MessageRules)
+	for _, o := range rules.GetOneof() {
+		if slices.Contains(o.GetFields(), string(fd.Name())) {
+			for _, f := range o.GetFields() {
+				add(f)
+			}
+		}
+	}
+	return peers
 }
 
 // DefaultMaxTokens bounds a SAMPLING question's completion when its option
@@ -96,6 +129,10 @@ func bindQuestions(t *Tool, opts []*toolv1.Question) error {
 			}
 			seen[f] = o.GetName()
 		}
+		var instead []string
+		for _, f := range o.GetFields() {
+			instead = append(instead, oneofPeers(t.Method.Input(), t.Method.Input().Fields().ByName(protoreflect.Name(f)))...)
+		}
 		if o.GetMessage() == "" {
 			return fail("it has no message")
 		}
@@ -111,7 +148,7 @@ func bindQuestions(t *Tool, opts []*toolv1.Question) error {
 			return fail("the key is not a lower-case word")
 		}
 		t.Questions = append(t.Questions, &Question{Name: o.GetName(), Kind: kind, Fields: o.GetFields(), Message: msg, Text: o.GetMessage(),
-			MaxTokens: maxTokens, SystemPrompt: o.GetSystemPrompt(), Fallback: o.GetFallback(), Key: o.GetKey()})
+			MaxTokens: maxTokens, SystemPrompt: o.GetSystemPrompt(), Fallback: o.GetFallback(), Key: o.GetKey(), Instead: instead})
 	}
 	return nil
 }

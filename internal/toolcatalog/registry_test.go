@@ -16,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/toolschema"
 	"github.com/toolmesh/toolmesh/proto/gen/descriptorset"
+	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
@@ -420,5 +421,19 @@ func TestLoadDocsReadsEveryDescriptorsComment(t *testing.T) {
 		if got := d.Lookup(name); got != want {
 			t.Errorf("Lookup(%s) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// A question for a field of a oneof is not asked when the call names
+// another of its fields: projects_create asks for the client's roots as
+// path, a field of its message oneof with git_url.
+func TestQuestionsOfAOneofKnowItsOtherFields(t *testing.T) {
+	r := build(t, projectsv1.File_toolmesh_projects_v1_projects_proto.Services().ByName("ProjectsService"))
+	create, ok := r.Lookup("projects_create")
+	if !ok || len(create.Questions) != 1 {
+		t.Fatalf("projects_create = %v, want one question", create)
+	}
+	if q := create.Questions[0]; q.Kind != toolv1.QuestionKind_QUESTION_KIND_ROOTS || !cmp.Equal(q.Fields, []string{"path"}) || !cmp.Equal(q.Instead, []string{"git_url"}) {
+		t.Errorf("question = %s %v %v instead of %v, want roots for path, git_url instead", q.Name, q.Kind, q.Fields, q.Instead)
 	}
 }

@@ -3,6 +3,7 @@ package projects
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,12 +47,20 @@ func NewBase(dir string) (Base, error) {
 // Dir is the base's absolute path.
 func (b Base) Dir() string { return b.dir }
 
-// Resolve checks a code root named at create: a path relative to the base
-// or an absolute one. It returns the root relative to the base, with /
-// separators ("." for the base itself), once it has resolved every link
-// and found the result inside the base and a directory.
+// Resolve checks a code root named at create: a path relative to the base,
+// an absolute one, or a file:// URI (a client's root) of this machine. It
+// returns the root relative to the base, with / separators ("." for the
+// base itself), once it has resolved every link and found the result
+// inside the base and a directory.
 func (b Base) Resolve(given string) (string, error) {
 	p := given
+	if strings.HasPrefix(p, "file:") {
+		u, err := url.Parse(p)
+		if err != nil || (u.Host != "" && u.Host != "localhost") || u.Path == "" || !filepath.IsAbs(u.Path) {
+			return "", fmt.Errorf("path %q is not a file:// URI of a directory on the mesh's machine", given)
+		}
+		p = u.Path
+	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(b.dir, p)
 	}
@@ -64,7 +73,7 @@ func (b Base) Resolve(given string) (string, error) {
 	}
 	rel, err := b.inside(real)
 	if err != nil {
-		return "", fmt.Errorf("path %q leads %w (through .., an absolute path or a symbolic link)", given, ErrOutsideBase)
+		return "", fmt.Errorf("path %q leads %w %s (through .., an absolute path or a symbolic link)", given, ErrOutsideBase, b.dir)
 	}
 	if info, err := os.Stat(real); err != nil || !info.IsDir() {
 		return "", fmt.Errorf("path %q is not a directory", given)

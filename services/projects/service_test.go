@@ -201,6 +201,37 @@ func TestPathsThatEscapeTheBaseAreRefused(t *testing.T) {
 }
 
 // RecordHealth is for the health workflow only.
+// A path given as a file:// URI (a client's root) names the directory of
+// this machine: inside the base it is the code root, outside it is refused,
+// naming the base; a URI of another host is refused.
+func TestFileURIPaths(t *testing.T) {
+	f := start(t, projects.Config{})
+	base, err := filepath.EvalSymlinks(f.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := f.create(t, agentA, "rooted", "file://"+filepath.Join(base, "py")); p.GetPath() != "py" {
+		t.Errorf("a file URI inside the base is stored as %q, want py", p.GetPath())
+	}
+	if p := f.create(t, agentA, "local", "file://localhost"+filepath.Join(base, "ts")); p.GetPath() != "ts" {
+		t.Errorf("a file://localhost URI inside the base is stored as %q, want ts", p.GetPath())
+	}
+	outside := t.TempDir()
+	_, err = f.client.Create(as(agentA), &projectsv1.CreateRequest{Name: "astray", Path: "file://" + outside})
+	if servertest.Code(t, err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "outside the project base "+base) {
+		t.Errorf("Create at a file URI outside the base: %v, want invalid_argument naming the base %s", err, base)
+	}
+	for _, path := range []string{"file://elsewhere" + filepath.Join(base, "py"), "file:py", "file://"} {
+		_, err := f.client.Create(as(agentA), &projectsv1.CreateRequest{Name: "astray", Path: path})
+		if servertest.Code(t, err) != connect.CodeInvalidArgument {
+			t.Errorf("Create at %q: %v, want invalid_argument", path, err)
+		}
+	}
+	if res, err := f.client.List(as(agentA), &projectsv1.ListRequest{}); err != nil || len(res.GetProjects()) != 2 {
+		t.Errorf("List = %v, %v; want the two projects inside the base", res.GetProjects(), err)
+	}
+}
+
 func TestRecordHealthIsForTheWorkflow(t *testing.T) {
 	f := start(t, projects.Config{})
 	p := f.create(t, agentA, "web", "ts")

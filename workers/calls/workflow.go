@@ -301,7 +301,8 @@ func (c *call) onRound(ctx workflow.Context, req *callsv1.RoundRequest) (*callsv
 
 // finish ends the call with env.
 func (c *call) finish(ctx workflow.Context, env *toolcall.Envelope, status string) *callsv1.RoundResult {
-	if !env.IsError() && (len(c.in.GetNotes()) > 0 || len(c.notesOut) > 0) {
+	// The fallbacks taken, also on an error: they may say why it came.
+	if len(c.in.GetNotes()) > 0 || len(c.notesOut) > 0 {
 		env.Notes = append(append(env.Notes, c.in.GetNotes()...), c.notesOut...)
 	}
 	b, err := json.Marshal(env)

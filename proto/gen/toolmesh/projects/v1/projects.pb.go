@@ -971,8 +971,9 @@ type CreateRequest struct {
 	// What the project is (up to 500 characters).
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// The code root: a directory relative to the mesh's project base (e.g.
-	// "services/api", "." for the base itself), or an absolute path inside
-	// it. Give this or git_url.
+	// "services/api", "." for the base itself), or an absolute path or a
+	// file:// URI (as a client's roots are named) inside it. Give this or
+	// git_url.
 	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	// An http or https URL of a git repository for the mesh to clone, e.g.
 	// "https://github.com/owner/repo.git". Give this or path.
@@ -2499,10 +2500,12 @@ const file_toolmesh_projects_v1_projects_proto_rawDesc = "" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fDIRECTION_UP\x10\x01\x12\x12\n" +
 	"\x0eDIRECTION_DOWN\x10\x02\x12\x12\n" +
-	"\x0eDIRECTION_FLAT\x10\x032\xa3\t\n" +
-	"\x0fProjectsService\x12|\n" +
-	"\x06Create\x12#.toolmesh.projects.v1.CreateRequest\x1a$.toolmesh.projects.v1.CreateResponse\"'\xc2\xf3\x18#\n" +
-	"\x0fprojects_create\x12\x0eCreate project\x18\x02\x12\xc0\x01\n" +
+	"\x0eDIRECTION_FLAT\x10\x032\x87\n" +
+	"\n" +
+	"\x0fProjectsService\x12\xdf\x01\n" +
+	"\x06Create\x12#.toolmesh.projects.v1.CreateRequest\x1a$.toolmesh.projects.v1.CreateResponse\"\x89\x01\xc2\xf3\x18\x84\x01\n" +
+	"\x0fprojects_create\x12\x0eCreate project\x18\x02j_\n" +
+	"\tcode_root\x12\x04path\x1a4Which directory holds the code of project {{.name}}? \x03:\x14give path or git_url\x12\xc0\x01\n" +
 	"\x03Get\x12 .toolmesh.projects.v1.GetRequest\x1a!.toolmesh.projects.v1.GetResponse\"t\xc2\xf3\x18m\n" +
 	"\fprojects_get\x12\vGet project\x18\x01BN\n" +
 	" toolmesh://projects/{project_id}\x12\rprojects_list\x1a\bprojects\"\x02id*\x04name2\aProject\x90\x02\x01\x12v\n" +

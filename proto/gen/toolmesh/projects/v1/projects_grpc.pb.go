@@ -54,7 +54,10 @@ type ProjectsServiceClient interface {
 	// and then on a schedule (see projects_health_trends). Names are unique
 	// among your active projects: creating one again with the same name and
 	// the same arguments returns the existing project; with other arguments it
-	// fails with conflict.
+	// fails with conflict. Without path or git_url, a client on the mesh's
+	// machine that lists its roots is asked for them, and its first root
+	// becomes the path (refused, nothing created, unless it is inside the
+	// base).
 	Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error)
 	// Get one of your projects by its id.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
@@ -214,7 +217,10 @@ type ProjectsServiceServer interface {
 	// and then on a schedule (see projects_health_trends). Names are unique
 	// among your active projects: creating one again with the same name and
 	// the same arguments returns the existing project; with other arguments it
-	// fails with conflict.
+	// fails with conflict. Without path or git_url, a client on the mesh's
+	// machine that lists its roots is asked for them, and its first root
+	// becomes the path (refused, nothing created, unless it is inside the
+	// base).
 	Create(context.Context, *CreateRequest) (*CreateResponse, error)
 	// Get one of your projects by its id.
 	Get(context.Context, *GetRequest) (*GetResponse, error)

@@ -70,7 +70,10 @@ type ProjectsServiceClient interface {
 	// and then on a schedule (see projects_health_trends). Names are unique
 	// among your active projects: creating one again with the same name and
 	// the same arguments returns the existing project; with other arguments it
-	// fails with conflict.
+	// fails with conflict. Without path or git_url, a client on the mesh's
+	// machine that lists its roots is asked for them, and its first root
+	// becomes the path (refused, nothing created, unless it is inside the
+	// base).
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
 	// Get one of your projects by its id.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
@@ -284,7 +287,10 @@ type ProjectsServiceHandler interface {
 	// and then on a schedule (see projects_health_trends). Names are unique
 	// among your active projects: creating one again with the same name and
 	// the same arguments returns the existing project; with other arguments it
-	// fails with conflict.
+	// fails with conflict. Without path or git_url, a client on the mesh's
+	// machine that lists its roots is asked for them, and its first root
+	// becomes the path (refused, nothing created, unless it is inside the
+	// base).
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
 	// Get one of your projects by its id.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
