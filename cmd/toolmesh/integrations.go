@@ -210,6 +210,7 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 		HTTP:         a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
 		RemoteAgents: meshclient.New(deps.clients(), remoteagentsv1connect.NewRemoteAgentsServiceClient, url),
 		Self:         workerSelf("remoteagents"),
+		Audit:        deps.auditRecorder(),
 		Log:          deps.Log,
 	}
 	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {
