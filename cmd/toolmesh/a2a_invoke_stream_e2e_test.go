@@ -204,4 +204,58 @@ func TestRemoteAgentProgressReachesTheMCPCaller(t *testing.T) {
 	if got := log.steps("polled"); len(got) != 0 {
 		t.Errorf("progress %q from an agent that does not stream, want none", got)
 	}
+
+	checkInvocationExtended(t, s, steps)
+}
+
+// checkInvocationExtended: an invocation that expires 10 s after it starts
+// (of an agent that does not stream: polled up to the expiry, no later),
+// extended by its agent while the remote agent works, is still followed
+// past those 10 s and completes with the answer; the extension is in the
+// audit trail once, with its reason.
+func checkInvocationExtended(t *testing.T, s *mcp.ClientSession, steps []string) {
+	t.Helper()
+	agent := a2atest.NewProgressAgent(steps...)
+	base := a2atest.Serve(t, agent, false)
+	env := callTool(t, s, "remoteagents_invoke", map[string]any{"url": base, "message": "Book me a flight to Oslo.", "timeout_seconds": 10, "wait_seconds": 0})
+	var inv struct {
+		Invocation struct {
+			InvocationID string    `json:"invocation_id"`
+			Status       string    `json:"status"`
+			Answer       string    `json:"answer"`
+			ExpireTime   time.Time `json:"expire_time"`
+		} `json:"invocation"`
+	}
+	okData(t, env, &inv)
+	eventually(t, time.Minute, "the remote task opened", func() bool { return len(agent.Executed()) == 1 })
+	first := inv.Invocation.ExpireTime
+	okData(t, callTool(t, s, "remoteagents_extend_invocation", map[string]any{"invocation_id": inv.Invocation.InvocationID,
+		"extend_seconds": 120, "reason": "the airline answers slowly"}), &inv)
+	if !inv.Invocation.ExpireTime.Equal(first.Add(2 * time.Minute)) {
+		t.Fatalf("the extended invocation expires at %v, want 2 minutes after %v", inv.Invocation.ExpireTime, first)
+	}
+	// The deadline is the behaviour under test: the remote agent answers
+	// only once the first expiry has passed.
+	eventually(t, time.Minute, "the first expiry passed", func() bool { return time.Now().After(first.Add(2 * time.Second)) })
+	agent.Step(len(steps) + 1)
+	eventually(t, time.Minute, "the extended invocation completed", func() bool {
+		okData(t, callTool(t, s, "remoteagents_get_invocation", map[string]any{"invocation_id": inv.Invocation.InvocationID}), &inv)
+		return inv.Invocation.Status != "INVOCATION_STATUS_WORKING"
+	})
+	if inv.Invocation.Status != "INVOCATION_STATUS_COMPLETED" || inv.Invocation.Answer != a2atest.Answer {
+		t.Errorf("the extended invocation = %+v, want completed with the itinerary after its first expiry", inv.Invocation)
+	}
+	var trail struct {
+		Records []struct {
+			Tool   string `json:"tool"`
+			Reason string `json:"reason"`
+		} `json:"records"`
+	}
+	eventually(t, time.Minute, "the extension audited", func() bool {
+		okData(t, callTool(t, s, "audit_list", map[string]any{"tool": "remoteagents_extend_invocation"}), &trail)
+		return len(trail.Records) > 0
+	})
+	if len(trail.Records) != 1 || trail.Records[0].Reason != "the airline answers slowly" {
+		t.Errorf("audit records of the extension %+v, want one with its reason", trail.Records)
+	}
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	"github.com/toolmesh/toolmesh/services/github"
@@ -42,6 +44,8 @@ const (
 	githubTokenEnv       = "TOOLMESH_GITHUB_TOKEN"
 	githubURLEnv         = "TOOLMESH_GITHUB_URL"
 	githubEgressAllowEnv = "TOOLMESH_GITHUB_EGRESS_ALLOW"
+	githubPolicyEnv      = "TOOLMESH_GITHUB_POLICY"
+	githubLinkURLEnv     = "TOOLMESH_GITHUB_LINK_URL"
 	remoteEgressAllowEnv = "TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW"
 )
 
@@ -95,20 +99,58 @@ func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Servi
 	return []server.Service{search.New(search.Config{Provider: p, Log: log}).Registration()}, nil
 }
 
-// buildGitHub serves the GitHub tools with TOOLMESH_GITHUB_TOKEN against
-// github.com, or the GitHub Enterprise Server at TOOLMESH_GITHUB_URL;
-// without a token they answer capability_gap.
-func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+// githubOptions binds the mesh key the github service signs its calls to
+// the connections service with (policies per_agent and
+// per_agent_or_shared only).
+func githubOptions(s *config.Set) buildFunc {
+	var keyPath string
+	bindMeshKey(s, &keyPath, "mesh private key file the github service asks the connections service for agents' tokens with (TOOLMESH_GITHUB_POLICY per_agent, per_agent_or_shared)")
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+		return buildGitHub(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile))
+	}
+}
+
+// buildGitHub serves the GitHub tools against github.com, or the GitHub
+// Enterprise Server at TOOLMESH_GITHUB_URL, acting with
+// TOOLMESH_GITHUB_TOKEN or, under TOOLMESH_GITHUB_POLICY per_agent, with
+// each agent's own connection; without a token they answer capability_gap.
+func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath string) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
 	policy, err := egressPolicy(getenv, githubEgressAllowEnv, log)
 	if err != nil {
 		return nil, err
 	}
+	who, err := github.ParsePolicy(strings.TrimSpace(getenv(githubPolicyEnv)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", githubPolicyEnv, err)
+	}
 	token := strings.TrimSpace(getenv(githubTokenEnv))
-	if token == "" {
+	if token == "" && who != github.PolicyPerAgent {
 		log.Warn("github.unconfigured", "message", "the GitHub tools answer capability_gap: set "+githubTokenEnv)
 	}
-	svc, err := github.New(github.Config{Token: token, BaseURL: getenv(githubURLEnv), Egress: policy, Log: log})
+	cfg := github.Config{Token: token, BaseURL: getenv(githubURLEnv), Egress: policy, Log: log, Policy: who}
+	if who != github.PolicyShared {
+		url := deps.Services[connectionsv1connect.ConnectionsServiceName]
+		link := strings.TrimSpace(getenv(githubLinkURLEnv))
+		if url == "" || link == "" {
+			return nil, fmt.Errorf("%s=%s needs the connections service (--service connections=URL) and %s, the page where a person links an agent's GitHub account", githubPolicyEnv, who, githubLinkURLEnv)
+		}
+		key, err := readMeshKey(meshKeyPath)
+		if err != nil {
+			return nil, err
+		}
+		signer, err := mesh.NewSigner(key, "toolmesh-github")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Connections = github.Connections{
+			Client:  meshclient.New(meshclient.Config{Signer: signer, Timeout: 10 * time.Second}, connectionsv1connect.NewConnectionsServiceClient, url),
+			Self:    mesh.Caller{Subject: "toolmesh-github", Agent: "toolmesh-github", Roles: []string{mesh.RoleService}},
+			LinkURL: link,
+		}
+		log.Info("github.policy", "policy", string(who), "link_url", link)
+	}
+	svc, err := github.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", githubURLEnv, err)
 	}
@@ -168,6 +210,7 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 		HTTP:         a2alink.HTTPClient(policy, time.Minute, a2alink.MaxResponseBytes),
 		RemoteAgents: meshclient.New(deps.clients(), remoteagentsv1connect.NewRemoteAgentsServiceClient, url),
 		Self:         workerSelf("remoteagents"),
+		Audit:        deps.auditRecorder(),
 		Log:          deps.Log,
 	}
 	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {

@@ -129,6 +129,28 @@ func Query(ctx context.Context, c client.Client, id, name string, out any) error
 	return nil
 }
 
+// Update sends workflow id the update name with arg under updateID (a
+// repeated id gets the first update's outcome), waits for its outcome and
+// decodes it into out. A refusal of the update's validator or handler is
+// the workflow's *temporal.ApplicationError; ErrNoWorkflow when there is
+// no running workflow of that id.
+func Update(ctx context.Context, c client.Client, id, updateID, name string, arg, out any) error {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateID:     updateID,
+		UpdateName:   name,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, out)
+	}
+	if _, notFound := errors.AsType[*serviceerror.NotFound](err); notFound {
+		return ErrNoWorkflow
+	}
+	return err
+}
+
 // Cancel asks workflow id to cancel; one that has ended (or never was) is
 // left alone.
 func Cancel(ctx context.Context, c client.Client, id string) error {

@@ -1,7 +1,11 @@
 // Package github is the GitHub domain: repositories, pull requests, issues
 // and users through the GitHub REST API (github.com, or a GitHub Enterprise
-// Server at a configured base URL), with the token the mesh is configured
-// with. Without a token every call answers capability_gap. GitHub's
+// Server at a configured base URL). Under the shared policy every call acts
+// with the token the mesh is configured with, and without one answers
+// capability_gap; under per_agent each call acts with its agent's own
+// connection (the connections service), and a call whose agent has none
+// asks the person to link one (VisitRequired) before anything is sent to
+// GitHub; per_agent_or_shared falls back to the shared token. GitHub's
 // refusals map to domain codes: 404 to not_found, 403 to permission_denied,
 // its primary and secondary rate limits to rate_limited with the wait
 // GitHub gives (retry_after_seconds).
@@ -75,13 +79,22 @@ type Config struct {
 	// Now is the clock (for the wait until a rate limit resets); time.Now
 	// when nil.
 	Now clock.Clock
+	// Policy says whose token a call acts with (PolicyShared when empty).
+	Policy Policy
+	// Connections obtains each agent's own token; required by every
+	// policy but PolicyShared.
+	Connections Connections
 }
 
 // Service implements toolmesh.github.v1.GitHubService.
 type Service struct {
-	gh  *gh.Client // nil: no token configured
-	log *slog.Logger
-	now clock.Clock
+	shared  *gh.Client // nil: no shared token configured
+	http    *http.Client
+	baseURL string
+	policy  Policy
+	conns   Connections
+	log     *slog.Logger
+	now     clock.Clock
 }
 
 var _ githubv1connect.GitHubServiceHandler = (*Service)(nil)
@@ -98,24 +111,28 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	s := &Service{log: cfg.Log, now: cfg.Now}
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyShared
+	}
+	if _, err := ParsePolicy(string(cfg.Policy)); err != nil {
+		return nil, err
+	}
+	if cfg.Policy != PolicyShared && (cfg.Connections.Client == nil || cfg.Connections.LinkURL == "" || !cfg.Connections.Self.HasRole(mesh.RoleService)) {
+		return nil, fmt.Errorf("policy %s needs the connections service, a link page URL and a service-role identity", cfg.Policy)
+	}
+	s := &Service{log: cfg.Log, now: cfg.Now, policy: cfg.Policy, conns: cfg.Connections,
+		http: cfg.Egress.Client(egress.ClientOptions{Timeout: cfg.Timeout, MaxResponseBytes: maxResponse})}
+	if cfg.BaseURL != "" {
+		s.baseURL = strings.TrimRight(cfg.BaseURL, "/") + "/"
+	}
 	if cfg.Token == "" {
 		return s, nil
 	}
-	opts := []gh.ClientOptionsFunc{
-		gh.WithHTTPClient(cfg.Egress.Client(egress.ClientOptions{Timeout: cfg.Timeout, MaxResponseBytes: maxResponse})),
-		gh.WithAuthToken(cfg.Token),
-		gh.WithUserAgent("toolmesh"),
-	}
-	if cfg.BaseURL != "" {
-		base := strings.TrimRight(cfg.BaseURL, "/") + "/"
-		opts = append(opts, gh.WithEnterpriseURLs(base, base))
-	}
-	c, err := gh.NewClient(opts...)
+	c, err := s.newGitHubClient(cfg.Token)
 	if err != nil {
-		return nil, fmt.Errorf("github client: %w", err)
+		return nil, err
 	}
-	s.gh = c
+	s.shared = c
 	return s, nil
 }
 
@@ -124,38 +141,28 @@ func (s *Service) Registration() server.Service {
 	return server.Register(githubv1connect.GitHubServiceName, githubv1connect.GitHubServiceHandler(s), githubv1connect.NewGitHubServiceHandler, githubv1.RegisterGitHubServiceHandler)
 }
 
-// ready checks the caller and the configuration before a call.
-func (s *Service) ready(ctx context.Context) error {
-	if _, err := mesh.RequireAgent(ctx); err != nil {
-		return err
-	}
-	if s.gh == nil {
-		return mesh.NewCapabilityGapError(GapToken, errors.New("GitHub is not configured on this mesh: set TOOLMESH_GITHUB_TOKEN "+
-			"(and TOOLMESH_GITHUB_URL for GitHub Enterprise Server) for the github service"))
-	}
-	return nil
-}
-
 // GetRepo implements GitHubService.GetRepo.
 func (s *Service) GetRepo(ctx context.Context, req *githubv1.GetRepoRequest) (*githubv1.GetRepoResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
-	r, _, err := s.gh.Repositories.Get(ctx, req.GetOwner(), req.GetRepo())
+	r, _, err := c.gh.Repositories.Get(ctx, req.GetOwner(), req.GetRepo())
 	if err != nil {
-		return nil, s.fail(ctx, err, repoName(req.GetOwner(), req.GetRepo()))
+		return nil, s.fail(ctx, c, err, repoName(req.GetOwner(), req.GetRepo()))
 	}
 	return &githubv1.GetRepoResponse{Repo: repo(r)}, nil
 }
 
 // StarRepo implements GitHubService.StarRepo.
 func (s *Service) StarRepo(ctx context.Context, req *githubv1.StarRepoRequest) (*githubv1.StarRepoResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	name := repoName(req.GetOwner(), req.GetRepo())
-	if _, err := s.gh.Activity.Star(ctx, req.GetOwner(), req.GetRepo()); err != nil {
-		return nil, s.fail(ctx, err, name)
+	if _, err := c.gh.Activity.Star(ctx, req.GetOwner(), req.GetRepo()); err != nil {
+		return nil, s.fail(ctx, c, err, name)
 	}
 	s.wrote(ctx, "star", name)
 	return &githubv1.StarRepoResponse{FullName: req.GetOwner() + "/" + req.GetRepo(), Starred: true}, nil
@@ -163,12 +170,13 @@ func (s *Service) StarRepo(ctx context.Context, req *githubv1.StarRepoRequest) (
 
 // UnstarRepo implements GitHubService.UnstarRepo.
 func (s *Service) UnstarRepo(ctx context.Context, req *githubv1.UnstarRepoRequest) (*githubv1.UnstarRepoResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	name := repoName(req.GetOwner(), req.GetRepo())
-	if _, err := s.gh.Activity.Unstar(ctx, req.GetOwner(), req.GetRepo()); err != nil {
-		return nil, s.fail(ctx, err, name)
+	if _, err := c.gh.Activity.Unstar(ctx, req.GetOwner(), req.GetRepo()); err != nil {
+		return nil, s.fail(ctx, c, err, name)
 	}
 	s.wrote(ctx, "unstar", name)
 	return &githubv1.UnstarRepoResponse{FullName: req.GetOwner() + "/" + req.GetRepo(), Starred: false}, nil
@@ -177,11 +185,12 @@ func (s *Service) UnstarRepo(ctx context.Context, req *githubv1.UnstarRepoReques
 // ForkRepo implements GitHubService.ForkRepo. GitHub answers 202 Accepted
 // with the new repository: the fork is made in the background.
 func (s *Service) ForkRepo(ctx context.Context, req *githubv1.ForkRepoRequest) (*githubv1.ForkRepoResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	name := repoName(req.GetOwner(), req.GetRepo())
-	r, _, err := s.gh.Repositories.CreateFork(ctx, req.GetOwner(), req.GetRepo(), &gh.RepositoryCreateForkOptions{
+	r, _, err := c.gh.Repositories.CreateFork(ctx, req.GetOwner(), req.GetRepo(), &gh.RepositoryCreateForkOptions{
 		Organization: req.GetOrganization(), Name: req.GetName(), DefaultBranchOnly: req.GetDefaultBranchOnly(),
 	})
 	if accepted, ok := errors.AsType[*gh.AcceptedError](err); ok {
@@ -191,7 +200,7 @@ func (s *Service) ForkRepo(ctx context.Context, req *githubv1.ForkRepoRequest) (
 		}
 	}
 	if err != nil {
-		return nil, s.fail(ctx, err, name)
+		return nil, s.fail(ctx, c, err, name)
 	}
 	s.wrote(ctx, "fork", name)
 	return &githubv1.ForkRepoResponse{Repo: repo(r)}, nil
@@ -199,14 +208,15 @@ func (s *Service) ForkRepo(ctx context.Context, req *githubv1.ForkRepoRequest) (
 
 // ListPulls implements GitHubService.ListPulls.
 func (s *Service) ListPulls(ctx context.Context, req *githubv1.ListPullsRequest) (*githubv1.ListPullsResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
-	list, resp, err := s.gh.PullRequests.List(ctx, req.GetOwner(), req.GetRepo(), &gh.PullRequestListOptions{
+	list, resp, err := c.gh.PullRequests.List(ctx, req.GetOwner(), req.GetRepo(), &gh.PullRequestListOptions{
 		State: state(req.GetState()), ListOptions: page(req.GetPage(), req.GetPerPage()),
 	})
 	if err != nil {
-		return nil, s.fail(ctx, err, repoName(req.GetOwner(), req.GetRepo()))
+		return nil, s.fail(ctx, c, err, repoName(req.GetOwner(), req.GetRepo()))
 	}
 	out := &githubv1.ListPullsResponse{NextPage: int32(resp.NextPage)}
 	for _, p := range list {
@@ -217,16 +227,17 @@ func (s *Service) ListPulls(ctx context.Context, req *githubv1.ListPullsRequest)
 
 // CreatePull implements GitHubService.CreatePull.
 func (s *Service) CreatePull(ctx context.Context, req *githubv1.CreatePullRequest) (*githubv1.CreatePullResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	name := repoName(req.GetOwner(), req.GetRepo())
-	p, _, err := s.gh.PullRequests.Create(ctx, req.GetOwner(), req.GetRepo(), &gh.NewPullRequest{
+	p, _, err := c.gh.PullRequests.Create(ctx, req.GetOwner(), req.GetRepo(), &gh.NewPullRequest{
 		Title: gh.Ptr(req.GetTitle()), Head: gh.Ptr(req.GetHead()), Base: gh.Ptr(req.GetBase()),
 		Body: optional(req.GetBody()), Draft: gh.Ptr(req.GetDraft()),
 	})
 	if err != nil {
-		return nil, s.fail(ctx, err, name)
+		return nil, s.fail(ctx, c, err, name)
 	}
 	s.wrote(ctx, "create_pull", name, "number", p.GetNumber())
 	return &githubv1.CreatePullResponse{Pull: pull(p)}, nil
@@ -241,15 +252,16 @@ var reviewEvents = map[githubv1.ReviewEvent]string{
 
 // ReviewPull implements GitHubService.ReviewPull.
 func (s *Service) ReviewPull(ctx context.Context, req *githubv1.ReviewPullRequest) (*githubv1.ReviewPullResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	what := pullName(req.GetOwner(), req.GetRepo(), req.GetNumber())
-	r, _, err := s.gh.PullRequests.CreateReview(ctx, req.GetOwner(), req.GetRepo(), int(req.GetNumber()), &gh.PullRequestReviewRequest{
+	r, _, err := c.gh.PullRequests.CreateReview(ctx, req.GetOwner(), req.GetRepo(), int(req.GetNumber()), &gh.PullRequestReviewRequest{
 		Event: gh.Ptr(reviewEvents[req.GetEvent()]), Body: optional(req.GetBody()),
 	})
 	if err != nil {
-		return nil, s.fail(ctx, err, what)
+		return nil, s.fail(ctx, c, err, what)
 	}
 	s.wrote(ctx, "review_pull", what, "event", reviewEvents[req.GetEvent()])
 	return &githubv1.ReviewPullResponse{ReviewId: r.GetID(), State: r.GetState(), HtmlUrl: r.GetHTMLURL()}, nil
@@ -258,7 +270,8 @@ func (s *Service) ReviewPull(ctx context.Context, req *githubv1.ReviewPullReques
 // GetPullDiff implements GitHubService.GetPullDiff. The diff is read only
 // as far as max_bytes, however large it is.
 func (s *Service) GetPullDiff(ctx context.Context, req *githubv1.GetPullDiffRequest) (*githubv1.GetPullDiffResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	what := pullName(req.GetOwner(), req.GetRepo(), req.GetNumber())
@@ -266,19 +279,19 @@ func (s *Service) GetPullDiff(ctx context.Context, req *githubv1.GetPullDiffRequ
 	if limit == 0 {
 		limit = DefaultDiffBytes
 	}
-	hreq, err := s.gh.NewRequest(ctx, http.MethodGet, fmt.Sprintf("repos/%s/%s/pulls/%d", req.GetOwner(), req.GetRepo(), req.GetNumber()), nil)
+	hreq, err := c.gh.NewRequest(ctx, http.MethodGet, fmt.Sprintf("repos/%s/%s/pulls/%d", req.GetOwner(), req.GetRepo(), req.GetNumber()), nil)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("build the diff request: %w", err))
 	}
 	hreq.Header.Set("Accept", "application/vnd.github.diff")
-	resp, err := s.gh.BareDo(hreq)
+	resp, err := c.gh.BareDo(hreq)
 	if err != nil {
-		return nil, s.fail(ctx, err, what)
+		return nil, s.fail(ctx, c, err, what)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
-		return nil, s.fail(ctx, err, what)
+		return nil, s.fail(ctx, c, err, what)
 	}
 	out := &githubv1.GetPullDiffResponse{Diff: string(b)}
 	if len(b) > limit {
@@ -298,21 +311,23 @@ func (s *Service) GetPullDiff(ctx context.Context, req *githubv1.GetPullDiffRequ
 // CommentPull implements GitHubService.CommentPull: a comment on the pull
 // request's conversation, which GitHub keeps as an issue comment.
 func (s *Service) CommentPull(ctx context.Context, req *githubv1.CommentPullRequest) (*githubv1.CommentPullResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	what := pullName(req.GetOwner(), req.GetRepo(), req.GetNumber())
-	c, _, err := s.gh.Issues.CreateComment(ctx, req.GetOwner(), req.GetRepo(), int(req.GetNumber()), &gh.IssueComment{Body: gh.Ptr(req.GetBody())})
+	comment, _, err := c.gh.Issues.CreateComment(ctx, req.GetOwner(), req.GetRepo(), int(req.GetNumber()), &gh.IssueComment{Body: gh.Ptr(req.GetBody())})
 	if err != nil {
-		return nil, s.fail(ctx, err, what)
+		return nil, s.fail(ctx, c, err, what)
 	}
 	s.wrote(ctx, "comment_pull", what)
-	return &githubv1.CommentPullResponse{CommentId: c.GetID(), HtmlUrl: c.GetHTMLURL()}, nil
+	return &githubv1.CommentPullResponse{CommentId: comment.GetID(), HtmlUrl: comment.GetHTMLURL()}, nil
 }
 
 // CreateIssue implements GitHubService.CreateIssue.
 func (s *Service) CreateIssue(ctx context.Context, req *githubv1.CreateIssueRequest) (*githubv1.CreateIssueResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	name := repoName(req.GetOwner(), req.GetRepo())
@@ -323,9 +338,9 @@ func (s *Service) CreateIssue(ctx context.Context, req *githubv1.CreateIssueRequ
 	if a := req.GetAssignees(); len(a) > 0 {
 		ir.Assignees = &a
 	}
-	i, _, err := s.gh.Issues.Create(ctx, req.GetOwner(), req.GetRepo(), ir)
+	i, _, err := c.gh.Issues.Create(ctx, req.GetOwner(), req.GetRepo(), ir)
 	if err != nil {
-		return nil, s.fail(ctx, err, name)
+		return nil, s.fail(ctx, c, err, name)
 	}
 	s.wrote(ctx, "create_issue", name, "number", i.GetNumber())
 	return &githubv1.CreateIssueResponse{Issue: issue(i)}, nil
@@ -334,14 +349,15 @@ func (s *Service) CreateIssue(ctx context.Context, req *githubv1.CreateIssueRequ
 // ListIssues implements GitHubService.ListIssues. GitHub lists pull
 // requests among issues; they are left out.
 func (s *Service) ListIssues(ctx context.Context, req *githubv1.ListIssuesRequest) (*githubv1.ListIssuesResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
-	list, resp, err := s.gh.Issues.ListByRepo(ctx, req.GetOwner(), req.GetRepo(), &gh.IssueListByRepoOptions{
+	list, resp, err := c.gh.Issues.ListByRepo(ctx, req.GetOwner(), req.GetRepo(), &gh.IssueListByRepoOptions{
 		State: state(req.GetState()), Labels: req.GetLabels(), ListOptions: page(req.GetPage(), req.GetPerPage()),
 	})
 	if err != nil {
-		return nil, s.fail(ctx, err, repoName(req.GetOwner(), req.GetRepo()))
+		return nil, s.fail(ctx, c, err, repoName(req.GetOwner(), req.GetRepo()))
 	}
 	out := &githubv1.ListIssuesResponse{NextPage: int32(resp.NextPage)}
 	for _, i := range list {
@@ -355,12 +371,13 @@ func (s *Service) ListIssues(ctx context.Context, req *githubv1.ListIssuesReques
 
 // FollowUser implements GitHubService.FollowUser.
 func (s *Service) FollowUser(ctx context.Context, req *githubv1.FollowUserRequest) (*githubv1.FollowUserResponse, error) {
-	if err := s.ready(ctx); err != nil {
+	c, err := s.client(ctx)
+	if err != nil {
 		return nil, err
 	}
 	what := "user " + req.GetUsername()
-	if _, err := s.gh.Users.Follow(ctx, req.GetUsername()); err != nil {
-		return nil, s.fail(ctx, err, what)
+	if _, err := c.gh.Users.Follow(ctx, req.GetUsername()); err != nil {
+		return nil, s.fail(ctx, c, err, what)
 	}
 	s.wrote(ctx, "follow_user", what)
 	return &githubv1.FollowUserResponse{Username: req.GetUsername(), Following: true}, nil
@@ -373,7 +390,7 @@ func (s *Service) wrote(ctx context.Context, action, what string, attrs ...any) 
 
 // fail maps a GitHub client error to what the caller can act on; what
 // names the object the call was about ("repository golang/go").
-func (s *Service) fail(ctx context.Context, err error, what string) error {
+func (s *Service) fail(ctx context.Context, c *ghClient, err error, what string) error {
 	if rl, ok := errors.AsType[*gh.RateLimitError](err); ok {
 		wait := rl.Rate.Reset.Sub(s.now())
 		return toolcall.RateLimited(fmt.Errorf("GitHub's rate limit for this mesh's token is used up (%d requests an hour); it resets at %s",
@@ -396,6 +413,9 @@ func (s *Service) fail(ctx context.Context, err error, what string) error {
 		case st == http.StatusNotFound:
 			return connect.NewError(connect.CodeNotFound, fmt.Errorf("%s not found on GitHub (or not visible to this mesh's token)", what))
 		case st == http.StatusUnauthorized:
+			if ask := s.refused(ctx, c); ask != nil {
+				return ask
+			}
 			s.log.WarnContext(ctx, "github.credentials_refused", "status", st)
 			return mesh.NewCapabilityGapError(GapCredentials, fmt.Errorf("GitHub refused this mesh's token (%s): replace TOOLMESH_GITHUB_TOKEN", msg))
 		case st == http.StatusForbidden:

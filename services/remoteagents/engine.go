@@ -23,6 +23,11 @@ type Engine interface {
 	// CancelInvoke asks the workflow to cancel; one that has ended is left
 	// alone.
 	CancelInvoke(ctx context.Context, workflowID string) error
+	// ExtendInvoke sends the workflow the extend update under updateID (a
+	// repeated id answers the first update's outcome) and returns the
+	// invocation as it is. An ExtendRefusedError when the workflow refused
+	// it, ErrNoWorkflow when it has ended.
+	ExtendInvoke(ctx context.Context, workflowID, updateID string, up *remoteagentsv1.ExtendInvocationUpdate) (*remoteagentsv1.InvokeOutcome, error)
 	// NotifyInbound tells the inbound task's workflow that the task or its
 	// push configs changed, starting it when it is not running.
 	NotifyInbound(ctx context.Context, in *remoteagentsv1.InboundWorkflowInput) error
@@ -54,3 +59,9 @@ func inboundWorkflow() workflowcontract.Workflow {
 func InboundWorkflowID(agent, taskID string) string {
 	return inboundWorkflow().IDPrefix + "/" + agent + "/" + taskID
 }
+
+// ExtendRefusedError is the invoke workflow's refusal of an extension: the
+// invocation has ended, or the expiry is not later than its own.
+type ExtendRefusedError struct{ Message string }
+
+func (e *ExtendRefusedError) Error() string { return e.Message }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/ids"
@@ -28,7 +29,8 @@ type fakeEngine struct {
 	runs     map[string]*fakeRun // by workflow id
 	starts   int
 	startErr error
-	notified []*remoteagentsv1.InboundWorkflowInput // NotifyInbound's inputs
+	notified []*remoteagentsv1.InboundWorkflowInput            // NotifyInbound's inputs
+	extends  map[string]*remoteagentsv1.ExtendInvocationUpdate // by update id
 }
 
 type fakeRun struct {
@@ -118,6 +120,33 @@ func (f *fakeEngine) QueryInvoke(_ context.Context, id string) (*remoteagentsv1.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return r.now, nil
+}
+
+// ExtendInvoke refuses an ended run or an expiry not later than the run's,
+// as the workflow's validator does, and records each update id once.
+func (f *fakeEngine) ExtendInvoke(_ context.Context, id, updateID string, up *remoteagentsv1.ExtendInvocationUpdate) (*remoteagentsv1.InvokeOutcome, error) {
+	r := f.run(id)
+	if r == nil {
+		return nil, remoteagents.ErrNoWorkflow
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.outcome != nil {
+		return nil, remoteagents.ErrNoWorkflow
+	}
+	if f.extends == nil {
+		f.extends = map[string]*remoteagentsv1.ExtendInvocationUpdate{}
+	}
+	if _, seen := f.extends[updateID]; !seen {
+		if !up.GetExpireTime().AsTime().After(r.in.GetExpireTime().AsTime()) {
+			return nil, &remoteagents.ExtendRefusedError{Message: "the new expiry is not later than the invocation's"}
+		}
+		f.extends[updateID] = up
+		r.in.ExpireTime = up.GetExpireTime()
+	}
+	now := proto.CloneOf(r.now)
+	now.ExpireTime = f.extends[updateID].GetExpireTime()
+	return now, nil
 }
 
 func (f *fakeEngine) CancelInvoke(_ context.Context, id string) error {

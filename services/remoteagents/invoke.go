@@ -10,8 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
@@ -20,6 +22,10 @@ import (
 // ToolInvoke is the tool that starts invocations (the ToolmeshTool search
 // attribute).
 const ToolInvoke = "remoteagents_invoke"
+
+// ToolExtendInvocation is the tool that extends invocations; the extension's
+// audit record names it.
+const ToolExtendInvocation = "remoteagents_extend_invocation"
 
 // working is the status of an invocation the remote agent works on.
 const working = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING
@@ -241,6 +247,73 @@ func (s *Service) CancelInvocation(ctx context.Context, req *remoteagentsv1.Canc
 	}
 	s.log.InfoContext(ctx, "remoteagents.cancel_requested", "invocation_id", inv.GetInvocationId(), "agent", inv.GetAgentId())
 	return &remoteagentsv1.CancelInvocationResponse{Invocation: s.await(ctx, inv, cancelWait)}, nil
+}
+
+// MaxInvocationLifetime is how long after it started an invocation may be
+// followed at most, extensions included.
+const MaxInvocationLifetime = 7 * 24 * time.Hour
+
+// ExtendInvocation implements RemoteAgentsService.ExtendInvocation: the
+// invoking agent moves its working invocation's expiry later, up to
+// MaxInvocationLifetime after it started. The workflow takes the new
+// expiry (and records the extension in the audit trail) first, then the
+// store; a retried call (the same idempotency key) is the same update.
+func (s *Service) ExtendInvocation(ctx context.Context, req *remoteagentsv1.ExtendInvocationRequest) (*remoteagentsv1.ExtendInvocationResponse, error) {
+	call := mesh.FromContext(ctx)
+	inv, err := s.visibleInvocation(ctx, req.GetInvocationId())
+	if err != nil {
+		return nil, err
+	}
+	if inv.GetStatus() != working {
+		return nil, invocationEnded(inv)
+	}
+	if s.wf == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("invocations are unavailable: the remoteagents service runs without Temporal"))
+	}
+	key := call.IdempotencyKey
+	if key == "" {
+		key = ids.New("key")
+	}
+	expire := inv.GetExpireTime().AsTime().Add(time.Duration(req.GetExtendSeconds()) * time.Second)
+	if latest := inv.GetCreateTime().AsTime().Add(MaxInvocationLifetime); expire.After(latest) {
+		return nil, boundary.InvalidArgument(boundary.Violation{Field: "extend_seconds", Rule: "remoteagents.max_lifetime", Message: fmt.Sprintf("an invocation is followed at most %s from its start: %s may be followed until %s at the latest, and expires at %s now",
+			MaxInvocationLifetime, inv.GetInvocationId(), latest.UTC().Format(time.RFC3339), inv.GetExpireTime().AsTime().UTC().Format(time.RFC3339))})
+	}
+	// The workflow's answer names the expiry it took: a retry (the same
+	// update id) answers the first extension's, which the store records.
+	o, err := s.wf.ExtendInvoke(ctx, inv.GetWorkflowId(), "extend/"+key, &remoteagentsv1.ExtendInvocationUpdate{
+		ExpireTime:  timestamppb.New(expire),
+		Reason:      req.GetReason(),
+		RequestedBy: call.Caller.Subject,
+		CallId:      ids.Derive("ext", ToolExtendInvocation, inv.GetAgentId(), key),
+		Request:     req,
+	})
+	if rej, ok := errors.AsType[*ExtendRefusedError](err); ok {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("invocation %s cannot be extended: %s", inv.GetInvocationId(), rej.Message))
+	}
+	if errors.Is(err, ErrNoWorkflow) {
+		if cur, gerr := s.store.GetInvocation(ctx, inv.GetInvocationId()); gerr == nil && cur.GetStatus() != working {
+			return nil, invocationEnded(cur)
+		}
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("invocation %s is no longer followed", inv.GetInvocationId()))
+	}
+	if err != nil {
+		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not extend the invocation; try again", fmt.Errorf("extend invocation %s: %w", inv.GetInvocationId(), err))
+	}
+	if o.GetExpireTime() != nil {
+		expire = o.GetExpireTime().AsTime()
+	}
+	ext, _, err := s.store.ExtendInvocation(ctx, inv.GetInvocationId(), expire)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("record extension: %w", err))
+	}
+	s.log.InfoContext(ctx, "remoteagents.invocation_extended", "invocation_id", inv.GetInvocationId(), "agent", inv.GetAgentId(),
+		"subject", call.Caller.Subject, "expire_time", expire.UTC().Format(time.RFC3339))
+	return &remoteagentsv1.ExtendInvocationResponse{Invocation: ext}, nil
+}
+
+func invocationEnded(inv *remoteagentsv1.Invocation) error {
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("invocation %s has ended: it is %s", inv.GetInvocationId(), protoenum.Word(inv.GetStatus())))
 }
 
 // RecordInvocationOutcome implements

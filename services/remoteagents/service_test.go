@@ -446,3 +446,50 @@ func TestAnswerLeavingTheMeshHasNoSecrets(t *testing.T) {
 		t.Errorf("%d guardrail events, token logged %v; want one event naming github-pat and no token:\n%s", events, strings.Contains(logs.String(), token), logs.String())
 	}
 }
+
+// TestExtendInvocation: the invoking agent moves its working invocation's
+// expiry later, and a retry of the same call extends once; another agent
+// cannot, nor can anyone past the longest lifetime or after the end.
+func TestExtendInvocation(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	res, err := f.client.Invoke(at("planner", 0), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "Book a flight.", TimeoutSeconds: 600, WaitSeconds: wait(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := res.GetInvocation()
+	first := inv.GetExpireTime().AsTime()
+	extend := func(ctx context.Context, seconds int32) (*remoteagentsv1.Invocation, error) {
+		r, err := f.client.ExtendInvocation(ctx, &remoteagentsv1.ExtendInvocationRequest{InvocationId: inv.GetInvocationId(), ExtendSeconds: seconds, Reason: "the agent books slowly"})
+		return r.GetInvocation(), err
+	}
+	if _, err := extend(at("someone-else", 0), 3600); servertest.Code(t, err) != connect.CodeNotFound {
+		t.Errorf("another agent's extension: %v, want not_found", err)
+	}
+	key := servertest.WithIdempotencyKey(at("planner", 0), "ext-1")
+	got, err := extend(key, 3600)
+	if err != nil || !got.GetExpireTime().AsTime().Equal(first.Add(time.Hour)) {
+		t.Fatalf("extension = %v, %v; want the expiry an hour later", got, err)
+	}
+	if again, err := extend(key, 3600); err != nil || !again.GetExpireTime().AsTime().Equal(first.Add(time.Hour)) {
+		t.Errorf("the retried extension = %v, %v; want the same expiry, not two hours", again, err)
+	}
+	if in := f.wf.run(inv.GetWorkflowId()).in; !in.GetExpireTime().AsTime().Equal(first.Add(time.Hour)) || len(f.wf.extends) != 1 {
+		t.Errorf("the workflow follows until %v after %d updates, want the new expiry after one", in.GetExpireTime().AsTime(), len(f.wf.extends))
+	}
+	if _, err := extend(at("planner", 0), 7*24*3600); servertest.Code(t, err) != connect.CodeInvalidArgument ||
+		!strings.Contains(err.Error(), "at most 168h0m0s from its start") {
+		t.Errorf("an extension past the longest lifetime: %v, want invalid_argument naming it", err)
+	}
+	if _, err := f.client.ExtendInvocation(at("planner", 0), &remoteagentsv1.ExtendInvocationRequest{InvocationId: inv.GetInvocationId(), ExtendSeconds: 3600}); servertest.Code(t, err) != connect.CodeInvalidArgument {
+		t.Errorf("an extension without a reason: %v, want invalid_argument", err)
+	}
+	f.wf.end(inv.GetWorkflowId(), &remoteagentsv1.InvokeOutcome{InvocationId: inv.GetInvocationId(), Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED,
+		Answer: "Booked.", ResolveTime: timestamppb.Now()})
+	if _, err := f.client.RecordInvocationOutcome(remote("remoteagents-worker", 0), &remoteagentsv1.RecordInvocationOutcomeRequest{InvocationId: inv.GetInvocationId(),
+		Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED, Answer: "Booked.", ResolveTime: timestamppb.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := extend(at("planner", 0), 600); servertest.Code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "has ended") {
+		t.Errorf("extending an ended invocation: %v, want failed_precondition: has ended", err)
+	}
+}

@@ -24,6 +24,10 @@ type Store interface {
 	// has ended already is left as it is (the first outcome wins) and
 	// returned with changed false; ErrNotFound when there is none.
 	ResolveInvocation(ctx context.Context, id string, o *remoteagentsv1.InvokeOutcome) (inv *remoteagentsv1.Invocation, changed bool, err error)
+	// ExtendInvocation moves a working invocation's expiry to expire when
+	// that is later; changed is false when it was not (it ended, or its
+	// expiry is as late already). ErrNotFound when there is none.
+	ExtendInvocation(ctx context.Context, id string, expire time.Time) (inv *remoteagentsv1.Invocation, changed bool, err error)
 	// DeleteInvocation removes a working invocation whose workflow could
 	// not be started, so that a retry starts afresh.
 	DeleteInvocation(ctx context.Context, id string) error

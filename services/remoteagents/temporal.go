@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
@@ -66,6 +67,19 @@ func (t *TemporalEngine) QueryInvoke(ctx context.Context, workflowID string) (*r
 // CancelInvoke implements Engine.
 func (t *TemporalEngine) CancelInvoke(ctx context.Context, workflowID string) error {
 	return workflowrun.Cancel(ctx, t.c, workflowID)
+}
+
+// ExtendInvoke implements Engine.
+func (t *TemporalEngine) ExtendInvoke(ctx context.Context, workflowID, updateID string, up *remoteagentsv1.ExtendInvocationUpdate) (*remoteagentsv1.InvokeOutcome, error) {
+	var out remoteagentsv1.InvokeOutcome
+	err := workflowrun.Update(ctx, t.c, workflowID, updateID, workflowcontract.HandlerOf(up).Name, up, &out)
+	if app, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return nil, &ExtendRefusedError{Message: app.Message()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // NotifyInbound implements Engine.

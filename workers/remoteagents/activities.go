@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
@@ -38,8 +39,27 @@ type Activities struct {
 	RemoteAgents remoteagentsv1connect.RemoteAgentsServiceClient
 	// Self is the worker's own identity (mesh.RoleService).
 	Self mesh.Caller
+	// Audit records extensions in the audit trail; without it they are
+	// logged as unaudited.
+	Audit *audittrail.Recorder
 	// Log receives the activities' events.
 	Log *slog.Logger
+}
+
+// ToolExtendInvocation is the tool an extension's audit record names.
+const ToolExtendInvocation = "remoteagents_extend_invocation"
+
+// RecordExtension records an accepted extension in the audit trail, once
+// per call id.
+func (a *Activities) RecordExtension(ctx context.Context, up *remoteagentsv1.ExtendInvocationUpdate) error {
+	if a.Audit == nil {
+		a.Log.WarnContext(ctx, "remoteagents.invocation_extension_unaudited", "call_id", up.GetCallId(), "subject", up.GetRequestedBy(),
+			"invocation_id", up.GetRequest().GetInvocationId(), "message", "no audit service configured")
+		return nil
+	}
+	_, err := a.Audit.Record(ctx, audittrail.Entry{CallID: up.GetCallId(), Actor: up.GetRequestedBy(), Tool: ToolExtendInvocation,
+		Reason: up.GetReason(), Arguments: up.GetRequest()})
+	return err
 }
 
 // SendMessage sends the invocation's message to the remote agent: it reads

@@ -504,6 +504,17 @@ func streaming(hc *http.Client) *http.Client {
 }
 
 // canceledRemote is the Remote a cancelled StreamMessage reported.
+// timedOutRemote is where the remote task was when a StreamMessage activity
+// ran out of time: the last Mark it heartbeat; false when it named no task.
+func timedOutRemote(err error) (Remote, bool) {
+	var te *temporal.TimeoutError
+	var m Mark
+	if errors.As(err, &te) && te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&m) == nil && m.Remote.TaskID != "" {
+		return m.Remote, true
+	}
+	return Remote{}, false
+}
+
 func canceledRemote(err error) (Remote, bool) {
 	var ce *temporal.CanceledError
 	var r Remote

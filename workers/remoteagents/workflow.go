@@ -36,6 +36,15 @@ const (
 	ActivityGetTask       = "GetTask"
 	ActivityCancelTask    = "CancelTask"
 	ActivityRecordOutcome = "RecordOutcome"
+	// ActivityRecordExtension records an extension in the audit trail.
+	ActivityRecordExtension = "RecordExtension"
+)
+
+// Rejections of the extend update's validator (application error types);
+// each leaves no trace in the history.
+const (
+	ExtendNotRunning    = "NotRunning"
+	ExtendInvalidExpiry = "InvalidExpiry"
 )
 
 // ToolmeshStatus values of an invoke workflow; RemoteAgentsService starts
@@ -69,6 +78,10 @@ func statusQuery() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&remoteagentsv1.InvokeStatusQuery{})
 }
 
+func extendUpdate() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&remoteagentsv1.ExtendInvocationUpdate{})
+}
+
 // TaskQueue is the queue this worker polls ("remoteagents").
 func TaskQueue() string { return invokeContract().TaskQueue }
 
@@ -92,6 +105,7 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.GetTask, activity.RegisterOptions{Name: ActivityGetTask})
 	r.RegisterActivityWithOptions(a.CancelTask, activity.RegisterOptions{Name: ActivityCancelTask})
 	r.RegisterActivityWithOptions(a.RecordOutcome, activity.RegisterOptions{Name: ActivityRecordOutcome})
+	r.RegisterActivityWithOptions(a.RecordExtension, activity.RegisterOptions{Name: ActivityRecordExtension})
 	r.RegisterActivityWithOptions(a.RefreshInbound, activity.RegisterOptions{Name: ActivityRefreshInbound})
 	r.RegisterActivityWithOptions(a.DeliverPush, activity.RegisterOptions{Name: ActivityDeliverPush})
 }
@@ -151,8 +165,8 @@ const ChangeStream = "stream-message"
 
 // streamOptions are StreamMessage's: it may run until the invocation
 // expires, heartbeating; a cancel waits for it to say where the task is.
-func streamOptions(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput) workflow.ActivityOptions {
-	left := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+func streamOptions(ctx workflow.Context, expire time.Time) workflow.ActivityOptions {
+	left := expire.Sub(workflow.Now(ctx))
 	if left < time.Minute {
 		left = time.Minute
 	}
@@ -189,15 +203,60 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		workflow.QueryHandlerOptions{Description: q.Description}); err != nil {
 		return nil, err
 	}
+	// expire is when the invocation stops being followed: the input's,
+	// then the extend updates'. ended refuses extensions once the
+	// following is over.
+	expire, ended, auditing := in.GetExpireTime().AsTime(), false, 0
+	st.ExpireTime = in.GetExpireTime()
+	x := extendUpdate()
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, x.Name,
+		func(ctx workflow.Context, up *remoteagentsv1.ExtendInvocationUpdate) (*remoteagentsv1.InvokeOutcome, error) {
+			expire, st.ExpireTime = up.GetExpireTime().AsTime(), up.GetExpireTime()
+			if up.GetRequestedBy() == "" { // sent from the Temporal UI or CLI
+				up.RequestedBy = "temporal"
+			}
+			if up.GetCallId() == "" {
+				up.CallId = "remoteagents-extend:" + workflow.GetCurrentUpdateInfo(ctx).ID
+			}
+			auditing++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				recordExtension(ctx, up)
+				auditing--
+			})
+			return st, nil
+		},
+		workflow.UpdateHandlerOptions{
+			// Runs before the update is accepted: a refusal leaves no
+			// trace in the history.
+			Validator: func(_ workflow.Context, up *remoteagentsv1.ExtendInvocationUpdate) error {
+				if ended {
+					return temporal.NewApplicationError("the invocation has ended", ExtendNotRunning)
+				}
+				if d := up.GetExpireTime().AsTime(); !d.After(expire) {
+					return temporal.NewApplicationError(fmt.Sprintf("the new expiry %s is not later than the invocation's %s",
+						d.UTC().Format(time.RFC3339), expire.UTC().Format(time.RFC3339)), ExtendInvalidExpiry)
+				}
+				return nil
+			},
+			Description: x.Description,
+		}); err != nil {
+		return nil, err
+	}
 	workflow.SetCurrentDetails(ctx, "Sending the message to "+in.GetUrl())
 
 	var remote Remote
 	var err error
 	if workflow.GetVersion(ctx, ChangeStream, workflow.DefaultVersion, 1) == 1 {
 		// A streaming agent's task is followed by the activity itself.
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, streamOptions(ctx, in)), ActivityStreamMessage, in).Get(ctx, &remote)
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, streamOptions(ctx, expire)), ActivityStreamMessage, in).Get(ctx, &remote)
 		if r, ok := canceledRemote(err); ok {
 			remote = r
+		}
+		if r, ok := timedOutRemote(err); ok && expire.After(in.GetExpireTime().AsTime()) && workflow.Now(ctx).Before(expire) {
+			// The invocation was extended while the stream was followed
+			// until the old expiry: the task is polled from where the
+			// stream left it.
+			remote, err = r, nil
 		}
 	} else {
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, send), ActivitySendMessage, in).Get(ctx, &remote)
@@ -210,7 +269,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 	// The first poll comes soon; later ones less often.
 	for wait := FirstPoll; err == nil && st.GetStatus() == remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING; wait = min(2*wait, MaxPoll) {
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("The remote agent is working on task %s (%s).", remote.TaskID, remote.State))
-		left := in.GetExpireTime().AsTime().Sub(workflow.Now(ctx))
+		left := expire.Sub(workflow.Now(ctx))
 		if left <= 0 {
 			break
 		}
@@ -223,6 +282,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		}
 	}
 
+	ended = true
 	status := StatusFailed
 	switch {
 	case err != nil && (temporal.IsCanceledError(err) || temporal.IsCanceledError(ctx.Err())):
@@ -237,7 +297,7 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		}
 		st.Status, st.RemoteState = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED, "canceled"
 		status = StatusCancelled
-	case err != nil && temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(in.GetExpireTime().AsTime()):
+	case err != nil && temporal.IsTimeoutError(err) && !workflow.Now(ctx).Before(expire):
 		// StreamMessage runs until the invocation expires.
 		st.Status, st.Error = remoteagentsv1.InvocationStatus_INVOCATION_STATUS_FAILED, "the remote agent did not finish before the invocation expired"
 	case err != nil:
@@ -268,10 +328,24 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 		// when it sees the result.
 		log.Error("remoteagents.invoke.record_failed", "invocation_id", in.GetInvocationId(), "error", err)
 	}
+	// An extension's audit record is written before the workflow ends.
+	_ = workflow.Await(ctx, func() bool { return auditing == 0 })
 	if status == StatusCancelled {
 		return nil, temporal.NewCanceledError("the invocation was cancelled")
 	}
 	return st, nil
+}
+
+// recordExtension records an accepted extension in the audit trail.
+func recordExtension(ctx workflow.Context, up *remoteagentsv1.ExtendInvocationUpdate) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
+		Summary:             "Record the extension in the audit trail",
+	})
+	if err := workflow.ExecuteActivity(actx, ActivityRecordExtension, up).Get(actx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("remoteagents.invoke.extension_not_audited", "call_id", up.GetCallId(), "error", err)
+	}
 }
 
 // apply moves the invocation to where the remote task is.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -274,4 +275,79 @@ func TestCancelOfAStreamEndsTheInvocation(t *testing.T) {
 		t.Fatalf("workflow error = %v, want cancelled", env.GetWorkflowError())
 	}
 	env.recordedOnce(t, remoteagentsv1.InvocationStatus_INVOCATION_STATUS_CANCELLED)
+}
+
+// TestAnExtendedInvocationOutlivesItsFirstExpiry: an invocation that
+// expires a minute after it started is extended to ten minutes at 30 s; the
+// remote task, done after about 75 s of polling, is still followed and its
+// answer kept. The extension is audited once; an expiry that is not later,
+// and any extension once the invocation has ended, are refused.
+func TestAnExtendedInvocationOutlivesItsFirstExpiry(t *testing.T) {
+	states := []string{"working", "working", "working", "working", "working", "working", "working", "working", "working", "completed"}
+	env := newWfEnv(t, remoteagents.Remote{Endpoint: endpoint, TaskID: "task-1", State: "submitted"}, nil, states...)
+	var audited []*remoteagentsv1.ExtendInvocationUpdate
+	env.OnActivity(remoteagents.ActivityRecordExtension, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, up *remoteagentsv1.ExtendInvocationUpdate) error {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			audited = append(audited, up)
+			return nil
+		})
+	in := input()
+	in.ExpireTime = timestamppb.New(start.Add(time.Minute))
+	extend := func(id string, to time.Duration, accepted *bool, refused *error) {
+		env.UpdateWorkflow("extend", id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { *refused = err }, OnAccept: func() { *accepted = true }, OnComplete: func(any, error) {}},
+			&remoteagentsv1.ExtendInvocationUpdate{ExpireTime: timestamppb.New(start.Add(to)), Reason: "the agent books slowly", RequestedBy: "planner-subject",
+				CallId: "ext_1", Request: &remoteagentsv1.ExtendInvocationRequest{InvocationId: in.GetInvocationId(), ExtendSeconds: 540, Reason: "the agent books slowly"}})
+	}
+	var earlier, later bool
+	var earlierErr, laterErr error
+	env.RegisterDelayedCallback(func() {
+		extend("x0", 30*time.Second, &earlier, &earlierErr)
+		extend("x1", 10*time.Minute, &later, &laterErr)
+	}, 30*time.Second)
+	env.ExecuteWorkflow("remoteagents.invoke", in)
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || got.GetAnswer() != "Booked: flight LH 400." {
+		t.Fatalf("result = %v, want completed with the answer after the first expiry", got)
+	}
+	if last := env.polls[len(env.polls)-1].Sub(start); last <= time.Minute {
+		t.Errorf("the last poll came %v after the start, want after the first expiry (1m)", last)
+	}
+	if !got.GetExpireTime().AsTime().Equal(start.Add(10 * time.Minute)) {
+		t.Errorf("expire_time = %v, want the extension's", got.GetExpireTime().AsTime())
+	}
+	if earlier || earlierErr == nil || !later || laterErr != nil {
+		t.Errorf("an expiry before the current one: accepted %v (%v); a later one: accepted %v (%v)", earlier, earlierErr, later, laterErr)
+	}
+	if len(audited) != 1 || audited[0].GetReason() != "the agent books slowly" || audited[0].GetRequestedBy() != "planner-subject" {
+		t.Errorf("audited %v, want the one extension with its reason and actor", audited)
+	}
+}
+
+// TestAStreamExtendedPastItsExpiryIsPolled: the stream of an invocation
+// extended while it was followed runs out at the old expiry; the task is
+// then polled from where the stream's heartbeat left it, to its answer.
+func TestAStreamExtendedPastItsExpiryIsPolled(t *testing.T) {
+	env := newWfEnv(t, remoteagents.Remote{}, nil, "working", "completed")
+	env.OnActivity(remoteagents.ActivityRecordExtension, mock.Anything, mock.Anything).Return(nil)
+	in := input()
+	in.ExpireTime = timestamppb.New(start.Add(time.Minute))
+	env.stream = func(context.Context, *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+		// Extended while the stream is followed; the stream then runs out
+		// at the old expiry.
+		accepted := make(chan struct{})
+		go env.UpdateWorkflow("extend", "x1", &testsuite.TestUpdateCallback{OnReject: func(err error) { t.Errorf("extension refused: %v", err); close(accepted) },
+			OnAccept: func() { close(accepted) }, OnComplete: func(any, error) {}},
+			&remoteagentsv1.ExtendInvocationUpdate{ExpireTime: timestamppb.New(start.Add(time.Hour)), Reason: "slow", RequestedBy: "planner-subject"})
+		<-accepted
+		return remoteagents.Remote{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil,
+			remoteagents.Mark{Remote: remoteagents.Remote{Endpoint: endpoint, Version: "1.0", Binding: "JSONRPC", Streaming: true, TaskID: "task-1", State: "working"}})
+	}
+	env.ExecuteWorkflow("remoteagents.invoke", in)
+	got := env.result(t)
+	if got.GetStatus() != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED || got.GetTaskId() != "task-1" || len(env.polls) != 2 {
+		t.Errorf("result = %v after %d polls, want completed by polling task-1 twice", got, len(env.polls))
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
@@ -66,6 +67,13 @@ func (s *Store) ResolveInvocation(ctx context.Context, id string, o *remoteagent
 		int32(o.GetStatus()), o.GetAnswer(), o.GetTaskId(), o.GetContextId(), o.GetRemoteState(), o.GetError(), sqldb.Millis(o.GetResolveTime()),
 		o.GetProtocolVersion(), o.GetProtocolBinding(),
 		id, int32(remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING))
+}
+
+// ExtendInvocation implements remoteagents.Store.
+func (s *Store) ExtendInvocation(ctx context.Context, id string, expire time.Time) (*remoteagentsv1.Invocation, bool, error) {
+	return sqldb.Update(ctx, s.db, "extend invocation", func(ctx context.Context) (*remoteagentsv1.Invocation, error) { return s.GetInvocation(ctx, id) },
+		`UPDATE invocations SET expire_ms = ? WHERE id = ? AND status = ? AND expire_ms < ?`,
+		expire.UnixMilli(), id, int32(remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING), expire.UnixMilli())
 }
 
 // DeleteInvocation implements remoteagents.Store.

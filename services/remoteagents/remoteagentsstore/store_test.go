@@ -71,6 +71,17 @@ func testInvocations(t *testing.T, db *sqldb.DB) {
 	}
 	diff(t, "invocation after a retried create", inv, got)
 
+	// An extension moves the expiry later, never earlier.
+	ext, changed, err := s.ExtendInvocation(ctx, inv.GetInvocationId(), t0.Add(2*time.Hour))
+	if err != nil || !changed || !ext.GetExpireTime().AsTime().Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("ExtendInvocation = %v, changed %v, %v; want the expiry 2 h after the start", ext, changed, err)
+	}
+	if back, changed, err := s.ExtendInvocation(ctx, inv.GetInvocationId(), t0.Add(90*time.Minute)); err != nil || changed ||
+		!back.GetExpireTime().AsTime().Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("an earlier expiry = %v, changed %v, %v; want nothing changed", back, changed, err)
+	}
+	inv.ExpireTime = ext.GetExpireTime()
+
 	// The first outcome wins.
 	end := &remoteagentsv1.InvokeOutcome{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED, Answer: "Booked.",
 		TaskId: "task-9", ContextId: "ctx-1", RemoteState: "completed", ResolveTime: timestamppb.New(t0.Add(time.Minute))}
@@ -107,6 +118,9 @@ func testInvocations(t *testing.T, db *sqldb.DB) {
 	sqldbtest.WantErr(t, "GetInvocation after DeleteInvocation", err, remoteagents.ErrNotFound)
 	_, _, err = s.ResolveInvocation(ctx, "inv_missing", end)
 	sqldbtest.WantErr(t, "ResolveInvocation of an unknown id", err, remoteagents.ErrNotFound)
+	if _, changed, err := s.ExtendInvocation(ctx, inv.GetInvocationId(), t0.Add(5*time.Hour)); err != nil || changed {
+		t.Errorf("extending an ended invocation: changed %v, %v; want nothing changed", changed, err)
+	}
 }
 
 func testInbound(t *testing.T, db *sqldb.DB) {

@@ -189,8 +189,11 @@ type InvokeOutcome struct {
 	ProtocolVersion string `protobuf:"bytes,9,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The protocol binding the message went over.
 	ProtocolBinding string `protobuf:"bytes,10,opt,name=protocol_binding,json=protocolBinding,proto3" json:"protocol_binding,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// When the invocation stops being followed: the input's expiry, or the
+	// latest extension's.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeOutcome) Reset() {
@@ -293,6 +296,13 @@ func (x *InvokeOutcome) GetProtocolBinding() string {
 	return ""
 }
 
+func (x *InvokeOutcome) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 // InvokeStatusQuery names the query that returns the invocation as it is
 // now, as an InvokeOutcome. RemoteAgentsService.GetInvocation asks it for a
 // working invocation.
@@ -332,6 +342,92 @@ func (*InvokeStatusQuery) Descriptor() ([]byte, []int) {
 	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{2}
 }
 
+// ExtendInvocationUpdate moves the invocation's expiry later: the workflow
+// follows the remote task until then. Its validator refuses an invocation
+// that has ended, and an expiry that is not later than the current one,
+// without a trace in the history. The answer is the invocation as it is.
+type ExtendInvocationUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new expiry.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Why (recorded in the audit trail).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks: the subject of the invoking agent's call (recorded as the
+	// actor).
+	RequestedBy string `protobuf:"bytes,3,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// The extension's call id in the audit trail.
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The request that asked for it, as the audit record digests it.
+	Request       *ExtendInvocationRequest `protobuf:"bytes,5,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendInvocationUpdate) Reset() {
+	*x = ExtendInvocationUpdate{}
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendInvocationUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendInvocationUpdate) ProtoMessage() {}
+
+func (x *ExtendInvocationUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendInvocationUpdate.ProtoReflect.Descriptor instead.
+func (*ExtendInvocationUpdate) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExtendInvocationUpdate) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *ExtendInvocationUpdate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ExtendInvocationUpdate) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *ExtendInvocationUpdate) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ExtendInvocationUpdate) GetRequest() *ExtendInvocationRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 // InboundWorkflowInput starts the workflow that sends an inbound A2A
 // task's events to its push configs: it brings the task up to date (the
 // recipient's answer), sends each config every event after the last it
@@ -353,7 +449,7 @@ type InboundWorkflowInput struct {
 
 func (x *InboundWorkflowInput) Reset() {
 	*x = InboundWorkflowInput{}
-	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +461,7 @@ func (x *InboundWorkflowInput) String() string {
 func (*InboundWorkflowInput) ProtoMessage() {}
 
 func (x *InboundWorkflowInput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[3]
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +474,7 @@ func (x *InboundWorkflowInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboundWorkflowInput.ProtoReflect.Descriptor instead.
 func (*InboundWorkflowInput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{3}
+	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InboundWorkflowInput) GetTaskId() string {
@@ -412,7 +508,7 @@ type InboundChangedSignal struct {
 
 func (x *InboundChangedSignal) Reset() {
 	*x = InboundChangedSignal{}
-	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +520,7 @@ func (x *InboundChangedSignal) String() string {
 func (*InboundChangedSignal) ProtoMessage() {}
 
 func (x *InboundChangedSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[4]
+	mi := &file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +533,7 @@ func (x *InboundChangedSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboundChangedSignal.ProtoReflect.Descriptor instead.
 func (*InboundChangedSignal) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{4}
+	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 var File_toolmesh_remoteagents_v1_invoke_workflow_proto protoreflect.FileDescriptor
@@ -461,7 +557,7 @@ const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x12\n" +
 	"\x04tool\x18\v \x01(\tR\x04tool:u\xe2\xf9\x18q\n" +
-	"\x13remoteagents.invoke\x12\fremoteagents\x1a\x06invoke\"DA message to a remote A2A agent, followed until the remote task ends\"\x96\x03\n" +
+	"\x13remoteagents.invoke\x12\fremoteagents\x1a\x06invoke\"DA message to a remote A2A agent, followed until the remote task ends\"\xd3\x03\n" +
 	"\rInvokeOutcome\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12B\n" +
 	"\x06status\x18\x02 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusR\x06status\x12\x16\n" +
@@ -474,9 +570,19 @@ const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
 	"\fresolve_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12)\n" +
 	"\x10protocol_version\x18\t \x01(\tR\x0fprotocolVersion\x12)\n" +
 	"\x10protocol_binding\x18\n" +
-	" \x01(\tR\x0fprotocolBinding\"\x86\x01\n" +
+	" \x01(\tR\x0fprotocolBinding\x12;\n" +
+	"\vexpire_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"\x86\x01\n" +
 	"\x11InvokeStatusQuery:q\xea\xf9\x18m\n" +
-	"\x06status\x12aThe invocation as it is now: status, the remote task and its state, the answer once there is one.\x18\x03\"\xcc\x01\n" +
+	"\x06status\x12aThe invocation as it is now: status, the remote task and its state, the answer once there is one.\x18\x03\"\xeb\x03\n" +
+	"\x16ExtendInvocationUpdate\x12;\n" +
+	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12K\n" +
+	"\arequest\x18\x05 \x01(\v21.toolmesh.remoteagents.v1.ExtendInvocationRequestR\arequest:\xf2\x01\xea\xf9\x18\xed\x01\n" +
+	"\x06extend\x12\xe0\x01Move the invocation's expiry later, e.g. {\"expire_time\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the invocation has ended, or when the expiry is not later than the current one. Returns the invocation as it is.\x18\x01\"\xcc\x01\n" +
 	"\x14InboundWorkflowInput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -497,25 +603,30 @@ func file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescGZIP() []byte {
 	return file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDescData
 }
 
-var file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolmesh_remoteagents_v1_invoke_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolmesh_remoteagents_v1_invoke_workflow_proto_goTypes = []any{
-	(*InvokeWorkflowInput)(nil),   // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput
-	(*InvokeOutcome)(nil),         // 1: toolmesh.remoteagents.v1.InvokeOutcome
-	(*InvokeStatusQuery)(nil),     // 2: toolmesh.remoteagents.v1.InvokeStatusQuery
-	(*InboundWorkflowInput)(nil),  // 3: toolmesh.remoteagents.v1.InboundWorkflowInput
-	(*InboundChangedSignal)(nil),  // 4: toolmesh.remoteagents.v1.InboundChangedSignal
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(InvocationStatus)(0),         // 6: toolmesh.remoteagents.v1.InvocationStatus
+	(*InvokeWorkflowInput)(nil),     // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput
+	(*InvokeOutcome)(nil),           // 1: toolmesh.remoteagents.v1.InvokeOutcome
+	(*InvokeStatusQuery)(nil),       // 2: toolmesh.remoteagents.v1.InvokeStatusQuery
+	(*ExtendInvocationUpdate)(nil),  // 3: toolmesh.remoteagents.v1.ExtendInvocationUpdate
+	(*InboundWorkflowInput)(nil),    // 4: toolmesh.remoteagents.v1.InboundWorkflowInput
+	(*InboundChangedSignal)(nil),    // 5: toolmesh.remoteagents.v1.InboundChangedSignal
+	(*timestamppb.Timestamp)(nil),   // 6: google.protobuf.Timestamp
+	(InvocationStatus)(0),           // 7: toolmesh.remoteagents.v1.InvocationStatus
+	(*ExtendInvocationRequest)(nil), // 8: toolmesh.remoteagents.v1.ExtendInvocationRequest
 }
 var file_toolmesh_remoteagents_v1_invoke_workflow_proto_depIdxs = []int32{
-	5, // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
-	6, // 1: toolmesh.remoteagents.v1.InvokeOutcome.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	5, // 2: toolmesh.remoteagents.v1.InvokeOutcome.resolve_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 0: toolmesh.remoteagents.v1.InvokeWorkflowInput.expire_time:type_name -> google.protobuf.Timestamp
+	7, // 1: toolmesh.remoteagents.v1.InvokeOutcome.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	6, // 2: toolmesh.remoteagents.v1.InvokeOutcome.resolve_time:type_name -> google.protobuf.Timestamp
+	6, // 3: toolmesh.remoteagents.v1.InvokeOutcome.expire_time:type_name -> google.protobuf.Timestamp
+	6, // 4: toolmesh.remoteagents.v1.ExtendInvocationUpdate.expire_time:type_name -> google.protobuf.Timestamp
+	8, // 5: toolmesh.remoteagents.v1.ExtendInvocationUpdate.request:type_name -> toolmesh.remoteagents.v1.ExtendInvocationRequest
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_remoteagents_v1_invoke_workflow_proto_init() }
@@ -530,7 +641,7 @@ func file_toolmesh_remoteagents_v1_invoke_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc), len(file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

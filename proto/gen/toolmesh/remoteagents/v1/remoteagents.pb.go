@@ -1186,6 +1186,115 @@ func (x *CancelInvocationResponse) GetInvocation() *Invocation {
 	return nil
 }
 
+type ExtendInvocationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocation's id, as returned by remoteagents_invoke.
+	InvocationId string `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	// How much later the invocation expires, in seconds (60 to 604800).
+	ExtendSeconds int32 `protobuf:"varint,2,opt,name=extend_seconds,json=extendSeconds,proto3" json:"extend_seconds,omitempty"`
+	// Why the invocation needs more time (1 to 500 characters), for the audit
+	// trail.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendInvocationRequest) Reset() {
+	*x = ExtendInvocationRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendInvocationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendInvocationRequest) ProtoMessage() {}
+
+func (x *ExtendInvocationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendInvocationRequest.ProtoReflect.Descriptor instead.
+func (*ExtendInvocationRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ExtendInvocationRequest) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *ExtendInvocationRequest) GetExtendSeconds() int32 {
+	if x != nil {
+		return x.ExtendSeconds
+	}
+	return 0
+}
+
+func (x *ExtendInvocationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ExtendInvocationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocation with its new expiry.
+	Invocation    *Invocation `protobuf:"bytes,1,opt,name=invocation,proto3" json:"invocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendInvocationResponse) Reset() {
+	*x = ExtendInvocationResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendInvocationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendInvocationResponse) ProtoMessage() {}
+
+func (x *ExtendInvocationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendInvocationResponse.ProtoReflect.Descriptor instead.
+func (*ExtendInvocationResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExtendInvocationResponse) GetInvocation() *Invocation {
+	if x != nil {
+		return x.Invocation
+	}
+	return nil
+}
+
 type RecordInvocationOutcomeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The invocation's id.
@@ -1214,7 +1323,7 @@ type RecordInvocationOutcomeRequest struct {
 
 func (x *RecordInvocationOutcomeRequest) Reset() {
 	*x = RecordInvocationOutcomeRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1335,7 @@ func (x *RecordInvocationOutcomeRequest) String() string {
 func (*RecordInvocationOutcomeRequest) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1348,7 @@ func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecordInvocationOutcomeRequest) GetInvocationId() string {
@@ -1322,7 +1431,7 @@ type RecordInvocationOutcomeResponse struct {
 
 func (x *RecordInvocationOutcomeResponse) Reset() {
 	*x = RecordInvocationOutcomeResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1443,7 @@ func (x *RecordInvocationOutcomeResponse) String() string {
 func (*RecordInvocationOutcomeResponse) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1456,7 @@ func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecordInvocationOutcomeResponse) GetInvocation() *Invocation {
@@ -1384,7 +1493,7 @@ type InvokeStreamRequest struct {
 
 func (x *InvokeStreamRequest) Reset() {
 	*x = InvokeStreamRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1505,7 @@ func (x *InvokeStreamRequest) String() string {
 func (*InvokeStreamRequest) ProtoMessage() {}
 
 func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1518,7 @@ func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeStreamRequest.ProtoReflect.Descriptor instead.
 func (*InvokeStreamRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InvokeStreamRequest) GetUrl() string {
@@ -1468,7 +1577,7 @@ type InvokeStreamResponse struct {
 
 func (x *InvokeStreamResponse) Reset() {
 	*x = InvokeStreamResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1589,7 @@ func (x *InvokeStreamResponse) String() string {
 func (*InvokeStreamResponse) ProtoMessage() {}
 
 func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1602,7 @@ func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeStreamResponse.ProtoReflect.Descriptor instead.
 func (*InvokeStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InvokeStreamResponse) GetInvocation() *Invocation {
@@ -1530,7 +1639,7 @@ type InvocationEvent struct {
 
 func (x *InvocationEvent) Reset() {
 	*x = InvocationEvent{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1651,7 @@ func (x *InvocationEvent) String() string {
 func (*InvocationEvent) ProtoMessage() {}
 
 func (x *InvocationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1664,7 @@ func (x *InvocationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationEvent.ProtoReflect.Descriptor instead.
 func (*InvocationEvent) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InvocationEvent) GetInvocationId() string {
@@ -1614,7 +1723,7 @@ type RecordInvocationEventRequest struct {
 
 func (x *RecordInvocationEventRequest) Reset() {
 	*x = RecordInvocationEventRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1735,7 @@ func (x *RecordInvocationEventRequest) String() string {
 func (*RecordInvocationEventRequest) ProtoMessage() {}
 
 func (x *RecordInvocationEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1748,7 @@ func (x *RecordInvocationEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationEventRequest.ProtoReflect.Descriptor instead.
 func (*RecordInvocationEventRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RecordInvocationEventRequest) GetInvocationId() string {
@@ -1696,7 +1805,7 @@ type RecordInvocationEventResponse struct {
 
 func (x *RecordInvocationEventResponse) Reset() {
 	*x = RecordInvocationEventResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1817,7 @@ func (x *RecordInvocationEventResponse) String() string {
 func (*RecordInvocationEventResponse) ProtoMessage() {}
 
 func (x *RecordInvocationEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1830,7 @@ func (x *RecordInvocationEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationEventResponse.ProtoReflect.Descriptor instead.
 func (*RecordInvocationEventResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecordInvocationEventResponse) GetEvent() *InvocationEvent {
@@ -1779,7 +1888,7 @@ type Inbound struct {
 
 func (x *Inbound) Reset() {
 	*x = Inbound{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1900,7 @@ func (x *Inbound) String() string {
 func (*Inbound) ProtoMessage() {}
 
 func (x *Inbound) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1913,7 @@ func (x *Inbound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inbound.ProtoReflect.Descriptor instead.
 func (*Inbound) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Inbound) GetTaskId() string {
@@ -1928,7 +2037,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2049,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2062,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -1994,7 +2103,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2115,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2128,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -2039,7 +2148,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2160,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2173,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -2084,7 +2193,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2205,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2218,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -2129,7 +2238,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2250,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2263,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -2174,7 +2283,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2295,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2308,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -2219,7 +2328,7 @@ type RefreshInboundRequest struct {
 
 func (x *RefreshInboundRequest) Reset() {
 	*x = RefreshInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2340,7 @@ func (x *RefreshInboundRequest) String() string {
 func (*RefreshInboundRequest) ProtoMessage() {}
 
 func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2353,7 @@ func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundRequest.ProtoReflect.Descriptor instead.
 func (*RefreshInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RefreshInboundRequest) GetTaskId() string {
@@ -2266,7 +2375,7 @@ type RefreshInboundResponse struct {
 
 func (x *RefreshInboundResponse) Reset() {
 	*x = RefreshInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2387,7 @@ func (x *RefreshInboundResponse) String() string {
 func (*RefreshInboundResponse) ProtoMessage() {}
 
 func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2400,7 @@ func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundResponse.ProtoReflect.Descriptor instead.
 func (*RefreshInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RefreshInboundResponse) GetInbound() *v11.Inbound {
@@ -2322,7 +2431,7 @@ type GetPushDeliveryRequest struct {
 
 func (x *GetPushDeliveryRequest) Reset() {
 	*x = GetPushDeliveryRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2443,7 @@ func (x *GetPushDeliveryRequest) String() string {
 func (*GetPushDeliveryRequest) ProtoMessage() {}
 
 func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2456,7 @@ func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetPushDeliveryRequest) GetTaskId() string {
@@ -2385,7 +2494,7 @@ type GetPushDeliveryResponse struct {
 
 func (x *GetPushDeliveryResponse) Reset() {
 	*x = GetPushDeliveryResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2506,7 @@ func (x *GetPushDeliveryResponse) String() string {
 func (*GetPushDeliveryResponse) ProtoMessage() {}
 
 func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2519,7 @@ func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetPushDeliveryResponse) GetConfig() *v11.PushConfig {
@@ -2448,7 +2557,7 @@ type RecordPushDeliveredRequest struct {
 
 func (x *RecordPushDeliveredRequest) Reset() {
 	*x = RecordPushDeliveredRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2569,7 @@ func (x *RecordPushDeliveredRequest) String() string {
 func (*RecordPushDeliveredRequest) ProtoMessage() {}
 
 func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2582,7 @@ func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredRequest.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordPushDeliveredRequest) GetTaskId() string {
@@ -2505,7 +2614,7 @@ type RecordPushDeliveredResponse struct {
 
 func (x *RecordPushDeliveredResponse) Reset() {
 	*x = RecordPushDeliveredResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2626,7 @@ func (x *RecordPushDeliveredResponse) String() string {
 func (*RecordPushDeliveredResponse) ProtoMessage() {}
 
 func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2639,7 @@ func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredResponse.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{34}
 }
 
 var File_toolmesh_remoteagents_v1_remoteagents_proto protoreflect.FileDescriptor
@@ -2627,6 +2736,14 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x17CancelInvocationRequest\x12A\n" +
 	"\rinvocation_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^inv_[0-9a-z]{26}$R\finvocationId\"`\n" +
 	"\x18CancelInvocationResponse\x12D\n" +
+	"\n" +
+	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
+	"invocation\"\xbe\x01\n" +
+	"\x17ExtendInvocationRequest\x12A\n" +
+	"\rinvocation_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^inv_[0-9a-z]{26}$R\finvocationId\x125\n" +
+	"\x0eextend_seconds\x18\x02 \x01(\x05B\x0e\xbaH\v\xc8\x01\x01\x1a\x06\x18\x80\xf5$(<R\rextendSeconds\x12)\n" +
+	"\x06reason\x18\x03 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xf4\x03R\x06reason\"`\n" +
+	"\x18ExtendInvocationResponse\x12D\n" +
 	"\n" +
 	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
 	"invocation\"\xa2\x04\n" +
@@ -2745,7 +2862,7 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xa6\x13\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xe4\x14\n" +
 	"\x13RemoteAgentsService\x12\x9a\x01\n" +
 	"\bDiscover\x12).toolmesh.remoteagents.v1.DiscoverRequest\x1a*.toolmesh.remoteagents.v1.DiscoverResponse\"7\xc2\xf3\x180\n" +
 	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12]\n" +
@@ -2763,7 +2880,9 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\rGetInvocation\x12..toolmesh.remoteagents.v1.GetInvocationRequest\x1a/.toolmesh.remoteagents.v1.GetInvocationResponse\"=\xc2\xf3\x186\n" +
 	"\x1bremoteagents_get_invocation\x12\x15Get remote invocation\x18\x01\x90\x02\x01\x12\xbb\x01\n" +
 	"\x10CancelInvocation\x121.toolmesh.remoteagents.v1.CancelInvocationRequest\x1a2.toolmesh.remoteagents.v1.CancelInvocationResponse\"@\xc2\xf3\x18<\n" +
-	"\x1eremoteagents_cancel_invocation\x12\x18Cancel remote invocation\x18\x02\x12\x90\x01\n" +
+	"\x1eremoteagents_cancel_invocation\x12\x18Cancel remote invocation\x18\x02\x12\xbb\x01\n" +
+	"\x10ExtendInvocation\x121.toolmesh.remoteagents.v1.ExtendInvocationRequest\x1a2.toolmesh.remoteagents.v1.ExtendInvocationResponse\"@\xc2\xf3\x18<\n" +
+	"\x1eremoteagents_extend_invocation\x12\x18Extend remote invocation\x18\x02\x12\x90\x01\n" +
 	"\x17RecordInvocationOutcome\x128.toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest\x1a9.toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse\"\x00\x12\x8a\x01\n" +
 	"\x15RecordInvocationEvent\x126.toolmesh.remoteagents.v1.RecordInvocationEventRequest\x1a7.toolmesh.remoteagents.v1.RecordInvocationEventResponse\"\x00\x12u\n" +
 	"\x0eDeliverInbound\x12/.toolmesh.remoteagents.v1.DeliverInboundRequest\x1a0.toolmesh.remoteagents.v1.DeliverInboundResponse\"\x00\x12i\n" +
@@ -2787,7 +2906,7 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_remoteagents_v1_remoteagents_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(InvocationStatus)(0),                   // 0: toolmesh.remoteagents.v1.InvocationStatus
 	(InboundStatus)(0),                      // 1: toolmesh.remoteagents.v1.InboundStatus
@@ -2804,93 +2923,98 @@ var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(*GetInvocationResponse)(nil),           // 12: toolmesh.remoteagents.v1.GetInvocationResponse
 	(*CancelInvocationRequest)(nil),         // 13: toolmesh.remoteagents.v1.CancelInvocationRequest
 	(*CancelInvocationResponse)(nil),        // 14: toolmesh.remoteagents.v1.CancelInvocationResponse
-	(*RecordInvocationOutcomeRequest)(nil),  // 15: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	(*RecordInvocationOutcomeResponse)(nil), // 16: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	(*InvokeStreamRequest)(nil),             // 17: toolmesh.remoteagents.v1.InvokeStreamRequest
-	(*InvokeStreamResponse)(nil),            // 18: toolmesh.remoteagents.v1.InvokeStreamResponse
-	(*InvocationEvent)(nil),                 // 19: toolmesh.remoteagents.v1.InvocationEvent
-	(*RecordInvocationEventRequest)(nil),    // 20: toolmesh.remoteagents.v1.RecordInvocationEventRequest
-	(*RecordInvocationEventResponse)(nil),   // 21: toolmesh.remoteagents.v1.RecordInvocationEventResponse
-	(*Inbound)(nil),                         // 22: toolmesh.remoteagents.v1.Inbound
-	(*DeliverInboundRequest)(nil),           // 23: toolmesh.remoteagents.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil),          // 24: toolmesh.remoteagents.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),               // 25: toolmesh.remoteagents.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),              // 26: toolmesh.remoteagents.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),            // 27: toolmesh.remoteagents.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),           // 28: toolmesh.remoteagents.v1.CancelInboundResponse
-	(*RefreshInboundRequest)(nil),           // 29: toolmesh.remoteagents.v1.RefreshInboundRequest
-	(*RefreshInboundResponse)(nil),          // 30: toolmesh.remoteagents.v1.RefreshInboundResponse
-	(*GetPushDeliveryRequest)(nil),          // 31: toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	(*GetPushDeliveryResponse)(nil),         // 32: toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	(*RecordPushDeliveredRequest)(nil),      // 33: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	(*RecordPushDeliveredResponse)(nil),     // 34: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	(*timestamppb.Timestamp)(nil),           // 35: google.protobuf.Timestamp
-	(*v1.CallEvent)(nil),                    // 36: toolmesh.tool.v1.CallEvent
-	(*v11.Inbound)(nil),                     // 37: toolmesh.inbound.v1.Inbound
-	(*v11.PushConfig)(nil),                  // 38: toolmesh.inbound.v1.PushConfig
-	(*v11.InboundEvent)(nil),                // 39: toolmesh.inbound.v1.InboundEvent
+	(*ExtendInvocationRequest)(nil),         // 15: toolmesh.remoteagents.v1.ExtendInvocationRequest
+	(*ExtendInvocationResponse)(nil),        // 16: toolmesh.remoteagents.v1.ExtendInvocationResponse
+	(*RecordInvocationOutcomeRequest)(nil),  // 17: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	(*RecordInvocationOutcomeResponse)(nil), // 18: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	(*InvokeStreamRequest)(nil),             // 19: toolmesh.remoteagents.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil),            // 20: toolmesh.remoteagents.v1.InvokeStreamResponse
+	(*InvocationEvent)(nil),                 // 21: toolmesh.remoteagents.v1.InvocationEvent
+	(*RecordInvocationEventRequest)(nil),    // 22: toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	(*RecordInvocationEventResponse)(nil),   // 23: toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	(*Inbound)(nil),                         // 24: toolmesh.remoteagents.v1.Inbound
+	(*DeliverInboundRequest)(nil),           // 25: toolmesh.remoteagents.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),          // 26: toolmesh.remoteagents.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),               // 27: toolmesh.remoteagents.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),              // 28: toolmesh.remoteagents.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),            // 29: toolmesh.remoteagents.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),           // 30: toolmesh.remoteagents.v1.CancelInboundResponse
+	(*RefreshInboundRequest)(nil),           // 31: toolmesh.remoteagents.v1.RefreshInboundRequest
+	(*RefreshInboundResponse)(nil),          // 32: toolmesh.remoteagents.v1.RefreshInboundResponse
+	(*GetPushDeliveryRequest)(nil),          // 33: toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	(*GetPushDeliveryResponse)(nil),         // 34: toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	(*RecordPushDeliveredRequest)(nil),      // 35: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	(*RecordPushDeliveredResponse)(nil),     // 36: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	(*timestamppb.Timestamp)(nil),           // 37: google.protobuf.Timestamp
+	(*v1.CallEvent)(nil),                    // 38: toolmesh.tool.v1.CallEvent
+	(*v11.Inbound)(nil),                     // 39: toolmesh.inbound.v1.Inbound
+	(*v11.PushConfig)(nil),                  // 40: toolmesh.inbound.v1.PushConfig
+	(*v11.InboundEvent)(nil),                // 41: toolmesh.inbound.v1.InboundEvent
 }
 var file_toolmesh_remoteagents_v1_remoteagents_proto_depIdxs = []int32{
 	2,  // 0: toolmesh.remoteagents.v1.AgentCard.skills:type_name -> toolmesh.remoteagents.v1.Skill
 	4,  // 1: toolmesh.remoteagents.v1.AgentCard.interfaces:type_name -> toolmesh.remoteagents.v1.AgentInterface
 	5,  // 2: toolmesh.remoteagents.v1.AgentCard.signature:type_name -> toolmesh.remoteagents.v1.CardSignature
 	0,  // 3: toolmesh.remoteagents.v1.Invocation.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	35, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
-	35, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
-	35, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
+	37, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
+	37, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
 	3,  // 7: toolmesh.remoteagents.v1.DiscoverResponse.card:type_name -> toolmesh.remoteagents.v1.AgentCard
 	6,  // 8: toolmesh.remoteagents.v1.InvokeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	6,  // 9: toolmesh.remoteagents.v1.GetInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	6,  // 10: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	0,  // 11: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	35, // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
-	6,  // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	6,  // 14: toolmesh.remoteagents.v1.InvokeStreamResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	36, // 15: toolmesh.remoteagents.v1.InvokeStreamResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	35, // 16: toolmesh.remoteagents.v1.InvocationEvent.time:type_name -> google.protobuf.Timestamp
-	19, // 17: toolmesh.remoteagents.v1.RecordInvocationEventResponse.event:type_name -> toolmesh.remoteagents.v1.InvocationEvent
-	1,  // 18: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
-	35, // 19: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	35, // 20: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	22, // 21: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	22, // 22: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	22, // 23: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	37, // 24: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	38, // 25: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
-	38, // 26: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
-	37, // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	39, // 28: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
-	7,  // 29: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
-	9,  // 30: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
-	17, // 31: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:input_type -> toolmesh.remoteagents.v1.InvokeStreamRequest
-	11, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
-	13, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
-	15, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	20, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:input_type -> toolmesh.remoteagents.v1.RecordInvocationEventRequest
-	23, // 36: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
-	25, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
-	27, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
-	29, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
-	31, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	33, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	8,  // 42: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
-	10, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
-	18, // 44: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:output_type -> toolmesh.remoteagents.v1.InvokeStreamResponse
-	12, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
-	14, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
-	16, // 47: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	21, // 48: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:output_type -> toolmesh.remoteagents.v1.RecordInvocationEventResponse
-	24, // 49: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
-	26, // 50: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
-	28, // 51: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
-	30, // 52: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
-	32, // 53: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	34, // 54: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	42, // [42:55] is the sub-list for method output_type
-	29, // [29:42] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	6,  // 11: toolmesh.remoteagents.v1.ExtendInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	0,  // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	37, // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	6,  // 14: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	6,  // 15: toolmesh.remoteagents.v1.InvokeStreamResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	38, // 16: toolmesh.remoteagents.v1.InvokeStreamResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	37, // 17: toolmesh.remoteagents.v1.InvocationEvent.time:type_name -> google.protobuf.Timestamp
+	21, // 18: toolmesh.remoteagents.v1.RecordInvocationEventResponse.event:type_name -> toolmesh.remoteagents.v1.InvocationEvent
+	1,  // 19: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
+	37, // 20: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	37, // 21: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	24, // 22: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	24, // 23: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	24, // 24: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	39, // 25: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	40, // 26: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	40, // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	39, // 28: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	41, // 29: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
+	7,  // 30: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
+	9,  // 31: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
+	19, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:input_type -> toolmesh.remoteagents.v1.InvokeStreamRequest
+	11, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
+	13, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
+	15, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:input_type -> toolmesh.remoteagents.v1.ExtendInvocationRequest
+	17, // 36: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	22, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:input_type -> toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	25, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
+	27, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
+	29, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
+	31, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
+	33, // 42: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	35, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	8,  // 44: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
+	10, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
+	20, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:output_type -> toolmesh.remoteagents.v1.InvokeStreamResponse
+	12, // 47: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
+	14, // 48: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
+	16, // 49: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:output_type -> toolmesh.remoteagents.v1.ExtendInvocationResponse
+	18, // 50: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	23, // 51: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:output_type -> toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	26, // 52: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
+	28, // 53: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
+	30, // 54: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
+	32, // 55: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
+	34, // 56: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	36, // 57: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	44, // [44:58] is the sub-list for method output_type
+	30, // [30:44] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_remoteagents_v1_remoteagents_proto_init() }
@@ -2899,14 +3023,14 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_init() {
 		return
 	}
 	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7].OneofWrappers = []any{}
-	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15].OneofWrappers = []any{}
+	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc), len(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

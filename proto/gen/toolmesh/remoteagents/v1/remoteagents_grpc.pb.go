@@ -30,6 +30,7 @@ const (
 	RemoteAgentsService_InvokeStream_FullMethodName            = "/toolmesh.remoteagents.v1.RemoteAgentsService/InvokeStream"
 	RemoteAgentsService_GetInvocation_FullMethodName           = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInvocation"
 	RemoteAgentsService_CancelInvocation_FullMethodName        = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInvocation"
+	RemoteAgentsService_ExtendInvocation_FullMethodName        = "/toolmesh.remoteagents.v1.RemoteAgentsService/ExtendInvocation"
 	RemoteAgentsService_RecordInvocationOutcome_FullMethodName = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationOutcome"
 	RemoteAgentsService_RecordInvocationEvent_FullMethodName   = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationEvent"
 	RemoteAgentsService_DeliverInbound_FullMethodName          = "/toolmesh.remoteagents.v1.RemoteAgentsService/DeliverInbound"
@@ -90,6 +91,12 @@ type RemoteAgentsServiceClient interface {
 	// unless it ended first. Cancelling an invocation that has ended changes
 	// nothing and returns it as it is.
 	CancelInvocation(ctx context.Context, in *CancelInvocationRequest, opts ...grpc.CallOption) (*CancelInvocationResponse, error)
+	// Give one of your working invocations more time: it is followed
+	// extend_seconds longer than its current expiry, up to 7 days after it
+	// started. Give the reason; it is recorded in the audit trail. Only the
+	// agent that invoked may extend an invocation; one that has ended cannot
+	// be extended.
+	ExtendInvocation(ctx context.Context, in *ExtendInvocationRequest, opts ...grpc.CallOption) (*ExtendInvocationResponse, error)
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(ctx context.Context, in *RecordInvocationOutcomeRequest, opts ...grpc.CallOption) (*RecordInvocationOutcomeResponse, error)
@@ -184,6 +191,16 @@ func (c *remoteAgentsServiceClient) CancelInvocation(ctx context.Context, in *Ca
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelInvocationResponse)
 	err := c.cc.Invoke(ctx, RemoteAgentsService_CancelInvocation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *remoteAgentsServiceClient) ExtendInvocation(ctx context.Context, in *ExtendInvocationRequest, opts ...grpc.CallOption) (*ExtendInvocationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExtendInvocationResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_ExtendInvocation_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +337,12 @@ type RemoteAgentsServiceServer interface {
 	// unless it ended first. Cancelling an invocation that has ended changes
 	// nothing and returns it as it is.
 	CancelInvocation(context.Context, *CancelInvocationRequest) (*CancelInvocationResponse, error)
+	// Give one of your working invocations more time: it is followed
+	// extend_seconds longer than its current expiry, up to 7 days after it
+	// started. Give the reason; it is recorded in the audit trail. Only the
+	// agent that invoked may extend an invocation; one that has ended cannot
+	// be extended.
+	ExtendInvocation(context.Context, *ExtendInvocationRequest) (*ExtendInvocationResponse, error)
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *RecordInvocationOutcomeRequest) (*RecordInvocationOutcomeResponse, error)
@@ -375,6 +398,9 @@ func (UnimplementedRemoteAgentsServiceServer) GetInvocation(context.Context, *Ge
 }
 func (UnimplementedRemoteAgentsServiceServer) CancelInvocation(context.Context, *CancelInvocationRequest) (*CancelInvocationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelInvocation not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) ExtendInvocation(context.Context, *ExtendInvocationRequest) (*ExtendInvocationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExtendInvocation not implemented")
 }
 func (UnimplementedRemoteAgentsServiceServer) RecordInvocationOutcome(context.Context, *RecordInvocationOutcomeRequest) (*RecordInvocationOutcomeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordInvocationOutcome not implemented")
@@ -500,6 +526,24 @@ func _RemoteAgentsService_CancelInvocation_Handler(srv interface{}, ctx context.
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RemoteAgentsServiceServer).CancelInvocation(ctx, req.(*CancelInvocationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RemoteAgentsService_ExtendInvocation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendInvocationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).ExtendInvocation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_ExtendInvocation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).ExtendInvocation(ctx, req.(*ExtendInvocationRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -670,6 +714,10 @@ var RemoteAgentsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelInvocation",
 			Handler:    _RemoteAgentsService_CancelInvocation_Handler,
+		},
+		{
+			MethodName: "ExtendInvocation",
+			Handler:    _RemoteAgentsService_ExtendInvocation_Handler,
 		},
 		{
 			MethodName: "RecordInvocationOutcome",

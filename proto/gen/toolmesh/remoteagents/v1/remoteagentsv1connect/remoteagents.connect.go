@@ -53,6 +53,9 @@ const (
 	// RemoteAgentsServiceCancelInvocationProcedure is the fully-qualified name of the
 	// RemoteAgentsService's CancelInvocation RPC.
 	RemoteAgentsServiceCancelInvocationProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInvocation"
+	// RemoteAgentsServiceExtendInvocationProcedure is the fully-qualified name of the
+	// RemoteAgentsService's ExtendInvocation RPC.
+	RemoteAgentsServiceExtendInvocationProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/ExtendInvocation"
 	// RemoteAgentsServiceRecordInvocationOutcomeProcedure is the fully-qualified name of the
 	// RemoteAgentsService's RecordInvocationOutcome RPC.
 	RemoteAgentsServiceRecordInvocationOutcomeProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationOutcome"
@@ -119,6 +122,12 @@ type RemoteAgentsServiceClient interface {
 	// unless it ended first. Cancelling an invocation that has ended changes
 	// nothing and returns it as it is.
 	CancelInvocation(context.Context, *v1.CancelInvocationRequest) (*v1.CancelInvocationResponse, error)
+	// Give one of your working invocations more time: it is followed
+	// extend_seconds longer than its current expiry, up to 7 days after it
+	// started. Give the reason; it is recorded in the audit trail. Only the
+	// agent that invoked may extend an invocation; one that has ended cannot
+	// be extended.
+	ExtendInvocation(context.Context, *v1.ExtendInvocationRequest) (*v1.ExtendInvocationResponse, error)
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error)
@@ -196,6 +205,12 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(remoteAgentsServiceMethods.ByName("CancelInvocation")),
 			connect.WithClientOptions(opts...),
 		),
+		extendInvocation: connect.NewClient[v1.ExtendInvocationRequest, v1.ExtendInvocationResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceExtendInvocationProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("ExtendInvocation")),
+			connect.WithClientOptions(opts...),
+		),
 		recordInvocationOutcome: connect.NewClient[v1.RecordInvocationOutcomeRequest, v1.RecordInvocationOutcomeResponse](
 			httpClient,
 			baseURL+RemoteAgentsServiceRecordInvocationOutcomeProcedure,
@@ -255,6 +270,7 @@ type remoteAgentsServiceClient struct {
 	invokeStream            *connect.Client[v1.InvokeStreamRequest, v1.InvokeStreamResponse]
 	getInvocation           *connect.Client[v1.GetInvocationRequest, v1.GetInvocationResponse]
 	cancelInvocation        *connect.Client[v1.CancelInvocationRequest, v1.CancelInvocationResponse]
+	extendInvocation        *connect.Client[v1.ExtendInvocationRequest, v1.ExtendInvocationResponse]
 	recordInvocationOutcome *connect.Client[v1.RecordInvocationOutcomeRequest, v1.RecordInvocationOutcomeResponse]
 	recordInvocationEvent   *connect.Client[v1.RecordInvocationEventRequest, v1.RecordInvocationEventResponse]
 	deliverInbound          *connect.Client[v1.DeliverInboundRequest, v1.DeliverInboundResponse]
@@ -300,6 +316,15 @@ func (c *remoteAgentsServiceClient) GetInvocation(ctx context.Context, req *v1.G
 // CancelInvocation calls toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation.
 func (c *remoteAgentsServiceClient) CancelInvocation(ctx context.Context, req *v1.CancelInvocationRequest) (*v1.CancelInvocationResponse, error) {
 	response, err := c.cancelInvocation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ExtendInvocation calls toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation.
+func (c *remoteAgentsServiceClient) ExtendInvocation(ctx context.Context, req *v1.ExtendInvocationRequest) (*v1.ExtendInvocationResponse, error) {
+	response, err := c.extendInvocation.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -419,6 +444,12 @@ type RemoteAgentsServiceHandler interface {
 	// unless it ended first. Cancelling an invocation that has ended changes
 	// nothing and returns it as it is.
 	CancelInvocation(context.Context, *v1.CancelInvocationRequest) (*v1.CancelInvocationResponse, error)
+	// Give one of your working invocations more time: it is followed
+	// extend_seconds longer than its current expiry, up to 7 days after it
+	// started. Give the reason; it is recorded in the audit trail. Only the
+	// agent that invoked may extend an invocation; one that has ended cannot
+	// be extended.
+	ExtendInvocation(context.Context, *v1.ExtendInvocationRequest) (*v1.ExtendInvocationResponse, error)
 	// Record how an invocation ended. The invocation workflow calls it (mesh
 	// service role); it is not an MCP tool. The first outcome recorded wins.
 	RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error)
@@ -491,6 +522,12 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 		connect.WithSchema(remoteAgentsServiceMethods.ByName("CancelInvocation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	remoteAgentsServiceExtendInvocationHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceExtendInvocationProcedure,
+		svc.ExtendInvocation,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("ExtendInvocation")),
+		connect.WithHandlerOptions(opts...),
+	)
 	remoteAgentsServiceRecordInvocationOutcomeHandler := connect.NewUnaryHandlerSimple(
 		RemoteAgentsServiceRecordInvocationOutcomeProcedure,
 		svc.RecordInvocationOutcome,
@@ -552,6 +589,8 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 			remoteAgentsServiceGetInvocationHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceCancelInvocationProcedure:
 			remoteAgentsServiceCancelInvocationHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceExtendInvocationProcedure:
+			remoteAgentsServiceExtendInvocationHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceRecordInvocationOutcomeProcedure:
 			remoteAgentsServiceRecordInvocationOutcomeHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceRecordInvocationEventProcedure:
@@ -595,6 +634,10 @@ func (UnimplementedRemoteAgentsServiceHandler) GetInvocation(context.Context, *v
 
 func (UnimplementedRemoteAgentsServiceHandler) CancelInvocation(context.Context, *v1.CancelInvocationRequest) (*v1.CancelInvocationResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) ExtendInvocation(context.Context, *v1.ExtendInvocationRequest) (*v1.ExtendInvocationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation is not implemented"))
 }
 
 func (UnimplementedRemoteAgentsServiceHandler) RecordInvocationOutcome(context.Context, *v1.RecordInvocationOutcomeRequest) (*v1.RecordInvocationOutcomeResponse, error) {
