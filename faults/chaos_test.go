@@ -67,7 +67,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed %d, %s, %s, %.1f fault events a minute (replay: -chaos.seed %d)", seed, engine, *chaosDuration, *chaosRate, seed)
 	fmt.Printf("chaos seed: %d\n", seed)
 
-	var env []string
+	// The events subscriber's receiver listens on loopback.
+	env := []string{"TOOLMESH_EVENTLOG_WEBHOOK_ALLOW_LOOPBACK=true"}
 	var pg *pgtest.Cluster
 	if *chaosPostgres {
 		pg = pgtest.StartWith(t, pgtest.Options{Durable: true})
@@ -139,6 +140,12 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	// A webhook subscriber to the asks' events, whose receiver is down for
+	// a stretch of the run (a quarter in, for a third of it, at most a
+	// minute).
+	out := min(time.Minute, *chaosDuration/3)
+	subscriber := startEventsSubscriber(t, m.mcpURL, fleet, time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/4+out))
+
 	targets := chaosTargets(m.status(t), *chaosPostgres)
 	var events []chaosEvent
 	if !*chaosSoak {
@@ -196,6 +203,8 @@ func TestChaos(t *testing.T) {
 	ownerWG.Wait()
 	w.a2aStreams.Wait()
 	drained := time.Since(workloadEnded)
+
+	subscriber.check(t, m.mcpURL, fleet)
 
 	// The books.
 	faults := in.faults()
