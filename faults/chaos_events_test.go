@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -66,6 +67,12 @@ func startEventsSubscriber(t *testing.T, mcpURL string, hc *http.Client, downFro
 			t.Fatalf("events/subscribe %s: %v", name, err)
 		}
 		s.starts[name] = res.Cursor
+		// Ended before the receiver closes (cleanups run last first).
+		t.Cleanup(func() {
+			if err := c.Unsubscribe(context.Background(), name, nil, s.srv.URL+"/"+name); err != nil {
+				t.Logf("events/unsubscribe %s: %v", name, err)
+			}
+		})
 	}
 	return s
 }

@@ -67,8 +67,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed %d, %s, %s, %.1f fault events a minute (replay: -chaos.seed %d)", seed, engine, *chaosDuration, *chaosRate, seed)
 	fmt.Printf("chaos seed: %d\n", seed)
 
-	// The events subscriber's receiver listens on loopback.
-	env := []string{"TOOLMESH_EVENTLOG_WEBHOOK_ALLOW_LOOPBACK=true"}
+	var env []string
 	var pg *pgtest.Cluster
 	if *chaosPostgres {
 		pg = pgtest.StartWith(t, pgtest.Options{Durable: true})
