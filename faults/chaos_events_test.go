@@ -25,14 +25,16 @@ import (
 // the workload's asks are created and answered all through the run.
 var chaosEventNames = []string{"ask.created", "ask.answered"}
 
-// eventsSubscriber is the chaos run's webhook subscriber: it subscribes
-// through the edge (events/subscribe) to the asks' events, and its
+// eventsSubscriber is a webhook subscriber of the fault cases and the
+// chaos run: it subscribes through the edge (events/subscribe) to some
+// event types, and its
 // receiver verifies every post's Standard Webhooks signature and keeps the
 // first receipt of each event id. For a window of the run it answers 503,
 // as a receiver that is down does.
 type eventsSubscriber struct {
 	wh     *standardwebhooks.Webhook
 	srv    *httptest.Server
+	names  []string
 	starts map[string]string // event name -> the cursor its subscription started at
 
 	mu                sync.Mutex
@@ -43,9 +45,9 @@ type eventsSubscriber struct {
 	badSigs, whileOut int
 }
 
-// startEventsSubscriber subscribes to chaosEventNames on the edge at
-// mcpURL; its receiver is down in [downFrom, downTo).
-func startEventsSubscriber(t *testing.T, mcpURL string, hc *http.Client, downFrom, downTo time.Time) *eventsSubscriber {
+// startEventsSubscriber subscribes to names on the edge at mcpURL; its
+// receiver is down in [downFrom, downTo).
+func startEventsSubscriber(t *testing.T, mcpURL string, hc *http.Client, downFrom, downTo time.Time, names ...string) *eventsSubscriber {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -54,13 +56,13 @@ func startEventsSubscriber(t *testing.T, mcpURL string, hc *http.Client, downFro
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &eventsSubscriber{wh: wh, starts: map[string]string{}, downFrom: downFrom, downTo: downTo,
+	s := &eventsSubscriber{wh: wh, names: names, starts: map[string]string{}, downFrom: downFrom, downTo: downTo,
 		first: map[string]time.Time{}, stamp: map[string]time.Time{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.receive))
 	t.Cleanup(s.srv.Close)
 	c := &mcpevents.Client{URL: mcpURL, HTTP: hc}
 	ttl := int64(time.Hour / time.Millisecond)
-	for _, name := range chaosEventNames {
+	for _, name := range names {
 		res, err := c.Subscribe(t.Context(), mcpevents.SubscribeParams{Name: name, TTLMs: &ttl,
 			Delivery: mcpevents.Delivery{URL: s.srv.URL + "/" + name, Secret: secret}})
 		if err != nil {
@@ -120,7 +122,7 @@ func (s *eventsSubscriber) recorded(t *testing.T, mcpURL string, hc *http.Client
 	t.Helper()
 	c := &mcpevents.Client{URL: mcpURL, HTTP: hc}
 	var ids []string
-	for _, name := range chaosEventNames {
+	for _, name := range s.names {
 		cursor := s.starts[name]
 		for {
 			res, err := c.Poll(t.Context(), mcpevents.PollParams{Name: name, Cursor: &cursor})

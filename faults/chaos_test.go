@@ -143,7 +143,7 @@ func TestChaos(t *testing.T) {
 	// a stretch of the run (a quarter in, for a third of it, at most a
 	// minute).
 	out := min(time.Minute, *chaosDuration/3)
-	subscriber := startEventsSubscriber(t, m.mcpURL, fleet, time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/4+out))
+	subscriber := startEventsSubscriber(t, m.mcpURL, fleet, time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/4+out), chaosEventNames...)
 
 	targets := chaosTargets(m.status(t), *chaosPostgres)
 	var events []chaosEvent

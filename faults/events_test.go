@@ -11,12 +11,14 @@ import (
 	"time"
 
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 
 // TestEventsThroughKillsAndAReceiverDown: while asks are created and
-// answered (two events each), the owner service (between a change and its
-// event: the outbox), the event log (the relay), the delivery worker and
-// the Temporal dev server are killed in turn, and the webhook receiver
+// answered and work tasks started (three events each), the owner and tasks
+// services (between a change and its event: the outbox), the event log
+// (the relay), the delivery worker and the Temporal dev server are killed
+// in turn, and the webhook receiver
 // answers 503 for the first minute. Every event the event log recorded for
 // the subscriber reaches it once the receiver is back, its signature
 // verified; duplicates are counted by event id.
@@ -24,14 +26,14 @@ func TestEventsThroughKillsAndAReceiverDown(t *testing.T) {
 	m := sharedMesh(t)
 	hc := &http.Client{Timeout: 30 * time.Second}
 	down := time.Now()
-	sub := startEventsSubscriber(t, m.mcpURL, hc, down, down.Add(time.Minute))
+	sub := startEventsSubscriber(t, m.mcpURL, hc, down, down.Add(time.Minute), "ask.created", "ask.answered", "work_task.status_changed")
 	asker := connectMCP(t, m.mcpURL, "", nil)
 	run := fmt.Sprintf("e%d", time.Now().UnixNano()%1e9)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	asked, answered := 0, 0
+	asked, answered, started := 0, 0, 0
 	wg.Go(func() {
 		every(400*time.Millisecond, stop, func(i int) {
 			key := fmt.Sprintf("%s-ask-%d", run, i)
@@ -52,11 +54,25 @@ func TestEventsThroughKillsAndAReceiverDown(t *testing.T) {
 				answered++
 				mu.Unlock()
 			}
+			var task tasksv1.CreateResponse
+			if !retry(func() bool {
+				return protoData(callTool(asker, "tasks_create", map[string]any{"description": "ship " + key}, key+"-task"), &task) == nil
+			}) {
+				return
+			}
+			if retry(func() bool {
+				o := callTool(asker, "tasks_update_status", map[string]any{"task_id": task.GetTask().GetId(), "status": "TASK_STATUS_RUNNING"}, key+"-start")
+				return o.ok() || o.code() == "conflict"
+			}) {
+				mu.Lock()
+				started++
+				mu.Unlock()
+			}
 		})
 	})
 
 	var killed []string
-	for _, name := range []string{"owner", "eventlog", "worker-eventlog"} {
+	for _, name := range []string{"owner", "tasks", "eventlog", "worker-eventlog"} {
 		time.Sleep(5 * time.Second)
 		f := m.kill(t, name, syscall.SIGKILL)
 		readyAgain(t, m, name, f, 2*time.Minute)
@@ -73,7 +89,8 @@ func TestEventsThroughKillsAndAReceiverDown(t *testing.T) {
 	wg.Wait()
 	m.waitReady(t, 2*time.Minute)
 	mu.Lock()
-	figure(t, "asks created / answered while "+fmt.Sprint(killed)+" were killed", fmt.Sprintf("%d / %d", asked, answered), "> 0", asked > 0 && answered > 0)
+	figure(t, "asks created / answered, tasks started while "+fmt.Sprint(killed)+" were killed", fmt.Sprintf("%d / %d, %d", asked, answered, started),
+		"> 0", asked > 0 && answered > 0 && started > 0)
 	mu.Unlock()
 	sub.check(t, m.mcpURL, hc)
 }
