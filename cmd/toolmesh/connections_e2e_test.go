@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -26,22 +28,100 @@ import (
 )
 
 // serveLogged runs `toolmesh serve` in-process like serve, keeping what it
-// logs in logs.
-func serveLogged(t *testing.T, env map[string]string, logs *logtest.Buffer, args ...string) {
+// logs in logs; stop stops it (it is also stopped when the test ends).
+func serveLogged(t *testing.T, env map[string]string, logs *logtest.Buffer, args ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve"}, args...), func(k string) string { return env[k] }, nil, nil, logs)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve %s: %v", args[0], err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve %s: %v", args[0], err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	if err := waitHealthy(ctx, "http://"+args[indexOf(args, "--addr")+1]+"/healthz", make(chan struct{}), 20*time.Second); err != nil {
 		t.Fatalf("serve %s did not become healthy: %v", args[0], err)
+	}
+	return stop
+}
+
+// TestKeyringRotationThroughServe follows docs/connections.md's rotation:
+// a connection sealed under the first key; the new key added last, and the
+// restarted service rewraps the connection at start; the old key removed,
+// and the connection still answers its token.
+func TestKeyringRotationThroughServe(t *testing.T) {
+	data := t.TempDir()
+	_, meshPub, _, err := ensureMeshKeys(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring, _, err := ensureConnectionsKeyring(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey := "2099-01-01 " + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)) + "\n"
+	key, err := readMeshKey(dataFile(data, meshKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := mesh.NewSigner(key, "toolmesh-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := porttest.Addr(t)
+	conns := meshclient.New(meshclient.Config{Signer: signer}, connectionsv1connect.NewConnectionsServiceClient, "http://"+addr)
+	svc := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "toolmesh-link", Agent: "toolmesh-link", Roles: []string{mesh.RoleService}}})
+	start := func(keys string) (*logtest.Buffer, func()) {
+		t.Helper()
+		if err := os.WriteFile(keyring, []byte(keys), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logs := &logtest.Buffer{}
+		return logs, serveLogged(t, nil, logs, "connections", "--addr", addr, "--data", data, "--mesh-public-key", meshPub)
+	}
+	token := func() string {
+		t.Helper()
+		res, err := conns.GetToken(svc, &connectionsv1.GetTokenRequest{Agent: "local", Provider: connectionsv1.Provider_PROVIDER_GITHUB})
+		if err != nil {
+			t.Fatalf("GetToken: %v", err)
+		}
+		return res.GetToken().GetAccessToken()
+	}
+
+	_, stop := start(string(first))
+	if _, err := conns.StoreConnection(svc, &connectionsv1.StoreConnectionRequest{Agent: "local", Provider: connectionsv1.Provider_PROVIDER_GITHUB,
+		Account: "octo-local", AccessToken: "gho_beforeRotation"}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	logs, stop := start(string(first) + newKey)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(logs.Events("connections.rewrap")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // waiting for the start-up rewrap's log line
+	}
+	if ev := logs.Events("connections.rewrap"); len(ev) != 1 || ev[0]["rewrapped"] != float64(1) || ev[0]["newest"] != "2099-01-01" {
+		t.Fatalf("rewrap events %v, want one rewrapping the one connection under 2099-01-01", ev)
+	}
+	if got := token(); got != "gho_beforeRotation" {
+		t.Errorf("token after rotating = %q", got)
+	}
+	stop()
+
+	start("# the old key removed\n" + newKey)
+	if got := token(); got != "gho_beforeRotation" {
+		t.Errorf("token with only the new key = %q", got)
 	}
 }
 
