@@ -41,14 +41,14 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &written); err != nil {
 		t.Fatalf("the JSON report does not parse: %v", err)
 	}
-	if len(written.Phases) != 8 || len(written.Targets) != 7 {
-		t.Fatalf("report has %d phases and %d targets, want 8 and 7:\n%s", len(written.Phases), len(written.Targets), b)
+	if len(written.Phases) != 10 || len(written.Targets) != 8 {
+		t.Fatalf("report has %d phases and %d targets, want 10 and 8:\n%s", len(written.Phases), len(written.Targets), b)
 	}
 	for _, p := range rep.Phases {
 		if p.Result.Calls == 0 || p.Result.Errors != 0 {
 			t.Errorf("%s with %d callers: %d calls, %d errors", p.Target, p.Result.Callers, p.Result.Calls, p.Result.Errors)
 		}
-		for _, name := range []string{"tasks", "load"} {
+		for _, name := range []string{service(p.Target), "load"} {
 			if p.process(name).CPUMicrosPerCall <= 0 {
 				t.Errorf("%s: no CPU time read for %s: %+v", p.Target, name, p.Processes)
 			}
@@ -57,7 +57,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
-	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "calls/s", "p99 ms"} {
+	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "memory_save through the edge ÷ Save direct", "calls/s", "p99 ms"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("the printed report lacks %q:\n%s", want, progress.String())
 		}

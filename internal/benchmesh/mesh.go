@@ -35,6 +35,7 @@ type mesh struct {
 	// address), by process name.
 	debugURLs map[string]string
 	tasksURL  string
+	memoryURL string
 	log       string // the children's log file
 }
 
@@ -126,8 +127,11 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 		}
 		base := fmt.Sprintf("http://%s", net.JoinHostPort(p.Probe.Host, strconv.Itoa(p.Probe.Port)))
 		m.debugURLs[p.Name] = base
-		if p.Name == "tasks" {
+		switch p.Name {
+		case "tasks":
 			m.tasksURL = base
+		case "memory":
+			m.memoryURL = base
 		}
 		for _, l := range p.Links {
 			switch {
@@ -138,8 +142,8 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 			}
 		}
 	}
-	if m.edgeURL == "" || m.tasksURL == "" {
-		return nil, errors.New("the plan of toolmesh up has no edge or no tasks service")
+	if m.edgeURL == "" || m.tasksURL == "" || m.memoryURL == "" {
+		return nil, errors.New("the plan of toolmesh up has no edge, no tasks or no memory service")
 	}
 	logFile, err := os.Create(m.log)
 	if err != nil {
