@@ -41,8 +41,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &written); err != nil {
 		t.Fatalf("the JSON report does not parse: %v", err)
 	}
-	if len(written.Phases) != 7 || len(written.Targets) != 6 {
-		t.Fatalf("report has %d phases and %d targets, want 7 and 6:\n%s", len(written.Phases), len(written.Targets), b)
+	if len(written.Phases) != 8 || len(written.Targets) != 7 {
+		t.Fatalf("report has %d phases and %d targets, want 8 and 7:\n%s", len(written.Phases), len(written.Targets), b)
 	}
 	for _, p := range rep.Phases {
 		if p.Result.Calls == 0 || p.Result.Errors != 0 {
@@ -53,12 +53,11 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s: no CPU time read for %s: %+v", p.Target, name, p.Processes)
 			}
 		}
-		front := map[string]string{TargetEdge: "edge", TargetStock: "stock-sdk"}[p.Target]
-		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
+		if front := front(p.Target); front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
-	for _, want := range []string{"edge ÷ direct Connect", "calls/s", "p99 ms"} {
+	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "calls/s", "p99 ms"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("the printed report lacks %q:\n%s", want, progress.String())
 		}
