@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/browsertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
 // consoleShot is where a console test's screenshot goes: docs/images with
@@ -84,6 +85,8 @@ func TestConsole(t *testing.T) {
 	t.Run("credits are granted", func(t *testing.T) { testConsoleGrantsCredits(t, c) })
 	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
 	t.Run("people sign in with the issuer", func(t *testing.T) { testConsoleSignIn(t, bin, c) })
+	// Last: it tampers with the audit trail.
+	t.Run("the audit page shows a cut tail", func(t *testing.T) { testConsoleShowsACutTail(t, c) })
 }
 
 // testConsoleOperatorPages: the agents page lists the development agent
@@ -423,5 +426,67 @@ func testConsoleGrantsCredits(t *testing.T, c *consoleMesh) {
 		if !strings.Contains(p, "status of 400") || !strings.Contains(p, "/credits/grant") {
 			t.Errorf("the console's pages reported a problem: %q", p)
 		}
+	}
+}
+
+// testConsoleShowsACutTail: once a signed checkpoint covers the trail's
+// last record, that record is cut off the audit store (its append-only
+// trigger dropped, the head rewritten to the record before: the tamper a
+// hash chain alone misses); the audit page then says the trail is broken,
+// truncated at that record.
+func testConsoleShowsACutTail(t *testing.T, c *consoleMesh) {
+	var last int64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var v struct {
+			Intact bool `json:"intact"`
+			Head   struct {
+				Seq json.Number `json:"seq"`
+			} `json:"head"`
+			Checkpoint struct {
+				Seq json.Number `json:"seq"`
+			} `json:"checkpoint"`
+		}
+		okData(t, callTool(t, c.agent, "audit_verify", map[string]any{}), &v)
+		head, _ := v.Head.Seq.Int64()
+		if cp, _ := v.Checkpoint.Seq.Int64(); v.Intact && head > 1 && cp == head {
+			last = head
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no signed checkpoint covered the trail's head within 60s: %+v", v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	db, err := sqldb.Open(t.Context(), filepath.Join(c.up.Data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`DROP TRIGGER audit_records_no_delete`,
+		fmt.Sprintf(`DELETE FROM audit_records WHERE seq = %d`, last),
+		fmt.Sprintf(`UPDATE audit_head SET seq = %d, hash = (SELECT hash FROM audit_records WHERE seq = %d) WHERE id = 1`, last-1, last-1),
+	} {
+		if _, err := db.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	tab := c.browser.Tab(t)
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/audit"), chromedp.WaitVisible(chromedp.CSS("#verify-result"))); err != nil {
+		t.Fatalf("the audit page: %v", err)
+	}
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Title, Result string
+	}](`({Title: document.querySelector("#verify-title").textContent, Result: document.querySelector("#verify-result").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "The trail is broken" || !strings.Contains(got.Result, "TRUNCATED") || !strings.Contains(got.Result, fmt.Sprintf("record %d", last)) {
+		t.Errorf("after the cut the audit page shows %+v, want the trail broken, truncated at record %d", got, last)
+	}
+	checkAccessible(t, tab, "the audit page of a cut trail")
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
 	}
 }
