@@ -163,6 +163,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /schedules/{id}/{decision}", c.change(c.decideSchedule))
 	mux.Handle("GET /events", c.page(c.events))
 	mux.Handle("GET /agents", c.page(c.agents))
+	mux.Handle("GET /credits", c.page(c.credits))
+	mux.Handle("POST /credits/grant", c.change(c.grant))
 	mux.Handle("GET /audit", c.page(c.audit))
 	mux.Handle("GET /mesh", c.page(c.mesh))
 	if c.signer != nil {

@@ -167,6 +167,14 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, s *session) {
 // signed in again and gets the page back with what they sent (the form
 // at path, its fields kept), to send again.
 func (c *Console) giveBack(w http.ResponseWriter, r *http.Request, s *session, path string, kept map[string]string) {
+	if path == "/credits/grant" {
+		v, err := c.loadCredits(r, s, "")
+		v.Form = grantForm{Wallet: kept["wallet"], Amount: kept["amount"], Reference: kept["reference"], Note: kept["note"],
+			Reason: kept["reason"], Confirm: kept["confirm"] == "true"}
+		v.Failed = "Your session had ended, so nothing was granted. You are signed in again: check the grant below and send it again."
+		c.renderStatus(w, r, s, http.StatusUnauthorized, "credits", "Credits", v, err)
+		return
+	}
 	v, err := c.loadInbox(r, s, pageOffset(r))
 	// /asks/{id}/answer or /schedules/{id}/{decision}
 	if parts := strings.Split(strings.Trim(path, "/"), "/"); len(parts) == 3 {

@@ -11,7 +11,7 @@ import (
 
 // pages are the templates under templates/: each page is the layout with
 // its own "content"; error.html stands alone.
-var pageNames = []string{"inbox", "agents", "audit", "mesh"}
+var pageNames = []string{"inbox", "agents", "credits", "audit", "mesh"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"when": when, "until": until}

@@ -268,7 +268,7 @@ func localPath(next string) string {
 }
 
 // keptFields are the fields of a form worth giving back after a sign-in.
-var keptFields = []string{"answer", "reason", "confirm"}
+var keptFields = []string{"answer", "reason", "confirm", "wallet", "amount", "reference", "note"}
 
 // keep is what of r's form survives a sign-in.
 func keep(r *http.Request) map[string]string {

@@ -35,6 +35,7 @@ var external = map[string]bool{
 	"Secret/toolmesh-github-token":        true,
 	"Secret/toolmesh-search-brave":        true,
 	"Secret/toolmesh-audit-key":           true,
+	"Secret/toolmesh-console-session-key": true,
 	"ConfigMap/toolmesh-audit-public-key": true,
 }
 

@@ -14,6 +14,10 @@ import (
 
 func TestDevOverlay(t *testing.T) {
 	r := render(t, "dev")
+	// A console could not reach the development edge, on its pod's loopback.
+	if r.deployments["console"] != nil {
+		t.Error("dev runs a console, which cannot reach the edge on its pod's loopback")
+	}
 	for _, p := range meshProcesses {
 		d := r.deployments[p.Name]
 		if d == nil {
@@ -152,6 +156,18 @@ func TestProdOverlay(t *testing.T) {
 	}
 	if i := slices.Index(edge.spec.Template.Spec.Containers[0].Args, "--addr"); i < 0 || strings.HasPrefix(edge.spec.Template.Spec.Containers[0].Args[i+1], "127.") {
 		t.Errorf("prod edge listens on loopback: %q", edge.spec.Template.Spec.Containers[0].Args)
+	}
+
+	// The console signs people in at the edge's issuer, for the edge's
+	// audience, and is reached at its public URL.
+	if con := r.deployments["console"]; con == nil {
+		t.Error("prod has no console")
+	} else {
+		cenv := r.config(t, con.spec.Template.Spec.Containers[0])
+		if cenv["TOOLMESH_OAUTH_ISSUER"] != env["TOOLMESH_OAUTH_ISSUER"] || cenv["TOOLMESH_EDGE_RESOURCE"] != env["TOOLMESH_EDGE_RESOURCE"] ||
+			!strings.HasPrefix(cenv["TOOLMESH_CONSOLE_PUBLIC_URL"], "https://") || cenv["TOOLMESH_CONSOLE_ALLOWED_HOSTS"] == "" {
+			t.Errorf("prod console: sign-in settings %v, want the edge's issuer and resource, an https public URL and its host", cenv)
+		}
 	}
 
 	checkEdgeSessions(t, r, edge)

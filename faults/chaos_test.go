@@ -139,6 +139,12 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	// A webhook subscriber to the asks' events, whose receiver is down for
+	// a stretch of the run (a quarter in, for a third of it, at most a
+	// minute).
+	out := min(time.Minute, *chaosDuration/3)
+	subscriber := startEventsSubscriber(t, m.mcpURL, fleet, time.Now().Add(*chaosDuration/4), time.Now().Add(*chaosDuration/4+out), chaosEventNames...)
+
 	targets := chaosTargets(m.status(t), *chaosPostgres)
 	var events []chaosEvent
 	if !*chaosSoak {
@@ -196,6 +202,8 @@ func TestChaos(t *testing.T) {
 	ownerWG.Wait()
 	w.a2aStreams.Wait()
 	drained := time.Since(workloadEnded)
+
+	subscriber.check(t, m.mcpURL, fleet)
 
 	// The books.
 	faults := in.faults()

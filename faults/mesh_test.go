@@ -49,13 +49,16 @@ const edgeBodyTimeout = 5 * time.Second
 
 // meshEnv is the environment of the shared mesh: the edge cuts slow bodies
 // off after edgeBodyTimeout, schedules may run every second, an agent may
-// create as many tasks as the load needs, and the testing domain's purge
-// takes longer than any call deadline of the deadline case.
+// create as many tasks as the load needs, the testing domain's purge
+// takes longer than any call deadline of the deadline case, and webhooks
+// may go to loopback.
 var meshEnv = []string{
 	"TOOLMESH_EDGE_BODY_TIMEOUT=" + edgeBodyTimeout.String(),
 	"TOOLMESH_SCHEDULES_MIN_INTERVAL=1s",
 	"WORK_TASK_MAX_PER_DAY=1000000",
 	"TOOLMESH_TESTING_DELAYS=Purge=5s",
+	// The events cases' webhook receivers listen on loopback.
+	"TOOLMESH_EVENTLOG_WEBHOOK_ALLOW_LOOPBACK=true",
 }
 
 // mesh is a running `toolmesh up`.

@@ -7,7 +7,8 @@
 // process and their resident memory, and writes them as JSON.
 //
 //	benchmesh [--callers 8] [--duration 5s] [--heavy-callers 200] [--out bench-mesh.json]
-//	benchmesh load --kind mcp|connect-json|connect-proto --url URL --task-id ID ...
+//	benchmesh load --kind mcp|connect-json|connect-proto|mcp-write|connect-json-write --url URL --task-id ID ...
+//	benchmesh hop --addr 127.0.0.1:7301 --to http://127.0.0.1:7101
 package main
 
 import (
@@ -41,6 +42,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "load" {
 		return runLoad(ctx, args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "hop" {
+		return runHop(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("benchmesh", flag.ContinueOnError)
 	var cfg benchmesh.Config
 	fs.StringVar(&cfg.RepoDir, "repo", ".", "the repository's root (binaries are built from it)")
@@ -53,7 +57,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "run every phase this many times, interleaved; targets use the median")
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "start the mesh with --pprof and save CPU and allocation profiles of the edge and the tasks service, taken during the first edge phase, into this directory")
 	fs.StringVar(&cfg.Out, "out", "", "write the report as JSON to this file")
-	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, direct-json, direct-proto, stock-sdk (default: all)")
+	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, direct-json, direct-proto, bare-hop, stock-sdk, edge-write, direct-write (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,13 +69,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return err
 }
 
+// runHop is the bare hop baseline: a reverse proxy in front of a service.
+func runHop(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("benchmesh hop", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:7301", "listen address")
+	to := fs.String("to", "", "the service's base URL")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return benchmesh.Hop(ctx, *addr, *to)
+}
+
 // runLoad is the load generator: it calls for --duration and prints what it
 // measured as JSON.
 func runLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("benchmesh load", flag.ContinueOnError)
 	var cfg benchmesh.LoadConfig
-	fs.StringVar(&cfg.Kind, "kind", benchmesh.KindMCP, "what to call: mcp (tools/call tasks_get), connect-json or connect-proto (TasksService.Get)")
-	fs.StringVar(&cfg.URL, "url", "", "the MCP endpoint, or the tasks service's base URL")
+	fs.StringVar(&cfg.Kind, "kind", benchmesh.KindMCP, "what to call: mcp (tools/call tasks_get), connect-json or connect-proto (TasksService.Get), mcp-write (tools/call memory_save) or connect-json-write (MemoryService.Save)")
+	fs.StringVar(&cfg.URL, "url", "", "the MCP endpoint, or the tasks (or memory) service's base URL")
 	fs.StringVar(&cfg.TaskID, "task-id", "", "the task to read")
 	tokenFile := fs.String("token-file", "", "file holding the mesh token of Connect calls")
 	fs.IntVar(&cfg.Callers, "callers", 8, "concurrent callers")

@@ -8,35 +8,65 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/seal"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/services/connections"
 	"github.com/toolmesh/toolmesh/services/connections/connectionsstore"
 )
 
 // connectionsOptions binds the keyring that seals the connections' upstream
-// tokens. The keyring is read from a file (a mounted Secret in Kubernetes),
+// tokens and the GitHub app client that refreshes GitHub's. The keyring and
+// the client secret are read from files (mounted Secrets in Kubernetes),
 // never from the database.
 func connectionsOptions(s *config.Set) buildFunc {
-	var keyringPath string
+	var keyringPath, ghClientID, ghSecretPath, ghURL string
+	var allowList []string
 	s.String(&keyringPath, "", config.Opt{Flag: "keyring-file", Env: "TOOLMESH_CONNECTIONS_KEYRING_FILE",
 		Usage:   `file of the key-encryption keys that seal upstream tokens, one "<id> <base64 key>" a line, oldest first: the last seals new tokens, each opens what it sealed; toolmesh keygen creates one`,
 		Default: "<data>/" + connectionsKeyringFile})
+	s.String(&ghClientID, "", config.Opt{Flag: "github-client-id", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID",
+		Usage: "client ID of the GitHub App (or OAuth app) agents' GitHub accounts are linked through; with it, expiring GitHub tokens are refreshed"})
+	s.String(&ghSecretPath, "", config.Opt{Flag: "github-client-secret-file", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE",
+		Usage: "file holding that app's client secret (never the database)"})
+	s.String(&ghURL, "", config.Opt{Flag: "github-url", Env: "TOOLMESH_CONNECTIONS_GITHUB_URL",
+		Usage: "web URL of the GitHub Enterprise Server the app lives on (https://github.example.com); github.com when empty"})
+	s.List(&allowList, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_CONNECTIONS_EGRESS_ALLOW",
+		Usage: "an internal address (CIDR prefix or single IP) the providers' token endpoints may be reached at anyway (an internal GitHub Enterprise Server)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		keyringPath = orDataFile(keyringPath, deps.DataDir, connectionsKeyringFile)
 		env, err := readConnectionsKeyring(keyringPath)
 		if err != nil {
 			return nil, err
 		}
+		allow, err := egress.ParsePrefixes(allowList...)
+		if err != nil {
+			return nil, fmt.Errorf("--egress-allow (TOOLMESH_CONNECTIONS_EGRESS_ALLOW): %w", err)
+		}
+		refreshers := map[connectionsv1.Provider]connections.Refresher{}
+		switch {
+		case ghClientID != "" && ghSecretPath != "":
+			secret, err := os.ReadFile(ghSecretPath)
+			if err != nil {
+				return nil, fmt.Errorf("--github-client-secret-file (TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE): %w", err)
+			}
+			client := egress.Policy{Allow: allow}.Client(egress.ClientOptions{Timeout: 20 * time.Second, MaxResponseBytes: 1 << 20})
+			refreshers[connectionsv1.Provider_PROVIDER_GITHUB] = connections.GitHubRefresher(ghURL, ghClientID, strings.TrimSpace(string(secret)), client)
+			deps.Log.Info("connections.refresher", "provider", "github", "client_id", ghClientID)
+		case ghClientID != "" || ghSecretPath != "":
+			return nil, errors.New("--github-client-id (TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID) and --github-client-secret-file (TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE) go together")
+		}
 		st, err := connectionsstore.Open(ctx, db)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := connections.New(st, connections.Config{Envelope: env, Log: deps.Log})
+		svc, err := connections.New(st, connections.Config{Envelope: env, Refreshers: refreshers, Log: deps.Log})
 		if err != nil {
 			return nil, err
 		}

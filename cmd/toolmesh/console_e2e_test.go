@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/browsertest"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
 // consoleShot is where a console test's screenshot goes: docs/images with
@@ -79,8 +82,11 @@ func TestConsole(t *testing.T) {
 	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t)}
 	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
 	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
+	t.Run("credits are granted", func(t *testing.T) { testConsoleGrantsCredits(t, c) })
 	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
 	t.Run("people sign in with the issuer", func(t *testing.T) { testConsoleSignIn(t, bin, c) })
+	// Last: it tampers with the audit trail.
+	t.Run("the audit page shows a cut tail", func(t *testing.T) { testConsoleShowsACutTail(t, c) })
 }
 
 // testConsoleOperatorPages: the agents page lists the development agent
@@ -326,4 +332,161 @@ func testConsoleDecidesSchedules(t *testing.T, c *consoleMesh) {
 	}
 	// Stop the approved schedule's runs for the tests after this one.
 	callTool(t, c.agent, "schedules_delete", map[string]any{"schedule_id": approve})
+}
+
+// testConsoleGrantsCredits: a grant without a reason is refused with the
+// pipeline's message and the form comes back as typed; with the reason it
+// is applied once — the balance moves by the amount, the ledger has one
+// entry — and the audit trail records it with the reason.
+func testConsoleGrantsCredits(t *testing.T, c *consoleMesh) {
+	var before struct {
+		Balance json.Number `json:"balance"`
+	}
+	okData(t, callTool(t, c.agent, "credits_balance", map[string]any{"wallet": "local"}), &before)
+	tab := c.browser.Tab(t)
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/credits"), chromedp.WaitVisible(chromedp.CSS("#grant-send"))); err != nil {
+		t.Fatalf("the credits page: %v", err)
+	}
+	reference, err := browsertest.Run(tab, 10*time.Second, chromedp.Value(chromedp.CSS("#grant-reference")))
+	if err != nil || !strings.HasPrefix(reference, "console-") {
+		t.Fatalf("the grant form's reference is %q (%v)", reference, err)
+	}
+	if err := tab.Do(30*time.Second,
+		chromedp.SendKeys(chromedp.CSS("#grant-wallet"), "local"),
+		chromedp.SendKeys(chromedp.CSS("#grant-amount"), "250"),
+		chromedp.SendKeys(chromedp.CSS("#grant-note"), "welcome credits"),
+		chromedp.Click(chromedp.CSS(`#grant input[name="confirm"]`)),
+		chromedp.Click(chromedp.CSS("#grant-send")),
+		chromedp.WaitVisible(chromedp.CSS("#grant-error")),
+	); err != nil {
+		t.Fatalf("a grant without a reason: %v", err)
+	}
+	kept, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Error, Wallet, Amount, Reference, Note string
+		Confirm                                bool
+	}](`({Error: document.querySelector("#grant-error").textContent, Wallet: document.querySelector("#grant-wallet").value,
+		Amount: document.querySelector("#grant-amount").value, Reference: document.querySelector("#grant-reference").value,
+		Note: document.querySelector("#grant-note").value, Confirm: document.querySelector('#grant input[name="confirm"]').checked})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(kept.Error, "reason") || kept.Wallet != "local" || kept.Amount != "250" || kept.Reference != reference || kept.Note != "welcome credits" || !kept.Confirm {
+		t.Errorf("the refused grant's page shows %+v, want the pipeline's message about the reason and the form as typed", kept)
+	}
+	if err := tab.Screenshot(consoleShot(t, "console-credits.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, tab, "the credits page with a refused grant")
+	var same struct {
+		Balance json.Number `json:"balance"`
+	}
+	okData(t, callTool(t, c.agent, "credits_balance", map[string]any{"wallet": "local"}), &same)
+	if same.Balance != before.Balance {
+		t.Fatalf("the refused grant moved the balance from %s to %s", before.Balance, same.Balance)
+	}
+
+	if err := tab.Do(30*time.Second,
+		chromedp.SendKeys(chromedp.CSS("#grant-reason"), "welcome credits for the console test"),
+		chromedp.Click(chromedp.CSS("#grant-send")),
+		chromedp.WaitVisible(chromedp.CSS("#granted-balance")),
+	); err != nil {
+		t.Fatalf("a grant with a reason: %v", err)
+	}
+	b, _ := before.Balance.Int64()
+	want := strconv.FormatInt(b+250, 10)
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Flash, Row string
+		Entries    int
+	}](fmt.Sprintf(`({Flash: document.querySelector("#granted-balance").textContent,
+		Row: document.querySelector("#wallet-local .balance").textContent,
+		Entries: Array.from(document.querySelectorAll("#ledger .reference")).filter(e => e.textContent === %q).length})`, reference)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Flash != want || !strings.HasPrefix(got.Row, want) || got.Entries != 1 {
+		t.Errorf("after the grant the page shows %+v, want balance %s in the flash and the wallet's row, and one ledger entry", got, want)
+	}
+	var audit struct {
+		Records []struct {
+			Tool   string `json:"tool"`
+			Reason string `json:"reason"`
+		} `json:"records"`
+	}
+	okData(t, callTool(t, c.agent, "audit_list", map[string]any{"tool": "credits_grant"}), &audit)
+	n := 0
+	for _, r := range audit.Records {
+		if r.Reason == "welcome credits for the console test" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the audit trail has %d credits_grant records with the reason, want 1: %+v", n, audit.Records)
+	}
+	for _, p := range tab.Problems() {
+		if !strings.Contains(p, "status of 400") || !strings.Contains(p, "/credits/grant") {
+			t.Errorf("the console's pages reported a problem: %q", p)
+		}
+	}
+}
+
+// testConsoleShowsACutTail: once a signed checkpoint covers the trail's
+// last record, that record is cut off the audit store (its append-only
+// trigger dropped, the head rewritten to the record before: the tamper a
+// hash chain alone misses); the audit page then says the trail is broken,
+// truncated at that record.
+func testConsoleShowsACutTail(t *testing.T, c *consoleMesh) {
+	var last int64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var v struct {
+			Intact bool `json:"intact"`
+			Head   struct {
+				Seq json.Number `json:"seq"`
+			} `json:"head"`
+			Checkpoint struct {
+				Seq json.Number `json:"seq"`
+			} `json:"checkpoint"`
+		}
+		okData(t, callTool(t, c.agent, "audit_verify", map[string]any{}), &v)
+		head, _ := v.Head.Seq.Int64()
+		if cp, _ := v.Checkpoint.Seq.Int64(); v.Intact && head > 1 && cp == head {
+			last = head
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no signed checkpoint covered the trail's head within 60s: %+v", v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	db, err := sqldb.Open(t.Context(), filepath.Join(c.up.Data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`DROP TRIGGER audit_records_no_delete`,
+		fmt.Sprintf(`DELETE FROM audit_records WHERE seq = %d`, last),
+		fmt.Sprintf(`UPDATE audit_head SET seq = %d, hash = (SELECT hash FROM audit_records WHERE seq = %d) WHERE id = 1`, last-1, last-1),
+	} {
+		if _, err := db.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	tab := c.browser.Tab(t)
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/audit"), chromedp.WaitVisible(chromedp.CSS("#verify-result"))); err != nil {
+		t.Fatalf("the audit page: %v", err)
+	}
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Title, Result string
+	}](`({Title: document.querySelector("#verify-title").textContent, Result: document.querySelector("#verify-result").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "The trail is broken" || !strings.Contains(got.Result, "TRUNCATED") || !strings.Contains(got.Result, fmt.Sprintf("record %d", last)) {
+		t.Errorf("after the cut the audit page shows %+v, want the trail broken, truncated at record %d", got, last)
+	}
+	checkAccessible(t, tab, "the audit page of a cut trail")
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
+	}
 }

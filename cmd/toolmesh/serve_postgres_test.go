@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
+	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -21,6 +22,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
@@ -53,10 +56,10 @@ func TestServeOnPostgres(t *testing.T) {
 	data := t.TempDir()
 	agentsDSN, messagesDSN, tasksDSN, auditDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
 	memoryDSN, creditsDSN, projectsDSN, workflowsDSN := pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t), pg.NewDatabase(t)
-	reputationDSN := pg.NewDatabase(t)
+	reputationDSN, connectionsDSN := pg.NewDatabase(t), pg.NewDatabase(t)
 	agentsAddr, messagesAddr, tasksAddr, auditAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
 	memoryAddr, creditsAddr, projectsAddr, workflowsAddr := porttest.Addr(t), porttest.Addr(t), porttest.Addr(t), porttest.Addr(t)
-	reputationAddr := porttest.Addr(t)
+	reputationAddr, connectionsAddr := porttest.Addr(t), porttest.Addr(t)
 
 	pub := testPublicKey(t)
 	stopAgents := serve(t, map[string]string{agentsSeedEnv: "local"}, "agents", "--addr", agentsAddr, "--data", data, "--mesh-public-key", pub,
@@ -97,6 +100,14 @@ func TestServeOnPostgres(t *testing.T) {
 	serve(t, map[string]string{"TOOLMESH_REPUTATION_DSN": reputationDSN, a2aURLEnv: "https://a2a.example.com"}, "reputation", "--addr", reputationAddr,
 		"--data", data, "--mesh-public-key", pub, "--mesh-key", meshKey, "--service", "audit=http://"+auditAddr)
 
+	// connections keeps its keyring elsewhere too.
+	keyring, _, err := ensureConnectionsKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, map[string]string{"TOOLMESH_CONNECTIONS_DSN": connectionsDSN, "TOOLMESH_CONNECTIONS_KEYRING_FILE": keyring}, "connections",
+		"--addr", connectionsAddr, "--data", data, "--mesh-public-key", pub)
+
 	client := servertest.HTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
 	opts := servertest.ClientOptions(nil)
@@ -110,6 +121,18 @@ func TestServeOnPostgres(t *testing.T) {
 	flows := workflowsv1connect.NewWorkflowsServiceClient(client, "http://"+workflowsAddr, opts...)
 	rep := reputationv1connect.NewReputationServiceClient(client, "http://"+reputationAddr, opts...)
 	local := servertest.As(ctx, "local")
+	links := connectionsv1connect.NewConnectionsServiceClient(client, "http://"+connectionsAddr, opts...)
+
+	// connections: a link stored by the service role, its token sealed.
+	linker := mesh.WithCall(ctx, mesh.Call{Caller: mesh.Caller{Subject: "toolmesh-link", Agent: "toolmesh-link", Roles: []string{mesh.RoleService}}})
+	if _, err := links.StoreConnection(linker, &connectionsv1.StoreConnectionRequest{Agent: "local", Provider: connectionsv1.Provider_PROVIDER_GITHUB,
+		Account: "octo-local", AccessToken: "gho_onPostgres"}); err != nil {
+		t.Fatalf("connections StoreConnection: %v", err)
+	}
+	if tok, err := links.GetToken(linker, &connectionsv1.GetTokenRequest{Agent: "local", Provider: connectionsv1.Provider_PROVIDER_GITHUB}); err != nil ||
+		tok.GetToken().GetAccessToken() != "gho_onPostgres" {
+		t.Errorf("connections GetToken = %v, %v", tok.GetToken().GetConnection(), err)
+	}
 
 	// agents: the seeded agent is there, a registration is stored.
 	if _, err := dir.Register(local, &agentsv1.RegisterRequest{AgentId: "bob", DisplayName: "Bob"}); err != nil {
@@ -238,6 +261,7 @@ func TestServeOnPostgres(t *testing.T) {
 		{projectsDSN, `SELECT COUNT(*) FROM project_symbols`},
 		{workflowsDSN, `SELECT COUNT(*) FROM workflow_versions`},
 		{reputationDSN, `SELECT COUNT(*) FROM attestations`},
+		{connectionsDSN, `SELECT COUNT(*) FROM connections WHERE access_sealed IS NOT NULL AND kek_id <> '' AND position('gho_onPostgres' in encode(access_sealed, 'escape')) = 0`},
 	} {
 		if n := count(t, c.dsn, c.query); n == 0 {
 			t.Errorf("%s on PostgreSQL = 0, want the stored rows", c.query)

@@ -41,24 +41,23 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &written); err != nil {
 		t.Fatalf("the JSON report does not parse: %v", err)
 	}
-	if len(written.Phases) != 7 || len(written.Targets) != 6 {
-		t.Fatalf("report has %d phases and %d targets, want 7 and 6:\n%s", len(written.Phases), len(written.Targets), b)
+	if len(written.Phases) != 10 || len(written.Targets) != 8 {
+		t.Fatalf("report has %d phases and %d targets, want 10 and 8:\n%s", len(written.Phases), len(written.Targets), b)
 	}
 	for _, p := range rep.Phases {
 		if p.Result.Calls == 0 || p.Result.Errors != 0 {
 			t.Errorf("%s with %d callers: %d calls, %d errors", p.Target, p.Result.Callers, p.Result.Calls, p.Result.Errors)
 		}
-		for _, name := range []string{"tasks", "load"} {
+		for _, name := range []string{service(p.Target), "load"} {
 			if p.process(name).CPUMicrosPerCall <= 0 {
 				t.Errorf("%s: no CPU time read for %s: %+v", p.Target, name, p.Processes)
 			}
 		}
-		front := map[string]string{TargetEdge: "edge", TargetStock: "stock-sdk"}[p.Target]
-		if front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
+		if front := front(p.Target); front != "" && (p.process(front).CPUMicrosPerCall <= 0 || p.process(front).RSSPeakMB <= 0 || p.process(front).AnonPeakMB <= 0) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
-	for _, want := range []string{"edge ÷ direct Connect", "calls/s", "p99 ms"} {
+	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "memory_save through the edge ÷ Save direct", "calls/s", "p99 ms"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("the printed report lacks %q:\n%s", want, progress.String())
 		}

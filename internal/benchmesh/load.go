@@ -22,6 +22,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
@@ -37,7 +39,17 @@ const (
 	// KindConnectProto calls TasksService.Get with the Connect protocol and
 	// the binary codec (a generated client's default).
 	KindConnectProto = "connect-proto"
+	// KindMCPWrite posts a stateless tools/call memory_save, one of
+	// WriteKeys keys in turn, as KindMCP posts its read.
+	KindMCPWrite = "mcp-write"
+	// KindConnectJSONWrite calls MemoryService.Save with the Connect
+	// protocol and the JSON codec, the same keys.
+	KindConnectJSONWrite = "connect-json-write"
 )
+
+// WriteKeys is how many memory keys the write kinds overwrite in turn: a
+// write each call, a store that stays small.
+const WriteKeys = 256
 
 // ModernProtocol is the MCP protocol version of the tools/call requests.
 const ModernProtocol = "2026-07-28"
@@ -169,6 +181,21 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			_, err := PostToolCall(ctx, client, cfg.URL, "tasks_get", body)
 			return err
 		}, nil
+	case KindMCPWrite:
+		var n atomic.Int64
+		return func(ctx context.Context) error {
+			i := n.Add(1) % WriteKeys
+			_, err := PostToolCall(ctx, client, cfg.URL, "memory_save", ToolCallBody("memory_save", fmt.Sprintf(`{"key":"bench/%d","content":"note %d"}`, i, i)))
+			return err
+		}, nil
+	case KindConnectJSONWrite:
+		memory := memoryv1connect.NewMemoryServiceClient(client, cfg.URL, connect.WithInterceptors(bearer(cfg.Token)), connect.WithProtoJSON())
+		var n atomic.Int64
+		return func(ctx context.Context) error {
+			i := n.Add(1) % WriteKeys
+			_, err := memory.Save(ctx, &memoryv1.SaveRequest{Key: fmt.Sprintf("bench/%d", i), Content: fmt.Sprintf("note %d", i)})
+			return err
+		}, nil
 	case KindConnectJSON, KindConnectProto:
 		opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token))}
 		if cfg.Kind == KindConnectJSON {
@@ -186,7 +213,7 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			return nil
 		}, nil
 	}
-	return nil, fmt.Errorf("load: unknown kind %q (want %s, %s or %s)", cfg.Kind, KindMCP, KindConnectJSON, KindConnectProto)
+	return nil, fmt.Errorf("load: unknown kind %q (want %s, %s, %s, %s or %s)", cfg.Kind, KindMCP, KindConnectJSON, KindConnectProto, KindMCPWrite, KindConnectJSONWrite)
 }
 
 // bearer sends token as the bearer token of every call.

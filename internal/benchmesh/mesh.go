@@ -35,6 +35,7 @@ type mesh struct {
 	// address), by process name.
 	debugURLs map[string]string
 	tasksURL  string
+	memoryURL string
 	log       string // the children's log file
 }
 
@@ -126,8 +127,11 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 		}
 		base := fmt.Sprintf("http://%s", net.JoinHostPort(p.Probe.Host, strconv.Itoa(p.Probe.Port)))
 		m.debugURLs[p.Name] = base
-		if p.Name == "tasks" {
+		switch p.Name {
+		case "tasks":
 			m.tasksURL = base
+		case "memory":
+			m.memoryURL = base
 		}
 		for _, l := range p.Links {
 			switch {
@@ -138,8 +142,8 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 			}
 		}
 	}
-	if m.edgeURL == "" || m.tasksURL == "" {
-		return nil, errors.New("the plan of toolmesh up has no edge or no tasks service")
+	if m.edgeURL == "" || m.tasksURL == "" || m.memoryURL == "" {
+		return nil, errors.New("the plan of toolmesh up has no edge, no tasks or no memory service")
 	}
 	logFile, err := os.Create(m.log)
 	if err != nil {
@@ -247,28 +251,52 @@ func startStock(ctx context.Context, bin, tasksURL, tokenFile, logPath string, d
 		args = append(args, "--debug-addr", debugAddr)
 		debugURL = "http://" + debugAddr
 	}
-	logFile, err := os.Create(logPath)
+	cmd, err := startListening(ctx, "the stock server", addr, logPath, bin, args...)
 	if err != nil {
 		return nil, "", "", err
+	}
+	return cmd, "http://" + addr + "/mcp", debugURL, nil
+}
+
+// startHop starts the bare hop (benchmesh hop) in front of the service at
+// to and waits until it listens; it returns its base URL.
+func startHop(ctx context.Context, bin, to, logPath string) (*exec.Cmd, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd, err := startListening(ctx, "the bare hop", addr, logPath, bin, "hop", "--addr", addr, "--to", to)
+	if err != nil {
+		return nil, "", err
+	}
+	return cmd, "http://" + addr, nil
+}
+
+// startListening starts bin with args, its output in logPath, and waits
+// until it listens on addr.
+func startListening(ctx context.Context, what, addr, logPath, bin string, args ...string) (*exec.Cmd, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childproc.Attr()
 	if err := cmd.Start(); err != nil {
-		return nil, "", "", fmt.Errorf("start stock server: %w", err)
+		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return cmd, "http://" + addr + "/mcp", debugURL, nil
+			return cmd, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return nil, "", "", fmt.Errorf("the stock server did not listen on %s; see %s", addr, logPath)
+			return nil, fmt.Errorf("%s did not listen on %s; see %s", what, addr, logPath)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -66,10 +66,24 @@ type Target struct {
 }
 
 func (p *Phase) sortProcesses() {
-	order := []string{"edge", "stock-sdk", "tasks", "agents", "load"}
+	order := []string{"edge", "stock-sdk", "bare-hop", "tasks", "memory", "agents", "load"}
 	slices.SortFunc(p.Processes, func(a, b ProcessFigure) int {
 		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
 	})
+}
+
+// front is the process a target's calls reach first: the edge, the stock
+// server or the bare hop ("" when they go straight to the service).
+func front(target string) string {
+	return map[string]string{TargetEdge: "edge", TargetEdgeWrite: "edge", TargetStock: "stock-sdk", TargetBareHop: "bare-hop"}[target]
+}
+
+// service is the domain service that answers a target's calls.
+func service(target string) string {
+	if target == TargetEdgeWrite || target == TargetDirectWrite {
+		return "memory"
+	}
+	return "tasks"
 }
 
 // onPath names the processes that work for a phase's calls.
@@ -79,6 +93,12 @@ func onPath(target string) []string {
 		return []string{"edge", "tasks", "agents", "load"}
 	case TargetStock:
 		return []string{"stock-sdk", "tasks", "agents", "load"}
+	case TargetBareHop:
+		return []string{"bare-hop", "tasks", "agents", "load"}
+	case TargetEdgeWrite:
+		return []string{"edge", "memory", "agents", "load"}
+	case TargetDirectWrite:
+		return []string{"memory", "agents", "load"}
 	}
 	return []string{"tasks", "agents", "load"}
 }
@@ -153,6 +173,9 @@ func (rep *Report) evaluate() {
 	}
 	rep.Targets = []Target{
 		atLeast(fmt.Sprintf("edge ÷ direct Connect (JSON), calls/s at %d callers", c), 0.7, ratio(edge, rep.median(TargetDirectJSON, c, rate))),
+		atLeast(fmt.Sprintf("edge ÷ bare hop (Rhop), calls/s at %d callers", c), 0.9, ratio(edge, rep.median(TargetBareHop, c, rate))),
+		atLeast(fmt.Sprintf("memory_save through the edge ÷ Save direct, calls/s at %d callers", c), 0.85,
+			ratio(rep.median(TargetEdgeWrite, c, rate), rep.median(TargetDirectWrite, c, rate))),
 		atLeast(fmt.Sprintf("edge ÷ stock go-sdk server, calls/s at %d callers", c), 1.0, ratio(edge, rep.median(TargetStock, c, rate))),
 		atMost("CPU µs per tools/call, edge + services", 400, rep.median(TargetEdge, c, cpu("edge", "tasks", "agents"))),
 		atMost("tasks service CPU µs per Get through the edge", 150, rep.median(TargetEdge, c, cpu("tasks"))),
@@ -181,22 +204,16 @@ func (rep *Report) print(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tedge/stock µs\ttasks µs\tagents µs\tload gen µs\tedge/stock RSS MB (anon, file)\t")
+	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tfront µs\tservice µs\tagents µs\tload gen µs\tfront RSS MB (anon, file)\t")
 	for _, p := range rep.Phases {
-		front := "-"
-		rss := "-"
-		switch p.Target {
-		case TargetEdge, TargetStock:
-			name := "edge"
-			if p.Target == TargetStock {
-				name = "stock-sdk"
-			}
+		cpu, rss := "-", "-"
+		if name := front(p.Target); name != "" {
 			f := p.process(name)
-			front, rss = fmt.Sprintf("%.0f", f.CPUMicrosPerCall), f.memory()
+			cpu, rss = fmt.Sprintf("%.0f", f.CPUMicrosPerCall), f.memory()
 		}
 		r := p.Result
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%s\t%.0f\t%.0f\t%.0f\t%s\t\n", p.Target, r.Callers, r.CallsPerSecond, r.P50Ms, r.P99Ms,
-			p.LoadBefore, front, p.process("tasks").CPUMicrosPerCall, p.process("agents").CPUMicrosPerCall, p.process("load").CPUMicrosPerCall, rss)
+			p.LoadBefore, cpu, p.process(service(p.Target)).CPUMicrosPerCall, p.process("agents").CPUMicrosPerCall, p.process("load").CPUMicrosPerCall, rss)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

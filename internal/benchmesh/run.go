@@ -64,6 +64,13 @@ const (
 	TargetDirectJSON  = "direct-json"
 	TargetDirectProto = "direct-proto"
 	TargetStock       = "stock-sdk"
+	// TargetBareHop is the direct Connect (JSON) Get through a bare
+	// reverse proxy (Hop): the floor of any separate hop.
+	TargetBareHop = "bare-hop"
+	// TargetEdgeWrite is tools/call memory_save through the edge, and
+	// TargetDirectWrite the same Save straight to the memory service.
+	TargetEdgeWrite   = "edge-write"
+	TargetDirectWrite = "direct-write"
 )
 
 // Run builds the binaries, starts the mesh and the stock server, runs
@@ -137,17 +144,26 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	debugURLs := maps.Clone(m.debugURLs)
 	debugURLs["stock-sdk"] = stockDebug
 	defer stopProcess(stock)
-	procs := map[string]int{"edge": m.pids["edge"], "tasks": m.pids["tasks"], "stock-sdk": stock.Process.Pid}
+	hop, hopURL, err := startHop(ctx, filepath.Join(bins, "benchmesh"), m.tasksURL, filepath.Join(cfg.WorkDir, "hop.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer stopProcess(hop)
+	procs := map[string]int{"edge": m.pids["edge"], "tasks": m.pids["tasks"], "memory": m.pids["memory"], "stock-sdk": stock.Process.Pid, "bare-hop": hop.Process.Pid}
 	if pid := m.pids["agents"]; pid != 0 {
 		procs["agents"] = pid
 	}
 
-	urls := map[string]string{TargetEdge: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL}
+	urls := map[string]string{TargetEdge: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
+		TargetEdgeWrite: m.edgeURL, TargetDirectWrite: m.memoryURL}
 	specs := []phaseSpec{
 		{TargetDirectJSON, KindConnectJSON, cfg.Callers},
 		{TargetDirectProto, KindConnectProto, cfg.Callers},
+		{TargetBareHop, KindConnectJSON, cfg.Callers},
 		{TargetEdge, KindMCP, cfg.Callers},
 		{TargetStock, KindMCP, cfg.Callers},
+		{TargetDirectWrite, KindConnectJSONWrite, cfg.Callers},
+		{TargetEdgeWrite, KindMCPWrite, cfg.Callers},
 	}
 	if cfg.HeavyCallers > 0 {
 		specs = append(specs,
@@ -158,7 +174,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if len(cfg.Targets) > 0 {
 		for _, t := range cfg.Targets {
 			if _, ok := urls[t]; !ok {
-				return nil, fmt.Errorf("unknown target %q (targets: %s, %s, %s, %s)", t, TargetEdge, TargetDirectJSON, TargetDirectProto, TargetStock)
+				return nil, fmt.Errorf("unknown target %q (targets: %s)", t, strings.Join(slices.Sorted(maps.Keys(urls)), ", "))
 			}
 		}
 		specs = slices.DeleteFunc(specs, func(s phaseSpec) bool { return !slices.Contains(cfg.Targets, s.name) })

@@ -65,3 +65,36 @@ func TestOwnerAndAdminReadAnyWallet(t *testing.T) {
 		}
 	})
 }
+
+// TestWalletsListEveryWalletToThoseWhoOversee: the owner and admins list
+// every wallet, the most recently changed first, paged; another agent
+// only its own; a page beyond the rules is refused.
+func TestWalletsListEveryWalletToThoseWhoOversee(t *testing.T) {
+	servertest.EachProtocol(t, start, creditsv1connect.NewCreditsServiceClient, func(t *testing.T, c creditsv1connect.CreditsServiceClient) {
+		grant(t, c, "agent-a", 10, "inv-1")
+		grant(t, c, "agent-b", 500, "inv-2")
+		spend(t, c, "agent-a", 3, "job-1")
+		boss := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "boss", Agent: "boss", Roles: []string{mesh.RoleAdmin}}})
+		res, err := c.ListWallets(boss, &creditsv1.ListWalletsRequest{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GetWallets()) != 1 || res.GetPage().GetTotal() != 2 || res.GetPage().GetNextOffset() != 1 {
+			t.Fatalf("the first page = %v, page %v; want one of two wallets and a next page", res.GetWallets(), res.GetPage())
+		}
+		if w := res.GetWallets()[0]; w.GetWallet() != "agent-a" || w.GetBalance() != 7 || !w.GetLow() || w.GetUpdateTime() == nil {
+			t.Errorf("the most recently changed wallet = %v, want agent-a holding 7, low", w)
+		}
+		next, err := c.ListWallets(boss, &creditsv1.ListWalletsRequest{Offset: 1, Limit: 1})
+		if err != nil || len(next.GetWallets()) != 1 || next.GetWallets()[0].GetWallet() != "agent-b" || next.GetWallets()[0].GetLow() {
+			t.Errorf("the second page = %v (err %v), want agent-b, not low", next.GetWallets(), err)
+		}
+		own, err := c.ListWallets(as("agent-b"), &creditsv1.ListWalletsRequest{})
+		if err != nil || len(own.GetWallets()) != 1 || own.GetWallets()[0].GetWallet() != "agent-b" {
+			t.Errorf("agent-b lists %v (err %v), want only its own wallet", own.GetWallets(), err)
+		}
+		if _, err := c.ListWallets(boss, &creditsv1.ListWalletsRequest{Limit: 201}); servertest.Code(t, err) != connect.CodeInvalidArgument {
+			t.Errorf("a page of 201: code %v, want invalid_argument", connect.CodeOf(err))
+		}
+	})
+}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
@@ -30,7 +32,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	creditsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/credits/v1/creditsv1connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // defaultValue returns the value of a setting never set. The allowed ranges
@@ -122,6 +123,32 @@ func (s *Service) ListLedger(ctx context.Context, req *creditsv1.ListLedgerReque
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list ledger: %w", err))
 	}
 	return &creditsv1.ListLedgerResponse{Entries: entries, Page: paging.New(offset, limit, total)}, nil
+}
+
+// ListWallets implements CreditsService.ListWallets.
+func (s *Service) ListWallets(ctx context.Context, req *creditsv1.ListWalletsRequest) (*creditsv1.ListWalletsResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	only := agent
+	if mesh.FromContext(ctx).Caller.Oversees() {
+		only = ""
+	}
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	rows, total, err := s.store.Wallets(ctx, only, offset, limit)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list wallets: %w", err))
+	}
+	low, err := s.setting(ctx, creditsv1.ConfigKey_CONFIG_KEY_LOW_BALANCE_THRESHOLD)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*creditsv1.Wallet, len(rows))
+	for i, w := range rows {
+		out[i] = &creditsv1.Wallet{Wallet: w.Wallet, Balance: w.Balance, Low: w.Balance < low, UpdateTime: timestamppb.New(w.UpdateTime)}
+	}
+	return &creditsv1.ListWalletsResponse{Wallets: out, Page: paging.New(offset, limit, total)}, nil
 }
 
 // Grant implements CreditsService.Grant.

@@ -36,6 +36,9 @@ type Store interface {
 	// Ledger returns one page of the wallet's entries, newest first, and the
 	// total count.
 	Ledger(ctx context.Context, wallet string, offset, limit int) ([]*creditsv1.LedgerEntry, int, error)
+	// Wallets returns one page of the wallets, the most recently changed
+	// first, and the total count; only wallet's when wallet is not "".
+	Wallets(ctx context.Context, wallet string, offset, limit int) ([]Wallet, int, error)
 	// Settings returns the settings that were ever set.
 	Settings(ctx context.Context) ([]Setting, error)
 	// SetSetting stores s and returns the setting it replaced (ok false when
@@ -54,6 +57,13 @@ type Applied struct {
 	// FirstCallID is, on a replay, the idempotency key of the call that made
 	// the first entry ("" when it had none).
 	FirstCallID string
+}
+
+// Wallet is a wallet's row: its balance and when it last changed.
+type Wallet struct {
+	Wallet     string
+	Balance    int64
+	UpdateTime time.Time
 }
 
 // Setting is a stored credits setting.

@@ -93,7 +93,11 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInternal, err)
 			}
-			return &ghClient{gh: c, conn: tok.GetConnection()}, nil
+			conn := tok.GetConnection()
+			// Every use of an agent's connection is recorded, never its token.
+			s.log.InfoContext(ctx, "github.connection_used", "agent", agent, "provider", "github", "account", conn.GetAccount(),
+				"connection", conn.GetId(), "rpc", procedure(ctx))
+			return &ghClient{gh: c, conn: conn}, nil
 		}
 		if s.policy == PolicyPerAgent || s.shared == nil {
 			return nil, s.askToLink(agent, res.GetNotLinked())
@@ -104,6 +108,14 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 			"(and TOOLMESH_GITHUB_URL for GitHub Enterprise Server) for the github service"))
 	}
 	return &ghClient{gh: s.shared}, nil
+}
+
+// procedure names the RPC being served ("/toolmesh.github.v1.GitHubService/GetRepo").
+func procedure(ctx context.Context) string {
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return info.Spec().Procedure
+	}
+	return ""
 }
 
 // askToLink answers a call whose agent has no usable GitHub connection:

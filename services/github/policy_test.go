@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/toolmesh/toolmesh/internal/logging"
+	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -61,10 +64,15 @@ var self = mesh.Caller{Subject: "toolmesh-github", Agent: "toolmesh-github", Rol
 
 func policyClient(t *testing.T, f *fakeGitHub, conns *fakeConnections, policy github.Policy, shared string) githubv1connect.GitHubServiceClient {
 	t.Helper()
+	return policyClientLogged(t, f, conns, policy, shared, &logtest.Buffer{})
+}
+
+func policyClientLogged(t *testing.T, f *fakeGitHub, conns *fakeConnections, policy github.Policy, shared string, logs *logtest.Buffer) githubv1connect.GitHubServiceClient {
+	t.Helper()
 	srv := servertest.Start(t, server.Register(connectionsv1connect.ConnectionsServiceName, connectionsv1connect.ConnectionsServiceHandler(conns),
 		connectionsv1connect.NewConnectionsServiceHandler, connectionsv1.RegisterConnectionsServiceHandler))
 	cc := meshclient.New(meshclient.Config{HTTP: srv.Client(), Signer: servertest.MeshSigner()}, connectionsv1connect.NewConnectionsServiceClient, srv.URL)
-	s, err := github.New(github.Config{Token: shared, BaseURL: f.srv.URL, Egress: loopback, Policy: policy,
+	s, err := github.New(github.Config{Token: shared, BaseURL: f.srv.URL, Egress: loopback, Policy: policy, Log: logging.New(logs, slog.LevelInfo),
 		Connections: github.Connections{Client: cc, Self: self, LinkURL: linkURL}})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +91,8 @@ func getRepo(c githubv1connect.GitHubServiceClient, agent string) error {
 func TestPerAgentActsAsEachAgent(t *testing.T) {
 	f := newFake(t)
 	conns := &fakeConnections{tokens: map[string]string{"agent-a": "gho_tokenOfA", "agent-b": "gho_tokenOfB"}}
-	c := policyClient(t, f, conns, github.PolicyPerAgent, token)
+	logs := &logtest.Buffer{}
+	c := policyClientLogged(t, f, conns, github.PolicyPerAgent, token, logs)
 	for _, agent := range []string{"agent-a", "agent-b", "agent-a"} {
 		if err := getRepo(c, agent); err != nil {
 			t.Fatalf("GetRepo as %s: %v", agent, err)
@@ -113,6 +122,13 @@ func TestPerAgentActsAsEachAgent(t *testing.T) {
 	}
 	if f.count() != before {
 		t.Errorf("GitHub got %d requests for calls of an agent without a connection, want none", f.count()-before)
+	}
+	used := logs.Events("github.connection_used")
+	if len(used) != 3 || used[0]["agent"] != "agent-a" || used[0]["account"] != "octo-agent-a" || used[0]["rpc"] != githubv1connect.GitHubServiceGetRepoProcedure {
+		t.Errorf("connection uses logged: %v; want one event per call naming agent, account and RPC", used)
+	}
+	if strings.Contains(logs.String(), "gho_tokenOf") {
+		t.Error("a token is in the logs")
 	}
 }
 

@@ -81,6 +81,68 @@ func eventsRecorded(ctx context.Context, in Input, t *tally) error {
 	return nil
 }
 
+// webhooksOwed: each webhook subscription's cursor lies within the event
+// log (no event can have been skipped that was not yet recorded), and each
+// delivery its receiver acknowledged above the cursor is an event of the
+// subscription's type still in the log (or pruned); one at or below the
+// cursor says nothing the cursor does not. Whether the receiver
+// got each event is the chaos run's subscriber's to check: the databases
+// hold the mesh's side.
+func webhooksOwed(ctx context.Context, in Input, t *tally) error {
+	var newest, pruned int64
+	if err := in.EventLog.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&newest); err != nil {
+		return fmt.Errorf("read the event log: %w", err)
+	}
+	if err := in.EventLog.QueryRow(ctx, `SELECT pruned_through FROM events_log WHERE id = 1`).Scan(&pruned); err != nil {
+		return fmt.Errorf("read the event log's retention: %w", err)
+	}
+	end := max(newest, pruned)
+	type sub struct {
+		name   string
+		cursor int64
+	}
+	subs := map[string]sub{}
+	err := rowsOf(ctx, in.EventLog, `SELECT id, name, cursor, create_ms FROM subscriptions ORDER BY create_ms`, func(s sqldb.Scanner) error {
+		var id string
+		var x sub
+		var created int64
+		if err := s.Scan(&id, &x.name, &x.cursor, &created); err != nil {
+			return err
+		}
+		t.items++
+		subs[id] = x
+		if x.cursor > end {
+			t.broke(id, msTime(created), fmt.Sprintf("subscription %s (%s): its cursor %d is past the event log's last event %d", id, x.name, x.cursor, end))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read subscriptions: %w", err)
+	}
+	return rowsOf(ctx, in.EventLog, `SELECT d.subscription_id, d.seq, COALESCE(e.name, '') FROM subscription_deliveries d
+		LEFT JOIN events e ON e.seq = d.seq ORDER BY d.subscription_id, d.seq`, func(s sqldb.Scanner) error {
+		var id, name string
+		var seq int64
+		if err := s.Scan(&id, &seq, &name); err != nil {
+			return err
+		}
+		t.items++
+		x, ok := subs[id]
+		switch {
+		case !ok:
+			t.broke(id, msTime(0), fmt.Sprintf("a delivery of event %d acknowledged for subscription %s, which does not exist", seq, id))
+		case seq <= x.cursor:
+			// Left by an attempt that outlived its turn (a frozen worker
+			// thawed): the cursor tells already.
+		case name == "" && seq > pruned:
+			t.broke(id, msTime(0), fmt.Sprintf("subscription %s: acknowledged event %d is not in the event log", id, seq))
+		case name != "" && name != x.name:
+			t.broke(id, msTime(0), fmt.Sprintf("subscription %s (%s): acknowledged event %d is a %s", id, x.name, seq, name))
+		}
+		return nil
+	})
+}
+
 // rowsOf runs query on db and hands each row to scan.
 func rowsOf(ctx context.Context, db *sqldb.DB, query string, scan func(sqldb.Scanner) error, args ...any) error {
 	rows, err := db.Query(ctx, query, args...)

@@ -1,6 +1,8 @@
 package invariants_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +48,48 @@ func TestEventsRecorded(t *testing.T) {
 	// Without the event log, the check is skipped.
 	if res, _ := check(t, invariants.Input{DBs: invariants.DBs{Owner: ownerDB}}); !res.Held() {
 		t.Errorf("without the event log: %+v", res.Violations)
+	}
+}
+
+// TestWebhooksOwed: subscriptions whose cursors lie within the log and
+// whose acknowledged deliveries are their own later events hold; a cursor
+// past the log's end, a delivery of another type's event, or one of no
+// subscription is caught.
+func TestWebhooksOwed(t *testing.T) {
+	logDB := sqldbtest.Open(t, t.TempDir()+"/eventlog.db")
+	sqldbtest.OpenStore(t, logDB, eventlogstore.Open)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := logDB.Exec(t.Context(), q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range []string{"ask.created", "ask.answered", "ask.created"} {
+		exec(`INSERT INTO events (event_id, name, agent_id, payload, data, time_ms, record_ms) VALUES (?, ?, 'a', ?, '{}', 1, 1)`,
+			fmt.Sprintf("ev-%d", i), name, []byte{})
+	}
+	subscribe := func(id, name string, cursor int64) {
+		exec(`INSERT INTO subscriptions (id, principal, subject, agent_id, roles, grants, name, arguments, url, secret, prev_until_ms, cursor,
+			start_truncated, expire_ms, create_ms, update_ms, ended_ms, end_reason, last_delivery_ms, last_error, failed_since_ms)
+			VALUES (?, 'p', 's', 'a', '', '', ?, '{}', 'https://hooks.example/h', ?, 0, ?, false, 0, 1, 1, 0, '', 0, '', 0)`, id, name, []byte{1}, cursor)
+	}
+	subscribe("sub-1", "ask.created", 1)
+	exec(`INSERT INTO subscription_deliveries (subscription_id, seq) VALUES ('sub-1', 3), ('sub-1', 1)`)
+	in := invariants.Input{DBs: invariants.DBs{EventLog: logDB}}
+	if res, out := check(t, in); !res.Held() {
+		t.Fatalf("consistent subscriptions were reported:\n%s", out)
+	}
+	subscribe("sub-2", "ask.answered", 9)
+	exec(`INSERT INTO subscription_deliveries (subscription_id, seq) VALUES ('sub-1', 2), ('sub-9', 3)`)
+	res, out := check(t, in)
+	var keys []string
+	for _, v := range res.Violations {
+		if v.Invariant == invariants.WebhooksOwed {
+			keys = append(keys, v.Key)
+		}
+	}
+	if len(keys) != 3 || !strings.Contains(out, "past the event log's last event 3") || !strings.Contains(out, "is a ask.answered") ||
+		!strings.Contains(out, "which does not exist") {
+		t.Errorf("violations %v, want the cursor past the end, another type's event and an unknown subscription:\n%s", keys, out)
 	}
 }

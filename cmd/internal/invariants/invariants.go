@@ -90,6 +90,11 @@ const (
 	WorkflowRunsEnd = "workflow runs ended or wait with a future deadline"
 	A2ALogsWhole    = "A2A task event logs whole, ending in the task's status"
 	EventsRecorded  = "every change's event in its outbox or the event log"
+	// WebhooksOwed: a subscription's cursor marks every event at or before
+	// it delivered (or given up) and every later one of its type pending;
+	// so each cursor lies within the log, and each acknowledged delivery
+	// is one of the subscription's events after its cursor.
+	WebhooksOwed = "every recorded event delivered or pending for its webhook subscriptions"
 )
 
 // Check runs every invariant whose database is given.
@@ -109,6 +114,7 @@ func Check(ctx context.Context, in Input) (Result, error) {
 		{WorkflowRunsEnd, in.Workflows, runsEnded},
 		{A2ALogsWhole, in.RemoteAgents, a2aLogs},
 		{EventsRecorded, in.EventLog, eventsRecorded},
+		{WebhooksOwed, in.EventLog, webhooksOwed},
 	}
 	for _, s := range steps {
 		if s.db == nil {

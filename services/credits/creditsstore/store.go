@@ -198,6 +198,23 @@ func (s *Store) Ledger(ctx context.Context, wallet string, offset, limit int) ([
 		Where: `wallet = ?`, Args: []any{wallet}, OrderBy: `seq DESC`}, offset, limit, scan)
 }
 
+// Wallets implements credits.Store.
+func (s *Store) Wallets(ctx context.Context, wallet string, offset, limit int) ([]credits.Wallet, int, error) {
+	q := sqldb.ListQuery{What: "wallets", Columns: `wallet, balance, update_ms`, From: `credit_wallets`, OrderBy: `update_ms DESC, wallet`}
+	if wallet != "" {
+		q.And(`wallet = ?`, wallet)
+	}
+	return sqldb.Page(ctx, s.db, q, offset, limit, func(r sqldb.Scanner) (credits.Wallet, error) {
+		var w credits.Wallet
+		var ms int64
+		if err := r.Scan(&w.Wallet, &w.Balance, &ms); err != nil {
+			return w, err
+		}
+		w.UpdateTime = time.UnixMilli(ms).UTC()
+		return w, nil
+	})
+}
+
 // Settings implements credits.Store.
 func (s *Store) Settings(ctx context.Context) ([]credits.Setting, error) {
 	return sqldb.All(ctx, s.db, "read settings", scanSetting, `SELECT `+settingColumns+` FROM credit_config ORDER BY config_key`)

@@ -565,6 +565,187 @@ func (x *ListLedgerResponse) GetPage() *v1.Page {
 	return nil
 }
 
+type ListWalletsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the first wallet to return (0 for the first page).
+	Offset int32 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Page size, 1 to 200; 50 when omitted or 0.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWalletsRequest) Reset() {
+	*x = ListWalletsRequest{}
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWalletsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWalletsRequest) ProtoMessage() {}
+
+func (x *ListWalletsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWalletsRequest.ProtoReflect.Descriptor instead.
+func (*ListWalletsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListWalletsRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ListWalletsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Wallet is one agent's wallet.
+type Wallet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The wallet: its agent's id.
+	Wallet string `protobuf:"bytes,1,opt,name=wallet,proto3" json:"wallet,omitempty"`
+	// Credits it holds; never negative.
+	Balance int64 `protobuf:"varint,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	// True when the balance is under the low-balance threshold.
+	Low bool `protobuf:"varint,3,opt,name=low,proto3" json:"low,omitempty"`
+	// When its balance last changed.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wallet) Reset() {
+	*x = Wallet{}
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wallet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wallet) ProtoMessage() {}
+
+func (x *Wallet) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wallet.ProtoReflect.Descriptor instead.
+func (*Wallet) Descriptor() ([]byte, []int) {
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Wallet) GetWallet() string {
+	if x != nil {
+		return x.Wallet
+	}
+	return ""
+}
+
+func (x *Wallet) GetBalance() int64 {
+	if x != nil {
+		return x.Balance
+	}
+	return 0
+}
+
+func (x *Wallet) GetLow() bool {
+	if x != nil {
+		return x.Low
+	}
+	return false
+}
+
+func (x *Wallet) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+type ListWalletsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The wallets on this page, the most recently changed first.
+	Wallets []*Wallet `protobuf:"bytes,1,rep,name=wallets,proto3" json:"wallets,omitempty"`
+	// Which page this is.
+	Page          *v1.Page `protobuf:"bytes,2,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWalletsResponse) Reset() {
+	*x = ListWalletsResponse{}
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWalletsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWalletsResponse) ProtoMessage() {}
+
+func (x *ListWalletsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWalletsResponse.ProtoReflect.Descriptor instead.
+func (*ListWalletsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListWalletsResponse) GetWallets() []*Wallet {
+	if x != nil {
+		return x.Wallets
+	}
+	return nil
+}
+
+func (x *ListWalletsResponse) GetPage() *v1.Page {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
 type GrantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The wallet to credit: an agent id (e.g. "agent-7").
@@ -584,7 +765,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[6]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +777,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[6]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +790,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{6}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GrantRequest) GetWallet() string {
@@ -650,7 +831,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[7]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +843,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[7]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +856,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{7}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GrantResponse) GetEntry() *LedgerEntry {
@@ -701,7 +882,7 @@ type SpendRequest struct {
 
 func (x *SpendRequest) Reset() {
 	*x = SpendRequest{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[8]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +894,7 @@ func (x *SpendRequest) String() string {
 func (*SpendRequest) ProtoMessage() {}
 
 func (x *SpendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[8]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +907,7 @@ func (x *SpendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendRequest.ProtoReflect.Descriptor instead.
 func (*SpendRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{8}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SpendRequest) GetAmount() int64 {
@@ -760,7 +941,7 @@ type SpendResponse struct {
 
 func (x *SpendResponse) Reset() {
 	*x = SpendResponse{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[9]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +953,7 @@ func (x *SpendResponse) String() string {
 func (*SpendResponse) ProtoMessage() {}
 
 func (x *SpendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[9]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +966,7 @@ func (x *SpendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendResponse.ProtoReflect.Descriptor instead.
 func (*SpendResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{9}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SpendResponse) GetEntry() *LedgerEntry {
@@ -805,7 +986,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[10]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +998,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[10]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1011,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetConfigRequest) GetKey() ConfigKey {
@@ -850,7 +1031,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[11]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1043,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[11]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1056,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetConfigResponse) GetEntries() []*ConfigEntry {
@@ -899,7 +1080,7 @@ type SetConfigRequest struct {
 
 func (x *SetConfigRequest) Reset() {
 	*x = SetConfigRequest{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[12]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1092,7 @@ func (x *SetConfigRequest) String() string {
 func (*SetConfigRequest) ProtoMessage() {}
 
 func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[12]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1105,7 @@ func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetConfigRequest) GetKey() ConfigKey {
@@ -953,7 +1134,7 @@ type SetConfigResponse struct {
 
 func (x *SetConfigResponse) Reset() {
 	*x = SetConfigResponse{}
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[13]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1146,7 @@ func (x *SetConfigResponse) String() string {
 func (*SetConfigResponse) ProtoMessage() {}
 
 func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[13]
+	mi := &file_toolmesh_credits_v1_credits_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1159,7 @@ func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_credits_v1_credits_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetConfigResponse) GetEntry() *ConfigEntry {
@@ -1032,6 +1213,19 @@ const file_toolmesh_credits_v1_credits_proto_rawDesc = "" +
 	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"|\n" +
 	"\x12ListLedgerResponse\x12:\n" +
 	"\aentries\x18\x01 \x03(\v2 .toolmesh.credits.v1.LedgerEntryR\aentries\x12*\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"[\n" +
+	"\x12ListWalletsRequest\x12#\n" +
+	"\x06offset\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"\x89\x01\n" +
+	"\x06Wallet\x12\x16\n" +
+	"\x06wallet\x18\x01 \x01(\tR\x06wallet\x12\x18\n" +
+	"\abalance\x18\x02 \x01(\x03R\abalance\x12\x10\n" +
+	"\x03low\x18\x03 \x01(\bR\x03low\x12;\n" +
+	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"x\n" +
+	"\x13ListWalletsResponse\x125\n" +
+	"\awallets\x18\x01 \x03(\v2\x1b.toolmesh.credits.v1.WalletR\awallets\x12*\n" +
 	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\xdf\x01\n" +
 	"\fGrantRequest\x129\n" +
 	"\x06wallet\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x06wallet\x12)\n" +
@@ -1067,14 +1261,16 @@ const file_toolmesh_credits_v1_credits_proto_rawDesc = "" +
 	"\x16CONFIG_KEY_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCONFIG_KEY_MAX_GRANT_AMOUNT\x10\x01\x12\x1f\n" +
 	"\x1bCONFIG_KEY_MAX_SPEND_AMOUNT\x10\x02\x12$\n" +
-	" CONFIG_KEY_LOW_BALANCE_THRESHOLD\x10\x032\xa2\x06\n" +
+	" CONFIG_KEY_LOW_BALANCE_THRESHOLD\x10\x032\xaf\a\n" +
 	"\x0eCreditsService\x12\x8e\x01\n" +
 	"\n" +
 	"GetBalance\x12&.toolmesh.credits.v1.GetBalanceRequest\x1a'.toolmesh.credits.v1.GetBalanceResponse\"/\xc2\xf3\x18(\n" +
 	"\x0fcredits_balance\x12\x13Show credit balance\x18\x01\x90\x02\x01\x12\x8c\x01\n" +
 	"\n" +
 	"ListLedger\x12&.toolmesh.credits.v1.ListLedgerRequest\x1a'.toolmesh.credits.v1.ListLedgerResponse\"-\xc2\xf3\x18&\n" +
-	"\x0ecredits_ledger\x12\x12List credit ledger\x18\x01\x90\x02\x01\x12v\n" +
+	"\x0ecredits_ledger\x12\x12List credit ledger\x18\x01\x90\x02\x01\x12\x8a\x01\n" +
+	"\vListWallets\x12'.toolmesh.credits.v1.ListWalletsRequest\x1a(.toolmesh.credits.v1.ListWalletsResponse\"(\xc2\xf3\x18!\n" +
+	"\x0fcredits_wallets\x12\fList wallets\x18\x01\x90\x02\x01\x12v\n" +
 	"\x05Grant\x12!.toolmesh.credits.v1.GrantRequest\x1a\".toolmesh.credits.v1.GrantResponse\"&\xc2\xf3\x18\"\n" +
 	"\rcredits_grant\x12\rGrant credits\x18\x03 \x01\x12P\n" +
 	"\x05Spend\x12!.toolmesh.credits.v1.SpendRequest\x1a\".toolmesh.credits.v1.SpendResponse\"\x00\x12\x92\x01\n" +
@@ -1096,7 +1292,7 @@ func file_toolmesh_credits_v1_credits_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_credits_v1_credits_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_credits_v1_credits_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_toolmesh_credits_v1_credits_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolmesh_credits_v1_credits_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: toolmesh.credits.v1.EntryKind
 	(ConfigKey)(0),                // 1: toolmesh.credits.v1.ConfigKey
@@ -1106,47 +1302,55 @@ var file_toolmesh_credits_v1_credits_proto_goTypes = []any{
 	(*GetBalanceResponse)(nil),    // 5: toolmesh.credits.v1.GetBalanceResponse
 	(*ListLedgerRequest)(nil),     // 6: toolmesh.credits.v1.ListLedgerRequest
 	(*ListLedgerResponse)(nil),    // 7: toolmesh.credits.v1.ListLedgerResponse
-	(*GrantRequest)(nil),          // 8: toolmesh.credits.v1.GrantRequest
-	(*GrantResponse)(nil),         // 9: toolmesh.credits.v1.GrantResponse
-	(*SpendRequest)(nil),          // 10: toolmesh.credits.v1.SpendRequest
-	(*SpendResponse)(nil),         // 11: toolmesh.credits.v1.SpendResponse
-	(*GetConfigRequest)(nil),      // 12: toolmesh.credits.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),     // 13: toolmesh.credits.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),      // 14: toolmesh.credits.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),     // 15: toolmesh.credits.v1.SetConfigResponse
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*v1.Page)(nil),               // 17: toolmesh.page.v1.Page
+	(*ListWalletsRequest)(nil),    // 8: toolmesh.credits.v1.ListWalletsRequest
+	(*Wallet)(nil),                // 9: toolmesh.credits.v1.Wallet
+	(*ListWalletsResponse)(nil),   // 10: toolmesh.credits.v1.ListWalletsResponse
+	(*GrantRequest)(nil),          // 11: toolmesh.credits.v1.GrantRequest
+	(*GrantResponse)(nil),         // 12: toolmesh.credits.v1.GrantResponse
+	(*SpendRequest)(nil),          // 13: toolmesh.credits.v1.SpendRequest
+	(*SpendResponse)(nil),         // 14: toolmesh.credits.v1.SpendResponse
+	(*GetConfigRequest)(nil),      // 15: toolmesh.credits.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),     // 16: toolmesh.credits.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),      // 17: toolmesh.credits.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),     // 18: toolmesh.credits.v1.SetConfigResponse
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*v1.Page)(nil),               // 20: toolmesh.page.v1.Page
 }
 var file_toolmesh_credits_v1_credits_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.credits.v1.LedgerEntry.kind:type_name -> toolmesh.credits.v1.EntryKind
-	16, // 1: toolmesh.credits.v1.LedgerEntry.create_time:type_name -> google.protobuf.Timestamp
+	19, // 1: toolmesh.credits.v1.LedgerEntry.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: toolmesh.credits.v1.ConfigEntry.key:type_name -> toolmesh.credits.v1.ConfigKey
-	16, // 3: toolmesh.credits.v1.ConfigEntry.update_time:type_name -> google.protobuf.Timestamp
+	19, // 3: toolmesh.credits.v1.ConfigEntry.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 4: toolmesh.credits.v1.ListLedgerResponse.entries:type_name -> toolmesh.credits.v1.LedgerEntry
-	17, // 5: toolmesh.credits.v1.ListLedgerResponse.page:type_name -> toolmesh.page.v1.Page
-	2,  // 6: toolmesh.credits.v1.GrantResponse.entry:type_name -> toolmesh.credits.v1.LedgerEntry
-	2,  // 7: toolmesh.credits.v1.SpendResponse.entry:type_name -> toolmesh.credits.v1.LedgerEntry
-	1,  // 8: toolmesh.credits.v1.GetConfigRequest.key:type_name -> toolmesh.credits.v1.ConfigKey
-	3,  // 9: toolmesh.credits.v1.GetConfigResponse.entries:type_name -> toolmesh.credits.v1.ConfigEntry
-	1,  // 10: toolmesh.credits.v1.SetConfigRequest.key:type_name -> toolmesh.credits.v1.ConfigKey
-	3,  // 11: toolmesh.credits.v1.SetConfigResponse.entry:type_name -> toolmesh.credits.v1.ConfigEntry
-	4,  // 12: toolmesh.credits.v1.CreditsService.GetBalance:input_type -> toolmesh.credits.v1.GetBalanceRequest
-	6,  // 13: toolmesh.credits.v1.CreditsService.ListLedger:input_type -> toolmesh.credits.v1.ListLedgerRequest
-	8,  // 14: toolmesh.credits.v1.CreditsService.Grant:input_type -> toolmesh.credits.v1.GrantRequest
-	10, // 15: toolmesh.credits.v1.CreditsService.Spend:input_type -> toolmesh.credits.v1.SpendRequest
-	12, // 16: toolmesh.credits.v1.CreditsService.GetConfig:input_type -> toolmesh.credits.v1.GetConfigRequest
-	14, // 17: toolmesh.credits.v1.CreditsService.SetConfig:input_type -> toolmesh.credits.v1.SetConfigRequest
-	5,  // 18: toolmesh.credits.v1.CreditsService.GetBalance:output_type -> toolmesh.credits.v1.GetBalanceResponse
-	7,  // 19: toolmesh.credits.v1.CreditsService.ListLedger:output_type -> toolmesh.credits.v1.ListLedgerResponse
-	9,  // 20: toolmesh.credits.v1.CreditsService.Grant:output_type -> toolmesh.credits.v1.GrantResponse
-	11, // 21: toolmesh.credits.v1.CreditsService.Spend:output_type -> toolmesh.credits.v1.SpendResponse
-	13, // 22: toolmesh.credits.v1.CreditsService.GetConfig:output_type -> toolmesh.credits.v1.GetConfigResponse
-	15, // 23: toolmesh.credits.v1.CreditsService.SetConfig:output_type -> toolmesh.credits.v1.SetConfigResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 5: toolmesh.credits.v1.ListLedgerResponse.page:type_name -> toolmesh.page.v1.Page
+	19, // 6: toolmesh.credits.v1.Wallet.update_time:type_name -> google.protobuf.Timestamp
+	9,  // 7: toolmesh.credits.v1.ListWalletsResponse.wallets:type_name -> toolmesh.credits.v1.Wallet
+	20, // 8: toolmesh.credits.v1.ListWalletsResponse.page:type_name -> toolmesh.page.v1.Page
+	2,  // 9: toolmesh.credits.v1.GrantResponse.entry:type_name -> toolmesh.credits.v1.LedgerEntry
+	2,  // 10: toolmesh.credits.v1.SpendResponse.entry:type_name -> toolmesh.credits.v1.LedgerEntry
+	1,  // 11: toolmesh.credits.v1.GetConfigRequest.key:type_name -> toolmesh.credits.v1.ConfigKey
+	3,  // 12: toolmesh.credits.v1.GetConfigResponse.entries:type_name -> toolmesh.credits.v1.ConfigEntry
+	1,  // 13: toolmesh.credits.v1.SetConfigRequest.key:type_name -> toolmesh.credits.v1.ConfigKey
+	3,  // 14: toolmesh.credits.v1.SetConfigResponse.entry:type_name -> toolmesh.credits.v1.ConfigEntry
+	4,  // 15: toolmesh.credits.v1.CreditsService.GetBalance:input_type -> toolmesh.credits.v1.GetBalanceRequest
+	6,  // 16: toolmesh.credits.v1.CreditsService.ListLedger:input_type -> toolmesh.credits.v1.ListLedgerRequest
+	8,  // 17: toolmesh.credits.v1.CreditsService.ListWallets:input_type -> toolmesh.credits.v1.ListWalletsRequest
+	11, // 18: toolmesh.credits.v1.CreditsService.Grant:input_type -> toolmesh.credits.v1.GrantRequest
+	13, // 19: toolmesh.credits.v1.CreditsService.Spend:input_type -> toolmesh.credits.v1.SpendRequest
+	15, // 20: toolmesh.credits.v1.CreditsService.GetConfig:input_type -> toolmesh.credits.v1.GetConfigRequest
+	17, // 21: toolmesh.credits.v1.CreditsService.SetConfig:input_type -> toolmesh.credits.v1.SetConfigRequest
+	5,  // 22: toolmesh.credits.v1.CreditsService.GetBalance:output_type -> toolmesh.credits.v1.GetBalanceResponse
+	7,  // 23: toolmesh.credits.v1.CreditsService.ListLedger:output_type -> toolmesh.credits.v1.ListLedgerResponse
+	10, // 24: toolmesh.credits.v1.CreditsService.ListWallets:output_type -> toolmesh.credits.v1.ListWalletsResponse
+	12, // 25: toolmesh.credits.v1.CreditsService.Grant:output_type -> toolmesh.credits.v1.GrantResponse
+	14, // 26: toolmesh.credits.v1.CreditsService.Spend:output_type -> toolmesh.credits.v1.SpendResponse
+	16, // 27: toolmesh.credits.v1.CreditsService.GetConfig:output_type -> toolmesh.credits.v1.GetConfigResponse
+	18, // 28: toolmesh.credits.v1.CreditsService.SetConfig:output_type -> toolmesh.credits.v1.SetConfigResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_credits_v1_credits_proto_init() }
@@ -1160,7 +1364,7 @@ func file_toolmesh_credits_v1_credits_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_credits_v1_credits_proto_rawDesc), len(file_toolmesh_credits_v1_credits_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

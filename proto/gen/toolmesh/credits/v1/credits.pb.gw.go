@@ -105,6 +105,41 @@ func local_request_CreditsService_ListLedger_0(ctx context.Context, marshaler ru
 	return msg, metadata, err
 }
 
+var filter_CreditsService_ListWallets_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_CreditsService_ListWallets_0(ctx context.Context, marshaler runtime.Marshaler, client CreditsServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListWalletsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CreditsService_ListWallets_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListWallets(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CreditsService_ListWallets_0(ctx context.Context, marshaler runtime.Marshaler, server CreditsServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListWalletsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CreditsService_ListWallets_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListWallets(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_CreditsService_Grant_0(ctx context.Context, marshaler runtime.Marshaler, client CreditsServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq GrantRequest
@@ -267,6 +302,26 @@ func RegisterCreditsServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 		}
 		forward_CreditsService_ListLedger_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_CreditsService_ListWallets_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/toolmesh.credits.v1.CreditsService/ListWallets", runtime.WithHTTPPathPattern("/v1/credits/wallets"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CreditsService_ListWallets_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CreditsService_ListWallets_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_CreditsService_Grant_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -421,6 +476,23 @@ func RegisterCreditsServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 		}
 		forward_CreditsService_ListLedger_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_CreditsService_ListWallets_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/toolmesh.credits.v1.CreditsService/ListWallets", runtime.WithHTTPPathPattern("/v1/credits/wallets"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CreditsService_ListWallets_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CreditsService_ListWallets_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_CreditsService_Grant_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -493,19 +565,21 @@ func RegisterCreditsServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 }
 
 var (
-	pattern_CreditsService_GetBalance_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "balance"}, ""))
-	pattern_CreditsService_ListLedger_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "ledger"}, ""))
-	pattern_CreditsService_Grant_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "grants"}, ""))
-	pattern_CreditsService_Spend_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "spends"}, ""))
-	pattern_CreditsService_GetConfig_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "config"}, ""))
-	pattern_CreditsService_SetConfig_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "config"}, ""))
+	pattern_CreditsService_GetBalance_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "balance"}, ""))
+	pattern_CreditsService_ListLedger_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "ledger"}, ""))
+	pattern_CreditsService_ListWallets_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "wallets"}, ""))
+	pattern_CreditsService_Grant_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "grants"}, ""))
+	pattern_CreditsService_Spend_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "spends"}, ""))
+	pattern_CreditsService_GetConfig_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "config"}, ""))
+	pattern_CreditsService_SetConfig_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "credits", "config"}, ""))
 )
 
 var (
-	forward_CreditsService_GetBalance_0 = runtime.ForwardResponseMessage
-	forward_CreditsService_ListLedger_0 = runtime.ForwardResponseMessage
-	forward_CreditsService_Grant_0      = runtime.ForwardResponseMessage
-	forward_CreditsService_Spend_0      = runtime.ForwardResponseMessage
-	forward_CreditsService_GetConfig_0  = runtime.ForwardResponseMessage
-	forward_CreditsService_SetConfig_0  = runtime.ForwardResponseMessage
+	forward_CreditsService_GetBalance_0  = runtime.ForwardResponseMessage
+	forward_CreditsService_ListLedger_0  = runtime.ForwardResponseMessage
+	forward_CreditsService_ListWallets_0 = runtime.ForwardResponseMessage
+	forward_CreditsService_Grant_0       = runtime.ForwardResponseMessage
+	forward_CreditsService_Spend_0       = runtime.ForwardResponseMessage
+	forward_CreditsService_GetConfig_0   = runtime.ForwardResponseMessage
+	forward_CreditsService_SetConfig_0   = runtime.ForwardResponseMessage
 )

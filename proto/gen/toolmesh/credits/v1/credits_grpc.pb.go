@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CreditsService_GetBalance_FullMethodName = "/toolmesh.credits.v1.CreditsService/GetBalance"
-	CreditsService_ListLedger_FullMethodName = "/toolmesh.credits.v1.CreditsService/ListLedger"
-	CreditsService_Grant_FullMethodName      = "/toolmesh.credits.v1.CreditsService/Grant"
-	CreditsService_Spend_FullMethodName      = "/toolmesh.credits.v1.CreditsService/Spend"
-	CreditsService_GetConfig_FullMethodName  = "/toolmesh.credits.v1.CreditsService/GetConfig"
-	CreditsService_SetConfig_FullMethodName  = "/toolmesh.credits.v1.CreditsService/SetConfig"
+	CreditsService_GetBalance_FullMethodName  = "/toolmesh.credits.v1.CreditsService/GetBalance"
+	CreditsService_ListLedger_FullMethodName  = "/toolmesh.credits.v1.CreditsService/ListLedger"
+	CreditsService_ListWallets_FullMethodName = "/toolmesh.credits.v1.CreditsService/ListWallets"
+	CreditsService_Grant_FullMethodName       = "/toolmesh.credits.v1.CreditsService/Grant"
+	CreditsService_Spend_FullMethodName       = "/toolmesh.credits.v1.CreditsService/Spend"
+	CreditsService_GetConfig_FullMethodName   = "/toolmesh.credits.v1.CreditsService/GetConfig"
+	CreditsService_SetConfig_FullMethodName   = "/toolmesh.credits.v1.CreditsService/SetConfig"
 )
 
 // CreditsServiceClient is the client API for CreditsService service.
@@ -56,6 +57,12 @@ type CreditsServiceClient interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(ctx context.Context, in *ListLedgerRequest, opts ...grpc.CallOption) (*ListLedgerResponse, error)
+	// List the wallets with their balances, the most recently changed first.
+	// The owner and admins see every wallet; any other agent only its own (a
+	// list of at most one). A wallet exists once something was granted to or
+	// spent from it. low is true when a balance is under the configured
+	// low-balance threshold. Results are paginated with offset and limit.
+	ListWallets(ctx context.Context, in *ListWalletsRequest, opts ...grpc.CallOption) (*ListWalletsResponse, error)
 	// Give an agent credits: add them to its wallet (admin). reference names
 	// the grant, for example an invoice or ticket id, and makes it safe to
 	// retry: a grant repeated with the same reference and the same arguments
@@ -108,6 +115,16 @@ func (c *creditsServiceClient) ListLedger(ctx context.Context, in *ListLedgerReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListLedgerResponse)
 	err := c.cc.Invoke(ctx, CreditsService_ListLedger_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *creditsServiceClient) ListWallets(ctx context.Context, in *ListWalletsRequest, opts ...grpc.CallOption) (*ListWalletsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWalletsResponse)
+	err := c.cc.Invoke(ctx, CreditsService_ListWallets_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +196,12 @@ type CreditsServiceServer interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *ListLedgerRequest) (*ListLedgerResponse, error)
+	// List the wallets with their balances, the most recently changed first.
+	// The owner and admins see every wallet; any other agent only its own (a
+	// list of at most one). A wallet exists once something was granted to or
+	// spent from it. low is true when a balance is under the configured
+	// low-balance threshold. Results are paginated with offset and limit.
+	ListWallets(context.Context, *ListWalletsRequest) (*ListWalletsResponse, error)
 	// Give an agent credits: add them to its wallet (admin). reference names
 	// the grant, for example an invoice or ticket id, and makes it safe to
 	// retry: a grant repeated with the same reference and the same arguments
@@ -222,6 +245,9 @@ func (UnimplementedCreditsServiceServer) GetBalance(context.Context, *GetBalance
 }
 func (UnimplementedCreditsServiceServer) ListLedger(context.Context, *ListLedgerRequest) (*ListLedgerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLedger not implemented")
+}
+func (UnimplementedCreditsServiceServer) ListWallets(context.Context, *ListWalletsRequest) (*ListWalletsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWallets not implemented")
 }
 func (UnimplementedCreditsServiceServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
@@ -288,6 +314,24 @@ func _CreditsService_ListLedger_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CreditsServiceServer).ListLedger(ctx, req.(*ListLedgerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CreditsService_ListWallets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWalletsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CreditsServiceServer).ListWallets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CreditsService_ListWallets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CreditsServiceServer).ListWallets(ctx, req.(*ListWalletsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -378,6 +422,10 @@ var CreditsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLedger",
 			Handler:    _CreditsService_ListLedger_Handler,
+		},
+		{
+			MethodName: "ListWallets",
+			Handler:    _CreditsService_ListWallets_Handler,
 		},
 		{
 			MethodName: "Grant",

@@ -42,6 +42,9 @@ const (
 	// CreditsServiceListLedgerProcedure is the fully-qualified name of the CreditsService's ListLedger
 	// RPC.
 	CreditsServiceListLedgerProcedure = "/toolmesh.credits.v1.CreditsService/ListLedger"
+	// CreditsServiceListWalletsProcedure is the fully-qualified name of the CreditsService's
+	// ListWallets RPC.
+	CreditsServiceListWalletsProcedure = "/toolmesh.credits.v1.CreditsService/ListWallets"
 	// CreditsServiceGrantProcedure is the fully-qualified name of the CreditsService's Grant RPC.
 	CreditsServiceGrantProcedure = "/toolmesh.credits.v1.CreditsService/Grant"
 	// CreditsServiceSpendProcedure is the fully-qualified name of the CreditsService's Spend RPC.
@@ -69,6 +72,12 @@ type CreditsServiceClient interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error)
+	// List the wallets with their balances, the most recently changed first.
+	// The owner and admins see every wallet; any other agent only its own (a
+	// list of at most one). A wallet exists once something was granted to or
+	// spent from it. low is true when a balance is under the configured
+	// low-balance threshold. Results are paginated with offset and limit.
+	ListWallets(context.Context, *v1.ListWalletsRequest) (*v1.ListWalletsResponse, error)
 	// Give an agent credits: add them to its wallet (admin). reference names
 	// the grant, for example an invoice or ticket id, and makes it safe to
 	// retry: a grant repeated with the same reference and the same arguments
@@ -124,6 +133,13 @@ func NewCreditsServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listWallets: connect.NewClient[v1.ListWalletsRequest, v1.ListWalletsResponse](
+			httpClient,
+			baseURL+CreditsServiceListWalletsProcedure,
+			connect.WithSchema(creditsServiceMethods.ByName("ListWallets")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		grant: connect.NewClient[v1.GrantRequest, v1.GrantResponse](
 			httpClient,
 			baseURL+CreditsServiceGrantProcedure,
@@ -154,12 +170,13 @@ func NewCreditsServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // creditsServiceClient implements CreditsServiceClient.
 type creditsServiceClient struct {
-	getBalance *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
-	listLedger *connect.Client[v1.ListLedgerRequest, v1.ListLedgerResponse]
-	grant      *connect.Client[v1.GrantRequest, v1.GrantResponse]
-	spend      *connect.Client[v1.SpendRequest, v1.SpendResponse]
-	getConfig  *connect.Client[v1.GetConfigRequest, v1.GetConfigResponse]
-	setConfig  *connect.Client[v1.SetConfigRequest, v1.SetConfigResponse]
+	getBalance  *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
+	listLedger  *connect.Client[v1.ListLedgerRequest, v1.ListLedgerResponse]
+	listWallets *connect.Client[v1.ListWalletsRequest, v1.ListWalletsResponse]
+	grant       *connect.Client[v1.GrantRequest, v1.GrantResponse]
+	spend       *connect.Client[v1.SpendRequest, v1.SpendResponse]
+	getConfig   *connect.Client[v1.GetConfigRequest, v1.GetConfigResponse]
+	setConfig   *connect.Client[v1.SetConfigRequest, v1.SetConfigResponse]
 }
 
 // GetBalance calls toolmesh.credits.v1.CreditsService.GetBalance.
@@ -174,6 +191,15 @@ func (c *creditsServiceClient) GetBalance(ctx context.Context, req *v1.GetBalanc
 // ListLedger calls toolmesh.credits.v1.CreditsService.ListLedger.
 func (c *creditsServiceClient) ListLedger(ctx context.Context, req *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error) {
 	response, err := c.listLedger.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListWallets calls toolmesh.credits.v1.CreditsService.ListWallets.
+func (c *creditsServiceClient) ListWallets(ctx context.Context, req *v1.ListWalletsRequest) (*v1.ListWalletsResponse, error) {
+	response, err := c.listWallets.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -231,6 +257,12 @@ type CreditsServiceHandler interface {
 	// read only its own wallet, the owner and admins any wallet. Results are
 	// paginated with offset and limit.
 	ListLedger(context.Context, *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error)
+	// List the wallets with their balances, the most recently changed first.
+	// The owner and admins see every wallet; any other agent only its own (a
+	// list of at most one). A wallet exists once something was granted to or
+	// spent from it. low is true when a balance is under the configured
+	// low-balance threshold. Results are paginated with offset and limit.
+	ListWallets(context.Context, *v1.ListWalletsRequest) (*v1.ListWalletsResponse, error)
 	// Give an agent credits: add them to its wallet (admin). reference names
 	// the grant, for example an invoice or ticket id, and makes it safe to
 	// retry: a grant repeated with the same reference and the same arguments
@@ -282,6 +314,13 @@ func NewCreditsServiceHandler(svc CreditsServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	creditsServiceListWalletsHandler := connect.NewUnaryHandlerSimple(
+		CreditsServiceListWalletsProcedure,
+		svc.ListWallets,
+		connect.WithSchema(creditsServiceMethods.ByName("ListWallets")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	creditsServiceGrantHandler := connect.NewUnaryHandlerSimple(
 		CreditsServiceGrantProcedure,
 		svc.Grant,
@@ -313,6 +352,8 @@ func NewCreditsServiceHandler(svc CreditsServiceHandler, opts ...connect.Handler
 			creditsServiceGetBalanceHandler.ServeHTTP(w, r)
 		case CreditsServiceListLedgerProcedure:
 			creditsServiceListLedgerHandler.ServeHTTP(w, r)
+		case CreditsServiceListWalletsProcedure:
+			creditsServiceListWalletsHandler.ServeHTTP(w, r)
 		case CreditsServiceGrantProcedure:
 			creditsServiceGrantHandler.ServeHTTP(w, r)
 		case CreditsServiceSpendProcedure:
@@ -336,6 +377,10 @@ func (UnimplementedCreditsServiceHandler) GetBalance(context.Context, *v1.GetBal
 
 func (UnimplementedCreditsServiceHandler) ListLedger(context.Context, *v1.ListLedgerRequest) (*v1.ListLedgerResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.credits.v1.CreditsService.ListLedger is not implemented"))
+}
+
+func (UnimplementedCreditsServiceHandler) ListWallets(context.Context, *v1.ListWalletsRequest) (*v1.ListWalletsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.credits.v1.CreditsService.ListWallets is not implemented"))
 }
 
 func (UnimplementedCreditsServiceHandler) Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error) {

@@ -1,0 +1,54 @@
+package benchmesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/meshclient"
+)
+
+// HopAddr is the source address of the bare hop's connections to the
+// tasks service (see LoadAddr).
+const HopAddr = "127.0.0.4"
+
+// Hop is the floor of any separate hop in front of a service: a bare
+// net/http reverse proxy at addr forwarding every request to the service
+// at to, over the transport the edge calls services with
+// (meshclient.HTTP: HTTP/1.1, kept-alive connections, the same idle pool
+// and buffers), so that the baseline cannot be tuned below what the edge
+// is given. It serves until ctx ends.
+func Hop(ctx context.Context, addr, to string) error {
+	target, err := url.Parse(to)
+	if err != nil || target.Host == "" {
+		return fmt.Errorf("hop: the service URL %q: %v", to, err)
+	}
+	transport, ok := meshclient.HTTP().Transport.(*http.Transport)
+	if !ok {
+		return errors.New("hop: the edge's transport is not an *http.Transport")
+	}
+	transport = transport.Clone()
+	transport.DialContext = DialFrom(HopAddr)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: transport,
+	}
+	hs := &http.Server{Addr: addr, Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
