@@ -22,8 +22,9 @@ import (
 // over a 2025-11-25 session and at 2026-07-28: the client's roots are asked
 // once; its first root, inside the base, becomes the project's code root,
 // and the project is created once; a root outside the base is refused with
-// invalid_argument naming the base, nothing created; a client without
-// roots gets the oneof's invalid_argument, the result saying why.
+// invalid_argument naming the base, nothing created; a call that gives
+// git_url is not asked; a client without roots (or with none to give) gets
+// the oneof's invalid_argument, the result's note saying why.
 func TestProjectsCreateOffersTheClientsRoots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the mesh")
@@ -104,6 +105,15 @@ func TestProjectsCreateOffersTheClientsRoots(t *testing.T) {
 			}
 			if got := projects(t, s); got["astray-"+era] != "" {
 				t.Errorf("projects = %v, want no astray-%s", got, era)
+			}
+		})
+		t.Run(version+"/git_url given", func(t *testing.T) {
+			// The call chose git_url: the roots are not asked for, and
+			// the clone's own answer comes back.
+			s, asked := connect(t, version, true, outside)
+			env := callTool(t, s, "projects_create", map[string]any{"name": "cloned-" + era, "git_url": "https://127.0.0.1:1/x.git"})
+			if n := asked.Load(); n != 0 || env.Status == "ok" || strings.Contains(env.Message, "project base") {
+				t.Errorf("projects_create = %+v after asking the roots %d times; want the clone refused, roots not asked", env, n)
 			}
 		})
 		// A client that cannot answer, and one with no root to give, get
