@@ -205,8 +205,8 @@ func TestToolSearchThroughTheEdge(t *testing.T) {
 					t.Fatal("no notifications/tools/list_changed after toolsets_enable")
 				}
 			}
-			if got := listedTools(t, cs, meta); !slices.Contains(got, "credits_grant") || len(got) != len(metaTools)+5 {
-				t.Fatalf("tools/list after enabling credits (_meta %v) = %v, want the meta-tools and the 5 credits tools", meta, got)
+			if got := listedTools(t, cs, meta); !slices.Contains(got, "credits_grant") || len(got) != len(metaTools)+6 {
+				t.Fatalf("tools/list after enabling credits (_meta %v) = %v, want the meta-tools and the 6 credits tools", meta, got)
 			}
 			wallet := "agent-" + strings.ReplaceAll(v, "-", "")
 			env := callTool(t, cs, "credits_grant", map[string]any{"wallet": wallet, "amount": 25, "reference": "inv-" + v, "confirm": true, "reason": "found by tool search"})
@@ -301,8 +301,8 @@ func TestToolsetsThroughTheTypeScriptSDK(t *testing.T) {
 			if len(s.Hits) > 3 || i < 0 || s.Hits[i].Toolset != "credits" || !s.Hits[i].HasSchema {
 				t.Fatalf("tools_search give credits to an agent = %+v, want credits_grant of credits, with its input schema, in the top 3", s.Hits)
 			}
-			if !slices.Equal(s.Enabled, []string{"credits"}) || !s.ListChanged || len(s.ToolsAfter) != len(metaTools)+5 || !slices.Contains(s.ToolsAfter, "credits_grant") {
-				t.Errorf("after toolsets_enable: enabled %v, list changed %v, tools %v; want credits, the notification, the meta-tools and the 5 credits tools", s.Enabled, s.ListChanged, s.ToolsAfter)
+			if !slices.Equal(s.Enabled, []string{"credits"}) || !s.ListChanged || len(s.ToolsAfter) != len(metaTools)+6 || !slices.Contains(s.ToolsAfter, "credits_grant") {
+				t.Errorf("after toolsets_enable: enabled %v, list changed %v, tools %v; want credits, the notification, the meta-tools and the 6 credits tools", s.Enabled, s.ListChanged, s.ToolsAfter)
 			}
 			if s.Granted != "ok" || s.Balance != "25" {
 				t.Errorf("credits_grant = %s, balance through tools_call = %q; want ok and 25", s.Granted, s.Balance)

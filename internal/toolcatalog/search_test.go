@@ -38,8 +38,8 @@ func TestSearchFindsToolsByWhatTheyDo(t *testing.T) {
 func TestSearchRanksAndFilters(t *testing.T) {
 	x := toolcatalog.NewIndex(build(t, toolcatalog.Contracts()...).Tools())
 	hits := x.Search("credits", nil, 10)
-	if len(hits) != 5 {
-		t.Fatalf("Search(credits) found %d tools, want the 5 credits tools", len(hits))
+	if len(hits) != 6 {
+		t.Fatalf("Search(credits) found %d tools, want the 6 credits tools", len(hits))
 	}
 	for i := 1; i < len(hits); i++ {
 		if hits[i].Score > hits[i-1].Score {

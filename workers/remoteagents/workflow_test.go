@@ -2,6 +2,7 @@ package remoteagents_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -334,14 +335,21 @@ func TestAStreamExtendedPastItsExpiryIsPolled(t *testing.T) {
 	env.OnActivity(remoteagents.ActivityRecordExtension, mock.Anything, mock.Anything).Return(nil)
 	in := input()
 	in.ExpireTime = timestamppb.New(start.Add(time.Minute))
-	env.stream = func(context.Context, *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
-		// Extended while the stream is followed; the stream then runs out
-		// at the old expiry.
-		accepted := make(chan struct{})
-		go env.UpdateWorkflow("extend", "x1", &testsuite.TestUpdateCallback{OnReject: func(err error) { t.Errorf("extension refused: %v", err); close(accepted) },
+	// Extended while the stream is followed (the update is sent by the
+	// test environment's own loop, as the stream starts); the stream then
+	// runs out at the old expiry.
+	accepted := make(chan struct{})
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow("extend", "x1", &testsuite.TestUpdateCallback{OnReject: func(err error) { t.Errorf("extension refused: %v", err); close(accepted) },
 			OnAccept: func() { close(accepted) }, OnComplete: func(any, error) {}},
 			&remoteagentsv1.ExtendInvocationUpdate{ExpireTime: timestamppb.New(start.Add(time.Hour)), Reason: "slow", RequestedBy: "planner-subject"})
-		<-accepted
+	}, 0)
+	env.stream = func(context.Context, *remoteagentsv1.InvokeWorkflowInput) (remoteagents.Remote, error) {
+		select {
+		case <-accepted:
+		case <-time.After(10 * time.Second):
+			return remoteagents.Remote{}, errors.New("the extension was not accepted while the stream was followed")
+		}
 		return remoteagents.Remote{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil,
 			remoteagents.Mark{Remote: remoteagents.Remote{Endpoint: endpoint, Version: "1.0", Binding: "JSONRPC", Streaming: true, TaskID: "task-1", State: "working"}})
 	}
