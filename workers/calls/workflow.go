@@ -145,16 +145,18 @@ type call struct {
 	state    string    // the ToolmeshStatus last set
 	kind     string    // the ToolmeshKind last set
 
-	task    bool // the call is an MCP task (in.task, past its FIELDS rounds)
-	running bool // a task's side effect runs under its deadline (extendable)
-	// taskDeadline is when a running task is given up, taskMax the latest
-	// an extension may move it to; auditing counts the extensions whose
-	// audit record is being written.
+	task    bool      // the call is an MCP task (in.task, past its FIELDS rounds)
+	ready   bool      // a task that asks nothing more: the main loop runs it
+	message string    // what the call does, for people (the task's view)
+	updated time.Time // when it last changed
+
+	// running says a task's side effect runs under its deadline
+	// (extendable): taskDeadline is when it is given up, taskMax the
+	// latest an extension may move it to; auditing counts the extensions
+	// whose audit record is being written.
+	running               bool
 	taskDeadline, taskMax time.Time
 	auditing              int
-	ready                 bool      // a task that asks nothing more: the main loop runs it
-	message               string    // what the call does, for people (the task's view)
-	updated               time.Time // when it last changed
 
 	busy      bool
 	done      bool
