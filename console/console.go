@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/edge/httpguard"
+	"github.com/toolmesh/toolmesh/internal/oidcsignin"
 )
 
 // Defaults of Config.
@@ -88,7 +89,7 @@ type Console struct {
 	guard    *httpguard.Guard
 	edge     *edgeClient
 	sessions *sessions
-	signer   *signer // nil in development mode
+	signer   *oidcsignin.Client // nil in development mode
 	live     *hub
 	pages    map[string]*template.Template
 }
@@ -136,7 +137,7 @@ func New(cfg Config) (*Console, error) {
 		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != callbackPath {
 			return nil, fmt.Errorf("console: the sign-in redirect URL %q must be http(s)://<the console's host>%s", o.RedirectURL, callbackPath)
 		}
-		c.signer = &signer{cfg: *o, http: cfg.HTTPClient}
+		c.signer = oidcsignin.New(*o, cfg.HTTPClient)
 	}
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err

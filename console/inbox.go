@@ -23,6 +23,9 @@ type ask struct {
 	CreateTime string   `json:"create_time"`
 	ExpireTime string   `json:"expire_time"`
 	WorkflowID string   `json:"workflow_id"`
+	// Run is the agent's workflow run the ask belongs to (an approval
+	// node's ask), or "".
+	Run string `json:"run"`
 }
 
 // inboxView is what the inbox page shows.

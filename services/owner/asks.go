@@ -63,6 +63,7 @@ func (s *Service) Ask(ctx context.Context, req *ownerv1.AskRequest) (*ownerv1.As
 		CreateTime: timestamppb.New(now),
 		ExpireTime: timestamppb.New(now.Add(timeout)),
 		WorkflowId: WorkflowID(agent, id),
+		Run:        req.GetRun(),
 	}
 	// How long this call waits for the answer is not part of the ask.
 	digested := proto.Clone(req).(*ownerv1.AskRequest)

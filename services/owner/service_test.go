@@ -252,6 +252,26 @@ func TestOnlyTheOwnerAnswersAndOnlyWithAnOption(t *testing.T) {
 	})
 }
 
+func TestAnAskOfAWorkflowRunNamesTheRun(t *testing.T) {
+	e := start(t, owner.Config{})
+	const run = "run_01hzy3d5q8w9x7v6t5s4r3p2n1"
+	res, err := e.c.Ask(agentA(), &ownerv1.AskRequest{Question: "Deploy?", Options: []string{"approve", "reject"}, Run: run, WaitSeconds: waitNone()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetAsk().GetRun(); got != run {
+		t.Errorf("Ask returned run %q, want %q", got, run)
+	}
+	got, err := e.c.GetAsk(theOwner(), &ownerv1.GetAskRequest{AskId: res.GetAsk().GetAskId()})
+	if err != nil || got.GetAsk().GetRun() != run {
+		t.Errorf("owner's GetAsk = %v, %v; want run %s", got, err, run)
+	}
+	list, err := e.c.ListAsks(theOwner(), &ownerv1.ListAsksRequest{Status: ownerv1.AskStatus_ASK_STATUS_PENDING})
+	if err != nil || len(list.GetAsks()) != 1 || list.GetAsks()[0].GetRun() != run {
+		t.Errorf("owner's ListAsks = %v, %v; want the ask with run %s", list, err, run)
+	}
+}
+
 func TestAgentsSeeTheirOwnAsksTheOwnerSeesAll(t *testing.T) {
 	eachProtocol(t, owner.Config{}, func(t *testing.T, e *env) {
 		ask := func(ctx context.Context, q string) string {
@@ -380,6 +400,7 @@ func TestAskContract(t *testing.T) {
 		"empty option":      {&ownerv1.AskRequest{Question: "q", Options: []string{"a", ""}}, map[string][]string{"options": {"string.min_len", "string.non_blank"}}},
 		"timeout too short": {&ownerv1.AskRequest{Question: "q", TimeoutSeconds: 5}, map[string][]string{"timeout_seconds": {"int32.gte_lte"}}},
 		"timeout too long":  {&ownerv1.AskRequest{Question: "q", TimeoutSeconds: 604801}, map[string][]string{"timeout_seconds": {"int32.gte_lte"}}},
+		"not a run":         {&ownerv1.AskRequest{Question: "q", Run: "wf_01hzy3d5q8w9x7v6t5s4r3p2n1"}, map[string][]string{"run": {"string.pattern"}}},
 	} {
 		_, err := e.c.Ask(agentA(), tc.req)
 		got := servertest.Violations(t, err)

@@ -111,6 +111,7 @@ func (a *Activities) ask(ctx context.Context, in *workflowsv1.ApprovalInput, wai
 		Context:        in.GetContext(),
 		TimeoutSeconds: in.GetTimeoutSeconds(),
 		WaitSeconds:    &seconds,
+		Run:            in.GetRunId(),
 	})
 	if err != nil {
 		return nil, refused(err)

@@ -43,7 +43,7 @@ func Open(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-const askColumns = `id, agent_id, question, options_json, context, status, answer, answered_by, create_ms, expire_ms, resolve_ms, workflow_id`
+const askColumns = `id, agent_id, question, options_json, context, status, answer, answered_by, create_ms, expire_ms, resolve_ms, workflow_id, run`
 
 // CreateAsk implements owner.Store, with sqldb.InsertOnce: the ask's id
 // is its key.
@@ -65,9 +65,9 @@ func (s *Store) CreateAsk(ctx context.Context, a *ownerv1.Ask, digest string) (*
 		var err error
 		stored, created, err = sqldb.InsertOnce(ctx, tx, sqldb.Once[*ownerv1.Ask]{
 			What:   "ask",
-			Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			Insert: `INSERT INTO asks (` + askColumns + `, request_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			Args: []any{a.GetAskId(), a.GetAgentId(), a.GetQuestion(), string(optsJSON), a.GetContext(), int32(a.GetStatus()),
-				a.GetAnswer(), a.GetAnsweredBy(), sqldb.Millis(a.GetCreateTime()), sqldb.Millis(a.GetExpireTime()), sqldb.Millis(a.GetResolveTime()), a.GetWorkflowId(), digest},
+				a.GetAnswer(), a.GetAnsweredBy(), sqldb.Millis(a.GetCreateTime()), sqldb.Millis(a.GetExpireTime()), sqldb.Millis(a.GetResolveTime()), a.GetWorkflowId(), a.GetRun(), digest},
 			Holders:    `SELECT ` + askColumns + `, request_digest FROM asks WHERE id = ?`,
 			HolderArgs: []any{a.GetAskId()},
 			Scan:       sqldb.DigestLast(scanAskRow),
@@ -188,7 +188,7 @@ func scanAskRow(r sqldb.Scanner, more ...any) (*ownerv1.Ask, error) {
 		createMS, expireMS, resolveMS int64
 	)
 	if err := r.Scan(append([]any{&a.AskId, &a.AgentId, &a.Question, &optsJSON, &a.Context, &status, &a.Answer, &a.AnsweredBy,
-		&createMS, &expireMS, &resolveMS, &a.WorkflowId}, more...)...); err != nil {
+		&createMS, &expireMS, &resolveMS, &a.WorkflowId, &a.Run}, more...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}

@@ -100,6 +100,14 @@ func testCreateGetAsk(t *testing.T, db *sqldb.DB) {
 	if got := createAsk(t, s, free); got.GetOptions() != nil {
 		t.Errorf("an ask without options reads back with options %q", got.GetOptions())
 	}
+	approval := newAsk("agent-a", day1.Add(2*time.Second), "approve", "reject") // a workflow approval node's
+	approval.Run = ids.NewAt("run", day1)
+	createAsk(t, s, approval)
+	list, _, err := s.ListAsks(t.Context(), "agent-a", ownerv1.AskStatus_ASK_STATUS_PENDING, 0, 1)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListAsks = %v, %v", list, err)
+	}
+	prototest.Equal(t, "the newest ask, listed with its run", list[0], approval)
 	if _, err := s.GetAsk(t.Context(), ids.New("ask")); !errors.Is(err, owner.ErrNotFound) {
 		t.Errorf("GetAsk(unknown) err = %v, want ErrNotFound", err)
 	}

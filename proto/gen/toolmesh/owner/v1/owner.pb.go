@@ -283,7 +283,11 @@ type Ask struct {
 	ResolveTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	// The Temporal workflow that carries it, "ask/<agent>/<ask id>" (also the
 	// MCP task id).
-	WorkflowId    string `protobuf:"bytes,12,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	WorkflowId string `protobuf:"bytes,12,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// The asking agent's workflow run this ask belongs to ("run_..."), as
+	// workflows_get_run knows it: set for the asks of workflow approval
+	// nodes, empty for any other ask.
+	Run           string `protobuf:"bytes,13,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +402,13 @@ func (x *Ask) GetResolveTime() *timestamppb.Timestamp {
 func (x *Ask) GetWorkflowId() string {
 	if x != nil {
 		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *Ask) GetRun() string {
+	if x != nil {
+		return x.Run
 	}
 	return ""
 }
@@ -722,7 +733,12 @@ type AskRequest struct {
 	// How long this call waits for the answer before it returns the pending
 	// ask, in seconds (0 to 60). Omitted: the server's wait (25 seconds). The
 	// wait never outlasts the call's deadline.
-	WaitSeconds   *int32 `protobuf:"varint,5,opt,name=wait_seconds,json=waitSeconds,proto3,oneof" json:"wait_seconds,omitempty"`
+	WaitSeconds *int32 `protobuf:"varint,5,opt,name=wait_seconds,json=waitSeconds,proto3,oneof" json:"wait_seconds,omitempty"`
+	// The run of one of your workflows this ask belongs to, e.g.
+	// "run_01hzy3d5q8w9x7v6t5s4r3p2n1", so that the owner sees the run
+	// beside the question (a workflow's approval node sets it); omit it
+	// otherwise.
+	Run           string `protobuf:"bytes,6,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +806,13 @@ func (x *AskRequest) GetWaitSeconds() int32 {
 		return *x.WaitSeconds
 	}
 	return 0
+}
+
+func (x *AskRequest) GetRun() string {
+	if x != nil {
+		return x.Run
+	}
+	return ""
 }
 
 type AskResponse struct {
@@ -2446,7 +2469,7 @@ var File_toolmesh_owner_v1_owner_proto protoreflect.FileDescriptor
 
 const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtoolmesh/owner/v1/owner.proto\x12\x11toolmesh.owner.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xd0\x03\n" +
+	"\x1dtoolmesh/owner/v1/owner.proto\x12\x11toolmesh.owner.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"\xe2\x03\n" +
 	"\x03Ask\x12\x15\n" +
 	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
@@ -2464,7 +2487,8 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"expireTime\x12=\n" +
 	"\fresolve_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x12\x1f\n" +
 	"\vworkflow_id\x18\f \x01(\tR\n" +
-	"workflowId\"\x84\x02\n" +
+	"workflowId\x12\x10\n" +
+	"\x03run\x18\r \x01(\tR\x03run\"\x84\x02\n" +
 	"\x0fAskEventCreated\x12\x15\n" +
 	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12(\n" +
@@ -2486,7 +2510,7 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\x03ask\x18\x03 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask:\x86\x01\xc2\xf3\x18\x81\x01\n" +
 	"\rask.cancelled\x122An ask was withdrawn before the owner answered it.\x1a#toolmesh.owner.v1.AskEventArguments\"\rowner_get_ask*\bagent_id\"Q\n" +
 	"\x11AskEventArguments\x12<\n" +
-	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\"\x8f\x02\n" +
+	"\bagent_id\x18\x01 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\"\xbf\x02\n" +
 	"\n" +
 	"AskRequest\x12-\n" +
 	"\bquestion\x18\x01 \x01(\tB\x11\xbaH\x0e\xc8\x01\x01r\t\xc8\xc6'\x01\x10\x01\x18\xd0\x0fR\bquestion\x121\n" +
@@ -2494,7 +2518,8 @@ const file_toolmesh_owner_v1_owner_proto_rawDesc = "" +
 	"\acontext\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xa0\x1fR\acontext\x127\n" +
 	"\x0ftimeout_seconds\x18\x04 \x01(\x05B\x0e\xbaH\v\xd8\x01\x01\x1a\x06\x18\x80\xf5$(\n" +
 	"R\x0etimeoutSeconds\x121\n" +
-	"\fwait_seconds\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18<(\x00H\x00R\vwaitSeconds\x88\x01\x01B\x0f\n" +
+	"\fwait_seconds\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18<(\x00H\x00R\vwaitSeconds\x88\x01\x01\x12.\n" +
+	"\x03run\x18\x06 \x01(\tB\x1c\xbaH\x19\xd8\x01\x01r\x142\x12^run_[0-9a-z]{26}$R\x03runB\x0f\n" +
 	"\r_wait_seconds\"7\n" +
 	"\vAskResponse\x12(\n" +
 	"\x03ask\x18\x01 \x01(\v2\x16.toolmesh.owner.v1.AskR\x03ask\"D\n" +
