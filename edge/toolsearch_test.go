@@ -231,7 +231,7 @@ func TestSelectionsShrinkToolsList(t *testing.T) {
 	if !(dynamic < def && def < all) {
 		t.Errorf("tools/list bytes: all %d, default %d, dynamic %d; want dynamic < default < all", all, def, dynamic)
 	}
-	t.Logf("tools/list bytes: all %d, default %d, dynamic %d", all, def, dynamic)
+	t.Logf("tools/list bytes: all %d, default %d, dynamic %d, dynamic,default %d", all, def, dynamic, toolsListBytes(t, f, "dynamic,default"))
 }
 
 // BenchmarkToolsList lists the product's tools (stateless, one page) for a

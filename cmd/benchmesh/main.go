@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "run every phase this many times, interleaved; targets use the median")
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "start the mesh with --pprof and save CPU and allocation profiles of the edge and the tasks service, taken during the first edge phase, into this directory")
 	fs.StringVar(&cfg.Out, "out", "", "write the report as JSON to this file")
+	overhead := fs.String("overhead-callers", "1,8,32", "numbers of callers of the overhead table (the edge's added p50/p99 over direct Connect), comma-separated; empty for none")
 	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, direct-json, direct-proto, bare-hop, stock-sdk, edge-write, direct-write (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,6 +67,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Targets = config.Split(*targets)
+	for _, c := range config.Split(*overhead) {
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return fmt.Errorf("--overhead-callers: %q is not a number", c)
+		}
+		cfg.OverheadCallers = append(cfg.OverheadCallers, n)
+	}
 	_, err := benchmesh.Run(ctx, cfg, stdout)
 	return err
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
+	"github.com/toolmesh/toolmesh/internal/oidcsignin"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
@@ -46,7 +50,10 @@ const (
 	githubEgressAllowEnv = "TOOLMESH_GITHUB_EGRESS_ALLOW"
 	githubPolicyEnv      = "TOOLMESH_GITHUB_POLICY"
 	githubLinkURLEnv     = "TOOLMESH_GITHUB_LINK_URL"
-	remoteEgressAllowEnv = "TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW"
+	// githubClientSecretEnv is the app's client secret itself, for where a
+	// file is awkward (--client-secret-file wins).
+	githubClientSecretEnv = "TOOLMESH_GITHUB_CLIENT_SECRET"
+	remoteEgressAllowEnv  = "TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW"
 )
 
 // egressPolicy reads the allowed internal prefixes of an integration from
@@ -101,20 +108,73 @@ func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Servi
 
 // githubOptions binds the mesh key the github service signs its calls to
 // the connections service with (policies per_agent and
-// per_agent_or_shared only).
+// per_agent_or_shared only), and the link page's settings: the GitHub
+// app's client and where people sign in.
 func githubOptions(s *config.Set) buildFunc {
 	var keyPath string
+	var link githubLinkOptions
 	bindMeshKey(s, &keyPath, "mesh private key file the github service asks the connections service for agents' tokens with (TOOLMESH_GITHUB_POLICY per_agent, per_agent_or_shared)")
+	s.String(&link.clientID, "", config.Opt{Flag: "client-id", Env: "TOOLMESH_GITHUB_CLIENT_ID",
+		Usage: "client ID of the GitHub App (or OAuth app) people link agents' accounts through; with its secret, the service serves the link page at TOOLMESH_GITHUB_LINK_URL, whose URL+\"/callback\" is the app's callback URL"})
+	s.String(&link.secretPath, "", config.Opt{Flag: "client-secret-file", Env: "TOOLMESH_GITHUB_CLIENT_SECRET_FILE",
+		Usage: "file holding that app's client secret (or the secret itself in TOOLMESH_GITHUB_CLIENT_SECRET; never the database)"})
+	s.List(&link.scopes, config.Opt{Flag: "oauth-scope", Env: "TOOLMESH_GITHUB_OAUTH_SCOPES",
+		Usage: "scopes an OAuth app asks for (repo, public_repo, ...); a GitHub App's permissions are its own"})
+	s.String(&link.issuer, "", config.Opt{Flag: "link-issuer", Env: "TOOLMESH_GITHUB_LINK_ISSUER",
+		Usage: "OpenID Connect issuer people sign in at on the link page (the edge's --issuer); empty: development mode, the page serves only the local owner on loopback"})
+	s.String(&link.signInClientID, "", config.Opt{Flag: "link-client-id", Env: "TOOLMESH_GITHUB_LINK_CLIENT_ID",
+		Usage: "the link page's client ID at that issuer (its redirect URI is TOOLMESH_GITHUB_LINK_URL+\"/signin\")"})
+	s.String(&link.signInSecretPath, "", config.Opt{Flag: "link-client-secret-file", Env: "TOOLMESH_GITHUB_LINK_CLIENT_SECRET_FILE",
+		Usage: "file holding the link page's client secret at the issuer (none: a public client, PKCE alone)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		return buildGitHub(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile))
+		return buildGitHub(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile), link)
 	}
+}
+
+// githubLinkOptions are the link page's settings.
+type githubLinkOptions struct {
+	clientID, secretPath, issuer, signInClientID, signInSecretPath string
+	scopes                                                         []string
+}
+
+// config is the link page of the service whose page is at url, sealing
+// with the mesh key: nil when no app client is configured.
+func (o githubLinkOptions) config(getenv func(string) string, url, webURL string, meshKey []byte) (*github.LinkConfig, error) {
+	secret := strings.TrimSpace(getenv(githubClientSecretEnv))
+	if o.secretPath != "" {
+		b, err := os.ReadFile(o.secretPath)
+		if err != nil {
+			return nil, fmt.Errorf("--client-secret-file (TOOLMESH_GITHUB_CLIENT_SECRET_FILE): %w", err)
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	switch {
+	case o.clientID == "" && secret == "":
+		return nil, nil
+	case o.clientID == "" || secret == "":
+		return nil, errors.New("the link page needs both the GitHub app's --client-id (TOOLMESH_GITHUB_CLIENT_ID) and its secret (TOOLMESH_GITHUB_CLIENT_SECRET_FILE or TOOLMESH_GITHUB_CLIENT_SECRET)")
+	}
+	cfg := &github.LinkConfig{URL: url, ClientID: o.clientID, ClientSecret: secret, WebURL: webURL, Scopes: o.scopes, Key: meshKey,
+		SignInHTTP: &http.Client{Timeout: 20 * time.Second}}
+	if o.issuer != "" {
+		in := &oidcsignin.Config{Issuer: o.issuer, ClientID: o.signInClientID}
+		if o.signInSecretPath != "" {
+			b, err := os.ReadFile(o.signInSecretPath)
+			if err != nil {
+				return nil, fmt.Errorf("--link-client-secret-file (TOOLMESH_GITHUB_LINK_CLIENT_SECRET_FILE): %w", err)
+			}
+			in.ClientSecret = strings.TrimSpace(string(b))
+		}
+		cfg.SignIn = in
+	}
+	return cfg, nil
 }
 
 // buildGitHub serves the GitHub tools against github.com, or the GitHub
 // Enterprise Server at TOOLMESH_GITHUB_URL, acting with
 // TOOLMESH_GITHUB_TOKEN or, under TOOLMESH_GITHUB_POLICY per_agent, with
 // each agent's own connection; without a token they answer capability_gap.
-func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath string) ([]server.Service, error) {
+func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath string, linkOpts githubLinkOptions) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
 	policy, err := egressPolicy(getenv, githubEgressAllowEnv, log)
 	if err != nil {
@@ -148,7 +208,12 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath str
 			Self:    mesh.Caller{Subject: "toolmesh-github", Agent: "toolmesh-github", Roles: []string{mesh.RoleService}},
 			LinkURL: link,
 		}
-		log.Info("github.policy", "policy", string(who), "link_url", link)
+		if cfg.Link, err = linkOpts.config(getenv, link, cfg.BaseURL, key.Seed()); err != nil {
+			return nil, err
+		}
+		log.Info("github.policy", "policy", string(who), "link_url", link, "link_page", cfg.Link != nil, "sign_in", linkOpts.issuer)
+	} else if linkOpts.clientID != "" {
+		log.Warn("github.link_unused", "message", "the link page serves only TOOLMESH_GITHUB_POLICY per_agent and per_agent_or_shared")
 	}
 	svc, err := github.New(cfg)
 	if err != nil {

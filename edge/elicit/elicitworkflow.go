@@ -68,14 +68,19 @@ func (x *Elicitor) startWorkflow(ctx context.Context, id string, in *callsv1.Eli
 	ctx, cancel := context.WithTimeout(ctx, x.startWait)
 	defer cancel()
 	keyword := temporal.NewSearchAttributeKeyKeyword
+	// A backstop: the workflow gives a call up after one unanswered round
+	// by itself, and a task at its deadline, which its agent may extend up
+	// to the task's longest life.
+	backstop := time.Duration(x.max+2) * x.patience
+	if in.GetTask() {
+		backstop += toolcall.MaxTaskLifetime
+	}
 	op := x.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                x.wf.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// A backstop: the workflow gives a call up after one unanswered
-		// round by itself.
-		WorkflowExecutionTimeout: time.Duration(x.max+2) * x.patience,
+		WorkflowExecutionTimeout: backstop,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			keyword(workflowcontract.SearchAttrAgent).ValueSet(p.Agent),
 			keyword(workflowcontract.SearchAttrTool).ValueSet(in.GetTool()),

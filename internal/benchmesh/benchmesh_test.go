@@ -3,6 +3,7 @@ package benchmesh
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,7 +28,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "bench-mesh.json")
-	cfg := Config{RepoDir: repo, WorkDir: t.TempDir(), Callers: 2, Duration: time.Second, HeavyCallers: 4, Rounds: 1, Out: out}
+	cfg := Config{RepoDir: repo, WorkDir: t.TempDir(), Callers: 2, Duration: time.Second, HeavyCallers: 4, OverheadCallers: []int{1, 2}, Rounds: 1, Out: out}
 	var progress strings.Builder
 	rep, err := Run(t.Context(), cfg, &progress)
 	if err != nil {
@@ -41,8 +42,13 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &written); err != nil {
 		t.Fatalf("the JSON report does not parse: %v", err)
 	}
-	if len(written.Phases) != 10 || len(written.Targets) != 8 {
-		t.Fatalf("report has %d phases and %d targets, want 10 and 8:\n%s", len(written.Phases), len(written.Targets), b)
+	if len(written.Phases) != 12 || len(written.Targets) != 8 || len(written.Overhead) != 2 {
+		t.Fatalf("report has %d phases, %d targets and %d overhead rows, want 12, 8 and 2:\n%s", len(written.Phases), len(written.Targets), len(written.Overhead), b)
+	}
+	for _, o := range written.Overhead {
+		if o.DirectRate <= 0 || o.EdgeRate <= 0 {
+			t.Errorf("overhead at %d callers: %+v, want both rates measured", o.Callers, o)
+		}
 	}
 	for _, p := range rep.Phases {
 		if p.Result.Calls == 0 || p.Result.Errors != 0 {
@@ -57,9 +63,40 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: no CPU time or memory read for %s: %+v", p.Target, front, p.Processes)
 		}
 	}
-	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "memory_save through the edge ÷ Save direct", "calls/s", "p99 ms"} {
+	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "memory_save through the edge ÷ Save direct", "calls/s", "p99 ms", "added p50 µs"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("the printed report lacks %q:\n%s", want, progress.String())
+		}
+	}
+}
+
+// The overhead table is the edge's latency minus direct Connect's at each
+// number of callers, medians over rounds; a number of callers with either
+// side missing has no row.
+func TestOverheadIsTheEdgeMinusDirect(t *testing.T) {
+	phase := func(target string, callers int, rate, p50, p99 float64) Phase {
+		return Phase{Target: target, Result: LoadResult{Callers: callers, CallsPerSecond: rate, P50Ms: p50, P99Ms: p99}}
+	}
+	rep := &Report{Callers: 8, OverheadCallers: []int{1, 8, 32}, Phases: []Phase{
+		phase(TargetDirectJSON, 1, 2000, 0.40, 0.90), phase(TargetEdge, 1, 1500, 0.55, 1.20),
+		phase(TargetDirectJSON, 1, 2200, 0.38, 0.80), phase(TargetEdge, 1, 1600, 0.52, 1.00),
+		phase(TargetDirectJSON, 1, 2100, 0.39, 0.85), phase(TargetEdge, 1, 1550, 0.53, 1.10),
+		phase(TargetDirectJSON, 8, 6000, 1.00, 3.00), phase(TargetEdge, 8, 4000, 1.80, 5.00),
+		phase(TargetDirectJSON, 32, 6500, 4.00, 9.00),
+	}}
+	rep.evaluate()
+	want := []Overhead{
+		{Callers: 1, AddedP50Micros: 140, AddedP99Micros: 250, DirectRate: 2100, EdgeRate: 1550},
+		{Callers: 8, AddedP50Micros: 800, AddedP99Micros: 2000, DirectRate: 6000, EdgeRate: 4000},
+	}
+	if len(rep.Overhead) != len(want) {
+		t.Fatalf("overhead = %+v, want %+v", rep.Overhead, want)
+	}
+	for i, o := range rep.Overhead {
+		w := want[i]
+		if o.Callers != w.Callers || math.Abs(o.AddedP50Micros-w.AddedP50Micros) > 0.01 || math.Abs(o.AddedP99Micros-w.AddedP99Micros) > 0.01 ||
+			o.DirectRate != w.DirectRate || o.EdgeRate != w.EdgeRate {
+			t.Errorf("overhead[%d] = %+v, want %+v", i, o, w)
 		}
 	}
 }

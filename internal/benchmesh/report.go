@@ -10,19 +10,38 @@ import (
 
 // Report is what one bench run measured (written as JSON).
 type Report struct {
-	Time         string  `json:"time"`
-	Commit       string  `json:"commit,omitempty"`
-	GoVersion    string  `json:"go_version"`
-	CPUs         int     `json:"cpus"`
-	Callers      int     `json:"callers"`
-	HeavyCallers int     `json:"heavy_callers"`
-	Seconds      float64 `json:"seconds_per_phase"`
-	Rounds       int     `json:"rounds"`
+	Time         string `json:"time"`
+	Commit       string `json:"commit,omitempty"`
+	GoVersion    string `json:"go_version"`
+	CPUs         int    `json:"cpus"`
+	Callers      int    `json:"callers"`
+	HeavyCallers int    `json:"heavy_callers"`
+	// OverheadCallers are the numbers of callers of the overhead table.
+	OverheadCallers []int   `json:"overhead_callers,omitempty"`
+	Seconds         float64 `json:"seconds_per_phase"`
+	Rounds          int     `json:"rounds"`
 	// Profiled runs took profiles during the first edge phase: its figures
 	// include the profiler's cost.
 	Profiled bool     `json:"profiled,omitempty"`
 	Phases   []Phase  `json:"phases"`
 	Targets  []Target `json:"targets"`
+	// Overhead is what the edge adds to a direct Connect call, per number
+	// of callers (medians over rounds).
+	Overhead []Overhead `json:"overhead,omitempty"`
+}
+
+// Overhead is the latency the edge adds to the same read (tools/call
+// tasks_get against TasksService.Get in Connect's JSON) at one number of
+// callers: the published way to state a gateway's cost.
+type Overhead struct {
+	Callers int `json:"callers"`
+	// AddedP50Micros and AddedP99Micros are the edge's median and 99th
+	// percentile latency minus direct Connect's, in µs.
+	AddedP50Micros float64 `json:"added_p50_us"`
+	AddedP99Micros float64 `json:"added_p99_us"`
+	// DirectRate and EdgeRate are the calls per second of each.
+	DirectRate float64 `json:"direct_calls_per_s"`
+	EdgeRate   float64 `json:"edge_calls_per_s"`
 }
 
 // Phase is one target driven by one number of callers.
@@ -180,6 +199,21 @@ func (rep *Report) evaluate() {
 		atMost("CPU µs per tools/call, edge + services", 400, rep.median(TargetEdge, c, cpu("edge", "tasks", "agents"))),
 		atMost("tasks service CPU µs per Get through the edge", 150, rep.median(TargetEdge, c, cpu("tasks"))),
 	}
+	rep.Overhead = nil
+	for _, n := range rep.OverheadCallers {
+		p50 := func(p Phase) float64 { return p.Result.P50Ms }
+		p99 := func(p Phase) float64 { return p.Result.P99Ms }
+		if rep.median(TargetEdge, n, rate) == 0 || rep.median(TargetDirectJSON, n, rate) == 0 {
+			continue
+		}
+		rep.Overhead = append(rep.Overhead, Overhead{
+			Callers:        n,
+			AddedP50Micros: 1000 * (rep.median(TargetEdge, n, p50) - rep.median(TargetDirectJSON, n, p50)),
+			AddedP99Micros: 1000 * (rep.median(TargetEdge, n, p99) - rep.median(TargetDirectJSON, n, p99)),
+			DirectRate:     rep.median(TargetDirectJSON, n, rate),
+			EdgeRate:       rep.median(TargetEdge, n, rate),
+		})
+	}
 	if h := rep.HeavyCallers; h > 0 {
 		rep.Targets = append(rep.Targets,
 			atMost(fmt.Sprintf("edge peak RSS MB at %d callers", h), 60, rep.median(TargetEdge, h, func(p Phase) float64 { return p.process("edge").RSSPeakMB })),
@@ -225,6 +259,16 @@ func (rep *Report) print(out io.Writer) {
 			verdict = "MISSED"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\n", t.Name, t.Want, t.Got, verdict)
+	}
+	tw.Flush()
+	if len(rep.Overhead) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nthe edge's overhead over direct Connect (tools/call tasks_get vs TasksService.Get, JSON):")
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "callers\tadded p50 µs\tadded p99 µs\tdirect calls/s\tedge calls/s\t")
+	for _, o := range rep.Overhead {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n", o.Callers, o.AddedP50Micros, o.AddedP99Micros, o.DirectRate, o.EdgeRate)
 	}
 	tw.Flush()
 }

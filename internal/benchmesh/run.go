@@ -37,6 +37,10 @@ type Config struct {
 	// HeavyCallers is the number of callers of the second set of phases
 	// (edge memory and tail latency under many callers); 0 skips them.
 	HeavyCallers int
+	// OverheadCallers are the numbers of callers of the overhead table:
+	// the edge and direct Connect (JSON), each at every number here other
+	// than Callers (whose phases the table reuses).
+	OverheadCallers []int
 	// Rounds repeats every phase, interleaved, so that a noisy machine
 	// hurts every target alike; the targets use the median.
 	Rounds int
@@ -79,6 +83,11 @@ const (
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if cfg.Callers < 1 || cfg.Duration <= 0 || cfg.Rounds < 1 || cfg.HeavyCallers < 0 || cfg.Warmup < 0 {
 		return nil, errors.New("bench-mesh: callers, duration and rounds must be positive")
+	}
+	for _, c := range cfg.OverheadCallers {
+		if c < 1 {
+			return nil, fmt.Errorf("bench-mesh: overhead callers must be positive, not %d", c)
+		}
 	}
 	if _, err := os.ReadFile("/proc/self/stat"); err != nil {
 		return nil, fmt.Errorf("bench-mesh reads /proc (Linux only): %w", err)
@@ -165,6 +174,11 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		{TargetDirectWrite, KindConnectJSONWrite, cfg.Callers},
 		{TargetEdgeWrite, KindMCPWrite, cfg.Callers},
 	}
+	for _, c := range cfg.OverheadCallers {
+		if c != cfg.Callers && c != cfg.HeavyCallers {
+			specs = append(specs, phaseSpec{TargetDirectJSON, KindConnectJSON, c}, phaseSpec{TargetEdge, KindMCP, c})
+		}
+	}
 	if cfg.HeavyCallers > 0 {
 		specs = append(specs,
 			phaseSpec{TargetDirectJSON, KindConnectJSON, cfg.HeavyCallers},
@@ -181,7 +195,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	rep := &Report{
 		Time: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
-		Callers: cfg.Callers, HeavyCallers: cfg.HeavyCallers, Seconds: cfg.Duration.Seconds(), Rounds: cfg.Rounds,
+		Callers: cfg.Callers, HeavyCallers: cfg.HeavyCallers, OverheadCallers: cfg.OverheadCallers, Seconds: cfg.Duration.Seconds(), Rounds: cfg.Rounds,
 		Profiled: cfg.ProfileDir != "",
 	}
 	if c, err := exec.CommandContext(ctx, "git", "-C", cfg.RepoDir, "rev-parse", "--short", "HEAD").Output(); err == nil {

@@ -50,6 +50,9 @@ type Person struct {
 	Roles   []string
 	// Scope is the access token's scope (space-separated).
 	Scope string
+	// Agent, when set, is the agent_id claim: the agent the person's
+	// tokens act as (else the edge takes the subject).
+	Agent string
 }
 
 // grant is an issued authorization code and what it was issued for.
@@ -129,6 +132,9 @@ func (p *Provider) sign(std jwt.Claims, who Person, extra map[string]any) (strin
 	std.IssuedAt, std.Expiry = jwt.NewNumericDate(now.Add(-time.Second)), jwt.NewNumericDate(now.Add(TokenLifetime))
 	if len(who.Roles) > 0 {
 		extra["roles"] = who.Roles
+	}
+	if who.Agent != "" {
+		extra["agent_id"] = who.Agent
 	}
 	return jwt.Signed(s).Claims(std).Claims(extra).Serialize()
 }

@@ -20,6 +20,11 @@ const (
 	// DefaultTaskCallTimeout bounds the service call of a call that is an
 	// MCP task (docs/tasks.md), instead of the call timeout.
 	DefaultTaskCallTimeout = time.Hour
+	// MaxTaskLifetime bounds how long an MCP task's side effect may run,
+	// from when it starts, however often its agent extends its deadline
+	// (calls_extend_task): its service call is given this long, and the
+	// task's deadline, a timer beside it, ends it sooner.
+	MaxTaskLifetime = 24 * time.Hour
 	// MaxRoundWait bounds how long the edge waits for a call's workflow
 	// to answer one request (a round, a task's answer), whatever is
 	// restarting: past it the client gets a retryable unavailable, and

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -42,6 +44,9 @@ const (
 	// asked (multi-round elicitation); nothing was done.
 	CodeDeclined = "declined"
 )
+
+// Codes are the domain codes an error envelope can carry, sorted.
+func Codes() []string { return slices.Sorted(maps.Keys(errorTypes)) }
 
 // errorTypes names the error class of each domain code.
 var errorTypes = map[string]string{

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"reflect"
-	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -16,32 +14,19 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolschema/schematest"
 )
 
-// Every field an envelope can carry is described by the schemas: the error
-// schema, or (data, pagination, untrusted, notes) the success envelope's. Fields never sent
-// (json "-") are the edge's own.
-func TestErrorSchemaDescribesEveryEnvelopeField(t *testing.T) {
-	props := toolcall.ErrorSchema()["properties"].(map[string]any)
-	et := reflect.TypeFor[toolcall.Envelope]()
-	for i := range et.NumField() {
-		name, _, _ := strings.Cut(et.Field(i).Tag.Get("json"), ",")
-		if name == "data" || name == "pagination" || name == "untrusted" || name == "notes" || name == "-" {
-			continue
-		}
-		if _, ok := props[name]; !ok {
-			t.Errorf("envelope field %q is missing from ErrorSchema", name)
-		}
-	}
-}
-
+// The error schema is repeated in every tool's output schema, so it says
+// only what tells a failure apart: status "error" with an error_type and a
+// domain_code. Every envelope the edge sends validates; a success, or an
+// error without its codes, does not.
 func TestEveryErrorEnvelopeValidates(t *testing.T) {
 	raw, err := json.Marshal(toolcall.ErrorSchema())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := schematest.Compile(t, raw)
-	codes := toolcall.ErrorSchema()["properties"].(map[string]any)["domain_code"].(map[string]any)["enum"].([]string)
+	codes := toolcall.Codes()
 	if len(codes) < 14 {
-		t.Fatalf("domain codes in the schema = %v", codes)
+		t.Fatalf("domain codes = %v", codes)
 	}
 	var envs []*toolcall.Envelope
 	for _, code := range codes {
@@ -64,9 +49,9 @@ func TestEveryErrorEnvelopeValidates(t *testing.T) {
 	}
 	for _, bad := range []string{
 		`{"status":"ok","data":{}}`,
-		`{"status":"error","error_type":"InternalError","domain_code":"on_fire","message":"x"}`,
 		`{"status":"error","message":"x"}`,
-		`{"status":"error","error_type":"InternalError","domain_code":"internal","retry_after_seconds":"soon"}`,
+		`{"status":"error","domain_code":"internal"}`,
+		`{"error_type":"InternalError","domain_code":"internal"}`,
 	} {
 		if err := schematest.Check(rs, []byte(bad)); err == nil {
 			t.Errorf("%s validates, want a schema error", bad)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"connectrpc.com/connect"
 	gh "github.com/google/go-github/v88/github"
@@ -100,7 +99,7 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 			return &ghClient{gh: c, conn: conn}, nil
 		}
 		if s.policy == PolicyPerAgent || s.shared == nil {
-			return nil, s.askToLink(agent, res.GetNotLinked())
+			return nil, s.askToLink(ctx, agent, res.GetNotLinked())
 		}
 	}
 	if s.shared == nil {
@@ -121,7 +120,7 @@ func procedure(ctx context.Context) string {
 // askToLink answers a call whose agent has no usable GitHub connection:
 // the person is asked to visit the link page. The visit id is the same for
 // every call of the agent until it links.
-func (s *Service) askToLink(agent string, nl *connectionsv1.NotLinked) error {
+func (s *Service) askToLink(ctx context.Context, agent string, nl *connectionsv1.NotLinked) error {
 	why := "Link a GitHub account to let agent " + agent + " act on GitHub as that account."
 	switch nl.GetReason() {
 	case connectionsv1.NotLinked_REASON_BROKEN:
@@ -129,8 +128,9 @@ func (s *Service) askToLink(agent string, nl *connectionsv1.NotLinked) error {
 	case connectionsv1.NotLinked_REASON_EXPIRED:
 		why = "Agent " + agent + "'s GitHub link expired; link it again to let the agent act on GitHub."
 	}
-	u := s.conns.LinkURL + "?" + url.Values{"agent": {agent}, "provider": {"github"}}.Encode()
-	return mesh.NewVisitRequiredError(&toolv1.VisitRequired{Url: u, Message: why, VisitId: "github:" + agent})
+	visit := "github:" + agent
+	u := s.linkURL(agent, mesh.FromContext(ctx).Caller.Subject, visit)
+	return mesh.NewVisitRequiredError(&toolv1.VisitRequired{Url: u, Message: why, VisitId: visit})
 }
 
 // refused handles GitHub refusing the call's token (401): a connection's
@@ -146,5 +146,5 @@ func (s *Service) refused(ctx context.Context, c *ghClient) error {
 		s.log.ErrorContext(ctx, "github.mark_broken", "connection", c.conn.GetId(), "agent", agent, "error", err.Error())
 	}
 	s.log.WarnContext(ctx, "github.connection_refused", "connection", c.conn.GetId(), "agent", agent, "account", c.conn.GetAccount(), "status", http.StatusUnauthorized)
-	return s.askToLink(agent, &connectionsv1.NotLinked{Reason: connectionsv1.NotLinked_REASON_BROKEN})
+	return s.askToLink(ctx, agent, &connectionsv1.NotLinked{Reason: connectionsv1.NotLinked_REASON_BROKEN})
 }

@@ -32,6 +32,31 @@ type fakeConnections struct {
 	tokens map[string]string
 	askers []mesh.Caller
 	broken []string
+	stored []*connectionsv1.StoreConnectionRequest
+	storer []mesh.Caller
+}
+
+func (f *fakeConnections) StoreConnection(ctx context.Context, req *connectionsv1.StoreConnectionRequest) (*connectionsv1.StoreConnectionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stored = append(f.stored, req)
+	f.storer = append(f.storer, mesh.FromContext(ctx).Caller)
+	if f.tokens == nil {
+		f.tokens = map[string]string{}
+	}
+	f.tokens[req.GetAgent()] = req.GetAccessToken()
+	return &connectionsv1.StoreConnectionResponse{Connection: &connectionsv1.Connection{Id: connID(req.GetAgent()), Agent: req.GetAgent(), Account: req.GetAccount()}}, nil
+}
+
+// storedFor are the connections stored so far, as agent=account.
+func (f *fakeConnections) storedFor() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.stored {
+		out = append(out, r.GetAgent()+"="+r.GetAccount())
+	}
+	return out
 }
 
 func (f *fakeConnections) GetToken(ctx context.Context, req *connectionsv1.GetTokenRequest) (*connectionsv1.GetTokenResponse, error) {

@@ -84,6 +84,9 @@ type Config struct {
 	// Connections obtains each agent's own token; required by every
 	// policy but PolicyShared.
 	Connections Connections
+	// Link, when set, is the link page this service serves (at
+	// Link.URL, which then replaces Connections.LinkURL).
+	Link *LinkConfig
 }
 
 // Service implements toolmesh.github.v1.GitHubService.
@@ -93,6 +96,7 @@ type Service struct {
 	baseURL string
 	policy  Policy
 	conns   Connections
+	link    *linkPage // nil: the link page is served elsewhere
 	log     *slog.Logger
 	now     clock.Clock
 }
@@ -125,6 +129,19 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BaseURL != "" {
 		s.baseURL = strings.TrimRight(cfg.BaseURL, "/") + "/"
 	}
+	if cfg.Link != nil {
+		if cfg.Policy == PolicyShared {
+			return nil, errors.New("the link page serves the per_agent policies only")
+		}
+		if cfg.Link.WebURL == "" {
+			cfg.Link.WebURL = cfg.BaseURL
+		}
+		p, err := newLinkPage(*cfg.Link)
+		if err != nil {
+			return nil, err
+		}
+		s.link = p
+	}
 	if cfg.Token == "" {
 		return s, nil
 	}
@@ -138,7 +155,9 @@ func New(cfg Config) (*Service, error) {
 
 // Registration describes the service for internal/server.
 func (s *Service) Registration() server.Service {
-	return server.Register(githubv1connect.GitHubServiceName, githubv1connect.GitHubServiceHandler(s), githubv1connect.NewGitHubServiceHandler, githubv1.RegisterGitHubServiceHandler)
+	reg := server.Register(githubv1connect.GitHubServiceName, githubv1connect.GitHubServiceHandler(s), githubv1connect.NewGitHubServiceHandler, githubv1.RegisterGitHubServiceHandler)
+	reg.Public = s.linkRoutes()
+	return reg
 }
 
 // GetRepo implements GitHubService.GetRepo.

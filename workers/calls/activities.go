@@ -92,6 +92,21 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
 	r.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
+	r.RegisterActivityWithOptions(a.RecordExtension, activity.RegisterOptions{Name: ActivityRecordExtension})
+}
+
+// RecordExtension records a task's extension in the audit trail under its
+// call id (tool calls_extend_task, the caller's subject as actor, the
+// reason), so a retried attempt writes one record.
+func (a *Activities) RecordExtension(ctx context.Context, up *callsv1.ExtendTaskUpdate) error {
+	if a.audit == nil {
+		a.log.WarnContext(ctx, "calls.task_extension_unaudited", "call_id", up.GetCallId(), "subject", up.GetCaller().GetSubject(),
+			"task_id", up.GetRequest().GetTaskId(), "message", "no audit service configured")
+		return nil
+	}
+	_, err := a.audit.Record(ctx, audittrail.Entry{CallID: up.GetCallId(), Actor: up.GetCaller().GetSubject(), Tool: ToolExtendTask,
+		Reason: up.GetReason(), Arguments: up.GetRequest()})
+	return err
 }
 
 // errUnavailable is the failure type of an attempt whose service was

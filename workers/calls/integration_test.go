@@ -250,6 +250,11 @@ func TestRecordHistories(t *testing.T) {
 		{2, map[string]*callsv1.Answer{"r2.confirm": accept(t, map[string]any{"confirm": true})}},
 	}, ended)
 	capture("declined", purgeInput(t), []round{{1, map[string]*callsv1.Answer{"r1.fields": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
+	// A task that asks nothing: its side effect runs in the background.
+	task := purgeInput(t)
+	task.Task, task.Steps = true, nil
+	task.Arguments = `{"agent_id":"agent-9","confirm":true,"reason":"r"}`
+	capture("task-ran", task, nil, ended)
 	abandoned := purgeInput(t)
 	abandoned.RoundTimeout = durationpb.New(time.Second)
 	capture("abandoned", abandoned, nil, func(id, runID string) error {

@@ -101,8 +101,11 @@ func TestTaskRunsItsSideEffectOnceInTheBackground(t *testing.T) {
 	if err := h.env.GetWorkflowResult(&res); err != nil || !strings.Contains(res.GetEnvelope(), `"removed":2`) || res.GetCallId() != calls.IdempotencyKey(testStartOptions().ID) {
 		t.Fatalf("workflow result = %v, %v; want the side effect's envelope under the call's key", &res, err)
 	}
-	if len(h.invokes) != 1 || !h.invokes[0].GetAudit() || h.invokes[0].GetTimeout().AsDuration() != toolcall.DefaultTaskCallTimeout {
-		t.Errorf("invokes = %v; want one, audited, with the task call timeout", h.invokes)
+	// The service call is given the task's longest life; the task's
+	// deadline (the task call timeout, unless extended) is a timer beside
+	// it.
+	if len(h.invokes) != 1 || !h.invokes[0].GetAudit() || h.invokes[0].GetTimeout().AsDuration() != toolcall.MaxTaskLifetime {
+		t.Errorf("invokes = %v; want one, audited, with the task's longest life as its deadline", h.invokes)
 	}
 	if want := []string{"running", "succeeded"}; !slices.Equal(h.statuses, want) {
 		t.Errorf("statuses = %v, want %v", h.statuses, want)

@@ -66,6 +66,11 @@ func AnswerUpdate() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&callsv1.AnswerRequest{})
 }
 
+// ExtendUpdate is the update that moves a running task's deadline.
+func ExtendUpdate() workflowcontract.Handler {
+	return workflowcontract.HandlerOf(&callsv1.ExtendTaskUpdate{})
+}
+
 // TaskQuery is the query that shows a running call as an MCP task.
 func TaskQuery() workflowcontract.Handler {
 	return workflowcontract.HandlerOf(&callsv1.TaskQuery{})
@@ -77,6 +82,9 @@ func TaskQuery() workflowcontract.Handler {
 const (
 	ActivityInvoke  = "calls.invoke"
 	ActivityPreview = "calls.preview"
+	// ActivityRecordExtension records a task's extension in the audit
+	// trail.
+	ActivityRecordExtension = "calls.record_extension"
 )
 
 // Values of the ToolmeshStatus search attribute.
@@ -141,6 +149,14 @@ type call struct {
 	ready   bool      // a task that asks nothing more: the main loop runs it
 	message string    // what the call does, for people (the task's view)
 	updated time.Time // when it last changed
+
+	// running says a task's side effect runs under its deadline
+	// (extendable): taskDeadline is when it is given up, taskMax the
+	// latest an extension may move it to; auditing counts the extensions
+	// whose audit record is being written.
+	running               bool
+	taskDeadline, taskMax time.Time
+	auditing              int
 
 	busy      bool
 	done      bool
@@ -252,7 +268,8 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 		}
 		c.abandon(ctx)
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	// An extension's audit record is written before the workflow ends.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && c.auditing == 0 }); err != nil {
 		return nil, err
 	}
 	if c.abandoned {

@@ -116,6 +116,8 @@ type harness struct {
 	// invokeActivity, when set, runs instead of invoke.
 	invokeActivity func(context.Context, *callsv1.InvokeInput) (*callsv1.InvokeOutput, error)
 	preview        func(*callsv1.InvokeInput) string
+	// extensions are the extensions recorded in the audit trail.
+	extensions []*callsv1.ExtendTaskUpdate
 }
 
 func newHarness(t *testing.T) *harness {
@@ -141,6 +143,12 @@ func newHarness(t *testing.T) *harness {
 		h.mu.Unlock()
 		return &callsv1.InvokeOutput{Envelope: h.preview(in)}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityPreview})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, up *callsv1.ExtendTaskUpdate) error {
+		h.mu.Lock()
+		h.extensions = append(h.extensions, up)
+		h.mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: calls.ActivityRecordExtension})
 	workflowtest.OnStatus(h.env, func(status string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -1194,6 +1194,213 @@ func (x *AnswerResult) GetIgnored() []string {
 	return nil
 }
 
+// ExtendTaskUpdate moves the deadline of a task whose side effect runs: the
+// task's service call may go on until then. Its validator refuses, without a
+// trace in the history, an extension from anyone but the task's own caller
+// (subject and agent), of a task that is not running its side effect, with a
+// deadline that is not later than the current one or later than the task's
+// maximum, or without a reason. The answer is the task's deadlines.
+type ExtendTaskUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who asks: only the call's own caller (subject and agent) may.
+	Caller *Caller `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The new deadline.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Why (recorded in the audit trail).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The extension's call id in the audit trail.
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The request that asked for it, as the audit record digests it.
+	Request       *ExtendTaskRequest `protobuf:"bytes,5,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendTaskUpdate) Reset() {
+	*x = ExtendTaskUpdate{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendTaskUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendTaskUpdate) ProtoMessage() {}
+
+func (x *ExtendTaskUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendTaskUpdate.ProtoReflect.Descriptor instead.
+func (*ExtendTaskUpdate) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExtendTaskUpdate) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *ExtendTaskUpdate) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *ExtendTaskUpdate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ExtendTaskUpdate) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ExtendTaskUpdate) GetRequest() *ExtendTaskRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// ExtendTaskRequest is what an agent asks for when it extends its running MCP
+// task (the edge's calls_extend_task tool).
+type ExtendTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's id (the workflow id).
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// How much later the task's deadline is, in seconds.
+	ExtendSeconds int32 `protobuf:"varint,2,opt,name=extend_seconds,json=extendSeconds,proto3" json:"extend_seconds,omitempty"`
+	// Why the task needs more time.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendTaskRequest) Reset() {
+	*x = ExtendTaskRequest{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendTaskRequest) ProtoMessage() {}
+
+func (x *ExtendTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendTaskRequest.ProtoReflect.Descriptor instead.
+func (*ExtendTaskRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ExtendTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ExtendTaskRequest) GetExtendSeconds() int32 {
+	if x != nil {
+		return x.ExtendSeconds
+	}
+	return 0
+}
+
+func (x *ExtendTaskRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ExtendTaskResult is the outcome of an extend update.
+type ExtendTaskResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's deadline, as extended.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The latest deadline the task may be extended to.
+	MaxDeadline   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=max_deadline,json=maxDeadline,proto3" json:"max_deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendTaskResult) Reset() {
+	*x = ExtendTaskResult{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendTaskResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendTaskResult) ProtoMessage() {}
+
+func (x *ExtendTaskResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendTaskResult.ProtoReflect.Descriptor instead.
+func (*ExtendTaskResult) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExtendTaskResult) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *ExtendTaskResult) GetMaxDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MaxDeadline
+	}
+	return nil
+}
+
 // TaskQuery names the query that shows a call that is an MCP task while it
 // runs (a call that is over is shown by its result).
 type TaskQuery struct {
@@ -1204,7 +1411,7 @@ type TaskQuery struct {
 
 func (x *TaskQuery) Reset() {
 	*x = TaskQuery{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1423,7 @@ func (x *TaskQuery) String() string {
 func (*TaskQuery) ProtoMessage() {}
 
 func (x *TaskQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[12]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1436,7 @@ func (x *TaskQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskQuery.ProtoReflect.Descriptor instead.
 func (*TaskQuery) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{15}
 }
 
 // TaskView is where a running call is, as an MCP task.
@@ -1242,14 +1449,18 @@ type TaskView struct {
 	// What the call is doing, for people.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// When it last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// While its side effect runs: when the task is given up (an extension
+	// moves it), and the latest it may be extended to.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	MaxDeadline   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=max_deadline,json=maxDeadline,proto3" json:"max_deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskView) Reset() {
 	*x = TaskView{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1472,7 @@ func (x *TaskView) String() string {
 func (*TaskView) ProtoMessage() {}
 
 func (x *TaskView) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[13]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1485,7 @@ func (x *TaskView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskView.ProtoReflect.Descriptor instead.
 func (*TaskView) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskView) GetTask() bool {
@@ -1305,6 +1516,20 @@ func (x *TaskView) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TaskView) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *TaskView) GetMaxDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MaxDeadline
+	}
+	return nil
+}
+
 // Question is one input request of a round: a form, a URL to visit, a
 // completion of the client's model, or the client's roots.
 type Question struct {
@@ -1331,7 +1556,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1568,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[14]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1581,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Question) GetKey() string {
@@ -1437,7 +1662,7 @@ type InvokeInput struct {
 
 func (x *InvokeInput) Reset() {
 	*x = InvokeInput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1674,7 @@ func (x *InvokeInput) String() string {
 func (*InvokeInput) ProtoMessage() {}
 
 func (x *InvokeInput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[15]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1687,7 @@ func (x *InvokeInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeInput.ProtoReflect.Descriptor instead.
 func (*InvokeInput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InvokeInput) GetTool() string {
@@ -1521,7 +1746,7 @@ type InvokeOutput struct {
 
 func (x *InvokeOutput) Reset() {
 	*x = InvokeOutput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1758,7 @@ func (x *InvokeOutput) String() string {
 func (*InvokeOutput) ProtoMessage() {}
 
 func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[16]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1771,7 @@ func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeOutput.ProtoReflect.Descriptor instead.
 func (*InvokeOutput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InvokeOutput) GetEnvelope() string {
@@ -1649,15 +1874,31 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.AnswerR\x05value:\x028\x01:a\xea\xf9\x18]\n" +
 	"\x06answer\x12QDeliver the user's answers to some or all of the questions an MCP task waits for.\x18\x01\"(\n" +
 	"\fAnswerResult\x12\x18\n" +
-	"\aignored\x18\x01 \x03(\tR\aignored\"r\n" +
+	"\aignored\x18\x01 \x03(\tR\aignored\"\xa8\x04\n" +
+	"\x10ExtendTaskUpdate\x121\n" +
+	"\x06caller\x18\x01 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x126\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12>\n" +
+	"\arequest\x18\x05 \x01(\v2$.toolmesh.calls.v1.ExtendTaskRequestR\arequest:\xb7\x02\xea\xf9\x18\xb2\x02\n" +
+	"\x06extend\x12\xa5\x02Move the deadline of a running MCP task later, e.g. {\"caller\": {...}, \"deadline\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused for another caller, a task that is not running, a deadline not later than the current one or past the task's maximum, or no reason. Returns the task's deadlines.\x18\x01\"k\n" +
+	"\x11ExtendTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
+	"\x0eextend_seconds\x18\x02 \x01(\x05R\rextendSeconds\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x89\x01\n" +
+	"\x10ExtendTaskResult\x126\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12=\n" +
+	"\fmax_deadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vmaxDeadline\"r\n" +
 	"\tTaskQuery:e\xea\xf9\x18a\n" +
-	"\x04task\x12WWhere the call is as an MCP task: working, or waiting for the answers to its questions.\x18\x03\"\xb0\x01\n" +
+	"\x04task\x12WWhere the call is as an MCP task: working, or waiting for the answers to its questions.\x18\x03\"\xa7\x02\n" +
 	"\bTaskView\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\bR\x04task\x129\n" +
 	"\tquestions\x18\x02 \x03(\v2\x1b.toolmesh.calls.v1.QuestionR\tquestions\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xa9\x02\n" +
+	"updateTime\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12=\n" +
+	"\fmax_deadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vmaxDeadline\"\xa9\x02\n" +
 	"\bQuestion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12B\n" +
@@ -1709,7 +1950,7 @@ func file_toolmesh_calls_v1_calls_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(StepKind)(0),                 // 0: toolmesh.calls.v1.StepKind
 	(InputKind)(0),                // 1: toolmesh.calls.v1.InputKind
@@ -1726,52 +1967,62 @@ var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(*RoundResult)(nil),           // 12: toolmesh.calls.v1.RoundResult
 	(*AnswerRequest)(nil),         // 13: toolmesh.calls.v1.AnswerRequest
 	(*AnswerResult)(nil),          // 14: toolmesh.calls.v1.AnswerResult
-	(*TaskQuery)(nil),             // 15: toolmesh.calls.v1.TaskQuery
-	(*TaskView)(nil),              // 16: toolmesh.calls.v1.TaskView
-	(*Question)(nil),              // 17: toolmesh.calls.v1.Question
-	(*InvokeInput)(nil),           // 18: toolmesh.calls.v1.InvokeInput
-	(*InvokeOutput)(nil),          // 19: toolmesh.calls.v1.InvokeOutput
-	nil,                           // 20: toolmesh.calls.v1.RoundRequest.AnswersEntry
-	nil,                           // 21: toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*v1.VisitRequired)(nil),      // 23: toolmesh.tool.v1.VisitRequired
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*ExtendTaskUpdate)(nil),      // 15: toolmesh.calls.v1.ExtendTaskUpdate
+	(*ExtendTaskRequest)(nil),     // 16: toolmesh.calls.v1.ExtendTaskRequest
+	(*ExtendTaskResult)(nil),      // 17: toolmesh.calls.v1.ExtendTaskResult
+	(*TaskQuery)(nil),             // 18: toolmesh.calls.v1.TaskQuery
+	(*TaskView)(nil),              // 19: toolmesh.calls.v1.TaskView
+	(*Question)(nil),              // 20: toolmesh.calls.v1.Question
+	(*InvokeInput)(nil),           // 21: toolmesh.calls.v1.InvokeInput
+	(*InvokeOutput)(nil),          // 22: toolmesh.calls.v1.InvokeOutput
+	nil,                           // 23: toolmesh.calls.v1.RoundRequest.AnswersEntry
+	nil,                           // 24: toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*v1.VisitRequired)(nil),      // 26: toolmesh.tool.v1.VisitRequired
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	4,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
 	5,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
-	22, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
-	22, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
-	22, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
-	23, // 5: toolmesh.calls.v1.ElicitedCallInput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	25, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
+	25, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
+	25, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
+	26, // 5: toolmesh.calls.v1.ElicitedCallInput.visit:type_name -> toolmesh.tool.v1.VisitRequired
 	0,  // 6: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	24, // 7: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	27, // 7: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
 	6,  // 8: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
-	24, // 9: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
+	27, // 9: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
 	1,  // 10: toolmesh.calls.v1.StepQuestion.kind:type_name -> toolmesh.calls.v1.InputKind
 	2,  // 11: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	24, // 12: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	27, // 12: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
 	8,  // 13: toolmesh.calls.v1.Answer.sampled:type_name -> toolmesh.calls.v1.Sampled
 	9,  // 14: toolmesh.calls.v1.Answer.roots:type_name -> toolmesh.calls.v1.Root
-	20, // 15: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
-	17, // 16: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
+	23, // 15: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	20, // 16: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
 	4,  // 17: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
-	21, // 18: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	17, // 19: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
-	25, // 20: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
-	24, // 21: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
-	1,  // 22: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
-	4,  // 23: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	22, // 24: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
-	23, // 25: toolmesh.calls.v1.InvokeOutput.visit:type_name -> toolmesh.tool.v1.VisitRequired
-	7,  // 26: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	7,  // 27: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	24, // 18: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	4,  // 19: toolmesh.calls.v1.ExtendTaskUpdate.caller:type_name -> toolmesh.calls.v1.Caller
+	28, // 20: toolmesh.calls.v1.ExtendTaskUpdate.deadline:type_name -> google.protobuf.Timestamp
+	16, // 21: toolmesh.calls.v1.ExtendTaskUpdate.request:type_name -> toolmesh.calls.v1.ExtendTaskRequest
+	28, // 22: toolmesh.calls.v1.ExtendTaskResult.deadline:type_name -> google.protobuf.Timestamp
+	28, // 23: toolmesh.calls.v1.ExtendTaskResult.max_deadline:type_name -> google.protobuf.Timestamp
+	20, // 24: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
+	28, // 25: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
+	28, // 26: toolmesh.calls.v1.TaskView.deadline:type_name -> google.protobuf.Timestamp
+	28, // 27: toolmesh.calls.v1.TaskView.max_deadline:type_name -> google.protobuf.Timestamp
+	27, // 28: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	1,  // 29: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
+	4,  // 30: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
+	25, // 31: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	26, // 32: toolmesh.calls.v1.InvokeOutput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	7,  // 33: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	7,  // 34: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_calls_v1_calls_proto_init() }
@@ -1785,7 +2036,7 @@ func file_toolmesh_calls_v1_calls_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_calls_v1_calls_proto_rawDesc), len(file_toolmesh_calls_v1_calls_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
