@@ -133,6 +133,9 @@ type meshConfig struct {
 	PortOffset int
 	// Pprof starts every service, worker and the edge with --pprof.
 	Pprof bool
+	// GitHubLinkURL is TOOLMESH_GITHUB_LINK_URL as given; when empty, the
+	// github service's own page on loopback (<its address>/link).
+	GitHubLinkURL string
 }
 
 // bindMesh binds the options of the plan; the returned function reads them
@@ -152,6 +155,7 @@ func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, err
 			return meshConfig{}, fmt.Errorf("--port-offset %d out of range [0, 50000]", cfg.PortOffset)
 		}
 		cfg.Seed = config.Split(getenv(agentsSeedEnv))
+		cfg.GitHubLinkURL = getenv(githubLinkURLEnv)
 		cfg.TemporalHealthPort = temporalHealthPort + cfg.PortOffset
 		if !s.Explicit("edge-addr") {
 			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+cfg.PortOffset)
@@ -257,6 +261,11 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			// service's own address.
 			args = append(args, "--mesh-key", keyPath)
 			env = map[string]string{a2aURLEnv: a2aURL, reputationPublicURLEnv: "http://" + addr}
+		}
+		if n == "github" && cfg.GitHubLinkURL == "" {
+			// The link page, when the github service serves it, is its
+			// own, on loopback (docs/connections.md).
+			env = map[string]string{githubLinkURLEnv: "http://" + addr + "/link"}
 		}
 		if d.directory {
 			// The edge's development agent is registered at start (when

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/githubtest"
+	"github.com/toolmesh/toolmesh/internal/oidctest"
+	"github.com/toolmesh/toolmesh/internal/porttest"
+)
+
+// linkBrowser is a person's browser: a cookie jar; with hold it stops
+// before GitHub's redirect back to the link page's callback, and answers
+// where it would have gone.
+type linkBrowser struct {
+	c    *http.Client
+	hold bool
+}
+
+func newLinkBrowser(t *testing.T) *linkBrowser {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &linkBrowser{}
+	b.c = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if b.hold && req.URL.Path == "/link/callback" {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	return b
+}
+
+// open GETs u: the status, the page's text, and the held callback.
+func (b *linkBrowser) open(u string) (int, string, string, error) {
+	res, err := b.c.Get(u)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body), res.Header.Get("Location"), nil
+}
+
+// linkPattern finds the link page's URL in a message.
+var linkPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/link\?[A-Za-z0-9_=&%.-]+`)
+
+// TestGitHubLinkThroughTheEdge runs `toolmesh up` under per_agent with the
+// github service serving its link page against a fake GitHub, and an edge
+// that trusts a test issuer, where ann runs agent-a and bob agent-b. A
+// form-only client gets the link in a capability_gap; bob opening ann's
+// link binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
+// follows it, approves at GitHub, and the call completes once with her
+// token; a replayed callback and a callback for another agent bind
+// nothing; bob links at 2026-07-28 (an input request). Every call carries
+// its own agent's token, never the shared one, and no token nor the app's
+// secret is in clear in any log, answer or file the mesh wrote.
+func TestGitHubLinkThroughTheEdge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole mesh")
+	}
+	bin, temporal := meshBinaries(t)
+	secret := "cs_" + rand.Text()
+	shared := "ghp_" + rand.Text()
+	gh := githubtest.Start(t, "Iv1.linke2e", secret)
+	iss := oidctest.Start(t, "toolmesh-link")
+	dir := t.TempDir()
+	m := startUp(t, bin, temporal,
+		githubPolicyEnv+"=per_agent", githubTokenEnv+"="+shared, githubURLEnv+"="+gh.URL, githubEgressAllowEnv+"=127.0.0.0/8",
+		"TOOLMESH_GITHUB_CLIENT_ID="+gh.ClientID, "TOOLMESH_GITHUB_CLIENT_SECRET_FILE="+writeFile(t, dir, "github-client-secret", secret),
+		"TOOLMESH_GITHUB_LINK_ISSUER="+iss.URL, "TOOLMESH_GITHUB_LINK_CLIENT_ID="+iss.ClientID)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the mesh's log:\n%s", tail(m.Stderr()))
+		}
+	})
+	owner := mcpSessionTo(t, m.Link(t, linkMCP))
+	for _, a := range []string{"agent-a", "agent-b"} {
+		okData(t, callTool(t, owner, "agents_register", map[string]any{"agent_id": a, "display_name": a,
+			"confirm": true, "reason": "an agent a person links to GitHub"}), &map[string]any{})
+	}
+	edgeAddr := porttest.Addr(t)
+	edgeProc := startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", m.Data, "--metrics-addr", "off",
+		"--issuer", iss.URL, "--jwks-file", writeFile(t, dir, "jwks.json", string(iss.JWKS())),
+		"--temporal", fmt.Sprintf("127.0.0.1:%d", temporalPort+m.Offset),
+		"--service", "github="+m.Link(t, "github"), "--service", "connections="+m.Link(t, "connections"))
+	edgeURL := "http://" + edgeAddr + "/mcp"
+
+	// session connects person's client for agent at version; url: it
+	// declares URL elicitation, else forms only.
+	var answers []string // every tool answer, for the grep at the end
+	session := func(t *testing.T, person, agent, version string, url bool, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
+		t.Helper()
+		caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
+		if url {
+			caps.Elicitation.URL = &mcp.URLElicitationCapabilities{}
+		}
+		tok := iss.AccessToken(t, edgeURL, oidctest.Person{Subject: person, Agent: agent, Scope: "toolmesh:read toolmesh:write"})
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "link-e2e", Version: "1"}, &mcp.ClientOptions{Capabilities: caps, ElicitationHandler: elicit}).
+			Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: edgeURL, HTTPClient: &http.Client{Transport: bearerTransport{tok}}},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connect as %s at %s: %v", person, version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	getRepo := func(t *testing.T, cs *mcp.ClientSession) envelope {
+		t.Helper()
+		env, err := tryCallTool(cs, &mcp.CallToolParams{Name: "github_get_repo", Arguments: map[string]any{"owner": "octocat", "repo": "hello"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, env.Message+string(env.Data))
+		return env
+	}
+	repoCalls := func() []githubtest.Call {
+		var out []githubtest.Call
+		for _, c := range gh.Calls() {
+			if c.Path == "/api/v3/repos/octocat/hello" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	linkPrefix := m.Link(t, "github") + "/link?"
+
+	var annLink string
+	annForms := session(t, "ann", "agent-a", "2025-11-25", false, nil)
+	t.Run("a form-only client gets the link in a capability_gap", func(t *testing.T) {
+		env := getRepo(t, annForms)
+		annLink = linkPattern.FindString(env.Message)
+		if env.DomainCode != "capability_gap" || env.Gap != "client.elicitation.url" || !strings.HasPrefix(annLink, linkPrefix+"agent=agent-a") {
+			t.Fatalf("github_get_repo from a form-only client = %+v, want a capability_gap carrying agent-a's link", env)
+		}
+		if n := len(gh.Calls()); n != 0 {
+			t.Fatalf("GitHub got %d requests for an agent without a connection", n)
+		}
+	})
+
+	t.Run("bob opening ann's link binds nothing", func(t *testing.T) {
+		iss.SignInAs("bob", "openid")
+		gh.Approve("octo-bob")
+		code, body, _, err := newLinkBrowser(t).open(annLink)
+		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "signed in as bob") {
+			t.Fatalf("bob at ann's link: %d %v %s", code, err, body)
+		}
+		if ex := gh.Exchanges(); len(ex) != 0 {
+			t.Fatalf("GitHub's token endpoint was reached: %v", ex)
+		}
+	})
+
+	annBrowser := newLinkBrowser(t)
+	t.Run("2025-11-25: a URL elicitation, ann links, the call completes once with her token", func(t *testing.T) {
+		var mu sync.Mutex
+		var asked []*mcp.ElicitParams
+		var replayed int
+		cs := session(t, "ann", "agent-a", "2025-11-25", true, func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, req.Params)
+			iss.SignInAs("ann", "openid")
+			gh.Approve("octo-ann")
+			annBrowser.hold = true
+			_, _, callback, err := annBrowser.open(req.Params.URL)
+			if err != nil || callback == "" {
+				return nil, fmt.Errorf("ann at GitHub: %v (callback %q)", err, callback)
+			}
+			if code, body, _, err := annBrowser.open(callback); err != nil || code != http.StatusOK || !strings.Contains(body, "agent-a now acts on GitHub as octo-ann") {
+				return nil, fmt.Errorf("ann's callback: %d %v %s", code, err, body)
+			}
+			replayed, _, _, _ = annBrowser.open(callback)
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		})
+		env := getRepo(t, cs)
+		if env.Status != "ok" || !strings.Contains(string(env.Data), "octocat/hello") {
+			t.Fatalf("github_get_repo after linking = %+v", env)
+		}
+		if len(asked) != 1 || asked[0].Mode != "url" || !strings.HasPrefix(asked[0].URL, linkPrefix+"agent=agent-a") || asked[0].ElicitationID == "" {
+			t.Errorf("asked %+v, want one URL elicitation of agent-a's link with an elicitationId", asked)
+		}
+		if replayed != http.StatusBadRequest {
+			t.Errorf("the replayed callback answered %d, want refused", replayed)
+		}
+		if calls := repoCalls(); len(calls) != 1 || calls[0].Login != "octo-ann" {
+			t.Errorf("GitHub's repo calls %+v, want the one call, with octo-ann's token", calls)
+		}
+	})
+
+	t.Run("2026-07-28: an input request, bob links; a callback for another agent binds nothing", func(t *testing.T) {
+		var asked []*mcp.ElicitParams
+		var foreign int
+		cs := session(t, "bob", "agent-b", "2026-07-28", true, func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params)
+			if len(asked) > 1 {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			}
+			iss.SignInAs("bob", "openid")
+			gh.Approve("octo-bob")
+			bob := newLinkBrowser(t)
+			bob.hold = true
+			_, _, callback, err := bob.open(req.Params.URL)
+			if err != nil || callback == "" {
+				return nil, fmt.Errorf("bob at GitHub: %v (callback %q)", err, callback)
+			}
+			// agent-b's callback in ann's browser (which started agent-a's).
+			foreign, _, _, _ = annBrowser.open(callback)
+			if code, body, _, err := bob.open(callback); err != nil || code != http.StatusOK || !strings.Contains(body, "agent-b now acts on GitHub as octo-bob") {
+				return nil, fmt.Errorf("bob's callback: %d %v %s", code, err, body)
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		})
+		env := getRepo(t, cs)
+		if env.Status != "ok" {
+			t.Fatalf("github_get_repo after linking = %+v", env)
+		}
+		if len(asked) != 1 || asked[0].Mode != "url" || !strings.HasPrefix(asked[0].URL, linkPrefix+"agent=agent-b") || asked[0].ElicitationID != "" {
+			t.Errorf("asked %+v, want one URL input request of agent-b's link, without an elicitationId", asked)
+		}
+		if foreign != http.StatusBadRequest {
+			t.Errorf("agent-b's callback in ann's browser answered %d, want refused", foreign)
+		}
+		if calls := repoCalls(); len(calls) != 2 || calls[1].Login != "octo-bob" {
+			t.Errorf("GitHub's repo calls %+v, want bob's one call, with octo-bob's token", calls)
+		}
+	})
+
+	t.Run("each agent's calls carry its own token", func(t *testing.T) {
+		if env := getRepo(t, annForms); env.Status != "ok" {
+			t.Fatalf("ann's form-only client once linked: %+v", env)
+		}
+		want := []string{"octo-ann", "octo-bob", "octo-ann"}
+		calls := repoCalls()
+		for i, c := range calls {
+			if i >= len(want) || c.Login != want[i] || c.Token == shared {
+				t.Errorf("repo call %d carried %s's token (shared: %v), want %v in order", i, c.Login, c.Token == shared, want)
+			}
+		}
+		if len(calls) != len(want) {
+			t.Errorf("%d repo calls, want %d", len(calls), len(want))
+		}
+		list := callTool(t, owner, "connections_list", nil)
+		answers = append(answers, string(list.Data))
+		if !strings.Contains(string(list.Data), `"octo-ann"`) || !strings.Contains(string(list.Data), `"octo-bob"`) || strings.Count(string(list.Data), `"account"`) != 2 {
+			t.Errorf("connections_list = %s, want agent-a's and agent-b's, one each", list.Data)
+		}
+		if ex := gh.Exchanges(); len(ex) != 2 {
+			t.Errorf("GitHub's token endpoint: %v, want two exchanges (ann's, bob's)", ex)
+		}
+	})
+
+	t.Run("no token nor the client secret in clear", func(t *testing.T) {
+		secrets := map[string]string{"the client secret": secret, "the shared token": shared}
+		for tok, login := range gh.Tokens() {
+			secrets[login+"'s token"] = tok
+		}
+		places := map[string]string{"the mesh's log": m.Stderr(), "the edge's log": edgeProc.logs.String(), "tool answers": strings.Join(answers, "\n")}
+		err := filepath.WalkDir(m.Data, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			places[path] = string(b)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The grep reads what it should: the accounts are stored in clear.
+		if !strings.Contains(places[filepath.Join(m.Data, dbFile("connections"))]+places[filepath.Join(m.Data, dbFile("connections"))+"-wal"], "octo-ann") {
+			t.Fatalf("the connections database under %s does not name octo-ann: the grep reads the wrong files", m.Data)
+		}
+		total := 0
+		for where, text := range places {
+			total += len(text)
+			for what, s := range secrets {
+				if strings.Contains(text, s) {
+					t.Errorf("%s is in clear in %s", what, where)
+				}
+			}
+		}
+		t.Logf("%d secrets looked for in %d places, %d bytes", len(secrets), len(places), total)
+	})
+}
