@@ -64,6 +64,10 @@ type Config struct {
 	// MeshStatusURL is the status page of the mesh's supervisor (up's
 	// /status.json) the mesh page shows; none when empty.
 	MeshStatusURL string
+	// TemporalUIURL is the Temporal Web UI's address
+	// (http://127.0.0.1:8233); the runs pages link each run to its workflow
+	// there. No links when empty.
+	TemporalUIURL string
 	// PageSize is how many asks an inbox page shows (DefaultPageSize when 0).
 	PageSize int
 	// HTTPClient reaches the edge (http.DefaultClient when nil).
@@ -113,6 +117,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.SessionTTL < 0 || cfg.PollInterval < 0 || cfg.PageSize < 0 || cfg.PageSize > 200 {
 		return nil, errors.New("console: session lifetime and poll interval must be positive, the page size 1 to 200")
+	}
+	if t := cfg.TemporalUIURL; t != "" {
+		if u, err := url.Parse(t); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("console: Temporal UI URL %q is not http(s)://host", t)
+		}
 	}
 	u, err := url.Parse(cfg.EdgeURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -168,6 +177,9 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /credits/grant", c.change(c.grant))
 	mux.Handle("GET /audit", c.page(c.audit))
 	mux.Handle("GET /mesh", c.page(c.mesh))
+	mux.Handle("GET /runs", c.page(c.runs))
+	mux.Handle("GET /runs/{id}", c.page(c.runPage))
+	mux.Handle("POST /runs/{id}/cancel", c.change(c.cancelRun))
 	if c.signer != nil {
 		mux.HandleFunc("GET "+signInPath, c.signInPage)
 		mux.HandleFunc("GET "+callbackPath, c.callback)

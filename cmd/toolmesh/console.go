@@ -32,8 +32,8 @@ const consoleSessionKeyFile = "console-session.key"
 
 // consoleConfig is the configuration of `toolmesh console`.
 type consoleConfig struct {
-	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL string
-	hosts                                                   []string
+	addr, edgeURL, dataDir, keyFile, metricsAddr, statusURL, temporalUI string
+	hosts                                                               []string
 	// Sign-in (OpenID Connect), on when issuer is set.
 	issuer, clientID, clientSecretFile, publicURL, resource string
 	scopes                                                  []string
@@ -58,6 +58,8 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 		Usage: "address of the console's Prometheus /metrics and /healthz, apart from its pages (\"off\": none)"})
 	s.String(&c.statusURL, "", config.Opt{Flag: "mesh-status-url", Env: "TOOLMESH_CONSOLE_MESH_STATUS_URL",
 		Usage: "status page of the mesh's supervisor the mesh page shows (toolmesh up's /status.json; up gives its own)"})
+	s.String(&c.temporalUI, "", config.Opt{Flag: "temporal-ui-url", Env: "TOOLMESH_CONSOLE_TEMPORAL_UI_URL",
+		Usage: "the Temporal Web UI's address (http://127.0.0.1:8233) the runs pages link each run's workflow to (up gives its dev server's; none: no links)"})
 	s.String(&c.issuer, "", config.Opt{Flag: "issuer", Env: "TOOLMESH_OAUTH_ISSUER",
 		Usage: "OpenID Connect issuer people sign in with, the one the edge trusts; required off loopback, and on loopback it replaces the local owner"})
 	s.String(&c.clientID, "toolmesh-console", config.Opt{Flag: "client-id", Env: "TOOLMESH_CONSOLE_CLIENT_ID", Usage: "the console's client id at the issuer"})
@@ -127,7 +129,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	defer stopTelemetry(tel, log)
 	con, err := console.New(console.Config{
 		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
-		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL,
+		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL, TemporalUIURL: c.temporalUI,
 		HTTPClient: meshclient.HTTP(), OIDC: signIn, Log: log,
 	})
 	if err != nil {

@@ -82,6 +82,7 @@ func TestConsole(t *testing.T) {
 	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t)}
 	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
 	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
+	t.Run("a workflow run is approved from the inbox", func(t *testing.T) { testConsoleApprovesARun(t, c) })
 	t.Run("credits are granted", func(t *testing.T) { testConsoleGrantsCredits(t, c) })
 	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
 	t.Run("people sign in with the issuer", func(t *testing.T) { testConsoleSignIn(t, bin, c) })
@@ -208,6 +209,83 @@ func testConsoleAnswersAnAsk(t *testing.T, c *consoleMesh) {
 	if n, _ := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#inbox-list li").length`)); n != 0 {
 		t.Errorf("the inbox still lists %d asks after the answer", n)
 	}
+	if p := tab.Problems(); len(p) > 0 {
+		t.Errorf("the console's pages reported problems: %q", p)
+	}
+}
+
+// testConsoleApprovesARun: an agent's workflow run suspends on its
+// approval node; the approval's ask appears in the inbox naming the run;
+// the owner approves it there; the run completes, and the runs page draws
+// its graph with every node completed, each node's output and the link to
+// its workflow in the Temporal UI.
+func testConsoleApprovesARun(t *testing.T, c *consoleMesh) {
+	tab := c.tab(t)
+	id := createWorkflow(t, c.agent, map[string]any{"name": "publish-report", "description": "Ask the owner, then open the publishing task.",
+		"definition": map[string]any{"nodes": []any{
+			map[string]any{"id": "start", "start": map[string]any{"next": "approve"}},
+			map[string]any{"id": "approve", "title": "The owner approves", "approval": map[string]any{"question": "Publish the weekly report?", "next": "publish"}},
+			map[string]any{"id": "publish", "title": "Open the publishing task",
+				"action": map[string]any{"tool": "tasks_create", "arguments": map[string]any{"description": "Publish the weekly report"}, "next": "done"}},
+			map[string]any{"id": "done", "end": map[string]any{}},
+		}}})
+	var started runData
+	okData(t, callTool(t, c.agent, "workflows_run", map[string]any{"workflow_id": id, "wait_seconds": 0}), &started)
+	runID := started.Run.RunID
+
+	// The approval's ask appears without a reload, naming its run.
+	link := fmt.Sprintf(`#inbox-list li .run a[href="/runs/%s"]`, runID)
+	if err := tab.Do(60*time.Second, chromedp.WaitVisible(chromedp.CSS(link))); err != nil {
+		t.Fatalf("the run's approval did not appear in the inbox naming run %s: %v", runID, err)
+	}
+	askID, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).closest("li").id`, link)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Do(30*time.Second,
+		chromedp.Click(chromedp.CSS(`#`+askID+` button.option[value="approve"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+	); err != nil {
+		t.Fatalf("approve from the inbox: %v", err)
+	}
+	done := awaitRun(t, c.agent, runID, "completed", func(d runData) bool {
+		return d.Run.Status != "RUN_STATUS_RUNNING" && d.Run.Status != "RUN_STATUS_SUSPENDED"
+	})
+	if done.Run.Status != "RUN_STATUS_COMPLETED" {
+		t.Fatalf("the approved run is %s: %+v", done.Run.Status, done.Run.Error)
+	}
+
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/runs/"+runID), chromedp.WaitVisible(chromedp.CSS("#graph"))); err != nil {
+		t.Fatalf("the run's page: %v", err)
+	}
+	got, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[struct {
+		Status   string   `json:"status"`
+		Nodes    []string `json:"nodes"`
+		Answer   string   `json:"answer"`
+		Task     string   `json:"task"`
+		Temporal string   `json:"temporal"`
+	}](`({status: document.querySelector("#run-status").textContent,
+		nodes: Array.from(document.querySelectorAll("#graph g.node")).map(g => g.id + "=" + g.querySelector(".node-status").textContent),
+		answer: document.querySelector("#row-approve pre").textContent,
+		task: document.querySelector("#row-publish pre").textContent,
+		temporal: document.querySelector("#temporal-link").href})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"node-start=completed", "node-approve=completed", "node-publish=completed", "node-done=completed"}
+	if got.Status != "completed" || strings.Join(got.Nodes, " ") != strings.Join(want, " ") ||
+		!strings.Contains(got.Answer, `"answered_by": "local"`) || !strings.Contains(got.Task, "Publish the weekly report") ||
+		!strings.Contains(got.Temporal, "/namespaces/default/workflows?query=WorkflowId%3D%22"+strings.ReplaceAll(done.Run.TemporalWorkflowID, "/", "%2F")+"%22") {
+		t.Errorf("the run's page shows %+v, want it completed, every node completed with its output, and the Temporal UI link", got)
+	}
+	if err := tab.Screenshot(consoleShot(t, "console-run.png")); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, tab, "a run's page")
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/runs"), chromedp.WaitVisible(chromedp.CSS("#"+runID))); err != nil {
+		t.Fatalf("the runs page: %v", err)
+	}
+	checkAccessible(t, tab, "the runs page")
 	if p := tab.Problems(); len(p) > 0 {
 		t.Errorf("the console's pages reported problems: %q", p)
 	}

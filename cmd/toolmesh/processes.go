@@ -360,6 +360,9 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		"--metrics-addr", local(consoleMetricsPort),
 		// up's status page on its default address (--status-addr moves it).
 		"--mesh-status-url", fmt.Sprintf("http://127.0.0.1:%d/status.json", upStatusPort+cfg.PortOffset)}
+	if cfg.TemporalUIPort != 0 {
+		consoleArgs = append(consoleArgs, "--temporal-ui-url", fmt.Sprintf("http://127.0.0.1:%d", cfg.TemporalUIPort))
+	}
 	if cfg.Pprof {
 		consoleArgs = append(consoleArgs, "--pprof")
 	}

@@ -299,14 +299,22 @@ func (s *Service) GetRun(ctx context.Context, req *workflowsv1.GetRunRequest) (*
 	return &workflowsv1.GetRunResponse{Run: s.live(ctx, r)}, nil
 }
 
-// ListRuns implements WorkflowsService.ListRuns.
+// ListRuns implements WorkflowsService.ListRuns: an agent's own runs, or
+// for the owner every agent's (the runs GetRun shows the owner).
 func (s *Service) ListRuns(ctx context.Context, req *workflowsv1.ListRunsRequest) (*workflowsv1.ListRunsResponse, error) {
 	agent, err := mesh.RequireAgent(ctx)
 	if err != nil {
 		return nil, err
 	}
+	filter := req.GetAgentId()
+	if !mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
+		if filter != "" && filter != agent {
+			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("an agent lists only its own runs; omit agent_id"))
+		}
+		filter = agent
+	}
 	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
-	list, total, err := s.store.ListRuns(ctx, agent, req.GetWorkflowId(), req.GetStatus(), offset, limit)
+	list, total, err := s.store.ListRuns(ctx, filter, req.GetWorkflowId(), req.GetStatus(), offset, limit)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list runs: %w", err))
 	}

@@ -216,6 +216,17 @@ func TestRunReturnsTheOutcomeWhenItEndsInTheWait(t *testing.T) {
 		if err != nil || list.GetPage().GetTotal() != 1 {
 			t.Errorf("completed runs = %v, %v; want the one", list, err)
 		}
+		// The owner lists every agent's runs, or one agent's.
+		all, err := e.c.ListRuns(theOwner(), &workflowsv1.ListRunsRequest{})
+		if err != nil || len(all.GetRuns()) != 1 || all.GetRuns()[0].GetAgentId() != "agent-a" {
+			t.Errorf("the owner's runs = %v, %v; want agent-a's run", all, err)
+		}
+		onlyB, err := e.c.ListRuns(theOwner(), &workflowsv1.ListRunsRequest{AgentId: "agent-b"})
+		if err != nil || len(onlyB.GetRuns()) != 0 {
+			t.Errorf("the owner's runs of agent-b = %v, %v; want none", onlyB, err)
+		}
+		_, err = e.c.ListRuns(agentB(), &workflowsv1.ListRunsRequest{AgentId: "agent-a"})
+		wantCode(t, "an agent listing another's runs", err, connect.CodePermissionDenied)
 	})
 }
 

@@ -897,6 +897,8 @@ type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only the runs of this workflow; all your runs when omitted.
 	WorkflowId string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// Only this agent's runs (owner only; an agent always lists its own).
+	AgentId string `protobuf:"bytes,5,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Only runs in this status; all when omitted.
 	Status RunStatus `protobuf:"varint,2,opt,name=status,proto3,enum=toolmesh.workflows.v1.RunStatus" json:"status,omitempty"`
 	// Index of the first run to return (0 for the first page).
@@ -940,6 +942,13 @@ func (*ListRunsRequest) Descriptor() ([]byte, []int) {
 func (x *ListRunsRequest) GetWorkflowId() string {
 	if x != nil {
 		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
 	}
 	return ""
 }
@@ -1433,10 +1442,11 @@ const file_toolmesh_workflows_v1_workflows_proto_rawDesc = "" +
 	"\rGetRunRequest\x123\n" +
 	"\x06run_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^run_[0-9a-z]{26}$R\x05runId\">\n" +
 	"\x0eGetRunResponse\x12,\n" +
-	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run\"\xda\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\x1a.toolmesh.workflows.v1.RunR\x03run\"\x98\x02\n" +
 	"\x0fListRunsRequest\x12<\n" +
 	"\vworkflow_id\x18\x01 \x01(\tB\x1b\xbaH\x18r\x162\x14^(wf_[0-9a-z]{26})?$R\n" +
-	"workflowId\x12B\n" +
+	"workflowId\x12<\n" +
+	"\bagent_id\x18\x05 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12B\n" +
 	"\x06status\x18\x02 \x01(\x0e2 .toolmesh.workflows.v1.RunStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12#\n" +
 	"\x06offset\x18\x03 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
 	"\x05limit\x18\x04 \x01(\x05B\n" +

@@ -93,7 +93,8 @@ type WorkflowsServiceClient interface {
 	// run's output once it completed, or the node and the reason it failed.
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// List your runs, newest first, optionally of one workflow or in one
-	// status (without node details: get one with workflows_get_run). Results
+	// status (without node details: get one with workflows_get_run). The
+	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// Cancel one of your runs: nodes still running are stopped, an approval
@@ -284,7 +285,8 @@ type WorkflowsServiceServer interface {
 	// run's output once it completed, or the node and the reason it failed.
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// List your runs, newest first, optionally of one workflow or in one
-	// status (without node details: get one with workflows_get_run). Results
+	// status (without node details: get one with workflows_get_run). The
+	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// Cancel one of your runs: nodes still running are stopped, an approval

@@ -111,7 +111,8 @@ type WorkflowsServiceClient interface {
 	// run's output once it completed, or the node and the reason it failed.
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// List your runs, newest first, optionally of one workflow or in one
-	// status (without node details: get one with workflows_get_run). Results
+	// status (without node details: get one with workflows_get_run). The
+	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(context.Context, *v1.ListRunsRequest) (*v1.ListRunsResponse, error)
 	// Cancel one of your runs: nodes still running are stopped, an approval
@@ -373,7 +374,8 @@ type WorkflowsServiceHandler interface {
 	// run's output once it completed, or the node and the reason it failed.
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// List your runs, newest first, optionally of one workflow or in one
-	// status (without node details: get one with workflows_get_run). Results
+	// status (without node details: get one with workflows_get_run). The
+	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(context.Context, *v1.ListRunsRequest) (*v1.ListRunsResponse, error)
 	// Cancel one of your runs: nodes still running are stopped, an approval
