@@ -32,7 +32,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 		Usage:   `file of the key-encryption keys that seal upstream tokens, one "<id> <base64 key>" a line, oldest first: the last seals new tokens, each opens what it sealed; toolmesh keygen creates one`,
 		Default: "<data>/" + connectionsKeyringFile})
 	s.String(&ghClientID, "", config.Opt{Flag: "github-client-id", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID",
-		Usage: "client ID of the GitHub App (or OAuth app) agents' GitHub accounts are linked through; with it, expiring GitHub tokens are refreshed"})
+		Usage: "client ID of the GitHub App (or OAuth app) agents' GitHub accounts are linked through; with it, expiring GitHub tokens are refreshed and unlinked ones revoked at GitHub"})
 	s.String(&ghSecretPath, "", config.Opt{Flag: "github-client-secret-file", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE",
 		Usage: "file holding that app's client secret (never the database)"})
 	s.String(&ghURL, "", config.Opt{Flag: "github-url", Env: "TOOLMESH_CONNECTIONS_GITHUB_URL",
@@ -50,6 +50,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 			return nil, fmt.Errorf("--egress-allow (TOOLMESH_CONNECTIONS_EGRESS_ALLOW): %w", err)
 		}
 		refreshers := map[connectionsv1.Provider]connections.Refresher{}
+		revokers := map[connectionsv1.Provider]connections.Revoker{}
 		switch {
 		case ghClientID != "" && ghSecretPath != "":
 			secret, err := os.ReadFile(ghSecretPath)
@@ -58,6 +59,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 			}
 			client := egress.Policy{Allow: allow}.Client(egress.ClientOptions{Timeout: 20 * time.Second, MaxResponseBytes: 1 << 20})
 			refreshers[connectionsv1.Provider_PROVIDER_GITHUB] = connections.GitHubRefresher(ghURL, ghClientID, strings.TrimSpace(string(secret)), client)
+			revokers[connectionsv1.Provider_PROVIDER_GITHUB] = connections.NewGitHubRevoker(ghURL, ghClientID, strings.TrimSpace(string(secret)), client)
 			deps.Log.Info("connections.refresher", "provider", "github", "client_id", ghClientID)
 		case ghClientID != "" || ghSecretPath != "":
 			return nil, errors.New("--github-client-id (TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID) and --github-client-secret-file (TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE) go together")
@@ -66,7 +68,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		svc, err := connections.New(st, connections.Config{Envelope: env, Refreshers: refreshers, Log: deps.Log})
+		svc, err := connections.New(st, connections.Config{Envelope: env, Refreshers: refreshers, Revokers: revokers, Log: deps.Log})
 		if err != nil {
 			return nil, err
 		}

@@ -58,6 +58,17 @@ func (b *linkBrowser) open(u string) (int, string, string, error) {
 	return res.StatusCode, string(body), res.Header.Get("Location"), nil
 }
 
+// tokenOf is the token the fake issued to login (the last one).
+func tokenOf(gh *githubtest.Fake, login string) string {
+	var tok string
+	for k, v := range gh.Tokens() {
+		if v == login {
+			tok = k
+		}
+	}
+	return tok
+}
+
 // linkPattern finds the link page's URL in a message.
 var linkPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/link\?[A-Za-z0-9_=&%.-]+`)
 
@@ -84,7 +95,10 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 	m := startUp(t, bin, temporal,
 		githubPolicyEnv+"=per_agent", githubTokenEnv+"="+shared, githubURLEnv+"="+gh.URL, githubEgressAllowEnv+"=127.0.0.0/8",
 		"TOOLMESH_GITHUB_CLIENT_ID="+gh.ClientID, "TOOLMESH_GITHUB_CLIENT_SECRET_FILE="+writeFile(t, dir, "github-client-secret", secret),
-		"TOOLMESH_GITHUB_LINK_ISSUER="+iss.URL, "TOOLMESH_GITHUB_LINK_CLIENT_ID="+iss.ClientID)
+		"TOOLMESH_GITHUB_LINK_ISSUER="+iss.URL, "TOOLMESH_GITHUB_LINK_CLIENT_ID="+iss.ClientID,
+		// The connections service revokes at GitHub what is unlinked.
+		"TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID="+gh.ClientID, "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE="+filepath.Join(dir, "github-client-secret"),
+		"TOOLMESH_CONNECTIONS_GITHUB_URL="+gh.URL, "TOOLMESH_CONNECTIONS_EGRESS_ALLOW=127.0.0.0/8")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the mesh's log:\n%s", tail(m.Stderr()))
@@ -262,6 +276,32 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		}
 		if ex := gh.Exchanges(); len(ex) != 2 {
 			t.Errorf("GitHub's token endpoint: %v, want two exchanges (ann's, bob's)", ex)
+		}
+	})
+
+	t.Run("unlinking revokes the token at GitHub, and the next call asks again", func(t *testing.T) {
+		var list struct {
+			Connections []struct{ ID, Agent, Account, Status string } `json:"connections"`
+		}
+		okData(t, callTool(t, owner, "connections_list", map[string]any{"agent": "agent-a"}), &list)
+		if len(list.Connections) != 1 || list.Connections[0].Account != "octo-ann" {
+			t.Fatalf("agent-a's connections = %+v", list.Connections)
+		}
+		annToken := tokenOf(gh, "octo-ann")
+		env := callTool(t, owner, "connections_delete", map[string]any{"id": list.Connections[0].ID, "confirm": true, "reason": "ann leaves the project"})
+		answers = append(answers, string(env.Data))
+		if env.Status != "ok" || !strings.Contains(string(env.Data), "REVOKED") && !strings.Contains(string(env.Data), "revoked") {
+			t.Fatalf("connections_delete = %+v", env)
+		}
+		if got := gh.Revoked(); len(got) != 1 || got[0] != annToken {
+			t.Errorf("GitHub revoked %d tokens, want ann's one", len(got))
+		}
+		before := len(repoCalls())
+		if env := getRepo(t, annForms); env.DomainCode != "capability_gap" || !strings.Contains(env.Message, linkPrefix+"agent=agent-a") {
+			t.Errorf("ann's call after unlinking = %+v, want asked to link again", env)
+		}
+		if len(repoCalls()) != before {
+			t.Error("a call after unlinking reached GitHub")
 		}
 	})
 

@@ -87,7 +87,7 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
 	s.Duration(&c.elicit.StateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
 	s.Duration(&c.elicit.TaskCallTimeout, edge.DefaultTaskCallTimeout, config.Opt{Flag: "task-call-timeout", Env: "TOOLMESH_EDGE_TASK_CALL_TIMEOUT",
-		Usage: "how long the service call of a call that is an MCP task, carried by the calls worker, may take (instead of --call-timeout)"})
+		Usage: "the deadline of a call that is an MCP task, carried by the calls worker (instead of --call-timeout); its agent may extend it with calls_extend_task, up to 24h"})
 	s.List(&c.sessPeers, config.Opt{Flag: "session-peer", Env: "TOOLMESH_EDGE_SESSION_PEERS",
 		Usage: "an edge replica as host:port, a name standing for every address it resolves to; with peers, 2025-era sessions work on every replica (docs/sessions.md); without, only on the one they began on"})
 	s.String(&c.sessionAdvertise, "", config.Opt{Flag: "session-advertise", Env: "TOOLMESH_EDGE_SESSION_ADVERTISE",

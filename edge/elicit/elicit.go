@@ -200,6 +200,7 @@ func New(cfg Options, p Params) (*Elicitor, error) {
 		log: p.Log, tc: cfg.Temporal, prefix: x.wf.IDPrefix,
 		answer:    workflowcontract.HandlerOf(&callsv1.AnswerRequest{}),
 		view:      workflowcontract.HandlerOf(&callsv1.TaskQuery{}),
+		extend:    workflowcontract.HandlerOf(&callsv1.ExtendTaskUpdate{}),
 		wait:      x.wait,
 		startWait: x.startWait,
 		namespace: cfg.Namespace,

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/port"
@@ -43,6 +44,7 @@ type tasks struct {
 	prefix string // the id prefix of the calls workflows
 	answer workflowcontract.Handler
 	view   workflowcontract.Handler
+	extend workflowcontract.Handler
 	// wait bounds an answer, which may run the call's side effect;
 	// startWait every other request.
 	wait, startWait time.Duration
@@ -255,6 +257,68 @@ func (x *tasks) Answer(ctx context.Context, p *identity.Principal, id string, re
 	x.log.InfoContext(ctx, "mcp.task_answered", "task_id", id, "subject", p.Subject, "agent", p.Agent,
 		"answers", len(answers), "ignored", len(res.GetIgnored()))
 	return res.GetIgnored(), nil
+}
+
+// Extend moves the deadline of task id, whose side effect runs, by `by`
+// past its current one, as the extend update of its workflow, which checks
+// the caller, the reason and the task's latest deadline, and records the
+// extension in the audit trail. The update id is derived from the caller
+// and key: a retry gets the first extension's outcome, not a second one.
+func (x *tasks) Extend(ctx context.Context, p *identity.Principal, id string, by time.Duration, reason, key string) (port.TaskDeadline, error) {
+	desc, err := x.describeTask(ctx, p, id)
+	if err != nil {
+		return port.TaskDeadline{}, err
+	}
+	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return port.TaskDeadline{}, &port.TaskRefusal{Reason: "the task is over; nothing was changed"}
+	}
+	runID := desc.WorkflowExecution.RunID
+	suffix := randomHex() + randomHex()
+	if key != "" {
+		sum := sha256.Sum256([]byte(p.Subject + "\x00" + p.Agent + "\x00" + key))
+		suffix = hex.EncodeToString(sum[:16])
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.startWait)
+	defer cancel()
+	// The new deadline is the current one plus by; the workflow refuses it
+	// when the task's side effect does not run (no deadline).
+	deadline := time.Now().Add(by)
+	v, err := x.tc.QueryWorkflow(ctx, id, runID, x.view.Name)
+	if err != nil {
+		return port.TaskDeadline{}, fmt.Errorf("query task %s: %w", id, err)
+	}
+	var view callsv1.TaskView
+	if err := v.Get(&view); err != nil {
+		return port.TaskDeadline{}, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if view.GetDeadline() != nil {
+		deadline = view.GetDeadline().AsTime().Add(by)
+	}
+	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id,
+		RunID:      runID,
+		UpdateID:   id + "/extend/" + suffix,
+		UpdateName: x.extend.Name,
+		Args: []any{&callsv1.ExtendTaskUpdate{
+			Caller: toolcall.CallerProto(p.Caller()), Deadline: timestamppb.New(deadline), Reason: reason,
+			CallId:  "calls-extend:" + suffix,
+			Request: &callsv1.ExtendTaskRequest{TaskId: id, ExtendSeconds: int32(by / time.Second), Reason: reason},
+		}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res callsv1.ExtendTaskResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		if refused(err) {
+			return port.TaskDeadline{}, &port.TaskRefusal{Reason: refusalText(err)}
+		}
+		return port.TaskDeadline{}, err
+	}
+	x.log.InfoContext(ctx, "mcp.task_extended", "task_id", id, "subject", p.Subject, "agent", p.Agent,
+		"deadline", res.GetDeadline().AsTime().UTC().Format(time.RFC3339))
+	return port.TaskDeadline{Deadline: res.GetDeadline().AsTime().UTC(), Max: res.GetMaxDeadline().AsTime().UTC()}, nil
 }
 
 // refusalText is what a refused answer tells its client: the workflow's

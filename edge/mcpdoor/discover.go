@@ -82,6 +82,12 @@ func (d *Door) addMetaTools() error {
 	d.server.AddTool(&mcp.Tool{Name: metaToolsEnable, InputSchema: obj}, d.enableToolsets)
 	d.server.AddTool(&mcp.Tool{Name: metaToolsSearch, InputSchema: obj}, d.searchTools)
 	d.server.AddTool(&mcp.Tool{Name: metaToolsCall, InputSchema: obj}, d.callByName)
+	if d.extender() != nil {
+		if _, ok := d.tools[metaExtendTask]; ok {
+			return fmt.Errorf("edge: tool %q is named like the edge's own; rename it", metaExtendTask)
+		}
+		d.server.AddTool(&mcp.Tool{Name: metaExtendTask, InputSchema: obj}, d.extendTask)
+	}
 	return nil
 }
 

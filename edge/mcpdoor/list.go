@@ -93,14 +93,21 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		}
 	}
 	sort.Slice(pv.groups, func(i, j int) bool { return pv.groups[i].Name < pv.groups[j].Name })
+	if d.extender() != nil {
+		// The edge's own tool for its MCP tasks, in every selection
+		// (extendtask.go).
+		m := extendTaskTool()
+		pv.tools = append(pv.tools, &listedTool{Tool: m})
+		pv.appTools = append(pv.appTools, &listedTool{Tool: m})
+	}
 	if r.dynamic() {
 		for _, m := range metaTools(pv.groups) {
 			pv.tools = append(pv.tools, &listedTool{Tool: m})
 			pv.appTools = append(pv.appTools, &listedTool{Tool: m})
 		}
-		sort.Slice(pv.tools, func(i, j int) bool { return pv.tools[i].Name < pv.tools[j].Name })
-		sort.Slice(pv.appTools, func(i, j int) bool { return pv.appTools[i].Name < pv.appTools[j].Name })
 	}
+	sort.Slice(pv.tools, func(i, j int) bool { return pv.tools[i].Name < pv.tools[j].Name })
+	sort.Slice(pv.appTools, func(i, j int) bool { return pv.appTools[i].Name < pv.appTools[j].Name })
 	for _, t := range pv.tools {
 		pv.toolNames = append(pv.toolNames, t.Name)
 	}

@@ -75,6 +75,20 @@ type Tasks interface {
 	List(ctx context.Context, caller *identity.Principal, kinds []string, cursor string, n int) (ids []string, next string, err error)
 }
 
+// TaskExtender is a Tasks carrier whose running tasks have a deadline that
+// their own caller may move later (the calls worker's: calls_extend_task).
+type TaskExtender interface {
+	// Extend moves the deadline of the caller's running task id by, for
+	// reason; key, when not empty, makes a repeated request get the first
+	// one's outcome. ErrTaskNotFound for a task that is not the caller's;
+	// a TaskRefusal when the task cannot be extended so.
+	Extend(ctx context.Context, caller *identity.Principal, id string, by time.Duration, reason, key string) (TaskDeadline, error)
+}
+
+// TaskDeadline is a running task's deadline, and the latest it may be
+// extended to.
+type TaskDeadline struct{ Deadline, Max time.Time }
+
 // ErrTaskNotFound is the error of a task that is unknown or another caller's.
 var ErrTaskNotFound = errors.New("task not found")
 

@@ -34,7 +34,8 @@ type Fake struct {
 	mu        sync.Mutex
 	approver  string
 	codes     map[string]grant
-	tokens    map[string]string // token -> login
+	tokens    map[string]string // every token issued -> its login
+	gone      map[string]bool   // tokens revoked
 	calls     []Call
 	exchanges []string
 	revoked   []string
@@ -53,7 +54,7 @@ type grant struct{ login, challenge, redirect string }
 // test ends.
 func Start(t testing.TB, clientID, clientSecret string) *Fake {
 	t.Helper()
-	f := &Fake{ClientID: clientID, ClientSecret: clientSecret, codes: map[string]grant{}, tokens: map[string]string{}}
+	f := &Fake{ClientID: clientID, ClientSecret: clientSecret, codes: map[string]grant{}, tokens: map[string]string{}, gone: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", f.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", f.token)
@@ -89,7 +90,8 @@ func (f *Fake) Exchanges() []string {
 	return append([]string(nil), f.exchanges...)
 }
 
-// Tokens are the access tokens issued so far, each to its login.
+// Tokens are the access tokens issued so far (revoked ones too), each to
+// its login.
 func (f *Fake) Tokens() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -98,6 +100,16 @@ func (f *Fake) Tokens() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Issue issues an access token to login directly, as a finished link
+// would have.
+func (f *Fake) Issue(login string) string {
+	tok := "gho_" + strings.ReplaceAll(rand.Text(), "-", "")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[tok] = login
+	return tok
 }
 
 // Revoked are the tokens revoked through the applications API so far.
@@ -186,6 +198,9 @@ func (f *Fake) who(r *http.Request) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	login := f.tokens[tok]
+	if f.gone[tok] {
+		login = ""
+	}
 	f.calls = append(f.calls, Call{Method: r.Method, Path: r.URL.Path, Token: tok, Login: login})
 	return login
 }
@@ -234,8 +249,9 @@ func (f *Fake) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	_, known := f.tokens[body.AccessToken]
-	delete(f.tokens, body.AccessToken)
+	known = known && !f.gone[body.AccessToken]
 	if known {
+		f.gone[body.AccessToken] = true
 		f.revoked = append(f.revoked, body.AccessToken)
 	}
 	f.mu.Unlock()

@@ -1,10 +1,14 @@
 package connections
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"golang.org/x/oauth2"
@@ -60,4 +64,69 @@ func (r *OAuthRefresher) Refresh(ctx context.Context, refreshToken string) (Toke
 		return Tokens{}, fmt.Errorf("refresh: %w", err)
 	}
 	return Tokens{Access: t.AccessToken, Refresh: t.RefreshToken, Expire: t.Expiry}, nil
+}
+
+// Revoker revokes a token at its provider, so that unlinking a connection
+// ends the access upstream too.
+type Revoker interface {
+	// Revoke revokes the access token (and what it was issued with). A
+	// token the provider no longer knows is ErrAlreadyRevoked.
+	Revoke(ctx context.Context, accessToken string) error
+}
+
+// ErrAlreadyRevoked is a Revoker's answer for a token the provider does
+// not know any more (revoked already, or expired).
+var ErrAlreadyRevoked = errors.New("the provider does not know the token any more")
+
+// GitHubRevoker revokes GitHub App and OAuth app tokens through
+// DELETE /applications/{client_id}/token (the app's basic auth), at
+// github.com or at the GitHub Enterprise Server whose web URL is base.
+type GitHubRevoker struct {
+	// API is the REST API's base ("https://api.github.com",
+	// "https://github.example.com/api/v3").
+	API                    string
+	ClientID, ClientSecret string
+	// HTTP reaches the API (through the egress guard); http.DefaultClient
+	// when nil.
+	HTTP *http.Client
+}
+
+// NewGitHubRevoker is the revoker of the app clientID at github.com, or at
+// the GitHub Enterprise Server whose web URL is base.
+func NewGitHubRevoker(base, clientID, clientSecret string, client *http.Client) *GitHubRevoker {
+	api := "https://api.github.com"
+	if base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/api/v3"); base != "" {
+		api = base + "/api/v3"
+	}
+	return &GitHubRevoker{API: api, ClientID: clientID, ClientSecret: clientSecret, HTTP: client}
+}
+
+// Revoke implements Revoker.
+func (r *GitHubRevoker) Revoke(ctx context.Context, accessToken string) error {
+	body, _ := json.Marshal(map[string]string{"access_token": accessToken})
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, r.API+"/applications/"+url.PathEscape(r.ClientID)+"/token", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	req.SetBasicAuth(r.ClientID, r.ClientSecret)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("Content-Type", "application/json")
+	hc := r.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	switch res.StatusCode {
+	case http.StatusNoContent, http.StatusOK:
+		return nil
+	case http.StatusNotFound:
+		return ErrAlreadyRevoked
+	}
+	// Never the body: it may echo what was sent.
+	return fmt.Errorf("GitHub answered %d to the revocation", res.StatusCode)
 }

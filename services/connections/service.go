@@ -76,6 +76,9 @@ type Config struct {
 	// Refreshers refresh the tokens of each provider that issues refresh
 	// tokens; an expired token of a provider without one is not usable.
 	Refreshers map[connectionsv1.Provider]Refresher
+	// Revokers revoke tokens upstream when a connection is unlinked, at
+	// each provider that allows it.
+	Revokers map[connectionsv1.Provider]Revoker
 	// RefreshBefore is how long before its expiry a token is refreshed;
 	// DefaultRefreshBefore when zero.
 	RefreshBefore time.Duration
@@ -184,6 +187,10 @@ func (s *Service) DeleteConnection(ctx context.Context, req *connectionsv1.Delet
 	if err != nil {
 		return nil, err
 	}
+	upstream, err := s.revokeUpstream(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
 	r, changed, err := s.store.SetStatus(ctx, req.GetId(), connectionsv1.Status_STATUS_REVOKED,
 		[]connectionsv1.Status{connectionsv1.Status_STATUS_ACTIVE, connectionsv1.Status_STATUS_BROKEN}, s.now())
 	switch {
@@ -194,9 +201,45 @@ func (s *Service) DeleteConnection(ctx context.Context, req *connectionsv1.Delet
 	}
 	if changed {
 		s.cfg.Log.Info("connections.unlinked", "connection", r.Conn.GetId(), "agent", r.Conn.GetAgent(),
-			"provider", protoenum.Word(r.Conn.GetProvider()), "account", r.Conn.GetAccount(), "by", caller.Subject)
+			"provider", protoenum.Word(r.Conn.GetProvider()), "account", r.Conn.GetAccount(), "by", caller.Subject, "upstream", upstream)
 	}
 	return &connectionsv1.DeleteConnectionResponse{Connection: r.Conn}, nil
+}
+
+// revokeUpstream revokes connection id's token at its provider, before
+// the connection is unlinked, and says what happened upstream: "revoked",
+// "already" (the provider no longer knew it), "not_supported" (no
+// revoker for the provider), "unopenable" (its key-encryption key is lost)
+// or "none" (no token held). A provider that does not answer keeps the
+// connection as it is: Unavailable, and the unlink can be tried again.
+func (s *Service) revokeUpstream(ctx context.Context, id string) (string, error) {
+	r, err := s.store.ByID(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", connect.NewError(connect.CodeNotFound, fmt.Errorf("connection %s does not exist", id))
+	case err != nil:
+		return "", internal("read connection", err)
+	case len(r.Tokens.Access) == 0:
+		return "none", nil
+	}
+	rv := s.cfg.Revokers[r.Conn.GetProvider()]
+	if rv == nil {
+		return "not_supported", nil
+	}
+	tokens, err := s.open(id, r.Tokens)
+	if err != nil {
+		s.cfg.Log.Error("connections.revoke_skipped", "connection", id, "error", err.Error())
+		return "unopenable", nil
+	}
+	switch err := rv.Revoke(ctx, tokens.Access); {
+	case errors.Is(err, ErrAlreadyRevoked):
+		return "already", nil
+	case err != nil:
+		s.cfg.Log.Warn("connections.revoke_failed", "connection", id, "provider", protoenum.Word(r.Conn.GetProvider()), "error", err.Error())
+		return "", connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s did not revoke connection %s's token (%v); the connection is kept as it was: unlink it again",
+			protoenum.Word(r.Conn.GetProvider()), id, err))
+	}
+	return "revoked", nil
 }
 
 // StoreConnection implements ConnectionsService.StoreConnection.

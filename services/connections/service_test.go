@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/toolmesh/toolmesh/internal/githubtest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -361,5 +364,60 @@ func TestRefreshRefused(t *testing.T) {
 	clk.advance(time.Minute)
 	if nl := token(t, plain, "agent-b").GetNotLinked(); nl.GetReason() != connectionsv1.NotLinked_REASON_EXPIRED {
 		t.Errorf("an expired token without a refresher: %v, want not linked (expired)", nl)
+	}
+}
+
+// TestUnlinkRevokesUpstream: unlinking revokes the token at GitHub (the
+// applications API, with the app's credentials) before erasing it; a
+// token GitHub no longer knows still unlinks; GitHub not answering keeps
+// the connection as it was, and the unlink made again revokes it.
+func TestUnlinkRevokesUpstream(t *testing.T) {
+	gh := githubtest.Start(t, "Iv1.unlink", "unlink-secret")
+	db := sqldbtest.SQLite().Open(t)
+	revokers := func(url string) connections.Config {
+		return connections.Config{Revokers: map[connectionsv1.Provider]connections.Revoker{
+			github: connections.NewGitHubRevoker(url, gh.ClientID, gh.ClientSecret, nil)}}
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
+	t.Cleanup(down.Close)
+
+	tokA := gh.Issue("octo-a")
+	broken := startReplica(t, db, revokers(down.URL))
+	c := store(t, broken, "agent-a", "octo-a", tokA, "", time.Time{})
+	if _, err := broken.c.DeleteConnection(owner, &connectionsv1.DeleteConnectionRequest{Id: c.GetId()}); code(t, err) != connect.CodeUnavailable {
+		t.Fatalf("unlink while GitHub does not answer: %v, want unavailable", err)
+	}
+	if got := token(t, broken, "agent-a").GetToken().GetAccessToken(); got != tokA {
+		t.Fatal("the connection GitHub did not revoke was not kept as it was")
+	}
+
+	r := startReplica(t, db, revokers(gh.URL))
+	del, err := r.c.DeleteConnection(owner, &connectionsv1.DeleteConnectionRequest{Id: c.GetId()})
+	if err != nil || del.GetConnection().GetStatus() != connectionsv1.Status_STATUS_REVOKED {
+		t.Fatalf("unlink = %v, %v", del, err)
+	}
+	if got := gh.Revoked(); len(got) != 1 || got[0] != tokA {
+		t.Errorf("GitHub revoked %d tokens, want agent-a's one", len(got))
+	}
+	if ev := r.logs.Events("connections.unlinked"); len(ev) != 1 || ev[0]["upstream"] != "revoked" {
+		t.Errorf("unlinked events %v, want one, revoked upstream", ev)
+	}
+	// Unlinking again changes nothing and reaches no GitHub.
+	if _, err := r.c.DeleteConnection(owner, &connectionsv1.DeleteConnectionRequest{Id: c.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(gh.Revoked()); n != 1 {
+		t.Errorf("GitHub revoked %d tokens after the second unlink, want still 1", n)
+	}
+
+	cb := store(t, r, "agent-b", "octo-b", "gho_"+strings.Repeat("x", 36), "", time.Time{})
+	if _, err := r.c.DeleteConnection(owner, &connectionsv1.DeleteConnectionRequest{Id: cb.GetId()}); err != nil {
+		t.Fatalf("unlink of a token GitHub no longer knows: %v", err)
+	}
+	if ev := r.logs.Events("connections.unlinked"); len(ev) != 2 || ev[1]["upstream"] != "already" {
+		t.Errorf("unlinked events %v, want the second already revoked upstream", ev)
+	}
+	if strings.Contains(r.logs.String()+broken.logs.String(), tokA) || strings.Contains(r.logs.String(), gh.ClientSecret) {
+		t.Error("a token or the client secret is in the logs")
 	}
 }
