@@ -98,19 +98,22 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.a2a.Destroy() })
-	w.edgeDown = func(start, end time.Time) bool {
+	w.frontDown = func(front string, start, end time.Time) bool {
 		for _, f := range in.faults() {
-			// In effect from the signal until the edge served again, and a
+			// In effect from the signal until the process served again, and a
 			// second after: the client's connection pool still held the
-			// dead edge's connections.
-			if f.Target == "edge" && start.Before(f.Ended.Add(time.Second)) && end.After(f.Sent) {
+			// dead process's connections.
+			if f.Target == front && start.Before(f.Ended.Add(time.Second)) && end.After(f.Sent) {
 				return true
 			}
 		}
 		in.mu.Lock()
-		down := in.busy["edge"]
+		down := in.busy[front]
 		in.mu.Unlock()
 		return down
+	}
+	if w.console, err = newConsoleOwner(m.consoleURL); err != nil {
+		t.Fatal(err)
 	}
 
 	// What the workload needs first: the agent's workflow, and a schedule
@@ -172,6 +175,7 @@ func TestChaos(t *testing.T) {
 		{time.Second, w.asks},
 		{time.Second, w.a2aSend},
 		{3 * time.Second, w.runs},
+		{2 * time.Second, w.views},
 	}
 	for _, l := range loops {
 		wg.Go(func() { every(l.period, stop, l.fn) })
@@ -179,7 +183,15 @@ func TestChaos(t *testing.T) {
 	ownerStop := make(chan struct{})
 	var ownerWG sync.WaitGroup
 	ownerWG.Go(func() {
-		every(time.Second, ownerStop, func(int) { w.owner(); w.a2aAgent() })
+		// The owner answers from the console and from an MCP client in turn.
+		every(time.Second, ownerStop, func(n int) {
+			if n%2 == 0 {
+				w.consoleAnswers()
+			} else {
+				w.owner()
+			}
+			w.a2aAgent()
+		})
 	})
 	in.run(t, start, events)
 	time.Sleep(time.Until(start.Add(*chaosDuration)))
@@ -307,7 +319,7 @@ func TestChaos(t *testing.T) {
 		if c := o.code(); retryableCodes[c] || c == "transport" {
 			retryableBy[o.tool+" "+c]++
 		}
-		if o.code() == "transport" && errors.Is(o.err, context.DeadlineExceeded) && !w.edgeDown(o.start, o.end) {
+		if o.code() == "transport" && errors.Is(o.err, context.DeadlineExceeded) && !w.frontDown(o.frontName(), o.start, o.end) {
 			t.Logf("late: %s key %q from %s, no answer in %s", o.tool, o.key, o.start.Sub(start).Round(time.Second), o.end.Sub(o.start).Round(time.Second))
 		}
 	}
@@ -320,6 +332,13 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	figure(t, "A2A calls by method (streams followed)", fmt.Sprintf("%v (%d)", a2aCalls, w.a2aFollowed.Load()), "> 0 sends", a2aCalls["SendMessage"] > 0)
+	surfaces := map[string]int{}
+	for _, o := range w.calls {
+		if o.front == "console" || o.tool == "resources/read ask card" || o.tool == "connections_list" {
+			surfaces[o.tool+" "+o.code()]++
+		}
+	}
+	figure(t, "console forms and app host reads by outcome", fmt.Sprint(surfaces), "> 0 answers from the console", surfaces["console answer ok"] > 0)
 	report(t, "seconds to drain after the workload (asks answered, runs ended)", drained.Seconds(), "<= 60", drained <= time.Minute)
 	figure(t, "invariants checked / held (items checked)", fmt.Sprintf("%d / %d (%d)", checked, held, items), "all held", checkErr == nil && checked > 0 && held == checked)
 	if checkErr != nil {

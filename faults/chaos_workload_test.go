@@ -61,8 +61,9 @@ type chaosWorkload struct {
 	violations []outcome // answers classed as violations
 	classes    map[string]int
 	codes      map[string]int
-	edgeDown   func(start, end time.Time) bool // the call met a fault of the edge
-	a2aPending map[string]a2aWait              // A2A tasks the simulated agent has not answered, by their text
+	frontDown  func(front string, start, end time.Time) bool // the call met a fault of the process it was sent to
+	console    *consoleOwner
+	a2aPending map[string]a2aWait // A2A tasks the simulated agent has not answered, by their text
 }
 
 // ack logs a write the mesh acknowledged, with its key as the service
@@ -86,7 +87,7 @@ func (w *chaosWorkload) record(o outcome, expected ...string) outcome {
 		class = answerOK
 	case retryableCodes[code]:
 		class = answerRetryable
-	case code == "transport" && w.edgeDown(o.start, o.end):
+	case code == "transport" && w.frontDown(o.frontName(), o.start, o.end):
 		class = answerRetryable
 	case code == "transport" && errors.Is(o.err, context.DeadlineExceeded):
 		class = answerLate

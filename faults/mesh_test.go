@@ -63,15 +63,16 @@ var meshEnv = []string{
 
 // mesh is a running `toolmesh up`.
 type mesh struct {
-	dir, data string
-	offset    int
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	logs      *logtest.Buffer // up's stderr: the log of every process
-	mcpURL    string
-	a2aURL    string            // the development agent's A2A base URL
-	services  map[string]string // domain -> base URL
-	temporal  string            // Temporal frontend host:port
+	dir, data  string
+	offset     int
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	logs       *logtest.Buffer // up's stderr: the log of every process
+	mcpURL     string
+	consoleURL string            // the console's base URL
+	a2aURL     string            // the development agent's A2A base URL
+	services   map[string]string // domain -> base URL
+	temporal   string            // Temporal frontend host:port
 }
 
 // sharedMesh returns the `toolmesh up` the mesh tests share, starting it
@@ -135,6 +136,9 @@ func startMesh(dir string, offset int, env ...string) (*mesh, error) {
 			}
 			if _, url, ok := strings.Cut(line, "MCP endpoint"); ok {
 				m.mcpURL = strings.Fields(url)[0]
+			}
+			if _, url, ok := strings.Cut(line, "  Console "); ok {
+				m.consoleURL = strings.TrimSuffix(strings.Fields(url)[0], "/")
 			}
 			if _, url, ok := strings.Cut(line, "A2A endpoint"); ok {
 				m.a2aURL = strings.Fields(url)[0]
@@ -388,6 +392,9 @@ type envelope struct {
 
 // outcome is what one tools/call got.
 type outcome struct {
+	// front is the process the call was sent to: "" for the edge,
+	// "console" for a form sent to the console.
+	front      string
 	tool       string
 	key        string
 	env        envelope

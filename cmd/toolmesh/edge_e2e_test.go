@@ -11,9 +11,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
-	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
@@ -64,7 +64,7 @@ func connectEdge(t *testing.T, cfg edge.Config) (*edge.Edge, *mcp.ClientSession)
 	if cfg.Mesh == nil {
 		cfg.Mesh = servertest.MeshSigner() // the key every test service accepts
 	}
-	e, err := edge.New(cfg, logging.Discard())
+	e, err := edge.New(cfg, keptLog(t, "edge"))
 	if err != nil {
 		t.Fatal(err)
 	}

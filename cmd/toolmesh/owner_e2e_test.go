@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -58,7 +56,7 @@ func startOwnerMesh(tb testing.TB) *ownerMesh {
 	ctx := context.Background()
 	m := &ownerMesh{temporal: temporaltest.Start(tb)}
 	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: m.temporal.HostPort, Namespace: m.temporal.Namespace, Identity: "owner-e2e"},
-		slog.New(slog.DiscardHandler))
+		keptLog(tb, "temporal client"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -77,7 +75,7 @@ func startOwnerMesh(tb testing.TB) *ownerMesh {
 	svc, err := owner.New(st, owner.Config{
 		Engine: owner.NewTemporalEngine(tc),
 		Egress: egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
-		Log:    slog.New(slog.DiscardHandler),
+		Log:    keptLog(tb, "owner service"),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -94,7 +92,7 @@ func startOwnerMesh(tb testing.TB) *ownerMesh {
 		Mesh:       servertest.MeshSigner(),
 		Services:   map[string]string{ownerv1connect.OwnerServiceName: m.svc.URL},
 		HTTPClient: m.http,
-		Log:        slog.New(slog.DiscardHandler),
+		Log:        keptLog(tb, "owner worker"),
 	}); err != nil {
 		tb.Fatal(err)
 	}
@@ -119,7 +117,7 @@ func (m *ownerMesh) edgeConfig(budget time.Duration) edge.Config {
 // serveEdge serves an edge and returns its /mcp URL.
 func serveEdge(tb testing.TB, cfg edge.Config) string {
 	tb.Helper()
-	e, err := edge.New(cfg, logging.Discard())
+	e, err := edge.New(cfg, keptLog(tb, "edge"))
 	if err != nil {
 		tb.Fatal(err)
 	}

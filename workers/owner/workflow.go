@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/workflowaudit"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 )
@@ -304,19 +305,10 @@ func AskWorkflow(ctx workflow.Context, in *ownerv1.AskWorkflowInput) (*ownerv1.A
 	return a.outcome, nil
 }
 
-// recordExtension records an extension in the audit trail (an activity,
-// retried a while, beside the wait: the extension holds whether or not the
-// audit service answers; one that could not be recorded is logged, and
-// stays in the workflow's history).
+// recordExtension records an extension in the audit trail beside the wait
+// (workflowaudit.Record).
 func recordExtension(ctx workflow.Context, up *ownerv1.ExtendUpdate) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
-		Summary:             "Record the extension in the audit trail",
-	})
-	if err := workflow.ExecuteActivity(actx, ActivityRecordExtension, up).Get(actx, nil); err != nil {
-		workflow.GetLogger(ctx).Error("owner.ask.extension_not_audited", "call_id", up.GetCallId(), "error", err)
-	}
+	workflowaudit.Record(ctx, ActivityRecordExtension, up, up.GetCallId(), "owner.ask.extension_not_audited")
 }
 
 // describe is the workflow's current details once it has ended.

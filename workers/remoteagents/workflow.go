@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/workflowaudit"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )
@@ -336,16 +337,10 @@ func InvokeWorkflow(ctx workflow.Context, in *remoteagentsv1.InvokeWorkflowInput
 	return st, nil
 }
 
-// recordExtension records an accepted extension in the audit trail.
+// recordExtension records an accepted extension in the audit trail
+// (workflowaudit.Record).
 func recordExtension(ctx workflow.Context, up *remoteagentsv1.ExtendInvocationUpdate) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
-		Summary:             "Record the extension in the audit trail",
-	})
-	if err := workflow.ExecuteActivity(actx, ActivityRecordExtension, up).Get(actx, nil); err != nil {
-		workflow.GetLogger(ctx).Error("remoteagents.invoke.extension_not_audited", "call_id", up.GetCallId(), "error", err)
-	}
+	workflowaudit.Record(ctx, ActivityRecordExtension, up, up.GetCallId(), "remoteagents.invoke.extension_not_audited")
 }
 
 // apply moves the invocation to where the remote task is.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/workflowaudit"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
@@ -420,19 +421,10 @@ func (r *run) record(ctx workflow.Context, final bool) {
 	}
 }
 
-// recordExtension records an extension in the audit trail (an activity,
-// retried a while, beside the run: the extension holds whether or not the
-// audit service answers; one that could not be recorded is logged, and
-// stays in the workflow's history).
+// recordExtension records an extension in the audit trail beside the run
+// (workflowaudit.Record).
 func recordExtension(ctx workflow.Context, up *workflowsv1.ExtendUpdate) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 8},
-		Summary:             "Record the extension in the audit trail",
-	})
-	if err := workflow.ExecuteActivity(actx, ActivityRecordExtension, up).Get(actx, nil); err != nil {
-		workflow.GetLogger(ctx).Error("workflows.run.extension_not_audited", "call_id", up.GetCallId(), "error", err)
-	}
+	workflowaudit.Record(ctx, ActivityRecordExtension, up, up.GetCallId(), "workflows.run.extension_not_audited")
 }
 
 // askFailureCode is the domain code of an ask the owner service refused.
