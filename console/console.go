@@ -180,6 +180,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /runs", c.page(c.runs))
 	mux.Handle("GET /runs/{id}", c.page(c.runPage))
 	mux.Handle("POST /runs/{id}/cancel", c.change(c.cancelRun))
+	mux.Handle("GET /invocations", c.page(c.invocations))
 	if c.signer != nil {
 		mux.HandleFunc("GET "+signInPath, c.signInPage)
 		mux.HandleFunc("GET "+callbackPath, c.callback)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -300,7 +301,7 @@ type runsView struct {
 	Total              int
 	Offset, Prev, Next int
 	// Query is the filters as a query string, for the pager.
-	Query string
+	Query template.URL
 	// Refused says why the edge refused the filters.
 	Refused string
 }
@@ -322,7 +323,7 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) {
 			q.Set("status", st)
 		}
 	}
-	v.Query = q.Encode()
+	v.Query = template.URL(q.Encode()) // encoded: only the filters' own values
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	env, err := c.edge.call(ctx, s.Person, "workflows_list_runs", args)

@@ -83,9 +83,48 @@ func (f *runsEdge) serve(t *testing.T) string {
 		f.cancels++
 		return ok(map[string]any{"run": r}), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "remoteagents_list_invocations", InputSchema: schema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a map[string]any
+		_ = json.Unmarshal(req.Params.Arguments, &a)
+		f.mu.Lock()
+		f.listArgs = append(f.listArgs, a)
+		f.mu.Unlock()
+		res := ok(map[string]any{"invocations": []any{map[string]any{"invocation_id": "inv_0123456789abcdefghijklmnop", "agent_id": "alice",
+			"url": "https://agents.example.com/travel/", "message": "Book a flight to Köln.", "status": "INVOCATION_STATUS_INPUT_REQUIRED",
+			"answer": "Which day?", "remote_state": "input-required", "workflow_id": "invoke/alice/inv_0123456789abcdefghijklmnop",
+			"create_time": "2026-12-06T10:00:00Z"}}})
+		res.StructuredContent.(map[string]any)["pagination"] = map[string]any{"offset": 0, "limit": 20, "total": 21, "next_offset": 20}
+		return res, nil
+	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
+}
+
+func TestInvocationsPage(t *testing.T) {
+	edge := &runsEdge{}
+	lis := httptest.NewUnstartedServer(nil)
+	c, err := console.New(console.Config{Addr: lis.Listener.Addr().String(), EdgeURL: edge.serve(t), TemporalUIURL: "http://127.0.0.1:8233",
+		SessionKey: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	lis.Config.Handler = c.Handler()
+	lis.Start()
+	t.Cleanup(lis.Close)
+	status, page, _ := get(t, browser(t), lis.URL+"/invocations?agent=alice&status=INVOCATION_STATUS_INPUT_REQUIRED")
+	for _, want := range []string{`<tr id="inv_0123456789abcdefghijklmnop">`, "Book a flight to Köln.", "Answer: Which day?",
+		`<span class="badge inv-input-required">input required</span>`, "21 invocations match.",
+		`href="/invocations?offset=20&amp;agent=alice&amp;status=INVOCATION_STATUS_INPUT_REQUIRED"`,
+		`href="http://127.0.0.1:8233/namespaces/default/workflows?query=WorkflowId%3D%22invoke%2Falice%2Finv_0123456789abcdefghijklmnop%22"`} {
+		if status != http.StatusOK || !strings.Contains(page, want) {
+			t.Fatalf("GET /invocations = %d lacks %s:\n%s", status, want, page)
+		}
+	}
+	if a := edge.listArgs[0]; a["agent_id"] != "alice" || a["status"] != "INVOCATION_STATUS_INPUT_REQUIRED" {
+		t.Errorf("remoteagents_list_invocations got %v, want the filters", a)
+	}
 }
 
 func TestRunPages(t *testing.T) {

@@ -123,6 +123,11 @@ func testConsoleOperatorPages(t *testing.T, c *consoleMesh) {
 		t.Errorf("the mesh page says the edge is %q (%v), want ready", st, err)
 	}
 	checkAccessible(t, tab, "the mesh page")
+	if err := tab.Do(30*time.Second, chromedp.Navigate(strings.TrimSuffix(c.url, "/")+"/invocations?status=INVOCATION_STATUS_WORKING"),
+		chromedp.WaitVisible(chromedp.CSS("#invocations-count"))); err != nil {
+		t.Fatalf("the invocations page: %v", err)
+	}
+	checkAccessible(t, tab, "the remote invocations page")
 	if p := tab.Problems(); len(p) > 0 {
 		t.Errorf("the console's pages reported problems: %q", p)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/paging"
 	"github.com/toolmesh/toolmesh/internal/protoenum"
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
@@ -207,6 +208,28 @@ func (s *Service) GetInvocation(ctx context.Context, req *remoteagentsv1.GetInvo
 		}
 	}
 	return &remoteagentsv1.GetInvocationResponse{Invocation: inv}, nil
+}
+
+// ListInvocations implements RemoteAgentsService.ListInvocations: an
+// agent's own invocations, or for the owner every agent's.
+func (s *Service) ListInvocations(ctx context.Context, req *remoteagentsv1.ListInvocationsRequest) (*remoteagentsv1.ListInvocationsResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	filter := req.GetAgentId()
+	if !mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
+		if filter != "" && filter != agent {
+			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("an agent lists only its own invocations; omit agent_id"))
+		}
+		filter = agent
+	}
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	list, total, err := s.store.ListInvocations(ctx, filter, req.GetStatus(), offset, limit)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("list invocations: %w", err))
+	}
+	return &remoteagentsv1.ListInvocationsResponse{Invocations: list, Page: paging.New(offset, limit, total)}, nil
 }
 
 // visibleInvocation returns the invocation when the caller made it; to

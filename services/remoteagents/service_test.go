@@ -171,6 +171,39 @@ func TestGetAndCancelInvocation(t *testing.T) {
 	}
 }
 
+func TestListInvocations(t *testing.T) {
+	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
+	for _, agent := range []string{"planner", "booker", "planner"} {
+		if _, err := f.client.Invoke(at(agent, 0), &remoteagentsv1.InvokeRequest{Url: agentURL, Message: "Book a flight for " + agent + ".", WaitSeconds: wait(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "alice", Agent: "local", Roles: []string{mesh.RoleOwner}}})
+	list := func(ctx context.Context, req *remoteagentsv1.ListInvocationsRequest) ([]string, int32, error) {
+		res, err := f.client.ListInvocations(ctx, req)
+		var agents []string
+		for _, inv := range res.GetInvocations() {
+			agents = append(agents, inv.GetAgentId())
+		}
+		return agents, res.GetPage().GetTotal(), err
+	}
+	if got, total, err := list(at("planner", 0), &remoteagentsv1.ListInvocationsRequest{}); err != nil || total != 2 || strings.Join(got, ",") != "planner,planner" {
+		t.Errorf("planner's invocations = %v (total %d), %v; want its own two", got, total, err)
+	}
+	if got, total, err := list(owner, &remoteagentsv1.ListInvocationsRequest{Limit: 2}); err != nil || total != 3 || strings.Join(got, ",") != "planner,booker" {
+		t.Errorf("the owner's first page = %v (total %d), %v; want the newest two of all three", got, total, err)
+	}
+	if got, _, err := list(owner, &remoteagentsv1.ListInvocationsRequest{AgentId: "booker", Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_WORKING}); err != nil || strings.Join(got, ",") != "booker" {
+		t.Errorf("the owner's working invocations of booker = %v, %v", got, err)
+	}
+	if got, _, err := list(owner, &remoteagentsv1.ListInvocationsRequest{Status: remoteagentsv1.InvocationStatus_INVOCATION_STATUS_COMPLETED}); err != nil || len(got) != 0 {
+		t.Errorf("completed invocations = %v, %v; want none", got, err)
+	}
+	if _, _, err := list(at("booker", 0), &remoteagentsv1.ListInvocationsRequest{AgentId: "planner"}); servertest.Code(t, err) != connect.CodePermissionDenied {
+		t.Errorf("booker listing planner's invocations: %v, want permission_denied", err)
+	}
+}
+
 func TestInvokeStartFailureLeavesNothing(t *testing.T) {
 	f := start(t, remoteagents.Config{Egress: egress.Policy{Lookup: publicLookup}})
 	f.wf.startErr = errStart

@@ -20,6 +20,10 @@ type Store interface {
 	CreateInvocation(ctx context.Context, inv *remoteagentsv1.Invocation) (stored *remoteagentsv1.Invocation, created bool, err error)
 	// GetInvocation returns the invocation with that id, or ErrNotFound.
 	GetInvocation(ctx context.Context, id string) (*remoteagentsv1.Invocation, error)
+	// ListInvocations returns one page of invocations, newest first, and
+	// the total count: every agent's when agent is "", and any status when
+	// status is INVOCATION_STATUS_UNSPECIFIED.
+	ListInvocations(ctx context.Context, agent string, status remoteagentsv1.InvocationStatus, offset, limit int) ([]*remoteagentsv1.Invocation, int, error)
 	// ResolveInvocation records how a working invocation ended. One that
 	// has ended already is left as it is (the first outcome wins) and
 	// returned with changed false; ErrNotFound when there is none.

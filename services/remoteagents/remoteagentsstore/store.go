@@ -59,6 +59,18 @@ func (s *Store) GetInvocation(ctx context.Context, id string) (*remoteagentsv1.I
 	return sqldb.One(s.db.QueryRow(ctx, `SELECT `+invColumns+` FROM invocations WHERE id = ?`, id), scanInvocation, remoteagents.ErrNotFound)
 }
 
+// ListInvocations implements remoteagents.Store.
+func (s *Store) ListInvocations(ctx context.Context, agent string, status remoteagentsv1.InvocationStatus, offset, limit int) ([]*remoteagentsv1.Invocation, int, error) {
+	q := sqldb.ListQuery{What: "invocations", Columns: invColumns, From: "invocations", OrderBy: "create_ms DESC, id DESC"}
+	if agent != "" {
+		q.And(`agent_id = ?`, agent)
+	}
+	if status != remoteagentsv1.InvocationStatus_INVOCATION_STATUS_UNSPECIFIED {
+		q.And(`status = ?`, int32(status))
+	}
+	return sqldb.Page(ctx, s.db, q, offset, limit, scanInvocation)
+}
+
 // ResolveInvocation implements remoteagents.Store.
 func (s *Store) ResolveInvocation(ctx context.Context, id string, o *remoteagentsv1.InvokeOutcome) (*remoteagentsv1.Invocation, bool, error) {
 	return sqldb.Update(ctx, s.db, "resolve invocation", func(ctx context.Context) (*remoteagentsv1.Invocation, error) { return s.GetInvocation(ctx, id) },

@@ -14,9 +14,10 @@ package remoteagentsv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
-	v11 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
+	v12 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
+	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	_ "github.com/toolmesh/toolmesh/proto/gen/toolmesh/rules/v1"
-	v1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	v11 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -1096,6 +1097,133 @@ func (x *GetInvocationResponse) GetInvocation() *Invocation {
 	return nil
 }
 
+type ListInvocationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only invocations in this status; all statuses when omitted.
+	Status InvocationStatus `protobuf:"varint,1,opt,name=status,proto3,enum=toolmesh.remoteagents.v1.InvocationStatus" json:"status,omitempty"`
+	// Only this agent's invocations (owner only; an agent always lists its
+	// own).
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Index of the first invocation to return (0 for the first page).
+	Offset int32 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Page size, 1 to 200; 50 when omitted or 0.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInvocationsRequest) Reset() {
+	*x = ListInvocationsRequest{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInvocationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInvocationsRequest) ProtoMessage() {}
+
+func (x *ListInvocationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInvocationsRequest.ProtoReflect.Descriptor instead.
+func (*ListInvocationsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListInvocationsRequest) GetStatus() InvocationStatus {
+	if x != nil {
+		return x.Status
+	}
+	return InvocationStatus_INVOCATION_STATUS_UNSPECIFIED
+}
+
+func (x *ListInvocationsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListInvocationsRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ListInvocationsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListInvocationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The invocations on this page, newest first.
+	Invocations []*Invocation `protobuf:"bytes,1,rep,name=invocations,proto3" json:"invocations,omitempty"`
+	// Which page this is.
+	Page          *v1.Page `protobuf:"bytes,2,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInvocationsResponse) Reset() {
+	*x = ListInvocationsResponse{}
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInvocationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInvocationsResponse) ProtoMessage() {}
+
+func (x *ListInvocationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInvocationsResponse.ProtoReflect.Descriptor instead.
+func (*ListInvocationsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListInvocationsResponse) GetInvocations() []*Invocation {
+	if x != nil {
+		return x.Invocations
+	}
+	return nil
+}
+
+func (x *ListInvocationsResponse) GetPage() *v1.Page {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
 type CancelInvocationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The invocation's id, as returned by remoteagents_invoke.
@@ -1106,7 +1234,7 @@ type CancelInvocationRequest struct {
 
 func (x *CancelInvocationRequest) Reset() {
 	*x = CancelInvocationRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1246,7 @@ func (x *CancelInvocationRequest) String() string {
 func (*CancelInvocationRequest) ProtoMessage() {}
 
 func (x *CancelInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[11]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1259,7 @@ func (x *CancelInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvocationRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelInvocationRequest) GetInvocationId() string {
@@ -1151,7 +1279,7 @@ type CancelInvocationResponse struct {
 
 func (x *CancelInvocationResponse) Reset() {
 	*x = CancelInvocationResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1291,7 @@ func (x *CancelInvocationResponse) String() string {
 func (*CancelInvocationResponse) ProtoMessage() {}
 
 func (x *CancelInvocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[12]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1304,7 @@ func (x *CancelInvocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvocationResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvocationResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelInvocationResponse) GetInvocation() *Invocation {
@@ -1201,7 +1329,7 @@ type ExtendInvocationRequest struct {
 
 func (x *ExtendInvocationRequest) Reset() {
 	*x = ExtendInvocationRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1341,7 @@ func (x *ExtendInvocationRequest) String() string {
 func (*ExtendInvocationRequest) ProtoMessage() {}
 
 func (x *ExtendInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[13]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1354,7 @@ func (x *ExtendInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendInvocationRequest.ProtoReflect.Descriptor instead.
 func (*ExtendInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExtendInvocationRequest) GetInvocationId() string {
@@ -1260,7 +1388,7 @@ type ExtendInvocationResponse struct {
 
 func (x *ExtendInvocationResponse) Reset() {
 	*x = ExtendInvocationResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1400,7 @@ func (x *ExtendInvocationResponse) String() string {
 func (*ExtendInvocationResponse) ProtoMessage() {}
 
 func (x *ExtendInvocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[14]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1413,7 @@ func (x *ExtendInvocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendInvocationResponse.ProtoReflect.Descriptor instead.
 func (*ExtendInvocationResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExtendInvocationResponse) GetInvocation() *Invocation {
@@ -1323,7 +1451,7 @@ type RecordInvocationOutcomeRequest struct {
 
 func (x *RecordInvocationOutcomeRequest) Reset() {
 	*x = RecordInvocationOutcomeRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1463,7 @@ func (x *RecordInvocationOutcomeRequest) String() string {
 func (*RecordInvocationOutcomeRequest) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[15]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1476,7 @@ func (x *RecordInvocationOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordInvocationOutcomeRequest) GetInvocationId() string {
@@ -1431,7 +1559,7 @@ type RecordInvocationOutcomeResponse struct {
 
 func (x *RecordInvocationOutcomeResponse) Reset() {
 	*x = RecordInvocationOutcomeResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1571,7 @@ func (x *RecordInvocationOutcomeResponse) String() string {
 func (*RecordInvocationOutcomeResponse) ProtoMessage() {}
 
 func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[16]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1584,7 @@ func (x *RecordInvocationOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*RecordInvocationOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordInvocationOutcomeResponse) GetInvocation() *Invocation {
@@ -1493,7 +1621,7 @@ type InvokeStreamRequest struct {
 
 func (x *InvokeStreamRequest) Reset() {
 	*x = InvokeStreamRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1633,7 @@ func (x *InvokeStreamRequest) String() string {
 func (*InvokeStreamRequest) ProtoMessage() {}
 
 func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1646,7 @@ func (x *InvokeStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeStreamRequest.ProtoReflect.Descriptor instead.
 func (*InvokeStreamRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InvokeStreamRequest) GetUrl() string {
@@ -1570,14 +1698,14 @@ type InvokeStreamResponse struct {
 	// The invocation, with the answer when it came in time.
 	Invocation *Invocation `protobuf:"bytes,1,opt,name=invocation,proto3" json:"invocation,omitempty"`
 	// What the remote agent reported meanwhile.
-	Event         *v1.CallEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	Event         *v11.CallEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeStreamResponse) Reset() {
 	*x = InvokeStreamResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1717,7 @@ func (x *InvokeStreamResponse) String() string {
 func (*InvokeStreamResponse) ProtoMessage() {}
 
 func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[18]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1730,7 @@ func (x *InvokeStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeStreamResponse.ProtoReflect.Descriptor instead.
 func (*InvokeStreamResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InvokeStreamResponse) GetInvocation() *Invocation {
@@ -1612,7 +1740,7 @@ func (x *InvokeStreamResponse) GetInvocation() *Invocation {
 	return nil
 }
 
-func (x *InvokeStreamResponse) GetEvent() *v1.CallEvent {
+func (x *InvokeStreamResponse) GetEvent() *v11.CallEvent {
 	if x != nil {
 		return x.Event
 	}
@@ -1639,7 +1767,7 @@ type InvocationEvent struct {
 
 func (x *InvocationEvent) Reset() {
 	*x = InvocationEvent{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1779,7 @@ func (x *InvocationEvent) String() string {
 func (*InvocationEvent) ProtoMessage() {}
 
 func (x *InvocationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1792,7 @@ func (x *InvocationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationEvent.ProtoReflect.Descriptor instead.
 func (*InvocationEvent) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InvocationEvent) GetInvocationId() string {
@@ -1723,7 +1851,7 @@ type RecordInvocationEventRequest struct {
 
 func (x *RecordInvocationEventRequest) Reset() {
 	*x = RecordInvocationEventRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1863,7 @@ func (x *RecordInvocationEventRequest) String() string {
 func (*RecordInvocationEventRequest) ProtoMessage() {}
 
 func (x *RecordInvocationEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[20]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1876,7 @@ func (x *RecordInvocationEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationEventRequest.ProtoReflect.Descriptor instead.
 func (*RecordInvocationEventRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{20}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordInvocationEventRequest) GetInvocationId() string {
@@ -1805,7 +1933,7 @@ type RecordInvocationEventResponse struct {
 
 func (x *RecordInvocationEventResponse) Reset() {
 	*x = RecordInvocationEventResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1945,7 @@ func (x *RecordInvocationEventResponse) String() string {
 func (*RecordInvocationEventResponse) ProtoMessage() {}
 
 func (x *RecordInvocationEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[21]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +1958,7 @@ func (x *RecordInvocationEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordInvocationEventResponse.ProtoReflect.Descriptor instead.
 func (*RecordInvocationEventResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{21}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordInvocationEventResponse) GetEvent() *InvocationEvent {
@@ -1888,7 +2016,7 @@ type Inbound struct {
 
 func (x *Inbound) Reset() {
 	*x = Inbound{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2028,7 @@ func (x *Inbound) String() string {
 func (*Inbound) ProtoMessage() {}
 
 func (x *Inbound) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[22]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2041,7 @@ func (x *Inbound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inbound.ProtoReflect.Descriptor instead.
 func (*Inbound) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{22}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Inbound) GetTaskId() string {
@@ -2037,7 +2165,7 @@ type DeliverInboundRequest struct {
 
 func (x *DeliverInboundRequest) Reset() {
 	*x = DeliverInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2177,7 @@ func (x *DeliverInboundRequest) String() string {
 func (*DeliverInboundRequest) ProtoMessage() {}
 
 func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[23]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2190,7 @@ func (x *DeliverInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundRequest.ProtoReflect.Descriptor instead.
 func (*DeliverInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{23}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeliverInboundRequest) GetAgentId() string {
@@ -2103,7 +2231,7 @@ type DeliverInboundResponse struct {
 
 func (x *DeliverInboundResponse) Reset() {
 	*x = DeliverInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2243,7 @@ func (x *DeliverInboundResponse) String() string {
 func (*DeliverInboundResponse) ProtoMessage() {}
 
 func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[24]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2256,7 @@ func (x *DeliverInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverInboundResponse.ProtoReflect.Descriptor instead.
 func (*DeliverInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{24}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeliverInboundResponse) GetInbound() *Inbound {
@@ -2148,7 +2276,7 @@ type GetInboundRequest struct {
 
 func (x *GetInboundRequest) Reset() {
 	*x = GetInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2288,7 @@ func (x *GetInboundRequest) String() string {
 func (*GetInboundRequest) ProtoMessage() {}
 
 func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[25]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2301,7 @@ func (x *GetInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundRequest.ProtoReflect.Descriptor instead.
 func (*GetInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{25}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetInboundRequest) GetTaskId() string {
@@ -2193,7 +2321,7 @@ type GetInboundResponse struct {
 
 func (x *GetInboundResponse) Reset() {
 	*x = GetInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2333,7 @@ func (x *GetInboundResponse) String() string {
 func (*GetInboundResponse) ProtoMessage() {}
 
 func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[26]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2346,7 @@ func (x *GetInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboundResponse.ProtoReflect.Descriptor instead.
 func (*GetInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{26}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetInboundResponse) GetInbound() *Inbound {
@@ -2238,7 +2366,7 @@ type CancelInboundRequest struct {
 
 func (x *CancelInboundRequest) Reset() {
 	*x = CancelInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2378,7 @@ func (x *CancelInboundRequest) String() string {
 func (*CancelInboundRequest) ProtoMessage() {}
 
 func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[27]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2391,7 @@ func (x *CancelInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundRequest.ProtoReflect.Descriptor instead.
 func (*CancelInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{27}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelInboundRequest) GetTaskId() string {
@@ -2283,7 +2411,7 @@ type CancelInboundResponse struct {
 
 func (x *CancelInboundResponse) Reset() {
 	*x = CancelInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2423,7 @@ func (x *CancelInboundResponse) String() string {
 func (*CancelInboundResponse) ProtoMessage() {}
 
 func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[28]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2436,7 @@ func (x *CancelInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInboundResponse.ProtoReflect.Descriptor instead.
 func (*CancelInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{28}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelInboundResponse) GetInbound() *Inbound {
@@ -2328,7 +2456,7 @@ type RefreshInboundRequest struct {
 
 func (x *RefreshInboundRequest) Reset() {
 	*x = RefreshInboundRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2468,7 @@ func (x *RefreshInboundRequest) String() string {
 func (*RefreshInboundRequest) ProtoMessage() {}
 
 func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[29]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2481,7 @@ func (x *RefreshInboundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundRequest.ProtoReflect.Descriptor instead.
 func (*RefreshInboundRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{29}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RefreshInboundRequest) GetTaskId() string {
@@ -2366,16 +2494,16 @@ func (x *RefreshInboundRequest) GetTaskId() string {
 type RefreshInboundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task, up to date.
-	Inbound *v11.Inbound `protobuf:"bytes,1,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	Inbound *v12.Inbound `protobuf:"bytes,1,opt,name=inbound,proto3" json:"inbound,omitempty"`
 	// Its push configs, oldest first.
-	Configs       []*v11.PushConfig `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty"`
+	Configs       []*v12.PushConfig `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RefreshInboundResponse) Reset() {
 	*x = RefreshInboundResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2515,7 @@ func (x *RefreshInboundResponse) String() string {
 func (*RefreshInboundResponse) ProtoMessage() {}
 
 func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[30]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,17 +2528,17 @@ func (x *RefreshInboundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshInboundResponse.ProtoReflect.Descriptor instead.
 func (*RefreshInboundResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{30}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{32}
 }
 
-func (x *RefreshInboundResponse) GetInbound() *v11.Inbound {
+func (x *RefreshInboundResponse) GetInbound() *v12.Inbound {
 	if x != nil {
 		return x.Inbound
 	}
 	return nil
 }
 
-func (x *RefreshInboundResponse) GetConfigs() []*v11.PushConfig {
+func (x *RefreshInboundResponse) GetConfigs() []*v12.PushConfig {
 	if x != nil {
 		return x.Configs
 	}
@@ -2431,7 +2559,7 @@ type GetPushDeliveryRequest struct {
 
 func (x *GetPushDeliveryRequest) Reset() {
 	*x = GetPushDeliveryRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2571,7 @@ func (x *GetPushDeliveryRequest) String() string {
 func (*GetPushDeliveryRequest) ProtoMessage() {}
 
 func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[31]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2584,7 @@ func (x *GetPushDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{31}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetPushDeliveryRequest) GetTaskId() string {
@@ -2483,18 +2611,18 @@ func (x *GetPushDeliveryRequest) GetSeq() int64 {
 type GetPushDeliveryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The config to send to.
-	Config *v11.PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Config *v12.PushConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// The task as it is now.
-	Inbound *v11.Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
+	Inbound *v12.Inbound `protobuf:"bytes,2,opt,name=inbound,proto3" json:"inbound,omitempty"`
 	// The event.
-	Event         *v11.InboundEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	Event         *v12.InboundEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPushDeliveryResponse) Reset() {
 	*x = GetPushDeliveryResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2634,7 @@ func (x *GetPushDeliveryResponse) String() string {
 func (*GetPushDeliveryResponse) ProtoMessage() {}
 
 func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[32]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,24 +2647,24 @@ func (x *GetPushDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*GetPushDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{32}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *GetPushDeliveryResponse) GetConfig() *v11.PushConfig {
+func (x *GetPushDeliveryResponse) GetConfig() *v12.PushConfig {
 	if x != nil {
 		return x.Config
 	}
 	return nil
 }
 
-func (x *GetPushDeliveryResponse) GetInbound() *v11.Inbound {
+func (x *GetPushDeliveryResponse) GetInbound() *v12.Inbound {
 	if x != nil {
 		return x.Inbound
 	}
 	return nil
 }
 
-func (x *GetPushDeliveryResponse) GetEvent() *v11.InboundEvent {
+func (x *GetPushDeliveryResponse) GetEvent() *v12.InboundEvent {
 	if x != nil {
 		return x.Event
 	}
@@ -2557,7 +2685,7 @@ type RecordPushDeliveredRequest struct {
 
 func (x *RecordPushDeliveredRequest) Reset() {
 	*x = RecordPushDeliveredRequest{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2697,7 @@ func (x *RecordPushDeliveredRequest) String() string {
 func (*RecordPushDeliveredRequest) ProtoMessage() {}
 
 func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[33]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2710,7 @@ func (x *RecordPushDeliveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredRequest.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{33}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RecordPushDeliveredRequest) GetTaskId() string {
@@ -2614,7 +2742,7 @@ type RecordPushDeliveredResponse struct {
 
 func (x *RecordPushDeliveredResponse) Reset() {
 	*x = RecordPushDeliveredResponse{}
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2754,7 @@ func (x *RecordPushDeliveredResponse) String() string {
 func (*RecordPushDeliveredResponse) ProtoMessage() {}
 
 func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[34]
+	mi := &file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,14 +2767,14 @@ func (x *RecordPushDeliveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordPushDeliveredResponse.ProtoReflect.Descriptor instead.
 func (*RecordPushDeliveredResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{34}
+	return file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP(), []int{36}
 }
 
 var File_toolmesh_remoteagents_v1_remoteagents_proto protoreflect.FileDescriptor
 
 const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\n" +
-	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolmesh/inbound/v1/inbound.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1etoolmesh/tool/v1/content.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
+	"+toolmesh/remoteagents/v1/remoteagents.proto\x12\x18toolmesh.remoteagents.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!toolmesh/inbound/v1/inbound.proto\x1a\x1btoolmesh/page/v1/page.proto\x1a\x1dtoolmesh/rules/v1/rules.proto\x1a\x1etoolmesh/tool/v1/content.proto\x1a\x1btoolmesh/tool/v1/tool.proto\"}\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2732,7 +2860,16 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x15GetInvocationResponse\x12D\n" +
 	"\n" +
 	"invocation\x18\x01 \x01(\v2$.toolmesh.remoteagents.v1.InvocationR\n" +
-	"invocation\"\\\n" +
+	"invocation\"\xeb\x01\n" +
+	"\x16ListInvocationsRequest\x12L\n" +
+	"\x06status\x18\x01 \x01(\x0e2*.toolmesh.remoteagents.v1.InvocationStatusB\b\xbaH\x05\x82\x01\x02\x10\x01R\x06status\x12<\n" +
+	"\bagent_id\x18\x02 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\aagentId\x12#\n" +
+	"\x06offset\x18\x03 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
+	"\x05limit\x18\x04 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"\x8d\x01\n" +
+	"\x17ListInvocationsResponse\x12F\n" +
+	"\vinvocations\x18\x01 \x03(\v2$.toolmesh.remoteagents.v1.InvocationR\vinvocations\x12*\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\"\\\n" +
 	"\x17CancelInvocationRequest\x12A\n" +
 	"\rinvocation_id\x18\x01 \x01(\tB\x1c\xbaH\x19\xc8\x01\x01r\x142\x12^inv_[0-9a-z]{26}$R\finvocationId\"`\n" +
 	"\x18CancelInvocationResponse\x12D\n" +
@@ -2862,7 +2999,7 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	"\x1aINBOUND_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INBOUND_STATUS_WORKING\x10\x01\x12\x1c\n" +
 	"\x18INBOUND_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xe4\x14\n" +
+	"\x18INBOUND_STATUS_CANCELLED\x10\x032\xa0\x16\n" +
 	"\x13RemoteAgentsService\x12\x9a\x01\n" +
 	"\bDiscover\x12).toolmesh.remoteagents.v1.DiscoverRequest\x1a*.toolmesh.remoteagents.v1.DiscoverResponse\"7\xc2\xf3\x180\n" +
 	"\x15remoteagents_discover\x12\x15Discover remote agent\x18\x01\x90\x02\x01\x12]\n" +
@@ -2878,7 +3015,9 @@ const file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc = "" +
 	" INVOCATION_STATUS_INPUT_REQUIRED\x10\x03\x1aDThe remote agent needs more input: invoke it again with the task_id.R>\n" +
 	"\x1bINVOCATION_STATUS_CANCELLED\x10\x05\x1a\x1dThe invocation was cancelled.0\x01\x12\xaf\x01\n" +
 	"\rGetInvocation\x12..toolmesh.remoteagents.v1.GetInvocationRequest\x1a/.toolmesh.remoteagents.v1.GetInvocationResponse\"=\xc2\xf3\x186\n" +
-	"\x1bremoteagents_get_invocation\x12\x15Get remote invocation\x18\x01\x90\x02\x01\x12\xbb\x01\n" +
+	"\x1bremoteagents_get_invocation\x12\x15Get remote invocation\x18\x01\x90\x02\x01\x12\xb9\x01\n" +
+	"\x0fListInvocations\x120.toolmesh.remoteagents.v1.ListInvocationsRequest\x1a1.toolmesh.remoteagents.v1.ListInvocationsResponse\"A\xc2\xf3\x18:\n" +
+	"\x1dremoteagents_list_invocations\x12\x17List remote invocations\x18\x01\x90\x02\x01\x12\xbb\x01\n" +
 	"\x10CancelInvocation\x121.toolmesh.remoteagents.v1.CancelInvocationRequest\x1a2.toolmesh.remoteagents.v1.CancelInvocationResponse\"@\xc2\xf3\x18<\n" +
 	"\x1eremoteagents_cancel_invocation\x12\x18Cancel remote invocation\x18\x02\x12\xbb\x01\n" +
 	"\x10ExtendInvocation\x121.toolmesh.remoteagents.v1.ExtendInvocationRequest\x1a2.toolmesh.remoteagents.v1.ExtendInvocationResponse\"@\xc2\xf3\x18<\n" +
@@ -2906,7 +3045,7 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_remoteagents_v1_remoteagents_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(InvocationStatus)(0),                   // 0: toolmesh.remoteagents.v1.InvocationStatus
 	(InboundStatus)(0),                      // 1: toolmesh.remoteagents.v1.InboundStatus
@@ -2921,100 +3060,108 @@ var file_toolmesh_remoteagents_v1_remoteagents_proto_goTypes = []any{
 	(*InvokeResponse)(nil),                  // 10: toolmesh.remoteagents.v1.InvokeResponse
 	(*GetInvocationRequest)(nil),            // 11: toolmesh.remoteagents.v1.GetInvocationRequest
 	(*GetInvocationResponse)(nil),           // 12: toolmesh.remoteagents.v1.GetInvocationResponse
-	(*CancelInvocationRequest)(nil),         // 13: toolmesh.remoteagents.v1.CancelInvocationRequest
-	(*CancelInvocationResponse)(nil),        // 14: toolmesh.remoteagents.v1.CancelInvocationResponse
-	(*ExtendInvocationRequest)(nil),         // 15: toolmesh.remoteagents.v1.ExtendInvocationRequest
-	(*ExtendInvocationResponse)(nil),        // 16: toolmesh.remoteagents.v1.ExtendInvocationResponse
-	(*RecordInvocationOutcomeRequest)(nil),  // 17: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	(*RecordInvocationOutcomeResponse)(nil), // 18: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	(*InvokeStreamRequest)(nil),             // 19: toolmesh.remoteagents.v1.InvokeStreamRequest
-	(*InvokeStreamResponse)(nil),            // 20: toolmesh.remoteagents.v1.InvokeStreamResponse
-	(*InvocationEvent)(nil),                 // 21: toolmesh.remoteagents.v1.InvocationEvent
-	(*RecordInvocationEventRequest)(nil),    // 22: toolmesh.remoteagents.v1.RecordInvocationEventRequest
-	(*RecordInvocationEventResponse)(nil),   // 23: toolmesh.remoteagents.v1.RecordInvocationEventResponse
-	(*Inbound)(nil),                         // 24: toolmesh.remoteagents.v1.Inbound
-	(*DeliverInboundRequest)(nil),           // 25: toolmesh.remoteagents.v1.DeliverInboundRequest
-	(*DeliverInboundResponse)(nil),          // 26: toolmesh.remoteagents.v1.DeliverInboundResponse
-	(*GetInboundRequest)(nil),               // 27: toolmesh.remoteagents.v1.GetInboundRequest
-	(*GetInboundResponse)(nil),              // 28: toolmesh.remoteagents.v1.GetInboundResponse
-	(*CancelInboundRequest)(nil),            // 29: toolmesh.remoteagents.v1.CancelInboundRequest
-	(*CancelInboundResponse)(nil),           // 30: toolmesh.remoteagents.v1.CancelInboundResponse
-	(*RefreshInboundRequest)(nil),           // 31: toolmesh.remoteagents.v1.RefreshInboundRequest
-	(*RefreshInboundResponse)(nil),          // 32: toolmesh.remoteagents.v1.RefreshInboundResponse
-	(*GetPushDeliveryRequest)(nil),          // 33: toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	(*GetPushDeliveryResponse)(nil),         // 34: toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	(*RecordPushDeliveredRequest)(nil),      // 35: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	(*RecordPushDeliveredResponse)(nil),     // 36: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	(*timestamppb.Timestamp)(nil),           // 37: google.protobuf.Timestamp
-	(*v1.CallEvent)(nil),                    // 38: toolmesh.tool.v1.CallEvent
-	(*v11.Inbound)(nil),                     // 39: toolmesh.inbound.v1.Inbound
-	(*v11.PushConfig)(nil),                  // 40: toolmesh.inbound.v1.PushConfig
-	(*v11.InboundEvent)(nil),                // 41: toolmesh.inbound.v1.InboundEvent
+	(*ListInvocationsRequest)(nil),          // 13: toolmesh.remoteagents.v1.ListInvocationsRequest
+	(*ListInvocationsResponse)(nil),         // 14: toolmesh.remoteagents.v1.ListInvocationsResponse
+	(*CancelInvocationRequest)(nil),         // 15: toolmesh.remoteagents.v1.CancelInvocationRequest
+	(*CancelInvocationResponse)(nil),        // 16: toolmesh.remoteagents.v1.CancelInvocationResponse
+	(*ExtendInvocationRequest)(nil),         // 17: toolmesh.remoteagents.v1.ExtendInvocationRequest
+	(*ExtendInvocationResponse)(nil),        // 18: toolmesh.remoteagents.v1.ExtendInvocationResponse
+	(*RecordInvocationOutcomeRequest)(nil),  // 19: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	(*RecordInvocationOutcomeResponse)(nil), // 20: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	(*InvokeStreamRequest)(nil),             // 21: toolmesh.remoteagents.v1.InvokeStreamRequest
+	(*InvokeStreamResponse)(nil),            // 22: toolmesh.remoteagents.v1.InvokeStreamResponse
+	(*InvocationEvent)(nil),                 // 23: toolmesh.remoteagents.v1.InvocationEvent
+	(*RecordInvocationEventRequest)(nil),    // 24: toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	(*RecordInvocationEventResponse)(nil),   // 25: toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	(*Inbound)(nil),                         // 26: toolmesh.remoteagents.v1.Inbound
+	(*DeliverInboundRequest)(nil),           // 27: toolmesh.remoteagents.v1.DeliverInboundRequest
+	(*DeliverInboundResponse)(nil),          // 28: toolmesh.remoteagents.v1.DeliverInboundResponse
+	(*GetInboundRequest)(nil),               // 29: toolmesh.remoteagents.v1.GetInboundRequest
+	(*GetInboundResponse)(nil),              // 30: toolmesh.remoteagents.v1.GetInboundResponse
+	(*CancelInboundRequest)(nil),            // 31: toolmesh.remoteagents.v1.CancelInboundRequest
+	(*CancelInboundResponse)(nil),           // 32: toolmesh.remoteagents.v1.CancelInboundResponse
+	(*RefreshInboundRequest)(nil),           // 33: toolmesh.remoteagents.v1.RefreshInboundRequest
+	(*RefreshInboundResponse)(nil),          // 34: toolmesh.remoteagents.v1.RefreshInboundResponse
+	(*GetPushDeliveryRequest)(nil),          // 35: toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	(*GetPushDeliveryResponse)(nil),         // 36: toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	(*RecordPushDeliveredRequest)(nil),      // 37: toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	(*RecordPushDeliveredResponse)(nil),     // 38: toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	(*timestamppb.Timestamp)(nil),           // 39: google.protobuf.Timestamp
+	(*v1.Page)(nil),                         // 40: toolmesh.page.v1.Page
+	(*v11.CallEvent)(nil),                   // 41: toolmesh.tool.v1.CallEvent
+	(*v12.Inbound)(nil),                     // 42: toolmesh.inbound.v1.Inbound
+	(*v12.PushConfig)(nil),                  // 43: toolmesh.inbound.v1.PushConfig
+	(*v12.InboundEvent)(nil),                // 44: toolmesh.inbound.v1.InboundEvent
 }
 var file_toolmesh_remoteagents_v1_remoteagents_proto_depIdxs = []int32{
 	2,  // 0: toolmesh.remoteagents.v1.AgentCard.skills:type_name -> toolmesh.remoteagents.v1.Skill
 	4,  // 1: toolmesh.remoteagents.v1.AgentCard.interfaces:type_name -> toolmesh.remoteagents.v1.AgentInterface
 	5,  // 2: toolmesh.remoteagents.v1.AgentCard.signature:type_name -> toolmesh.remoteagents.v1.CardSignature
 	0,  // 3: toolmesh.remoteagents.v1.Invocation.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	37, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
-	37, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
+	39, // 4: toolmesh.remoteagents.v1.Invocation.create_time:type_name -> google.protobuf.Timestamp
+	39, // 5: toolmesh.remoteagents.v1.Invocation.expire_time:type_name -> google.protobuf.Timestamp
+	39, // 6: toolmesh.remoteagents.v1.Invocation.resolve_time:type_name -> google.protobuf.Timestamp
 	3,  // 7: toolmesh.remoteagents.v1.DiscoverResponse.card:type_name -> toolmesh.remoteagents.v1.AgentCard
 	6,  // 8: toolmesh.remoteagents.v1.InvokeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
 	6,  // 9: toolmesh.remoteagents.v1.GetInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	6,  // 10: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	6,  // 11: toolmesh.remoteagents.v1.ExtendInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	0,  // 12: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
-	37, // 13: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
-	6,  // 14: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	6,  // 15: toolmesh.remoteagents.v1.InvokeStreamResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
-	38, // 16: toolmesh.remoteagents.v1.InvokeStreamResponse.event:type_name -> toolmesh.tool.v1.CallEvent
-	37, // 17: toolmesh.remoteagents.v1.InvocationEvent.time:type_name -> google.protobuf.Timestamp
-	21, // 18: toolmesh.remoteagents.v1.RecordInvocationEventResponse.event:type_name -> toolmesh.remoteagents.v1.InvocationEvent
-	1,  // 19: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
-	37, // 20: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
-	37, // 21: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
-	24, // 22: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	24, // 23: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	24, // 24: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
-	39, // 25: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	40, // 26: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
-	40, // 27: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
-	39, // 28: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
-	41, // 29: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
-	7,  // 30: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
-	9,  // 31: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
-	19, // 32: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:input_type -> toolmesh.remoteagents.v1.InvokeStreamRequest
-	11, // 33: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
-	13, // 34: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
-	15, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:input_type -> toolmesh.remoteagents.v1.ExtendInvocationRequest
-	17, // 36: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
-	22, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:input_type -> toolmesh.remoteagents.v1.RecordInvocationEventRequest
-	25, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
-	27, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
-	29, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
-	31, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
-	33, // 42: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
-	35, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
-	8,  // 44: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
-	10, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
-	20, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:output_type -> toolmesh.remoteagents.v1.InvokeStreamResponse
-	12, // 47: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
-	14, // 48: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
-	16, // 49: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:output_type -> toolmesh.remoteagents.v1.ExtendInvocationResponse
-	18, // 50: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
-	23, // 51: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:output_type -> toolmesh.remoteagents.v1.RecordInvocationEventResponse
-	26, // 52: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
-	28, // 53: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
-	30, // 54: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
-	32, // 55: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
-	34, // 56: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
-	36, // 57: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
-	44, // [44:58] is the sub-list for method output_type
-	30, // [30:44] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	0,  // 10: toolmesh.remoteagents.v1.ListInvocationsRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	6,  // 11: toolmesh.remoteagents.v1.ListInvocationsResponse.invocations:type_name -> toolmesh.remoteagents.v1.Invocation
+	40, // 12: toolmesh.remoteagents.v1.ListInvocationsResponse.page:type_name -> toolmesh.page.v1.Page
+	6,  // 13: toolmesh.remoteagents.v1.CancelInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	6,  // 14: toolmesh.remoteagents.v1.ExtendInvocationResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	0,  // 15: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.status:type_name -> toolmesh.remoteagents.v1.InvocationStatus
+	39, // 16: toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest.resolve_time:type_name -> google.protobuf.Timestamp
+	6,  // 17: toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	6,  // 18: toolmesh.remoteagents.v1.InvokeStreamResponse.invocation:type_name -> toolmesh.remoteagents.v1.Invocation
+	41, // 19: toolmesh.remoteagents.v1.InvokeStreamResponse.event:type_name -> toolmesh.tool.v1.CallEvent
+	39, // 20: toolmesh.remoteagents.v1.InvocationEvent.time:type_name -> google.protobuf.Timestamp
+	23, // 21: toolmesh.remoteagents.v1.RecordInvocationEventResponse.event:type_name -> toolmesh.remoteagents.v1.InvocationEvent
+	1,  // 22: toolmesh.remoteagents.v1.Inbound.status:type_name -> toolmesh.remoteagents.v1.InboundStatus
+	39, // 23: toolmesh.remoteagents.v1.Inbound.create_time:type_name -> google.protobuf.Timestamp
+	39, // 24: toolmesh.remoteagents.v1.Inbound.update_time:type_name -> google.protobuf.Timestamp
+	26, // 25: toolmesh.remoteagents.v1.DeliverInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	26, // 26: toolmesh.remoteagents.v1.GetInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	26, // 27: toolmesh.remoteagents.v1.CancelInboundResponse.inbound:type_name -> toolmesh.remoteagents.v1.Inbound
+	42, // 28: toolmesh.remoteagents.v1.RefreshInboundResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	43, // 29: toolmesh.remoteagents.v1.RefreshInboundResponse.configs:type_name -> toolmesh.inbound.v1.PushConfig
+	43, // 30: toolmesh.remoteagents.v1.GetPushDeliveryResponse.config:type_name -> toolmesh.inbound.v1.PushConfig
+	42, // 31: toolmesh.remoteagents.v1.GetPushDeliveryResponse.inbound:type_name -> toolmesh.inbound.v1.Inbound
+	44, // 32: toolmesh.remoteagents.v1.GetPushDeliveryResponse.event:type_name -> toolmesh.inbound.v1.InboundEvent
+	7,  // 33: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:input_type -> toolmesh.remoteagents.v1.DiscoverRequest
+	9,  // 34: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:input_type -> toolmesh.remoteagents.v1.InvokeRequest
+	21, // 35: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:input_type -> toolmesh.remoteagents.v1.InvokeStreamRequest
+	11, // 36: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:input_type -> toolmesh.remoteagents.v1.GetInvocationRequest
+	13, // 37: toolmesh.remoteagents.v1.RemoteAgentsService.ListInvocations:input_type -> toolmesh.remoteagents.v1.ListInvocationsRequest
+	15, // 38: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:input_type -> toolmesh.remoteagents.v1.CancelInvocationRequest
+	17, // 39: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:input_type -> toolmesh.remoteagents.v1.ExtendInvocationRequest
+	19, // 40: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:input_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeRequest
+	24, // 41: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:input_type -> toolmesh.remoteagents.v1.RecordInvocationEventRequest
+	27, // 42: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:input_type -> toolmesh.remoteagents.v1.DeliverInboundRequest
+	29, // 43: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:input_type -> toolmesh.remoteagents.v1.GetInboundRequest
+	31, // 44: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:input_type -> toolmesh.remoteagents.v1.CancelInboundRequest
+	33, // 45: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:input_type -> toolmesh.remoteagents.v1.RefreshInboundRequest
+	35, // 46: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:input_type -> toolmesh.remoteagents.v1.GetPushDeliveryRequest
+	37, // 47: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:input_type -> toolmesh.remoteagents.v1.RecordPushDeliveredRequest
+	8,  // 48: toolmesh.remoteagents.v1.RemoteAgentsService.Discover:output_type -> toolmesh.remoteagents.v1.DiscoverResponse
+	10, // 49: toolmesh.remoteagents.v1.RemoteAgentsService.Invoke:output_type -> toolmesh.remoteagents.v1.InvokeResponse
+	22, // 50: toolmesh.remoteagents.v1.RemoteAgentsService.InvokeStream:output_type -> toolmesh.remoteagents.v1.InvokeStreamResponse
+	12, // 51: toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation:output_type -> toolmesh.remoteagents.v1.GetInvocationResponse
+	14, // 52: toolmesh.remoteagents.v1.RemoteAgentsService.ListInvocations:output_type -> toolmesh.remoteagents.v1.ListInvocationsResponse
+	16, // 53: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInvocation:output_type -> toolmesh.remoteagents.v1.CancelInvocationResponse
+	18, // 54: toolmesh.remoteagents.v1.RemoteAgentsService.ExtendInvocation:output_type -> toolmesh.remoteagents.v1.ExtendInvocationResponse
+	20, // 55: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationOutcome:output_type -> toolmesh.remoteagents.v1.RecordInvocationOutcomeResponse
+	25, // 56: toolmesh.remoteagents.v1.RemoteAgentsService.RecordInvocationEvent:output_type -> toolmesh.remoteagents.v1.RecordInvocationEventResponse
+	28, // 57: toolmesh.remoteagents.v1.RemoteAgentsService.DeliverInbound:output_type -> toolmesh.remoteagents.v1.DeliverInboundResponse
+	30, // 58: toolmesh.remoteagents.v1.RemoteAgentsService.GetInbound:output_type -> toolmesh.remoteagents.v1.GetInboundResponse
+	32, // 59: toolmesh.remoteagents.v1.RemoteAgentsService.CancelInbound:output_type -> toolmesh.remoteagents.v1.CancelInboundResponse
+	34, // 60: toolmesh.remoteagents.v1.RemoteAgentsService.RefreshInbound:output_type -> toolmesh.remoteagents.v1.RefreshInboundResponse
+	36, // 61: toolmesh.remoteagents.v1.RemoteAgentsService.GetPushDelivery:output_type -> toolmesh.remoteagents.v1.GetPushDeliveryResponse
+	38, // 62: toolmesh.remoteagents.v1.RemoteAgentsService.RecordPushDelivered:output_type -> toolmesh.remoteagents.v1.RecordPushDeliveredResponse
+	48, // [48:63] is the sub-list for method output_type
+	33, // [33:48] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_remoteagents_v1_remoteagents_proto_init() }
@@ -3023,14 +3170,14 @@ func file_toolmesh_remoteagents_v1_remoteagents_proto_init() {
 		return
 	}
 	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[7].OneofWrappers = []any{}
-	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[17].OneofWrappers = []any{}
+	file_toolmesh_remoteagents_v1_remoteagents_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc), len(file_toolmesh_remoteagents_v1_remoteagents_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

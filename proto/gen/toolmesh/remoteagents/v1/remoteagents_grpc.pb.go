@@ -29,6 +29,7 @@ const (
 	RemoteAgentsService_Invoke_FullMethodName                  = "/toolmesh.remoteagents.v1.RemoteAgentsService/Invoke"
 	RemoteAgentsService_InvokeStream_FullMethodName            = "/toolmesh.remoteagents.v1.RemoteAgentsService/InvokeStream"
 	RemoteAgentsService_GetInvocation_FullMethodName           = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInvocation"
+	RemoteAgentsService_ListInvocations_FullMethodName         = "/toolmesh.remoteagents.v1.RemoteAgentsService/ListInvocations"
 	RemoteAgentsService_CancelInvocation_FullMethodName        = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInvocation"
 	RemoteAgentsService_ExtendInvocation_FullMethodName        = "/toolmesh.remoteagents.v1.RemoteAgentsService/ExtendInvocation"
 	RemoteAgentsService_RecordInvocationOutcome_FullMethodName = "/toolmesh.remoteagents.v1.RemoteAgentsService/RecordInvocationOutcome"
@@ -86,6 +87,11 @@ type RemoteAgentsServiceClient interface {
 	// agent needs more from you (invoke again with its task_id). An agent sees
 	// only its own invocations.
 	GetInvocation(ctx context.Context, in *GetInvocationRequest, opts ...grpc.CallOption) (*GetInvocationResponse, error)
+	// List invocations, newest first, optionally only those in one status
+	// (without their events: follow one with remoteagents_get_invocation). An
+	// agent lists its own; the owner lists every agent's, or one agent's with
+	// agent_id. Results are paginated with offset and limit.
+	ListInvocations(ctx context.Context, in *ListInvocationsRequest, opts ...grpc.CallOption) (*ListInvocationsResponse, error)
 	// Stop an invocation that is still working: the remote agent is asked to
 	// cancel its task and the invocation ends as INVOCATION_STATUS_CANCELLED,
 	// unless it ended first. Cancelling an invocation that has ended changes
@@ -181,6 +187,16 @@ func (c *remoteAgentsServiceClient) GetInvocation(ctx context.Context, in *GetIn
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetInvocationResponse)
 	err := c.cc.Invoke(ctx, RemoteAgentsService_GetInvocation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *remoteAgentsServiceClient) ListInvocations(ctx context.Context, in *ListInvocationsRequest, opts ...grpc.CallOption) (*ListInvocationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInvocationsResponse)
+	err := c.cc.Invoke(ctx, RemoteAgentsService_ListInvocations_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +348,11 @@ type RemoteAgentsServiceServer interface {
 	// agent needs more from you (invoke again with its task_id). An agent sees
 	// only its own invocations.
 	GetInvocation(context.Context, *GetInvocationRequest) (*GetInvocationResponse, error)
+	// List invocations, newest first, optionally only those in one status
+	// (without their events: follow one with remoteagents_get_invocation). An
+	// agent lists its own; the owner lists every agent's, or one agent's with
+	// agent_id. Results are paginated with offset and limit.
+	ListInvocations(context.Context, *ListInvocationsRequest) (*ListInvocationsResponse, error)
 	// Stop an invocation that is still working: the remote agent is asked to
 	// cancel its task and the invocation ends as INVOCATION_STATUS_CANCELLED,
 	// unless it ended first. Cancelling an invocation that has ended changes
@@ -395,6 +416,9 @@ func (UnimplementedRemoteAgentsServiceServer) InvokeStream(*InvokeStreamRequest,
 }
 func (UnimplementedRemoteAgentsServiceServer) GetInvocation(context.Context, *GetInvocationRequest) (*GetInvocationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetInvocation not implemented")
+}
+func (UnimplementedRemoteAgentsServiceServer) ListInvocations(context.Context, *ListInvocationsRequest) (*ListInvocationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInvocations not implemented")
 }
 func (UnimplementedRemoteAgentsServiceServer) CancelInvocation(context.Context, *CancelInvocationRequest) (*CancelInvocationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelInvocation not implemented")
@@ -508,6 +532,24 @@ func _RemoteAgentsService_GetInvocation_Handler(srv interface{}, ctx context.Con
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RemoteAgentsServiceServer).GetInvocation(ctx, req.(*GetInvocationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RemoteAgentsService_ListInvocations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInvocationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RemoteAgentsServiceServer).ListInvocations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RemoteAgentsService_ListInvocations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RemoteAgentsServiceServer).ListInvocations(ctx, req.(*ListInvocationsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -710,6 +752,10 @@ var RemoteAgentsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetInvocation",
 			Handler:    _RemoteAgentsService_GetInvocation_Handler,
+		},
+		{
+			MethodName: "ListInvocations",
+			Handler:    _RemoteAgentsService_ListInvocations_Handler,
 		},
 		{
 			MethodName: "CancelInvocation",

@@ -50,6 +50,9 @@ const (
 	// RemoteAgentsServiceGetInvocationProcedure is the fully-qualified name of the
 	// RemoteAgentsService's GetInvocation RPC.
 	RemoteAgentsServiceGetInvocationProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/GetInvocation"
+	// RemoteAgentsServiceListInvocationsProcedure is the fully-qualified name of the
+	// RemoteAgentsService's ListInvocations RPC.
+	RemoteAgentsServiceListInvocationsProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/ListInvocations"
 	// RemoteAgentsServiceCancelInvocationProcedure is the fully-qualified name of the
 	// RemoteAgentsService's CancelInvocation RPC.
 	RemoteAgentsServiceCancelInvocationProcedure = "/toolmesh.remoteagents.v1.RemoteAgentsService/CancelInvocation"
@@ -117,6 +120,11 @@ type RemoteAgentsServiceClient interface {
 	// agent needs more from you (invoke again with its task_id). An agent sees
 	// only its own invocations.
 	GetInvocation(context.Context, *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error)
+	// List invocations, newest first, optionally only those in one status
+	// (without their events: follow one with remoteagents_get_invocation). An
+	// agent lists its own; the owner lists every agent's, or one agent's with
+	// agent_id. Results are paginated with offset and limit.
+	ListInvocations(context.Context, *v1.ListInvocationsRequest) (*v1.ListInvocationsResponse, error)
 	// Stop an invocation that is still working: the remote agent is asked to
 	// cancel its task and the invocation ends as INVOCATION_STATUS_CANCELLED,
 	// unless it ended first. Cancelling an invocation that has ended changes
@@ -199,6 +207,13 @@ func NewRemoteAgentsServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listInvocations: connect.NewClient[v1.ListInvocationsRequest, v1.ListInvocationsResponse](
+			httpClient,
+			baseURL+RemoteAgentsServiceListInvocationsProcedure,
+			connect.WithSchema(remoteAgentsServiceMethods.ByName("ListInvocations")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		cancelInvocation: connect.NewClient[v1.CancelInvocationRequest, v1.CancelInvocationResponse](
 			httpClient,
 			baseURL+RemoteAgentsServiceCancelInvocationProcedure,
@@ -269,6 +284,7 @@ type remoteAgentsServiceClient struct {
 	invoke                  *connect.Client[v1.InvokeRequest, v1.InvokeResponse]
 	invokeStream            *connect.Client[v1.InvokeStreamRequest, v1.InvokeStreamResponse]
 	getInvocation           *connect.Client[v1.GetInvocationRequest, v1.GetInvocationResponse]
+	listInvocations         *connect.Client[v1.ListInvocationsRequest, v1.ListInvocationsResponse]
 	cancelInvocation        *connect.Client[v1.CancelInvocationRequest, v1.CancelInvocationResponse]
 	extendInvocation        *connect.Client[v1.ExtendInvocationRequest, v1.ExtendInvocationResponse]
 	recordInvocationOutcome *connect.Client[v1.RecordInvocationOutcomeRequest, v1.RecordInvocationOutcomeResponse]
@@ -307,6 +323,15 @@ func (c *remoteAgentsServiceClient) InvokeStream(ctx context.Context, req *v1.In
 // GetInvocation calls toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation.
 func (c *remoteAgentsServiceClient) GetInvocation(ctx context.Context, req *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error) {
 	response, err := c.getInvocation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListInvocations calls toolmesh.remoteagents.v1.RemoteAgentsService.ListInvocations.
+func (c *remoteAgentsServiceClient) ListInvocations(ctx context.Context, req *v1.ListInvocationsRequest) (*v1.ListInvocationsResponse, error) {
+	response, err := c.listInvocations.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -439,6 +464,11 @@ type RemoteAgentsServiceHandler interface {
 	// agent needs more from you (invoke again with its task_id). An agent sees
 	// only its own invocations.
 	GetInvocation(context.Context, *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error)
+	// List invocations, newest first, optionally only those in one status
+	// (without their events: follow one with remoteagents_get_invocation). An
+	// agent lists its own; the owner lists every agent's, or one agent's with
+	// agent_id. Results are paginated with offset and limit.
+	ListInvocations(context.Context, *v1.ListInvocationsRequest) (*v1.ListInvocationsResponse, error)
 	// Stop an invocation that is still working: the remote agent is asked to
 	// cancel its task and the invocation ends as INVOCATION_STATUS_CANCELLED,
 	// unless it ended first. Cancelling an invocation that has ended changes
@@ -516,6 +546,13 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	remoteAgentsServiceListInvocationsHandler := connect.NewUnaryHandlerSimple(
+		RemoteAgentsServiceListInvocationsProcedure,
+		svc.ListInvocations,
+		connect.WithSchema(remoteAgentsServiceMethods.ByName("ListInvocations")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	remoteAgentsServiceCancelInvocationHandler := connect.NewUnaryHandlerSimple(
 		RemoteAgentsServiceCancelInvocationProcedure,
 		svc.CancelInvocation,
@@ -587,6 +624,8 @@ func NewRemoteAgentsServiceHandler(svc RemoteAgentsServiceHandler, opts ...conne
 			remoteAgentsServiceInvokeStreamHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceGetInvocationProcedure:
 			remoteAgentsServiceGetInvocationHandler.ServeHTTP(w, r)
+		case RemoteAgentsServiceListInvocationsProcedure:
+			remoteAgentsServiceListInvocationsHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceCancelInvocationProcedure:
 			remoteAgentsServiceCancelInvocationHandler.ServeHTTP(w, r)
 		case RemoteAgentsServiceExtendInvocationProcedure:
@@ -630,6 +669,10 @@ func (UnimplementedRemoteAgentsServiceHandler) InvokeStream(context.Context, *v1
 
 func (UnimplementedRemoteAgentsServiceHandler) GetInvocation(context.Context, *v1.GetInvocationRequest) (*v1.GetInvocationResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.GetInvocation is not implemented"))
+}
+
+func (UnimplementedRemoteAgentsServiceHandler) ListInvocations(context.Context, *v1.ListInvocationsRequest) (*v1.ListInvocationsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.remoteagents.v1.RemoteAgentsService.ListInvocations is not implemented"))
 }
 
 func (UnimplementedRemoteAgentsServiceHandler) CancelInvocation(context.Context, *v1.CancelInvocationRequest) (*v1.CancelInvocationResponse, error) {
