@@ -5,6 +5,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"syscall"
 	"testing"
@@ -50,7 +51,9 @@ func (c *answerClock) call(cs *mcp.ClientSession, tool string, args map[string]a
 
 // The calls worker and the Temporal dev server killed 20 times, by turns,
 // while elicited admin calls (credits_grant, confirmed in a second round)
-// go on: the server never takes more than 30 s to answer (a round it cannot
+// and the same grants as MCP tasks (tools/call, tasks/update to confirm,
+// tasks/get to follow; a third client) go on: the server never takes more
+// than 30 s to answer (a round it cannot
 // finish is answered unavailable, retryable), a client that retries with
 // the same idempotency key gets the call's one outcome, and every grant's
 // side effect happens at most once — exactly once for a call answered ok.
@@ -65,12 +68,27 @@ func TestElicitedRoundsThroughRestarts(t *testing.T) {
 		sessions[i] = connectMCP(t, m.mcpURL, "", &mcp.ClientOptions{ElicitationHandler: clocks[i].confirm})
 	}
 
+	tasks := &taskClient{url: m.mcpURL, http: &http.Client{Timeout: callTimeout}, clock: &answerClock{}}
+	clocks = append(clocks, tasks.clock)
+
 	wallet := "local"
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	final := map[string]outcome{}
 	attempts, unavailable := 0, 0
-	load := loadFor(clients, 100*time.Millisecond, stop, func(w, n int) {
+	taskCalls, taskRequests, taskRetried := 0, 0, 0
+	load := loadFor(clients+1, 100*time.Millisecond, stop, func(w, n int) {
+		if w == clients {
+			ref := fmt.Sprintf("%s-task-%d", run, n)
+			o, requests, retried := tasks.grantAsTask(map[string]any{"wallet": wallet, "amount": "1", "reference": ref}, ref, 3*time.Minute)
+			mu.Lock()
+			final[ref] = o
+			taskCalls++
+			taskRequests += requests
+			taskRetried += retried
+			mu.Unlock()
+			return
+		}
 		ref := fmt.Sprintf("%s-grant-%d-%d", run, w, n)
 		var o outcome
 		// A client retries a retryable answer with the same key, as
@@ -142,7 +160,8 @@ func TestElicitedRoundsThroughRestarts(t *testing.T) {
 		longest = max(longest, c.longest)
 	}
 	figure(t, "kills (calls worker, Temporal by turns)", kills, "20", true)
-	figure(t, "elicited calls (attempts, unavailable answers)", fmt.Sprintf("%d (%d, %d) %v", len(final), attempts, unavailable, codes), "> 0 ok", ok > 0)
+	figure(t, "grants, elicited and as tasks (elicited attempts, unavailable answers)", fmt.Sprintf("%d (%d, %d) %v", len(final), attempts, unavailable, codes), "> 0 ok", ok > 0)
+	figure(t, "grants as MCP tasks (task requests, retried)", fmt.Sprintf("%d (%d, %d)", taskCalls, taskRequests, taskRetried), "> 0", taskCalls > 0)
 	figure(t, "longest server answer (s)", longest.Seconds(), "<= 30", longest <= 30*time.Second)
 	figure(t, "calls without exactly one tool result", noResult, "0", noResult == 0)
 	figure(t, "ok calls whose side effect did not happen once", okWithout, "0", okWithout == 0)
