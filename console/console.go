@@ -261,7 +261,7 @@ func sameOrigin(origin string, r *http.Request) bool {
 // local owner in when there is none).
 func (c *Console) page(h func(w http.ResponseWriter, r *http.Request, s *session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := c.sessions.read(r)
+		s := c.fresh(w, r, c.sessions.read(r))
 		if s == nil && c.signer != nil {
 			c.needSignIn(w, r)
 			return
@@ -283,7 +283,7 @@ func (c *Console) change(h func(w http.ResponseWriter, r *http.Request, s *sessi
 			c.refuse(w, r, http.StatusBadRequest, "The form could not be read.")
 			return
 		}
-		s := c.sessions.read(r)
+		s := c.fresh(w, r, c.sessions.read(r))
 		if s == nil && c.signer != nil {
 			// Signed in again at the issuer, the person gets the form
 			// back with what they typed.

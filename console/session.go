@@ -29,6 +29,12 @@ type session struct {
 	Subject string `json:"sub"`
 	Owner   bool   `json:"own,omitempty"`
 	Token   string `json:"tok,omitempty"`
+	// TokenExpires is when Token expires (Unix seconds; 0: not said), and
+	// Refresh the issuer's refresh token that renews it ("" when the
+	// issuer gave none: the session then ends with its token). Both live
+	// only in the sealed cookie.
+	TokenExpires int64  `json:"texp,omitempty"`
+	Refresh      string `json:"rt,omitempty"`
 }
 
 // sessions seals, opens and checks session cookies.

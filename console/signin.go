@@ -124,9 +124,14 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := c.sessions.start(person{Subject: who.Subject, Owner: slices.Contains(who.Roles, mesh.RoleOwner), token: who.AccessToken})
-	if !who.Expiry.IsZero() && who.Expiry.Unix() < s.Expires {
-		// The edge refuses the token once it expires: so ends the session.
-		s.Expires = who.Expiry.Unix()
+	s.Refresh = who.RefreshToken
+	if !who.Expiry.IsZero() {
+		s.TokenExpires = who.Expiry.Unix()
+		if s.Refresh == "" && s.TokenExpires < s.Expires {
+			// The edge refuses the token once it expires and nothing
+			// renews it: so ends the session.
+			s.Expires = s.TokenExpires
+		}
 	}
 	c.sessions.write(w, r, s)
 	c.log.InfoContext(r.Context(), "console.signed_in", "subject", who.Subject, "owner", s.Person.Owner)
@@ -138,6 +143,46 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 	// console's own page for the browser to send the SameSite=Strict
 	// session cookie (a redirect would still count as the issuer's).
 	c.execute(w, r, http.StatusOK, "error", "signedin", struct{ Next, Subject string }{l.Next, who.Subject})
+}
+
+// refreshMargin is how long before its access token expires a session
+// renews it: a page's calls to the edge must not meet an expired token.
+const refreshMargin = time.Minute
+
+// fresh is s with an access token the edge still takes: within
+// refreshMargin of its expiry it is renewed with the session's refresh
+// token and the cookie rewritten. It is nil when the token expired and
+// could not be renewed (the person signs in again); a failed renewal of a
+// token still valid keeps it.
+func (c *Console) fresh(w http.ResponseWriter, r *http.Request, s *session) *session {
+	if s == nil || c.signer == nil || s.TokenExpires == 0 || c.sessions.now().Add(refreshMargin).Unix() < s.TokenExpires {
+		return s
+	}
+	expired := c.sessions.now().Unix() >= s.TokenExpires
+	if s.Refresh == "" {
+		if expired {
+			return nil
+		}
+		return s
+	}
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	tok, err := c.signer.Refresh(ctx, s.Refresh)
+	if err != nil {
+		c.log.WarnContext(r.Context(), "console.token_refresh_failed", "subject", s.Subject, "expired", expired, "error", err)
+		if expired {
+			return nil
+		}
+		return s
+	}
+	s.Token, s.Person.token, s.Refresh = tok.AccessToken, tok.AccessToken, tok.RefreshToken
+	s.TokenExpires = 0
+	if !tok.Expiry.IsZero() {
+		s.TokenExpires = tok.Expiry.Unix()
+	}
+	c.sessions.write(w, r, s)
+	c.log.InfoContext(r.Context(), "console.token_refreshed", "subject", s.Subject)
+	return s
 }
 
 // signOut ends the person's session; the issuer's own sign-in (its

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +176,53 @@ func TestSignInWithOpenIDConnect(t *testing.T) {
 	}
 	if status, _, _ := get(t, b, base+"/inbox"); status != http.StatusSeeOther {
 		t.Errorf("the inbox after sign-out = %d, want a redirect to the issuer", status)
+	}
+}
+
+// A sign-in outlives its access token: near its expiry (within a minute)
+// the console renews it with the issuer's refresh token, and the person's
+// pages go on with the new one. When the issuer refuses the refresh, a
+// token still valid is kept.
+func TestASessionOutlivesItsAccessToken(t *testing.T) {
+	p := oidctest.Start(t, "console")
+	p.SignInAs("olivia", "toolmesh:read toolmesh:write", "owner")
+	p.SetAccessLifetime(30 * time.Second) // inside the console's margin: every page renews it
+	edge := &fakeEdge{}
+	edge.add(askID, "Ship the release?", "Ship it", "Hold")
+	base, seen := signInConsole(t, p, edge)
+	b := browser(t)
+	if status, page, _ := get(t, b, toIssuer(t, b, base, "/inbox", nil)); status != http.StatusOK {
+		t.Fatalf("the callback = %d:\n%s", status, page)
+	}
+	bearers := func() int {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		n := 0
+		for h := range seen.seen {
+			if strings.HasPrefix(h, "Bearer ") {
+				n++
+			}
+		}
+		return n
+	}
+	for range 2 {
+		if status, page, _ := get(t, b, base+"/inbox"); status != http.StatusOK || !strings.Contains(page, "Ship the release?") {
+			t.Fatalf("the inbox = %d:\n%s", status, page)
+		}
+	}
+	if got := p.Exchanges(); !slices.Equal(got, []string{"issued", "refreshed", "refreshed"}) {
+		t.Fatalf("the token endpoint answered %q, want the sign-in's code and one refresh per page", got)
+	}
+	if n := bearers(); n != 2 {
+		t.Errorf("the edge saw %d access tokens, want the two renewed ones (one per page)", n)
+	}
+
+	p.RevokeRefreshTokens()
+	if status, page, _ := get(t, b, base+"/inbox"); status != http.StatusOK || !strings.Contains(page, "Ship the release?") {
+		t.Fatalf("the inbox with the refresh refused and the token still valid = %d:\n%s", status, page)
+	}
+	if got := p.Exchanges(); got[len(got)-1] != "invalid_grant" || bearers() != 2 {
+		t.Errorf("after the refused refresh the token endpoint answered %q and the edge saw %d tokens, want invalid_grant and the last token kept", got, bearers())
 	}
 }
 

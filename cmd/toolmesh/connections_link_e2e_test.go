@@ -305,6 +305,22 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		}
 	})
 
+	t.Run("retiring an agent revokes its connections", func(t *testing.T) {
+		bobToken := tokenOf(gh, "octo-bob")
+		if env := callTool(t, owner, "agents_set_status", map[string]any{"agent_id": "agent-b", "status": "AGENT_STATUS_RETIRED",
+			"confirm": true, "reason": "bob's agent is done"}); env.Status != "ok" {
+			t.Fatalf("agents_set_status retired = %+v", env)
+		}
+		if got := gh.Revoked(); len(got) != 2 || got[1] != bobToken {
+			t.Errorf("GitHub revoked %d tokens, want ann's then bob's", len(got))
+		}
+		list := callTool(t, owner, "connections_list", map[string]any{"agent": "agent-b"})
+		answers = append(answers, string(list.Data))
+		if !strings.Contains(string(list.Data), "REVOKED") && !strings.Contains(string(list.Data), "revoked") {
+			t.Errorf("agent-b's connections after retiring it: %s, want revoked", list.Data)
+		}
+	})
+
 	t.Run("no token nor the client secret in clear", func(t *testing.T) {
 		secrets := map[string]string{"the client secret": secret, "the shared token": shared}
 		for tok, login := range gh.Tokens() {

@@ -271,6 +271,10 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			// The edge's development agent is registered at start (when
 			// missing), so the mesh works out of the box.
 			env = map[string]string{agentsSeedEnv: strings.Join(append([]string{cfg.DevAgent}, cfg.Seed...), ",")}
+			// Retiring an agent unlinks its connections first. The
+			// directory starts before the others: it calls connections
+			// only then, so connections is not one of its dependencies.
+			args = append(args, "--connections-url", "http://"+local(domains["connections"].port), "--mesh-key", keyPath)
 		} else {
 			args = append(args, "--agents-url", agentsURL)
 			deps = append(deps, directory)

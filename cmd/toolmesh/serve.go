@@ -19,9 +19,12 @@ import (
 	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1/eventsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
@@ -162,14 +165,33 @@ func tasksOptions(s *config.Set) buildFunc {
 // agentsOptions binds the agents registered at start.
 func agentsOptions(s *config.Set) buildFunc {
 	var seed []string
+	var connectionsURL, keyPath string
 	s.List(&seed, config.Opt{Flag: "seed", Env: agentsSeedEnv,
 		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
-	return func(ctx context.Context, db *sqldb.DB, _ serveDeps) ([]server.Service, error) {
+	s.String(&connectionsURL, "", config.Opt{Flag: "connections-url", Env: "TOOLMESH_AGENTS_CONNECTIONS_URL",
+		Usage: "connections service URL: retiring an agent first unlinks its upstream connections (revoked at each provider), as the mesh's service with --mesh-key; off when empty"})
+	bindMeshKey(s, &keyPath, "mesh private key file the agents service asks the connections service to unlink a retired agent's connections with (--connections-url)")
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		st, err := agentsstore.Open(ctx, db)
 		if err != nil {
 			return nil, err
 		}
-		svc := agents.New(st, agents.Config{})
+		cfg := agents.Config{}
+		if connectionsURL != "" {
+			key, err := readMeshKey(orDataFile(keyPath, deps.DataDir, meshKeyFile))
+			if err != nil {
+				return nil, fmt.Errorf("--connections-url needs the mesh key: %w", err)
+			}
+			signer, err := mesh.NewSigner(key, "toolmesh-agents")
+			if err != nil {
+				return nil, err
+			}
+			cfg.Connections = &agents.Connections{
+				Client: meshclient.New(meshclient.Config{Signer: signer, Timeout: 30 * time.Second}, connectionsv1connect.NewConnectionsServiceClient, connectionsURL),
+				Self:   mesh.Caller{Subject: "toolmesh-agents", Agent: "toolmesh-agents", Roles: []string{mesh.RoleService}},
+			}
+		}
+		svc := agents.New(st, cfg)
 		if err := svc.Seed(ctx, seed...); err != nil {
 			return nil, fmt.Errorf("%s: %w", agentsSeedEnv, err)
 		}

@@ -144,6 +144,9 @@ type Person struct {
 	// (zero: not said).
 	AccessToken string
 	Expiry      time.Time
+	// RefreshToken, when the issuer gave one, renews the access token
+	// (Refresh) without the person signing in again.
+	RefreshToken string
 }
 
 // Why a callback signed nobody in.
@@ -201,7 +204,40 @@ func (c *Client) Finish(ctx context.Context, l *Login, q url.Values) (*Person, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrVerify, err)
 	}
-	return &Person{Subject: idt.Subject, Roles: claims.Roles, AccessToken: tok.AccessToken, Expiry: tok.Expiry}, nil
+	return &Person{Subject: idt.Subject, Roles: claims.Roles, AccessToken: tok.AccessToken, Expiry: tok.Expiry, RefreshToken: tok.RefreshToken}, nil
+}
+
+// Token is an access token renewed by Refresh.
+type Token struct {
+	AccessToken string
+	Expiry      time.Time // zero: not said
+	// RefreshToken is the one to use next time: the issuer's new one when
+	// it rotates them, else the one used.
+	RefreshToken string
+}
+
+// ErrRefresh: the issuer refused the refresh token (revoked, expired or
+// used); the person must sign in again.
+var ErrRefresh = errors.New("the sign-in service refused to renew the sign-in")
+
+// Refresh trades refreshToken for a new access token (the refresh_token
+// grant). The audience is the one the grant was issued for: issuers keep
+// it with the refresh token.
+func (c *Client) Refresh(ctx context.Context, refreshToken string) (*Token, error) {
+	ctx = oidc.ClientContext(ctx, c.http)
+	p, err := c.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := c.oauth(p).TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	var refused *oauth2.RetrieveError
+	switch {
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("%w: %v", ErrRefresh, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	return &Token{AccessToken: tok.AccessToken, Expiry: tok.Expiry, RefreshToken: tok.RefreshToken}, nil
 }
 
 // RandText is 24 random bytes, base64url.

@@ -10,6 +10,7 @@
 package oidctest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -41,7 +42,10 @@ type Provider struct {
 	mu       sync.Mutex
 	person   *Person
 	codes    map[string]*grant
-	exchange []string // outcomes of the token endpoint, in order
+	refresh  map[string]*grant // refresh tokens issued with codes, to what they were issued for
+	refusing bool              // refresh tokens are refused (RevokeRefreshTokens)
+	lifetime time.Duration     // of access tokens (SetAccessLifetime), else TokenLifetime
+	exchange []string          // outcomes of the token endpoint, in order
 }
 
 // Person is who the authorization endpoint signs in.
@@ -74,7 +78,7 @@ func Start(t testing.TB, clientID string) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Provider{ClientID: clientID, key: key, codes: map[string]*grant{}}
+	p := &Provider{ClientID: clientID, key: key, codes: map[string]*grant{}, refresh: map[string]*grant{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", p.discovery)
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, _ *http.Request) {
@@ -97,8 +101,26 @@ func (p *Provider) SignInAs(subject, scope string, roles ...string) {
 	p.person = &Person{Subject: subject, Roles: roles, Scope: scope}
 }
 
+// SetAccessLifetime makes the access tokens issued from now on last d
+// (the ID tokens and minted tokens keep TokenLifetime).
+func (p *Provider) SetAccessLifetime(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lifetime = d
+}
+
+// RevokeRefreshTokens makes the token endpoint refuse every refresh token
+// from now on (invalid_grant), as an issuer does when the person's grant
+// was revoked.
+func (p *Provider) RevokeRefreshTokens() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusing = true
+}
+
 // Exchanges are the token endpoint's outcomes so far, in order: "issued"
-// or the OAuth error it answered.
+// for a code, "refreshed" for a refresh token, or the OAuth error it
+// answered.
 func (p *Provider) Exchanges() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,13 +145,20 @@ func (p *Provider) AccessToken(t testing.TB, resource string, who Person) string
 }
 
 func (p *Provider) sign(std jwt.Claims, who Person, extra map[string]any) (string, error) {
+	return p.signFor(TokenLifetime, std, who, extra)
+}
+
+// signFor signs a token that lasts d, with a random id (two tokens for
+// the same person in the same second differ).
+func (p *Provider) signFor(d time.Duration, std jwt.Claims, who Person, extra map[string]any) (string, error) {
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "oidctest-1"))
 	if err != nil {
 		return "", err
 	}
 	now := time.Now()
 	std.Issuer, std.Subject = p.URL, who.Subject
-	std.IssuedAt, std.Expiry = jwt.NewNumericDate(now.Add(-time.Second)), jwt.NewNumericDate(now.Add(TokenLifetime))
+	std.IssuedAt, std.Expiry = jwt.NewNumericDate(now.Add(-time.Second)), jwt.NewNumericDate(now.Add(d))
+	std.ID = rand.Text()
 	if len(who.Roles) > 0 {
 		extra["roles"] = who.Roles
 	}
@@ -217,8 +246,20 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		fail("invalid_client", "unknown client")
 		return
 	}
-	if r.PostForm.Get("grant_type") != "authorization_code" {
-		fail("unsupported_grant_type", "only authorization_code")
+	switch r.PostForm.Get("grant_type") {
+	case "authorization_code":
+	case "refresh_token":
+		p.mu.Lock()
+		g, refusing := p.refresh[r.PostForm.Get("refresh_token")], p.refusing
+		p.mu.Unlock()
+		if g == nil || refusing {
+			fail("invalid_grant", "unknown or revoked refresh token")
+			return
+		}
+		p.issue(w, g, "refreshed", "", fail)
+		return
+	default:
+		fail("unsupported_grant_type", "only authorization_code and refresh_token")
 		return
 	}
 	p.mu.Lock()
@@ -239,9 +280,8 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		fail("invalid_grant", "the PKCE code_verifier does not match the code_challenge")
 		return
 	}
-	resource := g.resource
 	if rs := r.PostForm.Get("resource"); rs != "" {
-		resource = rs
+		g.resource = rs
 	}
 	idExtra := map[string]any{}
 	if g.nonce != "" {
@@ -252,22 +292,38 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		fail("server_error", err.Error())
 		return
 	}
+	p.issue(w, g, "issued", idToken, fail)
+}
+
+// issue answers the token endpoint with an access token for g (its
+// resource the audience, else the client) and a refresh token for it;
+// outcome is logged in Exchanges.
+func (p *Provider) issue(w http.ResponseWriter, g *grant, outcome, idToken string, fail func(code, desc string)) {
 	aud := jwt.Audience{p.ClientID}
-	if resource != "" {
-		aud = jwt.Audience{resource}
+	if g.resource != "" {
+		aud = jwt.Audience{g.resource}
 	}
-	access, err := p.sign(jwt.Claims{Audience: aud}, g.person, map[string]any{"scope": g.person.Scope})
+	p.mu.Lock()
+	lifetime := cmp.Or(p.lifetime, TokenLifetime)
+	p.mu.Unlock()
+	access, err := p.signFor(lifetime, jwt.Claims{Audience: aud}, g.person, map[string]any{"scope": g.person.Scope})
 	if err != nil {
 		fail("server_error", err.Error())
 		return
 	}
+	refresh := rand.Text()
 	p.mu.Lock()
-	p.exchange = append(p.exchange, "issued")
+	p.refresh[refresh] = g
+	p.exchange = append(p.exchange, outcome)
 	p.mu.Unlock()
+	answer := map[string]any{
+		"access_token": access, "token_type": "Bearer", "expires_in": int(lifetime / time.Second),
+		"refresh_token": refresh, "scope": g.person.Scope,
+	}
+	if idToken != "" {
+		answer["id_token"] = idToken
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"access_token": access, "token_type": "Bearer", "expires_in": int(TokenLifetime / time.Second),
-		"id_token": idToken, "scope": g.person.Scope,
-	})
+	_ = json.NewEncoder(w).Encode(answer)
 }

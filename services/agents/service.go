@@ -27,6 +27,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -37,12 +39,23 @@ const SeedSubject = "toolmesh-seed"
 type Config struct {
 	// Now is the clock; time.Now when nil.
 	Now clock.Clock
+	// Connections, when set, unlinks an agent's upstream connections
+	// (revoked at each provider) before the agent is retired.
+	Connections *Connections
+}
+
+// Connections is the connections service, called as Self (the mesh's
+// service role).
+type Connections struct {
+	Client connectionsv1connect.ConnectionsServiceClient
+	Self   mesh.Caller
 }
 
 // Service implements toolmesh.agents.v1.AgentsService.
 type Service struct {
 	store Store
 	now   clock.Clock
+	conns *Connections
 }
 
 var _ agentsv1connect.AgentsServiceHandler = (*Service)(nil)
@@ -52,7 +65,7 @@ func New(store Store, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{store: store, now: cfg.Now}
+	return &Service{store: store, now: cfg.Now, conns: cfg.Connections}
 }
 
 // Registration describes the service for internal/server: its Connect
@@ -186,6 +199,14 @@ func (s *Service) SetStatus(ctx context.Context, req *agentsv1.SetStatusRequest)
 	if from == agentsv1.AgentStatus_AGENT_STATUS_RETIRED {
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
 			fmt.Errorf("agent %s is retired and cannot become %s; retiring is final, register a new agent id instead", id, protoenum.Word(to)))
+	}
+	if to == agentsv1.AgentStatus_AGENT_STATUS_RETIRED && s.conns != nil {
+		// First the connections: a retired agent is final, so an agent
+		// whose connections could not be unlinked stays as it was, and
+		// retiring it again tries again.
+		if _, err := s.conns.Client.RevokeAgent(mesh.WithCall(ctx, mesh.Call{Caller: s.conns.Self}), &connectionsv1.RevokeAgentRequest{Agent: id}); err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("agent %s was not retired: its upstream connections could not be unlinked (%v); try again", id, err))
+		}
 	}
 	a.Status = to
 	a.StatusReason = req.GetReason()

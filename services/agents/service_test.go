@@ -6,16 +6,22 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/prototest"
+	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
@@ -393,5 +399,61 @@ func TestServesREST(t *testing.T) {
 	code, out := do(http.MethodGet, "/v1/agents?status=AGENT_STATUS_PAUSED", "")
 	if code != http.StatusOK || !strings.Contains(out, `"rest-bot"`) || !strings.Contains(out, fmt.Sprintf(`"paused":%d`, 1)) {
 		t.Errorf("GET /v1/agents = %d %s, want 200 listing rest-bot with a summary", code, out)
+	}
+}
+
+// fakeConnections records the agents whose connections were unlinked, and
+// fails while down is set.
+type fakeConnections struct {
+	connectionsv1connect.UnimplementedConnectionsServiceHandler
+	mu      sync.Mutex
+	down    bool
+	revoked []string
+	callers []mesh.Caller
+}
+
+func (f *fakeConnections) RevokeAgent(ctx context.Context, req *connectionsv1.RevokeAgentRequest) (*connectionsv1.RevokeAgentResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("GitHub did not answer"))
+	}
+	f.revoked = append(f.revoked, req.GetAgent())
+	f.callers = append(f.callers, mesh.FromContext(ctx).Caller)
+	return &connectionsv1.RevokeAgentResponse{}, nil
+}
+
+// Retiring an agent unlinks its connections first, as the mesh's service;
+// when they cannot be unlinked the agent is not retired, and retiring it
+// again does. Pausing touches no connection.
+func TestRetiringUnlinksConnections(t *testing.T) {
+	f := &fakeConnections{down: true}
+	csrv := servertest.Start(t, server.Register(connectionsv1connect.ConnectionsServiceName, connectionsv1connect.ConnectionsServiceHandler(f),
+		connectionsv1connect.NewConnectionsServiceHandler, connectionsv1.RegisterConnectionsServiceHandler))
+	self := mesh.Caller{Subject: "toolmesh-agents", Agent: "toolmesh-agents", Roles: []string{mesh.RoleService}}
+	cc := meshclient.New(meshclient.Config{HTTP: csrv.Client(), Signer: servertest.MeshSigner()}, connectionsv1connect.NewConnectionsServiceClient, csrv.URL)
+	srv := start(agents.Config{Connections: &agents.Connections{Client: cc, Self: self}})(t)
+	c := agentsv1connect.NewAgentsServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	owner := servertest.As(context.Background(), "owner")
+	register(t, c, owner, "worker")
+
+	if _, err := setStatus(c, owner, "worker", paused, "a pause"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setStatus(c, owner, "worker", retired, "done"); servertest.Code(t, err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "was not retired") {
+		t.Fatalf("retiring while the connections cannot be unlinked: %v, want unavailable", err)
+	}
+	got, _ := c.Get(owner, &agentsv1.GetRequest{AgentId: "worker"})
+	if got.GetAgent().GetStatus() != paused {
+		t.Fatalf("the agent is %v, want still paused", got.GetAgent().GetStatus())
+	}
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	if a, err := setStatus(c, owner, "worker", retired, "done"); err != nil || a.GetStatus() != retired {
+		t.Fatalf("retiring again: %v, %v", a, err)
+	}
+	if len(f.revoked) != 1 || f.revoked[0] != "worker" || f.callers[0].Agent != self.Agent || !f.callers[0].HasRole(mesh.RoleService) {
+		t.Errorf("unlinked %v as %v, want worker's once, as the service", f.revoked, f.callers)
 	}
 }

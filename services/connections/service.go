@@ -242,6 +242,56 @@ func (s *Service) revokeUpstream(ctx context.Context, id string) (string, error)
 	return "revoked", nil
 }
 
+// RevokeAgent implements ConnectionsService.RevokeAgent: every connection
+// of the agent still holding tokens is revoked upstream, then unlinked. A
+// provider that does not answer leaves its connection as it was, the
+// others are unlinked, and the call answers Unavailable: call it again.
+func (s *Service) RevokeAgent(ctx context.Context, req *connectionsv1.RevokeAgentRequest) (*connectionsv1.RevokeAgentResponse, error) {
+	caller, err := mesh.RequireRole(ctx, mesh.RoleService)
+	if connect.CodeOf(err) == connect.CodePermissionDenied {
+		caller, err = mesh.RequireRole(ctx, mesh.RoleOwner)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &connectionsv1.RevokeAgentResponse{}
+	var failed error
+	for offset := 0; ; {
+		page, total, err := s.store.List(ctx, req.GetAgent(), connectionsv1.Provider_PROVIDER_UNSPECIFIED, offset, 100)
+		if err != nil {
+			return nil, internal("list the agent's connections", err)
+		}
+		for _, c := range page {
+			if c.GetStatus() == connectionsv1.Status_STATUS_REVOKED {
+				continue
+			}
+			upstream, err := s.revokeUpstream(ctx, c.GetId())
+			if err != nil {
+				failed = err
+				continue
+			}
+			r, changed, err := s.store.SetStatus(ctx, c.GetId(), connectionsv1.Status_STATUS_REVOKED,
+				[]connectionsv1.Status{connectionsv1.Status_STATUS_ACTIVE, connectionsv1.Status_STATUS_BROKEN}, s.now())
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, internal("unlink connection", err)
+			}
+			if changed {
+				out.Connections = append(out.Connections, r.Conn)
+				s.cfg.Log.Info("connections.unlinked", "connection", r.Conn.GetId(), "agent", r.Conn.GetAgent(),
+					"provider", protoenum.Word(r.Conn.GetProvider()), "account", r.Conn.GetAccount(), "by", caller.Subject, "upstream", upstream, "why", "agent_retired")
+			}
+		}
+		offset += len(page)
+		if len(page) == 0 || offset >= total {
+			break
+		}
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	return out, nil
+}
+
 // StoreConnection implements ConnectionsService.StoreConnection.
 func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreConnectionRequest) (*connectionsv1.StoreConnectionResponse, error) {
 	caller, err := mesh.RequireRole(ctx, mesh.RoleService)

@@ -421,3 +421,35 @@ func TestUnlinkRevokesUpstream(t *testing.T) {
 		t.Error("a token or the client secret is in the logs")
 	}
 }
+
+// TestRevokeAgent: the connections of a retired agent are revoked at
+// GitHub and unlinked, another agent's are not; doing it again changes
+// nothing; only the service role or the owner may.
+func TestRevokeAgent(t *testing.T) {
+	gh := githubtest.Start(t, "Iv1.retire", "retire-secret")
+	r := startReplica(t, sqldbtest.SQLite().Open(t), connections.Config{Revokers: map[connectionsv1.Provider]connections.Revoker{
+		github: connections.NewGitHubRevoker(gh.URL, gh.ClientID, gh.ClientSecret, nil)}})
+	tokA, tokB := gh.Issue("octo-a"), gh.Issue("octo-b")
+	store(t, r, "agent-a", "octo-a", tokA, "", time.Time{})
+	store(t, r, "agent-b", "octo-b", tokB, "", time.Time{})
+	if _, err := r.c.RevokeAgent(as("agent-b"), &connectionsv1.RevokeAgentRequest{Agent: "agent-a"}); code(t, err) != connect.CodePermissionDenied {
+		t.Fatalf("RevokeAgent by an agent: %v, want permission_denied", err)
+	}
+	res, err := r.c.RevokeAgent(service, &connectionsv1.RevokeAgentRequest{Agent: "agent-a"})
+	if err != nil || len(res.GetConnections()) != 1 || res.GetConnections()[0].GetStatus() != connectionsv1.Status_STATUS_REVOKED {
+		t.Fatalf("RevokeAgent = %v, %v", res, err)
+	}
+	if got := gh.Revoked(); len(got) != 1 || got[0] != tokA {
+		t.Errorf("GitHub revoked %d tokens, want agent-a's one", len(got))
+	}
+	if nl := token(t, r, "agent-a").GetNotLinked(); nl.GetReason() != connectionsv1.NotLinked_REASON_REVOKED {
+		t.Errorf("agent-a's token after RevokeAgent = %v, want not linked (revoked)", nl)
+	}
+	if got := token(t, r, "agent-b").GetToken().GetAccessToken(); got != tokB {
+		t.Error("agent-b's connection changed")
+	}
+	again, err := r.c.RevokeAgent(owner, &connectionsv1.RevokeAgentRequest{Agent: "agent-a"})
+	if err != nil || len(again.GetConnections()) != 0 || len(gh.Revoked()) != 1 {
+		t.Errorf("RevokeAgent again = %v, %v (GitHub revoked %d), want nothing more", again, err, len(gh.Revoked()))
+	}
+}

@@ -1028,6 +1028,96 @@ func (x *MarkBrokenResponse) GetConnection() *Connection {
 	return nil
 }
 
+type RevokeAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent whose connections are unlinked.
+	Agent         string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAgentRequest) Reset() {
+	*x = RevokeAgentRequest{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAgentRequest) ProtoMessage() {}
+
+func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAgentRequest.ProtoReflect.Descriptor instead.
+func (*RevokeAgentRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RevokeAgentRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+type RevokeAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The connections this call unlinked (metadata).
+	Connections   []*Connection `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAgentResponse) Reset() {
+	*x = RevokeAgentResponse{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAgentResponse) ProtoMessage() {}
+
+func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAgentResponse.ProtoReflect.Descriptor instead.
+func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RevokeAgentResponse) GetConnections() []*Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
 var File_toolmesh_connections_v1_connections_proto protoreflect.FileDescriptor
 
 const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
@@ -1106,7 +1196,11 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\x12MarkBrokenResponse\x12C\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
-	"connection*9\n" +
+	"connection\"M\n" +
+	"\x12RevokeAgentRequest\x127\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"\\\n" +
+	"\x13RevokeAgentResponse\x12E\n" +
+	"\vconnections\x18\x01 \x03(\v2#.toolmesh.connections.v1.ConnectionR\vconnections*9\n" +
 	"\bProvider\x12\x18\n" +
 	"\x14PROVIDER_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPROVIDER_GITHUB\x10\x01*Z\n" +
@@ -1114,7 +1208,7 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACTIVE\x10\x01\x12\x11\n" +
 	"\rSTATUS_BROKEN\x10\x02\x12\x12\n" +
-	"\x0eSTATUS_REVOKED\x10\x032\xbb\x05\n" +
+	"\x0eSTATUS_REVOKED\x10\x032\xa7\x06\n" +
 	"\x12ConnectionsService\x12\xac\x01\n" +
 	"\x0fListConnections\x12/.toolmesh.connections.v1.ListConnectionsRequest\x1a0.toolmesh.connections.v1.ListConnectionsResponse\"6\xc2\xf3\x18/\n" +
 	"\x10connections_list\x12\x19List upstream connections\x18\x01\x90\x02\x01\x12\xb1\x01\n" +
@@ -1123,7 +1217,8 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\bGetToken\x12(.toolmesh.connections.v1.GetTokenRequest\x1a).toolmesh.connections.v1.GetTokenResponse\"\x00\x12v\n" +
 	"\x0fStoreConnection\x12/.toolmesh.connections.v1.StoreConnectionRequest\x1a0.toolmesh.connections.v1.StoreConnectionResponse\"\x00\x12g\n" +
 	"\n" +
-	"MarkBroken\x12*.toolmesh.connections.v1.MarkBrokenRequest\x1a+.toolmesh.connections.v1.MarkBrokenResponse\"\x00BNZLgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1;connectionsv1b\x06proto3"
+	"MarkBroken\x12*.toolmesh.connections.v1.MarkBrokenRequest\x1a+.toolmesh.connections.v1.MarkBrokenResponse\"\x00\x12j\n" +
+	"\vRevokeAgent\x12+.toolmesh.connections.v1.RevokeAgentRequest\x1a,.toolmesh.connections.v1.RevokeAgentResponse\"\x00BNZLgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1;connectionsv1b\x06proto3"
 
 var (
 	file_toolmesh_connections_v1_connections_proto_rawDescOnce sync.Once
@@ -1138,7 +1233,7 @@ func file_toolmesh_connections_v1_connections_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_connections_v1_connections_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(Provider)(0),                    // 0: toolmesh.connections.v1.Provider
 	(Status)(0),                      // 1: toolmesh.connections.v1.Status
@@ -1156,19 +1251,21 @@ var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(*StoreConnectionResponse)(nil),  // 13: toolmesh.connections.v1.StoreConnectionResponse
 	(*MarkBrokenRequest)(nil),        // 14: toolmesh.connections.v1.MarkBrokenRequest
 	(*MarkBrokenResponse)(nil),       // 15: toolmesh.connections.v1.MarkBrokenResponse
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
-	(*v1.Page)(nil),                  // 17: toolmesh.page.v1.Page
+	(*RevokeAgentRequest)(nil),       // 16: toolmesh.connections.v1.RevokeAgentRequest
+	(*RevokeAgentResponse)(nil),      // 17: toolmesh.connections.v1.RevokeAgentResponse
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*v1.Page)(nil),                  // 19: toolmesh.page.v1.Page
 }
 var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.connections.v1.Connection.provider:type_name -> toolmesh.connections.v1.Provider
 	1,  // 1: toolmesh.connections.v1.Connection.status:type_name -> toolmesh.connections.v1.Status
-	16, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
-	16, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
-	16, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
-	16, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
+	18, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
+	18, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
+	18, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
+	18, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: toolmesh.connections.v1.ListConnectionsRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	3,  // 7: toolmesh.connections.v1.ListConnectionsResponse.connections:type_name -> toolmesh.connections.v1.Connection
-	17, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
+	19, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
 	3,  // 9: toolmesh.connections.v1.DeleteConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 10: toolmesh.connections.v1.GetTokenRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	2,  // 11: toolmesh.connections.v1.NotLinked.reason:type_name -> toolmesh.connections.v1.NotLinked.Reason
@@ -1177,24 +1274,27 @@ var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	9,  // 14: toolmesh.connections.v1.GetTokenResponse.not_linked:type_name -> toolmesh.connections.v1.NotLinked
 	3,  // 15: toolmesh.connections.v1.Token.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 16: toolmesh.connections.v1.StoreConnectionRequest.provider:type_name -> toolmesh.connections.v1.Provider
-	16, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
+	18, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
 	3,  // 18: toolmesh.connections.v1.StoreConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	3,  // 19: toolmesh.connections.v1.MarkBrokenResponse.connection:type_name -> toolmesh.connections.v1.Connection
-	4,  // 20: toolmesh.connections.v1.ConnectionsService.ListConnections:input_type -> toolmesh.connections.v1.ListConnectionsRequest
-	6,  // 21: toolmesh.connections.v1.ConnectionsService.DeleteConnection:input_type -> toolmesh.connections.v1.DeleteConnectionRequest
-	8,  // 22: toolmesh.connections.v1.ConnectionsService.GetToken:input_type -> toolmesh.connections.v1.GetTokenRequest
-	12, // 23: toolmesh.connections.v1.ConnectionsService.StoreConnection:input_type -> toolmesh.connections.v1.StoreConnectionRequest
-	14, // 24: toolmesh.connections.v1.ConnectionsService.MarkBroken:input_type -> toolmesh.connections.v1.MarkBrokenRequest
-	5,  // 25: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
-	7,  // 26: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
-	10, // 27: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
-	13, // 28: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
-	15, // 29: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	3,  // 20: toolmesh.connections.v1.RevokeAgentResponse.connections:type_name -> toolmesh.connections.v1.Connection
+	4,  // 21: toolmesh.connections.v1.ConnectionsService.ListConnections:input_type -> toolmesh.connections.v1.ListConnectionsRequest
+	6,  // 22: toolmesh.connections.v1.ConnectionsService.DeleteConnection:input_type -> toolmesh.connections.v1.DeleteConnectionRequest
+	8,  // 23: toolmesh.connections.v1.ConnectionsService.GetToken:input_type -> toolmesh.connections.v1.GetTokenRequest
+	12, // 24: toolmesh.connections.v1.ConnectionsService.StoreConnection:input_type -> toolmesh.connections.v1.StoreConnectionRequest
+	14, // 25: toolmesh.connections.v1.ConnectionsService.MarkBroken:input_type -> toolmesh.connections.v1.MarkBrokenRequest
+	16, // 26: toolmesh.connections.v1.ConnectionsService.RevokeAgent:input_type -> toolmesh.connections.v1.RevokeAgentRequest
+	5,  // 27: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
+	7,  // 28: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
+	10, // 29: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
+	13, // 30: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
+	15, // 31: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
+	17, // 32: toolmesh.connections.v1.ConnectionsService.RevokeAgent:output_type -> toolmesh.connections.v1.RevokeAgentResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_connections_v1_connections_proto_init() }
@@ -1212,7 +1312,7 @@ func file_toolmesh_connections_v1_connections_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_connections_v1_connections_proto_rawDesc), len(file_toolmesh_connections_v1_connections_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	ConnectionsService_GetToken_FullMethodName         = "/toolmesh.connections.v1.ConnectionsService/GetToken"
 	ConnectionsService_StoreConnection_FullMethodName  = "/toolmesh.connections.v1.ConnectionsService/StoreConnection"
 	ConnectionsService_MarkBroken_FullMethodName       = "/toolmesh.connections.v1.ConnectionsService/MarkBroken"
+	ConnectionsService_RevokeAgent_FullMethodName      = "/toolmesh.connections.v1.ConnectionsService/RevokeAgent"
 )
 
 // ConnectionsServiceClient is the client API for ConnectionsService service.
@@ -70,6 +71,11 @@ type ConnectionsServiceClient interface {
 	// service role; not an MCP tool): GetToken answers not linked until the
 	// agent links again. Marking it again changes nothing.
 	MarkBroken(ctx context.Context, in *MarkBrokenRequest, opts ...grpc.CallOption) (*MarkBrokenResponse, error)
+	// Unlink every connection of an agent that is retired (mesh service role
+	// or the owner; not an MCP tool): each token is revoked at its provider
+	// where the provider allows, then erased. Called by the agents directory
+	// before it retires the agent; calling it again changes nothing.
+	RevokeAgent(ctx context.Context, in *RevokeAgentRequest, opts ...grpc.CallOption) (*RevokeAgentResponse, error)
 }
 
 type connectionsServiceClient struct {
@@ -130,6 +136,16 @@ func (c *connectionsServiceClient) MarkBroken(ctx context.Context, in *MarkBroke
 	return out, nil
 }
 
+func (c *connectionsServiceClient) RevokeAgent(ctx context.Context, in *RevokeAgentRequest, opts ...grpc.CallOption) (*RevokeAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeAgentResponse)
+	err := c.cc.Invoke(ctx, ConnectionsService_RevokeAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConnectionsServiceServer is the server API for ConnectionsService service.
 // All implementations must embed UnimplementedConnectionsServiceServer
 // for forward compatibility.
@@ -169,6 +185,11 @@ type ConnectionsServiceServer interface {
 	// service role; not an MCP tool): GetToken answers not linked until the
 	// agent links again. Marking it again changes nothing.
 	MarkBroken(context.Context, *MarkBrokenRequest) (*MarkBrokenResponse, error)
+	// Unlink every connection of an agent that is retired (mesh service role
+	// or the owner; not an MCP tool): each token is revoked at its provider
+	// where the provider allows, then erased. Called by the agents directory
+	// before it retires the agent; calling it again changes nothing.
+	RevokeAgent(context.Context, *RevokeAgentRequest) (*RevokeAgentResponse, error)
 	mustEmbedUnimplementedConnectionsServiceServer()
 }
 
@@ -193,6 +214,9 @@ func (UnimplementedConnectionsServiceServer) StoreConnection(context.Context, *S
 }
 func (UnimplementedConnectionsServiceServer) MarkBroken(context.Context, *MarkBrokenRequest) (*MarkBrokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkBroken not implemented")
+}
+func (UnimplementedConnectionsServiceServer) RevokeAgent(context.Context, *RevokeAgentRequest) (*RevokeAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeAgent not implemented")
 }
 func (UnimplementedConnectionsServiceServer) mustEmbedUnimplementedConnectionsServiceServer() {}
 func (UnimplementedConnectionsServiceServer) testEmbeddedByValue()                            {}
@@ -305,6 +329,24 @@ func _ConnectionsService_MarkBroken_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConnectionsService_RevokeAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConnectionsServiceServer).RevokeAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConnectionsService_RevokeAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConnectionsServiceServer).RevokeAgent(ctx, req.(*RevokeAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ConnectionsService_ServiceDesc is the grpc.ServiceDesc for ConnectionsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -331,6 +373,10 @@ var ConnectionsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MarkBroken",
 			Handler:    _ConnectionsService_MarkBroken_Handler,
+		},
+		{
+			MethodName: "RevokeAgent",
+			Handler:    _ConnectionsService_RevokeAgent_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -52,6 +52,9 @@ const (
 	// ConnectionsServiceMarkBrokenProcedure is the fully-qualified name of the ConnectionsService's
 	// MarkBroken RPC.
 	ConnectionsServiceMarkBrokenProcedure = "/toolmesh.connections.v1.ConnectionsService/MarkBroken"
+	// ConnectionsServiceRevokeAgentProcedure is the fully-qualified name of the ConnectionsService's
+	// RevokeAgent RPC.
+	ConnectionsServiceRevokeAgentProcedure = "/toolmesh.connections.v1.ConnectionsService/RevokeAgent"
 )
 
 // ConnectionsServiceClient is a client for the toolmesh.connections.v1.ConnectionsService service.
@@ -82,6 +85,11 @@ type ConnectionsServiceClient interface {
 	// service role; not an MCP tool): GetToken answers not linked until the
 	// agent links again. Marking it again changes nothing.
 	MarkBroken(context.Context, *v1.MarkBrokenRequest) (*v1.MarkBrokenResponse, error)
+	// Unlink every connection of an agent that is retired (mesh service role
+	// or the owner; not an MCP tool): each token is revoked at its provider
+	// where the provider allows, then erased. Called by the agents directory
+	// before it retires the agent; calling it again changes nothing.
+	RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error)
 }
 
 // NewConnectionsServiceClient constructs a client for the
@@ -126,6 +134,12 @@ func NewConnectionsServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(connectionsServiceMethods.ByName("MarkBroken")),
 			connect.WithClientOptions(opts...),
 		),
+		revokeAgent: connect.NewClient[v1.RevokeAgentRequest, v1.RevokeAgentResponse](
+			httpClient,
+			baseURL+ConnectionsServiceRevokeAgentProcedure,
+			connect.WithSchema(connectionsServiceMethods.ByName("RevokeAgent")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -136,6 +150,7 @@ type connectionsServiceClient struct {
 	getToken         *connect.Client[v1.GetTokenRequest, v1.GetTokenResponse]
 	storeConnection  *connect.Client[v1.StoreConnectionRequest, v1.StoreConnectionResponse]
 	markBroken       *connect.Client[v1.MarkBrokenRequest, v1.MarkBrokenResponse]
+	revokeAgent      *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
 }
 
 // ListConnections calls toolmesh.connections.v1.ConnectionsService.ListConnections.
@@ -183,6 +198,15 @@ func (c *connectionsServiceClient) MarkBroken(ctx context.Context, req *v1.MarkB
 	return nil, err
 }
 
+// RevokeAgent calls toolmesh.connections.v1.ConnectionsService.RevokeAgent.
+func (c *connectionsServiceClient) RevokeAgent(ctx context.Context, req *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error) {
+	response, err := c.revokeAgent.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ConnectionsServiceHandler is an implementation of the toolmesh.connections.v1.ConnectionsService
 // service.
 type ConnectionsServiceHandler interface {
@@ -212,6 +236,11 @@ type ConnectionsServiceHandler interface {
 	// service role; not an MCP tool): GetToken answers not linked until the
 	// agent links again. Marking it again changes nothing.
 	MarkBroken(context.Context, *v1.MarkBrokenRequest) (*v1.MarkBrokenResponse, error)
+	// Unlink every connection of an agent that is retired (mesh service role
+	// or the owner; not an MCP tool): each token is revoked at its provider
+	// where the provider allows, then erased. Called by the agents directory
+	// before it retires the agent; calling it again changes nothing.
+	RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error)
 }
 
 // NewConnectionsServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -252,6 +281,12 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 		connect.WithSchema(connectionsServiceMethods.ByName("MarkBroken")),
 		connect.WithHandlerOptions(opts...),
 	)
+	connectionsServiceRevokeAgentHandler := connect.NewUnaryHandlerSimple(
+		ConnectionsServiceRevokeAgentProcedure,
+		svc.RevokeAgent,
+		connect.WithSchema(connectionsServiceMethods.ByName("RevokeAgent")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.connections.v1.ConnectionsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConnectionsServiceListConnectionsProcedure:
@@ -264,6 +299,8 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 			connectionsServiceStoreConnectionHandler.ServeHTTP(w, r)
 		case ConnectionsServiceMarkBrokenProcedure:
 			connectionsServiceMarkBrokenHandler.ServeHTTP(w, r)
+		case ConnectionsServiceRevokeAgentProcedure:
+			connectionsServiceRevokeAgentHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -291,4 +328,8 @@ func (UnimplementedConnectionsServiceHandler) StoreConnection(context.Context, *
 
 func (UnimplementedConnectionsServiceHandler) MarkBroken(context.Context, *v1.MarkBrokenRequest) (*v1.MarkBrokenResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.MarkBroken is not implemented"))
+}
+
+func (UnimplementedConnectionsServiceHandler) RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.RevokeAgent is not implemented"))
 }
