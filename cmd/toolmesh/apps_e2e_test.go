@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/browsertest"
 	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/servertest"
 )
 
 // appsHost is a host of MCP Apps views for a test: a page built on
@@ -67,7 +68,9 @@ func startAppsHost(t *testing.T, edge string, endpoints map[string]string) *apps
 			r.Out.Header.Del("Origin")
 			r.Out.Header.Set("Authorization", "Bearer "+token)
 		}}
-		mux.Handle(path, proxy)
+		// The host page's answers stream (SSE): the proxy forwards each
+		// request from memory, or a flushed answer can be cut.
+		mux.Handle(path, servertest.BufferedBodies(proxy))
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/githubtest"
@@ -75,13 +77,16 @@ var linkPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/link\?[A-Za-z0-
 // TestGitHubLinkThroughTheEdge runs `toolmesh up` under per_agent with the
 // github service serving its link page against a fake GitHub, and an edge
 // that trusts a test issuer, where ann runs agent-a and bob agent-b. A
-// form-only client gets the link in a capability_gap; bob opening ann's
+// form-only client gets the link in a capability_gap (-32021 at
+// 2026-07-28); bob opening ann's
 // link binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
 // follows it, approves at GitHub, and the call completes once with her
 // token; a replayed callback and a callback for another agent bind
 // nothing; bob links at 2026-07-28 (an input request). Every call carries
-// its own agent's token, never the shared one, and no token nor the app's
-// secret is in clear in any log, answer or file the mesh wrote.
+// its own agent's token, never the shared one. Unlinking ann's connection
+// and retiring agent-b revoke their tokens at GitHub. No token nor the
+// app's secret is in clear in any log, answer or file the mesh wrote (the
+// SQLite files and the Temporal dev server's included).
 func TestGitHubLinkThroughTheEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh")
@@ -162,6 +167,13 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		annLink = linkPattern.FindString(env.Message)
 		if env.DomainCode != "capability_gap" || env.Gap != "client.elicitation.url" || !strings.HasPrefix(annLink, linkPrefix+"agent=agent-a") {
 			t.Fatalf("github_get_repo from a form-only client = %+v, want a capability_gap carrying agent-a's link", env)
+		}
+		// At 2026-07-28 the refusal is -32021, carrying the link.
+		modern := session(t, "ann", "agent-a", "2026-07-28", false, nil)
+		_, err := modern.CallTool(t.Context(), &mcp.CallToolParams{Name: "github_get_repo", Arguments: map[string]any{"owner": "octocat", "repo": "hello"}})
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || !strings.Contains(rpcErr.Message, linkPrefix+"agent=agent-a") {
+			t.Errorf("github_get_repo from a form-only 2026-07-28 client: %v, want -32021 carrying agent-a's link", err)
 		}
 		if n := len(gh.Calls()); n != 0 {
 			t.Fatalf("GitHub got %d requests for an agent without a connection", n)

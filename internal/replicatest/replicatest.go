@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/internal/servertest"
 )
 
 // Replica is one server behind the balancer.
@@ -67,7 +69,8 @@ func New(tb testing.TB, replicas ...Replica) *RoundRobin {
 		// A replica that is killed breaks the responses it was streaming.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	hs := httptest.NewServer(rr)
+	// Requests go on from memory: the replicas' answers stream (SSE).
+	hs := httptest.NewServer(servertest.BufferedBodies(rr))
 	tb.Cleanup(hs.Close)
 	rr.URL = hs.URL
 	return rr

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowtest"
@@ -41,6 +42,8 @@ type devCall struct {
 	c       client.Client
 	queue   string
 	invokes atomic.Int32
+	// hold, when not nil, holds the side effect until it is closed.
+	hold chan struct{}
 }
 
 func newDevCall(t *testing.T) *devCall {
@@ -61,8 +64,13 @@ func dial(t *testing.T) client.Client { return workflowtest.Dial(t, temporalServ
 func (d *devCall) registerActivities(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
 		d.invokes.Add(1)
+		if d.hold != nil {
+			<-d.hold
+		}
 		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"removed":2}}`}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityInvoke})
+	r.RegisterActivityWithOptions(func(context.Context, *callsv1.ExtendTaskUpdate) error { return nil },
+		activity.RegisterOptions{Name: calls.ActivityRecordExtension})
 	r.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
 		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"next_runs":["2030-01-01T11:00:00Z","2030-01-01T13:00:00Z","2030-01-01T15:00:00Z"]}}`}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityPreview})
@@ -255,6 +263,36 @@ func TestRecordHistories(t *testing.T) {
 	task.Task, task.Steps = true, nil
 	task.Arguments = `{"agent_id":"agent-9","confirm":true,"reason":"r"}`
 	capture("task-ran", task, nil, ended)
+	// The same task, extended while its side effect runs (task-deadline
+	// version 1): the extend update and its audit activity.
+	d.hold = make(chan struct{})
+	capture("task-extended", task, nil, func(id, runID string) error {
+		var view callsv1.TaskView
+		for deadline := time.Now().Add(30 * time.Second); view.GetDeadline() == nil; time.Sleep(20 * time.Millisecond) {
+			v, err := d.c.QueryWorkflow(ctx, id, runID, calls.TaskQuery().Name)
+			if err == nil {
+				err = v.Get(&view)
+			}
+			if err != nil || time.Now().After(deadline) {
+				return fmt.Errorf("the task's side effect did not run: %v", err)
+			}
+		}
+		h, err := d.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: id, RunID: runID, UpdateID: id + "/extend/1", UpdateName: calls.ExtendUpdate().Name,
+			Args: []any{&callsv1.ExtendTaskUpdate{Caller: alice, Deadline: timestamppb.New(view.GetDeadline().AsTime().Add(time.Hour)),
+				Reason: "the import is bigger than planned", CallId: "calls-extend:1"}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		close(d.hold)
+		if err != nil {
+			return err
+		}
+		return ended(id, runID)
+	})
+	d.hold = nil
 	abandoned := purgeInput(t)
 	abandoned.RoundTimeout = durationpb.New(time.Second)
 	capture("abandoned", abandoned, nil, func(id, runID string) error {
