@@ -132,6 +132,13 @@ func (f *fakeEdge) serve(t *testing.T) string {
 	s.AddTool(&mcp.Tool{Name: "audit_verify", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return ok(map[string]any{"intact": false, "verified_records": "1", "first_bad": map[string]any{"seq": "2", "problem": "PROBLEM_TRUNCATED"}}), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "audit_list_checkpoints", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := ok(map[string]any{"checkpoints": []any{map[string]any{"seq": "2", "hash": strings.Repeat("ab", 32), "time": "2026-12-06T10:00:00Z",
+			"source": "audit-checkpoints.log:7", "note": "toolmesh-audit/key1\n2\n" + strings.Repeat("ab", 32) + "\n"}},
+			"rejected": []any{map[string]any{"source": "audit-checkpoints.log:12", "problem": "CHECKPOINT_PROBLEM_BAD_SIGNATURE", "detail": "the signature does not verify"}}})
+		res.StructuredContent.(map[string]any)["pagination"] = map[string]any{"offset": 0, "limit": 10, "total": 14, "next_offset": 10}
+		return res, nil
+	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
@@ -404,7 +411,9 @@ func TestOperatorPages(t *testing.T) {
 		t.Errorf("GET /agents = %d:\n%s", status, page)
 	}
 	if status, page, _ := get(t, b, base+"/audit?tool=credits_grant"); status != http.StatusOK || !strings.Contains(page, "The trail is broken") ||
-		!strings.Contains(page, "PROBLEM_TRUNCATED at record 2") || !strings.Contains(page, "welcome") {
+		!strings.Contains(page, "PROBLEM_TRUNCATED at record 2") || !strings.Contains(page, "welcome") ||
+		!strings.Contains(page, "14 signed checkpoints (the newest 1 shown).") || !strings.Contains(page, "toolmesh-audit/key1\n2\n") ||
+		!strings.Contains(page, "audit-checkpoints.log:12: CHECKPOINT_PROBLEM_BAD_SIGNATURE — the signature does not verify") {
 		t.Errorf("GET /audit = %d:\n%s", status, page)
 	}
 }

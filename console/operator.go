@@ -113,7 +113,35 @@ type auditView struct {
 	Checked    json.Number
 	Rejected   json.Number
 	VerifyDown string
+	// Checkpoints are the newest of the checkpoint log (CheckpointTotal in
+	// all), RejectedLines its lines that cannot be trusted; CheckpointsDown
+	// says why the log could not be read.
+	Checkpoints     []signedCheckpoint
+	CheckpointTotal int
+	RejectedLines   []rejectedCheckpoint
+	CheckpointsDown string
 }
+
+// signedCheckpoint is one line of the audit checkpoint log.
+type signedCheckpoint struct {
+	Origin string      `json:"origin"`
+	Seq    json.Number `json:"seq"`
+	Hash   string      `json:"hash"`
+	Time   string      `json:"time"`
+	Source string      `json:"source"`
+	Note   string      `json:"note"`
+}
+
+// rejectedCheckpoint is a line of the log that cannot be trusted.
+type rejectedCheckpoint struct {
+	Source  string `json:"source"`
+	Problem string `json:"problem"`
+	Detail  string `json:"detail"`
+}
+
+// checkpointsShown is how many of the newest checkpoints the audit page
+// lists.
+const checkpointsShown = 10
 
 // audit is the audit trail, filtered by actor and tool, newest first, and
 // whether it verifies against the signed checkpoints.
@@ -168,6 +196,25 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 			v.Verify = &venv.Data
 			v.Intact, v.Verified, v.FirstBad, v.Checked, v.Rejected = d.Intact, d.VerifiedRecords, d.FirstBad, d.CheckpointsChecked, d.CheckpointsRejected
 		}
+	}
+	cenv, cerr := c.edge.call(ctx, s.Person, "audit_list_checkpoints", map[string]any{"limit": checkpointsShown})
+	if cerr == nil && cenv.Status != "ok" {
+		cerr = toolError(cenv)
+	}
+	if cerr == nil {
+		var d struct {
+			Checkpoints []signedCheckpoint   `json:"checkpoints"`
+			Rejected    []rejectedCheckpoint `json:"rejected"`
+		}
+		if cerr = json.Unmarshal(cenv.Data, &d); cerr == nil {
+			v.Checkpoints, v.RejectedLines, v.CheckpointTotal = d.Checkpoints, d.Rejected, len(d.Checkpoints)
+			if pg := cenv.Pagination; pg != nil {
+				v.CheckpointTotal = pg.Total
+			}
+		}
+	}
+	if cerr != nil {
+		v.CheckpointsDown = "The checkpoint log could not be read: " + describe(cerr)
 	}
 	c.renderPage(w, r, s, "audit", "Audit", v, err)
 }

@@ -112,6 +112,11 @@ func testConsoleOperatorPages(t *testing.T, c *consoleMesh) {
 	if got.Title != "The trail verifies" || !strings.Contains(got.Records, "the triage task is wanted daily") {
 		t.Errorf("the audit page shows %+v, want an intact trail with the approval's reason", got)
 	}
+	// The checkpoint log: the audit service signed at its start.
+	if note, err := browsertest.Run(tab, 10*time.Second, chromedp.Evaluate[string](`document.querySelector("#checkpoints tbody tr pre").textContent`)); err != nil ||
+		!strings.HasPrefix(note, "toolmesh-audit/") {
+		t.Errorf("the audit page's checkpoint log shows the note %q (%v), want a signed checkpoint", note, err)
+	}
 	if err := tab.Screenshot(consoleShot(t, "console-audit.png")); err != nil {
 		t.Fatal(err)
 	}

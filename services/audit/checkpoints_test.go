@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -469,6 +470,50 @@ func TestCheckpointHeartbeat(t *testing.T) {
 		valid, _, err := signer.Verifier().ReadFile(e.checkpoints, "log")
 		if err != nil || len(valid) < 3 {
 			t.Errorf("checkpoint log: %d checkpoints, %v; want at least 3", len(valid), err)
+		}
+	})
+}
+
+// The checkpoint log lists every signed checkpoint once, newest first, with
+// its note, and the lines of the log that cannot be trusted.
+func TestListCheckpoints(t *testing.T) {
+	signer := newSigner(t)
+	startEach(t, audit.Config{Signer: signer}, func(t *testing.T, e *env) {
+		appendN(t, e, 2)
+		first := signNow(t, e)
+		appendRange(t, e, 3, 3)
+		last := signNow(t, e)
+		res, err := e.c.ListCheckpoints(asReader(), &auditv1.ListCheckpointsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.GetCheckpoints()
+		if len(got) != 2 || got[0].GetSeq() != last.Seq || got[1].GetSeq() != first.Seq || got[0].GetNote() != last.Note ||
+			res.GetPage().GetTotal() != 2 || res.GetRejectedCount() != 0 {
+			t.Fatalf("ListCheckpoints = %v, want the checkpoints at %d and %d, newest first, each once", res, last.Seq, first.Seq)
+		}
+		if !strings.HasPrefix(got[0].GetSource(), filepath.Base(e.checkpoints)+":") {
+			t.Errorf("the newest checkpoint's source is %q, want the log file's line", got[0].GetSource())
+		}
+		page, err := e.c.ListCheckpoints(asReader(), &auditv1.ListCheckpointsRequest{Offset: 1, Limit: 1})
+		if err != nil || len(page.GetCheckpoints()) != 1 || page.GetCheckpoints()[0].GetSeq() != first.Seq || page.GetPage().GetNextOffset() != 0 {
+			t.Errorf("the second page = %v, %v; want the oldest checkpoint alone", page, err)
+		}
+		f, err := os.OpenFile(e.checkpoints, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.WriteString("\nnot a checkpoint\n")
+		f.Close()
+		if res, err := e.c.ListCheckpoints(asReader(), &auditv1.ListCheckpointsRequest{}); err != nil || res.GetRejectedCount() != 1 ||
+			res.GetRejected()[0].GetProblem() != auditv1.CheckpointProblem_CHECKPOINT_PROBLEM_MALFORMED || len(res.GetCheckpoints()) != 2 {
+			t.Errorf("ListCheckpoints with a bad line = %v, %v; want it rejected as malformed beside the two", res, err)
+		}
+	})
+	startEach(t, audit.Config{}, func(t *testing.T, e *env) {
+		_, err := e.c.ListCheckpoints(asReader(), &auditv1.ListCheckpointsRequest{})
+		if servertest.Code(t, err) != connect.CodeFailedPrecondition {
+			t.Errorf("the checkpoint log of a service that signs none: %v, want failed_precondition", err)
 		}
 	})
 }

@@ -285,4 +285,38 @@ func (s *Service) Verify(ctx context.Context, req *auditv1.VerifyRequest) (*audi
 	return res, nil
 }
 
+// ListCheckpoints implements AuditService.ListCheckpoints: the checkpoint
+// log as the service reads it (its file, and the last checkpoint it signed
+// when the file lacks it), newest first.
+func (s *Service) ListCheckpoints(ctx context.Context, req *auditv1.ListCheckpointsRequest) (*auditv1.ListCheckpointsResponse, error) {
+	if err := requireCaller(ctx); err != nil {
+		return nil, err
+	}
+	if s.cp == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("this audit service signs no checkpoints: it has no audit key"))
+	}
+	valid, rejected, err := s.cp.evidence()
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	var log []*auditv1.SignedCheckpoint
+	seen := map[string]bool{}
+	for _, c := range valid {
+		// The signer's memory repeats the log's last line.
+		if k := fmt.Sprintf("%d/%s/%d", c.Seq, c.Hash, c.Time.UnixNano()); !seen[k] {
+			seen[k] = true
+			log = append(log, SignedProto(c))
+		}
+	}
+	// The log's order is the signing order; newest first.
+	slices.Reverse(log)
+	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
+	res := &auditv1.ListCheckpointsResponse{Checkpoints: log[min(offset, len(log)):min(offset+limit, len(log))],
+		Page: paging.New(offset, limit, len(log)), RejectedCount: int64(len(rejected))}
+	for _, r := range rejected[:min(len(rejected), maxRejectedShown)] {
+		res.Rejected = append(res.Rejected, &auditv1.RejectedCheckpoint{Source: r.Source, Problem: checkpointProblem(r.Problem), Detail: r.Detail, Note: r.Note})
+	}
+	return res, nil
+}
+
 // problemName is a problem in lower case without its prefix ("edited").

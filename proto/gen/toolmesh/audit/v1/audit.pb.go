@@ -1230,6 +1230,133 @@ func (x *VerifyResponse) GetCheckpointsRejected() int64 {
 	return 0
 }
 
+type ListCheckpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the first checkpoint to return (0 for the newest).
+	Offset int32 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Page size, 1 to 200; 50 when omitted or 0.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsRequest) Reset() {
+	*x = ListCheckpointsRequest{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsRequest) ProtoMessage() {}
+
+func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListCheckpointsRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ListCheckpointsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListCheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signed checkpoints on this page, newest first.
+	Checkpoints []*SignedCheckpoint `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// Which page this is.
+	Page *v1.Page `protobuf:"bytes,2,opt,name=page,proto3" json:"page,omitempty"`
+	// Lines of the log that cannot be trusted (the first 20); audit_verify
+	// reports the trail not intact while there are any.
+	Rejected []*RejectedCheckpoint `protobuf:"bytes,3,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	// How many were rejected in all.
+	RejectedCount int64 `protobuf:"varint,4,opt,name=rejected_count,json=rejectedCount,proto3" json:"rejected_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsResponse) Reset() {
+	*x = ListCheckpointsResponse{}
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsResponse) ProtoMessage() {}
+
+func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListCheckpointsResponse) GetCheckpoints() []*SignedCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *ListCheckpointsResponse) GetPage() *v1.Page {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
+func (x *ListCheckpointsResponse) GetRejected() []*RejectedCheckpoint {
+	if x != nil {
+		return x.Rejected
+	}
+	return nil
+}
+
+func (x *ListCheckpointsResponse) GetRejectedCount() int64 {
+	if x != nil {
+		return x.RejectedCount
+	}
+	return 0
+}
+
 // CallOutcome is how one tool call ended.
 type CallOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1259,7 +1386,7 @@ type CallOutcome struct {
 
 func (x *CallOutcome) Reset() {
 	*x = CallOutcome{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1398,7 @@ func (x *CallOutcome) String() string {
 func (*CallOutcome) ProtoMessage() {}
 
 func (x *CallOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[13]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1411,7 @@ func (x *CallOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallOutcome.ProtoReflect.Descriptor instead.
 func (*CallOutcome) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CallOutcome) GetId() string {
@@ -1360,7 +1487,7 @@ type RecordOutcomesRequest struct {
 
 func (x *RecordOutcomesRequest) Reset() {
 	*x = RecordOutcomesRequest{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1499,7 @@ func (x *RecordOutcomesRequest) String() string {
 func (*RecordOutcomesRequest) ProtoMessage() {}
 
 func (x *RecordOutcomesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[14]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1512,7 @@ func (x *RecordOutcomesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordOutcomesRequest.ProtoReflect.Descriptor instead.
 func (*RecordOutcomesRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecordOutcomesRequest) GetOutcomes() []*CallOutcome {
@@ -1405,7 +1532,7 @@ type RecordOutcomesResponse struct {
 
 func (x *RecordOutcomesResponse) Reset() {
 	*x = RecordOutcomesResponse{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1544,7 @@ func (x *RecordOutcomesResponse) String() string {
 func (*RecordOutcomesResponse) ProtoMessage() {}
 
 func (x *RecordOutcomesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[15]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1557,7 @@ func (x *RecordOutcomesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordOutcomesResponse.ProtoReflect.Descriptor instead.
 func (*RecordOutcomesResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{15}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordOutcomesResponse) GetRecorded() int32 {
@@ -1456,7 +1583,7 @@ type SummarizeOutcomesRequest struct {
 
 func (x *SummarizeOutcomesRequest) Reset() {
 	*x = SummarizeOutcomesRequest{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1595,7 @@ func (x *SummarizeOutcomesRequest) String() string {
 func (*SummarizeOutcomesRequest) ProtoMessage() {}
 
 func (x *SummarizeOutcomesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[16]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1608,7 @@ func (x *SummarizeOutcomesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeOutcomesRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeOutcomesRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{16}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SummarizeOutcomesRequest) GetAgent() string {
@@ -1526,7 +1653,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1665,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[17]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1678,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{17}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OutcomeCount) GetTool() string {
@@ -1597,7 +1724,7 @@ type SummarizeOutcomesResponse struct {
 
 func (x *SummarizeOutcomesResponse) Reset() {
 	*x = SummarizeOutcomesResponse{}
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1736,7 @@ func (x *SummarizeOutcomesResponse) String() string {
 func (*SummarizeOutcomesResponse) ProtoMessage() {}
 
 func (x *SummarizeOutcomesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[18]
+	mi := &file_toolmesh_audit_v1_audit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1749,7 @@ func (x *SummarizeOutcomesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeOutcomesResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeOutcomesResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{18}
+	return file_toolmesh_audit_v1_audit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SummarizeOutcomesResponse) GetCounts() []*OutcomeCount {
@@ -1729,7 +1856,16 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"checkpoint\x12/\n" +
 	"\x13checkpoints_checked\x18\x06 \x01(\x03R\x12checkpointsChecked\x12X\n" +
 	"\x14rejected_checkpoints\x18\a \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\x13rejectedCheckpoints\x121\n" +
-	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected\"\xc3\x03\n" +
+	"\x14checkpoints_rejected\x18\b \x01(\x03R\x13checkpointsRejected\"_\n" +
+	"\x16ListCheckpointsRequest\x12#\n" +
+	"\x06offset\x18\x01 \x01(\x05B\v\xbaH\b\x1a\x06\x18\xc0\x84=(\x00R\x06offset\x12 \n" +
+	"\x05limit\x18\x02 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xc8\x01(\x00R\x05limit\"\xf6\x01\n" +
+	"\x17ListCheckpointsResponse\x12E\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2#.toolmesh.audit.v1.SignedCheckpointR\vcheckpoints\x12*\n" +
+	"\x04page\x18\x02 \x01(\v2\x16.toolmesh.page.v1.PageR\x04page\x12A\n" +
+	"\brejected\x18\x03 \x03(\v2%.toolmesh.audit.v1.RejectedCheckpointR\brejected\x12%\n" +
+	"\x0erejected_count\x18\x04 \x01(\x03R\rrejectedCount\"\xc3\x03\n" +
 	"\vCallOutcome\x122\n" +
 	"\x02id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\x02id\x126\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x06\xbaH\x03\xc8\x01\x01R\x04time\x12\x1e\n" +
@@ -1785,7 +1921,7 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x1eCHECKPOINT_PROBLEM_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCHECKPOINT_PROBLEM_MALFORMED\x10\x01\x12\"\n" +
 	"\x1eCHECKPOINT_PROBLEM_UNKNOWN_KEY\x10\x02\x12$\n" +
-	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xce\x05\n" +
+	" CHECKPOINT_PROBLEM_BAD_SIGNATURE\x10\x032\xf4\x06\n" +
 	"\fAuditService\x12M\n" +
 	"\x06Append\x12 .toolmesh.audit.v1.AppendRequest\x1a!.toolmesh.audit.v1.AppendResponse\x12t\n" +
 	"\x04List\x12\x1e.toolmesh.audit.v1.ListRequest\x1a\x1f.toolmesh.audit.v1.ListResponse\"+\xc2\xf3\x18$\n" +
@@ -1798,7 +1934,9 @@ const file_toolmesh_audit_v1_audit_proto_rawDesc = "" +
 	"\x0eRecordOutcomes\x12(.toolmesh.audit.v1.RecordOutcomesRequest\x1a).toolmesh.audit.v1.RecordOutcomesResponse\x12s\n" +
 	"\x11SummarizeOutcomes\x12+.toolmesh.audit.v1.SummarizeOutcomesRequest\x1a,.toolmesh.audit.v1.SummarizeOutcomesResponse\"\x03\x90\x02\x01\x12z\n" +
 	"\x06Verify\x12 .toolmesh.audit.v1.VerifyRequest\x1a!.toolmesh.audit.v1.VerifyResponse\"+\xc2\xf3\x18$\n" +
-	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
+	"\faudit_verify\x12\x12Verify audit trail\x18\x01\x90\x02\x01\x12\xa3\x01\n" +
+	"\x0fListCheckpoints\x12).toolmesh.audit.v1.ListCheckpointsRequest\x1a*.toolmesh.audit.v1.ListCheckpointsResponse\"9\xc2\xf3\x182\n" +
+	"\x16audit_list_checkpoints\x12\x16List audit checkpoints\x18\x01\x90\x02\x01BBZ@github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1;auditv1b\x06proto3"
 
 var (
 	file_toolmesh_audit_v1_audit_proto_rawDescOnce sync.Once
@@ -1813,7 +1951,7 @@ func file_toolmesh_audit_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_audit_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolmesh_audit_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(Outcome)(0),                      // 0: toolmesh.audit.v1.Outcome
 	(Problem)(0),                      // 1: toolmesh.audit.v1.Problem
@@ -1831,58 +1969,65 @@ var file_toolmesh_audit_v1_audit_proto_goTypes = []any{
 	(*SignedCheckpoint)(nil),          // 13: toolmesh.audit.v1.SignedCheckpoint
 	(*RejectedCheckpoint)(nil),        // 14: toolmesh.audit.v1.RejectedCheckpoint
 	(*VerifyResponse)(nil),            // 15: toolmesh.audit.v1.VerifyResponse
-	(*CallOutcome)(nil),               // 16: toolmesh.audit.v1.CallOutcome
-	(*RecordOutcomesRequest)(nil),     // 17: toolmesh.audit.v1.RecordOutcomesRequest
-	(*RecordOutcomesResponse)(nil),    // 18: toolmesh.audit.v1.RecordOutcomesResponse
-	(*SummarizeOutcomesRequest)(nil),  // 19: toolmesh.audit.v1.SummarizeOutcomesRequest
-	(*OutcomeCount)(nil),              // 20: toolmesh.audit.v1.OutcomeCount
-	(*SummarizeOutcomesResponse)(nil), // 21: toolmesh.audit.v1.SummarizeOutcomesResponse
-	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
-	(*v1.Page)(nil),                   // 23: toolmesh.page.v1.Page
-	(v11.Kind)(0),                     // 24: toolmesh.tool.v1.Kind
+	(*ListCheckpointsRequest)(nil),    // 16: toolmesh.audit.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 17: toolmesh.audit.v1.ListCheckpointsResponse
+	(*CallOutcome)(nil),               // 18: toolmesh.audit.v1.CallOutcome
+	(*RecordOutcomesRequest)(nil),     // 19: toolmesh.audit.v1.RecordOutcomesRequest
+	(*RecordOutcomesResponse)(nil),    // 20: toolmesh.audit.v1.RecordOutcomesResponse
+	(*SummarizeOutcomesRequest)(nil),  // 21: toolmesh.audit.v1.SummarizeOutcomesRequest
+	(*OutcomeCount)(nil),              // 22: toolmesh.audit.v1.OutcomeCount
+	(*SummarizeOutcomesResponse)(nil), // 23: toolmesh.audit.v1.SummarizeOutcomesResponse
+	(*timestamppb.Timestamp)(nil),     // 24: google.protobuf.Timestamp
+	(*v1.Page)(nil),                   // 25: toolmesh.page.v1.Page
+	(v11.Kind)(0),                     // 26: toolmesh.tool.v1.Kind
 }
 var file_toolmesh_audit_v1_audit_proto_depIdxs = []int32{
-	22, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
+	24, // 0: toolmesh.audit.v1.Record.time:type_name -> google.protobuf.Timestamp
 	0,  // 1: toolmesh.audit.v1.Record.outcome:type_name -> toolmesh.audit.v1.Outcome
 	0,  // 2: toolmesh.audit.v1.AppendRequest.outcome:type_name -> toolmesh.audit.v1.Outcome
 	3,  // 3: toolmesh.audit.v1.AppendResponse.record:type_name -> toolmesh.audit.v1.Record
-	22, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
-	22, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
+	24, // 4: toolmesh.audit.v1.ListRequest.since:type_name -> google.protobuf.Timestamp
+	24, // 5: toolmesh.audit.v1.ListRequest.until:type_name -> google.protobuf.Timestamp
 	3,  // 6: toolmesh.audit.v1.ListResponse.records:type_name -> toolmesh.audit.v1.Record
-	23, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
+	25, // 7: toolmesh.audit.v1.ListResponse.page:type_name -> toolmesh.page.v1.Page
 	8,  // 8: toolmesh.audit.v1.HeadResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
 	8,  // 9: toolmesh.audit.v1.VerifyRequest.anchor:type_name -> toolmesh.audit.v1.Checkpoint
 	1,  // 10: toolmesh.audit.v1.Finding.problem:type_name -> toolmesh.audit.v1.Problem
 	13, // 11: toolmesh.audit.v1.Finding.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
-	22, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
+	24, // 12: toolmesh.audit.v1.SignedCheckpoint.time:type_name -> google.protobuf.Timestamp
 	2,  // 13: toolmesh.audit.v1.RejectedCheckpoint.problem:type_name -> toolmesh.audit.v1.CheckpointProblem
 	8,  // 14: toolmesh.audit.v1.VerifyResponse.head:type_name -> toolmesh.audit.v1.Checkpoint
 	12, // 15: toolmesh.audit.v1.VerifyResponse.first_bad:type_name -> toolmesh.audit.v1.Finding
 	13, // 16: toolmesh.audit.v1.VerifyResponse.checkpoint:type_name -> toolmesh.audit.v1.SignedCheckpoint
 	14, // 17: toolmesh.audit.v1.VerifyResponse.rejected_checkpoints:type_name -> toolmesh.audit.v1.RejectedCheckpoint
-	22, // 18: toolmesh.audit.v1.CallOutcome.time:type_name -> google.protobuf.Timestamp
-	24, // 19: toolmesh.audit.v1.CallOutcome.kind:type_name -> toolmesh.tool.v1.Kind
-	16, // 20: toolmesh.audit.v1.RecordOutcomesRequest.outcomes:type_name -> toolmesh.audit.v1.CallOutcome
-	22, // 21: toolmesh.audit.v1.SummarizeOutcomesRequest.since:type_name -> google.protobuf.Timestamp
-	22, // 22: toolmesh.audit.v1.SummarizeOutcomesRequest.until:type_name -> google.protobuf.Timestamp
-	20, // 23: toolmesh.audit.v1.SummarizeOutcomesResponse.counts:type_name -> toolmesh.audit.v1.OutcomeCount
-	4,  // 24: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
-	6,  // 25: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
-	9,  // 26: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
-	17, // 27: toolmesh.audit.v1.AuditService.RecordOutcomes:input_type -> toolmesh.audit.v1.RecordOutcomesRequest
-	19, // 28: toolmesh.audit.v1.AuditService.SummarizeOutcomes:input_type -> toolmesh.audit.v1.SummarizeOutcomesRequest
-	11, // 29: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
-	5,  // 30: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
-	7,  // 31: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
-	10, // 32: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
-	18, // 33: toolmesh.audit.v1.AuditService.RecordOutcomes:output_type -> toolmesh.audit.v1.RecordOutcomesResponse
-	21, // 34: toolmesh.audit.v1.AuditService.SummarizeOutcomes:output_type -> toolmesh.audit.v1.SummarizeOutcomesResponse
-	15, // 35: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	13, // 18: toolmesh.audit.v1.ListCheckpointsResponse.checkpoints:type_name -> toolmesh.audit.v1.SignedCheckpoint
+	25, // 19: toolmesh.audit.v1.ListCheckpointsResponse.page:type_name -> toolmesh.page.v1.Page
+	14, // 20: toolmesh.audit.v1.ListCheckpointsResponse.rejected:type_name -> toolmesh.audit.v1.RejectedCheckpoint
+	24, // 21: toolmesh.audit.v1.CallOutcome.time:type_name -> google.protobuf.Timestamp
+	26, // 22: toolmesh.audit.v1.CallOutcome.kind:type_name -> toolmesh.tool.v1.Kind
+	18, // 23: toolmesh.audit.v1.RecordOutcomesRequest.outcomes:type_name -> toolmesh.audit.v1.CallOutcome
+	24, // 24: toolmesh.audit.v1.SummarizeOutcomesRequest.since:type_name -> google.protobuf.Timestamp
+	24, // 25: toolmesh.audit.v1.SummarizeOutcomesRequest.until:type_name -> google.protobuf.Timestamp
+	22, // 26: toolmesh.audit.v1.SummarizeOutcomesResponse.counts:type_name -> toolmesh.audit.v1.OutcomeCount
+	4,  // 27: toolmesh.audit.v1.AuditService.Append:input_type -> toolmesh.audit.v1.AppendRequest
+	6,  // 28: toolmesh.audit.v1.AuditService.List:input_type -> toolmesh.audit.v1.ListRequest
+	9,  // 29: toolmesh.audit.v1.AuditService.Head:input_type -> toolmesh.audit.v1.HeadRequest
+	19, // 30: toolmesh.audit.v1.AuditService.RecordOutcomes:input_type -> toolmesh.audit.v1.RecordOutcomesRequest
+	21, // 31: toolmesh.audit.v1.AuditService.SummarizeOutcomes:input_type -> toolmesh.audit.v1.SummarizeOutcomesRequest
+	11, // 32: toolmesh.audit.v1.AuditService.Verify:input_type -> toolmesh.audit.v1.VerifyRequest
+	16, // 33: toolmesh.audit.v1.AuditService.ListCheckpoints:input_type -> toolmesh.audit.v1.ListCheckpointsRequest
+	5,  // 34: toolmesh.audit.v1.AuditService.Append:output_type -> toolmesh.audit.v1.AppendResponse
+	7,  // 35: toolmesh.audit.v1.AuditService.List:output_type -> toolmesh.audit.v1.ListResponse
+	10, // 36: toolmesh.audit.v1.AuditService.Head:output_type -> toolmesh.audit.v1.HeadResponse
+	20, // 37: toolmesh.audit.v1.AuditService.RecordOutcomes:output_type -> toolmesh.audit.v1.RecordOutcomesResponse
+	23, // 38: toolmesh.audit.v1.AuditService.SummarizeOutcomes:output_type -> toolmesh.audit.v1.SummarizeOutcomesResponse
+	15, // 39: toolmesh.audit.v1.AuditService.Verify:output_type -> toolmesh.audit.v1.VerifyResponse
+	17, // 40: toolmesh.audit.v1.AuditService.ListCheckpoints:output_type -> toolmesh.audit.v1.ListCheckpointsResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_audit_v1_audit_proto_init() }
@@ -1896,7 +2041,7 @@ func file_toolmesh_audit_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_audit_v1_audit_proto_rawDesc), len(file_toolmesh_audit_v1_audit_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	AuditService_RecordOutcomes_FullMethodName    = "/toolmesh.audit.v1.AuditService/RecordOutcomes"
 	AuditService_SummarizeOutcomes_FullMethodName = "/toolmesh.audit.v1.AuditService/SummarizeOutcomes"
 	AuditService_Verify_FullMethodName            = "/toolmesh.audit.v1.AuditService/Verify"
+	AuditService_ListCheckpoints_FullMethodName   = "/toolmesh.audit.v1.AuditService/ListCheckpoints"
 )
 
 // AuditServiceClient is the client API for AuditService service.
@@ -87,6 +88,12 @@ type AuditServiceClient interface {
 	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
 	// signature does not verify are reported too.
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*VerifyResponse, error)
+	// List the checkpoint log: every signed checkpoint the service published,
+	// newest first, each with the note exactly as signed (copy notes outside
+	// the mesh and pass them to audit_verify later), and the log's lines that
+	// cannot be trusted. Results are paginated with offset and limit. Fails
+	// with failed_precondition when the service signs no checkpoints.
+	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
 }
 
 type auditServiceClient struct {
@@ -157,6 +164,16 @@ func (c *auditServiceClient) Verify(ctx context.Context, in *VerifyRequest, opts
 	return out, nil
 }
 
+func (c *auditServiceClient) ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCheckpointsResponse)
+	err := c.cc.Invoke(ctx, AuditService_ListCheckpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuditServiceServer is the server API for AuditService service.
 // All implementations must embed UnimplementedAuditServiceServer
 // for forward compatibility.
@@ -214,6 +231,12 @@ type AuditServiceServer interface {
 	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
 	// signature does not verify are reported too.
 	Verify(context.Context, *VerifyRequest) (*VerifyResponse, error)
+	// List the checkpoint log: every signed checkpoint the service published,
+	// newest first, each with the note exactly as signed (copy notes outside
+	// the mesh and pass them to audit_verify later), and the log's lines that
+	// cannot be trusted. Results are paginated with offset and limit. Fails
+	// with failed_precondition when the service signs no checkpoints.
+	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
 	mustEmbedUnimplementedAuditServiceServer()
 }
 
@@ -241,6 +264,9 @@ func (UnimplementedAuditServiceServer) SummarizeOutcomes(context.Context, *Summa
 }
 func (UnimplementedAuditServiceServer) Verify(context.Context, *VerifyRequest) (*VerifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
+}
+func (UnimplementedAuditServiceServer) ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCheckpoints not implemented")
 }
 func (UnimplementedAuditServiceServer) mustEmbedUnimplementedAuditServiceServer() {}
 func (UnimplementedAuditServiceServer) testEmbeddedByValue()                      {}
@@ -371,6 +397,24 @@ func _AuditService_Verify_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuditService_ListCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditServiceServer).ListCheckpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditService_ListCheckpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditServiceServer).ListCheckpoints(ctx, req.(*ListCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuditService_ServiceDesc is the grpc.ServiceDesc for AuditService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -401,6 +445,10 @@ var AuditService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Verify",
 			Handler:    _AuditService_Verify_Handler,
+		},
+		{
+			MethodName: "ListCheckpoints",
+			Handler:    _AuditService_ListCheckpoints_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -49,6 +49,9 @@ const (
 	AuditServiceSummarizeOutcomesProcedure = "/toolmesh.audit.v1.AuditService/SummarizeOutcomes"
 	// AuditServiceVerifyProcedure is the fully-qualified name of the AuditService's Verify RPC.
 	AuditServiceVerifyProcedure = "/toolmesh.audit.v1.AuditService/Verify"
+	// AuditServiceListCheckpointsProcedure is the fully-qualified name of the AuditService's
+	// ListCheckpoints RPC.
+	AuditServiceListCheckpointsProcedure = "/toolmesh.audit.v1.AuditService/ListCheckpoints"
 )
 
 // AuditServiceClient is a client for the toolmesh.audit.v1.AuditService service.
@@ -94,6 +97,12 @@ type AuditServiceClient interface {
 	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
 	// signature does not verify are reported too.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)
+	// List the checkpoint log: every signed checkpoint the service published,
+	// newest first, each with the note exactly as signed (copy notes outside
+	// the mesh and pass them to audit_verify later), and the log's lines that
+	// cannot be trusted. Results are paginated with offset and limit. Fails
+	// with failed_precondition when the service signs no checkpoints.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
 }
 
 // NewAuditServiceClient constructs a client for the toolmesh.audit.v1.AuditService service. By
@@ -147,6 +156,13 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listCheckpoints: connect.NewClient[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse](
+			httpClient,
+			baseURL+AuditServiceListCheckpointsProcedure,
+			connect.WithSchema(auditServiceMethods.ByName("ListCheckpoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -158,6 +174,7 @@ type auditServiceClient struct {
 	recordOutcomes    *connect.Client[v1.RecordOutcomesRequest, v1.RecordOutcomesResponse]
 	summarizeOutcomes *connect.Client[v1.SummarizeOutcomesRequest, v1.SummarizeOutcomesResponse]
 	verify            *connect.Client[v1.VerifyRequest, v1.VerifyResponse]
+	listCheckpoints   *connect.Client[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse]
 }
 
 // Append calls toolmesh.audit.v1.AuditService.Append.
@@ -214,6 +231,15 @@ func (c *auditServiceClient) Verify(ctx context.Context, req *v1.VerifyRequest) 
 	return nil, err
 }
 
+// ListCheckpoints calls toolmesh.audit.v1.AuditService.ListCheckpoints.
+func (c *auditServiceClient) ListCheckpoints(ctx context.Context, req *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	response, err := c.listCheckpoints.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // AuditServiceHandler is an implementation of the toolmesh.audit.v1.AuditService service.
 type AuditServiceHandler interface {
 	// Append records one successful admin tool call at the end of the chain.
@@ -257,6 +283,12 @@ type AuditServiceHandler interface {
 	// checkpoint that proves a cut tail or a rewrite. Checkpoints whose
 	// signature does not verify are reported too.
 	Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error)
+	// List the checkpoint log: every signed checkpoint the service published,
+	// newest first, each with the note exactly as signed (copy notes outside
+	// the mesh and pass them to audit_verify later), and the log's lines that
+	// cannot be trusted. Results are paginated with offset and limit. Fails
+	// with failed_precondition when the service signs no checkpoints.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
 }
 
 // NewAuditServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -306,6 +338,13 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	auditServiceListCheckpointsHandler := connect.NewUnaryHandlerSimple(
+		AuditServiceListCheckpointsProcedure,
+		svc.ListCheckpoints,
+		connect.WithSchema(auditServiceMethods.ByName("ListCheckpoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.audit.v1.AuditService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AuditServiceAppendProcedure:
@@ -320,6 +359,8 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 			auditServiceSummarizeOutcomesHandler.ServeHTTP(w, r)
 		case AuditServiceVerifyProcedure:
 			auditServiceVerifyHandler.ServeHTTP(w, r)
+		case AuditServiceListCheckpointsProcedure:
+			auditServiceListCheckpointsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -351,4 +392,8 @@ func (UnimplementedAuditServiceHandler) SummarizeOutcomes(context.Context, *v1.S
 
 func (UnimplementedAuditServiceHandler) Verify(context.Context, *v1.VerifyRequest) (*v1.VerifyResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.Verify is not implemented"))
+}
+
+func (UnimplementedAuditServiceHandler) ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.audit.v1.AuditService.ListCheckpoints is not implemented"))
 }
