@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -33,6 +34,7 @@ var external = map[string]bool{
 	"Secret/toolmesh-connections-keyring": true,
 	"Secret/toolmesh-state-key":           true,
 	"Secret/toolmesh-github-token":        true,
+	"Secret/toolmesh-github-app":          true,
 	"Secret/toolmesh-search-brave":        true,
 	"Secret/toolmesh-audit-key":           true,
 	"Secret/toolmesh-console-session-key": true,
@@ -274,11 +276,32 @@ func (r *rendered) config(t *testing.T, c container) map[string]string {
 		}
 	}
 	for _, e := range c.Env {
-		if e.Value != nil {
+		switch {
+		case e.Value != nil:
 			env[e.Name] = *e.Value
+		case e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil:
+			if cm := r.find("ConfigMap", e.ValueFrom.ConfigMapKeyRef.Name); cm != nil {
+				env[e.Name] = cm.Data[e.ValueFrom.ConfigMapKeyRef.Key]
+			}
 		}
 	}
 	return env
+}
+
+// secretAt names the Secret mounted in d's container where file lives
+// ("" when none is).
+func secretAt(d *deployment, file string) string {
+	for _, m := range d.spec.Template.Spec.Containers[0].VolumeMounts {
+		if path.Dir(file) != m.MountPath {
+			continue
+		}
+		for _, v := range d.spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return v.Secret.SecretName
+			}
+		}
+	}
+	return ""
 }
 
 func render(t *testing.T, overlay string) *rendered {

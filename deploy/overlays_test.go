@@ -170,6 +170,7 @@ func TestProdOverlay(t *testing.T) {
 		}
 	}
 
+	checkGitHubLink(t, r, env["TOOLMESH_OAUTH_ISSUER"])
 	checkEdgeSessions(t, r, edge)
 	checkDisruptionBudgets(t, r)
 	checkNetworkPolicy(t, r)
@@ -286,8 +287,18 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 					return true, true // from anywhere
 				}
 				for _, f := range rule.From {
-					if f.IPBlock != nil || f.NamespaceSelector != nil {
-						return true, true // beyond this namespace's pods: too wide
+					if f.IPBlock != nil {
+						return true, true // addresses: too wide
+					}
+					if f.NamespaceSelector != nil {
+						// Pods of other namespaces: src is one when it
+						// carries the namespace it runs in.
+						ns, ok := src[namespaceOf]
+						if ok && f.NamespaceSelector.matches(map[string]string{"kubernetes.io/metadata.name": ns}) &&
+							(f.PodSelector == nil || f.PodSelector.matches(src)) {
+							return true, true
+						}
+						continue
 					}
 					if f.PodSelector != nil && f.PodSelector.matches(src) {
 						return true, true
@@ -310,23 +321,38 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 		if p.Label != "services" {
 			continue
 		}
+		calls[p.Name] = map[string]bool{}
 		for i, a := range p.Args {
-			if a == "--service" && i+1 < len(p.Args) {
+			if i+1 == len(p.Args) {
+				break
+			}
+			switch a {
+			case "--service":
 				d, _, _ := strings.Cut(p.Args[i+1], "=")
-				if calls[p.Name] == nil {
-					calls[p.Name] = map[string]bool{}
-				}
 				calls[p.Name][d] = true
+			case "--connections-url":
+				// The directory unlinks a retired agent's connections.
+				calls[p.Name]["connections"] = true
 			}
 		}
 	}
 	outsider := map[string]string{"app": "something-else"}
+	elsewhere := map[string]string{namespaceOf: "someone-else"}
+	ingress := map[string]string{namespaceOf: "ingress-nginx", "app.kubernetes.io/name": "ingress-nginx"}
 	for dstName, dst := range r.deployments {
 		if dst.Metadata.Labels["app.kubernetes.io/component"] != "service" {
 			continue
 		}
 		if ok, isolated := allowed(outsider, dst.podLabels()); !isolated || ok {
 			t.Errorf("NetworkPolicy: service %s is reachable from any pod", dstName)
+		}
+		if ok, _ := allowed(elsewhere, dst.podLabels()); ok {
+			t.Errorf("NetworkPolicy: service %s is reachable from any namespace", dstName)
+		}
+		// People's browsers reach the github service's link page through
+		// the ingress controller; no other service faces it.
+		if got, want := first(allowed(ingress, dst.podLabels())), dstName == "github"; got != want {
+			t.Errorf("NetworkPolicy: ingress controller -> %s allowed=%v, want %v", dstName, got, want)
 		}
 		for srcName, src := range r.deployments {
 			c := src.Metadata.Labels["app.kubernetes.io/component"]
@@ -335,5 +361,52 @@ func checkNetworkPolicy(t *testing.T, r *rendered) {
 				t.Errorf("NetworkPolicy: %s (%s) -> %s allowed=%v, want %v", srcName, c, dstName, got, want)
 			}
 		}
+	}
+}
+
+// namespaceOf is the pseudo-label of a test's pod from another namespace:
+// the namespace it runs in.
+const namespaceOf = "(namespace)"
+
+func first(a, _ bool) bool { return a }
+
+// checkGitHubLink: prod's github service serves the link page at a public
+// URL, signs people in at the edge's issuer, and holds the GitHub app's
+// client ID and its secret as a file from a Secret; the connections service
+// refreshes and revokes with the same app; and the agents directory unlinks
+// a retired agent's connections, signing with the mesh key.
+func checkGitHubLink(t *testing.T, r *rendered, issuer string) {
+	t.Helper()
+	gh, conn, agents := r.deployments["github"], r.deployments["connections"], r.deployments["agents"]
+	if gh == nil || conn == nil || agents == nil {
+		t.Fatal("prod lacks github, connections or agents")
+	}
+	g := r.config(t, gh.spec.Template.Spec.Containers[0])
+	if g["TOOLMESH_GITHUB_POLICY"] != "per_agent" || !strings.HasPrefix(g["TOOLMESH_GITHUB_LINK_URL"], "https://") ||
+		g["TOOLMESH_GITHUB_CLIENT_ID"] == "" || g["TOOLMESH_GITHUB_LINK_ISSUER"] != issuer || g["TOOLMESH_GITHUB_LINK_CLIENT_ID"] == "" {
+		t.Errorf("prod github: link settings %v, want per_agent, an https link URL, the app's client ID and sign-in at the edge's issuer %q", g, issuer)
+	}
+	if g["TOOLMESH_GITHUB_CLIENT_SECRET"] != "" {
+		t.Error("prod github: the app's client secret is a literal")
+	}
+	if s := secretAt(gh, g["TOOLMESH_GITHUB_CLIENT_SECRET_FILE"]); s != "toolmesh-github-app" {
+		t.Errorf("prod github: the client secret file %q is not from Secret toolmesh-github-app (%q)", g["TOOLMESH_GITHUB_CLIENT_SECRET_FILE"], s)
+	}
+	c := r.config(t, conn.spec.Template.Spec.Containers[0])
+	if c["TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID"] != g["TOOLMESH_GITHUB_CLIENT_ID"] {
+		t.Errorf("prod connections: GitHub app client %q, want the github service's %q", c["TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID"], g["TOOLMESH_GITHUB_CLIENT_ID"])
+	}
+	if s := secretAt(conn, c["TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE"]); s != "toolmesh-github-app" {
+		t.Errorf("prod connections: the client secret file %q is not from Secret toolmesh-github-app (%q)", c["TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE"], s)
+	}
+	for _, d := range []*deployment{gh, agents} {
+		args := d.spec.Template.Spec.Containers[0].Args
+		i := slices.Index(args, "--mesh-key")
+		if i < 0 || secretAt(d, args[i+1]) != "toolmesh-mesh-key" {
+			t.Errorf("prod %s: args %q, want --mesh-key from Secret toolmesh-mesh-key", d.Metadata.Name, args)
+		}
+	}
+	if u := r.config(t, agents.spec.Template.Spec.Containers[0])["TOOLMESH_AGENTS_CONNECTIONS_URL"]; u != "http://connections:8080" {
+		t.Errorf("prod agents: TOOLMESH_AGENTS_CONNECTIONS_URL=%q, want the connections Service", u)
 	}
 }
