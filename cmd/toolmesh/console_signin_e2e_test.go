@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,9 @@ func sessionCookie(t *testing.T, tab *browsertest.Tab, url string) string {
 
 // testConsoleSignIn: with an issuer, an owner signs in and answers an
 // ask, which records her as who answered; she signs out; a callback with
-// a replayed or foreign state signs nobody in; an admin without the owner
+// a replayed or foreign state signs nobody in; forms sent from elsewhere
+// (no CSRF token, a foreign Origin, another session's cookie) are refused;
+// an admin without the owner
 // role sees the edge refuse her answer, and nothing changes.
 func testConsoleSignIn(t *testing.T, bin string, c *consoleMesh) {
 	s := startSignIn(t, bin, c)
@@ -139,6 +142,12 @@ func testConsoleSignIn(t *testing.T, bin string, c *consoleMesh) {
 		t.Errorf("the agent got %+v, want Rotate answered by olivia", d.Ask)
 	}
 
+	// Forms that did not come from olivia's own console page are refused
+	// before they reach the edge, and the ask stays pending: one without
+	// the CSRF token, one from a foreign Origin, and one carrying another
+	// session's cookie with her page's token.
+	testFormsFromElsewhere(t, s, c, tab)
+
 	// A callback this browser did not start — another's code and state —
 	// signs nobody in; so does the callback of a finished sign-in again.
 	if err := tab.Do(30*time.Second, chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#signed-out"))); err != nil {
@@ -154,8 +163,8 @@ func testConsoleSignIn(t *testing.T, bin string, c *consoleMesh) {
 	if !strings.Contains(msg, "nobody was signed in") || sessionCookie(t, tab, s.url) != "" {
 		t.Errorf("a foreign callback: the console says %q and holds a session %v", msg, sessionCookie(t, tab, s.url) != "")
 	}
-	if got := s.issuer.Exchanges(); len(got) != 1 {
-		t.Errorf("the issuer exchanged codes %q, want only olivia's sign-in", got)
+	if got := s.issuer.Exchanges(); len(got) != 2 {
+		t.Errorf("the issuer exchanged codes %q, want only olivia's two sign-ins (her browser's and the other session's)", got)
 	}
 
 	// ada, an admin but no owner, sees her own ask; the edge refuses her
@@ -188,6 +197,73 @@ func testConsoleSignIn(t *testing.T, bin string, c *consoleMesh) {
 			t.Errorf("the console's pages reported a problem: %q", p)
 		}
 	}
+}
+
+// testFormsFromElsewhere sends the answer form of a pending ask as olivia
+// (signed in in tab) from outside her console page, three ways, with a
+// plain HTTP client: each is refused with 403 and the ask stays pending.
+func testFormsFromElsewhere(t *testing.T, s *signInMesh, c *consoleMesh, tab *browsertest.Tab) {
+	t.Helper()
+	var pending askData
+	okData(t, callTool(t, c.agent, "owner_ask", map[string]any{"question": "Rebuild the search index now?", "options": []string{"Rebuild", "Wait"}, "wait_seconds": 0}), &pending)
+	id := pending.Ask.AskID
+	if err := tab.Do(30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#`+id+` button.option`))); err != nil {
+		t.Fatalf("the ask did not appear in olivia's inbox: %v", err)
+	}
+	token, err := browsertest.Run(tab, 10*time.Second, chromedp.Value(chromedp.CSS(`#`+id+` input[name="csrf"]`)))
+	if err != nil || token == "" {
+		t.Fatalf("olivia's page has no CSRF token: %v", err)
+	}
+	mine := sessionCookie(t, tab, s.url)
+	// Another session: a second sign-in by a client of its own.
+	jar, _ := cookiejar.New(nil)
+	other := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	next := s.url + "/auth/signin"
+	for range 3 { // the console to the issuer, the issuer back, the callback
+		res, err := other.Get(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		next = res.Header.Get("Location")
+	}
+	consoleURL, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var theirs string
+	for _, ck := range jar.Cookies(consoleURL) {
+		if ck.Name == "toolmesh_console" {
+			theirs = ck.Value
+		}
+	}
+	if theirs == "" || theirs == mine {
+		t.Fatalf("the second sign-in holds no session of its own")
+	}
+	for _, f := range []struct {
+		name, cookie, csrf, origin string
+	}{
+		{"without the CSRF token", mine, "", s.url},
+		{"from a foreign Origin", mine, token, "http://evil.example"},
+		{"with another session's cookie", theirs, token, s.url},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/asks/"+id+"/answer", strings.NewReader(url.Values{"csrf": {f.csrf}, "answer": {"Rebuild"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.origin)
+		req.AddCookie(&http.Cookie{Name: "toolmesh_console", Value: f.cookie})
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("a form %s = %d, want 403", f.name, res.StatusCode)
+		}
+	}
+	if got := getAsk(t, c.agent, id); got.Ask.Status != "ASK_STATUS_PENDING" || got.Ask.Answer != "" {
+		t.Errorf("after the refused forms the ask is %+v, want it pending, unanswered", got.Ask)
+	}
+	callTool(t, c.agent, "owner_cancel_ask", map[string]any{"ask_id": id})
 }
 
 // attackerCallback is a callback URL of a sign-in another browser started
