@@ -270,7 +270,9 @@ func (s *Service) visibleRun(ctx context.Context, id string) (*workflowsv1.Run, 
 
 // ownRun is a run the caller started. Anyone else, the owner included, is
 // refused by name: only the agent whose grants a run carries steers it.
-func (s *Service) ownRun(ctx context.Context, id, what string) (*workflowsv1.Run, error) {
+// With ownerToo the owner may act on any agent's run too (cancelling: a
+// brake, not a steer).
+func (s *Service) ownRun(ctx context.Context, id, what string, ownerToo bool) (*workflowsv1.Run, error) {
 	agent, err := mesh.RequireAgent(ctx)
 	if err != nil {
 		return nil, err
@@ -283,7 +285,14 @@ func (s *Service) ownRun(ctx context.Context, id, what string) (*workflowsv1.Run
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("get run: %w", err))
 	}
 	if r.GetAgentId() != agent {
-		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("run %s was started by another agent; only the agent that started a run may %s it", id, what))
+		if ownerToo && mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
+			return r, nil
+		}
+		who := "only the agent that started a run may " + what + " it"
+		if ownerToo {
+			who = "only the agent that started a run, or the owner, may " + what + " it"
+		}
+		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("run %s was started by another agent; %s", id, who))
 	}
 	return r, nil
 }
@@ -326,7 +335,7 @@ const cancelWait = 5 * time.Second
 
 // CancelRun implements WorkflowsService.CancelRun.
 func (s *Service) CancelRun(ctx context.Context, req *workflowsv1.CancelRunRequest) (*workflowsv1.CancelRunResponse, error) {
-	r, err := s.ownRun(ctx, req.GetRunId(), "cancel")
+	r, err := s.ownRun(ctx, req.GetRunId(), "cancel", true)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +348,7 @@ func (s *Service) CancelRun(ctx context.Context, req *workflowsv1.CancelRunReque
 	if err := s.engine.CancelRun(ctx, r.GetTemporalWorkflowId()); err != nil {
 		return nil, rpcerror.WithCause(connect.CodeUnavailable, "could not cancel the run; try again", fmt.Errorf("cancel run %s: %w", r.GetRunId(), err))
 	}
-	s.log.InfoContext(ctx, "workflows.run_cancel_requested", "run_id", r.GetRunId(), "agent", r.GetAgentId())
+	s.log.InfoContext(ctx, "workflows.run_cancel_requested", "run_id", r.GetRunId(), "agent", r.GetAgentId(), "by", mesh.FromContext(ctx).Caller.Subject)
 	return &workflowsv1.CancelRunResponse{Run: s.await(ctx, r, cancelWait)}, nil
 }
 
@@ -349,7 +358,7 @@ func (s *Service) CancelRun(ctx context.Context, req *workflowsv1.CancelRunReque
 // records the extension in the audit trail.
 func (s *Service) ExtendRun(ctx context.Context, req *workflowsv1.ExtendRunRequest) (*workflowsv1.ExtendRunResponse, error) {
 	call := mesh.FromContext(ctx)
-	r, err := s.ownRun(ctx, req.GetRunId(), "extend")
+	r, err := s.ownRun(ctx, req.GetRunId(), "extend", false)
 	if err != nil {
 		return nil, err
 	}

@@ -97,9 +97,10 @@ type WorkflowsServiceClient interface {
 	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
-	// Cancel one of your runs: nodes still running are stopped, an approval
-	// still waiting is withdrawn, and the run ends RUN_STATUS_CANCELLED.
-	// Cancelling a run that has ended changes nothing and returns it as it is.
+	// Cancel one of your runs (the owner may cancel any agent's): nodes still
+	// running are stopped, an approval still waiting is withdrawn, and the
+	// run ends RUN_STATUS_CANCELLED. Cancelling a run that has ended changes
+	// nothing and returns it as it is.
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 	// Give one of your running runs more time: its deadline moves
 	// extend_seconds later, up to the mesh's longest run (7 days after it
@@ -289,9 +290,10 @@ type WorkflowsServiceServer interface {
 	// owner lists every agent's runs, or one agent's with agent_id. Results
 	// are paginated with offset and limit.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
-	// Cancel one of your runs: nodes still running are stopped, an approval
-	// still waiting is withdrawn, and the run ends RUN_STATUS_CANCELLED.
-	// Cancelling a run that has ended changes nothing and returns it as it is.
+	// Cancel one of your runs (the owner may cancel any agent's): nodes still
+	// running are stopped, an approval still waiting is withdrawn, and the
+	// run ends RUN_STATUS_CANCELLED. Cancelling a run that has ended changes
+	// nothing and returns it as it is.
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	// Give one of your running runs more time: its deadline moves
 	// extend_seconds later, up to the mesh's longest run (7 days after it
