@@ -308,12 +308,36 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 		c.ExpireTime = timestamppb.New(req.GetExpireTime().AsTime().Truncate(time.Millisecond))
 	}
 	sealed := s.seal(id, Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken()})
+	replaced, replacedErr := s.store.Get(ctx, req.GetAgent(), req.GetProvider())
 	if err := s.store.Put(ctx, Record{Conn: c, Tokens: sealed}); err != nil {
 		return nil, internal("store connection", err)
+	}
+	if replacedErr == nil {
+		s.revokeReplaced(ctx, replaced, req.GetAccessToken())
 	}
 	s.cfg.Log.Info("connections.linked", "connection", id, "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()),
 		"account", c.GetAccount(), "by", caller.Subject)
 	return &connectionsv1.StoreConnectionResponse{Connection: c}, nil
+}
+
+// revokeReplaced revokes at its provider the token of a connection a new
+// link replaced (the agent linked again), so no live token is left that
+// the mesh no longer holds. Best effort: the new link stands whatever the
+// provider answers; a failure is logged.
+func (s *Service) revokeReplaced(ctx context.Context, old Record, newAccess string) {
+	rv := s.cfg.Revokers[old.Conn.GetProvider()]
+	if rv == nil || len(old.Tokens.Access) == 0 {
+		return
+	}
+	tokens, err := s.open(old.Conn.GetId(), old.Tokens)
+	if err != nil || tokens.Access == "" || tokens.Access == newAccess {
+		return
+	}
+	if err := rv.Revoke(ctx, tokens.Access); err != nil && !errors.Is(err, ErrAlreadyRevoked) {
+		s.cfg.Log.Warn("connections.revoke_failed", "connection", old.Conn.GetId(), "provider", protoenum.Word(old.Conn.GetProvider()), "replaced", true, "error", err.Error())
+		return
+	}
+	s.cfg.Log.Info("connections.replaced_revoked", "connection", old.Conn.GetId(), "agent", old.Conn.GetAgent(), "provider", protoenum.Word(old.Conn.GetProvider()))
 }
 
 // MarkBroken implements ConnectionsService.MarkBroken.

@@ -371,6 +371,28 @@ func TestRefreshRefused(t *testing.T) {
 // applications API, with the app's credentials) before erasing it; a
 // token GitHub no longer knows still unlinks; GitHub not answering keeps
 // the connection as it was, and the unlink made again revokes it.
+// Linking an agent again replaces its connection and revokes the token
+// it replaces at GitHub: no live token is left that the mesh no longer
+// holds. The same token stored again is not revoked.
+func TestRelinkRevokesTheReplacedToken(t *testing.T) {
+	gh := githubtest.Start(t, "Iv1.relink", "relink-secret")
+	r := startReplica(t, sqldbtest.SQLite().Open(t), connections.Config{Revokers: map[connectionsv1.Provider]connections.Revoker{
+		github: connections.NewGitHubRevoker(gh.URL, gh.ClientID, gh.ClientSecret, nil)}})
+	first, second := gh.Issue("octo-a"), gh.Issue("octo-a")
+	store(t, r, "agent-a", "octo-a", first, "", time.Time{})
+	store(t, r, "agent-a", "octo-a", second, "", time.Time{})
+	if got := gh.Revoked(); len(got) != 1 || got[0] != first {
+		t.Fatalf("GitHub revoked %d tokens after the relink, want the replaced one", len(got))
+	}
+	if got := token(t, r, "agent-a").GetToken().GetAccessToken(); got != second {
+		t.Fatal("the relinked connection does not hold the new token")
+	}
+	store(t, r, "agent-a", "octo-a", second, "", time.Time{})
+	if n := len(gh.Revoked()); n != 1 {
+		t.Errorf("GitHub revoked %d tokens after the same token was stored again, want still 1", n)
+	}
+}
+
 func TestUnlinkRevokesUpstream(t *testing.T) {
 	gh := githubtest.Start(t, "Iv1.unlink", "unlink-secret")
 	db := sqldbtest.SQLite().Open(t)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	gh "github.com/google/go-github/v88/github"
 	"golang.org/x/oauth2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -296,6 +297,7 @@ func (s *Service) linkCallback(w http.ResponseWriter, r *http.Request) {
 		login = user.GetLogin()
 	}
 	if err != nil || login == "" {
+		s.revokeUnlinked(ctx, st.Agent, tok.AccessToken)
 		s.linkRefuse(w, r, http.StatusBadGateway, "account", st.Agent, "GitHub did not say which account was authorized; open the link again. Nothing was linked.")
 		return
 	}
@@ -307,11 +309,30 @@ func (s *Service) linkCallback(w http.ResponseWriter, r *http.Request) {
 	res, err := s.conns.Client.StoreConnection(mesh.WithCall(ctx, mesh.Call{Caller: s.conns.Self}), req)
 	if err != nil {
 		s.log.ErrorContext(ctx, "github.link_store", "agent", st.Agent, "error", err.Error())
+		s.revokeUnlinked(ctx, st.Agent, tok.AccessToken)
 		s.linkRefuse(w, r, http.StatusServiceUnavailable, "store", st.Agent, "The mesh could not store the link right now; open the link again. Nothing was linked.")
 		return
 	}
 	s.log.InfoContext(ctx, "github.linked", "agent", st.Agent, "person", st.Person, "account", login, "connection", res.GetConnection().GetId(), "visit", st.Visit)
 	writePage(w, http.StatusOK, "Linked", "Agent "+st.Agent+" now acts on GitHub as "+login+". Return to your client: the call that asked goes on.")
+}
+
+// revokeUnlinked revokes at GitHub a token the callback obtained but no
+// connection holds (the link failed after the code was exchanged), so no
+// live token is left behind that nothing can revoke later. Best effort: a
+// GitHub that does not answer leaves it, logged.
+func (s *Service) revokeUnlinked(ctx context.Context, agent, token string) {
+	// Revoking is the app's call: its client ID and secret, not the token.
+	tr := &gh.BasicAuthTransport{Username: s.link.oauth.ClientID, Password: s.link.oauth.ClientSecret, Transport: s.http.Transport}
+	c, err := s.githubClientOn(&http.Client{Transport: tr, Timeout: s.http.Timeout})
+	if err == nil {
+		_, err = c.Authorizations.Revoke(ctx, s.link.oauth.ClientID, token)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "github.link_revoke_failed", "agent", agent, "error", err.Error())
+		return
+	}
+	s.log.InfoContext(ctx, "github.link_token_revoked", "agent", agent)
 }
 
 // grantedScopes are the scopes GitHub granted ("repo,gist"; none for a

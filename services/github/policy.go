@@ -62,7 +62,13 @@ type ghClient struct {
 
 // newGitHubClient builds a client that authenticates with token.
 func (s *Service) newGitHubClient(token string) (*gh.Client, error) {
-	opts := []gh.ClientOptionsFunc{gh.WithHTTPClient(s.http), gh.WithAuthToken(token), gh.WithUserAgent("toolmesh")}
+	return s.githubClientOn(s.http, gh.WithAuthToken(token))
+}
+
+// githubClientOn is a client of GitHub (or the Enterprise server
+// configured) over hc, with more options.
+func (s *Service) githubClientOn(hc *http.Client, more ...gh.ClientOptionsFunc) (*gh.Client, error) {
+	opts := append([]gh.ClientOptionsFunc{gh.WithHTTPClient(hc), gh.WithUserAgent("toolmesh")}, more...)
 	if s.baseURL != "" {
 		opts = append(opts, gh.WithEnterpriseURLs(s.baseURL, s.baseURL))
 	}
