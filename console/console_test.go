@@ -341,6 +341,32 @@ func TestAnEndedSessionKeepsTheForm(t *testing.T) {
 	}
 }
 
+// The edge going down after the console connected to it: an answer sent
+// meanwhile is not sent, and the page says so with 503 (retry later), not
+// as a refusal of the answer.
+func TestAnAnswerWhileTheEdgeIsDownIsNotSent(t *testing.T) {
+	edge := &fakeEdge{}
+	edge.add(askID, "Ship the release?", "Ship it", "Hold")
+	target, _ := url.Parse(edge.serve(t))
+	front := httptest.NewServer(&httpProxy{target: target})
+	t.Cleanup(front.Close)
+	base := startConsole(t, front.URL+"/mcp")
+	b := browser(t)
+	status, page, _ := get(t, b, base+"/inbox")
+	if status != http.StatusOK || !strings.Contains(page, "Ship the release?") {
+		t.Fatalf("GET /inbox = %d:\n%s", status, page)
+	}
+	front.CloseClientConnections()
+	front.Close()
+	status, page, _ = post(t, b, base+"/asks/"+askID+"/answer", url.Values{"csrf": {csrfOf(t, page)}, "answer": {"Hold"}}, base)
+	if status != http.StatusServiceUnavailable || !strings.Contains(page, "does not answer") {
+		t.Errorf("an answer with the edge gone = %d, want 503 and the answer not sent:\n%s", status, page)
+	}
+	if got := edge.answered(); len(got) != 0 {
+		t.Errorf("the edge got answers %q, want none", got)
+	}
+}
+
 func TestTheEdgeDownSaysWhatStillWorks(t *testing.T) {
 	dead := httptest.NewServer(nil)
 	dead.Close()

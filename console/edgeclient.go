@@ -61,7 +61,7 @@ func (c *edgeClient) call(ctx context.Context, p person, tool string, args map[s
 		return envelope{}, fmt.Errorf("%w: %v", errEdgeUnreachable, err)
 	}
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if werr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+	if werr, ok := errors.AsType[*jsonrpc.Error](err); ok && werr.Code != codeRejectedByTransport {
 		// A protocol error (a tool the person may not see is unknown to
 		// them) is the edge's answer, not an outage.
 		return envelope{Status: "error", DomainCode: "not_supported", Message: tool + ": " + werr.Message}, nil
@@ -80,6 +80,12 @@ func (c *edgeClient) call(ctx context.Context, p person, tool string, args map[s
 	}
 	return env, nil
 }
+
+// codeRejectedByTransport is the JSON-RPC error code the MCP SDK wraps
+// around a request that never reached the edge (its HTTP request failed:
+// the edge is down or restarting). That is an outage, not the edge's
+// answer.
+const codeRejectedByTransport = -32005
 
 // session is p's client session, connected on first use.
 func (c *edgeClient) session(ctx context.Context, p person) (*mcp.ClientSession, error) {

@@ -49,6 +49,7 @@ func newConsoleOwner(base string) (*consoleOwner, error) {
 }
 
 var (
+	pageSays   = regexp.MustCompile(`<p class="(?:error|notice)"[^>]*>([^<]+)<`)
 	csrfField  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 	answerForm = regexp.MustCompile(`action="/asks/([^"/]+)/answer"`)
 )
@@ -110,7 +111,11 @@ func (c *consoleOwner) do(tool, method, path string, form url.Values) (outcome, 
 	if code == "ok" {
 		o.env = envelope{Status: "ok"}
 	} else {
-		o.env = envelope{Status: "error", DomainCode: code, Message: fmt.Sprintf("console answered %d", resp.StatusCode)}
+		says := ""
+		if m := pageSays.FindStringSubmatch(string(page)); m != nil {
+			says = ": " + html.UnescapeString(m[1])
+		}
+		o.env = envelope{Status: "error", DomainCode: code, Message: fmt.Sprintf("console answered %d%s", resp.StatusCode, says)}
 	}
 	return o, string(page)
 }
