@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -294,65 +293,22 @@ func (c *Console) temporalURL(id string) string {
 var runStatuses = []string{"RUN_STATUS_RUNNING", "RUN_STATUS_SUSPENDED", "RUN_STATUS_COMPLETED", "RUN_STATUS_FAILED", "RUN_STATUS_CANCELLED"}
 
 type runsView struct {
+	listPage
 	Runs []run
-	// Agent and Status are the filters; Statuses what Status may be.
-	Agent, Status      string
-	Statuses           []string
-	Total              int
-	Offset, Prev, Next int
-	// Query is the filters as a query string, for the pager.
-	Query template.URL
-	// Refused says why the edge refused the filters.
-	Refused string
 }
 
 // runs lists agent workflow runs, newest first, by agent and status.
 func (c *Console) runs(w http.ResponseWriter, r *http.Request, s *session) {
-	offset := pageOffset(r)
-	v := &runsView{Offset: offset, Prev: -1, Next: -1, Statuses: runStatuses,
-		Agent: strings.TrimSpace(r.FormValue("agent")), Status: r.FormValue("status")}
-	args := map[string]any{"offset": offset, "limit": c.cfg.PageSize}
-	q := url.Values{}
-	if v.Agent != "" {
-		args["agent_id"] = v.Agent
-		q.Set("agent", v.Agent)
+	var d struct {
+		Runs []run `json:"runs"`
 	}
-	for _, st := range runStatuses {
-		if v.Status == st {
-			args["status"] = st
-			q.Set("status", st)
-		}
+	p, err := c.list(r, s, "workflows_list_runs", runStatuses, &d, func() int { return len(d.Runs) })
+	v := &runsView{listPage: p, Runs: d.Runs}
+	for i := range v.Runs {
+		v.Runs[i].TemporalURL = c.temporalURL(v.Runs[i].TemporalWorkflowID)
 	}
-	v.Query = template.URL(q.Encode()) // encoded: only the filters' own values
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	env, err := c.edge.call(ctx, s.Person, "workflows_list_runs", args)
-	if err == nil && env.Status != "ok" {
-		err = toolError(env)
-	}
-	if err == nil {
-		var d struct {
-			Runs []run `json:"runs"`
-		}
-		if err = json.Unmarshal(env.Data, &d); err == nil {
-			v.Runs, v.Total = d.Runs, len(d.Runs)
-			for i := range v.Runs {
-				v.Runs[i].TemporalURL = c.temporalURL(v.Runs[i].TemporalWorkflowID)
-			}
-			if pg := env.Pagination; pg != nil {
-				v.Total = pg.Total
-				if pg.NextOffset != nil {
-					v.Next = *pg.NextOffset
-				}
-			}
-			if offset > 0 {
-				v.Prev = max(0, offset-c.cfg.PageSize)
-			}
-		}
-	}
-	if te, ok := errors.AsType[*toolErr](err); ok && te.env.DomainCode == "invalid_argument" {
+	if v.Refused != "" {
 		// A filter the tool refuses: the page says why; nothing is down.
-		v.Refused = te.env.Message
 		c.renderStatus(w, r, s, http.StatusBadRequest, "runs", "Runs", v, nil)
 		return
 	}

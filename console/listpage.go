@@ -1,0 +1,73 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// listPage is what a filtered list page shows besides its rows: the
+// filters (agent and status), the pager, and why the edge refused a
+// filter.
+type listPage struct {
+	// Agent and Status are the filters; Statuses what Status may be.
+	Agent, Status      string
+	Statuses           []string
+	Total              int
+	Offset, Prev, Next int
+	// Query is the filters as a query string, for the pager.
+	Query template.URL
+	// Refused says why the edge refused the filters.
+	Refused string
+}
+
+// list calls the paged list tool with the request's filters (agent_id,
+// and status when it is one of statuses) and its page, and decodes the
+// tool's data into rows; count is how many rows were decoded (the total
+// when the tool gives none).
+func (c *Console) list(r *http.Request, s *session, tool string, statuses []string, rows any, count func() int) (listPage, error) {
+	offset := pageOffset(r)
+	p := listPage{Offset: offset, Prev: -1, Next: -1, Statuses: statuses,
+		Agent: strings.TrimSpace(r.FormValue("agent")), Status: r.FormValue("status")}
+	args := map[string]any{"offset": offset, "limit": c.cfg.PageSize}
+	q := url.Values{}
+	if p.Agent != "" {
+		args["agent_id"] = p.Agent
+		q.Set("agent", p.Agent)
+	}
+	for _, st := range statuses {
+		if p.Status == st {
+			args["status"] = st
+			q.Set("status", st)
+		}
+	}
+	p.Query = template.URL(q.Encode()) // encoded: only the filters' own values
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	env, err := c.edge.call(ctx, s.Person, tool, args)
+	if err == nil && env.Status != "ok" {
+		err = toolError(env)
+	}
+	if err == nil {
+		err = json.Unmarshal(env.Data, rows)
+	}
+	if err == nil {
+		p.Total = count()
+		if pg := env.Pagination; pg != nil {
+			p.Total = pg.Total
+			if pg.NextOffset != nil {
+				p.Next = *pg.NextOffset
+			}
+		}
+		if offset > 0 {
+			p.Prev = max(0, offset-c.cfg.PageSize)
+		}
+	}
+	if te, ok := errors.AsType[*toolErr](err); ok && te.env.DomainCode == "invalid_argument" {
+		p.Refused = te.env.Message
+	}
+	return p, err
+}
