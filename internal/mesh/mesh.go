@@ -114,6 +114,26 @@ func RequireAgent(ctx context.Context) (string, error) {
 	return a, nil
 }
 
+// ListedAgent is whose items a list call reads: the agent the request
+// names (requested, "" for none), checked against the caller. The owner
+// lists any agent's, or every agent's when none is named (""); any other
+// caller only its own, whatever it names (another agent's is refused by
+// name: PermissionDenied). what names the items in that refusal
+// ("asks", "runs").
+func ListedAgent(ctx context.Context, requested, what string) (string, error) {
+	agent, err := RequireAgent(ctx)
+	if err != nil {
+		return "", err
+	}
+	if FromContext(ctx).Caller.HasRole(RoleOwner) {
+		return requested, nil
+	}
+	if requested != "" && requested != agent {
+		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("an agent lists only its own %s; omit agent_id", what))
+	}
+	return agent, nil
+}
+
 // RequireRole returns the caller when it holds role, else PermissionDenied
 // (or Unauthenticated when the call carries no identity).
 func RequireRole(ctx context.Context, role string) (Caller, error) {

@@ -194,16 +194,9 @@ func (s *Service) visibleAsk(ctx context.Context, id string) (*ownerv1.Ask, erro
 
 // ListAsks implements OwnerService.ListAsks.
 func (s *Service) ListAsks(ctx context.Context, req *ownerv1.ListAsksRequest) (*ownerv1.ListAsksResponse, error) {
-	agent, err := mesh.RequireAgent(ctx)
+	filter, err := mesh.ListedAgent(ctx, req.GetAgentId(), "asks")
 	if err != nil {
 		return nil, err
-	}
-	filter := req.GetAgentId()
-	if !mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
-		if filter != "" && filter != agent {
-			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("an agent lists only its own asks; omit agent_id"))
-		}
-		filter = agent
 	}
 	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
 	list, total, err := s.store.ListAsks(ctx, filter, req.GetStatus(), offset, limit)

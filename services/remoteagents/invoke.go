@@ -213,16 +213,9 @@ func (s *Service) GetInvocation(ctx context.Context, req *remoteagentsv1.GetInvo
 // ListInvocations implements RemoteAgentsService.ListInvocations: an
 // agent's own invocations, or for the owner every agent's.
 func (s *Service) ListInvocations(ctx context.Context, req *remoteagentsv1.ListInvocationsRequest) (*remoteagentsv1.ListInvocationsResponse, error) {
-	agent, err := mesh.RequireAgent(ctx)
+	filter, err := mesh.ListedAgent(ctx, req.GetAgentId(), "invocations")
 	if err != nil {
 		return nil, err
-	}
-	filter := req.GetAgentId()
-	if !mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
-		if filter != "" && filter != agent {
-			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("an agent lists only its own invocations; omit agent_id"))
-		}
-		filter = agent
 	}
 	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
 	list, total, err := s.store.ListInvocations(ctx, filter, req.GetStatus(), offset, limit)

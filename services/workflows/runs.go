@@ -311,16 +311,9 @@ func (s *Service) GetRun(ctx context.Context, req *workflowsv1.GetRunRequest) (*
 // ListRuns implements WorkflowsService.ListRuns: an agent's own runs, or
 // for the owner every agent's (the runs GetRun shows the owner).
 func (s *Service) ListRuns(ctx context.Context, req *workflowsv1.ListRunsRequest) (*workflowsv1.ListRunsResponse, error) {
-	agent, err := mesh.RequireAgent(ctx)
+	filter, err := mesh.ListedAgent(ctx, req.GetAgentId(), "runs")
 	if err != nil {
 		return nil, err
-	}
-	filter := req.GetAgentId()
-	if !mesh.FromContext(ctx).Caller.HasRole(mesh.RoleOwner) {
-		if filter != "" && filter != agent {
-			return nil, connect.NewError(connect.CodePermissionDenied, errors.New("an agent lists only its own runs; omit agent_id"))
-		}
-		filter = agent
 	}
 	offset, limit := int(req.GetOffset()), paging.Limit(req.GetLimit())
 	list, total, err := s.store.ListRuns(ctx, filter, req.GetWorkflowId(), req.GetStatus(), offset, limit)
