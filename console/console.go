@@ -96,6 +96,8 @@ type Console struct {
 	signer   *oidcsignin.Client // nil in development mode
 	live     *hub
 	pages    map[string]*template.Template
+	// formsURL is where the edge serves the owner's forms.
+	formsURL string
 }
 
 // New checks cfg and builds the console.
@@ -138,7 +140,8 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, log: cfg.Log, guard: g, sessions: s, edge: newEdgeClient(cfg.EdgeURL, cfg.HTTPClient)}
+	c := &Console{cfg: cfg, log: cfg.Log, guard: g, sessions: s, edge: newEdgeClient(cfg.EdgeURL, cfg.HTTPClient),
+		formsURL: u.Scheme + "://" + u.Host + ownerFormsPath}
 	if o := cfg.OIDC; o != nil {
 		if o.Issuer == "" || o.ClientID == "" {
 			return nil, errors.New("console: sign-in needs the issuer and the console's client id")
@@ -175,6 +178,9 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /agents", c.page(c.agents))
 	mux.Handle("GET /credits", c.page(c.credits))
 	mux.Handle("POST /credits/grant", c.change(c.grant))
+	mux.Handle("GET /connections", c.page(c.connections))
+	mux.Handle("POST /connections/link", c.change(c.linkToken))
+	mux.Handle("POST /connections/{id}/unlink", c.change(c.unlink))
 	mux.Handle("GET /audit", c.page(c.audit))
 	mux.Handle("GET /mesh", c.page(c.mesh))
 	mux.Handle("GET /runs", c.page(c.runs))

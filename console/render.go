@@ -11,11 +11,12 @@ import (
 
 // pages are the templates under templates/: each page is the layout with
 // its own "content"; error.html stands alone.
-var pageNames = []string{"inbox", "runs", "run", "invocations", "agents", "credits", "audit", "mesh"}
+var pageNames = []string{"inbox", "runs", "run", "invocations", "agents", "credits", "connections", "audit", "mesh"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"when": when, "until": until, "pretty": pretty, "runWord": func(v string) string { return statusWord(v, "RUN_STATUS_") },
-		"invocationWord": func(v string) string { return statusWord(v, "INVOCATION_STATUS_") }}
+		"invocationWord": func(v string) string { return statusWord(v, "INVOCATION_STATUS_") },
+		"statusWord":     statusWord, "providerWord": providerWord}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")

@@ -233,6 +233,7 @@ type Edge struct {
 	guard    *httpguard.Guard
 	auth     *identity.Authenticator
 	dev      *identity.Principal // the local owner in development mode and stdio; nil with auth
+	owner    *ownerForms
 	handler  http.Handler
 
 	// catalogs are the doors beside the MCP door whose cards the AI
@@ -310,6 +311,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		// The AI catalog lists the card of every agent the door serves.
 		e.AddCatalog(e.a2a)
 	}
+	if e.owner, err = newOwnerForms(e); err != nil {
+		return nil, err
+	}
 	e.handler = e.routes()
 	return e, nil
 }
@@ -370,6 +374,7 @@ func (e *Edge) routes() http.Handler {
 	mux.Handle(PathToolsets+"{toolset}"+mcpdoor.ServerCardPath, cards)
 	mux.HandleFunc(PathAICatalog, e.serveCatalog)
 	mux.HandleFunc("GET /healthz", httpguard.Healthz)
+	mux.Handle(PathOwnerForms+"/", e.owner)
 	if e.auth != nil {
 		meta := e.auth.Metadata()
 		guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -389,8 +394,9 @@ func (e *Edge) routes() http.Handler {
 // Registry returns the edge's tools.
 func (e *Edge) Registry() *toolcatalog.Registry { return e.pipeline.reg }
 
-// Handler serves the MCP listener: /mcp, /healthz and, with
-// authentication, the RFC 9728 protected resource metadata.
+// Handler serves the MCP listener: /mcp, /healthz, the owner's forms
+// (/owner/) and, with authentication, the RFC 9728 protected resource
+// metadata.
 func (e *Edge) Handler() http.Handler { return e.handler }
 
 // A2AHandler serves the A2A listener (Config.A2A.Addr); nil without

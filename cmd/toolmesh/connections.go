@@ -36,7 +36,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 	s.String(&ghSecretPath, "", config.Opt{Flag: "github-client-secret-file", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE",
 		Usage: "file holding that app's client secret (never the database)"})
 	s.String(&ghURL, "", config.Opt{Flag: "github-url", Env: "TOOLMESH_CONNECTIONS_GITHUB_URL",
-		Usage: "web URL of the GitHub Enterprise Server the app lives on (https://github.example.com); github.com when empty"})
+		Usage: "web URL of the GitHub Enterprise Server the app lives on, and that personal access tokens the owner links are checked with (https://github.example.com); github.com when empty"})
 	s.List(&allowList, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_CONNECTIONS_EGRESS_ALLOW",
 		Usage: "an internal address (CIDR prefix or single IP) the providers' token endpoints may be reached at anyway (an internal GitHub Enterprise Server)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
@@ -51,6 +51,12 @@ func connectionsOptions(s *config.Set) buildFunc {
 		}
 		refreshers := map[connectionsv1.Provider]connections.Refresher{}
 		revokers := map[connectionsv1.Provider]connections.Revoker{}
+		// A personal access token the owner links is checked with GitHub
+		// (GET /user), which names its account.
+		identifiers := map[connectionsv1.Provider]connections.Identifier{
+			connectionsv1.Provider_PROVIDER_GITHUB: connections.NewGitHubIdentifier(ghURL,
+				egress.Policy{Allow: allow}.Client(egress.ClientOptions{Timeout: 20 * time.Second, MaxResponseBytes: 1 << 20})),
+		}
 		switch {
 		case ghClientID != "" && ghSecretPath != "":
 			secret, err := os.ReadFile(ghSecretPath)
@@ -68,7 +74,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		svc, err := connections.New(st, connections.Config{Envelope: env, Refreshers: refreshers, Revokers: revokers, Log: deps.Log})
+		svc, err := connections.New(st, connections.Config{Envelope: env, Refreshers: refreshers, Revokers: revokers, Identifiers: identifiers, Log: deps.Log})
 		if err != nil {
 			return nil, err
 		}

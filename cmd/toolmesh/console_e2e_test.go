@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/browsertest"
+	"github.com/toolmesh/toolmesh/internal/githubtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
@@ -32,6 +33,9 @@ type consoleMesh struct {
 	url     string
 	agent   *mcp.ClientSession
 	browser *browsertest.Browser
+	// gh is the fake GitHub the mesh's github and connections services
+	// reach (per_agent).
+	gh *githubtest.Fake
 }
 
 // tab opens the console's inbox in a new tab and marks the page, so that
@@ -78,13 +82,15 @@ func TestConsole(t *testing.T) {
 		t.Skip("needs the built binary, a Temporal dev server and Chromium")
 	}
 	bin, temporal := meshBinaries(t)
-	m := startUp(t, bin, temporal, "TOOLMESH_SCHEDULES_MIN_INTERVAL=1s")
-	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t)}
+	gh := githubtest.Start(t, "Iv1.console", "cs_console")
+	m := startUp(t, bin, temporal, append(consoleGitHubEnv(gh), "TOOLMESH_SCHEDULES_MIN_INTERVAL=1s")...)
+	c := &consoleMesh{up: m, url: m.Link(t, linkConsole), agent: mcpSessionTo(t, m.Link(t, linkMCP)), browser: browsertest.Start(t), gh: gh}
 	t.Run("an ask is answered from the inbox", func(t *testing.T) { testConsoleAnswersAnAsk(t, c) })
 	t.Run("schedules are approved and denied", func(t *testing.T) { testConsoleDecidesSchedules(t, c) })
 	t.Run("a workflow run is approved from the inbox", func(t *testing.T) { testConsoleApprovesARun(t, c) })
 	t.Run("credits are granted", func(t *testing.T) { testConsoleGrantsCredits(t, c) })
 	t.Run("the operator's pages", func(t *testing.T) { testConsoleOperatorPages(t, c) })
+	t.Run("the owner links a token for an agent", func(t *testing.T) { testConsoleLinksAToken(t, c) })
 	t.Run("people sign in with the issuer", func(t *testing.T) { testConsoleSignIn(t, bin, c) })
 	// Last: it tampers with the audit trail.
 	t.Run("the audit page shows a cut tail", func(t *testing.T) { testConsoleShowsACutTail(t, c) })

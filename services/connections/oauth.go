@@ -94,11 +94,7 @@ type GitHubRevoker struct {
 // NewGitHubRevoker is the revoker of the app clientID at github.com, or at
 // the GitHub Enterprise Server whose web URL is base.
 func NewGitHubRevoker(base, clientID, clientSecret string, client *http.Client) *GitHubRevoker {
-	api := "https://api.github.com"
-	if base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/api/v3"); base != "" {
-		api = base + "/api/v3"
-	}
-	return &GitHubRevoker{API: api, ClientID: clientID, ClientSecret: clientSecret, HTTP: client}
+	return &GitHubRevoker{API: githubAPI(base), ClientID: clientID, ClientSecret: clientSecret, HTTP: client}
 }
 
 // Revoke implements Revoker.

@@ -79,6 +79,9 @@ type Config struct {
 	// Revokers revoke tokens upstream when a connection is unlinked, at
 	// each provider that allows it.
 	Revokers map[connectionsv1.Provider]Revoker
+	// Identifiers say whose a token the owner links is, at each provider
+	// that can (LinkToken); at the others the owner names the account.
+	Identifiers map[connectionsv1.Provider]Identifier
 	// RefreshBefore is how long before its expiry a token is refreshed;
 	// DefaultRefreshBefore when zero.
 	RefreshBefore time.Duration
@@ -298,26 +301,42 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 	if err != nil {
 		return nil, err
 	}
+	var expire time.Time
+	if req.GetExpireTime() != nil {
+		expire = req.GetExpireTime().AsTime()
+	}
+	c, err := s.link(ctx, req.GetAgent(), req.GetProvider(), req.GetAccount(), req.GetScopes(),
+		Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken(), Expire: expire}, caller.Subject)
+	if err != nil {
+		return nil, err
+	}
+	return &connectionsv1.StoreConnectionResponse{Connection: c}, nil
+}
+
+// link stores a new connection of agent at provider with tokens, sealed,
+// replacing (and revoking upstream) any earlier one; by names who linked
+// it, for the log.
+func (s *Service) link(ctx context.Context, agent string, provider connectionsv1.Provider, account string, scopes []string, tokens Tokens, by string) (*connectionsv1.Connection, error) {
 	now := s.now()
 	id := ids.NewAt("con", now)
 	c := &connectionsv1.Connection{
-		Id: id, Agent: req.GetAgent(), Provider: req.GetProvider(), Account: req.GetAccount(), Scopes: req.GetScopes(),
+		Id: id, Agent: agent, Provider: provider, Account: account, Scopes: scopes,
 		Status: connectionsv1.Status_STATUS_ACTIVE, CreateTime: timestamppb.New(now), UpdateTime: timestamppb.New(now),
 	}
-	if req.GetExpireTime() != nil {
-		c.ExpireTime = timestamppb.New(req.GetExpireTime().AsTime().Truncate(time.Millisecond))
+	if !tokens.Expire.IsZero() {
+		c.ExpireTime = timestamppb.New(tokens.Expire.Truncate(time.Millisecond))
 	}
-	sealed := s.seal(id, Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken()})
-	replaced, replacedErr := s.store.Get(ctx, req.GetAgent(), req.GetProvider())
+	sealed := s.seal(id, tokens)
+	replaced, replacedErr := s.store.Get(ctx, agent, provider)
 	if err := s.store.Put(ctx, Record{Conn: c, Tokens: sealed}); err != nil {
 		return nil, internal("store connection", err)
 	}
 	if replacedErr == nil {
-		s.revokeReplaced(ctx, replaced, req.GetAccessToken())
+		s.revokeReplaced(ctx, replaced, tokens.Access)
 	}
 	s.cfg.Log.Info("connections.linked", "connection", id, "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()),
-		"account", c.GetAccount(), "by", caller.Subject)
-	return &connectionsv1.StoreConnectionResponse{Connection: c}, nil
+		"account", c.GetAccount(), "by", by)
+	return c, nil
 }
 
 // revokeReplaced revokes at its provider the token of a connection a new

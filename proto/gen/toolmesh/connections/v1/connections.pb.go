@@ -38,6 +38,8 @@ const (
 	Provider_PROVIDER_UNSPECIFIED Provider = 0
 	// GitHub or GitHub Enterprise, through the github service.
 	Provider_PROVIDER_GITHUB Provider = 1
+	// The search service's web search API, with an API key the owner links.
+	Provider_PROVIDER_SEARCH Provider = 2
 )
 
 // Enum value maps for Provider.
@@ -45,10 +47,12 @@ var (
 	Provider_name = map[int32]string{
 		0: "PROVIDER_UNSPECIFIED",
 		1: "PROVIDER_GITHUB",
+		2: "PROVIDER_SEARCH",
 	}
 	Provider_value = map[string]int32{
 		"PROVIDER_UNSPECIFIED": 0,
 		"PROVIDER_GITHUB":      1,
+		"PROVIDER_SEARCH":      2,
 	}
 )
 
@@ -893,6 +897,126 @@ func (x *StoreConnectionRequest) GetExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type LinkTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent the token is linked for.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The provider.
+	Provider Provider `protobuf:"varint,2,opt,name=provider,proto3,enum=toolmesh.connections.v1.Provider" json:"provider,omitempty"`
+	// The token (up to 8192 characters): a GitHub personal access token, the
+	// search API's key.
+	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// A name for the account, for a provider that cannot say whose the token
+	// is (the search API's key); ignored where the provider names it. "api
+	// key" when empty.
+	Account       string `protobuf:"bytes,4,opt,name=account,proto3" json:"account,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkTokenRequest) Reset() {
+	*x = LinkTokenRequest{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkTokenRequest) ProtoMessage() {}
+
+func (x *LinkTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkTokenRequest.ProtoReflect.Descriptor instead.
+func (*LinkTokenRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LinkTokenRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *LinkTokenRequest) GetProvider() Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return Provider_PROVIDER_UNSPECIFIED
+}
+
+func (x *LinkTokenRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *LinkTokenRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+type LinkTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The connection stored (metadata).
+	Connection    *Connection `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkTokenResponse) Reset() {
+	*x = LinkTokenResponse{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkTokenResponse) ProtoMessage() {}
+
+func (x *LinkTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkTokenResponse.ProtoReflect.Descriptor instead.
+func (*LinkTokenResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LinkTokenResponse) GetConnection() *Connection {
+	if x != nil {
+		return x.Connection
+	}
+	return nil
+}
+
 type StoreConnectionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The connection stored (metadata).
@@ -903,7 +1027,7 @@ type StoreConnectionResponse struct {
 
 func (x *StoreConnectionResponse) Reset() {
 	*x = StoreConnectionResponse{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[10]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1039,7 @@ func (x *StoreConnectionResponse) String() string {
 func (*StoreConnectionResponse) ProtoMessage() {}
 
 func (x *StoreConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[10]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1052,7 @@ func (x *StoreConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreConnectionResponse.ProtoReflect.Descriptor instead.
 func (*StoreConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{10}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StoreConnectionResponse) GetConnection() *Connection {
@@ -948,7 +1072,7 @@ type MarkBrokenRequest struct {
 
 func (x *MarkBrokenRequest) Reset() {
 	*x = MarkBrokenRequest{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[11]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1084,7 @@ func (x *MarkBrokenRequest) String() string {
 func (*MarkBrokenRequest) ProtoMessage() {}
 
 func (x *MarkBrokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[11]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1097,7 @@ func (x *MarkBrokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkBrokenRequest.ProtoReflect.Descriptor instead.
 func (*MarkBrokenRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{11}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MarkBrokenRequest) GetId() string {
@@ -993,7 +1117,7 @@ type MarkBrokenResponse struct {
 
 func (x *MarkBrokenResponse) Reset() {
 	*x = MarkBrokenResponse{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[12]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1129,7 @@ func (x *MarkBrokenResponse) String() string {
 func (*MarkBrokenResponse) ProtoMessage() {}
 
 func (x *MarkBrokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[12]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1142,7 @@ func (x *MarkBrokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkBrokenResponse.ProtoReflect.Descriptor instead.
 func (*MarkBrokenResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{12}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MarkBrokenResponse) GetConnection() *Connection {
@@ -1038,7 +1162,7 @@ type RevokeAgentRequest struct {
 
 func (x *RevokeAgentRequest) Reset() {
 	*x = RevokeAgentRequest{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1174,7 @@ func (x *RevokeAgentRequest) String() string {
 func (*RevokeAgentRequest) ProtoMessage() {}
 
 func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[13]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1187,7 @@ func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{13}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeAgentRequest) GetAgent() string {
@@ -1083,7 +1207,7 @@ type RevokeAgentResponse struct {
 
 func (x *RevokeAgentResponse) Reset() {
 	*x = RevokeAgentResponse{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1219,7 @@ func (x *RevokeAgentResponse) String() string {
 func (*RevokeAgentResponse) ProtoMessage() {}
 
 func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1232,7 @@ func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeAgentResponse) GetConnections() []*Connection {
@@ -1186,7 +1310,16 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\faccess_token\x18\x05 \x01(\tB\x12\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80@\x80\x01\x01R\vaccessToken\x120\n" +
 	"\rrefresh_token\x18\x06 \x01(\tB\v\xbaH\x05r\x03\x18\x80@\x80\x01\x01R\frefreshToken\x12;\n" +
 	"\vexpire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"^\n" +
+	"expireTime\"\xec\x01\n" +
+	"\x10LinkTokenRequest\x127\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\x12J\n" +
+	"\bprovider\x18\x02 \x01(\x0e2!.toolmesh.connections.v1.ProviderB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\bprovider\x12(\n" +
+	"\x05token\x18\x03 \x01(\tB\x12\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80@\x80\x01\x01R\x05token\x12)\n" +
+	"\aaccount\x18\x04 \x01(\tB\x0f\xbaH\f\xd8\x01\x01r\a\xc8\xc6'\x01\x18\x80\x02R\aaccount\"X\n" +
+	"\x11LinkTokenResponse\x12C\n" +
+	"\n" +
+	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
+	"connection\"^\n" +
 	"\x17StoreConnectionResponse\x12C\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
@@ -1200,20 +1333,22 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\x12RevokeAgentRequest\x127\n" +
 	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"\\\n" +
 	"\x13RevokeAgentResponse\x12E\n" +
-	"\vconnections\x18\x01 \x03(\v2#.toolmesh.connections.v1.ConnectionR\vconnections*9\n" +
+	"\vconnections\x18\x01 \x03(\v2#.toolmesh.connections.v1.ConnectionR\vconnections*N\n" +
 	"\bProvider\x12\x18\n" +
 	"\x14PROVIDER_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fPROVIDER_GITHUB\x10\x01*Z\n" +
+	"\x0fPROVIDER_GITHUB\x10\x01\x12\x13\n" +
+	"\x0fPROVIDER_SEARCH\x10\x02*Z\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACTIVE\x10\x01\x12\x11\n" +
 	"\rSTATUS_BROKEN\x10\x02\x12\x12\n" +
-	"\x0eSTATUS_REVOKED\x10\x032\xa7\x06\n" +
+	"\x0eSTATUS_REVOKED\x10\x032\x91\a\n" +
 	"\x12ConnectionsService\x12\xac\x01\n" +
 	"\x0fListConnections\x12/.toolmesh.connections.v1.ListConnectionsRequest\x1a0.toolmesh.connections.v1.ListConnectionsResponse\"6\xc2\xf3\x18/\n" +
 	"\x10connections_list\x12\x19List upstream connections\x18\x01\x90\x02\x01\x12\xb1\x01\n" +
 	"\x10DeleteConnection\x120.toolmesh.connections.v1.DeleteConnectionRequest\x1a1.toolmesh.connections.v1.DeleteConnectionResponse\"8\xc2\xf3\x184\n" +
-	"\x12connections_delete\x12\x1aUnlink upstream connection\x18\x03 \x01\x12a\n" +
+	"\x12connections_delete\x12\x1aUnlink upstream connection\x18\x03 \x01\x12h\n" +
+	"\tLinkToken\x12).toolmesh.connections.v1.LinkTokenRequest\x1a*.toolmesh.connections.v1.LinkTokenResponse\"\x04\xc8\xf3\x18\x01\x12a\n" +
 	"\bGetToken\x12(.toolmesh.connections.v1.GetTokenRequest\x1a).toolmesh.connections.v1.GetTokenResponse\"\x00\x12v\n" +
 	"\x0fStoreConnection\x12/.toolmesh.connections.v1.StoreConnectionRequest\x1a0.toolmesh.connections.v1.StoreConnectionResponse\"\x00\x12g\n" +
 	"\n" +
@@ -1233,7 +1368,7 @@ func file_toolmesh_connections_v1_connections_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_connections_v1_connections_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(Provider)(0),                    // 0: toolmesh.connections.v1.Provider
 	(Status)(0),                      // 1: toolmesh.connections.v1.Status
@@ -1248,24 +1383,26 @@ var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(*GetTokenResponse)(nil),         // 10: toolmesh.connections.v1.GetTokenResponse
 	(*Token)(nil),                    // 11: toolmesh.connections.v1.Token
 	(*StoreConnectionRequest)(nil),   // 12: toolmesh.connections.v1.StoreConnectionRequest
-	(*StoreConnectionResponse)(nil),  // 13: toolmesh.connections.v1.StoreConnectionResponse
-	(*MarkBrokenRequest)(nil),        // 14: toolmesh.connections.v1.MarkBrokenRequest
-	(*MarkBrokenResponse)(nil),       // 15: toolmesh.connections.v1.MarkBrokenResponse
-	(*RevokeAgentRequest)(nil),       // 16: toolmesh.connections.v1.RevokeAgentRequest
-	(*RevokeAgentResponse)(nil),      // 17: toolmesh.connections.v1.RevokeAgentResponse
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*v1.Page)(nil),                  // 19: toolmesh.page.v1.Page
+	(*LinkTokenRequest)(nil),         // 13: toolmesh.connections.v1.LinkTokenRequest
+	(*LinkTokenResponse)(nil),        // 14: toolmesh.connections.v1.LinkTokenResponse
+	(*StoreConnectionResponse)(nil),  // 15: toolmesh.connections.v1.StoreConnectionResponse
+	(*MarkBrokenRequest)(nil),        // 16: toolmesh.connections.v1.MarkBrokenRequest
+	(*MarkBrokenResponse)(nil),       // 17: toolmesh.connections.v1.MarkBrokenResponse
+	(*RevokeAgentRequest)(nil),       // 18: toolmesh.connections.v1.RevokeAgentRequest
+	(*RevokeAgentResponse)(nil),      // 19: toolmesh.connections.v1.RevokeAgentResponse
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*v1.Page)(nil),                  // 21: toolmesh.page.v1.Page
 }
 var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.connections.v1.Connection.provider:type_name -> toolmesh.connections.v1.Provider
 	1,  // 1: toolmesh.connections.v1.Connection.status:type_name -> toolmesh.connections.v1.Status
-	18, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
-	18, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
-	18, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
-	18, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
+	20, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
+	20, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
+	20, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: toolmesh.connections.v1.ListConnectionsRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	3,  // 7: toolmesh.connections.v1.ListConnectionsResponse.connections:type_name -> toolmesh.connections.v1.Connection
-	19, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
+	21, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
 	3,  // 9: toolmesh.connections.v1.DeleteConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 10: toolmesh.connections.v1.GetTokenRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	2,  // 11: toolmesh.connections.v1.NotLinked.reason:type_name -> toolmesh.connections.v1.NotLinked.Reason
@@ -1274,27 +1411,31 @@ var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	9,  // 14: toolmesh.connections.v1.GetTokenResponse.not_linked:type_name -> toolmesh.connections.v1.NotLinked
 	3,  // 15: toolmesh.connections.v1.Token.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 16: toolmesh.connections.v1.StoreConnectionRequest.provider:type_name -> toolmesh.connections.v1.Provider
-	18, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
-	3,  // 18: toolmesh.connections.v1.StoreConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
-	3,  // 19: toolmesh.connections.v1.MarkBrokenResponse.connection:type_name -> toolmesh.connections.v1.Connection
-	3,  // 20: toolmesh.connections.v1.RevokeAgentResponse.connections:type_name -> toolmesh.connections.v1.Connection
-	4,  // 21: toolmesh.connections.v1.ConnectionsService.ListConnections:input_type -> toolmesh.connections.v1.ListConnectionsRequest
-	6,  // 22: toolmesh.connections.v1.ConnectionsService.DeleteConnection:input_type -> toolmesh.connections.v1.DeleteConnectionRequest
-	8,  // 23: toolmesh.connections.v1.ConnectionsService.GetToken:input_type -> toolmesh.connections.v1.GetTokenRequest
-	12, // 24: toolmesh.connections.v1.ConnectionsService.StoreConnection:input_type -> toolmesh.connections.v1.StoreConnectionRequest
-	14, // 25: toolmesh.connections.v1.ConnectionsService.MarkBroken:input_type -> toolmesh.connections.v1.MarkBrokenRequest
-	16, // 26: toolmesh.connections.v1.ConnectionsService.RevokeAgent:input_type -> toolmesh.connections.v1.RevokeAgentRequest
-	5,  // 27: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
-	7,  // 28: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
-	10, // 29: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
-	13, // 30: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
-	15, // 31: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
-	17, // 32: toolmesh.connections.v1.ConnectionsService.RevokeAgent:output_type -> toolmesh.connections.v1.RevokeAgentResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: toolmesh.connections.v1.LinkTokenRequest.provider:type_name -> toolmesh.connections.v1.Provider
+	3,  // 19: toolmesh.connections.v1.LinkTokenResponse.connection:type_name -> toolmesh.connections.v1.Connection
+	3,  // 20: toolmesh.connections.v1.StoreConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
+	3,  // 21: toolmesh.connections.v1.MarkBrokenResponse.connection:type_name -> toolmesh.connections.v1.Connection
+	3,  // 22: toolmesh.connections.v1.RevokeAgentResponse.connections:type_name -> toolmesh.connections.v1.Connection
+	4,  // 23: toolmesh.connections.v1.ConnectionsService.ListConnections:input_type -> toolmesh.connections.v1.ListConnectionsRequest
+	6,  // 24: toolmesh.connections.v1.ConnectionsService.DeleteConnection:input_type -> toolmesh.connections.v1.DeleteConnectionRequest
+	13, // 25: toolmesh.connections.v1.ConnectionsService.LinkToken:input_type -> toolmesh.connections.v1.LinkTokenRequest
+	8,  // 26: toolmesh.connections.v1.ConnectionsService.GetToken:input_type -> toolmesh.connections.v1.GetTokenRequest
+	12, // 27: toolmesh.connections.v1.ConnectionsService.StoreConnection:input_type -> toolmesh.connections.v1.StoreConnectionRequest
+	16, // 28: toolmesh.connections.v1.ConnectionsService.MarkBroken:input_type -> toolmesh.connections.v1.MarkBrokenRequest
+	18, // 29: toolmesh.connections.v1.ConnectionsService.RevokeAgent:input_type -> toolmesh.connections.v1.RevokeAgentRequest
+	5,  // 30: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
+	7,  // 31: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
+	14, // 32: toolmesh.connections.v1.ConnectionsService.LinkToken:output_type -> toolmesh.connections.v1.LinkTokenResponse
+	10, // 33: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
+	15, // 34: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
+	17, // 35: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
+	19, // 36: toolmesh.connections.v1.ConnectionsService.RevokeAgent:output_type -> toolmesh.connections.v1.RevokeAgentResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_connections_v1_connections_proto_init() }
@@ -1312,7 +1453,7 @@ func file_toolmesh_connections_v1_connections_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_connections_v1_connections_proto_rawDesc), len(file_toolmesh_connections_v1_connections_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

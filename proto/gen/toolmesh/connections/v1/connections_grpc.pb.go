@@ -26,6 +26,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ConnectionsService_ListConnections_FullMethodName  = "/toolmesh.connections.v1.ConnectionsService/ListConnections"
 	ConnectionsService_DeleteConnection_FullMethodName = "/toolmesh.connections.v1.ConnectionsService/DeleteConnection"
+	ConnectionsService_LinkToken_FullMethodName        = "/toolmesh.connections.v1.ConnectionsService/LinkToken"
 	ConnectionsService_GetToken_FullMethodName         = "/toolmesh.connections.v1.ConnectionsService/GetToken"
 	ConnectionsService_StoreConnection_FullMethodName  = "/toolmesh.connections.v1.ConnectionsService/StoreConnection"
 	ConnectionsService_MarkBroken_FullMethodName       = "/toolmesh.connections.v1.ConnectionsService/MarkBroken"
@@ -58,6 +59,15 @@ type ConnectionsServiceClient interface {
 	// asks for a new link. Unlinking a connection already revoked changes
 	// nothing and answers it again.
 	DeleteConnection(ctx context.Context, in *DeleteConnectionRequest, opts ...grpc.CallOption) (*DeleteConnectionResponse, error)
+	// Link a token the owner pasted (a personal access token, an API key)
+	// for an agent at a provider (owner only; an owner's form of the
+	// console, not an MCP tool: a tool's arguments pass through a model's
+	// context). The token is checked with the provider first where the
+	// provider can say whose it is (GitHub: GET /user), which names the
+	// account; a token the provider refuses is answered invalid_argument and
+	// nothing is stored. It replaces any earlier connection of the agent at
+	// that provider, and is sealed like a linked one.
+	LinkToken(ctx context.Context, in *LinkTokenRequest, opts ...grpc.CallOption) (*LinkTokenResponse, error)
 	// Return a usable access token of agent at provider, refreshed first when
 	// it is about to expire (once, however many replicas ask at the same
 	// time), or why there is none. Called by the provider's service for the
@@ -100,6 +110,16 @@ func (c *connectionsServiceClient) DeleteConnection(ctx context.Context, in *Del
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteConnectionResponse)
 	err := c.cc.Invoke(ctx, ConnectionsService_DeleteConnection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *connectionsServiceClient) LinkToken(ctx context.Context, in *LinkTokenRequest, opts ...grpc.CallOption) (*LinkTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LinkTokenResponse)
+	err := c.cc.Invoke(ctx, ConnectionsService_LinkToken_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +192,15 @@ type ConnectionsServiceServer interface {
 	// asks for a new link. Unlinking a connection already revoked changes
 	// nothing and answers it again.
 	DeleteConnection(context.Context, *DeleteConnectionRequest) (*DeleteConnectionResponse, error)
+	// Link a token the owner pasted (a personal access token, an API key)
+	// for an agent at a provider (owner only; an owner's form of the
+	// console, not an MCP tool: a tool's arguments pass through a model's
+	// context). The token is checked with the provider first where the
+	// provider can say whose it is (GitHub: GET /user), which names the
+	// account; a token the provider refuses is answered invalid_argument and
+	// nothing is stored. It replaces any earlier connection of the agent at
+	// that provider, and is sealed like a linked one.
+	LinkToken(context.Context, *LinkTokenRequest) (*LinkTokenResponse, error)
 	// Return a usable access token of agent at provider, refreshed first when
 	// it is about to expire (once, however many replicas ask at the same
 	// time), or why there is none. Called by the provider's service for the
@@ -205,6 +234,9 @@ func (UnimplementedConnectionsServiceServer) ListConnections(context.Context, *L
 }
 func (UnimplementedConnectionsServiceServer) DeleteConnection(context.Context, *DeleteConnectionRequest) (*DeleteConnectionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteConnection not implemented")
+}
+func (UnimplementedConnectionsServiceServer) LinkToken(context.Context, *LinkTokenRequest) (*LinkTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LinkToken not implemented")
 }
 func (UnimplementedConnectionsServiceServer) GetToken(context.Context, *GetTokenRequest) (*GetTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetToken not implemented")
@@ -271,6 +303,24 @@ func _ConnectionsService_DeleteConnection_Handler(srv interface{}, ctx context.C
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ConnectionsServiceServer).DeleteConnection(ctx, req.(*DeleteConnectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConnectionsService_LinkToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LinkTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConnectionsServiceServer).LinkToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConnectionsService_LinkToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConnectionsServiceServer).LinkToken(ctx, req.(*LinkTokenRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -361,6 +411,10 @@ var ConnectionsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteConnection",
 			Handler:    _ConnectionsService_DeleteConnection_Handler,
+		},
+		{
+			MethodName: "LinkToken",
+			Handler:    _ConnectionsService_LinkToken_Handler,
 		},
 		{
 			MethodName: "GetToken",

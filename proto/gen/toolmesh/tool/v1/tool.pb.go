@@ -1871,6 +1871,14 @@ var file_toolmesh_tool_v1_tool_proto_extTypes = []protoimpl.ExtensionInfo{
 		Filename:      "toolmesh/tool/v1/tool.proto",
 	},
 	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51001,
+		Name:          "toolmesh.tool.v1.owner_form",
+		Tag:           "varint,51001,opt,name=owner_form",
+		Filename:      "toolmesh/tool/v1/tool.proto",
+	},
+	{
 		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
 		ExtensionType: (*bool)(nil),
 		Field:         51000,
@@ -1910,6 +1918,17 @@ var (
 	//
 	// optional toolmesh.tool.v1.Tool tool = 51000;
 	E_Tool = &file_toolmesh_tool_v1_tool_proto_extTypes[1]
+	// This RPC is an owner's form, never a tool: it carries what no tool
+	// argument may (a secret the owner pastes, which a tool call would put
+	// in a model's context, a log or a workflow's history). The edge lists
+	// it nowhere and serves it outside MCP, to callers with the owner role
+	// only, at POST /owner/<package.Service>/<Method> (the Connect protocol,
+	// JSON), forwarding the request as it came with the owner's mesh token
+	// and logging nothing of it. The console's forms call it so. An RPC is
+	// not both a tool and an owner's form.
+	//
+	// optional bool owner_form = 51001;
+	E_OwnerForm = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
 )
 
 // Extension fields to descriptorpb.FieldOptions.
@@ -1926,11 +1945,11 @@ var (
 	// against the tool's output schema. The tool's description says so.
 	//
 	// optional bool untrusted = 51000;
-	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[2]
+	E_Untrusted = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
 	// How this request field is asked for in a form (see Field).
 	//
 	// optional toolmesh.tool.v1.Field field = 51001;
-	E_Field = &file_toolmesh_tool_v1_tool_proto_extTypes[3]
+	E_Field = &file_toolmesh_tool_v1_tool_proto_extTypes[4]
 )
 
 // Extension fields to descriptorpb.ServiceOptions.
@@ -1938,7 +1957,7 @@ var (
 	// The toolset of this service's tools.
 	//
 	// optional toolmesh.tool.v1.Toolset toolset = 51000;
-	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[4]
+	E_Toolset = &file_toolmesh_tool_v1_tool_proto_extTypes[5]
 )
 
 var File_toolmesh_tool_v1_tool_proto protoreflect.FileDescriptor
@@ -2101,7 +2120,9 @@ const file_toolmesh_tool_v1_tool_proto_rawDesc = "" +
 	"\x10PROMPT_EMBED_ONE\x10\x02\x12\x18\n" +
 	"\x14PROMPT_EMBED_CONTENT\x10\x03:P\n" +
 	"\x05event\x12\x1f.google.protobuf.MessageOptions\x18\xb8\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.EventR\x05event:L\n" +
-	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:=\n" +
+	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\v2\x16.toolmesh.tool.v1.ToolR\x04tool:?\n" +
+	"\n" +
+	"owner_form\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\bR\townerForm:=\n" +
 	"\tuntrusted\x12\x1d.google.protobuf.FieldOptions\x18\xb8\x8e\x03 \x01(\bR\tuntrusted:N\n" +
 	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\v2\x17.toolmesh.tool.v1.FieldR\x05field:V\n" +
 	"\atoolset\x12\x1f.google.protobuf.ServiceOptions\x18\xb8\x8e\x03 \x01(\v2\x19.toolmesh.tool.v1.ToolsetR\atoolsetB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
@@ -2165,17 +2186,18 @@ var file_toolmesh_tool_v1_tool_proto_depIdxs = []int32{
 	16, // 15: toolmesh.tool.v1.PromptArgument.complete:type_name -> toolmesh.tool.v1.PromptCompletion
 	20, // 16: toolmesh.tool.v1.event:extendee -> google.protobuf.MessageOptions
 	21, // 17: toolmesh.tool.v1.tool:extendee -> google.protobuf.MethodOptions
-	22, // 18: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
-	22, // 19: toolmesh.tool.v1.field:extendee -> google.protobuf.FieldOptions
-	23, // 20: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
-	18, // 21: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
-	5,  // 22: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
-	19, // 23: toolmesh.tool.v1.field:type_name -> toolmesh.tool.v1.Field
-	8,  // 24: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	21, // [21:25] is the sub-list for extension type_name
-	16, // [16:21] is the sub-list for extension extendee
+	21, // 18: toolmesh.tool.v1.owner_form:extendee -> google.protobuf.MethodOptions
+	22, // 19: toolmesh.tool.v1.untrusted:extendee -> google.protobuf.FieldOptions
+	22, // 20: toolmesh.tool.v1.field:extendee -> google.protobuf.FieldOptions
+	23, // 21: toolmesh.tool.v1.toolset:extendee -> google.protobuf.ServiceOptions
+	18, // 22: toolmesh.tool.v1.event:type_name -> toolmesh.tool.v1.Event
+	5,  // 23: toolmesh.tool.v1.tool:type_name -> toolmesh.tool.v1.Tool
+	19, // 24: toolmesh.tool.v1.field:type_name -> toolmesh.tool.v1.Field
+	8,  // 25: toolmesh.tool.v1.toolset:type_name -> toolmesh.tool.v1.Toolset
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	22, // [22:26] is the sub-list for extension type_name
+	16, // [16:22] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
 }
 
@@ -2191,7 +2213,7 @@ func file_toolmesh_tool_v1_tool_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_tool_proto_rawDesc), len(file_toolmesh_tool_v1_tool_proto_rawDesc)),
 			NumEnums:      5,
 			NumMessages:   15,
-			NumExtensions: 5,
+			NumExtensions: 6,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolmesh_tool_v1_tool_proto_goTypes,

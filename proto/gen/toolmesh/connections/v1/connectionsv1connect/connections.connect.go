@@ -43,6 +43,9 @@ const (
 	// ConnectionsServiceDeleteConnectionProcedure is the fully-qualified name of the
 	// ConnectionsService's DeleteConnection RPC.
 	ConnectionsServiceDeleteConnectionProcedure = "/toolmesh.connections.v1.ConnectionsService/DeleteConnection"
+	// ConnectionsServiceLinkTokenProcedure is the fully-qualified name of the ConnectionsService's
+	// LinkToken RPC.
+	ConnectionsServiceLinkTokenProcedure = "/toolmesh.connections.v1.ConnectionsService/LinkToken"
 	// ConnectionsServiceGetTokenProcedure is the fully-qualified name of the ConnectionsService's
 	// GetToken RPC.
 	ConnectionsServiceGetTokenProcedure = "/toolmesh.connections.v1.ConnectionsService/GetToken"
@@ -72,6 +75,15 @@ type ConnectionsServiceClient interface {
 	// asks for a new link. Unlinking a connection already revoked changes
 	// nothing and answers it again.
 	DeleteConnection(context.Context, *v1.DeleteConnectionRequest) (*v1.DeleteConnectionResponse, error)
+	// Link a token the owner pasted (a personal access token, an API key)
+	// for an agent at a provider (owner only; an owner's form of the
+	// console, not an MCP tool: a tool's arguments pass through a model's
+	// context). The token is checked with the provider first where the
+	// provider can say whose it is (GitHub: GET /user), which names the
+	// account; a token the provider refuses is answered invalid_argument and
+	// nothing is stored. It replaces any earlier connection of the agent at
+	// that provider, and is sealed like a linked one.
+	LinkToken(context.Context, *v1.LinkTokenRequest) (*v1.LinkTokenResponse, error)
 	// Return a usable access token of agent at provider, refreshed first when
 	// it is about to expire (once, however many replicas ask at the same
 	// time), or why there is none. Called by the provider's service for the
@@ -116,6 +128,12 @@ func NewConnectionsServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(connectionsServiceMethods.ByName("DeleteConnection")),
 			connect.WithClientOptions(opts...),
 		),
+		linkToken: connect.NewClient[v1.LinkTokenRequest, v1.LinkTokenResponse](
+			httpClient,
+			baseURL+ConnectionsServiceLinkTokenProcedure,
+			connect.WithSchema(connectionsServiceMethods.ByName("LinkToken")),
+			connect.WithClientOptions(opts...),
+		),
 		getToken: connect.NewClient[v1.GetTokenRequest, v1.GetTokenResponse](
 			httpClient,
 			baseURL+ConnectionsServiceGetTokenProcedure,
@@ -147,6 +165,7 @@ func NewConnectionsServiceClient(httpClient connect.HTTPClient, baseURL string, 
 type connectionsServiceClient struct {
 	listConnections  *connect.Client[v1.ListConnectionsRequest, v1.ListConnectionsResponse]
 	deleteConnection *connect.Client[v1.DeleteConnectionRequest, v1.DeleteConnectionResponse]
+	linkToken        *connect.Client[v1.LinkTokenRequest, v1.LinkTokenResponse]
 	getToken         *connect.Client[v1.GetTokenRequest, v1.GetTokenResponse]
 	storeConnection  *connect.Client[v1.StoreConnectionRequest, v1.StoreConnectionResponse]
 	markBroken       *connect.Client[v1.MarkBrokenRequest, v1.MarkBrokenResponse]
@@ -165,6 +184,15 @@ func (c *connectionsServiceClient) ListConnections(ctx context.Context, req *v1.
 // DeleteConnection calls toolmesh.connections.v1.ConnectionsService.DeleteConnection.
 func (c *connectionsServiceClient) DeleteConnection(ctx context.Context, req *v1.DeleteConnectionRequest) (*v1.DeleteConnectionResponse, error) {
 	response, err := c.deleteConnection.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// LinkToken calls toolmesh.connections.v1.ConnectionsService.LinkToken.
+func (c *connectionsServiceClient) LinkToken(ctx context.Context, req *v1.LinkTokenRequest) (*v1.LinkTokenResponse, error) {
+	response, err := c.linkToken.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -223,6 +251,15 @@ type ConnectionsServiceHandler interface {
 	// asks for a new link. Unlinking a connection already revoked changes
 	// nothing and answers it again.
 	DeleteConnection(context.Context, *v1.DeleteConnectionRequest) (*v1.DeleteConnectionResponse, error)
+	// Link a token the owner pasted (a personal access token, an API key)
+	// for an agent at a provider (owner only; an owner's form of the
+	// console, not an MCP tool: a tool's arguments pass through a model's
+	// context). The token is checked with the provider first where the
+	// provider can say whose it is (GitHub: GET /user), which names the
+	// account; a token the provider refuses is answered invalid_argument and
+	// nothing is stored. It replaces any earlier connection of the agent at
+	// that provider, and is sealed like a linked one.
+	LinkToken(context.Context, *v1.LinkTokenRequest) (*v1.LinkTokenResponse, error)
 	// Return a usable access token of agent at provider, refreshed first when
 	// it is about to expire (once, however many replicas ask at the same
 	// time), or why there is none. Called by the provider's service for the
@@ -263,6 +300,12 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 		connect.WithSchema(connectionsServiceMethods.ByName("DeleteConnection")),
 		connect.WithHandlerOptions(opts...),
 	)
+	connectionsServiceLinkTokenHandler := connect.NewUnaryHandlerSimple(
+		ConnectionsServiceLinkTokenProcedure,
+		svc.LinkToken,
+		connect.WithSchema(connectionsServiceMethods.ByName("LinkToken")),
+		connect.WithHandlerOptions(opts...),
+	)
 	connectionsServiceGetTokenHandler := connect.NewUnaryHandlerSimple(
 		ConnectionsServiceGetTokenProcedure,
 		svc.GetToken,
@@ -293,6 +336,8 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 			connectionsServiceListConnectionsHandler.ServeHTTP(w, r)
 		case ConnectionsServiceDeleteConnectionProcedure:
 			connectionsServiceDeleteConnectionHandler.ServeHTTP(w, r)
+		case ConnectionsServiceLinkTokenProcedure:
+			connectionsServiceLinkTokenHandler.ServeHTTP(w, r)
 		case ConnectionsServiceGetTokenProcedure:
 			connectionsServiceGetTokenHandler.ServeHTTP(w, r)
 		case ConnectionsServiceStoreConnectionProcedure:
@@ -316,6 +361,10 @@ func (UnimplementedConnectionsServiceHandler) ListConnections(context.Context, *
 
 func (UnimplementedConnectionsServiceHandler) DeleteConnection(context.Context, *v1.DeleteConnectionRequest) (*v1.DeleteConnectionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.DeleteConnection is not implemented"))
+}
+
+func (UnimplementedConnectionsServiceHandler) LinkToken(context.Context, *v1.LinkTokenRequest) (*v1.LinkTokenResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.LinkToken is not implemented"))
 }
 
 func (UnimplementedConnectionsServiceHandler) GetToken(context.Context, *v1.GetTokenRequest) (*v1.GetTokenResponse, error) {
