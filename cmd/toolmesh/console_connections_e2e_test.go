@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -144,6 +145,25 @@ func testConsoleLinksAToken(t *testing.T, c *consoleMesh) {
 	if calls := repoCalls(); len(calls) != 1 || calls[0].Token != pat {
 		t.Errorf("GitHub got %+v, want one call with the linked token", calls)
 	}
+	// The use is in the audit trail: agent, tool, provider and account,
+	// never the token.
+	trail := callTool(t, c.agent, "audit_list", map[string]any{"tool": "github_get_repo"})
+	var uses struct {
+		Records []struct {
+			Actor, Tool, Reason string
+		} `json:"records"`
+	}
+	if err := json.Unmarshal(trail.Data, &uses); err != nil || trail.Status != "ok" {
+		t.Fatalf("audit_list: %+v (%v)", trail, err)
+	}
+	if len(uses.Records) != 1 || uses.Records[0].Actor != "local" || !strings.Contains(uses.Records[0].Reason, "github connection") ||
+		!strings.Contains(uses.Records[0].Reason, "as octo-console") {
+		t.Errorf("the audit trail's github_get_repo records are %+v, want one use by local of its github connection as octo-console", uses.Records)
+	}
+	if strings.Contains(string(trail.Data), pat) {
+		t.Error("the audit trail shows the token")
+	}
+
 	// Unlink: the next call asks for a link again.
 	if err := tab.Do(30*time.Second,
 		chromedp.Click(chromedp.CSS(`#connections tbody tr[data-agent="local"][data-status="STATUS_ACTIVE"] button.unlink`)),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -207,6 +208,9 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath str
 			Client:  meshclient.New(meshclient.Config{Signer: signer, Timeout: 10 * time.Second}, connectionsv1connect.NewConnectionsServiceClient, url),
 			Self:    mesh.Caller{Subject: "toolmesh-github", Agent: "toolmesh-github", Roles: []string{mesh.RoleService}},
 			LinkURL: link,
+			// Every use of an agent's connection is recorded in the audit
+			// trail (when the mesh has one).
+			Audit: audittrail.Dial(meshclient.Config{Signer: signer}, deps.Services),
 		}
 		if cfg.Link, err = linkOpts.config(getenv, link, cfg.BaseURL, key.Seed()); err != nil {
 			return nil, err

@@ -97,7 +97,7 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
 		serves: []string{inboundv1connect.InboundServiceName}},
-	"github": {port: 7110, options: githubOptions, stateless: true, calls: []string{"connections"}},
+	"github": {port: 7110, options: githubOptions, stateless: true, calls: []string{"connections", "audit"}},
 	// Each agent's links to upstream accounts (docs/connections.md).
 	"connections": {port: 7116, options: connectionsOptions},
 	"search":      {port: 7111, build: buildSearch, stateless: true},

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	gh "github.com/google/go-github/v88/github"
 
+	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
@@ -51,6 +52,9 @@ type Connections struct {
 	// LinkURL is the page on the mesh where a person links an agent's
 	// GitHub account; the service adds ?agent=<id>&provider=github.
 	LinkURL string
+	// Audit records every use of an agent's connection in the audit trail
+	// before its token goes upstream; nil: uses are only logged.
+	Audit *audittrail.Recorder
 }
 
 // ghClient is the GitHub client of one call, and the connection whose token
@@ -102,6 +106,9 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 			// Every use of an agent's connection is recorded, never its token.
 			s.log.InfoContext(ctx, "github.connection_used", "agent", agent, "provider", "github", "account", conn.GetAccount(),
 				"connection", conn.GetId(), "rpc", procedure(ctx))
+			if err := s.auditUse(ctx, conn); err != nil {
+				return nil, err
+			}
 			return &ghClient{gh: c, conn: conn}, nil
 		}
 		if s.policy == PolicyPerAgent || s.shared == nil {
@@ -153,4 +160,20 @@ func (s *Service) refused(ctx context.Context, c *ghClient) error {
 	}
 	s.log.WarnContext(ctx, "github.connection_refused", "connection", c.conn.GetId(), "agent", agent, "account", c.conn.GetAccount(), "status", http.StatusUnauthorized)
 	return s.askToLink(ctx, agent, &connectionsv1.NotLinked{Reason: connectionsv1.NotLinked_REASON_BROKEN})
+}
+
+// auditUse records the use of conn for the call in ctx in the audit trail
+// (Connections.Audit), before anything goes to GitHub: a use that cannot
+// be recorded is not made.
+func (s *Service) auditUse(ctx context.Context, conn *connectionsv1.Connection) error {
+	if s.conns.Audit == nil {
+		return nil
+	}
+	err := s.conns.Audit.RecordUse(ctx, audittrail.TokenUse{Connection: conn, Tool: audittrail.ToolOf(ctx, "github_call"),
+		CallKey: mesh.FromContext(ctx).IdempotencyKey})
+	if err != nil {
+		s.log.ErrorContext(ctx, "github.use_unaudited", "agent", conn.GetAgent(), "connection", conn.GetId(), "error", err.Error())
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the use of agent %s's GitHub connection could not be recorded in the audit trail, so nothing was sent to GitHub; try again", conn.GetAgent()))
+	}
+	return nil
 }
