@@ -79,7 +79,8 @@ var linkPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/link\?[A-Za-z0-
 // that trusts a test issuer, where ann runs agent-a and bob agent-b. A
 // form-only client gets the link in a capability_gap (-32021 at
 // 2026-07-28); bob opening ann's
-// link binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
+// link binds nothing; a callback after ann's client cancelled the call
+// binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
 // follows it, approves at GitHub, and the call completes once with her
 // token; a replayed callback and a callback for another agent bind
 // nothing; bob links at 2026-07-28 (an input request). Every call carries
@@ -192,6 +193,52 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		}
 	})
 
+	t.Run("a callback after the call was cancelled changes nothing", func(t *testing.T) {
+		// ann's client cancels the call (notifications/cancelled) while she
+		// is at GitHub; she approves there afterwards.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var callback string
+		ann := newLinkBrowser(t)
+		cs := session(t, "ann", "agent-a", "2025-11-25", true, func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			iss.SignInAs("ann", "openid")
+			gh.Approve("octo-ann-cancelled")
+			ann.hold = true
+			_, _, cb, err := ann.open(req.Params.URL)
+			if err != nil || cb == "" {
+				return nil, fmt.Errorf("ann at GitHub: %v (callback %q)", err, cb)
+			}
+			callback = cb
+			cancel()
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		})
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "github_get_repo", Arguments: map[string]any{"owner": "octocat", "repo": "hello"}})
+		if err == nil || callback == "" {
+			t.Fatalf("the cancelled call answered %v (callback %q), want cancelled after ann reached GitHub", err, callback)
+		}
+		// The calls worker tells the github service the call ended.
+		eventually(t, 30*time.Second, "the github service hears the call ended", func() bool {
+			return strings.Contains(m.Stderr(), "github.link_call_ended")
+		})
+		code, body, _, err := ann.open(callback)
+		if err != nil || code != http.StatusGone || !strings.Contains(body, "cancelled or has expired") {
+			t.Fatalf("the callback after the call was cancelled: %d %v %s, want 410 saying so", code, err, body)
+		}
+		var list struct {
+			Connections []struct{ Agent string } `json:"connections"`
+		}
+		okData(t, callTool(t, owner, "connections_list", map[string]any{"agent": "agent-a"}), &list)
+		if len(list.Connections) != 0 {
+			t.Errorf("agent-a's connections after the cancelled call's callback: %+v, want none", list.Connections)
+		}
+		if got := gh.Revoked(); len(got) != 1 || gh.Tokens()[got[0]] != "octo-ann-cancelled" {
+			t.Errorf("GitHub revoked %d tokens, want the one the refused link got", len(got))
+		}
+		if calls := repoCalls(); len(calls) != 0 {
+			t.Errorf("GitHub's repo calls %+v, want none", calls)
+		}
+	})
+
 	annBrowser := newLinkBrowser(t)
 	t.Run("2025-11-25: a URL elicitation, ann links, the call completes once with her token", func(t *testing.T) {
 		var mu sync.Mutex
@@ -286,8 +333,8 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		if !strings.Contains(string(list.Data), `"octo-ann"`) || !strings.Contains(string(list.Data), `"octo-bob"`) || strings.Count(string(list.Data), `"account"`) != 2 {
 			t.Errorf("connections_list = %s, want agent-a's and agent-b's, one each", list.Data)
 		}
-		if ex := gh.Exchanges(); len(ex) != 2 {
-			t.Errorf("GitHub's token endpoint: %v, want two exchanges (ann's, bob's)", ex)
+		if ex := gh.Exchanges(); len(ex) != 3 {
+			t.Errorf("GitHub's token endpoint: %v, want three exchanges (ann's for the cancelled call, ann's, bob's)", ex)
 		}
 	})
 
@@ -305,8 +352,8 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		if env.Status != "ok" || !strings.Contains(string(env.Data), "REVOKED") && !strings.Contains(string(env.Data), "revoked") {
 			t.Fatalf("connections_delete = %+v", env)
 		}
-		if got := gh.Revoked(); len(got) != 1 || got[0] != annToken {
-			t.Errorf("GitHub revoked %d tokens, want ann's one", len(got))
+		if got := gh.Revoked(); len(got) != 2 || got[1] != annToken {
+			t.Errorf("GitHub revoked %d tokens, want the cancelled call's, then ann's", len(got))
 		}
 		before := len(repoCalls())
 		if env := getRepo(t, annForms); env.DomainCode != "capability_gap" || !strings.Contains(env.Message, linkPrefix+"agent=agent-a") {
@@ -323,8 +370,8 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 			"confirm": true, "reason": "bob's agent is done"}); env.Status != "ok" {
 			t.Fatalf("agents_set_status retired = %+v", env)
 		}
-		if got := gh.Revoked(); len(got) != 2 || got[1] != bobToken {
-			t.Errorf("GitHub revoked %d tokens, want ann's then bob's", len(got))
+		if got := gh.Revoked(); len(got) != 3 || got[2] != bobToken {
+			t.Errorf("GitHub revoked %d tokens, want the cancelled call's, ann's, then bob's", len(got))
 		}
 		list := callTool(t, owner, "connections_list", map[string]any{"agent": "agent-b"})
 		answers = append(answers, string(list.Data))
