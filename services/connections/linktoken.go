@@ -64,7 +64,7 @@ func (s *Service) LinkToken(ctx context.Context, req *connectionsv1.LinkTokenReq
 				providerTitle(provider), err))
 		}
 	}
-	c, err := s.link(ctx, req.GetAgent(), provider, who.Account, who.Scopes, Tokens{Access: req.GetToken()}, caller.Subject)
+	c, err := s.link(ctx, req.GetAgent(), provider, who.Account, who.Scopes, Tokens{Access: req.GetToken()}, "", caller.Subject)
 	if err != nil {
 		return nil, err
 	}

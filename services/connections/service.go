@@ -306,7 +306,7 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 		expire = req.GetExpireTime().AsTime()
 	}
 	c, err := s.link(ctx, req.GetAgent(), req.GetProvider(), req.GetAccount(), req.GetScopes(),
-		Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken(), Expire: expire}, caller.Subject)
+		Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken(), Expire: expire}, req.GetCallKey(), caller.Subject)
 	if err != nil {
 		return nil, err
 	}
@@ -314,9 +314,10 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 }
 
 // link stores a new connection of agent at provider with tokens, sealed,
-// replacing (and revoking upstream) any earlier one; by names who linked
+// replacing (and revoking upstream) any earlier one, unless the call that
+// asked for it (callKey; "" for none) ended before; by names who linked
 // it, for the log.
-func (s *Service) link(ctx context.Context, agent string, provider connectionsv1.Provider, account string, scopes []string, tokens Tokens, by string) (*connectionsv1.Connection, error) {
+func (s *Service) link(ctx context.Context, agent string, provider connectionsv1.Provider, account string, scopes []string, tokens Tokens, callKey, by string) (*connectionsv1.Connection, error) {
 	now := s.now()
 	id := ids.NewAt("con", now)
 	c := &connectionsv1.Connection{
@@ -328,7 +329,12 @@ func (s *Service) link(ctx context.Context, agent string, provider connectionsv1
 	}
 	sealed := s.seal(id, tokens)
 	replaced, replacedErr := s.store.Get(ctx, agent, provider)
-	if err := s.store.Put(ctx, Record{Conn: c, Tokens: sealed}); err != nil {
+	err := s.store.Put(ctx, Record{Conn: c, Tokens: sealed}, s.linkCall(callKey, now))
+	if errors.Is(err, ErrCallEnded) {
+		s.cfg.Log.Info("connections.link_refused", "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()), "reason", "call_ended", "by", by)
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the call that asked agent %s's link ended (cancelled, declined or expired) before it was made: nothing was stored", c.GetAgent()))
+	}
+	if err != nil {
 		return nil, internal("store connection", err)
 	}
 	if replacedErr == nil {
@@ -337,6 +343,28 @@ func (s *Service) link(ctx context.Context, agent string, provider connectionsv1
 	s.cfg.Log.Info("connections.linked", "connection", id, "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()),
 		"account", c.GetAccount(), "by", by)
 	return c, nil
+}
+
+// linkCallRetention is how long what became of a call that asked for a
+// link is kept: longer than any link for it stays usable.
+const linkCallRetention = 24 * time.Hour
+
+func (s *Service) linkCall(key string, now time.Time) LinkCall {
+	return LinkCall{Key: key, Now: now, Until: now.Add(linkCallRetention)}
+}
+
+// EndLinkCall implements ConnectionsService.EndLinkCall.
+func (s *Service) EndLinkCall(ctx context.Context, req *connectionsv1.EndLinkCallRequest) (*connectionsv1.EndLinkCallResponse, error) {
+	caller, err := mesh.RequireRole(ctx, mesh.RoleService)
+	if err != nil {
+		return nil, err
+	}
+	ended, err := s.store.EndCall(ctx, req.GetAgent(), s.linkCall(req.GetCallKey(), s.now()))
+	if err != nil {
+		return nil, internal("end the link's call", err)
+	}
+	s.cfg.Log.Info("connections.link_call_ended", "agent", req.GetAgent(), "ended", ended, "by", caller.Subject)
+	return &connectionsv1.EndLinkCallResponse{Ended: ended}, nil
 }
 
 // revokeReplaced revokes at its provider the token of a connection a new
