@@ -64,7 +64,13 @@ type connectionsView struct {
 // connection's Unlink.
 func (c *Console) connections(w http.ResponseWriter, r *http.Request, s *session) {
 	v, err := c.loadConnections(r, s)
+	// A link a call asked for names the agent and the provider.
 	v.Form.Provider = providers[0].Value
+	for _, p := range providers {
+		if p.Value == r.URL.Query().Get("provider") {
+			v.Form.Provider = p.Value
+		}
+	}
 	if a := r.URL.Query().Get("agent"); a != "" {
 		v.Form.Agent = a
 	}

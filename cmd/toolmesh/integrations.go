@@ -23,7 +23,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/oidcsignin"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/upstream"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
+	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1/messagesv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
@@ -42,6 +44,8 @@ import (
 // an internal GitHub Enterprise or SearXNG).
 const (
 	searchProviderEnv    = "TOOLMESH_SEARCH_PROVIDER"
+	searchPolicyEnv      = "TOOLMESH_SEARCH_POLICY"
+	searchLinkURLEnv     = "TOOLMESH_SEARCH_LINK_URL"
 	searchBraveKeyEnv    = "TOOLMESH_SEARCH_BRAVE_API_KEY"
 	searchBraveURLEnv    = "TOOLMESH_SEARCH_BRAVE_URL"
 	searchSearXNGURLEnv  = "TOOLMESH_SEARCH_SEARXNG_URL"
@@ -78,33 +82,85 @@ func prefixes(ps []netip.Prefix) string {
 	return strings.Join(out, ",")
 }
 
+// searchOptions binds whose API key a search acts with: the policy, the
+// console page where the owner links an agent's key, and the mesh key the
+// service asks the connections service for agents' keys with.
+func searchOptions(s *config.Set) buildFunc {
+	var keyPath, policy, linkURL string
+	bindMeshKey(s, &keyPath, "mesh private key file the search service asks the connections service for agents' API keys with (--policy per_agent, per_agent_or_shared)")
+	s.String(&policy, "", config.Opt{Flag: "policy", Env: searchPolicyEnv,
+		Usage: "whose API key a search acts with: shared (the service's own key), per_agent (each agent's key the owner links in the console; brave only) or per_agent_or_shared", Default: "shared"})
+	s.String(&linkURL, "", config.Opt{Flag: "link-url", Env: searchLinkURLEnv,
+		Usage: "the console's Connections page (http(s)://<console>/connections), where an agent without a key is sent to have the owner link one (per_agent policies)"})
+	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+		return buildSearch(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile), policy, linkURL)
+	}
+}
+
 // buildSearch serves web search with the provider TOOLMESH_SEARCH_PROVIDER
-// names; without one, search_web answers capability_gap.
-func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {
+// names, with its shared key or, under the per_agent policies, each
+// agent's own; without a provider, search_web answers capability_gap.
+func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath, policyName, linkURL string) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
 	policy, err := egressPolicy(getenv, searchEgressAllowEnv, log)
 	if err != nil {
 		return nil, err
 	}
-	var p search.Provider
+	who, err := upstream.ParsePolicy(strings.TrimSpace(policyName))
+	if err != nil {
+		return nil, fmt.Errorf("--policy (%s): %w", searchPolicyEnv, err)
+	}
+	cfg := search.Config{Policy: who, Log: log}
 	switch name := getenv(searchProviderEnv); name {
 	case "":
 		log.Warn("search.unconfigured", "message", "web search answers capability_gap: set "+searchProviderEnv+" (brave or searxng)")
 	case "brave":
-		if p, err = searchprovider.NewBrave(searchprovider.BraveConfig{APIKey: getenv(searchBraveKeyEnv), URL: getenv(searchBraveURLEnv), Egress: policy}); err != nil {
+		key := getenv(searchBraveKeyEnv)
+		if cfg.Provider, err = searchprovider.NewBrave(searchprovider.BraveConfig{APIKey: key, URL: getenv(searchBraveURLEnv), Egress: policy,
+			KeysPerAgent: who != upstream.PolicyShared}); err != nil {
 			return nil, fmt.Errorf("%s=brave needs %s: %w", searchProviderEnv, searchBraveKeyEnv, err)
 		}
+		cfg.Shared = key != ""
 	case "searxng":
-		if p, err = searchprovider.NewSearXNG(searchprovider.SearXNGConfig{URL: getenv(searchSearXNGURLEnv), Egress: policy}); err != nil {
+		if cfg.Provider, err = searchprovider.NewSearXNG(searchprovider.SearXNGConfig{URL: getenv(searchSearXNGURLEnv), Egress: policy}); err != nil {
 			return nil, fmt.Errorf("%s=searxng needs %s: %w", searchProviderEnv, searchSearXNGURLEnv, err)
 		}
+		cfg.Shared = true
 	default:
 		return nil, fmt.Errorf("%s=%q: want brave or searxng", searchProviderEnv, name)
 	}
-	if p != nil {
-		log.Info("search.provider", "provider", p.Name())
+	if cfg.Provider != nil {
+		log.Info("search.provider", "provider", cfg.Provider.Name())
 	}
-	return []server.Service{search.New(search.Config{Provider: p, Log: log}).Registration()}, nil
+	if who != upstream.PolicyShared {
+		if _, keyed := cfg.Provider.(search.KeyedProvider); !keyed {
+			return nil, fmt.Errorf("%s=%s needs %s=brave: only a provider searched with an API key has per-agent keys", searchPolicyEnv, who, searchProviderEnv)
+		}
+		url := deps.Services[connectionsv1connect.ConnectionsServiceName]
+		if url == "" || linkURL == "" {
+			return nil, fmt.Errorf("%s=%s needs the connections service (--service connections=URL) and --link-url (%s), the console's Connections page", searchPolicyEnv, who, searchLinkURLEnv)
+		}
+		key, err := readMeshKey(meshKeyPath)
+		if err != nil {
+			return nil, err
+		}
+		signer, err := mesh.NewSigner(key, "toolmesh-search")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Keys = search.Keys{LinkURL: linkURL, Connections: upstream.Connections{
+			Client:   meshclient.New(meshclient.Config{Signer: signer, Timeout: 10 * time.Second}, connectionsv1connect.NewConnectionsServiceClient, url),
+			Self:     mesh.Caller{Subject: "toolmesh-search", Agent: "toolmesh-search", Roles: []string{mesh.RoleService}},
+			Provider: connectionsv1.Provider_PROVIDER_SEARCH,
+			// Every use of an agent's key is recorded in the audit trail
+			// (when the mesh has one).
+			Audit: audittrail.Dial(meshclient.Config{Signer: signer}, deps.Services),
+			Log:   log,
+		}}
+		log.Info("search.policy", "policy", string(who), "link_url", linkURL, "shared_key", cfg.Shared)
+	}
+	svc := search.New(cfg)
+	return []server.Service{svc.Registration(), svc.VisitRegistration()}, nil
 }
 
 // githubOptions binds the mesh key the github service signs its calls to

@@ -136,6 +136,9 @@ type meshConfig struct {
 	// GitHubLinkURL is TOOLMESH_GITHUB_LINK_URL as given; when empty, the
 	// github service's own page on loopback (<its address>/link).
 	GitHubLinkURL string
+	// SearchLinkURL is TOOLMESH_SEARCH_LINK_URL as given; when empty, the
+	// console's Connections page.
+	SearchLinkURL string
 }
 
 // bindMesh binds the options of the plan; the returned function reads them
@@ -156,6 +159,7 @@ func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, err
 		}
 		cfg.Seed = config.Split(getenv(agentsSeedEnv))
 		cfg.GitHubLinkURL = getenv(githubLinkURLEnv)
+		cfg.SearchLinkURL = getenv(searchLinkURLEnv)
 		cfg.TemporalHealthPort = temporalHealthPort + cfg.PortOffset
 		if !s.Explicit("edge-addr") {
 			cfg.EdgeAddr = fmt.Sprintf("127.0.0.1:%d", edgePort+cfg.PortOffset)
@@ -247,7 +251,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		if cfg.Pprof {
 			args = append(args, "--pprof")
 		}
-		for _, c := range d.calls {
+		for _, c := range slices.Concat(d.calls, d.mayCall) {
 			args = append(args, "--service", c+"=http://"+local(domains[c].port))
 			deps = append(deps, c)
 		}
@@ -266,6 +270,11 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			// The link page, when the github service serves it, is its
 			// own, on loopback (docs/connections.md).
 			env = map[string]string{githubLinkURLEnv: "http://" + addr + "/link"}
+		}
+		if n == "search" && cfg.SearchLinkURL == "" {
+			// An agent without its own search key (per_agent policies)
+			// is sent to the console's Connections page.
+			env = map[string]string{searchLinkURLEnv: fmt.Sprintf("http://127.0.0.1:%d/connections", consolePort+cfg.PortOffset)}
 		}
 		if d.directory {
 			// The edge's development agent is registered at start (when
@@ -393,7 +402,7 @@ func callsFirst(names []string) []string {
 			return
 		}
 		placed[n] = true
-		for _, c := range domains[n].calls {
+		for _, c := range slices.Concat(domains[n].calls, domains[n].mayCall) {
 			if slices.Contains(names, c) {
 				place(c)
 			}

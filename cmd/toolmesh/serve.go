@@ -60,6 +60,10 @@ type domain struct {
 	// calls lists the domains whose services this one calls (besides the
 	// agents directory): serve then takes --service for them.
 	calls []string
+	// mayCall lists the domains whose services this one calls when it is
+	// given them (--service), as some of its settings need: the audit
+	// trail, the connections service of search's per-agent keys.
+	mayCall []string
 	// serves lists the services of shared contracts (not a domain's own)
 	// the domain serves besides its own, by fully-qualified name: the edge
 	// reaches them at the domain's address.
@@ -97,10 +101,10 @@ var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
 	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
 		serves: []string{inboundv1connect.InboundServiceName}},
-	"github": {port: 7110, options: githubOptions, stateless: true, calls: []string{"connections", "audit"}},
+	"github": {port: 7110, options: githubOptions, stateless: true, calls: []string{"connections"}, mayCall: []string{"audit"}},
 	// Each agent's links to upstream accounts (docs/connections.md).
 	"connections": {port: 7116, options: connectionsOptions},
-	"search":      {port: 7111, build: buildSearch, stateless: true},
+	"search":      {port: 7111, options: searchOptions, stateless: true, mayCall: []string{"connections", "audit"}},
 }))
 
 // serveDeps is what a domain's build gets besides its database.
@@ -322,8 +326,8 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 	}
 	s.String(&c.pubKey, "", config.Opt{Flag: "mesh-public-key", Env: "TOOLMESH_MESH_PUBLIC_KEY",
 		Usage: "mesh public key file(s) that verify callers' mesh tokens", Default: "<data>/" + meshPubKeyFile})
-	if len(d.calls) > 0 {
-		bindServices(s, &c.calls, d.calls)
+	if len(d.calls)+len(d.mayCall) > 0 {
+		bindServices(s, &c.calls, append(slices.Clone(d.calls), d.mayCall...))
 	}
 	c.limits = bindLimits(s, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
 	c.telemetry = bindTelemetry(s, getenv)
@@ -389,13 +393,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 	deps := serveDeps{Getenv: getenv, Log: log, DataDir: c.dataDir, AfterStop: func(fn func()) { afterStop = append(afterStop, fn) }}
-	if len(d.calls) > 0 {
+	if len(d.calls)+len(d.mayCall) > 0 {
 		needed := map[string]string{}
 		for _, callee := range d.calls {
 			if c.calls[callee] == "" {
 				return fmt.Errorf("serve %s needs the %s service: --service %s=http://<host:port>", name, callee, callee)
 			}
 			needed[callee] = c.calls[callee]
+		}
+		for _, callee := range d.mayCall {
+			if u := c.calls[callee]; u != "" {
+				needed[callee] = u
+			}
 		}
 		if deps.Services, err = serviceURLs(needed); err != nil {
 			return err

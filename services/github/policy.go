@@ -11,36 +11,25 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/upstream"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
-// Policy says whose token a call acts with.
-type Policy string
+// Policy says whose token a call acts with: the policies every provider's
+// service shares (internal/upstream).
+type Policy = upstream.Policy
 
 // The policies.
 const (
-	// PolicyShared: every call acts with the one configured token.
-	PolicyShared Policy = "shared"
-	// PolicyPerAgent: each call acts with its agent's own connection
-	// (the connections service); an agent without one is asked to link.
-	PolicyPerAgent Policy = "per_agent"
-	// PolicyPerAgentOrShared: the agent's connection when it has an active
-	// one, else the shared token (when configured), else asked to link.
-	PolicyPerAgentOrShared Policy = "per_agent_or_shared"
+	PolicyShared           = upstream.PolicyShared
+	PolicyPerAgent         = upstream.PolicyPerAgent
+	PolicyPerAgentOrShared = upstream.PolicyPerAgentOrShared
 )
 
 // ParsePolicy reads a policy by its name; "" is PolicyShared.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(s); p {
-	case "":
-		return PolicyShared, nil
-	case PolicyShared, PolicyPerAgent, PolicyPerAgentOrShared:
-		return p, nil
-	}
-	return "", fmt.Errorf("policy %q: want %s, %s or %s", s, PolicyShared, PolicyPerAgent, PolicyPerAgentOrShared)
-}
+func ParsePolicy(s string) (Policy, error) { return upstream.ParsePolicy(s) }
 
 // Connections is how the service obtains an agent's token: the
 // connections service, called as Self (the mesh's service role).

@@ -33,8 +33,9 @@ func (s *Service) DeepResearch(ctx context.Context, req *searchv1.DeepResearchRe
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	if s.provider == nil {
-		return nil, s.gap()
+	p, err := s.providerFor(ctx)
+	if err != nil {
+		return nil, err
 	}
 	queries := req.GetQueries()
 	if len(queries) == 0 {
@@ -55,7 +56,7 @@ func (s *Service) DeepResearch(ctx context.Context, req *searchv1.DeepResearchRe
 	var wg sync.WaitGroup
 	for i, q := range queries {
 		wg.Go(func() {
-			res, err := s.provider.Search(ctx, Query{Text: q, Count: count, Language: req.GetLanguage()})
+			res, err := p.Search(ctx, Query{Text: q, Count: count, Language: req.GetLanguage()})
 			if err != nil {
 				failed[i] = s.providerError(ctx, err)
 				return
@@ -65,7 +66,7 @@ func (s *Service) DeepResearch(ctx context.Context, req *searchv1.DeepResearchRe
 	}
 	wg.Wait()
 
-	out := &searchv1.DeepResearchResponse{Provider: s.provider.Name()}
+	out := &searchv1.DeepResearchResponse{Provider: p.Name()}
 	var first error
 	nfailed := 0
 	for i, q := range queries {

@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
+	"github.com/toolmesh/toolmesh/internal/upstream"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1/searchv1connect"
 )
@@ -80,6 +81,15 @@ func (e *ProviderError) Error() string {
 type Config struct {
 	// Provider answers the queries; nil leaves search unconfigured.
 	Provider Provider
+	// Policy says whose API key a call searches with (PolicyShared when
+	// empty): per_agent and per_agent_or_shared need a KeyedProvider and
+	// Keys.
+	Policy upstream.Policy
+	// Shared reports whether Provider holds a key of its own, which
+	// per_agent_or_shared falls back to.
+	Shared bool
+	// Keys obtains each agent's own key (per_agent policies).
+	Keys Keys
 	// Log receives the service's events.
 	Log *slog.Logger
 }
@@ -87,17 +97,26 @@ type Config struct {
 // Service implements toolmesh.search.v1.SearchService.
 type Service struct {
 	provider Provider
+	policy   upstream.Policy
+	shared   bool
+	keyed    KeyedProvider // per_agent policies
+	keys     Keys
 	log      *slog.Logger
 }
 
 var _ searchv1connect.SearchServiceHandler = (*Service)(nil)
 
-// New returns the service.
+// New returns the service. Under the per_agent policies the provider
+// must be a KeyedProvider and Keys configured (the command checks).
 func New(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{provider: cfg.Provider, log: cfg.Log}
+	if cfg.Policy == "" {
+		cfg.Policy = upstream.PolicyShared
+	}
+	k, _ := cfg.Provider.(KeyedProvider)
+	return &Service{provider: cfg.Provider, policy: cfg.Policy, shared: cfg.Shared, keyed: k, keys: cfg.Keys, log: cfg.Log}
 }
 
 // Registration describes the service for internal/server.
@@ -110,18 +129,19 @@ func (s *Service) Web(ctx context.Context, req *searchv1.WebRequest) (*searchv1.
 	if _, err := mesh.RequireAgent(ctx); err != nil {
 		return nil, err
 	}
-	if s.provider == nil {
-		return nil, s.gap()
+	p, err := s.providerFor(ctx)
+	if err != nil {
+		return nil, err
 	}
 	count := int(req.GetCount())
 	if count == 0 {
 		count = DefaultCount
 	}
-	found, err := s.provider.Search(ctx, Query{Text: req.GetQuery(), Count: count, Language: req.GetLanguage()})
+	found, err := p.Search(ctx, Query{Text: req.GetQuery(), Count: count, Language: req.GetLanguage()})
 	if err != nil {
 		return nil, s.providerError(ctx, err)
 	}
-	out := &searchv1.WebResponse{Provider: s.provider.Name()}
+	out := &searchv1.WebResponse{Provider: p.Name()}
 	for i, r := range found {
 		if i == count {
 			break

@@ -26,6 +26,9 @@ type BraveConfig struct {
 	Egress egress.Policy
 	// Timeout bounds one search (10s when zero).
 	Timeout time.Duration
+	// KeysPerAgent: each call brings its agent's own key (WithKey), so
+	// APIKey may be empty (no shared key).
+	KeysPerAgent bool
 }
 
 // Brave searches with the Brave Search API.
@@ -37,7 +40,7 @@ type Brave struct {
 
 // NewBrave returns the Brave provider.
 func NewBrave(cfg BraveConfig) (*Brave, error) {
-	if cfg.APIKey == "" {
+	if cfg.APIKey == "" && !cfg.KeysPerAgent {
 		return nil, errors.New("brave: an API key is required")
 	}
 	if cfg.URL == "" {
@@ -67,6 +70,14 @@ type braveAnswer struct {
 			} `json:"meta_url"`
 		} `json:"results"`
 	} `json:"web"`
+}
+
+// WithKey implements search.KeyedProvider: the same endpoint, searched
+// with key.
+func (b *Brave) WithKey(key string) search.Provider {
+	c := *b
+	c.key = key
+	return &c
 }
 
 // Search implements search.Provider.
