@@ -24,14 +24,11 @@ const (
 )
 
 func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	p, err := d.caller(req)
+	rq, err := d.resolve.of(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	r, err := d.reachFor(ctx, req)
-	if err != nil {
-		return nil, err
-	}
+	p, r := rq.caller, rq.reach
 	ref, arg := req.Params.Ref, req.Params.Argument
 	var c completion
 	switch ref.Type {

@@ -194,19 +194,22 @@ type Door struct {
 	serverInfo []byte
 
 	views *views
+	// resolve finds each request's caller and reach.
+	resolve *resolver
 	// closing is closed when the edge stops: task listens end.
 	closing   chan struct{}
 	closeOnce sync.Once
 	// toolsets are the toolsets and the selections parsed; states the
-	// selections of the sessions of this process; index finds tools by
-	// words for tool search mode.
+	// selections of the sessions of this process.
 	toolsets *toolsets
 	states   *sessionStates
-	index    *toolcatalog.Index
-	// send sends a message to a client (the SDK's sending handler).
-	send mcp.MethodHandler
+	// meta serves the edge's own tools (tool search mode's, extending a
+	// task).
+	meta *metaFeature
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
+	// taskf serves the task methods; nil with tasks.
+	taskf *taskFeature
 	// resources are the resource kinds, sorted by tool name; prompts the
 	// prompts, sorted by name; subs the resource subscriptions.
 	resources []*resourceKind
@@ -215,8 +218,8 @@ type Door struct {
 	// undeclared are the methods of capabilities the door does not
 	// declare.
 	undeclared map[string]bool
-	// events are the event types served; nil when none are.
-	events *eventTypes
+	// events serves the event types; nil when none are.
+	events *eventFeature
 	// instr are the instructions per selection (instructions.go).
 	instr instructionsCache
 	// skills are the toolsets' skills, sorted by URI (skills.go).
@@ -264,11 +267,12 @@ func New(cfg Config) (*Door, error) {
 		return nil, err
 	}
 	d.states = &sessionStates{m: map[*mcp.ServerSession]*sessionState{}}
+	d.resolve = &resolver{dev: cfg.Dev, toolsets: d.toolsets, states: d.states}
 	catalog := make([]*toolcatalog.Tool, len(d.sorted))
 	for i, t := range d.sorted {
 		catalog[i] = t.catalog
 	}
-	d.index = toolcatalog.NewIndex(catalog)
+	index := toolcatalog.NewIndex(catalog)
 	d.buildResources()
 	d.buildPrompts()
 	if err := d.loadSkills(); err != nil {
@@ -278,6 +282,7 @@ func New(cfg Config) (*Door, error) {
 		return nil, err
 	}
 	d.views = &views{build: d.buildView, m: map[string]*view{}}
+	d.meta = &metaFeature{tools: d.tools, index: index, views: d.views, resolve: d.resolve, pipeline: d.pipeline, tasks: cfg.Tasks, extend: extenderOf(cfg.Tasks), log: cfg.Log}
 	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
 
 	// Exactly what is served: tools (whose list changes for a session
@@ -331,9 +336,11 @@ func New(cfg Config) (*Door, error) {
 		return nil, err
 	}
 	if d.tasks != nil {
+		d.taskf = &taskFeature{tasks: d.tasks, tools: d.tools, pipeline: d.pipeline, resolve: d.resolve, log: cfg.Log, answers: cfg.Answers, closing: d.closing}
 		caps.AddExtension(ExtensionTasks, nil)
 	}
-	if d.events = d.buildEvents(); d.events != nil {
+	if ev := buildEvents(cfg.Events); ev != nil {
+		d.events = &eventFeature{types: ev, source: cfg.Events, pageSize: cfg.ToolsPageSize, log: cfg.Log, resolve: d.resolve}
 		caps.AddExtension(ExtensionEvents, nil)
 	}
 	opts.Capabilities = caps
@@ -344,13 +351,13 @@ func New(cfg Config) (*Door, error) {
 	d.server = mcp.NewServer(d.impl, opts)
 	d.server.AddReceivingMiddleware(d.middleware)
 	d.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		d.send = next
+		d.meta.send = next
 		return next
 	})
 	for _, t := range d.sorted {
 		d.server.AddTool(t.mcp, t.handler)
 	}
-	if err := d.addMetaTools(); err != nil {
+	if err := d.meta.addMetaTools(d.server); err != nil {
 		return nil, err
 	}
 	for _, k := range d.resources {
@@ -363,11 +370,15 @@ func New(cfg Config) (*Door, error) {
 	for _, pr := range d.prompts {
 		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
 	}
-	if err := d.addTaskMethods(); err != nil {
-		return nil, err
+	if d.taskf != nil {
+		if err := d.taskf.addTaskMethods(d.server); err != nil {
+			return nil, err
+		}
 	}
-	if err := d.addEventMethods(); err != nil {
-		return nil, err
+	if d.events != nil {
+		if err := d.events.addEventMethods(d.server); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.addSkills(); err != nil {
 		return nil, err
@@ -409,18 +420,6 @@ func withTokenInfo(next http.Handler) http.Handler {
 	}, nil)(next)
 }
 
-// principal is the caller of an MCP request: the verified token's principal
-// over HTTP, or the local owner in development mode and over stdio.
-func (d *Door) principal(req mcp.Request) *identity.Principal { return d.principalOf(req.GetExtra()) }
-
-// principalOf is the caller a request's extra names.
-func (d *Door) principalOf(x *mcp.RequestExtra) *identity.Principal {
-	if x != nil && x.TokenInfo != nil {
-		return identity.FromTokenInfo(x.TokenInfo)
-	}
-	return d.cfg.Dev
-}
-
 // toolHandler answers every call to t with exactly one result, whatever
 // happens underneath: the pipeline's envelope, an elicitation round, or —
 // for a Tasks client whose work is still running — a task.
@@ -429,7 +428,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 		slot := taskSlotFrom(ctx)
 		c := port.Call{
 			Tool:        t.Tool,
-			Caller:      d.principal(req),
+			Caller:      d.resolve.principal(req),
 			Arguments:   req.Params.Arguments,
 			Meta:        req.Params.Meta,
 			Elicitation: elicitationOf(ctx, req),
@@ -470,7 +469,7 @@ func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
 			return nil, stateError(env)
 		}
 		if slot != nil && d.tasks.starts(t.catalog.Name) {
-			slot.task = d.started(ctx, t.catalog, env)
+			slot.task = d.taskf.started(ctx, t.catalog, env)
 		}
 		if env.IsError() && req.Session != nil {
 			//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call

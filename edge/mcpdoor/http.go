@@ -126,7 +126,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
-	sel, fromPath, err := d.requestSelection(r)
+	sel, fromPath, err := d.resolve.requestSelection(r)
 	if err != nil {
 		var data any
 		if se, ok := err.(*selectionError); ok {
@@ -147,7 +147,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	rc := &reach{sel: sel}
-	if rc.claim, err = d.claimOf(caller); err != nil {
+	if rc.claim, err = d.resolve.claimOf(caller); err != nil {
 		// The operator's narrowing names what this edge lacks: refused
 		// rather than widened or emptied.
 		httpguard.WriteRPCError(w, http.StatusForbidden, id, httpguard.CodeUnauthorized, "Forbidden: "+err.Error(), nil)
@@ -185,7 +185,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			if p == nil {
 				p = d.cfg.Dev
 			}
-			d.listenTasks(w, r, id, lp, p)
+			d.taskf.listenTasks(w, r, id, lp, p)
 			return
 		}
 	}

@@ -93,7 +93,7 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		}
 	}
 	sort.Slice(pv.groups, func(i, j int) bool { return pv.groups[i].Name < pv.groups[j].Name })
-	if d.extender() != nil {
+	if extenderOf(d.cfg.Tasks) != nil {
 		// The edge's own tool for its MCP tasks, in every selection
 		// (extendtask.go).
 		m := extendTaskTool()
@@ -227,7 +227,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil {
 				d.withInstructions(ctx, res)
-				err = d.opened(ctx, req)
+				err = d.resolve.opened(ctx, req)
 			}
 			return res, err
 		case "server/discover":
@@ -241,7 +241,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return next(ctx, method, req)
 		}
-		r, err := d.reachOf(ctx, req)
+		r, err := d.resolve.reachOf(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -301,16 +301,6 @@ func undeclaredMethods(resources, prompts bool) map[string]bool {
 	return m
 }
 
-// caller is the principal of a list request; an unauthenticated one is
-// refused.
-func (d *Door) caller(req mcp.Request) (*identity.Principal, error) {
-	p := d.principal(req)
-	if p == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
-	}
-	return p, nil
-}
-
 // listCacheable is how long, and by whom, a list that depends only on the
 // caller's permissions may be cached: shared when callers are not told
 // apart (development mode), else per caller.
@@ -347,7 +337,7 @@ func cursor(req mcp.Request) string {
 
 // listFor pages one of the lists of the caller's view.
 func listFor[T any](d *Door, req mcp.Request, r *reach, list func(*view) ([]T, []string)) ([]T, string, error) {
-	p, err := d.caller(req)
+	p, err := d.resolve.caller(req)
 	if err != nil {
 		return nil, "", err
 	}

@@ -155,14 +155,11 @@ func listArgs(c *toolcatalog.PromptCompletion) func(p *identity.Principal) map[s
 
 func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		p, err := d.caller(req)
+		rq, err := d.resolve.of(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		r, err := d.reachFor(ctx, req)
-		if err != nil {
-			return nil, err
-		}
+		p, r := rq.caller, rq.reach
 		if !pr.reached(r) {
 			return nil, pr.refuse(r)
 		}

@@ -138,14 +138,11 @@ func (d *Door) kindOf(uri string) (*resourceKind, string, bool) {
 
 func (d *Door) readHandler(k *resourceKind) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		p, err := d.caller(req)
+		rq, err := d.resolve.of(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		r, err := d.reachFor(ctx, req)
-		if err != nil {
-			return nil, err
-		}
+		p, r := rq.caller, rq.reach
 		if !k.reached(r) {
 			return nil, k.refuse(r, req.Params.URI)
 		}
@@ -299,7 +296,7 @@ type resourceCursor struct {
 // listable kind in turn, fixed resources as themselves, templated ones as
 // the items of their list tool, called as the caller.
 func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mcp.Result, error) {
-	p, err := d.caller(req)
+	p, err := d.resolve.caller(req)
 	if err != nil {
 		return nil, err
 	}

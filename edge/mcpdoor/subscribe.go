@@ -83,7 +83,7 @@ func (d *Door) subscriber(ctx context.Context, req mcp.Request) (*identity.Princ
 			extra = &mcp.RequestExtra{TokenInfo: ti}
 		}
 	}
-	p := d.principalOf(extra)
+	p := d.resolve.principalOf(extra)
 	if p == nil {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
@@ -95,7 +95,7 @@ func (d *Door) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if err != nil {
 		return err
 	}
-	r, err := d.reachFor(ctx, req)
+	r, err := d.resolve.reachFor(ctx, req)
 	if err != nil {
 		return err
 	}
