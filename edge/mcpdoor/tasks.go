@@ -121,14 +121,14 @@ type tasks struct {
 	prefixes []string
 }
 
-func buildTasks(d *Door) (*tasks, error) {
-	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}, calls: d.cfg.Tasks}
-	for _, start := range d.sorted {
+func buildTasks(sorted []*tool, tools map[string]*tool, calls port.Tasks) (*tasks, error) {
+	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}, calls: calls}
+	for _, start := range sorted {
 		task := start.catalog.Task
 		if task == nil {
 			continue
 		}
-		k := &taskKind{Task: task, start: start, get: d.tools[task.Get.Name], cancel: d.tools[task.Cancel.Name]}
+		k := &taskKind{Task: task, start: start, get: tools[task.Get.Name], cancel: tools[task.Cancel.Name]}
 		if !k.start.Binding().HasBackend() || !k.get.Binding().HasBackend() || !k.cancel.Binding().HasBackend() {
 			continue
 		}
