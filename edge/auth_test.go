@@ -16,8 +16,10 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 )
@@ -70,11 +72,11 @@ func forge(header, claims string, sign func([]byte) []byte) string {
 
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	res := resourceFor(f.http)
 	metaURL := strings.TrimSuffix(f.http.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
-	valid := iss.valid(res, "alice", "toolmesh:read")
+	valid := iss.Valid(res, "alice", "toolmesh:read")
 	expired, wrongAud, wrongIss, noExp := valid, valid, valid, valid
 	expired.Expiry = time.Now().Add(-time.Hour)
 	wrongAud.Audience = "https://other.example.com/mcp"
@@ -83,8 +85,8 @@ func TestAuthMatrix(t *testing.T) {
 	noScope := valid
 	noScope.Scope = "openid profile"
 
-	claimsJSON, _ := json.Marshal(map[string]any{"sub": "alice", "aud": res, "iss": iss.url, "exp": time.Now().Add(time.Hour).Unix(), "scope": "toolmesh:admin"})
-	rsaPub, _ := x509.MarshalPKIXPublicKey(&iss.rsaKey.PublicKey)
+	claimsJSON, _ := json.Marshal(map[string]any{"sub": "alice", "aud": res, "iss": iss.URL, "exp": time.Now().Add(time.Hour).Unix(), "scope": "toolmesh:admin"})
+	rsaPub, _ := x509.MarshalPKIXPublicKey(&iss.RSAKey.PublicKey)
 	hmacWith := func(key []byte) func([]byte) []byte {
 		return func(in []byte) []byte {
 			m := hmac.New(sha256.New, key)
@@ -92,14 +94,14 @@ func TestAuthMatrix(t *testing.T) {
 			return m.Sum(nil)
 		}
 	}
-	rsTok := iss.sign(t, jose.RS256, valid)
-	bobTok := iss.sign(t, jose.RS256, iss.valid(res, "bob", "toolmesh:admin"))
-	critSigner, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: iss.rsaKey},
+	rsTok := iss.Sign(t, jose.RS256, valid)
+	bobTok := iss.Sign(t, jose.RS256, iss.Valid(res, "bob", "toolmesh:admin"))
+	critSigner, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: iss.RSAKey},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "rsa-1").WithHeader("crit", []string{"urn:example:binding"}).WithHeader("urn:example:binding", "x"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	critTok := iss.serialize(t, critSigner, valid)
+	critTok := iss.Serialize(t, critSigner, valid)
 	twoHeaders := func(values ...string) http.Header {
 		h := modernHeaders("tools/list")
 		h["Authorization"] = values
@@ -118,21 +120,21 @@ func TestAuthMatrix(t *testing.T) {
 		message   string // in the JSON-RPC error, when set
 	}{
 		{"valid RS256", withBearer(modernHeaders("tools/list"), rsTok), f.url, 200, "", false, ""},
-		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.ES256, valid)), f.url, 200, "", false, ""},
+		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.ES256, valid)), f.url, 200, "", false, ""},
 		{"missing token", modernHeaders("tools/list"), f.url, 401, "", false, ""},
 		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.url, 401, "", false, ""},
 		{"token in query string", modernHeaders("tools/list"), f.url + "?access_token=" + rsTok, 400, "invalid_request", false, ""},
-		{"expired", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true, ""},
-		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true, ""},
-		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true, ""},
-		{"no expiry", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true, ""},
+		{"expired", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true, ""},
+		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true, ""},
+		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true, ""},
+		{"no expiry", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true, ""},
 		{"tampered claims", withBearer(modernHeaders("tools/list"), tampered), f.url, 401, "invalid_token", true, ""},
 		{"alg none", withBearer(modernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.url, 401, "invalid_token", true, ""},
-		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true, ""},
+		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true, ""},
 		// The classic confusion: HS256 keyed with the RSA public key.
 		{"HS256 keyed with the RSA public key", withBearer(modernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.url, 401, "invalid_token", true, ""},
 		{"garbage", withBearer(modernHeaders("tools/list"), "not.a.jwt"), f.url, 401, "invalid_token", true, ""},
-		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false, ""},
+		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false, ""},
 		// Whoever reads another header (a proxy, a log) would disagree
 		// with the edge about who is calling.
 		{"alice's token then bob's", twoHeaders("Bearer "+rsTok, "Bearer "+bobTok), f.url, 400, "invalid_request", true, "2 Authorization headers"},
@@ -191,10 +193,10 @@ func mustDecode(s string) []byte {
 
 func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	cfg := func(addr string) edge.Config {
 		return edge.Config{Mesh: servertest.MeshSigner(), MCP: edge.MCP{Addr: addr}, Contracts: nil,
-			Auth: &identity.Config{Issuer: iss.url, Resource: "http://" + addr + "/mcp", HS256Secret: iss.hsSecret}}
+			Auth: &identity.Config{Issuer: iss.URL, Resource: "http://" + addr + "/mcp", HS256Secret: iss.HSSecret}}
 	}
 	if _, err := edge.New(cfg("0.0.0.0:7100"), logging.Discard()); err == nil {
 		t.Error("an HS256 edge on 0.0.0.0 started")
@@ -204,9 +206,9 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	}
 	f := newFixture(t, func(c *edge.Config) {
 		c.MCP.Addr = "127.0.0.1:7100"
-		c.Auth = &identity.Config{Issuer: iss.url, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.hsSecret}
+		c.Auth = &identity.Config{Issuer: iss.URL, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.HSSecret}
 	})
-	tok := iss.sign(t, jose.HS256, iss.valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
+	tok := iss.Sign(t, jose.HS256, iss.Valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
 	if resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok), modernList); resp.StatusCode != 200 {
 		t.Errorf("HS256 token on a loopback edge = %d %s", resp.StatusCode, body)
 	}
@@ -225,8 +227,8 @@ func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
 
 func TestProtectedResourceMetadata(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
 		resp, err := http.Get(f.http.URL + path)
 		if err != nil {
@@ -243,7 +245,7 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET %s = %d (%v)", path, resp.StatusCode, err)
 		}
-		if meta.Resource != resourceFor(f.http) || !slices.Equal(meta.AuthorizationServers, []string{iss.url}) ||
+		if meta.Resource != resourceFor(f.http) || !slices.Equal(meta.AuthorizationServers, []string{iss.URL}) ||
 			!slices.Contains(meta.ScopesSupported, identity.ScopeWrite) || !slices.Equal(meta.BearerMethodsSupported, []string{"header"}) {
 			t.Errorf("GET %s = %+v", path, meta)
 		}
@@ -268,7 +270,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 
 func TestScopesAndGrantsDecideWhatACallerSeesAndMayCall(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	grants, err := identity.ParseGrants([]byte(`
 subjects:
   alice:
@@ -280,9 +282,9 @@ subjects:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t); c.Grants = grants })
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
 	res := resourceFor(f.http)
-	tok := func(subject, scope string) string { return iss.sign(t, jose.ES256, iss.valid(res, subject, scope)) }
+	tok := func(subject, scope string) string { return iss.Sign(t, jose.ES256, iss.Valid(res, subject, scope)) }
 	cases := []struct {
 		name        string
 		token       string
@@ -336,7 +338,7 @@ subjects:
 	}
 
 	// Identity comes from the token: agent_id, roles from the grants file.
-	agentTok := iss.sign(t, jose.RS256, claims{Subject: "alice", AgentID: "agent-7", Audience: res, Issuer: iss.url, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:read"})
+	agentTok := iss.Sign(t, jose.RS256, identitytest.Claims{Subject: "alice", AgentID: "agent-7", Audience: res, Issuer: iss.URL, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:read"})
 	_, env := callEnv(t, f.connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who", "agent_id": "someone-else"})
 	if env.DomainCode != "invalid_argument" {
 		t.Errorf("agent_id in tool arguments = %+v, want it refused as an unknown argument", env)
@@ -347,7 +349,7 @@ subjects:
 	}
 
 	// A token naming only an agent is no actor for admin tools.
-	agentOnly := iss.sign(t, jose.RS256, claims{AgentID: "bot-1", Audience: res, Issuer: iss.url, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:admin"})
+	agentOnly := iss.Sign(t, jose.RS256, identitytest.Claims{AgentID: "bot-1", Audience: res, Issuer: iss.URL, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:admin"})
 	_, env = callEnv(t, f.connect(t, "", agentOnly, nil), "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"})
 	if env.DomainCode != "guardrail_violated" || env.Violation != "missing_actor" {
 		t.Errorf("admin call without a subject = %+v, want missing_actor", env)
@@ -356,11 +358,11 @@ subjects:
 
 func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	res := resourceFor(f.http)
-	alice := iss.sign(t, jose.RS256, iss.valid(res, "alice", "toolmesh:read"))
-	mallory := iss.sign(t, jose.RS256, iss.valid(res, "mallory", "toolmesh:read"))
+	alice := iss.Sign(t, jose.RS256, iss.Valid(res, "alice", "toolmesh:read"))
+	mallory := iss.Sign(t, jose.RS256, iss.Valid(res, "mallory", "toolmesh:read"))
 	resp, body := post(t, f.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || sid == "" {

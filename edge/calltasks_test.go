@@ -11,6 +11,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 )
 
@@ -362,9 +363,9 @@ func TestInputRequiredTaskOutlivesItsEdge(t *testing.T) {
 func TestElicitedAndTaskCallsCarryTheCallersGrants(t *testing.T) {
 	m := newMRTRMesh(t)
 	m.startWorker(t)
-	iss := newIssuer(t)
-	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
-	tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(f.http), "alice", "toolmesh:admin toolmesh:write"))
+	iss := identitytest.NewIssuer(t)
+	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	tok := iss.Sign(t, jose.RS256, iss.Valid(resourceFor(f.http), "alice", "toolmesh:admin toolmesh:write"))
 
 	c := newConversation(t)
 	c.extra = http.Header{"Authorization": {"Bearer " + tok}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
@@ -89,9 +90,9 @@ func TestAgentExtendsItsRunningTask(t *testing.T) {
 		t.Errorf("calls_extend_task's input schema = %s, want extend_seconds and reason required", tools.Tools[i].InputSchema)
 	}
 
-	iss := newIssuer(t)
-	other := m.edge(t, func(c *edge.Config) { short(c); c.Auth = iss.authConfig(t) })
-	mallory := other.connect(t, edge.ModernProtocol, iss.sign(t, jose.RS256, iss.valid(resourceFor(other.http), "mallory", "toolmesh:write")), nil)
+	iss := identitytest.NewIssuer(t)
+	other := m.edge(t, func(c *edge.Config) { short(c); c.Auth = iss.AuthConfig(t) })
+	mallory := other.connect(t, edge.ModernProtocol, iss.Sign(t, jose.RS256, iss.Valid(resourceFor(other.http), "mallory", "toolmesh:write")), nil)
 
 	// The wait takes two first deadlines; the lone one, nobody extends.
 	started := time.Now()

@@ -2,26 +2,22 @@ package edge_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/rsa"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/edge/identity"
-	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // testingService is the test-only contract's service.
@@ -159,41 +155,3 @@ type fullEnvelope struct {
 }
 
 type envelopeCore = envelope
-
-// issuer signs access tokens the way an authorization server would
-// (identitytest.Issuer, under the names these tests use).
-type issuer struct {
-	*identitytest.Issuer
-	url      string
-	rsaKey   *rsa.PrivateKey
-	ecKey    *ecdsa.PrivateKey
-	hsSecret []byte
-}
-
-func newIssuer(t testing.TB) *issuer {
-	i := identitytest.NewIssuer(t)
-	return &issuer{Issuer: i, url: i.URL, rsaKey: i.RSAKey, ecKey: i.ECKey, hsSecret: i.HSSecret}
-}
-
-// claims of a test token; zero fields are left out.
-type claims = identitytest.Claims
-
-func (i *issuer) jwks(t testing.TB) []byte { return i.JWKS(t) }
-
-// sign mints a token with alg (RS256, ES256 or HS256).
-func (i *issuer) sign(t testing.TB, alg jose.SignatureAlgorithm, c claims) string {
-	return i.Sign(t, alg, c)
-}
-
-func (i *issuer) serialize(t testing.TB, s jose.Signer, c claims) string {
-	return i.Serialize(t, s, c)
-}
-
-// valid are claims the edge at resource accepts.
-func (i *issuer) valid(resource, subject, scope string) claims {
-	return i.Valid(resource, subject, scope)
-}
-
-// authConfig makes a fixture's edge require the issuer's tokens (the
-// fixture fills in the resource).
-func (i *issuer) authConfig(t testing.TB) *identity.Config { return i.AuthConfig(t) }

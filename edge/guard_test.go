@@ -8,7 +8,9 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
 
@@ -51,16 +53,16 @@ func TestOriginAndHostMatrix(t *testing.T) {
 
 	// A non-loopback edge (bound to every interface, behind a public name):
 	// served here on loopback, it must still apply the non-loopback rules.
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
 	public := newFixture(t, func(c *edge.Config) {
 		c.MCP.Addr = "0.0.0.0:8443"
-		c.Auth = iss.authConfig(t)
+		c.Auth = iss.AuthConfig(t)
 		c.Auth.Resource = resource
 		c.AllowedHosts = []string{"edge.internal:8443"}
 		c.AllowedOrigins = []string{"https://app.example.com"}
 	})
-	token := iss.sign(t, jose.ES256, iss.valid(resource, "alice", "toolmesh:read"))
+	token := iss.Sign(t, jose.ES256, iss.Valid(resource, "alice", "toolmesh:read"))
 
 	cases := []struct {
 		name   string

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
 
@@ -142,10 +143,10 @@ func TestRequestStateRefusals(t *testing.T) {
 	t.Parallel()
 	m := newMRTRMesh(t)
 	m.startWorker(t)
-	iss := newIssuer(t)
-	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	token := func(subject string) http.Header {
-		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(f.http), subject, "toolmesh:admin toolmesh:write"))
+		tok := iss.Sign(t, jose.RS256, iss.Valid(resourceFor(f.http), subject, "toolmesh:admin toolmesh:write"))
 		return http.Header{"Authorization": {"Bearer " + tok}}
 	}
 	alice := newConversation(t)
@@ -218,11 +219,11 @@ func TestRequestStateRefusals(t *testing.T) {
 	retired, _ := requeststate.NewSealer(retiredKey, newKey)
 	rotated, _ := requeststate.NewSealer(newKey, m.key)
 	oldEdge := m.edge(t, func(c *edge.Config) {
-		c.Auth = iss.authConfig(t)
+		c.Auth = iss.AuthConfig(t)
 		c.Elicitation.States = retired
 	})
 	tokenFor := func(fx *fixture) http.Header {
-		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(fx.http), "alice", "toolmesh:admin toolmesh:write"))
+		tok := iss.Sign(t, jose.RS256, iss.Valid(resourceFor(fx.http), "alice", "toolmesh:admin toolmesh:write"))
 		return http.Header{"Authorization": {"Bearer " + tok}}
 	}
 	alice.extra = tokenFor(oldEdge)
@@ -233,7 +234,7 @@ func TestRequestStateRefusals(t *testing.T) {
 	// The state was never spent: alice answers with it now, on an edge
 	// whose previous key signed it, and the call goes on.
 	next := m.edge(t, func(c *edge.Config) {
-		c.Auth = iss.authConfig(t)
+		c.Auth = iss.AuthConfig(t)
 		c.Elicitation.States = rotated
 	})
 	alice.extra = tokenFor(next)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
@@ -184,19 +185,19 @@ func TestResourcesAtEveryVersion(t *testing.T) {
 // the resources its grants allow, and the tool's errors.
 func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newNotesFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t); c.Grants = grants })
+	f := newNotesFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
 	f.backend.SeedNotes("agent-a", 3)
 	f.backend.SeedNotes("agent-b", 1)
 	res := resourceFor(f.http)
 	token := func(subject, agent, scope string) string {
-		c := iss.valid(res, subject, scope)
+		c := iss.Valid(res, subject, scope)
 		c.AgentID = agent
-		return iss.sign(t, jose.ES256, c)
+		return iss.Sign(t, jose.ES256, c)
 	}
 	ctx := context.Background()
 	alice := f.connect(t, "2025-11-25", token("alice", "agent-a", "toolmesh:read"), nil)
@@ -321,19 +322,19 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 // stream) is read as the caller its token names.
 func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	grants, err := identity.ParseGrants([]byte("subjects:\n  alice:\n    tools: [testing_note_stats]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newNotesFixture(t, func(c *edge.Config) {
-		c.Auth, c.Grants = iss.authConfig(t), grants
+		c.Auth, c.Grants = iss.AuthConfig(t), grants
 		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 	})
-	c := iss.valid(resourceFor(f.http), "alice", "toolmesh:read")
+	c := iss.Valid(resourceFor(f.http), "alice", "toolmesh:read")
 	c.AgentID = "agent-a"
 	updated := make(chan string, 10)
-	cs := f.connect(t, edge.ModernProtocol, iss.sign(t, jose.ES256, c), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+	cs := f.connect(t, edge.ModernProtocol, iss.Sign(t, jose.ES256, c), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 		updated <- r.Params.URI
 	}})
 	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {

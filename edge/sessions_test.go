@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/replicatest"
@@ -507,14 +508,14 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
 	t.Parallel()
 	m := newMRTRMesh(t)
-	iss := newIssuer(t)
+	iss := identitytest.NewIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
 	reps := startReplicas(t, m, func(c *edge.Config) {
-		c.Auth = &identity.Config{Issuer: iss.url, JWKS: iss.jwks(t), Resource: resource}
+		c.Auth = &identity.Config{Issuer: iss.URL, JWKS: iss.JWKS(t), Resource: resource}
 	}, "a", "b")
 	a, b := reps.all[0], reps.all[1]
-	alice := iss.sign(t, jose.RS256, iss.valid(resource, "alice", "toolmesh:read"))
-	mallory := iss.sign(t, jose.RS256, iss.valid(resource, "mallory", "toolmesh:read"))
+	alice := iss.Sign(t, jose.RS256, iss.Valid(resource, "alice", "toolmesh:read"))
+	mallory := iss.Sign(t, jose.RS256, iss.Valid(resource, "mallory", "toolmesh:read"))
 	res, body := post(t, a.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := res.Header.Get("Mcp-Session-Id")
 	if res.StatusCode != http.StatusOK || sid == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/oauthtest"
 )
 
@@ -49,11 +50,11 @@ func challengeOf(t *testing.T, resp *http.Response) map[string]string {
 // keeps its permission_denied envelope, since no scope would help.
 func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	res := resourceFor(f.http)
 	metaURL := strings.TrimSuffix(f.http.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
-	tok := func(scope string) string { return iss.sign(t, jose.ES256, iss.valid(res, "alice", scope)) }
+	tok := func(scope string) string { return iss.Sign(t, jose.ES256, iss.Valid(res, "alice", scope)) }
 	cases := []struct {
 		name, scope, tool, args string
 		want                    string // the challenged scopes
@@ -104,8 +105,8 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 		}
 	})
 	t.Run("read-only edge", func(t *testing.T) {
-		ro := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t); c.ReadOnly = true })
-		tok := iss.sign(t, jose.ES256, iss.valid(resourceFor(ro.http), "alice", "toolmesh:read"))
+		ro := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.ReadOnly = true })
+		tok := iss.Sign(t, jose.ES256, iss.Valid(resourceFor(ro.http), "alice", "toolmesh:read"))
 		// No scope makes a write tool run on a read-only edge.
 		resp, body := post(t, ro.url, withBearer(callHeaders("testing_write"), tok), callBody(1, "testing_write", `{"note":"n"}`))
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("WWW-Authenticate") != "" {
@@ -119,12 +120,12 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 // every protocol era; a 2025-era session carries on with the new token.
 func TestAClientStepsUpAndRetries(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	res := resourceFor(f.http)
 	for _, v := range allVersions {
 		t.Run(v, func(t *testing.T) {
-			h := oauthtest.NewStepUp("toolmesh:read", func(scope string) string { return iss.sign(t, jose.RS256, iss.valid(res, "alice", scope)) })
+			h := oauthtest.NewStepUp("toolmesh:read", func(scope string) string { return iss.Sign(t, jose.RS256, iss.Valid(res, "alice", scope)) })
 			client := mcp.NewClient(&mcp.Implementation{Name: "step-up", Version: "1"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.url, OAuthHandler: h}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {

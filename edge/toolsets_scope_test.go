@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/replicatest"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -32,12 +33,12 @@ import (
 // say that it is the token that leaves a tool out.
 func TestTokenClaimAndGrantsNarrowTheSelection(t *testing.T) {
 	t.Parallel()
-	iss := newIssuer(t)
-	f := productEdge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	iss := identitytest.NewIssuer(t)
+	f := productEdge(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	token := func(claim string) string {
-		c := iss.valid(resourceFor(f.http), "bob", "toolmesh:read")
+		c := iss.Valid(resourceFor(f.http), "bob", "toolmesh:read")
 		c.Toolsets = claim
-		return iss.sign(t, jose.ES256, c)
+		return iss.Sign(t, jose.ES256, c)
 	}
 	var readTasks []string
 	for _, tool := range toolsetTools(t, f.edge, "tasks") {

@@ -19,7 +19,9 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -160,7 +162,7 @@ func find(files []archiveFile, name string) (string, bool) {
 
 type transcriptRunner struct {
 	f       *fixture
-	iss     *issuer
+	iss     *identitytest.Issuer
 	session string
 	state   string   // the last requestState issued
 	replace []string // old, new pairs applied to responses
@@ -182,8 +184,8 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 		case "read-only":
 			opts = append(opts, func(c *edge.Config) { c.ReadOnly = true })
 		case "auth":
-			tr.iss = newIssuer(t)
-			opts = append(opts, func(c *edge.Config) { c.Auth = tr.iss.authConfig(t) })
+			tr.iss = identitytest.NewIssuer(t)
+			opts = append(opts, func(c *edge.Config) { c.Auth = tr.iss.AuthConfig(t) })
 		case "call-timeout":
 			d, err := time.ParseDuration(val)
 			if err != nil {
@@ -272,12 +274,12 @@ func (tr *transcriptRunner) run(t *testing.T, text string) string {
 	}
 	text = tokenTemplateRE.ReplaceAllStringFunc(text, func(m string) string {
 		parts := tokenTemplateRE.FindStringSubmatch(m)
-		return tr.iss.sign(t, jose.RS256, tr.iss.valid(resourceFor(tr.f.http), parts[1], strings.TrimSpace(parts[2])))
+		return tr.iss.Sign(t, jose.RS256, tr.iss.Valid(resourceFor(tr.f.http), parts[1], strings.TrimSpace(parts[2])))
 	})
 	if strings.Contains(text, "{{expired-token}}") {
-		c := tr.iss.valid(resourceFor(tr.f.http), "alice", "toolmesh:read")
+		c := tr.iss.Valid(resourceFor(tr.f.http), "alice", "toolmesh:read")
 		c.Expiry = time.Now().Add(-time.Hour)
-		text = strings.ReplaceAll(text, "{{expired-token}}", tr.iss.sign(t, jose.RS256, c))
+		text = strings.ReplaceAll(text, "{{expired-token}}", tr.iss.Sign(t, jose.RS256, c))
 	}
 	head, body, _ := strings.Cut(text, "\n\n")
 	lines := strings.Split(strings.TrimSpace(head), "\n")
