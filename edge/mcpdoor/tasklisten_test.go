@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // A client that listens for its tasks (subscriptions/listen with taskIds,
@@ -15,17 +17,17 @@ import (
 // all over; a task that is not the caller's is not honoured, and a client
 // without the extension is refused.
 func TestTaskStatusPushes(t *testing.T) {
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	a, b := m.edge(t, nil), m.edge(t, nil)
-	created := wireTaskOf(t, taskRequest(t, a.url, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": 3000}}, tasksCaps))
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	a, b := m.Edge(t, nil), m.Edge(t, nil)
+	created := wireTaskOf(t, edgetest.TaskRequest(t, a.URL, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": 3000}}, edgetest.TasksCaps))
 
 	listen := func(caps map[string]any) []byte {
 		t.Helper()
 		meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": map[string]any{
 			"_meta": meta, "notifications": map[string]any{"taskIds": []string{created.TaskID, "call/testing_wait/0123456789abcdef"}}}})
-		_, raw := post(t, b.url, modernHeaders("subscriptions/listen"), string(body))
+		_, raw := edgetest.Post(t, b.URL, edgetest.ModernHeaders("subscriptions/listen"), string(body))
 		return raw
 	}
 	type message struct {
@@ -38,7 +40,7 @@ func TestTaskStatusPushes(t *testing.T) {
 		} `json:"error"`
 	}
 	var msgs []message
-	sc := bufio.NewScanner(bytes.NewReader(listen(tasksCaps)))
+	sc := bufio.NewScanner(bytes.NewReader(listen(edgetest.TasksCaps)))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
@@ -78,7 +80,7 @@ func TestTaskStatusPushes(t *testing.T) {
 	}
 
 	var refused message
-	if err := json.Unmarshal(lastMessage(listen(map[string]any{})), &refused); err != nil || refused.Error == nil || refused.Error.Code != -32021 {
+	if err := json.Unmarshal(edgetest.LastMessage(listen(map[string]any{})), &refused); err != nil || refused.Error == nil || refused.Error.Code != -32021 {
 		t.Errorf("a listen without the extension = %+v, want -32021", refused)
 	}
 }

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"bytes"
@@ -160,8 +160,8 @@ func TestToolsListOfAClientWithoutAppsIsUnchanged(t *testing.T) {
 	with := productEdge(t, nil)
 	without := productEdge(t, func(c *edge.Config) { c.Contracts = withoutViews(t) })
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25", "2025-06-18"} {
-		got := toolsListWire(t, with.url, version, map[string]any{})
-		want := toolsListWire(t, without.url, version, map[string]any{})
+		got := toolsListWire(t, with.URL, version, map[string]any{})
+		want := toolsListWire(t, without.URL, version, map[string]any{})
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: tools/list of a client without MCP Apps differs from the mesh without views (%d bytes, want %d)", version, len(got), len(want))
 		}
@@ -170,10 +170,10 @@ func TestToolsListOfAClientWithoutAppsIsUnchanged(t *testing.T) {
 		}
 		// A client that declares the extension without the views' MIME type
 		// gets no view either.
-		if other := toolsListWire(t, with.url, version, map[string]any{"extensions": map[string]any{extUI: map[string]any{"mimeTypes": []string{"text/html"}}}}); !bytes.Equal(other, want) {
+		if other := toolsListWire(t, with.URL, version, map[string]any{"extensions": map[string]any{extUI: map[string]any{"mimeTypes": []string{"text/html"}}}}); !bytes.Equal(other, want) {
 			t.Errorf("%s: tools/list of a client declaring MCP Apps for another MIME type differs", version)
 		}
-		ui := toolsListWire(t, with.url, version, map[string]any{"extensions": map[string]any{extUI: map[string]any{"mimeTypes": []string{mimeApp}}}})
+		ui := toolsListWire(t, with.URL, version, map[string]any{"extensions": map[string]any{extUI: map[string]any{"mimeTypes": []string{mimeApp}}}})
 		if !bytes.Contains(ui, []byte(`"_meta":{"ui":{"resourceUri":"ui://toolmesh/owner/ask-card"}}`)) {
 			t.Errorf("%s: tools/list of an MCP Apps client lacks owner_get_ask's view", version)
 		}
@@ -188,13 +188,13 @@ func TestAppsClientGetsViewsAndToolMeta(t *testing.T) {
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25", "2025-03-26"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := context.Background()
-			cs := f.connect(t, version, "", &mcp.ClientOptions{Capabilities: uiCaps()})
+			cs := f.Connect(t, version, "", &mcp.ClientOptions{Capabilities: uiCaps()})
 			if version < edge.ModernProtocol {
 				if _, ok := cs.InitializeResult().Capabilities.Extensions[extUI]; !ok {
 					t.Errorf("initialize: the server does not declare %s", extUI)
 				}
 			} else {
-				res, rerr := rpc2026(t, f.url, "server/discover", nil)
+				res, rerr := rpc2026(t, f.URL, "server/discover", nil)
 				var disc struct {
 					Capabilities struct {
 						Extensions map[string]json.RawMessage `json:"extensions"`
@@ -254,7 +254,7 @@ func TestAppsFollowTheSelection(t *testing.T) {
 	f := productEdge(t, nil)
 	ctx := context.Background()
 	// /mcp/x/owner selects the owner toolset: its view, not the schedules'.
-	cs := mustDial(t, strings.TrimSuffix(f.url, "/mcp")+"/mcp/x/owner", "2025-11-25", nil, &mcp.ClientOptions{Capabilities: uiCaps()})
+	cs := mustDial(t, strings.TrimSuffix(f.URL, "/mcp")+"/mcp/x/owner", "2025-11-25", nil, &mcp.ClientOptions{Capabilities: uiCaps()})
 	res, err := cs.ListResources(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestAppsFollowTheSelection(t *testing.T) {
 		t.Errorf("resources/list views through /mcp/x/owner = %v, want %v", listed, want)
 	}
 	// Without the extension resources/list names no view.
-	plain := mustDial(t, f.url, "2025-11-25", nil, nil)
+	plain := mustDial(t, f.URL, "2025-11-25", nil, nil)
 	res, err = plain.ListResources(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

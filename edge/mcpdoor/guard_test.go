@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
@@ -24,38 +25,23 @@ func send(t *testing.T, url, host, origin string, h http.Header, body string) (*
 	if host != "" {
 		h.Set("X-Test-Host", host)
 	}
-	return post(t, url, h, body)
-}
-
-// testClient sends the tests' raw requests; X-Test-Host sets the Host.
-var testClient = &http.Client{Transport: hostTransport{}}
-
-// hostTransport moves X-Test-Host into the request's Host.
-type hostTransport struct{}
-
-func (hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if h := r.Header.Get("X-Test-Host"); h != "" {
-		r = r.Clone(r.Context())
-		r.Host = h
-		r.Header.Del("X-Test-Host")
-	}
-	return http.DefaultTransport.RoundTrip(r)
+	return edgetest.Post(t, url, h, body)
 }
 
 func TestOriginAndHostMatrix(t *testing.T) {
 	t.Parallel()
 	// A loopback edge in development mode.
-	local := newFixture(t, func(c *edge.Config) {
+	local := edgetest.NewFixture(t, func(c *edge.Config) {
 		c.AllowedHosts = []string{"mcp.internal"}
 		c.AllowedOrigins = []string{"https://app.example.com"}
 	})
-	port := local.http.Listener.Addr().String()[strings.LastIndex(local.http.Listener.Addr().String(), ":"):]
+	port := local.HTTP.Listener.Addr().String()[strings.LastIndex(local.HTTP.Listener.Addr().String(), ":"):]
 
 	// A non-loopback edge (bound to every interface, behind a public name):
 	// served here on loopback, it must still apply the non-loopback rules.
 	iss := identitytest.NewIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
-	public := newFixture(t, func(c *edge.Config) {
+	public := edgetest.NewFixture(t, func(c *edge.Config) {
 		c.MCP.Addr = "0.0.0.0:8443"
 		c.Auth = iss.AuthConfig(t)
 		c.Auth.Resource = resource
@@ -66,7 +52,7 @@ func TestOriginAndHostMatrix(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		f      *fixture
+		f      *edgetest.Fixture
 		host   string
 		origin string
 		want   int
@@ -97,11 +83,11 @@ func TestOriginAndHostMatrix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := modernHeaders("tools/list")
+			h := edgetest.ModernHeaders("tools/list")
 			if c.f == public {
 				h = withBearer(h, token)
 			}
-			resp, body := send(t, c.f.url, c.host, c.origin, h, modernList)
+			resp, body := send(t, c.f.URL, c.host, c.origin, h, modernList)
 			if resp.StatusCode != c.want {
 				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, c.want, body)
 			}
@@ -116,10 +102,10 @@ func TestOriginAndHostMatrix(t *testing.T) {
 
 	// CORS preflight: allowed origins get the headers, others a 403.
 	for origin, want := range map[string]int{"http://localhost:6274": 204, "https://attacker.example": 403} {
-		req, _ := http.NewRequest(http.MethodOptions, local.url, nil)
+		req, _ := http.NewRequest(http.MethodOptions, local.URL, nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Access-Control-Request-Method", "POST")
-		resp, err := testClient.Do(req)
+		resp, err := edgetest.TestClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,26 +121,26 @@ func TestOriginAndHostMatrix(t *testing.T) {
 
 func TestRequestBodyCap(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.MCP.MaxBodyBytes = 2048 })
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.MCP.MaxBodyBytes = 2048 })
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"` + strings.Repeat("x", 4096) + `"}}}`
 	for name, h := range map[string]http.Header{
 		"stateless": {"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"testing_echo"}},
 		"legacy":    {},
 	} {
-		resp, body := post(t, f.url, h, big)
+		resp, body := edgetest.Post(t, f.URL, h, big)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"code":-32600`) {
 			t.Errorf("%s: oversized body = %d %s, want 413 with a JSON-RPC error", name, resp.StatusCode, body)
 		}
 	}
-	if n := f.backend.Calls("Echo"); n != 0 {
+	if n := f.Backend.Calls("Echo"); n != 0 {
 		t.Errorf("an oversized call reached the service")
 	}
 }
 
 func TestSecretsNeverReachErrorsOrLogs(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 2 * time.Second })
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.CallTimeout = 2 * time.Second })
+	cs := f.Connect(t, "", "", nil)
 	secrets := []string{"sk-live0123456789abcdefghijkl", "hunter2hunter2", "ghp_abcdefghijklmnopqrstuvwx", "pa55w0rd", "hunter2-db-secret",
 		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJlLXZhbHVl"}
 	calls := []map[string]any{
@@ -164,7 +150,7 @@ func TestSecretsNeverReachErrorsOrLogs(t *testing.T) {
 		{"message": "x", "fail": "FAILURE_INTERNAL_SECRET"},                                                 // a service error quoting secrets
 	}
 	for _, args := range calls {
-		res, env := callEnv(t, cs, "testing_echo", args)
+		res, env := edgetest.CallEnv(t, cs, "testing_echo", args)
 		if !res.IsError {
 			t.Fatalf("call %v = %+v, want an error", args, env)
 		}
@@ -178,13 +164,13 @@ func TestSecretsNeverReachErrorsOrLogs(t *testing.T) {
 	if !strings.Contains(testingsvc.SecretInError, "hunter2") {
 		t.Fatal("the test service no longer puts a secret in its error")
 	}
-	logs := f.logs.String()
+	logs := f.Logs.String()
 	for _, s := range secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("the edge's log contains %q", s)
 		}
 	}
-	if len(f.logs.Events("boundary.validation_failed")) != 3 {
-		t.Errorf("boundary.validation_failed events = %d, want one per rejected call (3)", len(f.logs.Events("boundary.validation_failed")))
+	if len(f.Logs.Events("boundary.validation_failed")) != 3 {
+		t.Errorf("boundary.validation_failed events = %d, want one per rejected call (3)", len(f.Logs.Events("boundary.validation_failed")))
 	}
 }

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -27,9 +28,9 @@ import (
 // productEdge serves an edge with the product's contracts; no service is
 // behind them (calls answer not_supported), which is all that selecting
 // needs.
-func productEdge(t testing.TB, configure func(*edge.Config)) *fixture {
+func productEdge(t testing.TB, configure func(*edge.Config)) *edgetest.Fixture {
 	t.Helper()
-	return newFixture(t, func(c *edge.Config) {
+	return edgetest.NewFixture(t, func(c *edge.Config) {
 		c.Contracts = toolcatalog.Contracts()
 		if configure != nil {
 			configure(c)
@@ -111,14 +112,14 @@ type refusal struct {
 func TestToolsetSelectionAtEveryVersion(t *testing.T) {
 	t.Parallel()
 	f := productEdge(t, nil)
-	tasksAndMessages := toolsetTools(t, f.edge, "tasks", "messages")
+	tasksAndMessages := toolsetTools(t, f.Edge, "tasks", "messages")
 	for _, v := range edge.ProtocolVersions {
 		t.Run(v, func(t *testing.T) {
-			cs := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"tasks, messages"}}, nil)
+			cs := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"tasks, messages"}}, nil)
 			if got := sorted(toolNames(t, cs)); !slices.Equal(got, tasksAndMessages) {
 				t.Errorf("tools/list with tasks,messages = %v, want %v", got, tasksAndMessages)
 			}
-			if _, env := call(t, cs, "tasks_list", map[string]any{}); env.DomainCode != "not_supported" {
+			if _, env := edgetest.Call(t, cs, "tasks_list", map[string]any{}); env.DomainCode != "not_supported" {
 				t.Errorf("tasks_list (no backend) = %+v, want the pipeline's not_supported", env)
 			}
 			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "credits_balance", Arguments: map[string]any{}})
@@ -128,21 +129,21 @@ func TestToolsetSelectionAtEveryVersion(t *testing.T) {
 			}
 
 			// One toolset by path; the keywords and exclusions by header.
-			byPath := mustDial(t, f.http.URL+edge.PathToolsets+"credits", v, nil, nil)
-			if got, want := sorted(toolNames(t, byPath)), toolsetTools(t, f.edge, "credits"); !slices.Equal(got, want) {
+			byPath := mustDial(t, f.HTTP.URL+edge.PathToolsets+"credits", v, nil, nil)
+			if got, want := sorted(toolNames(t, byPath)), toolsetTools(t, f.Edge, "credits"); !slices.Equal(got, want) {
 				t.Errorf("tools/list at /mcp/x/credits = %v, want %v", got, want)
 			}
-			def := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"default"}}, nil)
-			if got, want := sorted(toolNames(t, def)), toolsetTools(t, f.edge, "agents", "memory", "messages", "owner", "tasks"); !slices.Equal(got, want) {
+			def := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"default"}}, nil)
+			if got, want := sorted(toolNames(t, def)), toolsetTools(t, f.Edge, "agents", "memory", "messages", "owner", "tasks"); !slices.Equal(got, want) {
 				t.Errorf("tools/list with default = %v, want %v", got, want)
 			}
-			some := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"tasks,credits_balance,-tasks_cancel"}}, nil)
-			want := append(slices.DeleteFunc(toolsetTools(t, f.edge, "tasks"), func(n string) bool { return n == "tasks_cancel" }), "credits_balance")
+			some := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"tasks,credits_balance,-tasks_cancel"}}, nil)
+			want := append(slices.DeleteFunc(toolsetTools(t, f.Edge, "tasks"), func(n string) bool { return n == "tasks_cancel" }), "credits_balance")
 			if got := sorted(toolNames(t, some)); !slices.Equal(got, sorted(want)) {
 				t.Errorf("tools/list with tasks,credits_balance,-tasks_cancel = %v, want %v", got, sorted(want))
 			}
-			all := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"-github"}}, nil)
-			if got := toolNames(t, all); len(got) != len(f.edge.Registry().Tools())-12 || slices.Contains(got, "github_get_repo") {
+			all := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"-github"}}, nil)
+			if got := toolNames(t, all); len(got) != len(f.Edge.Registry().Tools())-12 || slices.Contains(got, "github_get_repo") {
 				t.Errorf("tools/list with -github = %d tools, want every tool but the 12 of github", len(got))
 			}
 		})
@@ -159,7 +160,7 @@ func TestBadSelectionsAreRefusedBeforeAnyMethod(t *testing.T) {
 		name, path, header, want string
 		unknown                  []any
 	}{
-		{"unknown toolset", "/mcp", "tasks,taks", `unknown toolset "taks"; the toolsets are ` + toolsetNames(f.edge) + `, the keywords`, []any{"taks"}},
+		{"unknown toolset", "/mcp", "tasks,taks", `unknown toolset "taks"; the toolsets are ` + toolsetNames(f.Edge) + `, the keywords`, []any{"taks"}},
 		{"unknown tool", "/mcp", "tasks_nope", `unknown tool "tasks_nope"`, []any{"tasks_nope"}},
 		{"unknown by path", "/mcp/x/taks", "", `unknown toolset "taks"`, []any{"taks"}},
 		{"empty path", "/mcp/x/", "", "name one toolset after /mcp/x/", nil},
@@ -173,19 +174,19 @@ func TestBadSelectionsAreRefusedBeforeAnyMethod(t *testing.T) {
 			if c.header != "" {
 				h.Set(edge.HeaderToolsets, c.header)
 			}
-			res, body := post(t, f.http.URL+c.path, h, initialize)
+			res, body := edgetest.Post(t, f.HTTP.URL+c.path, h, initialize)
 			var e refusal
 			_ = json.Unmarshal(body, &e)
 			if res.StatusCode != http.StatusBadRequest || e.Error.Code != -32600 || !strings.Contains(e.Error.Message, c.want) {
 				t.Fatalf("status %d %s, want 400 with -32600 saying %q", res.StatusCode, body, c.want)
 			}
-			if c.unknown != nil && (!slices.Equal(e.Error.Data["unknown"].([]any), c.unknown) || len(e.Error.Data["toolsets"].([]any)) != len(f.edge.Registry().Toolsets())) {
+			if c.unknown != nil && (!slices.Equal(e.Error.Data["unknown"].([]any), c.unknown) || len(e.Error.Data["toolsets"].([]any)) != len(f.Edge.Registry().Toolsets())) {
 				t.Errorf("data = %v, want the unknown names %v and every toolset", e.Error.Data, c.unknown)
 			}
 		})
 	}
 	// The same selections spelled right are served.
-	res, body := post(t, f.http.URL+"/mcp/x/tasks", http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, edge.HeaderToolsets: {"tasks"}}, initialize)
+	res, body := edgetest.Post(t, f.HTTP.URL+"/mcp/x/tasks", http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, edge.HeaderToolsets: {"tasks"}}, initialize)
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("a path and a header that agree: %d %s", res.StatusCode, body)
 	}

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"io"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // TestFastPathAnswersAsTheSDKDoes sends the same requests to an edge that
@@ -21,8 +22,8 @@ var freshKey = regexp.MustCompile(`mcp-[0-9a-f]{32}`)
 
 func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 	t.Parallel()
-	fast := newFixture(t, nil)
-	slow := newFixture(t, func(c *edge.Config) { c.MCP.DisableFastPath = true })
+	fast := edgetest.NewFixture(t, nil)
+	slow := edgetest.NewFixture(t, func(c *edge.Config) { c.MCP.DisableFastPath = true })
 
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	const metaInfo = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}`
@@ -80,8 +81,8 @@ func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 	}
 	for _, rq := range cases {
 		t.Run(rq.name, func(t *testing.T) {
-			fc, fh, fb := do(fast.url, rq)
-			sc, sh, sb := do(slow.url, rq)
+			fc, fh, fb := do(fast.URL, rq)
+			sc, sh, sb := do(slow.URL, rq)
 			if fc != sc {
 				t.Errorf("status: fast path %d, SDK %d", fc, sc)
 			}

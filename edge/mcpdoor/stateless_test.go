@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // statelessMeta is the _meta of a well-formed 2026-07-28 request.
@@ -25,9 +27,9 @@ type statelessAnswer struct {
 
 func statelessPost(t *testing.T, url string, h http.Header, body string) statelessAnswer {
 	t.Helper()
-	res, raw := post(t, url, h, body)
+	res, raw := edgetest.Post(t, url, h, body)
 	var a statelessAnswer
-	if err := json.Unmarshal(lastMessage(raw), &a); err != nil {
+	if err := json.Unmarshal(edgetest.LastMessage(raw), &a); err != nil {
 		t.Fatalf("%s: answer %d %s is not JSON-RPC: %v", body, res.StatusCode, raw, err)
 	}
 	a.status = res.StatusCode
@@ -41,9 +43,9 @@ func statelessPost(t *testing.T, url string, h http.Header, body string) statele
 // headers, then the method) — and what every result carries.
 func TestStatelessWireRules(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
+	f := edgetest.NewFixture(t, nil)
 	headers := func(method string, edit func(http.Header)) http.Header {
-		h := modernHeaders(method)
+		h := edgetest.ModernHeaders(method)
 		if edit != nil {
 			edit(h)
 		}
@@ -85,7 +87,7 @@ func TestStatelessWireRules(t *testing.T) {
 		}{"removed method " + m, headers(m, nil), `{"jsonrpc":"2.0","id":500,"method":"` + m + `","params":{` + statelessMeta + `}}`, -32601, 404})
 	}
 	for _, r := range refusals {
-		a := statelessPost(t, f.url, r.h, r.body)
+		a := statelessPost(t, f.URL, r.h, r.body)
 		var req struct {
 			ID json.RawMessage `json:"id"`
 		}
@@ -96,7 +98,7 @@ func TestStatelessWireRules(t *testing.T) {
 	}
 
 	// Discovery, and an unsupported version named with what is supported.
-	discover := statelessPost(t, f.url, headers("server/discover", nil),
+	discover := statelessPost(t, f.URL, headers("server/discover", nil),
 		`{"jsonrpc":"2.0","id":201,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	if discover.Result == nil || discover.status != 200 {
 		t.Fatalf("server/discover without clientInfo = %d %+v, want a result", discover.status, discover.Error)
@@ -108,7 +110,7 @@ func TestStatelessWireRules(t *testing.T) {
 	if info, _ := discover.Result["_meta"].(map[string]any)["io.modelcontextprotocol/serverInfo"].(map[string]any); info["name"] == nil || info["version"] == nil {
 		t.Errorf("discover _meta = %v, want the server's name and version", discover.Result["_meta"])
 	}
-	unsupported := statelessPost(t, f.url, headers("server/discover", func(h http.Header) { h.Set("Mcp-Protocol-Version", "v999.0.0") }),
+	unsupported := statelessPost(t, f.URL, headers("server/discover", func(h http.Header) { h.Set("Mcp-Protocol-Version", "v999.0.0") }),
 		`{"jsonrpc":"2.0","id":301,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	if unsupported.Error == nil || unsupported.Error.Code != -32022 || unsupported.status != 400 || unsupported.Error.Data["requested"] != "v999.0.0" {
 		t.Fatalf("unsupported version = %d %+v, want 400, -32022 naming v999.0.0", unsupported.status, unsupported.Error)
@@ -124,7 +126,7 @@ func TestStatelessWireRules(t *testing.T) {
 	}
 
 	// Routing headers are matched after trimming; their names in any case.
-	padded := statelessPost(t, f.url, headers("tools/call", func(h http.Header) { h.Set("Mcp-Name", "  testing_echo  ") }),
+	padded := statelessPost(t, f.URL, headers("tools/call", func(h http.Header) { h.Set("Mcp-Name", "  testing_echo  ") }),
 		`{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"hi"},`+statelessMeta+`}}`)
 	if padded.Result == nil || padded.Result["resultType"] != "complete" {
 		t.Errorf("tools/call with a padded Mcp-Name = %d %+v, want a complete result", padded.status, padded.Error)
@@ -135,7 +137,7 @@ func TestStatelessWireRules(t *testing.T) {
 	// declare is not served (this edge's domains have no prompts).
 	caps, _ := discover.Result["capabilities"].(map[string]any)
 	for _, m := range []string{"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"} {
-		a := statelessPost(t, f.url, headers(m, nil), `{"jsonrpc":"2.0","id":7,"method":"`+m+`","params":{`+statelessMeta+`}}`)
+		a := statelessPost(t, f.URL, headers(m, nil), `{"jsonrpc":"2.0","id":7,"method":"`+m+`","params":{`+statelessMeta+`}}`)
 		declared := m == "server/discover" || caps[strings.SplitN(m, "/", 2)[0]] != nil
 		if !declared {
 			if a.Error == nil || a.Error.Code != -32601 || a.status != 404 {

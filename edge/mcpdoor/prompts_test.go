@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // promptNames lists the prompts a session sees.
@@ -39,7 +40,7 @@ func embeddedURIs(t *testing.T, cs *mcp.ClientSession, res *mcp.GetPromptResult)
 		}
 		uris = append(uris, er.Resource.URI)
 		read, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: er.Resource.URI})
-		if err != nil || !jsonEqual(read.Contents[0].Text, er.Resource.Text) {
+		if err != nil || !edgetest.JsonEqual(read.Contents[0].Text, er.Resource.Text) {
 			t.Errorf("embedded %s holds %s; reading it gives %v (%v)", er.Resource.URI, er.Resource.Text, read, err)
 		}
 	}
@@ -48,8 +49,8 @@ func embeddedURIs(t *testing.T, cs *mcp.ClientSession, res *mcp.GetPromptResult)
 
 func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
 	t.Parallel()
-	svc := startTasks(t)
-	cs := startEdge(t, tasksOnly(svc))
+	svc := edgetest.StartTasks(t)
+	cs := edgetest.StartEdge(t, edgetest.TasksOnly(svc))
 	ctx := context.Background()
 	if got, want := promptNames(t, cs), []string{"review_pending_asks", "review_schedule", "triage_tasks"}; !slices.Equal(got, want) {
 		t.Errorf("prompts/list = %v, want %v", got, want)
@@ -65,7 +66,7 @@ func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
 
 	var ids []string
 	for _, d := range []string{"pending work", "running work", "finished work"} {
-		_, env := call(t, cs, "tasks_create", map[string]any{"description": d})
+		_, env := edgetest.Call(t, cs, "tasks_create", map[string]any{"description": d})
 		var created struct {
 			Task struct{ ID string } `json:"task"`
 		}
@@ -74,8 +75,8 @@ func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
 		}
 		ids = append(ids, created.Task.ID)
 	}
-	call(t, cs, "tasks_update_status", map[string]any{"task_id": ids[1], "status": "TASK_STATUS_RUNNING"})
-	call(t, cs, "tasks_cancel", map[string]any{"task_id": ids[2]})
+	edgetest.Call(t, cs, "tasks_update_status", map[string]any{"task_id": ids[1], "status": "TASK_STATUS_RUNNING"})
+	edgetest.Call(t, cs, "tasks_cancel", map[string]any{"task_id": ids[2]})
 
 	res, err := get("triage_tasks", map[string]string{"focus": "the release on Friday"})
 	if err != nil {
@@ -134,9 +135,9 @@ func TestPromptsReadTheMeshAsTheCaller(t *testing.T) {
 
 func TestPromptsAtEveryVersion(t *testing.T) {
 	t.Parallel()
-	svc := startTasks(t)
-	url := serveEdgeB(t, tasksOnly(svc))
-	for _, v := range allVersions {
+	svc := edgetest.StartTasks(t)
+	url := edgetest.ServeEdgeB(t, edgetest.TasksOnly(svc))
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
 			client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: v})

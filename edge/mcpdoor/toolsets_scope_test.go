@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/replicatest"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
@@ -36,20 +37,20 @@ func TestTokenClaimAndGrantsNarrowTheSelection(t *testing.T) {
 	iss := identitytest.NewIssuer(t)
 	f := productEdge(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	token := func(claim string) string {
-		c := iss.Valid(resourceFor(f.http), "bob", "toolmesh:read")
+		c := iss.Valid(edgetest.ResourceFor(f.HTTP), "bob", "toolmesh:read")
 		c.Toolsets = claim
 		return iss.Sign(t, jose.ES256, c)
 	}
 	var readTasks []string
-	for _, tool := range toolsetTools(t, f.edge, "tasks") {
-		if tl, _ := f.edge.Registry().Lookup(tool); tl.Kind == toolv1.Kind_KIND_READ && !tl.Privileged {
+	for _, tool := range toolsetTools(t, f.Edge, "tasks") {
+		if tl, _ := f.Edge.Registry().Lookup(tool); tl.Kind == toolv1.Kind_KIND_READ && !tl.Privileged {
 			readTasks = append(readTasks, tool)
 		}
 	}
 	for _, v := range edge.ProtocolVersions {
 		t.Run(v, func(t *testing.T) {
 			h := http.Header{"Authorization": {"Bearer " + token("tasks")}, edge.HeaderToolsets: {"tasks,messages"}}
-			cs := mustDial(t, f.url, v, h, nil)
+			cs := mustDial(t, f.URL, v, h, nil)
 			if got := sorted(toolNames(t, cs)); !slices.Equal(got, readTasks) {
 				t.Errorf("tools/list = %v, want the READ tools of tasks %v", got, readTasks)
 			}
@@ -66,7 +67,7 @@ func TestTokenClaimAndGrantsNarrowTheSelection(t *testing.T) {
 	}
 	// A claim naming what the edge lacks refuses the caller rather than
 	// narrowing it to nothing or to everything.
-	res, body := post(t, f.url, http.Header{"Authorization": {"Bearer " + token("taks")}},
+	res, body := edgetest.Post(t, f.URL, http.Header{"Authorization": {"Bearer " + token("taks")}},
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `the token's toolsets claim: unknown toolset \"taks\"`) {
 		t.Errorf("a token claiming an unknown toolset: %d %s, want 403 naming the claim", res.StatusCode, body)
@@ -105,12 +106,12 @@ func (s *switchHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestASessionKeepsItsSelection(t *testing.T) {
 	t.Parallel()
 	f := productEdge(t, nil)
-	tasks := toolsetTools(t, f.edge, "tasks")
+	tasks := toolsetTools(t, f.Edge, "tasks")
 	for _, v := range sessionVersions() {
 		t.Run(v, func(t *testing.T) {
 			hs := &switchHeaders{h: http.Header{edge.HeaderToolsets: {"tasks"}}, base: http.DefaultTransport}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "toolsets-test", Version: "1"}, nil).Connect(context.Background(),
-				&mcp.StreamableClientTransport{Endpoint: f.url, HTTPClient: &http.Client{Transport: hs}}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+				&mcp.StreamableClientTransport{Endpoint: f.URL, HTTPClient: &http.Client{Transport: hs}}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,9 +135,9 @@ func TestASessionKeepsItsSelection(t *testing.T) {
 func TestASessionsSelectionHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	backend := testingsvc.New()
-	m := &mrtrMesh{backend: backend, svc: servertest.Start(t, backend.Server())}
+	m := &edgetest.MrtrMesh{Backend: backend, Svc: servertest.Start(t, backend.Server())}
 	var err error
-	if m.key, err = requeststate.GenerateKey(); err != nil {
+	if m.Key, err = requeststate.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
 	reps := startReplicas(t, m, func(c *edge.Config) { c.Contracts = toolcatalog.Contracts() }, "a", "b")
@@ -168,7 +169,7 @@ func TestStdioServesTheEdgesSelection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		err := f.edge.ServeStdio(ctx, inR, outW)
+		err := f.Edge.ServeStdio(ctx, inR, outW)
 		outW.Close()
 		served <- err
 	}()
@@ -177,7 +178,7 @@ func TestStdioServesTheEdgesSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := slices.DeleteFunc(toolsetTools(t, f.edge, "memory"), func(n string) bool { return n == "memory_delete" })
+	want := slices.DeleteFunc(toolsetTools(t, f.Edge, "memory"), func(n string) bool { return n == "memory_delete" })
 	if got := sorted(toolNames(t, cs)); !slices.Equal(got, want) {
 		t.Errorf("tools/list over stdio with --toolsets memory,-memory_delete = %v, want %v", got, want)
 	}
@@ -196,8 +197,8 @@ func TestResourcesAndPromptsFollowTheSelection(t *testing.T) {
 	for _, v := range edge.ProtocolVersions {
 		t.Run(v, func(t *testing.T) {
 			ctx := context.Background()
-			mem := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"memory"}}, nil)
-			tasks := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"tasks"}}, nil)
+			mem := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"memory"}}, nil)
+			tasks := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"tasks"}}, nil)
 			templates := func(cs *mcp.ClientSession) []string {
 				res, err := cs.ListResourceTemplates(ctx, nil)
 				if err != nil {

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
@@ -21,8 +22,8 @@ import (
 // does) must never see a schema error instead of the envelope.
 func TestEveryResultValidatesAgainstItsOutputSchema(t *testing.T) {
 	t.Parallel()
-	svc := startTasks(t)
-	cfg := tasksOnly(svc)
+	svc := edgetest.StartTasks(t)
+	cfg := edgetest.TasksOnly(svc)
 	// Every other service is configured but unreachable, so calls get as
 	// far as the service: arguments are checked, then unavailable.
 	for _, sd := range toolcatalog.Contracts() {
@@ -30,7 +31,7 @@ func TestEveryResultValidatesAgainstItsOutputSchema(t *testing.T) {
 			cfg.Services[name] = "http://127.0.0.1:1"
 		}
 	}
-	cs := startEdge(t, cfg)
+	cs := edgetest.StartEdge(t, cfg)
 	ctx := context.Background()
 	var tools []*mcp.Tool
 	for tool, err := range cs.Tools(ctx, nil) {
@@ -83,17 +84,17 @@ func TestEveryResultValidatesAgainstItsOutputSchema(t *testing.T) {
 	// tool's schema): failing arguments for every tool, calls that reach an
 	// unreachable service, and successes of the tasks tools.
 	for _, tool := range tools {
-		_, env := call(t, cs, tool.Name, map[string]any{"no_such_argument": 1})
+		_, env := edgetest.Call(t, cs, tool.Name, map[string]any{"no_such_argument": 1})
 		if env.Status != "error" {
 			t.Errorf("%s with an unknown argument = %+v, want an error", tool.Name, env)
 		}
 	}
 	for _, name := range []string{"agents_list", "memory_list", "audit_head", "owner_list_asks", "schedules_list", "credits_balance"} {
-		if _, env := call(t, cs, name, map[string]any{}); env.DomainCode != "unavailable" {
+		if _, env := edgetest.Call(t, cs, name, map[string]any{}); env.DomainCode != "unavailable" {
 			t.Errorf("%s with its service down = %+v, want unavailable", name, env)
 		}
 	}
-	_, env := call(t, cs, "tasks_create", map[string]any{"description": "validate me", "priority": "TASK_PRIORITY_HIGH"})
+	_, env := edgetest.Call(t, cs, "tasks_create", map[string]any{"description": "validate me", "priority": "TASK_PRIORITY_HIGH"})
 	var created struct {
 		Task struct{ ID string } `json:"task"`
 	}
@@ -106,18 +107,18 @@ func TestEveryResultValidatesAgainstItsOutputSchema(t *testing.T) {
 		"tasks_list":          {"limit": 1},
 		"tasks_update_status": {"task_id": id, "status": "TASK_STATUS_RUNNING"},
 	} {
-		if _, env := call(t, cs, name, args); env.Status != "ok" {
+		if _, env := edgetest.Call(t, cs, name, args); env.Status != "ok" {
 			t.Errorf("%s = %+v, want ok", name, env)
 		}
 	}
-	_, env = call(t, cs, "tasks_update_status", map[string]any{"task_id": id, "status": "TASK_STATUS_RUNNING"})
+	_, env = edgetest.Call(t, cs, "tasks_update_status", map[string]any{"task_id": id, "status": "TASK_STATUS_RUNNING"})
 	if env.DomainCode != "conflict" {
 		t.Errorf("a second move to running = %+v, want conflict", env)
 	}
-	if _, env := call(t, cs, "tasks_cancel", map[string]any{"task_id": id, "reason": "done testing"}); env.Status != "ok" {
+	if _, env := edgetest.Call(t, cs, "tasks_cancel", map[string]any{"task_id": id, "reason": "done testing"}); env.Status != "ok" {
 		t.Errorf("tasks_cancel = %+v", env)
 	}
-	if _, env := call(t, cs, "tasks_get", map[string]any{"task_id": "tsk_00000000000000000000000000"}); env.DomainCode != "not_found" {
+	if _, env := edgetest.Call(t, cs, "tasks_get", map[string]any{"task_id": "tsk_00000000000000000000000000"}); env.DomainCode != "not_found" {
 		t.Errorf("tasks_get of an unknown task = %+v, want not_found", env)
 	}
 }

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -111,7 +112,7 @@ type replicaSet struct {
 	all  []*replica
 }
 
-func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), names ...string) *replicaSet {
+func startReplicas(t *testing.T, m *edgetest.MrtrMesh, configure func(*edge.Config), names ...string) *replicaSet {
 	t.Helper()
 	listeners, port := listenersOnOnePort(t, len(names))
 	s := &replicaSet{port: port, dns: &peerDNS{}}
@@ -121,9 +122,9 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 		r.base = &url.URL{Scheme: "http", Host: listeners[i].Addr().String()}
 		r.url = r.base.String() + "/mcp"
 		cfg := edge.Config{
-			Contracts:   testingContracts(),
-			Services:    map[string]string{testingv1connect.TestingServiceName: m.svc.URL},
-			HTTPClient:  m.svc.Client(),
+			Contracts:   edgetest.TestingContracts(),
+			Services:    map[string]string{testingv1connect.TestingServiceName: m.Svc.URL},
+			HTTPClient:  m.Svc.Client(),
 			Mesh:        servertest.MeshSigner(),
 			CallTimeout: 5 * time.Second,
 			MCP: edge.MCP{
@@ -131,13 +132,13 @@ func startReplicas(t *testing.T, m *mrtrMesh, configure func(*edge.Config), name
 				Sessions: &edge.Sessions{
 					Self:     listeners[i].Addr().String(),
 					Peers:    []string{net.JoinHostPort(peersName, strconv.Itoa(port))},
-					Keys:     []requeststate.Key{m.key},
+					Keys:     []requeststate.Key{m.Key},
 					Resolver: s.dns,
 				},
 			},
 		}
-		if m.tc != nil {
-			cfg.Elicitation = &edge.Elicitation{Temporal: m.tc, States: m.sealer, TaskQueue: m.queue}
+		if m.Tc != nil {
+			cfg.Elicitation = &edge.Elicitation{Temporal: m.Tc, States: m.Sealer, TaskQueue: m.Queue}
 		}
 		if configure != nil {
 			configure(&cfg)
@@ -231,16 +232,16 @@ func connectAt(t *testing.T, url, version string, opts *mcp.ClientOptions) (*mcp
 // ends it.
 func TestSessionsWorkAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
 	for _, v := range sessionVersions() {
 		t.Run(v, func(t *testing.T) {
 			reps := startReplicas(t, m, nil, "a", "b")
 			a, b := reps.all[0], reps.all[1]
 			rr := replicatest.New(t, a.lb(), b.lb())
-			user := newAnswerer(purgeSheet)
+			user := edgetest.NewAnswerer(edgetest.PurgeSheet)
 			var progress progressLog
-			cs, err := connectAt(t, rr.URL+"/mcp", v, &mcp.ClientOptions{ElicitationHandler: user.handler, ProgressNotificationHandler: progress.handler})
+			cs, err := connectAt(t, rr.URL+"/mcp", v, &mcp.ClientOptions{ElicitationHandler: user.Handler, ProgressNotificationHandler: progress.handler})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,20 +271,20 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 			elicits := v >= "2025-06-18"
 			args, questions := map[string]any{}, 4
 			if !elicits {
-				args, questions = purgeSheet, 0
+				args, questions = edgetest.PurgeSheet, 0
 			}
 			for range 2 {
-				m.backend.SeedNotes("victim", 2)
+				m.Backend.SeedNotes("victim", 2)
 				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_purge", Arguments: args})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if env := envelopeJSON(t, structured(t, res)); env.Status != "ok" || string(env.Data) != `{"removed":2}` {
-					t.Errorf("testing_purge = %s, want 2 notes removed", structured(t, res))
+				if env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res)); env.Status != "ok" || string(env.Data) != `{"removed":2}` {
+					t.Errorf("testing_purge = %s, want 2 notes removed", edgetest.Structured(t, res))
 				}
 			}
-			if n := len(user.questions()); n != questions {
-				t.Errorf("asked %d questions, want %d: %+v", n, questions, user.questions())
+			if n := len(user.Questions()); n != questions {
+				t.Errorf("asked %d questions, want %d: %+v", n, questions, user.Questions())
 			}
 
 			sid := cs.ID()
@@ -293,7 +294,7 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 			}
 			for _, r := range reps.all {
 				h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {v}}
-				if res, body := post(t, r.url, h, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`); res.StatusCode != http.StatusNotFound {
+				if res, body := edgetest.Post(t, r.url, h, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`); res.StatusCode != http.StatusNotFound {
 					t.Errorf("after DELETE, tools/list on %s = %d %s, want 404", r.name, res.StatusCode, body)
 				}
 			}
@@ -334,15 +335,15 @@ func TestSessionsWorkAcrossReplicas(t *testing.T) {
 // open through the other replica.
 func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	notes := servertest.Start(t, m.backend.NotesServer())
+	m := edgetest.NewMRTRMesh(t)
+	notes := servertest.Start(t, m.Backend.NotesServer())
 	reps := startReplicas(t, m, func(c *edge.Config) {
 		c.Contracts = append(c.Contracts, testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService"))
 		c.Services[testingv1connect.TestingNotesServiceName] = notes.URL
 		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 	}, "a", "b")
 	a, b := reps.all[0], reps.all[1]
-	m.backend.SeedNotes("local", 2)
+	m.Backend.SeedNotes("local", 2)
 	for _, v := range sessionVersions() {
 		t.Run(v, func(t *testing.T) {
 			rr := replicatest.New(t, a.lb(), b.lb())
@@ -358,13 +359,13 @@ func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
 			if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {
 				t.Fatal(err)
 			}
-			polled := m.backend.Calls("NoteStats")
-			waitFor(t, func() bool { return m.backend.Calls("NoteStats") > polled+2 }, "the owner to poll the subscribed resource")
+			polled := m.Backend.Calls("NoteStats")
+			edgetest.WaitFor(t, func() bool { return m.Backend.Calls("NoteStats") > polled+2 }, "the owner to poll the subscribed resource")
 			// The owner answers the stream once it is ready to deliver on it.
-			waitFor(t, func() bool {
+			edgetest.WaitFor(t, func() bool {
 				return slices.ContainsFunc(rr.Hops(), func(h replicatest.Hop) bool { return h.Method == http.MethodGet && h.Status == http.StatusOK })
 			}, "the client's stream")
-			m.backend.SeedNotes("local", 1)
+			m.Backend.SeedNotes("local", 1)
 			select {
 			case uri := <-updated:
 				if uri != noteStatsURI {
@@ -395,7 +396,7 @@ func TestSubscriptionsWorkAcrossReplicas(t *testing.T) {
 // ever comes first), the session no longer works, and a new session does.
 func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
+	m := edgetest.NewMRTRMesh(t)
 	for _, v := range sessionVersions() {
 		t.Run(v, func(t *testing.T) {
 			reps := startReplicas(t, m, nil, "a", "b")
@@ -406,7 +407,7 @@ func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "before"}); env.Status != "ok" {
+			if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "before"}); env.Status != "ok" {
 				t.Fatalf("echo = %+v", env)
 			}
 			// a goes; the load balancer stops sending to it, but the peers'
@@ -428,7 +429,7 @@ func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 				t.Fatalf("a new session after the owner died: %v", err)
 			}
 			defer again.Close()
-			if _, env := callEnv(t, again, "testing_echo", map[string]any{"message": "after"}); env.Status != "ok" {
+			if _, env := edgetest.CallEnv(t, again, "testing_echo", map[string]any{"message": "after"}); env.Status != "ok" {
 				t.Errorf("echo in the new session = %+v", env)
 			}
 		})
@@ -440,7 +441,7 @@ func TestLosingTheOwnerMeansANewSession(t *testing.T) {
 // nothing: no open proxy, no request to an address a client made up.
 func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
+	m := edgetest.NewMRTRMesh(t)
 	reps := startReplicas(t, m, nil, "a", "b", "outsider")
 	a, b, outsider := reps.all[0], reps.all[1], reps.all[2]
 	// outsider holds the mesh's keys but is not an edge peer any more (its
@@ -449,7 +450,7 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 	const v = "2025-11-25"
 	// Sessions begun by hand: no client sends anything else with their ids.
 	owned := func(r *replica) string {
-		res, body := post(t, r.url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		res, body := edgetest.Post(t, r.url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 		sid := res.Header.Get("Mcp-Session-Id")
 		if res.StatusCode != http.StatusOK || sid == "" {
 			t.Fatalf("initialize on %s = %d %s", r.name, res.StatusCode, body)
@@ -480,7 +481,7 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			refused := len(b.refusals())
 			h := http.Header{"Mcp-Session-Id": {c.id}, "Mcp-Protocol-Version": {v}}
-			res, body := post(t, b.url, h, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+			res, body := edgetest.Post(t, b.url, h, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
 			var rpc struct {
 				ID    int `json:"id"`
 				Error *struct {
@@ -507,7 +508,7 @@ func TestSessionIDsThatDoNotVerifyAreNotForwarded(t *testing.T) {
 // one set of CORS headers.
 func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
+	m := edgetest.NewMRTRMesh(t)
 	iss := identitytest.NewIssuer(t)
 	const resource = "https://mcp.example.com/mcp"
 	reps := startReplicas(t, m, func(c *edge.Config) {
@@ -516,28 +517,28 @@ func TestForwardedRequestsKeepTheirCaller(t *testing.T) {
 	a, b := reps.all[0], reps.all[1]
 	alice := iss.Sign(t, jose.RS256, iss.Valid(resource, "alice", "toolmesh:read"))
 	mallory := iss.Sign(t, jose.RS256, iss.Valid(resource, "mallory", "toolmesh:read"))
-	res, body := post(t, a.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	res, body := edgetest.Post(t, a.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := res.Header.Get("Mcp-Session-Id")
 	if res.StatusCode != http.StatusOK || sid == "" {
 		t.Fatalf("initialize on a = %d %s", res.StatusCode, body)
 	}
 	h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
-	if res, body := post(t, b.url, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode != http.StatusAccepted {
+	if res, body := edgetest.Post(t, b.url, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized through b = %d %s", res.StatusCode, body)
 	}
 	fromA := a.got(sid)
-	if res, body := post(t, b.url, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); res.StatusCode != http.StatusForbidden || !json.Valid(body) {
+	if res, body := edgetest.Post(t, b.url, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); res.StatusCode != http.StatusForbidden || !json.Valid(body) {
 		t.Errorf("mallory on alice's session through b = %d %s, want 403 from the owner", res.StatusCode, body)
 	}
 	if a.got(sid) == fromA {
 		t.Error("b refused mallory itself: the owner decides who the session belongs to")
 	}
-	if res, body := post(t, b.url, h, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); res.StatusCode != http.StatusUnauthorized {
+	if res, body := edgetest.Post(t, b.url, h, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no token through b = %d %s, want 401", res.StatusCode, body)
 	}
 	browser := withBearer(h, alice)
 	browser.Set("Origin", "http://localhost:5173")
-	res, body = post(t, b.url, browser, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+	res, body = edgetest.Post(t, b.url, browser, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "testing_echo") {
 		t.Errorf("alice through b = %d %s", res.StatusCode, body)
 	}

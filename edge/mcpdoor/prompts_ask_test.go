@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestPromptsAskForMissingArguments(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 
-			cs := f.connect(t, v, "", answer("accept"))
+			cs := f.Connect(t, v, "", answer("accept"))
 			res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"})
 			if err != nil || len(res.Messages) == 0 {
 				t.Fatalf("prompts/get: %+v, %v", res, err)
@@ -62,11 +62,11 @@ func TestPromptsAskForMissingArguments(t *testing.T) {
 				t.Fatalf("prompts/get with the argument: %+v, %v; asked %d times, want still once", res, err, len(asked))
 			}
 
-			declined := f.connect(t, v, "", answer("decline"))
+			declined := f.Connect(t, v, "", answer("decline"))
 			if _, err := declined.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"}); err == nil || !strings.Contains(err.Error(), "arguments") {
 				t.Errorf("declined: %v, want an error about the arguments", err)
 			}
-			mute := f.connect(t, v, "", nil)
+			mute := f.Connect(t, v, "", nil)
 			if _, err := mute.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_input_required_result_prompt"}); err == nil || !strings.Contains(err.Error(), "context") {
 				t.Errorf("a client that cannot be asked: %v, want an error naming context", err)
 			}

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -26,32 +26,6 @@ import (
 
 // modernList is a complete stateless tools/list request.
 const modernList = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-
-// modernHeaders are the headers of a stateless request for method.
-func modernHeaders(method string) http.Header {
-	return http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}}
-}
-
-// post sends one raw MCP POST and returns the response and its body.
-func post(t testing.TB, url string, h http.Header, body string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	res, err := testClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res, b
-}
 
 func withBearer(h http.Header, token string) http.Header {
 	h = h.Clone()
@@ -73,9 +47,9 @@ func forge(header, claims string, sign func([]byte) []byte) string {
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	iss := identitytest.NewIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
-	res := resourceFor(f.http)
-	metaURL := strings.TrimSuffix(f.http.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	res := edgetest.ResourceFor(f.HTTP)
+	metaURL := strings.TrimSuffix(f.HTTP.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
 	valid := iss.Valid(res, "alice", "toolmesh:read")
 	expired, wrongAud, wrongIss, noExp := valid, valid, valid, valid
 	expired.Expiry = time.Now().Add(-time.Hour)
@@ -103,7 +77,7 @@ func TestAuthMatrix(t *testing.T) {
 	}
 	critTok := iss.Serialize(t, critSigner, valid)
 	twoHeaders := func(values ...string) http.Header {
-		h := modernHeaders("tools/list")
+		h := edgetest.ModernHeaders("tools/list")
 		h["Authorization"] = values
 		return h
 	}
@@ -119,38 +93,38 @@ func TestAuthMatrix(t *testing.T) {
 		logged    bool
 		message   string // in the JSON-RPC error, when set
 	}{
-		{"valid RS256", withBearer(modernHeaders("tools/list"), rsTok), f.url, 200, "", false, ""},
-		{"valid ES256", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.ES256, valid)), f.url, 200, "", false, ""},
-		{"missing token", modernHeaders("tools/list"), f.url, 401, "", false, ""},
-		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.url, 401, "", false, ""},
-		{"token in query string", modernHeaders("tools/list"), f.url + "?access_token=" + rsTok, 400, "invalid_request", false, ""},
-		{"expired", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, expired)), f.url, 401, "invalid_token", true, ""},
-		{"wrong audience", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongAud)), f.url, 401, "invalid_token", true, ""},
-		{"wrong issuer", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongIss)), f.url, 401, "invalid_token", true, ""},
-		{"no expiry", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, noExp)), f.url, 401, "invalid_token", true, ""},
-		{"tampered claims", withBearer(modernHeaders("tools/list"), tampered), f.url, 401, "invalid_token", true, ""},
-		{"alg none", withBearer(modernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.url, 401, "invalid_token", true, ""},
-		{"HS256 without a secret configured", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.HS256, valid)), f.url, 401, "invalid_token", true, ""},
+		{"valid RS256", withBearer(edgetest.ModernHeaders("tools/list"), rsTok), f.URL, 200, "", false, ""},
+		{"valid ES256", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.ES256, valid)), f.URL, 200, "", false, ""},
+		{"missing token", edgetest.ModernHeaders("tools/list"), f.URL, 401, "", false, ""},
+		{"basic credentials", http.Header{"Authorization": {"Basic YWxpY2U6cHc="}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, f.URL, 401, "", false, ""},
+		{"token in query string", edgetest.ModernHeaders("tools/list"), f.URL + "?access_token=" + rsTok, 400, "invalid_request", false, ""},
+		{"expired", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.RS256, expired)), f.URL, 401, "invalid_token", true, ""},
+		{"wrong audience", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongAud)), f.URL, 401, "invalid_token", true, ""},
+		{"wrong issuer", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.RS256, wrongIss)), f.URL, 401, "invalid_token", true, ""},
+		{"no expiry", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.RS256, noExp)), f.URL, 401, "invalid_token", true, ""},
+		{"tampered claims", withBearer(edgetest.ModernHeaders("tools/list"), tampered), f.URL, 401, "invalid_token", true, ""},
+		{"alg none", withBearer(edgetest.ModernHeaders("tools/list"), forge(`{"alg":"none","typ":"JWT"}`, string(claimsJSON), nil)), f.URL, 401, "invalid_token", true, ""},
+		{"HS256 without a secret configured", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.HS256, valid)), f.URL, 401, "invalid_token", true, ""},
 		// The classic confusion: HS256 keyed with the RSA public key.
-		{"HS256 keyed with the RSA public key", withBearer(modernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.url, 401, "invalid_token", true, ""},
-		{"garbage", withBearer(modernHeaders("tools/list"), "not.a.jwt"), f.url, 401, "invalid_token", true, ""},
-		{"no toolmesh scope", withBearer(modernHeaders("tools/list"), iss.Sign(t, jose.RS256, noScope)), f.url, 403, "insufficient_scope", false, ""},
+		{"HS256 keyed with the RSA public key", withBearer(edgetest.ModernHeaders("tools/list"), forge(`{"alg":"HS256","typ":"JWT","kid":"rsa-1"}`, string(claimsJSON), hmacWith(rsaPub))), f.URL, 401, "invalid_token", true, ""},
+		{"garbage", withBearer(edgetest.ModernHeaders("tools/list"), "not.a.jwt"), f.URL, 401, "invalid_token", true, ""},
+		{"no toolmesh scope", withBearer(edgetest.ModernHeaders("tools/list"), iss.Sign(t, jose.RS256, noScope)), f.URL, 403, "insufficient_scope", false, ""},
 		// Whoever reads another header (a proxy, a log) would disagree
 		// with the edge about who is calling.
-		{"alice's token then bob's", twoHeaders("Bearer "+rsTok, "Bearer "+bobTok), f.url, 400, "invalid_request", true, "2 Authorization headers"},
-		{"a valid token then junk", twoHeaders("Bearer "+rsTok, "junk"), f.url, 400, "invalid_request", true, "2 Authorization headers"},
-		{"two credentials in one header", twoHeaders("Bearer " + rsTok + ", Bearer " + bobTok), f.url, 400, "invalid_request", true, "more than one credential"},
-		{"two tokens after one scheme", twoHeaders("Bearer " + rsTok + " " + bobTok), f.url, 400, "invalid_request", true, "more than one credential"},
-		{"a critical header parameter", withBearer(modernHeaders("tools/list"), critTok), f.url, 401, "invalid_token", true, "critical (crit)"},
+		{"alice's token then bob's", twoHeaders("Bearer "+rsTok, "Bearer "+bobTok), f.URL, 400, "invalid_request", true, "2 Authorization headers"},
+		{"a valid token then junk", twoHeaders("Bearer "+rsTok, "junk"), f.URL, 400, "invalid_request", true, "2 Authorization headers"},
+		{"two credentials in one header", twoHeaders("Bearer " + rsTok + ", Bearer " + bobTok), f.URL, 400, "invalid_request", true, "more than one credential"},
+		{"two tokens after one scheme", twoHeaders("Bearer " + rsTok + " " + bobTok), f.URL, 400, "invalid_request", true, "more than one credential"},
+		{"a critical header parameter", withBearer(edgetest.ModernHeaders("tools/list"), critTok), f.URL, 401, "invalid_token", true, "critical (crit)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := len(f.logs.Events("boundary.validation_failed"))
-			resp, body := post(t, c.url, c.header, modernList)
+			before := len(f.Logs.Events("boundary.validation_failed"))
+			resp, body := edgetest.Post(t, c.url, c.header, modernList)
 			if resp.StatusCode != c.status {
 				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, c.status, body)
 			}
-			after := len(f.logs.Events("boundary.validation_failed"))
+			after := len(f.Logs.Events("boundary.validation_failed"))
 			if c.logged != (after-before == 1) || after-before > 1 {
 				t.Errorf("boundary.validation_failed events = %d, want logged=%v (exactly one)", after-before, c.logged)
 			}
@@ -178,7 +152,7 @@ func TestAuthMatrix(t *testing.T) {
 			}
 		})
 	}
-	if logs := f.logs.String(); strings.Contains(logs, parts[2]) || strings.Contains(logs, rsTok) {
+	if logs := f.Logs.String(); strings.Contains(logs, parts[2]) || strings.Contains(logs, rsTok) {
 		t.Error("a bearer token reached the logs")
 	}
 }
@@ -204,12 +178,12 @@ func TestHS256IsForLoopbackDevelopmentOnly(t *testing.T) {
 	if _, err := edge.New(cfg("127.0.0.1:7100"), logging.Discard()); err != nil {
 		t.Errorf("an HS256 edge on loopback: %v", err)
 	}
-	f := newFixture(t, func(c *edge.Config) {
+	f := edgetest.NewFixture(t, func(c *edge.Config) {
 		c.MCP.Addr = "127.0.0.1:7100"
 		c.Auth = &identity.Config{Issuer: iss.URL, Resource: "http://127.0.0.1:7100/mcp", HS256Secret: iss.HSSecret}
 	})
 	tok := iss.Sign(t, jose.HS256, iss.Valid("http://127.0.0.1:7100/mcp", "dev", "toolmesh:write"))
-	if resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok), modernList); resp.StatusCode != 200 {
+	if resp, body := edgetest.Post(t, f.URL, withBearer(edgetest.ModernHeaders("tools/list"), tok), modernList); resp.StatusCode != 200 {
 		t.Errorf("HS256 token on a loopback edge = %d %s", resp.StatusCode, body)
 	}
 }
@@ -228,9 +202,9 @@ func TestDevelopmentModeIsLoopbackOnly(t *testing.T) {
 func TestProtectedResourceMetadata(t *testing.T) {
 	t.Parallel()
 	iss := identitytest.NewIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
-		resp, err := http.Get(f.http.URL + path)
+		resp, err := http.Get(f.HTTP.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,13 +219,13 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET %s = %d (%v)", path, resp.StatusCode, err)
 		}
-		if meta.Resource != resourceFor(f.http) || !slices.Equal(meta.AuthorizationServers, []string{iss.URL}) ||
+		if meta.Resource != edgetest.ResourceFor(f.HTTP) || !slices.Equal(meta.AuthorizationServers, []string{iss.URL}) ||
 			!slices.Contains(meta.ScopesSupported, identity.ScopeWrite) || !slices.Equal(meta.BearerMethodsSupported, []string{"header"}) {
 			t.Errorf("GET %s = %+v", path, meta)
 		}
 	}
-	dev := newFixture(t, nil)
-	if resp, err := http.Get(dev.http.URL + "/.well-known/oauth-protected-resource"); err != nil || resp.StatusCode != http.StatusNotFound {
+	dev := edgetest.NewFixture(t, nil)
+	if resp, err := http.Get(dev.HTTP.URL + "/.well-known/oauth-protected-resource"); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("metadata in development mode = %v, %v, want 404 (there is no authorization)", resp.StatusCode, err)
 	}
 }
@@ -282,8 +256,8 @@ subjects:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
-	res := resourceFor(f.http)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
+	res := edgetest.ResourceFor(f.HTTP)
 	tok := func(subject, scope string) string { return iss.Sign(t, jose.ES256, iss.Valid(res, subject, scope)) }
 	cases := []struct {
 		name        string
@@ -309,7 +283,7 @@ subjects:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cs := f.connect(t, "", c.token, nil)
+			cs := f.Connect(t, "", c.token, nil)
 			if got := toolNames(t, cs); !slices.Equal(got, c.visible) {
 				t.Errorf("tools/list = %v, want %v", got, c.visible)
 			}
@@ -319,38 +293,38 @@ subjects:
 				if err == nil || !strings.Contains(err.Error(), "Forbidden: "+c.refused+" needs scope "+c.refusalWhy) {
 					t.Errorf("calling %s = %v, want a 403 naming scope %s", c.refused, err, c.refusalWhy)
 				}
-			} else if _, env := callEnv(t, cs, c.refused, map[string]any{}); env.DomainCode != "permission_denied" || !strings.Contains(env.Message, c.refusalWhy) {
+			} else if _, env := edgetest.CallEnv(t, cs, c.refused, map[string]any{}); env.DomainCode != "permission_denied" || !strings.Contains(env.Message, c.refusalWhy) {
 				t.Errorf("calling %s = %+v, want permission_denied mentioning %q", c.refused, env, c.refusalWhy)
 			}
-			if _, env := callEnv(t, cs, c.callable, c.callableArg); env.Status != "ok" {
+			if _, env := edgetest.CallEnv(t, cs, c.callable, c.callableArg); env.Status != "ok" {
 				t.Errorf("calling %s = %+v, want ok", c.callable, env)
 			}
 		})
 	}
-	if n := f.backend.Calls("Grant") + f.backend.Calls("Peek"); n != 2 {
+	if n := f.Backend.Calls("Grant") + f.Backend.Calls("Peek"); n != 2 {
 		t.Errorf("privileged calls reaching the service = %d, want only the 2 granted ones", n)
 	}
 
 	// The list depends on the caller, so clients may cache it only privately.
-	resp, body := post(t, f.url, withBearer(modernHeaders("tools/list"), tok("bob", "toolmesh:read")), modernList)
+	resp, body := edgetest.Post(t, f.URL, withBearer(edgetest.ModernHeaders("tools/list"), tok("bob", "toolmesh:read")), modernList)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"cacheScope":"private"`) || !strings.Contains(string(body), `"ttlMs":`) {
 		t.Errorf("tools/list = %s, want ttlMs and cacheScope private", body)
 	}
 
 	// Identity comes from the token: agent_id, roles from the grants file.
 	agentTok := iss.Sign(t, jose.RS256, identitytest.Claims{Subject: "alice", AgentID: "agent-7", Audience: res, Issuer: iss.URL, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:read"})
-	_, env := callEnv(t, f.connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who", "agent_id": "someone-else"})
+	_, env := edgetest.CallEnv(t, f.Connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who", "agent_id": "someone-else"})
 	if env.DomainCode != "invalid_argument" {
 		t.Errorf("agent_id in tool arguments = %+v, want it refused as an unknown argument", env)
 	}
-	_, env = callEnv(t, f.connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who"})
+	_, env = edgetest.CallEnv(t, f.Connect(t, "", agentTok, nil), "testing_echo", map[string]any{"message": "who"})
 	if !strings.Contains(string(env.Data), `"agent_id":"agent-7"`) || !strings.Contains(string(env.Data), `"subject":"alice"`) || !strings.Contains(string(env.Data), `"roles":["owner"]`) {
 		t.Errorf("identity at the service = %s, want agent-7 / alice / owner", env.Data)
 	}
 
 	// A token naming only an agent is no actor for admin tools.
 	agentOnly := iss.Sign(t, jose.RS256, identitytest.Claims{AgentID: "bot-1", Audience: res, Issuer: iss.URL, Expiry: time.Now().Add(time.Hour), Scope: "toolmesh:admin"})
-	_, env = callEnv(t, f.connect(t, "", agentOnly, nil), "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"})
+	_, env = edgetest.CallEnv(t, f.Connect(t, "", agentOnly, nil), "testing_purge", map[string]any{"agent_id": "a", "confirm": true, "reason": "r"})
 	if env.DomainCode != "guardrail_violated" || env.Violation != "missing_actor" {
 		t.Errorf("admin call without a subject = %+v, want missing_actor", env)
 	}
@@ -359,32 +333,32 @@ subjects:
 func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
 	t.Parallel()
 	iss := identitytest.NewIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
-	res := resourceFor(f.http)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	res := edgetest.ResourceFor(f.HTTP)
 	alice := iss.Sign(t, jose.RS256, iss.Valid(res, "alice", "toolmesh:read"))
 	mallory := iss.Sign(t, jose.RS256, iss.Valid(res, "mallory", "toolmesh:read"))
-	resp, body := post(t, f.url, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	resp, body := edgetest.Post(t, f.URL, withBearer(http.Header{}, alice), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("initialize = %d %s", resp.StatusCode, body)
 	}
 	h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
-	if resp, _ := post(t, f.url, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+	if resp, _ := edgetest.Post(t, f.URL, withBearer(h, alice), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized = %d", resp.StatusCode)
 	}
-	if resp, body := post(t, f.url, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusForbidden || !json.Valid(body) {
+	if resp, body := edgetest.Post(t, f.URL, withBearer(h, mallory), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusForbidden || !json.Valid(body) {
 		t.Errorf("another caller on alice's session = %d %s, want 403 with a JSON-RPC error", resp.StatusCode, body)
 	}
-	if resp, body := post(t, f.url, withBearer(h, alice), `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); resp.StatusCode != 200 {
+	if resp, body := edgetest.Post(t, f.URL, withBearer(h, alice), `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); resp.StatusCode != 200 {
 		t.Errorf("alice on her session = %d %s", resp.StatusCode, body)
 	}
 }
 
 func TestToolsListIsPaginated(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.MCP.ToolsPageSize = 3 })
-	for _, v := range allVersions {
-		cs := f.connect(t, v, "", nil)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.MCP.ToolsPageSize = 3 })
+	for _, v := range edgetest.AllVersions {
+		cs := f.Connect(t, v, "", nil)
 		first, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 )
@@ -71,13 +72,13 @@ func (v *visitor) requests() []*mcp.ElicitParams {
 
 // visitClient connects to f at version as a client that declares URL
 // elicitation (url) or form elicitation only.
-func visitClient(t *testing.T, f *fixture, version string, v *visitor, url bool) *mcp.ClientSession {
+func visitClient(t *testing.T, f *edgetest.Fixture, version string, v *visitor, url bool) *mcp.ClientSession {
 	t.Helper()
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
 	if url {
 		caps.Elicitation.URL = &mcp.URLElicitationCapabilities{}
 	}
-	return f.connectWith(t, version, &mcp.ClientOptions{Capabilities: caps, ElicitationHandler: v.elicit, ElicitationCompleteHandler: v.complete}, nil)
+	return f.ConnectWith(t, version, &mcp.ClientOptions{Capabilities: caps, ElicitationHandler: v.elicit, ElicitationCompleteHandler: v.complete}, nil)
 }
 
 func callLink(cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
@@ -103,18 +104,18 @@ func wantLinked(t *testing.T, res *mcp.CallToolResult, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := envelopeJSON(t, structured(t, res))
-	if env.Status != "ok" || !jsonEqual(string(env.Data), `{"links":1}`) {
-		t.Fatalf("result = %s, want the one link", structured(t, res))
+	env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
+	if env.Status != "ok" || !edgetest.JsonEqual(string(env.Data), `{"links":1}`) {
+		t.Fatalf("result = %s, want the one link", edgetest.Structured(t, res))
 	}
 }
 
 func TestAVisitASessionClientAccepts(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
-	v := newVisitor(m.backend, "accept", 1)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	v := newVisitor(m.Backend, "accept", 1)
 	res, err := callLink(visitClient(t, f, "2025-11-25", v, true))
 	wantLinked(t, res, err)
 	asked := v.requests()
@@ -130,17 +131,17 @@ func TestAVisitASessionClientAccepts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("no notifications/elicitation/complete")
 	}
-	if n := m.backend.Executions("Link"); n != 1 {
+	if n := m.Backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
 	}
 }
 
 func TestAVisitNotDoneInTimeAnswersURLElicitationRequired(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, func(c *edge.Config) { c.Elicitation.VisitWait = time.Second })
-	v := newVisitor(m.backend, "accept", 0)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, func(c *edge.Config) { c.Elicitation.VisitWait = time.Second })
+	v := newVisitor(m.Backend, "accept", 0)
 	cs := visitClient(t, f, "2025-11-25", v, true)
 	_, err := callLink(cs)
 	var rpcErr *jsonrpc.Error
@@ -157,40 +158,40 @@ func TestAVisitNotDoneInTimeAnswersURLElicitationRequired(t *testing.T) {
 	if n := len(v.requests()); n != 1 {
 		t.Errorf("the user was asked %d times, want once: the call waits for the visit it accepted", n)
 	}
-	if n := m.backend.Executions("Link"); n != 0 {
+	if n := m.Backend.Executions("Link"); n != 0 {
 		t.Fatalf("the link was made %d times before the visit", n)
 	}
 	// The person visits, and the client calls again.
-	m.backend.Visited("local")
+	m.Backend.Visited("local")
 	res, err := callLink(cs)
 	wantLinked(t, res, err)
-	if n := m.backend.Executions("Link"); n != 1 {
+	if n := m.Backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
 	}
 }
 
 func TestADeclinedVisitChangesNothing(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
-			v := newVisitor(m.backend, "decline", 0)
+			v := newVisitor(m.Backend, "decline", 0)
 			res, err := callLink(visitClient(t, f, version, v, true))
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := envelopeJSON(t, structured(t, res))
+			env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
 			if env.DomainCode != "declined" {
-				t.Errorf("result = %s, want declined", structured(t, res))
+				t.Errorf("result = %s, want declined", edgetest.Structured(t, res))
 			}
 			if len(v.requests()) != 1 {
 				t.Errorf("asked %d times, want once", len(v.requests()))
 			}
 		})
 	}
-	if n := m.backend.Executions("Link"); n != 0 {
+	if n := m.Backend.Executions("Link"); n != 0 {
 		t.Errorf("the link was made %d times, want none", n)
 	}
 }
@@ -200,10 +201,10 @@ func TestADeclinedVisitChangesNothing(t *testing.T) {
 // completes the call.
 func TestAVisitAsAnInputRequest(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
-	v := newVisitor(m.backend, "accept", 2)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	v := newVisitor(m.Backend, "accept", 2)
 	res, err := callLink(visitClient(t, f, edge.ModernProtocol, v, true))
 	wantLinked(t, res, err)
 	asked := v.requests()
@@ -213,7 +214,7 @@ func TestAVisitAsAnInputRequest(t *testing.T) {
 	for _, p := range asked {
 		wantURLRequest(t, p, false)
 	}
-	if n := m.backend.Executions("Link"); n != 1 {
+	if n := m.Backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
 	}
 }
@@ -223,12 +224,12 @@ func TestAVisitAsAnInputRequest(t *testing.T) {
 // at 2026-07-28.
 func TestAFormOnlyClientGetsTheLink(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25", "2025-06-18"} {
 		t.Run(version, func(t *testing.T) {
-			v := newVisitor(m.backend, "accept", 1)
+			v := newVisitor(m.Backend, "accept", 1)
 			res, err := callLink(visitClient(t, f, version, v, false))
 			if version == edge.ModernProtocol {
 				var rpcErr *jsonrpc.Error
@@ -240,9 +241,9 @@ func TestAFormOnlyClientGetsTheLink(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				env := envelopeJSON(t, structured(t, res))
+				env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
 				if env.DomainCode != "capability_gap" || env.Gap != "client.elicitation.url" || !strings.Contains(env.Message, testingsvc.VisitURL("local")) {
-					t.Errorf("result = %s, want a capability_gap carrying the link", structured(t, res))
+					t.Errorf("result = %s, want a capability_gap carrying the link", edgetest.Structured(t, res))
 				}
 			}
 			if n := len(v.requests()); n != 0 {
@@ -250,7 +251,7 @@ func TestAFormOnlyClientGetsTheLink(t *testing.T) {
 			}
 		})
 	}
-	if n := m.backend.Executions("Link"); n != 0 {
+	if n := m.Backend.Executions("Link"); n != 0 {
 		t.Errorf("the link was made %d times, want none", n)
 	}
 }
@@ -260,32 +261,32 @@ func TestAFormOnlyClientGetsTheLink(t *testing.T) {
 // a visit still not done is asked again.
 func TestAVisitInsideATask(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
-	caps := map[string]any{"elicitation": map[string]any{"url": map[string]any{}}, "extensions": tasksCaps["extensions"]}
-	created := wireTaskOf(t, taskRequest(t, f.url, "tools/call", map[string]any{"name": "testing_link", "arguments": map[string]any{"account": "octo"}}, caps))
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	caps := map[string]any{"elicitation": map[string]any{"url": map[string]any{}}, "extensions": edgetest.TasksCaps["extensions"]}
+	created := wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tools/call", map[string]any{"name": "testing_link", "arguments": map[string]any{"account": "octo"}}, caps))
 	waiting := func(key string) func(wireTask) bool {
 		return func(w wireTask) bool { _, ok := w.InputRequests[key]; return ok || terminal(w) }
 	}
-	w := awaitTask(t, f.url, created.TaskID, "the visit", waiting("r1.visit"))
+	w := awaitTask(t, f.URL, created.TaskID, "the visit", waiting("r1.visit"))
 	if r := w.InputRequests["r1.visit"]; w.Status != "input_required" || r.Method != "elicitation/create" || r.Params.Mode != "url" ||
 		r.Params.URL != testingsvc.VisitURL("local") || r.Params.ElicitationID != "" {
 		t.Fatalf("task = %+v, want a URL input request without elicitationId", w)
 	}
 	// Accepted, not visited: asked again.
-	wireTaskOf(t, taskRequest(t, f.url, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{"r1.visit": map[string]any{"action": "accept"}}}, caps))
-	awaitTask(t, f.url, created.TaskID, "the visit again", waiting("r2.visit"))
-	if n := m.backend.Executions("Link"); n != 0 {
+	wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{"r1.visit": map[string]any{"action": "accept"}}}, caps))
+	awaitTask(t, f.URL, created.TaskID, "the visit again", waiting("r2.visit"))
+	if n := m.Backend.Executions("Link"); n != 0 {
 		t.Fatalf("the link was made %d times before the visit", n)
 	}
-	m.backend.Visited("local")
-	wireTaskOf(t, taskRequest(t, f.url, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{"r2.visit": map[string]any{"action": "accept"}}}, caps))
-	done := awaitTask(t, f.url, created.TaskID, "the link", terminal)
+	m.Backend.Visited("local")
+	wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{"r2.visit": map[string]any{"action": "accept"}}}, caps))
+	done := awaitTask(t, f.URL, created.TaskID, "the link", terminal)
 	if done.Status != "completed" || !strings.Contains(string(done.Result.StructuredContent), `"links":1`) {
 		t.Errorf("done = %+v, want the one link", done)
 	}
-	if n := m.backend.Executions("Link"); n != 1 {
+	if n := m.Backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
 	}
 }
@@ -300,15 +301,15 @@ func TestTypeScriptClientVisits(t *testing.T) {
 		t.Skip("runs Node")
 	}
 	dir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, func(c *edge.Config) { c.Elicitation.VisitWait = time.Second })
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { m.backend.Visited("local") }))
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, func(c *edge.Config) { c.Elicitation.VisitWait = time.Second })
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { m.Backend.Visited("local") }))
 	t.Cleanup(page.Close)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "visit.mjs", f.url, page.URL)
+	cmd := exec.CommandContext(ctx, "node", "visit.mjs", f.URL, page.URL)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -354,7 +355,7 @@ func TestTypeScriptClientVisits(t *testing.T) {
 	if len(r.Completed) != 1 || r.Completed[0] != "visit-local" {
 		t.Errorf("completion notices %q, want one for visit-local", r.Completed)
 	}
-	if n := m.backend.Executions("Link"); n != 1 {
+	if n := m.Backend.Executions("Link"); n != 1 {
 		t.Errorf("the link was made %d times, want once", n)
 	}
 }

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -14,14 +14,11 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
-	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
-	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
 
@@ -35,22 +32,6 @@ const (
 )
 
 func noteURI(n int) string { return fmt.Sprintf("toolmesh-test://notes/note-%d", n) }
-
-// newNotesFixture serves an edge in front of the test backend's testing and
-// notes services.
-func newNotesFixture(t *testing.T, configure func(*edge.Config)) *fixture {
-	t.Helper()
-	backend := testingsvc.New()
-	svc := servertest.Start(t, backend.Server(), backend.NotesServer())
-	return newFixtureOn(t, backend, svc, func(c *edge.Config) {
-		c.Contracts = []protoreflect.ServiceDescriptor{testingService(),
-			testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingNotesService")}
-		c.Services[testingv1connect.TestingNotesServiceName] = svc.URL
-		if configure != nil {
-			configure(c)
-		}
-	})
-}
 
 // allResources pages through resources/list by hand, checking each page's
 // size, and returns every resource and the number of pages.
@@ -80,13 +61,13 @@ func allResources(t *testing.T, cs *mcp.ClientSession) ([]*mcp.Resource, int) {
 
 // rpcError is the JSON-RPC error of err, with its data decoded as an
 // envelope.
-func rpcError(t *testing.T, err error) (*jsonrpc.Error, fullEnvelope) {
+func rpcError(t *testing.T, err error) (*jsonrpc.Error, edgetest.FullEnvelope) {
 	t.Helper()
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) {
 		t.Fatalf("error %v (%T) is not a JSON-RPC error", err, err)
 	}
-	var env fullEnvelope
+	var env edgetest.FullEnvelope
 	if len(je.Data) > 0 {
 		if err := json.Unmarshal(je.Data, &env); err != nil {
 			t.Fatalf("error data %s is not an envelope", je.Data)
@@ -97,12 +78,12 @@ func rpcError(t *testing.T, err error) (*jsonrpc.Error, fullEnvelope) {
 
 func TestResourcesAtEveryVersion(t *testing.T) {
 	t.Parallel()
-	f := newNotesFixture(t, nil)
-	f.backend.SeedNotes("local", 120)
+	f := edgetest.NewNotesFixture(t, nil)
+	f.Backend.SeedNotes("local", 120)
 	ctx := context.Background()
-	for _, v := range allVersions {
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
-			cs := f.connect(t, v, "", nil)
+			cs := f.Connect(t, v, "", nil)
 			caps := cs.InitializeResult().Capabilities
 			if caps.Resources == nil || !caps.Resources.Subscribe || caps.Completions == nil || caps.Prompts != nil {
 				t.Errorf("capabilities = %+v, want resources with subscribe and completions, no prompts (no prompt's tools are here)", caps)
@@ -130,14 +111,14 @@ func TestResourcesAtEveryVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(read.Contents) != 1 || read.Contents[0].URI != noteURI(7) || read.Contents[0].MIMEType != "application/json" ||
-				!jsonEqual(read.Contents[0].Text, `{"note":{"id":"note-7","text":"note 7 of local"}}`) {
+				!edgetest.JsonEqual(read.Contents[0].Text, `{"note":{"id":"note-7","text":"note 7 of local"}}`) {
 				t.Errorf("resources/read = %+v", read.Contents)
 			}
 			if v >= edge.ModernProtocol && (read.TTLMs != int(edge.DefaultResourceTTL.Milliseconds()) || read.CacheScope != "private") {
 				t.Errorf("resources/read caching = %d %q, want the resource TTL, private", read.TTLMs, read.CacheScope)
 			}
 			stats, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: noteStatsURI})
-			if err != nil || !jsonEqual(stats.Contents[0].Text, `{"count":120}`) {
+			if err != nil || !edgetest.JsonEqual(stats.Contents[0].Text, `{"count":120}`) {
 				t.Errorf("read %s = %+v, %v", noteStatsURI, stats, err)
 			}
 
@@ -176,7 +157,7 @@ func TestResourcesAtEveryVersion(t *testing.T) {
 			}
 		})
 	}
-	if n := f.backend.Calls("ListNotes"); n == 0 {
+	if n := f.Backend.Calls("ListNotes"); n == 0 {
 		t.Error("resources/list never listed the notes through the list tool")
 	}
 }
@@ -190,19 +171,19 @@ func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newNotesFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
-	f.backend.SeedNotes("agent-a", 3)
-	f.backend.SeedNotes("agent-b", 1)
-	res := resourceFor(f.http)
+	f := edgetest.NewNotesFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.Grants = grants })
+	f.Backend.SeedNotes("agent-a", 3)
+	f.Backend.SeedNotes("agent-b", 1)
+	res := edgetest.ResourceFor(f.HTTP)
 	token := func(subject, agent, scope string) string {
 		c := iss.Valid(res, subject, scope)
 		c.AgentID = agent
 		return iss.Sign(t, jose.ES256, c)
 	}
 	ctx := context.Background()
-	alice := f.connect(t, "2025-11-25", token("alice", "agent-a", "toolmesh:read"), nil)
-	bob := f.connect(t, "2025-11-25", token("bob", "agent-b", "toolmesh:read"), nil)
-	nobody := f.connect(t, "2025-11-25", token("carol", "agent-c", "toolmesh:tool:testing_echo"), nil)
+	alice := f.Connect(t, "2025-11-25", token("alice", "agent-a", "toolmesh:read"), nil)
+	bob := f.Connect(t, "2025-11-25", token("bob", "agent-b", "toolmesh:read"), nil)
+	nobody := f.Connect(t, "2025-11-25", token("carol", "agent-c", "toolmesh:tool:testing_echo"), nil)
 
 	uris := func(rs []*mcp.Resource) []string {
 		var out []string
@@ -227,17 +208,17 @@ func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 	// Bob reading alice's third note gets what testing_get_note tells him.
 	_, err = bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: noteURI(3)})
 	_, readEnv := rpcError(t, err)
-	_, toolEnv := callEnv(t, bob, "testing_get_note", map[string]any{"note_id": "note-3"})
+	_, toolEnv := edgetest.CallEnv(t, bob, "testing_get_note", map[string]any{"note_id": "note-3"})
 	if readEnv.DomainCode != "not_found" || readEnv.Message != toolEnv.Message || readEnv.DomainCode != toolEnv.DomainCode {
 		t.Errorf("bob reading note-3 = %+v, the tool says %+v", readEnv, toolEnv)
 	}
 	_, err = bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: noteStatsURI})
 	je, env := rpcError(t, err)
-	_, toolEnv = callEnv(t, bob, "testing_note_stats", map[string]any{})
+	_, toolEnv = edgetest.CallEnv(t, bob, "testing_note_stats", map[string]any{})
 	if je.Code != jsonrpc.CodeInternalError || env.DomainCode != "permission_denied" || env.Message != toolEnv.Message {
 		t.Errorf("bob reading the privileged stats = %v %+v, the tool says %+v", je, env, toolEnv)
 	}
-	if stats, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: noteStatsURI}); err != nil || !jsonEqual(stats.Contents[0].Text, `{"count":3}`) {
+	if stats, err := alice.ReadResource(ctx, &mcp.ReadResourceParams{URI: noteStatsURI}); err != nil || !edgetest.JsonEqual(stats.Contents[0].Text, `{"count":3}`) {
 		t.Errorf("alice reading her stats = %+v, %v", stats, err)
 	}
 	if _, err := nobody.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: notesTemplate},
@@ -248,15 +229,15 @@ func TestResourcesFollowTheCallersIdentityAndGrants(t *testing.T) {
 		Argument: mcp.CompleteParamsArgument{Name: "note_id", Value: "note"}}); err != nil || !slices.Equal(c.Completion.Values, []string{"note-1"}) {
 		t.Errorf("bob's completion = %+v, %v, want only his note", c, err)
 	}
-	if n := f.backend.Calls("NoteStats"); n != 1 {
+	if n := f.Backend.Calls("NoteStats"); n != 1 {
 		t.Errorf("the privileged stats reached the service %d times, want once (alice's read)", n)
 	}
 }
 
 func TestResourcesListFailsWithTheListToolsError(t *testing.T) {
 	t.Parallel()
-	f := newNotesFixture(t, func(c *edge.Config) { c.Services[testingv1connect.TestingNotesServiceName] = "http://127.0.0.1:1" })
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewNotesFixture(t, func(c *edge.Config) { c.Services[testingv1connect.TestingNotesServiceName] = "http://127.0.0.1:1" })
+	cs := f.Connect(t, "", "", nil)
 	_, err := cs.ListResources(context.Background(), nil)
 	if je, env := rpcError(t, err); je.Code != jsonrpc.CodeInternalError || env.DomainCode != "unavailable" || env.Tool != "testing_list_notes" {
 		t.Errorf("resources/list with the notes service down = %v %+v, want the list tool's unavailable", je, env)
@@ -270,18 +251,18 @@ func TestResourcesListFailsWithTheListToolsError(t *testing.T) {
 // it as the subscriber, without spending the subscriber's rate limit.
 func TestSubscribersHearOfChanges(t *testing.T) {
 	t.Parallel()
-	f := newNotesFixture(t, func(c *edge.Config) {
+	f := edgetest.NewNotesFixture(t, func(c *edge.Config) {
 		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 		// Two subscription reads per version and one call at the end.
 		c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 7}
 	})
-	f.backend.SeedNotes("local", 2)
+	f.Backend.SeedNotes("local", 2)
 	ctx := context.Background()
 	for _, v := range []string{"2025-11-25", "2025-03-26", edge.ModernProtocol} {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex
 			var updated []string
-			cs := f.connect(t, v, "", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			cs := f.Connect(t, v, "", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 				mu.Lock()
 				updated = append(updated, r.Params.URI)
 				mu.Unlock()
@@ -295,13 +276,13 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {
 				t.Fatal(err)
 			}
-			polled := f.backend.Calls("NoteStats")
-			waitFor(t, func() bool { return f.backend.Calls("NoteStats") > polled+5 }, "the edge to poll the subscribed resource")
+			polled := f.Backend.Calls("NoteStats")
+			edgetest.WaitFor(t, func() bool { return f.Backend.Calls("NoteStats") > polled+5 }, "the edge to poll the subscribed resource")
 			if got := heard(); len(got) != 0 {
 				t.Errorf("heard %v before anything changed", got)
 			}
-			f.backend.SeedNotes("local", 1)
-			waitFor(t, func() bool { return len(heard()) > 0 }, "notifications/resources/updated")
+			f.Backend.SeedNotes("local", 1)
+			edgetest.WaitFor(t, func() bool { return len(heard()) > 0 }, "notifications/resources/updated")
 			if got := heard(); got[0] != noteStatsURI {
 				t.Errorf("heard %v, want %s", got, noteStatsURI)
 			}
@@ -312,8 +293,8 @@ func TestSubscribersHearOfChanges(t *testing.T) {
 	}
 	// Three versions subscribed and were polled many times; the polls spent
 	// nothing of the local caller's calls.
-	cs := f.connect(t, "", "", nil)
-	if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "still allowed"}); env.Status != "ok" {
+	cs := f.Connect(t, "", "", nil)
+	if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "still allowed"}); env.Status != "ok" {
 		t.Errorf("a call after the polls = %+v, want ok: polls must not spend the rate limit", env)
 	}
 }
@@ -327,21 +308,21 @@ func TestStatelessSubscriptionsKnowTheCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newNotesFixture(t, func(c *edge.Config) {
+	f := edgetest.NewNotesFixture(t, func(c *edge.Config) {
 		c.Auth, c.Grants = iss.AuthConfig(t), grants
 		c.MCP.ResourcePollInterval = 20 * time.Millisecond
 	})
-	c := iss.Valid(resourceFor(f.http), "alice", "toolmesh:read")
+	c := iss.Valid(edgetest.ResourceFor(f.HTTP), "alice", "toolmesh:read")
 	c.AgentID = "agent-a"
 	updated := make(chan string, 10)
-	cs := f.connect(t, edge.ModernProtocol, iss.Sign(t, jose.ES256, c), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+	cs := f.Connect(t, edge.ModernProtocol, iss.Sign(t, jose.ES256, c), &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 		updated <- r.Params.URI
 	}})
 	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: noteStatsURI}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return f.backend.Calls("NoteStats") > 2 }, "the edge to poll the subscribed resource")
-	f.backend.SeedNotes("agent-a", 1)
+	edgetest.WaitFor(t, func() bool { return f.Backend.Calls("NoteStats") > 2 }, "the edge to poll the subscribed resource")
+	f.Backend.SeedNotes("agent-a", 1)
 	select {
 	case uri := <-updated:
 		if uri != noteStatsURI {

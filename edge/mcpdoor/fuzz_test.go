@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"bytes"
@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // FuzzMCPRequest throws arbitrary bodies and MCP headers at the edge's HTTP
 // handler. Whatever arrives: no panic, no 5xx, and every refusal is a JSON
 // body holding a JSON-RPC error — a parse error for bodies that are not
-// JSON. Run it with go test -fuzz FuzzMCPRequest ./edge.
+// JSON. Run it with go test -fuzz FuzzMCPRequest ./edge/mcpdoor.
 func FuzzMCPRequest(f *testing.F) {
-	meta := `"_meta":` + modernMeta
+	meta := `"_meta":` + edgetest.ModernMeta
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	deepObj := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
 	seeds := []struct{ body, version, method, name, accept string }{
@@ -52,12 +53,12 @@ func FuzzMCPRequest(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s.body), s.version, s.method, s.name, s.accept)
 	}
-	fx := newFixture(f, func(c *edge.Config) {
+	fx := edgetest.NewFixture(f, func(c *edge.Config) {
 		c.MCP.Addr = "127.0.0.1:7100" // served in process, as if on loopback
 		c.CallTimeout = 200 * time.Millisecond
 		c.MCP.MaxBodyBytes = 256 << 10
 	})
-	handler := fx.edge.Handler()
+	handler := fx.Edge.Handler()
 	f.Fuzz(func(t *testing.T, body []byte, version, method, name, accept string) {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
 		req.Host = "127.0.0.1:7100"

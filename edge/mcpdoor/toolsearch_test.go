@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // Tool search mode (the selection keyword dynamic, edge/mcpdoor/discover.go):
@@ -28,9 +29,9 @@ func callMeta(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
-	env := envelopeJSON(t, structured(t, res))
+	env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
 	if res.IsError || env.Status != "ok" {
-		t.Fatalf("%s(%v) = %s", tool, args, structured(t, res))
+		t.Fatalf("%s(%v) = %s", tool, args, edgetest.Structured(t, res))
 	}
 	if data != nil {
 		if err := json.Unmarshal(env.Data, data); err != nil {
@@ -69,11 +70,11 @@ type searchHit struct {
 func TestToolSearchModeAtEveryVersion(t *testing.T) {
 	t.Parallel()
 	f := productEdge(t, nil)
-	credits := toolsetTools(t, f.edge, "credits")
+	credits := toolsetTools(t, f.Edge, "credits")
 	for _, v := range edge.ProtocolVersions {
 		t.Run(v, func(t *testing.T) {
 			changed := make(chan struct{}, 8)
-			cs := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"dynamic"}}, &mcp.ClientOptions{
+			cs := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"dynamic"}}, &mcp.ClientOptions{
 				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 			})
 			res, err := cs.ListTools(context.Background(), nil)
@@ -105,8 +106,8 @@ func TestToolSearchModeAtEveryVersion(t *testing.T) {
 			// A tool of the selection is called by name before anything is
 			// enabled (no service here: the pipeline's not_supported).
 			res2, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tools_call", Arguments: map[string]any{"name": "credits_balance", "arguments": map[string]any{}}})
-			if env := envelopeJSON(t, structured(t, res2)); err != nil || env.Tool != "credits_balance" || env.DomainCode != "not_supported" {
-				t.Errorf("tools_call credits_balance = %v %s, want credits_balance's own not_supported", err, structured(t, res2))
+			if env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res2)); err != nil || env.Tool != "credits_balance" || env.DomainCode != "not_supported" {
+				t.Errorf("tools_call credits_balance = %v %s, want credits_balance's own not_supported", err, edgetest.Structured(t, res2))
 			}
 
 			// Enable: the toolset's tools are listed from then on.
@@ -153,8 +154,8 @@ func TestToolSearchModeAtEveryVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := json.Unmarshal(envelopeJSON(t, structured(t, res3)).Data, &listed); err != nil || len(listed.Toolsets) != len(f.edge.Registry().Toolsets()) {
-				t.Fatalf("toolsets_list = %s, want every toolset", structured(t, res3))
+			if err := json.Unmarshal(edgetest.EnvelopeJSON(t, edgetest.Structured(t, res3)).Data, &listed); err != nil || len(listed.Toolsets) != len(f.Edge.Registry().Toolsets()) {
+				t.Fatalf("toolsets_list = %s, want every toolset", edgetest.Structured(t, res3))
 			}
 			for _, ts := range listed.Toolsets {
 				if ts.Enabled != (ts.Name == "credits") || ts.Description == "" || len(ts.Tools) == 0 {
@@ -176,7 +177,7 @@ func TestToolSearchModeStaysInItsSelection(t *testing.T) {
 	f := productEdge(t, nil)
 	for _, v := range edge.ProtocolVersions {
 		t.Run(v, func(t *testing.T) {
-			cs := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"dynamic,tasks,messages"}}, nil)
+			cs := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"dynamic,tasks,messages"}}, nil)
 			var found searchHits
 			callMeta(t, cs, "tools_search", map[string]any{"query": "give credits to an agent"}, &found)
 			for _, h := range found.Hits {
@@ -193,11 +194,11 @@ func TestToolSearchModeStaysInItsSelection(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if env := envelopeJSON(t, structured(t, res)); !res.IsError || env.DomainCode != "invalid_argument" {
-					t.Errorf("%s %v = %s, want invalid_argument", name, args, structured(t, res))
+				if env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res)); !res.IsError || env.DomainCode != "invalid_argument" {
+					t.Errorf("%s %v = %s, want invalid_argument", name, args, edgetest.Structured(t, res))
 				}
 			}
-			plain := mustDial(t, f.url, v, http.Header{edge.HeaderToolsets: {"tasks"}}, nil)
+			plain := mustDial(t, f.URL, v, http.Header{edge.HeaderToolsets: {"tasks"}}, nil)
 			_, err := plain.CallTool(context.Background(), &mcp.CallToolParams{Name: "tools_search", Arguments: map[string]any{"query": "tasks"}})
 			if err == nil || !strings.Contains(err.Error(), `tool "tools_search" is a tool of tool search mode, which this connection's toolset selection "tasks" does not ask for`) {
 				t.Errorf("tools_search outside tool search mode: err = %v", err)
@@ -208,9 +209,9 @@ func TestToolSearchModeStaysInItsSelection(t *testing.T) {
 
 // toolsListBytes is the size of the tools/list result a client selecting
 // toolsets gets, as JSON.
-func toolsListBytes(tb testing.TB, f *fixture, toolsets string) int {
+func toolsListBytes(tb testing.TB, f *edgetest.Fixture, toolsets string) int {
 	tb.Helper()
-	res, body := post(tb, f.url, http.Header{"Mcp-Protocol-Version": {edge.ModernProtocol}, "Mcp-Method": {"tools/list"}, edge.HeaderToolsets: {toolsets}},
+	res, body := edgetest.Post(tb, f.URL, http.Header{"Mcp-Protocol-Version": {edge.ModernProtocol}, "Mcp-Method": {"tools/list"}, edge.HeaderToolsets: {toolsets}},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"`+edge.ModernProtocol+`","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	data, ok := strings.CutPrefix(strings.TrimSpace(string(body)), "event: message\ndata: ")
 	var msg struct {

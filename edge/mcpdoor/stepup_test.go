@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/oauthtest"
 )
@@ -28,7 +29,7 @@ func callBody(id int, tool, args string) string {
 
 // callHeaders are the headers of a stateless tools/call of tool.
 func callHeaders(tool string) http.Header {
-	h := modernHeaders("tools/call")
+	h := edgetest.ModernHeaders("tools/call")
 	h.Set("Mcp-Name", tool)
 	return h
 }
@@ -51,9 +52,9 @@ func challengeOf(t *testing.T, resp *http.Response) map[string]string {
 func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 	t.Parallel()
 	iss := identitytest.NewIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
-	res := resourceFor(f.http)
-	metaURL := strings.TrimSuffix(f.http.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	res := edgetest.ResourceFor(f.HTTP)
+	metaURL := strings.TrimSuffix(f.HTTP.URL, "/") + "/.well-known/oauth-protected-resource/mcp"
 	tok := func(scope string) string { return iss.Sign(t, jose.ES256, iss.Valid(res, "alice", scope)) }
 	cases := []struct {
 		name, scope, tool, args string
@@ -68,7 +69,7 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp, body := post(t, f.url, withBearer(callHeaders(c.tool), tok(c.scope)), callBody(i+1, c.tool, c.args))
+			resp, body := edgetest.Post(t, f.URL, withBearer(callHeaders(c.tool), tok(c.scope)), callBody(i+1, c.tool, c.args))
 			if resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("status = %d, want 403: %s", resp.StatusCode, body)
 			}
@@ -88,27 +89,27 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 			}
 		})
 	}
-	if n := f.backend.Calls("Write") + f.backend.Calls("Purge") + f.backend.Calls("Echo"); n != 0 {
+	if n := f.Backend.Calls("Write") + f.Backend.Calls("Purge") + f.Backend.Calls("Echo"); n != 0 {
 		t.Errorf("calls reaching the service = %d, want none", n)
 	}
 
 	t.Run("privileged tool without a grant", func(t *testing.T) {
-		resp, body := post(t, f.url, withBearer(callHeaders("testing_grant"), tok("toolmesh:admin")), callBody(9, "testing_grant", `{}`))
+		resp, body := edgetest.Post(t, f.URL, withBearer(callHeaders("testing_grant"), tok("toolmesh:admin")), callBody(9, "testing_grant", `{}`))
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `\"domain_code\":\"permission_denied\"`) || !strings.Contains(string(body), "explicit grant") {
 			t.Errorf("a privileged tool without a grant = %d %s, want 200 with a permission_denied envelope", resp.StatusCode, body)
 		}
 	})
 	t.Run("tools/list still hides what the caller may not call", func(t *testing.T) {
-		names := toolNames(t, f.connect(t, "", tok("toolmesh:read"), nil))
+		names := toolNames(t, f.Connect(t, "", tok("toolmesh:read"), nil))
 		if slices.Contains(names, "testing_write") || !slices.Contains(names, "testing_echo") {
 			t.Errorf("tools/list for a read token = %v", names)
 		}
 	})
 	t.Run("read-only edge", func(t *testing.T) {
-		ro := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.ReadOnly = true })
-		tok := iss.Sign(t, jose.ES256, iss.Valid(resourceFor(ro.http), "alice", "toolmesh:read"))
+		ro := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t); c.ReadOnly = true })
+		tok := iss.Sign(t, jose.ES256, iss.Valid(edgetest.ResourceFor(ro.HTTP), "alice", "toolmesh:read"))
 		// No scope makes a write tool run on a read-only edge.
-		resp, body := post(t, ro.url, withBearer(callHeaders("testing_write"), tok), callBody(1, "testing_write", `{"note":"n"}`))
+		resp, body := edgetest.Post(t, ro.URL, withBearer(callHeaders("testing_write"), tok), callBody(1, "testing_write", `{"note":"n"}`))
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("WWW-Authenticate") != "" {
 			t.Errorf("a write tool on a read-only edge = %d %s, want a tool result and no challenge", resp.StatusCode, body)
 		}
@@ -121,26 +122,26 @@ func TestStepUpChallengesNameTheScopesACallNeeds(t *testing.T) {
 func TestAClientStepsUpAndRetries(t *testing.T) {
 	t.Parallel()
 	iss := identitytest.NewIssuer(t)
-	f := newFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
-	res := resourceFor(f.http)
-	for _, v := range allVersions {
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
+	res := edgetest.ResourceFor(f.HTTP)
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
 			h := oauthtest.NewStepUp("toolmesh:read", func(scope string) string { return iss.Sign(t, jose.RS256, iss.Valid(res, "alice", scope)) })
 			client := mcp.NewClient(&mcp.Implementation{Name: "step-up", Version: "1"}, nil)
-			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.url, OAuthHandler: h}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.URL, OAuthHandler: h}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			before := f.backend.Calls("Write")
-			if _, env := callEnv(t, cs, "testing_write", map[string]any{"note": "n"}); env.Status != "ok" {
+			before := f.Backend.Calls("Write")
+			if _, env := edgetest.CallEnv(t, cs, "testing_write", map[string]any{"note": "n"}); env.Status != "ok" {
 				t.Errorf("testing_write after the step-up = %+v, want ok", env)
 			}
-			if f.backend.Calls("Write") != before+1 || !slices.Equal(h.Challenged(), []string{"toolmesh:write"}) {
-				t.Errorf("writes = %d, challenges = %q; want one write after one challenge for toolmesh:write", f.backend.Calls("Write")-before, h.Challenged())
+			if f.Backend.Calls("Write") != before+1 || !slices.Equal(h.Challenged(), []string{"toolmesh:write"}) {
+				t.Errorf("writes = %d, challenges = %q; want one write after one challenge for toolmesh:write", f.Backend.Calls("Write")-before, h.Challenged())
 			}
 			// The wider token serves what the narrow one did.
-			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "m"}); env.Status != "ok" || len(h.Challenged()) != 1 {
+			if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "m"}); env.Status != "ok" || len(h.Challenged()) != 1 {
 				t.Errorf("testing_echo with the new token = %+v (challenges %q), want ok without another challenge", env, h.Challenged())
 			}
 		})

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/nodetest"
 )
 
@@ -56,14 +57,14 @@ func TestTypeScriptClientDrivesCoreTasks(t *testing.T) {
 		t.Skip("runs Node")
 	}
 	dir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	purgedOnce := m.seedPurge(t)
-	f := m.edge(t, nil)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	purgedOnce := m.SeedPurge(t)
+	f := m.Edge(t, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "tasks.mjs", f.url)
+	cmd := exec.CommandContext(ctx, "node", "tasks.mjs", f.URL)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

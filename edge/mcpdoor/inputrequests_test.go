@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the test client answers sampling and roots requests, deprecated from 2026-07-28 on (SEP-2577) but still served
 
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // A tool's sampling and roots questions (testing_summarize): the client's
@@ -47,7 +48,7 @@ func (m *model) asked() []string {
 
 // summarizeClient connects to f at version with a model answering text,
 // and, when roots, the client's roots.
-func summarizeClient(t *testing.T, f *fixture, version string, m *model, roots bool) *mcp.ClientSession {
+func summarizeClient(t *testing.T, f *edgetest.Fixture, version string, m *model, roots bool) *mcp.ClientSession {
 	t.Helper()
 	// The capabilities are set in full: the go-sdk client declares roots
 	// unless told otherwise.
@@ -59,7 +60,7 @@ func summarizeClient(t *testing.T, f *fixture, version string, m *model, roots b
 	if roots {
 		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
-	cs := f.connectWith(t, version, opts, func(c *mcp.Client) {
+	cs := f.ConnectWith(t, version, opts, func(c *mcp.Client) {
 		if roots {
 			c.AddRoots(&mcp.Root{URI: "file:///work/a", Name: "a"}, &mcp.Root{URI: "file:///work/b", Name: "b"})
 		}
@@ -69,9 +70,9 @@ func summarizeClient(t *testing.T, f *fixture, version string, m *model, roots b
 
 func TestSamplingAndRootsAnswerAToolsQuestions(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			md := &model{text: "Tides follow the moon."}
@@ -80,15 +81,15 @@ func TestSamplingAndRootsAnswerAToolsQuestions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := envelopeJSON(t, structured(t, res))
-			if env.Status != "ok" || !jsonEqual(string(env.Data), `{"summary":"Tides follow the moon.","roots":["file:///work/a","file:///work/b"]}`) {
-				t.Fatalf("result = %s, want the model's summary and the client's roots", structured(t, res))
+			env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
+			if env.Status != "ok" || !edgetest.JsonEqual(string(env.Data), `{"summary":"Tides follow the moon.","roots":["file:///work/a","file:///work/b"]}`) {
+				t.Fatalf("result = %s, want the model's summary and the client's roots", edgetest.Structured(t, res))
 			}
 			if got, want := md.asked(), []string{"You write one-sentence summaries.|Summarize tides in one sentence."}; !slices.Equal(got, want) {
 				t.Errorf("the model was asked %q, want once: %q", got, want)
 			}
-			if strings.Contains(string(structured(t, res)), "notes") {
-				t.Errorf("result = %s, want no notes: nothing fell back", structured(t, res))
+			if strings.Contains(string(edgetest.Structured(t, res)), "notes") {
+				t.Errorf("result = %s, want no notes: nothing fell back", edgetest.Structured(t, res))
 			}
 		})
 	}
@@ -102,9 +103,9 @@ func TestSamplingAndRootsAnswerAToolsQuestions(t *testing.T) {
 // naming roots at 2026-07-28.
 func TestWhatAClientCannotGiveFallsBackOrIsRefused(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25"} {
 		t.Run(version+"/model breaks the rules", func(t *testing.T) {
 			md := &model{text: strings.Repeat("The tides rise and fall twice a day. ", 5)}
@@ -118,11 +119,11 @@ func TestWhatAClientCannotGiveFallsBackOrIsRefused(t *testing.T) {
 				Data   json.RawMessage `json:"data"`
 				Notes  []string        `json:"notes"`
 			}
-			if err := json.Unmarshal(structured(t, res), &env); err != nil {
+			if err := json.Unmarshal(edgetest.Structured(t, res), &env); err != nil {
 				t.Fatal(err)
 			}
-			if env.Status != "ok" || !jsonEqual(string(env.Data), `{"summary":"tides","roots":["file:///work/a","file:///work/b"]}`) {
-				t.Fatalf("result = %s, want the topic as the summary", structured(t, res))
+			if env.Status != "ok" || !edgetest.JsonEqual(string(env.Data), `{"summary":"tides","roots":["file:///work/a","file:///work/b"]}`) {
+				t.Fatalf("result = %s, want the topic as the summary", edgetest.Structured(t, res))
 			}
 			if len(env.Notes) != 1 || !strings.Contains(env.Notes[0], "refused") || !strings.Contains(env.Notes[0], "the topic stands in for the summary") {
 				t.Errorf("notes = %q, want the refusal and the fallback said", env.Notes)
@@ -137,13 +138,13 @@ func TestWhatAClientCannotGiveFallsBackOrIsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := string(structured(t, res))
+			got := string(edgetest.Structured(t, res))
 			if !strings.Contains(got, `"summary":"tides"`) || !strings.Contains(got, "The client offers no sampling, so the topic stands in for the summary.") {
 				t.Errorf("result = %s, want the fallback, said", got)
 			}
 		})
 		t.Run(version+"/no roots", func(t *testing.T) {
-			before := m.backend.Calls("Summarize")
+			before := m.Backend.Calls("Summarize")
 			cs := summarizeClient(t, f, version, &model{text: "Short."}, false)
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_summarize", Arguments: map[string]any{"topic": "tides"}})
 			if version == edge.ModernProtocol {
@@ -154,12 +155,12 @@ func TestWhatAClientCannotGiveFallsBackOrIsRefused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				env := envelopeJSON(t, structured(t, res))
+				env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
 				if env.DomainCode != "capability_gap" || env.Gap != "client.roots" {
-					t.Errorf("result = %s, want a capability_gap naming client.roots", structured(t, res))
+					t.Errorf("result = %s, want a capability_gap naming client.roots", edgetest.Structured(t, res))
 				}
 			}
-			if n := m.backend.Calls("Summarize"); n != before {
+			if n := m.Backend.Calls("Summarize"); n != before {
 				t.Errorf("Summarize ran %d times, want none", n-before)
 			}
 		})
@@ -171,20 +172,20 @@ func TestWhatAClientCannotGiveFallsBackOrIsRefused(t *testing.T) {
 // tasks/update; the summary comes from the model's answer.
 func TestSamplingAndRootsInsideATask(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
-	caps := map[string]any{"sampling": map[string]any{}, "roots": map[string]any{}, "extensions": tasksCaps["extensions"]}
-	created := wireTaskOf(t, taskRequest(t, f.url, "tools/call", map[string]any{"name": "testing_summarize", "arguments": map[string]any{"topic": "tides"}}, caps))
-	w := getTask(t, f.url, created.TaskID)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	caps := map[string]any{"sampling": map[string]any{}, "roots": map[string]any{}, "extensions": edgetest.TasksCaps["extensions"]}
+	created := wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tools/call", map[string]any{"name": "testing_summarize", "arguments": map[string]any{"topic": "tides"}}, caps))
+	w := getTask(t, f.URL, created.TaskID)
 	if w.Status != "input_required" || w.InputRequests["r1.summary"].Method != "sampling/createMessage" || w.InputRequests["r1.roots"].Method != "roots/list" {
 		t.Fatalf("tasks/get = %+v, want a sampling and a roots input request", w)
 	}
-	wireTaskOf(t, taskRequest(t, f.url, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{
+	wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tasks/update", map[string]any{"taskId": created.TaskID, "inputResponses": map[string]any{
 		"r1.summary": map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "Tides follow the moon."}},
 		"r1.roots":   map[string]any{"roots": []any{map[string]any{"uri": "file:///work/a"}}},
 	}}, caps))
-	done := awaitTask(t, f.url, created.TaskID, "the summary", terminal)
+	done := awaitTask(t, f.URL, created.TaskID, "the summary", terminal)
 	if done.Status != "completed" || !strings.Contains(string(done.Result.StructuredContent), `"summary":"Tides follow the moon."`) ||
 		!strings.Contains(string(done.Result.StructuredContent), `"roots":["file:///work/a"]`) {
 		t.Errorf("done = %+v, want the model's summary and the root", done)

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -151,19 +152,9 @@ func askEdge(t *testing.T, configure func(*edge.Config)) (*fakeAsks, string) {
 	return f, hs.URL + "/mcp"
 }
 
-// rpcReply is one JSON-RPC response.
-type rpcReply struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
 // modernCall sends one 2026-07-28 request and returns its response; with
 // tasks the request declares the Tasks extension.
-func modernCall(t *testing.T, url, method string, params map[string]any, tasks bool) rpcReply {
+func modernCall(t *testing.T, url, method string, params map[string]any, tasks bool) edgetest.RpcReply {
 	t.Helper()
 	caps := map[string]any{}
 	if tasks {
@@ -198,7 +189,7 @@ func modernCall(t *testing.T, url, method string, params map[string]any, tasks b
 			last = append([]byte(nil), line...)
 		}
 	}
-	var r rpcReply
+	var r edgetest.RpcReply
 	if err := json.Unmarshal(last, &r); err != nil {
 		t.Fatalf("%s: response %q (%s): %v", method, last, resp.Status, err)
 	}
@@ -218,7 +209,7 @@ type task struct {
 	Result         *mcp.CallToolResult `json:"result"`
 }
 
-func decodeTask(t *testing.T, r rpcReply) task {
+func decodeTask(t *testing.T, r edgetest.RpcReply) task {
 	t.Helper()
 	if r.Error != nil {
 		t.Fatalf("error %d %s", r.Error.Code, r.Error.Message)
@@ -238,7 +229,7 @@ func decodeTask(t *testing.T, r rpcReply) task {
 func TestWaitingToolsGetTheWaitBudget(t *testing.T) {
 	t.Parallel()
 	f, url := askEdge(t, nil)
-	call := func(args map[string]any) rpcReply {
+	call := func(args map[string]any) edgetest.RpcReply {
 		return modernCall(t, url, "tools/call", map[string]any{"name": "owner_ask", "arguments": args}, false)
 	}
 	call(map[string]any{"question": "q1"})
@@ -302,7 +293,7 @@ func TestTasksClientGetsATask(t *testing.T) {
 		t.Errorf("a Tasks client's call waited %v, want wait_seconds 0", waits)
 	}
 
-	get := func(id string, declare bool) rpcReply {
+	get := func(id string, declare bool) edgetest.RpcReply {
 		return modernCall(t, url, "tasks/get", map[string]any{"taskId": id}, declare)
 	}
 	if got := decodeTask(t, get(created.TaskID, true)); got.ResultType != "complete" || got.Status != "working" || got.TaskID != created.TaskID {
@@ -365,12 +356,12 @@ func TestNoTasksWithoutTheirTools(t *testing.T) {
 	t.Parallel()
 	// The edge of the other tests has no owner service: nothing declares
 	// the extension and tasks/get is not a method.
-	f := newFixture(t, nil)
-	disc := modernCall(t, f.url, "server/discover", map[string]any{}, false)
+	f := edgetest.NewFixture(t, nil)
+	disc := modernCall(t, f.URL, "server/discover", map[string]any{}, false)
 	if strings.Contains(string(disc.Result), edge.ExtensionTasks) {
 		t.Errorf("server/discover declares tasks without a task-capable tool: %s", disc.Result)
 	}
-	r := modernCall(t, f.url, "tasks/get", map[string]any{"taskId": "ask/local/x"}, true)
+	r := modernCall(t, f.URL, "tasks/get", map[string]any{"taskId": "ask/local/x"}, true)
 	if r.Error == nil || r.Error.Code != -32601 {
 		t.Errorf("tasks/get = %+v, want method not found", r.Error)
 	}
@@ -380,7 +371,7 @@ func TestTasksInASessionDeclaredAtInitialize(t *testing.T) {
 	t.Parallel()
 	_, url := askEdge(t, nil)
 	session := ""
-	send := func(method string, id any, params map[string]any) rpcReply {
+	send := func(method string, id any, params map[string]any) edgetest.RpcReply {
 		t.Helper()
 		msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
 		if id != nil {
@@ -402,7 +393,7 @@ func TestTasksInASessionDeclaredAtInitialize(t *testing.T) {
 		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
 			session = s
 		}
-		var r rpcReply
+		var r edgetest.RpcReply
 		if id == nil {
 			return r
 		}

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/mcpevents"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -31,7 +32,7 @@ import (
 // eventsFixture is an edge in front of an event log over the mesh's
 // contracts.
 type eventsFixture struct {
-	*fixture
+	*edgetest.Fixture
 	record func(occs ...*outboxv1.Occurrence)
 }
 
@@ -51,15 +52,15 @@ func newEventsFixture(t *testing.T, configure func(*edge.Config)) *eventsFixture
 		t.Fatal(err)
 	}
 	log := servertest.Start(t, svc.Registration())
-	f := newFixture(t, func(c *edge.Config) {
-		c.Contracts = append(toolcatalog.Contracts(), testingService())
+	f := edgetest.NewFixture(t, func(c *edge.Config) {
+		c.Contracts = append(toolcatalog.Contracts(), edgetest.TestingService())
 		c.Services[eventsv1connect.EventsServiceName] = log.URL
 		if configure != nil {
 			configure(c)
 		}
 	})
 	client := meshclient.New(meshclient.Config{HTTP: log.Client(), Signer: servertest.MeshSigner()}, eventsv1connect.NewEventsServiceClient, log.URL)
-	return &eventsFixture{fixture: f, record: func(occs ...*outboxv1.Occurrence) {
+	return &eventsFixture{Fixture: f, record: func(occs ...*outboxv1.Occurrence) {
 		t.Helper()
 		ctx := mesh.WithCall(t.Context(), mesh.Call{Caller: mesh.Caller{Agent: "relay", Roles: []string{mesh.RoleService}}})
 		if _, err := client.Record(ctx, &eventsv1.RecordRequest{Occurrences: occs}); err != nil {
@@ -95,7 +96,7 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 			Events     json.RawMessage            `json:"events"`
 		} `json:"capabilities"`
 	}
-	if err := (&mcpevents.Client{URL: f.url}).Call(t.Context(), "server/discover", map[string]any{}, &disc); err != nil {
+	if err := (&mcpevents.Client{URL: f.URL}).Call(t.Context(), "server/discover", map[string]any{}, &disc); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := disc.Capabilities.Extensions[edge.ExtensionEvents]; !ok || string(disc.Capabilities.Events) != "{}" {
@@ -105,7 +106,7 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 		t.Error("server/discover lost its instructions")
 	}
 
-	all := &mcpevents.Client{URL: f.url}
+	all := &mcpevents.Client{URL: f.URL}
 	types, err := all.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 
 	// A selection of the tasks toolset sees the task events only, and is
 	// refused the ask events.
-	tasksOnly := &mcpevents.Client{URL: f.http.URL + edge.PathToolsets + "tasks"}
+	tasksOnly := &mcpevents.Client{URL: f.HTTP.URL + edge.PathToolsets + "tasks"}
 	if types, err := tasksOnly.List(t.Context()); err != nil || len(types) != 1 || types[0].Name != "work_task.status_changed" {
 		t.Errorf("events/list through the tasks toolset = %v, %v", types, err)
 	}
@@ -166,11 +167,11 @@ func TestEventsDiscoverListAndPoll(t *testing.T) {
 // TestEventsOnlyWhereServed: an edge without an event log declares no
 // events and answers their methods "method not found".
 func TestEventsOnlyWhereServed(t *testing.T) {
-	f := newFixture(t, func(c *edge.Config) {
-		c.Contracts = []protoreflect.ServiceDescriptor{testingService()}
+	f := edgetest.NewFixture(t, func(c *edge.Config) {
+		c.Contracts = []protoreflect.ServiceDescriptor{edgetest.TestingService()}
 	})
 	var rpcErr *mcpevents.Error
-	if _, err := (&mcpevents.Client{URL: f.url}).List(t.Context()); !errors.As(err, &rpcErr) || rpcErr.Code != -32601 {
+	if _, err := (&mcpevents.Client{URL: f.URL}).List(t.Context()); !errors.As(err, &rpcErr) || rpcErr.Code != -32601 {
 		t.Errorf("events/list without an event log: %v, want -32601", err)
 	}
 }
@@ -182,7 +183,7 @@ func TestEventsOnlyWhereServed(t *testing.T) {
 // events/unsubscribe ends the subscription.
 func TestEventsSubscribe(t *testing.T) {
 	f := newEventsFixture(t, nil)
-	c := &mcpevents.Client{URL: f.url}
+	c := &mcpevents.Client{URL: f.URL}
 	secret := "whsec_" + strings.Repeat("A", 43) + "="
 	hook := "http://127.0.0.1:9/hook"
 	var rpcErr *mcpevents.Error
@@ -202,7 +203,7 @@ func TestEventsSubscribe(t *testing.T) {
 		"plain http":   {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: "http://example.com/hook", Secret: secret}}, -32602},
 		"push":         {c, mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{Mode: "push", URL: hook, Secret: secret}}, -32026},
 		"unknown type": {c, mcpevents.SubscribeParams{Name: "no.such_event", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}, -32023},
-		"selection": {&mcpevents.Client{URL: f.http.URL + edge.PathToolsets + "tasks"},
+		"selection": {&mcpevents.Client{URL: f.HTTP.URL + edge.PathToolsets + "tasks"},
 			mcpevents.SubscribeParams{Name: "ask.created", Delivery: mcpevents.Delivery{URL: hook, Secret: secret}}, -32024},
 	} {
 		if _, err := c2.c.Subscribe(t.Context(), c2.p); code(err) != c2.want {

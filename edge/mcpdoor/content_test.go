@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the logging feature (deprecated from 2026-07-28 on) is part of what these tests check
 
-package edge_test
+package mcpdoor_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/conformancesvc"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
@@ -35,24 +36,24 @@ import (
 
 // newContentEdge serves an edge whose only backend is the conformance
 // fixtures' service.
-func newContentEdge(t *testing.T) *fixture {
+func newContentEdge(t *testing.T) *edgetest.Fixture {
 	t.Helper()
 	svc := servertest.Start(t, conformancesvc.New().Server())
-	f := &fixture{svc: svc, logs: &logtest.Buffer{}}
+	f := &edgetest.Fixture{Svc: svc, Logs: &logtest.Buffer{}}
 	e, err := edge.New(edge.Config{
 		Contracts:   []protoreflect.ServiceDescriptor{conformancev1.File_toolmesh_conformance_v1_conformance_proto.Services().ByName("ConformanceService")},
 		Services:    map[string]string{conformancev1connect.ConformanceServiceName: svc.URL},
 		HTTPClient:  svc.Client(),
 		Mesh:        servertest.MeshSigner(),
 		CallTimeout: 5 * time.Second,
-	}, logging.New(f.logs, logging.ParseLevel("debug")))
+	}, logging.New(f.Logs, logging.ParseLevel("debug")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.edge = e
-	f.http = httptest.NewServer(e.Handler())
-	t.Cleanup(f.http.Close)
-	f.url = f.http.URL + "/mcp"
+	f.Edge = e
+	f.HTTP = httptest.NewServer(e.Handler())
+	t.Cleanup(f.HTTP.Close)
+	f.URL = f.HTTP.URL + "/mcp"
 	return f
 }
 
@@ -79,7 +80,7 @@ func TestToolResultsCarryContentBlocks(t *testing.T) {
 	f := newContentEdge(t)
 	for _, v := range eras {
 		t.Run(v, func(t *testing.T) {
-			cs := f.connect(t, v, "", nil)
+			cs := f.Connect(t, v, "", nil)
 			res := callTool(t, cs, &mcp.CallToolParams{Name: "test_multiple_content_types", Arguments: map[string]any{}})
 			if res.IsError || len(res.Content) != 4 {
 				t.Fatalf("result: isError %v, %d blocks, want 3 blocks and the envelope: %+v", res.IsError, len(res.Content), res.Content)
@@ -91,14 +92,14 @@ func TestToolResultsCarryContentBlocks(t *testing.T) {
 				t.Errorf("block 1 = %#v, want the PNG", res.Content[1])
 			}
 			er, ok := res.Content[2].(*mcp.EmbeddedResource)
-			if !ok || er.Resource.URI != "test://mixed-content-resource" || er.Resource.MIMEType != "application/json" || !jsonEqual(er.Resource.Text, `{"test":"data","value":123}`) {
+			if !ok || er.Resource.URI != "test://mixed-content-resource" || er.Resource.MIMEType != "application/json" || !edgetest.JsonEqual(er.Resource.Text, `{"test":"data","value":123}`) {
 				t.Errorf("block 2 = %#v, want the embedded JSON resource", res.Content[2])
 			}
 			env, ok := res.Content[3].(*mcp.TextContent)
-			if !ok || !jsonEqual(env.Text, `{"status":"ok","data":{}}`) {
+			if !ok || !edgetest.JsonEqual(env.Text, `{"status":"ok","data":{}}`) {
 				t.Errorf("block 3 = %#v, want the envelope without the blocks in its data", res.Content[3])
 			}
-			if b, _ := json.Marshal(res.StructuredContent); !jsonEqual(string(b), `{"status":"ok","data":{}}`) {
+			if b, _ := json.Marshal(res.StructuredContent); !edgetest.JsonEqual(string(b), `{"status":"ok","data":{}}`) {
 				t.Errorf("structuredContent = %s, want the envelope without the blocks", b)
 			}
 
@@ -122,7 +123,7 @@ func TestContentToolsDescribeDataWithoutBlocks(t *testing.T) {
 	t.Parallel()
 	f := newContentEdge(t)
 	for _, name := range []string{"test_image_content", "test_tool_with_progress"} {
-		tool, ok := f.edge.Registry().Lookup(name)
+		tool, ok := f.Edge.Registry().Lookup(name)
 		if !ok {
 			t.Fatalf("no tool %s", name)
 		}
@@ -154,7 +155,7 @@ func TestResourcesReadAsContentBlocks(t *testing.T) {
 	f := newContentEdge(t)
 	for _, v := range eras {
 		t.Run(v, func(t *testing.T) {
-			cs := f.connect(t, v, "", nil)
+			cs := f.Connect(t, v, "", nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			read := func(uri string) *mcp.ResourceContents {
@@ -199,7 +200,7 @@ func TestPromptsEmbedContentBlocks(t *testing.T) {
 	f := newContentEdge(t)
 	for _, v := range eras {
 		t.Run(v, func(t *testing.T) {
-			cs := f.connect(t, v, "", nil)
+			cs := f.Connect(t, v, "", nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "test_prompt_with_embedded_resource",
@@ -334,7 +335,7 @@ func TestStreamingToolsReportProgress(t *testing.T) {
 	t.Parallel()
 	f := newContentEdge(t)
 	t.Run(edge.ModernProtocol, func(t *testing.T) {
-		frames := postFrames(t, f.url, "tools/call", map[string]any{"name": "test_tool_with_progress", "arguments": map[string]any{}},
+		frames := postFrames(t, f.URL, "tools/call", map[string]any{"name": "test_tool_with_progress", "arguments": map[string]any{}},
 			map[string]any{"progressToken": "progress-1"})
 		progress := notificationsOf(frames, "notifications/progress")
 		if len(progress) != len(conformancesvc.ProgressSteps) || len(frames) != len(progress)+1 {
@@ -345,14 +346,14 @@ func TestStreamingToolsReportProgress(t *testing.T) {
 				t.Errorf("notification %d = %v, want progress %v of 100 for progress-1", i, p, conformancesvc.ProgressSteps[i])
 			}
 		}
-		frames = postFrames(t, f.url, "tools/call", map[string]any{"name": "test_tool_with_progress", "arguments": map[string]any{}}, nil)
+		frames = postFrames(t, f.URL, "tools/call", map[string]any{"name": "test_tool_with_progress", "arguments": map[string]any{}}, nil)
 		if len(frames) != 1 {
 			t.Errorf("a call without a progress token got frames %v, want only its result", frames)
 		}
 	})
 	t.Run("2025-11-25", func(t *testing.T) {
 		var n notes
-		cs := f.connect(t, "2025-11-25", "", n.options())
+		cs := f.Connect(t, "2025-11-25", "", n.options())
 		params := &mcp.CallToolParams{Name: "test_tool_with_progress", Arguments: map[string]any{}}
 		params.SetProgressToken("progress-2")
 		callTool(t, cs, params)
@@ -389,10 +390,10 @@ func TestStreamingToolsLogToClientsThatAsk(t *testing.T) {
 	f := newContentEdge(t)
 	t.Run(edge.ModernProtocol, func(t *testing.T) {
 		call := map[string]any{"name": "test_logging_tool", "arguments": map[string]any{}}
-		if frames := postFrames(t, f.url, "tools/call", call, nil); len(frames) != 1 {
+		if frames := postFrames(t, f.URL, "tools/call", call, nil); len(frames) != 1 {
 			t.Errorf("a request without a log level got frames %v, want only its result", frames)
 		}
-		frames := postFrames(t, f.url, "tools/call", map[string]any{"name": "test_logging_tool", "arguments": map[string]any{}},
+		frames := postFrames(t, f.URL, "tools/call", map[string]any{"name": "test_logging_tool", "arguments": map[string]any{}},
 			map[string]any{"io.modelcontextprotocol/logLevel": "info"})
 		logs := notificationsOf(frames, "notifications/message")
 		var got []string
@@ -403,7 +404,7 @@ func TestStreamingToolsLogToClientsThatAsk(t *testing.T) {
 		if !slices.Equal(got, conformancesvc.LogTexts) || len(frames) != len(logs)+1 {
 			t.Errorf("frames %v: want the log messages %q, then the result", frames, conformancesvc.LogTexts)
 		}
-		frames = postFrames(t, f.url, "tools/call", map[string]any{"name": "test_logging_tool", "arguments": map[string]any{}},
+		frames = postFrames(t, f.URL, "tools/call", map[string]any{"name": "test_logging_tool", "arguments": map[string]any{}},
 			map[string]any{"io.modelcontextprotocol/logLevel": "warning"})
 		if len(frames) != 1 {
 			t.Errorf("info messages reached a request at level warning: %v", frames)
@@ -411,7 +412,7 @@ func TestStreamingToolsLogToClientsThatAsk(t *testing.T) {
 	})
 	t.Run("2025-11-25", func(t *testing.T) {
 		var n notes
-		cs := f.connect(t, "2025-11-25", "", n.options())
+		cs := f.Connect(t, "2025-11-25", "", n.options())
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {

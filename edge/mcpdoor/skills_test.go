@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"crypto/sha256"
@@ -72,7 +72,7 @@ type skillWire struct {
 
 func TestSkillsFollowTheSelectionAndAreReadAsResources(t *testing.T) {
 	f := productEdge(t, nil)
-	base := strings.TrimSuffix(f.url, "/mcp")
+	base := strings.TrimSuffix(f.URL, "/mcp")
 
 	list := func(endpoint string) []skillWire {
 		t.Helper()
@@ -91,7 +91,7 @@ func TestSkillsFollowTheSelectionAndAreReadAsResources(t *testing.T) {
 		}
 		return out.Skills
 	}
-	all := list(f.url)
+	all := list(f.URL)
 	if len(all) != 4 {
 		t.Fatalf("skills/list at /mcp: %d skills, want the 4 the contracts ship: %+v", len(all), all)
 	}
@@ -112,13 +112,13 @@ func TestSkillsFollowTheSelectionAndAreReadAsResources(t *testing.T) {
 	if rerr != nil || json.Unmarshal(res, &got) != nil || got.Skill.URI != wf || len(got.Skill.Resources) != 1 {
 		t.Fatalf("skills/get %s = %s %+v", wf, res, rerr)
 	}
-	if _, rerr := rpc2026(t, f.url, "skills/get", map[string]any{"uri": "skill://toolmesh/owner/nosuch/SKILL.md"}); rerr == nil || rerr.Code != -32602 {
+	if _, rerr := rpc2026(t, f.URL, "skills/get", map[string]any{"uri": "skill://toolmesh/owner/nosuch/SKILL.md"}); rerr == nil || rerr.Code != -32602 {
 		t.Errorf("skills/get of an unknown skill: %+v, want -32602", rerr)
 	}
 
 	// Each file is a resource whose bytes match the manifest's digest and
 	// size, read over a session as over the stateless protocol.
-	cs := mustDial(t, f.url, "2025-11-25", nil, nil)
+	cs := mustDial(t, f.URL, "2025-11-25", nil, nil)
 	defer cs.Close()
 	if _, ok := cs.InitializeResult().Capabilities.Extensions["io.modelcontextprotocol/skills"]; !ok {
 		t.Errorf("the skills extension is not declared: %+v", cs.InitializeResult().Capabilities)

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"net/http"
@@ -30,7 +30,7 @@ func instructionsAt(t *testing.T, endpoint, version string, h http.Header) strin
 func TestInstructionsNameEveryToolsetWithinTheBudget(t *testing.T) {
 	for _, fallback := range []string{"all", "default", "dynamic"} {
 		f := productEdge(t, func(c *edge.Config) { c.MCP.Toolsets = fallback })
-		toolsets := f.edge.Registry().Toolsets()
+		toolsets := f.Edge.Registry().Toolsets()
 		check := func(what, got string) {
 			t.Helper()
 			if len(got) > mcpdoor.MaxInstructions {
@@ -46,9 +46,9 @@ func TestInstructionsNameEveryToolsetWithinTheBudget(t *testing.T) {
 			}
 			t.Logf("instructions of %s: %d bytes", what, len(got))
 		}
-		base := strings.TrimSuffix(f.url, "/mcp")
+		base := strings.TrimSuffix(f.URL, "/mcp")
 		for _, v := range []string{edge.ModernProtocol, "2025-11-25"} {
-			got := instructionsAt(t, f.url, v, nil)
+			got := instructionsAt(t, f.URL, v, nil)
 			check("/mcp with --toolsets "+fallback+" at "+v, got)
 			switch fallback {
 			case "dynamic":
@@ -60,7 +60,7 @@ func TestInstructionsNameEveryToolsetWithinTheBudget(t *testing.T) {
 					t.Errorf("all: the endpoint's reach is not said:\n%s", got)
 				}
 			}
-			if byHeader := instructionsAt(t, f.url, v, http.Header{edge.HeaderToolsets: {toolsets[0].Name}}); byHeader != got {
+			if byHeader := instructionsAt(t, f.URL, v, http.Header{edge.HeaderToolsets: {toolsets[0].Name}}); byHeader != got {
 				t.Errorf("at %s a selection by header changed the instructions of /mcp:\n%s\nwant\n%s", v, byHeader, got)
 			}
 		}

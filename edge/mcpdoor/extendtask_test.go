@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -30,7 +31,7 @@ const firstDeadline = 8 * time.Second
 
 // extendTask calls calls_extend_task through cs, with the idempotency key
 // key ("" for none), and returns its envelope.
-func extendTask(t *testing.T, cs *mcp.ClientSession, id string, seconds int, reason, key string) fullEnvelope {
+func extendTask(t *testing.T, cs *mcp.ClientSession, id string, seconds int, reason, key string) edgetest.FullEnvelope {
 	t.Helper()
 	params := &mcp.CallToolParams{Name: "calls_extend_task", Arguments: map[string]any{"task_id": id, "extend_seconds": seconds, "reason": reason}}
 	if key != "" {
@@ -42,7 +43,7 @@ func extendTask(t *testing.T, cs *mcp.ClientSession, id string, seconds int, rea
 	if err != nil {
 		t.Fatal(err)
 	}
-	return envelopeJSON(t, structured(t, res))
+	return edgetest.EnvelopeJSON(t, edgetest.Structured(t, res))
 }
 
 // On a real dev server, with a calls worker that records in a real audit
@@ -54,26 +55,26 @@ func extendTask(t *testing.T, cs *mcp.ClientSession, id string, seconds int, rea
 // deadline_exceeded. calls_extend_task is listed with extend_seconds
 // required.
 func TestAgentExtendsItsRunningTask(t *testing.T) {
-	m := newMRTRMesh(t)
-	auditSrv := startAudit(t, 0)
+	m := edgetest.NewMRTRMesh(t)
+	auditSrv := edgetest.StartAudit(t, 0)
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:  testingContracts(),
-		Services:   map[string]string{testingv1connect.TestingServiceName: m.svc.URL, auditv1connect.AuditServiceName: auditSrv.URL},
-		HTTPClient: m.svc.Client(),
+		Contracts:  edgetest.TestingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: m.Svc.URL, auditv1connect.AuditServiceName: auditSrv.URL},
+		HTTPClient: m.Svc.Client(),
 		Mesh:       servertest.MeshSigner(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(m.tc, m.queue, worker.Options{})
+	w := worker.New(m.Tc, m.Queue, worker.Options{})
 	calls.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	short := func(c *edge.Config) { c.Elicitation.TaskCallTimeout = firstDeadline }
-	f := m.edge(t, short)
-	cs := f.connect(t, edge.ModernProtocol, "", nil)
+	f := m.Edge(t, short)
+	cs := f.Connect(t, edge.ModernProtocol, "", nil)
 
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -91,13 +92,13 @@ func TestAgentExtendsItsRunningTask(t *testing.T) {
 	}
 
 	iss := identitytest.NewIssuer(t)
-	other := m.edge(t, func(c *edge.Config) { short(c); c.Auth = iss.AuthConfig(t) })
-	mallory := other.connect(t, edge.ModernProtocol, iss.Sign(t, jose.RS256, iss.Valid(resourceFor(other.http), "mallory", "toolmesh:write")), nil)
+	other := m.Edge(t, func(c *edge.Config) { short(c); c.Auth = iss.AuthConfig(t) })
+	mallory := other.Connect(t, edge.ModernProtocol, iss.Sign(t, jose.RS256, iss.Valid(edgetest.ResourceFor(other.HTTP), "mallory", "toolmesh:write")), nil)
 
 	// The wait takes two first deadlines; the lone one, nobody extends.
 	started := time.Now()
-	created := wireTaskOf(t, taskRequest(t, f.url, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": (2 * firstDeadline).Milliseconds()}}, tasksCaps))
-	lone := wireTaskOf(t, taskRequest(t, f.url, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": 60000}}, tasksCaps))
+	created := wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": (2 * firstDeadline).Milliseconds()}}, edgetest.TasksCaps))
+	lone := wireTaskOf(t, edgetest.TaskRequest(t, f.URL, "tools/call", map[string]any{"name": "testing_wait", "arguments": map[string]any{"millis": 60000}}, edgetest.TasksCaps))
 	if created.ResultType != "task" || lone.ResultType != "task" {
 		t.Fatalf("created = %+v and %+v, want tasks", created, lone)
 	}
@@ -121,7 +122,7 @@ func TestAgentExtendsItsRunningTask(t *testing.T) {
 		t.Errorf("another agent's extension = %+v, want not_found", env)
 	}
 
-	done := awaitTask(t, f.url, created.TaskID, "the task to end", terminal)
+	done := awaitTask(t, f.URL, created.TaskID, "the task to end", terminal)
 	if done.Status != "completed" || done.Result == nil || done.Result.IsError || !strings.Contains(string(done.Result.StructuredContent), `"waited_millis"`) {
 		t.Errorf("the extended task = %+v, want completed with the wait's result", done)
 	}
@@ -140,7 +141,7 @@ func TestAgentExtendsItsRunningTask(t *testing.T) {
 	}
 
 	// Nobody extended this one: it was given up at its first deadline.
-	given := awaitTask(t, f.url, lone.TaskID, "the task to end", terminal)
+	given := awaitTask(t, f.URL, lone.TaskID, "the task to end", terminal)
 	if given.Status != "completed" || given.Result == nil || !given.Result.IsError || !strings.Contains(string(given.Result.StructuredContent), "deadline_exceeded") {
 		t.Errorf("the task nobody extended = %+v, want completed with deadline_exceeded", given)
 	}

@@ -1,4 +1,4 @@
-package edge_test
+package mcpdoor_test
 
 import (
 	"context"
@@ -111,37 +111,37 @@ func remoteURL(card map[string]any) string {
 func TestServerCardNextToEveryEndpoint(t *testing.T) {
 	f := productEdge(t, nil)
 	schema := cardSchema(t)
-	base := strings.TrimSuffix(f.url, "/mcp")
+	base := strings.TrimSuffix(f.URL, "/mcp")
 
-	res, body := get(t, http.MethodGet, f.url+"/server-card", map[string]string{"Accept": "application/mcp-server-card+json"})
+	res, body := get(t, http.MethodGet, f.URL+"/server-card", map[string]string{"Accept": "application/mcp-server-card+json"})
 	card := cardOf(t, schema, res, body)
 	if card["name"] != "io.github.toolmesh/toolmesh" || card["version"] != "dev" {
 		t.Errorf("name %v version %v", card["name"], card["version"])
 	}
-	if got := remoteURL(card); got != f.url {
-		t.Errorf("remote URL %q, want the endpoint %q", got, f.url)
+	if got := remoteURL(card); got != f.URL {
+		t.Errorf("remote URL %q, want the endpoint %q", got, f.URL)
 	}
 	if strings.Contains(string(body), "tasks_create") {
 		t.Errorf("the card names a tool: %s", body)
 	}
 
 	// Revalidation: the same ETag is not modified.
-	res2, body2 := get(t, http.MethodGet, f.url+"/server-card", map[string]string{"If-None-Match": res.Header.Get("ETag")})
+	res2, body2 := get(t, http.MethodGet, f.URL+"/server-card", map[string]string{"If-None-Match": res.Header.Get("ETag")})
 	if res2.StatusCode != http.StatusNotModified || len(body2) != 0 {
 		t.Errorf("If-None-Match with its ETag: status %d, %d bytes; want 304 and none", res2.StatusCode, len(body2))
 	}
 	// A browser's preflight.
-	pre, _ := get(t, http.MethodOptions, f.url+"/server-card", map[string]string{"Origin": "https://elsewhere.example", "Access-Control-Request-Method": "GET"})
+	pre, _ := get(t, http.MethodOptions, f.URL+"/server-card", map[string]string{"Origin": "https://elsewhere.example", "Access-Control-Request-Method": "GET"})
 	if pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != "*" ||
 		pre.Header.Get("Access-Control-Allow-Headers") != "Content-Type, If-None-Match" || pre.Header.Get("Access-Control-Allow-Methods") != "GET" {
 		t.Errorf("preflight: %d %v", pre.StatusCode, pre.Header)
 	}
-	if res, _ := get(t, http.MethodPost, f.url+"/server-card", nil); res.StatusCode != http.StatusMethodNotAllowed {
+	if res, _ := get(t, http.MethodPost, f.URL+"/server-card", nil); res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: status %d, want 405", res.StatusCode)
 	}
 
 	// Each toolset's path has its own card, naming its endpoint.
-	for _, ts := range f.edge.Registry().Toolsets() {
+	for _, ts := range f.Edge.Registry().Toolsets() {
 		res, body := get(t, http.MethodGet, base+edge.PathToolsets+ts.Name+"/server-card", nil)
 		card := cardOf(t, schema, res, body)
 		if want := base + edge.PathToolsets + ts.Name; remoteURL(card) != want {
@@ -155,7 +155,7 @@ func TestServerCardNextToEveryEndpoint(t *testing.T) {
 		t.Errorf("an unknown toolset's card: status %d %s, want 404", res.StatusCode, body)
 	}
 	// A foreign Host is refused, as on /mcp.
-	req, _ := http.NewRequest(http.MethodGet, f.url+"/server-card", nil)
+	req, _ := http.NewRequest(http.MethodGet, f.URL+"/server-card", nil)
 	req.Host = "evil.example"
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign Host: %v %v, want 403", res, err)
@@ -164,11 +164,11 @@ func TestServerCardNextToEveryEndpoint(t *testing.T) {
 
 func TestServerCardNamesThePublicURL(t *testing.T) {
 	f := productEdge(t, func(c *edge.Config) { c.MCP.PublicURL = "https://mcp.example.com/" })
-	res, body := get(t, http.MethodGet, f.url+"/server-card", nil)
+	res, body := get(t, http.MethodGet, f.URL+"/server-card", nil)
 	if got := remoteURL(cardOf(t, cardSchema(t), res, body)); got != "https://mcp.example.com/mcp" {
 		t.Errorf("remote URL %q, want the public URL's endpoint", got)
 	}
-	res, body = get(t, http.MethodGet, strings.TrimSuffix(f.url, "/mcp")+edge.PathAICatalog, nil)
+	res, body = get(t, http.MethodGet, strings.TrimSuffix(f.URL, "/mcp")+edge.PathAICatalog, nil)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"url":"https://mcp.example.com/mcp/server-card"`) {
 		t.Errorf("catalog: %d %s", res.StatusCode, body)
 	}
@@ -184,8 +184,8 @@ func (a agentCards) CatalogEntries(context.Context, *http.Request) ([]port.Catal
 func TestAICatalogListsTheServerAndTheAgents(t *testing.T) {
 	f := productEdge(t, nil)
 	agent := port.CatalogEntry{Identifier: "urn:air:127.0.0.1:a2a:bob", Type: "application/a2a-agent-card+json", URL: "http://127.0.0.1:7300/a2a/agents/bob/.well-known/agent-card.json"}
-	f.edge.AddCatalog(agentCards{agent})
-	base := strings.TrimSuffix(f.url, "/mcp")
+	f.Edge.AddCatalog(agentCards{agent})
+	base := strings.TrimSuffix(f.URL, "/mcp")
 	res, body := get(t, http.MethodGet, base+edge.PathAICatalog, nil)
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/ai-catalog+json" ||
 		res.Header.Get("Access-Control-Allow-Origin") != "*" || res.Header.Get("ETag") == "" {
@@ -201,11 +201,11 @@ func TestAICatalogListsTheServerAndTheAgents(t *testing.T) {
 	if doc.SpecVersion != edge.AICatalogSpecVersion {
 		t.Errorf("specVersion %q", doc.SpecVersion)
 	}
-	want := 1 + len(f.edge.Registry().Toolsets()) + 1
+	want := 1 + len(f.Edge.Registry().Toolsets()) + 1
 	if len(doc.Entries) != want {
 		t.Fatalf("%d entries, want the server, its %d toolsets and the agent: %s", len(doc.Entries), want-2, body)
 	}
-	if doc.Entries[0].URL != f.url+"/server-card" || doc.Entries[0].Type != "application/mcp-server-card+json" {
+	if doc.Entries[0].URL != f.URL+"/server-card" || doc.Entries[0].Type != "application/mcp-server-card+json" {
 		t.Errorf("first entry %+v, want the server's card", doc.Entries[0])
 	}
 	if doc.Entries[len(doc.Entries)-1] != agent {
