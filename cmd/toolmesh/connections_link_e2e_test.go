@@ -79,11 +79,16 @@ var linkPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/link\?[A-Za-z0-
 // that trusts a test issuer, where ann runs agent-a and bob agent-b. A
 // form-only client gets the link in a capability_gap (-32021 at
 // 2026-07-28); bob opening ann's
-// link binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
+// link binds nothing; a callback after ann's client cancelled the call
+// binds nothing; ann's 2025-11-25 client gets a URL elicitation, she
 // follows it, approves at GitHub, and the call completes once with her
 // token; a replayed callback and a callback for another agent bind
 // nothing; bob links at 2026-07-28 (an input request). Every call carries
-// its own agent's token, never the shared one. Unlinking ann's connection
+// its own agent's token, never the shared one. carol links agent-c with a
+// token that expires within the refresh margin: 20 concurrent calls through
+// two edges, each on its own github service process, refresh it exactly
+// once and all carry the new token; GitHub then refusing it (401) makes
+// the next call ask again and the connection broken. Unlinking ann's connection
 // and retiring agent-b revoke their tokens at GitHub. No token nor the
 // app's secret is in clear in any log, answer or file the mesh wrote (the
 // SQLite files and the Temporal dev server's included).
@@ -97,13 +102,13 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 	gh := githubtest.Start(t, "Iv1.linke2e", secret)
 	iss := oidctest.Start(t, "toolmesh-link")
 	dir := t.TempDir()
-	m := startUp(t, bin, temporal,
-		githubPolicyEnv+"=per_agent", githubTokenEnv+"="+shared, githubURLEnv+"="+gh.URL, githubEgressAllowEnv+"=127.0.0.0/8",
-		"TOOLMESH_GITHUB_CLIENT_ID="+gh.ClientID, "TOOLMESH_GITHUB_CLIENT_SECRET_FILE="+writeFile(t, dir, "github-client-secret", secret),
-		"TOOLMESH_GITHUB_LINK_ISSUER="+iss.URL, "TOOLMESH_GITHUB_LINK_CLIENT_ID="+iss.ClientID,
+	githubEnv := []string{githubPolicyEnv + "=per_agent", githubTokenEnv + "=" + shared, githubURLEnv + "=" + gh.URL, githubEgressAllowEnv + "=127.0.0.0/8",
+		"TOOLMESH_GITHUB_CLIENT_ID=" + gh.ClientID, "TOOLMESH_GITHUB_CLIENT_SECRET_FILE=" + writeFile(t, dir, "github-client-secret", secret),
+		"TOOLMESH_GITHUB_LINK_ISSUER=" + iss.URL, "TOOLMESH_GITHUB_LINK_CLIENT_ID=" + iss.ClientID}
+	m := startUp(t, bin, temporal, append(githubEnv,
 		// The connections service revokes at GitHub what is unlinked.
 		"TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID="+gh.ClientID, "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE="+filepath.Join(dir, "github-client-secret"),
-		"TOOLMESH_CONNECTIONS_GITHUB_URL="+gh.URL, "TOOLMESH_CONNECTIONS_EGRESS_ALLOW=127.0.0.0/8")
+		"TOOLMESH_CONNECTIONS_GITHUB_URL="+gh.URL, "TOOLMESH_CONNECTIONS_EGRESS_ALLOW=127.0.0.0/8")...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the mesh's log:\n%s", tail(m.Stderr()))
@@ -114,17 +119,28 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		okData(t, callTool(t, owner, "agents_register", map[string]any{"agent_id": a, "display_name": a,
 			"confirm": true, "reason": "an agent a person links to GitHub"}), &map[string]any{})
 	}
-	edgeAddr := porttest.Addr(t)
-	edgeProc := startBin(t, bin, "http://"+edgeAddr+"/healthz", "edge", "--addr", edgeAddr, "--data", m.Data, "--metrics-addr", "off",
-		"--issuer", iss.URL, "--jwks-file", writeFile(t, dir, "jwks.json", string(iss.JWKS())),
-		"--temporal", fmt.Sprintf("127.0.0.1:%d", temporalPort+m.Offset),
-		"--service", "github="+m.Link(t, "github"), "--service", "connections="+m.Link(t, "connections"))
-	edgeURL := "http://" + edgeAddr + "/mcp"
+	jwks := writeFile(t, dir, "jwks.json", string(iss.JWKS()))
+	// startEdge starts an edge that trusts the test issuer, its GitHub
+	// tools served by the github service at githubURL.
+	startEdge := func(t *testing.T, githubURL string) (string, *binProcess) {
+		addr := porttest.Addr(t)
+		p := startBin(t, bin, "http://"+addr+"/healthz", "edge", "--addr", addr, "--data", m.Data, "--metrics-addr", "off",
+			"--issuer", iss.URL, "--jwks-file", jwks, "--temporal", fmt.Sprintf("127.0.0.1:%d", temporalPort+m.Offset),
+			"--service", "github="+githubURL, "--service", "connections="+m.Link(t, "connections"))
+		return "http://" + addr + "/mcp", p
+	}
+	edgeURL, edgeProc := startEdge(t, m.Link(t, "github"))
 
-	// session connects person's client for agent at version; url: it
-	// declares URL elicitation, else forms only.
+	// session connects person's client for agent at version to the edge
+	// (sessionAt: to the edge at edgeURL); url: it declares URL
+	// elicitation, else forms only.
 	var answers []string // every tool answer, for the grep at the end
+	var sessionAt func(t *testing.T, edgeURL, person, agent, version string, url bool, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession
 	session := func(t *testing.T, person, agent, version string, url bool, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
+		t.Helper()
+		return sessionAt(t, edgeURL, person, agent, version, url, elicit)
+	}
+	sessionAt = func(t *testing.T, edgeURL, person, agent, version string, url bool, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) *mcp.ClientSession {
 		t.Helper()
 		caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
 		if url {
@@ -189,6 +205,52 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		}
 		if ex := gh.Exchanges(); len(ex) != 0 {
 			t.Fatalf("GitHub's token endpoint was reached: %v", ex)
+		}
+	})
+
+	t.Run("a callback after the call was cancelled changes nothing", func(t *testing.T) {
+		// ann's client cancels the call (notifications/cancelled) while she
+		// is at GitHub; she approves there afterwards.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var callback string
+		ann := newLinkBrowser(t)
+		cs := session(t, "ann", "agent-a", "2025-11-25", true, func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			iss.SignInAs("ann", "openid")
+			gh.Approve("octo-ann-cancelled")
+			ann.hold = true
+			_, _, cb, err := ann.open(req.Params.URL)
+			if err != nil || cb == "" {
+				return nil, fmt.Errorf("ann at GitHub: %v (callback %q)", err, cb)
+			}
+			callback = cb
+			cancel()
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		})
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "github_get_repo", Arguments: map[string]any{"owner": "octocat", "repo": "hello"}})
+		if err == nil || callback == "" {
+			t.Fatalf("the cancelled call answered %v (callback %q), want cancelled after ann reached GitHub", err, callback)
+		}
+		// The calls worker tells the github service the call ended.
+		eventually(t, 30*time.Second, "the github service hears the call ended", func() bool {
+			return strings.Contains(m.Stderr(), "github.link_call_ended")
+		})
+		code, body, _, err := ann.open(callback)
+		if err != nil || code != http.StatusGone || !strings.Contains(body, "cancelled or has expired") {
+			t.Fatalf("the callback after the call was cancelled: %d %v %s, want 410 saying so", code, err, body)
+		}
+		var list struct {
+			Connections []struct{ Agent string } `json:"connections"`
+		}
+		okData(t, callTool(t, owner, "connections_list", map[string]any{"agent": "agent-a"}), &list)
+		if len(list.Connections) != 0 {
+			t.Errorf("agent-a's connections after the cancelled call's callback: %+v, want none", list.Connections)
+		}
+		if got := gh.Revoked(); len(got) != 1 || gh.Tokens()[got[0]] != "octo-ann-cancelled" {
+			t.Errorf("GitHub revoked %d tokens, want the one the refused link got", len(got))
+		}
+		if calls := repoCalls(); len(calls) != 0 {
+			t.Errorf("GitHub's repo calls %+v, want none", calls)
 		}
 	})
 
@@ -286,8 +348,84 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		if !strings.Contains(string(list.Data), `"octo-ann"`) || !strings.Contains(string(list.Data), `"octo-bob"`) || strings.Count(string(list.Data), `"account"`) != 2 {
 			t.Errorf("connections_list = %s, want agent-a's and agent-b's, one each", list.Data)
 		}
-		if ex := gh.Exchanges(); len(ex) != 2 {
-			t.Errorf("GitHub's token endpoint: %v, want two exchanges (ann's, bob's)", ex)
+		if ex := gh.Exchanges(); len(ex) != 3 {
+			t.Errorf("GitHub's token endpoint: %v, want three exchanges (ann's for the cancelled call, ann's, bob's)", ex)
+		}
+	})
+
+	var github2 *childProcess
+	t.Run("an expiring token is refreshed once under 20 concurrent calls across two github processes; a refused one asks again", func(t *testing.T) {
+		okData(t, callTool(t, owner, "agents_register", map[string]any{"agent_id": "agent-c", "display_name": "agent-c",
+			"confirm": true, "reason": "an agent whose token expires"}), &map[string]any{})
+		// A second github service process, beside up's, on the same
+		// connections service, behind an edge of its own.
+		addr := porttest.Addr(t)
+		github2 = startBinary(t, bin, "http://"+addr+"/healthz", append(githubEnv, githubLinkURLEnv+"=http://"+addr+"/link"),
+			"serve", "github", "--addr", addr, "--data", t.TempDir(),
+			"--mesh-key", filepath.Join(m.Data, meshKeyFile), "--mesh-public-key", filepath.Join(m.Data, meshPubKeyFile),
+			"--service", "connections="+m.Link(t, "connections"), "--agents-url", m.Link(t, "agents"))
+		edge2URL, _ := startEdge(t, "http://"+addr)
+
+		// carol links agent-c; GitHub's token expires in a minute, within
+		// the 5 minutes the connections service refreshes ahead.
+		gh.ExpireIn(time.Minute)
+		iss.SignInAs("carol", "openid")
+		gh.Approve("octo-carol")
+		carol := session(t, "carol", "agent-c", "2025-11-25", false, nil)
+		link := linkPattern.FindString(getRepo(t, carol).Message)
+		if code, body, _, err := newLinkBrowser(t).open(link); err != nil || code != http.StatusOK || !strings.Contains(body, "agent-c now acts on GitHub as octo-carol") {
+			t.Fatalf("carol's link: %d %v %s", code, err, body)
+		}
+		linked := tokenOf(gh, "octo-carol")
+		gh.ExpireIn(0)
+
+		sessions := []*mcp.ClientSession{carol, sessionAt(t, edge2URL, "carol", "agent-c", "2025-11-25", false, nil)}
+		before := len(repoCalls())
+		var wg sync.WaitGroup
+		envs := make([]envelope, 20)
+		errs := make([]error, 20)
+		for i := range envs {
+			wg.Go(func() {
+				envs[i], errs[i] = tryCallTool(sessions[i%2], &mcp.CallToolParams{Name: "github_get_repo", Arguments: map[string]any{"owner": "octocat", "repo": "hello"}})
+			})
+		}
+		wg.Wait()
+		for i, env := range envs {
+			answers = append(answers, env.Message+string(env.Data))
+			if errs[i] != nil || env.Status != "ok" {
+				t.Errorf("concurrent call %d: %+v %v, want ok", i, env, errs[i])
+			}
+		}
+		if got := gh.Refreshes(); len(got) != 1 || got[0] != "issued" {
+			t.Errorf("GitHub's refresh grants: %v, want exactly one", got)
+		}
+		refreshed := ""
+		for _, c := range repoCalls()[before:] {
+			if c.Login != "octo-carol" || c.Token == linked || refreshed != "" && c.Token != refreshed {
+				t.Errorf("a repo call carried %s's token (the linked one: %v), want every call on the one refreshed token", c.Login, c.Token == linked)
+			}
+			refreshed = c.Token
+		}
+		if n := len(repoCalls()) - before; n != 20 {
+			t.Errorf("GitHub got %d repo calls, want 20", n)
+		}
+		for name, logs := range map[string]string{"up's github": m.Stderr(), "the second github": github2.logs.String()} {
+			if !regexp.MustCompile(`github\.connection_used.*agent-c`).MatchString(logs) {
+				t.Errorf("%s served none of agent-c's calls", name)
+			}
+		}
+
+		// carol revokes the app's access at GitHub: the next call asks
+		// again, and the connection shows broken.
+		gh.Refuse(refreshed)
+		env := getRepo(t, carol)
+		if env.DomainCode != "capability_gap" || !strings.Contains(env.Message, linkPrefix+"agent=agent-c") {
+			t.Errorf("the call after GitHub refused the token = %+v, want asked to link again", env)
+		}
+		list := callTool(t, owner, "connections_list", map[string]any{"agent": "agent-c"})
+		answers = append(answers, string(list.Data))
+		if !strings.Contains(strings.ToLower(string(list.Data)), "broken") {
+			t.Errorf("agent-c's connections after GitHub refused its token: %s, want broken", list.Data)
 		}
 	})
 
@@ -305,8 +443,8 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		if env.Status != "ok" || !strings.Contains(string(env.Data), "REVOKED") && !strings.Contains(string(env.Data), "revoked") {
 			t.Fatalf("connections_delete = %+v", env)
 		}
-		if got := gh.Revoked(); len(got) != 1 || got[0] != annToken {
-			t.Errorf("GitHub revoked %d tokens, want ann's one", len(got))
+		if got := gh.Revoked(); len(got) != 2 || got[1] != annToken {
+			t.Errorf("GitHub revoked %d tokens, want the cancelled call's, then ann's", len(got))
 		}
 		before := len(repoCalls())
 		if env := getRepo(t, annForms); env.DomainCode != "capability_gap" || !strings.Contains(env.Message, linkPrefix+"agent=agent-a") {
@@ -323,8 +461,8 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 			"confirm": true, "reason": "bob's agent is done"}); env.Status != "ok" {
 			t.Fatalf("agents_set_status retired = %+v", env)
 		}
-		if got := gh.Revoked(); len(got) != 2 || got[1] != bobToken {
-			t.Errorf("GitHub revoked %d tokens, want ann's then bob's", len(got))
+		if got := gh.Revoked(); len(got) != 3 || got[2] != bobToken {
+			t.Errorf("GitHub revoked %d tokens, want the cancelled call's, ann's, then bob's", len(got))
 		}
 		list := callTool(t, owner, "connections_list", map[string]any{"agent": "agent-b"})
 		answers = append(answers, string(list.Data))
@@ -336,9 +474,15 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 	t.Run("no token nor the client secret in clear", func(t *testing.T) {
 		secrets := map[string]string{"the client secret": secret, "the shared token": shared}
 		for tok, login := range gh.Tokens() {
-			secrets[login+"'s token"] = tok
+			secrets[fmt.Sprintf("%s's token #%d", login, len(secrets))] = tok
+		}
+		for _, rt := range gh.RefreshTokens() {
+			secrets[fmt.Sprintf("refresh token #%d", len(secrets))] = rt
 		}
 		places := map[string]string{"the mesh's log": m.Stderr(), "the edge's log": edgeProc.logs.String(), "tool answers": strings.Join(answers, "\n")}
+		if github2 != nil {
+			places["the second github's log"] = github2.logs.String()
+		}
 		err := filepath.WalkDir(m.Data, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err

@@ -219,7 +219,7 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath str
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", githubURLEnv, err)
 	}
-	return []server.Service{svc.Registration()}, nil
+	return []server.Service{svc.Registration(), svc.VisitRegistration()}, nil
 }
 
 // A2A settings. The edge serves the mesh's agents over A2A at its

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Fake is a running fake GitHub.
@@ -39,6 +40,11 @@ type Fake struct {
 	calls     []Call
 	exchanges []string
 	revoked   []string
+
+	expiresIn time.Duration       // lifetime of the tokens codes are exchanged for (0: none)
+	refresh   map[string]string   // live refresh tokens -> the access token issued with each
+	refreshed []string            // the refresh grants' outcomes: "issued" or the error
+	refreshes map[string]struct{} // every refresh token issued
 }
 
 // Call is one REST request: its path and the token it carried ("" for
@@ -54,7 +60,8 @@ type grant struct{ login, challenge, redirect string }
 // test ends.
 func Start(t testing.TB, clientID, clientSecret string) *Fake {
 	t.Helper()
-	f := &Fake{ClientID: clientID, ClientSecret: clientSecret, codes: map[string]grant{}, tokens: map[string]string{}, gone: map[string]bool{}}
+	f := &Fake{ClientID: clientID, ClientSecret: clientSecret, codes: map[string]grant{}, tokens: map[string]string{}, gone: map[string]bool{},
+		refresh: map[string]string{}, refreshes: map[string]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", f.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", f.token)
@@ -73,6 +80,42 @@ func (f *Fake) Approve(login string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.approver = login
+}
+
+// ExpireIn makes the tokens codes are exchanged for from now on expire
+// after d, with a refresh token (as a GitHub App's user tokens do); 0
+// makes them last (an OAuth app's). A refreshed token lasts 8 hours.
+func (f *Fake) ExpireIn(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expiresIn = d
+}
+
+// Refreshes are the refresh grants' outcomes so far: "issued" or the OAuth
+// error answered.
+func (f *Fake) Refreshes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.refreshed...)
+}
+
+// RefreshTokens are every refresh token issued so far.
+func (f *Fake) RefreshTokens() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.refreshes))
+	for r := range f.refreshes {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Refuse makes GitHub refuse token from now on (401 Bad credentials), as
+// when its user revoked the app's access in their settings.
+func (f *Fake) Refuse(token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone[token] = true
 }
 
 // Calls are the REST requests so far, in order.
@@ -164,6 +207,10 @@ func (f *Fake) token(w http.ResponseWriter, r *http.Request) {
 		fail("incorrect_client_credentials")
 		return
 	}
+	if r.PostForm.Get("grant_type") == "refresh_token" {
+		f.refreshGrant(w, r.PostForm.Get("refresh_token"))
+		return
+	}
 	f.mu.Lock()
 	g, ok := f.codes[r.PostForm.Get("code")]
 	delete(f.codes, r.PostForm.Get("code")) // once, whatever the outcome
@@ -180,12 +227,47 @@ func (f *Fake) token(w http.ResponseWriter, r *http.Request) {
 		fail("bad_verification_code")
 		return
 	}
-	tok := "gho_" + strings.ReplaceAll(rand.Text(), "-", "")
 	f.mu.Lock()
-	f.tokens[tok] = g.login
 	f.exchanges = append(f.exchanges, "issued")
+	body := f.issueLocked(g.login, f.expiresIn)
 	f.mu.Unlock()
-	_ = json.NewEncoder(w).Encode(map[string]string{"access_token": tok, "token_type": "bearer", "scope": "repo"})
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// issueLocked issues an access token to login, with a refresh token when it
+// expires (after ttl), and answers the token endpoint's body.
+func (f *Fake) issueLocked(login string, ttl time.Duration) map[string]any {
+	tok := "gho_" + strings.ReplaceAll(rand.Text(), "-", "")
+	f.tokens[tok] = login
+	body := map[string]any{"access_token": tok, "token_type": "bearer", "scope": "repo"}
+	if ttl > 0 {
+		rt := "ghr_" + strings.ReplaceAll(rand.Text(), "-", "")
+		f.refresh[rt] = tok
+		f.refreshes[rt] = struct{}{}
+		body["expires_in"] = int(ttl / time.Second)
+		body["refresh_token"] = rt
+		body["refresh_token_expires_in"] = 15811200
+	}
+	return body
+}
+
+// refreshGrant answers grant_type=refresh_token: a live refresh token is
+// used once, and, as GitHub does, the old pair stops working.
+func (f *Fake) refreshGrant(w http.ResponseWriter, rt string) {
+	f.mu.Lock()
+	old, ok := f.refresh[rt]
+	if !ok {
+		f.refreshed = append(f.refreshed, "bad_refresh_token")
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "bad_refresh_token"})
+		return
+	}
+	delete(f.refresh, rt)
+	f.gone[old] = true
+	f.refreshed = append(f.refreshed, "issued")
+	body := f.issueLocked(f.tokens[old], 8*time.Hour)
+	f.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // who records r and answers whose token it carries ("" when none the

@@ -70,9 +70,9 @@ func (c Config) Options() []connect.ClientOption {
 
 func (c Config) httpClient() connect.HTTPClient {
 	if hc, ok := c.HTTP.(*http.Client); c.HTTP == nil || ok && hc == nil {
-		return HTTP()
+		return ForServices(HTTP())
 	}
-	return c.HTTP
+	return ForServices(c.HTTP)
 }
 
 // HTTP is the client every process of the mesh reaches the services with:

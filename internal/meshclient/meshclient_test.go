@@ -2,6 +2,9 @@ package meshclient_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +38,28 @@ func TestAClientCallsAsItsCallerWithinItsDeadline(t *testing.T) {
 	unsigned := meshclient.New(meshclient.Config{HTTP: srv.Client()}, testingv1connect.NewTestingServiceClient, srv.URL)
 	if _, err := unsigned.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("Echo without a signer or a served call's token = %v, want unauthenticated", err)
+	}
+}
+
+// TestAPlainTextRefusalIsUnavailable: a request the service's HTTP server
+// refused in plain text (net/http's "400 Bad Request" for a request it
+// could not read) is a transport fault with net/http's reason in it, not
+// the service's internal error; a service's own Connect error is passed on.
+func TestAPlainTextRefusalIsUnavailable(t *testing.T) {
+	t.Parallel()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "400 Bad Request: malformed MIME header line", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	c := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, refusing.URL)
+	ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Agent: "agent-1"}})
+	_, err := c.Echo(ctx, &testingv1.EchoRequest{Message: "hi"})
+	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "malformed MIME header line") {
+		t.Errorf("Echo refused in plain text = %v, want unavailable with net/http's reason", err)
+	}
+	srv := servertest.Start(t, testingsvc.New().Server())
+	own := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, srv.URL)
+	if _, err := own.Echo(ctx, &testingv1.EchoRequest{Message: "hi", Fail: testingv1.Failure_FAILURE_INVALID_ARGUMENT}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("Echo with the service's own 400 = %v, want invalid_argument", err)
 	}
 }

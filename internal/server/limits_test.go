@@ -183,3 +183,35 @@ func roundTrip(t *testing.T, c net.Conn, addr string) string {
 	res.Body.Close()
 	return res.Status
 }
+
+// TestACutBodyClosesItsConnection: once a body misses its deadline, what
+// the client sends after it on the same connection is not read as the
+// next request (the rest of the body would be parsed as one, and answered
+// "400 Bad Request" to whatever the client sends next): the answer to the
+// cut request closes the connection.
+func TestACutBodyClosesItsConnection(t *testing.T) {
+	addr := startLimited(t, server.Limits{BodyTimeout: 200 * time.Millisecond, MaxConnsPerClient: -1})
+	c := slowRequest(t, "", addr, 20, 10)
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("the cut request got no answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK {
+		t.Fatalf("the cut request got %d, want an error", res.StatusCode)
+	}
+	if !res.Close {
+		t.Errorf("the answer to a cut request keeps its connection open (no Connection: close)")
+	}
+	// The client finishes the body late and sends its next request.
+	fmt.Fprintf(c, "%s", strings.Repeat("y", 10))
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	next, err := http.ReadResponse(r, nil)
+	if err == nil {
+		next.Body.Close()
+		t.Fatalf("the connection of a cut request served another answer: %s", next.Status)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
@@ -57,7 +58,7 @@ func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL stri
 	if baseURL != "" {
 		out := messageType(t.Method.Output())
 		b.client = connect.NewClient[message, message](
-			httpClient, strings.TrimRight(baseURL, "/")+t.Procedure,
+			meshclient.ForServices(httpClient), strings.TrimRight(baseURL, "/")+t.Procedure,
 			connect.WithSchema(t.Method),
 			// Inside the mesh, compressing small messages costs more CPU
 			// than it saves bytes.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -14,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
+	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -224,5 +229,29 @@ func TestInvokeAnswersFailuresAsEnvelopes(t *testing.T) {
 	env = b["testing_echo"].Invoke(context.Background(), msg, servertest.MeshSigner(), mesh.Call{Caller: mesh.Caller{Agent: "agent-1"}})
 	if env.DomainCode != toolcall.CodeUnavailable || env.ErrorID == "" || len(logs.Events("tool.error")) != 1 {
 		t.Errorf("unreachable service: %+v, logged %s; want unavailable with an error id, its cause logged once", env, logs)
+	}
+
+	// A service whose HTTP server refuses the request in plain text, as
+	// net/http does a request it cannot read: no handler saw the call, so
+	// it is unavailable (retryable), with net/http's reason logged.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "400 Bad Request: malformed MIME header line", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	logs = &logtest.Buffer{}
+	b, err = toolcall.BindAll(toolcall.BindConfig{
+		Services:   map[string]string{testingv1connect.TestingServiceName: refusing.URL},
+		HTTPClient: meshclient.HTTP(),
+		Log:        logging.New(logs, nil),
+		Contracts:  bindContracts(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = b["testing_echo"].Invoke(context.Background(), msg, servertest.MeshSigner(), mesh.Call{Caller: mesh.Caller{Agent: "agent-1"}})
+	events := logs.Events("tool.error")
+	if env.DomainCode != toolcall.CodeUnavailable || env.ErrorID == "" || len(events) != 1 ||
+		!strings.Contains(fmt.Sprint(events[0]["error"]), "malformed MIME header line") {
+		t.Errorf("a plain-text 400: %+v, logged %s; want unavailable with an error id, net/http's reason logged once", env, logs)
 	}
 }

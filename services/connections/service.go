@@ -309,7 +309,12 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 	}
 	sealed := s.seal(id, Tokens{Access: req.GetAccessToken(), Refresh: req.GetRefreshToken()})
 	replaced, replacedErr := s.store.Get(ctx, req.GetAgent(), req.GetProvider())
-	if err := s.store.Put(ctx, Record{Conn: c, Tokens: sealed}); err != nil {
+	err = s.store.Put(ctx, Record{Conn: c, Tokens: sealed}, s.linkCall(req.GetCallKey(), now))
+	if errors.Is(err, ErrCallEnded) {
+		s.cfg.Log.Info("connections.link_refused", "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()), "reason", "call_ended", "by", caller.Subject)
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the call that asked agent %s's link ended (cancelled, declined or expired) before it was made: nothing was stored", c.GetAgent()))
+	}
+	if err != nil {
 		return nil, internal("store connection", err)
 	}
 	if replacedErr == nil {
@@ -318,6 +323,28 @@ func (s *Service) StoreConnection(ctx context.Context, req *connectionsv1.StoreC
 	s.cfg.Log.Info("connections.linked", "connection", id, "agent", c.GetAgent(), "provider", protoenum.Word(c.GetProvider()),
 		"account", c.GetAccount(), "by", caller.Subject)
 	return &connectionsv1.StoreConnectionResponse{Connection: c}, nil
+}
+
+// linkCallRetention is how long what became of a call that asked for a
+// link is kept: longer than any link for it stays usable.
+const linkCallRetention = 24 * time.Hour
+
+func (s *Service) linkCall(key string, now time.Time) LinkCall {
+	return LinkCall{Key: key, Now: now, Until: now.Add(linkCallRetention)}
+}
+
+// EndLinkCall implements ConnectionsService.EndLinkCall.
+func (s *Service) EndLinkCall(ctx context.Context, req *connectionsv1.EndLinkCallRequest) (*connectionsv1.EndLinkCallResponse, error) {
+	caller, err := mesh.RequireRole(ctx, mesh.RoleService)
+	if err != nil {
+		return nil, err
+	}
+	ended, err := s.store.EndCall(ctx, req.GetAgent(), s.linkCall(req.GetCallKey(), s.now()))
+	if err != nil {
+		return nil, internal("end the link's call", err)
+	}
+	s.cfg.Log.Info("connections.link_call_ended", "agent", req.GetAgent(), "ended", ended, "by", caller.Subject)
+	return &connectionsv1.EndLinkCallResponse{Ended: ended}, nil
 }
 
 // revokeReplaced revokes at its provider the token of a connection a new

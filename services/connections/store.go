@@ -12,8 +12,13 @@ import (
 // connectionsstore (SQLite and PostgreSQL).
 type Store interface {
 	// Put stores r as the agent's connection at its provider, replacing the
-	// one it had (a new link).
-	Put(ctx context.Context, r Record) error
+	// one it had (a new link). With call.Key, the link is the call's: it is
+	// stored only when the call did not end before (else ErrCallEnded), and
+	// the call is recorded linked, in the same transaction.
+	Put(ctx context.Context, r Record, call LinkCall) error
+	// EndCall records that agent's call call.Key ended without a link,
+	// unless a link for it was stored first (ended is then false).
+	EndCall(ctx context.Context, agent string, call LinkCall) (ended bool, err error)
 	// Get returns the agent's connection at provider, or ErrNotFound.
 	Get(ctx context.Context, agent string, provider connectionsv1.Provider) (Record, error)
 	// ByID returns the connection id, or ErrNotFound.
@@ -70,6 +75,17 @@ type Sealed struct {
 	Access  []byte
 	Refresh []byte // nil when the provider issued none
 }
+
+// LinkCall is the call a link was made for: its idempotency key ("" for
+// none), now, and until when what became of it is kept (longer than any
+// link for it stays usable).
+type LinkCall struct {
+	Key        string
+	Now, Until time.Time
+}
+
+// ErrCallEnded is returned by Put for a link whose call ended before.
+var ErrCallEnded = errors.New("the call that asked for this link ended")
 
 // ErrNotFound is returned for a connection that does not exist.
 var ErrNotFound = errors.New("connection not found")

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	gh "github.com/google/go-github/v88/github"
 	"golang.org/x/oauth2"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/oidcsignin"
 	"github.com/toolmesh/toolmesh/internal/seal"
+	"github.com/toolmesh/toolmesh/internal/toolcall"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 )
 
@@ -55,8 +57,10 @@ type LinkConfig struct {
 
 // Lifetimes of what the page hands out.
 const (
-	// ticketLifetime bounds how long a link a call answered stays good.
-	ticketLifetime = time.Hour
+	// ticketLifetime bounds how long a link a call answered stays good: no
+	// longer than the call waits for it (the edge's request state, and so
+	// the round a call asks the visit in, lasts toolcall.DefaultStateTTL).
+	ticketLifetime = toolcall.DefaultStateTTL
 	// stepLifetime bounds a sign-in, and an authorization at GitHub.
 	stepLifetime = 10 * time.Minute
 )
@@ -83,22 +87,24 @@ type linkPage struct {
 	used map[string]time.Time // states already called back, until they expire
 }
 
-// ticket is what a link carries, sealed: the call's agent and person, and
-// the visit it answers.
+// ticket is what a link carries, sealed: the call's agent and person, the
+// visit it answers and the call that asked (its idempotency key).
 type ticket struct {
 	Agent   string `json:"a"`
 	Person  string `json:"p"`
 	Visit   string `json:"v"`
+	Call    string `json:"c,omitempty"`
 	Expires int64  `json:"e"`
 }
 
 // oauthState is what travels through GitHub as the OAuth state, sealed: one
-// authorization, for one person, agent and visit.
+// authorization, for one person, agent, visit and call.
 type oauthState struct {
 	ID      string `json:"i"`
 	Agent   string `json:"a"`
 	Person  string `json:"p"`
 	Visit   string `json:"v"`
+	Call    string `json:"c,omitempty"`
 	Expires int64  `json:"e"`
 }
 
@@ -164,12 +170,12 @@ func (s *Service) linkRoutes() map[string]http.Handler {
 	}
 }
 
-// linkURL is the link for agent's call made for person: the page, with a
-// sealed ticket naming both and the visit.
-func (s *Service) linkURL(agent, person, visit string) string {
+// linkURL is the link for agent's call (idempotency key call) made for
+// person: the page, with a sealed ticket naming them and the visit.
+func (s *Service) linkURL(agent, person, visit, call string) string {
 	q := url.Values{"agent": {agent}, "provider": {"github"}}
 	if s.link != nil {
-		q.Set("t", s.link.seal("ticket", ticket{Agent: agent, Person: person, Visit: visit, Expires: s.now().Add(ticketLifetime).Unix()}))
+		q.Set("t", s.link.seal("ticket", ticket{Agent: agent, Person: person, Visit: visit, Call: call, Expires: s.now().Add(ticketLifetime).Unix()}))
 		return s.link.cfg.URL + "?" + q.Encode()
 	}
 	return s.conns.LinkURL + "?" + q.Encode()
@@ -244,7 +250,7 @@ func (s *Service) linkAs(w http.ResponseWriter, r *http.Request, t ticket, perso
 			"'s call acts for. Only that person can link the agent's GitHub account; nothing was linked.")
 		return
 	}
-	st := oauthState{ID: oidcsignin.RandText(), Agent: t.Agent, Person: person, Visit: t.Visit, Expires: s.now().Add(stepLifetime).Unix()}
+	st := oauthState{ID: oidcsignin.RandText(), Agent: t.Agent, Person: person, Visit: t.Visit, Call: t.Call, Expires: min(s.now().Add(stepLifetime).Unix(), t.Expires)}
 	step := oauthStep{State: st.ID, Agent: st.Agent, Person: person, Verifier: oauth2.GenerateVerifier(), Expires: st.Expires}
 	s.link.setCookie(w, r, oauthCookie, s.link.seal(oauthCookie, step))
 	http.Redirect(w, r, s.link.oauth.AuthCodeURL(s.link.seal("state", st), oauth2.S256ChallengeOption(step.Verifier)), http.StatusSeeOther)
@@ -302,11 +308,18 @@ func (s *Service) linkCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &connectionsv1.StoreConnectionRequest{Agent: st.Agent, Provider: connectionsv1.Provider_PROVIDER_GITHUB, Account: login,
-		Scopes: grantedScopes(tok), AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}
+		Scopes: grantedScopes(tok), AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, CallKey: st.Call}
 	if !tok.Expiry.IsZero() {
 		req.ExpireTime = timestamppb.New(tok.Expiry)
 	}
 	res, err := s.conns.Client.StoreConnection(mesh.WithCall(ctx, mesh.Call{Caller: s.conns.Self}), req)
+	if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		// The call that asked for this link is over: nothing binds to it.
+		s.revokeUnlinked(ctx, st.Agent, tok.AccessToken)
+		s.linkRefuse(w, r, http.StatusGone, "call_ended", st.Agent, "The request that asked for this link was cancelled or has expired, so nothing was linked. "+
+			"Call the tool again from your client if agent "+st.Agent+" should act on GitHub.")
+		return
+	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "github.link_store", "agent", st.Agent, "error", err.Error())
 		s.revokeUnlinked(ctx, st.Agent, tok.AccessToken)

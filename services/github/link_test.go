@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/toolmesh/toolmesh/internal/githubtest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
@@ -27,6 +29,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1/githubv1connect"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1/toolv1connect"
 	"github.com/toolmesh/toolmesh/services/github"
 )
 
@@ -41,6 +45,7 @@ type linkFixture struct {
 	issuer *oidctest.Provider
 	conns  *fakeConnections
 	client githubv1connect.GitHubServiceClient
+	visits toolv1connect.VisitServiceClient
 	addr   string
 	logs   *logtest.Buffer
 
@@ -76,8 +81,9 @@ func newLinkFixture(t *testing.T, signIn bool) *linkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servertest.Start(t, s.Registration())
+	srv := servertest.Start(t, s.Registration(), s.VisitRegistration())
 	f.client = githubv1connect.NewGitHubServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
+	f.visits = toolv1connect.NewVisitServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...)
 	f.addr = srv.Addr
 	return f
 }
@@ -85,7 +91,14 @@ func newLinkFixture(t *testing.T, signIn bool) *linkFixture {
 // link is the link agent's call made for person answers.
 func (f *linkFixture) link(t *testing.T, person, agent string) string {
 	t.Helper()
-	ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: person, Agent: agent}})
+	return f.linkOfCall(t, person, agent, "")
+}
+
+// linkOfCall is the link agent's call with idempotency key made for person
+// answers.
+func (f *linkFixture) linkOfCall(t *testing.T, person, agent, key string) string {
+	t.Helper()
+	ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: person, Agent: agent}, IdempotencyKey: key})
 	_, err := f.client.GetRepo(ctx, &githubv1.GetRepoRequest{Owner: "octocat", Repo: "Hello-World"})
 	v, verr := mesh.VisitRequired(err)
 	if verr != nil || v == nil {
@@ -249,7 +262,7 @@ func TestLinkPageBindsThePersonAgentAndCall(t *testing.T) {
 	if code, body, _ := carol.open(t, carolCallback); code != http.StatusBadRequest || !strings.Contains(body, "expired") {
 		t.Errorf("the expired callback answered %d %s, want refused", code, body)
 	}
-	// And the link itself expires after an hour.
+	// And the link itself expires with the call's request state.
 	f.advance(time.Hour)
 	if code, _, _ := f.browser(t).open(t, carolLink); code != http.StatusBadRequest {
 		t.Errorf("an expired link answered %d, want refused", code)
@@ -269,6 +282,58 @@ func TestLinkPageBindsThePersonAgentAndCall(t *testing.T) {
 	}
 	if strings.Contains(all, f.gh.ClientSecret) {
 		t.Error("the client secret is in the logs")
+	}
+}
+
+// TestLinkPageForACallThatEnded: a call that asked for a link and ended
+// without it (the calls worker says so through VisitService.EndVisit, as
+// the call's caller and under its key) binds nothing afterwards: the
+// callback says the request was cancelled or expired, stores nothing and
+// revokes the token GitHub issued. Another call of the same agent still
+// links; ending a call whose link is stored changes nothing.
+func TestLinkPageForACallThatEnded(t *testing.T) {
+	f := newLinkFixture(t, true)
+	f.as("ann")
+	f.gh.Approve("octo-ann")
+	cancelled := f.linkOfCall(t, "ann", "agent-a", "mcp-cancelled")
+	ann := f.browser(t)
+	ann.hold = true
+	_, _, callback := ann.open(t, cancelled)
+	if callback == "" {
+		t.Fatal("ann did not get back from GitHub")
+	}
+
+	end := func(agent, key, visit string) error {
+		ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Subject: "ann", Agent: agent}, IdempotencyKey: key})
+		_, err := f.visits.EndVisit(ctx, &toolv1.EndVisitRequest{VisitId: visit})
+		return err
+	}
+	if err := end("agent-a", "", "github:agent-a"); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("EndVisit without the call's key: %v, want invalid_argument", err)
+	}
+	if err := end("agent-a", "mcp-cancelled", "github:agent-a"); err != nil {
+		t.Fatalf("EndVisit: %v", err)
+	}
+	code, body, _ := ann.open(t, callback)
+	if code != http.StatusGone || !strings.Contains(body, "cancelled or has expired") {
+		t.Fatalf("the callback after the call ended: %d %s, want 410 saying so", code, body)
+	}
+	f.wantStored(t)
+	if got := f.gh.Revoked(); len(got) != 1 {
+		t.Errorf("GitHub revoked %d tokens, want the one the refused link got", len(got))
+	}
+
+	// Another call of agent-a links, and ending it afterwards changes
+	// nothing that is stored.
+	ann = f.browser(t)
+	ann.hold = true
+	_, _, callback = ann.open(t, f.linkOfCall(t, "ann", "agent-a", "mcp-wanted"))
+	if code, body, _ := ann.open(t, callback); code != http.StatusOK {
+		t.Fatalf("the wanted call's callback: %d %s", code, body)
+	}
+	f.wantStored(t, "agent-a=octo-ann")
+	if got := f.conns.stored[0].GetCallKey(); got != "mcp-wanted" {
+		t.Errorf("StoreConnection named the call %q, want mcp-wanted", got)
 	}
 }
 

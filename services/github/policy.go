@@ -135,7 +135,8 @@ func (s *Service) askToLink(ctx context.Context, agent string, nl *connectionsv1
 		why = "Agent " + agent + "'s GitHub link expired; link it again to let the agent act on GitHub."
 	}
 	visit := "github:" + agent
-	u := s.linkURL(agent, mesh.FromContext(ctx).Caller.Subject, visit)
+	call := mesh.FromContext(ctx)
+	u := s.linkURL(agent, call.Caller.Subject, visit, call.IdempotencyKey)
 	return mesh.NewVisitRequiredError(&toolv1.VisitRequired{Url: u, Message: why, VisitId: visit})
 }
 
@@ -153,4 +154,28 @@ func (s *Service) refused(ctx context.Context, c *ghClient) error {
 	}
 	s.log.WarnContext(ctx, "github.connection_refused", "connection", c.conn.GetId(), "agent", agent, "account", c.conn.GetAccount(), "status", http.StatusUnauthorized)
 	return s.askToLink(ctx, agent, &connectionsv1.NotLinked{Reason: connectionsv1.NotLinked_REASON_BROKEN})
+}
+
+// EndVisit implements toolmesh.tool.v1.VisitService.EndVisit: the call
+// (the caller's agent, the request's idempotency key) that asked to link
+// ended without it, so a link made for it afterwards binds nothing.
+func (s *Service) EndVisit(ctx context.Context, req *toolv1.EndVisitRequest) (*toolv1.EndVisitResponse, error) {
+	agent, err := mesh.RequireAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := mesh.FromContext(ctx).IdempotencyKey
+	if key == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("EndVisit names the call by its Idempotency-Key header, which is missing"))
+	}
+	if s.policy == PolicyShared || req.GetVisitId() != "github:"+agent {
+		// Not a visit this service asked of the agent: nothing to end.
+		return &toolv1.EndVisitResponse{}, nil
+	}
+	res, err := s.conns.Client.EndLinkCall(mesh.WithCall(ctx, mesh.Call{Caller: s.conns.Self}), &connectionsv1.EndLinkCallRequest{Agent: agent, CallKey: key})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the connections service could not end agent %s's link call: %w", agent, err))
+	}
+	s.log.InfoContext(ctx, "github.link_call_ended", "agent", agent, "visit", req.GetVisitId(), "ended", res.GetEnded())
+	return &toolv1.EndVisitResponse{}, nil
 }

@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -34,11 +35,26 @@ type fakeConnections struct {
 	broken []string
 	stored []*connectionsv1.StoreConnectionRequest
 	storer []mesh.Caller
+	ended  map[string]bool // agent/call key of the calls ended
+}
+
+// EndLinkCall records the call ended (unless it linked).
+func (f *fakeConnections) EndLinkCall(_ context.Context, req *connectionsv1.EndLinkCallRequest) (*connectionsv1.EndLinkCallResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended == nil {
+		f.ended = map[string]bool{}
+	}
+	f.ended[req.GetAgent()+"/"+req.GetCallKey()] = true
+	return &connectionsv1.EndLinkCallResponse{Ended: true}, nil
 }
 
 func (f *fakeConnections) StoreConnection(ctx context.Context, req *connectionsv1.StoreConnectionRequest) (*connectionsv1.StoreConnectionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.GetCallKey() != "" && f.ended[req.GetAgent()+"/"+req.GetCallKey()] {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("the call ended"))
+	}
 	f.stored = append(f.stored, req)
 	f.storer = append(f.storer, mesh.FromContext(ctx).Caller)
 	if f.tokens == nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1/githubv1connect"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1/toolv1connect"
 )
 
 // Capability gaps the service names.
@@ -158,6 +159,12 @@ func (s *Service) Registration() server.Service {
 	reg := server.Register(githubv1connect.GitHubServiceName, githubv1connect.GitHubServiceHandler(s), githubv1connect.NewGitHubServiceHandler, githubv1.RegisterGitHubServiceHandler)
 	reg.Public = s.linkRoutes()
 	return reg
+}
+
+// VisitRegistration describes the service's toolmesh.tool.v1.VisitService
+// (EndVisit), served beside it.
+func (s *Service) VisitRegistration() server.Service {
+	return server.Register(toolv1connect.VisitServiceName, toolv1connect.VisitServiceHandler(s), toolv1connect.NewVisitServiceHandler, nil)
 }
 
 // GetRepo implements GitHubService.GetRepo.

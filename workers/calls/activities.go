@@ -23,6 +23,8 @@ import (
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1/toolv1connect"
 )
 
 // Config is what the activities need.
@@ -46,9 +48,11 @@ type Config struct {
 // Activities call tools' services for elicited calls.
 type Activities struct {
 	bindings map[string]*toolcall.Binding
-	mesh     *mesh.Signer
-	audit    *audittrail.Recorder
-	log      *slog.Logger
+	// visits reach each service's VisitService, by service name.
+	visits map[string]toolv1connect.VisitServiceClient
+	mesh   *mesh.Signer
+	audit  *audittrail.Recorder
+	log    *slog.Logger
 }
 
 // NewActivities binds every tool of the contracts to its service. A call's
@@ -71,8 +75,14 @@ func NewActivities(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{bindings: bindings, mesh: cfg.Mesh, log: cfg.Log,
-		audit: audittrail.Dial(meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}, cfg.Services)}
+	mc := meshclient.Config{HTTP: cfg.HTTPClient, Signer: cfg.Mesh, Telemetry: cfg.Telemetry}
+	a := &Activities{bindings: bindings, mesh: cfg.Mesh, log: cfg.Log, visits: map[string]toolv1connect.VisitServiceClient{},
+		audit: audittrail.Dial(mc, cfg.Services)}
+	for name, url := range cfg.Services {
+		if url != "" {
+			a.visits[name] = meshclient.New(mc, toolv1connect.NewVisitServiceClient, url)
+		}
+	}
 	return a, nil
 }
 
@@ -93,6 +103,39 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.Invoke, activity.RegisterOptions{Name: ActivityInvoke})
 	r.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: ActivityPreview})
 	r.RegisterActivityWithOptions(a.RecordExtension, activity.RegisterOptions{Name: ActivityRecordExtension})
+	r.RegisterActivityWithOptions(a.EndVisit, activity.RegisterOptions{Name: ActivityEndVisit})
+}
+
+// EndVisit tells the tool's service that the call which asked for a visit
+// ended without it (toolmesh.tool.v1.VisitService.EndVisit), as the call's
+// caller and under its idempotency key. Only an unreachable service fails
+// the attempt (it is retried); a service that serves no VisitService is
+// logged.
+func (a *Activities) EndVisit(ctx context.Context, in *callsv1.EndVisitInput) error {
+	b, ok := a.bindings[in.GetTool()]
+	var vc toolv1connect.VisitServiceClient
+	if ok {
+		vc = a.visits[b.Tool().Service]
+	}
+	if vc == nil {
+		a.log.WarnContext(ctx, "calls.end_visit_unreachable", "tool", in.GetTool(), "visit", in.GetVisitId(), "message", "the tool's service is not configured")
+		return nil
+	}
+	caller := toolcall.CallerOf(in.GetCaller())
+	_, err := vc.EndVisit(mesh.WithCall(ctx, mesh.Call{Caller: caller, IdempotencyKey: in.GetIdempotencyKey()}),
+		&toolv1.EndVisitRequest{VisitId: in.GetVisitId()})
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnknown:
+		if err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		a.log.WarnContext(ctx, "calls.end_visit_refused", "tool", in.GetTool(), "visit", in.GetVisitId(), "agent", caller.Agent, "error", err.Error())
+		return nil
+	}
+	a.log.InfoContext(ctx, "calls.visit_ended", "tool", in.GetTool(), "visit", in.GetVisitId(), "agent", caller.Agent, "call_id", in.GetIdempotencyKey())
+	return nil
 }
 
 // RecordExtension records a task's extension in the audit trail under its

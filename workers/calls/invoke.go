@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -32,6 +33,9 @@ func (c *call) run(ctx workflow.Context) *callsv1.RoundResult {
 	if env.Visit != nil && c.in.GetUrl() {
 		return c.askVisit(ctx, env.Visit)
 	}
+	// The service answered: no visit is pending any more (a link in a
+	// capability_gap is the person's to follow after the call).
+	c.visit = nil
 	status := StatusSucceeded
 	if env.IsError() {
 		status = StatusFailed
@@ -114,6 +118,7 @@ func (c *call) key(ctx workflow.Context) string {
 // count against the call's most rounds (the state's expiry bounds them).
 func (c *call) askVisit(ctx workflow.Context, v *toolv1.VisitRequired) *callsv1.RoundResult {
 	c.visitRounds++
+	c.visit = v
 	return c.askAll(ctx, []*pending{{name: "visit", kind: callsv1.StepKind_STEP_KIND_QUESTIONS,
 		input: callsv1.InputKind_INPUT_KIND_URL, message: v.GetMessage(), url: v.GetUrl(), visitID: v.GetVisitId()}})
 }
@@ -134,3 +139,43 @@ func failedAttempts(tool string, err error) *toolcall.Envelope {
 	}
 	return toolcall.Fail(tool, toolcall.CodeUnavailable, rpcerror.MessageUnreachable)
 }
+
+// ChangeEndVisit is the change (workflow.GetVersion) that tells the tool's
+// service when a call ends while a visit it asked for is not done: runs
+// that ended a visit call before it keep ending without the activity on
+// replay.
+const ChangeEndVisit = "end-visit"
+
+// endVisit tells the tool's service, when the call ends (declined,
+// cancelled, abandoned) while the visit it asked for is not done, that the
+// visit must not act for the call any more (toolmesh.tool.v1.VisitService).
+// Best effort beyond its retries: the link's own expiry bounds it too.
+func (c *call) endVisit(ctx workflow.Context) {
+	v := c.visit
+	if v == nil {
+		return
+	}
+	c.visit = nil
+	if workflow.GetVersion(ctx, ChangeEndVisit, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    endVisitAttempt,
+		ScheduleToCloseTimeout: endVisitBudget,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+		Summary:                "end visit " + v.GetVisitId(),
+	})
+	err := workflow.ExecuteLocalActivity(actx, ActivityEndVisit, &callsv1.EndVisitInput{
+		Tool: c.in.GetTool(), Caller: c.in.GetCaller(), IdempotencyKey: c.key(ctx), VisitId: v.GetVisitId(),
+	}).Get(actx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("calls.end_visit_failed", "tool", c.in.GetTool(), "visit", v.GetVisitId(), "error", err.Error())
+	}
+}
+
+// How long telling a service that a visit ended may take: per attempt, and
+// in all.
+const (
+	endVisitAttempt = 10 * time.Second
+	endVisitBudget  = 2 * time.Minute
+)

@@ -42,6 +42,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 )
 
 // Contract is the elicited call's workflow contract (name, task queue, id
@@ -85,6 +86,9 @@ const (
 	// ActivityRecordExtension records a task's extension in the audit
 	// trail.
 	ActivityRecordExtension = "calls.record_extension"
+	// ActivityEndVisit tells a tool's service that the call which asked
+	// for a visit ended without it.
+	ActivityEndVisit = "calls.end_visit"
 )
 
 // Values of the ToolmeshStatus search attribute.
@@ -175,6 +179,9 @@ type call struct {
 	// visitAsked says the edge's visit (in.visit) was asked.
 	visitRounds int
 	visitAsked  bool
+	// visit is the visit asked for and not done (nil once the service
+	// answered otherwise): the call's end tells the service (endVisit).
+	visit *toolv1.VisitRequired
 }
 
 // pending is a question of the current round.
@@ -272,6 +279,7 @@ func ElicitedCall(ctx workflow.Context, in *callsv1.ElicitedCallInput) (*callsv1
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && c.auditing == 0 }); err != nil {
 		return nil, err
 	}
+	c.endVisit(ctx)
 	if c.abandoned {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("abandoned: round %d of %s got no answer within %s", c.round, c.in.GetTool(), c.timeout), ErrTypeAbandoned, nil)
@@ -347,6 +355,7 @@ func (c *call) cancelled(ctx workflow.Context, err error) error {
 	defer cancel()
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("**Cancelled** in round %d of `%s`; nothing was done.", c.round, c.in.GetTool()))
 	c.status(dctx, StatusCancelled)
+	c.endVisit(dctx)
 	return err
 }
 

@@ -79,18 +79,68 @@ func ms(t time.Time) int64 {
 }
 
 // Put implements connections.Store.
-func (s *Store) Put(ctx context.Context, r connections.Record) error {
+func (s *Store) Put(ctx context.Context, r connections.Record, call connections.LinkCall) error {
 	c := r.Conn
 	scopes, err := json.Marshal(append([]string{}, c.GetScopes()...))
 	if err != nil {
 		return err
 	}
-	_, err = s.db.Exec(ctx, `INSERT INTO connections (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?)
+	return s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		if call.Key != "" {
+			linked, err := markCall(ctx, tx, c.GetAgent(), call, true)
+			if err != nil {
+				return err
+			}
+			if !linked {
+				return connections.ErrCallEnded
+			}
+		}
+		return put(ctx, tx, r, string(scopes))
+	})
+}
+
+// EndCall implements connections.Store.
+func (s *Store) EndCall(ctx context.Context, agent string, call connections.LinkCall) (bool, error) {
+	var linked bool
+	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
+		var err error
+		linked, err = markCall(ctx, tx, agent, call, false)
+		return err
+	})
+	return !linked, err
+}
+
+// markCall records agent's call as linked (or ended) unless it is recorded
+// already, and answers whether it is linked. Expired rows go first. The
+// INSERT waits for any concurrent one of the same call, so whichever commits
+// first is what both read.
+func markCall(ctx context.Context, tx *sqldb.Tx, agent string, call connections.LinkCall, linked bool) (bool, error) {
+	if _, err := tx.Exec(ctx, `DELETE FROM link_calls WHERE expire_ms < ?`, call.Now.UnixMilli()); err != nil {
+		return false, fmt.Errorf("purge link calls: %w", err)
+	}
+	flag := 0
+	if linked {
+		flag = 1
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO link_calls (agent, call_key, linked, expire_ms) VALUES (?, ?, ?, ?)
+		ON CONFLICT (agent, call_key) DO NOTHING`, agent, call.Key, flag, call.Until.UnixMilli()); err != nil {
+		return false, fmt.Errorf("record link call: %w", err)
+	}
+	var got int
+	if err := tx.QueryRow(ctx, `SELECT linked FROM link_calls WHERE agent = ? AND call_key = ?`, agent, call.Key).Scan(&got); err != nil {
+		return false, fmt.Errorf("read link call: %w", err)
+	}
+	return got == 1, nil
+}
+
+func put(ctx context.Context, tx *sqldb.Tx, r connections.Record, scopes string) error {
+	c := r.Conn
+	_, err := tx.Exec(ctx, `INSERT INTO connections (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, 0, ?)
 		ON CONFLICT (agent, provider) DO UPDATE SET id = excluded.id, account = excluded.account, scopes = excluded.scopes,
 			status = excluded.status, access_sealed = excluded.access_sealed, refresh_sealed = excluded.refresh_sealed,
 			kek_id = excluded.kek_id, generation = connections.generation + 1, lease_until_ms = 0,
 			create_ms = excluded.create_ms, update_ms = excluded.update_ms, use_ms = 0, expire_ms = excluded.expire_ms`,
-		c.GetId(), c.GetAgent(), int32(c.GetProvider()), c.GetAccount(), string(scopes), int32(c.GetStatus()),
+		c.GetId(), c.GetAgent(), int32(c.GetProvider()), c.GetAccount(), scopes, int32(c.GetStatus()),
 		r.Tokens.Access, r.Tokens.Refresh, r.Tokens.KEK, sqldb.Millis(c.GetCreateTime()), sqldb.Millis(c.GetUpdateTime()), sqldb.Millis(c.GetExpireTime()))
 	if err != nil {
 		return fmt.Errorf("store connection: %w", err)

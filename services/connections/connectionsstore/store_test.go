@@ -27,6 +27,7 @@ func TestStore(t *testing.T) {
 		{Name: "status moves only from the states named; revoking erases the tokens", Test: testStatus},
 		{Name: "one of many racing claimers takes the refresh lease", Test: testClaimRace},
 		{Name: "a refresh lands only on the generation it started from", Test: testGenerations},
+		{Name: "a link for a call that ended stores nothing; a linked call cannot end", Test: testLinkCalls},
 	})
 }
 
@@ -43,7 +44,7 @@ func put(t *testing.T, st *connectionsstore.Store, agent, account string, at tim
 			Status: active, CreateTime: timestamppb.New(at), UpdateTime: timestamppb.New(at), ExpireTime: timestamppb.New(at.Add(time.Hour))},
 		Tokens: connections.Sealed{KEK: "k1", Access: []byte("sealed-access-" + account), Refresh: []byte("sealed-refresh-" + account)},
 	}
-	if err := st.Put(t.Context(), r); err != nil {
+	if err := st.Put(t.Context(), r, connections.LinkCall{}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -179,5 +180,47 @@ func testGenerations(t *testing.T, db *sqldb.DB) {
 	}
 	if n, _ := st.NotWrappedBy(ctx, "k2", 10); len(n) != 0 {
 		t.Errorf("after rewrapping, %d connections are not wrapped by k2", len(n))
+	}
+}
+
+func testLinkCalls(t *testing.T, db *sqldb.DB) {
+	st, ctx := open(t, db), t.Context()
+	call := func(key string) connections.LinkCall {
+		return connections.LinkCall{Key: key, Now: t0, Until: t0.Add(time.Hour)}
+	}
+	rec := func(account string) connections.Record {
+		return connections.Record{Conn: &connectionsv1.Connection{Id: ids.NewAt("con", t0), Agent: "agent-a", Provider: github, Account: account,
+			Status: active, CreateTime: timestamppb.New(t0), UpdateTime: timestamppb.New(t0)}, Tokens: connections.Sealed{KEK: "k1", Access: []byte("s-" + account)}}
+	}
+	// Ended first: the link stores nothing.
+	if ended, err := st.EndCall(ctx, "agent-a", call("mcp-1")); err != nil || !ended {
+		t.Fatalf("EndCall = %v, %v", ended, err)
+	}
+	err := st.Put(ctx, rec("octo-late"), call("mcp-1"))
+	sqldbtest.WantErr(t, "Put for an ended call", err, connections.ErrCallEnded)
+	_, err = st.Get(ctx, "agent-a", github)
+	sqldbtest.WantErr(t, "Get after the refused link", err, connections.ErrNotFound)
+	// The same call of another agent is another call.
+	if err := st.Put(ctx, connections.Record{Conn: &connectionsv1.Connection{Id: ids.NewAt("con", t0), Agent: "agent-b", Provider: github, Account: "octo-b",
+		Status: active, CreateTime: timestamppb.New(t0), UpdateTime: timestamppb.New(t0)}, Tokens: connections.Sealed{KEK: "k1", Access: []byte("s")}}, call("mcp-1")); err != nil {
+		t.Fatalf("agent-b's link under the same key: %v", err)
+	}
+	// Linked first: it stays, and ending it changes nothing.
+	if err := st.Put(ctx, rec("octo-a"), call("mcp-2")); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := st.EndCall(ctx, "agent-a", call("mcp-2")); err != nil || ended {
+		t.Fatalf("EndCall of a linked call = %v, %v; want not ended", ended, err)
+	}
+	if err := st.Put(ctx, rec("octo-a2"), call("mcp-2")); err != nil {
+		t.Errorf("a second link for a linked call: %v", err)
+	}
+	// Past its retention the record goes: the key is free again.
+	later := connections.LinkCall{Key: "mcp-3", Now: t0.Add(2 * time.Hour), Until: t0.Add(3 * time.Hour)}
+	if _, err := st.EndCall(ctx, "agent-a", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, rec("octo-a3"), connections.LinkCall{Key: "mcp-1", Now: later.Now, Until: later.Until}); err != nil {
+		t.Errorf("a link under a key whose record expired: %v", err)
 	}
 }

@@ -1732,6 +1732,81 @@ func (x *InvokeInput) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+// EndVisitInput is the input of the activity that tells a tool's service
+// that the call which asked for a visit ended without it
+// (toolmesh.tool.v1.VisitService.EndVisit).
+type EndVisitInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool the call called.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The identity the call acts for.
+	Caller *Caller `protobuf:"bytes,2,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The idempotency key the service was called with.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The visit the service asked for.
+	VisitId       string `protobuf:"bytes,4,opt,name=visit_id,json=visitId,proto3" json:"visit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndVisitInput) Reset() {
+	*x = EndVisitInput{}
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndVisitInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndVisitInput) ProtoMessage() {}
+
+func (x *EndVisitInput) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndVisitInput.ProtoReflect.Descriptor instead.
+func (*EndVisitInput) Descriptor() ([]byte, []int) {
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *EndVisitInput) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *EndVisitInput) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *EndVisitInput) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *EndVisitInput) GetVisitId() string {
+	if x != nil {
+		return x.VisitId
+	}
+	return ""
+}
+
 // InvokeOutput is the tool call's result envelope.
 type InvokeOutput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1746,7 +1821,7 @@ type InvokeOutput struct {
 
 func (x *InvokeOutput) Reset() {
 	*x = InvokeOutput{}
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1833,7 @@ func (x *InvokeOutput) String() string {
 func (*InvokeOutput) ProtoMessage() {}
 
 func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[19]
+	mi := &file_toolmesh_calls_v1_calls_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1846,7 @@ func (x *InvokeOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeOutput.ProtoReflect.Descriptor instead.
 func (*InvokeOutput) Descriptor() ([]byte, []int) {
-	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{19}
+	return file_toolmesh_calls_v1_calls_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InvokeOutput) GetEnvelope() string {
@@ -1915,7 +1990,12 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x06caller\x18\x03 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
 	"\x05audit\x18\x05 \x01(\bR\x05audit\x123\n" +
-	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"a\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x9a\x01\n" +
+	"\rEndVisitInput\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x121\n" +
+	"\x06caller\x18\x02 \x01(\v2\x19.toolmesh.calls.v1.CallerR\x06caller\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x19\n" +
+	"\bvisit_id\x18\x04 \x01(\tR\avisitId\"a\n" +
 	"\fInvokeOutput\x12\x1a\n" +
 	"\benvelope\x18\x01 \x01(\tR\benvelope\x125\n" +
 	"\x05visit\x18\x02 \x01(\v2\x1f.toolmesh.tool.v1.VisitRequiredR\x05visit*\x80\x01\n" +
@@ -1950,7 +2030,7 @@ func file_toolmesh_calls_v1_calls_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_calls_v1_calls_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_toolmesh_calls_v1_calls_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(StepKind)(0),                 // 0: toolmesh.calls.v1.StepKind
 	(InputKind)(0),                // 1: toolmesh.calls.v1.InputKind
@@ -1974,55 +2054,57 @@ var file_toolmesh_calls_v1_calls_proto_goTypes = []any{
 	(*TaskView)(nil),              // 19: toolmesh.calls.v1.TaskView
 	(*Question)(nil),              // 20: toolmesh.calls.v1.Question
 	(*InvokeInput)(nil),           // 21: toolmesh.calls.v1.InvokeInput
-	(*InvokeOutput)(nil),          // 22: toolmesh.calls.v1.InvokeOutput
-	nil,                           // 23: toolmesh.calls.v1.RoundRequest.AnswersEntry
-	nil,                           // 24: toolmesh.calls.v1.AnswerRequest.AnswersEntry
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(*v1.VisitRequired)(nil),      // 26: toolmesh.tool.v1.VisitRequired
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*EndVisitInput)(nil),         // 22: toolmesh.calls.v1.EndVisitInput
+	(*InvokeOutput)(nil),          // 23: toolmesh.calls.v1.InvokeOutput
+	nil,                           // 24: toolmesh.calls.v1.RoundRequest.AnswersEntry
+	nil,                           // 25: toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*v1.VisitRequired)(nil),      // 27: toolmesh.tool.v1.VisitRequired
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_toolmesh_calls_v1_calls_proto_depIdxs = []int32{
 	4,  // 0: toolmesh.calls.v1.ElicitedCallInput.caller:type_name -> toolmesh.calls.v1.Caller
 	5,  // 1: toolmesh.calls.v1.ElicitedCallInput.steps:type_name -> toolmesh.calls.v1.Step
-	25, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
-	25, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
-	25, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
-	26, // 5: toolmesh.calls.v1.ElicitedCallInput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	26, // 2: toolmesh.calls.v1.ElicitedCallInput.round_timeout:type_name -> google.protobuf.Duration
+	26, // 3: toolmesh.calls.v1.ElicitedCallInput.call_timeout:type_name -> google.protobuf.Duration
+	26, // 4: toolmesh.calls.v1.ElicitedCallInput.task_call_timeout:type_name -> google.protobuf.Duration
+	27, // 5: toolmesh.calls.v1.ElicitedCallInput.visit:type_name -> toolmesh.tool.v1.VisitRequired
 	0,  // 6: toolmesh.calls.v1.Step.kind:type_name -> toolmesh.calls.v1.StepKind
-	27, // 7: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
+	28, // 7: toolmesh.calls.v1.Step.requested_schema:type_name -> google.protobuf.Struct
 	6,  // 8: toolmesh.calls.v1.Step.questions:type_name -> toolmesh.calls.v1.StepQuestion
-	27, // 9: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
+	28, // 9: toolmesh.calls.v1.StepQuestion.requested_schema:type_name -> google.protobuf.Struct
 	1,  // 10: toolmesh.calls.v1.StepQuestion.kind:type_name -> toolmesh.calls.v1.InputKind
 	2,  // 11: toolmesh.calls.v1.Answer.action:type_name -> toolmesh.calls.v1.Action
-	27, // 12: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
+	28, // 12: toolmesh.calls.v1.Answer.content:type_name -> google.protobuf.Struct
 	8,  // 13: toolmesh.calls.v1.Answer.sampled:type_name -> toolmesh.calls.v1.Sampled
 	9,  // 14: toolmesh.calls.v1.Answer.roots:type_name -> toolmesh.calls.v1.Root
-	23, // 15: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
+	24, // 15: toolmesh.calls.v1.RoundRequest.answers:type_name -> toolmesh.calls.v1.RoundRequest.AnswersEntry
 	20, // 16: toolmesh.calls.v1.RoundResult.questions:type_name -> toolmesh.calls.v1.Question
 	4,  // 17: toolmesh.calls.v1.AnswerRequest.caller:type_name -> toolmesh.calls.v1.Caller
-	24, // 18: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
+	25, // 18: toolmesh.calls.v1.AnswerRequest.answers:type_name -> toolmesh.calls.v1.AnswerRequest.AnswersEntry
 	4,  // 19: toolmesh.calls.v1.ExtendTaskUpdate.caller:type_name -> toolmesh.calls.v1.Caller
-	28, // 20: toolmesh.calls.v1.ExtendTaskUpdate.deadline:type_name -> google.protobuf.Timestamp
+	29, // 20: toolmesh.calls.v1.ExtendTaskUpdate.deadline:type_name -> google.protobuf.Timestamp
 	16, // 21: toolmesh.calls.v1.ExtendTaskUpdate.request:type_name -> toolmesh.calls.v1.ExtendTaskRequest
-	28, // 22: toolmesh.calls.v1.ExtendTaskResult.deadline:type_name -> google.protobuf.Timestamp
-	28, // 23: toolmesh.calls.v1.ExtendTaskResult.max_deadline:type_name -> google.protobuf.Timestamp
+	29, // 22: toolmesh.calls.v1.ExtendTaskResult.deadline:type_name -> google.protobuf.Timestamp
+	29, // 23: toolmesh.calls.v1.ExtendTaskResult.max_deadline:type_name -> google.protobuf.Timestamp
 	20, // 24: toolmesh.calls.v1.TaskView.questions:type_name -> toolmesh.calls.v1.Question
-	28, // 25: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
-	28, // 26: toolmesh.calls.v1.TaskView.deadline:type_name -> google.protobuf.Timestamp
-	28, // 27: toolmesh.calls.v1.TaskView.max_deadline:type_name -> google.protobuf.Timestamp
-	27, // 28: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
+	29, // 25: toolmesh.calls.v1.TaskView.update_time:type_name -> google.protobuf.Timestamp
+	29, // 26: toolmesh.calls.v1.TaskView.deadline:type_name -> google.protobuf.Timestamp
+	29, // 27: toolmesh.calls.v1.TaskView.max_deadline:type_name -> google.protobuf.Timestamp
+	28, // 28: toolmesh.calls.v1.Question.requested_schema:type_name -> google.protobuf.Struct
 	1,  // 29: toolmesh.calls.v1.Question.kind:type_name -> toolmesh.calls.v1.InputKind
 	4,  // 30: toolmesh.calls.v1.InvokeInput.caller:type_name -> toolmesh.calls.v1.Caller
-	25, // 31: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
-	26, // 32: toolmesh.calls.v1.InvokeOutput.visit:type_name -> toolmesh.tool.v1.VisitRequired
-	7,  // 33: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	7,  // 34: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	26, // 31: toolmesh.calls.v1.InvokeInput.timeout:type_name -> google.protobuf.Duration
+	4,  // 32: toolmesh.calls.v1.EndVisitInput.caller:type_name -> toolmesh.calls.v1.Caller
+	27, // 33: toolmesh.calls.v1.InvokeOutput.visit:type_name -> toolmesh.tool.v1.VisitRequired
+	7,  // 34: toolmesh.calls.v1.RoundRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	7,  // 35: toolmesh.calls.v1.AnswerRequest.AnswersEntry.value:type_name -> toolmesh.calls.v1.Answer
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_toolmesh_calls_v1_calls_proto_init() }
@@ -2036,7 +2118,7 @@ func file_toolmesh_calls_v1_calls_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_calls_v1_calls_proto_rawDesc), len(file_toolmesh_calls_v1_calls_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

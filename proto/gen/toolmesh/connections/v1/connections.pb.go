@@ -809,7 +809,11 @@ type StoreConnectionRequest struct {
 	// characters).
 	RefreshToken string `protobuf:"bytes,6,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
 	// When the access token expires; absent when it does not.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The idempotency key of the call whose link this is, when a call asked
+	// for it: nothing is stored when that call ended (EndLinkCall) before,
+	// and the call cannot be ended once it is stored.
+	CallKey       string `protobuf:"bytes,8,opt,name=call_key,json=callKey,proto3" json:"call_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +895,13 @@ func (x *StoreConnectionRequest) GetExpireTime() *timestamppb.Timestamp {
 		return x.ExpireTime
 	}
 	return nil
+}
+
+func (x *StoreConnectionRequest) GetCallKey() string {
+	if x != nil {
+		return x.CallKey
+	}
+	return ""
 }
 
 type StoreConnectionResponse struct {
@@ -1073,6 +1084,105 @@ func (x *RevokeAgentRequest) GetAgent() string {
 	return ""
 }
 
+type EndLinkCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent of the call.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The call's idempotency key.
+	CallKey       string `protobuf:"bytes,2,opt,name=call_key,json=callKey,proto3" json:"call_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLinkCallRequest) Reset() {
+	*x = EndLinkCallRequest{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLinkCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLinkCallRequest) ProtoMessage() {}
+
+func (x *EndLinkCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLinkCallRequest.ProtoReflect.Descriptor instead.
+func (*EndLinkCallRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EndLinkCallRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *EndLinkCallRequest) GetCallKey() string {
+	if x != nil {
+		return x.CallKey
+	}
+	return ""
+}
+
+type EndLinkCallResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the call's link was stored before it ended.
+	Ended         bool `protobuf:"varint,1,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLinkCallResponse) Reset() {
+	*x = EndLinkCallResponse{}
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLinkCallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLinkCallResponse) ProtoMessage() {}
+
+func (x *EndLinkCallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLinkCallResponse.ProtoReflect.Descriptor instead.
+func (*EndLinkCallResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EndLinkCallResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
 type RevokeAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The connections this call unlinked (metadata).
@@ -1083,7 +1193,7 @@ type RevokeAgentResponse struct {
 
 func (x *RevokeAgentResponse) Reset() {
 	*x = RevokeAgentResponse{}
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1205,7 @@ func (x *RevokeAgentResponse) String() string {
 func (*RevokeAgentResponse) ProtoMessage() {}
 
 func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[14]
+	mi := &file_toolmesh_connections_v1_connections_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1218,7 @@ func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{14}
+	return file_toolmesh_connections_v1_connections_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeAgentResponse) GetConnections() []*Connection {
@@ -1177,7 +1287,7 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\faccess_token\x18\x01 \x01(\tB\x03\x80\x01\x01R\vaccessToken\x12C\n" +
 	"\n" +
 	"connection\x18\x02 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
-	"connection\"\xa3\x03\n" +
+	"connection\"\xc8\x03\n" +
 	"\x16StoreConnectionRequest\x127\n" +
 	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\x12J\n" +
 	"\bprovider\x18\x02 \x01(\x0e2!.toolmesh.connections.v1.ProviderB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\bprovider\x12)\n" +
@@ -1186,7 +1296,8 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\faccess_token\x18\x05 \x01(\tB\x12\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80@\x80\x01\x01R\vaccessToken\x120\n" +
 	"\rrefresh_token\x18\x06 \x01(\tB\v\xbaH\x05r\x03\x18\x80@\x80\x01\x01R\frefreshToken\x12;\n" +
 	"\vexpire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"^\n" +
+	"expireTime\x12#\n" +
+	"\bcall_key\x18\b \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\acallKey\"^\n" +
 	"\x17StoreConnectionResponse\x12C\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
@@ -1198,7 +1309,12 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
 	"connection\"M\n" +
 	"\x12RevokeAgentRequest\x127\n" +
-	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"\\\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"u\n" +
+	"\x12EndLinkCallRequest\x127\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\x12&\n" +
+	"\bcall_key\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\acallKey\"+\n" +
+	"\x13EndLinkCallResponse\x12\x14\n" +
+	"\x05ended\x18\x01 \x01(\bR\x05ended\"\\\n" +
 	"\x13RevokeAgentResponse\x12E\n" +
 	"\vconnections\x18\x01 \x03(\v2#.toolmesh.connections.v1.ConnectionR\vconnections*9\n" +
 	"\bProvider\x12\x18\n" +
@@ -1208,7 +1324,7 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACTIVE\x10\x01\x12\x11\n" +
 	"\rSTATUS_BROKEN\x10\x02\x12\x12\n" +
-	"\x0eSTATUS_REVOKED\x10\x032\xa7\x06\n" +
+	"\x0eSTATUS_REVOKED\x10\x032\x93\a\n" +
 	"\x12ConnectionsService\x12\xac\x01\n" +
 	"\x0fListConnections\x12/.toolmesh.connections.v1.ListConnectionsRequest\x1a0.toolmesh.connections.v1.ListConnectionsResponse\"6\xc2\xf3\x18/\n" +
 	"\x10connections_list\x12\x19List upstream connections\x18\x01\x90\x02\x01\x12\xb1\x01\n" +
@@ -1218,7 +1334,8 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"\x0fStoreConnection\x12/.toolmesh.connections.v1.StoreConnectionRequest\x1a0.toolmesh.connections.v1.StoreConnectionResponse\"\x00\x12g\n" +
 	"\n" +
 	"MarkBroken\x12*.toolmesh.connections.v1.MarkBrokenRequest\x1a+.toolmesh.connections.v1.MarkBrokenResponse\"\x00\x12j\n" +
-	"\vRevokeAgent\x12+.toolmesh.connections.v1.RevokeAgentRequest\x1a,.toolmesh.connections.v1.RevokeAgentResponse\"\x00BNZLgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1;connectionsv1b\x06proto3"
+	"\vRevokeAgent\x12+.toolmesh.connections.v1.RevokeAgentRequest\x1a,.toolmesh.connections.v1.RevokeAgentResponse\"\x00\x12j\n" +
+	"\vEndLinkCall\x12+.toolmesh.connections.v1.EndLinkCallRequest\x1a,.toolmesh.connections.v1.EndLinkCallResponse\"\x00BNZLgithub.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1;connectionsv1b\x06proto3"
 
 var (
 	file_toolmesh_connections_v1_connections_proto_rawDescOnce sync.Once
@@ -1233,7 +1350,7 @@ func file_toolmesh_connections_v1_connections_proto_rawDescGZIP() []byte {
 }
 
 var file_toolmesh_connections_v1_connections_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_toolmesh_connections_v1_connections_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(Provider)(0),                    // 0: toolmesh.connections.v1.Provider
 	(Status)(0),                      // 1: toolmesh.connections.v1.Status
@@ -1252,20 +1369,22 @@ var file_toolmesh_connections_v1_connections_proto_goTypes = []any{
 	(*MarkBrokenRequest)(nil),        // 14: toolmesh.connections.v1.MarkBrokenRequest
 	(*MarkBrokenResponse)(nil),       // 15: toolmesh.connections.v1.MarkBrokenResponse
 	(*RevokeAgentRequest)(nil),       // 16: toolmesh.connections.v1.RevokeAgentRequest
-	(*RevokeAgentResponse)(nil),      // 17: toolmesh.connections.v1.RevokeAgentResponse
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
-	(*v1.Page)(nil),                  // 19: toolmesh.page.v1.Page
+	(*EndLinkCallRequest)(nil),       // 17: toolmesh.connections.v1.EndLinkCallRequest
+	(*EndLinkCallResponse)(nil),      // 18: toolmesh.connections.v1.EndLinkCallResponse
+	(*RevokeAgentResponse)(nil),      // 19: toolmesh.connections.v1.RevokeAgentResponse
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*v1.Page)(nil),                  // 21: toolmesh.page.v1.Page
 }
 var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	0,  // 0: toolmesh.connections.v1.Connection.provider:type_name -> toolmesh.connections.v1.Provider
 	1,  // 1: toolmesh.connections.v1.Connection.status:type_name -> toolmesh.connections.v1.Status
-	18, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
-	18, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
-	18, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
-	18, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
+	20, // 2: toolmesh.connections.v1.Connection.create_time:type_name -> google.protobuf.Timestamp
+	20, // 3: toolmesh.connections.v1.Connection.use_time:type_name -> google.protobuf.Timestamp
+	20, // 4: toolmesh.connections.v1.Connection.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 5: toolmesh.connections.v1.Connection.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: toolmesh.connections.v1.ListConnectionsRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	3,  // 7: toolmesh.connections.v1.ListConnectionsResponse.connections:type_name -> toolmesh.connections.v1.Connection
-	19, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
+	21, // 8: toolmesh.connections.v1.ListConnectionsResponse.page:type_name -> toolmesh.page.v1.Page
 	3,  // 9: toolmesh.connections.v1.DeleteConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 10: toolmesh.connections.v1.GetTokenRequest.provider:type_name -> toolmesh.connections.v1.Provider
 	2,  // 11: toolmesh.connections.v1.NotLinked.reason:type_name -> toolmesh.connections.v1.NotLinked.Reason
@@ -1274,7 +1393,7 @@ var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	9,  // 14: toolmesh.connections.v1.GetTokenResponse.not_linked:type_name -> toolmesh.connections.v1.NotLinked
 	3,  // 15: toolmesh.connections.v1.Token.connection:type_name -> toolmesh.connections.v1.Connection
 	0,  // 16: toolmesh.connections.v1.StoreConnectionRequest.provider:type_name -> toolmesh.connections.v1.Provider
-	18, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 17: toolmesh.connections.v1.StoreConnectionRequest.expire_time:type_name -> google.protobuf.Timestamp
 	3,  // 18: toolmesh.connections.v1.StoreConnectionResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	3,  // 19: toolmesh.connections.v1.MarkBrokenResponse.connection:type_name -> toolmesh.connections.v1.Connection
 	3,  // 20: toolmesh.connections.v1.RevokeAgentResponse.connections:type_name -> toolmesh.connections.v1.Connection
@@ -1284,14 +1403,16 @@ var file_toolmesh_connections_v1_connections_proto_depIdxs = []int32{
 	12, // 24: toolmesh.connections.v1.ConnectionsService.StoreConnection:input_type -> toolmesh.connections.v1.StoreConnectionRequest
 	14, // 25: toolmesh.connections.v1.ConnectionsService.MarkBroken:input_type -> toolmesh.connections.v1.MarkBrokenRequest
 	16, // 26: toolmesh.connections.v1.ConnectionsService.RevokeAgent:input_type -> toolmesh.connections.v1.RevokeAgentRequest
-	5,  // 27: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
-	7,  // 28: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
-	10, // 29: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
-	13, // 30: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
-	15, // 31: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
-	17, // 32: toolmesh.connections.v1.ConnectionsService.RevokeAgent:output_type -> toolmesh.connections.v1.RevokeAgentResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
+	17, // 27: toolmesh.connections.v1.ConnectionsService.EndLinkCall:input_type -> toolmesh.connections.v1.EndLinkCallRequest
+	5,  // 28: toolmesh.connections.v1.ConnectionsService.ListConnections:output_type -> toolmesh.connections.v1.ListConnectionsResponse
+	7,  // 29: toolmesh.connections.v1.ConnectionsService.DeleteConnection:output_type -> toolmesh.connections.v1.DeleteConnectionResponse
+	10, // 30: toolmesh.connections.v1.ConnectionsService.GetToken:output_type -> toolmesh.connections.v1.GetTokenResponse
+	13, // 31: toolmesh.connections.v1.ConnectionsService.StoreConnection:output_type -> toolmesh.connections.v1.StoreConnectionResponse
+	15, // 32: toolmesh.connections.v1.ConnectionsService.MarkBroken:output_type -> toolmesh.connections.v1.MarkBrokenResponse
+	19, // 33: toolmesh.connections.v1.ConnectionsService.RevokeAgent:output_type -> toolmesh.connections.v1.RevokeAgentResponse
+	18, // 34: toolmesh.connections.v1.ConnectionsService.EndLinkCall:output_type -> toolmesh.connections.v1.EndLinkCallResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1312,7 +1433,7 @@ func file_toolmesh_connections_v1_connections_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_connections_v1_connections_proto_rawDesc), len(file_toolmesh_connections_v1_connections_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

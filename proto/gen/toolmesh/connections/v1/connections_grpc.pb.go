@@ -30,6 +30,7 @@ const (
 	ConnectionsService_StoreConnection_FullMethodName  = "/toolmesh.connections.v1.ConnectionsService/StoreConnection"
 	ConnectionsService_MarkBroken_FullMethodName       = "/toolmesh.connections.v1.ConnectionsService/MarkBroken"
 	ConnectionsService_RevokeAgent_FullMethodName      = "/toolmesh.connections.v1.ConnectionsService/RevokeAgent"
+	ConnectionsService_EndLinkCall_FullMethodName      = "/toolmesh.connections.v1.ConnectionsService/EndLinkCall"
 )
 
 // ConnectionsServiceClient is the client API for ConnectionsService service.
@@ -76,6 +77,12 @@ type ConnectionsServiceClient interface {
 	// where the provider allows, then erased. Called by the agents directory
 	// before it retires the agent; calling it again changes nothing.
 	RevokeAgent(ctx context.Context, in *RevokeAgentRequest, opts ...grpc.CallOption) (*RevokeAgentResponse, error)
+	// The call (the agent's, with this idempotency key) that asked for a
+	// link ended without it — cancelled, declined or expired (mesh service
+	// role; not an MCP tool): a link made for it afterwards stores nothing.
+	// A call whose link was stored first stays linked. Ending it again
+	// changes nothing.
+	EndLinkCall(ctx context.Context, in *EndLinkCallRequest, opts ...grpc.CallOption) (*EndLinkCallResponse, error)
 }
 
 type connectionsServiceClient struct {
@@ -146,6 +153,16 @@ func (c *connectionsServiceClient) RevokeAgent(ctx context.Context, in *RevokeAg
 	return out, nil
 }
 
+func (c *connectionsServiceClient) EndLinkCall(ctx context.Context, in *EndLinkCallRequest, opts ...grpc.CallOption) (*EndLinkCallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndLinkCallResponse)
+	err := c.cc.Invoke(ctx, ConnectionsService_EndLinkCall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConnectionsServiceServer is the server API for ConnectionsService service.
 // All implementations must embed UnimplementedConnectionsServiceServer
 // for forward compatibility.
@@ -190,6 +207,12 @@ type ConnectionsServiceServer interface {
 	// where the provider allows, then erased. Called by the agents directory
 	// before it retires the agent; calling it again changes nothing.
 	RevokeAgent(context.Context, *RevokeAgentRequest) (*RevokeAgentResponse, error)
+	// The call (the agent's, with this idempotency key) that asked for a
+	// link ended without it — cancelled, declined or expired (mesh service
+	// role; not an MCP tool): a link made for it afterwards stores nothing.
+	// A call whose link was stored first stays linked. Ending it again
+	// changes nothing.
+	EndLinkCall(context.Context, *EndLinkCallRequest) (*EndLinkCallResponse, error)
 	mustEmbedUnimplementedConnectionsServiceServer()
 }
 
@@ -217,6 +240,9 @@ func (UnimplementedConnectionsServiceServer) MarkBroken(context.Context, *MarkBr
 }
 func (UnimplementedConnectionsServiceServer) RevokeAgent(context.Context, *RevokeAgentRequest) (*RevokeAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeAgent not implemented")
+}
+func (UnimplementedConnectionsServiceServer) EndLinkCall(context.Context, *EndLinkCallRequest) (*EndLinkCallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndLinkCall not implemented")
 }
 func (UnimplementedConnectionsServiceServer) mustEmbedUnimplementedConnectionsServiceServer() {}
 func (UnimplementedConnectionsServiceServer) testEmbeddedByValue()                            {}
@@ -347,6 +373,24 @@ func _ConnectionsService_RevokeAgent_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConnectionsService_EndLinkCall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndLinkCallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConnectionsServiceServer).EndLinkCall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConnectionsService_EndLinkCall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConnectionsServiceServer).EndLinkCall(ctx, req.(*EndLinkCallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ConnectionsService_ServiceDesc is the grpc.ServiceDesc for ConnectionsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -377,6 +421,10 @@ var ConnectionsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeAgent",
 			Handler:    _ConnectionsService_RevokeAgent_Handler,
+		},
+		{
+			MethodName: "EndLinkCall",
+			Handler:    _ConnectionsService_EndLinkCall_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

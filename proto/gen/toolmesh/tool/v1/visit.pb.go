@@ -43,6 +43,12 @@ const (
 //     is done, so that a retry finds the visit the person was sent to.
 //  3. Once the visit is done (e.g. its OAuth callback stored the
 //     connection), the next call simply succeeds.
+//  4. When the call that asked for the visit ends without it — the client
+//     cancelled the call or declined the visit, or nobody answered within
+//     the call's request-state lifetime — the calls worker tells the
+//     service (VisitService.EndVisit, same caller and idempotency key): a
+//     visit completed afterwards must not act for that call. A service
+//     that serves visits implements VisitService beside its own.
 //
 // The url is a page of the mesh that checks who opens it (never a third
 // party's authorization URL, never a pre-authenticated link, nothing secret
@@ -121,6 +127,87 @@ func (x *VisitRequired) GetVisitId() string {
 	return ""
 }
 
+type EndVisitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The visit the call asked for (VisitRequired.visit_id).
+	VisitId       string `protobuf:"bytes,1,opt,name=visit_id,json=visitId,proto3" json:"visit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndVisitRequest) Reset() {
+	*x = EndVisitRequest{}
+	mi := &file_toolmesh_tool_v1_visit_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndVisitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndVisitRequest) ProtoMessage() {}
+
+func (x *EndVisitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_visit_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndVisitRequest.ProtoReflect.Descriptor instead.
+func (*EndVisitRequest) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_visit_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EndVisitRequest) GetVisitId() string {
+	if x != nil {
+		return x.VisitId
+	}
+	return ""
+}
+
+type EndVisitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndVisitResponse) Reset() {
+	*x = EndVisitResponse{}
+	mi := &file_toolmesh_tool_v1_visit_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndVisitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndVisitResponse) ProtoMessage() {}
+
+func (x *EndVisitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolmesh_tool_v1_visit_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndVisitResponse.ProtoReflect.Descriptor instead.
+func (*EndVisitResponse) Descriptor() ([]byte, []int) {
+	return file_toolmesh_tool_v1_visit_proto_rawDescGZIP(), []int{2}
+}
+
 var File_toolmesh_tool_v1_visit_proto protoreflect.FileDescriptor
 
 const file_toolmesh_tool_v1_visit_proto_rawDesc = "" +
@@ -130,7 +217,12 @@ const file_toolmesh_tool_v1_visit_proto_rawDesc = "" +
 	"\x03url\x18\x01 \x01(\tB\xf9\x01\xbaH\xf5\x01\xba\x01\xe6\x01\n" +
 	"\x19visit_required.url_scheme\x12\\must be an https URL, or an http URL of the loopback interface (127.0.0.1, [::1], localhost)\x1akthis.startsWith('https://') || this.matches('^http://(127\\\\.0\\\\.0\\\\.1|\\\\[::1\\\\]|localhost)(:[0-9]+)?(/|$)')\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12)\n" +
 	"\amessage\x18\x02 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\xf4\x03R\amessage\x12=\n" +
-	"\bvisit_id\x18\x03 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\avisitIdB@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
+	"\bvisit_id\x18\x03 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\avisitId\"P\n" +
+	"\x0fEndVisitRequest\x12=\n" +
+	"\bvisit_id\x18\x01 \x01(\tB\"\xbaH\x1f\xc8\x01\x01r\x1a2\x18^[A-Za-z0-9._:-]{1,128}$R\avisitId\"\x12\n" +
+	"\x10EndVisitResponse2c\n" +
+	"\fVisitService\x12S\n" +
+	"\bEndVisit\x12!.toolmesh.tool.v1.EndVisitRequest\x1a\".toolmesh.tool.v1.EndVisitResponse\"\x00B@Z>github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1;toolv1b\x06proto3"
 
 var (
 	file_toolmesh_tool_v1_visit_proto_rawDescOnce sync.Once
@@ -144,13 +236,17 @@ func file_toolmesh_tool_v1_visit_proto_rawDescGZIP() []byte {
 	return file_toolmesh_tool_v1_visit_proto_rawDescData
 }
 
-var file_toolmesh_tool_v1_visit_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_toolmesh_tool_v1_visit_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_toolmesh_tool_v1_visit_proto_goTypes = []any{
-	(*VisitRequired)(nil), // 0: toolmesh.tool.v1.VisitRequired
+	(*VisitRequired)(nil),    // 0: toolmesh.tool.v1.VisitRequired
+	(*EndVisitRequest)(nil),  // 1: toolmesh.tool.v1.EndVisitRequest
+	(*EndVisitResponse)(nil), // 2: toolmesh.tool.v1.EndVisitResponse
 }
 var file_toolmesh_tool_v1_visit_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
+	1, // 0: toolmesh.tool.v1.VisitService.EndVisit:input_type -> toolmesh.tool.v1.EndVisitRequest
+	2, // 1: toolmesh.tool.v1.VisitService.EndVisit:output_type -> toolmesh.tool.v1.EndVisitResponse
+	1, // [1:2] is the sub-list for method output_type
+	0, // [0:1] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -167,9 +263,9 @@ func file_toolmesh_tool_v1_visit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolmesh_tool_v1_visit_proto_rawDesc), len(file_toolmesh_tool_v1_visit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   3,
 			NumExtensions: 0,
-			NumServices:   0,
+			NumServices:   1,
 		},
 		GoTypes:           file_toolmesh_tool_v1_visit_proto_goTypes,
 		DependencyIndexes: file_toolmesh_tool_v1_visit_proto_depIdxs,

@@ -55,6 +55,9 @@ const (
 	// ConnectionsServiceRevokeAgentProcedure is the fully-qualified name of the ConnectionsService's
 	// RevokeAgent RPC.
 	ConnectionsServiceRevokeAgentProcedure = "/toolmesh.connections.v1.ConnectionsService/RevokeAgent"
+	// ConnectionsServiceEndLinkCallProcedure is the fully-qualified name of the ConnectionsService's
+	// EndLinkCall RPC.
+	ConnectionsServiceEndLinkCallProcedure = "/toolmesh.connections.v1.ConnectionsService/EndLinkCall"
 )
 
 // ConnectionsServiceClient is a client for the toolmesh.connections.v1.ConnectionsService service.
@@ -90,6 +93,12 @@ type ConnectionsServiceClient interface {
 	// where the provider allows, then erased. Called by the agents directory
 	// before it retires the agent; calling it again changes nothing.
 	RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error)
+	// The call (the agent's, with this idempotency key) that asked for a
+	// link ended without it — cancelled, declined or expired (mesh service
+	// role; not an MCP tool): a link made for it afterwards stores nothing.
+	// A call whose link was stored first stays linked. Ending it again
+	// changes nothing.
+	EndLinkCall(context.Context, *v1.EndLinkCallRequest) (*v1.EndLinkCallResponse, error)
 }
 
 // NewConnectionsServiceClient constructs a client for the
@@ -140,6 +149,12 @@ func NewConnectionsServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(connectionsServiceMethods.ByName("RevokeAgent")),
 			connect.WithClientOptions(opts...),
 		),
+		endLinkCall: connect.NewClient[v1.EndLinkCallRequest, v1.EndLinkCallResponse](
+			httpClient,
+			baseURL+ConnectionsServiceEndLinkCallProcedure,
+			connect.WithSchema(connectionsServiceMethods.ByName("EndLinkCall")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -151,6 +166,7 @@ type connectionsServiceClient struct {
 	storeConnection  *connect.Client[v1.StoreConnectionRequest, v1.StoreConnectionResponse]
 	markBroken       *connect.Client[v1.MarkBrokenRequest, v1.MarkBrokenResponse]
 	revokeAgent      *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
+	endLinkCall      *connect.Client[v1.EndLinkCallRequest, v1.EndLinkCallResponse]
 }
 
 // ListConnections calls toolmesh.connections.v1.ConnectionsService.ListConnections.
@@ -207,6 +223,15 @@ func (c *connectionsServiceClient) RevokeAgent(ctx context.Context, req *v1.Revo
 	return nil, err
 }
 
+// EndLinkCall calls toolmesh.connections.v1.ConnectionsService.EndLinkCall.
+func (c *connectionsServiceClient) EndLinkCall(ctx context.Context, req *v1.EndLinkCallRequest) (*v1.EndLinkCallResponse, error) {
+	response, err := c.endLinkCall.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ConnectionsServiceHandler is an implementation of the toolmesh.connections.v1.ConnectionsService
 // service.
 type ConnectionsServiceHandler interface {
@@ -241,6 +266,12 @@ type ConnectionsServiceHandler interface {
 	// where the provider allows, then erased. Called by the agents directory
 	// before it retires the agent; calling it again changes nothing.
 	RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error)
+	// The call (the agent's, with this idempotency key) that asked for a
+	// link ended without it — cancelled, declined or expired (mesh service
+	// role; not an MCP tool): a link made for it afterwards stores nothing.
+	// A call whose link was stored first stays linked. Ending it again
+	// changes nothing.
+	EndLinkCall(context.Context, *v1.EndLinkCallRequest) (*v1.EndLinkCallResponse, error)
 }
 
 // NewConnectionsServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -287,6 +318,12 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 		connect.WithSchema(connectionsServiceMethods.ByName("RevokeAgent")),
 		connect.WithHandlerOptions(opts...),
 	)
+	connectionsServiceEndLinkCallHandler := connect.NewUnaryHandlerSimple(
+		ConnectionsServiceEndLinkCallProcedure,
+		svc.EndLinkCall,
+		connect.WithSchema(connectionsServiceMethods.ByName("EndLinkCall")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolmesh.connections.v1.ConnectionsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConnectionsServiceListConnectionsProcedure:
@@ -301,6 +338,8 @@ func NewConnectionsServiceHandler(svc ConnectionsServiceHandler, opts ...connect
 			connectionsServiceMarkBrokenHandler.ServeHTTP(w, r)
 		case ConnectionsServiceRevokeAgentProcedure:
 			connectionsServiceRevokeAgentHandler.ServeHTTP(w, r)
+		case ConnectionsServiceEndLinkCallProcedure:
+			connectionsServiceEndLinkCallHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -332,4 +371,8 @@ func (UnimplementedConnectionsServiceHandler) MarkBroken(context.Context, *v1.Ma
 
 func (UnimplementedConnectionsServiceHandler) RevokeAgent(context.Context, *v1.RevokeAgentRequest) (*v1.RevokeAgentResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.RevokeAgent is not implemented"))
+}
+
+func (UnimplementedConnectionsServiceHandler) EndLinkCall(context.Context, *v1.EndLinkCallRequest) (*v1.EndLinkCallResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolmesh.connections.v1.ConnectionsService.EndLinkCall is not implemented"))
 }
