@@ -3,7 +3,6 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,47 +10,21 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
-	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
-	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 	"github.com/toolmesh/toolmesh/services/audit"
-	"github.com/toolmesh/toolmesh/services/audit/auditstore"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
-// startAudit serves a real audit service on SQLite holding n records of
-// tasks_cancel calls, appended the way the edge appends them.
-func startAudit(t *testing.T, n int) *servertest.Server {
-	t.Helper()
-	ctx := context.Background()
-	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "audit.db"))
-	st, err := auditstore.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := servertest.Start(t, audit.New(st, audit.Config{}).Registration())
-	rec := audittrail.NewRecorder(auditv1connect.NewAuditServiceClient(srv.Client(), srv.URL, servertest.ClientOptions(nil)...), audittrail.RecorderOptions{})
-	for i := range n {
-		if _, err := rec.Record(ctx, audittrail.Entry{
-			CallID: "mcp-seed-" + string(rune('a'+i)), Actor: "local", Tool: "tasks_cancel", Reason: "cleanup",
-			Arguments: &tasksv1.CancelRequest{TaskId: "tsk_00000000000000000000000000"},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return srv
-}
-
 func TestAuditToolsThroughTheEdge(t *testing.T) {
 	t.Parallel()
-	svc := startAudit(t, 3)
-	cs := startEdge(t, edge.Config{
+	svc := edgetest.StartAudit(t, 3)
+	cs := edgetest.StartEdge(t, edge.Config{
 		Services:    map[string]string{auditv1connect.AuditServiceName: svc.URL},
 		CallTimeout: 5 * time.Second,
 		HTTPClient:  svc.Client(),
@@ -70,7 +43,7 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 			names["audit_list"], names["audit_verify"], names["audit_append"])
 	}
 
-	_, env := call(t, cs, "audit_list", map[string]any{"tool": "tasks_cancel", "limit": 2})
+	_, env := edgetest.Call(t, cs, "audit_list", map[string]any{"tool": "tasks_cancel", "limit": 2})
 	var list struct {
 		Records []struct {
 			Seq, Tool, Actor string
@@ -95,7 +68,7 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 			Seq, Problem, Detail string
 		} `json:"first_bad"`
 	}
-	_, env = call(t, cs, "audit_verify", map[string]any{})
+	_, env = edgetest.Call(t, cs, "audit_verify", map[string]any{})
 	var v verifyData
 	if err := json.Unmarshal(env.Data, &v); err != nil || env.Status != "ok" {
 		t.Fatalf("audit_verify = %+v (%v)", env, err)
@@ -104,7 +77,7 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 		t.Errorf("audit_verify = %+v, want intact with head at record 3", v)
 	}
 
-	_, env = call(t, cs, "audit_verify", map[string]any{"anchor": map[string]any{"seq": "2", "hash": audit.GenesisHash}})
+	_, env = edgetest.Call(t, cs, "audit_verify", map[string]any{"anchor": map[string]any{"seq": "2", "hash": audit.GenesisHash}})
 	v = verifyData{}
 	if err := json.Unmarshal(env.Data, &v); err != nil || env.Status != "ok" {
 		t.Fatalf("audit_verify with anchor = %+v (%v)", env, err)
@@ -113,7 +86,7 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 		t.Errorf("audit_verify with a wrong anchor = %+v, want record 2: anchor mismatch", v)
 	}
 
-	if _, env := call(t, cs, "audit_list", map[string]any{"limit": 500}); env.DomainCode != "invalid_argument" {
+	if _, env := edgetest.Call(t, cs, "audit_list", map[string]any{"limit": 500}); env.DomainCode != "invalid_argument" {
 		t.Errorf("audit_list with limit 500 = %+v, want invalid_argument", env)
 	}
 
@@ -130,43 +103,43 @@ func TestAuditToolsThroughTheEdge(t *testing.T) {
 // with the reason the user gave and the call id the record holds.
 func TestAnElicitedAdminCallIsReportedAndRecordedWithItsReason(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	auditSrv := startAudit(t, 0)
+	m := edgetest.NewMRTRMesh(t)
+	auditSrv := edgetest.StartAudit(t, 0)
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:  testingContracts(),
-		Services:   map[string]string{testingv1connect.TestingServiceName: m.svc.URL, auditv1connect.AuditServiceName: auditSrv.URL},
-		HTTPClient: m.svc.Client(),
+		Contracts:  edgetest.TestingContracts(),
+		Services:   map[string]string{testingv1connect.TestingServiceName: m.Svc.URL, auditv1connect.AuditServiceName: auditSrv.URL},
+		HTTPClient: m.Svc.Client(),
 		Mesh:       servertest.MeshSigner(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(m.tc, m.queue, worker.Options{})
+	w := worker.New(m.Tc, m.Queue, worker.Options{})
 	calls.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 
-	m.backend.SeedNotes("victim", 2)
-	f := m.edge(t, nil)
-	a := newAnswerer(purgeSheet)
-	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+	m.Backend.SeedNotes("victim", 2)
+	f := m.Edge(t, nil)
+	a := edgetest.NewAnswerer(edgetest.PurgeSheet)
+	cs := f.Connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.Handler})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_purge", Arguments: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := envelopeJSON(t, structured(t, res)); env.Status != "ok" {
+	if env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res)); env.Status != "ok" {
 		t.Fatalf("the purge = %+v, want it done", env)
 	}
 
-	events := f.logs.Events("mcp.admin_op.executed")
+	events := f.Logs.Events("mcp.admin_op.executed")
 	if len(events) != 1 {
 		t.Fatalf("mcp.admin_op.executed events = %v, want exactly one", events)
 	}
 	ev := events[0]
 	callID, _ := ev["call_id"].(string)
-	if ev["tool"] != "testing_purge" || ev["reason"] != purgeSheet["reason"] || ev["subject"] != identity.DevSubject || ev["via"] != "elicitation" || callID == "" {
+	if ev["tool"] != "testing_purge" || ev["reason"] != edgetest.PurgeSheet["reason"] || ev["subject"] != identity.DevSubject || ev["via"] != "elicitation" || callID == "" {
 		t.Errorf("mcp.admin_op.executed = %v, want testing_purge by %s, with the reason the user gave and the call id", ev, identity.DevSubject)
 	}
 	list, err := auditv1connect.NewAuditServiceClient(auditSrv.Client(), auditSrv.URL, servertest.ClientOptions(nil)...).List(
@@ -175,7 +148,7 @@ func TestAnElicitedAdminCallIsReportedAndRecordedWithItsReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recs := list.GetRecords(); len(recs) != 1 || recs[0].GetCallId() != callID || recs[0].GetReason() != purgeSheet["reason"] || recs[0].GetActor() != identity.DevSubject {
+	if recs := list.GetRecords(); len(recs) != 1 || recs[0].GetCallId() != callID || recs[0].GetReason() != edgetest.PurgeSheet["reason"] || recs[0].GetActor() != identity.DevSubject {
 		t.Errorf("audit records of testing_purge = %v, want one, under call id %q, with the reason, by %s", recs, callID, identity.DevSubject)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
@@ -84,10 +85,10 @@ func runParallel(b *testing.B, fn func(ctx context.Context) error) {
 // Client, edge and service share this process, so B/op and allocs/op count
 // all three sides of a call.
 func BenchmarkTasksGet(b *testing.B) {
-	svc, store := startTasksWithStore(b)
+	svc, store := edgetest.StartTasksWithStore(b)
 	id := benchDirect(b, svc)
 	b.Run("edge-mcp", func(b *testing.B) {
-		cs := startEdgeB(b, tasksOnly(svc))
+		cs := edgetest.StartEdgeB(b, edgetest.TasksOnly(svc))
 		benchCallTool(b, cs, id)
 	})
 	b.Run("stock-sdk", func(b *testing.B) {
@@ -98,7 +99,7 @@ func BenchmarkTasksGet(b *testing.B) {
 	// JSON-RPC request and reads the SSE answer: the go-sdk client's own
 	// cost (it shares these 2 cores) is out of the figures.
 	b.Run("edge-raw-http", func(b *testing.B) {
-		benchRawCall(b, serveEdgeB(b, tasksOnly(svc))+"/mcp", id)
+		benchRawCall(b, edgetest.ServeEdgeB(b, edgetest.TasksOnly(svc))+"/mcp", id)
 	})
 	b.Run("stock-sdk-raw-http", func(b *testing.B) {
 		benchRawCall(b, serveStockSDK(b, store), id)

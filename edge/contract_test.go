@@ -11,28 +11,27 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
-
-// allVersions are the protocol versions one edge serves.
-var allVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
 
 func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	for _, v := range allVersions {
+	f := edgetest.NewFixture(t, nil)
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex
 			//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
 			var logs []*mcp.LoggingMessageParams
 			//lint:ignore SA1019 the 2025-era logging feature (deprecated from 2026-07-28 on) is what this test checks
-			cs := f.connect(t, v, "", &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			cs := f.Connect(t, v, "", &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 				mu.Lock()
 				logs = append(logs, r.Params)
 				mu.Unlock()
@@ -63,7 +62,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 				t.Errorf("tools = %v, want all 11 test tools, sorted", names)
 			}
 
-			_, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
+			_, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
 			var echo struct {
 				AgentID        string   `json:"agent_id"`
 				Subject        string   `json:"subject"`
@@ -98,7 +97,7 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 			if err != nil || !res.IsError {
 				t.Fatalf("failing call = %v, %v", res, err)
 			}
-			waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(logs) > 0 }, "a log message about the failed call")
+			edgetest.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(logs) > 0 }, "a log message about the failed call")
 			mu.Lock()
 			if data, _ := json.Marshal(logs[0].Data); logs[0].Level != "warning" || !strings.Contains(string(data), "not_found") {
 				t.Errorf("log message = %+v %s", logs[0], data)
@@ -108,25 +107,14 @@ func TestOneEdgeServesEveryProtocolVersion(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestProgressReachesTheClientOnEveryEra(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.MCP.ProgressInterval = 40 * time.Millisecond })
-	for _, v := range allVersions {
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.MCP.ProgressInterval = 40 * time.Millisecond })
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex
 			var got []float64
-			cs := f.connect(t, v, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			cs := f.Connect(t, v, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 				mu.Lock()
 				got = append(got, r.Params.Progress)
 				mu.Unlock()
@@ -148,8 +136,8 @@ func TestEveryDomainCodeIsReachable(t *testing.T) {
 	t.Parallel()
 	// The call timeout only has to end the deadline case's wait; every
 	// other case must answer well within it, however loaded the machine.
-	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 3 * time.Second })
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.CallTimeout = 3 * time.Second })
+	cs := f.Connect(t, "", "", nil)
 	cases := []struct {
 		name, tool string
 		args       map[string]any
@@ -173,42 +161,42 @@ func TestEveryDomainCodeIsReachable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, env := callEnv(t, cs, c.tool, c.args)
+			res, env := edgetest.CallEnv(t, cs, c.tool, c.args)
 			if !res.IsError || env.Status != "error" || env.DomainCode != c.code || env.ErrorType != c.errorType || env.Tool != c.tool || env.Message == "" {
 				t.Errorf("envelope = %+v, want %s / %s", env, c.code, c.errorType)
 			}
 		})
 	}
-	_, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
+	_, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
 	if env.Gap != "testing.echo_channel" || !strings.Contains(env.Message, "testing.echo_channel") {
 		t.Errorf("capability_gap envelope = %+v, want it to name the gap", env)
 	}
 
 	// The codes that need another edge configuration.
-	readOnly := newFixture(t, func(c *edge.Config) { c.ReadOnly = true })
-	if _, env := callEnv(t, readOnly.connect(t, "", "", nil), "testing_write", map[string]any{"note": "n"}); env.DomainCode != "read_only" || env.ErrorType != "ReadOnlyError" {
+	readOnly := edgetest.NewFixture(t, func(c *edge.Config) { c.ReadOnly = true })
+	if _, env := edgetest.CallEnv(t, readOnly.Connect(t, "", "", nil), "testing_write", map[string]any{"note": "n"}); env.DomainCode != "read_only" || env.ErrorType != "ReadOnlyError" {
 		t.Errorf("read-only edge: %+v, want read_only", env)
 	}
-	limited := newFixture(t, func(c *edge.Config) { c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 1} })
-	lcs := limited.connect(t, "", "", nil)
-	callEnv(t, lcs, "testing_echo", map[string]any{"message": "first"})
-	if _, env := callEnv(t, lcs, "testing_echo", map[string]any{"message": "second"}); env.DomainCode != "rate_limited" || env.RetryAfterSeconds < 1 {
+	limited := edgetest.NewFixture(t, func(c *edge.Config) { c.RateLimit = edge.RateLimit{PerSecond: 0.001, Burst: 1} })
+	lcs := limited.Connect(t, "", "", nil)
+	edgetest.CallEnv(t, lcs, "testing_echo", map[string]any{"message": "first"})
+	if _, env := edgetest.CallEnv(t, lcs, "testing_echo", map[string]any{"message": "second"}); env.DomainCode != "rate_limited" || env.RetryAfterSeconds < 1 {
 		t.Errorf("edge rate limit: %+v, want rate_limited with retry_after_seconds", env)
 	}
-	unconfigured := newFixture(t, func(c *edge.Config) { c.Services = nil })
-	if _, env := callEnv(t, unconfigured.connect(t, "", "", nil), "testing_echo", map[string]any{"message": "x"}); env.DomainCode != "not_supported" {
+	unconfigured := edgetest.NewFixture(t, func(c *edge.Config) { c.Services = nil })
+	if _, env := edgetest.CallEnv(t, unconfigured.Connect(t, "", "", nil), "testing_echo", map[string]any{"message": "x"}); env.DomainCode != "not_supported" {
 		t.Errorf("tool without a backend: %+v, want not_supported", env)
 	}
 }
 
 func TestGapAndNotSupportedEmitOneEventEach(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	cs := f.connect(t, "", "", nil)
-	callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
-	callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_UNIMPLEMENTED"})
-	callEnv(t, cs, "testing_echo", map[string]any{"message": "x"})
-	gaps, unsupported := f.logs.Events("mcp.capability_gap"), f.logs.Events("mcp.not_supported")
+	f := edgetest.NewFixture(t, nil)
+	cs := f.Connect(t, "", "", nil)
+	edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_CAPABILITY_GAP"})
+	edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_UNIMPLEMENTED"})
+	edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "x"})
+	gaps, unsupported := f.Logs.Events("mcp.capability_gap"), f.Logs.Events("mcp.not_supported")
 	if len(gaps) != 1 || gaps[0]["gap"] != "testing.echo_channel" || gaps[0]["tool"] != "testing_echo" {
 		t.Errorf("mcp.capability_gap events = %v, want one naming the gap", gaps)
 	}
@@ -219,14 +207,14 @@ func TestGapAndNotSupportedEmitOneEventEach(t *testing.T) {
 
 func TestListToolsPageWithOffsetAndLimit(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	cs := f.connect(t, "", "", nil)
-	_, env := callEnv(t, cs, "testing_list_items", map[string]any{})
+	f := edgetest.NewFixture(t, nil)
+	cs := f.Connect(t, "", "", nil)
+	_, env := edgetest.CallEnv(t, cs, "testing_list_items", map[string]any{})
 	if env.Status != "ok" || env.Pagination == nil || env.Pagination.Limit != 50 || env.Pagination.Offset != 0 ||
 		env.Pagination.Total != testingsvc.ItemCount || env.Pagination.NextOffset == nil || *env.Pagination.NextOffset != 50 {
 		t.Fatalf("default page = %+v %+v, want offset 0, limit 50, next_offset 50", env, env.Pagination)
 	}
-	_, env = callEnv(t, cs, "testing_list_items", map[string]any{"offset": 100, "limit": 100})
+	_, env = edgetest.CallEnv(t, cs, "testing_list_items", map[string]any{"offset": 100, "limit": 100})
 	if env.Pagination == nil || env.Pagination.NextOffset != nil || !strings.Contains(string(env.Data), "item-119") {
 		t.Errorf("last page = %+v, want no next_offset", env.Pagination)
 	}
@@ -240,20 +228,20 @@ func TestListToolsPageWithOffsetAndLimit(t *testing.T) {
 		"fractional":      {"limit": 2.5},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, env := callEnv(t, cs, "testing_list_items", args); env.DomainCode != "invalid_argument" || len(env.Violations) == 0 {
+			if _, env := edgetest.CallEnv(t, cs, "testing_list_items", args); env.DomainCode != "invalid_argument" || len(env.Violations) == 0 {
 				t.Errorf("envelope = %+v, want invalid_argument with a violation", env)
 			}
 		})
 	}
-	if n := f.backend.Calls("ListItems"); n != 2 {
+	if n := f.Backend.Calls("ListItems"); n != 2 {
 		t.Errorf("backend saw %d list calls, want 2 (rejected ones never reach it)", n)
 	}
 }
 
 func TestAdminGuardrails(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewFixture(t, nil)
+	cs := f.Connect(t, "", "", nil)
 	cases := []struct {
 		name      string
 		args      map[string]any
@@ -271,16 +259,16 @@ func TestAdminGuardrails(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, env := callEnv(t, cs, "testing_purge", c.args)
+			_, env := edgetest.CallEnv(t, cs, "testing_purge", c.args)
 			if env.DomainCode != "guardrail_violated" || env.Violation != c.violation {
 				t.Errorf("envelope = %+v, want guardrail_violated / %s", env, c.violation)
 			}
 		})
 	}
-	if n := f.backend.Calls("Purge"); n != 0 {
+	if n := f.Backend.Calls("Purge"); n != 0 {
 		t.Fatalf("refused admin calls reached the service %d times", n)
 	}
-	refusals := f.logs.Events("mcp.guardrail")
+	refusals := f.Logs.Events("mcp.guardrail")
 	if len(refusals) != len(cases) {
 		t.Fatalf("%d mcp.guardrail events for %d refused calls, want one each: %v", len(refusals), len(cases), refusals)
 	}
@@ -289,32 +277,32 @@ func TestAdminGuardrails(t *testing.T) {
 			t.Errorf("mcp.guardrail event %d = %v, want tool testing_purge, violation %s, the caller's subject", i, ev, cases[i].violation)
 		}
 	}
-	if ev := f.logs.Events("mcp.admin_op.executed"); len(ev) != 0 {
+	if ev := f.Logs.Events("mcp.admin_op.executed"); len(ev) != 0 {
 		t.Fatalf("refused admin calls emitted %d mcp.admin_op.executed events", len(ev))
 	}
 
-	res, env := callEnv(t, cs, "testing_purge", map[string]any{"agent_id": "a1", "confirm": true, "reason": "cleanup after the test"})
+	res, env := edgetest.CallEnv(t, cs, "testing_purge", map[string]any{"agent_id": "a1", "confirm": true, "reason": "cleanup after the test"})
 	if res.IsError {
 		t.Fatalf("confirmed admin call = %+v", env)
 	}
-	if n := len(f.logs.Events("mcp.guardrail")); n != len(cases) {
+	if n := len(f.Logs.Events("mcp.guardrail")); n != len(cases) {
 		t.Errorf("a confirmed admin call logged a guardrail event (%d events)", n)
 	}
-	ev := f.logs.Events("mcp.admin_op.executed")
+	ev := f.Logs.Events("mcp.admin_op.executed")
 	if len(ev) != 1 || ev[0]["tool"] != "testing_purge" || ev[0]["reason"] != "cleanup after the test" || ev[0]["subject"] != identity.DevSubject {
 		t.Errorf("mcp.admin_op.executed events = %v, want exactly one for the call", ev)
 	}
 	// An admin call that fails at the service is not an executed admin op.
-	callEnv(t, cs, "testing_grant", map[string]any{"agent_id": "a1", "amount": "0", "confirm": true, "reason": "bonus"})
-	if ev := f.logs.Events("mcp.admin_op.executed"); len(ev) != 1 {
+	edgetest.CallEnv(t, cs, "testing_grant", map[string]any{"agent_id": "a1", "amount": "0", "confirm": true, "reason": "bonus"})
+	if ev := f.Logs.Events("mcp.admin_op.executed"); len(ev) != 1 {
 		t.Errorf("mcp.admin_op.executed events = %d after a failed admin call, want still 1", len(ev))
 	}
 }
 
 func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewFixture(t, nil)
+	cs := f.Connect(t, "", "", nil)
 	list, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +328,7 @@ func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
 		}
 	}
 	// testing_grant has its own reason field: the admin reason fills it.
-	_, env := callEnv(t, cs, "testing_grant", map[string]any{"agent_id": "a1", "amount": "5", "confirm": true, "reason": "welcome bonus"})
+	_, env := edgetest.CallEnv(t, cs, "testing_grant", map[string]any{"agent_id": "a1", "amount": "5", "confirm": true, "reason": "welcome bonus"})
 	if env.Status != "ok" || !strings.Contains(string(env.Data), `"balance":"5"`) {
 		t.Errorf("testing_grant = %+v", env)
 	}
@@ -348,20 +336,20 @@ func TestAdminInputsAppearInSchemasAndReachMessageFields(t *testing.T) {
 
 func TestReadOnlyModeRefusesWritesWithoutCallingTheService(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ReadOnly = true })
-	cs := f.connect(t, "", "", nil)
-	_, env := callEnv(t, cs, "testing_write", map[string]any{"note": "n"})
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.ReadOnly = true })
+	cs := f.Connect(t, "", "", nil)
+	_, env := edgetest.CallEnv(t, cs, "testing_write", map[string]any{"note": "n"})
 	if env.DomainCode != "read_only" || env.Message != "Cannot write a note in read-only mode." {
 		t.Errorf("WRITE tool: %+v", env)
 	}
-	_, env = callEnv(t, cs, "testing_purge", map[string]any{"agent_id": "a1", "confirm": true, "reason": "r"})
+	_, env = edgetest.CallEnv(t, cs, "testing_purge", map[string]any{"agent_id": "a1", "confirm": true, "reason": "r"})
 	if env.DomainCode != "read_only" || env.Message != "Cannot purge notes in read-only mode." {
 		t.Errorf("ADMIN tool: %+v", env)
 	}
-	if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "still here"}); env.Status != "ok" {
+	if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "still here"}); env.Status != "ok" {
 		t.Errorf("READ tool in read-only mode: %+v, want ok", env)
 	}
-	if f.backend.Calls("Write")+f.backend.Calls("Purge") != 0 {
+	if f.Backend.Calls("Write")+f.Backend.Calls("Purge") != 0 {
 		t.Error("read-only mode called the service for a write")
 	}
 	list, err := cs.ListTools(context.Background(), nil)
@@ -379,7 +367,7 @@ func TestDuplicateToolNamesStopTheEdge(t *testing.T) {
 	t.Parallel()
 	dup := testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("DuplicateService")
 	_, err := edge.New(edge.Config{
-		Contracts: []protoreflect.ServiceDescriptor{testingService(), dup},
+		Contracts: []protoreflect.ServiceDescriptor{edgetest.TestingService(), dup},
 		Mesh:      servertest.MeshSigner(),
 	}, logging.Discard())
 	if err == nil || !strings.Contains(err.Error(), "toolmesh.testing.v1.TestingService.Echo") || !strings.Contains(err.Error(), "toolmesh.testing.v1.DuplicateService.Repeat") {
@@ -389,8 +377,8 @@ func TestDuplicateToolNamesStopTheEdge(t *testing.T) {
 
 func TestIdempotencyKeyFromMeta(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	cs := f.connect(t, "", "", nil)
+	f := edgetest.NewFixture(t, nil)
+	cs := f.Connect(t, "", "", nil)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_echo", Arguments: map[string]any{"message": "x"},
 		Meta: mcp.Meta{edge.MetaIdempotencyKey: "retry-7"}})
 	if err != nil {
@@ -409,44 +397,44 @@ func TestIdempotencyKeyFromMeta(t *testing.T) {
 
 func TestAClientThatGivesUpCancelsTheServiceCall(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.CallTimeout = 30 * time.Second })
-	for i, v := range allVersions {
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.CallTimeout = 30 * time.Second })
+	for i, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
-			cs := f.connect(t, v, "", nil)
+			cs := f.Connect(t, v, "", nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
 				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "testing_wait", Arguments: map[string]any{"millis": 20000}})
 				done <- err
 			}()
-			waitFor(t, func() bool { return f.backend.Calls("Wait") == i+1 }, "the wait to reach the service")
+			edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait") == i+1 }, "the wait to reach the service")
 			cancel()
 			if err := <-done; err == nil {
 				t.Fatal("the cancelled call returned a result")
 			}
-			waitFor(t, func() bool { return f.backend.Calls("Wait.cancelled") == i+1 }, "the service call to be cancelled")
+			edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait.cancelled") == i+1 }, "the service call to be cancelled")
 		})
 	}
 }
 
 func TestSessionStreamAndDelete(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	resp, body := post(t, f.url, http.Header{}, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	f := edgetest.NewFixture(t, nil)
+	resp, body := edgetest.Post(t, f.URL, http.Header{}, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize = %d %s", resp.StatusCode, body)
 	}
 	h := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-06-18"}}
-	post(t, f.url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	edgetest.Post(t, f.URL, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
 	get := func() *http.Response {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
 		req.Header = h.Clone()
 		req.Header.Set("Accept", "text/event-stream")
-		res, err := testClient.Do(req)
+		res, err := edgetest.TestClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,9 +447,9 @@ func TestSessionStreamAndDelete(t *testing.T) {
 	}
 	stream.Body.Close()
 
-	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
+	req, _ := http.NewRequest(http.MethodDelete, f.URL, nil)
 	req.Header = h.Clone()
-	res, err := testClient.Do(req)
+	res, err := edgetest.TestClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

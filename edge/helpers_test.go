@@ -1,10 +1,6 @@
 package edge_test
 
 import (
-	"encoding/json"
-
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
@@ -13,10 +9,4 @@ import (
 // real one.
 func registrationFor(h tasksv1connect.TasksServiceHandler) server.Service {
 	return server.Register(tasksv1connect.TasksServiceName, tasksv1connect.TasksServiceHandler(h), tasksv1connect.NewTasksServiceHandler, nil)
-}
-
-// jsonEqual reports whether two JSON documents are equal as values.
-func jsonEqual(a, b string) bool {
-	var x, y any
-	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && cmp.Equal(x, y)
 }

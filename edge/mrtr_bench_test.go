@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 )
 
 // BenchmarkElicitationRounds measures the rounds of elicited calls as a
@@ -23,15 +25,15 @@ import (
 //
 // Figures are reported, never asserted.
 func BenchmarkElicitationRounds(b *testing.B) {
-	m := newMRTRMesh(b)
-	m.startWorker(b)
-	f := m.edge(b, nil)
-	a := newAnswerer(purgeSheet)
-	answers := func(res rawResult) map[string]any {
+	m := edgetest.NewMRTRMesh(b)
+	m.StartWorker(b)
+	f := m.Edge(b, nil)
+	a := edgetest.NewAnswerer(edgetest.PurgeSheet)
+	answers := func(res edgetest.RawResult) map[string]any {
 		out := map[string]any{}
 		for key, ir := range res.InputRequests {
 			var schema any = ir.Params.RequestedSchema
-			_, content := a.answer(ir.Params.Message, schema)
+			_, content := a.Answer(ir.Params.Message, schema)
 			out[key] = map[string]any{"action": "accept", "content": content}
 		}
 		return out
@@ -39,9 +41,9 @@ func BenchmarkElicitationRounds(b *testing.B) {
 	args := map[string]any{}
 	// Warm up connections, the worker's caches and the dev server.
 	for i := range 5 {
-		r1 := rawRound(b, f.url, "testing_purge", i, args, "", nil, nil)
-		r2 := rawRound(b, f.url, "testing_purge", i, args, r1.RequestState, answers(r1), nil)
-		rawRound(b, f.url, "testing_purge", i, args, r2.RequestState, answers(r2), nil)
+		r1 := edgetest.RawRound(b, f.URL, "testing_purge", i, args, "", nil, nil)
+		r2 := edgetest.RawRound(b, f.URL, "testing_purge", i, args, r1.RequestState, answers(r1), nil)
+		edgetest.RawRound(b, f.URL, "testing_purge", i, args, r2.RequestState, answers(r2), nil)
 	}
 
 	// Phase by phase: every call is started, then every call gets its
@@ -51,17 +53,17 @@ func BenchmarkElicitationRounds(b *testing.B) {
 	start := make([]time.Duration, b.N)
 	middle := make([]time.Duration, b.N)
 	final := make([]time.Duration, b.N)
-	states := make([]rawResult, b.N)
+	states := make([]edgetest.RawResult, b.N)
 	b.ResetTimer()
 	for i := range b.N {
 		t0 := time.Now()
-		states[i] = rawRound(b, f.url, "testing_purge", 1, args, "", nil, nil)
+		states[i] = edgetest.RawRound(b, f.URL, "testing_purge", 1, args, "", nil, nil)
 		start[i] = time.Since(t0)
 	}
 	for i := range b.N {
 		in := answers(states[i])
 		t0 := time.Now()
-		states[i] = rawRound(b, f.url, "testing_purge", 2, args, states[i].RequestState, in, nil)
+		states[i] = edgetest.RawRound(b, f.URL, "testing_purge", 2, args, states[i].RequestState, in, nil)
 		middle[i] = time.Since(t0)
 		if states[i].ResultType != "input_required" {
 			b.Fatalf("middle round = %+v", states[i])
@@ -70,7 +72,7 @@ func BenchmarkElicitationRounds(b *testing.B) {
 	for i := range b.N {
 		in := answers(states[i])
 		t0 := time.Now()
-		r := rawRound(b, f.url, "testing_purge", 3, args, states[i].RequestState, in, nil)
+		r := edgetest.RawRound(b, f.URL, "testing_purge", 3, args, states[i].RequestState, in, nil)
 		final[i] = time.Since(t0)
 		if r.ResultType != "complete" || r.IsError {
 			b.Fatalf("final round = %s", r.StructuredContent)
@@ -85,7 +87,7 @@ func BenchmarkElicitationRounds(b *testing.B) {
 		b.ReportMetric(ms(s.lat[len(s.lat)/2]), s.name+"-p50-ms")
 		b.ReportMetric(ms(s.lat[(len(s.lat)-1)*99/100]), s.name+"-p99-ms")
 	}
-	if n := m.backend.Executions("Purge"); n != b.N+5 {
+	if n := m.Backend.Executions("Purge"); n != b.N+5 {
 		b.Errorf("Purge ran %d times for %d calls", n, b.N+5)
 	}
 }

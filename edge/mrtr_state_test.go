@@ -15,21 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 )
-
-// seedPurge seeds the notes testing_purge removes and returns the check
-// that the purge ran exactly once since.
-func (m *mrtrMesh) seedPurge(t *testing.T) (purgedOnce func()) {
-	before := m.backend.Executions("Purge")
-	m.backend.SeedNotes("victim", 3)
-	return func() {
-		t.Helper()
-		if n := m.backend.Executions("Purge") - before; n != 1 {
-			t.Errorf("Purge ran %d times, want once", n)
-		}
-	}
-}
 
 // The side effect of an elicited call happens once, whatever the clients,
 // edges and workers do between and during its rounds.
@@ -48,44 +37,44 @@ func withContent(answers map[string]any, field string, value any) map[string]any
 }
 func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
+	m := edgetest.NewMRTRMesh(t)
 
 	t.Run("duplicate final round", func(t *testing.T) {
-		m.startWorker(t)
-		purgedOnce := m.seedPurge(t)
-		f := m.edge(t, nil)
-		c := newConversation(t)
-		state, answers := c.toFinal(f.url)
-		if first := c.send(f.url, state, answers); !isRemoved(t, first, 3) {
+		m.StartWorker(t)
+		purgedOnce := m.SeedPurge(t)
+		f := m.Edge(t, nil)
+		c := edgetest.NewConversation(t)
+		state, answers := c.ToFinal(f.URL)
+		if first := c.Send(f.URL, state, answers); !edgetest.IsRemoved(t, first, 3) {
 			t.Fatalf("final round = %+v", first)
 		}
 		// The same round sent again (a client retrying after an
 		// unavailable answer) gets the first delivery's outcome.
-		if again := c.send(f.url, state, answers); !isRemoved(t, again, 3) {
+		if again := c.Send(f.URL, state, answers); !edgetest.IsRemoved(t, again, 3) {
 			t.Errorf("repeated final round = %+v, want the first one's result", again)
 		}
 		// The same state with other answers is refused.
-		if other := c.send(f.url, state, withContent(answers, "reason", "another reason")); !isRefusal(other) {
+		if other := c.Send(f.URL, state, withContent(answers, "reason", "another reason")); !isRefusal(other) {
 			t.Errorf("final round with other answers = %+v, want the refusal", other)
 		}
 		purgedOnce()
 	})
 
 	t.Run("three concurrent final rounds", func(t *testing.T) {
-		m.startWorker(t)
-		purgedOnce := m.seedPurge(t)
-		f := m.edge(t, nil)
-		c := newConversation(t)
-		state, answers := c.toFinal(f.url)
-		results := make([]rawResult, 3)
+		m.StartWorker(t)
+		purgedOnce := m.SeedPurge(t)
+		f := m.Edge(t, nil)
+		c := edgetest.NewConversation(t)
+		state, answers := c.ToFinal(f.URL)
+		results := make([]edgetest.RawResult, 3)
 		var wg sync.WaitGroup
 		for i := range results {
-			wg.Go(func() { results[i] = rawRound(t, f.url, c.tool, 100+i, c.args, state, answers, nil) })
+			wg.Go(func() { results[i] = edgetest.RawRound(t, f.URL, c.Tool, 100+i, c.Args, state, answers, nil) })
 		}
 		wg.Wait()
 		// All three are one delivery: each gets its result.
 		for _, r := range results {
-			if !isRemoved(t, r, 3) {
+			if !edgetest.IsRemoved(t, r, 3) {
 				t.Errorf("concurrent final round = %+v, want the one result", r)
 			}
 		}
@@ -93,43 +82,43 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 	})
 
 	t.Run("round 2 taken by a second edge", func(t *testing.T) {
-		m.startWorker(t)
-		purgedOnce := m.seedPurge(t)
-		a, b := m.edge(t, nil), m.edge(t, nil)
-		c := newConversation(t)
-		r1 := c.send(a.url, "", nil)
-		r2 := c.send(b.url, r1.RequestState, c.answers(r1))
-		if final := c.send(a.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+		m.StartWorker(t)
+		purgedOnce := m.SeedPurge(t)
+		a, b := m.Edge(t, nil), m.Edge(t, nil)
+		c := edgetest.NewConversation(t)
+		r1 := c.Send(a.URL, "", nil)
+		r2 := c.Send(b.URL, r1.RequestState, c.Answers(r1))
+		if final := c.Send(a.URL, r2.RequestState, c.Answers(r2)); !edgetest.IsRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
 		purgedOnce()
 	})
 
 	t.Run("worker killed between rounds", func(t *testing.T) {
-		purgedOnce := m.seedPurge(t)
-		w := m.startWorkerProcess(t)
-		f := m.edge(t, nil)
-		c := newConversation(t)
-		r1 := c.send(f.url, "", nil)
-		killProcess(t, w)
-		m.startWorkerProcess(t)
-		r2 := c.send(f.url, r1.RequestState, c.answers(r1))
-		if final := c.send(f.url, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+		purgedOnce := m.SeedPurge(t)
+		w := m.StartWorkerProcess(t)
+		f := m.Edge(t, nil)
+		c := edgetest.NewConversation(t)
+		r1 := c.Send(f.URL, "", nil)
+		edgetest.KillProcess(t, w)
+		m.StartWorkerProcess(t)
+		r2 := c.Send(f.URL, r1.RequestState, c.Answers(r1))
+		if final := c.Send(f.URL, r2.RequestState, c.Answers(r2)); !edgetest.IsRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
 		purgedOnce()
 	})
 
 	t.Run("edge killed between rounds", func(t *testing.T) {
-		m.startWorker(t)
-		purgedOnce := m.seedPurge(t)
-		a, aURL := m.startEdgeProcess(t)
-		c := newConversation(t)
-		r1 := c.send(aURL, "", nil)
-		killProcess(t, a)
-		_, bURL := m.startEdgeProcess(t)
-		r2 := c.send(bURL, r1.RequestState, c.answers(r1))
-		if final := c.send(bURL, r2.RequestState, c.answers(r2)); !isRemoved(t, final, 3) {
+		m.StartWorker(t)
+		purgedOnce := m.SeedPurge(t)
+		a, aURL := m.StartEdgeProcess(t)
+		c := edgetest.NewConversation(t)
+		r1 := c.Send(aURL, "", nil)
+		edgetest.KillProcess(t, a)
+		_, bURL := m.StartEdgeProcess(t)
+		r2 := c.Send(bURL, r1.RequestState, c.Answers(r1))
+		if final := c.Send(bURL, r2.RequestState, c.Answers(r2)); !edgetest.IsRemoved(t, final, 3) {
 			t.Errorf("final round = %s", final.StructuredContent)
 		}
 		purgedOnce()
@@ -140,18 +129,18 @@ func TestElicitedSideEffectRunsExactlyOnce(t *testing.T) {
 // the request_state boundary; a refused attempt does not spend the state.
 func TestRequestStateRefusals(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	iss := newIssuer(t)
-	f := m.edge(t, func(c *edge.Config) { c.Auth = iss.authConfig(t) })
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	iss := identitytest.NewIssuer(t)
+	f := m.Edge(t, func(c *edge.Config) { c.Auth = iss.AuthConfig(t) })
 	token := func(subject string) http.Header {
-		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(f.http), subject, "toolmesh:admin toolmesh:write"))
+		tok := iss.Sign(t, jose.RS256, iss.Valid(edgetest.ResourceFor(f.HTTP), subject, "toolmesh:admin toolmesh:write"))
 		return http.Header{"Authorization": {"Bearer " + tok}}
 	}
-	alice := newConversation(t)
-	alice.extra = token("alice")
-	r1 := alice.send(f.url, "", nil)
-	state, answers := r1.RequestState, alice.answers(r1)
+	alice := edgetest.NewConversation(t)
+	alice.Extra = token("alice")
+	r1 := alice.Send(f.URL, "", nil)
+	state, answers := r1.RequestState, alice.Answers(r1)
 	decoded, err := requeststate.Parse(state)
 	if err != nil || decoded.Round != 1 || !strings.HasPrefix(decoded.WorkflowID, "call/testing_purge/") || decoded.RunID == "" {
 		t.Fatalf("state = %+v, %v", decoded, err)
@@ -165,17 +154,17 @@ func TestRequestStateRefusals(t *testing.T) {
 	attempts := []struct {
 		name  string
 		state string
-		conv  func() *conversation
+		conv  func() *edgetest.Conversation
 	}{
-		{"another principal", state, func() *conversation { c := newConversation(t); c.extra = token("bob"); return c }},
-		{"changed arguments", state, func() *conversation {
-			c := newConversation(t)
-			c.extra, c.args = token("alice"), map[string]any{"agent_id": "someone-else"}
+		{"another principal", state, func() *edgetest.Conversation { c := edgetest.NewConversation(t); c.Extra = token("bob"); return c }},
+		{"changed arguments", state, func() *edgetest.Conversation {
+			c := edgetest.NewConversation(t)
+			c.Extra, c.Args = token("alice"), map[string]any{"agent_id": "someone-else"}
 			return c
 		}},
-		{"another tool", state, func() *conversation {
-			c := newConversation(t)
-			c.extra, c.tool, c.args = token("alice"), "testing_remind", map[string]any{}
+		{"another tool", state, func() *edgetest.Conversation {
+			c := edgetest.NewConversation(t)
+			c.Extra, c.Tool, c.Args = token("alice"), "testing_remind", map[string]any{}
 			return c
 		}},
 		{"truncated", state[:len(state)-5], nil},
@@ -190,7 +179,7 @@ func TestRequestStateRefusals(t *testing.T) {
 		if at.conv != nil {
 			c = at.conv()
 		}
-		res := c.send(f.url, at.state, answers)
+		res := c.Send(f.URL, at.state, answers)
 		if res.Error == nil {
 			t.Errorf("%s: result = %+v, want refused", at.name, res)
 			continue
@@ -202,10 +191,10 @@ func TestRequestStateRefusals(t *testing.T) {
 			t.Errorf("refusal %d (%s) = %s, want it the same as every other: %s", i, attempts[i].name, r, refusals[0])
 		}
 	}
-	if n := len(f.logs.Events("boundary.validation_failed")); n < len(attempts) {
+	if n := len(f.Logs.Events("boundary.validation_failed")); n < len(attempts) {
 		t.Errorf("%d boundary.validation_failed events, want one per refusal (%d)", n, len(attempts))
 	}
-	for _, e := range f.logs.Events("boundary.validation_failed") {
+	for _, e := range f.Logs.Events("boundary.validation_failed") {
 		if e["boundary"] != "request_state" {
 			t.Errorf("rejection logged at boundary %v, want request_state", e["boundary"])
 		}
@@ -216,37 +205,37 @@ func TestRequestStateRefusals(t *testing.T) {
 	retiredKey, _ := requeststate.GenerateKey()
 	newKey, _ := requeststate.GenerateKey()
 	retired, _ := requeststate.NewSealer(retiredKey, newKey)
-	rotated, _ := requeststate.NewSealer(newKey, m.key)
-	oldEdge := m.edge(t, func(c *edge.Config) {
-		c.Auth = iss.authConfig(t)
+	rotated, _ := requeststate.NewSealer(newKey, m.Key)
+	oldEdge := m.Edge(t, func(c *edge.Config) {
+		c.Auth = iss.AuthConfig(t)
 		c.Elicitation.States = retired
 	})
-	tokenFor := func(fx *fixture) http.Header {
-		tok := iss.sign(t, jose.RS256, iss.valid(resourceFor(fx.http), "alice", "toolmesh:admin toolmesh:write"))
+	tokenFor := func(fx *edgetest.Fixture) http.Header {
+		tok := iss.Sign(t, jose.RS256, iss.Valid(edgetest.ResourceFor(fx.HTTP), "alice", "toolmesh:admin toolmesh:write"))
 		return http.Header{"Authorization": {"Bearer " + tok}}
 	}
-	alice.extra = tokenFor(oldEdge)
-	if res := alice.send(oldEdge.url, state, answers); !isRefusal(res) {
+	alice.Extra = tokenFor(oldEdge)
+	if res := alice.Send(oldEdge.URL, state, answers); !isRefusal(res) {
 		t.Errorf("state of a retired key = %+v, want the refusal", res)
 	}
 
 	// The state was never spent: alice answers with it now, on an edge
 	// whose previous key signed it, and the call goes on.
-	next := m.edge(t, func(c *edge.Config) {
-		c.Auth = iss.authConfig(t)
+	next := m.Edge(t, func(c *edge.Config) {
+		c.Auth = iss.AuthConfig(t)
 		c.Elicitation.States = rotated
 	})
-	alice.extra = tokenFor(next)
-	r2 := alice.send(next.url, state, answers)
+	alice.Extra = tokenFor(next)
+	r2 := alice.Send(next.URL, state, answers)
 	if r2.ResultType != "input_required" || r2.InputRequests["r2.admin"].Method == "" {
 		t.Fatalf("round 2 after the refusals = %+v, want the admin question", r2)
 	}
 	// Replay after completion with other answers: both states of the
 	// finished call are refused. (The same answers again get the same
 	// outcome: TestElicitedSideEffectRunsExactlyOnce.)
-	m.backend.SeedNotes("victim", 1)
-	final2 := alice.answers(r2)
-	if final := alice.send(next.url, r2.RequestState, final2); !isRemoved(t, final, 1) {
+	m.Backend.SeedNotes("victim", 1)
+	final2 := alice.Answers(r2)
+	if final := alice.Send(next.URL, r2.RequestState, final2); !edgetest.IsRemoved(t, final, 1) {
 		t.Fatalf("final round = %s", final.StructuredContent)
 	}
 	replays := map[string][2]any{
@@ -254,7 +243,7 @@ func TestRequestStateRefusals(t *testing.T) {
 		"round 2": {r2.RequestState, withContent(final2, "reason", "another reason")},
 	}
 	for name, r := range replays {
-		if res := alice.send(next.url, r[0].(string), r[1].(map[string]any)); !isRefusal(res) {
+		if res := alice.Send(next.URL, r[0].(string), r[1].(map[string]any)); !isRefusal(res) {
 			t.Errorf("replayed %s state after completion with other answers = %+v, want the refusal", name, res)
 		}
 	}
@@ -264,20 +253,20 @@ func TestRequestStateRefusals(t *testing.T) {
 // moved past the state's expiry rather than waited out.
 func TestExpiredRequestStateIsRefused(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
 	var skew atomic.Int64
-	f := m.edge(t, func(c *edge.Config) {
+	f := m.Edge(t, func(c *edge.Config) {
 		c.Elicitation.StateTTL = time.Second
 		c.Elicitation.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	})
-	c := newConversation(t)
-	r1 := c.send(f.url, "", nil)
+	c := edgetest.NewConversation(t)
+	r1 := c.Send(f.URL, "", nil)
 	skew.Store(int64(time.Second + time.Millisecond))
-	if res := c.send(f.url, r1.RequestState, c.answers(r1)); !isRefusal(res) {
+	if res := c.Send(f.URL, r1.RequestState, c.Answers(r1)); !isRefusal(res) {
 		t.Errorf("expired state = %+v, want the refusal", res)
 	}
-	if m.backend.Executions("Purge") != 0 {
+	if m.Backend.Executions("Purge") != 0 {
 		t.Error("the call ran")
 	}
 }
@@ -286,12 +275,12 @@ func TestExpiredRequestStateIsRefused(t *testing.T) {
 // its result again, and the call does not run twice.
 func TestRepeatedIdempotencyKeyGetsTheSameResult(t *testing.T) {
 	t.Parallel()
-	m := newMRTRMesh(t)
-	m.startWorker(t)
-	f := m.edge(t, nil)
-	m.backend.SeedNotes("victim", 4)
-	a := newAnswerer(purgeSheet)
-	cs := f.connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.handler})
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	m.Backend.SeedNotes("victim", 4)
+	a := edgetest.NewAnswerer(edgetest.PurgeSheet)
+	cs := f.Connect(t, edge.ModernProtocol, "", &mcp.ClientOptions{ElicitationHandler: a.Handler})
 	// The key is new to the Temporal server, which every test of the
 	// binary shares (and -count runs again): the same key there is a
 	// retry of that earlier call.
@@ -306,10 +295,10 @@ func TestRepeatedIdempotencyKeyGetsTheSameResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(structured(t, again)), string(structured(t, first)); got != want || !strings.Contains(want, `"removed":4`) {
+	if got, want := string(edgetest.Structured(t, again)), string(edgetest.Structured(t, first)); got != want || !strings.Contains(want, `"removed":4`) {
 		t.Errorf("repeated call = %s, want the first result %s", got, want)
 	}
-	if n := m.backend.Executions("Purge"); n != 1 || len(a.questions()) != 2 {
-		t.Errorf("Purge ran %d times after %d questions, want once after 2", n, len(a.questions()))
+	if n := m.Backend.Executions("Purge"); n != 1 || len(a.Questions()) != 2 {
+		t.Errorf("Purge ran %d times after %d questions, want once after 2", n, len(a.Questions()))
 	}
 }

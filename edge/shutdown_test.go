@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/servertest"
@@ -20,7 +21,7 @@ import (
 
 // outcome is what a client got for one call.
 type outcome struct {
-	env envelope
+	env edgetest.Envelope
 	err error
 }
 
@@ -47,8 +48,8 @@ func callAsync(cs *mcp.ClientSession, tool string, args map[string]any) <-chan o
 	return out
 }
 
-func envelopeOf(res *mcp.CallToolResult) envelope {
-	var env envelope
+func envelopeOf(res *mcp.CallToolResult) edgetest.Envelope {
+	var env edgetest.Envelope
 	if len(res.Content) == 1 {
 		if text, ok := res.Content[0].(*mcp.TextContent); ok {
 			_ = json.Unmarshal([]byte(text.Text), &env)
@@ -64,23 +65,23 @@ func envelopeOf(res *mcp.CallToolResult) envelope {
 // unavailable, and no client sees its connection drop.
 func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 3*time.Second, time.Minute })
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 3*time.Second, time.Minute })
 	lis, err := server.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := logging.New(f.logs, logging.ParseLevel("debug"))
+	log := logging.New(f.Logs, logging.ParseLevel("debug"))
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	served := make(chan error, 1)
 	go func() {
-		served <- server.RunHTTP(ctx, server.NewHTTPServer(f.edge.Handler(), log, server.Limits{}), lis, log,
-			server.HTTPOptions{ShutdownTimeout: 20 * time.Second, AnswerInFlight: func(ctx context.Context) { _ = f.edge.Shutdown(ctx) }})
+		served <- server.RunHTTP(ctx, server.NewHTTPServer(f.Edge.Handler(), log, server.Limits{}), lis, log,
+			server.HTTPOptions{ShutdownTimeout: 20 * time.Second, AnswerInFlight: func(ctx context.Context) { _ = f.Edge.Shutdown(ctx) }})
 	}()
 	url := "http://" + lis.Addr().String() + "/mcp"
 
 	var long, short []<-chan outcome
-	for _, v := range allVersions {
+	for _, v := range edgetest.AllVersions {
 		client := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, nil)
 		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 		if err != nil {
@@ -90,18 +91,18 @@ func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
 		long = append(long, callAsync(cs, "testing_wait", map[string]any{"millis": 60000}))
 		short = append(short, callAsync(cs, "testing_wait", map[string]any{"millis": 100}))
 	}
-	waitFor(t, func() bool { return f.backend.Calls("Wait") == 2*len(allVersions) }, "every call to reach the service")
+	edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait") == 2*len(edgetest.AllVersions) }, "every call to reach the service")
 	stop()
 
 	for i, c := range short {
 		if o := <-c; o.err != nil || o.env.Status != "ok" {
-			t.Errorf("%s: a call that ends within the grace period = %v, want ok", allVersions[i], o)
+			t.Errorf("%s: a call that ends within the grace period = %v, want ok", edgetest.AllVersions[i], o)
 		}
 	}
 	for i, c := range long {
 		o := <-c
 		if o.err != nil || o.env.DomainCode != "unavailable" || !strings.Contains(o.env.Message, "shutting down") || !strings.Contains(o.env.Message, "Retry") {
-			t.Errorf("%s: a call cut short = %v, want an unavailable result telling to retry", allVersions[i], o)
+			t.Errorf("%s: a call cut short = %v, want an unavailable result telling to retry", edgetest.AllVersions[i], o)
 		}
 	}
 	select {
@@ -112,8 +113,8 @@ func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the edge did not stop (a stream kept the shutdown waiting)")
 	}
-	waitFor(t, func() bool { return f.backend.Calls("Wait.cancelled") == len(allVersions) }, "the service calls of the calls cut short to be cancelled")
-	if n := len(f.logs.Events("edge.calls_cut_short")); n != 1 {
+	edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait.cancelled") == len(edgetest.AllVersions) }, "the service calls of the calls cut short to be cancelled")
+	if n := len(f.Logs.Events("edge.calls_cut_short")); n != 1 {
 		t.Errorf("edge.calls_cut_short events = %d, want 1", n)
 	}
 }
@@ -122,21 +123,21 @@ func TestShutdownAnswersEveryCallInFlight(t *testing.T) {
 // arrives is not run and answers unavailable at once.
 func TestShutdownRefusesNewCalls(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = time.Minute, time.Minute })
-	cs := f.connect(t, "2025-11-25", "", nil)
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = time.Minute, time.Minute })
+	cs := f.Connect(t, "2025-11-25", "", nil)
 	held := callAsync(cs, "testing_wait", map[string]any{"millis": 60000})
-	waitFor(t, func() bool { return f.backend.Calls("Wait") == 1 }, "the held call to reach the service")
+	edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait") == 1 }, "the held call to reach the service")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
-	go func() { stopped <- f.edge.Shutdown(ctx) }()
-	waitFor(t, func() bool { return len(f.logs.Events("edge.stopping")) == 1 }, "the edge to begin stopping")
+	go func() { stopped <- f.Edge.Shutdown(ctx) }()
+	edgetest.WaitFor(t, func() bool { return len(f.Logs.Events("edge.stopping")) == 1 }, "the edge to begin stopping")
 
-	_, env := callEnv(t, f.connect(t, "", "", nil), "testing_write", map[string]any{"note": "n"})
+	_, env := edgetest.CallEnv(t, f.Connect(t, "", "", nil), "testing_write", map[string]any{"note": "n"})
 	if env.DomainCode != "unavailable" || !strings.Contains(env.Message, "did not run") {
 		t.Errorf("a call after shutdown began = %v, want unavailable saying it did not run", env)
 	}
-	if n := f.backend.Calls("Write"); n != 0 {
+	if n := f.Backend.Calls("Write"); n != 0 {
 		t.Errorf("writes reaching the service = %d, want 0", n)
 	}
 	cancel() // past the grace period: the held call is cut short
@@ -150,14 +151,14 @@ func TestShutdownRefusesNewCalls(t *testing.T) {
 // ends writes the answer of the call in flight before it returns.
 func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 100*time.Millisecond, time.Minute })
+	f := edgetest.NewFixture(t, func(c *edge.Config) { c.ShutdownGrace, c.CallTimeout = 100*time.Millisecond, time.Minute })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		err := f.edge.ServeStdio(ctx, inR, outW)
+		err := f.Edge.ServeStdio(ctx, inR, outW)
 		outW.Close()
 		served <- err
 	}()
@@ -167,7 +168,7 @@ func TestStdioAnswersCallsInFlightWhenStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := callAsync(cs, "testing_wait", map[string]any{"millis": 60000})
-	waitFor(t, func() bool { return f.backend.Calls("Wait") == 1 }, "the call to reach the service")
+	edgetest.WaitFor(t, func() bool { return f.Backend.Calls("Wait") == 1 }, "the call to reach the service")
 	cancel()
 	if o := <-held; o.err != nil || o.env.DomainCode != "unavailable" || !strings.Contains(o.env.Message, "shutting down") {
 		t.Errorf("the call in flight = %v, want unavailable", o)
@@ -190,16 +191,16 @@ func TestACrashedServiceAnswersUnavailable(t *testing.T) {
 	backend := testingsvc.New()
 	svc := servertest.Start(t, backend.Server())
 	proxy := servertest.StartCutProxy(t, svc.Addr)
-	f := newFixtureOn(t, backend, svc, func(c *edge.Config) {
+	f := edgetest.NewFixtureOn(t, backend, svc, func(c *edge.Config) {
 		c.Services = map[string]string{"toolmesh.testing.v1.TestingService": "http://" + proxy.Addr}
 		c.HTTPClient = nil // a client of its own, through the proxy
 		c.CallTimeout = time.Minute
 	})
-	for _, v := range allVersions {
+	for _, v := range edgetest.AllVersions {
 		t.Run(v, func(t *testing.T) {
 			before := backend.Calls("Wait")
-			held := callAsync(f.connect(t, v, "", nil), "testing_wait", map[string]any{"millis": 60000})
-			waitFor(t, func() bool { return backend.Calls("Wait") == before+1 }, "the call to reach the service")
+			held := callAsync(f.Connect(t, v, "", nil), "testing_wait", map[string]any{"millis": 60000})
+			edgetest.WaitFor(t, func() bool { return backend.Calls("Wait") == before+1 }, "the call to reach the service")
 			proxy.Cut()
 			o := <-held
 			// A read is retried as it is; cmd/toolmesh's process test checks

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
@@ -42,9 +43,9 @@ func BenchmarkTasksGetTelemetry(b *testing.B) {
 			svc := startTasksTelemetry(b, p)
 			id := benchDirect(b, svc)
 			b.Run("edge-raw-http", func(b *testing.B) {
-				cfg := tasksOnly(svc)
+				cfg := edgetest.TasksOnly(svc)
 				cfg.Telemetry = p
-				benchRawCall(b, serveEdgeB(b, cfg)+"/mcp", id)
+				benchRawCall(b, edgetest.ServeEdgeB(b, cfg)+"/mcp", id)
 			})
 		})
 	}

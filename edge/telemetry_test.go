@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
@@ -27,7 +28,7 @@ const echoProcedure = "toolmesh.testing.v1.TestingService/Echo"
 // tracedFixture is an edge and the test service as two processes, each
 // with its own telemetry.
 type tracedFixture struct {
-	*fixture
+	*edgetest.Fixture
 	edgeTel, svcTel *telemetrytest.Telemetry
 }
 
@@ -36,7 +37,7 @@ func newTracedFixture(t *testing.T, configure func(*edge.Config)) *tracedFixture
 	tf := &tracedFixture{edgeTel: telemetrytest.New(t), svcTel: telemetrytest.New(t)}
 	backend := testingsvc.New()
 	svc := servertest.StartWith(t, servertest.Options{Telemetry: tf.svcTel.Providers}, backend.Server())
-	tf.fixture = newFixtureOn(t, backend, svc, func(cfg *edge.Config) {
+	tf.Fixture = edgetest.NewFixtureOn(t, backend, svc, func(cfg *edge.Config) {
 		cfg.Telemetry = tf.edgeTel.Providers
 		if configure != nil {
 			configure(cfg)
@@ -52,8 +53,8 @@ func TestToolCallTraceCrossesEdgeAndService(t *testing.T) {
 	for _, version := range []string{edge.ModernProtocol, "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			tf := newTracedFixture(t, nil)
-			cs := tf.connect(t, version, "", nil)
-			if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"}); env.Status != "ok" {
+			cs := tf.Connect(t, version, "", nil)
+			if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "hi"}); env.Status != "ok" {
 				t.Fatalf("testing_echo = %+v", env)
 			}
 			chain := telemetrytest.WaitChain(t, []*telemetrytest.Telemetry{tf.edgeTel, tf.svcTel},
@@ -75,12 +76,12 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 	raw := func(t *testing.T, url string, meta string, h http.Header) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"hi"},` +
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
-		hdr := modernHeaders("tools/call")
+		hdr := edgetest.ModernHeaders("tools/call")
 		hdr.Set("Mcp-Name", "testing_echo")
 		for k, v := range h {
 			hdr[k] = v
 		}
-		res, out := post(t, url, hdr, body)
+		res, out := edgetest.Post(t, url, hdr, body)
 		if res.StatusCode != http.StatusOK || !strings.Contains(string(out), `\"status\":\"ok\"`) {
 			t.Fatalf("tools/call = %d %s", res.StatusCode, out)
 		}
@@ -91,7 +92,7 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 		call     func(t *testing.T, tf *tracedFixture)
 	}{
 		{"go-sdk client, _meta", true, func(t *testing.T, tf *tracedFixture) {
-			cs := tf.connect(t, "", "", nil)
+			cs := tf.Connect(t, "", "", nil)
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_echo", Arguments: map[string]any{"message": "hi"},
 				Meta: mcp.Meta{"traceparent": traceparent}})
 			if err != nil || res.IsError {
@@ -99,16 +100,16 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 			}
 		}},
 		{"raw, _meta, fast path", true, func(t *testing.T, tf *tracedFixture) {
-			raw(t, tf.url, `,"traceparent":"`+traceparent+`"`, nil)
+			raw(t, tf.URL, `,"traceparent":"`+traceparent+`"`, nil)
 		}},
 		{"raw, _meta, SDK path", false, func(t *testing.T, tf *tracedFixture) {
-			raw(t, tf.url, `,"traceparent":"`+traceparent+`"`, nil)
+			raw(t, tf.URL, `,"traceparent":"`+traceparent+`"`, nil)
 		}},
 		{"raw, HTTP header, fast path", true, func(t *testing.T, tf *tracedFixture) {
-			raw(t, tf.url, "", http.Header{"Traceparent": {traceparent}})
+			raw(t, tf.URL, "", http.Header{"Traceparent": {traceparent}})
 		}},
 		{"raw, HTTP header, SDK path", false, func(t *testing.T, tf *tracedFixture) {
-			raw(t, tf.url, "", http.Header{"Traceparent": {traceparent}})
+			raw(t, tf.URL, "", http.Header{"Traceparent": {traceparent}})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -133,13 +134,13 @@ func TestToolCallContinuesTheClientsTrace(t *testing.T) {
 func TestToolCallOutcomeMetricsAndSpan(t *testing.T) {
 	t.Parallel()
 	tf := newTracedFixture(t, nil)
-	cs := tf.connect(t, "", "", nil)
-	callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
-	callEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
-	if _, env := callEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_NOT_FOUND"}); env.DomainCode != "not_found" {
+	cs := tf.Connect(t, "", "", nil)
+	edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
+	edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "hi"})
+	if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "x", "fail": "FAILURE_NOT_FOUND"}); env.DomainCode != "not_found" {
 		t.Fatalf("failing call = %+v, want not_found", env)
 	}
-	if _, env := callEnv(t, cs, "testing_echo", map[string]any{}); env.DomainCode != "invalid_argument" {
+	if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{}); env.DomainCode != "invalid_argument" {
 		t.Fatalf("call without a message = %+v, want invalid_argument", env)
 	}
 
@@ -181,7 +182,7 @@ func TestToolCallOutcomeMetricsAndSpan(t *testing.T) {
 func TestElicitedCallTraceReachesItsSideEffect(t *testing.T) {
 	t.Parallel()
 	edgeTel, workerTel, svcTel := telemetrytest.New(t), telemetrytest.New(t), telemetrytest.New(t)
-	server := temporal.Server(t)
+	server := edgetest.Temporal.Server(t)
 	dial := func(tel *telemetrytest.Telemetry) client.Client {
 		c, err := temporalclient.Dial(context.Background(), temporalclient.Config{HostPort: server.HostPort, Namespace: server.Namespace, Telemetry: tel.Providers}, logging.Discard())
 		if err != nil {
@@ -192,10 +193,10 @@ func TestElicitedCallTraceReachesItsSideEffect(t *testing.T) {
 	}
 	backend := testingsvc.New()
 	svc := servertest.StartWith(t, servertest.Options{Telemetry: svcTel.Providers}, backend.Server())
-	m := newMRTRMesh(t)
+	m := edgetest.NewMRTRMesh(t)
 
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:  testingContracts(),
+		Contracts:  edgetest.TestingContracts(),
 		Services:   map[string]string{testingv1connect.TestingServiceName: svc.URL},
 		HTTPClient: svc.Client(),
 		Mesh:       servertest.MeshSigner(),
@@ -204,18 +205,18 @@ func TestElicitedCallTraceReachesItsSideEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(dial(workerTel), m.queue, worker.Options{})
+	w := worker.New(dial(workerTel), m.Queue, worker.Options{})
 	calls.Register(w, acts)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	f := newFixtureOn(t, backend, svc, func(c *edge.Config) {
-		c.Elicitation = &edge.Elicitation{Temporal: dial(edgeTel), States: m.sealer, TaskQueue: m.queue}
+	f := edgetest.NewFixtureOn(t, backend, svc, func(c *edge.Config) {
+		c.Elicitation = &edge.Elicitation{Temporal: dial(edgeTel), States: m.Sealer, TaskQueue: m.Queue}
 		c.Telemetry = edgeTel.Providers
 	})
 
-	final := rawCall(t, f.url, "testing_purge", map[string]any{}, newAnswerer(purgeSheet))
+	final := rawCall(t, f.URL, "testing_purge", map[string]any{}, edgetest.NewAnswerer(edgetest.PurgeSheet))
 	if final.ResultType == "input_required" || backend.Calls("Purge") != 1 {
 		t.Fatalf("final round = %+v (Purge called %d times), want the purge done once", final, backend.Calls("Purge"))
 	}

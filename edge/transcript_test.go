@@ -19,7 +19,10 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldbtest"
 	"github.com/toolmesh/toolmesh/internal/testingsvc"
@@ -103,8 +106,6 @@ func (a archive) format() string {
 	return b.String()
 }
 
-const modernMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txtar"))
@@ -159,8 +160,8 @@ func find(files []archiveFile, name string) (string, bool) {
 }
 
 type transcriptRunner struct {
-	f       *fixture
-	iss     *issuer
+	f       *edgetest.Fixture
+	iss     *identitytest.Issuer
 	session string
 	state   string   // the last requestState issued
 	replace []string // old, new pairs applied to responses
@@ -170,7 +171,7 @@ type transcriptRunner struct {
 func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 	tr := &transcriptRunner{}
 	var opts []func(*edge.Config)
-	var mesh *mrtrMesh
+	var mesh *edgetest.MrtrMesh
 	notes, withTasks := -1, false
 	for _, line := range strings.Split(comment, "\n") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), "config: ")
@@ -182,8 +183,8 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 		case "read-only":
 			opts = append(opts, func(c *edge.Config) { c.ReadOnly = true })
 		case "auth":
-			tr.iss = newIssuer(t)
-			opts = append(opts, func(c *edge.Config) { c.Auth = tr.iss.authConfig(t) })
+			tr.iss = identitytest.NewIssuer(t)
+			opts = append(opts, func(c *edge.Config) { c.Auth = tr.iss.AuthConfig(t) })
 		case "call-timeout":
 			d, err := time.ParseDuration(val)
 			if err != nil {
@@ -199,8 +200,8 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 		case "no-backend":
 			opts = append(opts, func(c *edge.Config) { c.Services = nil })
 		case "elicitation":
-			mesh = newMRTRMesh(t)
-			mesh.startWorker(t)
+			mesh = edgetest.NewMRTRMesh(t)
+			mesh.StartWorker(t)
 		case "notes":
 			fmt.Sscan(val, &notes)
 		case "tasks":
@@ -216,23 +217,23 @@ func newTranscriptRunner(t *testing.T, comment string) *transcriptRunner {
 	}
 	switch {
 	case mesh != nil:
-		tr.f = mesh.edge(t, configure)
+		tr.f = mesh.Edge(t, configure)
 	case notes >= 0:
-		tr.f = newNotesFixture(t, configure)
-		tr.f.backend.SeedNotes("local", notes)
+		tr.f = edgetest.NewNotesFixture(t, configure)
+		tr.f.Backend.SeedNotes("local", notes)
 	case withTasks:
 		tr.f = newTasksFixture(t, configure)
 	default:
-		tr.f = newFixture(t, configure)
+		tr.f = edgetest.NewFixture(t, configure)
 	}
-	addr := tr.f.http.Listener.Addr().String()
+	addr := tr.f.HTTP.Listener.Addr().String()
 	tr.replace = []string{addr, "127.0.0.1:PORT"}
 	return tr
 }
 
 // newTasksFixture serves an edge with the mesh's own contracts whose only
 // backend is a real tasks service on a fixed clock.
-func newTasksFixture(t *testing.T, configure func(*edge.Config)) *fixture {
+func newTasksFixture(t *testing.T, configure func(*edge.Config)) *edgetest.Fixture {
 	t.Helper()
 	db := sqldbtest.Open(t, filepath.Join(t.TempDir(), "tasks.db"))
 	st, err := tasksstore.Open(context.Background(), db)
@@ -241,7 +242,7 @@ func newTasksFixture(t *testing.T, configure func(*edge.Config)) *fixture {
 	}
 	now := time.Date(2030, 1, 2, 9, 30, 0, 0, time.UTC)
 	svc := servertest.Start(t, tasks.New(st, tasks.Config{Now: func() time.Time { return now }}).Registration())
-	return newFixtureOn(t, testingsvc.New(), svc, func(c *edge.Config) {
+	return edgetest.NewFixtureOn(t, testingsvc.New(), svc, func(c *edge.Config) {
 		c.Contracts = nil
 		c.Services = map[string]string{tasksv1connect.TasksServiceName: svc.URL}
 		if configure != nil {
@@ -263,26 +264,26 @@ var (
 // run sends one request and renders the response.
 func (tr *transcriptRunner) run(t *testing.T, text string) string {
 	t.Helper()
-	text = strings.ReplaceAll(text, "{{meta-elicit}}", elicitingMeta)
+	text = strings.ReplaceAll(text, "{{meta-elicit}}", edgetest.ElicitingMeta)
 	text = strings.ReplaceAll(text, "{{state}}", tr.state)
-	text = strings.ReplaceAll(text, "{{meta}}", modernMeta)
+	text = strings.ReplaceAll(text, "{{meta}}", edgetest.ModernMeta)
 	text = strings.ReplaceAll(text, "{{session}}", tr.session)
 	for i, id := range tr.ids {
 		text = strings.ReplaceAll(text, fmt.Sprintf("{{tsk-%d}}", i+1), id)
 	}
 	text = tokenTemplateRE.ReplaceAllStringFunc(text, func(m string) string {
 		parts := tokenTemplateRE.FindStringSubmatch(m)
-		return tr.iss.sign(t, jose.RS256, tr.iss.valid(resourceFor(tr.f.http), parts[1], strings.TrimSpace(parts[2])))
+		return tr.iss.Sign(t, jose.RS256, tr.iss.Valid(edgetest.ResourceFor(tr.f.HTTP), parts[1], strings.TrimSpace(parts[2])))
 	})
 	if strings.Contains(text, "{{expired-token}}") {
-		c := tr.iss.valid(resourceFor(tr.f.http), "alice", "toolmesh:read")
+		c := tr.iss.Valid(edgetest.ResourceFor(tr.f.HTTP), "alice", "toolmesh:read")
 		c.Expiry = time.Now().Add(-time.Hour)
-		text = strings.ReplaceAll(text, "{{expired-token}}", tr.iss.sign(t, jose.RS256, c))
+		text = strings.ReplaceAll(text, "{{expired-token}}", tr.iss.Sign(t, jose.RS256, c))
 	}
 	head, body, _ := strings.Cut(text, "\n\n")
 	lines := strings.Split(strings.TrimSpace(head), "\n")
 	method, target, _ := strings.Cut(lines[0], " ")
-	req, err := http.NewRequest(method, tr.f.http.URL+target, strings.NewReader(strings.TrimSpace(body)))
+	req, err := http.NewRequest(method, tr.f.HTTP.URL+target, strings.NewReader(strings.TrimSpace(body)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func (tr *transcriptRunner) run(t *testing.T, text string) string {
 	if req.Header.Get("Accept") == "" {
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
-	res, err := testClient.Do(req)
+	res, err := edgetest.TestClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

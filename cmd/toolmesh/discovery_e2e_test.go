@@ -41,7 +41,7 @@ func TestDiscoveryDocumentsOfTheMesh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole mesh")
 	}
-	b, err := os.ReadFile("../../edge/testdata/server-card.schema.json")
+	b, err := os.ReadFile("../../edge/mcpdoor/testdata/server-card.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

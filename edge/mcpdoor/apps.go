@@ -58,24 +58,30 @@ func appMeta() mcp.Meta {
 	}}
 }
 
+// appFeature serves the MCP Apps views of the tools, sorted by URI.
+type appFeature struct {
+	apps []*appView
+}
+
 // loadApps reads the view of every tool that names one, and gives each
 // such tool the variant of its description that points at it. A view the
 // assets lack stops the edge at start.
-func (d *Door) loadApps() error {
+func loadApps(sorted []*tool, assets fs.FS) ([]*appView, error) {
+	var apps []*appView
 	byURI := map[string]*appView{}
-	for _, t := range d.sorted {
+	for _, t := range sorted {
 		v := t.catalog.View
 		if v == nil {
 			continue
 		}
 		a := byURI[v.URI]
 		if a == nil {
-			if d.cfg.Assets == nil {
-				return fmt.Errorf("edge: tool %s: view %s: the edge has no assets", t.catalog.Name, v.URI)
+			if assets == nil {
+				return nil, fmt.Errorf("edge: tool %s: view %s: the edge has no assets", t.catalog.Name, v.URI)
 			}
-			b, err := fs.ReadFile(d.cfg.Assets, v.Asset)
+			b, err := fs.ReadFile(assets, v.Asset)
 			if err != nil {
-				return fmt.Errorf("edge: tool %s: view %s: %w", t.catalog.Name, v.URI, err)
+				return nil, fmt.Errorf("edge: tool %s: view %s: %w", t.catalog.Name, v.URI, err)
 			}
 			a = &appView{html: string(b), res: &mcp.Resource{
 				URI: v.URI, Name: v.Name, MIMEType: MIMEApp, Size: int64(len(b)), Meta: appMeta(),
@@ -83,21 +89,21 @@ func (d *Door) loadApps() error {
 				Description: "An MCP Apps view of the result of " + t.catalog.Name + ".",
 			}}
 			byURI[v.URI] = a
-			d.apps = append(d.apps, a)
+			apps = append(apps, a)
 		}
 		a.tools = append(a.tools, t)
 		m := *t.mcp
 		m.Meta = mcp.Meta{"ui": map[string]any{"resourceUri": v.URI}}
 		t.app = &m
 	}
-	sort.Slice(d.apps, func(i, j int) bool { return d.apps[i].res.URI < d.apps[j].res.URI })
-	return nil
+	sort.Slice(apps, func(i, j int) bool { return apps[i].res.URI < apps[j].res.URI })
+	return apps, nil
 }
 
 // addApps serves each view as a resource.
-func (d *Door) addApps() {
-	for _, a := range d.apps {
-		d.server.AddResource(a.res, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (af *appFeature) addApps(server *mcp.Server) {
+	for _, a := range af.apps {
+		server.AddResource(a.res, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: a.res.URI, MIMEType: MIMEApp, Text: a.html, Meta: a.res.Meta}}}, nil
 		})
 	}
@@ -105,9 +111,9 @@ func (d *Door) addApps() {
 
 // appsVisible are the views p reaches through r: those of the tools it
 // may call there.
-func (d *Door) appsVisible(p *identity.Principal, r *reach) []*mcp.Resource {
+func (af *appFeature) appsVisible(p *identity.Principal, r *reach) []*mcp.Resource {
 	var out []*mcp.Resource
-	for _, a := range d.apps {
+	for _, a := range af.apps {
 		if slices.ContainsFunc(a.tools, func(t *tool) bool {
 			ok, _ := p.MayCall(t.catalog)
 			return ok && r.has(t.catalog.Name)

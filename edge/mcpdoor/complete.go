@@ -23,21 +23,27 @@ const (
 	completionPages = 4
 )
 
-func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	p, err := d.caller(req)
+// completer serves completion/complete: the values of a resource
+// template's variable and of a prompt's argument.
+type completer struct {
+	resources []*resourceKind
+	prompts   []*prompt
+	res       *resourceFeature
+	resolve   *resolver
+}
+
+func (cf *completer) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	rq, err := cf.resolve.of(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	r, err := d.reachFor(ctx, req)
-	if err != nil {
-		return nil, err
-	}
+	p, r := rq.caller, rq.reach
 	ref, arg := req.Params.Ref, req.Params.Argument
 	var c completion
 	switch ref.Type {
 	case "ref/resource":
 		var k *resourceKind
-		for _, rk := range d.resources {
+		for _, rk := range cf.resources {
 			if rk.template != nil && rk.URITemplate() == ref.URI {
 				k = rk
 			}
@@ -54,7 +60,7 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 		c = completion{kind: k}
 	case "ref/prompt":
 		var pr *prompt
-		for _, x := range d.prompts {
+		for _, x := range cf.prompts {
 			if x.prompt.Name == ref.Name {
 				pr = x
 			}
@@ -69,7 +75,7 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 	default:
 		return nil, invalidArgument("unknown reference type %q", ref.Type)
 	}
-	values, more, err := d.completeValues(ctx, p, r, req.Extra, c, arg.Value)
+	values, more, err := cf.completeValues(ctx, p, r, req.Extra, c, arg.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +84,7 @@ func (d *Door) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Com
 
 // completeValues are c's values that start with prefix, and whether there
 // may be more than those returned; a kind r does not reach has none.
-func (d *Door) completeValues(ctx context.Context, p *identity.Principal, r *reach, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
+func (cf *completer) completeValues(ctx context.Context, p *identity.Principal, r *reach, extra *mcp.RequestExtra, c completion, prefix string) ([]string, bool, error) {
 	values := []string{} // never null on the wire
 	matches := func(v string) bool { return strings.HasPrefix(strings.ToLower(v), strings.ToLower(prefix)) }
 	for _, v := range c.values {
@@ -100,7 +106,7 @@ func (d *Door) completeValues(ctx context.Context, p *identity.Principal, r *rea
 	}
 	offset := int32(0)
 	for range completionPages {
-		items, next, env := d.listItems(ctx, k, p, extra, args, offset, resourcesPageSize)
+		items, next, env := cf.res.listItems(ctx, k, p, extra, args, offset, resourcesPageSize)
 		if env != nil {
 			switch env.DomainCode {
 			case toolcall.CodePermissionDenied, toolcall.CodeUnauthenticated, toolcall.CodeNotSupported:

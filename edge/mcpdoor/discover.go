@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	"github.com/toolmesh/toolmesh/internal/toolschema"
@@ -69,24 +71,41 @@ type group struct {
 	tools []*tool
 }
 
+// metaFeature serves the edge's own tools: the meta-tools of tool search
+// mode and calls_extend_task.
+type metaFeature struct {
+	tools    map[string]*tool
+	index    *toolcatalog.Index
+	views    *views
+	resolve  *resolver
+	pipeline port.Pipeline
+	// tasks carries MCP tasks and extend extends them; nil when the edge
+	// carries none.
+	tasks  port.Tasks
+	extend port.TaskExtender
+	// send sends a message to a client (the SDK's sending handler).
+	send mcp.MethodHandler
+	log  *slog.Logger
+}
+
 // addMetaTools registers the meta-tools with the SDK, which routes their
 // calls; what tools/list shows of them is built per view (metaTools).
-func (d *Door) addMetaTools() error {
+func (m *metaFeature) addMetaTools(server *mcp.Server) error {
 	for _, name := range []string{metaToolsetsList, metaToolsEnable, metaToolsSearch, metaToolsCall} {
-		if _, ok := d.tools[name]; ok {
+		if _, ok := m.tools[name]; ok {
 			return fmt.Errorf("edge: tool %q is named like a meta-tool of tool search mode; rename it", name)
 		}
 	}
 	obj := json.RawMessage(`{"type":"object"}`)
-	d.server.AddTool(&mcp.Tool{Name: metaToolsetsList, InputSchema: obj}, d.listToolsets)
-	d.server.AddTool(&mcp.Tool{Name: metaToolsEnable, InputSchema: obj}, d.enableToolsets)
-	d.server.AddTool(&mcp.Tool{Name: metaToolsSearch, InputSchema: obj}, d.searchTools)
-	d.server.AddTool(&mcp.Tool{Name: metaToolsCall, InputSchema: obj}, d.callByName)
-	if d.extender() != nil {
-		if _, ok := d.tools[metaExtendTask]; ok {
+	server.AddTool(&mcp.Tool{Name: metaToolsetsList, InputSchema: obj}, m.listToolsets)
+	server.AddTool(&mcp.Tool{Name: metaToolsEnable, InputSchema: obj}, m.enableToolsets)
+	server.AddTool(&mcp.Tool{Name: metaToolsSearch, InputSchema: obj}, m.searchTools)
+	server.AddTool(&mcp.Tool{Name: metaToolsCall, InputSchema: obj}, m.callByName)
+	if m.extend != nil {
+		if _, ok := m.tools[metaExtendTask]; ok {
 			return fmt.Errorf("edge: tool %q is named like the edge's own; rename it", metaExtendTask)
 		}
-		d.server.AddTool(&mcp.Tool{Name: metaExtendTask, InputSchema: obj}, d.extendTask)
+		server.AddTool(&mcp.Tool{Name: metaExtendTask, InputSchema: obj}, m.extendTask)
 	}
 	return nil
 }
@@ -187,17 +206,17 @@ func mustJSON(v any) json.RawMessage {
 
 // metaCall is the state every meta-tool call starts from: its caller, what
 // it reaches and the caller's view.
-func (d *Door) metaCall(ctx context.Context, req *mcp.CallToolRequest) (*identity.Principal, *reach, *view, *toolcall.Envelope) {
+func (m *metaFeature) metaCall(ctx context.Context, req *mcp.CallToolRequest) (*identity.Principal, *reach, *view, *toolcall.Envelope) {
 	name := req.Params.Name
-	p := d.principal(req)
+	p := m.resolve.principal(req)
 	if p == nil {
 		return nil, nil, nil, toolcall.Fail(name, toolcall.CodeUnauthenticated, "the caller is not authenticated")
 	}
-	rc, err := d.reachFor(ctx, req)
+	rc, err := m.resolve.reachFor(ctx, req)
 	if err != nil {
 		return nil, nil, nil, toolcall.Fail(name, toolcall.CodeInvalidArgument, err.Error())
 	}
-	return p, rc, d.views.get(p, rc), nil
+	return p, rc, m.views.get(p, rc), nil
 }
 
 // decodeArgs reads a meta-tool's arguments into v; unknown ones are an
@@ -232,8 +251,8 @@ func groupNames(groups []*group) string {
 	return strings.Join(names, ", ")
 }
 
-func (d *Door) listToolsets(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	_, rc, v, fail := d.metaCall(ctx, req)
+func (m *metaFeature) listToolsets(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	_, rc, v, fail := m.metaCall(ctx, req)
 	if fail == nil {
 		fail = decodeArgs(metaToolsetsList, req.Params.Arguments, &struct{}{})
 	}
@@ -257,13 +276,13 @@ func (d *Door) listToolsets(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	return ok(metaToolsetsList, map[string]any{"toolsets": out}), nil
 }
 
-func (d *Door) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *metaFeature) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Query   string `json:"query"`
 		Toolset string `json:"toolset"`
 		Limit   *int   `json:"limit"`
 	}
-	p, rc, v, fail := d.metaCall(ctx, req)
+	p, rc, v, fail := m.metaCall(ctx, req)
 	if fail == nil {
 		fail = decodeArgs(metaToolsSearch, req.Params.Arguments, &args)
 	}
@@ -302,19 +321,19 @@ func (d *Door) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		Score       float64         `json:"score"`
 	}
 	hits := []hitOut{}
-	for _, h := range d.index.Search(args.Query, allow, limit) {
-		t := d.tools[h.Tool.Name]
+	for _, h := range m.index.Search(args.Query, allow, limit) {
+		t := m.tools[h.Tool.Name]
 		hits = append(hits, hitOut{Name: h.Tool.Name, Title: h.Tool.Title, Toolset: h.Tool.Toolset, Description: t.mcp.Description,
 			InputSchema: h.Tool.InputSchema, Score: math.Round(h.Score*100) / 100})
 	}
 	return ok(metaToolsSearch, map[string]any{"hits": hits}), nil
 }
 
-func (d *Door) enableToolsets(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *metaFeature) enableToolsets(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Toolsets []string `json:"toolsets"`
 	}
-	_, rc, v, fail := d.metaCall(ctx, req)
+	_, rc, v, fail := m.metaCall(ctx, req)
 	if fail == nil {
 		fail = decodeArgs(metaToolsEnable, req.Params.Arguments, &args)
 	}
@@ -348,12 +367,12 @@ func (d *Door) enableToolsets(ctx context.Context, req *mcp.CallToolRequest) (*m
 	names := slices.Sorted(mapKeys(enabled))
 	out := map[string]any{"enabled": names, "tools": tools}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	if st := d.states.get(ss); st != nil {
+	if st := m.resolve.states.get(ss); st != nil {
 		st.mu.Lock()
 		st.enabled = slices.Sorted(mapKeys(enabled))
 		st.mu.Unlock()
-		if err := d.toolsChanged(ctx, ss); err != nil {
-			d.log.WarnContext(ctx, "mcp.list_changed_failed", "error", err)
+		if err := m.toolsChanged(ctx, ss); err != nil {
+			m.log.WarnContext(ctx, "mcp.list_changed_failed", "error", err)
 		}
 		out["note"] = "These tools are listed from now on in this session (notifications/tools/list_changed was sent)."
 	} else {
@@ -365,23 +384,23 @@ func (d *Door) enableToolsets(ctx context.Context, req *mcp.CallToolRequest) (*m
 }
 
 // toolsChanged tells one session that the tools it may list changed.
-func (d *Door) toolsChanged(ctx context.Context, ss *mcp.ServerSession) error {
-	_, err := d.send(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+func (m *metaFeature) toolsChanged(ctx context.Context, ss *mcp.ServerSession) error {
+	_, err := m.send(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
 	return err
 }
 
-func (d *Door) callByName(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *metaFeature) callByName(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
-	_, rc, _, fail := d.metaCall(ctx, req)
+	_, rc, _, fail := m.metaCall(ctx, req)
 	if fail == nil {
 		fail = decodeArgs(metaToolsCall, req.Params.Arguments, &args)
 	}
 	var t *tool
 	if fail == nil {
-		t = d.tools[args.Name]
+		t = m.tools[args.Name]
 		switch {
 		case args.Name == "":
 			fail = toolcall.Fail(metaToolsCall, toolcall.CodeInvalidArgument, "name: the tool to call, as tools_search found it")

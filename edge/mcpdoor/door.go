@@ -34,7 +34,6 @@ import (
 	"github.com/toolmesh/toolmesh/edge/httpguard"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/edge/port"
-	"github.com/toolmesh/toolmesh/internal/toolcall"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
@@ -178,6 +177,8 @@ type Door struct {
 	pipeline port.Pipeline
 	tools    map[string]*tool
 	sorted   []*tool
+	// calls serves the tools.
+	calls *toolFeature
 
 	server   *mcp.Server
 	modern   http.Handler
@@ -193,37 +194,40 @@ type Door struct {
 	impl       *mcp.Implementation
 	serverInfo []byte
 
-	views *views
+	// resolve finds each request's caller and reach.
+	resolve *resolver
 	// closing is closed when the edge stops: task listens end.
 	closing   chan struct{}
 	closeOnce sync.Once
 	// toolsets are the toolsets and the selections parsed; states the
-	// selections of the sessions of this process; index finds tools by
-	// words for tool search mode.
+	// selections of the sessions of this process.
 	toolsets *toolsets
 	states   *sessionStates
-	index    *toolcatalog.Index
-	// send sends a message to a client (the SDK's sending handler).
-	send mcp.MethodHandler
+	// meta serves the edge's own tools (tool search mode's, extending a
+	// task).
+	meta *metaFeature
 	// tasks serves MCP tasks for long-running tools; nil when none can be.
 	tasks *tasks
-	// resources are the resource kinds, sorted by tool name; prompts the
-	// prompts, sorted by name; subs the resource subscriptions.
-	resources []*resourceKind
-	prompts   []*prompt
-	subs      *subscriptions
+	// taskf serves the task methods; nil with tasks.
+	taskf *taskFeature
+	// lists serves the lists of the caller's view.
+	lists *listFeature
+	// res serves the resource kinds, sorted by tool name; prompts the
+	// prompts, sorted by name; compl completes their arguments.
+	res     *resourceFeature
+	prompts *promptFeature
+	compl   *completer
 	// undeclared are the methods of capabilities the door does not
 	// declare.
 	undeclared map[string]bool
-	// events are the event types served; nil when none are.
-	events *eventTypes
+	// events serves the event types; nil when none are.
+	events *eventFeature
 	// instr are the instructions per selection (instructions.go).
-	instr instructionsCache
-	// skills are the toolsets' skills, sorted by URI (skills.go).
-	skills     []*skill
-	skillByURI map[string]*skill
-	// apps are the MCP Apps views of the tools, sorted by URI (apps.go).
-	apps []*appView
+	instr *instructionsFeature
+	// skills are the toolsets' skills (skills.go).
+	skills *skillFeature
+	// apps are the MCP Apps views of the tools (apps.go).
+	apps *appFeature
 }
 
 // tool is a tool as the door serves it: the pipeline's tool and its MCP
@@ -247,7 +251,8 @@ func New(cfg Config) (*Door, error) {
 			return nil, fmt.Errorf("edge: public URL %q is not an http(s) base URL", cfg.PublicURL)
 		}
 	}
-	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{}), skillByURI: map[string]*skill{}}
+	d := &Door{cfg: cfg, log: cfg.Log, pipeline: cfg.Pipeline, tools: map[string]*tool{}, closing: make(chan struct{})}
+	d.calls = &toolFeature{tools: d.tools, pipeline: cfg.Pipeline, progressInterval: cfg.ProgressInterval}
 	var err error
 	if d.sessions, err = newSessions(cfg.Sessions, cfg.Log); err != nil {
 		return nil, err
@@ -255,7 +260,7 @@ func New(cfg Config) (*Door, error) {
 	for _, t := range cfg.Pipeline.Tools() {
 		c := port.Catalog(t)
 		dt := &tool{Tool: t, catalog: c, mcp: mcpTool(c, cfg.Pipeline.ReadOnly())}
-		dt.handler = d.toolHandler(dt)
+		dt.handler = d.calls.toolHandler(dt)
 		d.tools[c.Name] = dt
 		d.sorted = append(d.sorted, dt)
 	}
@@ -264,21 +269,31 @@ func New(cfg Config) (*Door, error) {
 		return nil, err
 	}
 	d.states = &sessionStates{m: map[*mcp.ServerSession]*sessionState{}}
+	d.resolve = &resolver{dev: cfg.Dev, toolsets: d.toolsets, states: d.states}
+	d.calls.resolve = d.resolve
 	catalog := make([]*toolcatalog.Tool, len(d.sorted))
 	for i, t := range d.sorted {
 		catalog[i] = t.catalog
 	}
-	d.index = toolcatalog.NewIndex(catalog)
-	d.buildResources()
-	d.buildPrompts()
-	if err := d.loadSkills(); err != nil {
+	index := toolcatalog.NewIndex(catalog)
+	d.apps = &appFeature{}
+	d.res = &resourceFeature{kinds: buildResources(d.sorted, d.tools), calls: d.calls, resolve: d.resolve, apps: d.apps, ttl: cfg.ResourceTTL}
+	d.prompts = &promptFeature{prompts: buildPrompts(d.sorted, d.res), res: d.res, calls: d.calls, resolve: d.resolve}
+	d.compl = &completer{resources: d.res.kinds, prompts: d.prompts.prompts, res: d.res, resolve: d.resolve}
+	d.skills = &skillFeature{byURI: map[string]*skill{}, assets: cfg.Assets, listTTL: cfg.ListTTL, toolsets: d.toolsets}
+	if err := d.skills.loadSkills(d.sorted); err != nil {
 		return nil, err
 	}
-	if err := d.loadApps(); err != nil {
+	if d.apps.apps, err = loadApps(d.sorted, cfg.Assets); err != nil {
 		return nil, err
 	}
-	d.views = &views{build: d.buildView, m: map[string]*view{}}
-	d.subs = &subscriptions{read: d.read, kindOf: d.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
+	d.instr = &instructionsFeature{toolsets: d.toolsets, sorted: d.sorted}
+	vb := &viewBuilder{sorted: d.sorted, toolsets: d.toolsets, kinds: d.res.kinds, prompts: d.prompts.prompts, extendable: extenderOf(cfg.Tasks) != nil}
+	views := &views{build: vb.build, m: map[string]*view{}}
+	d.lists = &listFeature{views: views, resolve: d.resolve, pageSize: cfg.ToolsPageSize, ttl: cfg.ListTTL, public: cfg.Auth == nil}
+	d.meta = &metaFeature{tools: d.tools, index: index, views: views, resolve: d.resolve, pipeline: d.pipeline, tasks: cfg.Tasks, extend: extenderOf(cfg.Tasks), log: cfg.Log}
+	subs := &subscriptions{read: d.res.read, kindOf: d.res.kindOf, interval: cfg.ResourcePollInterval, watches: map[string]*watch{}}
+	d.res.subs = subs
 
 	// Exactly what is served: tools (whose list changes for a session
 	// that enables a toolset in tool search mode); logging (logging/setLevel, and a message per failed call); resources,
@@ -294,7 +309,7 @@ func New(cfg Config) (*Door, error) {
 		GetSessionID:              d.sessions.idFunc(),
 		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 			if _, ok := req.(*mcp.ReadResourceRequest); ok {
-				d.resourceCacheable(c)
+				d.res.resourceCacheable(c)
 				return
 			}
 			// server/discover depends only on the edge's configuration.
@@ -305,35 +320,40 @@ func New(cfg Config) (*Door, error) {
 		// (instructions.go); a session the SDK opens itself gets these.
 		Instructions: "toolmesh serves agent-platform services as MCP tools.",
 	}
-	if len(d.resources) > 0 {
+	resources, prompts, skills, apps := len(d.res.kinds) > 0, len(d.prompts.prompts) > 0, len(d.skills.skills) > 0, len(d.apps.apps) > 0
+	if resources {
 		caps.Resources = &mcp.ResourceCapabilities{Subscribe: true}
-		opts.SubscribeHandler, opts.UnsubscribeHandler = d.subscribe, d.subs.unsubscribe
-	} else if len(d.skills) > 0 || len(d.apps) > 0 {
+		opts.SubscribeHandler, opts.UnsubscribeHandler = d.res.subscribe, subs.unsubscribe
+	} else if skills || apps {
 		caps.Resources = &mcp.ResourceCapabilities{}
 	}
-	if len(d.skills) > 0 {
+	if skills {
 		// Skills are resources too; the extension obliges skills/list and
 		// skills/get (no resources/directory/read: directoryRead is off).
 		caps.AddExtension(ExtensionSkills, nil)
 	}
-	if len(d.apps) > 0 {
+	if apps {
 		caps.AddExtension(ExtensionUI, map[string]any{})
 	}
-	if len(d.prompts) > 0 {
+	if prompts {
 		caps.Prompts = &mcp.PromptCapabilities{}
 	}
-	if len(d.resources) > 0 || len(d.prompts) > 0 {
+	if resources || prompts {
 		caps.Completions = &mcp.CompletionCapabilities{}
-		opts.CompletionHandler = d.complete
+		opts.CompletionHandler = d.compl.complete
 	}
-	d.undeclared = undeclaredMethods(len(d.resources) > 0 || len(d.skills) > 0 || len(d.apps) > 0, len(d.prompts) > 0)
-	if d.tasks, err = buildTasks(d); err != nil {
+	d.undeclared = undeclaredMethods(resources || skills || apps, prompts)
+	if d.tasks, err = buildTasks(d.sorted, d.tools, cfg.Tasks); err != nil {
 		return nil, err
 	}
+	vb.tasks = d.tasks
 	if d.tasks != nil {
+		d.taskf = &taskFeature{tasks: d.tasks, tools: d.tools, pipeline: d.pipeline, resolve: d.resolve, log: cfg.Log, answers: cfg.Answers, closing: d.closing}
+		d.calls.tasks, d.calls.taskf = d.tasks, d.taskf
 		caps.AddExtension(ExtensionTasks, nil)
 	}
-	if d.events = d.buildEvents(); d.events != nil {
+	if ev := buildEvents(cfg.Events); ev != nil {
+		d.events = &eventFeature{types: ev, source: cfg.Events, pageSize: cfg.ToolsPageSize, log: cfg.Log, resolve: d.resolve}
 		caps.AddExtension(ExtensionEvents, nil)
 	}
 	opts.Capabilities = caps
@@ -344,36 +364,40 @@ func New(cfg Config) (*Door, error) {
 	d.server = mcp.NewServer(d.impl, opts)
 	d.server.AddReceivingMiddleware(d.middleware)
 	d.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		d.send = next
+		d.meta.send = next
 		return next
 	})
 	for _, t := range d.sorted {
 		d.server.AddTool(t.mcp, t.handler)
 	}
-	if err := d.addMetaTools(); err != nil {
+	if err := d.meta.addMetaTools(d.server); err != nil {
 		return nil, err
 	}
-	for _, k := range d.resources {
+	for _, k := range d.res.kinds {
 		if k.fixed != nil {
-			d.server.AddResource(k.fixed, d.readHandler(k))
+			d.server.AddResource(k.fixed, d.res.readHandler(k))
 		} else {
-			d.server.AddResourceTemplate(k.template, d.readHandler(k))
+			d.server.AddResourceTemplate(k.template, d.res.readHandler(k))
 		}
 	}
-	for _, pr := range d.prompts {
-		d.server.AddPrompt(pr.prompt, d.promptHandler(pr))
+	for _, pr := range d.prompts.prompts {
+		d.server.AddPrompt(pr.prompt, d.prompts.promptHandler(pr))
 	}
-	if err := d.addTaskMethods(); err != nil {
+	if d.taskf != nil {
+		if err := d.taskf.addTaskMethods(d.server); err != nil {
+			return nil, err
+		}
+	}
+	if d.events != nil {
+		if err := d.events.addEventMethods(d.server); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.skills.addSkills(d.server); err != nil {
 		return nil, err
 	}
-	if err := d.addEventMethods(); err != nil {
-		return nil, err
-	}
-	if err := d.addSkills(); err != nil {
-		return nil, err
-	}
-	d.addApps()
-	d.subs.sessions, d.subs.updated = d.server.Sessions, d.server.ResourceUpdated
+	d.apps.addApps(d.server)
+	subs.sessions, subs.updated = d.server.Sessions, d.server.ResourceUpdated
 
 	getServer := func(*http.Request) *mcp.Server { return d.server }
 	d.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
@@ -408,154 +432,6 @@ func withTokenInfo(next http.Handler) http.Handler {
 		return info, nil
 	}, nil)(next)
 }
-
-// principal is the caller of an MCP request: the verified token's principal
-// over HTTP, or the local owner in development mode and over stdio.
-func (d *Door) principal(req mcp.Request) *identity.Principal { return d.principalOf(req.GetExtra()) }
-
-// principalOf is the caller a request's extra names.
-func (d *Door) principalOf(x *mcp.RequestExtra) *identity.Principal {
-	if x != nil && x.TokenInfo != nil {
-		return identity.FromTokenInfo(x.TokenInfo)
-	}
-	return d.cfg.Dev
-}
-
-// toolHandler answers every call to t with exactly one result, whatever
-// happens underneath: the pipeline's envelope, an elicitation round, or —
-// for a Tasks client whose work is still running — a task.
-func (d *Door) toolHandler(t *tool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		slot := taskSlotFrom(ctx)
-		c := port.Call{
-			Tool:        t.Tool,
-			Caller:      d.principal(req),
-			Arguments:   req.Params.Arguments,
-			Meta:        req.Params.Meta,
-			Elicitation: elicitationOf(ctx, req),
-			NoWait:      slot != nil && d.tasks.starts(t.catalog.Name),
-			Tasks:       slot != nil,
-		}
-		if x := req.GetExtra(); x != nil {
-			c.Header = x.Header
-		}
-		if pr := d.progressOf(req); pr != nil {
-			c.Progress = pr
-		}
-		if t.catalog.EventField != nil {
-			c.Events = eventsOf(ctx, req)
-		}
-		out := d.pipeline.Call(ctx, &c)
-		if out.Round != nil {
-			return roundResult(out.Round), nil
-		}
-		if q := out.Visit; q != nil {
-			// The user accepted to visit a page that is not visited yet: the
-			// client calls again once it is (2025-11-25).
-			return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{Mode: "url", ElicitationID: q.ElicitationID, URL: q.URL, Message: q.Message}})
-		}
-		if out.Task != nil {
-			// taskMiddleware answers with the task.
-			slot.task = out.Task
-			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
-		}
-		env := out.Envelope
-		if err := clientGapError(req, env); err != nil {
-			return nil, err
-		}
-		if req.Params.RequestState != "" && req.ProtocolVersion() >= ModernProtocol && stateRefused(env) {
-			// At 2026-07-28 a requestState that fails its checks is a
-			// protocol error, not a tool's answer: the client must start
-			// over rather than read a result (SEP-2322).
-			return nil, stateError(env)
-		}
-		if slot != nil && d.tasks.starts(t.catalog.Name) {
-			slot.task = d.started(ctx, t.catalog, env)
-		}
-		if env.IsError() && req.Session != nil {
-			//lint:ignore SA1019 MCP logging is deprecated from 2026-07-28 on, but 2025-era clients that set a level still get a message per failed call
-			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "toolmesh.edge",
-				Data: map[string]string{"tool": t.catalog.Name, "domain_code": env.DomainCode, "message": env.Message}})
-		}
-		return toolResult(t.catalog, env), nil
-	}
-}
-
-// progress tells a client that asked for progress that a call is still
-// running, every ProgressInterval, so it can keep waiting. A long-running
-// tool also reports its start.
-type progress struct {
-	req      *mcp.CallToolRequest
-	token    any
-	interval time.Duration
-}
-
-// progressOf is the progress of req's call; nil when its client did not
-// ask for it.
-func (d *Door) progressOf(req *mcp.CallToolRequest) *progress {
-	token := req.Params.GetProgressToken()
-	if token == nil || req.Session == nil {
-		return nil
-	}
-	return &progress{req: req, token: token, interval: d.cfg.ProgressInterval}
-}
-
-func (pr *progress) Start(ctx context.Context, t *toolcatalog.Tool) func() {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		n := 0
-		notify := func(msg string) {
-			n++
-			_ = pr.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: float64(n), Message: msg})
-		}
-		if t.LongRunning {
-			notify(t.Title + ": started")
-		}
-		tick := time.NewTicker(pr.interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				notify(t.Title + ": still running")
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
-}
-
-// callAs calls t as p with args, through the pipeline every tools/call
-// takes, and returns its envelope. extra carries the request's HTTP headers
-// and token, as a tools/call's would (nil for the edge's own background
-// reads).
-func (d *Door) callAs(ctx context.Context, t *tool, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) *toolcall.Envelope {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return toolcall.Fail(t.catalog.Name, toolcall.CodeInternal, "encode arguments")
-	}
-	c := port.Call{Tool: t.Tool, Caller: p, Arguments: raw, Unmetered: ctx.Value(unmeteredKey{}) != nil}
-	if extra != nil {
-		c.Header = extra.Header
-	}
-	out := d.pipeline.Call(ctx, &c)
-	if out.Round != nil {
-		// Only calls that ask the user something go on; the READ tools
-		// behind resources, prompts and completion do not.
-		return toolcall.Fail(t.catalog.Name, toolcall.CodeInternal, "the call did not finish")
-	}
-	return out.Envelope
-}
-
-// unmeteredKey marks the context of the edge's own background reads.
-type unmeteredKey struct{}
 
 // ServeStdio serves MCP over in and out (newline-delimited JSON-RPC, the
 // stdio transport desktop clients start) until the client disconnects or

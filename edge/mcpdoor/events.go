@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge/identity"
+	"github.com/toolmesh/toolmesh/edge/port"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 	eventsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1"
 )
@@ -136,13 +138,23 @@ type eventTypes struct {
 	delivery []string
 }
 
-// buildEvents reads the event types; nil when there are none or no
-// events service.
-func (d *Door) buildEvents() *eventTypes {
-	if d.cfg.Events == nil || len(d.cfg.Events.Types()) == 0 {
+// eventFeature serves the event methods: the event types, the events
+// service that keeps their occurrences, and what the door's lists page by.
+type eventFeature struct {
+	types    *eventTypes
+	source   port.Events
+	pageSize int
+	log      *slog.Logger
+	resolve  *resolver
+}
+
+// buildEvents reads the event types of source; nil when there are none or
+// no events service.
+func buildEvents(source port.Events) *eventTypes {
+	if source == nil || len(source.Types()) == 0 {
 		return nil
 	}
-	ev := &eventTypes{types: d.cfg.Events.Types(), delivery: []string{"poll", "webhook"}}
+	ev := &eventTypes{types: source.Types(), delivery: []string{"poll", "webhook"}}
 	for _, t := range ev.types {
 		ev.described = append(ev.described, &eventDescription{
 			Name: t.Name, Description: t.Description, Delivery: ev.delivery,
@@ -155,19 +167,16 @@ func (d *Door) buildEvents() *eventTypes {
 
 // addEventMethods registers the event methods with the SDK (so it parses
 // them); eventsMiddleware answers them, with the caller in hand.
-func (d *Door) addEventMethods() error {
-	if d.events == nil {
-		return nil
-	}
+func (e *eventFeature) addEventMethods(server *mcp.Server) error {
 	unreachable := func(context.Context, *mcp.ServerSession, *eventParams) (*ackResult, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "event method outside the edge's middleware"}
 	}
 	for _, m := range []string{methodEventsList, methodEventsPoll, methodEventsSubscribe, methodEventsUnsubscribe} {
-		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
+		if err := mcp.AddReceivingCustomMethod(server, m, unreachable); err != nil {
 			return fmt.Errorf("register %s: %w", m, err)
 		}
 	}
-	d.server.AddReceivingMiddleware(d.eventsMiddleware)
+	server.AddReceivingMiddleware(e.eventsMiddleware)
 	return nil
 }
 
@@ -185,7 +194,7 @@ type capabilitiesWithEvents struct {
 
 // eventsMiddleware serves the event methods and adds the top-level events
 // capability to server/discover.
-func (d *Door) eventsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (e *eventFeature) eventsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "server/discover":
@@ -201,27 +210,24 @@ func (d *Door) eventsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !modernRequest(req) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is served at MCP %s only", method, ModernProtocol)}
 		}
-		p, err := d.caller(req)
+		rq, err := e.resolve.of(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		r, err := d.reachOf(ctx, req)
-		if err != nil {
-			return nil, err
-		}
+		p, r := rq.caller, rq.reach
 		params, _ := req.GetParams().(*eventParams)
 		if params == nil {
 			params = &eventParams{}
 		}
 		switch method {
 		case methodEventsList:
-			return d.listEvents(p, r, params)
+			return e.listEvents(p, r, params)
 		case methodEventsPoll:
-			return d.pollEvents(ctx, p, r, params)
+			return e.pollEvents(ctx, p, r, params)
 		case methodEventsSubscribe:
-			return d.subscribeEvents(ctx, p, r, params)
+			return e.subscribeEvents(ctx, p, r, params)
 		case methodEventsUnsubscribe:
-			return d.unsubscribeEvents(ctx, p, params)
+			return e.unsubscribeEvents(ctx, p, params)
 		}
 		return next(ctx, method, req)
 	}
@@ -238,12 +244,12 @@ func mayWatch(p *identity.Principal, r *reach, t *toolcatalog.EventType) bool {
 }
 
 // listEvents answers events/list: the types p may see through r.
-func (d *Door) listEvents(p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
+func (e *eventFeature) listEvents(p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
 	var items []*eventDescription
 	var keys []string
-	for i, t := range d.events.types {
+	for i, t := range e.types.types {
 		if mayWatch(p, r, t) {
-			items = append(items, d.events.described[i])
+			items = append(items, e.types.described[i])
 			keys = append(keys, t.Name)
 		}
 	}
@@ -251,7 +257,7 @@ func (d *Door) listEvents(p *identity.Principal, r *reach, params *eventParams) 
 	if params.Cursor != nil {
 		cur = *params.Cursor
 	}
-	out, next, err := page(items, keys, cur, d.cfg.ToolsPageSize)
+	out, next, err := page(items, keys, cur, e.pageSize)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
@@ -261,11 +267,11 @@ func (d *Door) listEvents(p *identity.Principal, r *reach, params *eventParams) 
 // eventType is the type params name, when p may see it through r: -32602
 // without a name, -32023 for an unknown type, -32024 for one p may not
 // see (now: grants are checked at every request).
-func (d *Door) eventType(p *identity.Principal, r *reach, params *eventParams) (*toolcatalog.EventType, error) {
+func (e *eventFeature) eventType(p *identity.Principal, r *reach, params *eventParams) (*toolcatalog.EventType, error) {
 	if params.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "name: the event type is required"}
 	}
-	for _, t := range d.events.types {
+	for _, t := range e.types.types {
 		if t.Name != params.Name {
 			continue
 		}
@@ -285,8 +291,8 @@ func eventError(code int64, msg string, data map[string]any) error {
 }
 
 // pollEvents answers events/poll.
-func (d *Door) pollEvents(ctx context.Context, p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
-	t, err := d.eventType(p, r, params)
+func (e *eventFeature) pollEvents(ctx context.Context, p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
+	t, err := e.eventType(p, r, params)
 	if err != nil {
 		return nil, err
 	}
@@ -308,9 +314,9 @@ func (d *Door) pollEvents(ctx context.Context, p *identity.Principal, r *reach, 
 		}
 		req.MaxEvents = *params.MaxEvents
 	}
-	res, err := d.cfg.Events.Poll(ctx, p, req)
+	res, err := e.source.Poll(ctx, p, req)
 	if err != nil {
-		return nil, d.eventsServiceError(ctx, t, err)
+		return nil, e.eventsServiceError(ctx, t, err)
 	}
 	out := &eventsPollResult{ResultType: "complete", Events: []*occurrence{}, Cursor: res.GetCursor(),
 		Truncated: res.GetTruncated(), HasMore: res.GetHasMore(), NextPollMs: res.GetNextPollMs()}
@@ -355,13 +361,13 @@ type deliveryStatus struct {
 
 // subscribeEvents answers events/subscribe: webhook delivery only (poll
 // needs no subscription).
-func (d *Door) subscribeEvents(ctx context.Context, p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
-	t, err := d.eventType(p, r, params)
+func (e *eventFeature) subscribeEvents(ctx context.Context, p *identity.Principal, r *reach, params *eventParams) (mcp.Result, error) {
+	t, err := e.eventType(p, r, params)
 	var jerr *jsonrpc.Error
 	if errors.As(err, &jerr) && jerr.Code == codeEventForbid && params.Delivery != nil {
 		// A refresh its grants no longer allow ends the subscription.
 		args, _ := eventArguments(params)
-		_, _ = d.cfg.Events.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL})
+		_, _ = e.source.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL})
 	}
 	if err != nil {
 		return nil, err
@@ -392,9 +398,9 @@ func (d *Door) subscribeEvents(ctx context.Context, p *identity.Principal, r *re
 		}
 		req.TtlMs = &ms
 	}
-	res, err := d.cfg.Events.Subscribe(ctx, p, req)
+	res, err := e.source.Subscribe(ctx, p, req)
 	if err != nil {
-		return nil, d.eventsServiceError(ctx, t, err)
+		return nil, e.eventsServiceError(ctx, t, err)
 	}
 	out := &subscribeResult{ResultType: "complete", ID: res.GetId(), Cursor: res.GetCursor(), Truncated: res.GetTruncated()}
 	if res.RefreshBefore != nil {
@@ -423,7 +429,7 @@ func stamp(t time.Time) *string {
 
 // unsubscribeEvents answers events/unsubscribe: an empty result, also
 // when there was no such subscription.
-func (d *Door) unsubscribeEvents(ctx context.Context, p *identity.Principal, params *eventParams) (mcp.Result, error) {
+func (e *eventFeature) unsubscribeEvents(ctx context.Context, p *identity.Principal, params *eventParams) (mcp.Result, error) {
 	if params.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "name: the event type is required"}
 	}
@@ -434,8 +440,8 @@ func (d *Door) unsubscribeEvents(ctx context.Context, p *identity.Principal, par
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.cfg.Events.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL}); err != nil {
-		return nil, d.eventsServiceError(ctx, &toolcatalog.EventType{Name: params.Name}, err)
+	if _, err := e.source.Unsubscribe(ctx, p, &eventsv1.UnsubscribeRequest{Name: params.Name, Arguments: args, Url: params.Delivery.URL}); err != nil {
+		return nil, e.eventsServiceError(ctx, &toolcatalog.EventType{Name: params.Name}, err)
 	}
 	return &eventsEmptyResult{}, nil
 }
@@ -448,7 +454,7 @@ const maxPollEvents = 1000
 
 // eventsServiceError is the JSON-RPC error of a failed call to the events
 // service.
-func (d *Door) eventsServiceError(ctx context.Context, t *toolcatalog.EventType, err error) error {
+func (e *eventFeature) eventsServiceError(ctx context.Context, t *toolcatalog.EventType, err error) error {
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: connectMessage(err)}
@@ -461,7 +467,7 @@ func (d *Door) eventsServiceError(ctx context.Context, t *toolcatalog.EventType,
 	case connect.CodeUnimplemented:
 		return eventError(codeEventUnsupported, "unsupported: "+connectMessage(err), map[string]any{"feature": "delivery", "value": "webhook"})
 	}
-	d.log.WarnContext(ctx, "mcp.events_failed", "event", t.Name, "error", err)
+	e.log.WarnContext(ctx, "mcp.events_failed", "event", t.Name, "error", err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the events service is unavailable; poll again with the same cursor",
 		Data: json.RawMessage(`{"retryable":true}`)}
 }

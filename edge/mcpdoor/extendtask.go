@@ -34,9 +34,9 @@ const (
 // extendKeyRE is what an idempotency key looks like (as the pipeline's).
 var extendKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-// extender is the task carrier that extends tasks, if any.
-func (d *Door) extender() port.TaskExtender {
-	x, _ := d.cfg.Tasks.(port.TaskExtender)
+// extenderOf is the task carrier that extends tasks, if any.
+func extenderOf(tasks port.Tasks) port.TaskExtender {
+	x, _ := tasks.(port.TaskExtender)
 	return x
 }
 
@@ -62,22 +62,22 @@ func extendTaskTool() *mcp.Tool {
 	}
 }
 
-func (d *Door) extendTask(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *metaFeature) extendTask(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		TaskID        string `json:"task_id"`
 		ExtendSeconds *int   `json:"extend_seconds"`
 		Reason        string `json:"reason"`
 	}
 	const name = metaExtendTask
-	p := d.principal(req)
-	x := d.extender()
+	p := m.resolve.principal(req)
+	x := m.extend
 	var fail *toolcall.Envelope
 	switch {
 	case p == nil:
 		fail = toolcall.Fail(name, toolcall.CodeUnauthenticated, "the caller is not authenticated")
 	case x == nil:
 		fail = toolcall.Fail(name, toolcall.CodeNotSupported, "this edge carries no MCP tasks")
-	case d.pipeline.ReadOnly():
+	case m.pipeline.ReadOnly():
 		fail = toolcall.Fail(name, toolcall.CodeReadOnly, "Cannot extend a task in read-only mode.")
 	default:
 		fail = decodeArgs(name, req.Params.Arguments, &args)
@@ -88,7 +88,7 @@ func (d *Door) extendTask(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		switch {
 		case args.TaskID == "":
 			fail = toolcall.Fail(name, toolcall.CodeInvalidArgument, "task_id: the task's id (call/...)")
-		case !d.cfg.Tasks.Owns(args.TaskID):
+		case !m.tasks.Owns(args.TaskID):
 			fail = toolcall.Fail(name, toolcall.CodeInvalidArgument, "task_id: "+name+" extends the MCP tasks of calls (ids call/...); "+
 				"an owner ask is extended with owner_extend_ask, a remote invocation with remoteagents_extend_invocation, a workflow run with workflows_extend_run")
 		case args.ExtendSeconds == nil || *args.ExtendSeconds < minExtendSeconds || *args.ExtendSeconds > maxExtendSeconds:
@@ -111,7 +111,7 @@ func (d *Door) extendTask(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		if r, ok := errors.AsType[*port.TaskRefusal](err); ok {
 			return result(toolcall.Fail(name, toolcall.CodeConflict, fmt.Sprintf("task %s cannot be extended: %s", args.TaskID, r.Reason))), nil
 		}
-		d.log.WarnContext(ctx, "mcp.task_extend_failed", "task_id", args.TaskID, "subject", p.Subject, "agent", p.Agent, "error", err)
+		m.log.WarnContext(ctx, "mcp.task_extend_failed", "task_id", args.TaskID, "subject", p.Subject, "agent", p.Agent, "error", err)
 		return result(toolcall.Fail(name, toolcall.CodeUnavailable,
 			"the task's workflow could not be reached; try again (with the same _meta \""+port.MetaIdempotencyKey+"\" a retry is the same extension)")), nil
 	}

@@ -126,7 +126,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
-	sel, fromPath, err := d.requestSelection(r)
+	sel, fromPath, err := d.resolve.requestSelection(r)
 	if err != nil {
 		var data any
 		if se, ok := err.(*selectionError); ok {
@@ -147,14 +147,14 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	rc := &reach{sel: sel}
-	if rc.claim, err = d.claimOf(caller); err != nil {
+	if rc.claim, err = d.resolve.claimOf(caller); err != nil {
 		// The operator's narrowing names what this edge lacks: refused
 		// rather than widened or emptied.
 		httpguard.WriteRPCError(w, http.StatusForbidden, id, httpguard.CodeUnauthorized, "Forbidden: "+err.Error(), nil)
 		return
 	}
 	if caller != nil {
-		if fail := d.insufficientScope(caller, rc, method, body); fail != nil {
+		if fail := d.calls.insufficientScope(caller, rc, method, body); fail != nil {
 			d.refuse(w, id, fail)
 			return
 		}
@@ -185,7 +185,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			if p == nil {
 				p = d.cfg.Dev
 			}
-			d.listenTasks(w, r, id, lp, p)
+			d.taskf.listenTasks(w, r, id, lp, p)
 			return
 		}
 	}
@@ -269,14 +269,14 @@ func (d *Door) refuse(w http.ResponseWriter, id json.RawMessage, fail *identity.
 // insufficientScope is the step-up challenge of a request whose token lacks
 // the scope it needs (nil when it may go on); a tools/call names its
 // tool's, unless its selection leaves the tool out (no scope would help).
-func (d *Door) insufficientScope(p *identity.Principal, r *reach, method string, body []byte) *identity.Failure {
+func (tc *toolFeature) insufficientScope(p *identity.Principal, r *reach, method string, body []byte) *identity.Failure {
 	var t *toolcatalog.Tool
 	if method == "tools/call" {
-		if dt := d.tools[toolName(body)]; dt != nil && r.has(dt.catalog.Name) {
+		if dt := tc.tools[toolName(body)]; dt != nil && r.has(dt.catalog.Name) {
 			t = dt.catalog
 		}
 	}
-	return identity.InsufficientScope(p, t, d.pipeline.ReadOnly())
+	return identity.InsufficientScope(p, t, tc.pipeline.ReadOnly())
 }
 
 // toolName is the params.name of a tools/call body ("" when it has none).

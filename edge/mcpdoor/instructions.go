@@ -33,6 +33,13 @@ const maxToolsetLine = 160
 // from serveMCP to the handlers of initialize and server/discover.
 type pathSelectionKey struct{}
 
+// instructionsFeature composes the instructions of each selection, once.
+type instructionsFeature struct {
+	toolsets *toolsets
+	sorted   []*tool
+	cache    instructionsCache
+}
+
 // instructionsCache holds the instructions per selection key.
 type instructionsCache struct {
 	mu sync.Mutex
@@ -41,17 +48,17 @@ type instructionsCache struct {
 
 // instructionsFor are the instructions of the selection a request's path
 // makes, or the edge's default selection.
-func (d *Door) instructionsFor(ctx context.Context) string {
+func (in *instructionsFeature) instructionsFor(ctx context.Context) string {
 	sel, _ := ctx.Value(pathSelectionKey{}).(*selection)
 	if sel == nil {
-		sel = d.toolsets.fallback
+		sel = in.toolsets.fallback
 	}
-	return d.instructions(sel)
+	return in.instructions(sel)
 }
 
 // instructions are sel's instructions, composed once per selection.
-func (d *Door) instructions(sel *selection) string {
-	c := &d.instr
+func (in *instructionsFeature) instructions(sel *selection) string {
+	c := &in.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.m[sel.key]; ok {
@@ -60,37 +67,37 @@ func (d *Door) instructions(sel *selection) string {
 	if c.m == nil {
 		c.m = map[string]string{}
 	}
-	s := d.composeInstructions(sel)
+	s := in.composeInstructions(sel)
 	if len(c.m) < maxSelections {
 		c.m[sel.key] = s
 	}
 	return s
 }
 
-func (d *Door) composeInstructions(sel *selection) string {
+func (in *instructionsFeature) composeInstructions(sel *selection) string {
 	var b strings.Builder
 	b.WriteString("toolmesh serves agent-platform services as MCP tools, grouped in toolsets; each tool calls one service as you, with your grants. ")
 	b.WriteString(`Every result is a JSON envelope: {"status":"ok","data":...} or {"status":"error","domain_code":...,"message":...}; ` +
 		"on invalid_argument, fix the named fields and call again; admin tools need confirm: true and a reason.\n\n")
 	var listed []string
-	for _, ts := range d.toolsets.list {
-		if d.selects(sel, ts.Name) {
+	for _, ts := range in.toolsets.list {
+		if in.toolsets.selects(sel, ts.Name) {
 			listed = append(listed, ts.Name)
 		}
 	}
 	switch {
 	case sel.dynamic:
 		b.WriteString("This endpoint is in tool search mode: find a tool with tools_search, call it with tools_call, or list a toolset's tools with toolsets_enable.")
-	case len(listed) == len(d.toolsets.list):
+	case len(listed) == len(in.toolsets.list):
 		b.WriteString("This endpoint lists every toolset's tools.")
 	default:
 		fmt.Fprintf(&b, "This endpoint lists the tools of: %s.", strings.Join(listed, ", "))
 	}
 	fmt.Fprintf(&b, " Select toolsets at %s<toolset> or with the %s header (toolset names, default, all, or dynamic for tool search). Toolsets:\n", PathToolsets, HeaderToolsets)
-	for _, ts := range d.toolsets.list {
+	for _, ts := range in.toolsets.list {
 		fmt.Fprintf(&b, "- %s: %s\n", ts.Name, clip(ts.Description, maxToolsetLine))
 	}
-	if d.anyLongRunning() {
+	if in.anyLongRunning() {
 		b.WriteString("\nLong-running tools say so in their description: they wait a short while, then answer with a handle to poll with the tool it names; " +
 			"a client that declares the MCP Tasks extension gets a task instead. ")
 	} else {
@@ -101,9 +108,9 @@ func (d *Door) composeInstructions(sel *selection) string {
 }
 
 // selects reports whether sel lists any tool of the toolset named name.
-func (d *Door) selects(sel *selection, name string) bool {
-	ts := d.toolsets.byName[name]
-	for _, t := range ts.Tools {
+func (ts *toolsets) selects(sel *selection, name string) bool {
+	set := ts.byName[name]
+	for _, t := range set.Tools {
 		if sel.tools[t.Name] {
 			return true
 		}
@@ -112,8 +119,8 @@ func (d *Door) selects(sel *selection, name string) bool {
 }
 
 // anyLongRunning reports whether any tool is long-running.
-func (d *Door) anyLongRunning() bool {
-	for _, t := range d.sorted {
+func (in *instructionsFeature) anyLongRunning() bool {
+	for _, t := range in.sorted {
 		if t.catalog.LongRunning {
 			return true
 		}
@@ -123,12 +130,12 @@ func (d *Door) anyLongRunning() bool {
 
 // withInstructions sets the instructions of an initialize or server/discover
 // result to those of the request's path selection.
-func (d *Door) withInstructions(ctx context.Context, res mcp.Result) {
+func (in *instructionsFeature) withInstructions(ctx context.Context, res mcp.Result) {
 	switch r := res.(type) {
 	case *mcp.InitializeResult:
-		r.Instructions = d.instructionsFor(ctx)
+		r.Instructions = in.instructionsFor(ctx)
 	case *mcp.DiscoverResult:
-		r.Instructions = d.instructionsFor(ctx)
+		r.Instructions = in.instructionsFor(ctx)
 	}
 }
 
@@ -136,11 +143,11 @@ func (d *Door) withInstructions(ctx context.Context, res mcp.Result) {
 // or default: "" is the edge's default) reads; for tests and the docs.
 func (d *Door) Instructions(sel string) (string, error) {
 	if sel == "" {
-		return d.instructions(d.toolsets.fallback), nil
+		return d.instr.instructions(d.toolsets.fallback), nil
 	}
 	s, err := d.toolsets.get(sel)
 	if err != nil {
 		return "", err
 	}
-	return d.instructions(s), nil
+	return d.instr.instructions(s), nil
 }

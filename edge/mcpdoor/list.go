@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,32 @@ type view struct {
 // and reach); past it, views are built per request.
 const maxViews = 1024
 
+// viewBuilder builds the views: what the tools, resource kinds and
+// prompts show through each reach.
+type viewBuilder struct {
+	sorted   []*tool
+	toolsets *toolsets
+	kinds    []*resourceKind
+	prompts  []*prompt
+	tasks    *tasks
+	// extendable: the edge extends MCP tasks (calls_extend_task is
+	// listed).
+	extendable bool
+}
+
+// listFeature serves the lists that depend on the caller and its reach:
+// tools/list, resources/templates/list and prompts/list, paged from the
+// caller's view.
+type listFeature struct {
+	views    *views
+	resolve  *resolver
+	pageSize int
+	// ttl is how long a client may cache a list; public: the lists may be
+	// shared by every caller (development mode).
+	ttl    time.Duration
+	public bool
+}
+
 type views struct {
 	build func(p *identity.Principal, r *reach) *view
 	mu    sync.Mutex
@@ -64,11 +91,11 @@ func (v *views) get(p *identity.Principal, r *reach) *view {
 	return pv
 }
 
-// buildView makes what p may see through r.
-func (d *Door) buildView(p *identity.Principal, r *reach) *view {
+// build makes what p may see through r.
+func (vb *viewBuilder) build(p *identity.Principal, r *reach) *view {
 	pv := &view{}
 	groups := map[string]*group{}
-	for _, t := range d.sorted {
+	for _, t := range vb.sorted {
 		if !r.has(t.catalog.Name) {
 			continue
 		}
@@ -77,7 +104,7 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		}
 		g := groups[t.catalog.Toolset]
 		if g == nil {
-			g = &group{Toolset: d.toolsets.byName[t.catalog.Toolset]}
+			g = &group{Toolset: vb.toolsets.byName[t.catalog.Toolset]}
 			groups[t.catalog.Toolset] = g
 			pv.groups = append(pv.groups, g)
 		}
@@ -85,15 +112,15 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 		if r.dynamic() && !r.isEnabled(t.catalog.Toolset) {
 			continue
 		}
-		pv.tools = append(pv.tools, d.listed(t, t.mcp))
+		pv.tools = append(pv.tools, vb.listed(t, t.mcp))
 		if t.app != nil {
-			pv.appTools = append(pv.appTools, d.listed(t, t.app))
+			pv.appTools = append(pv.appTools, vb.listed(t, t.app))
 		} else {
 			pv.appTools = append(pv.appTools, pv.tools[len(pv.tools)-1])
 		}
 	}
 	sort.Slice(pv.groups, func(i, j int) bool { return pv.groups[i].Name < pv.groups[j].Name })
-	if d.extender() != nil {
+	if vb.extendable {
 		// The edge's own tool for its MCP tasks, in every selection
 		// (extendtask.go).
 		m := extendTaskTool()
@@ -111,7 +138,7 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 	for _, t := range pv.tools {
 		pv.toolNames = append(pv.toolNames, t.Name)
 	}
-	for _, k := range d.resources {
+	for _, k := range vb.kinds {
 		if k.template != nil && k.visible(p) && k.reached(r) {
 			pv.templates = append(pv.templates, k.template)
 		}
@@ -120,7 +147,7 @@ func (d *Door) buildView(p *identity.Principal, r *reach) *view {
 	for _, t := range pv.templates {
 		pv.templateURIs = append(pv.templateURIs, t.URITemplate)
 	}
-	for _, pr := range d.prompts { // sorted by name
+	for _, pr := range vb.prompts { // sorted by name
 		if pr.visible(p) && pr.reached(r) {
 			pv.prompts = append(pv.prompts, pr.prompt)
 			pv.promptNames = append(pv.promptNames, pr.prompt.Name)
@@ -169,9 +196,9 @@ type toolExecution struct {
 	TaskSupport string `json:"taskSupport"`
 }
 
-func (d *Door) listed(t *tool, m *mcp.Tool) *listedTool {
+func (vb *viewBuilder) listed(t *tool, m *mcp.Tool) *listedTool {
 	l := &listedTool{Tool: m}
-	if s := d.tasks.support(t.catalog); s != "" {
+	if s := vb.tasks.support(t.catalog); s != "" {
 		l.Execution = &toolExecution{TaskSupport: s}
 	}
 	return l
@@ -226,14 +253,14 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				d.withInstructions(ctx, res)
-				err = d.opened(ctx, req)
+				d.instr.withInstructions(ctx, res)
+				err = d.resolve.opened(ctx, req)
 			}
 			return res, err
 		case "server/discover":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				d.withInstructions(ctx, res)
+				d.instr.withInstructions(ctx, res)
 			}
 			return res, err
 		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",
@@ -241,24 +268,24 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return next(ctx, method, req)
 		}
-		r, err := d.reachOf(ctx, req)
+		r, err := d.resolve.reachOf(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		ctx = context.WithValue(ctx, reachKey{}, r)
 		switch method {
 		case "tools/list":
-			return d.listTools(req, r)
+			return d.lists.listTools(req, r)
 		case "resources/templates/list":
-			return d.listTemplates(req, r)
+			return d.lists.listTemplates(req, r)
 		case "prompts/list":
-			return d.listPrompts(req, r)
+			return d.lists.listPrompts(req, r)
 		case "resources/list":
-			return d.listResources(ctx, req, r)
+			return d.res.listResources(ctx, req, r)
 		case methodSkillsList, methodSkillsGet:
-			return d.serveSkills(method, req, r)
+			return d.skills.serveSkills(method, req, r)
 		case "tools/call":
-			if err := d.mayCall(r, req.(*mcp.CallToolRequest).Params.Name); err != nil {
+			if err := d.calls.mayCall(r, req.(*mcp.CallToolRequest).Params.Name); err != nil {
 				return nil, err
 			}
 		}
@@ -268,7 +295,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // mayCall refuses a call to a tool r does not reach; an unknown tool is
 // the SDK's to refuse.
-func (d *Door) mayCall(r *reach, name string) error {
+func (tc *toolFeature) mayCall(r *reach, name string) error {
 	if isMeta(name) {
 		if !r.dynamic() {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
@@ -276,7 +303,7 @@ func (d *Door) mayCall(r *reach, name string) error {
 		}
 		return nil
 	}
-	if t := d.tools[name]; t != nil && !r.has(name) {
+	if t := tc.tools[name]; t != nil && !r.has(name) {
 		return r.refuse("tool "+name, name, t.catalog.Toolset)
 	}
 	return nil
@@ -301,23 +328,13 @@ func undeclaredMethods(resources, prompts bool) map[string]bool {
 	return m
 }
 
-// caller is the principal of a list request; an unauthenticated one is
-// refused.
-func (d *Door) caller(req mcp.Request) (*identity.Principal, error) {
-	p := d.principal(req)
-	if p == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
-	}
-	return p, nil
-}
-
 // listCacheable is how long, and by whom, a list that depends only on the
 // caller's permissions may be cached: shared when callers are not told
 // apart (development mode), else per caller.
-func (d *Door) listCacheable(c *mcp.Cacheable) {
-	c.TTLMs = int(d.cfg.ListTTL.Milliseconds())
+func (l *listFeature) listCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(l.ttl.Milliseconds())
 	c.CacheScope = "private"
-	if d.cfg.Auth == nil {
+	if l.public {
 		c.CacheScope = "public"
 	}
 }
@@ -346,22 +363,22 @@ func cursor(req mcp.Request) string {
 }
 
 // listFor pages one of the lists of the caller's view.
-func listFor[T any](d *Door, req mcp.Request, r *reach, list func(*view) ([]T, []string)) ([]T, string, error) {
-	p, err := d.caller(req)
+func listFor[T any](l *listFeature, req mcp.Request, r *reach, list func(*view) ([]T, []string)) ([]T, string, error) {
+	p, err := l.resolve.caller(req)
 	if err != nil {
 		return nil, "", err
 	}
-	items, keys := list(d.views.get(p, r))
-	out, next, err := page(items, keys, cursor(req), d.cfg.ToolsPageSize)
+	items, keys := list(l.views.get(p, r))
+	out, next, err := page(items, keys, cursor(req), l.pageSize)
 	if err != nil {
 		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	return out, next, nil
 }
 
-func (d *Door) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
+func (l *listFeature) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
 	ui := declaresUI(req)
-	tools, next, err := listFor(d, req, r, func(v *view) ([]*listedTool, []string) {
+	tools, next, err := listFor(l, req, r, func(v *view) ([]*listedTool, []string) {
 		if ui {
 			return v.appTools, v.toolNames
 		}
@@ -371,7 +388,7 @@ func (d *Door) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
 		return nil, err
 	}
 	res := &toolsPage{ListToolsResult: mcp.ListToolsResult{NextCursor: next}, Tools: tools}
-	d.listCacheable(&res.Cacheable)
+	l.listCacheable(&res.Cacheable)
 	if r.dynamic() {
 		// What tool search mode lists changes as toolsets are enabled, by
 		// what each request carries: never from a cache.
@@ -380,22 +397,22 @@ func (d *Door) listTools(req mcp.Request, r *reach) (mcp.Result, error) {
 	return res, nil
 }
 
-func (d *Door) listTemplates(req mcp.Request, r *reach) (mcp.Result, error) {
-	templates, next, err := listFor(d, req, r, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
+func (l *listFeature) listTemplates(req mcp.Request, r *reach) (mcp.Result, error) {
+	templates, next, err := listFor(l, req, r, func(v *view) ([]*mcp.ResourceTemplate, []string) { return v.templates, v.templateURIs })
 	if err != nil {
 		return nil, err
 	}
 	res := &mcp.ListResourceTemplatesResult{ResourceTemplates: templates, NextCursor: next}
-	d.listCacheable(&res.Cacheable)
+	l.listCacheable(&res.Cacheable)
 	return res, nil
 }
 
-func (d *Door) listPrompts(req mcp.Request, r *reach) (mcp.Result, error) {
-	prompts, next, err := listFor(d, req, r, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
+func (l *listFeature) listPrompts(req mcp.Request, r *reach) (mcp.Result, error) {
+	prompts, next, err := listFor(l, req, r, func(v *view) ([]*mcp.Prompt, []string) { return v.prompts, v.promptNames })
 	if err != nil {
 		return nil, err
 	}
 	res := &mcp.ListPromptsResult{Prompts: prompts, NextCursor: next}
-	d.listCacheable(&res.Cacheable)
+	l.listCacheable(&res.Cacheable)
 	return res, nil
 }

@@ -79,8 +79,8 @@ func (pr *prompt) refuse(r *reach) error {
 }
 
 // kind is the resource kind read by the tool named get.
-func (d *Door) kind(get string) *resourceKind {
-	for _, k := range d.resources {
+func (rs *resourceFeature) kind(get string) *resourceKind {
+	for _, k := range rs.kinds {
 		if k.get.catalog.Name == get {
 			return k
 		}
@@ -88,22 +88,32 @@ func (d *Door) kind(get string) *resourceKind {
 	return nil
 }
 
+// promptFeature serves the prompts, which read through the tools and the
+// resource kinds they embed.
+type promptFeature struct {
+	prompts []*prompt
+	res     *resourceFeature
+	calls   *toolFeature
+	resolve *resolver
+}
+
 // buildPrompts makes the prompts of the tools, sorted by name, leaving out
 // those whose resource kinds this door does not serve.
-func (d *Door) buildPrompts() {
-	for _, t := range d.sorted {
+func buildPrompts(sorted []*tool, res *resourceFeature) []*prompt {
+	var prompts []*prompt
+	for _, t := range sorted {
 	prompts:
 		for _, def := range t.catalog.Prompts {
 			pr := &prompt{Prompt: def, tool: t, complete: map[string]completion{}}
 			switch def.GetEmbed() {
 			case toolv1.PromptEmbed_PROMPT_EMBED_LIST:
-				for _, k := range d.resources {
+				for _, k := range res.kinds {
 					if k.list == t {
 						pr.kind = k
 					}
 				}
 			case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
-				pr.kind = d.kind(t.catalog.Name)
+				pr.kind = res.kind(t.catalog.Name)
 			}
 			if pr.kind == nil && def.GetEmbed() != toolv1.PromptEmbed_PROMPT_EMBED_CONTENT {
 				continue
@@ -122,7 +132,7 @@ func (d *Door) buildPrompts() {
 					pr.complete[a.GetName()] = completion{values: values}
 				}
 				if c := def.Completions[a.GetName()]; c != nil {
-					k := d.kind(c.Resource)
+					k := res.kind(c.Resource)
 					if k == nil || k.list == nil {
 						continue prompts
 					}
@@ -130,10 +140,11 @@ func (d *Door) buildPrompts() {
 				}
 			}
 			pr.prompt = mp
-			d.prompts = append(d.prompts, pr)
+			prompts = append(prompts, pr)
 		}
 	}
-	sort.Slice(d.prompts, func(i, j int) bool { return d.prompts[i].prompt.Name < d.prompts[j].prompt.Name })
+	sort.Slice(prompts, func(i, j int) bool { return prompts[i].prompt.Name < prompts[j].prompt.Name })
+	return prompts
 }
 
 // listArgs are the list arguments a completion lists with, for p.
@@ -153,16 +164,13 @@ func listArgs(c *toolcatalog.PromptCompletion) func(p *identity.Principal) map[s
 	}
 }
 
-func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
+func (pf *promptFeature) promptHandler(pr *prompt) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		p, err := d.caller(req)
+		rq, err := pf.resolve.of(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		r, err := d.reachFor(ctx, req)
-		if err != nil {
-			return nil, err
-		}
+		p, r := rq.caller, rq.reach
 		if !pr.reached(r) {
 			return nil, pr.refuse(r)
 		}
@@ -170,7 +178,7 @@ func (d *Door) promptHandler(pr *prompt) mcp.PromptHandler {
 		if err != nil || ask != nil {
 			return ask, err
 		}
-		return d.runPrompt(ctx, pr, p, req.Extra, args)
+		return pf.runPrompt(ctx, pr, p, req.Extra, args)
 	}
 }
 
@@ -252,7 +260,7 @@ func canAsk(req mcp.Request) bool {
 }
 
 // runPrompt reads what pr embeds as p and renders its instructions.
-func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) (*mcp.GetPromptResult, error) {
+func (pf *promptFeature) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) (*mcp.GetPromptResult, error) {
 	data := toolcatalog.PromptData{Args: map[string]string{}, Limit: promptItems}
 	for _, a := range pr.GetArguments() {
 		v := strings.TrimSpace(given[a.GetName()])
@@ -278,19 +286,19 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 	var attached []*mcp.PromptMessage
 	switch pr.GetEmbed() {
 	case toolv1.PromptEmbed_PROMPT_EMBED_ONE:
-		msg, err := d.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
+		msg, err := pf.embedOne(ctx, pr.kind, p, extra, data.Args[pr.GetIdArgument()])
 		if err != nil {
 			return nil, err
 		}
 		attached = append(attached, msg)
 	case toolv1.PromptEmbed_PROMPT_EMBED_CONTENT:
 		var err error
-		if attached, err = d.embedContent(ctx, pr, p, extra, data.Args); err != nil {
+		if attached, err = pf.embedContent(ctx, pr, p, extra, data.Args); err != nil {
 			return nil, err
 		}
 	default:
 		var err error
-		if attached, err = d.embedLists(ctx, pr, p, extra, &data); err != nil {
+		if attached, err = pf.embedLists(ctx, pr, p, extra, &data); err != nil {
 			return nil, err
 		}
 	}
@@ -308,14 +316,14 @@ func (d *Door) runPrompt(ctx context.Context, pr *prompt, p *identity.Principal,
 // embedContent calls the tool carrying pr as p, with the arguments given in
 // their request fields, and returns the content blocks it answered, each
 // as a message.
-func (d *Door) embedContent(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) ([]*mcp.PromptMessage, error) {
+func (pf *promptFeature) embedContent(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, given map[string]string) ([]*mcp.PromptMessage, error) {
 	args := map[string]any{}
 	for _, a := range pr.GetArguments() {
 		if v, ok := given[a.GetName()]; ok && a.GetListField() != "" {
 			args[a.GetListField()] = listValue(a, v)
 		}
 	}
-	env := d.callAs(ctx, pr.tool, p, extra, args)
+	env := pf.calls.callAs(ctx, pr.tool, p, extra, args)
 	if env.IsError() {
 		return nil, envelopeError(env)
 	}
@@ -332,7 +340,7 @@ func (d *Door) embedContent(ctx context.Context, pr *prompt, p *identity.Princip
 // embedLists lists the items pr embeds — once, or once per choice of its
 // each argument — and returns them as embedded resources; data learns the
 // choices read and whether there were more.
-func (d *Door) embedLists(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, data *toolcatalog.PromptData) ([]*mcp.PromptMessage, error) {
+func (pf *promptFeature) embedLists(ctx context.Context, pr *prompt, p *identity.Principal, extra *mcp.RequestExtra, data *toolcatalog.PromptData) ([]*mcp.PromptMessage, error) {
 	base := map[string]any{}
 	for k, v := range pr.ListArguments {
 		base[k] = v
@@ -358,7 +366,7 @@ func (d *Door) embedLists(ctx context.Context, pr *prompt, p *identity.Principal
 	}
 	var out []*mcp.PromptMessage
 	for _, args := range runs {
-		msgs, more, err := d.embedList(ctx, pr.kind, p, extra, args)
+		msgs, more, err := pf.embedList(ctx, pr.kind, p, extra, args)
 		if err != nil {
 			return nil, err
 		}
@@ -387,8 +395,8 @@ func maps(m map[string]any) map[string]any {
 
 // embedList lists up to promptItems resources of k, with args, and returns
 // them as embedded resources, and whether there are more.
-func (d *Door) embedList(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
-	items, next, env := d.listItems(ctx, k, p, extra, args, 0, promptItems)
+func (pf *promptFeature) embedList(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any) ([]*mcp.PromptMessage, bool, error) {
+	items, next, env := pf.res.listItems(ctx, k, p, extra, args, 0, promptItems)
 	if env != nil {
 		return nil, false, envelopeError(env)
 	}
@@ -401,9 +409,9 @@ func (d *Door) embedList(ctx context.Context, k *resourceKind, p *identity.Princ
 
 // embedOne reads the resource of k with the given id and returns it
 // embedded.
-func (d *Door) embedOne(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, id string) (*mcp.PromptMessage, error) {
+func (pf *promptFeature) embedOne(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, id string) (*mcp.PromptMessage, error) {
 	uri := k.URI(id)
-	env, err := d.read(ctx, k, p, extra, uri)
+	env, err := pf.res.read(ctx, k, p, extra, uri)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -94,9 +95,24 @@ func (k *resourceKind) listable(p *identity.Principal) bool {
 	return k.visible(p) && k.get.Binding().HasBackend() && (k.list == nil || k.list.Binding().HasBackend())
 }
 
+// resourceFeature serves the resources: a resource kind of each resource
+// tool, read and listed through its tools as the caller, and subscribed
+// to.
+type resourceFeature struct {
+	kinds   []*resourceKind
+	calls   *toolFeature
+	resolve *resolver
+	// apps are the MCP Apps views, which resources/list shows too.
+	apps *appFeature
+	subs *subscriptions
+	// ttl is how long a client may cache what it read.
+	ttl time.Duration
+}
+
 // buildResources makes a resource kind of each resource tool.
-func (d *Door) buildResources() {
-	for _, dt := range d.sorted {
+func buildResources(sorted []*tool, tools map[string]*tool) []*resourceKind {
+	var kinds []*resourceKind
+	for _, dt := range sorted {
 		t := dt.catalog
 		r := t.Resource
 		if r == nil {
@@ -111,7 +127,7 @@ func (d *Door) buildResources() {
 		if r.List == nil {
 			k.fixed = &mcp.Resource{URI: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mime}
 		} else {
-			k.list = d.tools[r.List.Name]
+			k.list = tools[r.List.Name]
 			// A read that answers just the item ({"task": {...}}) shows a
 			// listed item as {"task": item}.
 			if out := t.Method.Output().Fields(); out.Len() == 1 {
@@ -121,14 +137,15 @@ func (d *Door) buildResources() {
 			}
 			k.template = &mcp.ResourceTemplate{URITemplate: r.URITemplate(), Name: t.Name, Title: r.Title, Description: t.Description, MIMEType: mime}
 		}
-		d.resources = append(d.resources, k)
+		kinds = append(kinds, k)
 	}
+	return kinds
 }
 
 // kindOf returns the resource kind whose template uri matches, and the
 // value of its variable.
-func (d *Door) kindOf(uri string) (*resourceKind, string, bool) {
-	for _, k := range d.resources {
+func (rs *resourceFeature) kindOf(uri string) (*resourceKind, string, bool) {
+	for _, k := range rs.kinds {
 		if v, ok := k.Match(uri); ok {
 			return k, v, true
 		}
@@ -136,20 +153,17 @@ func (d *Door) kindOf(uri string) (*resourceKind, string, bool) {
 	return nil, "", false
 }
 
-func (d *Door) readHandler(k *resourceKind) mcp.ResourceHandler {
+func (rs *resourceFeature) readHandler(k *resourceKind) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		p, err := d.caller(req)
+		rq, err := rs.resolve.of(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		r, err := d.reachFor(ctx, req)
-		if err != nil {
-			return nil, err
-		}
+		p, r := rq.caller, rq.reach
 		if !k.reached(r) {
 			return nil, k.refuse(r, req.Params.URI)
 		}
-		env, err := d.read(ctx, k, p, req.Extra, req.Params.URI)
+		env, err := rs.read(ctx, k, p, req.Extra, req.Params.URI)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +203,7 @@ func contents(uri string, data json.RawMessage) *mcp.ResourceContents {
 
 // read reads uri, a resource of kind k, as p: the envelope its tool
 // answered.
-func (d *Door) read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
+func (rs *resourceFeature) read(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, uri string) (*toolcall.Envelope, error) {
 	args := map[string]any{}
 	if k.Variable != "" {
 		v, ok := k.Match(uri)
@@ -198,7 +212,7 @@ func (d *Door) read(ctx context.Context, k *resourceKind, p *identity.Principal,
 		}
 		args[k.Variable] = v
 	}
-	return d.callAs(ctx, k.get, p, extra, args), nil
+	return rs.calls.callAs(ctx, k.get, p, extra, args), nil
 }
 
 // envelopeError is the JSON-RPC error of a resource read, prompt or
@@ -229,12 +243,12 @@ type item struct {
 // listItems lists the items of k as p, one page of at most limit from
 // offset, with args added to the list tool's arguments. next is the offset
 // of the next page, or -1 after the last.
-func (d *Door) listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
+func (rs *resourceFeature) listItems(ctx context.Context, k *resourceKind, p *identity.Principal, extra *mcp.RequestExtra, args map[string]any, offset, limit int32) (items []item, next int32, env *toolcall.Envelope) {
 	all := map[string]any{"offset": offset, "limit": limit}
 	for name, v := range args {
 		all[name] = v
 	}
-	env = d.callAs(ctx, k.list, p, extra, all)
+	env = rs.calls.callAs(ctx, k.list, p, extra, all)
 	if env.IsError() {
 		return nil, -1, env
 	}
@@ -298,13 +312,13 @@ type resourceCursor struct {
 // listResources pages through the resources the caller may read: each
 // listable kind in turn, fixed resources as themselves, templated ones as
 // the items of their list tool, called as the caller.
-func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mcp.Result, error) {
-	p, err := d.caller(req)
+func (rs *resourceFeature) listResources(ctx context.Context, req mcp.Request, r *reach) (mcp.Result, error) {
+	p, err := rs.resolve.caller(req)
 	if err != nil {
 		return nil, err
 	}
 	var kinds []*resourceKind
-	for _, k := range d.resources {
+	for _, k := range rs.kinds {
 		if k.listable(p) && k.reached(r) {
 			kinds = append(kinds, k)
 		}
@@ -327,7 +341,7 @@ func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mc
 	out := []*mcp.Resource{}
 	if cursor(req) == "" && declaresUI(req) {
 		// The views of the tools the caller may call begin the first page.
-		out = append(out, d.appsVisible(p, r)...)
+		out = append(out, rs.apps.appsVisible(p, r)...)
 	}
 	for pos < len(kinds) && len(out) < resourcesPageSize {
 		k := kinds[pos]
@@ -336,7 +350,7 @@ func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mc
 			pos, offset = pos+1, 0
 			continue
 		}
-		items, next, env := d.listItems(ctx, k, p, extra, nil, offset, int32(resourcesPageSize-len(out)))
+		items, next, env := rs.listItems(ctx, k, p, extra, nil, offset, int32(resourcesPageSize-len(out)))
 		if env != nil {
 			return nil, envelopeError(env)
 		}
@@ -357,13 +371,13 @@ func (d *Door) listResources(ctx context.Context, req mcp.Request, r *reach) (mc
 		}
 		res.NextCursor = base64.RawURLEncoding.EncodeToString(b)
 	}
-	d.resourceCacheable(&res.Cacheable)
+	rs.resourceCacheable(&res.Cacheable)
 	return res, nil
 }
 
 // resourceCacheable is how long a client may cache what it read or listed
 // of the mesh's live state, for its caller only.
-func (d *Door) resourceCacheable(c *mcp.Cacheable) {
-	c.TTLMs = int(d.cfg.ResourceTTL.Milliseconds())
+func (rs *resourceFeature) resourceCacheable(c *mcp.Cacheable) {
+	c.TTLMs = int(rs.ttl.Milliseconds())
 	c.CacheScope = "private"
 }

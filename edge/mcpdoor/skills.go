@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -99,21 +100,31 @@ type skillsGetResult struct {
 	CacheScope string      `json:"cacheScope"`
 }
 
+// skillFeature serves the skills of the toolsets the door serves, sorted
+// by URI, and byURI finds them.
+type skillFeature struct {
+	skills   []*skill
+	byURI    map[string]*skill
+	assets   fs.FS
+	listTTL  time.Duration
+	toolsets *toolsets
+}
+
 // loadSkills reads the skills of the assets whose contract the door
 // serves (a domain's skills belong to its services' toolset), sorted by
 // URI. A skill that breaks the format stops the edge at start.
-func (d *Door) loadSkills() error {
-	if d.cfg.Assets == nil {
+func (sk *skillFeature) loadSkills(sorted []*tool) error {
+	if sk.assets == nil {
 		return nil
 	}
 	toolsetOf := map[string]string{} // proto package → toolset
-	for _, t := range d.sorted {
+	for _, t := range sorted {
 		pkg := t.catalog.Service[:max(strings.LastIndexByte(t.catalog.Service, '.'), 0)]
 		if _, ok := toolsetOf[pkg]; !ok {
 			toolsetOf[pkg] = t.catalog.Toolset
 		}
 	}
-	dirs, err := fs.Glob(d.cfg.Assets, "toolmesh/*/v1/skills/*/"+skillFile)
+	dirs, err := fs.Glob(sk.assets, "toolmesh/*/v1/skills/*/"+skillFile)
 	if err != nil {
 		return err
 	}
@@ -124,26 +135,26 @@ func (d *Door) loadSkills() error {
 		if !ok {
 			continue // a contract this edge does not serve
 		}
-		s, err := d.loadSkill(dir, toolset, parts[4])
+		s, err := sk.loadSkill(dir, toolset, parts[4])
 		if err != nil {
 			return fmt.Errorf("edge: skill %s: %w", dir, err)
 		}
-		d.skills = append(d.skills, s)
-		d.skillByURI[s.entry.URI] = s
+		sk.skills = append(sk.skills, s)
+		sk.byURI[s.entry.URI] = s
 	}
-	sort.Slice(d.skills, func(i, j int) bool { return d.skills[i].entry.URI < d.skills[j].entry.URI })
+	sort.Slice(sk.skills, func(i, j int) bool { return sk.skills[i].entry.URI < sk.skills[j].entry.URI })
 	return nil
 }
 
-func (d *Door) loadSkill(dir, toolset, name string) (*skill, error) {
+func (sk *skillFeature) loadSkill(dir, toolset, name string) (*skill, error) {
 	base := skillPrefix + toolset + "/" + name + "/"
 	s := &skill{toolset: toolset, entry: &skillEntry{URI: base + skillFile}}
 	total := 0
-	err := fs.WalkDir(d.cfg.Assets, dir, func(p string, e fs.DirEntry, err error) error {
+	err := fs.WalkDir(sk.assets, dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(d.cfg.Assets, p)
+		b, err := fs.ReadFile(sk.assets, p)
 		if err != nil {
 			return err
 		}
@@ -194,7 +205,7 @@ func frontmatter(b []byte, dirName string) (map[string]any, error) {
 }
 
 // addSkillResource serves one file of a skill as a resource.
-func (d *Door) addSkillResource(f skillBlob) {
+func (sk *skillFeature) addSkillResource(server *mcp.Server, f skillBlob) {
 	uri, b := f.uri, f.b
 	mt := "text/markdown"
 	if path.Base(uri) != skillFile {
@@ -202,7 +213,7 @@ func (d *Door) addSkillResource(f skillBlob) {
 			mt = "application/octet-stream"
 		}
 	}
-	d.server.AddResource(&mcp.Resource{URI: uri, Name: f.name, Description: f.description, MIMEType: mt, Size: int64(len(b))},
+	server.AddResource(&mcp.Resource{URI: uri, Name: f.name, Description: f.description, MIMEType: mt, Size: int64(len(b))},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			c := &mcp.ResourceContents{URI: uri, MIMEType: mt}
 			if strings.HasPrefix(mt, "text/") && utf8.Valid(b) {
@@ -217,20 +228,20 @@ func (d *Door) addSkillResource(f skillBlob) {
 // addSkills registers each file of each skill as a resource, and
 // skills/list and skills/get, which the door's middleware answers
 // (serveSkills).
-func (d *Door) addSkills() error {
-	if len(d.skills) == 0 {
+func (sk *skillFeature) addSkills(server *mcp.Server) error {
+	if len(sk.skills) == 0 {
 		return nil
 	}
-	for _, s := range d.skills {
+	for _, s := range sk.skills {
 		for _, f := range s.files {
-			d.addSkillResource(f)
+			sk.addSkillResource(server, f)
 		}
 	}
 	unreachable := func(context.Context, *mcp.ServerSession, *skillParams) (*skillsGetResult, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "skills method outside the edge's middleware"}
 	}
 	for _, m := range []string{methodSkillsList, methodSkillsGet} {
-		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
+		if err := mcp.AddReceivingCustomMethod(server, m, unreachable); err != nil {
 			return fmt.Errorf("register %s: %w", m, err)
 		}
 	}
@@ -239,14 +250,14 @@ func (d *Door) addSkills() error {
 
 // serveSkills answers skills/list (the skills of the toolsets r reaches)
 // and skills/get (any skill).
-func (d *Door) serveSkills(method string, req mcp.Request, r *reach) (mcp.Result, error) {
+func (sk *skillFeature) serveSkills(method string, req mcp.Request, r *reach) (mcp.Result, error) {
 	var p skillParams
 	if sr, ok := req.(*mcp.ServerRequest[*skillParams]); ok && sr.Params != nil {
 		p = *sr.Params
 	}
-	ttl := int(d.cfg.ListTTL.Milliseconds())
+	ttl := int(sk.listTTL.Milliseconds())
 	if method == methodSkillsGet {
-		s := d.skillByURI[p.URI]
+		s := sk.byURI[p.URI]
 		if s == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no skill %q: a skill's uri is its SKILL.md's, as skills/list shows it", httpguard.Truncate(p.URI, 200))}
 		}
@@ -256,8 +267,8 @@ func (d *Door) serveSkills(method string, req mcp.Request, r *reach) (mcp.Result
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "skills/list has one page: its answer has no nextCursor"}
 	}
 	out := &skillsListResult{ResultType: "complete", Skills: []*skillEntry{}, TTLMs: ttl, CacheScope: "public"}
-	for _, s := range d.skills {
-		if d.selects(r.sel, s.toolset) {
+	for _, s := range sk.skills {
+		if sk.toolsets.selects(r.sel, s.toolset) {
 			out.Skills = append(out.Skills, s.entry)
 		}
 	}

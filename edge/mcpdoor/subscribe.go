@@ -76,33 +76,33 @@ func digest(env *toolcall.Envelope, last [sha256.Size]byte) [sha256.Size]byte {
 // subscriptions/listen stream subscribes with a request of the SDK's
 // making, which carries no token: the caller's token is then the one the
 // stream's HTTP request was authenticated with.
-func (d *Door) subscriber(ctx context.Context, req mcp.Request) (*identity.Principal, *mcp.RequestExtra, error) {
+func (rs *resourceFeature) subscriber(ctx context.Context, req mcp.Request) (*identity.Principal, *mcp.RequestExtra, error) {
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 			extra = &mcp.RequestExtra{TokenInfo: ti}
 		}
 	}
-	p := d.principalOf(extra)
+	p := rs.resolve.principalOf(extra)
 	if p == nil {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
 	return p, extra, nil
 }
 
-func (d *Door) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	p, extra, err := d.subscriber(ctx, req)
+func (rs *resourceFeature) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	p, extra, err := rs.subscriber(ctx, req)
 	if err != nil {
 		return err
 	}
-	r, err := d.reachFor(ctx, req)
+	r, err := rs.resolve.reachFor(ctx, req)
 	if err != nil {
 		return err
 	}
-	if k, _, ok := d.kindOf(req.Params.URI); ok && !k.reached(r) {
+	if k, _, ok := rs.kindOf(req.Params.URI); ok && !k.reached(r) {
 		return k.refuse(r, req.Params.URI)
 	}
-	return d.subs.subscribe(ctx, req, p, extra)
+	return rs.subs.subscribe(ctx, req, p, extra)
 }
 
 func (s *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest, p *identity.Principal, extra *mcp.RequestExtra) error {

@@ -59,7 +59,7 @@ func declaresTasksIn(meta map[string]any) bool {
 
 // listenTasks serves a subscriptions/listen that watches tasks until they
 // are all over, the client goes, or the edge stops.
-func (d *Door) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMessage, params *listenParams, p *identity.Principal) {
+func (tf *taskFeature) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMessage, params *listenParams, p *identity.Principal) {
 	if !declaresTasksIn(params.Meta) {
 		httpguard.WriteRPCError(w, http.StatusBadRequest, id, codeMissingCapability, "Missing required client capability",
 			map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionTasks: map[string]any{}}}})
@@ -71,13 +71,13 @@ func (d *Door) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMe
 	}
 	// A listen answers no call: the edge's shutdown does not wait for it
 	// (serveMCP counted it), CloseSessions ends it.
-	d.cfg.Answers.Add(-1)
-	defer d.cfg.Answers.Add(1)
+	tf.answers.Add(-1)
+	defer tf.answers.Add(1)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
 		select {
-		case <-d.closing:
+		case <-tf.closing:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -91,7 +91,7 @@ func (d *Door) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMe
 		if _, dup := watched[tid]; dup {
 			continue
 		}
-		t, err := d.task(ctx, p, tid, false)
+		t, err := tf.task(ctx, p, tid, false)
 		if err != nil {
 			continue
 		}
@@ -123,7 +123,7 @@ func (d *Door) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMe
 		"notifications": map[string]any{"taskIds": append([]string{}, honoured...)}, "_meta": subscription}) {
 		return
 	}
-	d.log.DebugContext(ctx, "mcp.task_listen", "tasks", len(honoured), "subject", p.Subject, "agent", p.Agent)
+	tf.log.DebugContext(ctx, "mcp.task_listen", "tasks", len(honoured), "subject", p.Subject, "agent", p.Agent)
 
 	// pushed sends t when it changed since it was last sent, and reports
 	// whether it is over.
@@ -159,13 +159,13 @@ func (d *Door) listenTasks(w http.ResponseWriter, r *http.Request, id json.RawMe
 		case <-tick.C:
 		}
 		for tid := range open {
-			t, err := d.task(ctx, p, tid, false)
+			t, err := tf.task(ctx, p, tid, false)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				// Unreadable for now (Temporal busy): read again next time.
-				d.log.InfoContext(ctx, "mcp.task_listen_unreadable", "task_id", tid, "error", err)
+				tf.log.InfoContext(ctx, "mcp.task_listen_unreadable", "task_id", tid, "error", err)
 				continue
 			}
 			over, ok := pushed(t)

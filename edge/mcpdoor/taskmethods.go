@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -89,21 +90,34 @@ func taskSlotFrom(ctx context.Context) *taskSlot {
 	return s
 }
 
+// taskFeature serves MCP tasks: the task methods, tools/call answered
+// with the task a call became, and task listens.
+type taskFeature struct {
+	// tasks are the kinds of tasks served and their carriers.
+	tasks    *tasks
+	tools    map[string]*tool
+	pipeline port.Pipeline
+	resolve  *resolver
+	log      *slog.Logger
+	// answers counts the requests whose answer is not written yet; a
+	// listen answers no call.
+	answers port.Counter
+	// closing is closed when the edge stops: task listens end.
+	closing <-chan struct{}
+}
+
 // addTaskMethods registers the task methods with the SDK (so it parses
 // them); taskMiddleware answers them, with the caller in hand.
-func (d *Door) addTaskMethods() error {
-	if d.tasks == nil {
-		return nil
-	}
+func (tf *taskFeature) addTaskMethods(server *mcp.Server) error {
 	unreachable := func(context.Context, *mcp.ServerSession, *taskParams) (*ackResult, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "task method outside the edge's middleware"}
 	}
 	for _, m := range []string{methodTasksGet, methodTasksUpdate, methodTasksCancel, methodTasksResult, methodTasksList} {
-		if err := mcp.AddReceivingCustomMethod(d.server, m, unreachable); err != nil {
+		if err := mcp.AddReceivingCustomMethod(server, m, unreachable); err != nil {
 			return fmt.Errorf("register %s: %w", m, err)
 		}
 	}
-	d.server.AddReceivingMiddleware(d.taskMiddleware)
+	server.AddReceivingMiddleware(tf.taskMiddleware)
 	return nil
 }
 
@@ -165,15 +179,15 @@ func missingCapability() error {
 // refuses a call of a tool that runs only as a task from a client that
 // does not follow tasks, adds the core task capability to a 2025-11-25
 // initialize, and serves the task methods.
-func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (tf *taskFeature) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "tools/call":
-			return d.callTool(ctx, next, method, req)
+			return tf.callTool(ctx, next, method, req)
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if init, ok := res.(*mcp.InitializeResult); ok && err == nil && init.ProtocolVersion >= coreTaskVersion {
-				return d.withCoreTasks(init), nil
+				return tf.withCoreTasks(init), nil
 			}
 			return res, err
 		case methodTasksGet, methodTasksUpdate, methodTasksCancel, methodTasksResult, methodTasksList:
@@ -182,7 +196,7 @@ func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				// SDK's readers of a request's _meta need them.
 				r.Params = &taskParams{}
 			}
-			return d.serveTask(ctx, method, req)
+			return tf.serveTask(ctx, method, req)
 		}
 		return next(ctx, method, req)
 	}
@@ -190,11 +204,11 @@ func (d *Door) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // callTool runs a tools/call; for a client that follows tasks, the call
 // answers with the task it became, in the shape of the client's wire.
-func (d *Door) callTool(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+func (tf *taskFeature) callTool(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
 	core := coreTaskAsked(req)
 	follows := core || declaresTasks(req)
 	if !follows {
-		if t := d.tools[toolNameOf(req)]; t != nil && t.catalog.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED && d.tasks.support(t.catalog) != "" {
+		if t := tf.tools[toolNameOf(req)]; t != nil && t.catalog.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED && tf.tasks.support(t.catalog) != "" {
 			if modernRequest(req) {
 				return nil, missingCapability()
 			}
@@ -239,17 +253,17 @@ type capabilitiesWithTasks struct {
 // withCoreTasks declares, in init, the core tasks the edge serves: list
 // (from Temporal's visibility store, with the calls worker), cancel, and
 // task-augmented tools/call.
-func (d *Door) withCoreTasks(init *mcp.InitializeResult) mcp.Result {
+func (tf *taskFeature) withCoreTasks(init *mcp.InitializeResult) mcp.Result {
 	caps := map[string]any{"cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-	if d.tasks.calls != nil {
+	if tf.tasks.calls != nil {
 		caps["list"] = map[string]any{}
 	}
 	return &initializeWithTasks{InitializeResult: init, Capabilities: &capabilitiesWithTasks{ServerCapabilities: init.Capabilities, Tasks: caps}}
 }
 
 // serveTask answers the task methods for the caller's own tasks.
-func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-	p := d.principal(req)
+func (tf *taskFeature) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	p := tf.resolve.principal(req)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthenticated"}
 	}
@@ -272,21 +286,21 @@ func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (m
 		params = &taskParams{}
 	}
 	if method == methodTasksList {
-		return d.listTasks(ctx, p, params.Cursor)
+		return tf.listTasks(ctx, p, params.Cursor)
 	}
 	if params.TaskID == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "taskId is required"}
 	}
-	d.log.DebugContext(ctx, "mcp.task", "method", method, "task_id", params.TaskID, "subject", p.Subject, "agent", p.Agent)
+	tf.log.DebugContext(ctx, "mcp.task", "method", method, "task_id", params.TaskID, "subject", p.Subject, "agent", p.Agent)
 	switch method {
 	case methodTasksUpdate:
-		return d.updateTask(ctx, p, params)
+		return tf.updateTask(ctx, p, params)
 	case methodTasksResult:
-		return d.taskResult(ctx, req, p, params.TaskID)
+		return tf.taskResult(ctx, req, p, params.TaskID)
 	}
-	t, err := d.task(ctx, p, params.TaskID, method == methodTasksCancel)
+	t, err := tf.task(ctx, p, params.TaskID, method == methodTasksCancel)
 	if err != nil {
-		return nil, d.taskError(ctx, params.TaskID, err)
+		return nil, tf.taskError(ctx, params.TaskID, err)
 	}
 	switch {
 	case core:
@@ -300,7 +314,7 @@ func (d *Door) serveTask(ctx context.Context, method string, req mcp.Request) (m
 // taskError is the JSON-RPC error of a task method that failed: an unknown
 // task, or another caller's, is -32602; a refused request says why; any
 // other failure is the edge's, logged under an error id.
-func (d *Door) taskError(ctx context.Context, id string, err error) error {
+func (tf *taskFeature) taskError(ctx context.Context, id string, err error) error {
 	var refusal *port.TaskRefusal
 	switch {
 	case errors.Is(err, port.ErrTaskNotFound):
@@ -309,7 +323,7 @@ func (d *Door) taskError(ctx context.Context, id string, err error) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: refusal.Reason}
 	}
 	eid := rpcerror.NewID()
-	d.log.WarnContext(ctx, "mcp.task_unavailable", "task_id", id, "error_id", eid, "error", err)
+	tf.log.WarnContext(ctx, "mcp.task_unavailable", "task_id", id, "error_id", eid, "error", err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 		Message: rpcerror.WithID("the task's state could not be read in time; retry", eid)}
 }
@@ -317,9 +331,9 @@ func (d *Door) taskError(ctx context.Context, id string, err error) error {
 // updateTask delivers a tasks/update's input responses. An answer to a key
 // the task does not wait for is ignored (the acknowledgement names it); the
 // work of a task block never waits for answers.
-func (d *Door) updateTask(ctx context.Context, p *identity.Principal, params *taskParams) (mcp.Result, error) {
+func (tf *taskFeature) updateTask(ctx context.Context, p *identity.Principal, params *taskParams) (mcp.Result, error) {
 	var ignored []string
-	if d.tasks.calls != nil && d.tasks.calls.Owns(params.TaskID) {
+	if tf.tasks.calls != nil && tf.tasks.calls.Owns(params.TaskID) {
 		key, _ := params.Meta[port.MetaIdempotencyKey].(string)
 		var err error
 		answers := make(map[string]port.Answer, len(params.InputResponses))
@@ -328,12 +342,12 @@ func (d *Door) updateTask(ctx context.Context, p *identity.Principal, params *ta
 			// key is a question's.
 			answers[k], _ = answerOfJSON(raw)
 		}
-		if ignored, err = d.tasks.calls.Answer(ctx, p, params.TaskID, answers, key); err != nil {
-			return nil, d.taskError(ctx, params.TaskID, err)
+		if ignored, err = tf.tasks.calls.Answer(ctx, p, params.TaskID, answers, key); err != nil {
+			return nil, tf.taskError(ctx, params.TaskID, err)
 		}
 	} else {
-		if _, err := d.task(ctx, p, params.TaskID, false); err != nil {
-			return nil, d.taskError(ctx, params.TaskID, err)
+		if _, err := tf.task(ctx, p, params.TaskID, false); err != nil {
+			return nil, tf.taskError(ctx, params.TaskID, err)
 		}
 		for k := range params.InputResponses {
 			ignored = append(ignored, k)
@@ -349,12 +363,12 @@ func (d *Door) updateTask(ctx context.Context, p *identity.Principal, params *ta
 // taskResult answers tasks/result (2025-11-25): it waits until the task is
 // over and answers the call's result, with the task named in _meta; while
 // the task waits for answers, its questions are asked over the session.
-func (d *Door) taskResult(ctx context.Context, req mcp.Request, p *identity.Principal, id string) (mcp.Result, error) {
+func (tf *taskFeature) taskResult(ctx context.Context, req mcp.Request, p *identity.Principal, id string) (mcp.Result, error) {
 	related := mcp.Meta{metaRelatedTask: map[string]any{"taskId": id}}
 	for {
-		t, err := d.task(ctx, p, id, false)
+		t, err := tf.task(ctx, p, id, false)
 		if err != nil {
-			return nil, d.taskError(ctx, id, err)
+			return nil, tf.taskError(ctx, id, err)
 		}
 		switch t.Status {
 		case port.TaskCompleted:
@@ -371,8 +385,8 @@ func (d *Door) taskResult(ctx context.Context, req mcp.Request, p *identity.Prin
 		case port.TaskCancelled:
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s was cancelled: it has no result", id)}
 		case port.TaskInputRequired:
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && d.tasks.calls != nil {
-				if err := d.askOverSession(ctx, ss, p, t, related); err != nil {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && tf.tasks.calls != nil {
+				if err := tf.askOverSession(ctx, ss, p, t, related); err != nil {
 					return nil, err
 				}
 				continue
@@ -388,7 +402,7 @@ func (d *Door) taskResult(ctx context.Context, req mcp.Request, p *identity.Prin
 
 // askOverSession asks the questions of t, an input_required task, over the
 // session (elicitation/create) and delivers the answers.
-func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *identity.Principal, t *port.Task, related mcp.Meta) error {
+func (tf *taskFeature) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *identity.Principal, t *port.Task, related mcp.Meta) error {
 	answers := map[string]port.Answer{}
 	for _, q := range t.Questions {
 		a, err := askSession(ctx, ss, q, related)
@@ -397,7 +411,7 @@ func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *ide
 				return ctx.Err()
 			}
 			// No answer the client could send: asked again next time.
-			d.log.InfoContext(ctx, "mcp.task_question_unanswered", "task_id", t.ID, "key", q.Key, "error", err)
+			tf.log.InfoContext(ctx, "mcp.task_question_unanswered", "task_id", t.ID, "key", q.Key, "error", err)
 			continue
 		}
 		answers[q.Key] = a
@@ -405,31 +419,31 @@ func (d *Door) askOverSession(ctx context.Context, ss *mcp.ServerSession, p *ide
 	if len(answers) == 0 {
 		return nil
 	}
-	if _, err := d.tasks.calls.Answer(ctx, p, t.ID, answers, ""); err != nil {
+	if _, err := tf.tasks.calls.Answer(ctx, p, t.ID, answers, ""); err != nil {
 		var refusal *port.TaskRefusal
 		if errors.As(err, &refusal) {
 			// An answer that does not fit: asked again.
-			d.log.InfoContext(ctx, "mcp.task_answer_refused", "task_id", t.ID, "reason", refusal.Reason)
+			tf.log.InfoContext(ctx, "mcp.task_answer_refused", "task_id", t.ID, "reason", refusal.Reason)
 			return nil
 		}
-		return d.taskError(ctx, t.ID, err)
+		return tf.taskError(ctx, t.ID, err)
 	}
 	return nil
 }
 
 // listTasks answers tasks/list (2025-11-25): the caller's own tasks of
 // every kind, newest first, from Temporal's visibility store.
-func (d *Door) listTasks(ctx context.Context, p *identity.Principal, cursor string) (mcp.Result, error) {
-	if d.tasks.calls == nil {
+func (tf *taskFeature) listTasks(ctx context.Context, p *identity.Principal, cursor string) (mcp.Result, error) {
+	if tf.tasks.calls == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/list needs the calls worker's Temporal, which this edge does not have"}
 	}
-	ids, next, err := d.tasks.calls.List(ctx, p, d.tasks.prefixes, cursor, taskPageSize)
+	ids, next, err := tf.tasks.calls.List(ctx, p, tf.tasks.prefixes, cursor, taskPageSize)
 	if err != nil {
-		return nil, d.taskError(ctx, "", err)
+		return nil, tf.taskError(ctx, "", err)
 	}
 	out := &coreTaskList{Tasks: []coreTask{}, NextCursor: next}
 	for _, id := range ids {
-		t, err := d.task(ctx, p, id, false)
+		t, err := tf.task(ctx, p, id, false)
 		if err != nil {
 			// Gone since it was listed, or unreadable now: left out.
 			continue

@@ -121,14 +121,14 @@ type tasks struct {
 	prefixes []string
 }
 
-func buildTasks(d *Door) (*tasks, error) {
-	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}, calls: d.cfg.Tasks}
-	for _, start := range d.sorted {
+func buildTasks(sorted []*tool, tools map[string]*tool, calls port.Tasks) (*tasks, error) {
+	t := &tasks{byStart: map[string]*taskKind{}, byPrefix: map[string]*taskKind{}, calls: calls}
+	for _, start := range sorted {
 		task := start.catalog.Task
 		if task == nil {
 			continue
 		}
-		k := &taskKind{Task: task, start: start, get: d.tools[task.Get.Name], cancel: d.tools[task.Cancel.Name]}
+		k := &taskKind{Task: task, start: start, get: tools[task.Get.Name], cancel: tools[task.Cancel.Name]}
 		if !k.start.Binding().HasBackend() || !k.get.Binding().HasBackend() || !k.cancel.Binding().HasBackend() {
 			continue
 		}
@@ -190,20 +190,20 @@ func (t *tasks) kindOf(taskID string) (k *taskKind, agent, id string, ok bool) {
 
 // started is the task a call of a task block's start tool became, for a
 // client that follows tasks: while the work runs, the call answers with it.
-func (d *Door) started(ctx context.Context, c *toolcatalog.Tool, env *toolcall.Envelope) *port.Task {
-	k := d.tasks.byStart[c.Name]
+func (tf *taskFeature) started(ctx context.Context, c *toolcatalog.Tool, env *toolcall.Envelope) *port.Task {
+	k := tf.tasks.byStart[c.Name]
 	if k == nil || env.IsError() {
 		return nil
 	}
 	st, err := k.state(k.start, env)
 	if err != nil {
-		d.log.WarnContext(ctx, "mcp.task_unreadable", "tool", c.Name, "error", err)
+		tf.log.WarnContext(ctx, "mcp.task_unreadable", "tool", c.Name, "error", err)
 		return nil
 	}
 	if st.Status != port.TaskWorking {
 		return nil
 	}
-	d.log.InfoContext(ctx, "mcp.task_created", "tool", c.Name, "task_id", st.ID)
+	tf.log.InfoContext(ctx, "mcp.task_created", "tool", c.Name, "task_id", st.ID)
 	return st
 }
 
@@ -214,8 +214,8 @@ var errTaskUnreadable = errors.New("read the task's state")
 // task reads where task id of p is: from the calls worker for a call it
 // carries, through the kind's get tool (or, with cancel, its cancel tool)
 // for work a task block describes.
-func (d *Door) task(ctx context.Context, p *identity.Principal, id string, cancel bool) (*port.Task, error) {
-	t := d.tasks
+func (tf *taskFeature) task(ctx context.Context, p *identity.Principal, id string, cancel bool) (*port.Task, error) {
+	t := tf.tasks
 	if t.calls != nil && t.calls.Owns(id) {
 		if cancel {
 			if err := t.calls.Cancel(ctx, p, id); err != nil {
@@ -236,25 +236,25 @@ func (d *Door) task(ctx context.Context, p *identity.Principal, id string, cance
 		return nil, port.ErrTaskNotFound
 	}
 	args, _ := json.Marshal(map[string]string{k.IDField: local})
-	env := d.pipeline.Call(ctx, &port.Call{Tool: tl.Tool, Caller: p, Arguments: args}).Envelope
+	env := tf.pipeline.Call(ctx, &port.Call{Tool: tl.Tool, Caller: p, Arguments: args}).Envelope
 	if env.IsError() {
 		if env.DomainCode == toolcall.CodeNotFound || env.DomainCode == toolcall.CodeInvalidArgument {
 			return nil, port.ErrTaskNotFound
 		}
 		if cancel && env.DomainCode == toolcall.CodeConflict {
 			// Over already: cancelling it is a no-op; show it.
-			return d.task(ctx, p, id, false)
+			return tf.task(ctx, p, id, false)
 		}
 		return nil, fmt.Errorf("%s: %s: %s", tl.catalog.Name, env.DomainCode, env.Message)
 	}
 	st, err := k.state(tl, env)
 	if err != nil {
-		d.log.WarnContext(ctx, "mcp.task_unreadable", "tool", tl.catalog.Name, "task_id", id, "error", err)
+		tf.log.WarnContext(ctx, "mcp.task_unreadable", "tool", tl.catalog.Name, "task_id", id, "error", err)
 		return nil, errTaskUnreadable
 	}
 	if st.Status == port.TaskCompleted && cancel {
 		// Over before it was cancelled: its result is the get tool's.
-		return d.task(ctx, p, id, false)
+		return tf.task(ctx, p, id, false)
 	}
 	return st, nil
 }

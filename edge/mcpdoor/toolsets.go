@@ -1,9 +1,7 @@
 package mcpdoor
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"sort"
@@ -13,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/toolcatalog"
 )
 
@@ -329,49 +326,6 @@ func (r *reach) refuse(what, tool, toolset string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.outside(what, tool, toolset)}
 }
 
-// requestSelection is the selection an HTTP request makes, by path or by
-// header (nil when it makes none), and whether its path makes it; a
-// request that makes one by both must make the same. It leaves the
-// selection's canonical text in the header, where the request's MCP
-// handlers read it.
-func (d *Door) requestSelection(r *http.Request) (sel *selection, fromPath bool, err error) {
-	if rest, ok := strings.CutPrefix(r.URL.Path, PathToolsets); ok {
-		if rest == "" || strings.Contains(rest, "/") {
-			return nil, false, &selectionError{msg: fmt.Sprintf("name one toolset after %s, as in %stasks", PathToolsets, PathToolsets)}
-		}
-		if sel, err = d.toolsets.get(rest); err != nil {
-			return nil, false, err
-		}
-		fromPath = true
-	}
-	if values := r.Header.Values(HeaderToolsets); len(values) > 0 {
-		hs, err := d.toolsets.get(strings.Join(values, ","))
-		if err != nil {
-			return nil, false, err
-		}
-		if sel != nil && hs.key != sel.key {
-			return nil, false, &selectionError{msg: fmt.Sprintf("the path selects %q and the %s header %q: select by one of them", sel.key, HeaderToolsets, hs.key)}
-		}
-		sel = hs
-	}
-	if sel != nil {
-		r.Header.Set(HeaderToolsets, sel.key)
-	}
-	return sel, fromPath, nil
-}
-
-// claimOf is the selection p's token claims (nil when it claims none).
-func (d *Door) claimOf(p *identity.Principal) (*selection, error) {
-	if p == nil || p.Toolsets == "" {
-		return nil, nil
-	}
-	sel, err := d.toolsets.get(p.Toolsets)
-	if err != nil {
-		return nil, fmt.Errorf("the token's toolsets claim: %w", err)
-	}
-	return sel, nil
-}
-
 // sessionState is what a 2025-era session (or the stdio session) keeps of
 // its selection: the selection it was opened with and, in tool search mode,
 // the toolsets enabled since.
@@ -398,109 +352,13 @@ func (s *sessionStates) get(ss *mcp.ServerSession) *sessionState {
 	return s.m[ss]
 }
 
-// opened keeps the selection of a session whose initialize succeeded.
-func (d *Door) opened(ctx context.Context, req mcp.Request) error {
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	if ss == nil {
-		return nil
-	}
-	sel, err := d.selectionOf(ctx, req.GetExtra())
-	if err != nil {
-		return err
-	}
-	s := d.states
-	s.mu.Lock()
-	s.m[ss] = &sessionState{sel: sel}
-	s.mu.Unlock()
-	go func() {
-		_ = ss.Wait()
-		s.mu.Lock()
-		delete(s.m, ss)
-		s.mu.Unlock()
-	}()
-	return nil
-}
-
 // selectionKey carries the selection serveMCP found to the handlers of a
 // request the SDK makes itself (a subscriptions/listen stream subscribes
 // with one), which carries no header.
 type selectionKey struct{}
 
-// selectionOf is the selection a request carries: in its header (checked
-// by serveMCP), or found for its HTTP request; else the default.
-func (d *Door) selectionOf(ctx context.Context, x *mcp.RequestExtra) (*selection, error) {
-	if x != nil && x.Header.Get(HeaderToolsets) != "" {
-		return d.toolsets.get(x.Header.Get(HeaderToolsets))
-	}
-	if sel, ok := ctx.Value(selectionKey{}).(*selection); ok {
-		return sel, nil
-	}
-	return d.toolsets.fallback, nil
-}
-
 // reachKey carries a request's reach from the middleware to its handler.
 type reachKey struct{}
-
-// reachFor is what req reaches: as the middleware found it, or found now
-// for a request of the SDK's own making.
-func (d *Door) reachFor(ctx context.Context, req mcp.Request) (*reach, error) {
-	if r, ok := ctx.Value(reachKey{}).(*reach); ok {
-		return r, nil
-	}
-	return d.reachOf(ctx, req)
-}
-
-// reachOf finds what req reaches: its session's selection, or the one its
-// header carries; its caller's claim; and in tool search mode the toolsets
-// its session enabled and those its _meta says it enabled.
-func (d *Door) reachOf(ctx context.Context, req mcp.Request) (*reach, error) {
-	r := &reach{}
-	var err error
-	if r.claim, err = d.claimOf(d.principal(req)); err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-	}
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	st := d.states.get(ss)
-	if st == nil {
-		if r.sel, err = d.selectionOf(ctx, req.GetExtra()); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-		}
-	} else {
-		r.sel = st.sel
-		if x := req.GetExtra(); x != nil && x.Header.Get(HeaderToolsets) != "" && x.Header.Get(HeaderToolsets) != st.sel.key {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
-				"this session was opened with the toolset selection %q and keeps it; start a new session to select %q", st.sel.key, x.Header.Get(HeaderToolsets))}
-		}
-	}
-	if !r.dynamic() {
-		return r, nil
-	}
-	enabled := map[string]bool{}
-	if st != nil {
-		st.mu.Lock()
-		for _, name := range st.enabled {
-			enabled[name] = true
-		}
-		st.mu.Unlock()
-	}
-	names, err := metaToolsets(req)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-	}
-	var unknown []string
-	for _, name := range names {
-		if d.toolsets.byName[name] == nil {
-			unknown = append(unknown, name)
-		}
-		enabled[name] = true
-	}
-	if len(unknown) > 0 {
-		e := d.toolsets.unknownError(unknown, nil)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "_meta " + MetaToolsets + ": " + e.msg}
-	}
-	r.enabled = slices.Sorted(mapKeys(enabled))
-	return r, nil
-}
 
 // metaToolsets are the toolsets a request's _meta says its client enabled.
 func metaToolsets(req mcp.Request) ([]string, error) {

@@ -55,13 +55,36 @@ func domains(t *testing.T) map[string]bool {
 	return out
 }
 
+// edgeTestSupport is the edge's test support: the fixtures the root's and
+// the doors' black-box tests share (an edge built by edge.New in front of
+// the test backend, a calls worker, the MCP clients). It belongs to the
+// tests, not to the edge: the edge's rules do not hold it, and only tests
+// import it (TestOnlyTestsImportTheEdgeTestSupport).
+const edgeTestSupport = edgeRoot + "/edgetest"
+
+// inEdge reports whether path is one of the edge's packages: the root or a
+// package under edge/, its test support aside.
+func inEdge(path string) bool {
+	return (path == edgeRoot || strings.HasPrefix(path, edgeRoot+"/")) && path != edgeTestSupport
+}
+
+// TestOnlyTestsImportTheEdgeTestSupport: no package imports edge/edgetest;
+// a _test.go file may.
+func TestOnlyTestsImportTheEdgeTestSupport(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if slices.Contains(p.Imports, edgeTestSupport) {
+			t.Errorf("%s imports %s: the edge's test support is for tests only", p.ImportPath, edgeTestSupport)
+		}
+	}
+}
+
 // TestEdgeKnowsNoDomain: nothing under edge/ imports a domain's generated
 // package (its messages, its Connect client).
 func TestEdgeKnowsNoDomain(t *testing.T) {
 	doms := domains(t)
 	gen := module + "/" + generatedDir + "/toolmesh/"
 	for _, p := range listPackages(t) {
-		if p.ImportPath != edgeRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+		if !inEdge(p.ImportPath) {
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -81,7 +104,7 @@ func TestEdgeKnowsNoDomain(t *testing.T) {
 // edge/httpguard.
 func TestDoorsImportNeitherTheRootNorEachOther(t *testing.T) {
 	for _, p := range listPackages(t) {
-		if !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+		if p.ImportPath == edgeRoot || !inEdge(p.ImportPath) {
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -100,7 +123,7 @@ func TestDoorsImportNeitherTheRootNorEachOther(t *testing.T) {
 // interface it needs instead.
 func TestNothingHoldsTheEdge(t *testing.T) {
 	for _, p := range listPackages(t) {
-		if p.ImportPath != edgeRoot && !strings.HasPrefix(p.ImportPath, edgeRoot+"/") {
+		if !inEdge(p.ImportPath) {
 			continue
 		}
 		for _, f := range p.GoFiles {

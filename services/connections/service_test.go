@@ -475,3 +475,39 @@ func TestRevokeAgent(t *testing.T) {
 		t.Errorf("RevokeAgent again = %v, %v (GitHub revoked %d), want nothing more", again, err, len(gh.Revoked()))
 	}
 }
+
+// TestLinkForAnEndedCall: a link made for a call that ended (EndLinkCall,
+// the service role only) stores nothing and says so (failed_precondition);
+// the agent keeps the connection it had; a call linked first cannot end.
+func TestLinkForAnEndedCall(t *testing.T) {
+	r := startReplica(t, sqldbtest.SQLite().Open(t), connections.Config{})
+	before := store(t, r, "agent-a", "octo-a", "tok-1", "", time.Time{})
+	end := &connectionsv1.EndLinkCallRequest{Agent: "agent-a", CallKey: "mcp-cancelled"}
+	if _, err := r.c.EndLinkCall(as("agent-a"), end); code(t, err) != connect.CodePermissionDenied {
+		t.Errorf("EndLinkCall by the agent: %v, want permission_denied", err)
+	}
+	if res, err := r.c.EndLinkCall(service, end); err != nil || !res.GetEnded() {
+		t.Fatalf("EndLinkCall = %v, %v", res, err)
+	}
+	_, err := r.c.StoreConnection(service, &connectionsv1.StoreConnectionRequest{Agent: "agent-a", Provider: github, Account: "octo-late",
+		AccessToken: "tok-late", CallKey: "mcp-cancelled"})
+	if code(t, err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("StoreConnection for the ended call: %v, want failed_precondition", err)
+	}
+	if got := token(t, r, "agent-a").GetToken(); got.GetAccessToken() != "tok-1" || got.GetConnection().GetId() != before.GetId() {
+		t.Errorf("the agent's connection after the refused link = %v, want the one it had", got.GetConnection())
+	}
+	if _, err := r.c.StoreConnection(service, &connectionsv1.StoreConnectionRequest{Agent: "agent-a", Provider: github, Account: "octo-a2",
+		AccessToken: "tok-2", CallKey: "mcp-wanted"}); err != nil {
+		t.Fatalf("StoreConnection for a call still waiting: %v", err)
+	}
+	if res, err := r.c.EndLinkCall(service, &connectionsv1.EndLinkCallRequest{Agent: "agent-a", CallKey: "mcp-wanted"}); err != nil || res.GetEnded() {
+		t.Errorf("EndLinkCall of a linked call = %v, %v; want not ended", res, err)
+	}
+	if got := token(t, r, "agent-a").GetToken(); got.GetAccessToken() != "tok-2" {
+		t.Errorf("the agent's token after ending its linked call: %v", got.GetConnection())
+	}
+	if strings.Contains(r.logs.String(), "tok-late") {
+		t.Error("the refused link's token is in the log")
+	}
+}

@@ -71,6 +71,8 @@ func (d *devCall) registerActivities(r worker.ActivityRegistry) {
 	}, activity.RegisterOptions{Name: calls.ActivityInvoke})
 	r.RegisterActivityWithOptions(func(context.Context, *callsv1.ExtendTaskUpdate) error { return nil },
 		activity.RegisterOptions{Name: calls.ActivityRecordExtension})
+	r.RegisterActivityWithOptions(func(context.Context, *callsv1.EndVisitInput) error { return nil },
+		activity.RegisterOptions{Name: calls.ActivityEndVisit})
 	r.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.InvokeInput) (*callsv1.InvokeOutput, error) {
 		return &callsv1.InvokeOutput{Envelope: `{"status":"ok","data":{"next_runs":["2030-01-01T11:00:00Z","2030-01-01T13:00:00Z","2030-01-01T15:00:00Z"]}}`}, nil
 	}, activity.RegisterOptions{Name: calls.ActivityPreview})
@@ -258,6 +260,10 @@ func TestRecordHistories(t *testing.T) {
 		{2, map[string]*callsv1.Answer{"r2.confirm": accept(t, map[string]any{"confirm": true})}},
 	}, ended)
 	capture("declined", purgeInput(t), []round{{1, map[string]*callsv1.Answer{"r1.fields": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
+	// A call its service refused pending a visit: waiting for the person,
+	// and declined (end-visit version 1: the service is told).
+	capture("visit-waiting", visitInput(), nil, waiting)
+	capture("visit-declined", visitInput(), []round{{1, map[string]*callsv1.Answer{"r1.visit": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
 	// A task that asks nothing: its side effect runs in the background.
 	task := purgeInput(t)
 	task.Task, task.Steps = true, nil

@@ -30,6 +30,7 @@ import (
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
+	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )
 
@@ -118,6 +119,8 @@ type harness struct {
 	preview        func(*callsv1.InvokeInput) string
 	// extensions are the extensions recorded in the audit trail.
 	extensions []*callsv1.ExtendTaskUpdate
+	// endVisits are the visits the service was told ended.
+	endVisits []*callsv1.EndVisitInput
 }
 
 func newHarness(t *testing.T) *harness {
@@ -149,6 +152,12 @@ func newHarness(t *testing.T) *harness {
 		h.mu.Unlock()
 		return nil
 	}, activity.RegisterOptions{Name: calls.ActivityRecordExtension})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in *callsv1.EndVisitInput) error {
+		h.mu.Lock()
+		h.endVisits = append(h.endVisits, in)
+		h.mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: calls.ActivityEndVisit})
 	workflowtest.OnStatus(h.env, func(status string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -530,4 +539,61 @@ func TestCancelledCall(t *testing.T) {
 	if want := []string{"waiting", "cancelled"}; !slices.Equal(h.statuses, want) || len(h.invokes) != 0 {
 		t.Errorf("statuses = %v, invokes %d; want %v and none", h.statuses, len(h.invokes), want)
 	}
+}
+
+// visitInput is a call its service refused pending a visit, from a client
+// that can be sent to a page.
+func visitInput() *callsv1.ElicitedCallInput {
+	return &callsv1.ElicitedCallInput{
+		Tool: "testing_link", Caller: &callsv1.Caller{Subject: "alice", Agent: "agent-1"}, Arguments: `{}`, ArgumentsDigest: digest,
+		Url: true, IdempotencyKey: "mcp-visit", RoundTimeout: durationpb.New(10 * time.Minute),
+		Visit: &toolv1.VisitRequired{Url: "https://mesh.example/link", Message: "Link your account.", VisitId: "visit-agent-1"},
+	}
+}
+
+// A call that ends while the visit it asked for is not done — declined,
+// cancelled by the user, abandoned, or its workflow cancelled — tells the
+// service, once, under the call's key; a call whose service then answered
+// does not.
+func TestEndedVisitIsToldToTheService(t *testing.T) {
+	answer := func(a callsv1.Action) map[string]*callsv1.Answer {
+		return map[string]*callsv1.Answer{"r1.visit": {Action: a}}
+	}
+	for name, end := range map[string]func(h *harness){
+		"declined":           func(h *harness) { h.round(time.Minute, 1, digest, answer(callsv1.Action_ACTION_DECLINE), &outcome{}) },
+		"cancelled":          func(h *harness) { h.round(time.Minute, 1, digest, answer(callsv1.Action_ACTION_CANCEL), &outcome{}) },
+		"abandoned":          func(*harness) {},
+		"workflow cancelled": func(h *harness) { h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			var o0 outcome
+			h.round(0, 0, digest, nil, &o0)
+			end(h)
+			h.run(visitInput())
+			if q := question(t, o0, 1, "r1.visit"); q.GetUrl() != "https://mesh.example/link" {
+				t.Fatalf("round 1 asked %v, want the visit", q)
+			}
+			if len(h.endVisits) != 1 || h.endVisits[0].GetVisitId() != "visit-agent-1" || h.endVisits[0].GetIdempotencyKey() != "mcp-visit" ||
+				h.endVisits[0].GetTool() != "testing_link" || h.endVisits[0].GetCaller().GetAgent() != "agent-1" {
+				t.Errorf("the service was told %v, want the one visit ended, under the call's key", h.endVisits)
+			}
+			if len(h.invokes) != 0 {
+				t.Errorf("the service was called %d times", len(h.invokes))
+			}
+		})
+	}
+	t.Run("done", func(t *testing.T) {
+		h := newHarness(t)
+		var o0, o1 outcome
+		h.round(0, 0, digest, nil, &o0)
+		h.round(time.Minute, 1, digest, answer(callsv1.Action_ACTION_ACCEPT), &o1)
+		h.run(visitInput())
+		if env := envelopeOf(t, o1); env.Status != "ok" {
+			t.Fatalf("the call after the visit = %+v", env)
+		}
+		if len(h.endVisits) != 0 || len(h.invokes) != 1 || h.invokes[0].GetIdempotencyKey() != "mcp-visit" {
+			t.Errorf("told %v, called %d times; want the call made once under its key, no visit ended", h.endVisits, len(h.invokes))
+		}
+	})
 }

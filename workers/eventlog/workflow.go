@@ -73,9 +73,22 @@ func Register(w worker.Registry, a *Activities) {
 
 // RegisterWorkflows adds the delivery workflow, under its contract name,
 // to r (a worker or a replayer).
+//
+// It is also registered as legacyDeliveryType: earlier releases continued
+// each delivery workflow as new under the Go function's name instead of
+// the contract's, a type no worker served, so every subscription's
+// deliveries stopped after its first run (200 polls, about seven idle
+// minutes). Served under that name, such a stuck run goes on, and its
+// next continue-as-new takes the contract name.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(DeliveryWorkflow, workflow.RegisterOptions{Name: deliveryContract().Name})
+	r.RegisterWorkflowWithOptions(DeliveryWorkflow, workflow.RegisterOptions{Name: legacyDeliveryType})
 }
+
+// legacyDeliveryType is the workflow type the runs of earlier releases
+// continued as (see RegisterWorkflows). Never remove it while such runs
+// may exist.
+const legacyDeliveryType = "DeliveryWorkflow"
 
 // RegisterActivities adds the activities of a to r, under their names.
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
@@ -146,7 +159,7 @@ func DeliveryWorkflow(ctx workflow.Context, in *eventsv1.DeliveryWorkflowInput) 
 		}
 		if loop >= loopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			in.Acked = acked
-			return workflow.NewContinueAsNewError(ctx, DeliveryWorkflow, in)
+			return workflow.NewContinueAsNewError(ctx, deliveryContract().Name, in)
 		}
 		timerCtx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
