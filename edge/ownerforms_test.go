@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
+	"github.com/toolmesh/toolmesh/edge/edgetest"
+	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/servertest"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
@@ -44,20 +46,20 @@ func TestOwnerForms(t *testing.T) {
 		_, _ = w.Write([]byte(`{"connection":{"id":"con_01","agent":"agent-a","account":"octo"}}`))
 	}))
 	t.Cleanup(svc.Close)
-	iss := newIssuer(t)
-	f := newFixture(t, func(c *edge.Config) {
+	iss := identitytest.NewIssuer(t)
+	f := edgetest.NewFixture(t, func(c *edge.Config) {
 		c.Contracts = append(c.Contracts, connectionsv1.File_toolmesh_connections_v1_connections_proto.Services().ByName("ConnectionsService"))
 		c.Services[connectionsv1connect.ConnectionsServiceName] = svc.URL
 		c.HTTPClient = http.DefaultClient
-		c.Auth = iss.authConfig(t)
+		c.Auth = iss.AuthConfig(t)
 	})
-	resource := strings.TrimSuffix(f.url, "/mcp") + "/mcp"
+	resource := edgetest.ResourceFor(f.HTTP)
 	token := func(roles ...string) string {
-		c := iss.valid(resource, "ann", "toolmesh:read toolmesh:write toolmesh:admin")
+		c := iss.Valid(resource, "ann", "toolmesh:read toolmesh:write toolmesh:admin")
 		c.Roles = roles
-		return iss.sign(t, jose.RS256, c)
+		return iss.Sign(t, jose.RS256, c)
 	}
-	formURL := strings.TrimSuffix(f.url, "/mcp") + edge.PathOwnerForms + connectionsv1connect.ConnectionsServiceLinkTokenProcedure
+	formURL := strings.TrimSuffix(f.URL, "/mcp") + edge.PathOwnerForms + connectionsv1connect.ConnectionsServiceLinkTokenProcedure
 	send := func(bearer, origin string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, formURL, strings.NewReader(`{"agent":"agent-a","provider":"PROVIDER_GITHUB","token":"`+secret+`"}`))
@@ -84,7 +86,7 @@ func TestOwnerForms(t *testing.T) {
 		"no credentials":        {"", "", http.StatusUnauthorized},
 		"not the owner":         {token("admin"), "", http.StatusForbidden},
 		"from a browser page":   {token(mesh.RoleOwner), "http://127.0.0.1:9", http.StatusForbidden},
-		"the edge's own origin": {token(mesh.RoleOwner), strings.TrimSuffix(f.url, "/mcp"), http.StatusForbidden},
+		"the edge's own origin": {token(mesh.RoleOwner), strings.TrimSuffix(f.URL, "/mcp"), http.StatusForbidden},
 	} {
 		if status, body := send(tc.bearer, tc.origin); status != tc.status {
 			t.Errorf("%s: answered %d %s, want %d", name, status, body, tc.status)
@@ -105,12 +107,12 @@ func TestOwnerForms(t *testing.T) {
 		t.Errorf("the service received %q, want the form as sent, as ann with the owner role", got)
 	}
 	mu.Unlock()
-	if strings.Contains(f.logs.String(), secret) {
+	if strings.Contains(f.Logs.String(), secret) {
 		t.Error("the edge logged the form's token")
 	}
 
 	// Not a tool.
-	cs := f.connect(t, "", token(mesh.RoleOwner), nil)
+	cs := f.Connect(t, "", token(mesh.RoleOwner), nil)
 	tools, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{})
 	if err != nil {
 		t.Fatal(err)
