@@ -57,6 +57,12 @@ func TestAPlainTextRefusalIsUnavailable(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "malformed MIME header line") {
 		t.Errorf("Echo refused in plain text = %v, want unavailable with net/http's reason", err)
 	}
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	missing := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, notFound.URL)
+	if _, err := missing.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("Echo of a procedure the server does not serve (404) = %v, want unimplemented", err)
+	}
 	srv := servertest.Start(t, testingsvc.New().Server())
 	own := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, srv.URL)
 	if _, err := own.Echo(ctx, &testingv1.EchoRequest{Message: "hi", Fail: testingv1.Failure_FAILURE_INVALID_ARGUMENT}); connect.CodeOf(err) != connect.CodeInvalidArgument {

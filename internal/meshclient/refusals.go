@@ -11,15 +11,15 @@ import (
 )
 
 // ForServices wraps hc for calls to the mesh's services (New and the
-// edge's tool bindings use it): every answer is passed on except one a
-// service's HTTP server wrote in plain text instead of the protocol's own
-// error — net/http's refusal of a request it could not read ("400 Bad
-// Request: …", "431 Request Header Fields Too Large") or a server's "not
-// serving" while it drains. No handler saw such a call, so it is a
+// edge's tool bindings use it): every answer is passed on except net/http's
+// own refusal of a request it could not read, written in plain text
+// instead of the protocol's error ("400 Bad Request: …", "431 Request
+// Header Fields Too Large"). No handler saw such a call, so it is a
 // transport fault, like a refused connection: Connect reports it as
 // unavailable, and a retry (with the call's idempotency key) is safe.
 // Connect alone reads a plain 400 as internal, and only its status, not
-// the reason net/http wrote, would reach the caller's log.
+// the reason net/http wrote, would reach the caller's log. A 404 (no such
+// procedure) stays what Connect makes of it: unimplemented.
 func ForServices(hc connect.HTTPClient) connect.HTTPClient {
 	if r, ok := hc.(refusals); ok {
 		return r
@@ -34,7 +34,7 @@ const refusalText = 256
 
 func (r refusals) Do(req *http.Request) (*http.Response, error) {
 	res, err := r.next.Do(req)
-	if err != nil || res.StatusCode < 400 || !isPlainText(res.Header.Get("Content-Type")) {
+	if err != nil || !refused(res) {
 		return res, err
 	}
 	defer res.Body.Close()
@@ -43,7 +43,12 @@ func (r refusals) Do(req *http.Request) (*http.Response, error) {
 		req.Method, req.URL.Path, res.Status, strings.TrimSpace(string(body)))
 }
 
-func isPlainText(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
+// refused reports whether res is net/http's refusal of an unreadable
+// request.
+func refused(res *http.Response) bool {
+	if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	return err == nil && mt == "text/plain"
 }
