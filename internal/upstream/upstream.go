@@ -78,7 +78,7 @@ func (c Connections) Token(ctx context.Context, agent, tool string) (*connection
 	conn := tok.GetConnection()
 	if c.Log != nil {
 		c.Log.InfoContext(ctx, provider+".connection_used", "agent", agent, "provider", provider, "account", conn.GetAccount(),
-			"connection", conn.GetId(), "tool", tool)
+			"connection", conn.GetId(), "tool", tool, "rpc", procedure(ctx))
 	}
 	if c.Audit != nil {
 		err := c.Audit.RecordUse(ctx, audittrail.TokenUse{Connection: conn, Tool: tool, CallKey: mesh.FromContext(ctx).IdempotencyKey})
@@ -90,4 +90,12 @@ func (c Connections) Token(ctx context.Context, agent, tool string) (*connection
 		}
 	}
 	return tok, nil, nil
+}
+
+// procedure names the RPC ctx serves ("/toolmesh.github.v1.GitHubService/GetRepo").
+func procedure(ctx context.Context) string {
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return info.Spec().Procedure
+	}
+	return ""
 }

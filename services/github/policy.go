@@ -81,27 +81,22 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 		return nil, err
 	}
 	if s.policy != PolicyShared {
-		res, err := s.conns.Client.GetToken(mesh.WithCall(ctx, mesh.Call{Caller: s.conns.Self}),
-			&connectionsv1.GetTokenRequest{Agent: agent, Provider: connectionsv1.Provider_PROVIDER_GITHUB})
+		// Every use of an agent's connection is logged and recorded in the
+		// audit trail, never its token (internal/upstream).
+		tok, notLinked, err := upstream.Connections{Client: s.conns.Client, Self: s.conns.Self, Provider: connectionsv1.Provider_PROVIDER_GITHUB,
+			Audit: s.conns.Audit, Log: s.log}.Token(ctx, agent, audittrail.ToolOf(ctx, "github_call"))
 		if err != nil {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the connections service could not answer agent %s's GitHub token: %w", agent, err))
+			return nil, err
 		}
-		if tok := res.GetToken(); tok != nil {
+		if tok != nil {
 			c, err := s.newGitHubClient(tok.GetAccessToken())
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInternal, err)
 			}
-			conn := tok.GetConnection()
-			// Every use of an agent's connection is recorded, never its token.
-			s.log.InfoContext(ctx, "github.connection_used", "agent", agent, "provider", "github", "account", conn.GetAccount(),
-				"connection", conn.GetId(), "rpc", procedure(ctx))
-			if err := s.auditUse(ctx, conn); err != nil {
-				return nil, err
-			}
-			return &ghClient{gh: c, conn: conn}, nil
+			return &ghClient{gh: c, conn: tok.GetConnection()}, nil
 		}
 		if s.policy == PolicyPerAgent || s.shared == nil {
-			return nil, s.askToLink(ctx, agent, res.GetNotLinked())
+			return nil, s.askToLink(ctx, agent, notLinked)
 		}
 	}
 	if s.shared == nil {
@@ -109,14 +104,6 @@ func (s *Service) client(ctx context.Context) (*ghClient, error) {
 			"(and TOOLMESH_GITHUB_URL for GitHub Enterprise Server) for the github service"))
 	}
 	return &ghClient{gh: s.shared}, nil
-}
-
-// procedure names the RPC being served ("/toolmesh.github.v1.GitHubService/GetRepo").
-func procedure(ctx context.Context) string {
-	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
-		return info.Spec().Procedure
-	}
-	return ""
 }
 
 // askToLink answers a call whose agent has no usable GitHub connection:
@@ -174,20 +161,4 @@ func (s *Service) EndVisit(ctx context.Context, req *toolv1.EndVisitRequest) (*t
 	}
 	s.log.InfoContext(ctx, "github.link_call_ended", "agent", agent, "visit", req.GetVisitId(), "ended", res.GetEnded())
 	return &toolv1.EndVisitResponse{}, nil
-}
-
-// auditUse records the use of conn for the call in ctx in the audit trail
-// (Connections.Audit), before anything goes to GitHub: a use that cannot
-// be recorded is not made.
-func (s *Service) auditUse(ctx context.Context, conn *connectionsv1.Connection) error {
-	if s.conns.Audit == nil {
-		return nil
-	}
-	err := s.conns.Audit.RecordUse(ctx, audittrail.TokenUse{Connection: conn, Tool: audittrail.ToolOf(ctx, "github_call"),
-		CallKey: mesh.FromContext(ctx).IdempotencyKey})
-	if err != nil {
-		s.log.ErrorContext(ctx, "github.use_unaudited", "agent", conn.GetAgent(), "connection", conn.GetId(), "error", err.Error())
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the use of agent %s's GitHub connection could not be recorded in the audit trail, so nothing was sent to GitHub; try again", conn.GetAgent()))
-	}
-	return nil
 }
