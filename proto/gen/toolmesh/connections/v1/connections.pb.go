@@ -1442,10 +1442,10 @@ const file_toolmesh_connections_v1_connections_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\v2#.toolmesh.connections.v1.ConnectionR\n" +
 	"connection\"M\n" +
 	"\x12RevokeAgentRequest\x127\n" +
-	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"u\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\"y\n" +
 	"\x12EndLinkCallRequest\x127\n" +
-	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\x12&\n" +
-	"\bcall_key\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\acallKey\"+\n" +
+	"\x05agent\x18\x01 \x01(\tB!\xbaH\x1e\xc8\x01\x01r\x192\x17^[a-z][a-z0-9_-]{0,62}$R\x05agent\x12*\n" +
+	"\bcall_key\x18\x02 \x01(\tB\x0f\xbaH\f\xc8\x01\x01r\a\xc8\xc6'\x01\x18\x80\x02R\acallKey\"+\n" +
 	"\x13EndLinkCallResponse\x12\x14\n" +
 	"\x05ended\x18\x01 \x01(\bR\x05ended\"\\\n" +
 	"\x13RevokeAgentResponse\x12E\n" +
