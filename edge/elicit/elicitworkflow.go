@@ -39,6 +39,9 @@ type roundUpdate struct {
 	round   int32
 	digest  string
 	answers map[string]*callsv1.Answer
+	// acceptOnly: wait until the workflow accepted the update, not for
+	// its outcome (which is then nil).
+	acceptOnly bool
 }
 
 // workflowID is the id of a call's workflow: derived from the caller, the
@@ -127,11 +130,17 @@ func (x *Elicitor) update(ctx context.Context, c *call, run callRun, round int32
 }
 
 // cancelCall delivers u, the cancellation of the pending question, so a
-// call whose client left ends now; best effort.
+// call whose client left ends now (and the service hears of a visit it
+// asked for ending with it), not when its round is abandoned. It waits
+// only until the workflow has accepted the update, not for the call's end
+// (which runs what the call's end tells its service), within the round
+// budget; best effort beyond that.
 func (x *Elicitor) cancelCall(u roundUpdate) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = x.updateWorkflow(ctx, u)
+	u.acceptOnly = true
+	_, err := x.updateWorkflow(context.Background(), u)
+	if err != nil && !refused(err) {
+		x.log.Warn("mcp.elicitation.cancel_not_delivered", "workflow_id", u.run.id, "round", u.round, "error", err)
+	}
 }
 
 // updateWorkflow sends the round update and waits for its outcome, at most
@@ -150,15 +159,19 @@ func (x *Elicitor) updateWorkflow(ctx context.Context, u roundUpdate) (*callsv1.
 		return nil, fmt.Errorf("encode round %d: %w", u.round, err)
 	}
 	sum := sha256.Sum256(b)
+	stage := client.WorkflowUpdateStageCompleted
+	if u.acceptOnly {
+		stage = client.WorkflowUpdateStageAccepted
+	}
 	h, err := x.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   u.run.id,
 		RunID:        u.run.runID,
 		UpdateID:     fmt.Sprintf("%s/%d/%s", u.run.id, u.round+1, hex.EncodeToString(sum[:16])),
 		UpdateName:   x.round.Name,
 		Args:         []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
+		WaitForStage: stage,
 	})
-	if err != nil {
+	if err != nil || u.acceptOnly {
 		return nil, err
 	}
 	var res callsv1.RoundResult
