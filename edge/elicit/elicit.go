@@ -488,8 +488,20 @@ func (x *Elicitor) converse(ctx context.Context, c *call, run callRun, res *call
 				}
 			}
 		}
+		round, questions := res.GetRound(), res.GetQuestions()
 		var err error
-		if res, err = x.update(ctx, c, run, res.GetRound(), answers); err != nil {
+		if res, err = x.update(ctx, c, run, round, answers); err != nil {
+			if ctx.Err() != nil {
+				// The client left while its answers were on the way. If
+				// they did not reach the workflow, the call ends now, as
+				// when it leaves during a question; if they did, this
+				// round's cancellation is refused as stale.
+				cancelled := make(map[string]*callsv1.Answer, len(questions))
+				for _, q := range questions {
+					cancelled[q.GetKey()] = &callsv1.Answer{Action: callsv1.Action_ACTION_CANCEL}
+				}
+				x.cancelCall(roundUpdate{run: run, round: round, digest: c.digest, answers: cancelled})
+			}
 			return nil, err
 		}
 	}
