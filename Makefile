@@ -106,7 +106,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck $(BIN)/workflowcheck .build/protovalidate/bu
 	scripts/buf-breaking.sh
 	go test -count=1 ./internal/archtest
 
-# Store tests start their own throwaway PostgreSQL (internal/pgtest): they
+# Store tests start their own throwaway PostgreSQL (internal/testsupport/pgtest): they
 # need initdb and postgres (PostgreSQL 15) on PATH or in
 # /usr/lib/postgresql/*/bin, and, as root, the postgres system user.
 # Every test runs under the race detector: stores, the edge, the workers and

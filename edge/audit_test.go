@@ -13,7 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1/auditv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"

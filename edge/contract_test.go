@@ -17,8 +17,8 @@ import (
 	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 )
 

@@ -15,10 +15,10 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/internal/logging"
-	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/telemetry/telemetrytest"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )

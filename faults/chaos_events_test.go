@@ -18,7 +18,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/toolmesh/toolmesh/internal/mcpevents"
+	"github.com/toolmesh/toolmesh/internal/testsupport/mcpevents"
 )
 
 // chaosEventNames are the events the chaos run subscribes to by webhook:

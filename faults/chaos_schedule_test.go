@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/chaoslog"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/supervise"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
 )
 
 // Fault kinds of a chaos schedule.

@@ -14,7 +14,7 @@ import (
 	"connectrpc.com/connect"
 	_ "modernc.org/sqlite" // the "sqlite" driver, to check the file after the kills
 
-	"github.com/toolmesh/toolmesh/internal/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )

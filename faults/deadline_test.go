@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 )
 
 // A call deadline D (the edge's --call-timeout) crosses every hop: edge →

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/githubtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // linkURL finds the link page's URL in a capability_gap's message.

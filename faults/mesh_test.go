@@ -30,8 +30,8 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	meshauth "github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/supervise"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // Default ports of the mesh `toolmesh up` starts (--port-offset moves them

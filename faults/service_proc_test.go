@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // serviceProc is one `toolmesh serve <domain>` run by a test itself, outside

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 )
 
 // a2aJS installs the official A2A JS SDK (testdata/a2a-js: package.json and

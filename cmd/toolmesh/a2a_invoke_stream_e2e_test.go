@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/a2atest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/a2atest"
 )
 
 // progressLog is what an MCP client heard while its calls ran: the

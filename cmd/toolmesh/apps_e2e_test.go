@@ -18,10 +18,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 )
 
 // appsHost is a host of MCP Apps views for a test: a page built on

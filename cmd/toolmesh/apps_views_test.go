@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
 	"github.com/toolmesh/toolmesh/proto/gen/assets"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // buildWithKeys builds the toolmesh binary and runs its keygen into a data

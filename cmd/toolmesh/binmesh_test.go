@@ -18,7 +18,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 )
 
 // The boundary tests (boundary_e2e_test.go, inflight_e2e_test.go,

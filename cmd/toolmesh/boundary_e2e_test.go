@@ -25,10 +25,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
-	"github.com/toolmesh/toolmesh/internal/oauthtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oauthtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
 

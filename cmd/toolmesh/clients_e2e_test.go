@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 	"github.com/toolmesh/toolmesh/internal/toolschema/schematest"
 )
 

@@ -7,15 +7,15 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/toolmesh/toolmesh/internal/conformancesvc"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/conformancesvc"
 	conformancev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/conformance/v1"
 )
 
 // The conformance lane (make conformance) builds toolmesh with -tags
 // conformance: the binary then also serves the test-only conformance domain
-// (internal/conformancesvc), whose tools, resources and prompts are the
+// (internal/testsupport/conformancesvc), whose tools, resources and prompts are the
 // fixtures the official MCP conformance suite calls by name. `toolmesh up`
 // starts it beside the product's domains, and the edge serves it like any
 // domain, from its contract. The product build has none of it.

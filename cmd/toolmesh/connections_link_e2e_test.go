@@ -20,9 +20,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/githubtest"
-	"github.com/toolmesh/toolmesh/internal/oidctest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oidctest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // linkBrowser is a person's browser: a cookie jar; with hold it stops

@@ -13,8 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
-	"github.com/toolmesh/toolmesh/internal/githubtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
 )
 
 // consoleGitHubEnv runs the console's mesh under per_agent against gh:

@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
-	"github.com/toolmesh/toolmesh/internal/githubtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
 )
 
 // consoleShot is where a console test's screenshot goes: docs/images with

@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
-	"github.com/toolmesh/toolmesh/internal/oidctest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oidctest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // signInMesh is an edge that trusts a test OpenID provider and a console

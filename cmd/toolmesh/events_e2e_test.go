@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/mcpevents"
+	"github.com/toolmesh/toolmesh/internal/testsupport/mcpevents"
 )
 
 // eventPoller follows some event types through one edge with our own

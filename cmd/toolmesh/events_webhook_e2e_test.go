@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/nodetest"
 	"github.com/toolmesh/toolmesh/internal/outbox"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 )
 
 // webhookReceiver is testdata/aisdk-events/receiver.mjs running: a

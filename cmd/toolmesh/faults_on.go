@@ -13,12 +13,12 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 )
 
 // The fault suite (make faults) builds toolmesh with -tags faults: the
-// binary then also serves the test-only testing domain (internal/testingsvc),
+// binary then also serves the test-only testing domain (internal/testsupport/testingsvc),
 // which `toolmesh up` starts beside the product's domains and the edge and
 // workers call as tools (testing_wait, testing_purge, ...). It lets the
 // suite make the last hop of a call sleep past its deadline and read, from

@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1/githubv1connect"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1/searchv1connect"
 	toolv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tool/v1"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 )
 
 // lossyProxy forwards to a service and, for the first call of each

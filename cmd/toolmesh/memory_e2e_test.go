@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"

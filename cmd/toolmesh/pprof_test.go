@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // getStatus answers GET url's status code.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 )
 
 // recordingSearXNG is a SearXNG instance that records the queries it is asked

@@ -17,9 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/edge"
-	"github.com/toolmesh/toolmesh/internal/porttest"
-	"github.com/toolmesh/toolmesh/internal/replicatest"
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/replicatest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 )
 
 func TestSessionSelf(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1/tasksv1connect"
 )
 

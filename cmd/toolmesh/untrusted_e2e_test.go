@@ -17,7 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolschema/schematest"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1/searchv1connect"
 	"github.com/toolmesh/toolmesh/services/search"

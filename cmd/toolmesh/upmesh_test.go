@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // upMesh is a mesh the real binary's `toolmesh up` runs for a test, at a

@@ -20,17 +20,17 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/edgetest"
-	"github.com/toolmesh/toolmesh/internal/conformancesvc"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/conformancesvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	conformancev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/conformance/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/conformance/v1/conformancev1connect"
 )
 
 // The content blocks a tool answers (toolmesh.tool.v1 Content) and the
 // events a streaming tool reports (CallEvent), through the edge, against the
-// conformance suite's fixtures (internal/conformancesvc): results, resource
+// conformance suite's fixtures (internal/testsupport/conformancesvc): results, resource
 // reads and prompts carry the blocks; progress and log messages reach the
 // clients that asked for them, before the result.
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/edge/edgetest"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 )
 
 // tsTasksReport is what testdata/tsclient/tasks.mjs saw.

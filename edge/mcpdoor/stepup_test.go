@@ -15,7 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/edgetest"
 	"github.com/toolmesh/toolmesh/edge/identity/identitytest"
-	"github.com/toolmesh/toolmesh/internal/oauthtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oauthtest"
 )
 
 // callBody is a complete stateless tools/call request of tool.

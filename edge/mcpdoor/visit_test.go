@@ -18,8 +18,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/edgetest"
-	"github.com/toolmesh/toolmesh/internal/nodetest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 )
 
 // A service that needs the person behind a call to visit a page first

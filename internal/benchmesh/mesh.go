@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/childproc"
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // mesh is a running `toolmesh up` and what the bench needs to know of it.

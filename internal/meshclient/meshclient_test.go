@@ -12,8 +12,8 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
-	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )

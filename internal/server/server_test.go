@@ -14,14 +14,15 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
-	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // TestShutdownReportsNotServingBeforeClosing checks the drain sequence that

@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 )
 
 func TestInsertOnce(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 )
 
 // TestPreparedStatementsBehaveAsUnprepared: the prepared statements of

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 )
 
 func TestUpdate(t *testing.T) {

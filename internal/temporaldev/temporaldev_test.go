@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 )
 
 // fairnessRun is a run that does nothing: its latency is its wait for a

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	auditv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/audit/v1"
 	"github.com/toolmesh/toolmesh/services/audit"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // attacker opens the raw database the way someone with file access would:

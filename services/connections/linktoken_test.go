@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	"github.com/toolmesh/toolmesh/internal/githubtest"
+
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/services/connections"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/outbox"
 	"github.com/toolmesh/toolmesh/internal/seal"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	eventsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1"
 	outboxv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/outbox/v1"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"

@@ -16,15 +16,15 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/toolmesh/toolmesh/internal/githubtest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/oidcsignin"
-	"github.com/toolmesh/toolmesh/internal/oidctest"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/oidctest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"

@@ -24,7 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	githubv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/github/v1/githubv1connect"

@@ -13,7 +13,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	"github.com/toolmesh/toolmesh/services/memory"
 )

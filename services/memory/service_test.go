@@ -15,17 +15,18 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
-	"github.com/toolmesh/toolmesh/internal/servertest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	pagev1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/page/v1"
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"
-	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // testKey returns a 32-byte key derived from name.

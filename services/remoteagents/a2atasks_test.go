@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 )

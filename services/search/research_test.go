@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1/searchv1connect"
 	"github.com/toolmesh/toolmesh/services/search"

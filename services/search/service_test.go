@@ -19,7 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 	searchv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/search/v1/searchv1connect"

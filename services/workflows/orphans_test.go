@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	"github.com/toolmesh/toolmesh/internal/workflowrun"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 	"github.com/toolmesh/toolmesh/services/workflows"

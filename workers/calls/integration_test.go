@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )

@@ -15,10 +15,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/toolmesh/toolmesh/internal/servertest"
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"

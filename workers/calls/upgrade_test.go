@@ -8,8 +8,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	"github.com/toolmesh/toolmesh/workers/calls"
 )

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	eventsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1/eventsv1connect"
 	eventlogworker "github.com/toolmesh/toolmesh/workers/eventlog"

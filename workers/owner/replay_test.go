@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	owner "github.com/toolmesh/toolmesh/workers/owner"
 )

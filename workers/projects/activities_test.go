@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/server"
-	"github.com/toolmesh/toolmesh/internal/servertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
 	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1/projectsv1connect"
 	"github.com/toolmesh/toolmesh/workers/projects"

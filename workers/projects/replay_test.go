@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	"github.com/toolmesh/toolmesh/workers/projects"
 )

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	projectsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/projects/v1"
 	"github.com/toolmesh/toolmesh/workers/projects"
 )

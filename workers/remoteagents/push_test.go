@@ -21,7 +21,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/egress"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	inboundv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"

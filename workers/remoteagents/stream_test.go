@@ -14,9 +14,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/toolmesh/toolmesh/internal/a2atest"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
+	"github.com/toolmesh/toolmesh/internal/testsupport/a2atest"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1/remoteagentsv1connect"
 	remoteagents "github.com/toolmesh/toolmesh/workers/remoteagents"

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	remoteagents "github.com/toolmesh/toolmesh/workers/remoteagents"
 )

@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/toolmesh/toolmesh/internal/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/workers/schedules"
 )

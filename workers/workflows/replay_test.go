@@ -14,9 +14,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/workflowtest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
-	"github.com/toolmesh/toolmesh/internal/workflowtest"
 	callsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/calls/v1"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 	"github.com/toolmesh/toolmesh/workers/calls"

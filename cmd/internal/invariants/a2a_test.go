@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
 	"github.com/toolmesh/toolmesh/internal/chaoslog"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	remoteagentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/remoteagents/v1"
 	"github.com/toolmesh/toolmesh/services/remoteagents/remoteagentsstore"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	"github.com/toolmesh/toolmesh/services/credits/creditsstore"
 )
 

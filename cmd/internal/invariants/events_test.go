@@ -11,7 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
 	"github.com/toolmesh/toolmesh/internal/ids"
 	"github.com/toolmesh/toolmesh/internal/outbox"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	ownerv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/owner/v1"
 	"github.com/toolmesh/toolmesh/services/eventlog/eventlogstore"
 	"github.com/toolmesh/toolmesh/services/owner"

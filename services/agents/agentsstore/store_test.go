@@ -10,17 +10,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/toolmesh/toolmesh/internal/idempotency"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
-	"github.com/toolmesh/toolmesh/internal/prototest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
-	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
-	"github.com/toolmesh/toolmesh/services/agents"
-	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/idempotency"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/prototest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/services/agents"
+	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first

@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/toolmesh/toolmesh/internal/ids"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	connectionsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1"
 	"github.com/toolmesh/toolmesh/services/connections"
 	"github.com/toolmesh/toolmesh/services/connections/connectionsstore"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 var pg pgtest.Shared

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
+
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	"github.com/toolmesh/toolmesh/services/memory"
 	"github.com/toolmesh/toolmesh/services/memory/memorystore"
 )

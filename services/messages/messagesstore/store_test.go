@@ -10,17 +10,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
-	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/prototest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	messagesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/messages/v1"
 	"github.com/toolmesh/toolmesh/services/messages"
 	"github.com/toolmesh/toolmesh/services/messages/messagesstore"
-	"google.golang.org/protobuf/testing/protocmp"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first

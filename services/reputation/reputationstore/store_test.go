@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	reputationv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/reputation/v1"
 	"github.com/toolmesh/toolmesh/services/reputation"
 	"github.com/toolmesh/toolmesh/services/reputation/reputationstore"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	schedulesv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/schedules/v1"
 	"github.com/toolmesh/toolmesh/services/schedules"
 	"github.com/toolmesh/toolmesh/services/schedules/schedulesstore"

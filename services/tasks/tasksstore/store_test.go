@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/internal/idempotency"
-	"github.com/toolmesh/toolmesh/internal/ids"
-	"github.com/toolmesh/toolmesh/internal/outbox"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
-	"github.com/toolmesh/toolmesh/internal/prototest"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
-	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
-	"github.com/toolmesh/toolmesh/services/tasks"
-	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolmesh/toolmesh/internal/idempotency"
+	"github.com/toolmesh/toolmesh/internal/ids"
+	"github.com/toolmesh/toolmesh/internal/outbox"
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/prototest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
+	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
+	"github.com/toolmesh/toolmesh/services/tasks"
+	"github.com/toolmesh/toolmesh/services/tasks/tasksstore"
 )
 
 // pg is the PostgreSQL cluster of this test binary, started by the first

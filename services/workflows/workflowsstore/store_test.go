@@ -14,10 +14,10 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/idempotency"
 	"github.com/toolmesh/toolmesh/internal/ids"
-	"github.com/toolmesh/toolmesh/internal/pgtest"
-	"github.com/toolmesh/toolmesh/internal/prototest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
-	"github.com/toolmesh/toolmesh/internal/sqldbtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/prototest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/sqldbtest"
 	workflowsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/workflows/v1"
 	"github.com/toolmesh/toolmesh/services/workflows"
 	"github.com/toolmesh/toolmesh/services/workflows/workflowsstore"

@@ -7,7 +7,7 @@
 // Package toolmesh.conformance.v1 is a contract for the conformance lane only
 // (make conformance, docs/testing.md): the fixture tools, resources and
 // prompts the official MCP conformance suite calls by name, served by the
-// test-only conformance domain (internal/conformancesvc) through the real
+// test-only conformance domain (internal/testsupport/conformancesvc) through the real
 // edge and pipeline of a mesh built with -tags conformance. Its names and
 // texts are the suite's; what the edge makes of them is the product's, read
 // from the toolmesh.tool.v1 options below like any domain's. It is never part

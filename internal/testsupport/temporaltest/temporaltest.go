@@ -25,8 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/toolmesh/toolmesh/internal/porttest"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 // Server is a dev server for tests.

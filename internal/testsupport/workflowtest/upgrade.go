@@ -17,7 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 )
 
 // ChangeID is the change id of the change Upgrade makes to a workflow.

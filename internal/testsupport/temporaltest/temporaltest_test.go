@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/toolmesh/toolmesh/internal/temporaltest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 	"github.com/toolmesh/toolmesh/internal/workflowcontract"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/porttest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
 
 func TestFreeOffsetSkipsATakenPort(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolmesh/toolmesh/internal/nodetest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/nodetest"
 )
 
 // Violation is one accessibility rule a page breaks, as axe-core reports

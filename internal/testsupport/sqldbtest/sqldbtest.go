@@ -24,8 +24,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/internal/pgtest"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
+	"github.com/toolmesh/toolmesh/internal/testsupport/pgtest"
 )
 
 // Databases hands out fresh, empty PostgreSQL databases: a *pgtest.Cluster

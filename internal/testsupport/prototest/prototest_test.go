@@ -4,7 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolmesh/toolmesh/internal/prototest"
+
+	"github.com/toolmesh/toolmesh/internal/testsupport/prototest"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolmesh/toolmesh/internal/browsertest"
+	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
 )
 
 // TestTheHarnessSeesWhatIsWrong: a page whose inline script the
