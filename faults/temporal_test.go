@@ -189,7 +189,11 @@ func TestWorkersAndTemporalKilledMidWork(t *testing.T) {
 	// run is left running.
 	schedules := schedulesv1connect.NewSchedulesServiceClient(h2c(), m.services["schedules"], bearer(m.token(t, "local")))
 	var runs []*schedulesv1.Execution
-	eventually(t, 30*time.Second, "every run of the paused schedule ended", func() bool {
+	// A run whose worker was killed during its tool call gets its next
+	// attempt when the lost one times out: the call activity's
+	// start-to-close timeout (1 min, which bounds any --call-timeout),
+	// plus its retry's backoff.
+	eventually(t, 90*time.Second, "every run of the paused schedule ended", func() bool {
 		res, err := schedules.Executions(context.Background(), &schedulesv1.ExecutionsRequest{ScheduleId: scheduleID, Limit: 200})
 		if err != nil {
 			t.Fatal(err)
