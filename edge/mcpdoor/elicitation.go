@@ -37,7 +37,9 @@ const (
 // ask it within the call.
 func elicitationOf(ctx context.Context, req *mcp.CallToolRequest) *port.Elicitation {
 	e := &port.Elicitation{State: req.Params.RequestState}
-	e.CanAsk, e.URL, e.Sampling, e.Roots = offers(req)
+	if plain, _ := ctx.Value(plainClientKey{}).(bool); !plain {
+		e.CanAsk, e.URL, e.Sampling, e.Roots = offers(req)
+	}
 	if remote, _ := ctx.Value(remoteClientKey{}).(bool); remote {
 		// Its roots name directories of another machine.
 		e.Roots = false
@@ -73,6 +75,12 @@ func elicitationOf(ctx context.Context, req *mcp.CallToolRequest) *port.Elicitat
 // another machine, and is not asked for its roots. A client over stdio,
 // or over HTTP on loopback, is on the edge's machine.
 type remoteClientKey struct{}
+
+// plainClientKey marks a call the fast path serves (fastpath.go): its
+// client declared none of elicitation, sampling and roots, so it offers
+// nothing, and offers need not decode its capabilities again (the SDK's
+// ClientCapabilities re-encodes and decodes them on every call).
+type plainClientKey struct{}
 
 // offers reports what the client of req declared it can answer: form and
 // URL elicitation, sampling and roots.

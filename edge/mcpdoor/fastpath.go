@@ -2,6 +2,7 @@ package mcpdoor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -127,7 +128,7 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: p.Name, Arguments: p.Arguments},
 		Extra:  extra,
 	}
-	res, _ := t.handler(r.Context(), call)
+	res, _ := t.handler(context.WithValue(r.Context(), plainClientKey{}, true), call)
 	if res == nil || res.InputRequests != nil {
 		// Cannot happen for a client that cannot elicit; never answer
 		// something the SDK would not.
