@@ -46,18 +46,32 @@ type Tx struct {
 	db *DB
 }
 
-// Exec runs a statement written with ? placeholders.
+// Exec runs a statement written with ? placeholders (prepared once on
+// SQLite: stmt.go).
 func (tx *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return tx.ExecContext(ctx, tx.db.Rebind(query), args...)
+	query = tx.db.Rebind(query)
+	if st := tx.db.txPrepared(ctx, query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
 }
 
-// Query runs a query written with ? placeholders.
+// Query runs a query written with ? placeholders (prepared once on
+// SQLite).
 func (tx *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return tx.QueryContext(ctx, tx.db.Rebind(query), args...)
+	query = tx.db.Rebind(query)
+	if st := tx.db.txPrepared(ctx, query); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRow runs a query written with ? placeholders that returns at most
-// one row.
+// one row (prepared once on SQLite).
 func (tx *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return tx.QueryRowContext(ctx, tx.db.Rebind(query), args...)
+	query = tx.db.Rebind(query)
+	if st := tx.db.txPrepared(ctx, query); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
 }

@@ -12,7 +12,9 @@ import (
 // on SQLite, QueryRowContext, QueryContext and ExecContext run a statement
 // prepared once per query text (and per connection, by database/sql).
 // PostgreSQL's driver keeps its own statement cache per connection; there
-// they go straight to database/sql. Transactions are not affected.
+// they go straight to database/sql. A transaction's Exec, Query and
+// QueryRow run the same statements, bound to the transaction
+// (sql.Tx.StmtContext), so a write transaction compiles nothing either.
 
 // maxStatements bounds the prepared statements a DB keeps; a query text
 // beyond them runs unprepared.
@@ -56,6 +58,26 @@ func (db *DB) prepared(ctx context.Context, query string) *sql.Stmt {
 	}
 	s.m[query] = st
 	return st
+}
+
+// txPrepared is prepared for a statement of a transaction: a statement
+// not prepared yet is prepared on a connection of its own, which a
+// database of one connection (SQLite's :memory:) cannot give while the
+// transaction holds it; there the statement runs unprepared.
+func (db *DB) txPrepared(ctx context.Context, query string) *sql.Stmt {
+	if db.Dialect != SQLite {
+		return nil
+	}
+	db.stmts.mu.Lock()
+	st, ok := db.stmts.m[query]
+	db.stmts.mu.Unlock()
+	if ok {
+		return st
+	}
+	if db.Stats().MaxOpenConnections == 1 {
+		return nil
+	}
+	return db.prepared(ctx, query)
 }
 
 // QueryRowContext runs query, prepared on SQLite, and returns its first row.
