@@ -20,22 +20,18 @@ const HopAddr = "127.0.0.4"
 // net/http reverse proxy at addr forwarding every request to the service
 // at to, over the transport the edge calls services with
 // (meshclient.HTTP: HTTP/1.1, kept-alive connections, the same idle pool
-// and buffers), so that the baseline cannot be tuned below what the edge
+// and buffers, a small body sent in one write with its headers), so that the baseline cannot be tuned below what the edge
 // is given. It serves until ctx ends.
 func Hop(ctx context.Context, addr, to string) error {
 	target, err := url.Parse(to)
 	if err != nil || target.Host == "" {
 		return fmt.Errorf("hop: the service URL %q: %v", to, err)
 	}
-	transport, ok := meshclient.HTTP().Transport.(*http.Transport)
-	if !ok {
-		return errors.New("hop: the edge's transport is not an *http.Transport")
-	}
-	transport = transport.Clone()
+	transport := meshclient.Transport()
 	transport.DialContext = DialFrom(HopAddr)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport: transport,
+		Transport: meshclient.OneWrite(transport),
 	}
 	hs := &http.Server{Addr: addr, Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -10,7 +10,10 @@
 package meshclient
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -93,15 +96,56 @@ func (c Config) httpClient() connect.HTTPClient {
 // bodies are read and written past the buffers, so 1 KiB each does instead
 // of net/http's 4 KiB: 6 KiB less per call in flight.
 func HTTP() *http.Client {
+	return &http.Client{Transport: OneWrite(Transport())}
+}
+
+// Transport is HTTP's connection pool, for a caller that changes how it
+// dials (wrap it in OneWrite, as HTTP does).
+func Transport() *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	return &http.Client{Transport: &http.Transport{
+	return &http.Transport{
 		Protocols:           protocols,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		ReadBufferSize:      connBuffer,
 		WriteBufferSize:     connBuffer,
-	}}
+	}
+}
+
+// OneWrite sends each request whose body is small and of known length
+// with its headers in one write. net/http writes a request's headers on
+// their own, before its body, unless it can tell the body is in memory (a
+// *bytes.Reader and the like), and Connect's unary request body is not
+// one it can tell: every service call cost its caller two writes and the
+// service a read more. Measured under make bench-mesh's tasks_get load:
+// 3.15 writes per call at the edge, where 2 (the answer, the service
+// call) do.
+func OneWrite(next http.RoundTripper) http.RoundTripper { return oneWrite{next} }
+
+type oneWrite struct{ next http.RoundTripper }
+
+// oneWriteMax is the largest body OneWrite reads into memory first; a
+// larger one goes as net/http sends it.
+const oneWriteMax = 64 << 10
+
+func (o oneWrite) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 || req.ContentLength > oneWriteMax {
+		return o.next.RoundTrip(req)
+	}
+	body := make([]byte, req.ContentLength)
+	_, err := io.ReadFull(req.Body, body)
+	// A RoundTripper closes the body it was given, whatever happens.
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the request body: %w", err)
+	}
+	// A RoundTripper does not change its caller's request: this is a
+	// shallow copy, as http.Request.WithContext makes.
+	whole := *req
+	whole.Body = io.NopCloser(bytes.NewReader(body))
+	whole.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return o.next.RoundTrip(&whole)
 }
 
 // connBuffer is the size of the read and the write buffer of each
