@@ -159,8 +159,10 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	defer stopProcess(hop)
 	procs := map[string]int{"edge": m.pids["edge"], "tasks": m.pids["tasks"], "memory": m.pids["memory"], "stock-sdk": stock.Process.Pid, "bare-hop": hop.Process.Pid}
-	if pid := m.pids["agents"]; pid != 0 {
-		procs["agents"] = pid
+	for _, name := range []string{"agents", "audit"} {
+		if pid := m.pids[name]; pid != 0 {
+			procs[name] = pid
+		}
 	}
 
 	urls := map[string]string{TargetEdge: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
