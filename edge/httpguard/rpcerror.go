@@ -65,13 +65,19 @@ func Peek(body []byte) (id json.RawMessage, method string, single bool) {
 	if json.Unmarshal(t, &m) != nil {
 		return nil, "", true
 	}
-	if len(m.ID) > 0 {
-		switch m.ID[0] {
+	return ReplyID(m.ID), m.Method, true
+}
+
+// ReplyID is the id a request's error answer repeats: raw when it is a
+// valid JSON-RPC id (a string or a number), else nil.
+func ReplyID(raw json.RawMessage) json.RawMessage {
+	if len(raw) > 0 {
+		switch raw[0] {
 		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			id = m.ID
+			return raw
 		}
 	}
-	return id, m.Method, true
+	return nil
 }
 
 // PlainID reports whether id is a JSON-RPC request id that can be written

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,23 +60,34 @@ type fastResult struct {
 
 type callToolResult mcp.CallToolResult
 
-// fastCall serves r from body when it is a fast-path request for a tool
-// rc reaches, and reports whether it did; when it returns false nothing
-// has been written.
-func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, info any, rc *reach) bool {
+// decodeFast decodes body as the one request shape the fast path
+// accepts, or returns nil: a POSTed tools/call, by its Mcp-Method header,
+// whose body is one JSON object of fastRequest's members and nothing else
+// (so a body that decodes is valid JSON and needs no other check).
+func (d *Door) decodeFast(r *http.Request, body []byte) *fastRequest {
 	if d.cfg.DisableFastPath || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
-		return false
+		return nil
 	}
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	req := &fastRequest{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if dec.Decode(req) != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+		return nil
+	}
+	return req
+}
+
+// fastCall serves req, decoded by decodeFast from r's body, when it is a
+// fast-path request for a tool rc reaches, and reports whether it did;
+// when it returns false nothing has been written.
+func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest, info any, rc *reach) bool {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
 	if !acceptsJSONAndSSE(r.Header.Values("Accept")) {
-		return false
-	}
-	var req fastRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&req) != nil || dec.More() {
 		return false
 	}
 	p := req.Params
@@ -135,7 +147,13 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 		return false
 	}
 	// The id is written back as it came (httpguard.PlainID), like the SDK does.
-	buf := append(make([]byte, 0, 1024), "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
+	bp := answers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledAnswer {
+			answers.Put(bp)
+		}
+	}()
+	buf := append((*bp)[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
 	buf = append(buf, req.ID...)
 	buf = append(buf, `,"result":`...)
 	buf, plain := appendPlainResult(buf, res, d.serverInfo)
@@ -158,8 +176,16 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, body []byte, inf
 	h.Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
+	*bp = buf
 	return true
 }
+
+// answers are the buffers fast-path answers are written in (net/http
+// copies an answer out of its buffer on Write); an answer larger than
+// maxPooledAnswer is left to the collector.
+var answers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledAnswer = 64 << 10
 
 // acceptsJSONAndSSE reports whether the Accept headers name both
 // application/json and text/event-stream, as the stateless protocol needs.

@@ -58,6 +58,16 @@ func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 		call("notification", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`),
 		call("unknown tool", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"testing_nope","arguments":{},`+meta+`}}`),
 		call("extra member", `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},"task":{},`+meta+`}}`),
+		// Bodies that are not one JSON object: a parse error on both, though
+		// the fast path's decoder alone would read a first object out of them.
+		call("trailing brace", `{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}}`),
+		call("trailing value", `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}} 1`),
+		call("two objects", `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}{}`),
+		call("null", `null`),
+		call("batch", `[{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}]`),
+		call("null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`),
+		call("other method", `{"jsonrpc":"2.0","id":19,"method":"tools/list","params":{"name":"testing_echo",`+meta+`}}`),
+		call("surrounding space", " \n"+`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`+"\n "),
 	}
 	do := func(url string, rq request) (int, http.Header, string) {
 		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(rq.body))

@@ -101,6 +101,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	var id json.RawMessage
 	var method string
 	var body []byte
+	var fast *fastRequest
 	single := false
 	if r.Method == http.MethodPost {
 		var err error
@@ -118,11 +119,17 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
-			httpguard.WriteRPCError(w, http.StatusBadRequest, nil, httpguard.CodeParseError, "Parse error: the request body is not valid JSON", nil)
-			return
+		// A request the fast path can serve is decoded once, and so known
+		// to be one valid JSON object; any other is checked and peeked at.
+		if fast = d.decodeFast(r, body); fast != nil {
+			id, method, single = httpguard.ReplyID(fast.ID), fast.Method, true
+		} else {
+			if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
+				httpguard.WriteRPCError(w, http.StatusBadRequest, nil, httpguard.CodeParseError, "Parse error: the request body is not valid JSON", nil)
+				return
+			}
+			id, method, single = httpguard.Peek(body)
 		}
-		id, method, single = httpguard.Peek(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
@@ -200,7 +207,7 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if handler == d.modern && single && method == "tools/call" && d.fastCall(w, r, body, info, rc) {
+	if handler == d.modern && fast != nil && d.fastCall(w, r, fast, info, rc) {
 		return
 	}
 	if handler == d.legacy && single && method == "tools/call" && d.tasks != nil {
