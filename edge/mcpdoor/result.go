@@ -16,7 +16,7 @@ import (
 // text wraps in markers (toolcall.MarkedText), whichever way the result
 // came: a direct call, an elicited one, or a task's.
 func result(env *toolcall.Envelope) *mcp.CallToolResult {
-	b, err := json.Marshal(env)
+	b, err := toolcall.Marshal(env)
 	if err != nil {
 		b = []byte(`{"status":"error","error_type":"InternalError","domain_code":"internal","message":"encode result"}`)
 	}

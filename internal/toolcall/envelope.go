@@ -6,12 +6,14 @@
 package toolcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -315,4 +317,26 @@ func fromCode(ctx context.Context, tool string, code connect.Code, msg string) *
 	}
 	// DataLoss and any other code: a message the service chose.
 	return Fail(tool, CodeInternal, msg)
+}
+
+// Marshal is env as JSON: the bytes json.Marshal writes, without its
+// reflection for the common envelope, a success with data and nothing
+// else (its data compacted and HTML-escaped as json.Marshal does a
+// json.RawMessage).
+func Marshal(env *Envelope) ([]byte, error) {
+	rest := *env
+	rest.Status, rest.Data = "", nil
+	if env.Status != "ok" || len(env.Data) == 0 || !reflect.ValueOf(rest).IsZero() {
+		return json.Marshal(env)
+	}
+	var compact bytes.Buffer
+	compact.Grow(len(env.Data))
+	if err := json.Compact(&compact, env.Data); err != nil {
+		return json.Marshal(env) // its error names the field
+	}
+	out := bytes.NewBuffer(make([]byte, 0, compact.Len()+32))
+	out.WriteString(`{"status":"ok","data":`)
+	json.HTMLEscape(out, compact.Bytes())
+	out.WriteByte('}')
+	return out.Bytes(), nil
 }

@@ -2,6 +2,7 @@ package toolcall_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,4 +77,34 @@ func wire(err *connect.Error) *connect.Error {
 		out.AddDetail(d)
 	}
 	return out
+}
+
+// TestMarshalWritesWhatJSONMarshalWrites: the envelope's own encoding of a
+// plain success gives json.Marshal's bytes — data with protojson's spaces
+// compacted, HTML and line separators escaped — and every other envelope
+// is json.Marshal's.
+func TestMarshalWritesWhatJSONMarshalWrites(t *testing.T) {
+	t.Parallel()
+	envs := []*toolcall.Envelope{
+		toolcall.OK(json.RawMessage(`{"id": "tsk_1", "title":"a <b> & c", "n": [1, 2]}`), nil),
+		toolcall.OK(json.RawMessage("{\"text\":\"line\u2028sep\u2029 \\u003c\"}"), nil),
+		toolcall.OK(json.RawMessage(` { } `), nil),
+		toolcall.OK(nil, nil),
+		toolcall.OK(json.RawMessage(`{"id":"x"}`), &toolcall.Pagination{Offset: 1, Limit: 2}),
+		{Status: "ok", Data: json.RawMessage(`{"x":1}`), Notes: []string{"a note"}},
+		{Status: "ok", Data: json.RawMessage(`{"x":1}`), Untrusted: []string{"x"}},
+		{Status: "ok", Data: json.RawMessage(`{"x":1}`), Replayed: true, ReplayOf: "k"},
+		toolcall.Fail("tasks_get", toolcall.CodeNotFound, "no task <x>"),
+	}
+	for _, env := range envs {
+		want, wantErr := json.Marshal(env)
+		got, err := toolcall.Marshal(env)
+		if string(got) != string(want) || (err == nil) != (wantErr == nil) {
+			t.Errorf("Marshal(%+v) = %s, %v; json.Marshal gives %s, %v", env, got, err, want, wantErr)
+		}
+	}
+	bad := toolcall.OK(json.RawMessage(`{"x":`), nil)
+	if _, err := toolcall.Marshal(bad); err == nil {
+		t.Error("data that is not JSON was encoded")
+	}
 }

@@ -98,7 +98,7 @@ func dedupe(rules []string) []string {
 // schema, for views and programs.
 func MarkedText(env *Envelope) ([]byte, error) {
 	if len(env.Untrusted) == 0 || len(env.Data) == 0 {
-		return json.Marshal(env)
+		return Marshal(env)
 	}
 	dec := json.NewDecoder(bytes.NewReader(env.Data))
 	dec.UseNumber()
