@@ -47,12 +47,11 @@ var providers = []provider{
 }
 
 type connectionsView struct {
-	Connections        []connection
-	Total              int
-	Offset, Prev, Next int
-	Agents             []agent
-	Providers          []provider
-	Form               linkForm
+	Connections []connection
+	pager
+	Agents    []agent
+	Providers []provider
+	Form      linkForm
 	// Failed is why a link or an unlink was refused; Linked and Unlinked
 	// say what was done.
 	Failed           string
@@ -82,7 +81,7 @@ func (c *Console) loadConnections(r *http.Request, s *session) (*connectionsView
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	offset := pageOffset(r)
-	v := &connectionsView{Offset: offset, Prev: -1, Next: -1, Providers: providers}
+	v := &connectionsView{pager: pageAt(offset), Providers: providers}
 	env, err := c.edge.call(ctx, s.Person, "connections_list", map[string]any{"offset": offset, "limit": c.cfg.PageSize})
 	if err == nil && env.Status != "ok" {
 		err = toolError(env)
@@ -96,16 +95,8 @@ func (c *Console) loadConnections(r *http.Request, s *session) (*connectionsView
 	if err := json.Unmarshal(env.Data, &d); err != nil {
 		return v, err
 	}
-	v.Connections, v.Total = d.Connections, len(d.Connections)
-	if pg := env.Pagination; pg != nil {
-		v.Total = pg.Total
-		if pg.NextOffset != nil {
-			v.Next = *pg.NextOffset
-		}
-	}
-	if offset > 0 {
-		v.Prev = max(0, offset-c.cfg.PageSize)
-	}
+	v.Connections = d.Connections
+	v.place(len(d.Connections), c.cfg.PageSize, env.Pagination)
 	// The form's choices of agent; the form still takes any id.
 	if aenv, aerr := c.edge.call(ctx, s.Person, "agents_list", map[string]any{"limit": 200}); aerr == nil && aenv.Status == "ok" {
 		var ad struct {

@@ -36,9 +36,8 @@ type grantForm struct {
 }
 
 type creditsView struct {
-	Wallets            []wallet
-	Total              int
-	Offset, Prev, Next int
+	Wallets []wallet
+	pager
 	// Wallet is the wallet whose ledger is shown ("" for none).
 	Wallet     string
 	Ledger     []ledgerEntry
@@ -70,7 +69,7 @@ func (c *Console) loadCredits(r *http.Request, s *session, named string) (*credi
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	offset := pageOffset(r)
-	v := &creditsView{Offset: offset, Prev: -1, Next: -1, Wallet: named}
+	v := &creditsView{pager: pageAt(offset), Wallet: named}
 	env, err := c.edge.call(ctx, s.Person, "credits_wallets", map[string]any{"offset": offset, "limit": c.cfg.PageSize})
 	if err == nil && env.Status != "ok" {
 		err = toolError(env)
@@ -84,16 +83,8 @@ func (c *Console) loadCredits(r *http.Request, s *session, named string) (*credi
 	if err := json.Unmarshal(env.Data, &d); err != nil {
 		return v, err
 	}
-	v.Wallets, v.Total = d.Wallets, len(d.Wallets)
-	if pg := env.Pagination; pg != nil {
-		v.Total = pg.Total
-		if pg.NextOffset != nil {
-			v.Next = *pg.NextOffset
-		}
-	}
-	if offset > 0 {
-		v.Prev = max(0, offset-c.cfg.PageSize)
-	}
+	v.Wallets = d.Wallets
+	v.place(len(d.Wallets), c.cfg.PageSize, env.Pagination)
 	if named != "" {
 		lenv, lerr := c.edge.call(ctx, s.Person, "credits_ledger", map[string]any{"wallet": named, "limit": c.cfg.PageSize})
 		if lerr == nil && lenv.Status != "ok" {

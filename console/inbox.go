@@ -30,10 +30,8 @@ type ask struct {
 
 // inboxView is what the inbox page shows.
 type inboxView struct {
-	Asks  []ask
-	Total int
-	// Offset is this page's; Prev and Next the neighbours' (-1: none).
-	Offset, Prev, Next int
+	Asks []ask
+	pager
 	// Schedules wait for the owner's approval (the first page of them);
 	// ScheduleTotal is how many do, SchedulesDown why they could not be read.
 	Schedules     []schedule
@@ -72,7 +70,7 @@ func (c *Console) listPending(ctx context.Context, p person, offset, limit int) 
 func (c *Console) loadInbox(r *http.Request, s *session, offset int) (*inboxView, error) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	v := &inboxView{Offset: offset, Prev: -1, Next: -1}
+	v := &inboxView{pager: pageAt(offset)}
 	scheds, spg, serr := c.listPendingSchedules(ctx, s.Person, 0, c.cfg.PageSize)
 	if serr != nil {
 		v.SchedulesDown = c.outage(serr)
@@ -89,16 +87,8 @@ func (c *Console) loadInbox(r *http.Request, s *session, offset int) (*inboxView
 	if err != nil {
 		return v, err
 	}
-	v.Asks, v.Total = asks, len(asks)
-	if pg != nil {
-		v.Total = pg.Total
-		if pg.NextOffset != nil {
-			v.Next = *pg.NextOffset
-		}
-	}
-	if offset > 0 {
-		v.Prev = max(0, offset-c.cfg.PageSize)
-	}
+	v.Asks = asks
+	v.place(len(asks), c.cfg.PageSize, pg)
 	return v, nil
 }
 

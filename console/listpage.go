@@ -14,10 +14,9 @@ import (
 // filter.
 type listPage struct {
 	// Agent and Status are the filters; Statuses what Status may be.
-	Agent, Status      string
-	Statuses           []string
-	Total              int
-	Offset, Prev, Next int
+	Agent, Status string
+	Statuses      []string
+	pager
 	// Query is the filters as a query string, for the pager.
 	Query template.URL
 	// Refused says why the edge refused the filters.
@@ -30,7 +29,7 @@ type listPage struct {
 // when the tool gives none).
 func (c *Console) list(r *http.Request, s *session, tool string, statuses []string, rows any, count func() int) (listPage, error) {
 	offset := pageOffset(r)
-	p := listPage{Offset: offset, Prev: -1, Next: -1, Statuses: statuses,
+	p := listPage{pager: pageAt(offset), Statuses: statuses,
 		Agent: strings.TrimSpace(r.FormValue("agent")), Status: r.FormValue("status")}
 	args := map[string]any{"offset": offset, "limit": c.cfg.PageSize}
 	q := url.Values{}
@@ -55,19 +54,36 @@ func (c *Console) list(r *http.Request, s *session, tool string, statuses []stri
 		err = json.Unmarshal(env.Data, rows)
 	}
 	if err == nil {
-		p.Total = count()
-		if pg := env.Pagination; pg != nil {
-			p.Total = pg.Total
-			if pg.NextOffset != nil {
-				p.Next = *pg.NextOffset
-			}
-		}
-		if offset > 0 {
-			p.Prev = max(0, offset-c.cfg.PageSize)
-		}
+		p.place(count(), c.cfg.PageSize, env.Pagination)
 	}
 	if te, ok := errors.AsType[*toolErr](err); ok && te.env.DomainCode == "invalid_argument" {
 		p.Refused = te.env.Message
 	}
 	return p, err
+}
+
+// pager places one page of a paged list: its offset, the list's total,
+// and the offsets of the pages before and after it (-1: none).
+type pager struct {
+	Total              int
+	Offset, Prev, Next int
+}
+
+// pageAt is the pager of the page at offset before its list is read.
+func pageAt(offset int) pager { return pager{Offset: offset, Prev: -1, Next: -1} }
+
+// place sets the total and the neighbours once the list tool answered:
+// count rows were decoded, size rows were asked for, and pg is the tool's
+// pagination (nil when it gave none).
+func (p *pager) place(count, size int, pg *pagination) {
+	p.Total = count
+	if pg != nil {
+		p.Total = pg.Total
+		if pg.NextOffset != nil {
+			p.Next = *pg.NextOffset
+		}
+	}
+	if p.Offset > 0 {
+		p.Prev = max(0, p.Offset-size)
+	}
 }
