@@ -261,7 +261,8 @@ func TestRecordHistories(t *testing.T) {
 	}, ended)
 	capture("declined", purgeInput(t), []round{{1, map[string]*callsv1.Answer{"r1.fields": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
 	// A call its service refused pending a visit: waiting for the person,
-	// and declined (end-visit version 1: the service is told).
+	// and declined (end-visit: the service is told, since version 2 in an
+	// activity of its own).
 	capture("visit-waiting", visitInput(), nil, waiting)
 	capture("visit-declined", visitInput(), []round{{1, map[string]*callsv1.Answer{"r1.visit": {Action: callsv1.Action_ACTION_DECLINE}}}}, ended)
 	// A task that asks nothing: its side effect runs in the background.

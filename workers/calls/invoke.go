@@ -143,7 +143,10 @@ func failedAttempts(tool string, err error) *toolcall.Envelope {
 // ChangeEndVisit is the change (workflow.GetVersion) that tells the tool's
 // service when a call ends while a visit it asked for is not done: runs
 // that ended a visit call before it keep ending without the activity on
-// replay.
+// replay. Version 1 told it in a local activity, which holds the
+// workflow task while it retries (up to endVisitBudget while the service
+// is down), so the call's task state could not be queried meanwhile;
+// version 2 tells it in an activity of its own.
 const ChangeEndVisit = "end-visit"
 
 // endVisit tells the tool's service, when the call ends (declined,
@@ -156,18 +159,25 @@ func (c *call) endVisit(ctx workflow.Context) {
 		return
 	}
 	c.visit = nil
-	if workflow.GetVersion(ctx, ChangeEndVisit, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	version := workflow.GetVersion(ctx, ChangeEndVisit, workflow.DefaultVersion, 2)
+	if version == workflow.DefaultVersion {
 		return
 	}
-	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    endVisitAttempt,
-		ScheduleToCloseTimeout: endVisitBudget,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-		Summary:                "end visit " + v.GetVisitId(),
-	})
-	err := workflow.ExecuteLocalActivity(actx, ActivityEndVisit, &callsv1.EndVisitInput{
-		Tool: c.in.GetTool(), Caller: c.in.GetCaller(), IdempotencyKey: c.key(ctx), VisitId: v.GetVisitId(),
-	}).Get(actx, nil)
+	in := &callsv1.EndVisitInput{Tool: c.in.GetTool(), Caller: c.in.GetCaller(), IdempotencyKey: c.key(ctx), VisitId: v.GetVisitId()}
+	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second}
+	summary := "end visit " + v.GetVisitId()
+	var err error
+	if version == 1 {
+		actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: endVisitAttempt, ScheduleToCloseTimeout: endVisitBudget, RetryPolicy: retry, Summary: summary,
+		})
+		err = workflow.ExecuteLocalActivity(actx, ActivityEndVisit, in).Get(actx, nil)
+	} else {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: endVisitAttempt, ScheduleToCloseTimeout: endVisitBudget, RetryPolicy: retry, Summary: summary,
+		})
+		err = workflow.ExecuteActivity(actx, ActivityEndVisit, in).Get(actx, nil)
+	}
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("calls.end_visit_failed", "tool", c.in.GetTool(), "visit", v.GetVisitId(), "error", err.Error())
 	}
