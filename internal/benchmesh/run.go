@@ -128,6 +128,12 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		return nil, fmt.Errorf("go build: %w\n%s", err, b)
 	}
 	toolmesh := filepath.Join(bins, "toolmesh")
+	// The processes measured map their binary as a deployed one does.
+	for _, name := range []string{"toolmesh", "benchmesh", "stocksdk"} {
+		if err := dropFromPageCache(filepath.Join(bins, name)); err != nil {
+			return nil, err
+		}
+	}
 
 	m, err := startMesh(ctx, toolmesh, cfg.TemporalBin, cfg.WorkDir, cfg.ProfileDir != "", out)
 	if err != nil {
