@@ -164,6 +164,13 @@ type Config struct {
 	AllowedHosts []string
 	// RateLimit bounds tool calls per principal (zero: unlimited).
 	RateLimit RateLimit
+	// ServiceConcurrency bounds the calls of ordinary tools in flight to
+	// one service at once (the toolmesh command's default is
+	// DefaultServiceConcurrency); further calls wait their turn, in the
+	// order they came, within their own deadline. Long-running and
+	// streaming tools, which hold their call for a wait, are not bounded.
+	// 0: no bound.
+	ServiceConcurrency int
 	// WaitBudget is how long a long_running tool that waits for its
 	// outcome waits before it returns a handle to poll, in whole
 	// seconds (default DefaultWaitBudget). Such calls get it on top of

@@ -55,6 +55,8 @@ type binding struct {
 	timeout time.Duration
 	// telemetry is the call's span name and metric labels, built once.
 	telemetry callTelemetry
+	// gate bounds the calls in flight to the tool's service; nil: none.
+	gate *gate
 }
 
 // Binding implements port.Tool.
@@ -105,6 +107,10 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 		return nil, err
 	}
 	clientTelemetry := cfg.Telemetry.ClientOption()
+	gates := newGates(cfg.ServiceConcurrency, p.reg.Tools())
+	if err := gates.observe(cfg.Telemetry.Meter()); err != nil {
+		return nil, fmt.Errorf("edge metrics: %w", err)
+	}
 	for _, t := range p.reg.Tools() {
 		timeout := cfg.CallTimeout
 		if t.Wait != nil {
@@ -115,6 +121,7 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 			tool:      t,
 			timeout:   timeout,
 			telemetry: newCallTelemetry(t.Name),
+			gate:      gates.of(t),
 		}
 		p.bindings[t.Name] = b
 		p.tools = append(p.tools, b)
@@ -324,11 +331,17 @@ func (p *pipeline) taskOnly(t *toolcatalog.Tool, c *port.Call) *toolcall.Envelop
 	return nil
 }
 
-// invoke calls b's service with msg, within the call's timeout; a
-// streaming tool's events go to events.
+// invoke calls b's service with msg, within the call's timeout, once its
+// gate lets it; a streaming tool's events go to events.
 func (p *pipeline) invoke(ctx context.Context, b *binding, msg proto.Message, call mesh.Call, events toolcall.Events) *toolcall.Envelope {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	if b.gate != nil {
+		if err := b.gate.enter(ctx); err != nil {
+			return toolcall.FromError(ctx, p.log, b.tool.Name, err)
+		}
+		defer b.gate.leave()
+	}
 	return b.call.InvokeWithEvents(ctx, msg, p.cfg.Mesh, call, events)
 }
 

@@ -49,6 +49,7 @@ type edgeConfig struct {
 	sessionAdvertise, metricsAddr          string
 	a2aAuditKey                            string
 	telemetry                              *telemetryConfig
+	serviceConcurrency                     int
 }
 
 func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
@@ -82,6 +83,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 		Usage: "on shutdown, how long the edge may take to answer what is in flight and close its connections; longer than --shutdown-grace"})
 	s.Float64(&c.rateLimit, 0, config.Opt{Flag: "rate-limit", Env: "TOOLMESH_EDGE_RATE_LIMIT", Usage: "tool calls per second per caller (0: unlimited)"})
 	s.Int(&c.rateBurst, 0, config.Opt{Flag: "rate-burst", Env: "TOOLMESH_EDGE_RATE_BURST", Usage: "tool calls a caller may make at once (0: the rate)"})
+	s.Int(&c.serviceConcurrency, edge.DefaultServiceConcurrency, config.Opt{Flag: "service-concurrency", Env: "TOOLMESH_EDGE_SERVICE_CONCURRENCY",
+		Usage: "calls of ordinary tools the edge has in flight to one service at once; more wait their turn in order, within their deadline (long-running and streaming tools are not counted; 0: no limit)"})
 	s.String(&c.temporalAddr, "", config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)"})
 	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + stateKeyFile})
 	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
@@ -115,6 +118,9 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if c.shutdownGrace <= 0 || c.shutdownTimeout <= c.shutdownGrace {
 		return errors.New("--shutdown-grace must be positive and shorter than --shutdown-timeout")
+	}
+	if c.serviceConcurrency < 0 {
+		return fmt.Errorf("--service-concurrency %d: want 0 (no limit) or more", c.serviceConcurrency)
 	}
 	// Over stdio, stdout is the MCP channel: stdout spans go to stderr.
 	spanOut := stdout
@@ -176,20 +182,21 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 	}
 	c.mcp.MaxBodyBytes = limits.MaxBodyBytes
 	cfg = edge.Config{
-		HTTPClient:     meshclient.HTTP(),
-		Contracts:      contracts(),
-		Telemetry:      tel,
-		Services:       urls,
-		CallTimeout:    c.callTimeout,
-		WaitBudget:     c.waitBudget,
-		DevAgent:       c.devAgent,
-		Mesh:           signer,
-		ReadOnly:       c.readOnly,
-		AllowedOrigins: c.origins,
-		AllowedHosts:   c.hosts,
-		ShutdownGrace:  c.shutdownGrace,
-		RateLimit:      edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
-		MCP:            c.mcp,
+		HTTPClient:         meshclient.HTTP(),
+		Contracts:          contracts(),
+		Telemetry:          tel,
+		Services:           urls,
+		CallTimeout:        c.callTimeout,
+		WaitBudget:         c.waitBudget,
+		ServiceConcurrency: c.serviceConcurrency,
+		DevAgent:           c.devAgent,
+		Mesh:               signer,
+		ReadOnly:           c.readOnly,
+		AllowedOrigins:     c.origins,
+		AllowedHosts:       c.hosts,
+		ShutdownGrace:      c.shutdownGrace,
+		RateLimit:          edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		MCP:                c.mcp,
 	}
 	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
 	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
