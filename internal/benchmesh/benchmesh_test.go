@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestSmoke runs make bench-mesh for one second per phase, so that it
@@ -98,6 +100,51 @@ func TestOverheadIsTheEdgeMinusDirect(t *testing.T) {
 			o.DirectRate != w.DirectRate || o.EdgeRate != w.EdgeRate {
 			t.Errorf("overhead[%d] = %+v, want %+v", i, o, w)
 		}
+	}
+}
+
+// A run of some targets judges only the targets whose phases it ran: a
+// target it did not measure is neither missed (a ratio of zero) nor met
+// (a CPU figure of zero under its bound).
+func TestTargetsAreJudgedOnlyWhenTheirPhasesRan(t *testing.T) {
+	phase := func(target string, callers int, rate float64, procs ...ProcessFigure) Phase {
+		return Phase{Target: target, Result: LoadResult{Callers: callers, CallsPerSecond: rate, P50Ms: 1, P99Ms: 2}, Processes: procs}
+	}
+	edgeCPU := ProcessFigure{Name: "edge", CPUMicrosPerCall: 200, RSSPeakMB: 90}
+	names := func(ts []Target) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+
+	rep := &Report{Callers: 8, HeavyCallers: 200, Phases: []Phase{phase(TargetDirectJSON, 8, 6000)}}
+	rep.evaluate()
+	if len(rep.Targets) != 0 || len(rep.Unmeasured) != 9 {
+		t.Errorf("direct Connect alone: judged %q, unmeasured %d; want none judged and all 9 unmeasured", names(rep.Targets), len(rep.Unmeasured))
+	}
+
+	rep = &Report{Callers: 8, HeavyCallers: 200, Phases: []Phase{
+		phase(TargetEdge, 8, 3000, edgeCPU), phase(TargetDirectJSON, 8, 6000), phase(TargetEdge, 200, 3500, edgeCPU),
+	}}
+	rep.evaluate()
+	want := []string{
+		"edge ÷ direct Connect (JSON), calls/s at 8 callers",
+		"edge CPU µs per tools/call",
+		"CPU µs per tools/call, edge + services (audit's outcome records included)",
+		"tasks service CPU µs per Get through the edge",
+		"edge peak RSS MB at 200 callers",
+		"edge p99 ÷ p50 at 200 callers",
+	}
+	if diff := cmp.Diff(want, names(rep.Targets)); diff != "" {
+		t.Errorf("judged targets (-want +got):\n%s", diff)
+	}
+	if len(rep.Unmeasured) != 3 {
+		t.Errorf("unmeasured = %q, want the bare hop, the write and the stock server's", rep.Unmeasured)
+	}
+	if got := rep.Targets[0]; got.Got != 0.5 || got.Met {
+		t.Errorf("edge ÷ direct = %+v, want 0.5, missed", got)
 	}
 }
 
