@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 )
@@ -56,7 +57,7 @@ func TestA2AJS13ClientAgainstTheMesh(t *testing.T) {
 	t.Cleanup(hook.Close)
 	bin, temporal := meshBinaries(t)
 	// The webhook is on loopback: the egress guard must let pushes reach it.
-	m := startUp(t, bin, temporal, remoteEgressAllowEnv+"=127.0.0.1")
+	m := startUp(t, bin, temporal, cli.RemoteEgressAllowEnv+"=127.0.0.1")
 	base := m.Link(t, linkA2A) // the development agent, "local"
 	s := mcpSessionTo(t, m.Link(t, linkMCP))
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/testsupport/a2atest"
 )
 
@@ -92,7 +93,7 @@ func TestRemoteAgentProgressReachesTheMCPCaller(t *testing.T) {
 		t.Skip("starts the whole mesh")
 	}
 	bin, temporal := meshBinaries(t)
-	m := startUp(t, bin, temporal, remoteEgressAllowEnv+"=127.0.0.1")
+	m := startUp(t, bin, temporal, cli.RemoteEgressAllowEnv+"=127.0.0.1")
 	steps := []string{"Searching flights.", "Found 3 flights.", "Holding seat 12A."}
 	agent := a2atest.NewProgressAgent(steps...)
 	base := a2atest.Serve(t, agent, true)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
@@ -43,8 +44,8 @@ type auditVerifyConfig struct {
 
 func bindAuditVerify(s *config.Set) *auditVerifyConfig {
 	c := &auditVerifyConfig{}
-	bindData(s, &c.dataDir, "directory of the mesh's local state")
-	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile("audit")})
+	cli.BindData(s, &c.dataDir, "directory of the mesh's local state")
+	s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: "TOOLMESH_AUDIT_DSN", Usage: "the audit database: a postgres:// URL, or a SQLite path", Default: "<data>/" + cli.DBFile("audit")})
 	bindAuditEvidence(s, &c.pubKey, &c.logs)
 	s.Bool(&c.json, false, config.Opt{Flag: "json", Usage: "print the result as JSON (the audit_verify response)"})
 	return c
@@ -61,7 +62,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 // service (a SQLite file or a PostgreSQL DSN) against signed checkpoint
 // logs, with the audit public key. It never writes to the database.
 func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("audit verify", getenv, stderr)
+	s := cli.NewConfig("audit verify", getenv, stderr)
 	c := bindAuditVerify(s)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -70,8 +71,8 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("audit verify takes no arguments, got %q", s.FlagSet().Args())
 	}
 	dataDir, dsn, asJSON := &c.dataDir, &c.dsn, &c.json
-	*dsn = orDataFile(*dsn, *dataDir, dbFile("audit"))
-	ev, err := readAuditEvidence(orDataFile(c.pubKey, *dataDir, auditPubKeyFile), c.logs, *dataDir)
+	*dsn = cli.OrDataFile(*dsn, *dataDir, cli.DBFile("audit"))
+	ev, err := readAuditEvidence(cli.OrDataFile(c.pubKey, *dataDir, cli.AuditPubKeyFile), c.logs, *dataDir)
 	if err != nil {
 		return err
 	}
@@ -102,9 +103,9 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 // bindAuditEvidence binds what the audit trail is verified against: the
 // audit public key and the checkpoint logs (`audit verify`, `check`).
 func bindAuditEvidence(s *config.Set, pubKey *string, logs *[]string) {
-	s.String(pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + auditPubKeyFile})
+	s.String(pubKey, "", config.Opt{Flag: "public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY", Usage: "audit public key file(s), PEM, several keys allowed", Default: "<data>/" + cli.AuditPubKeyFile})
 	s.List(logs, config.Opt{Flag: "checkpoints", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
-		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+		Usage: "a checkpoint log to check the trail against, e.g. the copy shipped elsewhere", Default: "<data>/" + cli.AuditCheckpointLogFile})
 }
 
 // readAuditEvidence reads the signed checkpoints of logs (the data
@@ -112,7 +113,7 @@ func bindAuditEvidence(s *config.Set, pubKey *string, logs *[]string) {
 func readAuditEvidence(pubKey string, logs []string, dataDir string) (audit.Evidence, error) {
 	var ev audit.Evidence
 	if len(logs) == 0 {
-		logs = []string{dataFile(dataDir, auditCheckpointLogFile)}
+		logs = []string{cli.DataFile(dataDir, cli.AuditCheckpointLogFile)}
 	}
 	keys, err := keyfile.ReadPublic(pubKey)
 	if err != nil {

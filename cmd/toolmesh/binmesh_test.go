@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/testsupport/servertest"
@@ -54,8 +55,8 @@ func testMeshDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, meshKeyFile, string(priv))
-	writeFile(t, dir, meshPubKeyFile, string(pub))
+	writeFile(t, dir, cli.MeshKeyFile, string(priv))
+	writeFile(t, dir, cli.MeshPubKeyFile, string(pub))
 	return dir
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/cmd/internal/invariants"
 	"github.com/toolmesh/toolmesh/internal/chaoslog"
@@ -31,11 +32,11 @@ type checkConfig struct {
 
 func bindCheck(s *config.Set) *checkConfig {
 	c := &checkConfig{dsns: map[string]*string{}}
-	bindData(s, &c.dataDir, "directory of the mesh's local state")
+	cli.BindData(s, &c.dataDir, "directory of the mesh's local state")
 	for _, d := range checkedDomains {
 		c.dsns[d] = new(string)
 		s.String(c.dsns[d], "", config.Opt{Flag: d + "-dsn", Env: "TOOLMESH_" + strings.ToUpper(d) + "_DSN",
-			Usage: "the " + d + " database: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile(d)})
+			Usage: "the " + d + " database: a postgres:// URL, or a SQLite path", Default: "<data>/" + cli.DBFile(d)})
 	}
 	bindAuditEvidence(s, &c.pubKey, &c.logs)
 	s.String(&c.acked, "", config.Opt{Flag: "acked", Usage: "a workload's log of acknowledged writes (JSON lines: domain, id, key, agent, at)"})
@@ -47,7 +48,7 @@ func bindCheck(s *config.Set) *checkConfig {
 // runCheck checks the mesh's invariants on its databases, read-only, with
 // the mesh up or down (cmd/internal/invariants): exit 2 when one is broken.
 func runCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("check", getenv, stderr)
+	s := cli.NewConfig("check", getenv, stderr)
 	c := bindCheck(s)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -59,7 +60,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 	dbs := map[string]**sqldb.DB{"audit": &in.Audit, "credits": &in.Credits, "memory": &in.Memory, "messages": &in.Messages,
 		"owner": &in.Owner, "remoteagents": &in.RemoteAgents, "tasks": &in.Tasks, "workflows": &in.Workflows, "eventlog": &in.EventLog}
 	for _, d := range checkedDomains {
-		dsn := orDataFile(*c.dsns[d], c.dataDir, dbFile(d))
+		dsn := cli.OrDataFile(*c.dsns[d], c.dataDir, cli.DBFile(d))
 		db, err := openChecked(ctx, dsn)
 		if err != nil {
 			return fmt.Errorf("open the %s database %s: %w", d, logging.Scrub(dsn), err)
@@ -69,7 +70,7 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		*dbs[d] = db
 	}
-	ev, err := readAuditEvidence(orDataFile(c.pubKey, c.dataDir, auditPubKeyFile), c.logs, c.dataDir)
+	ev, err := readAuditEvidence(cli.OrDataFile(c.pubKey, c.dataDir, cli.AuditPubKeyFile), c.logs, c.dataDir)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/edgecmd"
 	"github.com/toolmesh/toolmesh/internal/server"
 )
 
@@ -37,7 +39,7 @@ func commands(getenv func(string) string) []command {
 		bind(s)
 		out = append(out, command{args: args, set: s})
 	}
-	add(func(s *config.Set) { bindEdge(s, getenv) }, "edge")
+	add(func(s *config.Set) { edgecmd.Bind(s, getenv) }, "edge")
 	add(func(s *config.Set) { bindConsole(s, getenv) }, "console")
 	for _, name := range slices.Sorted(maps.Keys(domains)) {
 		add(func(s *config.Set) { bindServe(s, getenv, name, domains[name]) }, "serve", name)
@@ -159,7 +161,7 @@ func noEnv(string) string { return "" }
 // as `toolmesh serve <name>` binds them.
 func domainBuild(t testing.TB, name string, getenv func(string) string) buildFunc {
 	t.Helper()
-	s := newConfig("serve "+name, getenv, io.Discard)
+	s := cli.NewConfig("serve "+name, getenv, io.Discard)
 	c := bindServe(s, getenv, name, domains[name])
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
@@ -304,11 +306,11 @@ func TestLimitFlagsTakeTheEnvironmentThenFlags(t *testing.T) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		s := config.New(fs, func(k string) string { return env[k] })
-		l := bindLimits(s, "TOOLMESH_SERVICE_", 1<<20)
+		l := cli.BindLimits(s, "TOOLMESH_SERVICE_", 1<<20)
 		if err := s.Parse(args); err != nil {
 			return server.Limits{}, err
 		}
-		return l.limits()
+		return l.Limits()
 	}
 	got, err := parse(nil)
 	want := server.Limits{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, MaxBodyBytes: 1 << 20, MaxConnsPerClient: 512}

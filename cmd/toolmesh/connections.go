@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/seal"
@@ -30,7 +31,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 	var allowList []string
 	s.String(&keyringPath, "", config.Opt{Flag: "keyring-file", Env: "TOOLMESH_CONNECTIONS_KEYRING_FILE",
 		Usage:   `file of the key-encryption keys that seal upstream tokens, one "<id> <base64 key>" a line, oldest first: the last seals new tokens, each opens what it sealed; toolmesh keygen creates one`,
-		Default: "<data>/" + connectionsKeyringFile})
+		Default: "<data>/" + cli.ConnectionsKeyringFile})
 	s.String(&ghClientID, "", config.Opt{Flag: "github-client-id", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_ID",
 		Usage: "client ID of the GitHub App (or OAuth app) agents' GitHub accounts are linked through; with it, expiring GitHub tokens are refreshed and unlinked ones revoked at GitHub"})
 	s.String(&ghSecretPath, "", config.Opt{Flag: "github-client-secret-file", Env: "TOOLMESH_CONNECTIONS_GITHUB_CLIENT_SECRET_FILE",
@@ -40,7 +41,7 @@ func connectionsOptions(s *config.Set) buildFunc {
 	s.List(&allowList, config.Opt{Flag: "egress-allow", Env: "TOOLMESH_CONNECTIONS_EGRESS_ALLOW",
 		Usage: "an internal address (CIDR prefix or single IP) the providers' token endpoints may be reached at anyway (an internal GitHub Enterprise Server)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		keyringPath = orDataFile(keyringPath, deps.DataDir, connectionsKeyringFile)
+		keyringPath = cli.OrDataFile(keyringPath, deps.DataDir, cli.ConnectionsKeyringFile)
 		env, err := readConnectionsKeyring(keyringPath)
 		if err != nil {
 			return nil, err
@@ -110,7 +111,7 @@ func readConnectionsKeyring(path string) (*seal.Envelope, error) {
 // ensureConnectionsKeyring creates the connections keyring under dir, with
 // one fresh key, unless one is there, and returns its path.
 func ensureConnectionsKeyring(dir string) (path string, created bool, err error) {
-	path = dataFile(dir, connectionsKeyringFile)
+	path = cli.DataFile(dir, cli.ConnectionsKeyringFile)
 	if _, err := os.Stat(path); err == nil {
 		return path, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {

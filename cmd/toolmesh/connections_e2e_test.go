@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -71,7 +72,7 @@ func TestKeyringRotationThroughServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	newKey := "2099-01-01 " + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)) + "\n"
-	key, err := readMeshKey(dataFile(data, meshKeyFile))
+	key, err := cli.ReadMeshKey(cli.DataFile(data, cli.MeshKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestGitHubPerAgentThroughTheEdge(t *testing.T) {
 	if _, _, err := ensureConnectionsKeyring(data); err != nil {
 		t.Fatal(err)
 	}
-	key, err := readMeshKey(meshKey)
+	key, err := cli.ReadMeshKey(meshKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestGitHubPerAgentThroughTheEdge(t *testing.T) {
 	mu.Unlock()
 
 	list := callTool(t, s, "connections_list", nil)
-	all := string(list.Data) + logs.String() + dbFiles(t, filepath.Join(data, dbFile("connections")))
+	all := string(list.Data) + logs.String() + dbFiles(t, filepath.Join(data, cli.DBFile("connections")))
 	if strings.Contains(all, agentTok) {
 		t.Error("the agent's token is in clear in the list answer, a log line or the database file")
 	}

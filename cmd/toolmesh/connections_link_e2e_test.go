@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
 	"github.com/toolmesh/toolmesh/internal/testsupport/oidctest"
 	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
@@ -362,7 +363,7 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 		addr := porttest.Addr(t)
 		github2 = startBinary(t, bin, "http://"+addr+"/healthz", append(githubEnv, githubLinkURLEnv+"=http://"+addr+"/link"),
 			"serve", "github", "--addr", addr, "--data", t.TempDir(),
-			"--mesh-key", filepath.Join(m.Data, meshKeyFile), "--mesh-public-key", filepath.Join(m.Data, meshPubKeyFile),
+			"--mesh-key", filepath.Join(m.Data, cli.MeshKeyFile), "--mesh-public-key", filepath.Join(m.Data, cli.MeshPubKeyFile),
 			"--service", "connections="+m.Link(t, "connections"), "--agents-url", m.Link(t, "agents"))
 		edge2URL, _ := startEdge(t, "http://"+addr)
 
@@ -498,7 +499,7 @@ func TestGitHubLinkThroughTheEdge(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The grep reads what it should: the accounts are stored in clear.
-		if !strings.Contains(places[filepath.Join(m.Data, dbFile("connections"))]+places[filepath.Join(m.Data, dbFile("connections"))+"-wal"], "octo-ann") {
+		if !strings.Contains(places[filepath.Join(m.Data, cli.DBFile("connections"))]+places[filepath.Join(m.Data, cli.DBFile("connections"))+"-wal"], "octo-ann") {
 			t.Fatalf("the connections database under %s does not name octo-ann: the grep reads the wrong files", m.Data)
 		}
 		total := 0

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/console"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -38,7 +39,7 @@ type consoleConfig struct {
 	issuer, clientID, clientSecretFile, publicURL, resource string
 	scopes                                                  []string
 	sessionTTL, pollInterval                                time.Duration
-	telemetry                                               *telemetryConfig
+	telemetry                                               *cli.TelemetryFlags
 }
 
 func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
@@ -48,7 +49,7 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 	s.String(&c.edgeURL, fmt.Sprintf("http://127.0.0.1:%d/mcp", edgePort), config.Opt{Flag: "edge-url", Env: "TOOLMESH_CONSOLE_EDGE_URL",
 		Usage: "the edge's MCP endpoint, through which the console makes every call as the signed-in person"})
 	s.List(&c.hosts, config.Opt{Flag: "allow-host", Env: "TOOLMESH_CONSOLE_ALLOWED_HOSTS", Usage: "Host header value the console answers to, besides loopback names on loopback"})
-	bindData(s, &c.dataDir, "directory holding the console's session key")
+	cli.BindData(s, &c.dataDir, "directory holding the console's session key")
 	s.String(&c.keyFile, "", config.Opt{Flag: "session-key-file", Env: "TOOLMESH_CONSOLE_SESSION_KEY_FILE",
 		Usage: "file with the key that seals session cookies (every console replica shares it); created when missing", Default: "<data>/" + consoleSessionKeyFile})
 	s.Duration(&c.sessionTTL, console.DefaultSessionTTL, config.Opt{Flag: "session-ttl", Env: "TOOLMESH_CONSOLE_SESSION_TTL", Usage: "how long a sign-in lasts"})
@@ -71,7 +72,7 @@ func bindConsole(s *config.Set, getenv func(string) string) *consoleConfig {
 		Usage: "with --issuer: the edge's canonical URI, the audience of the access tokens the console asks for (RFC 8707)", Default: "--edge-url"})
 	s.List(&c.scopes, config.Opt{Flag: "scope", Env: "TOOLMESH_CONSOLE_SCOPES", Usage: "with --issuer: scope asked for besides openid",
 		Default: "toolmesh:read, toolmesh:write, toolmesh:admin"})
-	c.telemetry = bindTelemetry(s, getenv)
+	c.telemetry = cli.BindTelemetry(s, getenv)
 	return c
 }
 
@@ -105,7 +106,7 @@ func (c *consoleConfig) oidc() (*console.OIDC, error) {
 // runConsole serves the web console (package console): a client of the
 // edge, with no mesh key and no store of its own.
 func runConsole(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, log *slog.Logger) error {
-	s := newConfig("console", getenv, stderr)
+	s := cli.NewConfig("console", getenv, stderr)
 	c := bindConsole(s, getenv)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -113,7 +114,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	if s.FlagSet().NArg() > 0 {
 		return fmt.Errorf("console takes no arguments, got %q", s.FlagSet().Args())
 	}
-	key, err := ensureConsoleSessionKey(orDataFile(c.keyFile, c.dataDir, consoleSessionKeyFile))
+	key, err := ensureConsoleSessionKey(cli.OrDataFile(c.keyFile, c.dataDir, consoleSessionKeyFile))
 	if err != nil {
 		return err
 	}
@@ -122,11 +123,11 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	log = log.With("service", "console")
-	tel, err := c.telemetry.start(ctx, "toolmesh-console", stdout, log)
+	tel, err := c.telemetry.Start(ctx, "toolmesh-console", stdout, log)
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry(tel, log)
+	defer cli.StopTelemetry(tel, log)
 	con, err := console.New(console.Config{
 		Addr: c.addr, EdgeURL: c.edgeURL, AllowedHosts: c.hosts,
 		SessionKey: key, SessionTTL: c.sessionTTL, PollInterval: c.pollInterval, MeshStatusURL: c.statusURL, TemporalUIURL: c.temporalUI,
@@ -140,17 +141,17 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	servers := []httpListener{{server.NewHTTPServer(con.Handler(), log, server.Limits{}), lis, server.HTTPOptions{ShutdownTimeout: 5 * time.Second}}}
+	servers := []cli.HTTPListener{{Srv: server.NewHTTPServer(con.Handler(), log, server.Limits{}), Lis: lis, Opts: server.HTTPOptions{ShutdownTimeout: 5 * time.Second}}}
 	if c.metricsAddr != "" && c.metricsAddr != "off" {
 		mlis, err := server.Listen(c.metricsAddr)
 		if err != nil {
 			lis.Close()
 			return err
 		}
-		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), mlis, server.HTTPOptions{}})
+		servers = append(servers, cli.HTTPListener{Srv: server.NewHTTPServer(cli.MetricsMux(tel.MetricsHandler(), c.telemetry.Pprof), log, server.Limits{}), Lis: mlis, Opts: server.HTTPOptions{}})
 	}
 	log.Info("console.started", "url", "http://"+lis.Addr().String()+"/", "edge", c.edgeURL, "issuer", c.issuer)
-	return runHTTPAll(ctx, log, servers...)
+	return cli.RunHTTPAll(ctx, log, servers...)
 }
 
 // ensureConsoleSessionKey reads the session key file, creating it (32

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/testsupport/browsertest"
 	"github.com/toolmesh/toolmesh/internal/testsupport/githubtest"
 )
@@ -200,7 +201,7 @@ func testConsoleLinksAToken(t *testing.T, c *consoleMesh) {
 	}
 
 	// Neither token in clear in any log of the run or the database file.
-	all := c.up.Stderr() + dbFiles(t, filepath.Join(c.up.Data, dbFile("connections")))
+	all := c.up.Stderr() + dbFiles(t, filepath.Join(c.up.Data, cli.DBFile("connections")))
 	for name, tok := range map[string]string{"the linked token": pat, "the refused token": bad} {
 		if strings.Contains(all, tok) {
 			t.Errorf("%s is in clear in the mesh's log or the connections database", name)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/logging"
 	"github.com/toolmesh/toolmesh/internal/requeststate"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -28,7 +30,7 @@ func startTasks(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := readMeshVerifier(pubPath)
+	verifier, err := cli.ReadMeshVerifier(pubPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +121,14 @@ func TestTokenCommandMintsWhatServicesAccept(t *testing.T) {
 	if err := run(context.Background(), []string{"keygen", "--data", dir}, func(string) string { return "" }, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := os.Stat(filepath.Join(dir, meshKeyFile)); err != nil || info.Mode().Perm() != 0o600 {
+	if info, err := os.Stat(filepath.Join(dir, cli.MeshKeyFile)); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("mesh.key = %v (%v), want mode 0600", info, err)
 	}
 	out.Reset()
 	if err := run(context.Background(), []string{"token", "--data", dir, "--agent", "a1", "--role", "owner", "--ttl", "5m"}, func(string) string { return "" }, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := readMeshVerifier(filepath.Join(dir, meshPubKeyFile))
+	verifier, err := cli.ReadMeshVerifier(filepath.Join(dir, cli.MeshPubKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +186,12 @@ func TestKeygenCreatesAndRotatesTheRequestStateKey(t *testing.T) {
 		return out.String()
 	}
 	keygen()
-	current := filepath.Join(dir, stateKeyFile)
+	current := filepath.Join(dir, cli.StateKeyFile)
 	info, err := os.Stat(current)
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("state.key = %v (%v), want mode 0600", info, err)
 	}
-	first, err := readStateSealer(current, filepath.Join(dir, statePreviousKeyFile))
+	first, err := cli.ReadStateSealer(current, filepath.Join(dir, cli.StatePreviousKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestKeygenCreatesAndRotatesTheRequestStateKey(t *testing.T) {
 	if out := keygen("--rotate-state-key"); !strings.Contains(out, "rotated the request state key") {
 		t.Errorf("rotation: %s", out)
 	}
-	rotated, err := readStateSealer(current, filepath.Join(dir, statePreviousKeyFile))
+	rotated, err := cli.ReadStateSealer(current, filepath.Join(dir, cli.StatePreviousKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -43,7 +45,7 @@ func eventlogOptions(s *config.Set) buildFunc {
 	var allowLoopback bool
 	var maxSubs int
 	var allowList []string
-	bindMeshKey(s, &keyPath, "mesh private key file that signs the relay's pulls of the domains' outboxes (and from which the key sealing webhook secrets is derived)")
+	cli.BindMeshKey(s, &keyPath, "mesh private key file that signs the relay's pulls of the domains' outboxes (and from which the key sealing webhook secrets is derived)")
 	s.Bool(&allowLoopback, false, config.Opt{Flag: "webhook-allow-loopback", Env: "TOOLMESH_EVENTLOG_WEBHOOK_ALLOW_LOOPBACK",
 		Usage: "development only: webhook subscriptions may name http:// callback URLs on the loopback interface (deploy/ leaves it off)"})
 	s.Int(&maxSubs, eventlog.DefaultMaxSubscriptions, config.Opt{Flag: "max-subscriptions", Env: "TOOLMESH_EVENTLOG_MAX_SUBSCRIPTIONS",
@@ -65,7 +67,7 @@ func eventlogOptions(s *config.Set) buildFunc {
 		if retention < time.Minute {
 			return nil, fmt.Errorf("--retention (TOOLMESH_EVENTLOG_RETENTION) must be at least 1m, got %s", retention)
 		}
-		key, err := readMeshKey(orDataFile(keyPath, deps.DataDir, meshKeyFile))
+		key, err := cli.ReadMeshKey(cli.OrDataFile(keyPath, deps.DataDir, cli.MeshKeyFile))
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +79,7 @@ func eventlogOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		types, err := toolcatalog.EventTypes(contracts())
+		types, err := toolcatalog.EventTypes(topology.Contracts())
 		if err != nil {
 			return nil, err
 		}

@@ -8,13 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/testsupport/testingsvc"
-	testingv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1"
 )
 
 // The fault suite (make faults) builds toolmesh with -tags faults: the
@@ -29,12 +26,8 @@ import (
 const testingDelaysEnv = "TOOLMESH_TESTING_DELAYS"
 
 func withFaultsDomains(d map[string]domain) map[string]domain {
-	d["testing"] = domain{port: 7150, build: buildTesting}
+	d["testing"] = domain{build: buildTesting}
 	return d
-}
-
-func faultsContracts() []protoreflect.ServiceDescriptor {
-	return []protoreflect.ServiceDescriptor{testingv1.File_toolmesh_testing_v1_testing_proto.Services().ByName("TestingService")}
 }
 
 func buildTesting(_ context.Context, _ *sqldb.DB, deps serveDeps) ([]server.Service, error) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 )
 
@@ -22,7 +23,7 @@ func bindHealthcheck(s *config.Set) *time.Duration {
 // where there is no shell or curl (the image is FROM scratch), such as an
 // exec probe of a process that listens on loopback only.
 func runHealthcheck(ctx context.Context, args []string, stderr io.Writer) error {
-	s := newConfig("healthcheck", func(string) string { return "" }, stderr)
+	s := cli.NewConfig("healthcheck", func(string) string { return "" }, stderr)
 	timeout := bindHealthcheck(s)
 	if err := s.Parse(args); err != nil {
 		return err

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -14,10 +12,10 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/a2alink"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
-	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/oidcsignin"
@@ -58,42 +56,20 @@ const (
 	// githubClientSecretEnv is the app's client secret itself, for where a
 	// file is awkward (--client-secret-file wins).
 	githubClientSecretEnv = "TOOLMESH_GITHUB_CLIENT_SECRET"
-	remoteEgressAllowEnv  = "TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW"
 )
-
-// egressPolicy reads the allowed internal prefixes of an integration from
-// env and says so when there are any.
-func egressPolicy(getenv func(string) string, env string, log *slog.Logger) (egress.Policy, error) {
-	allow, err := egress.ParsePrefixes(config.Split(getenv(env))...)
-	if err != nil {
-		return egress.Policy{}, fmt.Errorf("%s: %w", env, err)
-	}
-	if len(allow) > 0 {
-		log.Warn("egress.allow", "setting", env, "allowed", prefixes(allow), "message", "outbound requests may reach these internal addresses")
-	}
-	return egress.Policy{Allow: allow}, nil
-}
-
-func prefixes(ps []netip.Prefix) string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.String()
-	}
-	return strings.Join(out, ",")
-}
 
 // searchOptions binds whose API key a search acts with: the policy, the
 // console page where the owner links an agent's key, and the mesh key the
 // service asks the connections service for agents' keys with.
 func searchOptions(s *config.Set) buildFunc {
 	var keyPath, policy, linkURL string
-	bindMeshKey(s, &keyPath, "mesh private key file the search service asks the connections service for agents' API keys with (--policy per_agent, per_agent_or_shared)")
+	cli.BindMeshKey(s, &keyPath, "mesh private key file the search service asks the connections service for agents' API keys with (--policy per_agent, per_agent_or_shared)")
 	s.String(&policy, "", config.Opt{Flag: "policy", Env: searchPolicyEnv,
 		Usage: "whose API key a search acts with: shared (the service's own key), per_agent (each agent's key the owner links in the console; brave only) or per_agent_or_shared", Default: "shared"})
 	s.String(&linkURL, "", config.Opt{Flag: "link-url", Env: searchLinkURLEnv,
 		Usage: "the console's Connections page (http(s)://<console>/connections), where an agent without a key is sent to have the owner link one (per_agent policies)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		return buildSearch(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile), policy, linkURL)
+		return buildSearch(ctx, db, deps, cli.OrDataFile(keyPath, deps.DataDir, cli.MeshKeyFile), policy, linkURL)
 	}
 }
 
@@ -102,7 +78,7 @@ func searchOptions(s *config.Set) buildFunc {
 // agent's own; without a provider, search_web answers capability_gap.
 func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath, policyName, linkURL string) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
-	policy, err := egressPolicy(getenv, searchEgressAllowEnv, log)
+	policy, err := cli.EgressPolicy(getenv, searchEgressAllowEnv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +116,7 @@ func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath, po
 		if url == "" || linkURL == "" {
 			return nil, fmt.Errorf("%s=%s needs the connections service (--service connections=URL) and --link-url (%s), the console's Connections page", searchPolicyEnv, who, searchLinkURLEnv)
 		}
-		key, err := readMeshKey(meshKeyPath)
+		key, err := cli.ReadMeshKey(meshKeyPath)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +146,7 @@ func buildSearch(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath, po
 func githubOptions(s *config.Set) buildFunc {
 	var keyPath string
 	var link githubLinkOptions
-	bindMeshKey(s, &keyPath, "mesh private key file the github service asks the connections service for agents' tokens with (TOOLMESH_GITHUB_POLICY per_agent, per_agent_or_shared)")
+	cli.BindMeshKey(s, &keyPath, "mesh private key file the github service asks the connections service for agents' tokens with (TOOLMESH_GITHUB_POLICY per_agent, per_agent_or_shared)")
 	s.String(&link.clientID, "", config.Opt{Flag: "client-id", Env: "TOOLMESH_GITHUB_CLIENT_ID",
 		Usage: "client ID of the GitHub App (or OAuth app) people link agents' accounts through; with its secret, the service serves the link page at TOOLMESH_GITHUB_LINK_URL, whose URL+\"/callback\" is the app's callback URL"})
 	s.String(&link.secretPath, "", config.Opt{Flag: "client-secret-file", Env: "TOOLMESH_GITHUB_CLIENT_SECRET_FILE",
@@ -184,7 +160,7 @@ func githubOptions(s *config.Set) buildFunc {
 	s.String(&link.signInSecretPath, "", config.Opt{Flag: "link-client-secret-file", Env: "TOOLMESH_GITHUB_LINK_CLIENT_SECRET_FILE",
 		Usage: "file holding the link page's client secret at the issuer (none: a public client, PKCE alone)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		return buildGitHub(ctx, db, deps, orDataFile(keyPath, deps.DataDir, meshKeyFile), link)
+		return buildGitHub(ctx, db, deps, cli.OrDataFile(keyPath, deps.DataDir, cli.MeshKeyFile), link)
 	}
 }
 
@@ -233,7 +209,7 @@ func (o githubLinkOptions) config(getenv func(string) string, url, webURL string
 // each agent's own connection; without a token they answer capability_gap.
 func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath string, linkOpts githubLinkOptions) ([]server.Service, error) {
 	getenv, log := deps.Getenv, deps.Log
-	policy, err := egressPolicy(getenv, githubEgressAllowEnv, log)
+	policy, err := cli.EgressPolicy(getenv, githubEgressAllowEnv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +228,7 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath str
 		if url == "" || link == "" {
 			return nil, fmt.Errorf("%s=%s needs the connections service (--service connections=URL) and %s, the page where a person links an agent's GitHub account", githubPolicyEnv, who, githubLinkURLEnv)
 		}
-		key, err := readMeshKey(meshKeyPath)
+		key, err := cli.ReadMeshKey(meshKeyPath)
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +263,6 @@ func buildGitHub(_ context.Context, _ *sqldb.DB, deps serveDeps, meshKeyPath str
 // signs the depth of what it sends with the mesh key, naming that URL
 // (TOOLMESH_A2A_URL) as where the key is published.
 const (
-	a2aURLEnv = "TOOLMESH_A2A_URL"
 	// a2aPort is the A2A endpoint's default port under `toolmesh up`.
 	a2aPort = 7170
 )
@@ -297,7 +272,7 @@ const (
 // agents and inbound A2A tasks the edge's A2A door serves, delivering their
 // messages through the messages service.
 func buildRemoteAgents(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	policy, err := cli.EgressPolicy(deps.Getenv, cli.RemoteEgressAllowEnv, deps.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +302,7 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 	if url == "" {
 		return fmt.Errorf("worker remoteagents needs the remoteagents service (--service remoteagents=http://...)")
 	}
-	policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+	policy, err := cli.EgressPolicy(deps.Getenv, cli.RemoteEgressAllowEnv, deps.Log)
 	if err != nil {
 		return err
 	}
@@ -338,15 +313,15 @@ func registerRemoteAgents(w worker.Worker, deps workerDeps) error {
 		Audit:        deps.auditRecorder(),
 		Log:          deps.Log,
 	}
-	if issuer := deps.Getenv(a2aURLEnv); issuer != "" {
+	if issuer := deps.Getenv(cli.A2AURLEnv); issuer != "" {
 		if acts.Depth, err = a2alink.NewDepthSigner(deps.MeshKey, issuer); err != nil {
-			return fmt.Errorf("%s: %w", a2aURLEnv, err)
+			return fmt.Errorf("%s: %w", cli.A2AURLEnv, err)
 		}
 		if acts.Push, err = a2alink.NewPushSigner(deps.MeshKey, issuer); err != nil {
-			return fmt.Errorf("%s: %w", a2aURLEnv, err)
+			return fmt.Errorf("%s: %w", cli.A2AURLEnv, err)
 		}
 	} else {
-		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth, and pushes no signature: set "+a2aURLEnv+" to the edge's A2A URL")
+		deps.Log.Warn("remoteagents.depth_unsigned", "message", "messages to remote agents carry no signed depth, and pushes no signature: set "+cli.A2AURLEnv+" to the edge's A2A URL")
 	}
 	remoteagentsworker.Register(w, acts)
 	return nil

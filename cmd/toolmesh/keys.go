@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/keyfile"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -18,7 +18,7 @@ import (
 // ensureMeshKeys creates an Ed25519 mesh key pair under dir unless one is
 // there, and returns the paths of both files.
 func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err error) {
-	keyPath, pubPath = dataFile(dir, meshKeyFile), dataFile(dir, meshPubKeyFile)
+	keyPath, pubPath = cli.DataFile(dir, cli.MeshKeyFile), cli.DataFile(dir, cli.MeshPubKeyFile)
 	created, err = keyfile.Ensure(keyPath, pubPath)
 	if err != nil {
 		return "", "", false, fmt.Errorf("mesh key: %w", err)
@@ -29,7 +29,7 @@ func ensureMeshKeys(dir string) (keyPath, pubPath string, created bool, err erro
 // ensureAuditKeys creates the audit service's checkpoint key pair under dir
 // unless one is there, and returns the paths of both files.
 func ensureAuditKeys(dir string) (keyPath, pubPath string, created bool, err error) {
-	keyPath, pubPath = dataFile(dir, auditKeyFile), dataFile(dir, auditPubKeyFile)
+	keyPath, pubPath = cli.DataFile(dir, cli.AuditKeyFile), cli.DataFile(dir, cli.AuditPubKeyFile)
 	created, err = keyfile.Ensure(keyPath, pubPath)
 	if err != nil {
 		return "", "", false, fmt.Errorf("audit key: %w", err)
@@ -37,30 +37,10 @@ func ensureAuditKeys(dir string) (keyPath, pubPath string, created bool, err err
 	return keyPath, pubPath, created, nil
 }
 
-func readMeshKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read mesh key (create one with `toolmesh keygen`): %w", err)
-	}
-	return mesh.ParsePrivateKey(b)
-}
-
-func readMeshVerifier(path string) (*mesh.Verifier, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read mesh public key (create one with `toolmesh keygen`): %w", err)
-	}
-	keys, err := mesh.ParsePublicKeys(b)
-	if err != nil {
-		return nil, err
-	}
-	return mesh.NewVerifier(keys...), nil
-}
-
 // ensureStateKey creates the request state key under dir unless one is
 // there, and returns its path.
 func ensureStateKey(dir string) (path string, created bool, err error) {
-	path = dataFile(dir, stateKeyFile)
+	path = cli.DataFile(dir, cli.StateKeyFile)
 	if _, err := os.Stat(path); err == nil {
 		return path, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -94,7 +74,7 @@ func writeStateKey(path string) error {
 // rotateStateKey makes the current request state key the previous one
 // (replacing the previous) and creates a new current key.
 func rotateStateKey(dir string) (current, previous string, err error) {
-	current, previous = dataFile(dir, stateKeyFile), dataFile(dir, statePreviousKeyFile)
+	current, previous = cli.DataFile(dir, cli.StateKeyFile), cli.DataFile(dir, cli.StatePreviousKeyFile)
 	if _, err := os.Stat(current); err != nil {
 		return "", "", fmt.Errorf("no request state key to rotate (create one with toolmesh keygen): %w", err)
 	}
@@ -102,45 +82,6 @@ func rotateStateKey(dir string) (current, previous string, err error) {
 		return "", "", fmt.Errorf("rotate request state key: %w", err)
 	}
 	return current, previous, writeStateKey(current)
-}
-
-// readStateSealer reads the current request state key and, when the file
-// exists, the previous one.
-func readStateSealer(currentPath, previousPath string) (*requeststate.Sealer, error) {
-	keys, err := readStateKeys(currentPath, previousPath)
-	if err != nil {
-		return nil, err
-	}
-	return requeststate.NewSealer(keys[0], keys[1:]...)
-}
-
-// readStateKeys reads the current request state key and, when the file
-// exists, the previous one: the current first.
-func readStateKeys(currentPath, previousPath string) ([]requeststate.Key, error) {
-	b, err := os.ReadFile(currentPath)
-	if err != nil {
-		return nil, fmt.Errorf("read request state key (create one with `toolmesh keygen`): %w", err)
-	}
-	current, err := requeststate.ParseKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", currentPath, err)
-	}
-	keys := []requeststate.Key{current}
-	if previousPath != "" {
-		b, err := os.ReadFile(previousPath)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("read previous request state key: %w", err)
-		default:
-			k, err := requeststate.ParseKey(b)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", previousPath, err)
-			}
-			keys = append(keys, k)
-		}
-	}
-	return keys, nil
 }
 
 // keygenConfig is the configuration of `toolmesh keygen`.
@@ -151,13 +92,13 @@ type keygenConfig struct {
 
 func bindKeygen(s *config.Set) *keygenConfig {
 	c := &keygenConfig{}
-	bindData(s, &c.dataDir, "directory for the key files")
+	cli.BindData(s, &c.dataDir, "directory for the key files")
 	s.Bool(&c.rotate, false, config.Opt{Flag: "rotate-state-key", Usage: "make the request state key the previous one (still accepted) and create a new current key"})
 	return c
 }
 
 func runKeygen(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("keygen", getenv, stderr)
+	s := cli.NewConfig("keygen", getenv, stderr)
 	c := bindKeygen(s)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -224,8 +165,8 @@ type tokenConfig struct {
 
 func bindToken(s *config.Set) *tokenConfig {
 	c := &tokenConfig{}
-	bindData(s, &c.dataDir, "directory holding mesh.key")
-	bindMeshKey(s, &c.keyPath, "mesh private key file")
+	cli.BindData(s, &c.dataDir, "directory holding mesh.key")
+	cli.BindMeshKey(s, &c.keyPath, "mesh private key file")
 	s.String(&c.agent, "", config.Opt{Flag: "agent", Usage: "agent id the token acts as (required)"})
 	s.String(&c.subject, "", config.Opt{Flag: "subject", Usage: "subject of the token", Default: "the agent"})
 	s.Int(&c.depth, 0, config.Opt{Flag: "depth", Usage: "invocation depth"})
@@ -236,7 +177,7 @@ func bindToken(s *config.Set) *tokenConfig {
 }
 
 func runToken(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("token", getenv, stderr)
+	s := cli.NewConfig("token", getenv, stderr)
 	c := bindToken(s)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -248,8 +189,8 @@ func runToken(args []string, getenv func(string) string, stdout, stderr io.Write
 	if *ttl <= 0 || *ttl > maxDevTokenTTL {
 		return fmt.Errorf("--ttl must be between 1s and %s", maxDevTokenTTL)
 	}
-	*keyPath = orDataFile(*keyPath, *dataDir, meshKeyFile)
-	key, err := readMeshKey(*keyPath)
+	*keyPath = cli.OrDataFile(*keyPath, *dataDir, cli.MeshKeyFile)
+	key, err := cli.ReadMeshKey(*keyPath)
 	if err != nil {
 		return err
 	}

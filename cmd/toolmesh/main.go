@@ -14,7 +14,7 @@
 //	toolmesh audit verify     check the audit trail offline against signed checkpoints
 //	toolmesh check            check the mesh's invariants on its databases (books, keys, asks, runs)
 //
-// Only this package reads flags and the environment.
+// Only cmd/ reads flags and the environment.
 package main
 
 import (
@@ -26,6 +26,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/edgecmd"
 
 	"github.com/toolmesh/toolmesh/internal/logging"
 )
@@ -77,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "worker":
 		return runWorker(ctx, args[1:], getenv, stdout, stderr, log)
 	case "edge":
-		return runEdge(ctx, args[1:], getenv, stdin, stdout, stderr, log)
+		return edgecmd.Run(ctx, args[1:], getenv, stdin, stdout, stderr, log)
 	case "console":
 		return runConsole(ctx, args[1:], getenv, stdout, stderr, log)
 	case "temporal-dev":

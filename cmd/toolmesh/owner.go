@@ -20,7 +20,7 @@ import (
 	ownerworker "github.com/toolmesh/toolmesh/workers/owner"
 )
 
-// ownerWebhookAllowEnv lists the addresses (CIDR prefixes or single IPs,
+// ownerWebhookAllowEnv lists the addresses (CIDR cli.JoinPrefixes or single IPs,
 // comma-separated) webhook channels may reach although they are loopback,
 // private, link-local or cloud metadata addresses, e.g.
 // "127.0.0.1,10.20.0.0/16". Empty: none.

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 )
 
@@ -37,7 +38,7 @@ const (
 	procTemporal = "temporal"
 	procEdge     = "edge"
 	procConsole  = "console"
-	// workerPrefix prefixes a task queue's name: worker-<queue>.
+	// workerPrefix cli.JoinPrefixes a task queue's name: worker-<queue>.
 	workerPrefix = "worker-"
 )
 
@@ -145,7 +146,7 @@ type meshConfig struct {
 // after parsing.
 func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, error) {
 	var cfg meshConfig
-	bindData(s, &cfg.DataDir, "directory for local state (SQLite files, mesh keys, Temporal)")
+	cli.BindData(s, &cfg.DataDir, "directory for local state (SQLite files, mesh keys, Temporal)")
 	bindPortOffset(s, &cfg.PortOffset, "added to every default port (services 71xx, workers 72xx, edge, Temporal), to run a second mesh beside the first")
 	s.String(&cfg.EdgeAddr, fmt.Sprintf("127.0.0.1:%d", edgePort), config.Opt{Flag: "edge-addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "edge listen address (its default port plus --port-offset)"})
 	s.String(&cfg.DevAgent, "local", config.Opt{Flag: "dev-agent", Env: "TOOLMESH_DEV_AGENT", Usage: "agent id of the edge's calls; registered in the agents directory at start"})
@@ -207,8 +208,8 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	queues := slices.Sorted(maps.Keys(workerQueues))
 
 	local := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+cfg.PortOffset) }
-	keyPath := dataFile(cfg.DataDir, meshKeyFile)
-	pubPath := dataFile(cfg.DataDir, meshPubKeyFile)
+	keyPath := cli.DataFile(cfg.DataDir, cli.MeshKeyFile)
+	pubPath := cli.DataFile(cfg.DataDir, cli.MeshPubKeyFile)
 	temporalAddr := fmt.Sprintf("127.0.0.1:%d", cfg.TemporalPort)
 
 	plan := []meshProcess{{
@@ -264,7 +265,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			// endpoint, which publishes it; they are public at the
 			// service's own address.
 			args = append(args, "--mesh-key", keyPath)
-			env = map[string]string{a2aURLEnv: a2aURL, reputationPublicURLEnv: "http://" + addr}
+			env = map[string]string{cli.A2AURLEnv: a2aURL, reputationPublicURLEnv: "http://" + addr}
 		}
 		if n == "github" && cfg.GitHubLinkURL == "" {
 			// The link page, when the github service serves it, is its
@@ -311,7 +312,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 		var env map[string]string
 		if q == "remoteagents" {
 			// Depth tokens name the A2A endpoint, which publishes the key.
-			env = map[string]string{a2aURLEnv: a2aURL}
+			env = map[string]string{cli.A2AURLEnv: a2aURL}
 		}
 		plan = append(plan, meshProcess{
 			Name:         workerPrefix + q,
@@ -344,12 +345,12 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	edgeArgs := []string{"edge", "--addr", cfg.EdgeAddr, "--dev-agent", cfg.DevAgent, "--mesh-key", keyPath,
 		"--metrics-addr", local(edgeMetricsPort),
 		"--temporal", temporalAddr,
-		"--state-key", dataFile(cfg.DataDir, stateKeyFile),
-		"--state-previous-key", dataFile(cfg.DataDir, statePreviousKeyFile),
+		"--state-key", cli.DataFile(cfg.DataDir, cli.StateKeyFile),
+		"--state-previous-key", cli.DataFile(cfg.DataDir, cli.StatePreviousKeyFile),
 		"--a2a-addr", local(a2aPort),
 		// The A2A endpoint publishes the audit checkpoint key beside the
 		// mesh key, for the checkpoints attestations name.
-		"--a2a-audit-public-key", dataFile(cfg.DataDir, auditPubKeyFile)}
+		"--a2a-audit-public-key", cli.DataFile(cfg.DataDir, cli.AuditPubKeyFile)}
 	if cfg.Pprof {
 		edgeArgs = append(edgeArgs, "--pprof")
 	}
@@ -424,7 +425,7 @@ func bindProcesses(s *config.Set, getenv func(string) string) (*bool, func() (me
 }
 
 func runProcesses(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("processes", getenv, stderr)
+	s := cli.NewConfig("processes", getenv, stderr)
 	asJSON, meshCfg := bindProcesses(s, getenv)
 	if err := s.Parse(args); err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 )
 
 func defaultPlan(t *testing.T, args ...string) []meshProcess {
@@ -168,7 +170,7 @@ func TestPlanServesA2AWhereTheWorkerSignsFor(t *testing.T) {
 			edgeA2A = "http://" + p.Args[i+1]
 		}
 		if p.Name == workerPrefix+"remoteagents" {
-			signs = p.Env[a2aURLEnv]
+			signs = p.Env[cli.A2AURLEnv]
 		}
 	}
 	if edgeA2A != "http://127.0.0.1:7470" || signs != edgeA2A {
@@ -222,32 +224,6 @@ func TestProcessesTable(t *testing.T) {
 		if err := run(t.Context(), bad, func(string) string { return "" }, nil, &out, discard{}); err == nil {
 			t.Errorf("toolmesh %s: no error", strings.Join(bad, " "))
 		}
-	}
-}
-
-func TestServicesFromEnvironment(t *testing.T) {
-	parse := func(env map[string]string, args ...string) (map[string]string, error) {
-		s := newConfig("edge", func(k string) string { return env[k] }, io.Discard)
-		c := bindEdge(s, func(k string) string { return env[k] })
-		err := s.Parse(args)
-		return c.services, err
-	}
-	env := map[string]string{servicesEnv: "tasks=http://tasks:8080, agents=http://agents:8080"}
-	// A flag replaces one domain's URL and keeps the others.
-	got, err := parse(env, "--service", "tasks=http://127.0.0.1:7101")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"tasks": "http://127.0.0.1:7101", "agents": "http://agents:8080"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("services (-want +got):\n%s", diff)
-	}
-	// Neither: every domain on loopback.
-	if got, err := parse(nil); err != nil || len(orLoopback(got)) != len(domains) {
-		t.Errorf("no services given: %v, %v; want every domain", orLoopback(got), err)
-	}
-	if _, err := parse(map[string]string{servicesEnv: "tasks"}); err == nil || !strings.Contains(err.Error(), servicesEnv) {
-		t.Errorf("malformed %s: err %v", servicesEnv, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -76,7 +77,7 @@ func projectsOptions(s *config.Set) buildFunc {
 			return nil, fmt.Errorf("--egress-allow (TOOLMESH_PROJECTS_EGRESS_ALLOW): %w", err)
 		}
 		if len(allow) > 0 {
-			deps.Log.Warn("egress.allow", "setting", "TOOLMESH_PROJECTS_EGRESS_ALLOW", "allowed", prefixes(allow), "message", "git clones may reach these internal addresses")
+			deps.Log.Warn("egress.allow", "setting", "TOOLMESH_PROJECTS_EGRESS_ALLOW", "allowed", cli.JoinPrefixes(allow), "message", "git clones may reach these internal addresses")
 		}
 		deps.Log.Info("projects.base", "base", b.Dir(), "clones", filepath.Join(deps.DataDir, clonesDir))
 		cfg.Base, cfg.Git.Egress = b, egress.Policy{Allow: allow}

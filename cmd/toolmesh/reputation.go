@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -26,11 +27,11 @@ const reputationPublicURLEnv = "TOOLMESH_REPUTATION_PUBLIC_URL"
 // reached as remoteagents reaches them (TOOLMESH_REMOTEAGENTS_EGRESS_ALLOW).
 func reputationOptions(s *config.Set) buildFunc {
 	var keyPath, publicURL string
-	bindMeshKey(s, &keyPath, "mesh private key file that signs attestations (the key the A2A endpoint publishes)")
+	cli.BindMeshKey(s, &keyPath, "mesh private key file that signs attestations (the key the A2A endpoint publishes)")
 	s.String(&publicURL, "", config.Opt{Flag: "public-url", Env: reputationPublicURLEnv,
 		Usage: "this service's base URL as other meshes reach it: attestations are published below it at " + reputation.PublicPath + "<agent> (none when empty)"})
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
-		policy, err := egressPolicy(deps.Getenv, remoteEgressAllowEnv, deps.Log)
+		policy, err := cli.EgressPolicy(deps.Getenv, cli.RemoteEgressAllowEnv, deps.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -45,18 +46,18 @@ func reputationOptions(s *config.Set) buildFunc {
 			Egress:    policy,
 			Log:       deps.Log,
 		}
-		issuer := deps.Getenv(a2aURLEnv)
-		keyPath = orDataFile(keyPath, deps.DataDir, meshKeyFile)
-		switch key, err := readMeshKey(keyPath); {
+		issuer := deps.Getenv(cli.A2AURLEnv)
+		keyPath = cli.OrDataFile(keyPath, deps.DataDir, cli.MeshKeyFile)
+		switch key, err := cli.ReadMeshKey(keyPath); {
 		case issuer == "":
-			deps.Log.Warn("reputation.no_issuer", "message", "attestations are not issued: set "+a2aURLEnv+" to the edge's A2A URL, where the mesh key is published")
+			deps.Log.Warn("reputation.no_issuer", "message", "attestations are not issued: set "+cli.A2AURLEnv+" to the edge's A2A URL, where the mesh key is published")
 		case errors.Is(err, fs.ErrNotExist):
 			deps.Log.Warn("reputation.no_key", "message", "attestations are not issued: no mesh key at "+keyPath)
 		case err != nil:
 			return nil, err
 		default:
 			if cfg.Signer, err = reputation.NewSigner(key, issuer); err != nil {
-				return nil, fmt.Errorf("%s: %w", a2aURLEnv, err)
+				return nil, fmt.Errorf("%s: %w", cli.A2AURLEnv, err)
 			}
 		}
 		return []server.Service{reputation.New(st, cfg).Registration()}, nil

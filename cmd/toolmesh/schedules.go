@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -61,7 +62,7 @@ func registerSchedules(w worker.Worker, deps workerDeps) error {
 		return errors.New("worker schedules needs the schedules service (--service schedules=http://...)")
 	}
 	tools, err := toolcall.BindAll(toolcall.BindConfig{
-		Contracts: contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Log: deps.Log,
+		Contracts: topology.Contracts(), Services: deps.Services, HTTPClient: deps.HTTPClient, Log: deps.Log,
 		ClientOptions: []connect.ClientOption{deps.Telemetry.ClientOption()},
 	})
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/agentcheck"
 	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
@@ -25,8 +27,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/sqldb"
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/connections/v1/connectionsv1connect"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/events/v1/eventsv1connect"
-	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/inbound/v1/inboundv1connect"
 	"github.com/toolmesh/toolmesh/services/agents"
 	"github.com/toolmesh/toolmesh/services/agents/agentsstore"
 	"github.com/toolmesh/toolmesh/services/audit"
@@ -46,8 +46,11 @@ type buildFunc func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server
 
 // domain is one service the binary can run.
 type domain struct {
-	// port is the default port under `toolmesh up`.
-	port int
+	// port is the default port under `toolmesh up`, and serves the
+	// services of shared contracts the domain serves besides its own:
+	// both from cmd/internal/topology (withTopology).
+	port   int
+	serves []string
 	// build opens the domain's store on db and returns its service (db is
 	// nil for a stateless domain).
 	build buildFunc
@@ -64,10 +67,6 @@ type domain struct {
 	// given them (--service), as some of its settings need: the audit
 	// trail, the connections service of search's per-agent keys.
 	mayCall []string
-	// serves lists the services of shared contracts (not a domain's own)
-	// the domain serves besides its own, by fully-qualified name: the edge
-	// reaches them at the domain's address.
-	serves []string
 	// noREST marks a domain whose service has no REST routes (its
 	// contract maps no HTTP paths): `toolmesh up` does not offer them.
 	noREST bool
@@ -80,32 +79,51 @@ type domain struct {
 	directory bool
 }
 
-var domains = withConformanceDomains(withFaultsDomains(map[string]domain{
-	"tasks":    {port: 7101, options: tasksOptions},
-	"agents":   {port: 7102, options: agentsOptions, directory: true},
-	"messages": {port: 7103, build: buildMessages},
-	"memory":   {port: 7104, build: buildMemory},
-	"credits":  {port: 7105, build: buildCredits},
-	"owner":    {port: 7106, options: ownerOptions, temporal: true},
-	"audit":    {port: 7108, options: auditOptions},
+var domains = withTopology(withConformanceDomains(withFaultsDomains(map[string]domain{
+	"tasks":    {options: tasksOptions},
+	"agents":   {options: agentsOptions, directory: true},
+	"messages": {build: buildMessages},
+	"memory":   {build: buildMemory},
+	"credits":  {build: buildCredits},
+	"owner":    {options: ownerOptions, temporal: true},
+	"audit":    {options: auditOptions},
 
-	"schedules":  {port: 7107, options: schedulesOptions, temporal: true},
-	"projects":   {port: 7112, options: projectsOptions, temporal: true},
-	"workflows":  {port: 7113, options: workflowsOptions, temporal: true},
-	"reputation": {port: 7114, options: reputationOptions, calls: []string{"audit"}},
+	"schedules":  {options: schedulesOptions, temporal: true},
+	"projects":   {options: projectsOptions, temporal: true},
+	"workflows":  {options: workflowsOptions, temporal: true},
+	"reputation": {options: reputationOptions, calls: []string{"audit"}},
 	// The event log: it pulls the outboxes of the domains that declare
 	// events, serves them to the edge (docs/events.md) and keeps webhook
 	// subscriptions, whose deliveries run on the eventlog task queue.
-	"eventlog": {port: 7115, options: eventlogOptions, temporal: true, noREST: true, calls: []string{"owner", "tasks"}, serves: []string{eventsv1connect.EventsServiceName}},
+	"eventlog": {options: eventlogOptions, temporal: true, noREST: true, calls: []string{"owner", "tasks"}},
 
 	// The integrations: reaching beyond the mesh (docs/integrations.md).
-	"remoteagents": {port: 7109, build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"},
-		serves: []string{inboundv1connect.InboundServiceName}},
-	"github": {port: 7110, options: githubOptions, stateless: true, calls: []string{"connections"}, mayCall: []string{"audit"}},
+	"remoteagents": {build: buildRemoteAgents, temporal: true, calls: []string{"messages", "agents"}},
+	"github":       {options: githubOptions, stateless: true, calls: []string{"connections"}, mayCall: []string{"audit"}},
 	// Each agent's links to upstream accounts (docs/connections.md).
-	"connections": {port: 7116, options: connectionsOptions},
-	"search":      {port: 7111, options: searchOptions, stateless: true, mayCall: []string{"connections", "audit"}},
-}))
+	"connections": {options: connectionsOptions},
+	"search":      {options: searchOptions, stateless: true, mayCall: []string{"connections", "audit"}},
+})))
+
+// withTopology gives each domain its place in the mesh from
+// cmd/internal/topology, which every command shares; a domain this binary
+// serves must be there, and a domain there must be served.
+func withTopology(d map[string]domain) map[string]domain {
+	for name, x := range d {
+		t, ok := topology.Domains[name]
+		if !ok {
+			panic("domain " + name + " is missing from cmd/internal/topology")
+		}
+		x.port, x.serves = t.Port, t.Serves
+		d[name] = x
+	}
+	for name := range topology.Domains {
+		if _, ok := d[name]; !ok {
+			panic("cmd/internal/topology lists domain " + name + ", which this binary does not serve")
+		}
+	}
+	return d
+}
 
 // serveDeps is what a domain's build gets besides its database.
 type serveDeps struct {
@@ -174,7 +192,7 @@ func agentsOptions(s *config.Set) buildFunc {
 		Usage: "an agent id registered at start when missing; toolmesh up adds its --dev-agent"})
 	s.String(&connectionsURL, "", config.Opt{Flag: "connections-url", Env: "TOOLMESH_AGENTS_CONNECTIONS_URL",
 		Usage: "connections service URL: retiring an agent first unlinks its upstream connections (revoked at each provider), as the mesh's service with --mesh-key; off when empty"})
-	bindMeshKey(s, &keyPath, "mesh private key file the agents service asks the connections service to unlink a retired agent's connections with (--connections-url)")
+	cli.BindMeshKey(s, &keyPath, "mesh private key file the agents service asks the connections service to unlink a retired agent's connections with (--connections-url)")
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		st, err := agentsstore.Open(ctx, db)
 		if err != nil {
@@ -182,7 +200,7 @@ func agentsOptions(s *config.Set) buildFunc {
 		}
 		cfg := agents.Config{}
 		if connectionsURL != "" {
-			key, err := readMeshKey(orDataFile(keyPath, deps.DataDir, meshKeyFile))
+			key, err := cli.ReadMeshKey(cli.OrDataFile(keyPath, deps.DataDir, cli.MeshKeyFile))
 			if err != nil {
 				return nil, fmt.Errorf("--connections-url needs the mesh key: %w", err)
 			}
@@ -218,9 +236,9 @@ func auditOptions(s *config.Set) buildFunc {
 	var keyPath, logPath string
 	var interval time.Duration
 	s.String(&keyPath, "", config.Opt{Flag: "checkpoint-key", Env: "TOOLMESH_AUDIT_KEY",
-		Usage: "Ed25519 private key (PKCS #8 PEM) that signs audit checkpoints; toolmesh keygen creates it", Default: "<data>/" + auditKeyFile})
+		Usage: "Ed25519 private key (PKCS #8 PEM) that signs audit checkpoints; toolmesh keygen creates it", Default: "<data>/" + cli.AuditKeyFile})
 	s.String(&logPath, "", config.Opt{Flag: "checkpoint-log", Env: "TOOLMESH_AUDIT_CHECKPOINT_LOG",
-		Usage: "file every signed audit checkpoint is appended to; ship it elsewhere", Default: "<data>/" + auditCheckpointLogFile})
+		Usage: "file every signed audit checkpoint is appended to; ship it elsewhere", Default: "<data>/" + cli.AuditCheckpointLogFile})
 	s.Duration(&interval, audit.DefaultCheckpointInterval, config.Opt{Flag: "checkpoint-interval", Env: "TOOLMESH_AUDIT_CHECKPOINT_INTERVAL",
 		Usage: "how often a checkpoint is signed besides the one after appends (at least 1s)"})
 	var appenders []string
@@ -230,8 +248,8 @@ func auditOptions(s *config.Set) buildFunc {
 		if err := (audit.Config{CheckpointInterval: interval}).Validate(); err != nil {
 			return nil, err
 		}
-		keyPath = orDataFile(keyPath, deps.DataDir, auditKeyFile)
-		logPath = orDataFile(logPath, deps.DataDir, auditCheckpointLogFile)
+		keyPath = cli.OrDataFile(keyPath, deps.DataDir, cli.AuditKeyFile)
+		logPath = cli.OrDataFile(logPath, deps.DataDir, cli.AuditCheckpointLogFile)
 		key, err := keyfile.ReadPrivate(keyPath)
 		if err != nil {
 			return nil, fmt.Errorf("read audit checkpoint key (create one with `toolmesh keygen`): %w", err)
@@ -299,8 +317,8 @@ type serveConfig struct {
 	addr, dataDir, dsn, agentsURL, temporalAddr, pubKey string
 	drain                                               time.Duration
 	calls                                               map[string]string
-	limits                                              *limitConfig
-	telemetry                                           *telemetryConfig
+	limits                                              *cli.LimitFlags
+	telemetry                                           *cli.TelemetryFlags
 	// build builds the domain's service once the options are parsed.
 	build buildFunc
 }
@@ -312,9 +330,9 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 	c := &serveConfig{build: d.build}
 	prefix := "TOOLMESH_" + strings.ToUpper(name) + "_"
 	s.String(&c.addr, fmt.Sprintf("127.0.0.1:%d", d.port), config.Opt{Flag: "addr", Env: prefix + "ADDR", Usage: "listen address"})
-	bindData(s, &c.dataDir, "directory for SQLite files and the mesh public key")
+	cli.BindData(s, &c.dataDir, "directory for SQLite files and the mesh public key")
 	if !d.stateless {
-		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + dbFile(name)})
+		s.String(&c.dsn, "", config.Opt{Flag: "dsn", Env: prefix + "DSN", Usage: "database DSN: a postgres:// URL, or a SQLite path", Default: "<data>/" + cli.DBFile(name)})
 	}
 	s.Duration(&c.drain, 0, config.Opt{Flag: "drain", Env: "TOOLMESH_SERVICE_DRAIN", Usage: "how long to report NOT_SERVING before closing on shutdown"})
 	if !d.directory {
@@ -325,12 +343,12 @@ func bindServe(s *config.Set, getenv func(string) string, name string, d domain)
 		s.String(&c.temporalAddr, defaultTemporalAddr, config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address"})
 	}
 	s.String(&c.pubKey, "", config.Opt{Flag: "mesh-public-key", Env: "TOOLMESH_MESH_PUBLIC_KEY",
-		Usage: "mesh public key file(s) that verify callers' mesh tokens", Default: "<data>/" + meshPubKeyFile})
+		Usage: "mesh public key file(s) that verify callers' mesh tokens", Default: "<data>/" + cli.MeshPubKeyFile})
 	if len(d.calls)+len(d.mayCall) > 0 {
-		bindServices(s, &c.calls, append(slices.Clone(d.calls), d.mayCall...))
+		cli.BindServices(s, &c.calls, append(slices.Clone(d.calls), d.mayCall...))
 	}
-	c.limits = bindLimits(s, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
-	c.telemetry = bindTelemetry(s, getenv)
+	c.limits = cli.BindLimits(s, "TOOLMESH_SERVICE_", server.DefaultMaxBodyBytes)
+	c.telemetry = cli.BindTelemetry(s, getenv)
 	if d.options != nil {
 		c.build = d.options(s)
 	}
@@ -351,7 +369,7 @@ func parseNamed[T, C any](args []string, table map[string]T, command, what strin
 	if !ok {
 		return "", entry, cfg, fmt.Errorf("unknown %s %q (%ss: %s)", what, name, what, names)
 	}
-	s := newConfig(command+" "+name, getenv, stderr)
+	s := cli.NewConfig(command+" "+name, getenv, stderr)
 	cfg = bind(s, getenv, name, entry)
 	return name, entry, cfg, s.Parse(args[1:])
 }
@@ -361,24 +379,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	limits, err := c.limits.limits()
+	limits, err := c.limits.Limits()
 	if err != nil {
 		return err
 	}
 	if !d.stateless && c.dsn == "" {
-		c.dsn = dataFile(c.dataDir, dbFile(name))
+		c.dsn = cli.DataFile(c.dataDir, cli.DBFile(name))
 	}
-	c.pubKey = orDataFile(c.pubKey, c.dataDir, meshPubKeyFile)
-	verifier, err := readMeshVerifier(c.pubKey)
+	c.pubKey = cli.OrDataFile(c.pubKey, c.dataDir, cli.MeshPubKeyFile)
+	verifier, err := cli.ReadMeshVerifier(c.pubKey)
 	if err != nil {
 		return err
 	}
 	log = log.With("service", name)
-	tel, err := c.telemetry.start(ctx, "toolmesh-"+name, stdout, log)
+	tel, err := c.telemetry.Start(ctx, "toolmesh-"+name, stdout, log)
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry(tel, log)
+	defer cli.StopTelemetry(tel, log)
 	var db *sqldb.DB
 	if !d.stateless {
 		if db, err = sqldb.Open(ctx, c.dsn); err != nil {
@@ -406,7 +424,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				needed[callee] = u
 			}
 		}
-		if deps.Services, err = serviceURLs(needed); err != nil {
+		if deps.Services, err = topology.ServiceURLs(needed); err != nil {
 			return err
 		}
 	}
@@ -429,8 +447,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	opts := server.Options{DrainDelay: c.drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
-		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits, Pprof: c.telemetry.pprof}
+	opts := server.Options{Busy: sqldb.IsBusy, DrainDelay: c.drain, ShutdownTimeout: 10 * time.Second, Mesh: verifier,
+		Telemetry: tel.Providers, Metrics: tel.MetricsHandler(), Limits: limits, Pprof: c.telemetry.Pprof}
 	if c.agentsURL != "" {
 		check := agentcheck.New(c.agentsURL, agentcheck.Options{Log: log, Telemetry: tel.Providers})
 		opts.Interceptors = []connect.Interceptor{check.Interceptor()}

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -97,7 +98,7 @@ func TestServeOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, map[string]string{"TOOLMESH_REPUTATION_DSN": reputationDSN, a2aURLEnv: "https://a2a.example.com"}, "reputation", "--addr", reputationAddr,
+	serve(t, map[string]string{"TOOLMESH_REPUTATION_DSN": reputationDSN, cli.A2AURLEnv: "https://a2a.example.com"}, "reputation", "--addr", reputationAddr,
 		"--data", data, "--mesh-public-key", pub, "--mesh-key", meshKey, "--service", "audit=http://"+auditAddr)
 
 	// connections keeps its keyring elsewhere too.

@@ -22,29 +22,6 @@ import (
 	"github.com/toolmesh/toolmesh/internal/testsupport/temporaltest"
 )
 
-func TestSessionSelf(t *testing.T) {
-	for _, c := range []struct {
-		advertise, addr, want string
-	}{
-		{"", "127.0.0.1:7100", "127.0.0.1:7100"},
-		{"10.1.2.3", ":8080", "10.1.2.3:8080"},
-		{"10.1.2.3:9000", ":8080", "10.1.2.3:9000"},
-		{"fd00::7", ":8080", "[fd00::7]:8080"},
-		{"[fd00::7]", ":8080", "[fd00::7]:8080"},
-		{"[fd00::7]:9000", ":8080", "[fd00::7]:9000"},
-		{"", ":8080", ""},
-		{"", "0.0.0.0:8080", ""},
-		{"", "localhost:7100", ""},
-		{"edge-0.edge", ":8080", ""},
-		{"0.0.0.0", ":8080", ""},
-	} {
-		got, err := sessionSelf(c.advertise, c.addr)
-		if got != c.want || (err != nil) != (c.want == "") {
-			t.Errorf("sessionSelf(%q, %q) = %q, %v; want %q", c.advertise, c.addr, got, err, c.want)
-		}
-	}
-}
-
 // TestSessionsAcrossEdgeProcesses runs two `toolmesh edge` processes with the
 // flags `toolmesh up` gives its edge (plus the peers), in front of the real
 // agents and owner services, the calls and owner workers and a Temporal dev

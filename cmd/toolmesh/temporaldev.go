@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/temporaldev"
@@ -23,7 +24,7 @@ type temporalDevConfig struct {
 
 func bindTemporalDev(s *config.Set) *temporalDevConfig {
 	c := &temporalDevConfig{}
-	bindData(s, &c.dataDir, "directory for the server's state ("+temporaldev.DBFileName+") and log")
+	cli.BindData(s, &c.dataDir, "directory for the server's state ("+temporaldev.DBFileName+") and log")
 	bindTemporalBin(s, &c.bin)
 	s.String(&c.ip, "127.0.0.1", config.Opt{Flag: "ip", Env: "TOOLMESH_TEMPORAL_DEV_IP", Usage: "address the frontend and the UI bind to"})
 	s.Int(&c.port, temporalPort, config.Opt{Flag: "port", Env: "TOOLMESH_TEMPORAL_DEV_PORT", Usage: "frontend (gRPC) port"})
@@ -38,7 +39,7 @@ func bindTemporalDev(s *config.Set) *temporalDevConfig {
 // server really serves: the frontend, the search attributes and the UI.
 // `toolmesh up` and Tilt start Temporal this way, as one more process.
 func runTemporalDev(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, log *slog.Logger) error {
-	s := newConfig("temporal-dev", getenv, stderr)
+	s := cli.NewConfig("temporal-dev", getenv, stderr)
 	c := bindTemporalDev(s)
 	if err := s.Parse(args); err != nil {
 		return err

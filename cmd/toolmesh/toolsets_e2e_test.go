@@ -16,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -106,7 +107,7 @@ func TestToolsetsThroughTheEdge(t *testing.T) {
 	secret := []byte("toolsets-e2e-secret-0123456789abcdef")
 	const issuer, resource = "https://auth.example.com", "http://127.0.0.1:7100/mcp"
 	e, err := edge.New(edge.Config{
-		Contracts:  contracts(),
+		Contracts:  topology.Contracts(),
 		Services:   services,
 		HTTPClient: client,
 		Mesh:       servertest.MeshSigner(),
@@ -168,7 +169,7 @@ func TestToolsetsThroughTheEdge(t *testing.T) {
 // listed, and a call to it grants the credits.
 func TestToolSearchThroughTheEdge(t *testing.T) {
 	services, client := toolsetServices(t)
-	e, err := edge.New(edge.Config{Contracts: contracts(), Services: services, HTTPClient: client, Mesh: servertest.MeshSigner()}, logging.Discard())
+	e, err := edge.New(edge.Config{Contracts: topology.Contracts(), Services: services, HTTPClient: client, Mesh: servertest.MeshSigner()}, logging.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestToolsetsThroughTheTypeScriptSDK(t *testing.T) {
 	}
 	dir := nodetest.Install(t, filepath.Join("testdata", "tsclient"))
 	services, client := toolsetServices(t)
-	e, err := edge.New(edge.Config{Contracts: contracts(), Services: services, HTTPClient: client, Mesh: servertest.MeshSigner()}, logging.Discard())
+	e, err := edge.New(edge.Config{Contracts: topology.Contracts(), Services: services, HTTPClient: client, Mesh: servertest.MeshSigner()}, logging.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/childproc"
 	"github.com/toolmesh/toolmesh/internal/server"
@@ -61,7 +62,7 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(args) > 0 && args[0] == "status" {
 		return runUpStatus(ctx, args[1:], getenv, stdout, stderr)
 	}
-	s := newConfig("up", getenv, stderr)
+	s := cli.NewConfig("up", getenv, stderr)
 	c := bindUp(s, getenv)
 	if err := s.Parse(args); err != nil {
 		return err
@@ -176,7 +177,7 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, 
 		}
 	}
 	fmt.Fprintf(stdout, "  %-14s 127.0.0.1:%d  (gRPC frontend, namespace %s, state in %s)\n", "Temporal", cfg.TemporalPort,
-		temporaldev.DefaultNamespace, dataFile(cfg.DataDir, temporaldev.DBFileName))
+		temporaldev.DefaultNamespace, cli.DataFile(cfg.DataDir, temporaldev.DBFileName))
 	fmt.Fprintf(stdout, "  %-14s calls that lack inputs ask the user; their workflows: ToolmeshKind=\"call\" (abandoned: ToolmeshStatus=\"abandoned\")\n", "Elicitation")
 	for _, p := range plan {
 		if p.Label != labelServices {

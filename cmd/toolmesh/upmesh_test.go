@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/internal/logging/logtest"
 	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
 )
@@ -146,7 +147,7 @@ func upStatusOf(t *testing.T, bin string, m *upMesh) upStatus {
 func twoMeshes(t *testing.T) (m1, m2 *upMesh, alice, bob *mcp.ClientSession) {
 	t.Helper()
 	bin, temporal := meshBinaries(t)
-	allow := remoteEgressAllowEnv + "=127.0.0.1"
+	allow := cli.RemoteEgressAllowEnv + "=127.0.0.1"
 	m1 = startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=alice")
 	m2 = startUp(t, bin, temporal, allow, "TOOLMESH_DEV_AGENT=bob")
 	return m1, m2, mcpSessionTo(t, m1.Link(t, linkMCP)), mcpSessionTo(t, m2.Link(t, linkMCP))

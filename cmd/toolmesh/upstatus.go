@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/supervise"
@@ -43,7 +44,7 @@ type upStatus struct {
 //	GET /metrics      Prometheus: restarts and readiness by process
 //	GET /healthz      200 when every process is ready, else 503 naming those that are not
 func serveUpStatus(ctx context.Context, lis net.Listener, sup *supervise.Supervisor, log *slog.Logger) (stop func(), err error) {
-	tel, err := telemetry.New(telemetry.Config{ServiceName: "toolmesh-up", Version: version})
+	tel, err := telemetry.New(telemetry.Config{ServiceName: "toolmesh-up", Version: cli.Version})
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +113,7 @@ func serveUpStatus(ctx context.Context, lis net.Listener, sup *supervise.Supervi
 	return func() {
 		cancel()
 		<-done
-		stopTelemetry(tel, log)
+		cli.StopTelemetry(tel, log)
 	}, nil
 }
 
@@ -158,7 +159,7 @@ func bindUpStatus(s *config.Set) *upStatusConfig {
 // runUpStatus prints the processes of a running `toolmesh up`, read from
 // its status page.
 func runUpStatus(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	s := newConfig("up status", getenv, stderr)
+	s := cli.NewConfig("up status", getenv, stderr)
 	c := bindUpStatus(s)
 	if err := s.Parse(args); err != nil {
 		return err

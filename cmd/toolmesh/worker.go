@@ -13,7 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/audittrail"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
@@ -92,7 +94,7 @@ func (deps workerDeps) auditRecorder() *audittrail.Recorder {
 // effects run against the services (workers/calls).
 func registerCalls(w worker.Worker, deps workerDeps) error {
 	acts, err := calls.NewActivities(calls.Config{
-		Contracts:  contracts(),
+		Contracts:  topology.Contracts(),
 		Services:   deps.Services,
 		HTTPClient: deps.HTTPClient,
 		Mesh:       deps.Mesh,
@@ -111,7 +113,7 @@ type workerConfig struct {
 	temporalAddr, healthAddr, dataDir, keyPath string
 	services                                   map[string]string
 	callTimeout                                time.Duration
-	telemetry                                  *telemetryConfig
+	telemetry                                  *cli.TelemetryFlags
 }
 
 func bindWorker(s *config.Set, getenv func(string) string, name string, q workerQueue) *workerConfig {
@@ -119,14 +121,14 @@ func bindWorker(s *config.Set, getenv func(string) string, name string, q worker
 	s.String(&c.temporalAddr, defaultTemporalAddr, config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address"})
 	s.String(&c.healthAddr, fmt.Sprintf("127.0.0.1:%d", q.port), config.Opt{Flag: "health-addr", Env: "TOOLMESH_WORKER_" + strings.ToUpper(name) + "_HEALTH_ADDR",
 		Usage: "address of the /healthz probe and /metrics"})
-	bindData(s, &c.dataDir, "directory holding mesh.key")
-	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
-	bindServices(s, &c.services, nil)
-	bindCallTimeout(s, &c.callTimeout, "deadline of each service call an activity makes of its own, a schedule run's tool call included (an elicited call's side effect has the edge's)")
+	cli.BindData(s, &c.dataDir, "directory holding mesh.key")
+	cli.BindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
+	cli.BindServices(s, &c.services, nil)
+	cli.BindCallTimeout(s, &c.callTimeout, "deadline of each service call an activity makes of its own, a schedule run's tool call included (an elicited call's side effect has the edge's)")
 	// The schedules queue read its own variable once; one deadline governs
 	// every queue now.
 	s.Retired("TOOLMESH_SCHEDULES_CALL_TIMEOUT", "TOOLMESH_CALL_TIMEOUT or worker --call-timeout")
-	c.telemetry = bindTelemetry(s, getenv)
+	c.telemetry = cli.BindTelemetry(s, getenv)
 	return c
 }
 
@@ -139,12 +141,12 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	urls, err := serviceURLs(orLoopback(c.services))
+	urls, err := topology.ServiceURLs(topology.OrLoopback(c.services))
 	if err != nil {
 		return err
 	}
-	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
-	key, err := readMeshKey(c.keyPath)
+	c.keyPath = cli.OrDataFile(c.keyPath, c.dataDir, cli.MeshKeyFile)
+	key, err := cli.ReadMeshKey(c.keyPath)
 	if err != nil {
 		return err
 	}
@@ -153,11 +155,11 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	log = log.With("worker", name)
-	tel, err := c.telemetry.start(ctx, "toolmesh-worker-"+name, stdout, log)
+	tel, err := c.telemetry.Start(ctx, "toolmesh-worker-"+name, stdout, log)
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry(tel, log)
+	defer cli.StopTelemetry(tel, log)
 	tc, err := temporalclient.Dial(ctx, temporalclient.Config{HostPort: c.temporalAddr, Identity: "toolmesh-worker-" + name, Telemetry: tel.Providers}, log)
 	if err != nil {
 		return err
@@ -182,5 +184,5 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	return server.RunHTTP(ctx, server.NewHTTPServer(metricsMux(tel.MetricsHandler(), c.telemetry.pprof), log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
+	return server.RunHTTP(ctx, server.NewHTTPServer(cli.MetricsMux(tel.MetricsHandler(), c.telemetry.Pprof), log, server.Limits{}), lis, log, server.HTTPOptions{ShutdownTimeout: 5 * time.Second})
 }

@@ -19,6 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/mesh"
 	"github.com/toolmesh/toolmesh/internal/telemetry"
 	"github.com/toolmesh/toolmesh/internal/toolcall"
@@ -72,12 +74,12 @@ func TestWorkerCallTimeoutReachesSchedules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string { return tc.env[k] }
-			s := newConfig("worker schedules", getenv, io.Discard)
+			s := cli.NewConfig("worker schedules", getenv, io.Discard)
 			c := bindWorker(s, getenv, "schedules", workerQueues["schedules"])
 			if err := s.Parse(append(tc.args, "--service", "schedules="+url, "--service", "tasks="+url)); err != nil {
 				t.Fatal(err)
 			}
-			urls, err := serviceURLs(c.services)
+			urls, err := topology.ServiceURLs(c.services)
 			if err != nil {
 				t.Fatal(err)
 			}

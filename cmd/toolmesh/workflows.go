@@ -7,7 +7,9 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/internal/meshclient"
 	"github.com/toolmesh/toolmesh/internal/server"
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -31,7 +33,7 @@ func workflowsOptions(s *config.Set) buildFunc {
 		Usage: "how long a run may take when its request names no timeout"})
 	s.Duration(&cfg.MaxRunDuration, workflows.DefaultMaxRunDuration, config.Opt{Flag: "max-run-duration", Env: "TOOLMESH_WORKFLOWS_MAX_RUN_DURATION",
 		Usage: "the longest a run may take, extensions included"})
-	bindCallTimeout(s, &cfg.CallTimeout, "deadline of each tool call of a run's action nodes")
+	cli.BindCallTimeout(s, &cfg.CallTimeout, "deadline of each tool call of a run's action nodes")
 	return func(ctx context.Context, db *sqldb.DB, deps serveDeps) ([]server.Service, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
@@ -40,7 +42,7 @@ func workflowsOptions(s *config.Set) buildFunc {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Contracts, cfg.Log = contracts(), deps.Log
+		cfg.Contracts, cfg.Log = topology.Contracts(), deps.Log
 		svc, err := workflows.New(st, workflows.NewTemporalEngine(deps.Temporal), cfg)
 		if err != nil {
 			return nil, err

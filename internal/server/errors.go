@@ -10,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/toolmesh/toolmesh/internal/rpcerror"
-	"github.com/toolmesh/toolmesh/internal/sqldb"
 )
 
 // newErrorInterceptor is the one place where a service's errors become
@@ -19,8 +18,9 @@ import (
 // pass unchanged. Anything else — an error without a code, Internal or
 // Unknown, an error a downstream service sent — is unexpected: the caller
 // gets a fixed message and an error id, and the cause is logged under that
-// id. A busy or locked database is Unavailable, which the caller may retry.
-func newErrorInterceptor(log *slog.Logger) connect.Interceptor {
+// id. An error busy reports (a busy or locked database) is Unavailable,
+// which the caller may retry.
+func newErrorInterceptor(log *slog.Logger, busy func(error) bool) connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (res connect.AnyResponse, err error) {
 			defer func() {
@@ -33,15 +33,16 @@ func newErrorInterceptor(log *slog.Logger) connect.Interceptor {
 			}()
 			res, err = next(ctx, req)
 			if err != nil {
-				err = answer(ctx, log, req.Spec().Procedure, err)
+				err = answer(ctx, log, busy, req.Spec().Procedure, err)
 			}
 			return res, err
 		}
 	})
 }
 
-// answer is the error the caller of procedure gets for err.
-func answer(ctx context.Context, log *slog.Logger, procedure string, err error) error {
+// answer is the error the caller of procedure gets for err; busy (nil:
+// none is) tells a transient failure of the service's store.
+func answer(ctx context.Context, log *slog.Logger, busy func(error) bool, procedure string, err error) error {
 	var cerr *connect.Error
 	isConnect := errors.As(err, &cerr)
 	if cause, ok := rpcerror.Cause(err); ok && isConnect {
@@ -64,7 +65,7 @@ func answer(ctx context.Context, log *slog.Logger, procedure string, err error) 
 		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the call ran out of time"))
 	}
 	id := rpcerror.NewID()
-	if sqldb.IsBusy(err) {
+	if busy != nil && busy(err) {
 		logCause(ctx, log, procedure, id, connect.CodeUnavailable, err)
 		return rpcerror.New(connect.CodeUnavailable, rpcerror.MessageBusy, id)
 	}

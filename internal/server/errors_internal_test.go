@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -49,7 +51,7 @@ func TestAnswerHidesWhatTheCallerCannotActOn(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &logtest.Buffer{}
-			got := answer(context.Background(), logging.New(logs, nil), "/toolmesh.tasks.v1.TasksService/Get", c.err)
+			got := answer(context.Background(), logging.New(logs, nil), sqldb.IsBusy, "/toolmesh.tasks.v1.TasksService/Get", c.err)
 			var ce *connect.Error
 			if !errors.As(got, &ce) || ce.Code() != c.code {
 				t.Fatalf("answer = %v, want code %s", got, c.code)

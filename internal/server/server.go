@@ -82,6 +82,12 @@ type Options struct {
 	Limits Limits
 	// Pprof serves /debug/pprof beside /metrics (see HandlePprof).
 	Pprof bool
+	// Busy tells an error of the services' store that is transient (a
+	// busy or locked database: sqldb.IsBusy); the caller gets Unavailable,
+	// which it may retry, instead of Internal. Nil: no error is. It is
+	// given rather than imported so that a process serving no store (the
+	// edge) links no database driver.
+	Busy func(error) bool
 }
 
 // compressMinBytes is the smallest response a service compresses for a
@@ -118,7 +124,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	}
 	interceptors := append([]connect.Interceptor{
 		opts.Telemetry.ConnectInterceptor(),
-		newErrorInterceptor(log),
+		newErrorInterceptor(log, opts.Busy),
 		mesh.NewServerInterceptor(opts.Mesh, log),
 		boundary.NewRequestInterceptor(validator, log),
 	}, opts.Interceptors...)

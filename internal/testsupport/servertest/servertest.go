@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/sqldb"
+
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 
@@ -71,7 +73,7 @@ func StartWith(tb testing.TB, opts Options, services ...server.Service) *Server 
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, lis, log, server.Options{DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors, Mesh: MeshSigner().Verifier(),
+	srv, err := server.New(ctx, lis, log, server.Options{Busy: sqldb.IsBusy, DrainDelay: opts.DrainDelay, ShutdownTimeout: 5 * time.Second, Interceptors: opts.Interceptors, Mesh: MeshSigner().Verifier(),
 		Telemetry: opts.Telemetry, Metrics: opts.Metrics}, services...)
 	if err != nil {
 		cancel()

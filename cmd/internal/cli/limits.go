@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -8,18 +8,18 @@ import (
 	"github.com/toolmesh/toolmesh/internal/server"
 )
 
-// limitConfig holds the settings that cut off slow and oversized clients of
+// LimitFlags holds the settings that cut off slow and oversized clients of
 // a public listener (the edge's, or a service's); their variables are
 // <prefix>HEADER_TIMEOUT, <prefix>BODY_TIMEOUT, <prefix>MAX_BODY and
 // <prefix>MAX_CONNS_PER_CLIENT.
-type limitConfig struct {
+type LimitFlags struct {
 	header, body time.Duration
 	maxBody      int64
 	maxConns     int
 }
 
-func bindLimits(s *config.Set, prefix string, defaultMaxBody int64) *limitConfig {
-	l := &limitConfig{}
+func BindLimits(s *config.Set, prefix string, defaultMaxBody int64) *LimitFlags {
+	l := &LimitFlags{}
 	s.Duration(&l.header, server.DefaultHeaderTimeout, config.Opt{Flag: "header-timeout", Env: prefix + "HEADER_TIMEOUT",
 		Usage: "how long a client may take to send a request's headers"})
 	s.Duration(&l.body, server.DefaultBodyTimeout, config.Opt{Flag: "body-timeout", Env: prefix + "BODY_TIMEOUT",
@@ -31,8 +31,8 @@ func bindLimits(s *config.Set, prefix string, defaultMaxBody int64) *limitConfig
 	return l
 }
 
-// limits returns the checked settings.
-func (l *limitConfig) limits() (server.Limits, error) {
+// Limits returns the checked settings.
+func (l *LimitFlags) Limits() (server.Limits, error) {
 	switch {
 	case l.header <= 0 || l.body <= 0:
 		return server.Limits{}, errors.New("--header-timeout and --body-timeout must be positive")

@@ -1,18 +1,18 @@
-package main
+package cli
 
 import "path/filepath"
 
 // The data directory (--data, default .toolmesh) holds the mesh's local
 // state: the SQLite file of each domain, the keys, the audit checkpoint log,
 // the Temporal dev server's database and log. Every file in it is named here
-// and found by dataFile, the one place a path in it is made.
+// and found by DataFile, the one place a path in it is made.
 
 // Mesh key files under the data directory. The private key signs mesh
 // tokens (edge, workers, `toolmesh token`); services only ever read the
 // public key.
 const (
-	meshKeyFile    = "mesh.key"
-	meshPubKeyFile = "mesh.pub"
+	MeshKeyFile    = "mesh.key"
+	MeshPubKeyFile = "mesh.pub"
 )
 
 // Audit key files under the data directory. The private key is the audit
@@ -20,37 +20,37 @@ const (
 // what `toolmesh audit verify` and anyone checking a shipped checkpoint log
 // are given.
 const (
-	auditKeyFile    = "audit.key"
-	auditPubKeyFile = "audit.pub"
-	// auditCheckpointLogFile is where `serve audit` appends the checkpoints
+	AuditKeyFile    = "audit.key"
+	AuditPubKeyFile = "audit.pub"
+	// AuditCheckpointLogFile is where `serve audit` appends the checkpoints
 	// it signs, and where `toolmesh audit verify` reads them by default.
-	auditCheckpointLogFile = "audit-checkpoints.log"
+	AuditCheckpointLogFile = "audit-checkpoints.log"
 )
 
 // Request state key files under the data directory (multi-round
 // elicitation): the current key seals and verifies, the previous one only
 // verifies, so a rotation does not refuse the calls in flight.
 const (
-	stateKeyFile         = "state.key"
-	statePreviousKeyFile = "state.previous.key"
+	StateKeyFile         = "state.key"
+	StatePreviousKeyFile = "state.previous.key"
 )
 
-// connectionsKeyringFile holds the key-encryption keys that seal the
+// ConnectionsKeyringFile holds the key-encryption keys that seal the
 // connections' upstream tokens (`serve connections`); toolmesh keygen
 // creates it with one key.
-const connectionsKeyringFile = "connections.keyring"
+const ConnectionsKeyringFile = "connections.keyring"
 
-// dbFile is the SQLite file of domain, the default DSN of `serve <domain>`.
-func dbFile(domain string) string { return domain + ".db" }
+// DBFile is the SQLite file of domain, the default DSN of `serve <domain>`.
+func DBFile(domain string) string { return domain + ".db" }
 
-// dataFile is the path of the file name in the data directory dir.
-func dataFile(dir, name string) string { return filepath.Join(dir, name) }
+// DataFile is the path of the file name in the data directory dir.
+func DataFile(dir, name string) string { return filepath.Join(dir, name) }
 
-// orDataFile is path, or, when it is empty (its flag left to the default),
+// OrDataFile is path, or, when it is empty (its flag left to the default),
 // the file name in the data directory dir.
-func orDataFile(path, dir, name string) string {
+func OrDataFile(path, dir, name string) string {
 	if path != "" {
 		return path
 	}
-	return dataFile(dir, name)
+	return DataFile(dir, name)
 }

@@ -1,4 +1,9 @@
-package main
+// Package edgecmd is the `toolmesh edge` command: the MCP edge (and its
+// A2A endpoint) as a process, its options bound to flags and TOOLMESH_EDGE_…
+// variables. Both binaries run it: toolmesh (`toolmesh edge`) and the
+// edge-only toolmesh-edge, which links none of the domain services and so
+// maps less of itself.
+package edgecmd
 
 import (
 	"context"
@@ -14,7 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/cmd/internal/cli"
 	"github.com/toolmesh/toolmesh/cmd/internal/config"
+	"github.com/toolmesh/toolmesh/cmd/internal/topology"
 	"github.com/toolmesh/toolmesh/edge"
 	"github.com/toolmesh/toolmesh/edge/identity"
 	"github.com/toolmesh/toolmesh/internal/auditcheckpoint"
@@ -26,11 +33,11 @@ import (
 	"github.com/toolmesh/toolmesh/internal/temporalclient"
 )
 
-// edgeConfig is the configuration of `toolmesh edge`: the doors' options
+// Flags is the configuration of `toolmesh edge`: the doors' options
 // (edge.MCP, edge.Elicitation, edge.A2A), bound to their flags directly,
 // and what the process reads or builds before the edge (keys, files,
 // clients).
-type edgeConfig struct {
+type Flags struct {
 	mcp                                    edge.MCP
 	elicit                                 edge.Elicitation
 	a2a                                    edge.A2A
@@ -41,28 +48,29 @@ type edgeConfig struct {
 	issuer, resource, jwksFile, hsFile     string
 	grantsFile                             string
 	authServers, origins, hosts, sessPeers []string
-	limits                                 *limitConfig
+	limits                                 *cli.LimitFlags
 	shutdownGrace, shutdownTimeout         time.Duration
 	rateLimit                              float64
 	rateBurst                              int
 	temporalAddr, stateKey, statePrevKey   string
 	sessionAdvertise, metricsAddr          string
 	a2aAuditKey                            string
-	telemetry                              *telemetryConfig
+	telemetry                              *cli.TelemetryFlags
 	serviceConcurrency                     int
 }
 
-func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
-	c := &edgeConfig{}
+// Bind binds the edge's options to s.
+func Bind(s *config.Set, getenv func(string) string) *Flags {
+	c := &Flags{}
 	s.String(&c.mcp.Addr, "127.0.0.1:7100", config.Opt{Flag: "addr", Env: "TOOLMESH_EDGE_ADDR", Usage: "listen address; a non-loopback address needs --issuer"})
 	s.Bool(&c.stdio, false, config.Opt{Flag: "stdio", Usage: "serve MCP over stdin/stdout (for desktop clients) instead of HTTP"})
-	bindServices(s, &c.services, nil)
-	bindCallTimeout(s, &c.callTimeout, "deadline of each service call")
+	cli.BindServices(s, &c.services, nil)
+	cli.BindCallTimeout(s, &c.callTimeout, "deadline of each service call")
 	s.Duration(&c.waitBudget, edge.DefaultWaitBudget, config.Opt{Flag: "wait-budget", Env: "TOOLMESH_EDGE_WAIT_BUDGET",
 		Usage: "how long a long-running tool that waits for its outcome (owner_ask) waits before it returns a handle to poll; such calls get it on top of --call-timeout"})
 	s.String(&c.devAgent, "local", config.Opt{Flag: "dev-agent", Env: "TOOLMESH_DEV_AGENT", Usage: "agent id of the local caller in development mode and over stdio"})
-	bindData(s, &c.dataDir, "directory holding mesh.key and the request state keys")
-	bindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
+	cli.BindData(s, &c.dataDir, "directory holding mesh.key and the request state keys")
+	cli.BindMeshKey(s, &c.keyPath, "mesh private key file that signs service calls")
 	s.Bool(&c.readOnly, false, config.Opt{Flag: "read-only", Env: "TOOLMESH_EDGE_READ_ONLY", Usage: "refuse WRITE and ADMIN tools (read_only) without calling services"})
 	s.String(&c.mcp.Toolsets, edge.DefaultToolsets, config.Opt{Flag: "toolsets", Env: "TOOLMESH_EDGE_TOOLSETS",
 		Usage: "toolset selection of a client that makes none (by /mcp/x/<toolset> or the Toolmesh-Toolsets header) and of the stdio client: all, default, toolsets, tools, -exclusions, dynamic (docs/toolsets.md)"})
@@ -76,7 +84,7 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.List(&c.authServers, config.Opt{Flag: "authorization-server", Env: "TOOLMESH_OAUTH_AUTHORIZATION_SERVERS", Usage: "authorization server listed in the resource metadata", Default: "the issuer"})
 	s.List(&c.origins, config.Opt{Flag: "allow-origin", Env: "TOOLMESH_EDGE_ALLOWED_ORIGINS", Usage: "browser origin allowed to call the edge, scheme://host[:port]"})
 	s.List(&c.hosts, config.Opt{Flag: "allow-host", Env: "TOOLMESH_EDGE_ALLOWED_HOSTS", Usage: "Host header value the edge answers to, besides loopback names on loopback"})
-	c.limits = bindLimits(s, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
+	c.limits = cli.BindLimits(s, "TOOLMESH_EDGE_", edge.DefaultMaxBodyBytes)
 	s.Duration(&c.shutdownGrace, edge.DefaultShutdownGrace, config.Opt{Flag: "shutdown-grace", Env: "TOOLMESH_EDGE_SHUTDOWN_GRACE",
 		Usage: "on shutdown, how long tool calls in flight may run on before they are cut short and answer unavailable"})
 	s.Duration(&c.shutdownTimeout, defaultEdgeShutdownTimeout, config.Opt{Flag: "shutdown-timeout", Env: "TOOLMESH_EDGE_SHUTDOWN_TIMEOUT",
@@ -86,8 +94,8 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.Int(&c.serviceConcurrency, edge.DefaultServiceConcurrency, config.Opt{Flag: "service-concurrency", Env: "TOOLMESH_EDGE_SERVICE_CONCURRENCY",
 		Usage: "calls of ordinary tools the edge has in flight to one service at once; more wait their turn in order, within their deadline (long-running and streaming tools are not counted; 0: no limit)"})
 	s.String(&c.temporalAddr, "", config.Opt{Flag: "temporal", Env: "TOOLMESH_TEMPORAL", Usage: "Temporal frontend address; turns on multi-round elicitation (calls that lack inputs ask the user)"})
-	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + stateKeyFile})
-	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + statePreviousKeyFile + " when present"})
+	s.String(&c.stateKey, "", config.Opt{Flag: "state-key", Env: "TOOLMESH_STATE_KEY", Usage: "request state key file that seals and verifies elicitation rounds", Default: "<data>/" + cli.StateKeyFile})
+	s.String(&c.statePrevKey, "", config.Opt{Flag: "state-previous-key", Env: "TOOLMESH_STATE_PREVIOUS_KEY", Usage: "previous request state key file, still accepted after a rotation", Default: "<data>/" + cli.StatePreviousKeyFile + " when present"})
 	s.Duration(&c.elicit.StateTTL, edge.DefaultStateTTL, config.Opt{Flag: "state-ttl", Env: "TOOLMESH_EDGE_STATE_TTL", Usage: "how long a user has to answer one round of an elicited call"})
 	s.Duration(&c.elicit.TaskCallTimeout, edge.DefaultTaskCallTimeout, config.Opt{Flag: "task-call-timeout", Env: "TOOLMESH_EDGE_TASK_CALL_TIMEOUT",
 		Usage: "the deadline of a call that is an MCP task, carried by the calls worker (instead of --call-timeout); its agent may extend it with calls_extend_task, up to 24h"})
@@ -96,23 +104,24 @@ func bindEdge(s *config.Set, getenv func(string) string) *edgeConfig {
 	s.String(&c.sessionAdvertise, "", config.Opt{Flag: "session-advertise", Env: "TOOLMESH_EDGE_SESSION_ADVERTISE",
 		Usage: "IP address (and port, default --addr's) the other edge replicas reach this one at", Default: "--addr when it names an IP address"})
 	s.String(&c.a2a.Addr, "", config.Opt{Flag: "a2a-addr", Env: "TOOLMESH_A2A_ADDR", Usage: "address of the A2A endpoint, which serves the mesh's agents over A2A (none when empty)"})
-	s.String(&c.a2a.PublicURL, "", config.Opt{Flag: "a2a-url", Env: a2aURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
+	s.String(&c.a2a.PublicURL, "", config.Opt{Flag: "a2a-url", Env: cli.A2AURLEnv, Usage: "the A2A endpoint's base URL as remote agents reach it", Default: "http://<a2a-addr>"})
 	s.String(&c.a2aAuditKey, "", config.Opt{Flag: "a2a-audit-public-key", Env: "TOOLMESH_AUDIT_PUBLIC_KEY",
-		Usage: "audit public key file(s), PEM: the A2A endpoint publishes them at " + auditcheckpoint.KeysPath + ", where other meshes check the audit checkpoints attestations name (none when the file is missing)", Default: "<data>/" + auditPubKeyFile})
+		Usage: "audit public key file(s), PEM: the A2A endpoint publishes them at " + auditcheckpoint.KeysPath + ", where other meshes check the audit checkpoints attestations name (none when the file is missing)", Default: "<data>/" + cli.AuditPubKeyFile})
 	s.String(&c.a2a.Resource, "", config.Opt{Flag: "a2a-resource", Env: "TOOLMESH_A2A_RESOURCE", Usage: "with --issuer: the audience A2A callers' tokens must name", Default: "the A2A URL"})
 	s.Duration(&c.mcp.ResourcePollInterval, edge.DefaultResourcePoll, config.Opt{Flag: "resource-poll", Env: "TOOLMESH_EDGE_RESOURCE_POLL", Usage: "how often a subscribed resource is read again to tell its subscribers it changed"})
 	s.String(&c.metricsAddr, defaultEdgeMetricsAddr, config.Opt{Flag: "metrics-addr", Env: "TOOLMESH_EDGE_METRICS_ADDR", Usage: "address of the edge's Prometheus /metrics, apart from the public MCP listener (\"off\": none)"})
-	c.telemetry = bindTelemetry(s, getenv)
+	c.telemetry = cli.BindTelemetry(s, getenv)
 	return c
 }
 
-func runEdge(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	s := newConfig("edge", getenv, stderr)
-	c := bindEdge(s, getenv)
+// Run runs the edge with args (its flags) until ctx ends.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	s := cli.NewConfig("edge", getenv, stderr)
+	c := Bind(s, getenv)
 	if err := s.Parse(args); err != nil {
 		return err
 	}
-	limits, err := c.limits.limits()
+	limits, err := c.limits.Limits()
 	if err != nil {
 		return err
 	}
@@ -127,11 +136,11 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if c.stdio {
 		spanOut = stderr
 	}
-	tel, err := c.telemetry.start(ctx, "toolmesh-edge", spanOut, log.With("service", "edge"))
+	tel, err := c.telemetry.Start(ctx, "toolmesh-edge", spanOut, log.With("service", "edge"))
 	if err != nil {
 		return err
 	}
-	defer stopTelemetry(tel, log)
+	defer cli.StopTelemetry(tel, log)
 	cfg, closeTemporal, err := c.edgeConfig(getenv, limits, tel.Providers, log)
 	if err != nil {
 		return err
@@ -146,7 +155,7 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 		log.Info("edge.started", "transport", "stdio", "tools", len(e.Registry().Tools()), "read_only", c.readOnly)
 		return e.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
 	}
-	if c.telemetry.pprof && (c.metricsAddr == "" || c.metricsAddr == "off") {
+	if c.telemetry.Pprof && (c.metricsAddr == "" || c.metricsAddr == "off") {
 		return errors.New("--pprof serves profiles on the metrics address: give --metrics-addr")
 	}
 	if e.DevelopmentMode() {
@@ -156,23 +165,23 @@ func runEdge(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	log.Info("edge.started", "mcp", "http://"+servers[0].lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
+	log.Info("edge.started", "mcp", "http://"+servers[0].Lis.Addr().String()+"/mcp", "tools", len(e.Registry().Tools()), "read_only", c.readOnly, "auth", !e.DevelopmentMode(),
 		"elicitation", cfg.Elicitation != nil, "a2a", cfg.A2A != nil, "session_peers", c.sessPeers)
-	return runHTTPAll(ctx, log, servers...)
+	return cli.RunHTTPAll(ctx, log, servers...)
 }
 
 // edgeConfig is the edge's configuration from c: the flags' values and
 // what they name (the mesh key, the state keys, the grants and token key
 // files), with the Temporal client elicitation needs; closeTemporal closes
 // that client.
-func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits, tel telemetry.Providers, log *slog.Logger) (cfg edge.Config, closeTemporal func(), err error) {
+func (c *Flags) edgeConfig(getenv func(string) string, limits server.Limits, tel telemetry.Providers, log *slog.Logger) (cfg edge.Config, closeTemporal func(), err error) {
 	closeTemporal = func() {}
-	urls, err := serviceURLs(orLoopback(c.services))
+	urls, err := topology.ServiceURLs(topology.OrLoopback(c.services))
 	if err != nil {
 		return cfg, closeTemporal, err
 	}
-	c.keyPath = orDataFile(c.keyPath, c.dataDir, meshKeyFile)
-	key, err := readMeshKey(c.keyPath)
+	c.keyPath = cli.OrDataFile(c.keyPath, c.dataDir, cli.MeshKeyFile)
+	key, err := cli.ReadMeshKey(c.keyPath)
 	if err != nil {
 		return cfg, closeTemporal, err
 	}
@@ -183,7 +192,7 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 	c.mcp.MaxBodyBytes = limits.MaxBodyBytes
 	cfg = edge.Config{
 		HTTPClient:         meshclient.HTTP(),
-		Contracts:          contracts(),
+		Contracts:          topology.Contracts(),
 		Telemetry:          tel,
 		Services:           urls,
 		CallTimeout:        c.callTimeout,
@@ -198,8 +207,8 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 		RateLimit:          edge.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
 		MCP:                c.mcp,
 	}
-	c.stateKey = orDataFile(c.stateKey, c.dataDir, stateKeyFile)
-	c.statePrevKey = orDataFile(c.statePrevKey, c.dataDir, statePreviousKeyFile)
+	c.stateKey = cli.OrDataFile(c.stateKey, c.dataDir, cli.StateKeyFile)
+	c.statePrevKey = cli.OrDataFile(c.statePrevKey, c.dataDir, cli.StatePreviousKeyFile)
 	if cfg.MCP.Sessions, err = c.sessions(); err != nil {
 		return cfg, closeTemporal, err
 	}
@@ -216,11 +225,11 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 	}
 	if c.a2a.Addr != "" && !c.stdio {
 		a := c.a2a
-		if a.Egress, err = egressPolicy(getenv, remoteEgressAllowEnv, log); err != nil {
+		if a.Egress, err = cli.EgressPolicy(getenv, cli.RemoteEgressAllowEnv, log); err != nil {
 			return cfg, closeTemporal, err
 		}
 		a.Key = key
-		auditKey := orDataFile(c.a2aAuditKey, c.dataDir, auditPubKeyFile)
+		auditKey := cli.OrDataFile(c.a2aAuditKey, c.dataDir, cli.AuditPubKeyFile)
 		switch a.AuditKeys, err = keyfile.ReadPublic(auditKey); {
 		case errors.Is(err, fs.ErrNotExist):
 			log.Warn("a2a.no_audit_key", "message", "the audit checkpoint key is not published: no audit public key at "+auditKey+"; other meshes cannot check the checkpoints this mesh's attestations name")
@@ -241,7 +250,7 @@ func (c *edgeConfig) edgeConfig(getenv func(string) string, limits server.Limits
 // sessions are the edge's session replicas (nil without --session-peer,
 // and over stdio): every replica holds the request state keys, from which
 // session ids are signed.
-func (c *edgeConfig) sessions() (*edge.Sessions, error) {
+func (c *Flags) sessions() (*edge.Sessions, error) {
 	if len(c.sessPeers) == 0 || c.stdio {
 		return nil, nil
 	}
@@ -249,7 +258,7 @@ func (c *edgeConfig) sessions() (*edge.Sessions, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := readStateKeys(c.stateKey, c.statePrevKey)
+	keys, err := cli.ReadStateKeys(c.stateKey, c.statePrevKey)
 	if err != nil {
 		return nil, err
 	}
@@ -258,9 +267,9 @@ func (c *edgeConfig) sessions() (*edge.Sessions, error) {
 
 // elicitation is multi-round elicitation through the Temporal at
 // --temporal, whose client closeTemporal closes.
-func (c *edgeConfig) elicitation(tel telemetry.Providers, log *slog.Logger) (x *edge.Elicitation, closeTemporal func(), err error) {
+func (c *Flags) elicitation(tel telemetry.Providers, log *slog.Logger) (x *edge.Elicitation, closeTemporal func(), err error) {
 	closeTemporal = func() {}
-	sealer, err := readStateSealer(c.stateKey, c.statePrevKey)
+	sealer, err := cli.ReadStateSealer(c.stateKey, c.statePrevKey)
 	if err != nil {
 		return nil, closeTemporal, err
 	}
@@ -278,7 +287,7 @@ func (c *edgeConfig) elicitation(tel telemetry.Providers, log *slog.Logger) (x *
 }
 
 // grants are those of --grants-file; nil without it.
-func (c *edgeConfig) grants() (*identity.Grants, error) {
+func (c *Flags) grants() (*identity.Grants, error) {
 	if c.grantsFile == "" {
 		return nil, nil
 	}
@@ -291,7 +300,7 @@ func (c *edgeConfig) grants() (*identity.Grants, error) {
 
 // auth is the edge's authentication: nil (development mode) without
 // --issuer and its key files, and over stdio.
-func (c *edgeConfig) auth() (*identity.Config, error) {
+func (c *Flags) auth() (*identity.Config, error) {
 	if c.stdio || (c.issuer == "" && c.jwksFile == "" && c.hsFile == "") {
 		return nil, nil
 	}
@@ -320,7 +329,7 @@ func (c *edgeConfig) auth() (*identity.Config, error) {
 
 // listen opens the edge's listeners: MCP first, then metrics (unless
 // "off") and A2A (when configured), each serving its handler.
-func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Handler, log *slog.Logger) ([]httpListener, error) {
+func (c *Flags) listen(e *edge.Edge, limits server.Limits, metrics http.Handler, log *slog.Logger) ([]cli.HTTPListener, error) {
 	lis, err := server.Listen(c.mcp.Addr)
 	if err != nil {
 		return nil, err
@@ -328,7 +337,7 @@ func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Han
 	// The edge answers oversized bodies itself, in JSON-RPC.
 	mcpLimits := limits
 	mcpLimits.MaxBodyBytes = -1
-	servers := []httpListener{{server.NewHTTPServer(e.Handler(), log, mcpLimits), lis, server.HTTPOptions{
+	servers := []cli.HTTPListener{{Srv: server.NewHTTPServer(e.Handler(), log, mcpLimits), Lis: lis, Opts: server.HTTPOptions{
 		ShutdownTimeout: c.shutdownTimeout,
 		// Every call in flight gets its answer before the listener closes.
 		AnswerInFlight: func(ctx context.Context) {
@@ -339,7 +348,7 @@ func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Han
 	}}}
 	closeAll := func() {
 		for _, s := range servers {
-			s.lis.Close()
+			s.Lis.Close()
 		}
 	}
 	if c.metricsAddr != "" && c.metricsAddr != "off" {
@@ -349,7 +358,7 @@ func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Han
 			return nil, err
 		}
 		log.Info("edge.metrics", "url", "http://"+metricsLis.Addr().String()+"/metrics")
-		servers = append(servers, httpListener{server.NewHTTPServer(metricsMux(metrics, c.telemetry.pprof), log, server.Limits{}), metricsLis, server.HTTPOptions{}})
+		servers = append(servers, cli.HTTPListener{Srv: server.NewHTTPServer(cli.MetricsMux(metrics, c.telemetry.Pprof), log, server.Limits{}), Lis: metricsLis, Opts: server.HTTPOptions{}})
 	}
 	if h := e.A2AHandler(); h != nil {
 		a2aLis, err := server.Listen(c.a2a.Addr)
@@ -359,7 +368,7 @@ func (c *edgeConfig) listen(e *edge.Edge, limits server.Limits, metrics http.Han
 		}
 		log.Info("edge.a2a", "url", "http://"+a2aLis.Addr().String()+"/a2a/agents/<agent id>")
 		// The A2A endpoint caps bodies itself too (1 MiB).
-		servers = append(servers, httpListener{server.NewHTTPServer(h, log, mcpLimits), a2aLis, server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
+		servers = append(servers, cli.HTTPListener{Srv: server.NewHTTPServer(h, log, mcpLimits), Lis: a2aLis, Opts: server.HTTPOptions{ShutdownTimeout: c.shutdownTimeout}})
 	}
 	return servers, nil
 }
@@ -399,70 +408,6 @@ func sessionSelf(advertise, addr string) (string, error) {
 // also not need an MCP bearer token or pass the Host and Origin checks.
 const defaultEdgeMetricsAddr = "127.0.0.1:7190"
 
-// metricsMux serves a process's /metrics and /healthz, and /debug/pprof
-// when pprof is set.
-func metricsMux(metrics http.Handler, pprof bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics)
-	if pprof {
-		server.HandlePprof(mux)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
-}
-
-type httpListener struct {
-	srv  *http.Server
-	lis  net.Listener
-	opts server.HTTPOptions
-}
-
-// runHTTPAll serves every listener until ctx ends or one fails, then
-// stops them all.
-func runHTTPAll(ctx context.Context, log *slog.Logger, servers ...httpListener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(servers))
-	for _, h := range servers {
-		go func() {
-			err := server.RunHTTP(ctx, h.srv, h.lis, log, h.opts)
-			cancel()
-			errs <- err
-		}()
-	}
-	var all []error
-	for range servers {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
-}
-
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// serviceURLs maps domain names to the fully-qualified names of their
-// services in the edge's contracts, and of the shared contracts' services
-// the domain serves too (domain.serves).
-func serviceURLs(byDomain map[string]string) (map[string]string, error) {
-	out := map[string]string{}
-	for domain, url := range byDomain {
-		found := false
-		for _, sd := range contracts() {
-			if string(sd.ParentFile().Package()) == "toolmesh."+domain+".v1" {
-				out[string(sd.FullName())] = url
-				found = true
-			}
-		}
-		for _, name := range domains[domain].serves {
-			out[name] = url
-		}
-		if !found && len(domains[domain].serves) == 0 {
-			return nil, fmt.Errorf("no contract for domain %q", domain)
-		}
-	}
-	return out, nil
-}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -25,21 +25,21 @@ const (
 	traceExporterStdout = "stdout"
 )
 
-// telemetryConfig holds the telemetry settings every long-running command
+// TelemetryFlags holds the telemetry settings every long-running command
 // (serve, worker, edge) takes. The OTLP exporter reads the standard
 // OTEL_EXPORTER_OTLP_* variables itself (endpoint, headers, TLS, timeout).
-type telemetryConfig struct {
+type TelemetryFlags struct {
 	exporter string
 	protocol string
 	ratio    float64
 	// service is OTEL_SERVICE_NAME: the process's name in traces when set.
 	service string
 	// pprof serves /debug/pprof on the process's metrics address.
-	pprof bool
+	Pprof bool
 }
 
-func bindTelemetry(s *config.Set, getenv func(string) string) *telemetryConfig {
-	t := &telemetryConfig{service: getenv("OTEL_SERVICE_NAME")}
+func BindTelemetry(s *config.Set, getenv func(string) string) *TelemetryFlags {
+	t := &TelemetryFlags{service: getenv("OTEL_SERVICE_NAME")}
 	s.String(&t.exporter, traceExporterNone, config.Opt{Flag: "trace-exporter", Env: "OTEL_TRACES_EXPORTER",
 		Usage: "where spans go: none, otlp (OTEL_EXPORTER_OTLP_* settings) or stdout"})
 	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, the standard's more specific
@@ -52,15 +52,15 @@ func bindTelemetry(s *config.Set, getenv func(string) string) *telemetryConfig {
 		Usage: "OTLP protocol of --trace-exporter otlp: grpc or http/protobuf (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL wins when set)"})
 	s.Float64(&t.ratio, 1, config.Opt{Flag: "trace-sample-ratio", Env: "TOOLMESH_TRACE_SAMPLE_RATIO",
 		Usage: "fraction of new traces recorded, in (0, 1]; calls inside a trace follow their caller"})
-	s.Bool(&t.pprof, false, config.Opt{Flag: "pprof", Env: "TOOLMESH_PPROF",
+	s.Bool(&t.Pprof, false, config.Opt{Flag: "pprof", Env: "TOOLMESH_PPROF",
 		Usage: "serve Go's profiles at /debug/pprof on the metrics address (go tool pprof http://<addr>/debug/pprof/profile)"})
 	return t
 }
 
-// start builds the process's telemetry: spans to the chosen exporter
+// Start builds the process's telemetry: spans to the chosen exporter
 // (stdout writes them to out), metrics for /metrics. Stop it with
-// stopTelemetry to flush what is left.
-func (f *telemetryConfig) start(ctx context.Context, service string, out io.Writer, log *slog.Logger) (*telemetry.Telemetry, error) {
+// StopTelemetry to flush what is left.
+func (f *TelemetryFlags) Start(ctx context.Context, service string, out io.Writer, log *slog.Logger) (*telemetry.Telemetry, error) {
 	if f.service != "" {
 		service = f.service
 	}
@@ -91,7 +91,7 @@ func (f *telemetryConfig) start(ctx context.Context, service string, out io.Writ
 	// The SDK reports export failures (a collector that is down) through
 	// its one global error handler: into this process's log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry.error", "error", err) }))
-	tel, err := telemetry.New(telemetry.Config{ServiceName: service, Version: version, Exporter: exp, SampleRatio: f.ratio})
+	tel, err := telemetry.New(telemetry.Config{ServiceName: service, Version: Version, Exporter: exp, SampleRatio: f.ratio})
 	if err != nil {
 		return nil, err
 	}
@@ -101,9 +101,9 @@ func (f *telemetryConfig) start(ctx context.Context, service string, out io.Writ
 	return tel, nil
 }
 
-// stopTelemetry flushes the spans not yet exported, for a few seconds at
+// StopTelemetry flushes the spans not yet exported, for a few seconds at
 // most.
-func stopTelemetry(tel *telemetry.Telemetry, log *slog.Logger) {
+func StopTelemetry(tel *telemetry.Telemetry, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tel.Shutdown(ctx); err != nil {
@@ -111,5 +111,5 @@ func stopTelemetry(tel *telemetry.Telemetry, log *slog.Logger) {
 	}
 }
 
-// version is reported as service.version.
-const version = "dev"
+// Version is reported as service.version.
+const Version = "dev"
