@@ -185,11 +185,9 @@ bench-mesh: $(BIN)/temporal ## Benchmark the running mesh: edge vs direct Connec
 # --- run ---------------------------------------------------------------------
 
 .PHONY: build
-# toolmesh-edge is the edge alone (cmd/toolmesh-edge): `toolmesh up` runs
-# the edge from it when it is next to toolmesh, so both build together.
-build: ## Build ./bin/toolmesh and ./bin/toolmesh-edge
-	@if [[ ! -x $(BIN)/toolmesh ]]; then echo "toolmesh: building $(BIN)/toolmesh and $(BIN)/toolmesh-edge (first use: downloads the Go modules, then compiles; several minutes on 2 cores) ..."; fi
-	@start=$$SECONDS; go build -o $(BIN)/ ./cmd/toolmesh ./cmd/toolmesh-edge; echo "toolmesh: built in $$((SECONDS - start)) s"
+build: ## Build ./bin/toolmesh
+	@if [[ ! -x $(BIN)/toolmesh ]]; then echo "toolmesh: building $(BIN)/toolmesh (first use: downloads the Go modules, then compiles; several minutes on 2 cores) ..."; fi
+	@start=$$SECONDS; go build -o $(BIN)/toolmesh ./cmd/toolmesh; echo "toolmesh: built in $$((SECONDS - start)) s"
 
 # The toolmesh binary and the Temporal CLI build side by side.
 .PHONY: run
@@ -206,4 +204,4 @@ dev: ## Start the mesh under Tilt (tilt up; options after --, see Tiltfile)
 
 .PHONY: clean
 clean: ## Remove build output and local data
-	rm -rf .build .toolmesh $(BIN)/toolmesh $(BIN)/toolmesh-edge
+	rm -rf .build .toolmesh $(BIN)/toolmesh

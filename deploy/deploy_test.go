@@ -45,13 +45,10 @@ var external = map[string]bool{
 func postgresSecret(domain string) string { return "toolmesh-" + domain + "-postgres" }
 
 type process struct {
-	Name  string   `json:"name"`
-	Label string   `json:"label"`
-	Args  []string `json:"args"`
-	// Binary is the program that runs Args when it is not toolmesh (the
-	// edge's toolmesh-edge).
-	Binary    string `json:"binary"`
-	Stateless bool   `json:"stateless"`
+	Name      string   `json:"name"`
+	Label     string   `json:"label"`
+	Args      []string `json:"args"`
+	Stateless bool     `json:"stateless"`
 }
 
 // meshProcesses is what the binary runs: every service, worker and edge.
@@ -70,10 +67,8 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		// Both binaries, as the image has them: the plan then runs the edge
-		// from toolmesh-edge.
 		bin := filepath.Join(dir, "toolmesh")
-		build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/toolmesh", "./cmd/toolmesh-edge")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/toolmesh")
 		build.Dir = ".."
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

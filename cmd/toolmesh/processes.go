@@ -7,8 +7,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,11 +71,8 @@ type meshProcess struct {
 	// worker-<queue> or edge.
 	Name  string `json:"name"`
 	Label string `json:"label"`
-	// Args are the arguments of the toolmesh binary, or of Binary.
+	// Args are the arguments of the toolmesh binary.
 	Args []string `json:"args"`
-	// Binary, when set, is the program that runs Args instead of toolmesh:
-	// the edge-only toolmesh-edge for the edge, when it is next to toolmesh.
-	Binary string `json:"binary,omitempty"`
 	// Once marks a command that runs to completion (setup) before its
 	// dependents start; every other process serves until stopped.
 	Once bool `json:"once,omitempty"`
@@ -145,26 +140,6 @@ type meshConfig struct {
 	// SearchLinkURL is TOOLMESH_SEARCH_LINK_URL as given; when empty, the
 	// console's Connections page.
 	SearchLinkURL string
-	// EdgeBinary is the edge-only binary the edge runs from ("": this
-	// binary's `edge` command); see edgeBinary.
-	EdgeBinary string
-}
-
-// edgeBinaryName is the edge-only binary (cmd/toolmesh-edge), which make
-// build puts next to toolmesh.
-const edgeBinaryName = "toolmesh-edge"
-
-// edgeBinary is the edge-only binary next to self, or "" when there is
-// none: the edge then runs as `toolmesh edge`. The edge-only binary links
-// none of the domain services, so the edge maps less of its binary (about
-// 15 MB less resident under load, docs/performance.md); the command and
-// its flags are the same.
-func edgeBinary(self string) string {
-	p := filepath.Join(filepath.Dir(self), edgeBinaryName)
-	if info, err := os.Stat(p); err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return ""
-	}
-	return p
 }
 
 // bindMesh binds the options of the plan; the returned function reads them
@@ -198,9 +173,6 @@ func bindMesh(s *config.Set, getenv func(string) string) func() (meshConfig, err
 		}
 		if cfg.DevAgent == "" {
 			return meshConfig{}, errors.New("--dev-agent must not be empty")
-		}
-		if self, err := os.Executable(); err == nil {
-			cfg.EdgeBinary = edgeBinary(self)
 		}
 		return cfg, nil
 	}
@@ -382,7 +354,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 	if cfg.Pprof {
 		edgeArgs = append(edgeArgs, "--pprof")
 	}
-	edge := meshProcess{
+	plan = append(plan, meshProcess{
 		Name:  procEdge,
 		Label: labelEdge,
 		Args:  append(edgeArgs, serviceFlags...),
@@ -394,13 +366,7 @@ func meshPlan(cfg meshConfig) ([]meshProcess, error) {
 			{Name: linkA2A, URL: a2aURL + "/a2a/agents/" + cfg.DevAgent + "/"},
 		},
 		readyTimeout: 30 * time.Second,
-	}
-	if cfg.EdgeBinary != "" {
-		// toolmesh-edge is the edge command alone: its arguments are the
-		// flags.
-		edge.Binary, edge.Args = cfg.EdgeBinary, edge.Args[1:]
-	}
-	plan = append(plan, edge)
+	})
 
 	// The console is a client of the edge alone: no mesh key, no store.
 	mcpURL := "http://" + net.JoinHostPort(probeHost, edgePortStr) + "/mcp"
@@ -493,11 +459,7 @@ func runProcesses(args []string, getenv func(string) string, stdout, stderr io.W
 		if after == "" {
 			after = "-"
 		}
-		program := "toolmesh"
-		if p.Binary != "" {
-			program = filepath.Base(p.Binary)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %s\n", p.Name, p.Label, ready, after, program, strings.Join(p.Args, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\ttoolmesh %s\n", p.Name, p.Label, ready, after, strings.Join(p.Args, " "))
 	}
 	return tw.Flush()
 }

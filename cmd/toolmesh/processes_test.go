@@ -7,8 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,51 +175,6 @@ func TestPlanServesA2AWhereTheWorkerSignsFor(t *testing.T) {
 	}
 	if edgeA2A != "http://127.0.0.1:7470" || signs != edgeA2A {
 		t.Errorf("the edge serves A2A at %q, the remoteagents worker signs for %q; want both at http://127.0.0.1:7470", edgeA2A, signs)
-	}
-}
-
-// The edge runs from toolmesh-edge when that binary is next to toolmesh
-// (an executable file), with the same flags and no command word; without
-// it, from toolmesh's own edge command.
-func TestPlanRunsTheEdgeFromTheEdgeBinaryNextToToolmesh(t *testing.T) {
-	dir := t.TempDir()
-	self := filepath.Join(dir, "toolmesh")
-	if got := edgeBinary(self); got != "" {
-		t.Errorf("edgeBinary with none next to toolmesh = %q, want none", got)
-	}
-	edgeBin := filepath.Join(dir, edgeBinaryName)
-	if err := os.WriteFile(edgeBin, []byte("not executable"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := edgeBinary(self); got != "" {
-		t.Errorf("edgeBinary with a file that is not executable = %q, want none", got)
-	}
-	if err := os.Chmod(edgeBin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := edgeBinary(self); got != edgeBin {
-		t.Errorf("edgeBinary = %q, want %q", got, edgeBin)
-	}
-
-	edgeOf := func(cfg meshConfig) meshProcess {
-		plan, err := meshPlan(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return plan[slices.IndexFunc(plan, func(p meshProcess) bool { return p.Name == procEdge })]
-	}
-	cfg := meshConfig{DataDir: "d", DevAgent: "local", EdgeAddr: "127.0.0.1:7100", TemporalPort: 7233}
-	own := edgeOf(cfg)
-	cfg.EdgeBinary = edgeBin
-	alone := edgeOf(cfg)
-	if own.Binary != "" || own.Args[0] != "edge" {
-		t.Errorf("without the edge binary: %s %q, want toolmesh edge …", own.Binary, own.Args)
-	}
-	if alone.Binary != edgeBin || !slices.Equal(alone.Args, own.Args[1:]) {
-		t.Errorf("with the edge binary: %s %q, want %s and the flags of toolmesh edge", alone.Binary, alone.Args, edgeBin)
-	}
-	if cmd := childCommand(self, alone); cmd.Path != edgeBin || !slices.Equal(cmd.Args[1:], alone.Args) {
-		t.Errorf("up runs %s %q, want %s", cmd.Path, cmd.Args, edgeBin)
 	}
 }
 

@@ -141,16 +141,12 @@ func runUp(ctx context.Context, args []string, getenv func(string) string, stdou
 	return err
 }
 
-// childCommand is one run of p: this binary (or p.Binary) with p's
-// arguments and environment, its output on our stderr, in its own process
-// group so that Ctrl-C reaches it through us, in order, rather than all at
-// once from the terminal.
+// childCommand is one run of p: this binary with p's arguments and
+// environment, its output on our stderr, in its own process group so that
+// Ctrl-C reaches it through us, in order, rather than all at once from the
+// terminal.
 func childCommand(self string, p meshProcess) *exec.Cmd {
-	bin := self
-	if p.Binary != "" {
-		bin = p.Binary
-	}
-	cmd := exec.Command(bin, p.Args...)
+	cmd := exec.Command(self, p.Args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Env = os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {

@@ -37,10 +37,8 @@ type upMesh struct {
 	once   sync.Once
 }
 
-// meshBinaries builds the toolmesh binary, with the edge-only
-// toolmesh-edge next to it as make build puts it (so up runs the edge from
-// it, as under make run), into a test directory and finds the pinned
-// Temporal CLI.
+// meshBinaries builds the toolmesh binary into a test directory and finds
+// the pinned Temporal CLI.
 func meshBinaries(t *testing.T) (bin, temporal string) {
 	t.Helper()
 	temporal, err := filepath.Abs(filepath.Join("..", "..", "bin", "temporal"))
@@ -50,11 +48,11 @@ func meshBinaries(t *testing.T) (bin, temporal string) {
 	if _, err := os.Stat(temporal); err != nil {
 		t.Fatalf("the pinned Temporal CLI is missing (make tools): %v", err)
 	}
-	dir := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "../toolmesh-edge").CombinedOutput(); err != nil {
-		t.Fatalf("build toolmesh and toolmesh-edge: %v\n%s", err, out)
+	bin = filepath.Join(t.TempDir(), "toolmesh")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build toolmesh: %v\n%s", err, out)
 	}
-	return filepath.Join(dir, "toolmesh"), temporal
+	return bin, temporal
 }
 
 // startUp runs `toolmesh up` with env added to the environment and waits

@@ -121,21 +121,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	bins := filepath.Join(cfg.WorkDir, "bin")
 	fmt.Fprintln(out, "building toolmesh, the load generator and the stock go-sdk server")
-	pkgs, names := []string{"./cmd/toolmesh", "./cmd/benchmesh", "./cmd/benchmesh/stocksdk"}, []string{"toolmesh", "benchmesh", "stocksdk"}
-	// The edge-only binary, as make build puts it next to toolmesh, so that
-	// toolmesh up runs the edge from it (a --repo from before it existed
-	// has none).
-	if _, err := os.Stat(filepath.Join(cfg.RepoDir, "cmd", "toolmesh-edge")); err == nil {
-		pkgs, names = append(pkgs, "./cmd/toolmesh-edge"), append(names, "toolmesh-edge")
-	}
-	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bins + string(filepath.Separator)}, pkgs...)...)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bins+string(filepath.Separator),
+		"./cmd/toolmesh", "./cmd/benchmesh", "./cmd/benchmesh/stocksdk")
 	build.Dir = cfg.RepoDir
 	if b, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %w\n%s", err, b)
 	}
 	toolmesh := filepath.Join(bins, "toolmesh")
 	// The processes measured map their binary as a deployed one does.
-	for _, name := range names {
+	for _, name := range []string{"toolmesh", "benchmesh", "stocksdk"} {
 		if err := dropFromPageCache(filepath.Join(bins, name)); err != nil {
 			return nil, err
 		}
