@@ -85,8 +85,7 @@ type Options struct {
 	// Busy tells an error of the services' store that is transient (a
 	// busy or locked database: sqldb.IsBusy); the caller gets Unavailable,
 	// which it may retry, instead of Internal. Nil: no error is. It is
-	// given rather than imported so that a process serving no store (the
-	// edge) links no database driver.
+	// given, not imported: this package knows no database.
 	Busy func(error) bool
 }
 

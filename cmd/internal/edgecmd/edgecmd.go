@@ -1,8 +1,7 @@
 // Package edgecmd is the `toolmesh edge` command: the MCP edge (and its
 // A2A endpoint) as a process, its options bound to flags and TOOLMESH_EDGE_…
-// variables. Both binaries run it: toolmesh (`toolmesh edge`) and the
-// edge-only toolmesh-edge, which links none of the domain services and so
-// maps less of itself.
+// variables. It imports no domain service: what it knows of the mesh comes
+// from cmd/internal/topology.
 package edgecmd
 
 import (

@@ -5,8 +5,8 @@
 // faults) and the conformance lane's (-tags conformance) add their
 // test-only domains (faults.go, conformance.go).
 //
-// It holds no service code, so that a command which only calls the
-// domains (the edge) need not link them.
+// It holds no service code: a command that only calls the domains (the
+// edge) needs this table, not the services.
 package topology
 
 import (
