@@ -219,6 +219,11 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if err != nil || m.rss <= 0 || m.hwm < m.rss || m.anon <= 0 || m.file <= 0 || m.anon+m.file > m.rss {
 		t.Errorf("memory: %+v KiB, %v; want rss ≤ hwm and anon + file ≤ rss, all above 0", m, err)
 	}
+	// This process shares libc's pages with the rest of the machine at the
+	// least, so its share is above 0 and below what it maps.
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err == nil && (m.pss <= 0 || m.pss > m.rss) {
+		t.Errorf("memory: PSS %d KiB with RSS %d KiB; want 0 < PSS ≤ RSS", m.pss, m.rss)
+	}
 }
 
 func TestPlanPorts(t *testing.T) {

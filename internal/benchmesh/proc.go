@@ -45,8 +45,11 @@ func cpuTime(pid int) (time.Duration, error) {
 // rss is VmRSS (what ps shows as RSS), hwm VmHWM (its peak since it
 // started), and rss is anon + file (+ shmem): anon its private memory (heap,
 // stacks), file the pages of files it maps (the binary's code and data,
-// clean and shared with every process that runs the same binary).
-type memStatus struct{ rss, hwm, anon, file int }
+// clean and shared with every process that runs the same binary). pss is
+// the proportional set size, from /proc/<pid>/smaps_rollup: each page
+// shared by n processes counts for 1/n, so it is the process's share of
+// the machine's memory (0 where the kernel has no smaps_rollup).
+type memStatus struct{ rss, hwm, anon, file, pss int }
 
 func memory(pid int) (memStatus, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -69,6 +72,14 @@ func memory(pid int) (memStatus, error) {
 			m.anon = kb
 		case "RssFile":
 			m.file = kb
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				m.pss, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				break
+			}
 		}
 	}
 	return m, nil
@@ -123,8 +134,8 @@ func children(pid int) (map[int][]string, error) {
 	return out, nil
 }
 
-// rssSampler records the highest VmRSS, RssAnon and RssFile (each on its
-// own) of some processes, read every interval, until stopped.
+// rssSampler records the highest VmRSS, RssAnon, RssFile and Pss (each on
+// its own) of some processes, read every interval, until stopped.
 type rssSampler struct {
 	stop chan struct{}
 	done chan struct{}
@@ -143,7 +154,7 @@ func sampleRSS(pids []int, interval time.Duration) *rssSampler {
 				if m, err := memory(pid); err == nil {
 					s.mu.Lock()
 					p := s.peak[pid]
-					s.peak[pid] = memStatus{rss: max(p.rss, m.rss), anon: max(p.anon, m.anon), file: max(p.file, m.file)}
+					s.peak[pid] = memStatus{rss: max(p.rss, m.rss), anon: max(p.anon, m.anon), file: max(p.file, m.file), pss: max(p.pss, m.pss)}
 					s.mu.Unlock()
 				}
 			}

@@ -77,6 +77,10 @@ type ProcessFigure struct {
 	// with every process running it) sampled, each on its own.
 	AnonPeakMB float64 `json:"rss_anon_peak_mb,omitempty"`
 	FilePeakMB float64 `json:"rss_file_peak_mb,omitempty"`
+	// PSSPeakMB is the highest proportional set size sampled: the
+	// process's share of the machine's memory, each page shared with n
+	// processes (the binary's, under toolmesh up) counted for 1/n.
+	PSSPeakMB float64 `json:"pss_peak_mb,omitempty"`
 }
 
 // Target is one of the performance targets, as this run measured it.
@@ -129,7 +133,7 @@ func onPath(target string) []string {
 
 // memory is the process's peak RSS and its private and file parts.
 func (f ProcessFigure) memory() string {
-	return fmt.Sprintf("%.1f MB (anon %.1f, file %.1f)", f.RSSPeakMB, f.AnonPeakMB, f.FilePeakMB)
+	return fmt.Sprintf("%.1f MB (anon %.1f, file %.1f; PSS %.1f)", f.RSSPeakMB, f.AnonPeakMB, f.FilePeakMB, f.PSSPeakMB)
 }
 
 func (p Phase) process(name string) ProcessFigure {
@@ -269,7 +273,7 @@ func (rep *Report) print(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tfront µs\tservice µs\tagents µs\taudit µs\tload gen µs\tfront RSS MB (anon, file)\t")
+	fmt.Fprintln(tw, "target\tcallers\tcalls/s\tp50 ms\tp99 ms\tload avg\tfront µs\tservice µs\tagents µs\taudit µs\tload gen µs\tfront RSS MB (anon, file; PSS)\t")
 	for _, p := range rep.Phases {
 		cpu, rss := "-", "-"
 		if name := front(p.Target); name != "" {

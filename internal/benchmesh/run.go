@@ -320,7 +320,7 @@ func measure(ctx context.Context, l loader, d time.Duration, procs map[string]in
 		}
 		peak := peaks[pid]
 		p.Processes = append(p.Processes, ProcessFigure{Name: name, CPUMicrosPerCall: micros(t-before[name]) / calls,
-			RSSPeakMB: mb(peak.rss), HWMMB: mb(m.hwm), AnonPeakMB: mb(peak.anon), FilePeakMB: mb(peak.file)})
+			RSSPeakMB: mb(peak.rss), HWMMB: mb(m.hwm), AnonPeakMB: mb(peak.anon), FilePeakMB: mb(peak.file), PSSPeakMB: mb(peak.pss)})
 	}
 	p.sortProcesses()
 	return p, nil
