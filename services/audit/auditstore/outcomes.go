@@ -3,6 +3,8 @@ package auditstore
 import (
 	"context"
 	"fmt"
+	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/internal/sqldb"
@@ -13,26 +15,58 @@ import (
 var _ audit.OutcomeStore = (*Store)(nil)
 
 // RecordOutcomes implements audit.OutcomeStore: one transaction, an
-// outcome whose id is stored already is skipped.
+// outcome whose id is stored already is skipped. The outcomes go in with
+// few statements, each inserting a power of two of them (at most
+// maxOutcomeRows): a statement per outcome cost the service more than the
+// rows themselves, and the few texts stay prepared.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []*auditv1.CallOutcome) (int, error) {
 	recorded := 0
 	err := s.db.InTx(ctx, func(tx *sqldb.Tx) error {
 		recorded = 0
-		for _, o := range outcomes {
-			res, err := tx.Exec(ctx, `INSERT INTO audit_outcomes (id, time_ms, agent, subject, tool, kind, domain_code, duration_ms, accomplishment)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				o.GetId(), o.GetTime().AsTime().UnixMilli(), o.GetAgent(), o.GetSubject(), o.GetTool(), int32(o.GetKind()),
-				o.GetDomainCode(), o.GetDurationMs(), o.GetAccomplishment())
+		args := make([]any, 0, outcomeColumns*min(len(outcomes), maxOutcomeRows))
+		for rest := outcomes; len(rest) > 0; {
+			k := rowsPerStatement(len(rest))
+			args = args[:0]
+			for _, o := range rest[:k] {
+				args = append(args, o.GetId(), o.GetTime().AsTime().UnixMilli(), o.GetAgent(), o.GetSubject(), o.GetTool(), int32(o.GetKind()),
+					o.GetDomainCode(), o.GetDurationMs(), o.GetAccomplishment())
+			}
+			res, err := tx.Exec(ctx, insertOutcomes[bits.Len(uint(k))-1], args...)
 			if err != nil {
-				return fmt.Errorf("record call outcome: %w", err)
+				return fmt.Errorf("record call outcomes: %w", err)
 			}
 			if n, err := res.RowsAffected(); err == nil {
 				recorded += int(n)
 			}
+			rest = rest[k:]
 		}
 		return nil
 	})
 	return recorded, err
+}
+
+// The outcomes' insert statements: insertOutcomes[i] inserts 1<<i rows of
+// outcomeColumns values, up to maxOutcomeRows (2,304 parameters, within
+// SQLite's and PostgreSQL's bounds).
+const (
+	outcomeColumns = 9
+	maxOutcomeRows = 256
+)
+
+var insertOutcomes = func() []string {
+	var stmts []string
+	for rows := 1; rows <= maxOutcomeRows; rows *= 2 {
+		row := "(" + strings.Repeat("?, ", outcomeColumns-1) + "?)"
+		stmts = append(stmts, `INSERT INTO audit_outcomes (id, time_ms, agent, subject, tool, kind, domain_code, duration_ms, accomplishment) VALUES `+
+			strings.Repeat(row+", ", rows-1)+row+` ON CONFLICT (id) DO NOTHING`)
+	}
+	return stmts
+}()
+
+// rowsPerStatement is how many of n outcomes the next statement inserts:
+// the largest power of two not above n, at most maxOutcomeRows.
+func rowsPerStatement(n int) int {
+	return min(1<<(bits.Len(uint(n))-1), maxOutcomeRows)
 }
 
 // SummarizeOutcomes implements audit.OutcomeStore, from one snapshot.

@@ -92,3 +92,49 @@ func testOutcomes(t *testing.T, db *sqldb.DB) {
 		t.Errorf("alice's outcomes after the prune = %v, want the newest 3", left)
 	}
 }
+
+// testOutcomesInBulk: a batch larger than one statement inserts, which
+// repeats outcomes stored before and within itself, stores every new
+// outcome once, and every field of the last one as sent.
+func testOutcomesInBulk(t *testing.T, db *sqldb.DB) {
+	s := openStore(t, db)
+	ctx := t.Context()
+	var first []*auditv1.CallOutcome
+	for i := range 100 {
+		first = append(first, outcome(fmt.Sprintf("out_%04d", i), "alice", "tasks_get", "ok", day1.Add(time.Duration(i)*time.Second)))
+	}
+	if n, err := s.RecordOutcomes(ctx, first); err != nil || n != 100 {
+		t.Fatalf("record 100 outcomes: %d, %v", n, err)
+	}
+	// 600 outcomes: the first 100 stored already, 50 sent twice within
+	// the batch, 450 new.
+	var batch []*auditv1.CallOutcome
+	for i := range 550 {
+		batch = append(batch, outcome(fmt.Sprintf("out_%04d", i), "alice", "tasks_get", "ok", day1.Add(time.Duration(i)*time.Second)))
+	}
+	batch = append(batch, batch[300:350]...)
+	last := outcome("out_9999", "bob", "memory_save", "invalid_argument", day1.Add(time.Hour))
+	last.Accomplishment = "memory_saved"
+	batch = append(batch, last)
+	if n, err := s.RecordOutcomes(ctx, batch); err != nil || n != 451 {
+		t.Fatalf("record a batch of %d with 100 stored and 50 repeated: %d new, %v; want 451", len(batch), n, err)
+	}
+	alice, err := s.SummarizeOutcomes(ctx, audit.OutcomeFilter{Agent: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through is a position, not a count: a skipped outcome may use one.
+	ignoreThrough := protocmp.IgnoreFields(&auditv1.SummarizeOutcomesResponse{}, "through")
+	want := &auditv1.SummarizeOutcomesResponse{ActiveDays: 1, Counts: []*auditv1.OutcomeCount{{Tool: "tasks_get", DomainCode: "ok", Count: 550}}}
+	if diff := cmp.Diff(want, alice, protocmp.Transform(), ignoreThrough); diff != "" {
+		t.Errorf("alice's outcomes (-want +got):\n%s", diff)
+	}
+	bob, err := s.SummarizeOutcomes(ctx, audit.OutcomeFilter{Agent: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &auditv1.SummarizeOutcomesResponse{ActiveDays: 1, Counts: []*auditv1.OutcomeCount{{Tool: "memory_save", DomainCode: "invalid_argument", Accomplishment: "memory_saved", Count: 1}}}
+	if diff := cmp.Diff(want, bob, protocmp.Transform(), ignoreThrough); diff != "" {
+		t.Errorf("bob's outcomes (-want +got):\n%s", diff)
+	}
+}

@@ -49,6 +49,7 @@ func TestStore(t *testing.T) {
 		{Name: "walk from a record", Test: testWalkFrom},
 		{Name: "records are append-only", Test: testAppendOnly},
 		{Name: "call outcomes are counted once and pruned", Test: testOutcomes},
+		{Name: "a large batch of outcomes is stored in bulk, each once", Test: testOutcomesInBulk},
 	})
 }
 
