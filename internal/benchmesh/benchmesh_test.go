@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestSmoke runs make bench-mesh for one second per phase, so that it
@@ -145,6 +146,47 @@ func TestTargetsAreJudgedOnlyWhenTheirPhasesRan(t *testing.T) {
 	}
 	if got := rep.Targets[0]; got.Got != 0.5 || got.Met {
 		t.Errorf("edge ÷ direct = %+v, want 0.5, missed", got)
+	}
+}
+
+// A ratio target is the median of each round's ratio: on a machine that
+// slows down from round to round, the median calls/s of each side would
+// pair one round's edge with another's bare hop.
+func TestRatiosPairThePhasesOfOneRound(t *testing.T) {
+	phase := func(round int, target string, rate float64) Phase {
+		return Phase{Target: target, Round: round, Result: LoadResult{Callers: 8, CallsPerSecond: rate, P50Ms: 1, P99Ms: 2}}
+	}
+	// Listed out of order: rounds pair by number, not by position.
+	rep := &Report{Callers: 8, Phases: []Phase{
+		phase(2, TargetBareHop, 2000), phase(2, TargetEdge, 1900),
+		phase(1, TargetBareHop, 4000), phase(1, TargetEdge, 3600),
+		phase(3, TargetBareHop, 3000), phase(3, TargetEdge, 2100),
+		phase(3, TargetEdgeWrite, 900), // no direct write in round 3
+		phase(1, TargetDirectWrite, 1000), phase(1, TargetEdgeWrite, 800),
+	}}
+	rep.evaluate()
+	byName := map[string]Target{}
+	for _, t := range rep.Targets {
+		byName[t.Name] = t
+	}
+	rhop := byName["edge ÷ bare hop (Rhop), calls/s at 8 callers"]
+	// Rounds 0.90, 0.95, 0.70: median 0.90 (the medians of each side,
+	// 2,100 ÷ 3,000, would say 0.70).
+	if diff := cmp.Diff([]float64{0.9, 0.95, 0.7}, rhop.Rounds, cmpopts.EquateApprox(0, 1e-9)); diff != "" || math.Abs(rhop.Got-0.9) > 1e-9 || !rhop.Met {
+		t.Errorf("Rhop = %+v, want 0.90 met, by round 0.90 0.95 0.70 (-want +got rounds):\n%s", rhop, diff)
+	}
+	write := byName["memory_save through the edge ÷ Save direct, calls/s at 8 callers"]
+	if diff := cmp.Diff([]float64{0.8}, write.Rounds); diff != "" || write.Got != 0.8 || write.Met {
+		t.Errorf("write ratio = %+v, want 0.80 missed from round 1 alone, the only round with both phases", write)
+	}
+	cpu := byName["edge CPU µs per tools/call"]
+	if len(cpu.Rounds) != 3 {
+		t.Errorf("edge CPU by round = %v, want one figure a round", cpu.Rounds)
+	}
+	var out strings.Builder
+	rep.print(&out)
+	if !strings.Contains(out.String(), "0.90 0.95 0.70") {
+		t.Errorf("the report does not show Rhop by round:\n%s", out.String())
 	}
 }
 

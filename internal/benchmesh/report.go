@@ -3,6 +3,7 @@ package benchmesh
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -89,6 +90,8 @@ type Target struct {
 	Want string  `json:"want"`
 	Got  float64 `json:"got"`
 	Met  bool    `json:"met"`
+	// Rounds are the figure of each round, in order; Got is their median.
+	Rounds []float64 `json:"rounds,omitempty"`
 }
 
 func (p *Phase) sortProcesses() {
@@ -161,18 +164,59 @@ func (p Phase) line() string {
 		p.Target, r.Callers, r.CallsPerSecond, r.P50Ms, r.P99Ms, p.LoadBefore, strings.Join(procs, ", "))
 }
 
-// median of the phases of target with callers, by f.
-func (rep *Report) median(target string, callers int, f func(Phase) float64) float64 {
-	var vs []float64
+// rounds are f of the phases of target with callers, one a round, in
+// order of rounds.
+func (rep *Report) rounds(target string, callers int, f func(Phase) float64) []float64 {
+	var ps []Phase
 	for _, p := range rep.Phases {
 		if p.Target == target && p.Result.Callers == callers {
-			vs = append(vs, f(p))
+			ps = append(ps, p)
 		}
 	}
+	slices.SortStableFunc(ps, func(a, b Phase) int { return a.Round - b.Round })
+	vs := make([]float64, len(ps))
+	for i, p := range ps {
+		vs[i] = f(p)
+	}
+	return vs
+}
+
+// ratios are, round by round, f of target a's phase with callers divided
+// by f of target b's phase of the same round. The two ran a minute apart
+// at most: a machine that slows down between rounds moves both, not
+// their ratio, where the median of each over all rounds may pair a fast
+// round's figure with a slow one's.
+func (rep *Report) ratios(a, b string, callers int, f func(Phase) float64) []float64 {
+	of := func(target string) map[int]float64 {
+		m := map[int]float64{}
+		for _, p := range rep.Phases {
+			if p.Target == target && p.Result.Callers == callers {
+				m[p.Round] = f(p)
+			}
+		}
+		return m
+	}
+	as, bs := of(a), of(b)
+	var vs []float64
+	for _, r := range slices.Sorted(maps.Keys(as)) {
+		if d, ok := bs[r]; ok && d != 0 {
+			vs = append(vs, as[r]/d)
+		}
+	}
+	return vs
+}
+
+// median of the phases of target with callers, by f.
+func (rep *Report) median(target string, callers int, f func(Phase) float64) float64 {
+	return median(rep.rounds(target, callers, f))
+}
+
+// median of vs (0 for none).
+func median(vs []float64) float64 {
 	if len(vs) == 0 {
 		return 0
 	}
-	slices.Sort(vs)
+	vs = slices.Sorted(slices.Values(vs))
 	if len(vs)%2 == 1 {
 		return vs[len(vs)/2]
 	}
@@ -189,7 +233,8 @@ func (rep *Report) ran(target string, callers int) bool {
 	return false
 }
 
-// evaluate fills in the targets from the phases (medians over rounds).
+// evaluate fills in the targets from the phases: medians over rounds, of
+// each round's ratio where a target compares two phases.
 func (rep *Report) evaluate() {
 	rate := func(p Phase) float64 { return p.Result.CallsPerSecond }
 	cpu := func(names ...string) func(Phase) float64 {
@@ -202,13 +247,6 @@ func (rep *Report) evaluate() {
 		}
 	}
 	c := rep.Callers
-	edge := rep.median(TargetEdge, c, rate)
-	ratio := func(a, b float64) float64 {
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	}
 	// A target is judged only when every phase it compares was run: a
 	// run of some targets (--targets) leaves the others unmeasured, not
 	// missed, and not met by a figure of zero.
@@ -222,18 +260,18 @@ func (rep *Report) evaluate() {
 		}
 		rep.Targets = append(rep.Targets, t)
 	}
-	judge(atLeast(fmt.Sprintf("edge ÷ direct Connect (JSON), calls/s at %d callers", c), 0.7, ratio(edge, rep.median(TargetDirectJSON, c, rate))),
+	judge(atLeast(fmt.Sprintf("edge ÷ direct Connect (JSON), calls/s at %d callers", c), 0.7, rep.ratios(TargetEdge, TargetDirectJSON, c, rate)),
 		c, TargetEdge, TargetDirectJSON)
-	judge(atLeast(fmt.Sprintf("edge ÷ bare hop (Rhop), calls/s at %d callers", c), 0.9, ratio(edge, rep.median(TargetBareHop, c, rate))),
+	judge(atLeast(fmt.Sprintf("edge ÷ bare hop (Rhop), calls/s at %d callers", c), 0.9, rep.ratios(TargetEdge, TargetBareHop, c, rate)),
 		c, TargetEdge, TargetBareHop)
 	judge(atLeast(fmt.Sprintf("memory_save through the edge ÷ Save direct, calls/s at %d callers", c), 0.85,
-		ratio(rep.median(TargetEdgeWrite, c, rate), rep.median(TargetDirectWrite, c, rate))), c, TargetEdgeWrite, TargetDirectWrite)
-	judge(atLeast(fmt.Sprintf("edge ÷ stock go-sdk server, calls/s at %d callers", c), 1.0, ratio(edge, rep.median(TargetStock, c, rate))),
+		rep.ratios(TargetEdgeWrite, TargetDirectWrite, c, rate)), c, TargetEdgeWrite, TargetDirectWrite)
+	judge(atLeast(fmt.Sprintf("edge ÷ stock go-sdk server, calls/s at %d callers", c), 1.0, rep.ratios(TargetEdge, TargetStock, c, rate)),
 		c, TargetEdge, TargetStock)
-	judge(atMost("edge CPU µs per tools/call", 150, rep.median(TargetEdge, c, cpu("edge"))), c, TargetEdge)
-	judge(atMost("CPU µs per tools/call, edge + services (audit's outcome records included)", 400, rep.median(TargetEdge, c, cpu("edge", "tasks", "agents", "audit"))),
+	judge(atMost("edge CPU µs per tools/call", 150, rep.rounds(TargetEdge, c, cpu("edge"))), c, TargetEdge)
+	judge(atMost("CPU µs per tools/call, edge + services (audit's outcome records included)", 400, rep.rounds(TargetEdge, c, cpu("edge", "tasks", "agents", "audit"))),
 		c, TargetEdge)
-	judge(atMost("tasks service CPU µs per Get through the edge", 150, rep.median(TargetEdge, c, cpu("tasks"))), c, TargetEdge)
+	judge(atMost("tasks service CPU µs per Get through the edge", 150, rep.rounds(TargetEdge, c, cpu("tasks"))), c, TargetEdge)
 	rep.Overhead = nil
 	for _, n := range rep.OverheadCallers {
 		p50 := func(p Phase) float64 { return p.Result.P50Ms }
@@ -250,19 +288,27 @@ func (rep *Report) evaluate() {
 		})
 	}
 	if h := rep.HeavyCallers; h > 0 {
-		judge(atMost(fmt.Sprintf("edge peak RSS MB at %d callers", h), 60, rep.median(TargetEdge, h, func(p Phase) float64 { return p.process("edge").RSSPeakMB })),
+		judge(atMost(fmt.Sprintf("edge peak RSS MB at %d callers", h), 60, rep.rounds(TargetEdge, h, func(p Phase) float64 { return p.process("edge").RSSPeakMB })),
 			h, TargetEdge)
-		judge(atMost(fmt.Sprintf("edge p99 ÷ p50 at %d callers", h), 3, rep.median(TargetEdge, h, func(p Phase) float64 { return ratio(p.Result.P99Ms, p.Result.P50Ms) })),
-			h, TargetEdge)
+		judge(atMost(fmt.Sprintf("edge p99 ÷ p50 at %d callers", h), 3, rep.rounds(TargetEdge, h, func(p Phase) float64 {
+			if p.Result.P50Ms == 0 {
+				return 0
+			}
+			return p.Result.P99Ms / p.Result.P50Ms
+		})), h, TargetEdge)
 	}
 }
 
-func atLeast(name string, want, got float64) Target {
-	return Target{Name: name, Want: fmt.Sprintf("≥ %g", want), Got: got, Met: got >= want}
+// atLeast is a target met when the median of rounds is want or more.
+func atLeast(name string, want float64, rounds []float64) Target {
+	got := median(rounds)
+	return Target{Name: name, Want: fmt.Sprintf("≥ %g", want), Got: got, Met: got >= want, Rounds: rounds}
 }
 
-func atMost(name string, want, got float64) Target {
-	return Target{Name: name, Want: fmt.Sprintf("≤ %g", want), Got: got, Met: got <= want}
+// atMost is a target met when the median of rounds is want or less.
+func atMost(name string, want float64, rounds []float64) Target {
+	got := median(rounds)
+	return Target{Name: name, Want: fmt.Sprintf("≤ %g", want), Got: got, Met: got <= want, Rounds: rounds}
 }
 
 // print writes the phases and the targets as tables.
@@ -287,13 +333,19 @@ func (rep *Report) print(out io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\twant\tgot\t")
+	fmt.Fprintln(tw, "target\twant\tgot\t\tby round\t")
 	for _, t := range rep.Targets {
 		verdict := "met"
 		if !t.Met {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\n", t.Name, t.Want, t.Got, verdict)
+		var rounds []string
+		if len(t.Rounds) > 1 {
+			for _, v := range t.Rounds {
+				rounds = append(rounds, fmt.Sprintf("%.2f", v))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t\n", t.Name, t.Want, t.Got, verdict, strings.Join(rounds, " "))
 	}
 	tw.Flush()
 	if len(rep.Unmeasured) > 0 {
