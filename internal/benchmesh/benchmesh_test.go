@@ -77,19 +77,24 @@ func TestSmoke(t *testing.T) {
 // number of callers, medians over rounds; a number of callers with either
 // side missing has no row.
 func TestOverheadIsTheEdgeMinusDirect(t *testing.T) {
-	phase := func(target string, callers int, rate, p50, p99 float64) Phase {
-		return Phase{Target: target, Result: LoadResult{Callers: callers, CallsPerSecond: rate, P50Ms: p50, P99Ms: p99}}
+	phase := func(round int, target string, callers int, rate, p50, p99 float64) Phase {
+		return Phase{Target: target, Round: round, Result: LoadResult{Callers: callers, CallsPerSecond: rate, P50Ms: p50, P99Ms: p99}}
 	}
 	rep := &Report{Callers: 8, OverheadCallers: []int{1, 8, 32}, Phases: []Phase{
-		phase(TargetDirectJSON, 1, 2000, 0.40, 0.90), phase(TargetEdge, 1, 1500, 0.55, 1.20),
-		phase(TargetDirectJSON, 1, 2200, 0.38, 0.80), phase(TargetEdge, 1, 1600, 0.52, 1.00),
-		phase(TargetDirectJSON, 1, 2100, 0.39, 0.85), phase(TargetEdge, 1, 1550, 0.53, 1.10),
-		phase(TargetDirectJSON, 8, 6000, 1.00, 3.00), phase(TargetEdge, 8, 4000, 1.80, 5.00),
-		phase(TargetDirectJSON, 32, 6500, 4.00, 9.00),
+		phase(1, TargetDirectJSON, 1, 2000, 0.40, 0.90), phase(1, TargetEdge, 1, 1500, 0.55, 1.20),
+		// A round in which the edge hiccuped,
+		phase(2, TargetDirectJSON, 1, 2200, 0.42, 0.80), phase(2, TargetEdge, 1, 1600, 1.00, 2.00),
+		// and one in which the whole machine was slow.
+		phase(3, TargetDirectJSON, 1, 1100, 0.90, 1.90), phase(3, TargetEdge, 1, 800, 1.05, 2.20),
+		phase(1, TargetDirectJSON, 8, 6000, 1.00, 3.00), phase(1, TargetEdge, 8, 4000, 1.80, 5.00),
+		phase(1, TargetDirectJSON, 32, 6500, 4.00, 9.00),
 	}}
 	rep.evaluate()
+	// Rounds' differences at 1 caller: p50 150, 580, 150 µs; p99 300,
+	// 1,200, 300 µs. (Each side's median would pair the hiccup's edge with
+	// the first round's direct call: 580 and 1,100 µs.)
 	want := []Overhead{
-		{Callers: 1, AddedP50Micros: 140, AddedP99Micros: 250, DirectRate: 2100, EdgeRate: 1550},
+		{Callers: 1, AddedP50Micros: 150, AddedP99Micros: 300, DirectRate: 2000, EdgeRate: 1500},
 		{Callers: 8, AddedP50Micros: 800, AddedP99Micros: 2000, DirectRate: 6000, EdgeRate: 4000},
 	}
 	if len(rep.Overhead) != len(want) {

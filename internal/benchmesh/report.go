@@ -40,7 +40,8 @@ type Report struct {
 type Overhead struct {
 	Callers int `json:"callers"`
 	// AddedP50Micros and AddedP99Micros are the edge's median and 99th
-	// percentile latency minus direct Connect's, in µs.
+	// percentile latency minus direct Connect's, in µs: the median over
+	// rounds of each round's difference.
 	AddedP50Micros float64 `json:"added_p50_us"`
 	AddedP99Micros float64 `json:"added_p99_us"`
 	// DirectRate and EdgeRate are the calls per second of each.
@@ -187,6 +188,19 @@ func (rep *Report) rounds(target string, callers int, f func(Phase) float64) []f
 // their ratio, where the median of each over all rounds may pair a fast
 // round's figure with a slow one's.
 func (rep *Report) ratios(a, b string, callers int, f func(Phase) float64) []float64 {
+	return rep.paired(a, b, callers, f, func(x, y float64) (float64, bool) { return x / y, y != 0 })
+}
+
+// differences are, round by round, f of target a's phase with callers
+// minus f of target b's phase of the same round (as ratios pairs them).
+func (rep *Report) differences(a, b string, callers int, f func(Phase) float64) []float64 {
+	return rep.paired(a, b, callers, f, func(x, y float64) (float64, bool) { return x - y, true })
+}
+
+// paired combines f of the phases of targets a and b with callers, round
+// by round, for the rounds that ran both; combine says whether a round
+// counts.
+func (rep *Report) paired(a, b string, callers int, f func(Phase) float64, combine func(x, y float64) (float64, bool)) []float64 {
 	of := func(target string) map[int]float64 {
 		m := map[int]float64{}
 		for _, p := range rep.Phases {
@@ -199,8 +213,10 @@ func (rep *Report) ratios(a, b string, callers int, f func(Phase) float64) []flo
 	as, bs := of(a), of(b)
 	var vs []float64
 	for _, r := range slices.Sorted(maps.Keys(as)) {
-		if d, ok := bs[r]; ok && d != 0 {
-			vs = append(vs, as[r]/d)
+		if y, ok := bs[r]; ok {
+			if v, ok := combine(as[r], y); ok {
+				vs = append(vs, v)
+			}
 		}
 	}
 	return vs
@@ -281,8 +297,8 @@ func (rep *Report) evaluate() {
 		}
 		rep.Overhead = append(rep.Overhead, Overhead{
 			Callers:        n,
-			AddedP50Micros: 1000 * (rep.median(TargetEdge, n, p50) - rep.median(TargetDirectJSON, n, p50)),
-			AddedP99Micros: 1000 * (rep.median(TargetEdge, n, p99) - rep.median(TargetDirectJSON, n, p99)),
+			AddedP50Micros: 1000 * median(rep.differences(TargetEdge, TargetDirectJSON, n, p50)),
+			AddedP99Micros: 1000 * median(rep.differences(TargetEdge, TargetDirectJSON, n, p99)),
 			DirectRate:     rep.median(TargetDirectJSON, n, rate),
 			EdgeRate:       rep.median(TargetEdge, n, rate),
 		})
