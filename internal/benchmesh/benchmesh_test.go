@@ -262,7 +262,7 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	if after <= before {
 		t.Errorf("CPU time %v after spinning, %v before", after, before)
 	}
-	m, err := memory(pid)
+	m, err := memory(pid, true)
 	if err != nil || m.rss <= 0 || m.hwm < m.rss || m.anon <= 0 || m.file <= 0 || m.anon+m.file > m.rss {
 		t.Errorf("memory: %+v KiB, %v; want rss ≤ hwm and anon + file ≤ rss, all above 0", m, err)
 	}

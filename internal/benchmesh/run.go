@@ -299,7 +299,7 @@ func measure(ctx context.Context, l loader, d time.Duration, procs map[string]in
 		pids = append(pids, pid)
 	}
 	p := Phase{LoadBefore: loadAverage()}
-	rss := sampleRSS(pids, 50*time.Millisecond)
+	rss := sampleRSS(pids, 50*time.Millisecond, 20) // PSS once a second
 	res, loadCPU, err := l.run(ctx, d)
 	peaks := rss.Stop()
 	if err != nil {
@@ -314,7 +314,7 @@ func measure(ctx context.Context, l loader, d time.Duration, procs map[string]in
 		if err != nil {
 			return Phase{}, fmt.Errorf("%s: %w", name, err)
 		}
-		m, err := memory(pid)
+		m, err := memory(pid, true)
 		if err != nil {
 			return Phase{}, fmt.Errorf("%s: %w", name, err)
 		}
