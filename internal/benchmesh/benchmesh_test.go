@@ -273,6 +273,23 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	}
 }
 
+// TestSamplerReadsPSSFromItsFirstSample: PSS is read only every pssEvery
+// samples, so that a phase shorter than that still reports its peak PSS,
+// the first sample reads it; the samples in between read status alone.
+func TestSamplerReadsPSSFromItsFirstSample(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err != nil {
+		t.Skipf("no smaps_rollup: %v", err)
+	}
+	pid := os.Getpid()
+	if m, err := memory(pid, false); err != nil || m.rss <= 0 || m.pss != 0 {
+		t.Errorf("memory without PSS: %+v KiB, %v; want RSS and no PSS", m, err)
+	}
+	peaks := sampleRSS([]int{pid}, time.Hour, 1000).Stop()
+	if p := peaks[pid]; p.pss <= 0 || p.rss <= 0 {
+		t.Errorf("one sample of a sampler reading PSS every 1000: peaks %+v KiB; want PSS and RSS", p)
+	}
+}
+
 func TestPlanPorts(t *testing.T) {
 	plan := []planProcess{
 		{Name: "temporal", Args: []string{"temporal-dev", "--port", "7233", "--ui-port", "8233", "--health-addr", "127.0.0.1:7230"}},
