@@ -9,6 +9,7 @@ package benchmesh
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 	memoryv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1"
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/memory/v1/memoryv1connect"
 	tasksv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/tasks/v1"
@@ -39,13 +42,38 @@ const (
 	// KindConnectProto calls TasksService.Get with the Connect protocol and
 	// the binary codec (a generated client's default).
 	KindConnectProto = "connect-proto"
+	// KindMCPCapable posts the same tools/call tasks_get as KindMCP from a
+	// client that declares what most MCP clients in use declare: it can
+	// answer questions (form and URL elicitation, sampling, roots).
+	KindMCPCapable = "mcp-capable"
 	// KindMCPWrite posts a stateless tools/call memory_save, one of
 	// WriteKeys keys in turn, as KindMCP posts its read.
 	KindMCPWrite = "mcp-write"
 	// KindConnectJSONWrite calls MemoryService.Save with the Connect
 	// protocol and the JSON codec, the same keys.
 	KindConnectJSONWrite = "connect-json-write"
+	// KindMCPAdminWrite posts a stateless tools/call agents_set_status, an
+	// administrative write, from a client that declares form elicitation
+	// and leaves the confirmation out: the edge asks for it (an
+	// input_required result) and the client answers in a second request
+	// with the confirmation and a reason. A call is both requests.
+	KindMCPAdminWrite = "mcp-admin-write"
+	// KindConnectJSONAdminWrite calls AgentsService.SetStatus with the
+	// Connect protocol and the JSON codec, the same changes.
+	KindConnectJSONAdminWrite = "connect-json-admin-write"
 )
+
+// AdminAgents is how many agents the admin write kinds change the status
+// of, each call pausing or resuming one that no other call is changing.
+// They are AdminAgentID(0) to AdminAgentID(AdminAgents-1), registered and
+// active before a phase starts.
+const AdminAgents = 64
+
+// AdminAgentID is the id of the i-th agent the admin write kinds change.
+func AdminAgentID(i int) string { return fmt.Sprintf("bench-admin-%d", i) }
+
+// AdminReason is the reason the admin write kinds give.
+const AdminReason = "make bench-mesh"
 
 // WriteKeys is how many memory keys the write kinds overwrite in turn: a
 // write each call, a store that stays small.
@@ -181,6 +209,12 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			_, err := PostToolCall(ctx, client, cfg.URL, "tasks_get", body)
 			return err
 		}, nil
+	case KindMCPCapable:
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks_get","arguments":{"task_id":"` + cfg.TaskID + `"},"_meta":` + CapableMeta + `}}`)
+		return func(ctx context.Context) error {
+			_, err := PostToolCall(ctx, client, cfg.URL, "tasks_get", body)
+			return err
+		}, nil
 	case KindMCPWrite:
 		var n atomic.Int64
 		return func(ctx context.Context) error {
@@ -195,6 +229,25 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			i := n.Add(1) % WriteKeys
 			_, err := memory.Save(ctx, &memoryv1.SaveRequest{Key: fmt.Sprintf("bench/%d", i), Content: fmt.Sprintf("note %d", i)})
 			return err
+		}, nil
+	case KindMCPAdminWrite:
+		agents := newAgentPool()
+		return func(ctx context.Context) error {
+			return agents.change(func(id string, status agentsv1.AgentStatus) error {
+				return elicitedSetStatus(ctx, client, cfg.URL, id, status)
+			})
+		}, nil
+	case KindConnectJSONAdminWrite:
+		client := agentsv1connect.NewAgentsServiceClient(client, cfg.URL, connect.WithInterceptors(bearer(cfg.Token)), connect.WithProtoJSON())
+		agents := newAgentPool()
+		return func(ctx context.Context) error {
+			return agents.change(func(id string, status agentsv1.AgentStatus) error {
+				res, err := client.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: id, Status: status, Reason: AdminReason})
+				if err == nil && res.GetAgent().GetStatus() != status {
+					err = fmt.Errorf("SetStatus left agent %s %s, want %s", id, res.GetAgent().GetStatus(), status)
+				}
+				return err
+			})
 		}, nil
 	case KindConnectJSON, KindConnectProto:
 		opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token))}
@@ -213,7 +266,109 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			return nil
 		}, nil
 	}
-	return nil, fmt.Errorf("load: unknown kind %q (want %s, %s, %s, %s or %s)", cfg.Kind, KindMCP, KindConnectJSON, KindConnectProto, KindMCPWrite, KindConnectJSONWrite)
+	return nil, fmt.Errorf("load: unknown kind %q (want %s)", cfg.Kind,
+		strings.Join([]string{KindMCP, KindMCPCapable, KindConnectJSON, KindConnectProto, KindMCPWrite, KindConnectJSONWrite, KindMCPAdminWrite, KindConnectJSONAdminWrite}, ", "))
+}
+
+// agentPool hands each admin write an agent no other call is changing, and
+// the status that changes it: every agent starts active and each call
+// flips it, so every call is a write.
+type agentPool struct {
+	free   chan int
+	paused []bool // by agent; read and flipped only by the call holding it
+}
+
+func newAgentPool() *agentPool {
+	p := &agentPool{free: make(chan int, AdminAgents), paused: make([]bool, AdminAgents)}
+	for i := range AdminAgents {
+		p.free <- i
+	}
+	return p
+}
+
+// change runs set on a free agent with the status it does not have, and
+// records the change when set succeeds.
+func (p *agentPool) change(set func(id string, status agentsv1.AgentStatus) error) error {
+	i := <-p.free
+	defer func() { p.free <- i }()
+	status := agentsv1.AgentStatus_AGENT_STATUS_PAUSED
+	if p.paused[i] {
+		status = agentsv1.AgentStatus_AGENT_STATUS_ACTIVE
+	}
+	if err := set(AdminAgentID(i), status); err != nil {
+		return err
+	}
+	p.paused[i] = !p.paused[i]
+	return nil
+}
+
+// CapableMeta is the _meta of a stateless tools/call from a client that
+// can answer every kind of question.
+const CapableMeta = `{"io.modelcontextprotocol/protocolVersion":"` + ModernProtocol +
+	`","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"benchmesh","version":"1"}}`
+
+// ElicitingMeta is the _meta of a stateless tools/call from a client that
+// can answer form elicitation.
+const ElicitingMeta = `{"io.modelcontextprotocol/protocolVersion":"` + ModernProtocol +
+	`","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"benchmesh","version":"1"}}`
+
+// elicitedSetStatus makes one elicited admin write through the edge at url:
+// agents_set_status without its confirmation, which the edge asks for, then
+// the same call again with the answer.
+func elicitedSetStatus(ctx context.Context, client *http.Client, url, agentID string, status agentsv1.AgentStatus) error {
+	const tool = "agents_set_status"
+	args := fmt.Sprintf(`{"agent_id":%q,"status":%q}`, agentID, status.String())
+	out, err := PostToolCall(ctx, client, url, tool, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+
+		`","arguments":`+args+`,"_meta":`+ElicitingMeta+`}}`))
+	if err != nil {
+		return err
+	}
+	var first struct {
+		Result struct {
+			ResultType    string                     `json:"resultType"`
+			RequestState  string                     `json:"requestState"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(sseData(out), &first); err != nil {
+		return fmt.Errorf("%s: the first answer is not JSON-RPC: %w", tool, err)
+	}
+	r := first.Result
+	if r.ResultType != "input_required" || len(r.InputRequests) != 1 || r.RequestState == "" {
+		return fmt.Errorf("%s did not ask for its confirmation: %.300s", tool, out)
+	}
+	var key string
+	for k := range r.InputRequests {
+		key = k
+	}
+	answers, err := json.Marshal(map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"confirm": true, "reason": AdminReason}}})
+	if err != nil {
+		return err
+	}
+	state, err := json.Marshal(r.RequestState)
+	if err != nil {
+		return err
+	}
+	out, err = PostToolCall(ctx, client, url, tool, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+tool+
+		`","arguments":`+args+`,"inputResponses":`+string(answers)+`,"requestState":`+string(state)+`,"_meta":`+ElicitingMeta+`}}`))
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(out, []byte(`"resultType":"complete"`)) || !bytes.Contains(out, []byte(status.String())) {
+		return fmt.Errorf("%s with its confirmation did not complete the change: %.300s", tool, out)
+	}
+	return nil
+}
+
+// sseData is the data of the one event of an SSE answer, or the answer
+// itself when it is plain JSON.
+func sseData(b []byte) []byte {
+	for line := range bytes.Lines(b) {
+		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			return d
+		}
+	}
+	return b
 }
 
 // bearer sends token as the bearer token of every call.

@@ -20,8 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/toolmesh/toolmesh/internal/childproc"
 	"github.com/toolmesh/toolmesh/internal/testsupport/porttest"
+	agentsv1 "github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1"
+	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/agents/v1/agentsv1connect"
 )
 
 // mesh is a running `toolmesh up` and what the bench needs to know of it.
@@ -36,6 +40,7 @@ type mesh struct {
 	debugURLs map[string]string
 	tasksURL  string
 	memoryURL string
+	agentsURL string
 	log       string // the children's log file
 }
 
@@ -126,12 +131,18 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 			continue
 		}
 		base := fmt.Sprintf("http://%s", net.JoinHostPort(p.Probe.Host, strconv.Itoa(p.Probe.Port)))
-		m.debugURLs[p.Name] = base
+		if slices.Contains(p.Args, "--pprof") {
+			// It serves /debug/pprof beside its health check, or on its
+			// metrics address (below).
+			m.debugURLs[p.Name] = base
+		}
 		switch p.Name {
 		case "tasks":
 			m.tasksURL = base
 		case "memory":
 			m.memoryURL = base
+		case "agents":
+			m.agentsURL = base
 		}
 		for _, l := range p.Links {
 			switch {
@@ -142,8 +153,8 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 			}
 		}
 	}
-	if m.edgeURL == "" || m.tasksURL == "" || m.memoryURL == "" {
-		return nil, errors.New("the plan of toolmesh up has no edge, no tasks or no memory service")
+	if m.edgeURL == "" || m.tasksURL == "" || m.memoryURL == "" || m.agentsURL == "" {
+		return nil, errors.New("the plan of toolmesh up has no edge, no tasks, no memory or no agents service")
 	}
 	logFile, err := os.Create(m.log)
 	if err != nil {
@@ -198,6 +209,20 @@ func startMesh(ctx context.Context, bin, temporalBin, dir string, pprof bool, pr
 			m.pids["edge"] = pid
 		case argv[1] == "serve" && len(argv) > 2:
 			m.pids[argv[2]] = pid
+		case argv[1] == "worker" && len(argv) > 2 && argv[2] == "calls":
+			// It carries the calls whose questions take more than one
+			// request, each a workflow.
+			m.pids["worker-calls"] = pid
+		case argv[1] == "temporal-dev":
+			// The Temporal dev server it runs holds those workflows.
+			server, err := children(pid)
+			if err != nil {
+				m.stop()
+				return nil, err
+			}
+			for spid := range server {
+				m.pids["temporal"] = spid
+			}
 		}
 	}
 	if m.pids["edge"] == 0 || m.pids["tasks"] == 0 {
@@ -231,6 +256,37 @@ func (m *mesh) createTask(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("tasks_create answered without a task id: %.300s", out)
 	}
 	return id, nil
+}
+
+// adminAgents is the agents service as the admin write phases need it:
+// their agents registered once, and all of them active again before each
+// phase, so that every call of the phase changes one.
+type adminAgents struct {
+	client agentsv1connect.AgentsServiceClient
+}
+
+func (m *mesh) adminAgents(token string) adminAgents {
+	return adminAgents{client: agentsv1connect.NewAgentsServiceClient(http.DefaultClient, m.agentsURL, connect.WithInterceptors(bearer(token)))}
+}
+
+// register registers the agents the admin write phases change.
+func (a adminAgents) register(ctx context.Context) error {
+	for i := range AdminAgents {
+		if _, err := a.client.Register(ctx, &agentsv1.RegisterRequest{AgentId: AdminAgentID(i), Description: "changed by make bench-mesh"}); err != nil {
+			return fmt.Errorf("register %s: %w", AdminAgentID(i), err)
+		}
+	}
+	return nil
+}
+
+// activate makes every one of those agents active.
+func (a adminAgents) activate(ctx context.Context) error {
+	for i := range AdminAgents {
+		if _, err := a.client.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: AdminAgentID(i), Status: agentsv1.AgentStatus_AGENT_STATUS_ACTIVE, Reason: AdminReason}); err != nil {
+			return fmt.Errorf("activate %s: %w", AdminAgentID(i), err)
+		}
+	}
+	return nil
 }
 
 // startStock starts the stock go-sdk server and waits until it listens;

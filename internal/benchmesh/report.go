@@ -96,7 +96,7 @@ type Target struct {
 }
 
 func (p *Phase) sortProcesses() {
-	order := []string{"edge", "stock-sdk", "bare-hop", "tasks", "memory", "agents", "audit", "load"}
+	order := []string{"edge", "stock-sdk", "bare-hop", "tasks", "memory", "agents", "audit", "worker-calls", "temporal", "load"}
 	slices.SortFunc(p.Processes, func(a, b ProcessFigure) int {
 		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
 	})
@@ -105,13 +105,16 @@ func (p *Phase) sortProcesses() {
 // front is the process a target's calls reach first: the edge, the stock
 // server or the bare hop ("" when they go straight to the service).
 func front(target string) string {
-	return map[string]string{TargetEdge: "edge", TargetEdgeWrite: "edge", TargetStock: "stock-sdk", TargetBareHop: "bare-hop"}[target]
+	return map[string]string{TargetEdge: "edge", TargetEdgeCapable: "edge", TargetEdgeWrite: "edge", TargetEdgeAdminWrite: "edge", TargetStock: "stock-sdk", TargetBareHop: "bare-hop"}[target]
 }
 
 // service is the domain service that answers a target's calls.
 func service(target string) string {
-	if target == TargetEdgeWrite || target == TargetDirectWrite {
+	switch target {
+	case TargetEdgeWrite, TargetDirectWrite:
 		return "memory"
+	case TargetEdgeAdminWrite, TargetDirectAdminWrite:
+		return "agents"
 	}
 	return "tasks"
 }
@@ -121,7 +124,7 @@ func service(target string) string {
 // outcome log, sent in batches).
 func onPath(target string) []string {
 	switch target {
-	case TargetEdge:
+	case TargetEdge, TargetEdgeCapable:
 		return []string{"edge", "tasks", "agents", "audit", "load"}
 	case TargetStock:
 		return []string{"stock-sdk", "tasks", "agents", "load"}
@@ -131,6 +134,12 @@ func onPath(target string) []string {
 		return []string{"edge", "memory", "agents", "audit", "load"}
 	case TargetDirectWrite:
 		return []string{"memory", "agents", "load"}
+	case TargetEdgeAdminWrite:
+		// The workflow that carries the call between its two requests runs
+		// in the calls worker, its history in the Temporal server.
+		return []string{"edge", "agents", "audit", "worker-calls", "temporal", "load"}
+	case TargetDirectAdminWrite:
+		return []string{"agents", "load"}
 	}
 	return []string{"tasks", "agents", "load"}
 }
@@ -280,8 +289,13 @@ func (rep *Report) evaluate() {
 		c, TargetEdge, TargetDirectJSON)
 	judge(atLeast(fmt.Sprintf("edge ÷ bare hop (Rhop), calls/s at %d callers", c), 0.9, rep.ratios(TargetEdge, TargetBareHop, c, rate)),
 		c, TargetEdge, TargetBareHop)
+	judge(atLeast(fmt.Sprintf("edge from a client that can answer questions ÷ bare hop, calls/s at %d callers", c), 0.9, rep.ratios(TargetEdgeCapable, TargetBareHop, c, rate)),
+		c, TargetEdgeCapable, TargetBareHop)
+	judge(atMost("edge CPU µs per tools/call from a client that can answer questions", 150, rep.rounds(TargetEdgeCapable, c, cpu("edge"))), c, TargetEdgeCapable)
 	judge(atLeast(fmt.Sprintf("memory_save through the edge ÷ Save direct, calls/s at %d callers", c), 0.85,
 		rep.ratios(TargetEdgeWrite, TargetDirectWrite, c, rate)), c, TargetEdgeWrite, TargetDirectWrite)
+	judge(atLeast(fmt.Sprintf("agents_set_status through the edge, its confirmation asked and given, ÷ SetStatus direct, calls/s at %d callers", c), 0.85,
+		rep.ratios(TargetEdgeAdminWrite, TargetDirectAdminWrite, c, rate)), c, TargetEdgeAdminWrite, TargetDirectAdminWrite)
 	judge(atLeast(fmt.Sprintf("edge ÷ stock go-sdk server, calls/s at %d callers", c), 1.0, rep.ratios(TargetEdge, TargetStock, c, rate)),
 		c, TargetEdge, TargetStock)
 	judge(atMost("edge CPU µs per tools/call", 150, rep.rounds(TargetEdge, c, cpu("edge"))), c, TargetEdge)

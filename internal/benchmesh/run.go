@@ -68,6 +68,9 @@ const (
 	TargetDirectJSON  = "direct-json"
 	TargetDirectProto = "direct-proto"
 	TargetStock       = "stock-sdk"
+	// TargetEdgeCapable is TargetEdge's call from a client that can answer
+	// questions, as most MCP clients in use declare.
+	TargetEdgeCapable = "edge-capable"
 	// TargetBareHop is the direct Connect (JSON) Get through a bare
 	// reverse proxy (Hop): the floor of any separate hop.
 	TargetBareHop = "bare-hop"
@@ -75,6 +78,12 @@ const (
 	// TargetDirectWrite the same Save straight to the memory service.
 	TargetEdgeWrite   = "edge-write"
 	TargetDirectWrite = "direct-write"
+	// TargetEdgeAdminWrite is tools/call agents_set_status through the
+	// edge from a client that is asked for the confirmation and gives it
+	// (two requests, carried by a workflow), and TargetDirectAdminWrite
+	// the same SetStatus straight to the agents service.
+	TargetEdgeAdminWrite   = "edge-admin-write"
+	TargetDirectAdminWrite = "direct-admin-write"
 )
 
 // Run builds the binaries, starts the mesh and the stock server, runs
@@ -165,22 +174,25 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	defer stopProcess(hop)
 	procs := map[string]int{"edge": m.pids["edge"], "tasks": m.pids["tasks"], "memory": m.pids["memory"], "stock-sdk": stock.Process.Pid, "bare-hop": hop.Process.Pid}
-	for _, name := range []string{"agents", "audit"} {
+	for _, name := range []string{"agents", "audit", "worker-calls", "temporal"} {
 		if pid := m.pids[name]; pid != 0 {
 			procs[name] = pid
 		}
 	}
 
-	urls := map[string]string{TargetEdge: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
-		TargetEdgeWrite: m.edgeURL, TargetDirectWrite: m.memoryURL}
+	urls := map[string]string{TargetEdge: m.edgeURL, TargetEdgeCapable: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
+		TargetEdgeWrite: m.edgeURL, TargetDirectWrite: m.memoryURL, TargetEdgeAdminWrite: m.edgeURL, TargetDirectAdminWrite: m.agentsURL}
 	specs := []phaseSpec{
 		{TargetDirectJSON, KindConnectJSON, cfg.Callers},
 		{TargetDirectProto, KindConnectProto, cfg.Callers},
 		{TargetBareHop, KindConnectJSON, cfg.Callers},
 		{TargetEdge, KindMCP, cfg.Callers},
+		{TargetEdgeCapable, KindMCPCapable, cfg.Callers},
 		{TargetStock, KindMCP, cfg.Callers},
 		{TargetDirectWrite, KindConnectJSONWrite, cfg.Callers},
 		{TargetEdgeWrite, KindMCPWrite, cfg.Callers},
+		{TargetDirectAdminWrite, KindConnectJSONAdminWrite, cfg.Callers},
+		{TargetEdgeAdminWrite, KindMCPAdminWrite, cfg.Callers},
 	}
 	for _, c := range cfg.OverheadCallers {
 		if c != cfg.Callers && c != cfg.HeavyCallers {
@@ -209,13 +221,29 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if c, err := exec.CommandContext(ctx, "git", "-C", cfg.RepoDir, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		rep.Commit = strings.TrimSpace(string(c))
 	}
+	admin := m.adminAgents(strings.TrimSpace(string(tok)))
+	if slices.ContainsFunc(specs, func(s phaseSpec) bool { return isAdmin(s.name) }) {
+		if err := admin.register(ctx); err != nil {
+			return nil, err
+		}
+	}
 	profiled := map[string]bool{}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, s := range specs {
 			l := loader{bin: filepath.Join(bins, "benchmesh"), url: urls[s.name], kind: s.kind, taskID: taskID, tokenFile: tokenFile, callers: s.callers}
 			if cfg.Warmup > 0 {
+				if isAdmin(s.name) {
+					if err := admin.activate(ctx); err != nil {
+						return nil, err
+					}
+				}
 				if _, _, err := l.run(ctx, cfg.Warmup); err != nil {
 					return nil, fmt.Errorf("%s warm-up: %w", s.name, err)
+				}
+			}
+			if isAdmin(s.name) {
+				if err := admin.activate(ctx); err != nil {
+					return nil, err
 				}
 			}
 			var profile func() error
@@ -251,6 +279,11 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		fmt.Fprintf(out, "\nwrote %s\n", cfg.Out)
 	}
 	return rep, nil
+}
+
+// isAdmin reports whether target's calls change the admin agents.
+func isAdmin(target string) bool {
+	return target == TargetEdgeAdminWrite || target == TargetDirectAdminWrite
 }
 
 // loader runs the load generator, `benchmesh load`, as its own process.
