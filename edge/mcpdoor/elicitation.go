@@ -37,7 +37,9 @@ const (
 // ask it within the call.
 func elicitationOf(ctx context.Context, req *mcp.CallToolRequest) *port.Elicitation {
 	e := &port.Elicitation{State: req.Params.RequestState}
-	if plain, _ := ctx.Value(plainClientKey{}).(bool); !plain {
+	if o, ok := ctx.Value(offersKey{}).(clientOffers); ok {
+		e.CanAsk, e.URL, e.Sampling, e.Roots = o.form, o.url, o.sampling, o.roots
+	} else {
 		e.CanAsk, e.URL, e.Sampling, e.Roots = offers(req)
 	}
 	if remote, _ := ctx.Value(remoteClientKey{}).(bool); remote {
@@ -76,30 +78,56 @@ func elicitationOf(ctx context.Context, req *mcp.CallToolRequest) *port.Elicitat
 // or over HTTP on loopback, is on the edge's machine.
 type remoteClientKey struct{}
 
-// plainClientKey marks a call the fast path serves (fastpath.go): its
-// client declared none of elicitation, sampling and roots, so it offers
-// nothing, and offers need not decode its capabilities again (the SDK's
-// ClientCapabilities re-encodes and decodes them on every call).
-type plainClientKey struct{}
+// offersKey holds, for a call the fast path serves (fastpath.go), what its
+// client offers (clientOffers), read from the capabilities as the request
+// carried them, so that offers need not decode them again (the SDK's
+// ClientCapabilities re-encodes the decoded request's value and decodes it
+// with a decoder that allocates a large buffer, on every call).
+type offersKey struct{}
+
+// clientOffers is what offers reports.
+type clientOffers struct{ form, url, sampling, roots bool }
+
+// decodeOffers reads what a client of the stateless protocol offers from
+// its clientCapabilities as they came (raw JSON), decoded the way the SDK
+// decodes them for ClientCapabilities; ok is false when they do not decode.
+func decodeOffers(raw json.RawMessage, version string) (o clientOffers, ok bool) {
+	var v2 struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	if json.Unmarshal(raw, &v2) != nil {
+		return clientOffers{}, false
+	}
+	caps := v2.ClientCapabilities
+	caps.RootsV2 = v2.Roots
+	return capsOffers(&caps, version), true
+}
 
 // offers reports what the client of req declared it can answer: form and
 // URL elicitation, sampling and roots.
 func offers(req *mcp.CallToolRequest) (form, url, sampling, roots bool) {
-	caps := req.ClientCapabilities()
+	o := capsOffers(req.ClientCapabilities(), req.ProtocolVersion())
+	return o.form, o.url, o.sampling, o.roots
+}
+
+// capsOffers is what a client declaring caps (nil: nothing) at protocol
+// version can answer.
+func capsOffers(caps *mcp.ClientCapabilities, version string) clientOffers {
 	if caps == nil {
-		return false, false, false, false
+		return clientOffers{}
 	}
-	sampling, roots = caps.Sampling != nil, caps.RootsV2 != nil
-	if v := req.ProtocolVersion(); v != "" && v < elicitationSince {
+	o := clientOffers{sampling: caps.Sampling != nil, roots: caps.RootsV2 != nil}
+	if version != "" && version < elicitationSince {
 		// A client of an older protocol has no elicitation to declare.
-		return false, false, sampling, roots
+		return o
 	}
 	if caps.Elicitation != nil {
 		// An empty elicitation capability means form.
-		form = caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
-		url = caps.Elicitation.URL != nil
+		o.form = caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+		o.url = caps.Elicitation.URL != nil
 	}
-	return form, url, sampling, roots
+	return o
 }
 
 // elicitationSince is the first protocol version with elicitation.

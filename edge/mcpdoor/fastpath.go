@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"strings"
@@ -18,14 +19,16 @@ import (
 )
 
 // The fast path serves the most common request of the stateless protocol —
-// one tools/call of a short tool from a client that declares nothing the
-// call could use (no progress token, no log level, no elicitation, no
-// extensions) — by decoding it once and calling the same tool handler the
-// SDK would, instead of sending it through the SDK's generic JSON-RPC
-// machinery (which decodes a request several times and sets up a session
-// per request). Its answer is the one the SDK gives, byte for byte (tested
-// against the SDK path). Any other request, including every malformed or
-// unusual one, goes to the SDK, which validates it and answers errors.
+// one tools/call of a short tool, without a progress token, from a client
+// that follows no extension (MCP Tasks) — by decoding it once and calling
+// the same tool handler the SDK would, instead of sending it through the
+// SDK's generic JSON-RPC machinery (which decodes a request several times
+// and sets up a session per request). A client that can answer questions
+// (elicitation, sampling, roots) is served too, and when the call asks one
+// its answer is the input_required result the SDK writes. Its answer is the
+// one the SDK gives, byte for byte (tested against the SDK path). Any other
+// request, including every malformed or unusual one, goes to the SDK, which
+// validates it and answers errors.
 
 // fastRequest is the only request shape the fast path accepts; any other
 // member makes it decline.
@@ -51,14 +54,40 @@ var fastMetaKeys = map[string]bool{
 	"tracestate":  true,
 }
 
-// fastResult mirrors the SDK's wire form of a CallToolResult (its fields,
-// then resultType) without its MarshalJSON method.
+// fastResult mirrors the SDK's wire form of a complete CallToolResult (its
+// fields, then resultType) without its MarshalJSON method.
 type fastResult struct {
 	callToolResult
 	ResultType string `json:"resultType"`
 }
 
+// inputRequiredResult mirrors the SDK's wire form of a CallToolResult that
+// asks the client for input: its fields but the input requests, then
+// resultType, then the input requests (each marshalled by its own type).
+type inputRequiredResult struct {
+	callToolResult
+	ResultType    string          `json:"resultType"`
+	InputRequests json.RawMessage `json:"inputRequests"`
+}
+
 type callToolResult mcp.CallToolResult
+
+// marshalFastResult is res as the SDK writes it to a client of the
+// stateless protocol.
+func marshalFastResult(res *mcp.CallToolResult) ([]byte, error) {
+	if res.InputRequests == nil {
+		return json.Marshal(fastResult{callToolResult(*res), "complete"})
+	}
+	if len(res.Content) > 0 || res.StructuredContent != nil {
+		// The SDK refuses such a result; the pipeline never makes one.
+		return nil, errors.New("the result has both content and input requests")
+	}
+	irs, err := json.Marshal(res.InputRequests)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(inputRequiredResult{callToolResult(*res), "input_required", irs})
+}
 
 // decodeFast decodes body as the one request shape the fast path
 // accepts, or returns nil: a POSTed tools/call, by its Mcp-Method header,
@@ -115,17 +144,18 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 		}
 		meta[k] = x
 	}
-	// The client may use nothing beyond plain calls: a client that can
-	// answer input requests or speaks extensions (MCP Tasks) goes to the
-	// SDK.
+	// A client that speaks extensions (MCP Tasks) goes to the SDK, whose
+	// middleware answers with the task a call becomes. One that can answer
+	// input requests stays: the handler reads what it offers.
 	caps, ok := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any)
 	if !ok {
 		return false
 	}
-	for k := range caps {
-		if k == "elicitation" || k == "sampling" || k == "roots" || k == "extensions" || k == "tasks" {
-			return false
-		}
+	if _, ok := caps["extensions"]; ok {
+		return false
+	}
+	if _, ok := caps["tasks"]; ok {
+		return false
 	}
 	if ci, present := meta["io.modelcontextprotocol/clientInfo"]; present {
 		if _, isObject := ci.(map[string]any); !isObject {
@@ -140,10 +170,17 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: p.Name, Arguments: p.Arguments},
 		Extra:  extra,
 	}
-	res, _ := t.handler(context.WithValue(r.Context(), plainClientKey{}, true), call)
-	if res == nil || res.InputRequests != nil {
-		// Cannot happen for a client that cannot elicit; never answer
-		// something the SDK would not.
+	ctx := r.Context()
+	if len(caps) == 0 {
+		ctx = context.WithValue(ctx, offersKey{}, clientOffers{})
+	} else if o, ok := decodeOffers(p.Meta["io.modelcontextprotocol/clientCapabilities"], version); ok {
+		ctx = context.WithValue(ctx, offersKey{}, o)
+	}
+	res, _ := t.handler(ctx, call)
+	if res == nil {
+		// A protocol error: the SDK answers it (the handler refuses such a
+		// call before it reaches a service, or after a service did
+		// nothing: see clientGapError).
 		return false
 	}
 	// The id is written back as it came (httpguard.PlainID), like the SDK does.
@@ -156,17 +193,23 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 	buf := append((*bp)[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
 	buf = append(buf, req.ID...)
 	buf = append(buf, `,"result":`...)
-	buf, plain := appendPlainResult(buf, res, d.serverInfo)
-	if !plain {
+	buf, written := appendPlainResult(buf, res, d.serverInfo)
+	if !written {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
 		res.Meta["io.modelcontextprotocol/serverInfo"] = d.impl
-		result, err := json.Marshal(fastResult{callToolResult(*res), "complete"})
+		result, err := marshalFastResult(res)
 		if err != nil {
-			return false
+			// The call ran: answer that its result could not be sent,
+			// rather than run it again on the SDK's path.
+			d.log.ErrorContext(ctx, "mcp.result_not_encoded", "tool", p.Name, "error", err.Error())
+			buf = append(buf[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
+			buf = append(buf, req.ID...)
+			buf = append(buf, `,"error":{"code":-32603,"message":"the tool's result could not be encoded"}`...)
+		} else {
+			buf = append(buf, result...)
 		}
-		buf = append(buf, result...)
 	}
 	buf = append(buf, '}')
 	buf = append(buf, "\n\n"...)

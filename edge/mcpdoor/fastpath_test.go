@@ -107,3 +107,75 @@ func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 		})
 	}
 }
+
+// TestFastPathAsksAsTheSDKDoes: a client that can answer questions is
+// served by the fast path too. Its calls that ask nothing, and its call of
+// an administrative tool that asks for the confirmation, must reach the
+// client as the SDK writes them; the question's round then completes the
+// call either way.
+func TestFastPathAsksAsTheSDKDoes(t *testing.T) {
+	t.Parallel()
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	fast := m.Edge(t, nil)
+	slow := m.Edge(t, func(c *edge.Config) { c.MCP.DisableFastPath = true })
+	state := regexp.MustCompile(`"requestState":"[^"]+"`)
+	const caps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}`
+	post := func(url, tool, body string) string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d: %s", tool, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	same := func(name, tool, body string) (fastAnswer, slowAnswer string) {
+		t.Helper()
+		fastAnswer, slowAnswer = post(fast.URL, tool, body), post(slow.URL, tool, body)
+		norm := func(s string) string {
+			return state.ReplaceAllString(freshKey.ReplaceAllString(s, "mcp-KEY"), `"requestState":"STATE"`)
+		}
+		if diff := cmp.Diff(norm(slowAnswer), norm(fastAnswer)); diff != "" {
+			t.Errorf("%s: body differs (-SDK +fast path):\n%s", name, diff)
+		}
+		return fastAnswer, slowAnswer
+	}
+	same("echo", "testing_echo", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"hi"},`+caps+`}}`)
+	same("invalid arguments", "testing_echo", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":""},`+caps+`}}`)
+
+	m.Backend.SeedNotes("victim", 3)
+	fa, sa := same("the confirmation asked", "testing_purge", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"testing_purge","arguments":{"agent_id":"victim"},`+caps+`}}`)
+	if !strings.Contains(fa, `"resultType":"input_required"`) {
+		t.Fatalf("the fast path did not ask for the confirmation: %s", fa)
+	}
+	for _, a := range []struct{ url, answer string }{{fast.URL, fa}, {slow.URL, sa}} {
+		before := m.Backend.Executions("Purge")
+		st := state.FindString(a.answer)
+		key := regexp.MustCompile(`"inputRequests":\{"([^"]+)"`).FindStringSubmatch(a.answer)
+		if st == "" || key == nil {
+			t.Fatalf("no requestState or input request in %s", a.answer)
+		}
+		out := post(a.url, "testing_purge", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"testing_purge","arguments":{"agent_id":"victim"},"inputResponses":{"`+key[1]+
+			`":{"action":"accept","content":{"confirm":true,"reason":"fast path test"}}},`+st+`,`+caps+`}}`)
+		if !strings.Contains(out, `"resultType":"complete"`) || !strings.Contains(out, `\"status\":\"ok\"`) {
+			t.Errorf("the confirmed purge did not complete: %s", out)
+		}
+		if n := m.Backend.Executions("Purge") - before; n != 1 {
+			t.Errorf("the confirmed purge ran %d times, want once", n)
+		}
+	}
+}
