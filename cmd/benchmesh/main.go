@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&cfg.ProfileDir, "profile", "", "start the mesh with --pprof and save CPU and allocation profiles of the edge and the tasks service, taken during the first edge phase, into this directory")
 	fs.StringVar(&cfg.Out, "out", "", "write the report as JSON to this file")
 	overhead := fs.String("overhead-callers", "1,8,32", "numbers of callers of the overhead table (the edge's added p50/p99 over direct Connect), comma-separated; empty for none")
-	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, edge-capable, direct-json, direct-proto, bare-hop, stock-sdk, edge-write, direct-write, edge-admin-write, direct-admin-write (default: all)")
+	targets := fs.String("targets", "", "run only these targets, comma-separated: edge, edge-capable, edge-session, direct-json, direct-proto, bare-hop, stock-sdk, edge-write, direct-write, edge-admin-write, direct-admin-write (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func runHop(ctx context.Context, args []string) error {
 func runLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("benchmesh load", flag.ContinueOnError)
 	var cfg benchmesh.LoadConfig
-	fs.StringVar(&cfg.Kind, "kind", benchmesh.KindMCP, "what to call: mcp (tools/call tasks_get), mcp-capable (the same from a client that can answer questions), connect-json or connect-proto (TasksService.Get), mcp-write (tools/call memory_save), connect-json-write (MemoryService.Save), mcp-admin-write (tools/call agents_set_status, its confirmation elicited) or connect-json-admin-write (AgentsService.SetStatus)")
+	fs.StringVar(&cfg.Kind, "kind", benchmesh.KindMCP, "what to call: mcp (tools/call tasks_get), mcp-capable (the same from a client that can answer questions), mcp-session (the same within a 2025-11-25 session), connect-json or connect-proto (TasksService.Get), mcp-write (tools/call memory_save), connect-json-write (MemoryService.Save), mcp-admin-write (tools/call agents_set_status, its confirmation elicited) or connect-json-admin-write (AgentsService.SetStatus)")
 	fs.StringVar(&cfg.URL, "url", "", "the MCP endpoint, or the tasks (memory, agents) service's base URL")
 	fs.StringVar(&cfg.TaskID, "task-id", "", "the task to read")
 	tokenFile := fs.String("token-file", "", "file holding the mesh token of Connect calls")

@@ -45,8 +45,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &written); err != nil {
 		t.Fatalf("the JSON report does not parse: %v", err)
 	}
-	if len(written.Phases) != 15 || len(written.Targets) != 12 || len(written.Overhead) != 2 {
-		t.Fatalf("report has %d phases, %d targets and %d overhead rows, want 15, 12 and 2:\n%s", len(written.Phases), len(written.Targets), len(written.Overhead), b)
+	if len(written.Phases) != 16 || len(written.Targets) != 14 || len(written.Overhead) != 2 {
+		t.Fatalf("report has %d phases, %d targets and %d overhead rows, want 16, 14 and 2:\n%s", len(written.Phases), len(written.Targets), len(written.Overhead), b)
 	}
 	for _, o := range written.Overhead {
 		if o.DirectRate <= 0 || o.EdgeRate <= 0 {
@@ -76,7 +76,7 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "edge from a client that can answer questions", "memory_save through the edge ÷ Save direct",
+	for _, want := range []string{"edge ÷ direct Connect", "edge ÷ bare hop", "edge from a client that can answer questions", "edge over a 2025-11-25 session", "memory_save through the edge ÷ Save direct",
 		"agents_set_status through the edge", "calls/s", "p99 ms", "added p50 µs"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("the printed report lacks %q:\n%s", want, progress.String())
@@ -138,8 +138,8 @@ func TestTargetsAreJudgedOnlyWhenTheirPhasesRan(t *testing.T) {
 
 	rep := &Report{Callers: 8, HeavyCallers: 200, Phases: []Phase{phase(TargetDirectJSON, 8, 6000)}}
 	rep.evaluate()
-	if len(rep.Targets) != 0 || len(rep.Unmeasured) != 12 {
-		t.Errorf("direct Connect alone: judged %q, unmeasured %d; want none judged and all 12 unmeasured", names(rep.Targets), len(rep.Unmeasured))
+	if len(rep.Targets) != 0 || len(rep.Unmeasured) != 14 {
+		t.Errorf("direct Connect alone: judged %q, unmeasured %d; want none judged and all 14 unmeasured", names(rep.Targets), len(rep.Unmeasured))
 	}
 
 	rep = &Report{Callers: 8, HeavyCallers: 200, Phases: []Phase{
@@ -157,8 +157,8 @@ func TestTargetsAreJudgedOnlyWhenTheirPhasesRan(t *testing.T) {
 	if diff := cmp.Diff(want, names(rep.Targets)); diff != "" {
 		t.Errorf("judged targets (-want +got):\n%s", diff)
 	}
-	if len(rep.Unmeasured) != 6 {
-		t.Errorf("unmeasured = %q, want the bare hop, the capable client's two, the two writes and the stock server's", rep.Unmeasured)
+	if len(rep.Unmeasured) != 8 {
+		t.Errorf("unmeasured = %q, want the bare hop, the capable client's two, the session's two, the two writes and the stock server's", rep.Unmeasured)
 	}
 	if got := rep.Targets[0]; got.Got != 0.5 || got.Met {
 		t.Errorf("edge ÷ direct = %+v, want 0.5, missed", got)

@@ -46,6 +46,11 @@ const (
 	// client that declares what most MCP clients in use declare: it can
 	// answer questions (form and URL elicitation, sampling, roots).
 	KindMCPCapable = "mcp-capable"
+	// KindMCPSession posts the same tools/call tasks_get within a session
+	// of the 2025-11-25 protocol, the one most MCP clients speak today:
+	// each caller initializes one (declaring roots and elicitation, as
+	// such clients do) and sends its calls with its Mcp-Session-Id.
+	KindMCPSession = "mcp-session"
 	// KindMCPWrite posts a stateless tools/call memory_save, one of
 	// WriteKeys keys in turn, as KindMCP posts its read.
 	KindMCPWrite = "mcp-write"
@@ -215,6 +220,18 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			_, err := PostToolCall(ctx, client, cfg.URL, "tasks_get", body)
 			return err
 		}, nil
+	case KindMCPSession:
+		sessions := &sessionPool{client: client, url: cfg.URL, free: make(chan string, cfg.Callers)}
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks_get","arguments":{"task_id":"` + cfg.TaskID + `"}}}`)
+		return func(ctx context.Context) error {
+			id, err := sessions.get(ctx)
+			if err != nil {
+				return err
+			}
+			defer sessions.put(id)
+			_, _, err = postMCP(ctx, client, cfg.URL, SessionProtocol, id, "tools/call", "tasks_get", body)
+			return err
+		}, nil
 	case KindMCPWrite:
 		var n atomic.Int64
 		return func(ctx context.Context) error {
@@ -267,7 +284,7 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 		}, nil
 	}
 	return nil, fmt.Errorf("load: unknown kind %q (want %s)", cfg.Kind,
-		strings.Join([]string{KindMCP, KindMCPCapable, KindConnectJSON, KindConnectProto, KindMCPWrite, KindConnectJSONWrite, KindMCPAdminWrite, KindConnectJSONAdminWrite}, ", "))
+		strings.Join([]string{KindMCP, KindMCPCapable, KindMCPSession, KindConnectJSON, KindConnectProto, KindMCPWrite, KindConnectJSONWrite, KindMCPAdminWrite, KindConnectJSONAdminWrite}, ", "))
 }
 
 // agentPool hands each admin write an agent no other call is changing, and
@@ -393,27 +410,90 @@ func ToolCallBody(tool, args string) []byte {
 // and returns the answer; a non-200 status, a JSON-RPC error or a tool error
 // is an error.
 func PostToolCall(ctx context.Context, client *http.Client, url, tool string, body []byte) ([]byte, error) {
+	out, _, err := postMCP(ctx, client, url, ModernProtocol, "", "tools/call", tool, body)
+	return out, err
+}
+
+// SessionProtocol is the protocol version of KindMCPSession.
+const SessionProtocol = "2025-11-25"
+
+// postMCP posts body, a request of method (of tool name, for tools/call),
+// to the MCP endpoint url at protocol version, within session sessionID
+// when it is set, and returns the answer and its headers; a non-2xx
+// status, a JSON-RPC error or a tool error is an error. A notification is
+// answered with no body.
+func postMCP(ctx context.Context, client *http.Client, url, version, sessionID, method, name string, body []byte) ([]byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
-	h.Set("Mcp-Protocol-Version", ModernProtocol)
-	h.Set("Mcp-Method", "tools/call")
-	h.Set("Mcp-Name", tool)
+	if version != "" {
+		h.Set("Mcp-Protocol-Version", version)
+	}
+	if sessionID != "" {
+		h.Set("Mcp-Session-Id", sessionID)
+	}
+	if version >= ModernProtocol {
+		h.Set("Mcp-Method", method)
+		if name != "" {
+			h.Set("Mcp-Name", name)
+		}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
-		return nil, fmt.Errorf("%s answered %d: %.300s", tool, resp.StatusCode, strings.TrimSpace(string(out)))
+	what := method
+	if name != "" {
+		what = name
 	}
-	return out, nil
+	notification := strings.HasPrefix(method, "notifications/")
+	if resp.StatusCode/100 != 2 || (!notification && !bytes.Contains(out, []byte(`"result"`))) || bytes.Contains(out, []byte(`"isError":true`)) {
+		return nil, nil, fmt.Errorf("%s answered %d: %.300s", what, resp.StatusCode, strings.TrimSpace(string(out)))
+	}
+	return out, resp.Header, nil
+}
+
+// sessionPool hands each call of KindMCPSession a session no other call is
+// using, opening one when none is free: one per caller.
+type sessionPool struct {
+	client *http.Client
+	url    string
+	free   chan string
+}
+
+func (p *sessionPool) get(ctx context.Context) (string, error) {
+	select {
+	case id := <-p.free:
+		return id, nil
+	default:
+	}
+	_, h, err := postMCP(ctx, p.client, p.url, "", "", "initialize", "", []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+
+		SessionProtocol+`","capabilities":{"roots":{"listChanged":true},"elicitation":{}},"clientInfo":{"name":"benchmesh","version":"1"}}}`))
+	if err != nil {
+		return "", err
+	}
+	id := h.Get("Mcp-Session-Id")
+	if id == "" {
+		return "", errors.New("initialize answered without an Mcp-Session-Id")
+	}
+	if _, _, err := postMCP(ctx, p.client, p.url, SessionProtocol, id, "notifications/initialized", "", []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func (p *sessionPool) put(id string) {
+	select {
+	case p.free <- id:
+	default:
+	}
 }

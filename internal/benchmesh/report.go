@@ -105,7 +105,7 @@ func (p *Phase) sortProcesses() {
 // front is the process a target's calls reach first: the edge, the stock
 // server or the bare hop ("" when they go straight to the service).
 func front(target string) string {
-	return map[string]string{TargetEdge: "edge", TargetEdgeCapable: "edge", TargetEdgeWrite: "edge", TargetEdgeAdminWrite: "edge", TargetStock: "stock-sdk", TargetBareHop: "bare-hop"}[target]
+	return map[string]string{TargetEdge: "edge", TargetEdgeCapable: "edge", TargetEdgeSession: "edge", TargetEdgeWrite: "edge", TargetEdgeAdminWrite: "edge", TargetStock: "stock-sdk", TargetBareHop: "bare-hop"}[target]
 }
 
 // service is the domain service that answers a target's calls.
@@ -124,7 +124,7 @@ func service(target string) string {
 // outcome log, sent in batches).
 func onPath(target string) []string {
 	switch target {
-	case TargetEdge, TargetEdgeCapable:
+	case TargetEdge, TargetEdgeCapable, TargetEdgeSession:
 		return []string{"edge", "tasks", "agents", "audit", "load"}
 	case TargetStock:
 		return []string{"stock-sdk", "tasks", "agents", "load"}
@@ -292,6 +292,9 @@ func (rep *Report) evaluate() {
 	judge(atLeast(fmt.Sprintf("edge from a client that can answer questions ÷ bare hop, calls/s at %d callers", c), 0.9, rep.ratios(TargetEdgeCapable, TargetBareHop, c, rate)),
 		c, TargetEdgeCapable, TargetBareHop)
 	judge(atMost("edge CPU µs per tools/call from a client that can answer questions", 150, rep.rounds(TargetEdgeCapable, c, cpu("edge"))), c, TargetEdgeCapable)
+	judge(atLeast(fmt.Sprintf("edge over a 2025-11-25 session ÷ bare hop, calls/s at %d callers", c), 0.9, rep.ratios(TargetEdgeSession, TargetBareHop, c, rate)),
+		c, TargetEdgeSession, TargetBareHop)
+	judge(atMost("edge CPU µs per tools/call over a 2025-11-25 session", 150, rep.rounds(TargetEdgeSession, c, cpu("edge"))), c, TargetEdgeSession)
 	judge(atLeast(fmt.Sprintf("memory_save through the edge ÷ Save direct, calls/s at %d callers", c), 0.85,
 		rep.ratios(TargetEdgeWrite, TargetDirectWrite, c, rate)), c, TargetEdgeWrite, TargetDirectWrite)
 	judge(atLeast(fmt.Sprintf("agents_set_status through the edge, its confirmation asked and given, ÷ SetStatus direct, calls/s at %d callers", c), 0.85,

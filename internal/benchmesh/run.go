@@ -71,6 +71,9 @@ const (
 	// TargetEdgeCapable is TargetEdge's call from a client that can answer
 	// questions, as most MCP clients in use declare.
 	TargetEdgeCapable = "edge-capable"
+	// TargetEdgeSession is TargetEdge's call within a session of the
+	// 2025-11-25 protocol, which most MCP clients speak today.
+	TargetEdgeSession = "edge-session"
 	// TargetBareHop is the direct Connect (JSON) Get through a bare
 	// reverse proxy (Hop): the floor of any separate hop.
 	TargetBareHop = "bare-hop"
@@ -180,7 +183,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		}
 	}
 
-	urls := map[string]string{TargetEdge: m.edgeURL, TargetEdgeCapable: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
+	urls := map[string]string{TargetEdge: m.edgeURL, TargetEdgeCapable: m.edgeURL, TargetEdgeSession: m.edgeURL, TargetStock: stockURL, TargetDirectJSON: m.tasksURL, TargetDirectProto: m.tasksURL, TargetBareHop: hopURL,
 		TargetEdgeWrite: m.edgeURL, TargetDirectWrite: m.memoryURL, TargetEdgeAdminWrite: m.edgeURL, TargetDirectAdminWrite: m.agentsURL}
 	specs := []phaseSpec{
 		{TargetDirectJSON, KindConnectJSON, cfg.Callers},
@@ -188,6 +191,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		{TargetBareHop, KindConnectJSON, cfg.Callers},
 		{TargetEdge, KindMCP, cfg.Callers},
 		{TargetEdgeCapable, KindMCPCapable, cfg.Callers},
+		{TargetEdgeSession, KindMCPSession, cfg.Callers},
 		{TargetStock, KindMCP, cfg.Callers},
 		{TargetDirectWrite, KindConnectJSONWrite, cfg.Callers},
 		{TargetEdgeWrite, KindMCPWrite, cfg.Callers},
