@@ -123,21 +123,9 @@ func TestFastPathAsksAsTheSDKDoes(t *testing.T) {
 	const caps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}`
 	post := func(url, tool, body string) string {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		h := edgetest.ModernHeaders("tools/call")
+		h.Set("Mcp-Name", tool)
+		resp, b := edgetest.Post(t, url, h, body)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s answered %d: %s", tool, resp.StatusCode, b)
 		}

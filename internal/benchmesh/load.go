@@ -255,11 +255,11 @@ func newCaller(client *http.Client, cfg LoadConfig) (func(context.Context) error
 			})
 		}, nil
 	case KindConnectJSONAdminWrite:
-		client := agentsv1connect.NewAgentsServiceClient(client, cfg.URL, connect.WithInterceptors(bearer(cfg.Token)), connect.WithProtoJSON())
+		svc := agentsv1connect.NewAgentsServiceClient(client, cfg.URL, connect.WithInterceptors(bearer(cfg.Token)), connect.WithProtoJSON())
 		agents := newAgentPool()
 		return func(ctx context.Context) error {
 			return agents.change(func(id string, status agentsv1.AgentStatus) error {
-				res, err := client.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: id, Status: status, Reason: AdminReason})
+				res, err := svc.SetStatus(ctx, &agentsv1.SetStatusRequest{AgentId: id, Status: status, Reason: AdminReason})
 				if err == nil && res.GetAgent().GetStatus() != status {
 					err = fmt.Errorf("SetStatus left agent %s %s, want %s", id, res.GetAgent().GetStatus(), status)
 				}
