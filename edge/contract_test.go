@@ -447,15 +447,8 @@ func TestSessionStreamAndDelete(t *testing.T) {
 	}
 	stream.Body.Close()
 
-	req, _ := http.NewRequest(http.MethodDelete, f.URL, nil)
-	req.Header = h.Clone()
-	res, err := edgetest.TestClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE = %d, want 204", res.StatusCode)
+	if status := edgetest.Delete(t, f.URL, h); status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d, want 204", status)
 	}
 	if after := get(); after.StatusCode != http.StatusNotFound {
 		t.Errorf("GET after DELETE = %d, want 404 (the session is gone)", after.StatusCode)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +308,32 @@ func TestUnreachableTemporalAnswersUnavailable(t *testing.T) {
 	cs := f.Connect(t, edge.ModernProtocol, "", nil)
 	if _, env := edgetest.CallEnv(t, cs, "testing_echo", map[string]any{"message": "hi"}); env.Status != "ok" {
 		t.Errorf("a call that asks nothing = %+v", env)
+	}
+}
+
+// TestSessionAdminCallAsksOverTheSession: a session's call of an
+// administrative tool asks for its confirmation on the call's own stream,
+// which the SDK keeps; the session fast path leaves such calls to it.
+func TestSessionAdminCallAsksOverTheSession(t *testing.T) {
+	t.Parallel()
+	m := edgetest.NewMRTRMesh(t)
+	m.StartWorker(t)
+	f := m.Edge(t, nil)
+	for _, v := range []string{"2025-11-25", "2025-06-18"} {
+		a := edgetest.NewAnswerer(edgetest.PurgeSheet)
+		cs := f.Connect(t, v, "", &mcp.ClientOptions{ElicitationHandler: a.Handler})
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "testing_grant", Arguments: map[string]any{"agent_id": "grantee-" + v, "amount": 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env := edgetest.EnvelopeJSON(t, edgetest.Structured(t, res)); env.Status != "ok" || !edgetest.JsonEqual(string(env.Data), `{"balance":"5"}`) {
+			t.Errorf("%s: testing_grant = %+v, want the grant made", v, env)
+		}
+		if q := a.Questions(); len(q) != 1 || !slices.Equal(q[0].Fields, []string{"confirm", "reason"}) {
+			t.Errorf("%s: asked %+v, want the confirmation once", v, q)
+		}
+	}
+	if n := len(f.Logs.Events("mcp.session_call_served")); n != 0 {
+		t.Errorf("the session fast path served %d administrative calls", n)
 	}
 }

@@ -39,6 +39,23 @@ func Post(t testing.TB, url string, h http.Header, body string) (*http.Response,
 	return res, b
 }
 
+// Delete sends a DELETE with headers h (a session's end) and returns its
+// status.
+func Delete(t testing.TB, url string, h http.Header) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h.Clone()
+	res, err := TestClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
 // TasksCaps are the capabilities of a client that follows tasks and
 // answers forms.
 var TasksCaps = map[string]any{"elicitation": map[string]any{"form": map[string]any{}}, "extensions": map[string]any{edge.ExtensionTasks: map[string]any{}}}

@@ -352,6 +352,17 @@ func TestLegacySessionsAreBoundToTheirCaller(t *testing.T) {
 	if resp, body := edgetest.Post(t, f.URL, withBearer(h, alice), `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); resp.StatusCode != 200 {
 		t.Errorf("alice on her session = %d %s", resp.StatusCode, body)
 	}
+	// A call is bound the same way, the session fast path's included.
+	const call = `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"mine"}}}`
+	if resp, body := edgetest.Post(t, f.URL, withBearer(h, mallory), call); resp.StatusCode != http.StatusForbidden || f.Backend.Calls("Echo") != 0 {
+		t.Errorf("another caller's call on alice's session = %d %s, %d calls at the service; want 403 and none", resp.StatusCode, body, f.Backend.Calls("Echo"))
+	}
+	if resp, body := edgetest.Post(t, f.URL, withBearer(h, alice), call); resp.StatusCode != 200 || !strings.Contains(string(body), `"subject":"alice"`) {
+		t.Errorf("alice's call on her session = %d %s", resp.StatusCode, body)
+	}
+	if n := len(f.Logs.Events("mcp.session_call_served")); n != 1 {
+		t.Errorf("the session fast path served %d calls, want alice's", n)
+	}
 }
 
 func TestToolsListIsPaginated(t *testing.T) {

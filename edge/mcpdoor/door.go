@@ -268,8 +268,8 @@ func New(cfg Config) (*Door, error) {
 	if d.toolsets, err = newToolsets(cfg.Pipeline.Toolsets(), d.tools, cfg.Toolsets); err != nil {
 		return nil, err
 	}
-	d.states = &sessionStates{m: map[*mcp.ServerSession]*sessionState{}}
-	d.resolve = &resolver{dev: cfg.Dev, toolsets: d.toolsets, states: d.states}
+	d.states = &sessionStates{m: map[*mcp.ServerSession]*sessionState{}, byID: map[string]*sessionState{}}
+	d.resolve = &resolver{dev: cfg.Dev, toolsets: d.toolsets, states: d.states, now: time.Now}
 	d.calls.resolve = d.resolve
 	catalog := make([]*toolcatalog.Tool, len(d.sorted))
 	for i, t := range d.sorted {

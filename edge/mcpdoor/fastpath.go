@@ -72,6 +72,20 @@ type inputRequiredResult struct {
 
 type callToolResult mcp.CallToolResult
 
+// marshalSessionResult is res, which asks nothing, as the SDK writes it
+// to a client of a session.
+func marshalSessionResult(res *mcp.CallToolResult) ([]byte, error) {
+	if res.InputRequests != nil {
+		// The session fast path serves no call that asks.
+		return nil, errors.New("the result has input requests")
+	}
+	r := *res
+	if r.Content == nil {
+		r.Content = []mcp.Content{} // as the SDK writes it
+	}
+	return json.Marshal(callToolResult(r))
+}
+
 // marshalFastResult is res as the SDK writes it to a client of the
 // stateless protocol.
 func marshalFastResult(res *mcp.CallToolResult) ([]byte, error) {
@@ -87,6 +101,23 @@ func marshalFastResult(res *mcp.CallToolResult) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(inputRequiredResult{callToolResult(*res), "input_required", irs})
+}
+
+// decodeMeta decodes a request's _meta as the SDK does, when it has only
+// members allowed names (ok).
+func decodeMeta(raw map[string]json.RawMessage, allowed map[string]bool) (mcp.Meta, bool) {
+	meta := mcp.Meta{}
+	for k, v := range raw {
+		if !allowed[k] {
+			return nil, false
+		}
+		var x any
+		if json.Unmarshal(v, &x) != nil {
+			return nil, false
+		}
+		meta[k] = x
+	}
+	return meta, true
 }
 
 // decodeFast decodes body as the one request shape the fast path
@@ -133,16 +164,9 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 	if json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &version) != nil || version != r.Header.Get("Mcp-Protocol-Version") {
 		return false
 	}
-	meta := mcp.Meta{}
-	for k, v := range p.Meta {
-		if !fastMetaKeys[k] {
-			return false
-		}
-		var x any
-		if json.Unmarshal(v, &x) != nil {
-			return false
-		}
-		meta[k] = x
+	meta, ok := decodeMeta(p.Meta, fastMetaKeys)
+	if !ok {
+		return false
 	}
 	// A client that speaks extensions (MCP Tasks) goes to the SDK, whose
 	// middleware answers with the task a call becomes. One that can answer
@@ -183,7 +207,16 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 		// nothing: see clientGapError).
 		return false
 	}
-	// The id is written back as it came (httpguard.PlainID), like the SDK does.
+	d.writeFastAnswer(ctx, w, req.ID, p.Name, res, true)
+	return true
+}
+
+// writeFastAnswer writes res, the result of the call of tool name with the
+// JSON-RPC id id, as the SDK writes it in an SSE answer: to a client of the
+// stateless protocol (modern) with the server's info and the result's type,
+// to one of a session without. The id is written back as it came
+// (httpguard.PlainID), like the SDK does.
+func (d *Door) writeFastAnswer(ctx context.Context, w http.ResponseWriter, id json.RawMessage, name string, res *mcp.CallToolResult, modern bool) {
 	bp := answers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledAnswer {
@@ -191,21 +224,31 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 		}
 	}()
 	buf := append((*bp)[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
-	buf = append(buf, req.ID...)
+	buf = append(buf, id...)
 	buf = append(buf, `,"result":`...)
-	buf, written := appendPlainResult(buf, res, d.serverInfo)
+	info := d.serverInfo
+	if !modern {
+		info = nil
+	}
+	buf, written := appendPlainResult(buf, res, info)
 	if !written {
-		if res.Meta == nil {
-			res.Meta = mcp.Meta{}
+		var result []byte
+		var err error
+		if modern {
+			if res.Meta == nil {
+				res.Meta = mcp.Meta{}
+			}
+			res.Meta["io.modelcontextprotocol/serverInfo"] = d.impl
+			result, err = marshalFastResult(res)
+		} else {
+			result, err = marshalSessionResult(res)
 		}
-		res.Meta["io.modelcontextprotocol/serverInfo"] = d.impl
-		result, err := marshalFastResult(res)
 		if err != nil {
 			// The call ran: answer that its result could not be sent,
 			// rather than run it again on the SDK's path.
-			d.log.ErrorContext(ctx, "mcp.result_not_encoded", "tool", p.Name, "error", err.Error())
+			d.log.ErrorContext(ctx, "mcp.result_not_encoded", "tool", name, "error", err.Error())
 			buf = append(buf[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...)
-			buf = append(buf, req.ID...)
+			buf = append(buf, id...)
 			buf = append(buf, `,"error":{"code":-32603,"message":"the tool's result could not be encoded"}`...)
 		} else {
 			buf = append(buf, result...)
@@ -220,7 +263,6 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
 	*bp = buf
-	return true
 }
 
 // answers are the buffers fast-path answers are written in (net/http

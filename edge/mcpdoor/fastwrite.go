@@ -11,10 +11,13 @@ import (
 // appendPlainResult appends the JSON that encoding/json writes for a
 // fast-path result, when the result is an envelope as result() makes
 // it — one text content and structuredContent that are both the envelope's
-// JSON, the edge's serverInfo as the only _meta — without marshalling it
-// through reflection (which re-encodes the envelope twice). For any other
+// JSON, no _meta — without marshalling it through reflection (which
+// re-encodes the envelope twice). With serverInfo (a client of the
+// stateless protocol) the result carries it as its only _meta, and its
+// resultType; without (a client of a session) neither. For any other
 // result it reports false and the caller marshals it; the bytes are the same
-// either way (TestFastPathAnswersAsTheSDKDoes).
+// either way (TestFastPathAnswersAsTheSDKDoes,
+// TestSessionFastPathAnswersAsTheSDKDoes).
 func appendPlainResult(buf []byte, res *mcp.CallToolResult, serverInfo []byte) ([]byte, bool) {
 	if len(res.Meta) != 0 || len(res.Content) != 1 || res.InputRequests != nil || res.RequestState != "" {
 		return buf, false
@@ -28,9 +31,13 @@ func appendPlainResult(buf []byte, res *mcp.CallToolResult, serverInfo []byte) (
 	if !ok || string(raw) != text.Text || !plainJSON(raw) {
 		return buf, false
 	}
-	buf = append(buf, `{"_meta":{"io.modelcontextprotocol/serverInfo":`...)
-	buf = append(buf, serverInfo...)
-	buf = append(buf, `},"content":[{"type":"text","text":"`...)
+	if serverInfo != nil {
+		buf = append(buf, `{"_meta":{"io.modelcontextprotocol/serverInfo":`...)
+		buf = append(buf, serverInfo...)
+		buf = append(buf, `},"content":[{"type":"text","text":"`...)
+	} else {
+		buf = append(buf, `{"content":[{"type":"text","text":"`...)
+	}
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c == '"' || c == '\\' {
 			buf = append(buf, '\\')
@@ -42,7 +49,10 @@ func appendPlainResult(buf []byte, res *mcp.CallToolResult, serverInfo []byte) (
 	if res.IsError {
 		buf = append(buf, `,"isError":true`...)
 	}
-	buf = append(buf, `,"resultType":"complete"}`...)
+	if serverInfo != nil {
+		buf = append(buf, `,"resultType":"complete"`...)
+	}
+	buf = append(buf, '}')
 	return buf, true
 }
 

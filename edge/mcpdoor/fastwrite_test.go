@@ -11,9 +11,9 @@ import (
 	"github.com/toolmesh/toolmesh/internal/toolcall"
 )
 
-// TestPlainResultIsWhatEncodingJSONWrites: for the results the fast path
-// makes, appendPlainResult writes encoding/json's bytes without it; for any
-// other it declines.
+// TestPlainResultIsWhatEncodingJSONWrites: for the results the fast paths
+// make, appendPlainResult writes encoding/json's bytes without it, in the
+// stateless protocol's form and in a session's; for any other it declines.
 func TestPlainResultIsWhatEncodingJSONWrites(t *testing.T) {
 	t.Parallel()
 	impl := &mcp.Implementation{Name: "toolmesh", Title: "toolmesh", Version: "dev"}
@@ -43,6 +43,17 @@ func TestPlainResultIsWhatEncodingJSONWrites(t *testing.T) {
 			if diff := cmp.Diff(marshal(result(env)), string(got)); diff != "" {
 				t.Errorf("(-encoding/json +appendPlainResult):\n%s", diff)
 			}
+			got, ok = appendPlainResult(nil, result(env), nil)
+			if !ok {
+				t.Fatalf("declined the session result of %+v", env)
+			}
+			want, err := marshalSessionResult(result(env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("session (-encoding/json +appendPlainResult):\n%s", diff)
+			}
 		})
 	}
 	for name, res := range map[string]*mcp.CallToolResult{
@@ -57,6 +68,9 @@ func TestPlainResultIsWhatEncodingJSONWrites(t *testing.T) {
 	} {
 		if _, ok := appendPlainResult(nil, res, serverInfo); ok {
 			t.Errorf("%s: appendPlainResult took a result it cannot write", name)
+		}
+		if _, ok := appendPlainResult(nil, res, nil); ok {
+			t.Errorf("%s: appendPlainResult took a session result it cannot write", name)
 		}
 	}
 }

@@ -210,7 +210,22 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if handler == d.modern && fast != nil && d.fastCall(w, r, fast, info, rc) {
 		return
 	}
-	if handler == d.legacy && single && method == "tools/call" && d.tasks != nil {
+	legacy := handler == d.legacy
+	if legacy && r.Method == http.MethodDelete {
+		d.ending(r, info)
+	}
+	if legacy && r.Method == http.MethodPost && single {
+		switch method {
+		case "tools/call":
+			if d.sessionCall(w, r, body, info, rc) {
+				return
+			}
+		case "initialize":
+			// The session it opens may be served directly (sessionfast.go).
+			r = r.WithContext(context.WithValue(r.Context(), streamableSessionKey{}, true))
+		}
+	}
+	if legacy && single && method == "tools/call" && d.tasks != nil {
 		if b, ok := coreTaskInMeta(body); ok {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			r.ContentLength = int64(len(b))
@@ -227,6 +242,12 @@ func (d *Door) serveMCP(w http.ResponseWriter, r *http.Request) {
 	rw := &rpcErrorWriter{ResponseWriter: w, id: id}
 	handler.ServeHTTP(rw, r)
 	rw.finish()
+	if legacy && r.Method == http.MethodPost {
+		// The SDK has reset the session's idle clock.
+		if st := d.states.byIDOf(r.Header.Get("Mcp-Session-Id")); st != nil && st.direct != nil {
+			st.direct.touch()
+		}
+	}
 }
 
 // coreTaskInMeta moves the params.task of a session's task-augmented

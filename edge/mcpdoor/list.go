@@ -263,6 +263,12 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				d.instr.withInstructions(ctx, res)
 			}
 			return res, err
+		case "notifications/initialized", "logging/setLevel", "notifications/cancelled":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				d.sessionEvent(method, req)
+			}
+			return res, err
 		case "tools/list", "tools/call", "resources/templates/list", "resources/list", "resources/read",
 			"resources/subscribe", "prompts/list", "prompts/get", "completion/complete", methodSkillsList, methodSkillsGet:
 		default:

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +26,8 @@ type resolver struct {
 	// process's sessions.
 	toolsets *toolsets
 	states   *sessionStates
+	// now is the clock of the session fast path (sessionfast.go).
+	now func() time.Time
 }
 
 // request is what a handler of a request that depends on its caller starts
@@ -126,14 +129,26 @@ func (q *resolver) opened(ctx context.Context, req mcp.Request) error {
 	if err != nil {
 		return err
 	}
+	st := &sessionState{sel: sel}
+	id := ""
+	if streamable, _ := ctx.Value(streamableSessionKey{}).(bool); streamable && ss.ID() != "" {
+		id = ss.ID()
+		st.direct = newDirectSession(ss, req.GetExtra(), q.now)
+	}
 	s := q.states
 	s.mu.Lock()
-	s.m[ss] = &sessionState{sel: sel}
+	s.m[ss] = st
+	if id != "" {
+		s.byID[id] = st
+	}
 	s.mu.Unlock()
 	go func() {
 		_ = ss.Wait()
 		s.mu.Lock()
 		delete(s.m, ss)
+		if id != "" {
+			delete(s.byID, id)
+		}
 		s.mu.Unlock()
 	}()
 	return nil

@@ -331,6 +331,9 @@ func (r *reach) refuse(what, tool, toolset string) error {
 // the toolsets enabled since.
 type sessionState struct {
 	sel *selection
+	// direct is what the session fast path needs (sessionfast.go); nil for
+	// a session it does not serve (stdio).
+	direct *directSession
 
 	mu      sync.Mutex
 	enabled []string // sorted
@@ -341,6 +344,19 @@ type sessionState struct {
 type sessionStates struct {
 	mu sync.Mutex
 	m  map[*mcp.ServerSession]*sessionState
+	// byID are the states of the Streamable HTTP sessions, by session id.
+	byID map[string]*sessionState
+}
+
+// byIDOf is the state of this process's Streamable HTTP session id (nil:
+// none).
+func (s *sessionStates) byIDOf(id string) *sessionState {
+	if id == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
 }
 
 func (s *sessionStates) get(ss *mcp.ServerSession) *sessionState {

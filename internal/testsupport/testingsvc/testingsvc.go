@@ -46,9 +46,9 @@ const SecretInError = "password=hunter2-db-secret sk-live0123456789abcdefghijkl"
 type Options struct {
 	// Log receives the testing.call_ended events (none when nil).
 	Log *slog.Logger
-	// Delays makes side effects slow: the method ("Purge", "Write", ...)
-	// waits this long, or until its caller's deadline or cancellation,
-	// before it applies its effect.
+	// Delays makes side effects slow: the method ("Purge", "Write", ...,
+	// and "Echo", which has none) waits this long, or until its caller's
+	// deadline or cancellation, before it applies its effect.
 	Delays map[string]time.Duration
 }
 
@@ -219,6 +219,9 @@ func (s *Service) Echo(ctx context.Context, req *testingv1.EchoRequest) (*testin
 		return nil, err
 	}
 	if err := failure(req.GetFail()); err != nil {
+		return nil, err
+	}
+	if err := s.slow(ctx, "Echo"); err != nil {
 		return nil, err
 	}
 	call := mesh.FromContext(ctx)
