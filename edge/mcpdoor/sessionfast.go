@@ -45,7 +45,8 @@ import (
 //     task.
 //
 // A notifications/cancelled for a call the fast path serves cancels it, as
-// the SDK cancels its own.
+// the SDK cancels its own. A request reusing the id of a call in flight is
+// refused by the SDK only when the SDK serves both.
 
 // directSession is what the session fast path keeps of a session.
 type directSession struct {
@@ -159,16 +160,6 @@ func (ds *directSession) cancel(id string) {
 // handler of the session era: a session it opens may be served directly.
 type streamableSessionKey struct{}
 
-// directOf is the direct state of r's session when the session fast path
-// may serve it now (nil otherwise).
-func (d *Door) directOf(r *http.Request) *directSession {
-	st := d.states.byIDOf(r.Header.Get("Mcp-Session-Id"))
-	if st == nil || st.direct == nil || !st.direct.servable() {
-		return nil
-	}
-	return st.direct
-}
-
 // sessionEvent tells the session fast path what a session's client did:
 // initialized it, set a log level, cancelled a call.
 func (d *Door) sessionEvent(method string, req mcp.Request) {
@@ -207,10 +198,11 @@ func (d *Door) sessionCall(w http.ResponseWriter, r *http.Request, body []byte, 
 	if d.cfg.DisableFastPath {
 		return false
 	}
-	ds := d.directOf(r)
-	if ds == nil || len(r.Header.Values("Last-Event-ID")) > 0 {
+	st := d.states.byIDOf(r.Header.Get("Mcp-Session-Id"))
+	if st == nil || st.direct == nil || !st.direct.servable() || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return false
 	}
+	ds := st.direct
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ds.version {
 		return false
 	}
@@ -240,10 +232,6 @@ func (d *Door) sessionCall(w http.ResponseWriter, r *http.Request, body []byte, 
 	}
 	// The session keeps the selection it was opened with; a request that
 	// selects another is the SDK's to refuse.
-	st := d.states.get(ds.ss)
-	if st == nil {
-		return false
-	}
 	if h := r.Header.Get(HeaderToolsets); h != "" && h != st.sel.key {
 		return false
 	}
