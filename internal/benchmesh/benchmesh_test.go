@@ -58,6 +58,16 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s with %d callers: %d calls, %d errors", p.Target, p.Result.Callers, p.Result.Calls, p.Result.Errors)
 		}
 		for _, name := range []string{service(p.Target), "load"} {
+			if p.Target == TargetEdgeAdminWrite && name == service(p.Target) {
+				// The agents service spends about a millisecond on each of
+				// the phase's few elicited calls (a handful in the smoke's
+				// second), less than the 10 ms tick /proc counts CPU time
+				// in: it may rightly read 0. Its memory shows it measured.
+				if p.process(name).RSSPeakMB <= 0 {
+					t.Errorf("%s: %s not measured: %+v", p.Target, name, p.Processes)
+				}
+				continue
+			}
 			if p.process(name).CPUMicrosPerCall <= 0 {
 				t.Errorf("%s: no CPU time read for %s: %+v", p.Target, name, p.Processes)
 			}
