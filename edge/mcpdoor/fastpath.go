@@ -128,6 +128,12 @@ func (d *Door) decodeFast(r *http.Request, body []byte) *fastRequest {
 	if d.cfg.DisableFastPath || r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
 		return nil
 	}
+	return decodeRequest(body)
+}
+
+// decodeRequest decodes body as one JSON object of fastRequest's members
+// and nothing else, or returns nil.
+func decodeRequest(body []byte) *fastRequest {
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return nil
 	}
@@ -140,14 +146,18 @@ func (d *Door) decodeFast(r *http.Request, body []byte) *fastRequest {
 	return req
 }
 
+// postsJSONForSSE reports whether r sends JSON and accepts both JSON and
+// SSE answers, as the SDK requires of a POST.
+func postsJSONForSSE(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json" && acceptsJSONAndSSE(r.Header.Values("Accept"))
+}
+
 // fastCall serves req, decoded by decodeFast from r's body, when it is a
 // fast-path request for a tool rc reaches, and reports whether it did;
 // when it returns false nothing has been written.
 func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest, info any, rc *reach) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
-	if !acceptsJSONAndSSE(r.Header.Values("Accept")) {
+	if !postsJSONForSSE(r) {
 		return false
 	}
 	p := req.Params

@@ -1,10 +1,8 @@
 package mcpdoor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -210,16 +208,11 @@ func (d *Door) sessionCall(w http.ResponseWriter, r *http.Request, body []byte, 
 	if !ok {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !postsJSONForSSE(r) {
 		return false
 	}
-	if !acceptsJSONAndSSE(r.Header.Values("Accept")) {
-		return false
-	}
-	req := &fastRequest{}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if dec.Decode(req) != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+	req := decodeRequest(body)
+	if req == nil {
 		return false
 	}
 	p := req.Params
