@@ -19,19 +19,18 @@ const HopAddr = "127.0.0.4"
 // Hop is the floor of any separate hop in front of a service: a bare
 // net/http reverse proxy at addr forwarding every request to the service
 // at to, over the transport the edge calls services with
-// (meshclient.HTTP: HTTP/1.1, kept-alive connections, the same idle pool
-// and buffers, a small body sent in one write with its headers), so that the baseline cannot be tuned below what the edge
-// is given. It serves until ctx ends.
+// (meshclient.Transport: HTTP/1.1, kept-alive connections, the same idle
+// pool and buffers, a small body sent in one write with its headers, each
+// call carried on its caller's goroutine), so that the baseline cannot be
+// tuned below what the edge is given. It serves until ctx ends.
 func Hop(ctx context.Context, addr, to string) error {
 	target, err := url.Parse(to)
 	if err != nil || target.Host == "" {
 		return fmt.Errorf("hop: the service URL %q: %v", to, err)
 	}
-	transport := meshclient.Transport()
-	transport.DialContext = DialFrom(HopAddr)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport: meshclient.OneWrite(transport),
+		Transport: meshclient.NewTransport(DialFrom(HopAddr)),
 	}
 	hs := &http.Server{Addr: addr, Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

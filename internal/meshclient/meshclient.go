@@ -10,10 +10,7 @@
 package meshclient
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -79,78 +76,25 @@ func (c Config) httpClient() connect.HTTPClient {
 }
 
 // HTTP is the client every process of the mesh reaches the services with:
-// HTTP/1.1 over kept-alive connections, one per call in flight. The
-// services also speak h2c, and a client of the mesh could multiplex its
-// calls over one HTTP/2 connection, but a Go HTTP/2 server hands every
-// request between goroutines several times: measured under make
-// bench-mesh, a point read cost the tasks service 162 µs of CPU over h2c
-// and 103 µs over HTTP/1.1, and the edge 221 and 182 µs. So the edge, the
-// workers and a service calling another all speak HTTP/1.1.
+// HTTP/1.1 over kept-alive connections, one per call in flight, each call
+// carried on its caller's goroutine (Transport). The services also speak
+// h2c, and a client of the mesh could multiplex its calls over one HTTP/2
+// connection, but a Go HTTP/2 server hands every request between
+// goroutines several times: measured under make bench-mesh, a point read
+// cost the tasks service 162 µs of CPU over h2c and 103 µs over HTTP/1.1,
+// and the edge 221 and 182 µs. So the edge, the workers and a service
+// calling another all speak HTTP/1.1.
 //
 // Connections are not capped (a long-running call holds one for its wait),
 // and up to 256 per service are kept: closing those beyond the idle limit
 // after every call, under many callers, costs both sides a connection per
-// call. Each connection holds a read and a write buffer for its lifetime,
-// and under many callers there is one connection per call in flight. A
-// service call's request and answer are a few hundred bytes, and larger
-// bodies are read and written past the buffers, so 1 KiB each does instead
-// of net/http's 4 KiB: 6 KiB less per call in flight.
+// call. Each connection holds a read buffer for its lifetime, and under
+// many callers there is one connection per call in flight; a service
+// call's answer is a few hundred bytes, so 1 KiB does instead of
+// net/http's 4 KiB.
 func HTTP() *http.Client {
-	return &http.Client{Transport: OneWrite(Transport())}
+	return &http.Client{Transport: NewTransport(nil)}
 }
-
-// Transport is HTTP's connection pool, for a caller that changes how it
-// dials (wrap it in OneWrite, as HTTP does).
-func Transport() *http.Transport {
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	return &http.Transport{
-		Protocols:           protocols,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		ReadBufferSize:      connBuffer,
-		WriteBufferSize:     connBuffer,
-	}
-}
-
-// OneWrite sends each request whose body is small and of known length
-// with its headers in one write. net/http writes a request's headers on
-// their own, before its body, unless it can tell the body is in memory (a
-// *bytes.Reader and the like), and Connect's unary request body is not
-// one it can tell: every service call cost its caller two writes and the
-// service a read more. Measured under make bench-mesh's tasks_get load:
-// 3.15 writes per call at the edge, where 2 (the answer, the service
-// call) do.
-func OneWrite(next http.RoundTripper) http.RoundTripper { return oneWrite{next} }
-
-type oneWrite struct{ next http.RoundTripper }
-
-// oneWriteMax is the largest body OneWrite reads into memory first; a
-// larger one goes as net/http sends it.
-const oneWriteMax = 64 << 10
-
-func (o oneWrite) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 || req.ContentLength > oneWriteMax {
-		return o.next.RoundTrip(req)
-	}
-	body := make([]byte, req.ContentLength)
-	_, err := io.ReadFull(req.Body, body)
-	// A RoundTripper closes the body it was given, whatever happens.
-	req.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read the request body: %w", err)
-	}
-	// A RoundTripper does not change its caller's request: this is a
-	// shallow copy, as http.Request.WithContext makes.
-	whole := *req
-	whole.Body = io.NopCloser(bytes.NewReader(body))
-	whole.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return o.next.RoundTrip(&whole)
-}
-
-// connBuffer is the size of the read and the write buffer of each
-// connection to a service.
-const connBuffer = 1 << 10
 
 // deadline bounds each call by d, unless its context ends sooner.
 func deadline(d time.Duration) connect.Interceptor {
