@@ -82,7 +82,13 @@ type conn struct {
 	idle time.Time // when it was last put back
 }
 
+// wires holds the buffers requests are written into. A buffer that grew
+// past wireKept (a batch of outcomes, say) is left to the collector: the
+// pool keeps what it holds across a collection, and most calls are a few
+// hundred bytes.
 var wires = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const wireKept = 4 << 10
 
 // RoundTrip sends req and reads its answer's header; the answer's body is
 // read from the connection as its reader asks, and the connection goes
@@ -95,7 +101,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	wire := wires.Get().(*bytes.Buffer)
 	wire.Reset()
 	defer func() {
-		if wire.Cap() <= 2*wholeMax {
+		if wire.Cap() <= wireKept {
 			wires.Put(wire)
 		}
 	}()
