@@ -265,6 +265,7 @@ func (b *Binding) envelope(ctx context.Context, msg proto.Message, header http.H
 		return Unexpected(ctx, b.log, name, fmt.Errorf("encode response: %w", err))
 	}
 	env := OK(data, page)
+	env.encoded = env.Data
 	env.Untrusted = untrusted
 	env.ReplayOf, env.Replayed = idempotency.ReplayOf(header)
 	return env

@@ -119,6 +119,10 @@ type Envelope struct {
 	// can be sent there. The envelope itself is VisitNeeded's, for any
 	// other client.
 	Visit *toolv1.VisitRequired `json:"-"`
+
+	// encoded is Data when a binding wrote it from the service's answer:
+	// protojson's output, valid JSON, which Marshal need not check.
+	encoded []byte
 }
 
 // IsError reports whether e is an error envelope.
@@ -325,9 +329,15 @@ func fromCode(ctx context.Context, tool string, code connect.Code, msg string) *
 // json.RawMessage).
 func Marshal(env *Envelope) ([]byte, error) {
 	rest := *env
-	rest.Status, rest.Data = "", nil
+	rest.Status, rest.Data, rest.encoded = "", nil, nil
 	if env.Status != "ok" || len(env.Data) == 0 || !reflect.ValueOf(rest).IsZero() {
 		return json.Marshal(env)
+	}
+	const head = `{"status":"ok","data":`
+	if env.dataEncoded() {
+		out := make([]byte, 0, len(head)+len(env.Data)+1)
+		out = appendCompactJSON(append(out, head...), env.Data)
+		return append(out, '}'), nil
 	}
 	var compact bytes.Buffer
 	compact.Grow(len(env.Data))
@@ -335,8 +345,45 @@ func Marshal(env *Envelope) ([]byte, error) {
 		return json.Marshal(env) // its error names the field
 	}
 	out := bytes.NewBuffer(make([]byte, 0, compact.Len()+32))
-	out.WriteString(`{"status":"ok","data":`)
+	out.WriteString(head)
 	json.HTMLEscape(out, compact.Bytes())
 	out.WriteByte('}')
 	return out.Bytes(), nil
+}
+
+// dataEncoded reports whether e's Data is what a binding encoded, not
+// data set since.
+func (e *Envelope) dataEncoded() bool {
+	return len(e.encoded) > 0 && len(e.encoded) == len(e.Data) && &e.encoded[0] == &e.Data[0]
+}
+
+// appendCompactJSON appends src, which must be valid JSON, as json.Marshal
+// writes a json.RawMessage: without whitespace between its tokens, and
+// with <, >, &, U+2028 and U+2029 escaped. It is json.Compact and
+// json.HTMLEscape in one pass that does not check src.
+func appendCompactJSON(dst, src []byte) []byte {
+	const hex = "0123456789abcdef"
+	inString := false
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case inString && c == '\\' && i+1 < len(src):
+			dst = append(dst, c, src[i+1])
+			i++
+			continue
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			continue
+		case c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8:
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[src[i+2]&0xF])
+			i += 2
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }

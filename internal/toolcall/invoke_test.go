@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/logging"
@@ -58,7 +59,7 @@ func TestEveryCodeHasItsDomainCode(t *testing.T) {
 			err := connect.NewWireError(c.code, errors.New("said the service"))
 			env := toolcall.FromError(context.Background(), logging.New(logs, nil), "testing_echo", err)
 			want := &toolcall.Envelope{Status: "error", Tool: "testing_echo", DomainCode: c.domainCode, ErrorType: c.errorType, Message: c.message}
-			if diff := cmp.Diff(want, env); diff != "" {
+			if diff := cmp.Diff(want, env, cmpopts.IgnoreUnexported(toolcall.Envelope{})); diff != "" {
 				t.Errorf("envelope (-want +got):\n%s", diff)
 			}
 			if !env.IsError() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -474,7 +475,7 @@ func TestServiceOutcomeIsTheResult(t *testing.T) {
 		return `{"status":"error","tool":"testing_purge","error_type":"NotFoundError","domain_code":"not_found","message":"agent agent-9 not found"}`
 	}
 	env := h.purgeAtOnce()
-	if diff := cmp.Diff(toolcall.Envelope{Status: "error", Tool: "testing_purge", ErrorType: "NotFoundError", DomainCode: "not_found", Message: "agent agent-9 not found"}, env); diff != "" {
+	if diff := cmp.Diff(toolcall.Envelope{Status: "error", Tool: "testing_purge", ErrorType: "NotFoundError", DomainCode: "not_found", Message: "agent agent-9 not found"}, env, cmpopts.IgnoreUnexported(toolcall.Envelope{})); diff != "" {
 		t.Errorf("envelope (-want +got):\n%s", diff)
 	}
 	if h.statuses[len(h.statuses)-1] != calls.StatusFailed {
