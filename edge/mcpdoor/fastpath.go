@@ -149,8 +149,22 @@ func decodeRequest(body []byte) *fastRequest {
 // postsJSONForSSE reports whether r sends JSON and accepts both JSON and
 // SSE answers, as the SDK requires of a POST.
 func postsJSONForSSE(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "application/json" && acceptsJSONAndSSE(r.Header.Values("Accept"))
+	return mediaType(r.Header.Get("Content-Type")) == "application/json" && acceptsJSONAndSSE(r.Header.Values("Accept"))
+}
+
+// mediaType is the media type a header's value v names, in lower case and
+// without parameters ("" when v names none). The two a client of the
+// stateless protocol sends are recognised without parsing them.
+func mediaType(v string) string {
+	switch v {
+	case "application/json", "text/event-stream":
+		return v
+	}
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return ""
+	}
+	return mt
 }
 
 // fastCall serves req, decoded by decodeFast from r's body, when it is a
@@ -170,12 +184,12 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 	if !ok || t.catalog.LongRunning || t.catalog.TaskSupport == toolv1.TaskSupport_TASK_SUPPORT_REQUIRED || !rc.has(p.Name) {
 		return false
 	}
-	var version string
-	if json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &version) != nil || version != r.Header.Get("Mcp-Protocol-Version") {
-		return false
-	}
 	meta, ok := decodeMeta(p.Meta, fastMetaKeys)
 	if !ok {
+		return false
+	}
+	version, ok := meta["io.modelcontextprotocol/protocolVersion"].(string)
+	if !ok || version != r.Header.Get("Mcp-Protocol-Version") {
 		return false
 	}
 	// A client that speaks extensions (MCP Tasks) goes to the SDK, whose
@@ -287,13 +301,13 @@ const maxPooledAnswer = 64 << 10
 func acceptsJSONAndSSE(values []string) bool {
 	var js, sse bool
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
+		for part := range strings.SplitSeq(v, ",") {
+			switch mediaType(strings.TrimSpace(part)) {
+			case "application/json":
+				js = true
+			case "text/event-stream":
+				sse = true
 			}
-			js = js || mt == "application/json"
-			sse = sse || mt == "text/event-stream"
 		}
 	}
 	return js && sse

@@ -67,6 +67,13 @@ func TestFastPathAnswersAsTheSDKDoes(t *testing.T) {
 		call("batch", `[{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}]`),
 		call("null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`),
 		call("other method", `{"jsonrpc":"2.0","id":19,"method":"tools/list","params":{"name":"testing_echo",`+meta+`}}`),
+		// Media types written otherwise than clients usually write them.
+		{name: "content type with parameters", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "testing_echo", "Content-Type": "Application/JSON; charset=utf-8", "Accept": "text/event-stream;q=0.9 , APPLICATION/json"},
+			body: `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},` + meta + `}}`},
+		{name: "accepts only JSON", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "testing_echo", "Accept": "application/json"},
+			body: `{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},` + meta + `}}`},
+		{name: "sends another type", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "testing_echo", "Content-Type": "application/json-seq"},
+			body: `{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},` + meta + `}}`},
 		call("surrounding space", " \n"+`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"testing_echo","arguments":{"message":"x"},`+meta+`}}`+"\n "),
 	}
 	do := func(url string, rq request) (int, http.Header, string) {
