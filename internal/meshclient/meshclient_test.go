@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,5 +68,24 @@ func TestAPlainTextRefusalIsUnavailable(t *testing.T) {
 	own := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, srv.URL)
 	if _, err := own.Echo(ctx, &testingv1.EchoRequest{Message: "hi", Fail: testingv1.Failure_FAILURE_INVALID_ARGUMENT}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("Echo with the service's own 400 = %v, want invalid_argument", err)
+	}
+}
+
+// TestACallIsNotRedirected: a service's redirect is not followed, so the
+// call's mesh token stays with the service it was minted for.
+func TestACallIsNotRedirected(t *testing.T) {
+	t.Parallel()
+	var followed atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("/elsewhere", func(http.ResponseWriter, *http.Request) { followed.Add(1) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	})
+	redirecting := httptest.NewServer(mux)
+	defer redirecting.Close()
+	ctx := mesh.WithCall(context.Background(), mesh.Call{Caller: mesh.Caller{Agent: "agent-1"}})
+	c := meshclient.New(meshclient.Config{Signer: servertest.MeshSigner()}, testingv1connect.NewTestingServiceClient, redirecting.URL)
+	if _, err := c.Echo(ctx, &testingv1.EchoRequest{Message: "hi"}); err == nil || followed.Load() != 0 {
+		t.Errorf("Echo answered with a redirect = %v, and the redirect was followed %d times; want an error and none", err, followed.Load())
 	}
 }

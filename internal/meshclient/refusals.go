@@ -20,9 +20,20 @@ import (
 // Connect alone reads a plain 400 as internal, and only its status, not
 // the reason net/http wrote, would reach the caller's log. A 404 (no such
 // procedure) stays what Connect makes of it: unimplemented.
+//
+// A client of a Transport alone (HTTP's) is left out: its calls go to the
+// Transport directly (Transport.Do). What http.Client adds to a call is
+// what the mesh does not use, and it costs a copy of the call's headers
+// per call: cookies, a timeout of its own (each call has its deadline),
+// and redirects, which would take the call's mesh token elsewhere.
 func ForServices(hc connect.HTTPClient) connect.HTTPClient {
 	if r, ok := hc.(refusals); ok {
 		return r
+	}
+	if c, ok := hc.(*http.Client); ok && c != nil && c.Jar == nil && c.Timeout == 0 && c.CheckRedirect == nil {
+		if t, ok := c.Transport.(*Transport); ok {
+			hc = t
+		}
 	}
 	return refusals{hc}
 }

@@ -90,6 +90,10 @@ var wires = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const wireKept = 4 << 10
 
+// Do makes the call req as an http.Client would, but for following a
+// redirect: the answer is the redirect (see ForServices).
+func (t *Transport) Do(req *http.Request) (*http.Response, error) { return t.RoundTrip(req) }
+
 // RoundTrip sends req and reads its answer's header; the answer's body is
 // read from the connection as its reader asks, and the connection goes
 // back to the pool once the body has been read to its end.
