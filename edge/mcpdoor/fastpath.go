@@ -1,7 +1,6 @@
 package mcpdoor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,11 +35,7 @@ type fastRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  *struct {
-		Name      string                     `json:"name"`
-		Arguments json.RawMessage            `json:"arguments"`
-		Meta      map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
+	Params  *fastParams     `json:"params"`
 }
 
 // fastMetaKeys are the _meta members a fast-path request may carry.
@@ -129,21 +124,6 @@ func (d *Door) decodeFast(r *http.Request, body []byte) *fastRequest {
 		return nil
 	}
 	return decodeRequest(body)
-}
-
-// decodeRequest decodes body as one JSON object of fastRequest's members
-// and nothing else, or returns nil.
-func decodeRequest(body []byte) *fastRequest {
-	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
-		return nil
-	}
-	req := &fastRequest{}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if dec.Decode(req) != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
-		return nil
-	}
-	return req
 }
 
 // postsJSONForSSE reports whether r sends JSON and accepts both JSON and
