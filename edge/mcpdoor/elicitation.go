@@ -104,6 +104,56 @@ func decodeOffers(raw json.RawMessage, version string) (o clientOffers, ok bool)
 	return capsOffers(&caps, version), true
 }
 
+// offersOf is decodeOffers for capabilities the fast path has decoded into
+// caps already (raw as they came): the shapes clients send — elicitation
+// with form and url, sampling, roots with listChanged, each an object and
+// nothing else in it but what the SDK reads — are read from caps, without
+// decoding raw again; any other is decoded from raw. The offers are the same
+// either way (FuzzOffersOf).
+func offersOf(caps map[string]any, raw json.RawMessage, version string) (clientOffers, bool) {
+	var c mcp.ClientCapabilities
+	for k, v := range caps {
+		m, isObject := v.(map[string]any)
+		if !isObject {
+			return decodeOffers(raw, version)
+		}
+		switch k {
+		case "elicitation":
+			c.Elicitation = &mcp.ElicitationCapabilities{}
+			for mode, settings := range m {
+				if _, isObject := settings.(map[string]any); !isObject {
+					return decodeOffers(raw, version)
+				}
+				switch mode {
+				case "form":
+					c.Elicitation.Form = &mcp.FormElicitationCapabilities{}
+				case "url":
+					c.Elicitation.URL = &mcp.URLElicitationCapabilities{}
+				default:
+					return decodeOffers(raw, version)
+				}
+			}
+		case "sampling":
+			if len(m) != 0 {
+				return decodeOffers(raw, version)
+			}
+			c.Sampling = &mcp.SamplingCapabilities{}
+		case "roots":
+			c.RootsV2 = &mcp.RootCapabilities{}
+			for name, x := range m {
+				listChanged, isBool := x.(bool)
+				if name != "listChanged" || !isBool {
+					return decodeOffers(raw, version)
+				}
+				c.RootsV2.ListChanged = listChanged
+			}
+		default:
+			return decodeOffers(raw, version)
+		}
+	}
+	return capsOffers(&c, version), true
+}
+
 // offers reports what the client of req declared it can answer: form and
 // URL elicitation, sampling and roots.
 func offers(req *mcp.CallToolRequest) (form, url, sampling, roots bool) {

@@ -67,3 +67,56 @@ func TestDecodedOffersAreTheSDKs(t *testing.T) {
 		}
 	}
 }
+
+// The capabilities clients send are read from their decoded form (raw is
+// not needed: nil here), with the offers decoding them gives.
+func TestOffersOfCommonCapabilitiesNeedsNoSecondDecode(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{}`,
+		`{"elicitation":{}}`,
+		`{"elicitation":{"form":{}}}`,
+		`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{"listChanged":true}}`,
+		`{"elicitation":{"url":{}},"roots":{}}`,
+		`{"sampling":{},"roots":{"listChanged":false}}`,
+	} {
+		var caps map[string]any
+		if err := json.Unmarshal([]byte(raw), &caps); err != nil {
+			t.Fatal(err)
+		}
+		for _, version := range []string{"2025-03-26", ModernProtocol} {
+			want, _ := decodeOffers(json.RawMessage(raw), version)
+			got, ok := offersOf(caps, nil, version)
+			if !ok || got != want {
+				t.Errorf("offersOf(%s) at %s = %+v, %v; want %+v, true", raw, version, got, ok, want)
+			}
+		}
+	}
+}
+
+// FuzzOffersOf holds offersOf to decodeOffers for any capabilities object.
+func FuzzOffersOf(f *testing.F) {
+	for _, raw := range []string{
+		`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{"listChanged":true}}`,
+		`{"elicitation":{"form":{"applyDefaults":true}},"sampling":{"tools":{}},"roots":{"listChanged":"yes"}}`,
+		`{"Sampling":{},"elicitation":null,"experimental":{"x":{}},"roots":{"other":1}}`,
+		`{"sampling":null,"sampling":{},"elicitation":{"form":5}}`,
+		`{"sampling":{"tools":5}}`,
+		`{"roots":{"listChanged":1}}`,
+	} {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var caps map[string]any
+		if json.Unmarshal(raw, &caps) != nil || caps == nil {
+			return
+		}
+		for _, version := range []string{"2025-03-26", ModernProtocol} {
+			want, wantOK := decodeOffers(raw, version)
+			got, ok := offersOf(caps, raw, version)
+			if got != want || ok != wantOK {
+				t.Fatalf("offersOf(%s) at %s = %+v, %v; decodeOffers gives %+v, %v", raw, version, got, ok, want, wantOK)
+			}
+		}
+	})
+}

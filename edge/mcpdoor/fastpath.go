@@ -199,9 +199,7 @@ func (d *Door) fastCall(w http.ResponseWriter, r *http.Request, req *fastRequest
 		Extra:  extra,
 	}
 	ctx := r.Context()
-	if len(caps) == 0 {
-		ctx = context.WithValue(ctx, offersKey{}, clientOffers{})
-	} else if o, ok := decodeOffers(p.Meta["io.modelcontextprotocol/clientCapabilities"], version); ok {
+	if o, ok := offersOf(caps, p.Meta["io.modelcontextprotocol/clientCapabilities"], version); ok {
 		ctx = context.WithValue(ctx, offersKey{}, o)
 	}
 	res, _ := t.handler(ctx, call)
