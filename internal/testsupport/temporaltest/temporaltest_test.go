@@ -178,6 +178,16 @@ func TestUpdateWithStart(t *testing.T) {
 	if _, err := update[any](t, c, id, updateFinish); err != nil {
 		t.Fatalf("update finish: %v", err)
 	}
+	// The workflow ends before the test does: the dev server outlives the
+	// test under -count=N, and a run still open would take the next run's
+	// update-with-start.
+	var report string
+	if err := c.GetWorkflow(t.Context(), id, runIDs[0]).Get(t.Context(), &report); err != nil {
+		t.Fatalf("workflow result: %v", err)
+	}
+	if want := "total 5 (activity reportTotal)"; report != want {
+		t.Errorf("workflow result = %q, want %q", report, want)
+	}
 }
 
 // Operators find toolmesh workflows by the custom search attributes.
