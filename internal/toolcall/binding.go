@@ -83,7 +83,7 @@ func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (proto.Messa
 	}
 	msg := b.inType.New().Interface()
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
-		vs = []boundary.Violation{b.DecodeError(err)}
+		vs = []boundary.Violation{b.decodeFault(args, err)}
 		boundary.LogRejection(ctx, b.log, boundary.MCPTool, vs)
 		return nil, vs
 	}
@@ -104,7 +104,7 @@ func (b *Binding) Decode(ctx context.Context, args json.RawMessage) (proto.Messa
 func (b *Binding) Violations(args json.RawMessage) []boundary.Violation {
 	msg := b.inType.New().Interface()
 	if err := decodeOpts.Unmarshal(objectOrEmpty(args), msg); err != nil {
-		return []boundary.Violation{b.DecodeError(err)}
+		return []boundary.Violation{b.decodeFault(args, err)}
 	}
 	vs, err := b.validator.Check(msg)
 	if err != nil {
@@ -145,6 +145,16 @@ var (
 	fieldRE        = regexp.MustCompile(`field ([A-Za-z0-9_.]+)`)
 	protoPrefixRE  = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
 )
+
+// decodeFault is the violation of arguments that protojson refused with
+// err: located by its path when it can be (locateFault), else in err's own
+// words.
+func (b *Binding) decodeFault(args []byte, err error) boundary.Violation {
+	if v, ok := locateFault(b.in, objectOrEmpty(args)); ok {
+		return v
+	}
+	return b.DecodeError(err)
+}
 
 // DecodeError turns a JSON or protojson error into one violation naming the
 // field.

@@ -113,7 +113,20 @@ func TestDecodeRefusesBadArguments(t *testing.T) {
 		{"unknown enum name", takeWith(t, map[string]any{"shade": "SHADE_PURPLE"}), []boundary.Violation{{Field: "shade", Rule: "type"}}},
 		{"object for a string", takeWith(t, map[string]any{"name": map[string]any{}}), []boundary.Violation{{Field: "name", Rule: "type"}}},
 		{"broken JSON", json.RawMessage(`{"name":`), []boundary.Violation{{Rule: "json.syntax"}}},
-		{"both members of a oneof", takeWith(t, map[string]any{"agent_id": "a", "group_id": "g"}), []boundary.Violation{{Rule: "type"}}},
+		{"both members of a oneof", takeWith(t, map[string]any{"agent_id": "a", "group_id": "g"}), []boundary.Violation{{Field: "group_id", Rule: "oneof"}}},
+		// A decode fault is named by its path, in the input schema's names.
+		{"type of a two-word field", takeWith(t, map[string]any{"interval_seconds": "often"}), []boundary.Violation{{Field: "interval_seconds", Rule: "type"}}},
+		{"two-word field by its JSON name", takeWith(t, map[string]any{"cron": nil, "intervalSeconds": "often"}), []boundary.Violation{{Field: "interval_seconds", Rule: "type"}}},
+		{"unknown field in a nested message", takeWith(t, map[string]any{"inner": map[string]any{"lable": "l"}}), []boundary.Violation{{Field: "inner.lable", Rule: "unknown_field"}}},
+		{"type in a nested message", takeWith(t, map[string]any{"inner": map[string]any{"label": 7}}), []boundary.Violation{{Field: "inner.label", Rule: "type"}}},
+		{"string for a message", takeWith(t, map[string]any{"inner": "l"}), []boundary.Violation{{Field: "inner", Rule: "type"}}},
+		{"fault in a list item", takeWith(t, map[string]any{"inners": []any{map[string]any{"label": "a"}, map[string]any{"label": true}}}), []boundary.Violation{{Field: "inners[1].label", Rule: "type"}}},
+		{"scalar list item", takeWith(t, map[string]any{"tags": []any{"a", 2}}), []boundary.Violation{{Field: "tags[1]", Rule: "type"}}},
+		{"object for a list", takeWith(t, map[string]any{"tags": map[string]any{}}), []boundary.Violation{{Field: "tags", Rule: "type"}}},
+		{"map value", takeWith(t, map[string]any{"scores": map[string]any{"a": 1, "b": "high"}}), []boundary.Violation{{Field: `scores["b"]`, Rule: "type"}}},
+		{"deep in a recursive message", takeWith(t, map[string]any{"node": map[string]any{"child": map[string]any{"child": map[string]any{"kid": nil}}}}), []boundary.Violation{{Field: "node.child.child.kid", Rule: "unknown_field"}}},
+		{"not a time", takeWith(t, map[string]any{"at": "tomorrow"}), []boundary.Violation{{Field: "at", Rule: "type"}}},
+		{"field given twice", json.RawMessage(`{"name":"n","interval_seconds":1,"intervalSeconds":2}`), []boundary.Violation{{Field: "interval_seconds", Rule: "type"}}},
 		// Validation: the protovalidate rules, with the field's path.
 		{"too short", takeWith(t, map[string]any{"bounded": "a"}), []boundary.Violation{{Field: "bounded", Rule: "string.min_len"}}},
 		{"pattern", takeWith(t, map[string]any{"code": "abc"}), []boundary.Violation{{Field: "code", Rule: "string.pattern"}}},
@@ -189,6 +202,36 @@ func TestUnknownFieldNamesTheAcceptedOnes(t *testing.T) {
 	want := []boundary.Violation{{Field: "mesage", Rule: "unknown_field", Message: `unknown field "mesage"; this tool accepts: message, fail`}}
 	if diff := cmp.Diff(want, vs); diff != "" {
 		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecodeFaultsSayWhatTheFieldTakes: a decode fault says what the field
+// takes and what it was given, in the names the input schema shows; a
+// misspelt field within a nested message lists that message's fields.
+func TestDecodeFaultsSayWhatTheFieldTakes(t *testing.T) {
+	b := bind(t, &logtest.Buffer{})["testing_take"]
+	for _, c := range []struct {
+		name string
+		args json.RawMessage
+		want boundary.Violation
+	}{
+		{"an enum", takeWith(t, map[string]any{"shade": "PURPLE"}),
+			boundary.Violation{Field: "shade", Rule: "type", Message: `must be one of SHADE_LIGHT, SHADE_MEDIUM, SHADE_DARK, got "PURPLE"`}},
+		{"a 32-bit integer", takeWith(t, map[string]any{"interval_seconds": 1e12}),
+			boundary.Violation{Field: "interval_seconds", Rule: "type", Message: "must be an integer (from -2147483648 to 2147483647), got 1000000000000"}},
+		{"a duration", takeWith(t, map[string]any{"wait": 90}),
+			boundary.Violation{Field: "wait", Rule: "type", Message: `must be a duration in seconds, e.g. "90s" or "1.5s", got 90`}},
+		{"a nested unknown field", takeWith(t, map[string]any{"inners": []any{map[string]any{"name": "x"}}}),
+			boundary.Violation{Field: "inners[0].name", Rule: "unknown_field", Message: `unknown field "name"; inners[0] accepts: label`}},
+		{"a oneof", takeWith(t, map[string]any{"agent_id": "a", "group_id": "g"}),
+			boundary.Violation{Field: "group_id", Rule: "oneof", Message: "give only one of agent_id, group_id: agent_id is given too"}},
+		{"a long value", takeWith(t, map[string]any{"flag": strings.Repeat("é", 40)}),
+			boundary.Violation{Field: "flag", Rule: "type", Message: `must be true or false, got "` + strings.Repeat("é", 28) + "…"}},
+	} {
+		_, vs := b.Decode(context.Background(), c.args)
+		if diff := cmp.Diff([]boundary.Violation{c.want}, vs); diff != "" {
+			t.Errorf("%s: violations (-want +got):\n%s", c.name, diff)
+		}
 	}
 }
 
