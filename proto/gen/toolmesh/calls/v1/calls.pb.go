@@ -1956,7 +1956,7 @@ const file_toolmesh_calls_v1_calls_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12>\n" +
 	"\arequest\x18\x05 \x01(\v2$.toolmesh.calls.v1.ExtendTaskRequestR\arequest:\xb7\x02\xea\xf9\x18\xb2\x02\n" +
-	"\x06extend\x12\xa5\x02Move the deadline of a running MCP task later, e.g. {\"caller\": {...}, \"deadline\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused for another caller, a task that is not running, a deadline not later than the current one or past the task's maximum, or no reason. Returns the task's deadlines.\x18\x01\"k\n" +
+	"\x06extend\x12\xa5\x02Move the deadline of a running MCP task later, e.g. {\"caller\": {...}, \"deadline\": \"2030-01-02T10:00:00Z\", \"reason\": \"...\"}. Refused for another caller, a task that is not running, a deadline not later than the current one or past the task's maximum, or no reason. Returns the task's deadlines.\x18\x01\"k\n" +
 	"\x11ExtendTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eextend_seconds\x18\x02 \x01(\x05R\rextendSeconds\x12\x16\n" +

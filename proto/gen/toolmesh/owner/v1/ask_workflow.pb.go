@@ -566,7 +566,7 @@ const file_toolmesh_owner_v1_ask_workflow_proto_rawDesc = "" +
 	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12=\n" +
 	"\arequest\x18\x05 \x01(\v2#.toolmesh.owner.v1.ExtendAskRequestR\arequest:\xdf\x01\xea\xf9\x18\xda\x01\n" +
-	"\x06extend\x12\xcd\x01Move the ask's expire time later, e.g. {\"expire_time\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the ask is no longer waiting or the time is not later than its expiry. Returns the ask's state.\x18\x01*\x90\x01\n" +
+	"\x06extend\x12\xcd\x01Move the ask's expire time later, e.g. {\"expire_time\": \"2030-01-02T10:00:00Z\", \"reason\": \"...\"}. Refused when the ask is no longer waiting or the time is not later than its expiry. Returns the ask's state.\x18\x01*\x90\x01\n" +
 	"\fAskRejection\x12\x1d\n" +
 	"\x19ASK_REJECTION_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cASK_REJECTION_INVALID_ANSWER\x10\x01\x12\x1d\n" +

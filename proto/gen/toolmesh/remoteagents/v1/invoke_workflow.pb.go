@@ -582,7 +582,7 @@ const file_toolmesh_remoteagents_v1_invoke_workflow_proto_rawDesc = "" +
 	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12K\n" +
 	"\arequest\x18\x05 \x01(\v21.toolmesh.remoteagents.v1.ExtendInvocationRequestR\arequest:\xf2\x01\xea\xf9\x18\xed\x01\n" +
-	"\x06extend\x12\xe0\x01Move the invocation's expiry later, e.g. {\"expire_time\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the invocation has ended, or when the expiry is not later than the current one. Returns the invocation as it is.\x18\x01\"\xcc\x01\n" +
+	"\x06extend\x12\xe0\x01Move the invocation's expiry later, e.g. {\"expire_time\": \"2030-01-02T10:00:00Z\", \"reason\": \"...\"}. Refused when the invocation has ended, or when the expiry is not later than the current one. Returns the invocation as it is.\x18\x01\"\xcc\x01\n" +
 	"\x14InboundWorkflowInput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +

@@ -669,7 +669,7 @@ const file_toolmesh_workflows_v1_run_workflow_proto_rawDesc = "" +
 	"\frequested_by\x18\x03 \x01(\tR\vrequestedBy\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12A\n" +
 	"\arequest\x18\x05 \x01(\v2'.toolmesh.workflows.v1.ExtendRunRequestR\arequest:\xf6\x01\xea\xf9\x18\xf1\x01\n" +
-	"\x06extend\x12\xe4\x01Move the run's deadline later, e.g. {\"deadline\": \"2026-12-01T10:00:00Z\", \"reason\": \"...\"}. Refused when the run has ended, or when the deadline is not later than the current one or past the run's maximum. Returns the run so far.\x18\x01\"\x91\x02\n" +
+	"\x06extend\x12\xe4\x01Move the run's deadline later, e.g. {\"deadline\": \"2030-01-02T10:00:00Z\", \"reason\": \"...\"}. Refused when the run has ended, or when the deadline is not later than the current one or past the run's maximum. Returns the run so far.\x18\x01\"\x91\x02\n" +
 	"\rApprovalInput\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
