@@ -147,10 +147,10 @@ var (
 )
 
 // decodeFault is the violation of arguments that protojson refused with
-// err: located by its path when it can be (locateFault), else in err's own
-// words.
+// err: located by its path when it can be (boundary.LocateJSONFault), else
+// in err's own words.
 func (b *Binding) decodeFault(args []byte, err error) boundary.Violation {
-	if v, ok := locateFault(b.in, objectOrEmpty(args)); ok {
+	if v, ok := boundary.LocateJSONFault(b.in, objectOrEmpty(args), "this tool"); ok {
 		return v
 	}
 	return b.DecodeError(err)

@@ -1,4 +1,4 @@
-package toolcall
+package boundary
 
 import (
 	"bytes"
@@ -11,22 +11,23 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
-
-	"github.com/toolmesh/toolmesh/internal/boundary"
 )
 
-// locateFault names the fault protojson found in args, a JSON object of
-// md, by its path in the field names the input schema shows ("action.tool",
-// "steps[2].arguments"), with what the field takes. protojson's own error
-// names only the innermost field, by its JSON name (projectId, not
-// project_id), and an unknown field without the message it is in.
+// LocateJSONFault names the fault strict protojson (unknown fields are an
+// error) found in data, a JSON object of md, by its path in the fields'
+// proto names ("action.tool", "steps[2].arguments", `scores["b"]`), with
+// what the field takes. protojson's own error names only the innermost
+// field, by its JSON name (projectId, not project_id), an unknown field
+// without the message it is in, and a bad well-known value without its
+// field.
 //
-// It walks the arguments member by member and decodes each member on its
-// own, so what counts as a fault is protojson's rule, not a copy of it. It
-// runs only after a decode failed; ok is false when it finds nothing (the
-// caller keeps protojson's message).
-func locateFault(md protoreflect.MessageDescriptor, args []byte) (v boundary.Violation, ok bool) {
-	return faultInObject(md, args, "")
+// It walks data member by member and decodes each member on its own, so
+// what counts as a fault is protojson's rule, not a copy of it. Call it
+// only after a decode failed: ok is false when it finds nothing (keep
+// protojson's message then). whole names the object for an unknown
+// top-level field's message ("this tool": "this tool accepts: a, b").
+func LocateJSONFault(md protoreflect.MessageDescriptor, data []byte, whole string) (v Violation, ok bool) {
+	return faultInObject(md, data, "", whole)
 }
 
 // member is one name and value of a JSON object, in the order written.
@@ -78,10 +79,12 @@ func decodes(md protoreflect.MessageDescriptor, name string, value []byte) bool 
 	return protojson.UnmarshalOptions{AllowPartial: true}.Unmarshal(doc, dynamicpb.NewMessage(md)) == nil
 }
 
-func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path string) (boundary.Violation, bool) {
+// faultInObject finds the fault in raw, an object of md at path (whole
+// names it when path is "").
+func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path, whole string) (Violation, bool) {
 	members, ok := objectMembers(raw)
 	if !ok {
-		return boundary.Violation{}, false
+		return Violation{}, false
 	}
 	given := map[protoreflect.FieldNumber]string{}
 	oneofs := map[protoreflect.FullName]string{}
@@ -91,16 +94,16 @@ func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path string) (
 			fd = md.Fields().ByTextName(m.name)
 		}
 		if fd == nil {
-			where := "this tool accepts"
-			if path != "" {
-				where = path + " accepts"
+			where := path
+			if where == "" {
+				where = whole
 			}
-			return boundary.Violation{Field: join(path, m.name), Rule: "unknown_field",
-				Message: fmt.Sprintf("unknown field %q; %s: %s", m.name, where, fieldNames(md))}, true
+			return Violation{Field: join(path, m.name), Rule: "unknown_field",
+				Message: fmt.Sprintf("unknown field %q; %s accepts: %s", m.name, where, fieldNames(md))}, true
 		}
 		fpath := join(path, string(fd.Name()))
 		if earlier, twice := given[fd.Number()]; twice {
-			return boundary.Violation{Field: fpath, Rule: "type",
+			return Violation{Field: fpath, Rule: "type",
 				Message: fmt.Sprintf("given twice (as %q and %q)", earlier, m.name)}, true
 		}
 		given[fd.Number()] = m.name
@@ -109,19 +112,19 @@ func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path string) (
 		}
 		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() && !isNull(m.value) {
 			if other, set := oneofs[od.FullName()]; set {
-				return boundary.Violation{Field: fpath, Rule: "oneof",
+				return Violation{Field: fpath, Rule: "oneof",
 					Message: fmt.Sprintf("give only one of %s: %s is given too", oneofNames(od), other)}, true
 			}
 			oneofs[od.FullName()] = string(fd.Name())
 		}
 	}
-	return boundary.Violation{}, false
+	return Violation{}, false
 }
 
 // faultInValue names the fault in one member's value, which does not
 // decode on its own: within it when it is a message, list or map of the
 // right shape, else the value itself.
-func faultInValue(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor, name string, value []byte, path string) boundary.Violation {
+func faultInValue(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor, name string, value []byte, path string) Violation {
 	switch {
 	case fd.IsList():
 		items, ok := arrayItems(value)
@@ -158,9 +161,9 @@ func faultInValue(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescri
 
 // faultInSingle names the fault in one value of fd (a list's item, a map's
 // value): within it when it is an object of a message's fields.
-func faultInSingle(fd protoreflect.FieldDescriptor, value []byte, path string) boundary.Violation {
+func faultInSingle(fd protoreflect.FieldDescriptor, value []byte, path string) Violation {
 	if md := fd.Message(); md != nil && !wellKnown(md) {
-		if v, ok := faultInObject(md, value, path); ok {
+		if v, ok := faultInObject(md, value, path, ""); ok {
 			return v
 		}
 	}
@@ -175,8 +178,8 @@ func zeroOf(fd protoreflect.FieldDescriptor) []byte {
 	return []byte("null")
 }
 
-func typeFault(path, want string, got []byte) boundary.Violation {
-	return boundary.Violation{Field: path, Rule: "type", Message: fmt.Sprintf("must be %s, got %s", want, excerpt(got))}
+func typeFault(path, want string, got []byte) Violation {
+	return Violation{Field: path, Rule: "type", Message: fmt.Sprintf("must be %s, got %s", want, excerpt(got))}
 }
 
 // expectation says what a value of fd takes, as the input schema shows it.
