@@ -131,6 +131,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		// Compressing a small answer costs more CPU than it saves bytes
 		// (and a gzip writer's reset alone outweighs a point read).
 		connect.WithCompressMinBytes(compressMinBytes)}
+	handlerOpts = append(handlerOpts, strictJSONCodecs()...)
 	if max := opts.Limits.MaxBodyBytes; max > 0 {
 		// The cap again after decompression.
 		handlerOpts = append(handlerOpts, connect.WithReadMaxBytes(int(max)))
