@@ -83,7 +83,7 @@ func (c *Console) outage(err error) string {
 		case "unavailable", "deadline_exceeded":
 			return "A service behind the edge does not answer: " + te.env.Message + " Pages that need other services still work; `toolmesh up` restarts what died."
 		}
-		return "The edge refused to show this page: " + te.env.Message
+		return "The edge refused to show it: " + te.env.Message
 	}
 	if errors.Is(err, errEdgeUnreachable) {
 		return "The edge at " + c.cfg.EdgeURL + " does not answer, so nothing can be read or changed from the console until it is back. " +

@@ -185,6 +185,15 @@ func testConsoleSignIn(t *testing.T, bin string, c *consoleMesh) {
 	if got := getAsk(t, ada, mine.Ask.AskID); got.Ask.Status != "ASK_STATUS_PENDING" || got.Ask.Answer != "" {
 		t.Errorf("after ada's refused answer the ask is %+v, want it pending, unanswered", got.Ask)
 	}
+	// The schedules she may not list: the page says so, and does not also
+	// say that none waits.
+	section, err := browsertest.Run(tab, 10*time.Second, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(section, "only the owner may list") || strings.Contains(section, "No schedule waits") {
+		t.Errorf("ada's inbox, where the schedules cannot be read, says: %q; want the refusal and no count", section)
+	}
 	checkAccessible(t, tab, "the inbox of a signed-in admin")
 	if err := tab.Screenshot(consoleShot(t, "console-refused.png")); err != nil {
 		t.Fatal(err)
