@@ -23,9 +23,11 @@ func TestDecodeJSONRejectsOnceAtItsBoundary(t *testing.T) {
 	}{
 		"valid":         {`{"message":"hi"}`, ""},
 		"rule broken":   {`{"message":""}`, "message"},
-		"unknown field": {`{"message":"hi","token":"sk-live0123456789abcdefghijkl"}`, ""},
+		"unknown field": {`{"message":"hi","token":"sk-live0123456789abcdefghijkl"}`, "token"},
+		"secret value":  {`{"message":"hi","fail":"sk-live0123456789abcdefghijkl"}`, "fail"},
 		"not JSON":      {`{"message":`, ""},
-		"wrong type":    {`{"message":42}`, ""},
+		"wrong type":    {`{"message":42}`, "message"},
+		"unknown enum":  {`{"message":"hi","fail":"FAILURE_BOGUS"}`, "fail"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -20,7 +20,8 @@ var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[
 
 // DecodeJSON parses an untrusted JSON payload (a webhook body, a callback)
 // into msg at the boundary named label: strict protojson (unknown fields are
-// an error, not dropped), then msg's protovalidate rules. A rejection is
+// an error, not dropped; a fault is named by its field's path), then msg's
+// protovalidate rules. A rejection is
 // logged once as boundary.validation_failed and returned as violations; nil
 // means msg holds a valid payload.
 func (v *Validator) DecodeJSON(ctx context.Context, log *slog.Logger, label string, data []byte, msg proto.Message) []Violation {
@@ -36,6 +37,9 @@ func (v *Validator) decodeJSON(data []byte, msg proto.Message) []Violation {
 		return []Violation{{Rule: "payload.size", Message: "the payload is larger than 1 MiB"}}
 	}
 	if err := strictJSON.Unmarshal(data, msg); err != nil {
+		if f, ok := LocateJSONFault(msg.ProtoReflect().Descriptor(), data, "the payload"); ok {
+			return []Violation{{Field: logging.Scrub(f.Field), Rule: "payload.json", Message: logging.Scrub(f.Message)}}
+		}
 		return []Violation{{Rule: "payload.json", Message: logging.Scrub(protoErrPrefix.ReplaceAllString(err.Error(), ""))}}
 	}
 	vs, err := v.Check(msg)

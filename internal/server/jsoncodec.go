@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 
 	"connectrpc.com/connect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -62,12 +65,43 @@ func (strictJSON) Unmarshal(data []byte, m any) error {
 	if len(data) == 0 {
 		return errors.New("an empty body is not a JSON object")
 	}
-	err := protojson.Unmarshal(data, pm)
+	return namedFault(pm, data, protojson.Unmarshal(data, pm))
+}
+
+// namedFault is err, the error of decoding data into pm, with the fault
+// named by its field's path when it can be (boundary.LocateJSONFault).
+func namedFault(pm proto.Message, data []byte, err error) error {
 	if err == nil {
 		return nil
 	}
 	if v, ok := boundary.LocateJSONFault(pm.ProtoReflect().Descriptor(), data, "the request"); ok {
 		return errors.New(v.Field + ": " + v.Message)
+	}
+	return err
+}
+
+// restJSON is the REST routes' JSON: grpc-gateway's JSONPb, with a refused
+// body's fault named as strictJSON names it (JSONPb's error names the
+// innermost field by its JSON name).
+type restJSON struct{ *runtime.JSONPb }
+
+func (m restJSON) NewDecoder(r io.Reader) runtime.Decoder {
+	return runtime.DecoderFunc(func(v any) error {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			return io.EOF // no body: the routes read it as an empty request
+		}
+		return m.Unmarshal(data, v)
+	})
+}
+
+func (m restJSON) Unmarshal(data []byte, v any) error {
+	err := m.JSONPb.Unmarshal(data, v)
+	if pm, ok := v.(proto.Message); ok {
+		return namedFault(pm, data, err)
 	}
 	return err
 }

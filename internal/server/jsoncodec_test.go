@@ -18,8 +18,8 @@ import (
 	"github.com/toolmesh/toolmesh/proto/gen/toolmesh/testing/v1/testingv1connect"
 )
 
-// TestJSONRequestsNamingWhatTheContractLacksAreRefused: a Connect or gRPC
-// JSON request with a misspelt field or enum value is refused with the
+// TestJSONRequestsNamingWhatTheContractLacksAreRefused: a Connect, gRPC or
+// REST JSON request with a misspelt field or enum value is refused with the
 // field's path, not answered as if the field were absent; a binary request
 // carrying a field of a newer contract is still answered.
 func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
@@ -28,9 +28,9 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	post := func(contentType, body string) (int, string) {
+	postTo := func(url, contentType, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+testingv1connect.TestingServiceEchoProcedure, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", contentType)
 		mesh.SetHeaders(req.Header, tok, "")
 		res, err := http.DefaultClient.Do(req)
@@ -40,6 +40,10 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b)
+	}
+	post := func(contentType, body string) (int, string) {
+		t.Helper()
+		return postTo(base+testingv1connect.TestingServiceEchoProcedure, contentType, body)
 	}
 	for _, c := range []struct {
 		name, contentType, body string
@@ -64,6 +68,17 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	}
 	if code, body := post("application/json", `{"message":"hi"}`); code != http.StatusOK || !strings.Contains(body, `"message":"hi"`) {
 		t.Errorf("a good JSON request = %d %s, want 200", code, body)
+	}
+	// REST names the fault the same way; an empty body is an empty request.
+	for body, want := range map[string]string{
+		`{"mesage":"hi"}`:                         `mesage: unknown field \"mesage\"; the request accepts: message, fail`,
+		`{"message":"hi","fail":"FAILURE_BOGUS"}`: "fail: must be one of FAILURE_NOT_FOUND",
+		``: "message: value is required",
+	} {
+		code, got := postTo(base+"/v1/testing/echo", "application/json", body)
+		if code != http.StatusBadRequest || !strings.Contains(got, want) {
+			t.Errorf("REST %q = %d %s, want 400 saying %q", body, code, got, want)
+		}
 	}
 
 	// Binary, over gRPC: a field number EchoRequest does not have.

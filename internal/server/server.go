@@ -174,10 +174,10 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 	s.gwConn = gwConn
 	gw := runtime.NewServeMux(
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, restJSON{&runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
+		}}),
 		runtime.WithMiddlewares(telemetry.GatewayRoute),
 	)
 	hasGateway := false
