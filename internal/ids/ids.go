@@ -1,14 +1,24 @@
 // Package ids makes the mesh's resource ids: a short kind prefix and 26
 // lowercase Crockford base32 characters (48 bits of milliseconds, then 80
-// random bits), so ids sort by creation time, e.g. "tsk_01jd8x...".
+// random bits), so ids sort by creation time, e.g. "tsk_01jd8x...". Within
+// one millisecond a process's ids sort in the order it made them too.
 package ids
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"sync"
 	"time"
 )
+
+// last is the millisecond and random part of the newest id this process
+// made, so that the next id of the same millisecond sorts after it.
+var last struct {
+	sync.Mutex
+	ms     uint64
+	hi, lo uint64 // the random part: hi holds its top 16 bits
+}
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -17,16 +27,36 @@ func New(prefix string) string {
 	return NewAt(prefix, time.Now())
 }
 
-// NewAt returns a fresh id whose time part is t.
+// NewAt returns a fresh id whose time part is t. An id made in the same
+// millisecond as this process's newest one is that id's random part plus
+// a random step of 1 to 2^32, so it sorts after it and is still not
+// guessable from it; an id of an earlier millisecond (a clock set back) has
+// no such order.
 func NewAt(prefix string, t time.Time) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixMilli())<<16)
 	if _, err := rand.Read(b[6:]); err != nil {
 		panic("ids: crypto/rand failed: " + err.Error())
 	}
+	ms := uint64(t.UnixMilli())
+	rhi, rlo := uint64(binary.BigEndian.Uint16(b[6:8])), binary.BigEndian.Uint64(b[8:])
+	last.Lock()
+	if ms == last.ms {
+		step := rlo&(1<<32-1) + 1
+		lo, carry := last.lo+step, uint64(0)
+		if lo < last.lo {
+			carry = 1
+		}
+		if hi := last.hi + carry; hi < 1<<16 { // else: the random part is spent; keep the fresh one
+			rhi, rlo = hi, lo
+		}
+	}
+	if ms >= last.ms {
+		last.ms, last.hi, last.lo = ms, rhi, rlo
+	}
+	last.Unlock()
 	// 128 bits -> 26 base32 characters (the top 2 bits are zero).
-	hi := binary.BigEndian.Uint64(b[:8])
-	lo := binary.BigEndian.Uint64(b[8:])
+	hi := ms<<16 | rhi
+	lo := rlo
 	out := make([]byte, len(prefix)+1+26)
 	copy(out, prefix)
 	out[len(prefix)] = '_'
