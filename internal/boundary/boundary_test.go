@@ -80,3 +80,14 @@ func TestRejectionNamesAtMostFiveFields(t *testing.T) {
 		t.Errorf("event = %+v, want 5 fields, 7 errors, truncated", ev)
 	}
 }
+
+// TestLocateJSONFaultUnderAnyMapKey: a map value's fault is named under its
+// key whatever characters the key holds.
+func TestLocateJSONFaultUnderAnyMapKey(t *testing.T) {
+	md := (&testingv1.TakeRequest{}).ProtoReflect().Descriptor()
+	v, ok := boundary.LocateJSONFault(md, []byte(`{"scores":{"a\u0001b":"high"}}`), "this tool")
+	want := boundary.Violation{Field: `scores["a\x01b"]`, Rule: "type", Message: `must be an integer (from -2147483648 to 2147483647), got "high"`}
+	if !ok || v != want {
+		t.Errorf("LocateJSONFault = %+v, %v; want %+v", v, ok, want)
+	}
+}

@@ -148,8 +148,12 @@ func faultInValue(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescri
 				continue
 			}
 			epath := fmt.Sprintf("%s[%s]", path, strconv.Quote(e.name))
-			if !decodes(md, name, append([]byte(`{`+strconv.Quote(e.name)+`:`), append(zeroOf(fd.MapValue()), '}')...)) {
-				return typeFault(epath, "a key that is "+expectation(fd.MapKey()), []byte(strconv.Quote(e.name)))
+			// The value under a key of the right kind decodes: the key is
+			// the fault.
+			valueOnly, err := json.Marshal(map[string]json.RawMessage{goodKey(fd.MapKey()): e.value})
+			if err == nil && decodes(md, name, valueOnly) {
+				key, _ := json.Marshal(e.name)
+				return typeFault(epath, "a key that is "+expectation(fd.MapKey()), key)
 			}
 			return faultInSingle(fd.MapValue(), e.value, epath)
 		}
@@ -170,12 +174,17 @@ func faultInSingle(fd protoreflect.FieldDescriptor, value []byte, path string) V
 	return typeFault(path, expectation(fd), value)
 }
 
-// zeroOf is a JSON value that a field of fd's kind always accepts.
-func zeroOf(fd protoreflect.FieldDescriptor) []byte {
-	if fd.Message() != nil && !wellKnown(fd.Message()) {
-		return []byte("{}")
+// goodKey is a map key of fd's kind (a map key is a string, a bool or an
+// integer, written as a JSON string).
+func goodKey(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return "k"
+	case protoreflect.BoolKind:
+		return "true"
+	default:
+		return "1"
 	}
-	return []byte("null")
 }
 
 func typeFault(path, want string, got []byte) Violation {

@@ -223,6 +223,8 @@ func TestDecodeFaultsSayWhatTheFieldTakes(t *testing.T) {
 			boundary.Violation{Field: "wait", Rule: "type", Message: `must be a duration in seconds, e.g. "90s" or "1.5s", got 90`}},
 		{"a nested unknown field", takeWith(t, map[string]any{"inners": []any{map[string]any{"name": "x"}}}),
 			boundary.Violation{Field: "inners[0].name", Rule: "unknown_field", Message: `unknown field "name"; inners[0] accepts: label`}},
+		{"a map's value", takeWith(t, map[string]any{"scores": map[string]any{"a": 1, "b": "high"}}),
+			boundary.Violation{Field: `scores["b"]`, Rule: "type", Message: `must be an integer (from -2147483648 to 2147483647), got "high"`}},
 		{"a oneof", takeWith(t, map[string]any{"agent_id": "a", "group_id": "g"}),
 			boundary.Violation{Field: "group_id", Rule: "oneof", Message: "give only one of agent_id, group_id: agent_id is given too"}},
 		{"a long value", takeWith(t, map[string]any{"flag": strings.Repeat("é", 40)}),
