@@ -375,6 +375,17 @@ func TestTheEdgeDownSaysWhatStillWorks(t *testing.T) {
 	if status != http.StatusServiceUnavailable || !strings.Contains(page, "does not answer") || !strings.Contains(page, "Asks already made keep waiting") {
 		t.Errorf("GET /inbox with the edge down = %d:\n%s", status, page)
 	}
+	// A page that could not read its list says so, and not also that the
+	// list is empty.
+	for path, empty := range map[string]string{
+		"/inbox": "nobody is waiting on you", "/runs": "No runs", "/invocations": "No invocations",
+		"/connections": "No connection yet", "/credits": "No wallet yet",
+	} {
+		_, page, _ := get(t, browser(t), base+path)
+		if !strings.Contains(page, "does not answer") || strings.Contains(page, empty) {
+			t.Errorf("GET %s with the edge down says %q, or not that the edge does not answer:\n%s", path, empty, page)
+		}
+	}
 }
 
 // TestTheInboxHearsOfNewAsks: the events stream says when the pending
