@@ -139,10 +139,10 @@ func (c *checker) shape(def *workflowsv1.Definition) *graph {
 		}
 	}
 	if g.start == "" {
-		c.fail("", "", "one_start", "the workflow has no start node")
+		c.fail("", "", "one_start", `the workflow has no start node: add one, e.g. {"id": "begin", "start": {"next": "<the first node's id>"}}`)
 	}
 	if ends == 0 {
-		c.fail("", "", "end", "the workflow has no end node")
+		c.fail("", "", "end", `the workflow has no end node: add one, e.g. {"id": "done", "end": {}}`)
 	}
 	for _, n := range def.GetNodes() {
 		for _, next := range g.succ[n.GetId()] {
