@@ -99,7 +99,7 @@ func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path, whole st
 				where = whole
 			}
 			return Violation{Field: join(path, m.name), Rule: "unknown_field",
-				Message: fmt.Sprintf("unknown field %q; %s accepts: %s", m.name, where, fieldNames(md))}, true
+				Message: fmt.Sprintf("unknown field %q; %s accepts: %s", m.name, where, FieldNames(md))}, true
 		}
 		fpath := join(path, string(fd.Name()))
 		if earlier, twice := given[fd.Number()]; twice {
@@ -250,7 +250,9 @@ func enumNames(ed protoreflect.EnumDescriptor) string {
 	return strings.Join(names, ", ")
 }
 
-func fieldNames(md protoreflect.MessageDescriptor) string {
+// FieldNames lists md's fields by their proto names, in declaration order
+// ("a, b, c"): what a message accepts, for an error message.
+func FieldNames(md protoreflect.MessageDescriptor) string {
 	names := make([]string, 0, md.Fields().Len())
 	for i := 0; i < md.Fields().Len(); i++ {
 		names = append(names, string(md.Fields().Get(i).Name()))

@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 
 	"connectrpc.com/connect"
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -76,32 +73,6 @@ func namedFault(pm proto.Message, data []byte, err error) error {
 	}
 	if v, ok := boundary.LocateJSONFault(pm.ProtoReflect().Descriptor(), data, "the request"); ok {
 		return errors.New(v.Field + ": " + v.Message)
-	}
-	return err
-}
-
-// restJSON is the REST routes' JSON: grpc-gateway's JSONPb, with a refused
-// body's fault named as strictJSON names it (JSONPb's error names the
-// innermost field by its JSON name).
-type restJSON struct{ *runtime.JSONPb }
-
-func (m restJSON) NewDecoder(r io.Reader) runtime.Decoder {
-	return runtime.DecoderFunc(func(v any) error {
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(data)) == 0 {
-			return io.EOF // no body: the routes read it as an empty request
-		}
-		return m.Unmarshal(data, v)
-	})
-}
-
-func (m restJSON) Unmarshal(data []byte, v any) error {
-	err := m.JSONPb.Unmarshal(data, v)
-	if pm, ok := v.(proto.Message); ok {
-		return namedFault(pm, data, err)
 	}
 	return err
 }

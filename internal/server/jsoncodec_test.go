@@ -81,6 +81,29 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 		}
 	}
 
+	// A query parameter that names no field is refused; one that does is
+	// read, by its proto or its JSON name.
+	get := func(query string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/testing/notes?"+query, nil)
+		mesh.SetHeaders(req.Header, tok, "")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, got := get("limt=5"); code != http.StatusBadRequest || !strings.Contains(got, `unknown query parameter \"limt\"; this route takes: offset, limit`) {
+		t.Errorf("GET ?limt=5 = %d %s, want 400 naming the parameter", code, got)
+	}
+	for _, q := range []string{"limit=5", "offset=0&limit=5"} {
+		if code, got := get(q); code != http.StatusOK {
+			t.Errorf("GET ?%s = %d %s, want 200", q, code, got)
+		}
+	}
+
 	// Binary, over gRPC: a field number EchoRequest does not have.
 	bin, err := proto.Marshal(&testingv1.EchoRequest{Message: "hi"})
 	if err != nil {

@@ -179,6 +179,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}}),
 		runtime.WithMiddlewares(telemetry.GatewayRoute),
+		useStrictQuery(),
 	)
 	hasGateway := false
 	for _, svc := range services {

@@ -118,8 +118,8 @@ func start(t *testing.T, logs io.Writer) (string, *mesh.Signer) {
 	return "http://" + serveTesting(t, logging.New(logs, slog.LevelDebug), server.Options{Mesh: signer.Verifier()}), signer
 }
 
-// serveTesting serves the test service with opts until the test ends and
-// returns its host:port.
+// serveTesting serves the test service (and its notes service) with opts
+// until the test ends and returns its host:port.
 func serveTesting(t *testing.T, log *slog.Logger, opts server.Options) string {
 	t.Helper()
 	lis, err := server.Listen("127.0.0.1:0")
@@ -128,7 +128,8 @@ func serveTesting(t *testing.T, log *slog.Logger, opts server.Options) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	opts.ShutdownTimeout = 5 * time.Second
-	srv, err := server.New(ctx, lis, log, opts, testingsvc.New().Server())
+	svc := testingsvc.New()
+	srv, err := server.New(ctx, lis, log, opts, svc.Server(), svc.NotesServer())
 	if err != nil {
 		t.Fatal(err)
 	}

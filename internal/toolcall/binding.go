@@ -50,11 +50,7 @@ var (
 // so that a caller's next call reuses it; its deadline is the call's own.
 func NewBinding(t *toolcatalog.Tool, httpClient connect.HTTPClient, baseURL string, v *boundary.Validator, log *slog.Logger, opts ...connect.ClientOption) *Binding {
 	b := &Binding{tool: t, in: t.Method.Input(), inType: messageType(t.Method.Input()), validator: v, log: log}
-	names := make([]string, 0, b.in.Fields().Len())
-	for i := 0; i < b.in.Fields().Len(); i++ {
-		names = append(names, string(b.in.Fields().Get(i).Name()))
-	}
-	b.fieldList = strings.Join(names, ", ")
+	b.fieldList = boundary.FieldNames(b.in)
 	if baseURL != "" {
 		out := messageType(t.Method.Output())
 		b.client = connect.NewClient[message, message](
