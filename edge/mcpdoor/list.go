@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -299,8 +301,8 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// mayCall refuses a call to a tool r does not reach; an unknown tool is
-// the SDK's to refuse.
+// mayCall refuses a call to a tool r does not reach, and to an unknown
+// tool with the names of its would-be toolset's tools.
 func (tc *toolFeature) mayCall(r *reach, name string) error {
 	if isMeta(name) {
 		if !r.dynamic() {
@@ -309,10 +311,39 @@ func (tc *toolFeature) mayCall(r *reach, name string) error {
 		}
 		return nil
 	}
-	if t := tc.tools[name]; t != nil && !r.has(name) {
+	t := tc.tools[name]
+	if t == nil {
+		if name == metaExtendTask { // the edge's own: the SDK serves it, or refuses it where it is off
+			return nil
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: tc.unknownTool(r, name)}
+	}
+	if !r.has(name) {
 		return r.refuse("tool "+name, name, t.catalog.Toolset)
 	}
 	return nil
+}
+
+// unknownTool says that there is no tool name and, when its prefix names
+// a toolset, which tools of it r reaches ("tasks_update": the tasks_
+// tools), so that a model can pick the right one without listing again.
+func (tc *toolFeature) unknownTool(r *reach, name string) string {
+	msg := fmt.Sprintf("unknown tool %q", name)
+	prefix, _, ok := strings.Cut(name, "_")
+	if !ok || prefix == "" {
+		return msg
+	}
+	var near []string
+	for n := range tc.tools {
+		if strings.HasPrefix(n, prefix+"_") && r.has(n) {
+			near = append(near, n)
+		}
+	}
+	if len(near) == 0 {
+		return msg
+	}
+	slices.Sort(near)
+	return msg + "; the " + prefix + "_ tools are: " + strings.Join(near, ", ")
 }
 
 // undeclaredMethods are the methods of the capabilities the edge does not
