@@ -48,10 +48,12 @@ func (m restJSON) Unmarshal(data []byte, v any) error {
 type strictQuery struct{ runtime.DefaultQueryParser }
 
 // useStrictQuery makes strictQuery grpc-gateway's query parser. The parser
-// is one for the whole process (runtime.SetQueryParameterParser sets a
-// package variable), so it is set once, before the first server serves.
-var useStrictQuery = sync.OnceValue(func() runtime.ServeMuxOption {
-	return runtime.SetQueryParameterParser(&strictQuery{})
+// is one for the whole process (the option runtime.SetQueryParameterParser
+// makes sets a package variable each time a mux applies it), so it is set
+// once, by the first New, before any server serves; it is not a mux option,
+// which would set it again while other servers read it.
+var useStrictQuery = sync.OnceFunc(func() {
+	runtime.SetQueryParameterParser(&strictQuery{})(nil)
 })
 
 func (p *strictQuery) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {

@@ -172,6 +172,7 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 		return nil, fmt.Errorf("dial own gRPC port for gateway: %w", err)
 	}
 	s.gwConn = gwConn
+	useStrictQuery()
 	gw := runtime.NewServeMux(
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, restJSON{&runtime.JSONPb{
@@ -179,7 +180,6 @@ func New(ctx context.Context, lis net.Listener, log *slog.Logger, opts Options, 
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}}),
 		runtime.WithMiddlewares(telemetry.GatewayRoute),
-		useStrictQuery(),
 	)
 	hasGateway := false
 	for _, svc := range services {
