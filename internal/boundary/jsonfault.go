@@ -113,7 +113,7 @@ func faultInObject(md protoreflect.MessageDescriptor, raw []byte, path, whole st
 		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() && !isNull(m.value) {
 			if other, set := oneofs[od.FullName()]; set {
 				return Violation{Field: fpath, Rule: "oneof",
-					Message: fmt.Sprintf("give only one of %s: %s is given too", oneofNames(od), other)}, true
+					Message: fmt.Sprintf("give only one of %s: %s is given too", names(od.Fields()), other)}, true
 			}
 			oneofs[od.FullName()] = string(fd.Name())
 		}
@@ -252,20 +252,14 @@ func enumNames(ed protoreflect.EnumDescriptor) string {
 
 // FieldNames lists md's fields by their proto names, in declaration order
 // ("a, b, c"): what a message accepts, for an error message.
-func FieldNames(md protoreflect.MessageDescriptor) string {
-	names := make([]string, 0, md.Fields().Len())
-	for i := 0; i < md.Fields().Len(); i++ {
-		names = append(names, string(md.Fields().Get(i).Name()))
-	}
-	return strings.Join(names, ", ")
-}
+func FieldNames(md protoreflect.MessageDescriptor) string { return names(md.Fields()) }
 
-func oneofNames(od protoreflect.OneofDescriptor) string {
-	names := make([]string, 0, od.Fields().Len())
-	for i := 0; i < od.Fields().Len(); i++ {
-		names = append(names, string(od.Fields().Get(i).Name()))
+func names(fs protoreflect.FieldDescriptors) string {
+	out := make([]string, 0, fs.Len())
+	for i := 0; i < fs.Len(); i++ {
+		out = append(out, string(fs.Get(i).Name()))
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(out, ", ")
 }
 
 func join(path, name string) string {

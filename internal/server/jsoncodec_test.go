@@ -28,10 +28,13 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postTo := func(url, contentType, body string) (int, string) {
+	// do sends a request as agent a1 and returns its status and body.
+	do := func(method, url, contentType, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", contentType)
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
 		mesh.SetHeaders(req.Header, tok, "")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -43,7 +46,7 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	}
 	post := func(contentType, body string) (int, string) {
 		t.Helper()
-		return postTo(base+testingv1connect.TestingServiceEchoProcedure, contentType, body)
+		return do(http.MethodPost, base+testingv1connect.TestingServiceEchoProcedure, contentType, body)
 	}
 	for _, c := range []struct {
 		name, contentType, body string
@@ -75,7 +78,7 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 		`{"message":"hi","fail":"FAILURE_BOGUS"}`: "fail: must be one of FAILURE_NOT_FOUND",
 		``: "message: value is required",
 	} {
-		code, got := postTo(base+"/v1/testing/echo", "application/json", body)
+		code, got := do(http.MethodPost, base+"/v1/testing/echo", "application/json", body)
 		if code != http.StatusBadRequest || !strings.Contains(got, want) {
 			t.Errorf("REST %q = %d %s, want 400 saying %q", body, code, got, want)
 		}
@@ -85,15 +88,7 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	// read, by its proto or its JSON name.
 	get := func(query string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, base+"/v1/testing/notes?"+query, nil)
-		mesh.SetHeaders(req.Header, tok, "")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return do(http.MethodGet, base+"/v1/testing/notes?"+query, "", "")
 	}
 	if code, got := get("limt=5"); code != http.StatusBadRequest || !strings.Contains(got, `unknown query parameter \"limt\"; this route takes: offset, limit`) {
 		t.Errorf("GET ?limt=5 = %d %s, want 400 naming the parameter", code, got)
