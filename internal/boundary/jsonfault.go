@@ -153,14 +153,14 @@ func faultInValue(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescri
 			valueOnly, err := json.Marshal(map[string]json.RawMessage{goodKey(fd.MapKey()): e.value})
 			if err == nil && decodes(md, name, valueOnly) {
 				key, _ := json.Marshal(e.name)
-				return typeFault(epath, "a key that is "+expectation(fd.MapKey()), key)
+				return typeFault(epath, "a key that is "+Expectation(fd.MapKey()), key)
 			}
 			return faultInSingle(fd.MapValue(), e.value, epath)
 		}
 	default:
 		return faultInSingle(fd, value, path)
 	}
-	return typeFault(path, expectation(fd), value)
+	return typeFault(path, Expectation(fd), value)
 }
 
 // faultInSingle names the fault in one value of fd (a list's item, a map's
@@ -171,7 +171,7 @@ func faultInSingle(fd protoreflect.FieldDescriptor, value []byte, path string) V
 			return v
 		}
 	}
-	return typeFault(path, expectation(fd), value)
+	return typeFault(path, Expectation(fd), value)
 }
 
 // goodKey is a map key of fd's kind (a map key is a string, a bool or an
@@ -191,8 +191,9 @@ func typeFault(path, want string, got []byte) Violation {
 	return Violation{Field: path, Rule: "type", Message: fmt.Sprintf("must be %s, got %s", want, excerpt(got))}
 }
 
-// expectation says what a value of fd takes, as the input schema shows it.
-func expectation(fd protoreflect.FieldDescriptor) string {
+// Expectation says what a value of fd takes, as the input schema shows it
+// ("a string", "one of A, B"): for an error message.
+func Expectation(fd protoreflect.FieldDescriptor) string {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		return "a string"
@@ -226,7 +227,7 @@ func expectation(fd protoreflect.FieldDescriptor) string {
 		return "a JSON value"
 	default:
 		if wellKnown(md) && md.Fields().Len() == 1 && md.Fields().Get(0).Name() == "value" {
-			return expectation(md.Fields().Get(0)) // a wrapper: its value
+			return Expectation(md.Fields().Get(0)) // a wrapper: its value
 		}
 		return "an object"
 	}

@@ -93,6 +93,11 @@ func TestJSONRequestsNamingWhatTheContractLacksAreRefused(t *testing.T) {
 	if code, got := get("limt=5"); code != http.StatusBadRequest || !strings.Contains(got, `unknown query parameter \"limt\"; this route takes: offset, limit`) {
 		t.Errorf("GET ?limt=5 = %d %s, want 400 naming the parameter", code, got)
 	}
+	// One that names a field but not a value of its kind says which, and what
+	// it takes.
+	if code, got := get("offset=0&limit=abc"); code != http.StatusBadRequest || !strings.Contains(got, `query parameter limit: must be an integer (from -2147483648 to 2147483647), got \"abc\"`) {
+		t.Errorf("GET ?limit=abc = %d %s, want 400 naming the parameter and what it takes", code, got)
+	}
 	for _, q := range []string{"limit=5", "offset=0&limit=5"} {
 		if code, got := get(q); code != http.StatusOK {
 			t.Errorf("GET ?%s = %d %s, want 200", q, code, got)

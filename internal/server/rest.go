@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/toolmesh/toolmesh/internal/boundary"
 )
@@ -59,35 +61,63 @@ var useStrictQuery = sync.OnceFunc(func() {
 func (p *strictQuery) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
 	md := msg.ProtoReflect().Descriptor()
 	for key := range values {
-		if !namesAField(md, key) {
+		if fieldAt(md, key) == nil {
 			return fmt.Errorf("unknown query parameter %q; this route takes: %s", key, boundary.FieldNames(md))
 		}
 	}
-	return p.DefaultQueryParser.Parse(msg, values, filter)
+	if err := p.DefaultQueryParser.Parse(msg, values, filter); err != nil {
+		return queryFault(md, values, filter, err)
+	}
+	return nil
 }
 
-// namesAField reports whether a query parameter's key names a field of md
-// as grpc-gateway reads it: a dotted path of proto or JSON names through
-// singular messages, and "m[k]" for a key of the map m.
-func namesAField(md protoreflect.MessageDescriptor, key string) bool {
+// queryFault names the parameter grpc-gateway could not read and what it
+// takes (grpc-gateway's own words are strconv's: `parsing field "limit":
+// strconv.ParseInt: parsing "abc": invalid syntax`). It reads each
+// parameter alone to find it; err is returned as it is if none fails alone.
+func queryFault(md protoreflect.MessageDescriptor, values url.Values, filter *utilities.DoubleArray, err error) error {
+	keys := make([]string, 0, len(values))
+	for key := range values {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		one := dynamicpb.NewMessage(md)
+		if new(runtime.DefaultQueryParser).Parse(one, url.Values{key: values[key]}, filter) == nil {
+			continue
+		}
+		if fd := fieldAt(md, key); fd != nil {
+			return fmt.Errorf("query parameter %s: must be %s, got %q", key, boundary.Expectation(fd), strings.Join(values[key], ","))
+		}
+	}
+	return err
+}
+
+// fieldAt is the field a query parameter's key names as grpc-gateway reads
+// it: a dotted path of proto or JSON names through singular messages, and
+// "m[k]" for a key of the map m (the map's value field); nil if none.
+func fieldAt(md protoreflect.MessageDescriptor, key string) protoreflect.FieldDescriptor {
 	if i := strings.IndexByte(key, '['); i > 0 && strings.HasSuffix(key, "]") {
 		key = key[:i]
 	}
 	parts := strings.Split(key, ".")
+	var fd protoreflect.FieldDescriptor
 	for i, name := range parts {
-		fd := md.Fields().ByTextName(name)
-		if fd == nil {
+		if fd = md.Fields().ByTextName(name); fd == nil {
 			fd = md.Fields().ByJSONName(name)
 		}
 		if fd == nil {
-			return false
+			return nil
 		}
 		if i < len(parts)-1 {
 			if fd.Message() == nil || fd.IsList() || fd.IsMap() {
-				return false
+				return nil
 			}
 			md = fd.Message()
 		}
 	}
-	return true
+	if fd != nil && fd.IsMap() {
+		return fd.MapValue()
+	}
+	return fd
 }
