@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // New returns a JSON logger writing to w at the given level. Attribute values
@@ -71,6 +72,9 @@ type secretPattern struct {
 	name    string
 	re      *regexp.Regexp
 	replace string
+	// prose, if set, reports that the match at loc in s is a sentence, not
+	// a secret, and stays as it is.
+	prose func(s string, loc []int) bool
 }
 
 // secretPatterns match secret-shaped substrings anywhere in free text.
@@ -81,8 +85,9 @@ var secretPatterns = []secretPattern{
 	// key=value / key: value pairs whose key names a secret: the key stays.
 	{
 		name:    "secret key-value pair",
-		re:      regexp.MustCompile(`(?i)\b(?P<key>password|passwd|secret|token|api[_-]?key|private[_-]?key|access[_-]?key)\b(?P<sep>\s*[:=]\s*|"\s*:\s*")[^\s",;&]+`),
+		re:      regexp.MustCompile(`(?i)\b(?P<key>password|passwd|secret|token|api[_-]?key|private[_-]?key|access[_-]?key)\b(?P<sep>\s*[:=]\s*|"\s*:\s*")(?P<value>[^\s",;&]+)`),
 		replace: "${key}${sep}" + redacted,
+		prose:   sentenceGoesOn,
 	},
 	// Well-known provider key prefixes.
 	{name: "provider key", re: regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}`), replace: redacted},
@@ -106,9 +111,43 @@ func Scrub(s string) string {
 
 func scrub(patterns []secretPattern, s string) string {
 	for _, p := range patterns {
-		if p.re.MatchString(s) {
-			s = p.re.ReplaceAllString(s, p.replace)
+		if !p.re.MatchString(s) {
+			continue
 		}
+		if p.prose == nil {
+			s = p.re.ReplaceAllString(s, p.replace)
+			continue
+		}
+		var b []byte
+		last := 0
+		for _, loc := range p.re.FindAllStringSubmatchIndex(s, -1) {
+			if p.prose(s, loc) {
+				continue
+			}
+			b = append(b, s[last:loc[0]]...)
+			b = p.re.ExpandString(b, p.replace, s, loc)
+			last = loc[1]
+		}
+		s = string(append(b, s[last:]...))
 	}
 	return s
+}
+
+// sentenceGoesOn reports that a key-value match is prose: "key: word" whose
+// word is letters only and followed by more words, as in "token: value is
+// required" (a violation on a field named token) or "the service lacks
+// github.token: GitHub is not configured". A value with a digit or a
+// symbol, after "=" or in quotes, or ending its line, is taken for a secret.
+func sentenceGoesOn(s string, loc []int) bool {
+	sep, value := s[loc[4]:loc[5]], s[loc[6]:loc[7]]
+	if strings.TrimSpace(sep) != ":" || sep == ":" {
+		return false
+	}
+	for _, r := range value {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	rest := s[loc[1]:]
+	return len(rest) > 1 && rest[0] == ' ' && unicode.IsLetter(rune(rest[1]))
 }

@@ -20,10 +20,15 @@ func TestScrubRemovesSecretShapedStrings(t *testing.T) {
 		"AKIAABCDEFGHIJKLMNOP",
 		"-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
 		"postgres://app:s3cretpw@db:5432/x",
+		// A word after the key is a secret too when no sentence goes on, or
+		// when it is not letters only.
+		"password: hunter2hunter2 was refused",
+		"password: hunter\n",
+		"token:hunter more words",
 	}
 	for _, s := range secrets {
 		got := Scrub("before " + s + " after")
-		for _, frag := range []string{"abcdefghijklmnop1234", "c2lnbmF0dXJlLXZhbHVl", "hunter2", "k-123456789", "ABCDEFGHIJKLMNOPQRSTUVWX", "abcdefghijklmnopqrstuvwx", "AKIAABCDEFGHIJKLMNOP", "MIIEow", "s3cretpw"} {
+		for _, frag := range []string{"abcdefghijklmnop1234", "c2lnbmF0dXJlLXZhbHVl", "hunter2", "k-123456789", "ABCDEFGHIJKLMNOPQRSTUVWX", "abcdefghijklmnopqrstuvwx", "AKIAABCDEFGHIJKLMNOP", "MIIEow", "s3cretpw", "hunter"} {
 			if strings.Contains(s, frag) && strings.Contains(got, frag) {
 				t.Errorf("Scrub(%q) = %q, still contains %q", s, got, frag)
 			}
@@ -77,7 +82,13 @@ func TestScrubDoesNotDependOnPatternOrder(t *testing.T) {
 }
 
 func TestScrubKeepsOrdinaryText(t *testing.T) {
-	for _, s := range []string{"task tsk_01 moved to running", "description: value length must be at least 1 characters", "token count 12"} {
+	for _, s := range []string{
+		"task tsk_01 moved to running", "description: value length must be at least 1 characters", "token count 12",
+		// A key that names a secret, followed by a sentence: a violation on a
+		// field named so, a missing setting.
+		"token: value is required", "secret: value length must be at least 16 characters",
+		"the service lacks github.token: GitHub is not configured on this mesh",
+	} {
 		if got := Scrub(s); got != s {
 			t.Errorf("Scrub(%q) = %q, want unchanged", s, got)
 		}
