@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,10 +180,15 @@ func printUp(stdout io.Writer, cfg meshConfig, plan []meshProcess, self string, 
 	fmt.Fprintf(stdout, "  %-14s 127.0.0.1:%d  (gRPC frontend, namespace %s, state in %s)\n", "Temporal", cfg.TemporalPort,
 		temporaldev.DefaultNamespace, cli.DataFile(cfg.DataDir, temporaldev.DBFileName))
 	fmt.Fprintf(stdout, "  %-14s calls that lack inputs ask the user; their workflows: ToolmeshKind=\"call\" (abandoned: ToolmeshStatus=\"abandoned\")\n", "Elicitation")
+	// The services in the order of their names (plan is in start order).
+	var services []meshProcess
 	for _, p := range plan {
-		if p.Label != labelServices {
-			continue
+		if p.Label == labelServices {
+			services = append(services, p)
 		}
+	}
+	slices.SortFunc(services, func(a, b meshProcess) int { return cmp.Compare(a.Name, b.Name) })
+	for _, p := range services {
 		addr := net.JoinHostPort(p.Probe.Host, strconv.Itoa(p.Probe.Port))
 		if p.Name == "tasks" {
 			tasksAddr = addr
