@@ -127,7 +127,7 @@ func (f *fakeEdge) serve(t *testing.T) string {
 		return ok(map[string]any{"score": map[string]any{"agent_id": "alice", "score": 73, "components": map[string]any{"admin_calls": "4", "active_days": 2}}}), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "audit_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return ok(map[string]any{"records": []any{map[string]any{"seq": "2", "actor": "local", "tool": "credits_grant", "reason": "welcome"}}}), nil
+		return ok(map[string]any{"records": []any{map[string]any{"seq": "2", "actor": "local", "tool": "credits_grant", "reason": "welcome", "outcome": "OUTCOME_SUCCEEDED"}}}), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "audit_verify", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return ok(map[string]any{"intact": false, "verified_records": "1", "first_bad": map[string]any{"seq": "2", "problem": "PROBLEM_TRUNCATED"}}), nil
@@ -380,6 +380,7 @@ func TestTheEdgeDownSaysWhatStillWorks(t *testing.T) {
 	for path, empty := range map[string]string{
 		"/inbox": "nobody is waiting on you", "/runs": "No runs", "/invocations": "No invocations",
 		"/connections": "No connection yet", "/credits": "No wallet yet",
+		"/audit": "No records yet", "/agents": "0 registered",
 	} {
 		_, page, _ := get(t, browser(t), base+path)
 		if !strings.Contains(page, "does not answer") || strings.Contains(page, empty) {
@@ -444,13 +445,15 @@ func TestOperatorPages(t *testing.T) {
 	edge := &fakeEdge{}
 	base := startConsole(t, edge.serve(t))
 	b := browser(t)
-	if status, page, _ := get(t, b, base+"/agents"); status != http.StatusOK || !strings.Contains(page, `<td class="score">73</td>`) || !strings.Contains(page, "1 registered: 1 active") {
+	if status, page, _ := get(t, b, base+"/agents"); status != http.StatusOK || !strings.Contains(page, `<td class="score">73</td>`) || !strings.Contains(page, "1 registered: 1 active") ||
+		!strings.Contains(page, `<td class="status">active</td>`) {
 		t.Errorf("GET /agents = %d:\n%s", status, page)
 	}
 	if status, page, _ := get(t, b, base+"/audit?tool=credits_grant"); status != http.StatusOK || !strings.Contains(page, "The trail is broken") ||
-		!strings.Contains(page, "PROBLEM_TRUNCATED at record 2") || !strings.Contains(page, "welcome") ||
+		!strings.Contains(page, "First problem: truncated at record 2") || !strings.Contains(page, "welcome") ||
+		!strings.Contains(page, "1 record matches.") || !strings.Contains(page, "<td>succeeded</td>") ||
 		!strings.Contains(page, "14 signed checkpoints (the newest 1 shown).") || !strings.Contains(page, "toolmesh-audit/key1\n2\n") ||
-		!strings.Contains(page, "audit-checkpoints.log:12: CHECKPOINT_PROBLEM_BAD_SIGNATURE — the signature does not verify") {
+		!strings.Contains(page, "audit-checkpoints.log:12: bad signature — the signature does not verify") {
 		t.Errorf("GET /audit = %d:\n%s", status, page)
 	}
 }

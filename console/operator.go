@@ -166,7 +166,7 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, s *session) {
 			Records []auditRecord `json:"records"`
 		}
 		if err = json.Unmarshal(env.Data, &d); err == nil {
-			v.Records = d.Records
+			v.Records, v.Total = d.Records, len(d.Records)
 			if pg := env.Pagination; pg != nil {
 				v.Total = pg.Total
 				if pg.NextOffset != nil {

@@ -16,7 +16,7 @@ var pageNames = []string{"inbox", "runs", "run", "invocations", "agents", "credi
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"when": when, "until": until, "pretty": pretty, "runWord": func(v string) string { return statusWord(v, "RUN_STATUS_") },
 		"invocationWord": func(v string) string { return statusWord(v, "INVOCATION_STATUS_") },
-		"statusWord":     statusWord, "providerWord": providerWord}
+		"statusWord":     statusWord, "providerWord": providerWord, "plural": plural}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
@@ -141,4 +141,13 @@ func until(ts string) string {
 		return fmt.Sprintf("in %d h %d min", int(d/time.Hour), int(d%time.Hour/time.Minute))
 	}
 	return fmt.Sprintf("in %d days", int(d/(24*time.Hour)))
+}
+
+// plural is one if n is 1 and many otherwise: {{.Total}} {{plural .Total
+// "run" "runs"}}. n is any number the views hold (an int, a json.Number).
+func plural(n any, one, many string) string {
+	if fmt.Sprint(n) == "1" {
+		return one
+	}
+	return many
 }

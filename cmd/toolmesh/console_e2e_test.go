@@ -576,7 +576,7 @@ func testConsoleShowsACutTail(t *testing.T, c *consoleMesh) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Title != "The trail is broken" || !strings.Contains(got.Result, "TRUNCATED") || !strings.Contains(got.Result, fmt.Sprintf("record %d", last)) {
+	if got.Title != "The trail is broken" || !strings.Contains(got.Result, "First problem: truncated at record") || !strings.Contains(got.Result, fmt.Sprintf("record %d", last)) {
 		t.Errorf("after the cut the audit page shows %+v, want the trail broken, truncated at record %d", got, last)
 	}
 	checkAccessible(t, tab, "the audit page of a cut trail")
