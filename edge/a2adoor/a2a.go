@@ -4,7 +4,7 @@
 // (github.com/a2aproject/a2a-go/v2). Every registered, active agent has:
 //
 //	GET  /a2a/agents/<id>/.well-known/agent-card.json  its card, signed
-//	POST /a2a/agents/<id>                               JSON-RPC: 1.0 with A2A-Version: 1.0, 0.3 without
+//	POST /a2a/agents/<id>[/]                            JSON-RPC: 1.0 with A2A-Version: 1.0, 0.3 without
 //	     /a2a/agents/<id>/rest/...                      HTTP+JSON (REST), 1.0
 //	POST /lf.a2a.v1.A2AService/<method>                 gRPC, 1.0, on the same listener (h2c);
 //	                                                    the request's tenant names the agent
@@ -228,8 +228,12 @@ func (g *Door) Handler() http.Handler {
 	mux.HandleFunc("GET "+a2alink.KeysPath, serveKeyDoc(g.keys, "application/json", ""))
 	mux.HandleFunc("GET "+auditcheckpoint.KeysPath, serveKeyDoc([]byte(g.auditKeys), auditcheckpoint.KeysContentType, "this mesh publishes no audit checkpoint key"))
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}"+a2alink.CardPath, g.serveCard)
+	// The endpoint with or without a slash after the agent: the card's url
+	// has none, a base URL to resolve the card's path against has one.
 	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}", g.serveCard)
+	mux.HandleFunc("GET "+a2aPathPrefix+"{agent}/{$}", g.serveCard)
 	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}", g.serveJSONRPC)
+	mux.HandleFunc("POST "+a2aPathPrefix+"{agent}/{$}", g.serveJSONRPC)
 	mux.HandleFunc(a2aPathPrefix+"{agent}/rest/", g.serveREST)
 	mux.HandleFunc("POST "+grpcPrefix, g.serveGRPC)
 	return httpguard.RecoverPanics(g.log, g.check(mux))

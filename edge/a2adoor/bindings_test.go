@@ -76,6 +76,16 @@ func TestA2AParamsPassTheTypedBoundary(t *testing.T) {
 	if _, a := f.rpc(t, "bob", `{"jsonrpc":"2.0","id":"abc","method":"tasks/get","params":{}}`, nil); string(a.ID) != `"abc"` {
 		t.Errorf("error answer id %s, want \"abc\"", a.ID)
 	}
+	// The endpoint with a slash after the agent is the same endpoint (the
+	// base URL `toolmesh up` prints, to resolve the card's path against).
+	if code, a := f.rpc(t, "bob/", sendBody(7, textMessage("m-slash", "hi")), nil); code != http.StatusOK || a.Error != nil {
+		t.Errorf("POST /a2a/agents/bob/ = %d %+v, want the message sent", code, a)
+	}
+	if resp, err := http.Get(f.base + "/a2a/agents/bob/"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /a2a/agents/bob/ = %v, %v; want the card", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Content-Type must be JSON.
 	req, _ := http.NewRequest(http.MethodPost, f.base+"/a2a/agents/bob", strings.NewReader(sendBody(1, textMessage("m", "hi"))))
 	req.Header.Set("Content-Type", "text/plain")
