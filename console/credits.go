@@ -137,7 +137,7 @@ func (c *Console) grant(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Failed = "Nothing was granted: " + describe(err)
 	} else {
 		status = httpStatus(env.DomainCode)
-		v.Failed = "Nothing was granted: " + env.Message
+		v.Failed = "Nothing was granted: " + formRefusal(env, "I confirm this grant", f.Reason)
 	}
 	c.renderStatus(w, r, s, status, "credits", "Credits", v, lerr)
 }

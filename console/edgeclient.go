@@ -39,6 +39,9 @@ type envelope struct {
 	ErrorType  string          `json:"error_type"`
 	DomainCode string          `json:"domain_code"`
 	Message    string          `json:"message"`
+	// Violation names the guardrail a refused call broke (missing_confirm,
+	// missing_reason, ...).
+	Violation string `json:"violation"`
 }
 
 type pagination struct {

@@ -196,6 +196,25 @@ func (e *toolErr) Error() string { return e.env.Message }
 
 func toolError(env envelope) error { return &toolErr{env} }
 
+// formRefusal is the edge's refusal of an administrative call from a form,
+// for the person who sent it: a confirmation or reason left out is named
+// as the form names it (the edge's words are for a tool caller: "set
+// confirm to true (the JSON boolean)"). The edge alone decides what is
+// refused; confirm is the label of the form's confirmation box, reason
+// what the form gave.
+func formRefusal(env envelope, confirm, reason string) string {
+	switch env.Violation {
+	case "missing_confirm":
+		if strings.TrimSpace(reason) == "" {
+			return "Tick “" + confirm + "” and give a reason (it is recorded in the audit trail)."
+		}
+		return "Tick “" + confirm + "” to go ahead."
+	case "missing_reason":
+		return "Give a reason: it is recorded in the audit trail."
+	}
+	return env.Message
+}
+
 // describe says in a sentence what failed, for the page.
 func describe(err error) string {
 	if te, ok := errors.AsType[*toolErr](err); ok {

@@ -116,7 +116,7 @@ func (c *Console) decideSchedule(w http.ResponseWriter, r *http.Request, s *sess
 		v.Failed = map[string]string{id: "Not sent: " + describe(err)}
 	} else {
 		status = httpStatus(env.DomainCode)
-		v.Failed = map[string]string{id: env.Message}
+		v.Failed = map[string]string{id: formRefusal(env, "I confirm this decision", r.PostForm.Get("reason"))}
 	}
 	c.renderStatus(w, r, s, status, "inbox", "Inbox", v, lerr)
 }

@@ -428,8 +428,8 @@ func testConsoleDecidesSchedules(t *testing.T, c *consoleMesh) {
 	callTool(t, c.agent, "schedules_delete", map[string]any{"schedule_id": approve})
 }
 
-// testConsoleGrantsCredits: a grant without a reason is refused with the
-// pipeline's message and the form comes back as typed; with the reason it
+// testConsoleGrantsCredits: a grant without a reason is refused by the
+// pipeline, said in the form's words, and the form comes back as typed; with the reason it
 // is applied once — the balance moves by the amount, the ledger has one
 // entry — and the audit trail records it with the reason.
 func testConsoleGrantsCredits(t *testing.T, c *consoleMesh) {
@@ -464,8 +464,8 @@ func testConsoleGrantsCredits(t *testing.T, c *consoleMesh) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(kept.Error, "reason") || kept.Wallet != "local" || kept.Amount != "250" || kept.Reference != reference || kept.Note != "welcome credits" || !kept.Confirm {
-		t.Errorf("the refused grant's page shows %+v, want the pipeline's message about the reason and the form as typed", kept)
+	if kept.Error != "Nothing was granted: Give a reason: it is recorded in the audit trail." || kept.Wallet != "local" || kept.Amount != "250" || kept.Reference != reference || kept.Note != "welcome credits" || !kept.Confirm {
+		t.Errorf("the refused grant's page shows %+v, want the refusal asking for a reason and the form as typed", kept)
 	}
 	if err := tab.Screenshot(consoleShot(t, "console-credits.png")); err != nil {
 		t.Fatal(err)
