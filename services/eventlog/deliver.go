@@ -134,7 +134,7 @@ func (s *Service) NextDeliveries(ctx context.Context, req *eventsv1.NextDeliveri
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("read events: %w", err))
 	}
 	out := &eventsv1.NextDeliveriesResponse{From: cursorOf(sub.Cursor), Through: cursorOf(p.End), HasMore: p.Full, Truncated: sub.Cursor < p.PrunedThrough}
-	args, err := s.arguments(t, sub.Arguments)
+	args, err := s.arguments(ctx, t, sub.Arguments)
 	if err != nil {
 		return nil, err
 	}

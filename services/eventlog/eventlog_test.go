@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,9 +191,20 @@ func TestRelayAndPoll(t *testing.T) {
 			t.Errorf("recording the events again = %v, %v; want 3 duplicates", res, err)
 		}
 
-		// Arguments are checked against the type's rules.
-		if _, err := svc.Poll(owner, &eventsv1.PollRequest{Name: "ask.created", Cursor: &cur, Arguments: `{"agent_id":"Not An Agent"}`}); connect.CodeOf(err) != connect.CodeInvalidArgument {
-			t.Errorf("poll with bad arguments: %v, want invalid argument", err)
+		// Arguments are checked against the type's rules, each fault named by
+		// its path, as a tool's arguments are.
+		for args, want := range map[string]string{
+			`{"agent_id":"Not An Agent"}`:      "arguments.agent_id: does not match regex pattern",
+			`{"status":"DONE"}`:                `arguments.status: must be one of TASK_STATUS_PENDING, TASK_STATUS_RUNNING`,
+			`{"stauts":"TASK_STATUS_RUNNING"}`: `arguments.stauts: unknown field "stauts"; the payload accepts: status, project_id`,
+		} {
+			name := "work_task.status_changed"
+			if strings.Contains(args, "agent_id") {
+				name = "ask.created"
+			}
+			if _, err := svc.Poll(owner, &eventsv1.PollRequest{Name: name, Cursor: &cur, Arguments: args}); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), want) {
+				t.Errorf("poll with arguments %s: %v, want invalid argument saying %q", args, err, want)
+			}
 		}
 		if _, err := svc.Poll(owner, &eventsv1.PollRequest{Name: "work_task.status_changed", Cursor: &cur, Arguments: `{"status":"TASK_STATUS_RUNNING"}`}); err != nil {
 			t.Errorf("poll of task events with a status: %v", err)

@@ -22,13 +22,13 @@ import (
 	"strings"
 	"time"
 
-	"buf.build/go/protovalidate"
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/toolmesh/toolmesh/internal/boundary"
 	"github.com/toolmesh/toolmesh/internal/clock"
 	"github.com/toolmesh/toolmesh/internal/egress"
 	"github.com/toolmesh/toolmesh/internal/mesh"
@@ -73,7 +73,7 @@ type Service struct {
 	store Store
 	cfg   Config
 	types map[string]*toolcatalog.EventType
-	valid protovalidate.Validator
+	valid *boundary.Validator
 	log   *slog.Logger
 	// webhooks posts deliveries (Webhooks.policy's client: checked at
 	// each connection, no redirects).
@@ -99,7 +99,7 @@ func New(store Store, cfg Config) (*Service, error) {
 	if cfg.Webhooks.MaxPerPrincipal <= 0 {
 		cfg.Webhooks.MaxPerPrincipal = DefaultMaxSubscriptions
 	}
-	v, err := protovalidate.New()
+	v, err := boundary.NewValidator()
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -193,7 +193,7 @@ func (s *Service) Poll(ctx context.Context, req *eventsv1.PollRequest) (*eventsv
 	if !ok {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no event type %q", req.GetName()))
 	}
-	args, err := s.arguments(t, req.GetArguments())
+	args, err := s.arguments(ctx, t, req.GetArguments())
 	if err != nil {
 		return nil, err
 	}
@@ -239,18 +239,19 @@ func (s *Service) Poll(ctx context.Context, req *eventsv1.PollRequest) (*eventsv
 	return out, nil
 }
 
-// arguments decodes and validates a subscription's arguments; nil when
-// there are none.
-func (s *Service) arguments(t *toolcatalog.EventType, raw string) (*dynamicpb.Message, error) {
+// arguments decodes and validates a subscription's arguments at the
+// events.arguments boundary, as a tool's arguments are (strict JSON, each
+// fault named by its path under "arguments"); nil when there are none.
+func (s *Service) arguments(ctx context.Context, t *toolcatalog.EventType, raw string) (*dynamicpb.Message, error) {
 	if strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
 	args := dynamicpb.NewMessage(t.Arguments)
-	if err := protojson.Unmarshal([]byte(raw), args); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("arguments: %w", err))
-	}
-	if err := s.valid.Validate(args); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("arguments: %w", err))
+	if vs := s.valid.DecodeJSON(ctx, s.log, "events.arguments", []byte(raw), args); len(vs) > 0 {
+		for i := range vs {
+			vs[i].Field = strings.TrimSuffix("arguments."+vs[i].Field, ".")
+		}
+		return nil, boundary.InvalidArgument(vs...)
 	}
 	return args, nil
 }

@@ -96,7 +96,7 @@ func (s *Service) Subscribe(ctx context.Context, req *eventsv1.SubscribeRequest)
 		s.terminate(ctx, subscriptionID(caller, req.GetUrl(), t.Name, canonicalArgs(req.GetArguments())), EndedForbidden, CodeForbidden)
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("these events follow the tool %s, and %s", t.Tool.Name, lacks))
 	}
-	if _, err := s.arguments(t, req.GetArguments()); err != nil {
+	if _, err := s.arguments(ctx, t, req.GetArguments()); err != nil {
 		return nil, err
 	}
 	args := canonicalArgs(req.GetArguments())
