@@ -6,7 +6,7 @@
 
 // Package toolmesh.github.v1 is GitHub: repositories, pull requests, issues
 // and users, through the GitHub REST API (github.com or a GitHub Enterprise
-// Server) with the token the mesh is configured with.
+// Server), as the calling agent's linked account or with the mesh's token.
 
 package githubv1
 

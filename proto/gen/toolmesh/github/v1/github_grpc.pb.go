@@ -6,7 +6,7 @@
 
 // Package toolmesh.github.v1 is GitHub: repositories, pull requests, issues
 // and users, through the GitHub REST API (github.com or a GitHub Enterprise
-// Server) with the token the mesh is configured with.
+// Server), as the calling agent's linked account or with the mesh's token.
 
 package githubv1
 
@@ -41,15 +41,19 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// GitHub, as the mesh's GitHub account: read repositories, pull requests,
-// diffs and issues; star, fork, open pull requests and issues, review and
-// comment, follow users (each needs a grant).
+// GitHub, as the calling agent's linked GitHub account or the mesh's: read
+// repositories, pull requests, diffs and issues; star, fork, open pull
+// requests and issues, review and comment, follow users (each needs a
+// grant).
 //
-// GitHubService acts on GitHub with the mesh's token: every call is made as
-// the GitHub user (or app) that token belongs to, whichever agent calls.
-// Tools that change anything on GitHub are privileged: an agent needs an
-// explicit grant for each. Without a token every call fails with
-// capability_gap. GitHub's answers map to domain codes: not_found for a
+// GitHubService acts on GitHub as one account per call, as the mesh's
+// policy says: the calling agent's own GitHub account, which the owner
+// linked to it (a connection), or the mesh's shared token. A call whose
+// agent has no usable link does nothing and answers with a page of the
+// mesh for a person to visit and link one; with neither a link nor a shared
+// token every call fails with capability_gap. Tools that change anything
+// on GitHub are privileged: an agent needs an explicit grant for each.
+// GitHub's answers map to domain codes: not_found for a
 // repository, pull request or user GitHub does not show the token,
 // permission_denied when the token may see but not do it, rate_limited (with
 // retry_after_seconds) when GitHub's primary or secondary rate limit is hit.
@@ -57,13 +61,13 @@ type GitHubServiceClient interface {
 	// Show a repository: description, default branch, visibility, stars,
 	// forks, open issues, language, topics and license.
 	GetRepo(ctx context.Context, in *GetRepoRequest, opts ...grpc.CallOption) (*GetRepoResponse, error)
-	// Star a repository as the mesh's GitHub user. Starring a repository that
-	// is already starred changes nothing and succeeds.
+	// Star a repository as the call's GitHub account. Starring a repository
+	// that is already starred changes nothing and succeeds.
 	StarRepo(ctx context.Context, in *StarRepoRequest, opts ...grpc.CallOption) (*StarRepoResponse, error)
-	// Remove the mesh's GitHub user's star from a repository. Unstarring a
+	// Remove the call's GitHub account's star from a repository. Unstarring a
 	// repository that is not starred changes nothing and succeeds.
 	UnstarRepo(ctx context.Context, in *UnstarRepoRequest, opts ...grpc.CallOption) (*UnstarRepoResponse, error)
-	// Fork a repository into the mesh's GitHub account, or into an
+	// Fork a repository into the call's GitHub account, or into an
 	// organization. GitHub creates the fork in the background: the result
 	// describes the new repository, which may take a few seconds to fill.
 	// Forking a repository already forked returns the existing fork.
@@ -95,8 +99,8 @@ type GitHubServiceClient interface {
 	// requests are left out (use github_list_pulls). Paged like
 	// github_list_pulls: page, per_page and next_page.
 	ListIssues(ctx context.Context, in *ListIssuesRequest, opts ...grpc.CallOption) (*ListIssuesResponse, error)
-	// Follow a GitHub user as the mesh's GitHub user. Following a user who is
-	// already followed changes nothing and succeeds.
+	// Follow a GitHub user as the call's GitHub account. Following a user who
+	// is already followed changes nothing and succeeds.
 	FollowUser(ctx context.Context, in *FollowUserRequest, opts ...grpc.CallOption) (*FollowUserResponse, error)
 }
 
@@ -232,15 +236,19 @@ func (c *gitHubServiceClient) FollowUser(ctx context.Context, in *FollowUserRequ
 // All implementations must embed UnimplementedGitHubServiceServer
 // for forward compatibility.
 //
-// GitHub, as the mesh's GitHub account: read repositories, pull requests,
-// diffs and issues; star, fork, open pull requests and issues, review and
-// comment, follow users (each needs a grant).
+// GitHub, as the calling agent's linked GitHub account or the mesh's: read
+// repositories, pull requests, diffs and issues; star, fork, open pull
+// requests and issues, review and comment, follow users (each needs a
+// grant).
 //
-// GitHubService acts on GitHub with the mesh's token: every call is made as
-// the GitHub user (or app) that token belongs to, whichever agent calls.
-// Tools that change anything on GitHub are privileged: an agent needs an
-// explicit grant for each. Without a token every call fails with
-// capability_gap. GitHub's answers map to domain codes: not_found for a
+// GitHubService acts on GitHub as one account per call, as the mesh's
+// policy says: the calling agent's own GitHub account, which the owner
+// linked to it (a connection), or the mesh's shared token. A call whose
+// agent has no usable link does nothing and answers with a page of the
+// mesh for a person to visit and link one; with neither a link nor a shared
+// token every call fails with capability_gap. Tools that change anything
+// on GitHub are privileged: an agent needs an explicit grant for each.
+// GitHub's answers map to domain codes: not_found for a
 // repository, pull request or user GitHub does not show the token,
 // permission_denied when the token may see but not do it, rate_limited (with
 // retry_after_seconds) when GitHub's primary or secondary rate limit is hit.
@@ -248,13 +256,13 @@ type GitHubServiceServer interface {
 	// Show a repository: description, default branch, visibility, stars,
 	// forks, open issues, language, topics and license.
 	GetRepo(context.Context, *GetRepoRequest) (*GetRepoResponse, error)
-	// Star a repository as the mesh's GitHub user. Starring a repository that
-	// is already starred changes nothing and succeeds.
+	// Star a repository as the call's GitHub account. Starring a repository
+	// that is already starred changes nothing and succeeds.
 	StarRepo(context.Context, *StarRepoRequest) (*StarRepoResponse, error)
-	// Remove the mesh's GitHub user's star from a repository. Unstarring a
+	// Remove the call's GitHub account's star from a repository. Unstarring a
 	// repository that is not starred changes nothing and succeeds.
 	UnstarRepo(context.Context, *UnstarRepoRequest) (*UnstarRepoResponse, error)
-	// Fork a repository into the mesh's GitHub account, or into an
+	// Fork a repository into the call's GitHub account, or into an
 	// organization. GitHub creates the fork in the background: the result
 	// describes the new repository, which may take a few seconds to fill.
 	// Forking a repository already forked returns the existing fork.
@@ -286,8 +294,8 @@ type GitHubServiceServer interface {
 	// requests are left out (use github_list_pulls). Paged like
 	// github_list_pulls: page, per_page and next_page.
 	ListIssues(context.Context, *ListIssuesRequest) (*ListIssuesResponse, error)
-	// Follow a GitHub user as the mesh's GitHub user. Following a user who is
-	// already followed changes nothing and succeeds.
+	// Follow a GitHub user as the call's GitHub account. Following a user who
+	// is already followed changes nothing and succeeds.
 	FollowUser(context.Context, *FollowUserRequest) (*FollowUserResponse, error)
 	mustEmbedUnimplementedGitHubServiceServer()
 }

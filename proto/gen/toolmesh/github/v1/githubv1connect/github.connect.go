@@ -4,7 +4,7 @@
 
 // Package toolmesh.github.v1 is GitHub: repositories, pull requests, issues
 // and users, through the GitHub REST API (github.com or a GitHub Enterprise
-// Server) with the token the mesh is configured with.
+// Server), as the calling agent's linked account or with the mesh's token.
 package githubv1connect
 
 import (
@@ -75,13 +75,13 @@ type GitHubServiceClient interface {
 	// Show a repository: description, default branch, visibility, stars,
 	// forks, open issues, language, topics and license.
 	GetRepo(context.Context, *v1.GetRepoRequest) (*v1.GetRepoResponse, error)
-	// Star a repository as the mesh's GitHub user. Starring a repository that
-	// is already starred changes nothing and succeeds.
+	// Star a repository as the call's GitHub account. Starring a repository
+	// that is already starred changes nothing and succeeds.
 	StarRepo(context.Context, *v1.StarRepoRequest) (*v1.StarRepoResponse, error)
-	// Remove the mesh's GitHub user's star from a repository. Unstarring a
+	// Remove the call's GitHub account's star from a repository. Unstarring a
 	// repository that is not starred changes nothing and succeeds.
 	UnstarRepo(context.Context, *v1.UnstarRepoRequest) (*v1.UnstarRepoResponse, error)
-	// Fork a repository into the mesh's GitHub account, or into an
+	// Fork a repository into the call's GitHub account, or into an
 	// organization. GitHub creates the fork in the background: the result
 	// describes the new repository, which may take a few seconds to fill.
 	// Forking a repository already forked returns the existing fork.
@@ -113,8 +113,8 @@ type GitHubServiceClient interface {
 	// requests are left out (use github_list_pulls). Paged like
 	// github_list_pulls: page, per_page and next_page.
 	ListIssues(context.Context, *v1.ListIssuesRequest) (*v1.ListIssuesResponse, error)
-	// Follow a GitHub user as the mesh's GitHub user. Following a user who is
-	// already followed changes nothing and succeeds.
+	// Follow a GitHub user as the call's GitHub account. Following a user who
+	// is already followed changes nothing and succeeds.
 	FollowUser(context.Context, *v1.FollowUserRequest) (*v1.FollowUserResponse, error)
 }
 
@@ -337,13 +337,13 @@ type GitHubServiceHandler interface {
 	// Show a repository: description, default branch, visibility, stars,
 	// forks, open issues, language, topics and license.
 	GetRepo(context.Context, *v1.GetRepoRequest) (*v1.GetRepoResponse, error)
-	// Star a repository as the mesh's GitHub user. Starring a repository that
-	// is already starred changes nothing and succeeds.
+	// Star a repository as the call's GitHub account. Starring a repository
+	// that is already starred changes nothing and succeeds.
 	StarRepo(context.Context, *v1.StarRepoRequest) (*v1.StarRepoResponse, error)
-	// Remove the mesh's GitHub user's star from a repository. Unstarring a
+	// Remove the call's GitHub account's star from a repository. Unstarring a
 	// repository that is not starred changes nothing and succeeds.
 	UnstarRepo(context.Context, *v1.UnstarRepoRequest) (*v1.UnstarRepoResponse, error)
-	// Fork a repository into the mesh's GitHub account, or into an
+	// Fork a repository into the call's GitHub account, or into an
 	// organization. GitHub creates the fork in the background: the result
 	// describes the new repository, which may take a few seconds to fill.
 	// Forking a repository already forked returns the existing fork.
@@ -375,8 +375,8 @@ type GitHubServiceHandler interface {
 	// requests are left out (use github_list_pulls). Paged like
 	// github_list_pulls: page, per_page and next_page.
 	ListIssues(context.Context, *v1.ListIssuesRequest) (*v1.ListIssuesResponse, error)
-	// Follow a GitHub user as the mesh's GitHub user. Following a user who is
-	// already followed changes nothing and succeeds.
+	// Follow a GitHub user as the call's GitHub account. Following a user who
+	// is already followed changes nothing and succeeds.
 	FollowUser(context.Context, *v1.FollowUserRequest) (*v1.FollowUserResponse, error)
 }
 
