@@ -34,8 +34,12 @@ const (
 // Web search: search the web through the mesh's configured search provider,
 // or research a question in depth across several searches.
 //
-// SearchService searches the web through one configured provider. Without a
-// provider every call fails with capability_gap, naming what to configure.
+// SearchService searches the web through one configured provider, with the
+// mesh's API key or, as the mesh's policy says, the calling agent's own key
+// that the owner linked to it (a connection): a call whose agent has no
+// usable key does nothing and answers with a page of the mesh for a person
+// to visit and link one. Without a provider every call fails with
+// capability_gap, naming what to configure.
 type SearchServiceClient interface {
 	// Search the web and return the top results, best first: each with its
 	// rank (1 for the best), title, url, a short snippet and its source (the
@@ -94,8 +98,12 @@ func (c *searchServiceClient) DeepResearch(ctx context.Context, in *DeepResearch
 // Web search: search the web through the mesh's configured search provider,
 // or research a question in depth across several searches.
 //
-// SearchService searches the web through one configured provider. Without a
-// provider every call fails with capability_gap, naming what to configure.
+// SearchService searches the web through one configured provider, with the
+// mesh's API key or, as the mesh's policy says, the calling agent's own key
+// that the owner linked to it (a connection): a call whose agent has no
+// usable key does nothing and answers with a page of the mesh for a person
+// to visit and link one. Without a provider every call fails with
+// capability_gap, naming what to configure.
 type SearchServiceServer interface {
 	// Search the web and return the top results, best first: each with its
 	// rank (1 for the best), title, url, a short snippet and its source (the
