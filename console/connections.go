@@ -132,7 +132,9 @@ func (c *Console) linkToken(w http.ResponseWriter, r *http.Request, s *session) 
 	status := http.StatusServiceUnavailable
 	var cerr *connect.Error
 	switch {
-	case errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeUnknown:
+	case errors.As(err, &cerr) && connect.IsWireError(cerr):
+		// The service answered: its message says why (GitHub refused the
+		// token, or could not be asked whose it is).
 		status = httpStatus(cerr.Code().String())
 		v.Failed = "Nothing was linked: " + cerr.Message()
 	default:

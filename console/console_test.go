@@ -139,7 +139,19 @@ func (f *fakeEdge) serve(t *testing.T) string {
 		res.StructuredContent.(map[string]any)["pagination"] = map[string]any{"offset": 0, "limit": 10, "total": 14, "next_offset": 10}
 		return res, nil
 	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	s.AddTool(&mcp.Tool{Name: "connections_list", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"connections": []any{}}), nil
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	// The owner's form to link a token, answered as the connections service
+	// answers when it cannot ask GitHub whose the token is.
+	mux.HandleFunc("POST /owner/toolmesh.connections.v1.ConnectionsService/LinkToken", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"code":"unavailable","message":"GitHub could not be asked whose the token is (dial tcp: no such host): nothing was linked; try again"}`))
+	})
+	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
 }
@@ -479,5 +491,26 @@ func TestMeshPage(t *testing.T) {
 	status.Close()
 	if code, page, _ := get(t, browser(t), lis.URL+"/mesh"); code != http.StatusOK || !strings.Contains(page, "does not answer") {
 		t.Errorf("GET /mesh with up gone = %d:\n%s", code, page)
+	}
+}
+
+// TestALinkRefusedSaysWhy: a link the connections service refuses shows
+// its reason (here: GitHub could not be asked), and one the edge cannot
+// forward says the edge or the service does not answer.
+func TestALinkRefusedSaysWhy(t *testing.T) {
+	dead := httptest.NewServer(nil)
+	dead.Close()
+	for name, c := range map[string]struct{ edge, want string }{
+		"the service answered": {(&fakeEdge{}).serve(t), "Nothing was linked: GitHub could not be asked whose the token is"},
+		"nothing answered":     {dead.URL + "/mcp", "Nothing was linked: the edge or the connections service does not answer"},
+	} {
+		base := startConsole(t, c.edge)
+		b := browser(t)
+		_, page, _ := get(t, b, base+"/connections")
+		form := url.Values{"csrf": {csrfOf(t, page)}, "agent": {"alice"}, "provider": {"PROVIDER_GITHUB"}, "token": {"ghp_x"}}
+		status, page, _ := post(t, b, base+"/connections/link", form, base)
+		if status != http.StatusServiceUnavailable || !strings.Contains(page, c.want) {
+			t.Errorf("%s: link = %d, want 503 saying %q:\n%s", name, status, c.want, page)
+		}
 	}
 }

@@ -133,7 +133,7 @@ func (o *ownerForms) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			code = connect.CodeDeadlineExceeded
 		}
-		writeConnectError(w, code, form.Service+" did not answer")
+		writeConnectError(w, code, "the "+form.Service+" service did not answer; send it again")
 		return
 	}
 	defer res.Body.Close()
