@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -29,19 +30,19 @@ type listPage struct {
 // when the tool gives none).
 func (c *Console) list(r *http.Request, s *session, tool string, statuses []string, rows any, count func() int) (listPage, error) {
 	offset := pageOffset(r)
-	p := listPage{pager: pageAt(offset), Statuses: statuses,
-		Agent: strings.TrimSpace(r.FormValue("agent")), Status: r.FormValue("status")}
+	p := listPage{pager: pageAt(offset), Statuses: statuses, Agent: strings.TrimSpace(r.FormValue("agent"))}
+	if st := r.FormValue("status"); slices.Contains(statuses, st) {
+		p.Status = st // another value filters nothing, and the page says so
+	}
 	args := map[string]any{"offset": offset, "limit": c.cfg.PageSize}
 	q := url.Values{}
 	if p.Agent != "" {
 		args["agent_id"] = p.Agent
 		q.Set("agent", p.Agent)
 	}
-	for _, st := range statuses {
-		if p.Status == st {
-			args["status"] = st
-			q.Set("status", st)
-		}
+	if p.Status != "" {
+		args["status"] = p.Status
+		q.Set("status", p.Status)
 	}
 	p.Query = template.URL(q.Encode()) // encoded: only the filters' own values
 	ctx, cancel := callCtx(r)

@@ -149,6 +149,14 @@ func TestRunPages(t *testing.T) {
 	if a := edge.listArgs[0]; a["agent_id"] != "alice" || a["status"] != "RUN_STATUS_SUSPENDED" {
 		t.Errorf("workflows_list_runs got %v, want the filters", a)
 	}
+	// A status that is none of the runs' filters nothing, and the page does
+	// not say the runs match it.
+	if status, page, _ = get(t, b, base+"/runs?status=BOGUS"); status != http.StatusOK || strings.Contains(page, "match") {
+		t.Errorf("GET /runs?status=BOGUS = %d:\n%s", status, page)
+	}
+	if a := edge.listArgs[len(edge.listArgs)-1]; a["status"] != nil {
+		t.Errorf("workflows_list_runs got %v for an unknown status, want no status", a)
+	}
 	if status, page, _ = get(t, b, base+"/runs?agent=Bad+Agent"); status != http.StatusBadRequest || !strings.Contains(page, "does not match") {
 		t.Errorf("GET /runs with a bad agent = %d:\n%s", status, page)
 	}
