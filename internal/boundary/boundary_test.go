@@ -33,7 +33,7 @@ func TestDecodeJSONRejectsOnceAtItsBoundary(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := logging.New(&buf, logging.ParseLevel("debug"))
-			vs := v.DecodeJSON(context.Background(), log, boundary.Webhook, []byte(c.payload), &testingv1.EchoRequest{})
+			vs := v.DecodeJSON(context.Background(), log, boundary.Webhook, "the payload", []byte(c.payload), &testingv1.EchoRequest{})
 			events := strings.Count(buf.String(), "boundary.validation_failed")
 			if name == "valid" {
 				if vs != nil || events != 0 {

@@ -23,21 +23,22 @@ var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[
 // an error, not dropped; a fault is named by its field's path), then msg's
 // protovalidate rules. A rejection is
 // logged once as boundary.validation_failed and returned as violations; nil
-// means msg holds a valid payload.
-func (v *Validator) DecodeJSON(ctx context.Context, log *slog.Logger, label string, data []byte, msg proto.Message) []Violation {
-	vs := v.decodeJSON(data, msg)
+// means msg holds a valid payload. whole names the payload for a fault's
+// message ("the payload": "the payload accepts: a, b").
+func (v *Validator) DecodeJSON(ctx context.Context, log *slog.Logger, label, whole string, data []byte, msg proto.Message) []Violation {
+	vs := v.decodeJSON(data, whole, msg)
 	if len(vs) > 0 {
 		LogRejection(ctx, log, label, vs)
 	}
 	return vs
 }
 
-func (v *Validator) decodeJSON(data []byte, msg proto.Message) []Violation {
+func (v *Validator) decodeJSON(data []byte, whole string, msg proto.Message) []Violation {
 	if len(data) > maxPayload {
-		return []Violation{{Rule: "payload.size", Message: "the payload is larger than 1 MiB"}}
+		return []Violation{{Rule: "payload.size", Message: whole + " is larger than 1 MiB"}}
 	}
 	if err := strictJSON.Unmarshal(data, msg); err != nil {
-		if f, ok := LocateJSONFault(msg.ProtoReflect().Descriptor(), data, "the payload"); ok {
+		if f, ok := LocateJSONFault(msg.ProtoReflect().Descriptor(), data, whole); ok {
 			return []Violation{{Field: logging.Scrub(f.Field), Rule: "payload.json", Message: logging.Scrub(f.Message)}}
 		}
 		return []Violation{{Rule: "payload.json", Message: logging.Scrub(protoErrPrefix.ReplaceAllString(err.Error(), ""))}}

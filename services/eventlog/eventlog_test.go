@@ -196,7 +196,7 @@ func TestRelayAndPoll(t *testing.T) {
 		for args, want := range map[string]string{
 			`{"agent_id":"Not An Agent"}`:      "arguments.agent_id: does not match regex pattern",
 			`{"status":"DONE"}`:                `arguments.status: must be one of TASK_STATUS_PENDING, TASK_STATUS_RUNNING`,
-			`{"stauts":"TASK_STATUS_RUNNING"}`: `arguments.stauts: unknown field "stauts"; the payload accepts: status, project_id`,
+			`{"stauts":"TASK_STATUS_RUNNING"}`: `arguments.stauts: unknown field "stauts"; this event type accepts: status, project_id`,
 		} {
 			name := "work_task.status_changed"
 			if strings.Contains(args, "agent_id") {

@@ -247,7 +247,7 @@ func (s *Service) arguments(ctx context.Context, t *toolcatalog.EventType, raw s
 		return nil, nil
 	}
 	args := dynamicpb.NewMessage(t.Arguments)
-	if vs := s.valid.DecodeJSON(ctx, s.log, "events.arguments", []byte(raw), args); len(vs) > 0 {
+	if vs := s.valid.DecodeJSON(ctx, s.log, "events.arguments", "this event type", []byte(raw), args); len(vs) > 0 {
 		for i := range vs {
 			vs[i].Field = strings.TrimSuffix("arguments."+vs[i].Field, ".")
 		}

@@ -105,7 +105,7 @@ func TestNotifyFansOutToChannels(t *testing.T) {
 			t.Fatal(err)
 		}
 		var p ownerv1.WebhookPayload
-		if vs := v.DecodeJSON(context.Background(), logging.Discard(), boundary.Webhook, bodies[0], &p); vs != nil {
+		if vs := v.DecodeJSON(context.Background(), logging.Discard(), boundary.Webhook, "the payload", bodies[0], &p); vs != nil {
 			t.Fatalf("webhook body %s fails the webhook.payload boundary: %v", bodies[0], vs)
 		}
 		if p.GetNotificationId() != res.GetNotificationId() || p.GetChannel() != "ops" || p.GetMessage() != "nightly build is green" ||
